@@ -1,0 +1,136 @@
+"""The hpml-lab command line.
+
+    hpml-lab tasks                                   # the lab tasks and their notebooks
+    hpml-lab run c1 -p epochs=2 [-f params.yaml] [--profile smoke|full]
+    hpml-lab report [--profile smoke|full] [--only c1,c2]
+    hpml-lab data synth cifar10 --root data          # synthetic CIFAR-10, real on-disk format
+    hpml-lab data download cifar10 --root data       # the real one (needs the network)
+    hpml-lab train --epochs 1 --max-batches 10       # one run, flags = RunConfig fields
+
+Bad input is one line on stderr and exit status 2, before any compute.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .config import ConfigError
+from .data import DatasetError
+
+
+def _cmd_tasks(args) -> int:
+    from . import tasks
+
+    width = max(len(t) for t in tasks.TASKS)
+    for t in tasks.TASKS.values():
+        print(f"{t.id:<{width}}  {t.title}  (notebooks/{t.notebook})")
+    return 0
+
+
+def _file_params(args) -> dict:
+    from .runner import read_params_file
+
+    merged: dict = {}
+    for path in args.file or []:
+        merged.update(read_params_file(path))
+    return merged
+
+
+def _cmd_run(args) -> int:
+    from .runner import parse_assignments, run_task, write_index, load_outcomes
+
+    outcome = run_task(args.task, args.profile, _file_params(args), parse_assignments(args.param or []))
+    write_index(load_outcomes())
+    return 0 if outcome.status == "ok" else 1
+
+
+def _cmd_report(args) -> int:
+    from .runner import parse_assignments, reports_dir, run_all
+
+    only = [t.strip() for t in args.only.split(",")] if args.only else None
+    outcomes = run_all(args.profile, _file_params(args), parse_assignments(args.param or []), only)
+    failed = [o.task for o in outcomes if o.status != "ok"]
+    print(f"index: {reports_dir() / 'index.html'} ({len(outcomes) - len(failed)} ok"
+          + (f", failed: {', '.join(failed)})" if failed else ")"))
+    return 1 if failed else 0
+
+
+def _cmd_data(args) -> int:
+    from .config import resolve_path
+    from .data import cifar
+
+    root = resolve_path(args.root)
+    if args.dataset != "cifar10":
+        raise ConfigError(f"dataset {args.dataset!r} is not available yet; valid: cifar10")
+    if args.action == "synth":
+        if args.if_missing and (root / cifar.FOLDER).exists():
+            kind = cifar.check(root)
+            print(f"{root / cifar.FOLDER} already holds {kind} CIFAR-10; nothing to do")
+            return 0
+        path = cifar.synthesize(root, seed=args.seed, n_train=args.n_train, n_test=args.n_test, force=args.force)
+        print(f"wrote synthetic CIFAR-10 ({args.n_train} train + {args.n_test} test, seed {args.seed}) to {path}")
+    else:
+        path = cifar.download(root, url=args.url)
+        print(f"CIFAR-10 ready and md5-checked in {path}")
+    return 0
+
+
+def _cmd_train(args, rest: list[str]) -> int:
+    from .training import main as train_main
+
+    return train_main(rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hpml-lab", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("tasks", help="list the lab tasks")
+
+    def run_options(sp):
+        sp.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="set a parameter (repeatable)")
+        sp.add_argument("-f", "--file", action="append", metavar="PARAMS.yaml", help="YAML file of parameters")
+        sp.add_argument("--profile", default="smoke", choices=["smoke", "full"],
+                        help="smoke: seconds on 2 CPU cores; full: the lab's setting, for a GPU (default smoke)")
+
+    r = sub.add_parser("run", help="run one task's notebook and render its HTML report")
+    r.add_argument("task")
+    run_options(r)
+    rep = sub.add_parser("report", help="run every task and write reports/index.html")
+    run_options(rep)
+    rep.add_argument("--only", metavar="IDS", help="comma-separated task ids")
+
+    d = sub.add_parser("data", help="prepare datasets")
+    d.add_argument("action", choices=["synth", "download"])
+    d.add_argument("dataset", help="cifar10")
+    d.add_argument("--root", default="data", help="dataset folder (default: data/ in the project)")
+    d.add_argument("--seed", type=int, default=0, help="synth: generator seed")
+    d.add_argument("--n-train", type=int, default=50_000, help="synth: training images (multiple of 5)")
+    d.add_argument("--n-test", type=int, default=10_000, help="synth: test images")
+    d.add_argument("--force", action="store_true", help="synth: rewrite an existing synthetic copy")
+    d.add_argument("--if-missing", action="store_true", help="synth: do nothing when the dataset is there")
+    d.add_argument("--url", help="download: a mirror of the official archive")
+
+    sub.add_parser("train", help="train one run (flags: python -m hpml_lab.train --help)", add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv and argv[0] == "train":
+        return _cmd_train(None, argv[1:])
+    args = parser.parse_args(argv)
+    handlers = {"tasks": _cmd_tasks, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data}
+    try:
+        return handlers[args.command](args)
+    except (ConfigError, DatasetError) as e:
+        print(f"hpml-lab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hpml-lab: interrupted; completed results are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""RunConfig: every parameter of a run, in one frozen dataclass.
+
+Its field names are the notebooks' papermill parameters, the CLI's flags
+(`--batch-size` or `--batch_size`) and the Slurm job's arguments. Unknown
+keys, wrong types and out-of-range values are rejected with one line that says
+what is wrong and what is valid, before anything is computed.
+
+    from hpml_lab.config import RunConfig
+    cfg = RunConfig(task="c1", epochs=2)
+    cfg = RunConfig.from_dict({"batch_size": "64"}, coerce=True)   # strings from a CLI
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import typing
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+DATASETS = ("cifar10", "tinyimagenet")
+NORMS = ("bn", "none")
+OPTIMIZERS = ("sgd", "sgd_nesterov", "adagrad", "adadelta", "adam")
+DEVICES = ("auto", "cpu", "cuda")
+PROGRESS = ("auto", "bar", "log", "none")
+STEMS = ("cifar", "imagenet")
+
+
+class ConfigError(ValueError):
+    """A bad parameter. The message is one line, meant to be shown as it is."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One training run. Defaults are the lab's (Lab 2: ResNet-18, SGD, batch 128, 5 epochs).
+
+    Args:
+        task: task id the results are filed under (results/<task>/<run-id>/).
+        dataset: "cifar10" (real or synthetic, same on-disk format) or "tinyimagenet".
+        data_root: folder holding the dataset; relative paths start at the project root.
+        model: registry name (see hpml_lab.models.available()).
+        norm: "bn" for BatchNorm, "none" to drop it (c7).
+        stem: "cifar" (3x3 conv) or "imagenet" (7x7 conv + max-pool).
+        batch_size: images per step (per process under DDP).
+        epochs: passes over the (possibly subset) training set.
+        max_batches: stop each epoch after this many batches; 0 means the whole epoch.
+        subset: use only the first N training images; 0 means all.
+        num_workers: DataLoader worker processes.
+        optimizer: one of sgd, sgd_nesterov, adagrad, adadelta, adam.
+        lr, momentum, weight_decay: optimizer settings (momentum where it applies).
+        device: "auto" (CUDA when present), "cpu" or "cuda".
+        seed: seeds Python, NumPy, torch and the DataLoader's shuffling.
+        augment: random crop (padding 4) and horizontal flip.
+        shuffle: reshuffle the training set every epoch.
+        sync_each_step: synchronize the device after every step so that data time
+            and train time are separate, honest intervals (the lab's definition).
+        log_every: in log mode, print a line every N batches.
+        progress: "auto" (bars in JupyterLab, log lines in batch runs), "bar", "log", "none".
+        results_dir: where results/<task>/<run-id>/ goes; relative to the project root.
+        run_id: name of the run folder; empty means derived from the config (stable).
+    """
+
+    task: str = "adhoc"
+    dataset: str = "cifar10"
+    data_root: str = "data"
+    model: str = "resnet18"
+    norm: str = "bn"
+    stem: str = "cifar"
+    batch_size: int = 128
+    epochs: int = 5
+    max_batches: int = 0
+    subset: int = 0
+    num_workers: int = 2
+    optimizer: str = "sgd"
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    device: str = "auto"
+    seed: int = 0
+    augment: bool = True
+    shuffle: bool = True
+    sync_each_step: bool = True
+    log_every: int = 20
+    progress: str = "auto"
+    results_dir: str = "results"
+    run_id: str = ""
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):
+            value = getattr(self, f.name)
+            want = hints[f.name]
+            if want is float and isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, f.name, float(value))
+                continue
+            if not _is_type(value, want):
+                raise ConfigError(
+                    f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {value!r}"
+                )
+        self._check_values()
+
+    def _check_values(self) -> None:
+        choices = {
+            "dataset": DATASETS, "norm": NORMS, "optimizer": OPTIMIZERS,
+            "device": DEVICES, "progress": PROGRESS, "stem": STEMS,
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(
+                    f"parameter {name!r} is {getattr(self, name)!r}; valid values: {', '.join(allowed)}"
+                )
+        positive = ("batch_size", "epochs", "log_every")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"parameter {name!r} must be at least 1, got {getattr(self, name)}")
+        for name in ("max_batches", "subset", "num_workers", "seed"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"parameter {name!r} must be 0 or more, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ConfigError(f"parameter 'lr' must be positive, got {self.lr}")
+        for name in ("momentum", "weight_decay"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"parameter {name!r} must be 0 or more, got {getattr(self, name)}")
+        if self.momentum >= 1:
+            raise ConfigError(f"parameter 'momentum' must be below 1, got {self.momentum}")
+        from hpml_lab import models  # local: models imports torch
+
+        if self.model not in models.available():
+            raise ConfigError(
+                f"parameter 'model' is {self.model!r}; valid models: {', '.join(models.available())}"
+            )
+        if not self.task or any(c in self.task for c in "/\\ "):
+            raise ConfigError(f"parameter 'task' must be a plain name, got {self.task!r}")
+        if self.run_id and any(c in self.run_id for c in "/\\"):
+            raise ConfigError(f"parameter 'run_id' must not contain a path separator, got {self.run_id!r}")
+
+    # ---- construction -------------------------------------------------
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, Any], coerce: bool = False) -> "RunConfig":
+        """Build from a mapping; unknown keys are an error naming the valid ones.
+
+        With coerce=True, string values (from a command line) are converted to
+        the field's type: "64" -> 64, "false" -> False, "1e-3" -> 0.001.
+        """
+        check_keys(params)
+        if coerce:
+            hints = typing.get_type_hints(cls)
+            params = {k: coerce_value(k, v, hints[k]) for k, v in params.items()}
+        return cls(**params)
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        check_keys(changes)
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    # ---- derived ------------------------------------------------------
+    def config_hash(self) -> str:
+        """Stable 8-hex digest of the settings that change the result (not where it is written)."""
+        d = self.to_dict()
+        for volatile in ("results_dir", "run_id", "progress", "log_every", "data_root"):
+            d.pop(volatile)
+        blob = json.dumps(d, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:8]
+
+    def resolved_run_id(self) -> str:
+        return self.run_id or f"{self.model}-{self.optimizer}-b{self.batch_size}-{self.config_hash()}"
+
+    def data_path(self) -> Path:
+        return resolve_path(self.data_root)
+
+    def run_dir(self) -> Path:
+        return output_path(self.results_dir) / self.task / self.resolved_run_id()
+
+
+def check_keys(params: Mapping[str, Any]) -> None:
+    valid = RunConfig.field_names()
+    for key in params:
+        if key not in valid:
+            raise ConfigError(f"unknown parameter {key!r}; valid parameters: {', '.join(valid)}")
+
+
+def _is_type(value: Any, want: type) -> bool:
+    if want is bool:
+        return isinstance(value, bool)
+    if want is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if want is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, want)
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def coerce_value(name: str, value: Any, want: type) -> Any:
+    """Convert a command-line string to the field's type (other values pass through)."""
+    if not isinstance(value, str) or want is str:
+        return value
+    text = value.strip()
+    try:
+        if want is bool:
+            if text.lower() in _TRUE:
+                return True
+            if text.lower() in _FALSE:
+                return False
+            raise ValueError
+        if want is int:
+            return int(text)
+        if want is float:
+            return float(text)
+    except ValueError:
+        kind = "true or false" if want is bool else want.__name__
+        raise ConfigError(f"parameter {name!r} must be {kind}, got {value!r}") from None
+    return value
+
+
+def project_root() -> Path:
+    """The checkout's root (the folder with pyproject.toml), else HPML_LAB_HOME, else cwd.
+
+    Notebooks run from notebooks/ in JupyterLab and from the root under the
+    runner; resolving relative paths here makes both find the same data.
+    """
+    env = os.environ.get("HPML_LAB_HOME")
+    if env:
+        return Path(env).resolve()
+    here = Path.cwd().resolve()
+    for p in (here, *here.parents):
+        if (p / "pyproject.toml").is_file() and (p / "hpml_lab").is_dir():
+            return p
+    return here
+
+
+def resolve_path(path: str | os.PathLike) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else project_root() / p
+
+
+def output_path(path: str | os.PathLike) -> Path:
+    """Where generated files go: results/, reports/, figures/ under HPML_OUTPUT_DIR if set
+    (tests and batch jobs point it elsewhere), else under the project root."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return p
+    base = os.environ.get("HPML_OUTPUT_DIR")
+    return (Path(base).resolve() if base else project_root()) / p

@@ -1,0 +1,56 @@
+"""Model registry: a model is a name plus the arguments of a shared class.
+
+    from hpml_lab import models
+    net = models.build("resnet18", num_classes=10, norm="bn")
+    models.available()          # every registered name
+
+A new variant is one `register(...)` line, not a copy of a network.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from torch import nn
+
+from .resnet import ResNet
+
+_REGISTRY: dict[str, tuple[Callable[..., nn.Module], dict[str, Any], str]] = {}
+
+
+def register(name: str, factory: Callable[..., nn.Module], doc: str = "", **defaults: Any) -> None:
+    if name in _REGISTRY:
+        raise ValueError(f"model {name!r} is registered twice")
+    _REGISTRY[name] = (factory, defaults, doc)
+
+
+def available() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def describe() -> dict[str, str]:
+    return {name: _REGISTRY[name][2] for name in available()}
+
+
+def build(name: str, num_classes: int = 10, norm: str = "bn", **kwargs: Any) -> nn.Module:
+    """Build a registered model; kwargs override the entry's defaults (e.g. stem="imagenet")."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown model {name!r}; valid models: {', '.join(available())}")
+    factory, defaults, _ = _REGISTRY[name]
+    return factory(**{**defaults, "num_classes": num_classes, "norm": norm, **kwargs})
+
+
+def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+STANDARD = (64, 128, 256, 512)
+ADJUSTED = (32, 32, 64, 112)  # the resnet-50-performance seed's "adjusted" (narrower) widths
+
+register("resnet18", ResNet, "ResNet-18, the lab's model (11,173,962 parameters)", block="basic",
+         num_blocks=(2, 2, 2, 2), widths=STANDARD)
+register("resnet34", ResNet, "ResNet-34 (BasicBlock 3-4-6-3)", block="basic",
+         num_blocks=(3, 4, 6, 3), widths=STANDARD)
+register("resnet50", ResNet, "ResNet-50 (Bottleneck 3-4-6-3)", block="bottleneck",
+         num_blocks=(3, 4, 6, 3), widths=STANDARD)
+register("resnet_tiny", ResNet, "4-stage ResNet, one narrow block a stage: tests and smoke runs",
+         block="basic", num_blocks=(1, 1, 1, 1), widths=(8, 16, 32, 64))

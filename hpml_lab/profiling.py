@@ -1,0 +1,135 @@
+"""Timing done right, in one place: nothing else in hpml-lab reads a clock around device work.
+
+GPU work is asynchronous: a host clock around it measures the launch, not the
+work. Intervals here are taken with CUDA events on a CUDA device (read after a
+synchronize) and with perf_counter on the CPU, where work is synchronous.
+
+    from hpml_lab.profiling import DeviceTimer, repeat_timed, summarize
+    t = DeviceTimer(device)
+    t.start(); step(); t.stop()
+    t.total()            # seconds, synchronized
+    summarize([0.11, 0.12, 0.10])   # {'n': 3, 'median': ..., 'iqr': ..., ...}
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Iterable
+
+import torch
+
+
+def synchronize(device: torch.device | str) -> None:
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class DeviceTimer:
+    """Accumulates intervals of device work.
+
+    On CUDA each start/stop records an event pair on the current stream; the
+    elapsed times are read (after one synchronize) only when asked, so timing
+    adds no synchronization to the hot path. On CPU it is perf_counter.
+    """
+
+    def __init__(self, device: torch.device | str):
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        self._pairs: list = []
+        self._t0: float | None = None
+        self._start_event = None
+        self._cpu: list[float] = []
+
+    def start(self) -> None:
+        if self.cuda:
+            self._start_event = torch.cuda.Event(enable_timing=True)
+            self._start_event.record()
+        else:
+            self._t0 = time.perf_counter()
+
+    def stop(self) -> None:
+        if self.cuda:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self._pairs.append((self._start_event, end))
+        else:
+            self._cpu.append(time.perf_counter() - self._t0)
+
+    def intervals(self) -> list[float]:
+        """Every interval in seconds (synchronizes once on CUDA)."""
+        if self.cuda:
+            if self._pairs:
+                self._pairs[-1][1].synchronize()
+            return [a.elapsed_time(b) / 1000.0 for a, b in self._pairs]
+        return list(self._cpu)
+
+    def total(self) -> float:
+        return sum(self.intervals())
+
+    def reset(self) -> None:
+        self._pairs.clear()
+        self._cpu.clear()
+
+
+class HostTimer:
+    """Wall-clock intervals of host-side waiting (e.g. on a DataLoader); no device work inside."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        dt = time.perf_counter() - self._t0
+        self.values.append(dt)
+        return dt
+
+    def total(self) -> float:
+        return sum(self.values)
+
+
+class WallClock:
+    """Elapsed wall time of a whole region, synchronized with the device at both ends."""
+
+    def __init__(self, device: torch.device | str):
+        self.device = torch.device(device)
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        synchronize(self.device)
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        synchronize(self.device)
+        return time.perf_counter() - self._t0
+
+
+def repeat_timed(fn: Callable[[], object], device: torch.device | str = "cpu",
+                 repeats: int = 5, warmup: int = 1) -> list[float]:
+    """Run fn warmup times untimed, then `repeats` times, each synchronized; seconds per run."""
+    clock = WallClock(device)
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(repeats):
+        clock.start()
+        fn()
+        out.append(clock.stop())
+    return out
+
+
+def summarize(values: Iterable[float]) -> dict[str, float]:
+    """n, median, spread (interquartile range, min, max), mean and standard deviation."""
+    v = sorted(float(x) for x in values)
+    if not v:
+        return {"n": 0, "median": float("nan"), "q1": float("nan"), "q3": float("nan"), "iqr": float("nan"),
+                "min": float("nan"), "max": float("nan"), "mean": float("nan"), "std": float("nan")}
+    q = statistics.quantiles(v, n=4, method="inclusive") if len(v) > 1 else [v[0]] * 3
+    return {
+        "n": len(v), "median": statistics.median(v), "q1": q[0], "q3": q[2], "iqr": q[2] - q[0],
+        "min": v[0], "max": v[-1], "mean": statistics.fmean(v),
+        "std": statistics.stdev(v) if len(v) > 1 else 0.0,
+    }

@@ -1,0 +1,110 @@
+"""Results: tidy CSV rows and a metadata JSON per run, each file written atomically.
+
+Layout: results/<task>/<run-id>/{meta.json, batches.csv, epochs.csv, ...}.
+meta.json carries the resolved config, environment (versions, hardware,
+commit), dataset kind, seed, start time and a status ("running", "complete",
+"failed"), so a sweep can skip what is complete and a reader knows what made
+every number.
+
+    from hpml_lab import results
+    results.load_runs("c1")          # list of RunRecord, newest first
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over the target."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def atomic_write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
+    cols = list(columns) if columns else (list(rows[0].keys()) if rows else [])
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="raise", lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
+
+
+@dataclass
+class RunRecord:
+    path: Path
+    meta: dict[str, Any]
+
+    @property
+    def status(self) -> str:
+        return self.meta.get("status", "unknown")
+
+    def table(self, name: str) -> pd.DataFrame:
+        return pd.read_csv(self.path / f"{name}.csv")
+
+
+def write_meta(run_dir: Path, meta: Mapping[str, Any]) -> None:
+    atomic_write_json(run_dir / "meta.json", dict(meta))
+
+
+def read_run(run_dir: str | os.PathLike) -> RunRecord:
+    run_dir = Path(run_dir)
+    return RunRecord(run_dir, json.loads((run_dir / "meta.json").read_text()))
+
+
+def is_complete(run_dir: str | os.PathLike) -> bool:
+    try:
+        return read_run(run_dir).status == "complete"
+    except (OSError, ValueError):
+        return False
+
+
+def load_runs(task: str, results_dir: str | os.PathLike = "results", status: str | None = "complete") -> list[RunRecord]:
+    """Runs filed under a task, newest first; by default only complete ones."""
+    from .config import output_path
+
+    base = output_path(results_dir) / task
+    runs = []
+    for meta in base.glob("*/meta.json"):
+        try:
+            rec = read_run(meta.parent)
+        except (OSError, ValueError):
+            continue
+        if status is None or rec.status == status:
+            runs.append(rec)
+    return sorted(runs, key=lambda r: r.meta.get("started_at", ""), reverse=True)
+
+
+def concat_tables(runs: Iterable[RunRecord], name: str, with_config: Sequence[str] = ()) -> pd.DataFrame:
+    """One table from many runs, each row tagged with run_id and the chosen config fields."""
+    frames = []
+    for r in runs:
+        df = r.table(name)
+        df.insert(0, "run_id", r.path.name)
+        for k in with_config:
+            df[k] = r.meta["config"][k]
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

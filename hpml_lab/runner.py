@@ -1,0 +1,233 @@
+"""Run lab notebooks with papermill and render them to HTML with nbconvert.
+
+    hpml-lab run c1 -p epochs=2 -f params.yaml --profile smoke
+    hpml-lab report --profile smoke          # every task + reports/index.html
+
+Parameters are checked against RunConfig and the notebook's own `parameters`
+cell before a kernel starts. The executed notebook is kept in
+reports/executed/<task>.ipynb (also when it fails), the report is
+reports/<task>.html with code hidden, and reports/executed/<task>.json records
+the outcome for the index.
+"""
+from __future__ import annotations
+
+import ast
+import datetime as _dt
+import html
+import json
+import os
+import sys
+import time
+import typing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from . import results, tasks
+from .config import ConfigError, RunConfig, coerce_value, output_path, project_root
+from .data import check_dataset
+from .envinfo import environment, hardware_label
+
+KERNEL = "hpml-lab"
+
+
+@dataclass
+class Outcome:
+    task: str
+    title: str
+    status: str  # "ok" or "failed"
+    seconds: float
+    profile: str
+    parameters: dict[str, Any]
+    hardware: str
+    dataset: str
+    html: str
+    executed: str
+    error: str = ""
+    finished_at: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+
+
+def notebooks_dir() -> Path:
+    return project_root() / "notebooks"
+
+
+def reports_dir() -> Path:
+    return output_path("reports")
+
+
+def notebook_parameters(path: Path) -> dict[str, Any]:
+    """The names and default values of a notebook's `parameters` cell (papermill.inspect_notebook)."""
+    import papermill
+
+    return {name: ast.literal_eval(p["default"]) for name, p in papermill.inspect_notebook(str(path)).items()}
+
+
+def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"parameters file {p} not found")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"parameters file {p} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"parameters file {p} must hold a mapping of name: value")
+    return data
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"-p takes key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+def resolve_parameters(task: tasks.Task, profile: str, file_params: Mapping[str, Any] | None = None,
+                       cli_params: Mapping[str, str] | None = None) -> tuple[dict[str, Any], RunConfig]:
+    """Profile < params file < -p, checked against the notebook and RunConfig. No compute happens here."""
+    nb_params = notebook_parameters(notebooks_dir() / task.notebook)
+    merged: dict[str, Any] = {**task.profile(profile), **(file_params or {}), **(cli_params or {})}
+    hints = typing.get_type_hints(RunConfig)
+    valid = RunConfig.field_names()
+    for key in merged:
+        if key not in valid:
+            raise ConfigError(f"unknown parameter {key!r}; valid parameters: {', '.join(sorted(nb_params))}")
+        if key not in nb_params:
+            raise ConfigError(f"task {task.id} does not take parameter {key!r}; "
+                              f"it takes: {', '.join(sorted(nb_params))}")
+    typed = {k: coerce_value(k, v, hints[k]) for k, v in merged.items()}
+    defaults = {k: v for k, v in nb_params.items() if k in valid}
+    cfg = RunConfig(task=task.id, **{**defaults, **typed})  # raises ConfigError on a bad type or value
+    return typed, cfg
+
+
+def _render_html(executed: Path, target: Path) -> None:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter()
+    exporter.exclude_input = True
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4))
+    results.atomic_write_text(target, body)
+
+
+def _kernel_env() -> None:
+    """Environment the kernel inherits: log-style progress, the project root on the path."""
+    root = str(project_root())
+    os.environ["HPML_PROGRESS"] = "log"
+    os.environ["HPML_LAB_HOME"] = root
+    path = os.environ.get("PYTHONPATH", "")
+    if root not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = root + (os.pathsep + path if path else "")
+
+
+def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any] | None = None,
+             cli_params: Mapping[str, str] | None = None, kernel: str = KERNEL, log=print) -> Outcome:
+    """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    task = tasks.get(task_id)
+    params, cfg = resolve_parameters(task, profile, file_params, cli_params)
+    kind = check_dataset(cfg)
+    out_dir = reports_dir()
+    executed = out_dir / "executed" / f"{task.id}.ipynb"
+    executed.parent.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{task.id}.html"
+    _kernel_env()
+    log(f"[{task.id}] {task.title}: running notebooks/{task.notebook} ({profile} profile"
+        + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else "") + ")")
+    t0 = time.perf_counter()
+    status, error = "ok", ""
+    try:
+        papermill.execute_notebook(
+            str(notebooks_dir() / task.notebook), str(executed), parameters=params, kernel_name=kernel,
+            cwd=str(project_root()), log_output=True, progress_bar=False, stdout_file=sys.stdout,
+            stderr_file=sys.stderr,
+        )
+    except PapermillExecutionError as e:
+        status, error = "failed", f"{e.ename}: {e.evalue}"
+    except Exception as e:  # dead kernel (e.g. killed for memory), missing kernel, ...
+        status, error = "failed", f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    seconds = time.perf_counter() - t0
+    if executed.exists():
+        _render_html(executed, target)
+    outcome = Outcome(task.id, task.title, status, seconds, profile, params, hardware_label(environment()),
+                      f"{cfg.dataset} ({kind})", target.name if target.exists() else "", str(executed), error)
+    results.atomic_write_json(executed.with_suffix(".json"), asdict(outcome))
+    log(f"[{task.id}] {status} in {seconds:.1f} s -> {target}" + (f" ({error})" if error else ""))
+    return outcome
+
+
+def write_index(outcomes: list[Outcome]) -> Path:
+    """reports/index.html: one row per task with status, hardware, dataset, time taken and a link."""
+    rows = []
+    for o in outcomes:
+        color = "#1a7f37" if o.status == "ok" else "#cf222e"
+        link = f'<a href="{html.escape(o.html)}">{html.escape(o.task)}</a>' if o.html else html.escape(o.task)
+        rows.append(
+            f"<tr><td>{link}</td><td>{html.escape(o.title)}</td>"
+            f'<td style="color:{color};font-weight:bold">{o.status}</td><td>{html.escape(o.hardware)}</td>'
+            f"<td>{html.escape(o.dataset)}</td><td>{o.profile}</td><td style='text-align:right'>{o.seconds:.1f} s</td>"
+            f"<td>{html.escape(o.finished_at)}</td><td>{html.escape(o.error)}</td></tr>"
+        )
+    synthetic = any("synthetic" in o.dataset for o in outcomes)
+    notice = ('<p style="border:2px solid #c60;background:#fff4e5;padding:8px">Some reports were computed on '
+              "<b>synthetic data</b> in the real on-disk format; their accuracies are not CIFAR-10 results.</p>"
+              if synthetic else "")
+    env = environment()
+    page = f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>hpml-lab reports</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1200px}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}} th{{background:#f3f3f3}}</style></head>
+<body><h1>hpml-lab reports</h1>{notice}
+<p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit <code>{env['commit'][:10]}</code>
+{'(uncommitted changes)' if env['dirty'] else ''}.</p>
+<table><tr><th>task</th><th>what</th><th>status</th><th>hardware</th><th>dataset</th><th>profile</th>
+<th>time taken</th><th>finished (UTC)</th><th>error</th></tr>
+{''.join(rows)}
+</table></body></html>
+"""
+    path = reports_dir() / "index.html"
+    results.atomic_write_text(path, page)
+    return path
+
+
+def load_outcomes() -> list[Outcome]:
+    out = []
+    for t in tasks.TASKS.values():
+        p = reports_dir() / "executed" / f"{t.id}.json"
+        if p.is_file():
+            out.append(Outcome(**json.loads(p.read_text())))
+    return out
+
+
+def run_all(profile: str = "smoke", file_params: Mapping[str, Any] | None = None,
+            cli_params: Mapping[str, str] | None = None, only: list[str] | None = None, log=print) -> list[Outcome]:
+    """Every task in order; a failing task is recorded and the others still run.
+
+    Shared parameters (-p) go to the tasks whose notebook takes them.
+    Bad parameters for any task stop everything before the first kernel starts.
+    """
+    ids = only or list(tasks.TASKS)
+    plans = []
+    for tid in ids:
+        task = tasks.get(tid)
+        nb_params = notebook_parameters(notebooks_dir() / task.notebook)
+        fp = {k: v for k, v in (file_params or {}).items() if k in nb_params or k not in RunConfig.field_names()}
+        cp = {k: v for k, v in (cli_params or {}).items() if k in nb_params or k not in RunConfig.field_names()}
+        _, cfg = resolve_parameters(task, profile, fp, cp)  # validate all before running any
+        check_dataset(cfg)
+        plans.append((tid, fp, cp))
+    outcomes = []
+    for tid, fp, cp in plans:
+        outcomes.append(run_task(tid, profile, fp, cp, log=log))
+        write_index(load_outcomes())
+    return outcomes

@@ -1,0 +1,301 @@
+"""Training: one function used by the notebooks, the CLI and torchrun alike.
+
+    python -m hpml_lab.train --epochs 2 --batch-size 64 --subset 2048 --save-model model.pt
+    python -m hpml_lab.train --help        # every RunConfig field is a flag
+
+    from hpml_lab import RunConfig, train
+    run = train(RunConfig(task="c1", epochs=2))
+    run.batches, run.epochs, run.run_dir
+
+Per batch it records loss and top-1 accuracy; per epoch the time spent waiting
+on the DataLoader (data_s), the time of copy + forward + backward + step
+(train_s, CUDA events on a GPU) and the synchronized wall time of the whole
+epoch (total_s). With sync_each_step (the default) the device is synchronized
+after every step, so data_s and train_s are disjoint intervals and
+data_s + train_s <= total_s; the rest is loop overhead.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import random
+import sys
+import time
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from . import models, results
+from .config import ConfigError, RunConfig, check_keys
+from .data import DatasetError, build_train_loader, dataset_info
+from .envinfo import environment
+from .profiling import DeviceTimer, HostTimer, WallClock, synchronize
+
+BATCH_COLUMNS = ["epoch", "batch", "step", "images", "loss", "acc", "data_s", "train_s"]
+EPOCH_COLUMNS = ["epoch", "batches", "images", "loss", "acc", "data_s", "train_s", "total_s", "images_per_s"]
+TIMING_NOTE = (
+    "data_s: host time waiting on the DataLoader (includes starting its workers in the first batch); "
+    "train_s: host-to-device copy, forward, backward and optimizer step (CUDA events on a GPU, "
+    "perf_counter on CPU); total_s: synchronized wall time of the epoch. Every epoch is recorded; "
+    "epoch 1 includes warm-up (worker start, cuDNN autotuning, allocator growth): summaries that "
+    "exclude it say so."
+)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device 'cuda' was asked for but CUDA is not available here; use device=cpu or device=auto")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def build_optimizer(name: str, params, lr: float, momentum: float, weight_decay: float) -> torch.optim.Optimizer:
+    """The lab's optimizers; momentum applies to the SGD family only."""
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if name == "sgd_nesterov":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=True)
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr, weight_decay=weight_decay)
+    if name == "adadelta":
+        return torch.optim.Adadelta(params, lr=lr, weight_decay=weight_decay)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    raise ConfigError(f"unknown optimizer {name!r}")
+
+
+def progress_mode(setting: str) -> str:
+    """'bar' in JupyterLab or a terminal, 'log' in batch runs (papermill sets HPML_PROGRESS=log)."""
+    if setting != "auto":
+        return setting
+    env = os.environ.get("HPML_PROGRESS")
+    if env in ("bar", "log", "none"):
+        return env
+    try:
+        from IPython import get_ipython
+
+        if get_ipython() is not None and "IPKernelApp" in get_ipython().config:
+            return "bar"
+    except ImportError:
+        pass
+    return "bar" if sys.stderr.isatty() else "log"
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    meta: dict[str, Any]
+    batches: pd.DataFrame
+    epochs: pd.DataFrame
+    model: nn.Module
+
+
+class _Progress:
+    def __init__(self, mode: str, cfg: RunConfig, total: int, epoch: int):
+        self.mode, self.cfg, self.total, self.epoch = mode, cfg, total, epoch
+        self.bar = None
+        self.t0 = time.perf_counter()
+        if mode == "bar":
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=f"{cfg.task} epoch {epoch}/{cfg.epochs}", leave=True)
+
+    def update(self, i: int, images: int, loss: torch.Tensor, correct: torch.Tensor, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            if i % self.cfg.log_every == 0 or i == self.total:
+                self.bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{100 * correct.item() / n:.1f}%")
+        elif self.mode == "log" and (i % self.cfg.log_every == 0 or i == self.total):
+            rate = images / max(time.perf_counter() - self.t0, 1e-9)
+            print(f"[{self.cfg.task}] epoch {self.epoch}/{self.cfg.epochs} batch {i}/{self.total} "
+                  f"loss {loss.item():.4f} acc {100 * correct.item() / n:.1f}% {rate:.0f} img/s", flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(model.state_dict(), tmp)
+    os.replace(tmp, path)
+
+
+def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
+          extra_meta: Optional[Mapping[str, Any]] = None, save_model: str | os.PathLike | None = None,
+          write: bool = True) -> TrainResult:
+    """Train cfg.model on cfg.dataset and write results under cfg.run_dir().
+
+    Args:
+        cfg: the run's parameters.
+        model: a prepared model to use instead of building cfg.model (e.g. compiled).
+        loader: an iterable of (images, labels) to use instead of the lab's DataLoader.
+        extra_meta: more fields for meta.json (e.g. the sweep a run belongs to).
+        save_model: write the final state_dict here (atomically).
+        write: False keeps results in memory only.
+    """
+    device = resolve_device(cfg.device)
+    info = dataset_info(cfg)  # fails fast, naming the command that prepares the data
+    seed_everything(cfg.seed)
+    if model is None:
+        model = models.build(cfg.model, num_classes=10, norm=cfg.norm, stem=cfg.stem)
+    model = model.to(device)
+    if loader is None:
+        loader = build_train_loader(cfg, device)
+    optimizer = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
+    criterion = nn.CrossEntropyLoss()
+
+    run_dir = cfg.run_dir()
+    meta: dict[str, Any] = {
+        "task": cfg.task, "run_id": cfg.resolved_run_id(), "status": "running", "started_at": _now(),
+        "config": cfg.to_dict(), "config_hash": cfg.config_hash(), "seed": cfg.seed,
+        "device": str(device), "dataset": info, "environment": environment(device),
+        "parameters": models.count_parameters(model), "timing_note": TIMING_NOTE, **(extra_meta or {}),
+    }
+    if write:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        results.write_meta(run_dir, meta)
+
+    mode = progress_mode(cfg.progress)
+    batch_rows: list[dict[str, Any]] = []
+    epoch_rows: list[dict[str, Any]] = []
+    step = 0
+    started = time.perf_counter()
+    try:
+        model.train()
+        for epoch in range(1, cfg.epochs + 1):
+            sampler = getattr(loader, "sampler", None)
+            if hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(epoch)
+            n_batches = len(loader) if cfg.max_batches == 0 else min(cfg.max_batches, len(loader))
+            wait, work, wall = HostTimer(), DeviceTimer(device), WallClock(device)
+            losses, corrects, sizes = [], [], []
+            bar = _Progress(mode, cfg, n_batches, epoch)
+            wall.start()
+            it = None
+            for i in range(1, n_batches + 1):
+                wait.start()
+                if it is None:
+                    it = iter(loader)  # worker start-up counts as data loading
+                try:
+                    x, y = next(it)
+                except StopIteration:
+                    wait.values.append(0.0)
+                    break
+                wait.stop()
+                work.start()
+                x = x.to(device, non_blocking=True)
+                y = y.to(device, non_blocking=True)
+                out = model(x)
+                loss = criterion(out, y)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                work.stop()
+                if cfg.sync_each_step:
+                    synchronize(device)
+                correct = (out.detach().argmax(1) == y).sum()
+                losses.append(loss.detach())
+                corrects.append(correct)
+                sizes.append(y.shape[0])
+                bar.update(i, sum(sizes), loss, correct, y.shape[0])
+            del it
+            total = wall.stop()
+            bar.close()
+            step_times = work.intervals()
+            loss_v = torch.stack(losses).float().cpu().tolist()
+            corr_v = torch.stack(corrects).cpu().tolist()
+            for b, (lv, cv, n, d, t) in enumerate(zip(loss_v, corr_v, sizes, wait.values, step_times), 1):
+                step += 1
+                batch_rows.append({"epoch": epoch, "batch": b, "step": step, "images": n, "loss": lv,
+                                   "acc": cv / n, "data_s": d, "train_s": t})
+            images = sum(sizes)
+            epoch_rows.append({
+                "epoch": epoch, "batches": len(sizes), "images": images,
+                "loss": sum(l * n for l, n in zip(loss_v, sizes)) / images,
+                "acc": sum(corr_v) / images, "data_s": wait.total(), "train_s": sum(step_times),
+                "total_s": total, "images_per_s": images / total,
+            })
+            if mode == "log":
+                e = epoch_rows[-1]
+                print(f"[{cfg.task}] epoch {epoch} done: loss {e['loss']:.4f} acc {100 * e['acc']:.1f}% "
+                      f"data {e['data_s']:.2f}s train {e['train_s']:.2f}s total {e['total_s']:.2f}s", flush=True)
+            if write:  # after every epoch, so an interrupted run keeps what it finished
+                results.atomic_write_csv(run_dir / "batches.csv", batch_rows, BATCH_COLUMNS)
+                results.atomic_write_csv(run_dir / "epochs.csv", epoch_rows, EPOCH_COLUMNS)
+                results.write_meta(run_dir, {**meta, "epochs_done": epoch})
+    except BaseException as e:
+        if write:
+            results.write_meta(run_dir, {**meta, "status": "failed", "error": f"{type(e).__name__}: {e}",
+                                         "finished_at": _now()})
+        raise
+    meta.update(status="complete", finished_at=_now(), duration_s=time.perf_counter() - started,
+                epochs_done=cfg.epochs)
+    if save_model:
+        _atomic_save_model(model, save_model)
+        meta["saved_model"] = str(save_model)
+    if write:
+        results.write_meta(run_dir, meta)
+    return TrainResult(run_dir, meta, pd.DataFrame(batch_rows, columns=BATCH_COLUMNS),
+                       pd.DataFrame(epoch_rows, columns=EPOCH_COLUMNS), model)
+
+
+# ------------------------------------------------------------------ CLI
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per RunConfig field, as --batch-size and --batch_size; values parsed by RunConfig."""
+    hints = typing.get_type_hints(RunConfig)
+    defaults = RunConfig()
+    for name in RunConfig.field_names():
+        kind = hints[name].__name__
+        parser.add_argument(f"--{name.replace('_', '-')}", *([f"--{name}"] if "_" in name else []),
+                            dest=name, metavar=kind.upper(), default=argparse.SUPPRESS,
+                            help=f"{kind}, default {getattr(defaults, name)!r}")
+
+
+def config_from_args(ns: argparse.Namespace, extra: Mapping[str, Any] | None = None) -> RunConfig:
+    params = {k: v for k, v in vars(ns).items() if k in RunConfig.field_names()}
+    params.update(extra or {})
+    check_keys(params)
+    return RunConfig.from_dict(params, coerce=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hpml_lab.train", description="Train one run; see RunConfig.")
+    add_config_flags(parser)
+    parser.add_argument("--save-model", metavar="PATH", help="write the final weights (state_dict) here")
+    args, unknown = parser.parse_known_args(argv)
+    try:
+        if unknown:
+            bad = unknown[0].lstrip("-").replace("-", "_").split("=")[0]
+            check_keys({bad: None})
+            raise ConfigError(f"could not parse {' '.join(unknown)!r}; flags take a value: --name VALUE")
+        cfg = config_from_args(args)
+        run = train(cfg, save_model=args.save_model)
+    except (ConfigError, DatasetError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    last = run.epochs.iloc[-1]
+    print(f"done: {run.run_dir} (epoch {int(last.epoch)}: loss {last.loss:.4f}, acc {100 * last.acc:.1f}%)")
+    return 0
+
+

@@ -1,0 +1,60 @@
+"""Bad input: one line, non-zero exit, nothing written, before any compute."""
+import subprocess
+import sys
+
+import pytest
+
+from hpml_lab import cli
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "hpml_lab.cli", *args], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "c9"], "unknown task 'c9'"),
+    (["run", "c1", "-p", "batchsize=3"], "unknown parameter 'batchsize'"),
+    (["run", "c1", "-p", "epochs=two"], "parameter 'epochs' must be int"),
+    (["run", "c1", "-p", "optimizer=lbfgs"], "valid values"),
+    (["run", "c2", "-p", "lr=0.5"], "task c2 does not take parameter 'lr'"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+    assert not (tmp_path / "reports").exists()
+
+
+def test_missing_dataset_names_the_command(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    assert cli.main(["run", "c1", "-p", f"data_root={tmp_path / 'nowhere'}"]) == 2
+    assert "hpml-lab data synth cifar10 --root" in capsys.readouterr().err
+
+
+def test_params_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    f = tmp_path / "p.yaml"
+    f.write_text("epochs: [1, 2]\n")
+    assert cli.main(["run", "c1", "-f", str(f)]) == 2
+    assert "parameter 'epochs' must be int" in capsys.readouterr().err
+
+
+def test_tasks_lists_c1_and_c2(capsys):
+    assert cli.main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    assert "c1" in out and "c2_timing.ipynb" in out
+
+
+def test_synth_if_missing_is_idempotent(tmp_path, capsys):
+    args = ["data", "synth", "cifar10", "--root", str(tmp_path), "--n-train", "50", "--n-test", "10"]
+    assert cli.main(args) == 0
+    assert cli.main(args + ["--if-missing"]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert cli.main(args) == 2  # exists, no --force
+
+
+def test_console_script_help():
+    p = run_cli("--help")
+    assert p.returncode == 0 and "hpml-lab" in p.stdout

@@ -1,0 +1,80 @@
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+from hpml_lab.config import RunConfig
+from hpml_lab.data import DatasetError, build_train_loader, cifar, dataset_info
+
+
+def test_synthetic_files_read_back_with_plain_pickle(cifar_root):
+    folder = cifar_root / "cifar-10-batches-py"
+    with open(folder / "data_batch_1", "rb") as f:
+        d = pickle.load(f, encoding="bytes")
+    assert set(d) == {b"data", b"labels", b"filenames", b"batch_label"}
+    assert d[b"data"].dtype == np.uint8 and d[b"data"].shape == (200, 3072)
+    assert len(d[b"labels"]) == 200 and all(0 <= x < 10 for x in d[b"labels"])
+    with open(folder / "batches.meta", "rb") as f:
+        meta = pickle.load(f, encoding="bytes")
+    assert meta[b"label_names"][0] == b"airplane" and len(meta[b"label_names"]) == 10
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        cifar.TRAIN_FILES + cifar.TEST_FILES + [cifar.META_FILE, cifar.MARKER])
+
+
+def test_synthesis_is_deterministic_and_marked(tmp_path, cifar_root):
+    cifar.synthesize(tmp_path, seed=0, n_train=1000, n_test=200)
+    a = json.loads((tmp_path / "cifar-10-batches-py" / cifar.MARKER).read_text())
+    b = json.loads((cifar_root / "cifar-10-batches-py" / cifar.MARKER).read_text())
+    assert a["md5"] == b["md5"]
+    assert cifar.check(tmp_path, verify_md5=True) == "synthetic"
+
+
+def test_dataset_reads_rgb_planes_in_hwc(cifar_root):
+    ds = cifar.CIFAR10Files(cifar_root, train=True)
+    with open(cifar_root / "cifar-10-batches-py" / "data_batch_1", "rb") as f:
+        raw = pickle.load(f, encoding="bytes")[b"data"][0]
+    assert ds.data.shape == (1000, 32, 32, 3)
+    assert np.array_equal(ds.data[0][..., 0].ravel(), raw[:1024])  # red plane
+    assert np.array_equal(ds.data[0][..., 2].ravel(), raw[2048:])  # blue plane
+    assert len(cifar.CIFAR10Files(cifar_root, train=False)) == 200
+
+
+def test_loader_gives_normalised_batches(cifar_root):
+    cfg = RunConfig(data_root=str(cifar_root), batch_size=16, num_workers=0)
+    x, y = next(iter(build_train_loader(cfg, __import__("torch").device("cpu"))))
+    assert x.shape == (16, 3, 32, 32) and y.shape == (16,)
+    assert -3 < x.mean() < 3 and x.dtype.is_floating_point
+    assert dataset_info(cfg)["kind"] == "synthetic"
+
+
+def test_missing_dataset_names_the_command_that_prepares_it(tmp_path):
+    with pytest.raises(DatasetError) as e:
+        cifar.check(tmp_path / "nothing")
+    assert "hpml-lab data synth cifar10" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_corruption_is_detected(tmp_path):
+    cifar.synthesize(tmp_path, seed=1, n_train=50, n_test=10)
+    f = tmp_path / "cifar-10-batches-py" / "data_batch_3"
+    f.write_bytes(f.read_bytes()[:-10])
+    with pytest.raises(DatasetError, match="corrupted"):
+        cifar.check(tmp_path, verify_md5=True)
+
+
+def test_synth_refuses_to_overwrite_without_force(tmp_path):
+    cifar.synthesize(tmp_path, n_train=50, n_test=10)
+    with pytest.raises(DatasetError, match="--force"):
+        cifar.synthesize(tmp_path, n_train=50, n_test=10)
+
+
+def test_synthetic_files_also_load_like_python2_files_with_latin1(cifar_root):
+    """torchvision reads the official files with encoding='latin1' and str keys; ours behave the same."""
+    from torchvision.datasets import CIFAR10
+
+    folder = cifar_root / "cifar-10-batches-py"
+    with open(folder / "data_batch_2", "rb") as f:
+        d = pickle.load(f, encoding="latin1")
+    assert set(d) == {"data", "labels", "filenames", "batch_label"} and d["batch_label"] == "training batch 2 of 5"
+    with open(folder / "batches.meta", "rb") as f:
+        assert pickle.load(f, encoding="latin1")[CIFAR10.meta["key"]][:2] == ["airplane", "automobile"]

@@ -1,0 +1,94 @@
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from hpml_lab import train
+from hpml_lab.config import ConfigError
+from hpml_lab.data import DatasetError
+from hpml_lab.training import BATCH_COLUMNS, EPOCH_COLUMNS
+
+
+def test_loss_falls_on_synthetic_data(tiny_cfg):
+    run = train(tiny_cfg.replace(epochs=4, max_batches=0, lr=0.05, batch_size=50))
+    per_epoch = run.epochs["loss"].tolist()
+    assert per_epoch[-1] < 0.8 * per_epoch[0], per_epoch
+    assert run.epochs["acc"].iloc[-1] > 0.2  # chance is 0.1
+
+
+def test_timing_fields_present_and_consistent(tiny_cfg):
+    run = train(tiny_cfg)
+    ep, b = run.epochs, run.batches
+    assert list(ep.columns) == EPOCH_COLUMNS and list(b.columns) == BATCH_COLUMNS
+    assert len(ep) == 2 and len(b) == 6
+    assert (ep["data_s"] >= 0).all() and (ep["train_s"] > 0).all()
+    assert (ep["data_s"] + ep["train_s"] <= ep["total_s"] + 1e-6).all()
+    sums = b.groupby("epoch")[["data_s", "train_s"]].sum()
+    assert sums["train_s"].values == pytest.approx(ep["train_s"].values)
+    assert sums["data_s"].values == pytest.approx(ep["data_s"].values)
+
+
+def test_results_written_atomically_with_metadata(tiny_cfg):
+    run = train(tiny_cfg)
+    files = sorted(p.name for p in run.run_dir.iterdir())
+    assert files == ["batches.csv", "epochs.csv", "meta.json"]  # no temporary files left behind
+    meta = json.loads((run.run_dir / "meta.json").read_text())
+    assert meta["status"] == "complete"
+    assert meta["dataset"]["kind"] == "synthetic" and meta["seed"] == 0
+    for key in ("python", "torch", "torchvision", "cpu", "commit", "cuda"):
+        assert key in meta["environment"]
+    assert meta["config"]["model"] == "resnet_tiny" and meta["started_at"]
+    pd.testing.assert_frame_equal(pd.read_csv(run.run_dir / "epochs.csv"), run.epochs, check_dtype=False)
+
+
+def test_failed_run_is_marked_failed(tiny_cfg, monkeypatch):
+    from hpml_lab import training
+
+    def boom(*a, **k):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(training.nn.CrossEntropyLoss, "forward", boom)
+    with pytest.raises(RuntimeError):
+        train(tiny_cfg)
+    meta = json.loads((tiny_cfg.run_dir() / "meta.json").read_text())
+    assert meta["status"] == "failed" and "injected" in meta["error"]
+
+
+def test_same_seed_same_losses(tiny_cfg):
+    a = train(tiny_cfg, write=False).batches["loss"]
+    b = train(tiny_cfg, write=False).batches["loss"]
+    assert a.tolist() == b.tolist()
+
+
+def test_missing_dataset_fails_before_compute(tiny_cfg, tmp_path):
+    with pytest.raises(DatasetError, match="hpml-lab data synth"):
+        train(tiny_cfg.replace(data_root=str(tmp_path / "none")))
+    assert not (tmp_path / "results").exists()
+
+
+def test_cuda_request_without_cuda_is_a_clear_error(tiny_cfg):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present")
+    with pytest.raises(ConfigError, match="CUDA is not available"):
+        train(tiny_cfg.replace(device="cuda"))
+
+
+def test_module_entry_point_saves_model(tiny_cfg, tmp_path):
+    out = tmp_path / "w.pt"
+    args = [sys.executable, "-m", "hpml_lab.train", "--data-root", tiny_cfg.data_root, "--results-dir",
+            tiny_cfg.results_dir, "--model", "resnet_tiny", "--epochs", "1", "--max-batches", "2",
+            "--batch-size", "8", "--num_workers", "0", "--augment", "false", "--save-model", str(out)]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "RuntimeWarning" not in p.stderr
+    state = torch.load(out)
+    assert "linear.weight" in state
+
+
+def test_module_entry_point_rejects_unknown_flag(tiny_cfg):
+    p = subprocess.run([sys.executable, "-m", "hpml_lab.train", "--batchsize", "3"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and "unknown parameter 'batchsize'" in p.stderr
