@@ -160,8 +160,9 @@ def cuda_peak_step(model: nn.Module, batch_size: int, device: torch.device | str
 
 
 def cuda_max_batch(build: Callable[[], nn.Module], batch_sizes: Iterable[int],
-                   device: torch.device | str = "cuda") -> list[dict[str, Any]]:
-    """Try a training step at each batch size; an OOM is a row, memory is freed and the sweep goes on."""
+                   device: torch.device | str = "cuda", stop_after_oom: bool = True) -> list[dict[str, Any]]:
+    """Try a training step at each batch size (ascending); an OOM is a row, memory is freed and the
+    sweep goes on (to the next network: larger batches after an OOM are skipped unless asked)."""
     rows = []
     for b in batch_sizes:
         model = None
@@ -175,6 +176,8 @@ def cuda_max_batch(build: Callable[[], nn.Module], batch_sizes: Iterable[int],
             del model
             _free_cuda()
         rows.append({"batch_size": b, "status": status, "peak_MB": peak, "error": error, "method": "measured"})
+        if status == "oom" and stop_after_oom:
+            break
     return rows
 
 
@@ -207,16 +210,19 @@ def variants(resnets: Sequence[str], rev_stages: Sequence[int], segments: int) -
     memory saving. Each entry: label, family, registry name, build kwargs, baseline label."""
     out = []
     for name in resnets:
-        out.append({"label": name, "family": "ResNet", "name": name, "kwargs": {}, "baseline": name})
+        digits = "".join(c for c in name.split("_")[0] if c.isdigit())
+        depth = int(digits) if digits else 0
+        out.append({"label": name, "family": "ResNet", "name": name, "kwargs": {}, "baseline": name,
+                    "depth": depth})
         if segments:
             out.append({"label": f"{name} ckpt{segments}", "family": "ResNet + checkpointing", "name": name,
-                        "kwargs": {"checkpoint_segments": segments}, "baseline": name})
+                        "kwargs": {"checkpoint_segments": segments}, "baseline": name, "depth": depth})
     for n in rev_stages:
         plain = f"revnet {n}-{n}-{n} (no saving)"
         out.append({"label": plain, "family": "RevNet, ordinary autograd", "name": "revnet",
-                    "kwargs": {"stages": (n, n, n), "memory_saving": False}, "baseline": plain})
+                    "kwargs": {"stages": (n, n, n), "memory_saving": False}, "baseline": plain, "depth": 12 * n + 2})
         out.append({"label": f"revnet {n}-{n}-{n}", "family": "RevNet", "name": "revnet",
-                    "kwargs": {"stages": (n, n, n)}, "baseline": plain})
+                    "kwargs": {"stages": (n, n, n)}, "baseline": plain, "depth": 12 * n + 2})
     return out
 
 
@@ -258,7 +264,7 @@ def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.d
         model = _build(spec, norm).to(device)
         act = activation_bytes(model, act_batch, device=device)
         row = {"model": spec["label"], "family": spec["family"], "baseline": spec["baseline"],
-               "params": models.count_parameters(model), "act_bytes_per_sample": act,
+               "depth": spec.get("depth", 0), "params": models.count_parameters(model), "act_bytes_per_sample": act,
                "act_MB_per_sample": act / MB, "batch_size": batch_size, "peak_MB": float("nan"),
                "device": str(device)}
         if device.type == "cuda":
@@ -318,6 +324,44 @@ def largest_fitting(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return out
 
 
+# ------------------------------------------------------------------ figures
+def depth_figure(table):
+    """Activation MB per sample and seconds per batch against depth, one line per family."""
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for family, part in table.groupby("family", sort=False):
+        part = part.sort_values("depth")
+        a1.plot(part["depth"], part["act_MB_per_sample"], "o-", label=family)
+        a2.errorbar(part["depth"], part["s_per_batch"], yerr=[part["s_per_batch"] - part["s_min"],
+                    part["s_max"] - part["s_per_batch"]], fmt="o-", capsize=3, label=family)
+    a1.set_ylabel("saved for backward (MB per sample)")
+    a2.set_ylabel(f"s per batch (median, min-max), batch {int(table['batch_size'].iloc[0])}")
+    for ax in (a1, a2):
+        ax.set_xlabel("depth (layers)")
+        ax.grid(alpha=0.3)
+    a1.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def loss_curves(runs, smooth: int = 5):
+    """Per-batch training loss of several train() runs on the same steps: {label: batches df}."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for label, batches in runs.items():
+        line, = ax.plot(batches["step"], batches["loss"], lw=0.8, alpha=0.4)
+        ax.plot(batches["step"], batches["loss"].rolling(smooth, min_periods=1).mean(), lw=1.8,
+                color=line.get_color(), label=f"{label} (mean of {smooth})")
+    ax.set_xlabel("step (batch)")
+    ax.set_ylabel("training loss")
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return fig
+
+
 __all__ = ["activation_bytes", "saved_tensor_bytes", "state_bytes", "predicted_max_batch", "make_step",
            "time_per_batch", "interleaved_times", "cuda_peak_step", "cuda_max_batch", "cuda_memory_snapshot", "variants",
-           "measure", "max_batch_rows", "largest_fitting", "MB"]
+           "measure", "max_batch_rows", "largest_fitting", "depth_figure", "loss_curves", "MB"]
