@@ -289,6 +289,21 @@ def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.d
     return rows
 
 
+def recompute_bytes(spec: Mapping[str, Any], rows_by_label: Mapping[str, Mapping[str, Any]]) -> float:
+    """Per-sample working set of the recomputation in backward, estimated from the plain network:
+    a checkpointed segment holds its activations again while it is recomputed (plain / k, segments
+    taken as equal), a RevNet unit holds one unit's activations (plain RevNet / number of units)."""
+    if spec["label"] == spec["baseline"]:
+        return 0.0
+    plain = rows_by_label[spec["baseline"]]["act_bytes_per_sample"]
+    kwargs = spec["kwargs"]
+    if kwargs.get("checkpoint_segments"):
+        return plain / kwargs["checkpoint_segments"]
+    if "stages" in kwargs:
+        return plain / sum(kwargs["stages"])
+    return 0.0
+
+
 def max_batch_rows(specs: Sequence[Mapping[str, Any]], table: Sequence[Mapping[str, Any]],
                    budget_bytes: int, device: torch.device | str = "cpu",
                    cuda_batches: Sequence[int] = (), norm: str = "bn") -> list[dict[str, Any]]:
@@ -301,9 +316,11 @@ def max_batch_rows(specs: Sequence[Mapping[str, Any]], table: Sequence[Mapping[s
         model = _build(spec, norm)
         fixed = state_bytes(model)["total"]
         act = by_label[spec["label"]]["act_bytes_per_sample"]
-        pred = predicted_max_batch(act, fixed, budget_bytes)
+        work = recompute_bytes(spec, by_label)
+        pred = predicted_max_batch(act + work, fixed, budget_bytes)
         rows.append({"model": spec["label"], "method": "predicted", "batch_size": pred, "status": "predicted",
-                     "peak_MB": float("nan"), "budget_MB": budget_bytes / MB, "error": ""})
+                     "peak_MB": float("nan"), "budget_MB": budget_bytes / MB, "error": "",
+                     "recompute_MB_per_sample": work / MB})
         if device.type == "cuda":
             build = lambda spec=spec: _build(spec, norm)
             for r in cuda_max_batch(build, cuda_batches, device):
@@ -364,4 +381,4 @@ def loss_curves(runs, smooth: int = 5):
 
 __all__ = ["activation_bytes", "saved_tensor_bytes", "state_bytes", "predicted_max_batch", "make_step",
            "time_per_batch", "interleaved_times", "cuda_peak_step", "cuda_max_batch", "cuda_memory_snapshot", "variants",
-           "measure", "max_batch_rows", "largest_fitting", "depth_figure", "loss_curves", "MB"]
+           "measure", "recompute_bytes", "max_batch_rows", "largest_fitting", "depth_figure", "loss_curves", "MB"]

@@ -146,6 +146,9 @@ def test_measure_rows_have_times_and_overheads():
     pred = memory.max_batch_rows(specs, rows, budget_bytes=64 * memory.MB)
     assert {r["method"] for r in pred} == {"predicted"}
     assert pred[1]["batch_size"] > pred[0]["batch_size"] > 0
+    # the checkpointed network holds one of its 2 segments again while recomputing it
+    assert pred[0]["recompute_MB_per_sample"] == 0
+    assert pred[1]["recompute_MB_per_sample"] == pytest.approx(rows[0]["act_MB_per_sample"] / 2)
 
 
 def test_config_checkpoint_segments(tiny_cfg):
