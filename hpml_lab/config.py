@@ -60,6 +60,8 @@ class RunConfig:
         progress: "auto" (bars in JupyterLab, log lines in batch runs), "bar", "log", "none".
         results_dir: where results/<task>/<run-id>/ goes; relative to the project root.
         run_id: name of the run folder; empty means derived from the config (stable).
+        checkpoint_segments: 0 (off) or k: train a ResNet with gradient checkpointing over k
+            segments of its blocks (memory task; hpml_lab.models.recompute).
     """
 
     task: str = "adhoc"
@@ -86,6 +88,7 @@ class RunConfig:
     progress: str = "auto"
     results_dir: str = "results"
     run_id: str = ""
+    checkpoint_segments: int = 0
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -115,7 +118,7 @@ class RunConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"parameter {name!r} must be at least 1, got {getattr(self, name)}")
-        for name in ("max_batches", "subset", "num_workers", "seed"):
+        for name in ("max_batches", "subset", "num_workers", "seed", "checkpoint_segments"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"parameter {name!r} must be 0 or more, got {getattr(self, name)}")
         if not self.lr > 0:
@@ -131,6 +134,8 @@ class RunConfig:
             raise ConfigError(
                 f"parameter 'model' is {self.model!r}; valid models: {', '.join(models.available())}"
             )
+        if self.checkpoint_segments and not models.accepts(self.model, "checkpoint_segments"):
+            raise ConfigError(f"parameter 'checkpoint_segments' applies to ResNets only, not {self.model!r}")
         if not self.task or any(c in self.task for c in "/\\ "):
             raise ConfigError(f"parameter 'task' must be a plain name, got {self.task!r}")
         if self.run_id and any(c in self.run_id for c in "/\\"):
@@ -167,6 +172,8 @@ class RunConfig:
         d = self.to_dict()
         for volatile in ("results_dir", "run_id", "progress", "log_every", "data_root"):
             d.pop(volatile)
+        if not d.get("checkpoint_segments"):  # added later: off keeps earlier runs' hashes
+            d.pop("checkpoint_segments", None)
         blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:8]
 

@@ -42,6 +42,10 @@ TASKS: dict[str, Task] = {
              smoke={"epochs": 2, "batch_size": 32, "max_batches": 20, "num_workers": 1, "lr": 0.03}),
         Task("c2", "c2_timing.ipynb", "C2: time per epoch: data loading, training, total",
              smoke={"epochs": 3, "batch_size": 32, "max_batches": 5, "num_workers": 1}),
+        Task("memory", "memory.ipynb", "Memory: RevNet and gradient checkpointing against ResNet",
+             # batch 8 as in the seed's table; 25 steps per network for the loss curves, lr scaled down
+             # from 0.1 at batch 128 (lr 0.03 at batch 8 made the RevNet's loss jump in the first steps)
+             smoke={"epochs": 1, "batch_size": 8, "max_batches": 25, "num_workers": 0, "lr": 0.01}),
     ]
 }
 

@@ -158,7 +158,8 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     info = dataset_info(cfg)  # fails fast, naming the command that prepares the data
     seed_everything(cfg.seed)
     if model is None:
-        model = models.build(cfg.model, num_classes=10, norm=cfg.norm, stem=cfg.stem)
+        extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
+        model = models.build(cfg.model, num_classes=10, norm=cfg.norm, stem=cfg.stem, **extra)
     model = model.to(device)
     if loader is None:
         loader = build_train_loader(cfg, device)

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from torch import nn
 
 from .resnet import ResNet
+from .revnet import RevNet
 
 _REGISTRY: dict[str, tuple[Callable[..., nn.Module], dict[str, Any], str]] = {}
 
@@ -39,6 +40,13 @@ def build(name: str, num_classes: int = 10, norm: str = "bn", **kwargs: Any) -> 
     return factory(**{**defaults, "num_classes": num_classes, "norm": norm, **kwargs})
 
 
+def accepts(name: str, argument: str) -> bool:
+    """Whether the registered model `name` takes the keyword `argument` (e.g. checkpoint_segments)."""
+    import inspect
+
+    return argument in inspect.signature(_REGISTRY[name][0]).parameters
+
+
 def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
@@ -54,3 +62,16 @@ register("resnet50", ResNet, "ResNet-50 (Bottleneck 3-4-6-3)", block="bottleneck
          num_blocks=(3, 4, 6, 3), widths=STANDARD)
 register("resnet_tiny", ResNet, "4-stage ResNet, one narrow block a stage: tests and smoke runs",
          block="basic", num_blocks=(1, 1, 1, 1), widths=(8, 16, 32, 64))
+
+# Memory task (issue 4): the seed's narrower ResNets, and RevNets with n-n-n stages (depth 12n + 2).
+register("resnet18_adjusted", ResNet, "ResNet-18 at the seed's adjusted widths 32-32-64-112", block="basic",
+         num_blocks=(2, 2, 2, 2), widths=ADJUSTED)
+register("resnet34_adjusted", ResNet, "ResNet-34 at the seed's adjusted widths 32-32-64-112", block="basic",
+         num_blocks=(3, 4, 6, 3), widths=ADJUSTED)
+register("resnet50_adjusted", ResNet, "ResNet-50 (Bottleneck) at the seed's adjusted widths 32-32-64-112",
+         block="bottleneck", num_blocks=(3, 4, 6, 3), widths=ADJUSTED)
+register("revnet", RevNet, "RevNet, CIFAR design; stages=(n, n, n), memory_saving=True|False",
+         stages=(3, 3, 3), widths=ADJUSTED)
+for _n in (3, 5, 9, 18):
+    register(f"revnet{12 * _n + 2}", RevNet, f"RevNet {_n}-{_n}-{_n} (stem 32, stages 32-64-112)",
+             stages=(_n, _n, _n), widths=ADJUSTED)

@@ -14,6 +14,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from .recompute import checkpoint_blocks
+
 
 def norm_layer(kind: str, channels: int) -> nn.Module:
     if kind == "bn":
@@ -87,6 +89,8 @@ class ResNet(nn.Module):
         num_classes: classifier outputs.
         norm: "bn" or "none".
         stem: "cifar" (3x3, stride 1) or "imagenet" (7x7 stride 2 + 3x3 max-pool, for 64x64 and up).
+        checkpoint_segments: 0 (off), or k: the residual blocks run as k gradient-checkpointed
+            segments (non-reentrant; see hpml_lab.models.recompute) while training.
     """
 
     def __init__(
@@ -97,8 +101,12 @@ class ResNet(nn.Module):
         num_classes: int = 10,
         norm: str = "bn",
         stem: str = "cifar",
+        checkpoint_segments: int = 0,
     ):
         super().__init__()
+        if checkpoint_segments < 0:
+            raise ValueError(f"checkpoint_segments must be 0 (off) or more, got {checkpoint_segments}")
+        self.checkpoint_segments = checkpoint_segments
         if len(num_blocks) != len(widths):
             raise ValueError("num_blocks and widths need one entry per stage")
         block_cls = BLOCKS[block]
@@ -128,5 +136,9 @@ class ResNet(nn.Module):
         self.linear = nn.Linear(self.in_planes, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.layers(self.stem(x))
+        if self.checkpoint_segments and torch.is_grad_enabled():
+            blocks = [b for stage in self.layers for b in stage]
+            out = checkpoint_blocks(blocks, self.checkpoint_segments, self.stem(x))
+        else:
+            out = self.layers(self.stem(x))
         return self.linear(torch.flatten(self.pool(out), 1))
