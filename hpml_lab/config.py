@@ -60,6 +60,8 @@ class RunConfig:
         progress: "auto" (bars in JupyterLab, log lines in batch runs), "bar", "log", "none".
         results_dir: where results/<task>/<run-id>/ goes; relative to the project root.
         run_id: name of the run folder; empty means derived from the config (stable).
+        compile_backend: torch.compile backend for C8 ("inductor" by default; "aot_eager" or
+            "eager" skip code generation and are for quick checks, labelled as such in the report).
     """
 
     task: str = "adhoc"
@@ -86,6 +88,7 @@ class RunConfig:
     progress: str = "auto"
     results_dir: str = "results"
     run_id: str = ""
+    compile_backend: str = "inductor"
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -133,6 +136,8 @@ class RunConfig:
             )
         if not self.task or any(c in self.task for c in "/\\ "):
             raise ConfigError(f"parameter 'task' must be a plain name, got {self.task!r}")
+        if not self.compile_backend or not self.compile_backend.replace("_", "").isalnum():
+            raise ConfigError(f"parameter 'compile_backend' must be a backend name, got {self.compile_backend!r}")
         if self.run_id and any(c in self.run_id for c in "/\\"):
             raise ConfigError(f"parameter 'run_id' must not contain a path separator, got {self.run_id!r}")
 
@@ -167,6 +172,8 @@ class RunConfig:
         d = self.to_dict()
         for volatile in ("results_dir", "run_id", "progress", "log_every", "data_root"):
             d.pop(volatile)
+        if d["compile_backend"] == "inductor":  # the default leaves earlier runs' hashes unchanged
+            d.pop("compile_backend")
         blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:8]
 

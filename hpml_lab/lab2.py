@@ -276,6 +276,15 @@ def c7_batchnorm(cfg: RunConfig, log=print) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ C8: torch.compile
+def check_backend(backend: str) -> None:
+    """A ConfigError (one line, before any compute) for a backend name torch.compile does not know."""
+    import torch._dynamo as dynamo
+
+    known = set(dynamo.list_backends(exclude_tags=())) | {"inductor"}
+    if backend not in known:
+        raise ConfigError(f"parameter 'compile_backend' is {backend!r}; valid backends: {', '.join(sorted(known))}")
+
+
 def compile_available(backend: str, device: str = "auto") -> str:
     """'' when torch.compile with `backend` can be tried here, else the reason it cannot."""
     if not hasattr(torch, "compile"):
@@ -296,8 +305,8 @@ def compile_available(backend: str, device: str = "auto") -> str:
     return ""
 
 
-def c8_compile(cfg: RunConfig, backend: str = "inductor", trace_steps: int = 3, log=print) -> dict[str, Any]:
-    """Eager vs torch.compile(model, backend=backend), same config and seed.
+def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> dict[str, Any]:
+    """Eager vs torch.compile(model, backend=cfg.compile_backend), same config and seed.
 
     Epoch 1 of the compiled run includes compilation. Reports the first-epoch time of each,
     the steady-state median, the speedup (eager median / compiled median) and the estimated
@@ -306,6 +315,9 @@ def c8_compile(cfg: RunConfig, backend: str = "inductor", trace_steps: int = 3, 
     """
     from .tracing import trace_steps as _trace
 
+    backend = cfg.compile_backend
+    if hasattr(torch, "compile"):
+        check_backend(backend)
     base = cfg.replace(run_id="")
     eager_cfg = base.replace(run_id=f"eager-{base.config_hash()}")
     comp_cfg = base.replace(run_id=f"compile-{backend}-{base.config_hash()}")

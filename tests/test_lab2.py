@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from hpml_lab import lab2, results
+from hpml_lab.config import ConfigError
 
 
 @pytest.fixture
@@ -58,10 +59,14 @@ def test_c6_every_optimizer_and_c7_both_norms(cfg):
     assert out7["epochs"].groupby("norm").size().to_dict() == {"bn": 2, "none": 2}
 
 
-def test_c8_compile_vs_eager_and_unavailable_backend(cfg):
-    c = cfg.replace(task="c8")
-    out = lab2.c8_compile(c, backend="eager", trace_steps=1, log=None)  # dynamo path, no C++ build: fast
+def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
+    c = cfg.replace(task="c8", compile_backend="eager")  # the dynamo path without a C++ build: fast
+    out = lab2.c8_compile(c, trace_steps=1, log=None)
     assert out["message"] == "" and list(out["summary"]["mode"]) == ["eager", "compile (eager)"]
     assert out["speedup"] > 0 and out["traced_mode"] == "compile" and out["trace"].path.is_file()
-    bad = lab2.c8_compile(c, backend="no_such_backend", trace_steps=1, log=None)
-    assert "not run" in bad["message"] and list(bad["summary"]["mode"]) == ["eager"] and bad["speedup"] is None
+    with pytest.raises(ConfigError, match="valid backends"):
+        lab2.c8_compile(c.replace(compile_backend="no_such_backend"), log=None)
+    monkeypatch.setattr(lab2, "compile_available", lambda backend, device: "no C++ compiler here")
+    off = lab2.c8_compile(c.replace(compile_backend="aot_eager"), trace_steps=1, log=None)
+    assert "not run: no C++ compiler" in off["message"] and list(off["summary"]["mode"]) == ["eager"]
+    assert off["speedup"] is None and off["traced_mode"] == "eager"
