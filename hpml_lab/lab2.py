@@ -75,7 +75,7 @@ def _loader_cfg(cfg: RunConfig, n: int) -> RunConfig:
 
 def time_loader_epochs(cfg: RunConfig) -> list[dict[str, Any]]:
     """One warm-up + cfg.epochs timed passes over the lab's DataLoader with cfg.num_workers workers."""
-    loader = build_train_loader(cfg, torch.device("cpu"))
+    loader = build_train_loader(cfg, resolve_device(cfg.device))  # pinned memory on CUDA, as in training
     limit = len(loader) if cfg.max_batches == 0 else min(cfg.max_batches, len(loader))
     clock = WallClock("cpu")
     rows = []

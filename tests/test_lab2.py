@@ -70,3 +70,10 @@ def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     off = lab2.c8_compile(c.replace(compile_backend="aot_eager"), trace_steps=1, log=None)
     assert "not run: no C++ compiler" in off["message"] and list(off["summary"]["mode"]) == ["eager"]
     assert off["speedup"] is None and off["traced_mode"] == "eager"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_c5_has_a_gpu_row_with_cuda(cfg):
+    out = lab2.c5_devices(cfg.replace(task="c5"), log=None)
+    assert list(out["summary"]["device"]) == ["cpu", "cuda"] and out["note"] == ""
+    assert (out["summary"]["relative_to_cpu"] > 0).all()
