@@ -62,6 +62,8 @@ class RunConfig:
         run_id: name of the run folder; empty means derived from the config (stable).
         checkpoint_segments: 0 (off) or k: train a ResNet with gradient checkpointing over k
             segments of its blocks (memory task; hpml_lab.models.recompute).
+        compile_backend: torch.compile backend for C8 ("inductor" by default; "aot_eager" or
+            "eager" skip code generation and are for quick checks, labelled as such in the report).
     """
 
     task: str = "adhoc"
@@ -89,6 +91,7 @@ class RunConfig:
     results_dir: str = "results"
     run_id: str = ""
     checkpoint_segments: int = 0
+    compile_backend: str = "inductor"
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -138,6 +141,8 @@ class RunConfig:
             raise ConfigError(f"parameter 'checkpoint_segments' applies to ResNets only, not {self.model!r}")
         if not self.task or any(c in self.task for c in "/\\ "):
             raise ConfigError(f"parameter 'task' must be a plain name, got {self.task!r}")
+        if not self.compile_backend or not self.compile_backend.replace("_", "").isalnum():
+            raise ConfigError(f"parameter 'compile_backend' must be a backend name, got {self.compile_backend!r}")
         if self.run_id and any(c in self.run_id for c in "/\\"):
             raise ConfigError(f"parameter 'run_id' must not contain a path separator, got {self.run_id!r}")
 
@@ -174,6 +179,8 @@ class RunConfig:
             d.pop(volatile)
         if not d.get("checkpoint_segments"):  # added later: off keeps earlier runs' hashes
             d.pop("checkpoint_segments", None)
+        if d["compile_backend"] == "inductor":  # the default leaves earlier runs' hashes unchanged
+            d.pop("compile_backend")
         blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:8]
 

@@ -46,6 +46,23 @@ TASKS: dict[str, Task] = {
              # batch 8 as in the seed's table; 25 steps per network for the loss curves, lr scaled down
              # from 0.1 at batch 128 (lr 0.03 at batch 8 made the RevNet's loss jump in the first steps)
              smoke={"epochs": 1, "batch_size": 8, "max_batches": 25, "num_workers": 0, "lr": 0.01}),
+        # Lab 2, C3 to C8 and the questions (hpml_lab/lab2.py, hpml_lab/questions.py)
+        Task("c3", "c3_io.ipynb", "C3: DataLoader time per epoch against num_workers",
+             smoke={"epochs": 2, "batch_size": 32, "max_batches": 40},
+             full={"epochs": 3, "batch_size": 128, "max_batches": 0, "subset": 0}),
+        Task("c4", "c4_profiling.ipynb", "C4: data loading vs compute, 1 worker vs the best; profiler trace",
+             smoke={"epochs": 2, "batch_size": 32, "max_batches": 3},
+             full={k: v for k, v in FULL_LAB.items() if k != "num_workers"}),
+        Task("c5", "c5_devices.ipynb", "C5: epoch time on every device present (GPU vs CPU)",
+             smoke={"epochs": 3, "batch_size": 32, "max_batches": 2, "num_workers": 1}),
+        Task("c6", "c6_optimizers.ipynb", "C6: SGD, Nesterov, Adagrad, Adadelta, Adam",
+             smoke={"model": "resnet_tiny", "epochs": 3, "batch_size": 32, "max_batches": 6, "num_workers": 0}),
+        Task("c7", "c7_batchnorm.ipynb", "C7: with and without BatchNorm",
+             smoke={"model": "resnet_tiny", "epochs": 3, "batch_size": 32, "max_batches": 6, "num_workers": 0}),
+        Task("c8", "c8_compile.ipynb", "C8: torch.compile vs eager; profiler trace",
+             smoke={"model": "resnet_tiny", "epochs": 3, "batch_size": 32, "max_batches": 8, "num_workers": 0}),
+        Task("questions", "questions.ipynb", "Lab 2 questions Q1-Q4 from the model and optimizers",
+             smoke={}, full={}),
     ]
 }
 

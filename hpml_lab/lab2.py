@@ -1,0 +1,378 @@
+"""Lab 2 experiments C3 to C8: each writes result rows and meta.json under results/<task>/ and returns tables.
+
+    hpml-lab run c3 --profile smoke          # the notebooks call these functions
+    from hpml_lab import RunConfig, lab2
+    sweep = lab2.c3_loader_sweep(RunConfig(task="c3"))     # DataLoader time per epoch vs num_workers
+    lab2.c4_data_vs_compute(RunConfig(task="c4"))          # 1 worker vs the best count, plus a trace
+    lab2.c5_devices(cfg); lab2.c6_optimizers(cfg); lab2.c7_batchnorm(cfg); lab2.c8_compile(cfg)
+
+Every configuration goes through hpml_lab.sweeps.run_sweep, so a notebook run
+again after an interruption reuses the configurations already complete (their
+meta.json says when and where they ran) and computes only the rest. All timing
+goes through hpml_lab.profiling; epoch 1 (warm-up) is kept in the rows and
+excluded from the steady-state statistics, which say so.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from . import models, results
+from .config import OPTIMIZERS, ConfigError, RunConfig
+from .data import build_train_loader, dataset_info
+from .envinfo import environment, usable_cores
+from .profiling import WallClock, summarize
+from .sweeps import SweepItem, run_sweep, tables
+from .training import build_optimizer, resolve_device, seed_everything, train
+
+LOADER_COLUMNS = ["num_workers", "repeat", "seconds", "batches", "images", "images_per_s"]
+LOADER_NOTE = ("Total DataLoader time per epoch: a fresh iterator (so worker start-up is included, as in "
+               "training) drained of every batch (or max_batches), no model. One untimed warm-up epoch per "
+               "worker count (file cache, first imports in the workers) is excluded; `epochs` timed repeats follow.")
+MAX_WORKERS = 64
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _base_meta(cfg: RunConfig, device: torch.device, **extra: Any) -> dict[str, Any]:
+    return {"task": cfg.task, "run_id": cfg.resolved_run_id(), "status": "running", "started_at": _now(),
+            "config": cfg.to_dict(), "config_hash": cfg.config_hash(), "seed": cfg.seed, "device": str(device),
+            "dataset": dataset_info(cfg), "environment": environment(device), **extra}
+
+
+def stats_row(values, **labels: Any) -> dict[str, Any]:
+    """labels + n, median, IQR, min, max, mean of `values` (seconds)."""
+    s = summarize(values)
+    return {**labels, "n": s["n"], "median_s": s["median"], "iqr_s": s["iqr"], "min_s": s["min"],
+            "max_s": s["max"], "mean_s": s["mean"]}
+
+
+def steady(epochs: pd.DataFrame) -> pd.DataFrame:
+    """Epochs after the first (warm-up) of each run when a run has two or more."""
+    key = "run_id" if "run_id" in epochs else None
+    if key is None:
+        return epochs[epochs["epoch"] > 1] if epochs["epoch"].max() > 1 else epochs
+    parts = [g[g["epoch"] > 1] if g["epoch"].max() > 1 else g for _, g in epochs.groupby(key, sort=False)]
+    return pd.concat(parts) if parts else epochs
+
+
+WARMUP_NOTE = "Epoch 1 of every run is warm-up (worker start-up, allocator growth, kernel selection) and is excluded."
+
+
+# ------------------------------------------------------------------ C3: loader workers
+def _loader_cfg(cfg: RunConfig, n: int) -> RunConfig:
+    c = cfg.replace(num_workers=n, run_id="")
+    return c.replace(run_id=f"loader-w{n}-b{c.batch_size}-{c.config_hash()}")
+
+
+def time_loader_epochs(cfg: RunConfig) -> list[dict[str, Any]]:
+    """One warm-up + cfg.epochs timed passes over the lab's DataLoader with cfg.num_workers workers."""
+    loader = build_train_loader(cfg, resolve_device(cfg.device))  # pinned memory on CUDA, as in training
+    limit = len(loader) if cfg.max_batches == 0 else min(cfg.max_batches, len(loader))
+    clock = WallClock("cpu")
+    rows = []
+    for rep in range(cfg.epochs + 1):
+        batches = images = 0
+        clock.start()
+        it = iter(loader)
+        for x, _y in it:
+            batches += 1
+            images += x.shape[0]
+            if batches >= limit:
+                break
+        del it  # shuts the workers down: their start and stop belong to the epoch
+        seconds = clock.stop()
+        if rep > 0:
+            rows.append({"num_workers": cfg.num_workers, "repeat": rep, "seconds": seconds, "batches": batches,
+                         "images": images, "images_per_s": images / seconds})
+    return rows
+
+
+def _run_loader(cfg: RunConfig) -> None:
+    cfg.run_dir().mkdir(parents=True, exist_ok=True)
+    meta = _base_meta(cfg, torch.device("cpu"), kind="loader", timing_note=LOADER_NOTE)
+    results.write_meta(cfg.run_dir(), meta)
+    rows = time_loader_epochs(cfg)
+    results.atomic_write_csv(cfg.run_dir() / "loader.csv", rows, LOADER_COLUMNS)
+    results.write_meta(cfg.run_dir(), {**meta, "status": "complete", "finished_at": _now()})
+
+
+@dataclass
+class LoaderSweep:
+    summary: pd.DataFrame      # one row per worker count: n, median_s, iqr_s, min_s, max_s, ...
+    rows: pd.DataFrame         # every timed epoch
+    best_workers: int
+    cores: int
+    stop_reason: str
+    items: list[SweepItem] = field(default_factory=list)
+    summary_dir: Path | None = None
+
+
+def worker_counts(limit: int = MAX_WORKERS):
+    """0, 1, 2, 4, 8, ... up to limit."""
+    n = 0
+    while n <= limit:
+        yield n
+        n = 1 if n == 0 else n * 2
+
+
+def c3_loader_sweep(cfg: RunConfig, max_workers: int = MAX_WORKERS, tolerance: float = 0.03,
+                    patience: int = 1, log=print) -> LoaderSweep:
+    """DataLoader time per epoch for 0, 1, 2, 4, 8, ... workers until it stops improving.
+
+    A count "improves" when its median epoch time is more than `tolerance` (3%) below the best so
+    far; the sweep stops after `patience` + 1 counts in a row that do not (one slow count on a
+    noisy machine does not end it), or at max_workers. Each count is one
+    resumable configuration; the summary is written to results/<task>/loader-summary-<hash>/.
+    """
+    cores = usable_cores()
+    items: list[SweepItem] = []
+    best_n, best_median, reason = None, float("inf"), f"reached the cap of {max_workers} workers"
+    misses: list[int] = []
+    for n in worker_counts(max_workers):
+        items += run_sweep([_loader_cfg(cfg, n)], _run_loader, log=log)
+        median = summarize(results.read_run(items[-1].run_dir).table("loader")["seconds"])["median"]
+        if median < best_median * (1 - tolerance):
+            best_n, best_median, misses = n, median, []
+            continue
+        misses.append(n)
+        if len(misses) > patience:
+            reason = (f"{' and '.join(map(str, misses))} workers were not faster than {best_n} by more than "
+                      f"{tolerance:.0%} (best median {best_median:.3g} s)")
+            break
+    rows = tables(items, "loader")
+    summary = pd.DataFrame([stats_row(g["seconds"], num_workers=n, images=int(g["images"].iloc[0]))
+                            for n, g in rows.groupby("num_workers")])
+    summary["images_per_s"] = summary["images"] / summary["median_s"]
+    summary["best"] = summary["num_workers"] == best_n
+    sdir = cfg.run_dir().parent / f"loader-summary-b{cfg.batch_size}-{cfg.replace(num_workers=0).config_hash()}"
+    results.atomic_write_csv(sdir / "summary.csv", summary.to_dict("records"), list(summary.columns))
+    meta = _base_meta(cfg.replace(num_workers=best_n), torch.device("cpu"), kind="loader_summary",
+                      best_workers=best_n, cpu_cores=cores, stop_reason=reason, timing_note=LOADER_NOTE,
+                      runs=[it.run_dir.name for it in items])
+    results.write_meta(sdir, {**meta, "run_id": sdir.name, "status": "complete", "finished_at": _now()})
+    return LoaderSweep(summary, rows, best_n, cores, reason, items, sdir)
+
+
+# ------------------------------------------------------------------ C4: data vs compute
+def best_workers_from_c3(cfg: RunConfig, c3_task: str = "c3") -> tuple[int, str] | None:
+    """(best count, summary run folder) from the newest complete C3 summary with this batch size and dataset."""
+    for run in results.load_runs(c3_task, cfg.results_dir):
+        m = run.meta
+        if (m.get("kind") == "loader_summary" and m["config"]["batch_size"] == cfg.batch_size
+                and m["config"]["dataset"] == cfg.dataset):
+            return int(m["best_workers"]), str(run.path)
+    return None
+
+
+def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print) -> dict[str, Any]:
+    """Train with 1 worker and with C3's best count (read from results/c3, else measured now)
+    and a torch.profiler trace of a few steps. Returns epochs, summary, best, source, trace."""
+    from .tracing import trace_steps as _trace
+
+    source = "given"
+    if best is None:
+        found = best_workers_from_c3(cfg)
+        if found:
+            best, source = found[0], f"read from C3's results ({found[1]})"
+        else:
+            sweep = c3_loader_sweep(cfg.replace(task="c3", run_id=""), log=log)
+            best, source = sweep.best_workers, f"measured now with C3's sweep ({sweep.summary_dir})"
+    counts = sorted({1, best})
+    items = run_sweep([cfg.replace(num_workers=n, run_id="") for n in counts], train, log=log)
+    epochs = tables(items, "epochs", with_config=("num_workers",))
+    summary = _phase_summary(steady(epochs), "num_workers")
+    # trace: a fresh model, the best count's loader
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed)
+    model = models.build(cfg.model, num_classes=10, norm=cfg.norm, stem=cfg.stem).to(device)
+    opt = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
+    tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
+    tr = _trace(model, build_train_loader(cfg.replace(num_workers=best), device), device, opt,
+                tdir / "trace.json", steps=trace_steps)
+    results.atomic_write_csv(tdir / "top_ops.csv", tr.top_ops.to_dict("records"), list(tr.top_ops.columns))
+    results.write_meta(tdir, {**_base_meta(cfg.replace(num_workers=best), device, kind="trace",
+                                           steps=tr.steps, warmup_steps=tr.warmup),
+                              "run_id": tdir.name, "status": "complete", "finished_at": _now()})
+    return {"epochs": epochs, "summary": summary, "best": best, "source": source, "trace": tr, "items": items}
+
+
+def _phase_summary(steady_epochs: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Per group: n steady epochs, median data / train / total seconds, IQR of total, data share."""
+    rows = []
+    for key, g in steady_epochs.groupby(by, sort=False):
+        tot = summarize(g["total_s"])
+        rows.append({by: key, "n": tot["n"], "data_median_s": g["data_s"].median(),
+                     "train_median_s": g["train_s"].median(), "total_median_s": tot["median"],
+                     "total_iqr_s": tot["iqr"], "total_min_s": tot["min"], "total_max_s": tot["max"],
+                     "data_share": g["data_s"].sum() / g["total_s"].sum()})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ C5: devices
+def devices_present() -> list[str]:
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def c5_devices(cfg: RunConfig, log=print) -> dict[str, Any]:
+    """The same training on every device present. Without CUDA there is only a CPU row, and `note` says so."""
+    devs = devices_present()
+    items = run_sweep([cfg.replace(device=d, run_id="") for d in devs], train, log=log)
+    epochs = tables(items, "epochs", with_config=("device",))
+    st = steady(epochs)
+    rows = []
+    for d in devs:
+        g, all_g = st[st["device"] == d], epochs[epochs["device"] == d]
+        rows.append({**stats_row(g["total_s"], device=d), "warmup_epoch_s": all_g["total_s"].iloc[0],
+                     "images_per_s": g["images"].sum() / g["total_s"].sum()})
+    summary = pd.DataFrame(rows)
+    note = ("" if "cuda" in devs else
+            "No CUDA GPU is present on this machine, so only the CPU was measured; there is no GPU row. "
+            "Run this task on a GPU machine (device=auto) to add one.")
+    if len(devs) == 2:
+        summary["relative_to_cpu"] = summary["median_s"].iloc[0] / summary["median_s"]
+    return {"epochs": epochs, "summary": summary, "devices": devs, "note": note, "items": items}
+
+
+# ------------------------------------------------------------------ C6 / C7: training sweeps
+def _training_sweep(cfg: RunConfig, field_name: str, values, log=print) -> dict[str, Any]:
+    items = run_sweep([cfg.replace(**{field_name: v, "run_id": ""}) for v in values], train,
+                      on_error="record", log=log)
+    epochs = tables(items, "epochs", with_config=(field_name,))
+    batches = tables(items, "batches", with_config=(field_name,))
+    st = steady(epochs)
+    rows = []
+    for v in values:
+        item = next(i for i in items if getattr(i.cfg, field_name) == v)
+        if not item.complete:
+            rows.append({field_name: v, "status": item.status, "error": item.error})
+            continue
+        e, s = epochs[epochs[field_name] == v], st[st[field_name] == v]
+        last = e.iloc[-1]
+        finite = bool(pd.Series(e["loss"]).notna().all() and (e["loss"].abs() < float("inf")).all())
+        rows.append({field_name: v, "status": "complete" if finite else "diverged (loss not finite)",
+                     "epochs": len(e), "final_loss": last["loss"], "final_acc": last["acc"],
+                     "mean_loss": e["loss"].mean(), "mean_acc": e["acc"].mean(),
+                     **{k: val for k, val in stats_row(s["total_s"]).items()}})
+    return {"epochs": epochs, "batches": batches, "summary": pd.DataFrame(rows), "items": items}
+
+
+def c6_optimizers(cfg: RunConfig, optimizers=OPTIMIZERS, log=print) -> dict[str, Any]:
+    """SGD, SGD+Nesterov, Adagrad, Adadelta, Adam with the same lr / momentum / weight decay (where they apply)."""
+    return _training_sweep(cfg, "optimizer", list(optimizers), log=log)
+
+
+def c7_batchnorm(cfg: RunConfig, log=print) -> dict[str, Any]:
+    """The same model with BatchNorm ("bn") and without ("none"), default SGD."""
+    return _training_sweep(cfg, "norm", ["bn", "none"], log=log)
+
+
+# ------------------------------------------------------------------ C8: torch.compile
+def check_backend(backend: str) -> None:
+    """A ConfigError (one line, before any compute) for a backend name torch.compile does not know."""
+    import torch._dynamo as dynamo
+
+    known = set(dynamo.list_backends(exclude_tags=())) | {"inductor"}
+    if backend not in known:
+        raise ConfigError(f"parameter 'compile_backend' is {backend!r}; valid backends: {', '.join(sorted(known))}")
+
+
+def compile_available(backend: str, device: str = "auto") -> str:
+    """'' when torch.compile with `backend` can be tried here, else the reason it cannot."""
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile"
+    try:
+        import torch._dynamo as dynamo
+
+        known = set(dynamo.list_backends(exclude_tags=())) | {"inductor"}
+    except Exception as e:  # pragma: no cover - depends on the build
+        return f"torch.compile is not usable here ({type(e).__name__}: {e})"
+    if backend not in known:
+        return f"unknown compile backend {backend!r}; available: {', '.join(sorted(known))}"
+    if backend == "inductor" and resolve_device(device).type == "cpu":
+        import shutil
+
+        if not any(shutil.which(c) for c in ("cc", "gcc", "clang", "g++", "c++")):
+            return "the inductor backend on CPU needs a C++ compiler and none was found on PATH"
+    return ""
+
+
+def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> dict[str, Any]:
+    """Eager vs torch.compile(model, backend=cfg.compile_backend), same config and seed.
+
+    Epoch 1 of the compiled run includes compilation. Reports the first-epoch time of each,
+    the steady-state median, the speedup (eager median / compiled median) and the estimated
+    compile cost (extra first-epoch time beyond eager's own warm-up). When compile is not
+    available or fails, `message` says why and only the eager row is shown.
+    """
+    from .tracing import trace_steps as _trace
+
+    backend = cfg.compile_backend
+    if hasattr(torch, "compile"):
+        check_backend(backend)
+    base = cfg.replace(run_id="")
+    eager_cfg = base.replace(run_id=f"eager-{base.config_hash()}")
+    comp_cfg = base.replace(run_id=f"compile-{backend}-{base.config_hash()}")
+    why_not = compile_available(backend, cfg.device)
+    compiled_model = {}
+
+    def run_compiled(c: RunConfig):
+        seed_everything(c.seed)
+        net = models.build(c.model, num_classes=10, norm=c.norm, stem=c.stem).to(resolve_device(c.device))
+        cm = torch.compile(net, backend=backend)
+        out = train(c, model=cm, extra_meta={"mode": "compile", "compile_backend": backend})
+        compiled_model["m"] = cm
+        return out
+
+    items = run_sweep([eager_cfg], lambda c: train(c, extra_meta={"mode": "eager"}), log=log)
+    message = ""
+    if why_not:
+        message = f"torch.compile was not run: {why_not}. Only the eager row is shown."
+    else:
+        items += run_sweep([comp_cfg], run_compiled, on_error="record", log=log)
+        if not items[-1].complete:
+            message = (f"torch.compile (backend {backend}) failed: {items[-1].error}. "
+                       f"Only the eager row is shown; the error is recorded in {items[-1].run_dir}/meta.json.")
+    for it in items:
+        it_mode = "eager" if it.cfg.run_id.startswith("eager") else f"compile ({backend})"
+        it.value = it_mode
+    epochs = tables(items, "epochs")
+    modes = {it.run_dir.name: it.value for it in items if it.complete}
+    if not epochs.empty:
+        epochs["mode"] = epochs["run_id"].map(modes)
+    st = steady(epochs)
+    rows = []
+    for run_id, mode in modes.items():
+        e, s = epochs[epochs["run_id"] == run_id], st[st["run_id"] == run_id]
+        rows.append({**stats_row(s["total_s"], mode=mode), "first_epoch_s": e["total_s"].iloc[0],
+                     "first_minus_steady_s": e["total_s"].iloc[0] - summarize(s["total_s"])["median"]})
+    summary = pd.DataFrame(rows)
+    speedup = compile_cost = None
+    if len(summary) == 2:
+        eager, comp = summary.iloc[0], summary.iloc[1]
+        speedup = eager["median_s"] / comp["median_s"]
+        compile_cost = comp["first_minus_steady_s"] - eager["first_minus_steady_s"]
+    # trace: the compiled model when this call compiled it, else an eager model
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed)
+    traced = "m" in compiled_model
+    model = compiled_model["m"] if traced else models.build(cfg.model, num_classes=10, norm=cfg.norm,
+                                                            stem=cfg.stem).to(device)
+    opt = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
+    tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"
+    tr = _trace(model, build_train_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps)
+    results.atomic_write_csv(tdir / "top_ops.csv", tr.top_ops.to_dict("records"), list(tr.top_ops.columns))
+    results.write_meta(tdir, {**_base_meta(cfg, device, kind="trace", traced_mode="compile" if traced else "eager",
+                                           steps=tr.steps, warmup_steps=tr.warmup),
+                              "run_id": tdir.name, "status": "complete", "finished_at": _now()})
+    return {"epochs": epochs, "summary": summary, "speedup": speedup, "compile_cost_s": compile_cost,
+            "message": message, "backend": backend, "trace": tr, "traced_mode": "compile" if traced else "eager",
+            "items": items}

@@ -1,0 +1,130 @@
+"""Sweeps that resume: run a list of configurations, skipping those whose results are complete.
+
+    from hpml_lab import train
+    from hpml_lab.sweeps import run_sweep, tables
+    items = run_sweep([cfg.replace(optimizer=o) for o in ("sgd", "adam")], train)
+    epochs = tables(items, "epochs", with_config=("optimizer",))
+
+Every configuration writes its results under cfg.run_dir() with a meta.json
+whose status ends as "complete" (training.train and the lab2 experiments do).
+Interrupted half-way (Ctrl-C, a killed job, an exception), the same call run
+again skips every configuration already complete and runs the others; one that
+was cut off while running is run again from the start, so nothing is lost and
+nothing is counted twice. Out-of-memory is recorded as a result ("oom"), not a crash.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import gc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import pandas as pd
+
+from . import results
+from .config import RunConfig
+
+
+@dataclass
+class SweepItem:
+    """One configuration of a sweep and what happened to it.
+
+    status: "ran" (computed now), "skipped" (complete from an earlier call),
+    "failed" or "oom" (recorded in meta.json; only with on_error="record" for failures).
+    """
+
+    cfg: RunConfig
+    run_dir: Path
+    status: str
+    error: str = ""
+    value: Any = None
+
+    @property
+    def complete(self) -> bool:
+        return self.status in ("ran", "skipped")
+
+
+def _is_oom(e: BaseException) -> bool:
+    import torch
+
+    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", ())
+    return isinstance(e, oom) or "out of memory" in str(e).lower()
+
+
+def _record_failure(cfg: RunConfig, status: str, error: str) -> None:
+    run_dir = cfg.run_dir()
+    try:
+        meta = results.read_run(run_dir).meta
+    except (OSError, ValueError):
+        meta = {"task": cfg.task, "run_id": cfg.resolved_run_id(), "config": cfg.to_dict(),
+                "config_hash": cfg.config_hash(), "seed": cfg.seed}
+    meta.update(status=status, error=error,
+                finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    results.write_meta(run_dir, meta)
+
+
+def run_sweep(configs: Iterable[RunConfig], run_one: Callable[[RunConfig], Any], *,
+              on_error: str = "raise", log: Callable[[str], None] | None = print) -> list[SweepItem]:
+    """Run `run_one(cfg)` for each configuration whose results are not complete yet.
+
+    Args:
+        configs: the configurations; two that share a run folder are an error (one would hide the other).
+        run_one: computes one configuration and writes cfg.run_dir()/meta.json with status "complete".
+        on_error: "raise" stops the sweep at the first failure (the finished ones are kept);
+            "record" writes status "failed" and the error into meta.json and goes on.
+            Out-of-memory is always recorded as "oom" and the sweep goes on.
+        log: one line per configuration (None for silence).
+    """
+    if on_error not in ("raise", "record"):
+        raise ValueError(f"on_error must be 'raise' or 'record', got {on_error!r}")
+    configs = list(configs)
+    dirs = [c.run_dir() for c in configs]
+    if len(set(dirs)) != len(dirs):
+        dup = next(d for d in dirs if dirs.count(d) > 1)
+        raise ValueError(f"two configurations of the sweep write to the same folder {dup}; give them distinct run_id")
+    say = log or (lambda _msg: None)
+    items: list[SweepItem] = []
+    for i, (cfg, run_dir) in enumerate(zip(configs, dirs), 1):
+        tag = f"[sweep {i}/{len(configs)}] {cfg.task}/{run_dir.name}"
+        if results.is_complete(run_dir):
+            say(f"{tag}: complete from an earlier run, skipped")
+            items.append(SweepItem(cfg, run_dir, "skipped"))
+            continue
+        say(f"{tag}: running")
+        try:
+            value = run_one(cfg)
+        except Exception as e:  # KeyboardInterrupt and SystemExit stop the sweep as they should
+            msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            if _is_oom(e):
+                del e
+                gc.collect()
+                _empty_cuda_cache()
+                _record_failure(cfg, "oom", msg)
+                say(f"{tag}: out of memory, recorded")
+                items.append(SweepItem(cfg, run_dir, "oom", msg))
+                continue
+            if on_error == "raise":
+                raise
+            _record_failure(cfg, "failed", msg)
+            say(f"{tag}: failed, recorded ({msg})")
+            items.append(SweepItem(cfg, run_dir, "failed", msg))
+            continue
+        if not results.is_complete(run_dir):
+            raise RuntimeError(f"{tag}: run_one returned but did not mark {run_dir}/meta.json complete")
+        items.append(SweepItem(cfg, run_dir, "ran", value=value))
+    return items
+
+
+def _empty_cuda_cache() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def tables(items: Sequence[SweepItem], name: str, with_config: Sequence[str] = ()) -> pd.DataFrame:
+    """One table (e.g. "epochs") from every complete item, tagged with run_id and chosen config fields."""
+    runs = [results.read_run(it.run_dir) for it in items if it.complete]
+    return results.concat_tables(runs, name, with_config=with_config)

@@ -1,0 +1,79 @@
+"""Lab 2 experiments C3 to C8 on tiny settings: rows written, resumable, honest about what is missing."""
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from hpml_lab import lab2, results
+from hpml_lab.config import ConfigError
+
+
+@pytest.fixture
+def cfg(tiny_cfg):
+    return tiny_cfg.replace(batch_size=16, max_batches=2, epochs=2)
+
+
+def test_c3_loader_sweep_writes_rows_summary_and_resumes(cfg):
+    c = cfg.replace(task="c3")
+    sweep = lab2.c3_loader_sweep(c, max_workers=2, log=None)
+    counts = list(sweep.summary["num_workers"])
+    assert counts == [0, 1, 2][:len(counts)] and len(counts) >= 2  # 0, 1, 2, ... in order, capped at 2
+    assert (sweep.summary["n"] == 2).all() and (sweep.rows["batches"] == 2).all()
+    assert sweep.best_workers in set(sweep.summary["num_workers"]) and sweep.cores >= 1
+    assert sweep.summary["best"].sum() == 1
+    meta = results.read_run(sweep.summary_dir).meta
+    assert meta["kind"] == "loader_summary" and meta["best_workers"] == sweep.best_workers
+    again = lab2.c3_loader_sweep(c, max_workers=2, log=None)
+    assert {i.status for i in again.items} == {"skipped"}
+    assert lab2.best_workers_from_c3(cfg.replace(task="c4"))[0] == sweep.best_workers
+
+
+def test_c4_reads_best_from_c3_and_writes_trace(cfg):
+    lab2.c3_loader_sweep(cfg.replace(task="c3"), max_workers=1, log=None)
+    out = lab2.c4_data_vs_compute(cfg.replace(task="c4"), trace_steps=2, log=None)
+    assert out["source"].startswith("read from C3")
+    assert set(out["summary"]["num_workers"]) == {1, out["best"]}
+    assert (out["summary"]["data_median_s"] >= 0).all() and (out["summary"]["n"] == 1).all()  # epoch 1 excluded
+    trace = json.loads(out["trace"].path.read_text())
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert {"forward", "backward", "optimizer"} <= names
+    assert len(out["trace"].top_ops) > 0 and "aten::" in " ".join(out["trace"].top_ops["operator"])
+
+
+def test_c5_cpu_only_without_cuda(cfg):
+    out = lab2.c5_devices(cfg.replace(task="c5"), log=None)
+    assert out["summary"]["device"].iloc[0] == "cpu"
+    if not torch.cuda.is_available():
+        assert list(out["summary"]["device"]) == ["cpu"] and "No CUDA GPU" in out["note"]
+
+
+def test_c6_every_optimizer_and_c7_both_norms(cfg):
+    out = lab2.c6_optimizers(cfg.replace(task="c6", max_batches=1), log=None)
+    s = out["summary"]
+    assert list(s["optimizer"]) == ["sgd", "sgd_nesterov", "adagrad", "adadelta", "adam"]
+    assert s["status"].str.startswith(("complete", "diverged")).all() and (s["n"] == 1).all()
+    assert set(out["batches"]["optimizer"]) == set(s["optimizer"])
+    out7 = lab2.c7_batchnorm(cfg.replace(task="c7", max_batches=1), log=None)
+    assert list(out7["summary"]["norm"]) == ["bn", "none"]
+    assert out7["epochs"].groupby("norm").size().to_dict() == {"bn": 2, "none": 2}
+
+
+def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
+    c = cfg.replace(task="c8", compile_backend="eager")  # the dynamo path without a C++ build: fast
+    out = lab2.c8_compile(c, trace_steps=1, log=None)
+    assert out["message"] == "" and list(out["summary"]["mode"]) == ["eager", "compile (eager)"]
+    assert out["speedup"] > 0 and out["traced_mode"] == "compile" and out["trace"].path.is_file()
+    with pytest.raises(ConfigError, match="valid backends"):
+        lab2.c8_compile(c.replace(compile_backend="no_such_backend"), log=None)
+    monkeypatch.setattr(lab2, "compile_available", lambda backend, device: "no C++ compiler here")
+    off = lab2.c8_compile(c.replace(compile_backend="aot_eager"), trace_steps=1, log=None)
+    assert "not run: no C++ compiler" in off["message"] and list(off["summary"]["mode"]) == ["eager"]
+    assert off["speedup"] is None and off["traced_mode"] == "eager"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_c5_has_a_gpu_row_with_cuda(cfg):
+    out = lab2.c5_devices(cfg.replace(task="c5"), log=None)
+    assert list(out["summary"]["device"]) == ["cpu", "cuda"] and out["note"] == ""
+    assert (out["summary"]["relative_to_cpu"] > 0).all()

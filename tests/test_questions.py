@@ -1,0 +1,26 @@
+"""Lab 2 written questions answered by code: the lab's numbers for ResNet-18."""
+from hpml_lab import models, questions
+
+
+def test_answers_for_resnet18():
+    df = questions.answers("resnet18").set_index("quantity")["value"]
+    assert df["conv layers, main path (stem + 2 per BasicBlock)"] == 17
+    assert df["conv layers, 1x1 projection shortcuts"] == 3
+    assert df["conv layers, all (answer, shortcuts counted)"] == 20
+    assert df["input features of the last linear layer"] == 512
+    sgd = {k.split(": ", 1)[1]: v for k, v in df.items() if k.startswith("SGD")}
+    assert sgd == {"parameters": 11_173_962, "gradients": 11_173_962, "optimizer state momentum_buffer": 11_173_962}
+    adam = {k.split(": ", 1)[1]: v for k, v in df.items() if k.startswith("Adam")}
+    assert adam["parameters"] == adam["gradients"] == adam["optimizer state exp_avg"] == 11_173_962
+    assert adam["optimizer state exp_avg_sq"] == 11_173_962
+    n_tensors = sum(1 for p in models.build("resnet18").parameters() if p.requires_grad)
+    assert adam["optimizer state step"] == n_tensors  # one scalar per tensor, not per value
+
+
+def test_counts_follow_the_model():
+    tiny = models.build("resnet_tiny")
+    c = questions.conv_layers(tiny)
+    assert c == {"main": 9, "shortcut": 3, "total": 12, "linear": 1}
+    assert questions.last_linear(tiny).in_features == 64
+    m = questions.memory_after_one_step(tiny, "sgd", momentum=0.0)
+    assert m == {"parameters": models.count_parameters(tiny), "gradients": models.count_parameters(tiny)}

@@ -1,0 +1,75 @@
+"""Sweeps resume: an interrupted sweep run again skips what is complete and loses nothing."""
+import json
+
+import pytest
+
+from hpml_lab import results
+from hpml_lab.config import RunConfig
+from hpml_lab.sweeps import run_sweep, tables
+
+
+class Boom(Exception):
+    pass
+
+
+def _configs(tmp_path):
+    return [RunConfig(task="sw", results_dir=str(tmp_path / "results"), model="resnet_tiny", optimizer=o)
+            for o in ("sgd", "sgd_nesterov", "adagrad", "adadelta", "adam")]
+
+
+def _fake_run(calls, fail_at=None):
+    def run_one(cfg):
+        calls.append(cfg.optimizer)
+        if cfg.optimizer == fail_at:
+            cfg.run_dir().mkdir(parents=True)
+            results.write_meta(cfg.run_dir(), {"status": "running"})  # cut off half-way
+            raise Boom("interrupted")
+        results.atomic_write_csv(cfg.run_dir() / "epochs.csv", [{"epoch": 1, "loss": len(calls)}])
+        results.write_meta(cfg.run_dir(), {"status": "complete", "config": cfg.to_dict()})
+        return cfg.optimizer
+    return run_one
+
+
+def test_interrupted_sweep_resumes_and_skips_complete(tmp_path):
+    cfgs = _configs(tmp_path)
+    calls = []
+    with pytest.raises(Boom):
+        run_sweep(cfgs, _fake_run(calls, fail_at="adagrad"), log=None)
+    assert calls == ["sgd", "sgd_nesterov", "adagrad"]
+    assert [results.is_complete(c.run_dir()) for c in cfgs] == [True, True, False, False, False]
+    first = (cfgs[0].run_dir() / "epochs.csv").read_text()
+
+    calls.clear()
+    items = run_sweep(cfgs, _fake_run(calls), log=None)
+    assert calls == ["adagrad", "adadelta", "adam"]  # the cut-off one runs again, the complete ones do not
+    assert [i.status for i in items] == ["skipped", "skipped", "ran", "ran", "ran"]
+    assert all(results.is_complete(c.run_dir()) for c in cfgs)
+    assert (cfgs[0].run_dir() / "epochs.csv").read_text() == first  # kept, not recomputed
+    df = tables(items, "epochs", with_config=("optimizer",))
+    assert sorted(df["optimizer"]) == sorted(c.optimizer for c in cfgs)
+
+    calls.clear()
+    assert [i.status for i in run_sweep(cfgs, _fake_run(calls), log=None)] == ["skipped"] * 5 and calls == []
+
+
+def test_record_mode_keeps_going_and_oom_is_a_result(tmp_path):
+    cfgs = _configs(tmp_path)[:3]
+
+    def run_one(cfg):
+        if cfg.optimizer == "sgd":
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")
+        if cfg.optimizer == "sgd_nesterov":
+            raise ValueError("bad")
+        return _fake_run([])(cfg)
+
+    items = run_sweep(cfgs, run_one, on_error="record", log=None)
+    assert [i.status for i in items] == ["oom", "failed", "ran"]
+    meta = json.loads((cfgs[1].run_dir() / "meta.json").read_text())
+    assert meta["status"] == "failed" and "ValueError: bad" in meta["error"]
+    assert len(tables(items, "epochs")) == 1
+
+
+def test_duplicate_run_folders_rejected(tmp_path):
+    cfg = _configs(tmp_path)[0]
+    with pytest.raises(ValueError, match="same folder"):
+        run_sweep([cfg, cfg], lambda c: None, log=None)
