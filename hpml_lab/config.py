@@ -60,6 +60,9 @@ class RunConfig:
         progress: "auto" (bars in JupyterLab, log lines in batch runs), "bar", "log", "none".
         results_dir: where results/<task>/<run-id>/ goes; relative to the project root.
         run_id: name of the run folder; empty means derived from the config (stable).
+        data_parallel: wrap the model in nn.DataParallel over every visible GPU (the seeds'
+            DP-vs-DDP comparison); skipped, and said so in meta.json, with fewer than 2 GPUs.
+            DDP needs no flag: launching with torchrun turns it on.
     """
 
     task: str = "adhoc"
@@ -86,6 +89,7 @@ class RunConfig:
     progress: str = "auto"
     results_dir: str = "results"
     run_id: str = ""
+    data_parallel: bool = False
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))

@@ -16,7 +16,14 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from . import cifar
 from .errors import DatasetError
 
-__all__ = ["DatasetError", "build_train_loader", "dataset_info", "train_dataset", "check_dataset", "lab_transform"]
+__all__ = ["DatasetError", "build_train_loader", "dataset_info", "train_dataset", "check_dataset", "lab_transform",
+           "num_classes"]
+
+NUM_CLASSES = {"cifar10": 10, "tinyimagenet": 200}
+
+
+def num_classes(dataset: str) -> int:
+    return NUM_CLASSES[dataset]
 
 
 def lab_transform(augment: bool = True, mean=cifar.MEAN, std=cifar.STD, size: int = 32):
