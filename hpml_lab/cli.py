@@ -8,6 +8,7 @@
     hpml-lab data synth tinyimagenet --root data     # synthetic tiny-imagenet-200.zip, official layout, prepared
     hpml-lab data download tinyimagenet --root data [--url URL] [--allow-partial] [--source kaggle --dataset O/N]
     hpml-lab train --epochs 1 --max-batches 10       # one run, flags = RunConfig fields
+    hpml-lab slurm c1 --gpus 4 [--nodes 2] [--time 01:00] [--partition P] [-p key=value]   # sbatch script
 
 Bad input is one line on stderr and exit status 2, before any compute.
 """
@@ -102,6 +103,16 @@ def _cmd_data_tinyimagenet(args, root) -> int:
     return 0
 
 
+def _cmd_slurm(args) -> int:
+    from . import slurm
+    from .runner import parse_assignments
+
+    path = slurm.write(args.task, out=args.output, gpus=args.gpus, nodes=args.nodes, time=args.time,
+                       partition=args.partition, params=parse_assignments(args.param or []), profile=args.profile)
+    print(f"wrote {path}; submit it with: sbatch {path}")
+    return 0
+
+
 def _cmd_train(args, rest: list[str]) -> int:
     from .training import main as train_main
 
@@ -147,6 +158,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--n-test-images", type=int, default=20, help="tinyimagenet synth: unlabelled test images")
     d.add_argument("--archive-only", action="store_true", help="tinyimagenet synth: write the zip, do not prepare it")
 
+    sl = sub.add_parser("slurm", help="write an sbatch script: torchrun training, then the notebook and its HTML")
+    sl.add_argument("task")
+    sl.add_argument("--gpus", type=int, default=1, help="GPUs per node (default 1)")
+    sl.add_argument("--nodes", type=int, default=1, help="nodes (default 1; more uses srun + torchrun c10d)")
+    sl.add_argument("--time", default="01:00", help="wall-time limit HH:MM (default 01:00)")
+    sl.add_argument("--partition", help="Slurm partition")
+    sl.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="set a parameter (repeatable)")
+    sl.add_argument("--profile", default="full", choices=["smoke", "full"], help="parameter profile (default full)")
+    sl.add_argument("-o", "--output", metavar="PATH", help="script path (default slurm/TASK-NODESxGPUS.sbatch)")
+
     sub.add_parser("train", help="train one run (flags: python -m hpml_lab.train --help)", add_help=False)
     return p
 
@@ -157,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "train":
         return _cmd_train(None, argv[1:])
     args = parser.parse_args(argv)
-    handlers = {"tasks": _cmd_tasks, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data}
+    handlers = {"tasks": _cmd_tasks, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data, "slurm": _cmd_slurm}
     try:
         return handlers[args.command](args)
     except (ConfigError, DatasetError) as e:
