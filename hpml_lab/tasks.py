@@ -42,6 +42,16 @@ TASKS: dict[str, Task] = {
              smoke={"epochs": 2, "batch_size": 32, "max_batches": 20, "num_workers": 1, "lr": 0.03}),
         Task("c2", "c2_timing.ipynb", "C2: time per epoch: data loading, training, total",
              smoke={"epochs": 3, "batch_size": 32, "max_batches": 5, "num_workers": 1}),
+        Task("tinyimagenet", "tinyimagenet.ipynb",
+             "TinyImageNet: data-loading bottleneck, activation memory, checkpointing, DP and DDP epoch times",
+             smoke={"dataset": "tinyimagenet", "data_root": "data", "model": "resnet_tiny", "epochs": 2,
+                    "batch_size": 32, "max_batches": 4, "num_workers": 2},
+             full={"dataset": "tinyimagenet", "epochs": 2, "batch_size": 512, "max_batches": 0, "subset": 0,
+                   "num_workers": 2, "stem": "imagenet"}),
+        # lab5's batch_size is the largest per-worker batch of its sweep (32, 128, ... up to it)
+        Task("lab5", "lab5_ddp_scaling.ipynb", "Lab 5: DDP scaling, speedup, all-reduce bandwidth, large batches",
+             smoke={"epochs": 2, "batch_size": 64, "max_batches": 3, "num_workers": 0},
+             full={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 2}),
     ]
 }
 
