@@ -50,7 +50,7 @@ TASKS: dict[str, Task] = {
                    "num_workers": 2, "stem": "imagenet"}),
         # lab5's batch_size is the largest per-worker batch of its sweep (32, 128, ... up to it)
         Task("lab5", "lab5_ddp_scaling.ipynb", "Lab 5: DDP scaling, speedup, all-reduce bandwidth, large batches",
-             smoke={"epochs": 2, "batch_size": 64, "max_batches": 3, "num_workers": 0},
+             smoke={"epochs": 2, "batch_size": 32, "max_batches": 2, "num_workers": 0},
              full={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 2}),
     ]
 }
