@@ -117,12 +117,14 @@ def active() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
-def cleanup() -> None:
-    """Leave the group; a barrier first, so no rank tears its connections down while another
-    still uses them (gloo aborts the process otherwise)."""
+def cleanup(barrier: bool = True) -> None:
+    """Leave the group; after success a barrier first, so no rank tears its connections down while
+    another still uses them (gloo aborts the process otherwise). After a failure no barrier: the
+    other ranks may never reach it, and torchrun stops them once this rank exits."""
     if dist.is_available() and dist.is_initialized():
         try:
-            dist.barrier()
+            if barrier:
+                dist.barrier()
         finally:
             dist.destroy_process_group()
 

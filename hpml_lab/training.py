@@ -321,10 +321,13 @@ def main(argv: list[str] | None = None) -> int:
         cfg = config_from_args(args)
         run = train(cfg, save_model=args.save_model)
     except (ConfigError, DatasetError) as e:
+        distributed.cleanup(barrier=False)
         print(f"error: {e}", file=sys.stderr)
         return 2
-    finally:
-        distributed.cleanup()
+    except BaseException:
+        distributed.cleanup(barrier=False)
+        raise
+    distributed.cleanup()
     if not distributed.read_env().is_main:
         return 0
     last = run.epochs.iloc[-1]
