@@ -86,3 +86,15 @@ def test_ddp_two_ranks_equal_one_process_at_double_batch(cifar_root, tmp_path):
     torch.manual_seed(0)
     init = models.build("resnet_tiny", num_classes=10, norm="none").state_dict()
     assert any(not torch.allclose(init[k], a[k]) for k in a)  # training moved the weights
+
+
+def test_distributed_sampler_shards_and_reshuffles_per_epoch():
+    env1 = distributed.DistEnv(rank=1, world_size=2, launcher="torchrun")
+    plain = distributed.sampler_kwargs(list(range(10)), shuffle=False, seed=0, env=env1)
+    assert plain["shuffle"] is False and list(plain["sampler"]) == [1, 3, 5, 7, 9]
+    s = distributed.sampler_kwargs(list(range(100)), shuffle=True, seed=0, env=env1)["sampler"]
+    s.set_epoch(1)
+    e1 = list(s)
+    s.set_epoch(2)
+    assert list(s) != e1 and len(e1) == 50  # without set_epoch every epoch would reuse one order
+    assert distributed.sampler_kwargs(list(range(10)), True, 0, distributed.DistEnv()) == {}
