@@ -69,7 +69,7 @@ def test_ddp_two_ranks_equal_one_process_at_double_batch(cifar_root, tmp_path):
         torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5, msg=lambda m: f"{k}: {m}")
     # Only rank 0 wrote results, and the metrics are global (16 images a batch over both ranks).
     runs = list((tmp_path / "results" / "ddp").iterdir())
-    assert len(runs) == 1
+    assert len(runs) == 1 and runs[0].name.startswith("ddp2-")
     meta = json.loads((runs[0] / "meta.json").read_text())
     assert meta["status"] == "complete"
     assert meta["distributed"]["world_size"] == 2 and meta["distributed"]["backend"] == "gloo"
