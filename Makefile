@@ -27,6 +27,7 @@ test: setup
 
 data: setup
 	$(BIN)/hpml-lab data synth cifar10 --root $(DATA) --if-missing
+	$(BIN)/hpml-lab data synth tinyimagenet --root $(DATA) --if-missing
 
 report: data
 	$(BIN)/hpml-lab report --profile $(PROFILE) -p data_root=$(DATA)

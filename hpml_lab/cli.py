@@ -5,7 +5,10 @@
     hpml-lab report [--profile smoke|full] [--only c1,c2]
     hpml-lab data synth cifar10 --root data          # synthetic CIFAR-10, real on-disk format
     hpml-lab data download cifar10 --root data       # the real one (needs the network)
+    hpml-lab data synth tinyimagenet --root data     # synthetic tiny-imagenet-200.zip, official layout, prepared
+    hpml-lab data download tinyimagenet --root data [--url URL] [--allow-partial] [--source kaggle --dataset O/N]
     hpml-lab train --epochs 1 --max-batches 10       # one run, flags = RunConfig fields
+    hpml-lab slurm c1 --gpus 4 [--nodes 2] [--time 01:00] [--partition P] [-p key=value]   # sbatch script
 
 Bad input is one line on stderr and exit status 2, before any compute.
 """
@@ -60,8 +63,10 @@ def _cmd_data(args) -> int:
     from .data import cifar
 
     root = resolve_path(args.root)
+    if args.dataset == "tinyimagenet":
+        return _cmd_data_tinyimagenet(args, root)
     if args.dataset != "cifar10":
-        raise ConfigError(f"dataset {args.dataset!r} is not available yet; valid: cifar10")
+        raise ConfigError(f"dataset {args.dataset!r} is not available; valid: cifar10, tinyimagenet")
     if args.action == "synth":
         if args.if_missing and (root / cifar.FOLDER).exists():
             kind = cifar.check(root)
@@ -72,6 +77,39 @@ def _cmd_data(args) -> int:
     else:
         path = cifar.download(root, url=args.url)
         print(f"CIFAR-10 ready and md5-checked in {path}")
+    return 0
+
+
+def _cmd_data_tinyimagenet(args, root) -> int:
+    from .data import tinyimagenet
+
+    if args.action == "synth":
+        if args.if_missing and (root / tinyimagenet.FOLDER / tinyimagenet.RECORD).exists():
+            print(f"{root / tinyimagenet.FOLDER} already holds {tinyimagenet.check(root)} Tiny ImageNet; nothing to do")
+            return 0
+        path = tinyimagenet.synthesize(root, classes=args.classes, per_class=args.per_class,
+                                       val_per_class=args.val_per_class, n_test=args.n_test_images, seed=args.seed,
+                                       force=args.force, archive_only=args.archive_only)
+        print(f"wrote synthetic Tiny ImageNet ({args.classes} classes x {args.per_class} train, "
+              f"{args.val_per_class} val each, seed {args.seed}): {path}")
+    elif args.source == "kaggle":
+        path = tinyimagenet.download_kaggle(root, args.kaggle_dataset, allow_partial=args.allow_partial)
+        print(f"Tiny ImageNet ready in {path} (from Kaggle {args.kaggle_dataset})")
+    else:
+        if args.kaggle_dataset:
+            raise ConfigError("--dataset OWNER/NAME goes with --source kaggle")
+        path = tinyimagenet.download(root, url=args.url, allow_partial=args.allow_partial)
+        print(f"Tiny ImageNet ready in {path}: {tinyimagenet.record(root)['counts']}")
+    return 0
+
+
+def _cmd_slurm(args) -> int:
+    from . import slurm
+    from .runner import parse_assignments
+
+    path = slurm.write(args.task, out=args.output, gpus=args.gpus, nodes=args.nodes, time=args.time,
+                       partition=args.partition, params=parse_assignments(args.param or []), profile=args.profile)
+    print(f"wrote {path}; submit it with: sbatch {path}")
     return 0
 
 
@@ -102,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("data", help="prepare datasets")
     d.add_argument("action", choices=["synth", "download"])
-    d.add_argument("dataset", help="cifar10")
+    d.add_argument("dataset", help="cifar10 or tinyimagenet")
     d.add_argument("--root", default="data", help="dataset folder (default: data/ in the project)")
     d.add_argument("--seed", type=int, default=0, help="synth: generator seed")
     d.add_argument("--n-train", type=int, default=50_000, help="synth: training images (multiple of 5)")
@@ -110,6 +148,25 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--force", action="store_true", help="synth: rewrite an existing synthetic copy")
     d.add_argument("--if-missing", action="store_true", help="synth: do nothing when the dataset is there")
     d.add_argument("--url", help="download: a mirror of the official archive")
+    d.add_argument("--allow-partial", action="store_true",
+                   help="tinyimagenet download: accept fewer than the official 200 classes / 100,000 / 10,000 images")
+    d.add_argument("--source", choices=["http", "kaggle"], default="http", help="tinyimagenet download: where from")
+    d.add_argument("--dataset", dest="kaggle_dataset", metavar="OWNER/NAME", help="with --source kaggle")
+    d.add_argument("--classes", type=int, default=200, help="tinyimagenet synth: classes (1 to 200)")
+    d.add_argument("--per-class", type=int, default=10, help="tinyimagenet synth: training images per class")
+    d.add_argument("--val-per-class", type=int, default=2, help="tinyimagenet synth: validation images per class")
+    d.add_argument("--n-test-images", type=int, default=20, help="tinyimagenet synth: unlabelled test images")
+    d.add_argument("--archive-only", action="store_true", help="tinyimagenet synth: write the zip, do not prepare it")
+
+    sl = sub.add_parser("slurm", help="write an sbatch script: torchrun training, then the notebook and its HTML")
+    sl.add_argument("task")
+    sl.add_argument("--gpus", type=int, default=1, help="GPUs per node (default 1)")
+    sl.add_argument("--nodes", type=int, default=1, help="nodes (default 1; more uses srun + torchrun c10d)")
+    sl.add_argument("--time", default="01:00", help="wall-time limit HH:MM (default 01:00)")
+    sl.add_argument("--partition", help="Slurm partition")
+    sl.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="set a parameter (repeatable)")
+    sl.add_argument("--profile", default="full", choices=["smoke", "full"], help="parameter profile (default full)")
+    sl.add_argument("-o", "--output", metavar="PATH", help="script path (default slurm/TASK-NODESxGPUS.sbatch)")
 
     sub.add_parser("train", help="train one run (flags: python -m hpml_lab.train --help)", add_help=False)
     return p
@@ -121,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "train":
         return _cmd_train(None, argv[1:])
     args = parser.parse_args(argv)
-    handlers = {"tasks": _cmd_tasks, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data}
+    handlers = {"tasks": _cmd_tasks, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data, "slurm": _cmd_slurm}
     try:
         return handlers[args.command](args)
     except (ConfigError, DatasetError) as e:

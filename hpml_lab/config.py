@@ -64,6 +64,9 @@ class RunConfig:
             segments of its blocks (memory task; hpml_lab.models.recompute).
         compile_backend: torch.compile backend for C8 ("inductor" by default; "aot_eager" or
             "eager" skip code generation and are for quick checks, labelled as such in the report).
+        data_parallel: wrap the model in nn.DataParallel over every visible GPU (the seeds'
+            DP-vs-DDP comparison); skipped, and said so in meta.json, with fewer than 2 GPUs.
+            DDP needs no flag: launching with torchrun turns it on.
     """
 
     task: str = "adhoc"
@@ -92,6 +95,7 @@ class RunConfig:
     run_id: str = ""
     checkpoint_segments: int = 0
     compile_backend: str = "inductor"
+    data_parallel: bool = False
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))

@@ -90,6 +90,15 @@ def activation_bytes(model: nn.Module, batch: int | torch.Tensor, image_size: in
     return counted["bytes"] / x.shape[0]
 
 
+def first_activation_bytes(model: nn.Module, image_size: int) -> int:
+    """Bytes per image of the stem convolution's output (the seed's back-of-envelope:
+    112 x 112 x 64 floats = 3 MB for a 224 x 224 input with the ImageNet stem)."""
+    first = next(m for m in model.modules() if isinstance(m, nn.Conv2d))
+    with torch.no_grad():
+        out = first(torch.zeros(1, 3, image_size, image_size, device=first.weight.device))
+    return out.numel() * out.element_size()
+
+
 def state_bytes(model: nn.Module, optimizer: str = "sgd", momentum: float = 0.9) -> dict[str, int]:
     """Parameters, gradients and optimizer state in bytes (SGD momentum: 1 buffer, Adam: 2)."""
     params = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
@@ -139,7 +148,8 @@ def _free_cuda() -> None:
         torch.cuda.empty_cache()
 
 
-def cuda_peak_step(model: nn.Module, batch_size: int, device: torch.device | str = "cuda") -> dict[str, int]:
+def cuda_peak_step(model: nn.Module, batch_size: int, device: torch.device | str = "cuda", image_size: int = 32,
+                   num_classes: int = 10) -> dict[str, int]:
     """Peak allocated bytes of one training step (CUDA only), after a warm-up step.
 
     The warm-up creates gradients and optimizer state, so the measured step starts
@@ -148,7 +158,7 @@ def cuda_peak_step(model: nn.Module, batch_size: int, device: torch.device | str
     device = torch.device(device)
     if device.type != "cuda":
         raise RuntimeError("cuda_peak_step needs a CUDA device")
-    step = make_step(model, batch_size, device)
+    step = make_step(model, batch_size, device, image_size=image_size, num_classes=num_classes)
     step()
     synchronize(device)
     resident = torch.cuda.memory_allocated(device)
@@ -160,7 +170,8 @@ def cuda_peak_step(model: nn.Module, batch_size: int, device: torch.device | str
 
 
 def cuda_max_batch(build: Callable[[], nn.Module], batch_sizes: Iterable[int],
-                   device: torch.device | str = "cuda", stop_after_oom: bool = True) -> list[dict[str, Any]]:
+                   device: torch.device | str = "cuda", stop_after_oom: bool = True, image_size: int = 32,
+                   num_classes: int = 10) -> list[dict[str, Any]]:
     """Try a training step at each batch size (ascending); an OOM is a row, memory is freed and the
     sweep goes on (to the next network: larger batches after an OOM are skipped unless asked)."""
     rows = []
@@ -169,7 +180,7 @@ def cuda_max_batch(build: Callable[[], nn.Module], batch_sizes: Iterable[int],
         status, peak, error = "ok", float("nan"), ""
         try:
             model = build().to(device)
-            peak = cuda_peak_step(model, b, device)["peak_allocated"] / MB
+            peak = cuda_peak_step(model, b, device, image_size, num_classes)["peak_allocated"] / MB
         except torch.cuda.OutOfMemoryError as e:
             status, error = "oom", str(e).splitlines()[0][:200]
         finally:

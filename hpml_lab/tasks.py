@@ -63,6 +63,16 @@ TASKS: dict[str, Task] = {
              smoke={"model": "resnet_tiny", "epochs": 3, "batch_size": 32, "max_batches": 8, "num_workers": 0}),
         Task("questions", "questions.ipynb", "Lab 2 questions Q1-Q4 from the model and optimizers",
              smoke={}, full={}),
+        Task("tinyimagenet", "tinyimagenet.ipynb",
+             "TinyImageNet: data-loading bottleneck, activation memory, checkpointing, DP and DDP epoch times",
+             smoke={"dataset": "tinyimagenet", "data_root": "data", "model": "resnet_tiny", "epochs": 2,
+                    "batch_size": 32, "max_batches": 4, "num_workers": 2},
+             full={"dataset": "tinyimagenet", "epochs": 2, "batch_size": 512, "max_batches": 0, "subset": 0,
+                   "num_workers": 2, "stem": "imagenet"}),
+        # lab5's batch_size is the largest per-worker batch of its sweep (32, 128, ... up to it)
+        Task("lab5", "lab5_ddp_scaling.ipynb", "Lab 5: DDP scaling, speedup, all-reduce bandwidth, large batches",
+             smoke={"epochs": 2, "batch_size": 32, "max_batches": 2, "num_workers": 0},
+             full={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 2}),
     ]
 }
 

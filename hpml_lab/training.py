@@ -32,9 +32,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import models, results
+from . import distributed, models, results
 from .config import ConfigError, RunConfig, check_keys
-from .data import DatasetError, build_train_loader, dataset_info
+from .data import DatasetError, build_train_loader, dataset_info, num_classes, train_dataset
 from .envinfo import environment
 from .profiling import DeviceTimer, HostTimer, WallClock, synchronize
 
@@ -156,13 +156,26 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     """
     device = resolve_device(cfg.device)
     info = dataset_info(cfg)  # fails fast, naming the command that prepares the data
+    # Under torchrun (or a Slurm step) join the process group; a single process gets world_size 1.
+    dist_env = distributed.setup(device)
+    device = torch.device(dist_env.device)
+    write = write and dist_env.is_main  # only rank 0 writes results
+    if dist_env.distributed and not cfg.run_id:  # never the folder of a 1-process run of the same config
+        cfg = cfg.replace(run_id=f"ddp{dist_env.world_size}-{cfg.resolved_run_id()}")
     seed_everything(cfg.seed)
     if model is None:
         extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
-        model = models.build(cfg.model, num_classes=10, norm=cfg.norm, stem=cfg.stem, **extra)
+        model = models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra)
     model = model.to(device)
+    parallel_note = ""
+    if dist_env.distributed:
+        model = distributed.wrap_model(model, dist_env)
+    elif cfg.data_parallel:
+        model, parallel_note = distributed.wrap_data_parallel(model, device)
     if loader is None:
-        loader = build_train_loader(cfg, device)
+        ds = train_dataset(cfg)
+        loader = build_train_loader(cfg, device, dataset=ds,
+                                    **distributed.sampler_kwargs(ds, cfg.shuffle, cfg.seed, dist_env))
     optimizer = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
     criterion = nn.CrossEntropyLoss()
 
@@ -171,13 +184,15 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
         "task": cfg.task, "run_id": cfg.resolved_run_id(), "status": "running", "started_at": _now(),
         "config": cfg.to_dict(), "config_hash": cfg.config_hash(), "seed": cfg.seed,
         "device": str(device), "dataset": info, "environment": environment(device),
-        "parameters": models.count_parameters(model), "timing_note": TIMING_NOTE, **(extra_meta or {}),
+        "parameters": models.count_parameters(model), "timing_note": TIMING_NOTE,
+        "distributed": {**dist_env.as_dict(), "global_batch": cfg.batch_size * dist_env.world_size,
+                        "data_parallel": parallel_note}, **(extra_meta or {}),
     }
     if write:
         run_dir.mkdir(parents=True, exist_ok=True)
         results.write_meta(run_dir, meta)
 
-    mode = progress_mode(cfg.progress)
+    mode = progress_mode(cfg.progress) if dist_env.is_main else "none"
     batch_rows: list[dict[str, Any]] = []
     epoch_rows: list[dict[str, Any]] = []
     step = 0
@@ -226,6 +241,8 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
             step_times = work.intervals()
             loss_v = torch.stack(losses).float().cpu().tolist()
             corr_v = torch.stack(corrects).cpu().tolist()
+            if dist_env.distributed:  # one all-reduce per epoch: global per-batch loss/accuracy, slowest rank's times
+                loss_v, corr_v, sizes, total, step_times = _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait)
             for b, (lv, cv, n, d, t) in enumerate(zip(loss_v, corr_v, sizes, wait.values, step_times), 1):
                 step += 1
                 batch_rows.append({"epoch": epoch, "batch": b, "step": step, "images": n, "loss": lv,
@@ -252,13 +269,27 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
         raise
     meta.update(status="complete", finished_at=_now(), duration_s=time.perf_counter() - started,
                 epochs_done=cfg.epochs)
-    if save_model:
-        _atomic_save_model(model, save_model)
+    if save_model and dist_env.is_main:
+        _atomic_save_model(distributed.unwrap(model), save_model)
         meta["saved_model"] = str(save_model)
     if write:
         results.write_meta(run_dir, meta)
     return TrainResult(run_dir, meta, pd.DataFrame(batch_rows, columns=BATCH_COLUMNS),
                        pd.DataFrame(epoch_rows, columns=EPOCH_COLUMNS), model)
+
+
+def _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait):
+    """Per-batch loss (image-weighted mean) and correct counts summed over ranks; data/train/total
+    times are the slowest rank's, since an epoch ends when the last rank does."""
+    n = torch.tensor(sizes, dtype=torch.float64)
+    sums = distributed.all_reduce_sum(torch.stack([torch.tensor(loss_v, dtype=torch.float64) * n,
+                                                   torch.tensor(corr_v, dtype=torch.float64), n]))
+    times = distributed.all_reduce_max(torch.tensor([total] + list(step_times) + list(wait.values[:len(sizes)]),
+                                                    dtype=torch.float64)).tolist()
+    k = len(sizes)
+    wait.values[:k] = times[1 + k:]
+    sizes = [int(round(x)) for x in sums[2].tolist()]
+    return ((sums[0] / sums[2]).tolist(), [int(round(x)) for x in sums[1].tolist()], sizes, times[0], times[1:1 + k])
 
 
 # ------------------------------------------------------------------ CLI
@@ -293,8 +324,15 @@ def main(argv: list[str] | None = None) -> int:
         cfg = config_from_args(args)
         run = train(cfg, save_model=args.save_model)
     except (ConfigError, DatasetError) as e:
+        distributed.cleanup(barrier=False)
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BaseException:
+        distributed.cleanup(barrier=False)
+        raise
+    distributed.cleanup()
+    if not distributed.read_env().is_main:
+        return 0
     last = run.epochs.iloc[-1]
     print(f"done: {run.run_dir} (epoch {int(last.epoch)}: loss {last.loss:.4f}, acc {100 * last.acc:.1f}%)")
     return 0

@@ -13,6 +13,18 @@ TINY_FOR = {  # tasks whose notebooks need other tiny settings
     "memory": {"model": "resnet_tiny", "epochs": "1", "max_batches": "2", "batch_size": "2", "num_workers": "0"},
     "c8": {**TINY, "compile_backend": "eager"},  # graph capture without a C++ build: seconds, not a minute
 }
+# Tasks whose notebook needs another dataset: its tiny synthetic copy comes from the fixture named here.
+TASK_DATA = {"tinyimagenet": ("tinyimagenet", "tinyimagenet_root")}
+
+
+@pytest.fixture(scope="session")
+def tinyimagenet_root(tmp_path_factory):
+    """A synthetic Tiny ImageNet, prepared: 200 classes x 2 train images, 1 val each (seconds to write)."""
+    from hpml_lab.data import tinyimagenet
+
+    root = tmp_path_factory.mktemp("tin")
+    tinyimagenet.synthesize(root, classes=200, per_class=2, val_per_class=1, n_test=2, log=lambda m: None)
+    return root
 
 
 def test_every_task_has_a_notebook_and_every_notebook_a_task():
@@ -42,10 +54,12 @@ def outdir(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task_id", list(tasks.TASKS))
-def test_notebook_executes_and_renders(task_id, cifar_root, outdir):
+def test_notebook_executes_and_renders(task_id, cifar_root, outdir, request):
+    dataset, fixture = TASK_DATA.get(task_id, ("cifar10", None))
+    root = request.getfixturevalue(fixture) if fixture else cifar_root
     takes = runner.notebook_parameters(runner.notebooks_dir() / tasks.TASKS[task_id].notebook)
-    params = {k: v for k, v in {**TINY_FOR.get(task_id, TINY), "data_root": str(cifar_root)}.items()
-              if k in takes}  # each notebook gets the tiny settings it takes
+    params = {**TINY_FOR.get(task_id, TINY), "data_root": str(root), **({"dataset": dataset} if fixture else {})}
+    params = {k: v for k, v in params.items() if k in takes}  # each notebook gets the tiny settings it takes
     outcome = runner.run_task(task_id, "smoke", cli_params=params, log=lambda *a: None)
     assert outcome.status == "ok", outcome.error
     html = (outdir / "reports" / f"{task_id}.html").read_text()
@@ -55,7 +69,7 @@ def test_notebook_executes_and_renders(task_id, cifar_root, outdir):
     assert (outdir / "reports" / "executed" / f"{task_id}.ipynb").is_file()
     assert list((outdir / "figures").glob(f"{task_id}_*.png"))
     record = json.loads((outdir / "reports" / "executed" / f"{task_id}.json").read_text())
-    assert record["dataset"] == "cifar10 (synthetic)"
+    assert record["dataset"] == f"{dataset} (synthetic)"
 
 
 @pytest.mark.slow

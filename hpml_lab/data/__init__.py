@@ -13,10 +13,17 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from . import cifar
+from . import cifar, tinyimagenet
 from .errors import DatasetError
 
-__all__ = ["DatasetError", "build_train_loader", "dataset_info", "train_dataset", "check_dataset", "lab_transform"]
+__all__ = ["DatasetError", "build_train_loader", "dataset_info", "train_dataset", "check_dataset", "lab_transform",
+           "num_classes"]
+
+NUM_CLASSES = {"cifar10": 10, "tinyimagenet": 200}
+
+
+def num_classes(dataset: str) -> int:
+    return NUM_CLASSES[dataset]
 
 
 def lab_transform(augment: bool = True, mean=cifar.MEAN, std=cifar.STD, size: int = 32):
@@ -32,6 +39,8 @@ def check_dataset(cfg) -> str:
     """Fail fast (DatasetError naming the command that prepares it); returns 'real' or 'synthetic'."""
     if cfg.dataset == "cifar10":
         return cifar.check(cfg.data_path())
+    if cfg.dataset == "tinyimagenet":
+        return tinyimagenet.check(cfg.data_path())
     raise DatasetError(f"dataset {cfg.dataset!r} is not available in this version of hpml-lab")
 
 
@@ -40,6 +49,10 @@ def dataset_info(cfg) -> dict[str, Any]:
 
 
 def train_dataset(cfg, transform=None) -> Dataset:
+    if cfg.dataset == "tinyimagenet":  # 64x64 JPEG folders; subset spread over the classes
+        ds = tinyimagenet.train_set(cfg.data_path(), transform if transform is not None else lab_transform(
+            cfg.augment, tinyimagenet.MEAN, tinyimagenet.STD, size=tinyimagenet.SIZE))
+        return Subset(ds, tinyimagenet.spread_indices(len(ds), cfg.subset)) if cfg.subset else ds
     if cfg.dataset != "cifar10":
         check_dataset(cfg)
     ds = cifar.CIFAR10Files(cfg.data_path(), train=True,

@@ -1,0 +1,406 @@
+"""Tiny ImageNet (200 classes, 64x64): the official archive, a synthetic one, and the loaders.
+
+    hpml-lab data synth tinyimagenet --root data                 # synthetic zip, official layout, then prepared
+    hpml-lab data download tinyimagenet --root data              # cs231n.stanford.edu, resumable
+    hpml-lab data download tinyimagenet --root data --url URL --allow-partial
+    hpml-lab data download tinyimagenet --root data --source kaggle --dataset akash2sharma/tiny-imagenet
+
+Archive layout (tiny-imagenet-200.zip): tiny-imagenet-200/{wnids.txt, words.txt,
+train/<wnid>/images/<wnid>_<i>.JPEG, train/<wnid>/<wnid>_boxes.txt,
+val/images/val_<i>.JPEG, val/val_annotations.txt, test/images/test_<i>.JPEG}.
+The validation labels live only in val_annotations.txt, so preparing moves every
+val image into val/<wnid>/images/ (ImageFolder layout). Test images have no labels.
+
+Preparing is all-or-nothing: the archive is CRC-checked, extracted into a hidden
+temporary folder under ROOT, reorganised and counted there, and only then renamed
+to ROOT/tiny-imagenet-200, so an interrupted or failed run leaves nothing
+half-extracted. PREPARED.json records the counts, whether the copy is partial and
+whether it is synthetic (SYNTHETIC.json, written by the synthesizer, says so too).
+"""
+from __future__ import annotations
+
+import http.client
+import io
+import json
+import os
+import shutil
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from .errors import DatasetError
+
+FOLDER = "tiny-imagenet-200"
+ARCHIVE = "tiny-imagenet-200.zip"
+URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
+OFFICIAL = {"classes": 200, "train": 100_000, "val": 10_000}
+MARKER = "SYNTHETIC.json"
+RECORD = "PREPARED.json"
+MEAN = (0.4802, 0.4481, 0.3975)  # Tiny ImageNet training-set statistics
+STD = (0.2770, 0.2691, 0.2821)
+SIZE = 64
+PREPARE_HINT = ("prepare it with `hpml-lab data synth tinyimagenet --root {root}` (synthetic, offline) or "
+                "`hpml-lab data download tinyimagenet --root {root}` (the real one, about 240 MB)")
+
+
+# ---------------------------------------------------------------- checks
+def check(root: str | os.PathLike) -> str:
+    """'real' or 'synthetic' when ROOT holds a prepared copy; DatasetError naming the commands otherwise."""
+    folder = Path(root) / FOLDER
+    if not (folder / RECORD).is_file():
+        what = "not prepared (no PREPARED.json)" if folder.exists() else "not found"
+        raise DatasetError(f"Tiny ImageNet {what} in {folder}; " + PREPARE_HINT.format(root=root))
+    return "synthetic" if (folder / MARKER).is_file() else "real"
+
+
+def record(root: str | os.PathLike) -> dict:
+    return json.loads((Path(root) / FOLDER / RECORD).read_text())
+
+
+# ---------------------------------------------------------------- synthesis
+def _render(label_ids: np.ndarray, protos: dict, gen: torch.Generator) -> np.ndarray:
+    """64x64 images of a class stripe pattern (frequency, angle, colour) at a random phase on a
+    smooth random background, plus noise: learnable, not trivial. Returns N x 64 x 64 x 3 uint8."""
+    n = len(label_ids)
+    lab = torch.as_tensor(label_ids)
+    yy, xx = torch.meshgrid(torch.arange(float(SIZE)), torch.arange(float(SIZE)), indexing="ij")
+    freq, angle, color = protos["freq"][lab], protos["angle"][lab], protos["color"][lab]
+    phase = torch.rand(n, generator=gen) * 2 * torch.pi
+    coord = xx[None] * torch.cos(angle)[:, None, None] + yy[None] * torch.sin(angle)[:, None, None]
+    img = 0.2 * torch.sin(2 * torch.pi * freq[:, None, None] * coord / SIZE + phase[:, None, None])[:, None]
+    img = img * color[:, :, None, None]
+    coarse = torch.rand(n, 3, 4, 4, generator=gen) - 0.5
+    img += 0.4 * torch.nn.functional.interpolate(coarse, size=SIZE, mode="bilinear", align_corners=False)
+    img += 0.5 + 0.06 * torch.randn(n, 3, SIZE, SIZE, generator=gen)
+    return (img.clamp(0, 1) * 255).round().to(torch.uint8).permute(0, 2, 3, 1).numpy()
+
+
+def _jpeg(arr: np.ndarray) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def synthesize_archive(path: str | os.PathLike, classes: int = 200, per_class: int = 10, val_per_class: int = 2,
+                       n_test: int = 20, seed: int = 0) -> Path:
+    """Write a synthetic tiny-imagenet-200.zip in the official layout with real 64x64 JPEGs.
+
+    Deterministic from `seed`; written to a temporary name then renamed.
+    """
+    if not 1 <= classes <= 200 or per_class < 1 or val_per_class < 0 or n_test < 0:
+        raise DatasetError("synthetic Tiny ImageNet needs 1 to 200 classes, per_class >= 1, "
+                           "val_per_class >= 0 and n_test >= 0")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    protos = {"freq": 1.0 + 7.0 * torch.rand(classes, generator=gen),
+              "angle": torch.rand(classes, generator=gen) * torch.pi,
+              "color": torch.nn.functional.normalize(torch.rand(classes, 3, generator=gen) * 2 - 1, dim=1)}
+    wnids = [f"n{90000000 + i:08d}" for i in range(classes)]  # not real WordNet ids, on purpose
+    top = FOLDER + "/"
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
+            z.writestr(top + "wnids.txt", "".join(w + "\n" for w in wnids))
+            z.writestr(top + "words.txt", "".join(f"{w}\tsynthetic class {i}\n" for i, w in enumerate(wnids)))
+            chunk = max(1, 2048 // per_class)  # whole classes per render call: few, large tensor ops
+            for c0 in range(0, classes, chunk):
+                cs = np.arange(c0, min(c0 + chunk, classes))
+                imgs = _render(np.repeat(cs, per_class), protos, gen).reshape(len(cs), per_class, SIZE, SIZE, 3)
+                for c, per in zip(cs, imgs):
+                    w, boxes = wnids[c], []
+                    for i, arr in enumerate(per):
+                        name = f"{w}_{i}.JPEG"
+                        z.writestr(f"{top}train/{w}/images/{name}", _jpeg(arr))
+                        boxes.append(f"{name}\t0\t0\t63\t63\n")
+                    z.writestr(f"{top}train/{w}/{w}_boxes.txt", "".join(boxes))
+            val_labels = np.repeat(np.arange(classes), val_per_class)
+            val_labels = val_labels[torch.randperm(len(val_labels), generator=gen).numpy()]
+            ann = []
+            for i, (c, arr) in enumerate(zip(val_labels, _render(val_labels, protos, gen))):
+                z.writestr(f"{top}val/images/val_{i}.JPEG", _jpeg(arr))
+                ann.append(f"val_{i}.JPEG\t{wnids[c]}\t0\t0\t63\t63\n")
+            z.writestr(top + "val/val_annotations.txt", "".join(ann))
+            test_labels = torch.randint(0, classes, (n_test,), generator=gen).numpy()
+            for i, arr in enumerate(_render(test_labels, protos, gen)):
+                z.writestr(f"{top}test/images/test_{i}.JPEG", _jpeg(arr))
+            z.writestr(top + MARKER, json.dumps({
+                "generator": "hpml-lab synthetic Tiny ImageNet v1", "seed": seed, "classes": classes,
+                "per_class": per_class, "val_per_class": val_per_class, "n_test": n_test,
+                "note": "Synthetic 64x64 JPEGs with learnable class structure; not the real Tiny ImageNet.",
+            }, indent=2))
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+# ---------------------------------------------------------------- preparing an archive
+def _archive_prefix(names: list[str]) -> str:
+    """The folder inside the archive that holds wnids.txt (tiny-imagenet-200/ in the official zip)."""
+    hits = sorted((n for n in names if n.endswith("wnids.txt")), key=len)
+    if not hits:
+        raise DatasetError("archive has no wnids.txt: it is not a Tiny ImageNet archive")
+    return hits[0][: -len("wnids.txt")]
+
+
+def _count(folder: Path) -> dict[str, int]:
+    wnids = (folder / "wnids.txt").read_text().split()
+    return {"classes": len(wnids),
+            "train": sum(1 for _ in (folder / "train").glob("*/images/*.JPEG")),
+            "val": sum(1 for _ in (folder / "val").glob("*/images/*.JPEG"))}
+
+
+def _reorganise_val(folder: Path) -> None:
+    """val/images/val_i.JPEG -> val/<wnid>/images/val_i.JPEG, from val/val_annotations.txt."""
+    wnids = set((folder / "wnids.txt").read_text().split())
+    val = folder / "val"
+    ann = val / "val_annotations.txt"
+    if not ann.is_file():
+        raise DatasetError(f"archive has no val/val_annotations.txt; cannot label the validation images")
+    for line_no, line in enumerate(ann.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) < 2 or parts[1] not in wnids:
+            raise DatasetError(f"val_annotations.txt line {line_no} is malformed or names an unknown class: {line!r}")
+        src = val / "images" / parts[0]
+        if not src.is_file():
+            raise DatasetError(f"val_annotations.txt names {parts[0]}, which the archive does not contain")
+        dst = val / parts[1] / "images" / parts[0]
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+    leftover = list((val / "images").iterdir()) if (val / "images").exists() else []
+    if leftover:
+        raise DatasetError(f"{len(leftover)} validation images have no annotation (e.g. {leftover[0].name})")
+    if (val / "images").exists():
+        (val / "images").rmdir()
+
+
+def prepare(archive: str | os.PathLike, root: str | os.PathLike, allow_partial: bool = False,
+            source: str = "", log: Callable[[str], None] = print) -> Path:
+    """Check, extract, reorganise and count an archive; rename into ROOT/tiny-imagenet-200 only if all is well."""
+    archive, root = Path(archive), Path(root)
+    target = root / FOLDER
+    if target.exists():
+        raise DatasetError(f"{target} already exists; delete it first to prepare it again")
+    try:
+        with zipfile.ZipFile(archive) as z:
+            bad = z.testzip()  # reads every member and checks its CRC
+            if bad is not None:
+                raise DatasetError(f"archive {archive} is corrupted (CRC error in {bad}); delete it and download again")
+            names = z.namelist()
+            prefix = _archive_prefix(names)
+            for n in names:
+                if n.startswith("/") or ".." in Path(n).parts:
+                    raise DatasetError(f"archive {archive} has an unsafe member path {n!r}; refusing to extract")
+            root.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".tinyimagenet-extract-", dir=root))
+            try:
+                z.extractall(tmp, members=[n for n in names if n.startswith(prefix)])
+                folder = tmp / prefix if prefix else tmp
+                _reorganise_val(folder)
+                counts = _count(folder)
+                synthetic = (folder / MARKER).is_file()
+                partial = any(counts[k] != OFFICIAL[k] for k in OFFICIAL)
+                if counts["classes"] == 0 or counts["train"] == 0:
+                    raise DatasetError(f"archive {archive} holds no training images")
+                missing = [w for w in (folder / "wnids.txt").read_text().split() if not (folder / "train" / w).is_dir()]
+                if missing:
+                    raise DatasetError(f"archive {archive}: {len(missing)} classes of wnids.txt have no train folder "
+                                       f"(e.g. {missing[0]})")
+                if partial and not (allow_partial or synthetic):
+                    raise DatasetError(
+                        f"archive {archive} holds {counts['classes']} classes, {counts['train']} train and "
+                        f"{counts['val']} val images, not the official {OFFICIAL['classes']}, {OFFICIAL['train']:,} "
+                        f"and {OFFICIAL['val']:,}; pass --allow-partial to accept a smaller copy")
+                rec = {"counts": counts, "official": OFFICIAL, "partial": partial, "synthetic": synthetic,
+                       "source": source or str(archive), "archive": archive.name,
+                       "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                (folder / RECORD).write_text(json.dumps(rec, indent=2))
+                os.replace(folder, target)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    except zipfile.BadZipFile as e:
+        raise DatasetError(f"archive {archive} is not a readable zip (truncated or corrupted: {e}); "
+                           "delete it and download again") from None
+    except (EOFError, zlib.error) as e:
+        raise DatasetError(f"archive {archive} is truncated or corrupted ({type(e).__name__}: {e}); "
+                           "delete it and download again") from None
+    if partial:
+        log(f"note: accepted a partial Tiny ImageNet ({counts['classes']} classes, {counts['train']} train, "
+            f"{counts['val']} val; official {OFFICIAL['classes']}, {OFFICIAL['train']:,}, {OFFICIAL['val']:,})"
+            + (": it is synthetic" if synthetic else " because --allow-partial was given"))
+    return target
+
+
+def synthesize(root: str | os.PathLike, classes: int = 200, per_class: int = 10, val_per_class: int = 2,
+               n_test: int = 20, seed: int = 0, force: bool = False, archive_only: bool = False,
+               log: Callable[[str], None] = print) -> Path:
+    """Write ROOT/tiny-imagenet-200.zip (synthetic) and, unless archive_only, prepare it like a download."""
+    root = Path(root)
+    target = root / FOLDER
+    if target.exists() and not archive_only:
+        if (target / RECORD).is_file() and check(root) == "real":
+            raise DatasetError(f"{target} holds a real Tiny ImageNet; refusing to overwrite it with synthetic data")
+        if not force:
+            raise DatasetError(f"{target} exists; pass --force to rewrite it")
+        shutil.rmtree(target)
+    zpath = synthesize_archive(root / ARCHIVE, classes, per_class, val_per_class, n_test, seed)
+    return zpath if archive_only else prepare(zpath, root, source="synthetic", log=log)
+
+
+# ---------------------------------------------------------------- download
+def fetch(url: str, dest: Path, timeout: float = 60.0, log: Callable[[str], None] = print) -> Path:
+    """Download url to dest, resuming dest.part with an HTTP Range request when it exists.
+
+    A server that ignores Range (200 instead of 206) gets a fresh download. A
+    connection that ends before Content-Length bytes leaves dest.part for the next
+    run to resume and raises DatasetError. dest appears only when complete.
+    """
+    part = dest.with_name(dest.name + ".part")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    have = part.stat().st_size if part.exists() else 0
+    req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        resp = urllib.request.urlopen(req, timeout=timeout)
+    except urllib.error.HTTPError as e:
+        if e.code == 416 and have:  # nothing left to send: the part file is already whole
+            os.replace(part, dest)
+            return dest
+        raise DatasetError(f"download of {url} failed: HTTP {e.code} {e.reason}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise DatasetError(f"download of {url} failed: {getattr(e, 'reason', e)}") from None
+    with resp:
+        status = resp.status
+        length = resp.headers.get("Content-Length")
+        if status == 206:
+            mode, expected = "ab", (have + int(length)) if length else None
+            log(f"resuming {dest.name} at {have:,} bytes")
+        else:
+            mode, expected, have = "wb", int(length) if length else None, 0
+        got = have
+        try:
+            with open(part, mode) as f:
+                for chunk in iter(lambda: resp.read(1 << 20), b""):
+                    f.write(chunk)
+                    got += len(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+        except (OSError, http.client.IncompleteRead) as e:
+            raise DatasetError(f"download of {url} broke off at {got:,} bytes ({type(e).__name__}); "
+                               "run the same command again to resume") from None
+    if expected is not None and got < expected:
+        raise DatasetError(f"download of {url} broke off at {got:,} of {expected:,} bytes; "
+                           "run the same command again to resume")
+    os.replace(part, dest)
+    return dest
+
+
+def download(root: str | os.PathLike, url: Optional[str] = None, allow_partial: bool = False,
+             log: Callable[[str], None] = print) -> Path:
+    """Fetch (resumably), check, extract, reorganise and count the official archive (or a mirror)."""
+    root = Path(root)
+    if (root / FOLDER / RECORD).is_file():
+        log(f"{root / FOLDER} is already prepared ({check(root)}); nothing to do")
+        return root / FOLDER
+    url = url or URL
+    archive = root / ARCHIVE
+    if not archive.exists():
+        fetch(url, archive, log=log)
+    try:
+        return prepare(archive, root, allow_partial=allow_partial, source=url, log=log)
+    except DatasetError as e:
+        if "truncated or corrupted" in str(e) or "is corrupted" in str(e):
+            archive.unlink(missing_ok=True)  # a resume cannot repair it; the next run fetches afresh
+            raise DatasetError(str(e).replace("delete it and download again",
+                                              "it was deleted; run the same command to download it again")) from None
+        raise
+
+
+def download_kaggle(root: str | os.PathLike, dataset: str, allow_partial: bool = False,
+                    log: Callable[[str], None] = print) -> Path:
+    """Fetch a Kaggle copy (OWNER/NAME) with the kaggle package, then prepare it like the official zip."""
+    if not dataset or dataset.count("/") != 1:
+        raise DatasetError("--source kaggle needs --dataset OWNER/NAME (e.g. akash2sharma/tiny-imagenet)")
+    hint = ("Kaggle credentials missing or invalid: run `kaggle auth login`, or set KAGGLE_API_TOKEN, "
+            "or put kaggle.json in ~/.kaggle/ (or KAGGLE_CONFIG_DIR), or set KAGGLE_USERNAME and KAGGLE_KEY")
+    chatter = io.StringIO()  # kaggle prints pages of login help; we say it in one line instead
+
+    def fail(what: str, e: BaseException) -> DatasetError:
+        said = chatter.getvalue()
+        brief = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+        if isinstance(e, SystemExit) or any(k in said + brief for k in ("uthenticat", "401", "403", "kaggle.json")):
+            return DatasetError(f"{hint} ({what}: {brief})")
+        return DatasetError(f"Kaggle {what} failed: {brief}")
+
+    import contextlib
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".kaggle-", dir=root))
+    try:
+        with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+            try:
+                import kaggle  # authenticates at import: OSError (1.x) or SystemExit (2.x) without credentials
+            except ImportError:
+                raise DatasetError("the kaggle package is not installed (pip install kaggle); "
+                                   "or use the official archive without --source kaggle") from None
+            except (OSError, SystemExit) as e:
+                raise fail("import", e) from None
+            try:
+                kaggle.api.dataset_download_files(dataset, path=str(tmp), unzip=False, quiet=True)
+            except (OSError, SystemExit, ValueError) as e:
+                raise fail(f"download of {dataset}", e) from None
+        zips = sorted(tmp.glob("*.zip"))
+        if not zips:
+            raise DatasetError(f"Kaggle dataset {dataset} gave no zip archive")
+        return prepare(zips[0], root, allow_partial=allow_partial, source=f"kaggle:{dataset}", log=log)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- loading
+def _folder_dataset(path: Path, wnids: list[str], transform):
+    from torchvision.datasets import ImageFolder
+
+    class WnidFolder(ImageFolder):
+        """ImageFolder whose class list is wnids.txt (sorted), so train and val share indices
+        even when a partial copy lacks some class in val."""
+
+        def find_classes(self, directory):
+            return wnids, {w: i for i, w in enumerate(wnids)}
+
+    return WnidFolder(str(path), transform=transform, allow_empty=True)
+
+
+def wnids(root: str | os.PathLike) -> list[str]:
+    return sorted((Path(root) / FOLDER / "wnids.txt").read_text().split())
+
+
+def train_set(root: str | os.PathLike, transform=None):
+    check(root)
+    return _folder_dataset(Path(root) / FOLDER / "train", wnids(root), transform)
+
+
+def val_set(root: str | os.PathLike, transform=None):
+    check(root)
+    return _folder_dataset(Path(root) / FOLDER / "val", wnids(root), transform)
+
+
+def spread_indices(n_total: int, n: int) -> list[int]:
+    """n indices spread evenly over the set: ImageFolder is sorted by class, so the first n would
+    be a handful of classes only."""
+    n = min(n, n_total)
+    return np.linspace(0, n_total - 1, n).round().astype(int).tolist() if n else []

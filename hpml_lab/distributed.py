@@ -1,0 +1,202 @@
+"""Distributed data parallel: one helper reads the launcher's environment, the rest is small.
+
+Launch with torchrun only (never mp.spawn); train() picks the environment up by itself:
+
+    torchrun --standalone --nproc-per-node=2 -m hpml_lab.train --epochs 2 --batch-size 64
+    torchrun --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=localhost:0 -m hpml_lab.train ...
+    srun torchrun --nnodes=$SLURM_NNODES --nproc-per-node=4 --rdzv-backend=c10d \
+        --rdzv-endpoint=$HEAD:29500 -m hpml_lab.train ...      # what `hpml-lab slurm` writes
+
+    from hpml_lab import distributed
+    env = distributed.setup(torch.device("cpu"))   # DistEnv(rank, world_size, local_rank, device, ...)
+    distributed.all_reduce_sum(tensor); distributed.cleanup()
+
+The environment: torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+MASTER_ADDR and MASTER_PORT; it wins when present. Without it, a Slurm job step
+with one task per process (srun --ntasks=N python -m hpml_lab.train) gives
+SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE; MASTER_ADDR and
+MASTER_PORT must then be exported by the batch script. Backend: gloo on CPU,
+NCCL on CUDA, with an explicit timeout (HPML_DIST_TIMEOUT_S, default 300 s; NCCL's
+own default is 10 minutes, too long to notice a dead rank in a short lab run).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from dataclasses import dataclass, asdict
+from typing import Any, Mapping, Optional
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+DEFAULT_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """Where this process stands: rank among world_size, its local rank on the node, its device."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    launcher: str = "none"  # "torchrun", "slurm" or "none"
+    device: str = "cpu"
+    backend: str = ""
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "distributed": self.distributed}
+
+
+def _int(environ: Mapping[str, str], name: str, default: int) -> int:
+    value = environ.get(name, "")
+    try:
+        return int(value.split("(")[0]) if value else default  # SLURM_NTASKS_PER_NODE may read "4(x2)"
+    except ValueError:
+        return default
+
+
+def read_env(environ: Optional[Mapping[str, str]] = None) -> DistEnv:
+    """Rank, world size and local rank from torchrun's variables, else Slurm's, else a single process."""
+    e = os.environ if environ is None else environ
+    if "RANK" in e and "WORLD_SIZE" in e:
+        world = _int(e, "WORLD_SIZE", 1)
+        return DistEnv(rank=_int(e, "RANK", 0), world_size=world, local_rank=_int(e, "LOCAL_RANK", 0),
+                       local_world_size=_int(e, "LOCAL_WORLD_SIZE", world), launcher="torchrun")
+    if "SLURM_PROCID" in e and _int(e, "SLURM_NTASKS", 1) > 1:
+        world = _int(e, "SLURM_NTASKS", 1)
+        return DistEnv(rank=_int(e, "SLURM_PROCID", 0), world_size=world, local_rank=_int(e, "SLURM_LOCALID", 0),
+                       local_world_size=_int(e, "SLURM_NTASKS_PER_NODE", world), launcher="slurm")
+    return DistEnv()
+
+
+def backend_for(device: torch.device) -> str:
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def timeout_seconds(environ: Optional[Mapping[str, str]] = None) -> int:
+    e = os.environ if environ is None else environ
+    return _int(e, "HPML_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S)
+
+
+def setup(device: torch.device, timeout_s: Optional[int] = None) -> DistEnv:
+    """Read the environment, join the process group when world_size > 1, and return the DistEnv.
+
+    On CUDA each process takes the GPU of its local rank. Single-process runs
+    return at once with nothing initialised, so notebooks pay nothing.
+    """
+    env = read_env()
+    if not env.distributed:
+        return DistEnv(device=str(device))
+    if device.type == "cuda":
+        device = torch.device("cuda", env.local_rank % max(torch.cuda.device_count(), 1))
+        torch.cuda.set_device(device)
+    backend = backend_for(device)
+    if not dist.is_initialized():
+        if env.launcher == "slurm" and not ("MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ):
+            from .config import ConfigError
+
+            raise ConfigError("Slurm launch without torchrun needs MASTER_ADDR and MASTER_PORT exported "
+                              "(the scripts `hpml-lab slurm` writes use torchrun, which sets them)")
+        dist.init_process_group(backend=backend, rank=env.rank, world_size=env.world_size,
+                                timeout=_dt.timedelta(seconds=timeout_s or timeout_seconds()))
+    return DistEnv(env.rank, env.world_size, env.local_rank, env.local_world_size, env.launcher,
+                   str(device), backend)
+
+
+def active() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def cleanup(barrier: bool = True) -> None:
+    """Leave the group; after success a barrier first, so no rank tears its connections down while
+    another still uses them (gloo aborts the process otherwise). After a failure no barrier: the
+    other ranks may never reach it, and torchrun stops them once this rank exits."""
+    if dist.is_available() and dist.is_initialized():
+        try:
+            if barrier:
+                dist.barrier()
+        finally:
+            dist.destroy_process_group()
+
+
+def barrier() -> None:
+    if active():
+        dist.barrier()
+
+
+def wrap_model(model: nn.Module, env: DistEnv) -> nn.Module:
+    """DistributedDataParallel around the model when the group is active; the model itself otherwise."""
+    if not env.distributed:
+        return model
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    device = torch.device(env.device)
+    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def wrap_data_parallel(model: nn.Module, device: torch.device) -> tuple[nn.Module, str]:
+    """nn.DataParallel over every visible GPU, for the seeds' DP-vs-DDP comparison.
+
+    Returns (model, note). With fewer than two GPUs DataParallel only adds
+    overhead, so it is skipped and the note says why.
+    """
+    n = torch.cuda.device_count() if device.type == "cuda" else 0
+    if n < 2:
+        return model, (f"DataParallel skipped: it needs 2 or more GPUs and this run has "
+                       f"{n if device.type == 'cuda' else 'none (CPU)'}")
+    return nn.DataParallel(model), f"DataParallel over {n} GPUs"
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain module inside DDP/DataParallel (so saved state_dicts have the same keys)."""
+    return model.module if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)) else model
+
+
+def _reduce(t: torch.Tensor, op) -> torch.Tensor:
+    if not active():
+        return t
+    # gloo reduces CPU tensors; NCCL needs them on the process's GPU.
+    on = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    buf = t.detach().to(on, dtype=torch.float64 if t.is_floating_point() else t.dtype).clone()
+    dist.all_reduce(buf, op=op)
+    return buf.to(t.device)
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    """Sum over ranks (a copy; the input is untouched). Identity in a single process."""
+    return _reduce(t, dist.ReduceOp.SUM if dist.is_available() else None)
+
+
+def all_reduce_max(t: torch.Tensor) -> torch.Tensor:
+    return _reduce(t, dist.ReduceOp.MAX if dist.is_available() else None)
+
+
+def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
+    return all_reduce_sum(t) / (dist.get_world_size() if active() else 1)
+
+
+def sampler_kwargs(dataset, shuffle: bool, seed: int, env: DistEnv) -> dict[str, Any]:
+    """DataLoader overrides for DDP: a DistributedSampler (rank r gets items r, r+n, ... when not
+    shuffled) and shuffle off in the loader itself. Empty for a single process."""
+    if not env.distributed:
+        return {}
+    from torch.utils.data.distributed import DistributedSampler
+
+    sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank, shuffle=shuffle,
+                                 seed=seed, drop_last=False)
+    return {"sampler": sampler, "shuffle": False}
+
+
+def print0(*args, **kwargs) -> None:
+    if not active() or dist.get_rank() == 0:
+        print(*args, **kwargs, flush=True)

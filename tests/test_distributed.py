@@ -1,0 +1,100 @@
+"""DDP on CPU with gloo, launched by torchrun: the environment helper, and the equivalence test.
+
+Two ranks at batch B/2 each, no BatchNorm, no augmentation, no shuffling, must
+end with the weights of one process at batch B: DistributedSampler gives rank r
+the items r, r+2, ..., so the two half-batches are exactly the single batch, and
+DDP averages the two per-rank mean gradients into the full-batch mean gradient.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from hpml_lab import distributed
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_read_env_torchrun_slurm_and_single():
+    tr = distributed.read_env({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+                               "SLURM_PROCID": "0", "SLURM_NTASKS": "2"})
+    assert (tr.rank, tr.world_size, tr.local_rank, tr.local_world_size, tr.launcher) == (3, 4, 1, 2, "torchrun")
+    assert tr.distributed and not tr.is_main
+    sl = distributed.read_env({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
+                               "SLURM_NTASKS_PER_NODE": "4(x2)"})
+    assert (sl.rank, sl.world_size, sl.local_rank, sl.local_world_size, sl.launcher) == (5, 8, 1, 4, "slurm")
+    # A batch script (one Slurm task) is a single process, not a distributed run.
+    one = distributed.read_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"})
+    assert not one.distributed and one.is_main and one.launcher == "none"
+
+
+def test_single_process_helpers_are_identities():
+    env = distributed.setup(torch.device("cpu"))
+    assert not env.distributed and env.device == "cpu"
+    t = torch.tensor([1.0, 2.0])
+    assert torch.equal(distributed.all_reduce_sum(t), t)
+    model = torch.nn.Linear(2, 2)
+    assert distributed.wrap_model(model, env) is model
+    wrapped, note = distributed.wrap_data_parallel(model, torch.device("cpu"))
+    assert wrapped is model and "skipped" in note
+
+
+def _run(cmd, tmp_path, env_extra=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HPML_DIST_TIMEOUT_S": "120",
+           **(env_extra or {})}
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+
+
+@pytest.mark.slow
+def test_ddp_two_ranks_equal_one_process_at_double_batch(cifar_root, tmp_path):
+    common = ["--model", "resnet_tiny", "--norm", "none", "--augment", "false", "--shuffle", "false",
+              "--subset", "96", "--epochs", "2", "--max-batches", "3", "--num-workers", "0", "--device", "cpu",
+              "--data-root", str(cifar_root), "--results-dir", str(tmp_path / "results"), "--progress", "none",
+              "--lr", "0.05"]
+    single = _run([sys.executable, "-m", "hpml_lab.train", *common, "--batch-size", "16", "--task", "one",
+                   "--save-model", str(tmp_path / "one.pt")], tmp_path)
+    assert single.returncode == 0, single.stderr
+    ddp = _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--rdzv-backend=c10d",
+                "--rdzv-endpoint=localhost:0", "-m", "hpml_lab.train", *common, "--batch-size", "8",
+                "--task", "ddp", "--save-model", str(tmp_path / "ddp.pt")], tmp_path)
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    a = torch.load(tmp_path / "one.pt")
+    b = torch.load(tmp_path / "ddp.pt")
+    assert a.keys() == b.keys()  # saved unwrapped: no "module." prefix
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5, msg=lambda m: f"{k}: {m}")
+    # Only rank 0 wrote results, and the metrics are global (16 images a batch over both ranks).
+    runs = list((tmp_path / "results" / "ddp").iterdir())
+    assert len(runs) == 1 and runs[0].name.startswith("ddp2-")
+    meta = json.loads((runs[0] / "meta.json").read_text())
+    assert meta["status"] == "complete"
+    assert meta["distributed"]["world_size"] == 2 and meta["distributed"]["backend"] == "gloo"
+    assert meta["distributed"]["global_batch"] == 16
+    import pandas as pd
+
+    ep_ddp = pd.read_csv(runs[0] / "epochs.csv")
+    ep_one = pd.read_csv(next((tmp_path / "results" / "one").iterdir()) / "epochs.csv")
+    assert ep_ddp["images"].tolist() == ep_one["images"].tolist() == [48, 48]
+    assert ep_ddp["loss"].values == pytest.approx(ep_one["loss"].values, rel=1e-4)
+    assert ep_ddp["acc"].tolist() == ep_one["acc"].tolist()
+    from hpml_lab import models
+
+    torch.manual_seed(0)
+    init = models.build("resnet_tiny", num_classes=10, norm="none").state_dict()
+    assert any(not torch.allclose(init[k], a[k]) for k in a)  # training moved the weights
+
+
+def test_distributed_sampler_shards_and_reshuffles_per_epoch():
+    env1 = distributed.DistEnv(rank=1, world_size=2, launcher="torchrun")
+    plain = distributed.sampler_kwargs(list(range(10)), shuffle=False, seed=0, env=env1)
+    assert plain["shuffle"] is False and list(plain["sampler"]) == [1, 3, 5, 7, 9]
+    s = distributed.sampler_kwargs(list(range(100)), shuffle=True, seed=0, env=env1)["sampler"]
+    s.set_epoch(1)
+    e1 = list(s)
+    s.set_epoch(2)
+    assert list(s) != e1 and len(e1) == 50  # without set_epoch every epoch would reuse one order
+    assert distributed.sampler_kwargs(list(range(10)), True, 0, distributed.DistEnv()) == {}

@@ -1,0 +1,34 @@
+"""The Lab 5 scaling model, the all-reduce measurement under torchrun, and checkpointing's gradients."""
+import math
+
+import pytest
+import torch
+
+from hpml_lab import memory, models, scaling
+
+
+def test_bus_bandwidth_and_ring_allreduce_model():
+    assert scaling.bus_bandwidth(10.0, 2) == pytest.approx(10.0)
+    assert scaling.bus_bandwidth(10.0, 4) == pytest.approx(15.0)
+    assert scaling.allreduce_time(1e9, 1, 1e9) == 0.0
+    assert scaling.allreduce_time(1e9, 4, 1e9) == pytest.approx(1.5)
+    p = scaling.predict_epoch(0.1, n=2, per_gpu_batch=512, n_images=50_000, grad_bytes=1e8, busbw=1e9)
+    assert p["steps"] == math.ceil(50_000 / 1024) and p["epoch_s"] == pytest.approx(p["steps"] * (0.1 + 0.1))
+
+
+def test_model_reproduces_the_seeds_fitted_rows():
+    t_step = 18.07 / math.ceil(50_000 / 512)
+    one = scaling.predict_epoch(t_step, 1, 512, 50_000, scaling.RESNET18_GRAD_BYTES, 1e9)
+    assert one["epoch_s"] == pytest.approx(18.07) and one["comm_s"] == 0
+
+
+@pytest.mark.slow
+def test_allreduce_measured_with_two_gloo_processes():
+    df = scaling.measure_allreduce([4096, 400_000], nproc=2, repeats=3, warmup=1)
+    assert list(df.world_size) == [2, 2] and set(df.backend) == {"gloo"}
+    assert (df.time_s > 0).all() and (df.busbw_GBps == df.algbw_GBps).all()  # 2(n-1)/n = 1 at n = 2
+
+
+def test_first_activation_matches_the_seeds_back_of_envelope():
+    net = models.build("resnet18", num_classes=200, stem="imagenet")
+    assert memory.first_activation_bytes(net, 224) == 112 * 112 * 64 * 4  # the seed's "3 MB per image"

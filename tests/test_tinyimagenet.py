@@ -1,0 +1,208 @@
+"""Tiny ImageNet: the synthetic archive, the real downloader against a local HTTP server (resume,
+truncated and corrupted archives, partial copies), the loaders, Kaggle's credential message, train()."""
+import http.server
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from hpml_lab.config import RunConfig
+from hpml_lab.data import DatasetError, tinyimagenet as tin
+
+
+@pytest.fixture(scope="session")
+def archive_bytes(tmp_path_factory):
+    """A synthetic tiny-imagenet-200.zip: 200 classes x 2 train, 1 val each, 4 test images."""
+    path = tin.synthesize_archive(tmp_path_factory.mktemp("zip") / tin.ARCHIVE, classes=200, per_class=2,
+                                  val_per_class=1, n_test=4, seed=1)
+    return path.read_bytes()
+
+
+def _without_marker(data: bytes, tmp_path: Path) -> bytes:
+    """The same archive as a 'real' copy would look: no SYNTHETIC.json."""
+    src, dst = tmp_path / "a.zip", tmp_path / "b.zip"
+    src.write_bytes(data)
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for item in zin.infolist():
+            if not item.filename.endswith(tin.MARKER):
+                zout.writestr(item, zin.read(item.filename))
+    return dst.read_bytes()
+
+
+class _Server:
+    """Serves one blob on 127.0.0.1 with HTTP Range support; can break off the first response."""
+
+    def __init__(self, blob: bytes, break_after: int | None = None):
+        self.blob, self.break_after, self.ranges = blob, break_after, []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                rng = self.headers.get("Range")
+                outer.ranges.append(rng)
+                start = int(rng.split("=")[1].split("-")[0]) if rng else 0
+                body = outer.blob[start:]
+                self.send_response(206 if rng else 200)
+                if rng:
+                    self.send_header("Content-Range", f"bytes {start}-{len(outer.blob) - 1}/{len(outer.blob)}")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if outer.break_after is not None:
+                    cut, outer.break_after = outer.break_after, None
+                    self.wfile.write(body[:cut])
+                    self.wfile.flush()
+                    self.connection.shutdown(2)  # the connection drops mid-download
+                    return
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/{tin.ARCHIVE}"
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(blob, **kw):
+        servers.append(_Server(blob, **kw))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def _nothing_half_extracted(root: Path) -> None:
+    assert not (root / tin.FOLDER).exists()
+    assert not [p for p in root.iterdir() if p.name.startswith(".tinyimagenet-extract-")]
+
+
+def test_synthetic_archive_has_the_official_layout(archive_bytes, tmp_path):
+    (tmp_path / "z.zip").write_bytes(archive_bytes)
+    names = set(zipfile.ZipFile(tmp_path / "z.zip").namelist())
+    top = tin.FOLDER + "/"
+    wnids = zipfile.ZipFile(tmp_path / "z.zip").read(top + "wnids.txt").decode().split()
+    assert len(wnids) == 200
+    w = wnids[0]
+    for n in ("wnids.txt", "words.txt", f"train/{w}/images/{w}_0.JPEG", f"train/{w}/{w}_boxes.txt",
+              "val/images/val_0.JPEG", "val/val_annotations.txt", "test/images/test_0.JPEG"):
+        assert top + n in names, n
+    from PIL import Image
+    import io
+
+    img = Image.open(io.BytesIO(zipfile.ZipFile(tmp_path / "z.zip").read(f"{top}train/{w}/images/{w}_1.JPEG")))
+    assert img.format == "JPEG" and img.size == (64, 64)
+
+
+def test_download_from_local_server_prepares_and_loads(archive_bytes, serve, tmp_path):
+    server = serve(archive_bytes)
+    root = tmp_path / "data"
+    folder = tin.download(root, url=server.url, log=lambda m: None)
+    rec = tin.record(root)
+    assert rec["counts"] == {"classes": 200, "train": 400, "val": 200} and rec["synthetic"] and rec["partial"]
+    assert not (folder / "val" / "images").exists()  # reorganised into class folders
+    train, val = tin.train_set(root), tin.val_set(root)
+    assert len(train) == 400 and len(val) == 200 and train.classes == val.classes
+    # the val image's folder label matches its line in val_annotations.txt
+    ann = dict(l.split("\t")[:2] for l in (folder / "val" / "val_annotations.txt").read_text().splitlines())
+    path, label = val.samples[7]
+    assert val.classes[label] == ann[Path(path).name]
+    cfg = RunConfig(dataset="tinyimagenet", data_root=str(root), augment=True)
+    from hpml_lab.data import train_dataset
+
+    x, y = train_dataset(cfg)[0]
+    assert tuple(x.shape) == (3, 64, 64)
+    assert tin.check(root) == "synthetic"
+
+
+def test_broken_download_resumes_with_range(archive_bytes, serve, tmp_path):
+    server = serve(archive_bytes, break_after=len(archive_bytes) // 3)
+    root = tmp_path / "data"
+    with pytest.raises(DatasetError, match="again to resume"):
+        tin.download(root, url=server.url, log=lambda m: None)
+    part = root / (tin.ARCHIVE + ".part")
+    assert part.exists() and not (root / tin.ARCHIVE).exists()
+    _nothing_half_extracted(root)
+    have = part.stat().st_size
+    assert 0 < have < len(archive_bytes)
+    tin.download(root, url=server.url, log=lambda m: None)
+    assert server.ranges == [None, f"bytes={have}-"]
+    assert (root / tin.ARCHIVE).read_bytes() == archive_bytes
+    assert tin.record(root)["counts"]["train"] == 400
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupted"])
+def test_bad_archive_is_a_clear_error_and_leaves_nothing(archive_bytes, serve, tmp_path, damage):
+    if damage == "truncated":
+        blob = archive_bytes[: len(archive_bytes) // 2]
+    else:  # flip bytes inside a stored JPEG: the zip directory is intact, a CRC is not
+        blob = bytearray(archive_bytes)
+        mid = len(blob) // 2
+        blob[mid:mid + 64] = bytes(b ^ 0xFF for b in blob[mid:mid + 64])
+        blob = bytes(blob)
+    server = serve(blob)
+    root = tmp_path / "data"
+    with pytest.raises(DatasetError, match="truncated or corrupted|is corrupted|not a readable zip"):
+        tin.download(root, url=server.url, log=lambda m: None)
+    _nothing_half_extracted(root)
+    assert not (root / tin.ARCHIVE).exists()  # removed, so the next run fetches a fresh copy
+
+
+def test_partial_copy_needs_allow_partial_and_says_so(archive_bytes, serve, tmp_path):
+    server = serve(_without_marker(archive_bytes, tmp_path))
+    root = tmp_path / "data"
+    with pytest.raises(DatasetError, match="--allow-partial") as err:
+        tin.download(root, url=server.url, log=lambda m: None)
+    assert "100,000" in str(err.value) and "\n" not in str(err.value)
+    _nothing_half_extracted(root)
+    said = []
+    tin.download(root, url=server.url, allow_partial=True, log=said.append)
+    assert tin.check(root) == "real" and tin.record(root)["partial"]
+    assert any("partial" in m and "--allow-partial" in m for m in said)
+
+
+def test_missing_dataset_names_the_commands(tmp_path):
+    from hpml_lab.data import check_dataset
+
+    with pytest.raises(DatasetError, match="data synth tinyimagenet.*data download tinyimagenet"):
+        check_dataset(RunConfig(dataset="tinyimagenet", data_root=str(tmp_path)))
+
+
+@pytest.mark.parametrize("how", ["exit", "oserror"])
+def test_kaggle_without_credentials_is_one_line(tmp_path, monkeypatch, how):
+    fake = tmp_path / "fake"
+    (fake / "kaggle").mkdir(parents=True)
+    body = "raise SystemExit(1)" if how == "exit" else "raise OSError('Could not find kaggle.json')"
+    (fake / "kaggle" / "__init__.py").write_text(f"print('Authentication required ... pages of help')\n{body}\n")
+    monkeypatch.syspath_prepend(str(fake))
+    monkeypatch.delitem(sys.modules, "kaggle", raising=False)
+    with pytest.raises(DatasetError) as err:
+        tin.download_kaggle(tmp_path / "data", "someone/tiny-imagenet")
+    msg = str(err.value)
+    assert "\n" not in msg
+    for name in ("kaggle.json", "KAGGLE_USERNAME", "KAGGLE_KEY", "KAGGLE_API_TOKEN"):
+        assert name in msg
+
+
+def test_cli_synth_then_train_with_200_classes(tmp_path, monkeypatch):
+    from hpml_lab import cli, train
+
+    root = tmp_path / "data"
+    assert cli.main(["data", "synth", "tinyimagenet", "--root", str(root), "--classes", "200", "--per-class", "1",
+                     "--val-per-class", "0", "--n-test-images", "0"]) == 0
+    assert cli.main(["data", "synth", "tinyimagenet", "--root", str(root)]) == 2  # exists: needs --force
+    cfg = RunConfig(task="t", dataset="tinyimagenet", data_root=str(root), model="resnet_tiny", batch_size=8,
+                    epochs=1, max_batches=1, num_workers=0, device="cpu", progress="none",
+                    results_dir=str(tmp_path / "results"))
+    run = train(cfg)
+    assert run.model.linear.out_features == 200
+    assert run.meta["dataset"]["kind"] == "synthetic"
