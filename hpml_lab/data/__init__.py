@@ -1,0 +1,69 @@
+"""Datasets and loaders, chosen by RunConfig.
+
+    from hpml_lab.data import build_train_loader, dataset_info
+    loader = build_train_loader(cfg, device)
+    dataset_info(cfg)   # {"name": "cifar10", "kind": "synthetic", "root": ...}
+"""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from . import cifar
+from .errors import DatasetError
+
+__all__ = ["DatasetError", "build_train_loader", "dataset_info", "train_dataset", "check_dataset", "lab_transform"]
+
+
+def lab_transform(augment: bool = True, mean=cifar.MEAN, std=cifar.STD, size: int = 32):
+    """The lab's per-sample PIL pipeline: RandomCrop(size, padding=4), flip, to float, Normalize."""
+    from torchvision.transforms import v2
+
+    steps = [v2.RandomCrop(size, padding=4), v2.RandomHorizontalFlip(0.5)] if augment else []
+    steps += [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)]
+    return v2.Compose(steps)
+
+
+def check_dataset(cfg) -> str:
+    """Fail fast (DatasetError naming the command that prepares it); returns 'real' or 'synthetic'."""
+    if cfg.dataset == "cifar10":
+        return cifar.check(cfg.data_path())
+    raise DatasetError(f"dataset {cfg.dataset!r} is not available in this version of hpml-lab")
+
+
+def dataset_info(cfg) -> dict[str, Any]:
+    return {"name": cfg.dataset, "kind": check_dataset(cfg), "root": str(cfg.data_path())}
+
+
+def train_dataset(cfg, transform=None) -> Dataset:
+    if cfg.dataset != "cifar10":
+        check_dataset(cfg)
+    ds = cifar.CIFAR10Files(cfg.data_path(), train=True,
+                            transform=transform if transform is not None else lab_transform(cfg.augment))
+    if cfg.subset:
+        ds = Subset(ds, range(min(cfg.subset, len(ds))))
+    return ds
+
+
+def _seed_worker(worker_id: int) -> None:
+    # Each worker gets a distinct, reproducible seed derived from the loader's base seed.
+    seed = torch.initial_seed() % 2**32
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+def build_train_loader(cfg, device: torch.device, dataset: Dataset | None = None, **overrides) -> DataLoader:
+    """The lab's DataLoader: shuffled with a seeded generator, cfg.num_workers workers,
+    pinned memory on CUDA. `overrides` go to DataLoader (e.g. persistent_workers=True)."""
+    ds = dataset if dataset is not None else train_dataset(cfg)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    kwargs: dict[str, Any] = dict(
+        batch_size=cfg.batch_size, shuffle=cfg.shuffle, num_workers=cfg.num_workers,
+        pin_memory=device.type == "cuda", generator=gen, worker_init_fn=_seed_worker, drop_last=False,
+    )
+    kwargs.update(overrides)
+    return DataLoader(ds, **kwargs)

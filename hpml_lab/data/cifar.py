@@ -1,0 +1,265 @@
+"""CIFAR-10 on disk: one parser for real and synthetic copies, the synthesizer, the download.
+
+On-disk format (the one the CIFAR-10 site documents, and torchvision downloads):
+ROOT/cifar-10-batches-py/{data_batch_1..5, test_batch, batches.meta}, each a
+pickled dict with bytes keys: b'data' (10000 x 3072 uint8: the R, G and B
+planes of a 32 x 32 image, row-major), b'labels', b'filenames', b'batch_label';
+batches.meta holds b'label_names'. Read with pickle.load(f, encoding="bytes").
+
+    hpml-lab data synth cifar10 --root data      # offline, seconds, same format
+    hpml-lab data download cifar10 --root data   # the real one, md5-checked
+
+A synthetic copy carries SYNTHETIC.json (generator, seed, md5 of each file):
+its integrity record and the marker that makes every result say "synthetic".
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from .errors import DatasetError
+
+FOLDER = "cifar-10-batches-py"
+TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
+TEST_FILES = ["test_batch"]
+META_FILE = "batches.meta"
+MARKER = "SYNTHETIC.json"
+CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+MEAN = (0.4914, 0.4822, 0.4465)
+STD = (0.2023, 0.1994, 0.2010)
+PREPARE_HINT = (
+    "prepare it with `hpml-lab data synth cifar10 --root {root}` (synthetic, offline) "
+    "or `hpml-lab data download cifar10 --root {root}` (the real one)"
+)
+
+
+def md5(path: Path) -> str:
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _load_pickle(path: Path) -> dict:
+    with open(path, "rb") as f:
+        entry = pickle.load(f, encoding="bytes")
+    # Real (Python 2) and synthetic files both give bytes keys; normalise to str.
+    return {k.decode() if isinstance(k, bytes) else k: v for k, v in entry.items()}
+
+
+def kind(root: str | os.PathLike) -> str:
+    """'synthetic' when the folder carries the synthesizer's marker, else 'real'."""
+    return "synthetic" if (Path(root) / FOLDER / MARKER).is_file() else "real"
+
+
+def check(root: str | os.PathLike, verify_md5: bool = False) -> str:
+    """Raise DatasetError (one line, naming the command that prepares it) unless ROOT holds CIFAR-10.
+
+    Returns the kind. With verify_md5, every file is checked against the
+    synthetic marker's record or torchvision's list of the official md5s.
+    """
+    folder = Path(root) / FOLDER
+    names = TRAIN_FILES + TEST_FILES + [META_FILE]
+    missing = [n for n in names if not (folder / n).is_file()]
+    if missing:
+        what = "not found" if len(missing) == len(names) else f"incomplete (missing {', '.join(missing)})"
+        raise DatasetError(f"CIFAR-10 {what} in {folder}; " + PREPARE_HINT.format(root=root))
+    k = kind(root)
+    if verify_md5:
+        expected = _expected_md5(folder, k)
+        for name in names:
+            if md5(folder / name) != expected[name]:
+                raise DatasetError(
+                    f"CIFAR-10 file {folder / name} is corrupted (md5 mismatch); delete {folder} and "
+                    + PREPARE_HINT.format(root=root)
+                )
+    return k
+
+
+def _expected_md5(folder: Path, k: str) -> dict[str, str]:
+    if k == "synthetic":
+        return json.loads((folder / MARKER).read_text())["md5"]
+    from torchvision.datasets import CIFAR10
+
+    return {name: digest for name, digest in CIFAR10.train_list + CIFAR10.test_list} | {
+        META_FILE: CIFAR10.meta["md5"]
+    }
+
+
+class CIFAR10Files(Dataset):
+    """CIFAR-10 read from the pickled batch files, real or synthetic alike.
+
+    Items are (PIL image, label) passed through `transform`, like
+    torchvision.datasets.CIFAR10. `.data` is the uint8 array N x 32 x 32 x 3
+    and `.targets` the labels, for loaders that skip PIL altogether.
+    """
+
+    def __init__(self, root: str | os.PathLike, train: bool = True, transform: Optional[Callable] = None):
+        self.root = Path(root)
+        self.kind = check(self.root)
+        folder = self.root / FOLDER
+        datas, labels = [], []
+        for name in TRAIN_FILES if train else TEST_FILES:
+            entry = _load_pickle(folder / name)
+            datas.append(np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+            labels.extend(int(x) for x in entry["labels"])
+        self.data = np.ascontiguousarray(np.concatenate(datas).transpose(0, 2, 3, 1))  # N, H, W, C
+        self.targets = labels
+        meta = _load_pickle(folder / META_FILE)
+        self.classes = [n.decode() if isinstance(n, bytes) else n for n in meta["label_names"]]
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, i: int):
+        from PIL import Image
+
+        img = Image.fromarray(self.data[i])
+        if self.transform is not None:
+            img = self.transform(img)
+        return img, self.targets[i]
+
+
+# ---------------------------------------------------------------- synthesis
+def _render_images(labels: np.ndarray, gen: torch.Generator, protos: dict) -> np.ndarray:
+    """Images of the given classes: a class stripe pattern (frequency, angle, colour)
+    at a random phase, on a smooth random background, with brightness jitter and noise.
+    Learnable but not trivial, so loss and accuracy curves move over epochs."""
+    n = len(labels)
+    lab = torch.as_tensor(labels)
+    yy, xx = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
+    freq, angle, color = protos["freq"][lab], protos["angle"][lab], protos["color"][lab]
+    phase = torch.rand(n, generator=gen) * 2 * torch.pi
+    coord = xx[None] * torch.cos(angle)[:, None, None] + yy[None] * torch.sin(angle)[:, None, None]
+    stripe = torch.sin(2 * torch.pi * freq[:, None, None] * coord / 32 + phase[:, None, None])
+    img = 0.16 * stripe[:, None] * color[:, :, None, None]
+    coarse = torch.rand(n, 3, 4, 4, generator=gen) - 0.5
+    img += 0.45 * torch.nn.functional.interpolate(coarse, size=32, mode="bilinear", align_corners=False)
+    img *= 0.7 + 0.6 * torch.rand(n, 1, 1, 1, generator=gen)
+    img += 0.5 + 0.08 * torch.randn(n, 3, 32, 32, generator=gen)
+    return (img.clamp(0, 1) * 255).round().to(torch.uint8).reshape(n, 3072).numpy()
+
+
+class _Py2Str(bytes):
+    """A Python 2 `str`: pickled with the (SHORT_)BINSTRING opcode, as the official files are."""
+
+
+class _Py2Pickler(pickle._Pickler):  # the pure-Python pickler lets us add one opcode writer
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def _save_py2str(self, obj: bytes) -> None:
+        n = len(obj)
+        if n < 256:
+            self.write(pickle.SHORT_BINSTRING + bytes([n]) + bytes(obj))
+        else:
+            self.write(pickle.BINSTRING + n.to_bytes(4, "little") + bytes(obj))
+        self.memoize(obj)
+
+    dispatch[_Py2Str] = _save_py2str
+
+
+def _py2(value):
+    if isinstance(value, str):
+        return _Py2Str(value.encode("latin1"))
+    if isinstance(value, list):
+        return [_py2(v) for v in value]
+    return value
+
+
+def _atomic_pickle(obj: dict, path: Path) -> None:
+    """Pickle like the official (Python 2) files: str keys and names load as bytes with
+    encoding="bytes" and as str with encoding="latin1" (what torchvision uses)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        _Py2Pickler(f, protocol=2).dump({_py2(k): _py2(v) for k, v in obj.items()})
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_test: int = 10_000,
+               force: bool = False) -> Path:
+    """Write a synthetic CIFAR-10 in the real format under ROOT/cifar-10-batches-py.
+
+    Deterministic from `seed`. Written into a temporary folder then renamed, so an
+    interrupted run leaves nothing half-written. Refuses to overwrite a real copy.
+    """
+    root = Path(root)
+    target = root / FOLDER
+    if target.exists():
+        if kind(root) == "real" and any(target.iterdir()):
+            raise DatasetError(f"{target} holds a real CIFAR-10 copy; refusing to overwrite it with synthetic data")
+        if not force:
+            raise DatasetError(f"{target} exists; pass --force to rewrite it")
+    if n_train % 5 or n_train < 5 or n_test < 1:
+        raise DatasetError("n_train must be a positive multiple of 5 (five batch files) and n_test positive")
+    gen = torch.Generator().manual_seed(seed)
+    protos = {
+        "freq": torch.tensor([2.0, 3.0, 4.0, 5.0, 2.5, 3.5, 4.5, 1.5, 5.5, 3.0])[torch.randperm(10, generator=gen)],
+        "angle": torch.rand(10, generator=gen) * torch.pi,
+        "color": torch.nn.functional.normalize(torch.rand(10, 3, generator=gen) * 2 - 1, dim=1),
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    tmpdir = Path(tempfile.mkdtemp(prefix=".cifar-synth-", dir=root))
+    try:
+        per_batch = n_train // 5
+        batches = [(name, per_batch, f"training batch {i + 1} of 5") for i, name in enumerate(TRAIN_FILES)]
+        batches.append(("test_batch", n_test, "testing batch 1 of 1"))
+        for name, count, label in batches:
+            labels = (torch.arange(count) % 10)[torch.randperm(count, generator=gen)].numpy()
+            data = _render_images(labels, gen, protos)
+            _atomic_pickle({
+                "batch_label": label,
+                "labels": [int(x) for x in labels],
+                "data": data,
+                "filenames": [f"synthetic_{CLASSES[c]}_{name}_{i}.png" for i, c in enumerate(labels)],
+            }, tmpdir / name)
+        _atomic_pickle({"num_cases_per_batch": per_batch, "label_names": CLASSES, "num_vis": 3072},
+                       tmpdir / META_FILE)
+        record = {
+            "generator": "hpml-lab synthetic CIFAR-10 v1",
+            "seed": seed, "n_train": n_train, "n_test": n_test,
+            "md5": {p.name: md5(p) for p in sorted(tmpdir.iterdir())},
+            "note": "Synthetic images with learnable class structure; not the real CIFAR-10.",
+        }
+        (tmpdir / MARKER).write_text(json.dumps(record, indent=2))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmpdir, target)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return target
+
+
+# ---------------------------------------------------------------- download
+def download(root: str | os.PathLike, url: Optional[str] = None) -> Path:
+    """Fetch the real CIFAR-10 with torchvision (download=True; archive and files md5-checked).
+
+    `url` points at a mirror serving the same cifar-10-python.tar.gz.
+    """
+    from torchvision.datasets import CIFAR10
+
+    root = Path(root)
+    if (root / FOLDER / MARKER).exists():
+        raise DatasetError(f"{root / FOLDER} holds synthetic data; choose another --root or delete it first")
+    cls = CIFAR10 if url is None else type("CIFAR10Mirror", (CIFAR10,), {"url": url})
+    try:
+        cls(str(root), train=True, download=True)
+    except RuntimeError as e:  # torchvision: "Dataset not found or corrupted..."
+        raise DatasetError(f"CIFAR-10 download into {root} failed the md5 check: {e}") from None
+    except OSError as e:
+        raise DatasetError(f"CIFAR-10 download from {cls.url} failed: {e}") from None
+    check(root, verify_md5=True)
+    return root / FOLDER
