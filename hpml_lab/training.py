@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import models, results
+from . import fastpath, models, results
 from .config import ConfigError, RunConfig, check_keys
 from .data import DatasetError, build_train_loader, dataset_info
 from .envinfo import environment
@@ -137,7 +137,7 @@ def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(model.state_dict(), tmp)
+    torch.save(fastpath.unwrap(model).state_dict(), tmp)
     os.replace(tmp, path)
 
 
@@ -159,9 +159,9 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     seed_everything(cfg.seed)
     if model is None:
         model = models.build(cfg.model, num_classes=10, norm=cfg.norm, stem=cfg.stem)
-    model = model.to(device)
+    model = fastpath.prepare_model(cfg, model, device)  # .to(device), channels_last, compile
     if loader is None:
-        loader = build_train_loader(cfg, device)
+        loader = fastpath.build_loader(cfg, device)  # PIL DataLoader or tensor-resident
     optimizer = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
     criterion = nn.CrossEntropyLoss()
 
@@ -204,10 +204,11 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
                     break
                 wait.stop()
                 work.start()
-                x = x.to(device, non_blocking=True)
+                x = fastpath.to_device(x, device, cfg.channels_last)
                 y = y.to(device, non_blocking=True)
-                out = model(x)
-                loss = criterion(out, y)
+                with fastpath.autocast(cfg, device):
+                    out = model(x)
+                    loss = criterion(out, y)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
