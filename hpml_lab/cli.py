@@ -6,6 +6,7 @@
     hpml-lab data synth cifar10 --root data          # synthetic CIFAR-10, real on-disk format
     hpml-lab data download cifar10 --root data       # the real one (needs the network)
     hpml-lab train --epochs 1 --max-batches 10       # one run, flags = RunConfig fields
+    hpml-lab bench loader|step|overhead|stall|all    # ratios as one JSON line (hpml_lab.bench)
 
 Bad input is one line on stderr and exit status 2, before any compute.
 """
@@ -75,6 +76,14 @@ def _cmd_data(args) -> int:
     return 0
 
 
+def _cmd_bench(args) -> int:
+    from . import bench
+
+    opts = {k: getattr(args, k) for k in ("data_root", "device", "repeats", "warmup", "model", "batch_size",
+                                          "num_workers", "steps")}
+    return bench.main(args.names, **opts)
+
+
 def _cmd_train(args, rest: list[str]) -> int:
     from .training import main as train_main
 
@@ -111,6 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--if-missing", action="store_true", help="synth: do nothing when the dataset is there")
     d.add_argument("--url", help="download: a mirror of the official archive")
 
+    b = sub.add_parser("bench", help="run benchmarks; each prints one JSON line and saves it under benchmarks/results/")
+    b.add_argument("names", nargs="+", metavar="NAME", help="loader, step, overhead, stall or all")
+    b.add_argument("--data-root", default="data", help="CIFAR-10 folder (default: data/)")
+    b.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    b.add_argument("--repeats", type=int, default=5, help="timed repeats (median and spread over them)")
+    b.add_argument("--warmup", type=int, default=1, help="untimed warm-up repeats per variant")
+    b.add_argument("--model", default="resnet18")
+    b.add_argument("--batch-size", type=int, default=128)
+    b.add_argument("--num-workers", type=int, default=2, help="baseline DataLoader workers")
+    b.add_argument("--steps", type=int, default=None, help="training steps per timed repeat (default: by device)")
+
     sub.add_parser("train", help="train one run (flags: python -m hpml_lab.train --help)", add_help=False)
     return p
 
@@ -121,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "train":
         return _cmd_train(None, argv[1:])
     args = parser.parse_args(argv)
-    handlers = {"tasks": _cmd_tasks, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data}
+    handlers = {"tasks": _cmd_tasks, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data,
+                "bench": _cmd_bench}
     try:
         return handlers[args.command](args)
     except (ConfigError, DatasetError) as e:
