@@ -56,12 +56,15 @@ def _threads(n: int):
         torch.set_num_threads(old)
 
 
-def fast_overrides(device: torch.device, amp: bool | None = None, compile: bool | None = None) -> dict[str, Any]:
-    """The fast path's RunConfig fields. On CUDA everything; on CPU, bf16 autocast and compile stay
-    off unless asked (autocast is slower on CPUs without bf16 units; compile costs minutes on 2 cores)."""
+def fast_overrides(device: torch.device, amp: bool | None = None, compile: bool | None = None,
+                   channels_last: bool | None = None) -> dict[str, Any]:
+    """The fast path's RunConfig fields. On CUDA every option; on CPU the tensor-resident loader only,
+    unless asked: bf16 autocast is slower on CPUs without bf16 units, channels_last was no clear win
+    for fp32 on the 2-core development machine, and compilation costs minutes there."""
     on_gpu = device.type == "cuda"
-    return {"loader": "tensor", "channels_last": True, "persistent_workers": True,
-            "amp": on_gpu if amp is None else amp, "compile": on_gpu if compile is None else compile}
+    pick = lambda v: on_gpu if v is None else v  # noqa: E731
+    return {"loader": "tensor", "persistent_workers": True, "channels_last": pick(channels_last),
+            "amp": pick(amp), "compile": pick(compile)}
 
 
 class _Trainer:
@@ -169,7 +172,7 @@ def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """Seconds per training step (data + copy + forward + backward + update, back to back, no per-step
     synchronization), baseline vs fast path, timed as whole runs of `steps` steps."""
     base = _base_cfg(opts, device)
-    fast = base.replace(**fast_overrides(device, opts.get("amp"), opts.get("compile")))
+    fast = base.replace(**fast_overrides(device, opts.get("amp"), opts.get("compile"), opts.get("channels_last")))
     rows = {}
     trainers = {}
     for name, cfg in (("baseline", base), ("fast", fast)):
@@ -256,7 +259,7 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     after it, and after the update, so fetch time (including the tensor loader's on-device augmentation)
     and compute are separate intervals. Baseline vs fast path."""
     base = _base_cfg(opts, device)
-    fast = base.replace(**fast_overrides(device, opts.get("amp"), opts.get("compile")))
+    fast = base.replace(**fast_overrides(device, opts.get("amp"), opts.get("compile"), opts.get("channels_last")))
     out: dict[str, Any] = {"unit": "share of step time waiting for data (0..1)"}
     for name, cfg in (("baseline", base), ("fast", fast)):
         tr = _Trainer(cfg, device)
@@ -321,9 +324,9 @@ BENCHES: dict[str, Callable[[dict[str, Any], torch.device], dict[str, Any]]] = {
 
 DEFAULTS = {"data_root": "data", "device": "auto", "repeats": 5, "warmup": 1, "model": "resnet18",
             "batch_size": 128, "num_workers": 2, "steps": None, "pil_batches": 8, "tensor_batches": 40,
-            "amp": None, "compile": None}
+            "amp": None, "compile": None, "channels_last": None}
 # Steps per timed repeat: a CPU step of ResNet-18 at batch 128 takes seconds, a GPU one milliseconds.
-STEPS = {"cpu": {"step": 3, "overhead": 1, "stall": 3}, "cuda": {"step": 50, "overhead": 50, "stall": 50}}
+STEPS = {"cpu": {"step": 1, "overhead": 1, "stall": 2}, "cuda": {"step": 50, "overhead": 50, "stall": 50}}
 
 
 def run(name: str, save: bool = True, **options: Any) -> dict[str, Any]:

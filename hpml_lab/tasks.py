@@ -42,6 +42,11 @@ TASKS: dict[str, Task] = {
              smoke={"epochs": 2, "batch_size": 32, "max_batches": 20, "num_workers": 1, "lr": 0.03}),
         Task("c2", "c2_timing.ipynb", "C2: time per epoch: data loading, training, total",
              smoke={"epochs": 3, "batch_size": 32, "max_batches": 5, "num_workers": 1}),
+        Task("dataloading", "dataloading.ipynb",
+             "Data loading from high-latency storage: workers, threads, tensor-resident",
+             # 128 PNG files, 3 passes per loader at 0/5/20/50 ms per file: about a minute on 2 cores
+             smoke={"batch_size": 16, "subset": 128, "epochs": 3, "num_workers": 2},
+             full={"batch_size": 128, "subset": 2560, "epochs": 3, "num_workers": 2}),
     ]
 }
 
