@@ -129,3 +129,9 @@ def test_tensor_loader_on_cuda_matches_cpu(tiny_cfg):
     assert gpu[0].device.type == "cuda"
     torch.testing.assert_close(gpu[0].cpu(), cpu[0], atol=1e-5, rtol=0)
     torch.testing.assert_close(gpu[1].cpu(), cpu[1])
+
+
+@cuda
+def test_fast_path_trains_on_cuda(tiny_cfg):
+    run = train(tiny_cfg.replace(device="cuda", loader="tensor", channels_last=True, amp=True), write=False)
+    assert np.isfinite(run.batches["loss"]).all() and (run.epochs["train_s"] > 0).all()
