@@ -31,6 +31,7 @@ import shutil
 import tempfile
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
@@ -181,6 +182,8 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
 
         raise ConfigError(f"parameter 'subset' ({n_files} files) must hold at least two batches of {b}")
     passes = cfg.epochs
+    if not cfg.run_id:  # name the run for what it measures, not for a model it does not train
+        cfg = cfg.replace(run_id=f"files{n_files}-b{b}-w{cfg.num_workers}-{cfg.config_hash()}")
     workers = cfg.num_workers
     more = more_workers if more_workers is not None else 4 * max(workers, 1)
     run_dir = cfg.run_dir()
@@ -191,7 +194,7 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
         "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "config_hash": cfg.config_hash(), "seed": cfg.seed, "device": str(device),
         "dataset": {"name": cfg.dataset, "kind": src.kind, "root": str(cfg.data_path())},
-        "environment": environment(device), "files": n_files, "latencies_ms": list(latencies_ms),
+        "environment": environment(device), "run_dir": str(run_dir), "files": n_files, "latencies_ms": list(latencies_ms),
         "threads": threads, "more_workers": more, "preload_threads": PRELOAD_THREADS, "passes": passes,
         "timing_note": ("per configuration, `epochs` full passes over the files, each from a fresh iterator, so worker "
                         "start-up is inside every pass as in a training epoch; the first batch's wait is also "
@@ -213,9 +216,11 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
             configs = [("baseline", plain, workers, 1), ("more workers", plain, more, 1),
                        ("threads", threaded, workers, threads)]
             for name, ds, w, t in configs:
-                loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=w, generator=gen(),
-                                    pin_memory=device.type == "cuda")
-                rows.append(_row(lat, name, w, t, b, n_files, time_passes(loader, passes, device)))
+                with warnings.catch_warnings():  # more workers than cores is the point of the comparison
+                    warnings.filterwarnings("ignore", message="This DataLoader will create")
+                    loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=w, generator=gen(),
+                                        pin_memory=device.type == "cuda")
+                    rows.append(_row(lat, name, w, t, b, n_files, time_passes(loader, passes, device)))
                 log(f"[dataloading] {lat:g} ms, {name} ({w} workers x {t} threads): "
                     f"{rows[-1]['images_per_s']:.0f} img/s")
             clock = WallClock(device)
