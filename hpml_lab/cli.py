@@ -9,6 +9,7 @@
     hpml-lab data download tinyimagenet --root data [--url URL] [--allow-partial] [--source kaggle --dataset O/N]
     hpml-lab train --epochs 1 --max-batches 10       # one run, flags = RunConfig fields
     hpml-lab slurm c1 --gpus 4 [--nodes 2] [--time 01:00] [--partition P] [-p key=value]   # sbatch script
+    hpml-lab bench loader|step|overhead|stall|all    # ratios as one JSON line (hpml_lab.bench)
 
 Bad input is one line on stderr and exit status 2, before any compute.
 """
@@ -113,6 +114,14 @@ def _cmd_slurm(args) -> int:
     return 0
 
 
+def _cmd_bench(args) -> int:
+    from . import bench
+
+    opts = {k: getattr(args, k) for k in ("data_root", "device", "repeats", "warmup", "model", "batch_size",
+                                          "num_workers", "steps")}
+    return bench.main(args.names, **opts)
+
+
 def _cmd_train(args, rest: list[str]) -> int:
     from .training import main as train_main
 
@@ -168,6 +177,17 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("--profile", default="full", choices=["smoke", "full"], help="parameter profile (default full)")
     sl.add_argument("-o", "--output", metavar="PATH", help="script path (default slurm/TASK-NODESxGPUS.sbatch)")
 
+    b = sub.add_parser("bench", help="run benchmarks; each prints one JSON line and saves it under benchmarks/results/")
+    b.add_argument("names", nargs="+", metavar="NAME", help="loader, step, overhead, stall or all")
+    b.add_argument("--data-root", default="data", help="CIFAR-10 folder (default: data/)")
+    b.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    b.add_argument("--repeats", type=int, default=5, help="timed repeats (median and spread over them)")
+    b.add_argument("--warmup", type=int, default=1, help="untimed warm-up repeats per variant")
+    b.add_argument("--model", default="resnet18")
+    b.add_argument("--batch-size", type=int, default=128)
+    b.add_argument("--num-workers", type=int, default=2, help="baseline DataLoader workers")
+    b.add_argument("--steps", type=int, default=None, help="training steps per timed repeat (default: by device)")
+
     sub.add_parser("train", help="train one run (flags: python -m hpml_lab.train --help)", add_help=False)
     return p
 
@@ -178,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "train":
         return _cmd_train(None, argv[1:])
     args = parser.parse_args(argv)
-    handlers = {"tasks": _cmd_tasks, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data, "slurm": _cmd_slurm}
+    handlers = {"tasks": _cmd_tasks, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data, "slurm": _cmd_slurm,
+                "bench": _cmd_bench}
     try:
         return handlers[args.command](args)
     except (ConfigError, DatasetError) as e:

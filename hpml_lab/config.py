@@ -26,6 +26,7 @@ OPTIMIZERS = ("sgd", "sgd_nesterov", "adagrad", "adadelta", "adam")
 DEVICES = ("auto", "cpu", "cuda")
 PROGRESS = ("auto", "bar", "log", "none")
 STEMS = ("cifar", "imagenet")
+LOADERS = ("pil", "tensor")
 
 
 class ConfigError(ValueError):
@@ -67,6 +68,13 @@ class RunConfig:
         data_parallel: wrap the model in nn.DataParallel over every visible GPU (the seeds'
             DP-vs-DDP comparison); skipped, and said so in meta.json, with fewer than 2 GPUs.
             DDP needs no flag: launching with torchrun turns it on.
+        channels_last: model and input batches in channels-last memory format (fast path).
+        amp: bfloat16 autocast for forward and loss, on CUDA and on CPU alike (fast path).
+        compile: wrap the model in torch.compile (fast path; the first steps pay compilation).
+        persistent_workers: keep DataLoader workers alive between epochs (needs num_workers > 0).
+        loader: "pil" (the lab's per-sample PIL pipeline in a DataLoader) or "tensor" (the whole
+            uint8 dataset resident on the training device, augmented batched there; see
+            hpml_lab.data.gpu_loader).
     """
 
     task: str = "adhoc"
@@ -96,6 +104,12 @@ class RunConfig:
     checkpoint_segments: int = 0
     compile_backend: str = "inductor"
     data_parallel: bool = False
+    # fast path (hpml_lab.fastpath); all off by default so the lab's baselines stay the lab's
+    channels_last: bool = False
+    amp: bool = False
+    compile: bool = False
+    persistent_workers: bool = False
+    loader: str = "pil"
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -115,6 +129,7 @@ class RunConfig:
         choices = {
             "dataset": DATASETS, "norm": NORMS, "optimizer": OPTIMIZERS,
             "device": DEVICES, "progress": PROGRESS, "stem": STEMS,
+            "loader": LOADERS,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

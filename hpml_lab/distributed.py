@@ -157,11 +157,6 @@ def wrap_data_parallel(model: nn.Module, device: torch.device) -> tuple[nn.Modul
     return nn.DataParallel(model), f"DataParallel over {n} GPUs"
 
 
-def unwrap(model: nn.Module) -> nn.Module:
-    """The plain module inside DDP/DataParallel (so saved state_dicts have the same keys)."""
-    return model.module if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)) else model
-
-
 def _reduce(t: torch.Tensor, op) -> torch.Tensor:
     if not active():
         return t

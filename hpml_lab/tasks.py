@@ -73,6 +73,11 @@ TASKS: dict[str, Task] = {
         Task("lab5", "lab5_ddp_scaling.ipynb", "Lab 5: DDP scaling, speedup, all-reduce bandwidth, large batches",
              smoke={"epochs": 2, "batch_size": 32, "max_batches": 2, "num_workers": 0},
              full={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 2}),
+        Task("dataloading", "dataloading.ipynb",
+             "Data loading from high-latency storage: workers, threads, tensor-resident",
+             # 128 PNG files, 3 passes per loader at 0/5/20/50 ms per file: about a minute on 2 cores
+             smoke={"batch_size": 16, "subset": 128, "epochs": 3, "num_workers": 2},
+             full={"batch_size": 128, "subset": 2560, "epochs": 3, "num_workers": 2}),
     ]
 }
 

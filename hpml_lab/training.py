@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import distributed, models, results
+from . import distributed, fastpath, models, results
 from .config import ConfigError, RunConfig, check_keys
 from .data import DatasetError, build_train_loader, dataset_info, num_classes, train_dataset
 from .envinfo import environment
@@ -137,7 +137,7 @@ def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(model.state_dict(), tmp)
+    torch.save(fastpath.unwrap(model).state_dict(), tmp)
     os.replace(tmp, path)
 
 
@@ -166,16 +166,14 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     if model is None:
         extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
         model = models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra)
-    model = model.to(device)
+    model = fastpath.prepare_model(cfg, model, device)  # .to(device), channels_last, compile
     parallel_note = ""
     if dist_env.distributed:
         model = distributed.wrap_model(model, dist_env)
     elif cfg.data_parallel:
         model, parallel_note = distributed.wrap_data_parallel(model, device)
     if loader is None:
-        ds = train_dataset(cfg)
-        loader = build_train_loader(cfg, device, dataset=ds,
-                                    **distributed.sampler_kwargs(ds, cfg.shuffle, cfg.seed, dist_env))
+        loader = fastpath.build_loader(cfg, device, dist_env)  # PIL DataLoader (sharded under DDP) or tensor-resident
     optimizer = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
     criterion = nn.CrossEntropyLoss()
 
@@ -220,10 +218,11 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
                     break
                 wait.stop()
                 work.start()
-                x = x.to(device, non_blocking=True)
+                x = fastpath.to_device(x, device, cfg.channels_last)
                 y = y.to(device, non_blocking=True)
-                out = model(x)
-                loss = criterion(out, y)
+                with fastpath.autocast(cfg, device):
+                    out = model(x)
+                    loss = criterion(out, y)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
@@ -270,7 +269,7 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     meta.update(status="complete", finished_at=_now(), duration_s=time.perf_counter() - started,
                 epochs_done=cfg.epochs)
     if save_model and dist_env.is_main:
-        _atomic_save_model(distributed.unwrap(model), save_model)
+        _atomic_save_model(model, save_model)
         meta["saved_model"] = str(save_model)
     if write:
         results.write_meta(run_dir, meta)

@@ -12,6 +12,7 @@ TINY = {"model": "resnet_tiny", "epochs": "2", "max_batches": "2", "batch_size":
 TINY_FOR = {  # tasks whose notebooks need other tiny settings
     "memory": {"model": "resnet_tiny", "epochs": "1", "max_batches": "2", "batch_size": "2", "num_workers": "0"},
     "c8": {**TINY, "compile_backend": "eager"},  # graph capture without a C++ build: seconds, not a minute
+    "dataloading": {"batch_size": "16", "subset": "48", "epochs": "1", "num_workers": "0"},
 }
 # Tasks whose notebook needs another dataset: its tiny synthetic copy comes from the fixture named here.
 TASK_DATA = {"tinyimagenet": ("tinyimagenet", "tinyimagenet_root")}

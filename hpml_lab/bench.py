@@ -1,0 +1,397 @@
+"""Benchmarks that print ratios: the fast path against the lab's baseline, measured in one run.
+
+    hpml-lab bench loader          # PIL per-sample pipeline vs batched tensor augmentation, images/s per core
+    hpml-lab bench step            # seed baseline (fp32, NCHW, PIL loader, 2 workers) vs the fast path
+    hpml-lab bench overhead        # one training step with and without the kit's timing instrumentation
+    hpml-lab bench stall           # share of step time spent waiting for data, baseline vs fast path
+    hpml-lab bench all             # the four, one after the other (`make bench`)
+    hpml-lab bench step --repeats 7 --model resnet18 --batch-size 128 --device cuda
+
+Each benchmark prints progress on stderr and ONE JSON object as its last stdout line, and saves
+the same object (with hardware, versions and commit from envinfo.environment()) atomically as
+benchmarks/results/<name>-<host>-<UTC time>.json. Every number is a median over `repeats` timed
+repeats after `warmup` untimed ones, with its spread (hpml_lab.profiling.summarize); ratios are
+taken per repeat from interleaved measurements, so slow drift of a shared machine cancels.
+Timing goes through hpml_lab.profiling (synchronized wall clocks; CUDA events inside train()).
+Not part of `make test`: speeds depend on the machine; tests check the JSON shape only.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+import socket
+import sys
+import time
+from contextlib import contextmanager
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from . import fastpath, models, results
+from .config import ConfigError, RunConfig, output_path
+from .data import cifar, lab_transform
+from .envinfo import environment
+from .profiling import DeviceTimer, HostTimer, WallClock, summarize, synchronize
+from .training import build_optimizer, resolve_device, seed_everything
+
+NAMES = ("loader", "step", "overhead", "stall")
+TARGETS = {"loader": "tensor augmentation >= 10x PIL images/s per core (2 CPU cores)",
+           "overhead": "instrumented step time <= 1.02x plain",
+           "stall": "fast path: data wait <= 5% of step time (one H100)"}
+
+
+def _log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _threads(n: int):
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def fast_overrides(device: torch.device, amp: bool | None = None, compile: bool | None = None,
+                   channels_last: bool | None = None) -> dict[str, Any]:
+    """The fast path's RunConfig fields. On CUDA every option; on CPU the tensor-resident loader only,
+    unless asked: bf16 autocast is slower on CPUs without bf16 units, channels_last was no clear win
+    for fp32 on the 2-core development machine, and compilation costs minutes there."""
+    on_gpu = device.type == "cuda"
+    pick = lambda v: on_gpu if v is None else v  # noqa: E731
+    return {"loader": "tensor", "persistent_workers": True, "channels_last": pick(channels_last),
+            "amp": pick(amp), "compile": pick(compile)}
+
+
+class _Trainer:
+    """The training step of hpml_lab.training.train, without its bookkeeping, for timing."""
+
+    def __init__(self, cfg: RunConfig, device: torch.device):
+        self.cfg, self.device = cfg, device
+        seed_everything(cfg.seed)
+        model = models.build(cfg.model, num_classes=10, norm=cfg.norm, stem=cfg.stem)
+        self.model = fastpath.prepare_model(cfg, model, device)
+        self.model.train()
+        self.optimizer = build_optimizer(cfg.optimizer, self.model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
+        self.criterion = nn.CrossEntropyLoss()
+        self.loader = fastpath.build_loader(cfg, device)
+        self._it = None
+
+    def next_batch(self):
+        """Next batch, starting the next epoch when one ends (the loader's own behaviour at epoch ends)."""
+        if self._it is None:
+            self._it = iter(self.loader)
+        try:
+            return next(self._it)
+        except StopIteration:
+            self._it = iter(self.loader)
+            return next(self._it)
+
+    def step(self, x, y):
+        x = fastpath.to_device(x, self.device, self.cfg.channels_last)
+        y = y.to(self.device, non_blocking=True)
+        with fastpath.autocast(self.cfg, self.device):
+            out = self.model(x)
+            loss = self.criterion(out, y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return out, loss
+
+    def close(self) -> None:
+        self._it = None
+
+
+def _base_cfg(opts: dict[str, Any], device: torch.device) -> RunConfig:
+    """The seed baseline: the lab's defaults (ResNet-18, batch 128, fp32, NCHW, PIL loader, 2 workers)."""
+    params = {"task": "bench", "data_root": opts["data_root"], "device": device.type, "progress": "none",
+              "model": opts["model"], "batch_size": opts["batch_size"], "num_workers": opts["num_workers"]}
+    return RunConfig(**params)
+
+
+# ------------------------------------------------------------------ benchmarks
+def bench_loader(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Images/s on ONE core: the lab's per-sample PIL pipeline (decode, crop, flip, to float, normalise,
+    collate: what a DataLoader worker does) vs TensorLoader's batched augmentation, both on the CPU."""
+    from PIL import Image
+
+    ds = cifar.CIFAR10Files(opts["data_root"], train=True)
+    b = opts["batch_size"]
+    tf = lab_transform(True)
+    pil_images = b * opts["pil_batches"]
+    tensor_batches = opts["tensor_batches"]
+    tloader = fastpath_tensor_loader(ds, b, torch.device("cpu"))
+    rng = torch.Generator().manual_seed(0)
+
+    def pil_run():
+        idx = torch.randint(0, len(ds), (pil_images,), generator=rng).tolist()
+        for s in range(0, pil_images, b):
+            torch.stack([tf(Image.fromarray(ds.data[i])) for i in idx[s:s + b]])
+
+    def tensor_run():
+        it = iter(tloader)
+        for _ in range(tensor_batches):
+            next(it)
+
+    with _threads(1):
+        pil_s, tensor_s = _interleaved([pil_run, tensor_run], torch.device("cpu"), opts["repeats"], opts["warmup"])
+    pil_rate = [pil_images / t for t in pil_s]
+    tensor_rate = [tensor_batches * b / t for t in tensor_s]
+    ratios = [t / p for t, p in zip(tensor_rate, pil_rate)]
+    out: dict[str, Any] = {
+        "unit": "images/s on one core (torch threads = 1, no worker processes)",
+        "pil_images_per_s": summarize(pil_rate), "tensor_images_per_s": summarize(tensor_rate),
+        "ratio": summarize(ratios)["median"], "ratio_spread": summarize(ratios),
+        "target": TARGETS["loader"], "meets_target": summarize(ratios)["median"] >= 10,
+        "images_per_repeat": {"pil": pil_images, "tensor": tensor_batches * b},
+    }
+    if device.type == "cuda":  # the same loader resident on the GPU: not per core, stated separately
+        gl = fastpath_tensor_loader(ds, b, device)
+
+        def gpu_run():
+            it = iter(gl)
+            for _ in range(tensor_batches):
+                next(it)
+
+        gpu_s = _interleaved([gpu_run], device, opts["repeats"], opts["warmup"])[0]
+        out["tensor_images_per_s_on_device"] = summarize([tensor_batches * b / t for t in gpu_s])
+    return out
+
+
+def fastpath_tensor_loader(ds, batch_size: int, device: torch.device):
+    from .data.gpu_loader import TensorLoader
+
+    return TensorLoader(ds.data, ds.targets, batch_size, device, seed=0)
+
+
+def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Seconds per training step (data + copy + forward + backward + update, back to back, no per-step
+    synchronization), baseline vs fast path, timed as whole runs of `steps` steps."""
+    base = _base_cfg(opts, device)
+    fast = base.replace(**fast_overrides(device, opts.get("amp"), opts.get("compile"), opts.get("channels_last")))
+    rows = {}
+    trainers = {}
+    for name, cfg in (("baseline", base), ("fast", fast)):
+        trainers[name] = _Trainer(cfg, device)
+    fns = []
+    for name in ("baseline", "fast"):
+        tr = trainers[name]
+        fns.append(lambda tr=tr: [tr.step(*tr.next_batch()) for _ in range(opts["steps"])])
+    times = _interleaved(fns, device, opts["repeats"], opts["warmup"])
+    for name, ts in zip(("baseline", "fast"), times):
+        rows[name] = summarize([t / opts["steps"] for t in ts])
+    ratios = [b / f for b, f in zip(times[0], times[1])]
+    for tr in trainers.values():
+        tr.close()
+    return {"unit": "seconds per step", "baseline_step_s": rows["baseline"], "fast_step_s": rows["fast"],
+            "ratio": summarize(ratios)["median"], "ratio_spread": summarize(ratios),
+            "ratio_meaning": "baseline step time / fast step time (speedup)",
+            "baseline_config": _cfg_fields(base), "fast_config": _cfg_fields(fast),
+            "images_per_s": {"baseline": base.batch_size / rows["baseline"]["median"],
+                             "fast": fast.batch_size / rows["fast"]["median"]}}
+
+
+def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """The same step on a fixed, device-resident batch: plain, with train()'s timers (HostTimer around
+    the fetch, DeviceTimer around the step), and with timers plus the per-step synchronize that
+    train() does by default (sync_each_step). Ratio = instrumented / plain, per interleaved repeat."""
+    cfg = _base_cfg(opts, device).replace(num_workers=0)
+    tr = _Trainer(cfg, device)
+    x, y = tr.next_batch()
+    batches = [(x.to(device), y.to(device))]
+    steps = opts["steps"]
+
+    def plain():
+        for _ in range(steps):
+            xb, yb = batches[0]
+            out, loss = tr.step(xb, yb)
+            (out.detach().argmax(1) == yb).sum()
+
+    def make(sync: bool):
+        def run():
+            wait, work = HostTimer(), DeviceTimer(device)
+            for _ in range(steps):
+                wait.start()
+                xb, yb = batches[0]
+                wait.stop()
+                work.start()
+                out, loss = tr.step(xb, yb)
+                work.stop()
+                if sync:
+                    synchronize(device)
+                (out.detach().argmax(1) == yb).sum()
+            work.intervals()  # reading the events is part of the cost
+        return run
+
+    rounds = 3 * opts["repeats"]  # short interleaved rounds: on a shared machine the noise is larger than the effect
+    plain_s, timers_s, full_s = _interleaved([plain, make(False), make(True)], device, rounds, opts["warmup"])
+    r_timers = [a / b for a, b in zip(timers_s, plain_s)]
+    r_full = [a / b for a, b in zip(full_s, plain_s)]
+    # Ratio of medians: robust to the sporadic interference of a shared machine; per-round ratios give the spread.
+    ratio = summarize(full_s)["median"] / summarize(plain_s)["median"]
+    # The instrumentation's own cost, timed in a tight loop without the step: precise where the A/B ratio is noisy.
+    # (On CUDA the per-step synchronize also costs lost overlap, which only the A/B ratio sees.)
+    n = 2000
+    wait, work = HostTimer(), DeviceTimer(device)
+    clock = WallClock(device)
+    clock.start()
+    for _ in range(n):
+        wait.start(); wait.stop(); work.start(); work.stop(); synchronize(device)
+    work.intervals()
+    cost = clock.stop() / n
+    plain_median = summarize([t / steps for t in plain_s])["median"]
+    return {"unit": "seconds per step", "rounds": rounds, "plain_step_s": summarize([t / steps for t in plain_s]),
+            "timers_step_s": summarize([t / steps for t in timers_s]),
+            "instrumented_step_s": summarize([t / steps for t in full_s]),
+            "ratio": ratio, "ratio_spread": summarize(r_full), "ratio_timers_only": summarize(timers_s)["median"] / summarize(plain_s)["median"],
+            "overhead_percent": 100 * (ratio - 1), "target": TARGETS["overhead"], "meets_target": ratio <= 1.02,
+            "instrumentation_cost_s_per_step": cost, "direct_overhead_percent": 100 * cost / plain_median,
+            # Fastest repeat of each: the least disturbed by other processes (timeit's estimator).
+            "ratio_of_minimums": min(full_s) / min(plain_s),
+            # Can this run resolve a 2% effect at all? Only if the per-round ratios scatter less than that.
+            "conclusive": summarize(r_full)["iqr"] <= 0.02,
+            "note": ("on CPU synchronize is a no-op, so 'instrumented' = timers only; on CUDA it adds the "
+                     "per-step synchronize of sync_each_step=True"),
+            "config": _cfg_fields(cfg)}
+
+
+def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Share of step time spent waiting for the next batch: each step is synchronized before the fetch,
+    after it, and after the update, so fetch time (including the tensor loader's on-device augmentation)
+    and compute are separate intervals. Baseline vs fast path."""
+    base = _base_cfg(opts, device)
+    fast = base.replace(**fast_overrides(device, opts.get("amp"), opts.get("compile"), opts.get("channels_last")))
+    out: dict[str, Any] = {"unit": "share of step time waiting for data (0..1)"}
+    for name, cfg in (("baseline", base), ("fast", fast)):
+        tr = _Trainer(cfg, device)
+        for _ in range(opts["warmup"]):
+            tr.step(*tr.next_batch())
+        shares, data_s, step_s = [], [], []
+        for _ in range(opts["repeats"]):
+            d_tot = s_tot = 0.0
+            for _ in range(opts["steps"]):
+                clock, fetch = WallClock(device), WallClock(device)
+                clock.start()
+                fetch.start()
+                x, y = tr.next_batch()
+                d = fetch.stop()
+                tr.step(x, y)
+                s = clock.stop()
+                d_tot, s_tot = d_tot + d, s_tot + s
+                data_s.append(d)
+                step_s.append(s)
+            shares.append(d_tot / s_tot)
+        tr.close()
+        out[f"{name}_stall"] = summarize(shares)
+        out[f"{name}_data_s"] = summarize(data_s)
+        out[f"{name}_step_s"] = summarize(step_s)
+        out[f"{name}_config"] = _cfg_fields(cfg)
+        _log(f"stall {name}: {summarize(shares)['median']:.1%} of step time waiting for data")
+    out["ratio"] = out["baseline_stall"]["median"] / max(out["fast_stall"]["median"], 1e-12)
+    out["ratio_meaning"] = "baseline stall share / fast stall share"
+    out["target"] = TARGETS["stall"]
+    out["meets_target"] = out["fast_stall"]["median"] <= 0.05 if device.type == "cuda" else None
+    return out
+
+
+# ------------------------------------------------------------------ plumbing
+def _interleaved(fns: list[Callable[[], object]], device: torch.device, repeats: int, warmup: int) -> list[list[float]]:
+    """Warm each fn up, then time them in turn, `repeats` rounds (ABAB...), each synchronized."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    clock = WallClock(device)
+    out: list[list[float]] = [[] for _ in fns]
+    for r in range(repeats):
+        order = list(range(len(fns)))
+        order = order[r % len(fns):] + order[:r % len(fns)]  # rotate, so no variant always runs first
+        for k in order:
+            fn = fns[k]
+            clock.start()
+            fn()
+            out[k].append(clock.stop())
+        _log(f"repeat {r + 1}/{repeats}: " + ", ".join(f"{t[-1]:.4f}s" for t in out))
+    return out
+
+
+def _cfg_fields(cfg: RunConfig) -> dict[str, Any]:
+    keys = ("model", "batch_size", "num_workers", "loader", "channels_last", "amp", "compile", "persistent_workers",
+            "device")
+    return {k: getattr(cfg, k) for k in keys}
+
+
+BENCHES: dict[str, Callable[[dict[str, Any], torch.device], dict[str, Any]]] = {
+    "loader": bench_loader, "step": bench_step, "overhead": bench_overhead, "stall": bench_stall}
+
+DEFAULTS = {"data_root": "data", "device": "auto", "repeats": 5, "warmup": 1, "model": "resnet18",
+            "batch_size": 128, "num_workers": 2, "steps": None, "pil_batches": 8, "tensor_batches": 40,
+            "amp": None, "compile": None, "channels_last": None}
+# Steps per timed repeat: a CPU step of ResNet-18 at batch 128 takes seconds, a GPU one milliseconds.
+STEPS = {"cpu": {"step": 1, "overhead": 1, "stall": 2}, "cuda": {"step": 50, "overhead": 50, "stall": 50}}
+
+
+def run(name: str, save: bool = True, **options: Any) -> dict[str, Any]:
+    """Run one benchmark; return (and save) its result object."""
+    if name not in BENCHES:
+        raise ConfigError(f"unknown benchmark {name!r}; valid: {', '.join(NAMES)}, all")
+    opts = {**DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
+    unknown = set(opts) - set(DEFAULTS)
+    if unknown:
+        raise ConfigError(f"unknown benchmark option(s) {', '.join(sorted(unknown))}; valid: {', '.join(DEFAULTS)}")
+    device = resolve_device(opts["device"])
+    opts["data_root"] = str(_data(opts["data_root"]))  # fails fast, naming the command that prepares it
+    if opts["steps"] is None:
+        opts["steps"] = STEPS[device.type].get(name, 1)
+    if opts["repeats"] < 1 or opts["warmup"] < 0 or opts["steps"] < 1:
+        raise ConfigError("repeats and steps must be at least 1, warmup 0 or more")
+    if device.type == "cuda" and opts["warmup"] < 3 and name in ("step", "stall"):
+        opts["warmup"] = 3  # cuDNN autotuning and torch.compile happen in the first steps
+    started = _dt.datetime.now(_dt.timezone.utc)
+    _log(f"{name} on {device} ({opts['repeats']} repeats after {opts['warmup']} warm-up)")
+    t0 = time.perf_counter()
+    try:
+        body = BENCHES[name](opts, device)
+        status = "complete"
+    except torch.cuda.OutOfMemoryError as e:  # a result, not a crash
+        body, status = {"error": f"out of memory: {str(e).splitlines()[0]}"}, "out_of_memory"
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    env = environment(device)
+    record = {"benchmark": name, "status": status, **body, "device": str(device),
+              "settings": {k: v for k, v in opts.items() if k != "device"},
+              "warmup_note": f"{opts['warmup']} untimed warm-up repeat(s) per variant are excluded",
+              "started_at": started.isoformat(timespec="seconds"), "seconds": round(time.perf_counter() - t0, 2),
+              "environment": env}
+    if save:
+        host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:40] or "host"
+        stamp = started.strftime("%Y%m%dT%H%M%SZ")
+        path = output_path("benchmarks/results") / f"{name}-{host}-{stamp}.json"
+        record["saved_to"] = str(path)
+        results.atomic_write_json(path, record)
+    return record
+
+
+def _data(root: str):
+    from .config import resolve_path
+
+    path = resolve_path(root)
+    cifar.check(path)
+    return path
+
+
+def main(names: list[str], **options: Any) -> int:
+    """CLI entry: run the named benchmarks; one JSON line each on stdout (the last line is the last one's)."""
+    if names == ["all"]:
+        names = list(NAMES)
+    for n in names:
+        if n not in BENCHES:
+            raise ConfigError(f"unknown benchmark {n!r}; valid: {', '.join(NAMES)}, all")
+    for n in names:
+        rec = run(n, **options)
+        _log(f"{n}: ratio {rec.get('ratio', float('nan')):.3g} -> {rec.get('saved_to')}")
+        print(json.dumps(rec, sort_keys=True, default=str), flush=True)
+    return 0

@@ -1,0 +1,134 @@
+"""A tensor-resident CIFAR-10 loader: the whole uint8 dataset on the training device, augmented batched there.
+
+    from hpml_lab.data.gpu_loader import TensorLoader
+    loader = TensorLoader.from_config(cfg, device)     # what RunConfig(loader="tensor") uses
+    for x, y in loader: ...                            # float32 N x 3 x 32 x 32, normalised; int64 labels
+
+The lab's pipeline decodes each image to PIL, crops, flips, converts and
+normalises it in a worker process, one image at a time. Here the dataset is
+one N x 3 x 32 x 32 uint8 tensor (150 MB for CIFAR-10) on the device, and one
+batch is augmented with a few whole-batch tensor ops: zero padding of 4
+pixels, a gather that applies every image's own crop offset and horizontal
+flip at once, and a fused uint8 -> float conversion with normalisation
+(x * 1/(255 std) - mean/std). The augmentation distribution is the lab's:
+crop offsets uniform over the 9 x 9 = 81 positions of a 40 x 40 padded image,
+flip with probability one half, padding pixels 0 before normalisation
+(tests/test_gpu_loader.py checks both statistically and against the PIL
+pipeline at fixed offsets).
+
+Randomness comes from a CPU torch.Generator seeded with cfg.seed (epoch order,
+offsets, flips), so runs are reproducible and the same on CPU and CUDA.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import cifar
+
+PAD = 4
+
+
+def sample_params(n: int, generator: torch.Generator, size: int = 32, padding: int = PAD):
+    """Per-image crop offsets (top, left) in 0..2*padding and flip flags, like RandomCrop + RandomHorizontalFlip."""
+    span = 2 * padding + 1
+    top = torch.randint(0, span, (n,), generator=generator)
+    left = torch.randint(0, span, (n,), generator=generator)
+    flip = torch.rand(n, generator=generator) < 0.5
+    return top, left, flip
+
+
+def augment_batch(images: torch.Tensor, top: torch.Tensor, left: torch.Tensor, flip: torch.Tensor,
+                  scale: torch.Tensor, shift: torch.Tensor, padding: int = PAD,
+                  memory_format: torch.memory_format = torch.contiguous_format) -> torch.Tensor:
+    """Crop (after zero padding), flip and normalise a uint8 batch B x C x H x W in a few batched ops.
+
+    `top`, `left` (offsets into the padded image) and `flip` are per image; `scale` and `shift` are
+    per channel (1/(255 std) and -mean/std). Returns float32 B x C x H x W on images.device.
+    """
+    b, c, h, w = images.shape
+    dev = images.device
+    padded = F.pad(images, (padding, padding, padding, padding)) if padding else images
+    rows = top.to(dev)[:, None] + torch.arange(h, device=dev)                # B x H
+    cols = left.to(dev)[:, None] + torch.arange(w, device=dev)               # B x W
+    cols = torch.where(flip.to(dev)[:, None], cols.flip(1), cols)            # flip = read columns backwards
+    # One gather: index rows and columns of each image's own window (flattened H*W of the padded image).
+    pw = w + 2 * padding
+    flat = (rows[:, :, None] * pw + cols[:, None, :]).reshape(b, 1, h * w).expand(b, c, h * w)
+    out = torch.gather(padded.reshape(b, c, -1), 2, flat).reshape(b, c, h, w)
+    out = out.to(torch.float32, memory_format=memory_format)
+    return out.mul_(scale.view(1, c, 1, 1)).add_(shift.view(1, c, 1, 1))
+
+
+class TensorLoader:
+    """Iterable of (images, labels) batches like a DataLoader, with the dataset resident on `device`.
+
+    Args:
+        images: uint8 N x H x W x C (NumPy or tensor, as CIFAR10Files.data) or N x C x H x W tensor.
+        labels: N integer labels.
+        batch_size, shuffle, drop_last: as in DataLoader.
+        augment: random crop with padding and horizontal flip (the lab's); False only normalises.
+        mean, std: per-channel normalisation, in [0, 1] units.
+        seed: seeds the order, crop offsets and flips (one generator for the loader's lifetime).
+        channels_last: hand out batches in channels-last memory format.
+    """
+
+    def __init__(self, images, labels: Sequence[int] | torch.Tensor, batch_size: int, device: torch.device | str = "cpu",
+                 *, shuffle: bool = True, augment: bool = True, drop_last: bool = False,
+                 mean: Sequence[float] = cifar.MEAN, std: Sequence[float] = cifar.STD, seed: int = 0,
+                 channels_last: bool = False, padding: int = PAD):
+        self.device = torch.device(device)
+        x = torch.as_tensor(np.asarray(images)) if not torch.is_tensor(images) else images
+        if x.dtype != torch.uint8 or x.dim() != 4:
+            raise ValueError(f"images must be a uint8 N x H x W x C or N x C x H x W array, got {x.dtype} {tuple(x.shape)}")
+        if x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
+            x = x.permute(0, 3, 1, 2)  # N H W C -> N C H W
+        self.images = x.contiguous().to(self.device)
+        self.labels = torch.as_tensor(labels, dtype=torch.long).to(self.device)
+        if len(self.labels) != len(self.images):
+            raise ValueError(f"{len(self.images)} images but {len(self.labels)} labels")
+        self.batch_size, self.shuffle, self.augment, self.drop_last = batch_size, shuffle, augment, drop_last
+        self.padding = padding
+        std_t = torch.tensor(std, dtype=torch.float32)
+        self.scale = (1.0 / (255.0 * std_t)).to(self.device)
+        self.shift = (-torch.tensor(mean, dtype=torch.float32) / std_t).to(self.device)
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.generator = torch.Generator().manual_seed(seed)
+        self.pin = self.device.type == "cuda"
+
+    @classmethod
+    def from_config(cls, cfg, device: torch.device | str) -> "TensorLoader":
+        """The training set of cfg (subset applied) with cfg's batch size, seed, augment and shuffle."""
+        ds = cifar.CIFAR10Files(cfg.data_path(), train=True)
+        n = min(cfg.subset, len(ds)) if cfg.subset else len(ds)
+        return cls(ds.data[:n], ds.targets[:n], cfg.batch_size, device, shuffle=cfg.shuffle, augment=cfg.augment,
+                   seed=cfg.seed, channels_last=cfg.channels_last)
+
+    def __len__(self) -> int:
+        n = len(self.labels)
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        n = len(self.labels)
+        order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
+        order = order.to(self.device)
+        for i in range(len(self)):
+            idx = order[i * self.batch_size:(i + 1) * self.batch_size]
+            yield self.batch(idx), self.labels[idx]
+
+    def batch(self, idx: torch.Tensor) -> torch.Tensor:
+        """Augmented, normalised float images for dataset indices `idx` (on the device)."""
+        x = self.images[idx]
+        k = x.shape[0]
+        if self.augment:
+            top, left, flip = sample_params(k, self.generator, padding=self.padding)
+            if self.pin:  # small per-batch parameters: pinned so the copy can be asynchronous
+                top, left, flip = top.pin_memory(), left.pin_memory(), flip.pin_memory()
+            top, left, flip = (t.to(self.device, non_blocking=True) for t in (top, left, flip))
+            return augment_batch(x, top, left, flip, self.scale, self.shift, self.padding, self.memory_format)
+        out = x.to(torch.float32, memory_format=self.memory_format)
+        return out.mul_(self.scale.view(1, -1, 1, 1)).add_(self.shift.view(1, -1, 1, 1))

@@ -1,0 +1,82 @@
+"""The fast training path: RunConfig options that train() applies, each off by default.
+
+    python -m hpml_lab.train --channels-last true --amp true --compile true --loader tensor
+    hpml-lab bench step            # the seed baseline against the fast path (hpml_lab.bench)
+
+- channels_last: model weights and input batches in NHWC memory format (cuDNN and oneDNN
+  pick faster convolution kernels for it, above all with bfloat16 on tensor cores).
+- amp: bfloat16 autocast around forward and loss. On CUDA that uses tensor cores; on CPU it
+  is applied too (torch.autocast("cpu")), which pays off only on CPUs with bf16 units (AMX,
+  AVX512-BF16) and is usually slower elsewhere: measure it. bfloat16 keeps float32's exponent
+  range, so no gradient scaler is needed.
+- compile: torch.compile(model); compilation happens in the first steps (epoch 1).
+- pinned memory and non_blocking copies: the DataLoader pins on CUDA, and train() copies
+  batches with non_blocking=True; nothing to switch.
+- persistent_workers: DataLoader workers survive epoch ends (no re-fork each epoch).
+- loader="tensor": hpml_lab.data.gpu_loader.TensorLoader, the dataset resident on the device.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+
+from .config import ConfigError
+from .data import build_train_loader, train_dataset
+
+
+def prepare_model(cfg, model: nn.Module, device: torch.device) -> nn.Module:
+    """Move the model to `device`, then apply channels_last and torch.compile as cfg asks."""
+    model = model.to(device)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    if cfg.compile:
+        model = torch.compile(model)
+    return model
+
+
+def build_loader(cfg, device: torch.device, dist_env=None):
+    """The training loader cfg asks for: the lab's PIL DataLoader (with a DistributedSampler when
+    dist_env is a multi-process run), or the tensor-resident one (CIFAR-10, single process)."""
+    if cfg.loader == "tensor":
+        if dist_env is not None and dist_env.distributed:
+            raise ConfigError("loader 'tensor' is single-process only; use loader=pil under torchrun")
+        if cfg.dataset != "cifar10":
+            raise ConfigError(f"loader 'tensor' supports cifar10 only, not {cfg.dataset!r}; use loader=pil")
+        from .data.gpu_loader import TensorLoader
+
+        return TensorLoader.from_config(cfg, device)
+    from . import distributed
+
+    ds = train_dataset(cfg)
+    overrides = {"persistent_workers": True} if cfg.persistent_workers and cfg.num_workers > 0 else {}
+    if dist_env is not None:
+        overrides.update(distributed.sampler_kwargs(ds, cfg.shuffle, cfg.seed, dist_env))
+    return build_train_loader(cfg, device, dataset=ds, **overrides)
+
+
+def to_device(x: torch.Tensor, device: torch.device, channels_last: bool = False) -> torch.Tensor:
+    """Asynchronous copy (from pinned memory on CUDA), in channels-last format for 4-D batches if asked."""
+    if channels_last and x.dim() == 4:
+        return x.to(device, non_blocking=True, memory_format=torch.channels_last)
+    return x.to(device, non_blocking=True)
+
+
+def autocast(cfg, device: torch.device):
+    """bfloat16 autocast when cfg.amp, else a no-op context."""
+    if not cfg.amp:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain module under DDP, DataParallel and torch.compile wrappers, so a saved state_dict
+    has the same keys however the model was trained."""
+    while True:
+        if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model

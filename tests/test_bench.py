@@ -1,0 +1,27 @@
+"""Benchmarks: the JSON shape and where it is saved, at minimal size. No speed is asserted (machine-dependent)."""
+import json
+
+from hpml_lab import cli
+
+
+def test_bench_prints_one_json_line_and_saves_it(cifar_root, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    rc = cli.main(["bench", "overhead", "--data-root", str(cifar_root), "--model", "resnet_tiny", "--batch-size", "8",
+                   "--steps", "1", "--repeats", "1", "--warmup", "0", "--device", "cpu"])
+    assert rc == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    rec = json.loads(last)
+    assert rec["benchmark"] == "overhead" and rec["status"] == "complete"
+    assert rec["ratio"] > 0 and rec["plain_step_s"]["n"] == 3 and "median" in rec["plain_step_s"]
+    for key in ("torch", "cpu", "commit", "hostname"):
+        assert key in rec["environment"]
+    saved = list((tmp_path / "benchmarks" / "results").glob("overhead-*.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["ratio"] == rec["ratio"]
+
+
+def test_bench_unknown_name_is_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    assert cli.main(["bench", "speed"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark 'speed'" in err and err.count("\n") == 1
+    assert not (tmp_path / "benchmarks").exists()
