@@ -192,14 +192,15 @@ class RunConfig:
 
     # ---- derived ------------------------------------------------------
     def config_hash(self) -> str:
-        """Stable 8-hex digest of the settings that change the result (not where it is written)."""
-        d = self.to_dict()
-        for volatile in ("results_dir", "run_id", "progress", "log_every", "data_root"):
-            d.pop(volatile)
-        if not d.get("checkpoint_segments"):  # added later: off keeps earlier runs' hashes
-            d.pop("checkpoint_segments", None)
-        if d["compile_backend"] == "inductor":  # the default leaves earlier runs' hashes unchanged
-            d.pop("compile_backend")
+        """Stable 8-hex digest of the settings that change the result (not where it is written).
+
+        Only settings that differ from their defaults enter it, so adding a field with a default
+        that keeps today's behaviour leaves every existing run id (and sweep resume) unchanged.
+        """
+        defaults = RunConfig.__dataclass_fields__
+        d = {k: v for k, v in self.to_dict().items()
+             if k not in ("results_dir", "run_id", "progress", "log_every", "data_root")
+             and v != defaults[k].default}
         blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:8]
 
