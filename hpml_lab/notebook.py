@@ -73,12 +73,13 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows.keys()))
 
 
-def save_figure(fig, name: str, folder: str = "figures") -> str:
-    """Save under figures/<name>.png (in the project, or HPML_OUTPUT_DIR) and return the path."""
+def save_figure(fig, name: str, folder: str = "figures") -> None:
+    """Save under figures/<name>.png (in the project, or HPML_OUTPUT_DIR).
+
+    Returns nothing, so a cell that ends with it shows the figure and no path."""
     path = output_path(folder) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
-    return str(path)
 
 
 def stat_line(values, unit: str = "s", what: str = "") -> str:
