@@ -32,7 +32,7 @@ def prepare_model(cfg, model: nn.Module, device: torch.device) -> nn.Module:
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     if cfg.compile:
-        model = torch.compile(model)
+        model = torch.compile(model, backend=cfg.compile_backend)
     return model
 
 
