@@ -173,6 +173,10 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
     """
     from .training import resolve_device
 
+    if cfg.dataset != "cifar10":
+        from .config import ConfigError
+
+        raise ConfigError(f"the data-loading study writes its files from CIFAR-10; dataset {cfg.dataset!r} is not supported")
     device = resolve_device(cfg.device)
     src = cifar.CIFAR10Files(cfg.data_path(), train=True)
     n_files = min(cfg.subset or 2048, len(src))

@@ -25,7 +25,7 @@ import torch
 
 from . import models, results
 from .config import OPTIMIZERS, ConfigError, RunConfig
-from .data import build_train_loader, dataset_info
+from .data import build_train_loader, dataset_info, num_classes
 from .envinfo import environment, usable_cores
 from .profiling import WallClock, summarize
 from .sweeps import SweepItem, run_sweep, tables
@@ -193,7 +193,7 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     # trace: a fresh model, the best count's loader
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
-    model = models.build(cfg.model, num_classes=10, norm=cfg.norm, stem=cfg.stem).to(device)
+    model = models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem).to(device)
     opt = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
     tr = _trace(model, build_train_loader(cfg.replace(num_workers=best), device), device, opt,
@@ -326,7 +326,7 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> dict[str, Any
 
     def run_compiled(c: RunConfig):
         seed_everything(c.seed)
-        net = models.build(c.model, num_classes=10, norm=c.norm, stem=c.stem).to(resolve_device(c.device))
+        net = models.build(c.model, num_classes=num_classes(c.dataset), norm=c.norm, stem=c.stem).to(resolve_device(c.device))
         cm = torch.compile(net, backend=backend)
         out = train(c, model=cm, extra_meta={"mode": "compile", "compile_backend": backend})
         compiled_model["m"] = cm
@@ -364,7 +364,7 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> dict[str, Any
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     traced = "m" in compiled_model
-    model = compiled_model["m"] if traced else models.build(cfg.model, num_classes=10, norm=cfg.norm,
+    model = compiled_model["m"] if traced else models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm,
                                                             stem=cfg.stem).to(device)
     opt = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
     tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"

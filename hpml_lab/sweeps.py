@@ -52,6 +52,20 @@ def _is_oom(e: BaseException) -> bool:
     return isinstance(e, oom) or "out of memory" in str(e).lower()
 
 
+_NOT_IDENTITY = ("progress", "log_every", "results_dir", "run_id")
+
+
+def _same_run(cfg: RunConfig, run_dir: Path) -> bool:
+    """A complete run is reused only if it was made with the same settings and the same data
+    (same folder, same kind): switching data_root to a real copy never reuses synthetic results."""
+    from .data import dataset_info
+
+    meta = results.read_run(run_dir).meta
+    old = {k: v for k, v in meta.get("config", {}).items() if k not in _NOT_IDENTITY}
+    new = {k: v for k, v in cfg.to_dict().items() if k not in _NOT_IDENTITY}
+    return old == new and ("dataset" not in meta or meta["dataset"] == dataset_info(cfg))
+
+
 def _record_failure(cfg: RunConfig, status: str, error: str) -> None:
     run_dir = cfg.run_dir()
     try:
@@ -88,7 +102,7 @@ def run_sweep(configs: Iterable[RunConfig], run_one: Callable[[RunConfig], Any],
     items: list[SweepItem] = []
     for i, (cfg, run_dir) in enumerate(zip(configs, dirs), 1):
         tag = f"[sweep {i}/{len(configs)}] {cfg.task}/{run_dir.name}"
-        if results.is_complete(run_dir):
+        if results.is_complete(run_dir) and _same_run(cfg, run_dir):
             say(f"{tag}: complete from an earlier run, skipped")
             items.append(SweepItem(cfg, run_dir, "skipped"))
             continue

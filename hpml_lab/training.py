@@ -216,6 +216,8 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
                 except StopIteration:
                     wait.values.append(0.0)
                     break
+                if cfg.sync_each_step:  # a device-resident loader only queues its work: count it as data
+                    synchronize(device)
                 wait.stop()
                 work.start()
                 x = fastpath.to_device(x, device, cfg.channels_last)
@@ -278,14 +280,19 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
 
 
 def _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait):
-    """Per-batch loss (image-weighted mean) and correct counts summed over ranks; data/train/total
-    times are the slowest rank's, since an epoch ends when the last rank does."""
+    """Per-batch loss (image-weighted mean) and correct counts summed over ranks; the times are those of
+    the slowest rank (largest total), taken whole from that one rank: ranks wait for each other inside
+    backward, so mixing per-batch maxima from different ranks would count the same wait twice."""
+    import torch.distributed as dist
+
     n = torch.tensor(sizes, dtype=torch.float64)
     sums = distributed.all_reduce_sum(torch.stack([torch.tensor(loss_v, dtype=torch.float64) * n,
                                                    torch.tensor(corr_v, dtype=torch.float64), n]))
-    times = distributed.all_reduce_max(torch.tensor([total] + list(step_times) + list(wait.values[:len(sizes)]),
-                                                    dtype=torch.float64)).tolist()
     k = len(sizes)
+    rows = torch.zeros(dist.get_world_size(), 1 + 2 * k, dtype=torch.float64)
+    rows[dist.get_rank()] = torch.tensor([total] + list(step_times) + list(wait.values[:k]), dtype=torch.float64)
+    rows = distributed.all_reduce_sum(rows)  # every rank's row, on every rank
+    times = rows[int(rows[:, 0].argmax())].tolist()
     wait.values[:k] = times[1 + k:]
     sizes = [int(round(x)) for x in sums[2].tolist()]
     return ((sums[0] / sums[2]).tolist(), [int(round(x)) for x in sums[1].tolist()], sizes, times[0], times[1:1 + k])

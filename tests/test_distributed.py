@@ -81,6 +81,7 @@ def test_ddp_two_ranks_equal_one_process_at_double_batch(cifar_root, tmp_path):
     assert ep_ddp["images"].tolist() == ep_one["images"].tolist() == [48, 48]
     assert ep_ddp["loss"].values == pytest.approx(ep_one["loss"].values, rel=1e-4)
     assert ep_ddp["acc"].tolist() == ep_one["acc"].tolist()
+    assert (ep_ddp["data_s"] + ep_ddp["train_s"] <= ep_ddp["total_s"] + 1e-6).all()  # one rank's times, not mixed
     from hpml_lab import models
 
     torch.manual_seed(0)

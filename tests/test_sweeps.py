@@ -73,3 +73,25 @@ def test_duplicate_run_folders_rejected(tmp_path):
     cfg = _configs(tmp_path)[0]
     with pytest.raises(ValueError, match="same folder"):
         run_sweep([cfg, cfg], lambda c: None, log=None)
+
+
+def test_complete_run_on_other_data_is_not_reused(tmp_path, cifar_root):
+    """Same settings, another data folder (e.g. the real CIFAR-10 after the synthetic one): run again."""
+    from hpml_lab.data import cifar, dataset_info
+
+    other = tmp_path / "other"
+    cifar.synthesize(other, seed=3, n_train=50, n_test=10)
+    calls = []
+
+    def run_one(cfg):
+        calls.append(cfg.data_root)
+        results.write_meta(cfg.run_dir(), {"status": "complete", "config": cfg.to_dict(),
+                                           "dataset": dataset_info(cfg)})
+
+    base = RunConfig(task="sw", results_dir=str(tmp_path / "results"), data_root=str(cifar_root))
+    run_sweep([base], run_one, log=None)
+    run_sweep([base], run_one, log=None)  # identical: skipped
+    moved = base.replace(data_root=str(other))
+    assert moved.run_dir() == base.run_dir()  # same settings, same folder...
+    run_sweep([moved], run_one, log=None)  # ...but other data: computed again
+    assert calls == [str(cifar_root), str(other)]
