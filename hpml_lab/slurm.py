@@ -8,8 +8,12 @@ The script (i) checks the dataset is there (prepared before launch: several rank
 never download at once), (ii) trains with torchrun: `torchrun --standalone` on one
 node; on several, one srun task per node runs torchrun with a c10d rendezvous on
 the first host of `scontrol show hostnames`, (iii) runs the task's notebook
-through papermill (`hpml-lab run`: log output, no progress bar), which reads the
-results the training wrote, and renders the HTML report at the end. Parameters
+through papermill (`hpml-lab run`: log output, no progress bar) and renders the
+HTML report at the end. The torchrun step is the task's configuration trained with
+DDP over every allocated GPU, filed as results/<task>/ddp<N>-<id>/; the notebook
+makes its own measurements and does not read that run (lab5 and tinyimagenet
+launch their DDP runs themselves), so for a sweep-only task (c3, dataloading)
+the torchrun step costs time and can be deleted from the script. Parameters
 (-p) are checked against the task's notebook and RunConfig when the script is
 written, not when the job starts.
 """
