@@ -16,10 +16,14 @@ def test_bus_bandwidth_and_ring_allreduce_model():
     assert p["steps"] == math.ceil(50_000 / 1024) and p["epoch_s"] == pytest.approx(p["steps"] * (0.1 + 0.1))
 
 
-def test_model_reproduces_the_seeds_fitted_rows():
-    t_step = 18.07 / math.ceil(50_000 / 512)
-    one = scaling.predict_epoch(t_step, 1, 512, 50_000, scaling.RESNET18_GRAD_BYTES, 1e9)
-    assert one["epoch_s"] == pytest.approx(18.07) and one["comm_s"] == 0
+def test_strong_scaling_speedup_is_bounded_by_workers_and_falls_with_bandwidth():
+    def speedup(n, busbw):
+        one = scaling.predict_epoch(0.1, 1, 512, 50_000, scaling.RESNET18_GRAD_BYTES, busbw)["epoch_s"]
+        return one / scaling.predict_epoch(0.1, n, 512, 50_000, scaling.RESNET18_GRAD_BYTES, busbw)["epoch_s"]
+
+    assert speedup(4, 1e15) == pytest.approx(4 * 98 / 100, rel=1e-3)  # steps: ceil(50000/512)=98 vs ceil(50000/2048)=25
+    assert speedup(4, 1e9) < speedup(4, 1e10) < speedup(4, 1e15) < 4
+    assert speedup(2, 1e9) < speedup(4, 1e9)
 
 
 @pytest.mark.slow
