@@ -10,8 +10,9 @@
 Each benchmark prints progress on stderr and ONE JSON object as its last stdout line, and saves
 the same object (with hardware, versions and commit from envinfo.environment()) atomically as
 benchmarks/results/<name>-<host>-<UTC time>.json. Every number is a median over `repeats` timed
-repeats after `warmup` untimed ones, with its spread (hpml_lab.profiling.summarize); ratios are
-taken per repeat from interleaved measurements, so slow drift of a shared machine cancels.
+repeats after `warmup` untimed ones, with its spread (hpml_lab.profiling.summarize). Variants that
+are compared take turns (profiling.interleaved_timed), so slow drift of a shared machine hits them
+alike; the headline ratio is a ratio of medians, and per-round ratios give its spread.
 Timing goes through hpml_lab.profiling (synchronized wall clocks; CUDA events inside train()).
 Not part of `make test`: speeds depend on the machine; tests check the JSON shape only.
 """
@@ -33,7 +34,7 @@ from . import fastpath, models, results
 from .config import ConfigError, RunConfig, output_path
 from .data import cifar, lab_transform
 from .envinfo import environment
-from .profiling import DeviceTimer, HostTimer, WallClock, summarize, synchronize
+from .profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
 from .training import build_optimizer, resolve_device, seed_everything
 
 NAMES = ("loader", "step", "overhead", "stall")
@@ -198,7 +199,8 @@ def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
 def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """The same step on a fixed, device-resident batch: plain, with train()'s timers (HostTimer around
     the fetch, DeviceTimer around the step), and with timers plus the per-step synchronize that
-    train() does by default (sync_each_step). Ratio = instrumented / plain, per interleaved repeat."""
+    train() does by default (sync_each_step). Ratio = median instrumented / median plain over
+interleaved rounds; the per-round ratios give the spread."""
     cfg = _base_cfg(opts, device).replace(num_workers=0)
     tr = _Trainer(cfg, device)
     x, y = tr.next_batch()
@@ -229,7 +231,6 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
 
     rounds = 3 * opts["repeats"]  # short interleaved rounds: on a shared machine the noise is larger than the effect
     plain_s, timers_s, full_s = _interleaved([plain, make(False), make(True)], device, rounds, opts["warmup"])
-    r_timers = [a / b for a, b in zip(timers_s, plain_s)]
     r_full = [a / b for a, b in zip(full_s, plain_s)]
     # Ratio of medians: robust to the sporadic interference of a shared machine; per-round ratios give the spread.
     ratio = summarize(full_s)["median"] / summarize(plain_s)["median"]
@@ -300,22 +301,9 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ plumbing
 def _interleaved(fns: list[Callable[[], object]], device: torch.device, repeats: int, warmup: int) -> list[list[float]]:
-    """Warm each fn up, then time them in turn, `repeats` rounds (ABAB...), each synchronized."""
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
-    clock = WallClock(device)
-    out: list[list[float]] = [[] for _ in fns]
-    for r in range(repeats):
-        order = list(range(len(fns)))
-        order = order[r % len(fns):] + order[:r % len(fns)]  # rotate, so no variant always runs first
-        for k in order:
-            fn = fns[k]
-            clock.start()
-            fn()
-            out[k].append(clock.stop())
-        _log(f"repeat {r + 1}/{repeats}: " + ", ".join(f"{t[-1]:.4f}s" for t in out))
-    return out
+    """profiling.interleaved_timed with a log line per round."""
+    return interleaved_timed(fns, device, repeats, warmup, on_round=lambda r, out: _log(
+        f"repeat {r + 1}/{repeats}: " + ", ".join(f"{t[-1]:.4f}s" for t in out)))
 
 
 def _cfg_fields(cfg: RunConfig) -> dict[str, Any]:

@@ -15,7 +15,6 @@ excluded from the steady-state statistics, which say so.
 from __future__ import annotations
 
 import datetime as _dt
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,7 +63,8 @@ def steady(epochs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts) if parts else epochs
 
 
-WARMUP_NOTE = "Epoch 1 of every run is warm-up (worker start-up, allocator growth, kernel selection) and is excluded."
+WARMUP_NOTE = ("Epoch 1 of every run is warm-up (worker start-up, allocator growth, kernel selection) and is excluded "
+               "from the steady-state figures; a run of one epoch has nothing else, so there it is reported as is.")
 
 
 # ------------------------------------------------------------------ C3: loader workers

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from . import models
-from .profiling import WallClock, repeat_timed, summarize, synchronize
+from .profiling import interleaved_timed, repeat_timed, summarize, synchronize
 
 MB = 1024 ** 2
 
@@ -242,27 +242,6 @@ def _build(spec: Mapping[str, Any], norm: str) -> nn.Module:
     return models.build(spec["name"], num_classes=10, norm=norm, **spec["kwargs"])
 
 
-def interleaved_times(steps: Sequence[Callable[[], object]], device: torch.device | str,
-                      repeats: int, warmup: int) -> list[list[float]]:
-    """Seconds per call of each step, taking turns: round r times every step once.
-
-    On a shared machine the load drifts; taking turns spreads that drift over all
-    variants instead of biasing whichever ran during a busy minute. `warmup`
-    untimed rounds come first.
-    """
-    clock = WallClock(device)
-    for _ in range(warmup):
-        for step in steps:
-            step()
-    out: list[list[float]] = [[] for _ in steps]
-    for _ in range(repeats):
-        for i, step in enumerate(steps):
-            clock.start()
-            step()
-            out[i].append(clock.stop())
-    return out
-
-
 def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.device | str = "cpu",
             repeats: int = 5, warmup: int = 2, act_batch: int = 4, norm: str = "bn",
             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
@@ -285,7 +264,7 @@ def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.d
         del model
         _free_cuda()
     nets = [_build(spec, norm).to(device) for spec in specs]
-    times = interleaved_times([make_step(m, batch_size, device) for m in nets], device, repeats, warmup)
+    times = interleaved_timed([make_step(m, batch_size, device) for m in nets], device, repeats, warmup)
     del nets
     _free_cuda()
     for row, t in zip(rows, times):
@@ -391,5 +370,5 @@ def loss_curves(runs, smooth: int = 5):
 
 
 __all__ = ["activation_bytes", "saved_tensor_bytes", "state_bytes", "predicted_max_batch", "make_step",
-           "time_per_batch", "interleaved_times", "cuda_peak_step", "cuda_max_batch", "cuda_memory_snapshot", "variants",
+           "time_per_batch", "cuda_peak_step", "cuda_max_batch", "cuda_memory_snapshot", "variants",
            "measure", "recompute_bytes", "max_batch_rows", "largest_fitting", "depth_figure", "loss_curves", "MB"]

@@ -121,6 +121,31 @@ def repeat_timed(fn: Callable[[], object], device: torch.device | str = "cpu",
     return out
 
 
+def interleaved_timed(fns: list[Callable[[], object]], device: torch.device | str = "cpu", repeats: int = 5,
+                      warmup: int = 1, on_round: Callable[[int, list[list[float]]], None] | None = None
+                      ) -> list[list[float]]:
+    """Time several variants taking turns: `warmup` untimed rounds, then `repeats` rounds in which
+    every fn runs once, synchronized, the order rotated each round so none always runs first.
+
+    On a shared machine the load drifts; taking turns spreads that drift over all variants instead
+    of biasing whichever ran during a busy minute. Returns seconds per call, one list per fn.
+    """
+    clock = WallClock(device)
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    out: list[list[float]] = [[] for _ in fns]
+    for r in range(repeats):
+        order = list(range(len(fns)))
+        for k in order[r % len(fns):] + order[:r % len(fns)]:
+            clock.start()
+            fns[k]()
+            out[k].append(clock.stop())
+        if on_round is not None:
+            on_round(r, out)
+    return out
+
+
 def summarize(values: Iterable[float]) -> dict[str, float]:
     """n, median, spread (interquartile range, min, max), mean and standard deviation."""
     v = sorted(float(x) for x in values)

@@ -25,7 +25,7 @@ import time
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import pandas as pd
@@ -34,7 +34,7 @@ from torch import nn
 
 from . import distributed, fastpath, models, results
 from .config import ConfigError, RunConfig, check_keys
-from .data import DatasetError, build_train_loader, dataset_info, num_classes, train_dataset
+from .data import DatasetError, dataset_info, num_classes
 from .envinfo import environment
 from .profiling import DeviceTimer, HostTimer, WallClock, synchronize
 
