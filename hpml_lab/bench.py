@@ -35,7 +35,7 @@ from .config import ConfigError, RunConfig, output_path
 from .data import cifar, lab_transform
 from .envinfo import environment
 from .profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
-from .training import build_optimizer, resolve_device, seed_everything
+from .training import build_optimizer, resolve_device, seed_everything, train_step
 
 NAMES = ("loader", "step", "overhead", "stall")
 TARGETS = {"loader": "tensor augmentation >= 10x PIL images/s per core (2 CPU cores)",
@@ -93,14 +93,7 @@ class _Trainer:
             return next(self._it)
 
     def step(self, x, y):
-        x = fastpath.to_device(x, self.device, self.cfg.channels_last)
-        y = y.to(self.device, non_blocking=True)
-        with fastpath.autocast(self.cfg, self.device):
-            out = self.model(x)
-            loss = self.criterion(out, y)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        out, loss, _ = train_step(self.model, self.optimizer, self.criterion, x, y, self.cfg, self.device)
         return out, loss
 
     def close(self) -> None:

@@ -78,6 +78,21 @@ def build_optimizer(name: str, params, lr: float, momentum: float, weight_decay:
     raise ConfigError(f"unknown optimizer {name!r}")
 
 
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, criterion: nn.Module, x: torch.Tensor,
+               y: torch.Tensor, cfg: RunConfig, device: torch.device):
+    """One training step as train() times it: host-to-device copy (channels-last if asked), forward and
+    loss (under bf16 autocast if asked), backward, optimizer step. Returns (logits, loss, labels on device)."""
+    x = fastpath.to_device(x, device, cfg.channels_last)
+    y = y.to(device, non_blocking=True)
+    with fastpath.autocast(cfg, device):
+        out = model(x)
+        loss = criterion(out, y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return out, loss, y
+
+
 def progress_mode(setting: str) -> str:
     """'bar' in JupyterLab or a terminal, 'log' in batch runs (papermill sets HPML_PROGRESS=log)."""
     if setting != "auto":
@@ -220,14 +235,7 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
                     synchronize(device)
                 wait.stop()
                 work.start()
-                x = fastpath.to_device(x, device, cfg.channels_last)
-                y = y.to(device, non_blocking=True)
-                with fastpath.autocast(cfg, device):
-                    out = model(x)
-                    loss = criterion(out, y)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
+                out, loss, y = train_step(model, optimizer, criterion, x, y, cfg, device)
                 work.stop()
                 if cfg.sync_each_step:
                     synchronize(device)
