@@ -180,6 +180,14 @@ def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
     return all_reduce_sum(t) / (dist.get_world_size() if active() else 1)
 
 
+def run_config(cfg, world_size: int):
+    """cfg with the run folder of a `world_size`-process DDP run: ddp<N>-<id>, never the folder of a
+    single-process run of the same settings (an explicit run_id is kept)."""
+    if world_size <= 1 or cfg.run_id:
+        return cfg
+    return cfg.replace(run_id=f"ddp{world_size}-{cfg.resolved_run_id()}")
+
+
 def sampler_kwargs(dataset, shuffle: bool, seed: int, env: DistEnv) -> dict[str, Any]:
     """DataLoader overrides for DDP: a DistributedSampler (rank r gets items r, r+n, ... when not
     shuffled) and shuffle off in the loader itself. Empty for a single process."""

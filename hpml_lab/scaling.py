@@ -28,12 +28,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 import pandas as pd
 import torch
 
-from . import results
+from . import distributed, results
 from .config import RunConfig, project_root
 from .profiling import repeat_timed, summarize
 
@@ -67,8 +67,6 @@ def predict_epoch(t_step: float, n: int, per_gpu_batch: int, n_images: int, grad
 
 # ------------------------------------------------------------------ all-reduce measurement
 def _allreduce_worker(sizes: list[int], repeats: int, warmup: int, out: str) -> None:
-    from . import distributed
-
     env = distributed.setup(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     device = torch.device(env.device)
     rows = []
@@ -116,12 +114,12 @@ def measure_allreduce(sizes: Iterable[int], nproc: int = 2, repeats: int = 10, w
 # ------------------------------------------------------------------ training runs
 def run_ddp(cfg: RunConfig, nproc: int, timeout: float = 600) -> results.RunRecord:
     """Train cfg under torchrun with nproc processes (batch_size is per process); the rank-0 record."""
-    run_id = cfg.run_id or f"ddp{nproc}-{cfg.resolved_run_id()}"
+    cfg = distributed.run_config(cfg, nproc)  # the folder train() picks under torchrun
     flags = []
-    for k, v in cfg.replace(run_id=run_id, progress="none").to_dict().items():
+    for k, v in cfg.replace(progress="none").to_dict().items():
         flags += [f"--{k.replace('_', '-')}", str(v).lower() if isinstance(v, bool) else str(v)]
     _torchrun(nproc, ["hpml_lab.train", *flags], timeout)
-    return results.read_run(cfg.replace(run_id=run_id).run_dir())
+    return results.read_run(cfg.run_dir())
 
 
 def is_oom(e: BaseException) -> bool:

@@ -175,8 +175,7 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     dist_env = distributed.setup(device)
     device = torch.device(dist_env.device)
     write = write and dist_env.is_main  # only rank 0 writes results
-    if dist_env.distributed and not cfg.run_id:  # never the folder of a 1-process run of the same config
-        cfg = cfg.replace(run_id=f"ddp{dist_env.world_size}-{cfg.resolved_run_id()}")
+    cfg = distributed.run_config(cfg, dist_env.world_size)  # ddp<N>-<id>: never a 1-process run's folder
     seed_everything(cfg.seed)
     if model is None:
         extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
