@@ -43,7 +43,6 @@ from torch.utils.data import DataLoader, Dataset
 from . import results
 from .data import cifar, lab_transform
 from .data.gpu_loader import TensorLoader
-from .envinfo import environment
 from .profiling import WallClock, summarize
 
 LATENCIES_MS = (0, 5, 20, 50)
@@ -191,21 +190,15 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
     workers = cfg.num_workers
     more = more_workers if more_workers is not None else 4 * max(workers, 1)
     run_dir = cfg.run_dir()
-    import datetime as _dt
-
-    meta: dict[str, Any] = {
-        "task": cfg.task, "run_id": cfg.resolved_run_id(), "status": "running", "config": cfg.to_dict(),
-        "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "config_hash": cfg.config_hash(), "seed": cfg.seed, "device": str(device),
-        "dataset": {"name": cfg.dataset, "kind": src.kind, "root": str(cfg.data_path())},
-        "environment": environment(device), "run_dir": str(run_dir), "files": n_files, "latencies_ms": list(latencies_ms),
+    meta: dict[str, Any] = results.new_meta(cfg, device, **{
+        "run_dir": str(run_dir), "files": n_files, "latencies_ms": list(latencies_ms),
         "threads": threads, "more_workers": more, "preload_threads": PRELOAD_THREADS, "passes": passes,
         "timing_note": ("per configuration, `epochs` full passes over the files, each from a fresh iterator, so worker "
                         "start-up is inside every pass as in a training epoch; the first batch's wait is also "
                         "reported alone; the tensor-resident loader's one-time load is reported apart (one_time_s), and on "
                         "CPU its passes run with one torch thread, as a DataLoader worker does; "
                         "synchronized wall clocks (hpml_lab.profiling.WallClock)"),
-    }
+    })
     rows: list[dict[str, Any]] = []
     base = Path(tempfile.mkdtemp(prefix="dataloading-files-"))
     try:

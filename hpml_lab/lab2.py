@@ -14,7 +14,6 @@ excluded from the steady-state statistics, which say so.
 """
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,8 @@ import torch
 
 from . import models, results
 from .config import OPTIMIZERS, ConfigError, RunConfig
-from .data import build_train_loader, dataset_info, num_classes
-from .envinfo import environment, usable_cores
+from .data import build_train_loader, num_classes
+from .envinfo import usable_cores
 from .profiling import WallClock, summarize
 from .sweeps import SweepItem, run_sweep, tables
 from .training import build_optimizer, resolve_device, seed_everything, train
@@ -37,14 +36,11 @@ LOADER_NOTE = ("Total DataLoader time per epoch: a fresh iterator (so worker sta
 MAX_WORKERS = 64
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+_now = results.now
 
 
 def _base_meta(cfg: RunConfig, device: torch.device, **extra: Any) -> dict[str, Any]:
-    return {"task": cfg.task, "run_id": cfg.resolved_run_id(), "status": "running", "started_at": _now(),
-            "config": cfg.to_dict(), "config_hash": cfg.config_hash(), "seed": cfg.seed, "device": str(device),
-            "dataset": dataset_info(cfg), "environment": environment(device), **extra}
+    return results.new_meta(cfg, device, **extra)
 
 
 def stats_row(values, **labels: Any) -> dict[str, Any]:

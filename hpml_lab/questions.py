@@ -97,18 +97,11 @@ def answers(model_name: str = "resnet18", norm: str = "bn", stem: str = "cifar")
 
 def run(cfg) -> tuple[pd.DataFrame, dict[str, Any]]:
     """answers() for cfg.model, written to results/<task>/<run-id>/answers.csv with meta.json."""
-    import datetime as _dt
-
-    from .data import dataset_info
-    from .envinfo import environment
-
     df = answers(cfg.model, cfg.norm, cfg.stem)
     run_dir = cfg.run_dir()
-    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    meta = {"task": cfg.task, "run_id": cfg.resolved_run_id(), "status": "complete", "started_at": now,
-            "finished_at": now, "config": cfg.to_dict(), "config_hash": cfg.config_hash(), "seed": cfg.seed,
-            "device": "cpu", "dataset": dataset_info(cfg), "environment": environment("cpu"),
-            "note": "counts after one real training step on a random batch of 2 (so gradients and state exist)"}
+    meta = results.new_meta(cfg, "cpu", status="complete",
+                            note="counts after one real training step on a random batch of 2 (so gradients and state exist)")
+    meta["finished_at"] = meta["started_at"]
     results.atomic_write_csv(run_dir / "answers.csv", df.to_dict("records"), list(df.columns))
     results.write_meta(run_dir, meta)
     return df, meta

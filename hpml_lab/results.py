@@ -53,6 +53,25 @@ def atomic_write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]],
     atomic_write_text(path, buf.getvalue())
 
 
+def now() -> str:
+    """UTC time, to the second, as every meta.json records it."""
+    import datetime as _dt
+
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_meta(cfg, device, **extra: Any) -> dict[str, Any]:
+    """The provenance every run records: task, run id, status "running", start time, resolved config and
+    its hash, seed, device, dataset (name, real or synthetic, folder) and environment (versions,
+    hardware, commit). `extra` adds or overrides fields."""
+    from .data import dataset_info
+    from .envinfo import environment
+
+    return {"task": cfg.task, "run_id": cfg.resolved_run_id(), "status": "running", "started_at": now(),
+            "config": cfg.to_dict(), "config_hash": cfg.config_hash(), "seed": cfg.seed, "device": str(device),
+            "dataset": dataset_info(cfg), "environment": environment(device), **extra}
+
+
 @dataclass
 class RunRecord:
     path: Path

@@ -17,7 +17,6 @@ data_s + train_s <= total_s; the rest is loop overhead.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import os
 import random
 import sys
@@ -35,7 +34,6 @@ from torch import nn
 from . import distributed, fastpath, models, results
 from .config import ConfigError, RunConfig, check_keys
 from .data import DatasetError, dataset_info, num_classes
-from .envinfo import environment
 from .profiling import DeviceTimer, HostTimer, WallClock, synchronize
 
 BATCH_COLUMNS = ["epoch", "batch", "step", "images", "loss", "acc", "data_s", "train_s"]
@@ -144,8 +142,7 @@ class _Progress:
             self.bar.close()
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+_now = results.now
 
 
 def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
@@ -192,14 +189,10 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     criterion = nn.CrossEntropyLoss()
 
     run_dir = cfg.run_dir()
-    meta: dict[str, Any] = {
-        "task": cfg.task, "run_id": cfg.resolved_run_id(), "status": "running", "started_at": _now(),
-        "config": cfg.to_dict(), "config_hash": cfg.config_hash(), "seed": cfg.seed,
-        "device": str(device), "dataset": info, "environment": environment(device),
-        "parameters": models.count_parameters(model), "timing_note": TIMING_NOTE,
+    meta: dict[str, Any] = results.new_meta(
+        cfg, device, dataset=info, parameters=models.count_parameters(model), timing_note=TIMING_NOTE, **{
         "distributed": {**dist_env.as_dict(), "global_batch": cfg.batch_size * dist_env.world_size,
-                        "data_parallel": parallel_note}, **(extra_meta or {}),
-    }
+                        "data_parallel": parallel_note}, **(extra_meta or {})})
     if write:
         run_dir.mkdir(parents=True, exist_ok=True)
         results.write_meta(run_dir, meta)
