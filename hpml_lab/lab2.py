@@ -316,16 +316,13 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> dict[str, Any
         check_backend(backend)
     base = cfg.replace(run_id="")
     eager_cfg = base.replace(run_id=f"eager-{base.config_hash()}")
-    comp_cfg = base.replace(run_id=f"compile-{backend}-{base.config_hash()}")
+    comp_cfg = base.replace(compile=True, run_id=f"compile-{backend}-{base.config_hash()}")
     why_not = compile_available(backend, cfg.device)
     compiled_model = {}
 
-    def run_compiled(c: RunConfig):
-        seed_everything(c.seed)
-        net = models.build(c.model, num_classes=num_classes(c.dataset), norm=c.norm, stem=c.stem).to(resolve_device(c.device))
-        cm = torch.compile(net, backend=backend)
-        out = train(c, model=cm, extra_meta={"mode": "compile", "compile_backend": backend})
-        compiled_model["m"] = cm
+    def run_compiled(c: RunConfig):  # train() compiles with cfg.compile_backend (hpml_lab.fastpath)
+        out = train(c, extra_meta={"mode": "compile", "compile_backend": backend})
+        compiled_model["m"] = out.model
         return out
 
     items = run_sweep([eager_cfg], lambda c: train(c, extra_meta={"mode": "eager"}), log=log)
