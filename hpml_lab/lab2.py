@@ -50,13 +50,7 @@ def stats_row(values, **labels: Any) -> dict[str, Any]:
             "max_s": s["max"], "mean_s": s["mean"]}
 
 
-def steady(epochs: pd.DataFrame) -> pd.DataFrame:
-    """Epochs after the first (warm-up) of each run when a run has two or more."""
-    key = "run_id" if "run_id" in epochs else None
-    if key is None:
-        return epochs[epochs["epoch"] > 1] if epochs["epoch"].max() > 1 else epochs
-    parts = [g[g["epoch"] > 1] if g["epoch"].max() > 1 else g for _, g in epochs.groupby(key, sort=False)]
-    return pd.concat(parts) if parts else epochs
+steady = results.drop_warmup
 
 
 WARMUP_NOTE = ("Epoch 1 of every run is warm-up (worker start-up, allocator growth, kernel selection) and is excluded "

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 from torch import nn
 
-from . import models
+from . import models, results
 from .profiling import interleaved_timed, repeat_timed, summarize, synchronize
 
 MB = 1024 ** 2
@@ -207,9 +207,8 @@ def cuda_memory_snapshot(model: nn.Module, batch_size: int, path: str | Path,
         for _ in range(steps):
             step()
         synchronize(device)
-        tmp = path.with_name(f".{path.name}.tmp")
-        torch.cuda.memory._dump_snapshot(str(tmp))
-        tmp.replace(path)
+        with results.atomic_file(path) as tmp:
+            torch.cuda.memory._dump_snapshot(str(tmp))
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
     return path

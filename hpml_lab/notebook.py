@@ -18,6 +18,7 @@ from .config import RunConfig, output_path
 from .data import dataset_info
 from .envinfo import environment, hardware_label
 from .profiling import summarize
+from .results import drop_warmup
 
 try:
     from IPython.display import HTML, Markdown, display
@@ -94,7 +95,7 @@ def stat_line(values, unit: str = "s", what: str = "") -> str:
 def steady_epochs(epochs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """Epochs after the first (warm-up) when there are at least two, and a sentence saying so."""
     if len(epochs) >= 2:
-        return epochs[epochs["epoch"] > epochs["epoch"].min()], (
+        return drop_warmup(epochs), (
             f"Epoch {int(epochs['epoch'].min())} is excluded as warm-up (worker start-up, allocator and "
             f"kernel autotuning); statistics are over the other {len(epochs) - 1}.")
     return epochs, "Only one epoch was run, so it is reported as is, warm-up included."

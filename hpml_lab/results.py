@@ -11,6 +11,7 @@ every number.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -18,26 +19,37 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target."""
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path in the target's folder to write to; renamed over `path` when the block
+    ends without error, deleted otherwise, so readers see the old file or the whole new one.
+
+        with atomic_file("model.pt") as tmp:
+            torch.save(state, tmp)
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        yield Path(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over the target."""
+    with atomic_file(path) as tmp, open(tmp, "w", newline="") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
@@ -115,6 +127,16 @@ def load_runs(task: str, results_dir: str | os.PathLike = "results", status: str
         if status is None or rec.status == status:
             runs.append(rec)
     return sorted(runs, key=lambda r: r.meta.get("started_at", ""), reverse=True)
+
+
+def drop_warmup(epochs: pd.DataFrame) -> pd.DataFrame:
+    """Epochs after the first (warm-up) of each run (per run_id when the table has several runs);
+    a run of a single epoch is kept as it is, having nothing else."""
+    if "run_id" not in epochs:
+        return epochs[epochs["epoch"] > epochs["epoch"].min()] if epochs["epoch"].nunique() > 1 else epochs
+    parts = [g[g["epoch"] > g["epoch"].min()] if g["epoch"].nunique() > 1 else g
+             for _, g in epochs.groupby("run_id", sort=False)]
+    return pd.concat(parts) if parts else epochs
 
 
 def concat_tables(runs: Iterable[RunRecord], name: str, with_config: Sequence[str] = ()) -> pd.DataFrame:

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+from . import results
 from .profiling import synchronize
 
 TOP_OPS_COLUMNS = ["operator", "calls", "self_cpu_ms", "cpu_total_ms", "self_device_ms", "share_self_cpu"]
@@ -40,39 +41,37 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
                 out_path: str | os.PathLike, steps: int = 3, warmup: int = 1, top: int = 15) -> Trace:
     """Profile `warmup` + `steps` training steps (only the last `steps` are recorded) and export the trace."""
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp")
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    criterion = nn.CrossEntropyLoss()
-    model.train()
+    with results.atomic_file(out_path) as tmp:  # the trace appears whole or not at all
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        criterion = nn.CrossEntropyLoss()
+        model.train()
 
-    def export(prof):  # called once the recorded window ends
-        prof.export_chrome_trace(str(tmp))
+        def export(prof):  # called once the recorded window ends
+            prof.export_chrome_trace(str(tmp))
 
-    done = 0
-    with profile(activities=activities, schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
-                 on_trace_ready=export) as prof:
-        it = iter(loader)
-        while done < warmup + steps:
-            with record_function("data"):
-                try:
-                    x, y = next(it)
-                except StopIteration:
-                    it = iter(loader)
-                    x, y = next(it)
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with record_function("forward"):
-                loss = criterion(model(x), y)
-            with record_function("backward"):
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-            with record_function("optimizer"):
-                optimizer.step()
-            synchronize(device)
-            prof.step()
-            done += 1
-        del it
-    os.replace(tmp, out_path)
+        done = 0
+        with profile(activities=activities, schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
+                     on_trace_ready=export) as prof:
+            it = iter(loader)
+            while done < warmup + steps:
+                with record_function("data"):
+                    try:
+                        x, y = next(it)
+                    except StopIteration:
+                        it = iter(loader)
+                        x, y = next(it)
+                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                with record_function("forward"):
+                    loss = criterion(model(x), y)
+                with record_function("backward"):
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                with record_function("optimizer"):
+                    optimizer.step()
+                synchronize(device)
+                prof.step()
+                done += 1
+            del it
     return Trace(out_path, top_operators(prof, top), steps, warmup)
 
 

@@ -146,11 +146,8 @@ _now = results.now
 
 
 def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(fastpath.unwrap(model).state_dict(), tmp)
-    os.replace(tmp, path)
+    with results.atomic_file(path) as tmp:
+        torch.save(fastpath.unwrap(model).state_dict(), tmp)
 
 
 def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,

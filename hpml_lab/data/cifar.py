@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from ..results import atomic_file
 from .errors import DatasetError
 
 FOLDER = "cifar-10-batches-py"
@@ -181,12 +182,10 @@ def _py2(value):
 def _atomic_pickle(obj: dict, path: Path) -> None:
     """Pickle like the official (Python 2) files: str keys and names load as bytes with
     encoding="bytes" and as str with encoding="latin1" (what torchvision uses)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    with atomic_file(path) as tmp, open(tmp, "wb") as f:
         _Py2Pickler(f, protocol=2).dump({_py2(k): _py2(v) for k, v in obj.items()})
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_test: int = 10_000,

@@ -36,6 +36,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
+from ..results import atomic_file
 from .errors import DatasetError
 
 FOLDER = "tiny-imagenet-200"
@@ -108,8 +109,7 @@ def synthesize_archive(path: str | os.PathLike, classes: int = 200, per_class: i
               "color": torch.nn.functional.normalize(torch.rand(classes, 3, generator=gen) * 2 - 1, dim=1)}
     wnids = [f"n{90000000 + i:08d}" for i in range(classes)]  # not real WordNet ids, on purpose
     top = FOLDER + "/"
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+    with atomic_file(path) as tmp:  # a whole archive or none
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
             z.writestr(top + "wnids.txt", "".join(w + "\n" for w in wnids))
             z.writestr(top + "words.txt", "".join(f"{w}\tsynthetic class {i}\n" for i, w in enumerate(wnids)))
@@ -139,10 +139,6 @@ def synthesize_archive(path: str | os.PathLike, classes: int = 200, per_class: i
                 "per_class": per_class, "val_per_class": val_per_class, "n_test": n_test,
                 "note": "Synthetic 64x64 JPEGs with learnable class structure; not the real Tiny ImageNet.",
             }, indent=2))
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return path
 
 
