@@ -187,7 +187,7 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     opt = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
     tr = _trace(model, build_train_loader(cfg.replace(num_workers=best), device), device, opt,
-                tdir / "trace.json", steps=trace_steps)
+                tdir / "trace.json", steps=trace_steps, cfg=cfg)
     results.atomic_write_csv(tdir / "top_ops.csv", tr.top_ops.to_dict("records"), list(tr.top_ops.columns))
     results.write_meta(tdir, {**_base_meta(cfg.replace(num_workers=best), device, kind="trace",
                                            steps=tr.steps, warmup_steps=tr.warmup),
@@ -355,7 +355,7 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> dict[str, Any
                                                             stem=cfg.stem).to(device)
     opt = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
     tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"
-    tr = _trace(model, build_train_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps)
+    tr = _trace(model, build_train_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg)
     results.atomic_write_csv(tdir / "top_ops.csv", tr.top_ops.to_dict("records"), list(tr.top_ops.columns))
     results.write_meta(tdir, {**_base_meta(cfg, device, kind="trace", traced_mode="compile" if traced else "eager",
                                            steps=tr.steps, warmup_steps=tr.warmup),

@@ -14,6 +14,7 @@ ordering, and the timers in hpml_lab.profiling for durations.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +39,14 @@ class Trace:
 
 
 def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch.optim.Optimizer,
-                out_path: str | os.PathLike, steps: int = 3, warmup: int = 1, top: int = 15) -> Trace:
-    """Profile `warmup` + `steps` training steps (only the last `steps` are recorded) and export the trace."""
+                out_path: str | os.PathLike, steps: int = 3, warmup: int = 1, top: int = 15, cfg=None) -> Trace:
+    """Profile `warmup` + `steps` training steps (only the last `steps` are recorded) and export the trace.
+
+    With `cfg`, the step is train()'s: channels-last copies and bf16 autocast as cfg asks."""
+    from . import fastpath
+
+    channels_last = bool(cfg is not None and cfg.channels_last)
+    autocast = (lambda: fastpath.autocast(cfg, device)) if cfg is not None else contextlib.nullcontext
     out_path = Path(out_path)
     with results.atomic_file(out_path) as tmp:  # the trace appears whole or not at all
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -60,8 +67,9 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
                     except StopIteration:
                         it = iter(loader)
                         x, y = next(it)
-                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                with record_function("forward"):
+                    x = fastpath.to_device(x, device, channels_last)
+                    y = y.to(device, non_blocking=True)
+                with record_function("forward"), autocast():
                     loss = criterion(model(x), y)
                 with record_function("backward"):
                     optimizer.zero_grad(set_to_none=True)
