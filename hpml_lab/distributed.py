@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import sys
 from dataclasses import dataclass, asdict
 from typing import Any, Mapping, Optional
 
@@ -31,6 +32,7 @@ import torch.distributed as dist
 from torch import nn
 
 DEFAULT_TIMEOUT_S = 300
+_joined = False  # this process has joined a process group (setup() set it); leave() reads it
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,8 @@ def setup(device: torch.device, timeout_s: Optional[int] = None) -> DistEnv:
                               "(the scripts `hpml-lab slurm` writes use torchrun, which sets them)")
         dist.init_process_group(backend=backend, rank=env.rank, world_size=env.world_size,
                                 timeout=_dt.timedelta(seconds=timeout_s or timeout_seconds()))
+    global _joined
+    _joined = True
     return DistEnv(env.rank, env.world_size, env.local_rank, env.local_world_size, env.launcher,
                    str(device), backend)
 
@@ -127,6 +131,29 @@ def cleanup(barrier: bool = True) -> None:
                 dist.barrier()
         finally:
             dist.destroy_process_group()
+
+
+def leave(code: int) -> int:
+    """The exit status for a command-line entry point, ending the process itself if it joined a group.
+
+    Building DDP in torch 2.11 leaves references to the process group behind (we counted ten
+    more on the group object after the wrapper was deleted), so destroy_process_group does not
+    free it and gloo's worker threads live on into interpreter finalization. A two-rank CPU
+    run once failed in CI with one rank aborting ("terminate called without an active
+    exception", SIGABRT), which is how a process ends when a C++ thread needs the GIL while
+    the interpreter finalizes; torchrun then reports the whole job failed. So a rank that joined a group, and has left it
+    (cleanup), flushes its output and exits with os._exit, skipping finalization; every result
+    file is already written atomically by then. A process that never joined a group gets
+    `code` back unchanged.
+    """
+    if not _joined:
+        return code
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def barrier() -> None:

@@ -165,7 +165,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     a.add_argument("--out", required=True)
     args = p.parse_args(argv)
     _allreduce_worker(args.bytes, args.repeats, args.warmup, args.out)
-    return 0
+    return distributed.leave(0)
 
 
 if __name__ == "__main__":

@@ -315,6 +315,11 @@ def config_from_args(ns: argparse.Namespace, extra: Mapping[str, Any] | None = N
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m hpml_lab.train`: one run from flags; under torchrun each rank runs this."""
+    return distributed.leave(_main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hpml_lab.train", description="Train one run; see RunConfig.")
     add_config_flags(parser)
     parser.add_argument("--save-model", metavar="PATH", help="write the final weights (state_dict) here")

@@ -43,9 +43,23 @@ def test_single_process_helpers_are_identities():
     assert wrapped is model and "skipped" in note
 
 
+def test_leave_returns_code_alone_and_exits_a_rank_with_its_output_flushed(tmp_path):
+    assert distributed.leave(3) == 3  # this process never joined a group: nothing happens
+    # A rank that joined a group ends by os._exit: the code survives, buffered output is not lost
+    # and nothing queued for interpreter exit runs (finalization is what it skips).
+    script = ("import atexit, sys; from hpml_lab import distributed as d; d._joined = True; "
+              "atexit.register(lambda: print('finalized')); print('result', end=''); "
+              "sys.stderr.write('warn'); sys.exit(d.leave(5))")
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                       env={**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+                            "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert (r.returncode, r.stdout, r.stderr) == (5, "result", "warn")
+
+
 def _run(cmd, tmp_path, env_extra=None):
+    # faulthandler: should a rank die of a signal, its Python stack is in stderr
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HPML_DIST_TIMEOUT_S": "120",
-           **(env_extra or {})}
+           "PYTHONFAULTHANDLER": "1", **(env_extra or {})}
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
 
 
@@ -61,7 +75,7 @@ def test_ddp_two_ranks_equal_one_process_at_double_batch(cifar_root, tmp_path):
     ddp = _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--rdzv-backend=c10d",
                 "--rdzv-endpoint=localhost:0", "-m", "hpml_lab.train", *common, "--batch-size", "8",
                 "--task", "ddp", "--save-model", str(tmp_path / "ddp.pt")], tmp_path)
-    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    assert ddp.returncode == 0, ddp.stdout[-1500:] + ddp.stderr[-6000:]
     a = torch.load(tmp_path / "one.pt")
     b = torch.load(tmp_path / "ddp.pt")
     assert a.keys() == b.keys()  # saved unwrapped: no "module." prefix
