@@ -73,7 +73,7 @@ def _allreduce_worker(sizes: list[int], repeats: int, warmup: int, out: str) -> 
     try:
         for nbytes in sizes:
             buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
-            times = repeat_timed(lambda: torch.distributed.all_reduce(buf), device, repeats, warmup)
+            times = repeat_timed(lambda b=buf: torch.distributed.all_reduce(b), device, repeats, warmup)
             # the collective ends when the slowest rank does
             times = distributed.all_reduce_max(torch.tensor(times, dtype=torch.float64)).tolist()
             s = summarize(times)

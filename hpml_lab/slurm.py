@@ -72,7 +72,7 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
         f"#SBATCH --cpus-per-task={cpus_per_gpu * gpus}",
         f"#SBATCH --time={time}",
         *([f"#SBATCH --partition={partition}"] if partition else []),
-        f"#SBATCH --output=slurm-%x-%j.out",
+        "#SBATCH --output=slurm-%x-%j.out",
         "",
         f"# Written by `hpml-lab slurm {task.id}`: {task.title}",
         f"# {nodes} node(s) x {gpus} GPU(s) = world size {world}; profile {profile}.",

@@ -1,6 +1,5 @@
 """Data-loading study pieces: the file dataset, concurrent fetching inside a worker, the preload."""
 import threading
-import time
 
 import numpy as np
 import torch

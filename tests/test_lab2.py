@@ -1,7 +1,6 @@
 """Lab 2 experiments C3 to C8 on tiny settings: rows written, resumable, honest about what is missing."""
 import json
 
-import pandas as pd
 import pytest
 import torch
 

@@ -2,7 +2,6 @@
 import math
 
 import pytest
-import torch
 
 from hpml_lab import memory, models, scaling
 

@@ -164,7 +164,7 @@ def _reorganise_val(folder: Path) -> None:
     val = folder / "val"
     ann = val / "val_annotations.txt"
     if not ann.is_file():
-        raise DatasetError(f"archive has no val/val_annotations.txt; cannot label the validation images")
+        raise DatasetError("archive has no val/val_annotations.txt; cannot label the validation images")
     for line_no, line in enumerate(ann.read_text().splitlines(), 1):
         if not line.strip():
             continue
