@@ -34,6 +34,7 @@ from . import fastpath, models, results
 from .config import ConfigError, RunConfig, output_path
 from .data import cifar, lab_transform
 from .envinfo import environment
+from .memory import free_cuda_memory
 from .profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
 from .training import build_optimizer, resolve_device, seed_everything, train_step
 
@@ -339,8 +340,8 @@ def run(name: str, save: bool = True, **options: Any) -> dict[str, Any]:
         status = "complete"
     except torch.cuda.OutOfMemoryError as e:  # a result, not a crash
         body, status = {"error": f"out of memory: {str(e).splitlines()[0]}"}, "out_of_memory"
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    if status == "out_of_memory":  # outside the handler, so the exception and its tensors are gone
+        free_cuda_memory()
     env = environment(device)
     record = {"benchmark": name, "status": status, **body, "device": str(device),
               "settings": {k: v for k, v in opts.items() if k != "device"},

@@ -142,7 +142,14 @@ def time_per_batch(model: nn.Module, batch_size: int, device: torch.device | str
     return repeat_timed(step, device, repeats=repeats, warmup=warmup)
 
 
-def _free_cuda() -> None:
+def is_oom(e: BaseException) -> bool:
+    """An out-of-memory error: torch's own, or a RuntimeError that says so (older paths, DDP ranks)."""
+    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
+
+
+def free_cuda_memory() -> None:
+    """After an OOM (and its exception dropped): collect unreachable tensors, then give the
+    allocator's cached blocks back, so the next configuration starts from a clean device."""
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -185,7 +192,7 @@ def cuda_max_batch(build: Callable[[], nn.Module], batch_sizes: Iterable[int],
             status, error = "oom", str(e).splitlines()[0][:200]
         finally:
             del model
-            _free_cuda()
+            free_cuda_memory()
         rows.append({"batch_size": b, "status": status, "peak_MB": peak, "error": error, "method": "measured"})
         if status == "oom" and stop_after_oom:
             break
@@ -261,11 +268,11 @@ def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.d
         rows.append(row)
         log(f"[memory] {spec['label']}: {act / MB:.3f} MB/sample saved for backward")
         del model
-        _free_cuda()
+        free_cuda_memory()
     nets = [_build(spec, norm).to(device) for spec in specs]
     times = interleaved_timed([make_step(m, batch_size, device) for m in nets], device, repeats, warmup)
     del nets
-    _free_cuda()
+    free_cuda_memory()
     for row, t in zip(rows, times):
         s = summarize(t)
         row.update(s_per_batch=s["median"], s_iqr=s["iqr"], s_min=s["min"], s_max=s["max"],

@@ -20,7 +20,6 @@ is an upper bound on time when the bandwidth is right.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import os
@@ -35,6 +34,7 @@ import torch
 
 from . import distributed, results
 from .config import RunConfig, project_root
+from .memory import free_cuda_memory, is_oom  # is_oom: also for the lab5 notebook
 from .profiling import repeat_timed, summarize
 
 # Seed 004 (HPML Lab 5 on 4 V100s): epoch seconds it reported.
@@ -122,10 +122,6 @@ def run_ddp(cfg: RunConfig, nproc: int, timeout: float = 600) -> results.RunReco
     return results.read_run(cfg.run_dir())
 
 
-def is_oom(e: BaseException) -> bool:
-    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
-
-
 def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50_000) -> pd.DataFrame:
     """Q1: one worker, each per-worker batch size, 2 epochs; the 2nd epoch's step time (copy, forward,
     backward, update; data loading excluded) and its extrapolation to a whole epoch of n_images.
@@ -148,9 +144,7 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
             if not is_oom(e) and not isinstance(e, MemoryError):
                 raise
             e = None  # the exception holds the frames and their tensors
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+            free_cuda_memory()
             rows.append({"per_gpu_batch": b, "status": "OOM"})
     return pd.DataFrame(rows)
 

@@ -15,14 +15,13 @@ nothing is counted twice. Out-of-memory is recorded as a result ("oom"), not a c
 from __future__ import annotations
 
 import datetime as _dt
-import gc
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
-from . import results
+from . import memory, results
 from .config import RunConfig
 
 
@@ -43,13 +42,6 @@ class SweepItem:
     @property
     def complete(self) -> bool:
         return self.status in ("ran", "skipped")
-
-
-def _is_oom(e: BaseException) -> bool:
-    import torch
-
-    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", ())
-    return isinstance(e, oom) or "out of memory" in str(e).lower()
 
 
 _NOT_IDENTITY = ("progress", "log_every", "results_dir", "run_id")
@@ -111,10 +103,9 @@ def run_sweep(configs: Iterable[RunConfig], run_one: Callable[[RunConfig], Any],
             value = run_one(cfg)
         except Exception as e:  # KeyboardInterrupt and SystemExit stop the sweep as they should
             msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-            if _is_oom(e):
-                del e
-                gc.collect()
-                _empty_cuda_cache()
+            if memory.is_oom(e):
+                del e  # it holds the failed run's frames and their tensors
+                memory.free_cuda_memory()
                 _record_failure(cfg, "oom", msg)
                 say(f"{tag}: out of memory, recorded")
                 items.append(SweepItem(cfg, run_dir, "oom", msg))
@@ -129,13 +120,6 @@ def run_sweep(configs: Iterable[RunConfig], run_one: Callable[[RunConfig], Any],
             raise RuntimeError(f"{tag}: run_one returned but did not mark {run_dir}/meta.json complete")
         items.append(SweepItem(cfg, run_dir, "ran", value=value))
     return items
-
-
-def _empty_cuda_cache() -> None:
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def tables(items: Sequence[SweepItem], name: str, with_config: Sequence[str] = ()) -> pd.DataFrame:
