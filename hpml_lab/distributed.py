@@ -2,10 +2,10 @@
 
 Launch with torchrun only (never mp.spawn); train() picks the environment up by itself:
 
-    torchrun --standalone --nproc-per-node=2 -m hpml_lab.train --epochs 2 --batch-size 64
-    torchrun --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=localhost:0 -m hpml_lab.train ...
+    torchrun --standalone --nproc-per-node=2 -m hpml_lab --epochs 2 --batch-size 64
+    torchrun --nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=localhost:0 -m hpml_lab ...
     srun torchrun --nnodes=$SLURM_NNODES --nproc-per-node=4 --rdzv-backend=c10d \
-        --rdzv-endpoint=$HEAD:29500 -m hpml_lab.train ...      # what `hpml-lab slurm` writes
+        --rdzv-endpoint=$HEAD:29500 -m hpml_lab ...      # what `hpml-lab slurm` writes
 
     from hpml_lab import distributed
     env = distributed.setup(torch.device("cpu"))   # DistEnv(rank, world_size, local_rank, device, ...)
@@ -13,7 +13,7 @@ Launch with torchrun only (never mp.spawn); train() picks the environment up by 
 
 The environment: torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 MASTER_ADDR and MASTER_PORT; it wins when present. Without it, a Slurm job step
-with one task per process (srun --ntasks=N python -m hpml_lab.train) gives
+with one task per process (srun --ntasks=N python -m hpml_lab) gives
 SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE; MASTER_ADDR and
 MASTER_PORT must then be exported by the batch script. Backend: gloo on CPU,
 NCCL on CUDA, with an explicit timeout (HPML_DIST_TIMEOUT_S, default 300 s; NCCL's

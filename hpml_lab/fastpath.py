@@ -1,6 +1,6 @@
 """The fast training path: RunConfig options that train() applies, each off by default.
 
-    python -m hpml_lab.train --channels-last true --amp true --compile true --loader tensor
+    python -m hpml_lab --channels-last true --amp true --compile true --loader tensor
     hpml-lab bench step            # the seed baseline against the fast path (hpml_lab.bench)
 
 - channels_last: model weights and input batches in NHWC memory format (cuDNN and oneDNN

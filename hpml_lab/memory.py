@@ -1,6 +1,5 @@
-"""Training memory measured two ways, and what it costs in time (the `memory` task).
-
-    hpml-lab run memory --profile smoke          # the notebook notebooks/memory.ipynb
+"""Training memory measured two ways, and what it costs in time (used by the `memory` task,
+hpml_lab.studies.memory, and by Tiny ImageNet and the benchmarks).
 
     from hpml_lab import memory, models
     net = models.build("revnet", stages=(18, 18, 18))
@@ -25,15 +24,15 @@ optimizer-state bytes (rows labelled "predicted").
 """
 from __future__ import annotations
 
-import gc
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import nn
 
-from . import models, results
-from .profiling import interleaved_timed, repeat_timed, summarize, synchronize
+from .device import free_cuda_memory
+from .profiling import repeat_timed, synchronize
+from .io import atomic_file
 
 MB = 1024 ** 2
 
@@ -142,18 +141,6 @@ def time_per_batch(model: nn.Module, batch_size: int, device: torch.device | str
     return repeat_timed(step, device, repeats=repeats, warmup=warmup)
 
 
-def is_oom(e: BaseException) -> bool:
-    """An out-of-memory error: torch's own, or a RuntimeError that says so (older paths, DDP ranks)."""
-    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
-
-
-def free_cuda_memory() -> None:
-    """After an OOM (and its exception dropped): collect unreachable tensors, then give the
-    allocator's cached blocks back, so the next configuration starts from a clean device."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
 
 def cuda_peak_step(model: nn.Module, batch_size: int, device: torch.device | str = "cuda", image_size: int = 32,
                    num_classes: int = 10) -> dict[str, int]:
@@ -214,167 +201,8 @@ def cuda_memory_snapshot(model: nn.Module, batch_size: int, path: str | Path,
         for _ in range(steps):
             step()
         synchronize(device)
-        with results.atomic_file(path) as tmp:
+        with atomic_file(path) as tmp:
             torch.cuda.memory._dump_snapshot(str(tmp))
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
     return path
-
-
-# ------------------------------------------------------------------ the comparison table
-def variants(resnets: Sequence[str], rev_stages: Sequence[int], segments: int) -> list[dict[str, Any]]:
-    """The networks the report compares: plain and checkpointed ResNets, RevNets with and without
-    memory saving. Each entry: label, family, registry name, build kwargs, baseline label."""
-    out = []
-    for name in resnets:
-        digits = "".join(c for c in name.split("_")[0] if c.isdigit())
-        depth = int(digits) if digits else 0
-        out.append({"label": name, "family": "ResNet", "name": name, "kwargs": {}, "baseline": name,
-                    "depth": depth})
-        if segments:
-            out.append({"label": f"{name} ckpt{segments}", "family": "ResNet + checkpointing", "name": name,
-                        "kwargs": {"checkpoint_segments": segments}, "baseline": name, "depth": depth})
-    for n in rev_stages:
-        plain = f"revnet {n}-{n}-{n} (no saving)"
-        out.append({"label": plain, "family": "RevNet, ordinary autograd", "name": "revnet",
-                    "kwargs": {"stages": (n, n, n), "memory_saving": False}, "baseline": plain, "depth": 12 * n + 2})
-        out.append({"label": f"revnet {n}-{n}-{n}", "family": "RevNet", "name": "revnet",
-                    "kwargs": {"stages": (n, n, n)}, "baseline": plain, "depth": 12 * n + 2})
-    return out
-
-
-def _build(spec: Mapping[str, Any], norm: str) -> nn.Module:
-    torch.manual_seed(0)
-    return models.build(spec["name"], num_classes=10, norm=norm, **spec["kwargs"])
-
-
-def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.device | str = "cpu",
-            repeats: int = 5, warmup: int = 2, act_batch: int = 4, norm: str = "bn",
-            log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """One row per network: parameters, activation bytes per sample, time per batch
-    (median and spread over `repeats` interleaved rounds after `warmup` untimed ones)
-    and, on CUDA, the peak allocated MB of a training step (each network alone on the device)."""
-    device = torch.device(device)
-    rows = []
-    for spec in specs:
-        model = _build(spec, norm).to(device)
-        act = activation_bytes(model, act_batch, device=device)
-        row = {"model": spec["label"], "family": spec["family"], "baseline": spec["baseline"],
-               "depth": spec.get("depth", 0), "params": models.count_parameters(model), "act_bytes_per_sample": act,
-               "act_MB_per_sample": act / MB, "batch_size": batch_size, "peak_MB": float("nan"),
-               "device": str(device)}
-        if device.type == "cuda":
-            row["peak_MB"] = cuda_peak_step(model, batch_size, device)["peak_allocated"] / MB
-        rows.append(row)
-        log(f"[memory] {spec['label']}: {act / MB:.3f} MB/sample saved for backward")
-        del model
-        free_cuda_memory()
-    nets = [_build(spec, norm).to(device) for spec in specs]
-    times = interleaved_timed([make_step(m, batch_size, device) for m in nets], device, repeats, warmup)
-    del nets
-    free_cuda_memory()
-    for row, t in zip(rows, times):
-        s = summarize(t)
-        row.update(s_per_batch=s["median"], s_iqr=s["iqr"], s_min=s["min"], s_max=s["max"],
-                   repeats=s["n"], warmup=warmup)
-        log(f"[memory] {row['model']}: {s['median']:.3f} s/batch (IQR {s['iqr']:.3f})")
-    for row in rows:  # compute overhead against the plain network of the same depth
-        base = next(r for r in rows if r["model"] == row["baseline"])
-        row["time_vs_baseline"] = row["s_per_batch"] / base["s_per_batch"]
-        row["act_vs_baseline"] = row["act_bytes_per_sample"] / base["act_bytes_per_sample"]
-    return rows
-
-
-def recompute_bytes(spec: Mapping[str, Any], rows_by_label: Mapping[str, Mapping[str, Any]]) -> float:
-    """Per-sample working set of the recomputation in backward, estimated from the plain network:
-    a checkpointed segment holds its activations again while it is recomputed (plain / k, segments
-    taken as equal), a RevNet unit holds one unit's activations (plain RevNet / number of units)."""
-    if spec["label"] == spec["baseline"]:
-        return 0.0
-    plain = rows_by_label[spec["baseline"]]["act_bytes_per_sample"]
-    kwargs = spec["kwargs"]
-    if kwargs.get("checkpoint_segments"):
-        return plain / kwargs["checkpoint_segments"]
-    if "stages" in kwargs:
-        return plain / sum(kwargs["stages"])
-    return 0.0
-
-
-def max_batch_rows(specs: Sequence[Mapping[str, Any]], table: Sequence[Mapping[str, Any]],
-                   budget_bytes: int, device: torch.device | str = "cpu",
-                   cuda_batches: Sequence[int] = (), norm: str = "bn") -> list[dict[str, Any]]:
-    """Largest batch within the budget for each network: measured on CUDA (OOM rows kept),
-    predicted from activation bytes + parameter/gradient/optimizer state otherwise."""
-    device = torch.device(device)
-    rows = []
-    by_label = {r["model"]: r for r in table}
-    for spec in specs:
-        model = _build(spec, norm)
-        fixed = state_bytes(model)["total"]
-        act = by_label[spec["label"]]["act_bytes_per_sample"]
-        work = recompute_bytes(spec, by_label)
-        pred = predicted_max_batch(act + work, fixed, budget_bytes)
-        rows.append({"model": spec["label"], "method": "predicted", "batch_size": pred, "status": "predicted",
-                     "peak_MB": float("nan"), "budget_MB": budget_bytes / MB, "error": "",
-                     "recompute_MB_per_sample": work / MB})
-        if device.type == "cuda":
-            build = lambda spec=spec: _build(spec, norm)
-            for r in cuda_max_batch(build, cuda_batches, device):
-                rows.append({"model": spec["label"], "budget_MB": budget_bytes / MB, **r})
-        del model
-    return rows
-
-
-def largest_fitting(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Per model: the largest measured batch without OOM, else the predicted one."""
-    out: dict[str, int] = {}
-    for r in rows:
-        if r["method"] == "measured" and r["status"] == "ok":
-            out[r["model"]] = max(out.get(r["model"], 0), r["batch_size"])
-    for r in rows:
-        if r["method"] == "predicted" and r["model"] not in out:
-            out[r["model"]] = r["batch_size"]
-    return out
-
-
-# ------------------------------------------------------------------ figures
-def depth_figure(table):
-    """Activation MB per sample and seconds per batch against depth, one line per family."""
-    import matplotlib.pyplot as plt
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for family, part in table.groupby("family", sort=False):
-        part = part.sort_values("depth")
-        a1.plot(part["depth"], part["act_MB_per_sample"], "o-", label=family)
-        a2.errorbar(part["depth"], part["s_per_batch"], yerr=[part["s_per_batch"] - part["s_min"],
-                    part["s_max"] - part["s_per_batch"]], fmt="o-", capsize=3, label=family)
-    a1.set_ylabel("saved for backward (MB per sample)")
-    a2.set_ylabel(f"s per batch (median, min-max), batch {int(table['batch_size'].iloc[0])}")
-    for ax in (a1, a2):
-        ax.set_xlabel("depth (layers)")
-        ax.grid(alpha=0.3)
-    a1.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def loss_curves(runs, smooth: int = 5):
-    """Per-batch training loss of several train() runs on the same steps: {label: batches df}."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    for label, batches in runs.items():
-        line, = ax.plot(batches["step"], batches["loss"], lw=0.8, alpha=0.4)
-        ax.plot(batches["step"], batches["loss"].rolling(smooth, min_periods=1).mean(), lw=1.8,
-                color=line.get_color(), label=f"{label} (mean of {smooth})")
-    ax.set_xlabel("step (batch)")
-    ax.set_ylabel("training loss")
-    ax.grid(alpha=0.3)
-    ax.legend(frameon=False)
-    fig.tight_layout()
-    return fig
-
-
-__all__ = ["activation_bytes", "saved_tensor_bytes", "state_bytes", "predicted_max_batch", "make_step",
-           "time_per_batch", "cuda_peak_step", "cuda_max_batch", "cuda_memory_snapshot", "variants",
-           "measure", "recompute_bytes", "max_batch_rows", "largest_fitting", "depth_figure", "loss_curves", "MB"]

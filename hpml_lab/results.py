@@ -11,58 +11,17 @@ every number.
 """
 from __future__ import annotations
 
-import contextlib
-import csv
-import io
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
 
-@contextlib.contextmanager
-def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
-    """A temporary path in the target's folder to write to; renamed over `path` when the block
-    ends without error, deleted otherwise, so readers see the old file or the whole new one.
 
-        with atomic_file("model.pt") as tmp:
-            torch.save(state, tmp)
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target."""
-    with atomic_file(path) as tmp, open(tmp, "w", newline="") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def atomic_write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
-    cols = list(columns) if columns else (list(rows[0].keys()) if rows else [])
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="raise", lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    atomic_write_text(path, buf.getvalue())
+from .io import atomic_write_json
 
 
 def now() -> str:

@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
-from . import memory, results
+from . import results
+from .device import free_cuda_memory, is_oom
 from .config import RunConfig
 
 
@@ -103,9 +104,9 @@ def run_sweep(configs: Iterable[RunConfig], run_one: Callable[[RunConfig], Any],
             value = run_one(cfg)
         except Exception as e:  # KeyboardInterrupt and SystemExit stop the sweep as they should
             msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-            if memory.is_oom(e):
+            if is_oom(e):
                 del e  # it holds the failed run's frames and their tensors
-                memory.free_cuda_memory()
+                free_cuda_memory()
                 _record_failure(cfg, "oom", msg)
                 say(f"{tag}: out of memory, recorded")
                 items.append(SweepItem(cfg, run_dir, "oom", msg))

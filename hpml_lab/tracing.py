@@ -24,8 +24,8 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from . import results
 from .profiling import synchronize
+from .io import atomic_file
 
 TOP_OPS_COLUMNS = ["operator", "calls", "self_cpu_ms", "cpu_total_ms", "self_device_ms", "share_self_cpu"]
 
@@ -48,7 +48,7 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
     channels_last = bool(cfg is not None and cfg.channels_last)
     autocast = (lambda: fastpath.autocast(cfg, device)) if cfg is not None else contextlib.nullcontext
     out_path = Path(out_path)
-    with results.atomic_file(out_path) as tmp:  # the trace appears whole or not at all
+    with atomic_file(out_path) as tmp:  # the trace appears whole or not at all
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         criterion = nn.CrossEntropyLoss()
         model.train()

@@ -1,7 +1,7 @@
 """Training: one function used by the notebooks, the CLI and torchrun alike.
 
-    python -m hpml_lab.train --epochs 2 --batch-size 64 --subset 2048 --save-model model.pt
-    python -m hpml_lab.train --help        # every RunConfig field is a flag
+    python -m hpml_lab --epochs 2 --batch-size 64 --subset 2048 --save-model model.pt
+    python -m hpml_lab --help        # every RunConfig field is a flag
 
     from hpml_lab import RunConfig, train
     run = train(RunConfig(task="c1", epochs=2))
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 import time
 import typing
@@ -26,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-import numpy as np
 import pandas as pd
 import torch
 from torch import nn
@@ -34,7 +32,9 @@ from torch import nn
 from . import distributed, fastpath, models, results
 from .config import ConfigError, RunConfig, check_keys
 from .data import DatasetError, dataset_info, num_classes
+from .device import resolve_device, seed_everything
 from .profiling import DeviceTimer, HostTimer, WallClock, synchronize
+from .io import atomic_file, atomic_write_csv
 
 BATCH_COLUMNS = ["epoch", "batch", "step", "images", "loss", "acc", "data_s", "train_s"]
 EPOCH_COLUMNS = ["epoch", "batches", "images", "loss", "acc", "data_s", "train_s", "total_s", "images_per_s"]
@@ -47,18 +47,6 @@ TIMING_NOTE = (
 )
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device 'cuda' was asked for but CUDA is not available here; use device=cpu or device=auto")
-    return torch.device(name)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def build_optimizer(name: str, params, lr: float, momentum: float, weight_decay: float) -> torch.optim.Optimizer:
@@ -146,7 +134,7 @@ _now = results.now
 
 
 def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
-    with results.atomic_file(path) as tmp:
+    with atomic_file(path) as tmp:
         torch.save(fastpath.unwrap(model).state_dict(), tmp)
 
 
@@ -257,8 +245,8 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
                 print(f"[{cfg.task}] epoch {epoch} done: loss {e['loss']:.4f} acc {100 * e['acc']:.1f}% "
                       f"data {e['data_s']:.2f}s train {e['train_s']:.2f}s total {e['total_s']:.2f}s", flush=True)
             if write:  # after every epoch, so an interrupted run keeps what it finished
-                results.atomic_write_csv(run_dir / "batches.csv", batch_rows, BATCH_COLUMNS)
-                results.atomic_write_csv(run_dir / "epochs.csv", epoch_rows, EPOCH_COLUMNS)
+                atomic_write_csv(run_dir / "batches.csv", batch_rows, BATCH_COLUMNS)
+                atomic_write_csv(run_dir / "epochs.csv", epoch_rows, EPOCH_COLUMNS)
                 results.write_meta(run_dir, {**meta, "epochs_done": epoch})
     except BaseException as e:
         if write:
@@ -315,12 +303,12 @@ def config_from_args(ns: argparse.Namespace, extra: Mapping[str, Any] | None = N
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m hpml_lab.train`: one run from flags; under torchrun each rank runs this."""
+    """`python -m hpml_lab`: one run from flags; under torchrun each rank runs this."""
     return distributed.leave(_main(argv))
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hpml_lab.train", description="Train one run; see RunConfig.")
+    parser = argparse.ArgumentParser(prog="python -m hpml_lab", description="Train one run; see RunConfig.")
     add_config_flags(parser)
     parser.add_argument("--save-model", metavar="PATH", help="write the final weights (state_dict) here")
     args, unknown = parser.parse_known_args(argv)

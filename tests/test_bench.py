@@ -1,7 +1,7 @@
 """Benchmarks: the JSON shape and where it is saved, at minimal size. No speed is asserted (machine-dependent)."""
 import json
 
-from hpml_lab import cli
+from hpml_lab.report import cli
 
 
 def test_bench_prints_one_json_line_and_saves_it(cifar_root, tmp_path, monkeypatch, capsys):

@@ -4,11 +4,11 @@ import sys
 
 import pytest
 
-from hpml_lab import cli
+from hpml_lab.report import cli
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "hpml_lab.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "hpml_lab.report.cli", *args], capture_output=True, text=True,
                           timeout=300, env=env)
 
 

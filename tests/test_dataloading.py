@@ -6,7 +6,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from hpml_lab.data import cifar, lab_transform
-from hpml_lab.dataloading import FileImageDataset, ThreadedFileDataset, preload, time_passes, write_image_files
+from hpml_lab.studies.dataloading import FileImageDataset, ThreadedFileDataset, preload, time_passes, write_image_files
 
 
 class CountingThreaded(ThreadedFileDataset):

@@ -69,11 +69,11 @@ def test_ddp_two_ranks_equal_one_process_at_double_batch(cifar_root, tmp_path):
               "--subset", "96", "--epochs", "2", "--max-batches", "3", "--num-workers", "0", "--device", "cpu",
               "--data-root", str(cifar_root), "--results-dir", str(tmp_path / "results"), "--progress", "none",
               "--lr", "0.05"]
-    single = _run([sys.executable, "-m", "hpml_lab.train", *common, "--batch-size", "16", "--task", "one",
+    single = _run([sys.executable, "-m", "hpml_lab", *common, "--batch-size", "16", "--task", "one",
                    "--save-model", str(tmp_path / "one.pt")], tmp_path)
     assert single.returncode == 0, single.stderr
     ddp = _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--rdzv-backend=c10d",
-                "--rdzv-endpoint=localhost:0", "-m", "hpml_lab.train", *common, "--batch-size", "8",
+                "--rdzv-endpoint=localhost:0", "-m", "hpml_lab", *common, "--batch-size", "8",
                 "--task", "ddp", "--save-model", str(tmp_path / "ddp.pt")], tmp_path)
     assert ddp.returncode == 0, ddp.stdout[-1500:] + ddp.stderr[-6000:]
     a = torch.load(tmp_path / "one.pt")

@@ -4,7 +4,8 @@ import json
 import pytest
 import torch
 
-from hpml_lab import lab2, results
+from hpml_lab.studies import lab2
+from hpml_lab import results
 from hpml_lab.config import ConfigError
 
 

@@ -4,6 +4,7 @@ import torch
 from torch import nn
 
 from hpml_lab import memory, models, training
+from hpml_lab.studies import memory as memory_study
 from hpml_lab.config import ConfigError, RunConfig
 from hpml_lab.models.revnet import RevUnit
 
@@ -139,11 +140,11 @@ def test_measure_rows_have_times_and_overheads():
     specs = [{"label": "tiny", "family": "ResNet", "name": "resnet_tiny", "kwargs": {}, "baseline": "tiny"},
              {"label": "tiny ckpt2", "family": "ResNet + checkpointing", "name": "resnet_tiny",
               "kwargs": {"checkpoint_segments": 2}, "baseline": "tiny"}]
-    rows = memory.measure(specs, batch_size=2, repeats=2, warmup=1, act_batch=2, log=lambda *a: None)
+    rows = memory_study.measure(specs, batch_size=2, repeats=2, warmup=1, act_batch=2, log=lambda *a: None)
     assert [r["model"] for r in rows] == ["tiny", "tiny ckpt2"]
     assert rows[0]["time_vs_baseline"] == 1.0 and rows[1]["s_per_batch"] > 0 and rows[1]["repeats"] == 2
     assert rows[1]["act_vs_baseline"] < 1.0
-    pred = memory.max_batch_rows(specs, rows, budget_bytes=64 * memory.MB)
+    pred = memory_study.max_batch_rows(specs, rows, budget_bytes=64 * memory.MB)
     assert {r["method"] for r in pred} == {"predicted"}
     assert pred[1]["batch_size"] > pred[0]["batch_size"] > 0
     # the checkpointed network holds one of its 2 segments again while recomputing it

@@ -5,7 +5,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hpml_lab import runner, tasks
+from hpml_lab.report import runner, tasks
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 TINY = {"model": "resnet_tiny", "epochs": "2", "max_batches": "2", "batch_size": "16", "num_workers": "0"}

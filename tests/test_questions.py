@@ -1,5 +1,6 @@
 """Lab 2 written questions answered by code: the lab's numbers for ResNet-18."""
-from hpml_lab import models, questions
+from hpml_lab import models
+from hpml_lab.studies import questions
 
 
 def test_answers_for_resnet18():

@@ -3,7 +3,8 @@ import math
 
 import pytest
 
-from hpml_lab import memory, models, scaling
+from hpml_lab import memory, models
+from hpml_lab.studies import scaling
 
 
 def test_bus_bandwidth_and_ring_allreduce_model():

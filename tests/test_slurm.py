@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-from hpml_lab import cli, slurm
+from hpml_lab.report import cli, slurm
 from hpml_lab.config import ConfigError
 
 
@@ -22,7 +22,7 @@ def test_one_node_script(tmp_path):
     assert "#SBATCH --time=00:30:00" in text and "#SBATCH --partition=gpu" in text
     assert "torch.distributed.run --standalone --nproc-per-node=2" in text and "srun" not in text
     assert "--batch-size 512" in text and "--task c1" in text
-    assert "hpml_lab.cli run c1 --profile full -p batch_size=512" in text  # papermill + HTML at the end
+    assert "hpml_lab.report.cli run c1 --profile full -p batch_size=512" in text  # papermill + HTML at the end
     assert "HPML_PROGRESS=log" in text and "check_dataset" in text
 
 
@@ -36,7 +36,7 @@ def test_multi_node_script(tmp_path):
     assert '--rdzv-endpoint="$HEAD_NODE:$RDZV_PORT"' in text and "--nproc-per-node=4" in text
     assert "--standalone" not in text
     # the training step comes before the notebook
-    assert text.index("-m hpml_lab.train") < text.index("hpml_lab.cli run c1")
+    assert text.index("-m hpml_lab") < text.index("hpml_lab.report.cli run c1")
 
 
 @pytest.mark.parametrize("kw, match", [

@@ -6,6 +6,7 @@ import pytest
 from hpml_lab import results
 from hpml_lab.config import RunConfig
 from hpml_lab.sweeps import run_sweep, tables
+from hpml_lab.io import atomic_write_csv
 
 
 class Boom(Exception):
@@ -24,7 +25,7 @@ def _fake_run(calls, fail_at=None):
             cfg.run_dir().mkdir(parents=True)
             results.write_meta(cfg.run_dir(), {"status": "running"})  # cut off half-way
             raise Boom("interrupted")
-        results.atomic_write_csv(cfg.run_dir() / "epochs.csv", [{"epoch": 1, "loss": len(calls)}])
+        atomic_write_csv(cfg.run_dir() / "epochs.csv", [{"epoch": 1, "loss": len(calls)}])
         results.write_meta(cfg.run_dir(), {"status": "complete", "config": cfg.to_dict()})
         return cfg.optimizer
     return run_one

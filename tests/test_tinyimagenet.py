@@ -194,7 +194,8 @@ def test_kaggle_without_credentials_is_one_line(tmp_path, monkeypatch, how):
 
 
 def test_cli_synth_then_train_with_200_classes(tmp_path, monkeypatch):
-    from hpml_lab import cli, train
+    from hpml_lab.report import cli
+    from hpml_lab import train
 
     root = tmp_path / "data"
     assert cli.main(["data", "synth", "tinyimagenet", "--root", str(root), "--classes", "200", "--per-class", "1",

@@ -78,7 +78,7 @@ def test_cuda_request_without_cuda_is_a_clear_error(tiny_cfg):
 
 def test_module_entry_point_saves_model(tiny_cfg, tmp_path):
     out = tmp_path / "w.pt"
-    args = [sys.executable, "-m", "hpml_lab.train", "--data-root", tiny_cfg.data_root, "--results-dir",
+    args = [sys.executable, "-m", "hpml_lab", "--data-root", tiny_cfg.data_root, "--results-dir",
             tiny_cfg.results_dir, "--model", "resnet_tiny", "--epochs", "1", "--max-batches", "2",
             "--batch-size", "8", "--num_workers", "0", "--augment", "false", "--save-model", str(out)]
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
@@ -89,6 +89,6 @@ def test_module_entry_point_saves_model(tiny_cfg, tmp_path):
 
 
 def test_module_entry_point_rejects_unknown_flag(tiny_cfg):
-    p = subprocess.run([sys.executable, "-m", "hpml_lab.train", "--batchsize", "3"], capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "hpml_lab", "--batchsize", "3"], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2 and "unknown parameter 'batchsize'" in p.stderr

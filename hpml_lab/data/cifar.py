@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..results import atomic_file
+from ..io import atomic_file
 from .errors import DatasetError
 
 FOLDER = "cifar-10-batches-py"

@@ -36,7 +36,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from ..results import atomic_file
+from ..io import atomic_file
 from .errors import DatasetError
 
 FOLDER = "tiny-imagenet-200"

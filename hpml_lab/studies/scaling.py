@@ -3,11 +3,11 @@ scaling model that predicts the rows this machine cannot run.
 
     from hpml_lab import scaling
     ar = scaling.measure_allreduce([grad_bytes], nproc=2)      # torchrun + gloo (NCCL on GPUs)
-    ddp = scaling.run_ddp(cfg, nproc=2)                         # torchrun -m hpml_lab.train, read back
+    ddp = scaling.run_ddp(cfg, nproc=2)                         # torchrun -m hpml_lab, read back
     scaling.predict_epoch(t_step, n=4, per_gpu_batch=512, n_images=50_000, grad_bytes=..., busbw=...)
 
     # the all-reduce worker torchrun starts (one JSON written by rank 0):
-    torchrun --nproc-per-node=2 -m hpml_lab.scaling allreduce --bytes 44695848 --out ar.json
+    torchrun --nproc-per-node=2 -m hpml_lab.studies.scaling allreduce --bytes 44695848 --out ar.json
 
 The model (Q3): an epoch at n workers and per-worker batch b takes
     steps x (t_compute(b) + t_allreduce(n, G)),  steps = ceil(N / (n b)),
@@ -32,10 +32,11 @@ from typing import Iterable, Optional
 import pandas as pd
 import torch
 
-from . import distributed, results
-from .config import RunConfig, project_root
-from .memory import free_cuda_memory, is_oom  # is_oom: also for the lab5 notebook
-from .profiling import repeat_timed, summarize
+from .. import distributed, results
+from ..config import RunConfig, project_root
+from ..device import free_cuda_memory, is_oom  # is_oom: also for the lab5 notebook
+from ..profiling import repeat_timed, summarize
+from ..io import atomic_write_json
 
 # Seed 004 (HPML Lab 5 on 4 V100s): epoch seconds it reported.
 SEED_EPOCHS = [
@@ -83,7 +84,7 @@ def _allreduce_worker(sizes: list[int], repeats: int, warmup: int, out: str) -> 
                          "algbw_GBps": algbw / 1e9, "busbw_GBps": bus_bandwidth(algbw, env.world_size) / 1e9})
             del buf
         if env.is_main:
-            results.atomic_write_json(out, rows)
+            atomic_write_json(out, rows)
     finally:
         distributed.cleanup()
 
@@ -106,7 +107,7 @@ def measure_allreduce(sizes: Iterable[int], nproc: int = 2, repeats: int = 10, w
     """All-reduce times over `nproc` local processes (gloo on CPU, NCCL on GPUs), launched by torchrun."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "allreduce.json"
-        _torchrun(nproc, ["hpml_lab.scaling", "allreduce", "--bytes", *map(str, sizes), "--repeats", str(repeats),
+        _torchrun(nproc, ["hpml_lab.studies.scaling", "allreduce", "--bytes", *map(str, sizes), "--repeats", str(repeats),
                           "--warmup", str(warmup), "--out", str(out)], timeout)
         return pd.DataFrame(json.loads(out.read_text()))
 
@@ -118,7 +119,7 @@ def run_ddp(cfg: RunConfig, nproc: int, timeout: float = 600) -> results.RunReco
     flags = []
     for k, v in cfg.replace(progress="none").to_dict().items():
         flags += [f"--{k.replace('_', '-')}", str(v).lower() if isinstance(v, bool) else str(v)]
-    _torchrun(nproc, ["hpml_lab.train", *flags], timeout)
+    _torchrun(nproc, ["hpml_lab", *flags], timeout)
     return results.read_run(cfg.run_dir())
 
 
@@ -126,7 +127,7 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
     """Q1: one worker, each per-worker batch size, 2 epochs; the 2nd epoch's step time (copy, forward,
     backward, update; data loading excluded) and its extrapolation to a whole epoch of n_images.
     Out of memory is a row with status "OOM", not a crash."""
-    from .training import train
+    from ..training import train
 
     rows = []
     for b in batch_sizes:
@@ -150,7 +151,7 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m hpml_lab.scaling")
+    p = argparse.ArgumentParser(prog="python -m hpml_lab.studies.scaling")
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("allreduce", help="time all-reduce of the given sizes (run under torchrun)")
     a.add_argument("--bytes", type=int, nargs="+", required=True)

@@ -14,11 +14,11 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from .config import RunConfig, output_path
-from .data import dataset_info
-from .envinfo import environment, hardware_label
-from .profiling import summarize
-from .results import drop_warmup
+from ..config import RunConfig, output_path
+from ..data import dataset_info
+from ..envinfo import environment, hardware_label
+from ..profiling import summarize
+from ..results import drop_warmup
 
 try:
     from IPython.display import HTML, Markdown, display

@@ -1,16 +1,61 @@
-"""Figures for the Lab 2 reports C3 to C8 and the questions. Each returns a matplotlib Figure.
+"""Figures the reports share. Each function returns a matplotlib Figure; save with notebook.save_figure.
 
-    from hpml_lab import lab2, lab2_plots
-    lab2_plots.loader_sweep(lab2.c3_loader_sweep(cfg))
-
-Timed figures show every repeat as a dot, the median as a bar or line and
-min-max whiskers, and say n in the axis label or title.
+    from hpml_lab.report import plots
+    plots.loss_accuracy(run.batches)
+    plots.epoch_timing(run.epochs)
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from ..studies.dataloading import ORDER
+
+
+def _epoch_boundaries(ax, batches: pd.DataFrame) -> None:
+    starts = batches.groupby("epoch")["step"].min().iloc[1:]
+    for s in starts:
+        ax.axvline(s - 0.5, color="0.8", lw=0.8, zorder=0)
+
+
+def loss_accuracy(batches: pd.DataFrame, title: str = "", smooth: int = 0) -> plt.Figure:
+    """Per-batch training loss and top-1 accuracy against step; grey lines mark epochs.
+
+    smooth > 1 overlays a running mean of that many batches.
+    """
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, col, label in ((a1, "loss", "training loss"), (a2, "acc", "top-1 training accuracy (%)")):
+        y = batches[col] * (100 if col == "acc" else 1)
+        ax.plot(batches["step"], y, lw=0.9, alpha=0.5 if smooth > 1 else 1.0, label="per batch")
+        if smooth > 1:
+            ax.plot(batches["step"], y.rolling(smooth, min_periods=1).mean(), lw=1.8, label=f"mean of {smooth}")
+            ax.legend(frameon=False)
+        _epoch_boundaries(ax, batches)
+        ax.set_xlabel("step (batch)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def epoch_timing(epochs: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Stacked bars per epoch: data loading, training, and the rest of the epoch's wall time."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    other = (epochs["total_s"] - epochs["data_s"] - epochs["train_s"]).clip(lower=0)
+    x = epochs["epoch"].astype(str)
+    ax.bar(x, epochs["data_s"], label="data loading (waiting on loader)", color="#d95f02")
+    ax.bar(x, epochs["train_s"], bottom=epochs["data_s"], label="training (copy+fwd+bwd+step)", color="#1b9e77")
+    ax.bar(x, other, bottom=epochs["data_s"] + epochs["train_s"], label="other (loop, metrics)", color="#bbbbbb")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("seconds")
+    ax.legend(frameon=False, fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
 
 def loader_sweep(sweep) -> plt.Figure:
     """C3: seconds per loader epoch against worker count: every repeat, median line, min-max whiskers."""
@@ -109,5 +154,62 @@ def memory_counts(answers: pd.DataFrame) -> plt.Figure:
     ax.set_ylabel("millions of float values kept")
     ax.legend(frameon=False, fontsize=8)
     ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def depth_figure(table):
+    """Activation MB per sample and seconds per batch against depth, one line per family."""
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for family, part in table.groupby("family", sort=False):
+        part = part.sort_values("depth")
+        a1.plot(part["depth"], part["act_MB_per_sample"], "o-", label=family)
+        a2.errorbar(part["depth"], part["s_per_batch"], yerr=[part["s_per_batch"] - part["s_min"],
+                    part["s_max"] - part["s_per_batch"]], fmt="o-", capsize=3, label=family)
+    a1.set_ylabel("saved for backward (MB per sample)")
+    a2.set_ylabel(f"s per batch (median, min-max), batch {int(table['batch_size'].iloc[0])}")
+    for ax in (a1, a2):
+        ax.set_xlabel("depth (layers)")
+        ax.grid(alpha=0.3)
+    a1.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def loss_curves(runs, smooth: int = 5):
+    """Per-batch training loss of several train() runs on the same steps: {label: batches df}."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for label, batches in runs.items():
+        line, = ax.plot(batches["step"], batches["loss"], lw=0.8, alpha=0.4)
+        ax.plot(batches["step"], batches["loss"].rolling(smooth, min_periods=1).mean(), lw=1.8,
+                color=line.get_color(), label=f"{label} (mean of {smooth})")
+    ax.set_xlabel("step (batch)")
+    ax.set_ylabel("training loss")
+    ax.grid(alpha=0.3)
+    ax.legend(frameon=False)
+    fig.tight_layout()
+    return fig
+
+def latency_figure(df):
+    """Images/s (median pass; bars: fastest to slowest pass) and batch loading time against latency."""
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for name in ORDER:
+        d = df[df["loader"] == name].sort_values("latency_ms")
+        if d.empty:
+            continue
+        lo = d["files"] / d["epoch_max_s"]
+        hi = d["files"] / d["epoch_min_s"]
+        a1.errorbar(d["latency_ms"], d["images_per_s"], yerr=[d["images_per_s"] - lo, hi - d["images_per_s"]],
+                    marker="o", capsize=3, label=name)
+        a2.plot(d["latency_ms"], 1000 * d["batch_s"], marker="o", label=name)
+    a1.set(xlabel="simulated storage latency per file (ms)", ylabel="images/s (log)", yscale="log",
+           title="Loading throughput (one pass, start-up included)")
+    a2.set(xlabel="simulated storage latency per file (ms)", ylabel="ms per batch (log)", yscale="log",
+           title="Batch loading time (pass time / batches)")
+    a1.legend(frameon=False, fontsize=8)
     fig.tight_layout()
     return fig

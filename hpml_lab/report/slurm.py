@@ -25,8 +25,9 @@ import shlex
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from . import results, tasks
-from .config import ConfigError, output_path, project_root
+from . import tasks
+from ..config import ConfigError, output_path, project_root
+from ..io import atomic_write_text
 
 _TIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}(:\d{2})?$")
 _NAME = re.compile(r"^[A-Za-z0-9_.,-]+$")
@@ -94,7 +95,7 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
     if nodes == 1:
         launch = [
             f"\"$PY\" -m torch.distributed.run --standalone --nproc-per-node={gpus} \\",
-            f"    -m hpml_lab.train --task {task.id} {train_flags}",
+            f"    -m hpml_lab --task {task.id} {train_flags}",
         ]
     else:
         launch = [
@@ -104,12 +105,12 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
             "srun --nodes=\"$SLURM_NNODES\" --ntasks-per-node=1 \\",
             f"    \"$PY\" -m torch.distributed.run --nnodes=\"$SLURM_NNODES\" --nproc-per-node={gpus} \\",
             "    --rdzv-id=\"$SLURM_JOB_ID\" --rdzv-backend=c10d --rdzv-endpoint=\"$HEAD_NODE:$RDZV_PORT\" \\",
-            f"    -m hpml_lab.train --task {task.id} {train_flags}",
+            f"    -m hpml_lab --task {task.id} {train_flags}",
         ]
     tail = [
         "",
         "# 3. The notebook through papermill (log output), then its HTML report.",
-        f"\"$PY\" -m hpml_lab.cli run {task.id} --profile {profile} {run_params}".rstrip(),
+        f"\"$PY\" -m hpml_lab.report.cli run {task.id} --profile {profile} {run_params}".rstrip(),
         f"echo \"report: reports/{task.id}.html\"",
         "",
     ]
@@ -120,6 +121,6 @@ def write(task_id: str, out: Optional[str] = None, **kw) -> Path:
     """Render and write the script (atomically); returns its path (default slurm/<task>-<nodes>x<gpus>.sbatch)."""
     text = render(task_id, **kw)
     path = Path(out) if out else output_path("slurm") / f"{task_id}-{kw.get('nodes', 1)}x{kw.get('gpus', 1)}.sbatch"
-    results.atomic_write_text(path, text)
+    atomic_write_text(path, text)
     path.chmod(0o755)
     return path

@@ -21,13 +21,15 @@ from typing import Any
 import pandas as pd
 import torch
 
-from . import models, results
-from .config import OPTIMIZERS, ConfigError, RunConfig
-from .data import build_train_loader, num_classes
-from .envinfo import usable_cores
-from .profiling import WallClock, summarize
-from .sweeps import SweepItem, run_sweep, tables
-from .training import build_optimizer, resolve_device, seed_everything, train
+from .. import models, results
+from ..config import OPTIMIZERS, ConfigError, RunConfig
+from ..data import build_train_loader, num_classes
+from ..envinfo import usable_cores
+from ..profiling import WallClock, summarize
+from ..sweeps import SweepItem, run_sweep, tables
+from ..training import build_optimizer, train
+from ..device import resolve_device, seed_everything
+from ..io import atomic_write_csv
 
 LOADER_COLUMNS = ["num_workers", "repeat", "seconds", "batches", "images", "images_per_s"]
 LOADER_NOTE = ("Total DataLoader time per epoch: a fresh iterator (so worker start-up is included, as in "
@@ -91,7 +93,7 @@ def _run_loader(cfg: RunConfig) -> None:
     meta = _base_meta(cfg, torch.device("cpu"), kind="loader", timing_note=LOADER_NOTE)
     results.write_meta(cfg.run_dir(), meta)
     rows = time_loader_epochs(cfg)
-    results.atomic_write_csv(cfg.run_dir() / "loader.csv", rows, LOADER_COLUMNS)
+    atomic_write_csv(cfg.run_dir() / "loader.csv", rows, LOADER_COLUMNS)
     results.write_meta(cfg.run_dir(), {**meta, "status": "complete", "finished_at": _now()})
 
 
@@ -144,7 +146,7 @@ def c3_loader_sweep(cfg: RunConfig, max_workers: int = MAX_WORKERS, tolerance: f
     summary["images_per_s"] = summary["images"] / summary["median_s"]
     summary["best"] = summary["num_workers"] == best_n
     sdir = cfg.run_dir().parent / f"loader-summary-b{cfg.batch_size}-{cfg.replace(num_workers=0).config_hash()}"
-    results.atomic_write_csv(sdir / "summary.csv", summary.to_dict("records"), list(summary.columns))
+    atomic_write_csv(sdir / "summary.csv", summary.to_dict("records"), list(summary.columns))
     meta = _base_meta(cfg.replace(num_workers=best_n), torch.device("cpu"), kind="loader_summary",
                       best_workers=best_n, cpu_cores=cores, stop_reason=reason, timing_note=LOADER_NOTE,
                       runs=[it.run_dir.name for it in items])
@@ -166,7 +168,7 @@ def best_workers_from_c3(cfg: RunConfig, c3_task: str = "c3") -> tuple[int, str]
 def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print) -> dict[str, Any]:
     """Train with 1 worker and with C3's best count (read from results/c3, else measured now)
     and a torch.profiler trace of a few steps. Returns epochs, summary, best, source, trace."""
-    from .tracing import trace_steps as _trace
+    from ..tracing import trace_steps as _trace
 
     source = "given"
     if best is None:
@@ -188,7 +190,7 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
     tr = _trace(model, build_train_loader(cfg.replace(num_workers=best), device), device, opt,
                 tdir / "trace.json", steps=trace_steps, cfg=cfg)
-    results.atomic_write_csv(tdir / "top_ops.csv", tr.top_ops.to_dict("records"), list(tr.top_ops.columns))
+    atomic_write_csv(tdir / "top_ops.csv", tr.top_ops.to_dict("records"), list(tr.top_ops.columns))
     results.write_meta(tdir, {**_base_meta(cfg.replace(num_workers=best), device, kind="trace",
                                            steps=tr.steps, warmup_steps=tr.warmup),
                               "run_id": tdir.name, "status": "complete", "finished_at": _now()})
@@ -303,7 +305,7 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> dict[str, Any
     compile cost (extra first-epoch time beyond eager's own warm-up). When compile is not
     available or fails, `message` says why and only the eager row is shown.
     """
-    from .tracing import trace_steps as _trace
+    from ..tracing import trace_steps as _trace
 
     backend = cfg.compile_backend
     if hasattr(torch, "compile"):
@@ -356,7 +358,7 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> dict[str, Any
     opt = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
     tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"
     tr = _trace(model, build_train_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg)
-    results.atomic_write_csv(tdir / "top_ops.csv", tr.top_ops.to_dict("records"), list(tr.top_ops.columns))
+    atomic_write_csv(tdir / "top_ops.csv", tr.top_ops.to_dict("records"), list(tr.top_ops.columns))
     results.write_meta(tdir, {**_base_meta(cfg, device, kind="trace", traced_mode="compile" if traced else "eager",
                                            steps=tr.steps, warmup_steps=tr.warmup),
                               "run_id": tdir.name, "status": "complete", "finished_at": _now()})

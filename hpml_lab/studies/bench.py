@@ -30,13 +30,15 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from . import fastpath, models, results
-from .config import ConfigError, RunConfig, output_path
-from .data import cifar, lab_transform
-from .envinfo import environment
-from .memory import free_cuda_memory
-from .profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
-from .training import build_optimizer, resolve_device, seed_everything, train_step
+from .. import fastpath, models
+from ..config import ConfigError, RunConfig, output_path
+from ..data import cifar, lab_transform
+from ..envinfo import environment
+from ..device import free_cuda_memory
+from ..profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
+from ..training import build_optimizer, train_step
+from ..device import resolve_device, seed_everything
+from ..io import atomic_write_json
 
 NAMES = ("loader", "step", "overhead", "stall")
 TARGETS = {"loader": "tensor augmentation >= 10x PIL images/s per core (2 CPU cores)",
@@ -158,7 +160,7 @@ def bench_loader(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
 
 
 def fastpath_tensor_loader(ds, batch_size: int, device: torch.device):
-    from .data.gpu_loader import TensorLoader
+    from ..data.gpu_loader import TensorLoader
 
     return TensorLoader(ds.data, ds.targets, batch_size, device, seed=0)
 
@@ -353,12 +355,12 @@ def run(name: str, save: bool = True, **options: Any) -> dict[str, Any]:
         stamp = started.strftime("%Y%m%dT%H%M%SZ")
         path = output_path("benchmarks/results") / f"{name}-{host}-{stamp}.json"
         record["saved_to"] = str(path)
-        results.atomic_write_json(path, record)
+        atomic_write_json(path, record)
     return record
 
 
 def _data(root: str):
-    from .config import resolve_path
+    from ..config import resolve_path
 
     path = resolve_path(root)
     cifar.check(path)

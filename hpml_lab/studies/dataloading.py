@@ -40,10 +40,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from . import results
-from .data import cifar, lab_transform
-from .data.gpu_loader import TensorLoader
-from .profiling import WallClock, summarize
+from .. import results
+from ..data import cifar, lab_transform
+from ..data.gpu_loader import TensorLoader
+from ..profiling import WallClock, summarize
+from ..io import atomic_write_csv
 
 LATENCIES_MS = (0, 5, 20, 50)
 THREADS = 8            # concurrent file fetches per worker (threads configuration)
@@ -170,10 +171,10 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
     cfg fields used: data_root, subset (number of files; 0 means 2048), batch_size, epochs (passes per
     configuration), num_workers (baseline), device, seed.
     """
-    from .training import resolve_device
+    from ..device import resolve_device
 
     if cfg.dataset != "cifar10":
-        from .config import ConfigError
+        from ..config import ConfigError
 
         raise ConfigError(f"the data-loading study writes its files from CIFAR-10; dataset {cfg.dataset!r} is not supported")
     device = resolve_device(cfg.device)
@@ -181,7 +182,7 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
     n_files = min(cfg.subset or 2048, len(src))
     b = cfg.batch_size
     if n_files < 2 * b:
-        from .config import ConfigError
+        from ..config import ConfigError
 
         raise ConfigError(f"parameter 'subset' ({n_files} files) must hold at least two batches of {b}")
     passes = cfg.epochs
@@ -240,7 +241,7 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
                 f"after a one-time load of {once:.2f} s")
             if write:
                 run_dir.mkdir(parents=True, exist_ok=True)
-                results.atomic_write_csv(run_dir / "loading.csv", rows, COLUMNS)
+                atomic_write_csv(run_dir / "loading.csv", rows, COLUMNS)
     except BaseException as e:
         if write:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -251,35 +252,13 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
     meta["status"] = "complete"
     if write:
         run_dir.mkdir(parents=True, exist_ok=True)
-        results.atomic_write_csv(run_dir / "loading.csv", rows, COLUMNS)
+        atomic_write_csv(run_dir / "loading.csv", rows, COLUMNS)
         results.write_meta(run_dir, meta)
     return rows, meta
 
 
 ORDER = ["baseline", "more workers", "threads", "tensor-resident"]
 
-
-def plot(df):
-    """Images/s (median pass; bars: fastest to slowest pass) and batch loading time against latency."""
-    import matplotlib.pyplot as plt
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for name in ORDER:
-        d = df[df["loader"] == name].sort_values("latency_ms")
-        if d.empty:
-            continue
-        lo = d["files"] / d["epoch_max_s"]
-        hi = d["files"] / d["epoch_min_s"]
-        a1.errorbar(d["latency_ms"], d["images_per_s"], yerr=[d["images_per_s"] - lo, hi - d["images_per_s"]],
-                    marker="o", capsize=3, label=name)
-        a2.plot(d["latency_ms"], 1000 * d["batch_s"], marker="o", label=name)
-    a1.set(xlabel="simulated storage latency per file (ms)", ylabel="images/s (log)", yscale="log",
-           title="Loading throughput (one pass, start-up included)")
-    a2.set(xlabel="simulated storage latency per file (ms)", ylabel="ms per batch (log)", yscale="log",
-           title="Batch loading time (pass time / batches)")
-    a1.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    return fig
 
 
 def speedups(df):

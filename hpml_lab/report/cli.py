@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import ConfigError
-from .data import DatasetError
+from ..config import ConfigError
+from ..data import DatasetError
 
 
 def _cmd_tasks(args) -> int:
@@ -60,8 +60,8 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_data(args) -> int:
-    from .config import resolve_path
-    from .data import cifar
+    from ..config import resolve_path
+    from ..data import cifar
 
     root = resolve_path(args.root)
     if args.dataset == "tinyimagenet":
@@ -82,7 +82,7 @@ def _cmd_data(args) -> int:
 
 
 def _cmd_data_tinyimagenet(args, root) -> int:
-    from .data import tinyimagenet
+    from ..data import tinyimagenet
 
     if args.action == "synth":
         if args.if_missing and (root / tinyimagenet.FOLDER / tinyimagenet.RECORD).exists():
@@ -115,7 +115,7 @@ def _cmd_slurm(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from . import bench
+    from ..studies import bench
 
     opts = {k: getattr(args, k) for k in ("data_root", "device", "repeats", "warmup", "model", "batch_size",
                                           "num_workers", "steps")}
@@ -123,7 +123,7 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_train(args, rest: list[str]) -> int:
-    from .training import main as train_main
+    from ..training import main as train_main
 
     return train_main(rest)
 
@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--num-workers", type=int, default=2, help="baseline DataLoader workers")
     b.add_argument("--steps", type=int, default=None, help="training steps per timed repeat (default: by device)")
 
-    sub.add_parser("train", help="train one run (flags: python -m hpml_lab.train --help)", add_help=False)
+    sub.add_parser("train", help="train one run (flags: python -m hpml_lab --help)", add_help=False)
     return p
 
 

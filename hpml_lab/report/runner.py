@@ -25,10 +25,11 @@ from typing import Any, Mapping
 
 import yaml
 
-from . import results, tasks
-from .config import ConfigError, RunConfig, coerce_value, output_path, project_root
-from .data import check_dataset
-from .envinfo import environment, hardware_label
+from . import tasks
+from ..config import ConfigError, RunConfig, coerce_value, output_path, project_root
+from ..data import check_dataset
+from ..envinfo import environment, hardware_label
+from ..io import atomic_write_json, atomic_write_text
 
 KERNEL = "hpml-lab"
 
@@ -115,7 +116,7 @@ def _render_html(executed: Path, target: Path) -> None:
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
     body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4))
-    results.atomic_write_text(target, body)
+    atomic_write_text(target, body)
 
 
 def _kernel_env() -> None:
@@ -161,7 +162,7 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
         _render_html(executed, target)
     outcome = Outcome(task.id, task.title, status, seconds, profile, params, hardware_label(environment()),
                       f"{cfg.dataset} ({kind})", target.name if target.exists() else "", str(executed), error)
-    results.atomic_write_json(executed.with_suffix(".json"), asdict(outcome))
+    atomic_write_json(executed.with_suffix(".json"), asdict(outcome))
     log(f"[{task.id}] {status} in {seconds:.1f} s -> {target}" + (f" ({error})" if error else ""))
     return outcome
 
@@ -196,7 +197,7 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}} th{{background:#f
 </table></body></html>
 """
     path = reports_dir() / "index.html"
-    results.atomic_write_text(path, page)
+    atomic_write_text(path, page)
     return path
 
 

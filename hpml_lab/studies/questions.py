@@ -19,8 +19,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import models, results
-from .training import build_optimizer
+from .. import models, results
+from ..training import build_optimizer
+from ..io import atomic_write_csv
 
 
 def conv_layers(model: nn.Module) -> dict[str, int]:
@@ -102,6 +103,6 @@ def run(cfg) -> tuple[pd.DataFrame, dict[str, Any]]:
     meta = results.new_meta(cfg, "cpu", status="complete",
                             note="counts after one real training step on a random batch of 2 (so gradients and state exist)")
     meta["finished_at"] = meta["started_at"]
-    results.atomic_write_csv(run_dir / "answers.csv", df.to_dict("records"), list(df.columns))
+    atomic_write_csv(run_dir / "answers.csv", df.to_dict("records"), list(df.columns))
     results.write_meta(run_dir, meta)
     return df, meta

@@ -1,0 +1,41 @@
+"""Device helpers every layer uses: pick the device, seed every generator, recognise and clean up
+after an out-of-memory error.
+
+    from hpml_lab.device import resolve_device, seed_everything, is_oom, free_cuda_memory
+    device = resolve_device("auto")      # cuda if present, else cpu
+"""
+from __future__ import annotations
+
+import gc
+import random
+
+import numpy as np
+import torch
+
+from .config import ConfigError
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device 'cuda' was asked for but CUDA is not available here; use device=cpu or device=auto")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def is_oom(e: BaseException) -> bool:
+    """An out-of-memory error: torch's own, or a RuntimeError that says so (older paths, DDP ranks)."""
+    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
+
+
+def free_cuda_memory() -> None:
+    """After an OOM (and its exception dropped): collect unreachable tensors, then give the
+    allocator's cached blocks back, so the next configuration starts from a clean device."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -1,0 +1,14 @@
+"""The top layer: tasks and their notebooks, papermill execution and HTML rendering, the helpers the
+notebooks call, figures, Slurm scripts and the `hpml-lab` command.
+
+    hpml-lab tasks | run TASK | report | slurm TASK | data ... | bench ...   (report/cli.py)
+
+| module | holds |
+|---|---|
+| tasks | the one list of tasks: id, notebook, title, parameter profiles |
+| runner | parameter checks, papermill, nbconvert, reports/index.html |
+| notebook | what a notebook calls: config, header, data notice, environment table, figure saving |
+| plots | every figure the reports draw |
+| slurm | sbatch scripts for a task |
+| cli | the `hpml-lab` command |
+"""

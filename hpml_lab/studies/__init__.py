@@ -1,0 +1,13 @@
+"""The lab studies: one module per lab topic, built on the core modules of hpml_lab (never on report/).
+
+| module | task ids | what it measures |
+|---|---|---|
+| lab2 | c3 .. c8 | Lab 2: DataLoader workers, data vs compute, devices, optimizers, BatchNorm, torch.compile |
+| questions | questions | Lab 2 Q1-Q4 computed from the model and real optimizers |
+| memory | memory | RevNet and gradient checkpointing against ResNet: activation bytes, peak, largest batch |
+| dataloading | dataloading | loading from high-latency storage: workers, threads inside workers, tensor-resident |
+| scaling | lab5 | Lab 5: DDP scaling model, measured all-reduce, compute sweep |
+| bench | (hpml-lab bench) | speed benchmarks that print ratios measured in one run |
+
+Each is run by its notebook (`hpml-lab run TASK`) or from Python.
+"""

@@ -1,0 +1,140 @@
+"""The `memory` task: RevNet and gradient checkpointing against ResNet, compared network by network.
+
+    hpml-lab run memory --profile smoke          # the notebook notebooks/memory.ipynb
+
+    from hpml_lab.studies import memory
+    specs = memory.variants(["resnet18_adjusted"], rev_stages=[3], segments=2)
+    rows = memory.measure(specs, batch_size=8)   # activation MB/sample, s/batch, CUDA peak MB
+
+The measurements themselves (activation bytes, CUDA peak, largest batch, snapshots) are in
+hpml_lab.memory; this module picks the networks, runs them and builds the report's tables.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from torch import nn
+
+from .. import models
+from ..device import free_cuda_memory
+from ..memory import (MB, activation_bytes, cuda_max_batch, cuda_peak_step, make_step, predicted_max_batch,
+                      state_bytes)
+from ..profiling import interleaved_timed, summarize
+
+
+def variants(resnets: Sequence[str], rev_stages: Sequence[int], segments: int) -> list[dict[str, Any]]:
+    """The networks the report compares: plain and checkpointed ResNets, RevNets with and without
+    memory saving. Each entry: label, family, registry name, build kwargs, baseline label."""
+    out = []
+    for name in resnets:
+        digits = "".join(c for c in name.split("_")[0] if c.isdigit())
+        depth = int(digits) if digits else 0
+        out.append({"label": name, "family": "ResNet", "name": name, "kwargs": {}, "baseline": name,
+                    "depth": depth})
+        if segments:
+            out.append({"label": f"{name} ckpt{segments}", "family": "ResNet + checkpointing", "name": name,
+                        "kwargs": {"checkpoint_segments": segments}, "baseline": name, "depth": depth})
+    for n in rev_stages:
+        plain = f"revnet {n}-{n}-{n} (no saving)"
+        out.append({"label": plain, "family": "RevNet, ordinary autograd", "name": "revnet",
+                    "kwargs": {"stages": (n, n, n), "memory_saving": False}, "baseline": plain, "depth": 12 * n + 2})
+        out.append({"label": f"revnet {n}-{n}-{n}", "family": "RevNet", "name": "revnet",
+                    "kwargs": {"stages": (n, n, n)}, "baseline": plain, "depth": 12 * n + 2})
+    return out
+
+
+def _build(spec: Mapping[str, Any], norm: str) -> nn.Module:
+    torch.manual_seed(0)
+    return models.build(spec["name"], num_classes=10, norm=norm, **spec["kwargs"])
+
+
+def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.device | str = "cpu",
+            repeats: int = 5, warmup: int = 2, act_batch: int = 4, norm: str = "bn",
+            log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """One row per network: parameters, activation bytes per sample, time per batch
+    (median and spread over `repeats` interleaved rounds after `warmup` untimed ones)
+    and, on CUDA, the peak allocated MB of a training step (each network alone on the device)."""
+    device = torch.device(device)
+    rows = []
+    for spec in specs:
+        model = _build(spec, norm).to(device)
+        act = activation_bytes(model, act_batch, device=device)
+        row = {"model": spec["label"], "family": spec["family"], "baseline": spec["baseline"],
+               "depth": spec.get("depth", 0), "params": models.count_parameters(model), "act_bytes_per_sample": act,
+               "act_MB_per_sample": act / MB, "batch_size": batch_size, "peak_MB": float("nan"),
+               "device": str(device)}
+        if device.type == "cuda":
+            row["peak_MB"] = cuda_peak_step(model, batch_size, device)["peak_allocated"] / MB
+        rows.append(row)
+        log(f"[memory] {spec['label']}: {act / MB:.3f} MB/sample saved for backward")
+        del model
+        free_cuda_memory()
+    nets = [_build(spec, norm).to(device) for spec in specs]
+    times = interleaved_timed([make_step(m, batch_size, device) for m in nets], device, repeats, warmup)
+    del nets
+    free_cuda_memory()
+    for row, t in zip(rows, times):
+        s = summarize(t)
+        row.update(s_per_batch=s["median"], s_iqr=s["iqr"], s_min=s["min"], s_max=s["max"],
+                   repeats=s["n"], warmup=warmup)
+        log(f"[memory] {row['model']}: {s['median']:.3f} s/batch (IQR {s['iqr']:.3f})")
+    for row in rows:  # compute overhead against the plain network of the same depth
+        base = next(r for r in rows if r["model"] == row["baseline"])
+        row["time_vs_baseline"] = row["s_per_batch"] / base["s_per_batch"]
+        row["act_vs_baseline"] = row["act_bytes_per_sample"] / base["act_bytes_per_sample"]
+    return rows
+
+
+def recompute_bytes(spec: Mapping[str, Any], rows_by_label: Mapping[str, Mapping[str, Any]]) -> float:
+    """Per-sample working set of the recomputation in backward, estimated from the plain network:
+    a checkpointed segment holds its activations again while it is recomputed (plain / k, segments
+    taken as equal), a RevNet unit holds one unit's activations (plain RevNet / number of units)."""
+    if spec["label"] == spec["baseline"]:
+        return 0.0
+    plain = rows_by_label[spec["baseline"]]["act_bytes_per_sample"]
+    kwargs = spec["kwargs"]
+    if kwargs.get("checkpoint_segments"):
+        return plain / kwargs["checkpoint_segments"]
+    if "stages" in kwargs:
+        return plain / sum(kwargs["stages"])
+    return 0.0
+
+
+def max_batch_rows(specs: Sequence[Mapping[str, Any]], table: Sequence[Mapping[str, Any]],
+                   budget_bytes: int, device: torch.device | str = "cpu",
+                   cuda_batches: Sequence[int] = (), norm: str = "bn") -> list[dict[str, Any]]:
+    """Largest batch within the budget for each network: measured on CUDA (OOM rows kept),
+    predicted from activation bytes + parameter/gradient/optimizer state otherwise."""
+    device = torch.device(device)
+    rows = []
+    by_label = {r["model"]: r for r in table}
+    for spec in specs:
+        model = _build(spec, norm)
+        fixed = state_bytes(model)["total"]
+        act = by_label[spec["label"]]["act_bytes_per_sample"]
+        work = recompute_bytes(spec, by_label)
+        pred = predicted_max_batch(act + work, fixed, budget_bytes)
+        rows.append({"model": spec["label"], "method": "predicted", "batch_size": pred, "status": "predicted",
+                     "peak_MB": float("nan"), "budget_MB": budget_bytes / MB, "error": "",
+                     "recompute_MB_per_sample": work / MB})
+        if device.type == "cuda":
+            build = lambda spec=spec: _build(spec, norm)
+            for r in cuda_max_batch(build, cuda_batches, device):
+                rows.append({"model": spec["label"], "budget_MB": budget_bytes / MB, **r})
+        del model
+    return rows
+
+
+def largest_fitting(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Per model: the largest measured batch without OOM, else the predicted one."""
+    out: dict[str, int] = {}
+    for r in rows:
+        if r["method"] == "measured" and r["status"] == "ok":
+            out[r["model"]] = max(out.get(r["model"], 0), r["batch_size"])
+    for r in rows:
+        if r["method"] == "predicted" and r["model"] not in out:
+            out[r["model"]] = r["batch_size"]
+    return out
+
+

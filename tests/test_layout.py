@@ -1,0 +1,88 @@
+"""The package's layers: core (hpml_lab/*.py, models/, data/) <- studies/ <- report/.
+
+Each module imports only from its own layer or the layers below, no two modules import each other
+(directly or through others), and every module says in its docstring what it holds.
+"""
+import ast
+from pathlib import Path
+
+import hpml_lab
+
+PKG = Path(hpml_lab.__file__).parent
+LAYER = {"studies": 1, "report": 2}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in PKG.rglob("*.py"):
+        parts = f.relative_to(PKG.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = f
+    return out
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    return LAYER.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """hpml_lab modules that `name` imports anywhere in its body (function-level imports count)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            candidates = [mod] + [f"{mod}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            candidates = [a.name for a in node.names]
+        else:
+            continue
+        for c in candidates:
+            while c and c not in known:
+                c = c.rpartition(".")[0]
+            if c and c != name and c != "hpml_lab":
+                found.add(c)
+    return found
+
+
+def test_no_module_imports_from_a_higher_layer():
+    mods = _modules()
+    bad = [f"{m} (layer {_layer(m)}) imports {d} (layer {_layer(d)})"
+           for m, p in mods.items() for d in _imports(m, p, set(mods)) if _layer(d) > _layer(m)]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycle():
+    mods = _modules()
+    graph = {m: {d for d in _imports(m, p, set(mods)) if not m.startswith(d + ".")} for m, p in mods.items()}
+    # a module importing its own package (__init__) is not a cycle worth reporting; anything else is
+    cycles = []
+    for start in graph:
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph.get(node, ()):
+                if nxt == start:
+                    cycles.append(" -> ".join(path + [nxt]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, path + [nxt]))
+    assert not cycles, "\n".join(sorted(set(cycles))[:10])
+
+
+def test_every_module_has_a_docstring():
+    missing = [m for m, p in _modules().items()
+               if p.read_text().strip() and not ast.get_docstring(ast.parse(p.read_text()))]
+    assert not missing, missing
+
+
+def test_layout_detects_an_upward_import(tmp_path):
+    # the checker itself: a core module importing report/ would be caught
+    f = tmp_path / "x.py"
+    f.write_text("from .report import runner\n")
+    assert "hpml_lab.report.runner" in _imports("hpml_lab.x", f, {"hpml_lab.report", "hpml_lab.report.runner"})
