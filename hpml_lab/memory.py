@@ -117,19 +117,20 @@ def predicted_max_batch(act_bytes_per_sample: float, fixed_bytes: int, budget_by
 
 # ------------------------------------------------------------------ training steps
 def make_step(model: nn.Module, batch_size: int, device: torch.device | str, image_size: int = 32,
-              num_classes: int = 10, lr: float = 0.01) -> Callable[[], float]:
-    """A closure doing one SGD training step on a fixed random batch (already on the device)."""
+              num_classes: int = 10, lr: float = 0.01) -> Callable[[], None]:
+    """A closure doing one SGD training step (training.train_step, fp32) on a fixed random batch
+    already on the device, so only the step is timed."""
+    from .training import train_step
+
     device = torch.device(device)
     x = torch.randn(batch_size, 3, image_size, image_size, device=device)
     y = torch.randint(0, num_classes, (batch_size,), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    criterion = nn.CrossEntropyLoss()
     model.train()
 
     def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
+        train_step(model, opt, criterion, x, y, None, device)
 
     return step
 

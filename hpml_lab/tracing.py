@@ -5,8 +5,9 @@ and a top-operators table.
     tr = trace_steps(model, loader, device, optimizer, out_path="results/c4/trace/trace.json")
     tr.path, tr.top_ops     # the JSON and a DataFrame of the costliest operators
 
-The steps are labelled data / forward / backward / optimizer (record_function), so the
-timeline shows where each step's time goes. The profiler's schedule skips `warmup`
+The steps are labelled data / copy / forward / backward / optimizer (record_function): data is the
+wait on the loader, copy the host-to-device transfer, which train() counts as training time.
+The profiler's schedule skips `warmup`
 steps before recording (they are traced but not kept), so the first step's one-off
 costs (allocator growth, kernel selection, compilation) do not pollute the table.
 The profiler adds a few microseconds per operator: use the trace for shares and
@@ -14,7 +15,6 @@ ordering, and the timers in hpml_lab.profiling for durations.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,11 +42,10 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
                 out_path: str | os.PathLike, steps: int = 3, warmup: int = 1, top: int = 15, cfg=None) -> Trace:
     """Profile `warmup` + `steps` training steps (only the last `steps` are recorded) and export the trace.
 
-    With `cfg`, the step is train()'s: channels-last copies and bf16 autocast as cfg asks."""
-    from . import fastpath
+    The step is train()'s (training.train_step: with `cfg`, channels-last copies and bf16 autocast as cfg
+    asks), labelled copy / forward / backward / optimizer; "data" is the wait on the loader alone."""
+    from .training import train_step
 
-    channels_last = bool(cfg is not None and cfg.channels_last)
-    autocast = (lambda: fastpath.autocast(cfg, device)) if cfg is not None else contextlib.nullcontext
     out_path = Path(out_path)
     with atomic_file(out_path) as tmp:  # the trace appears whole or not at all
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -67,15 +66,7 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
                     except StopIteration:
                         it = iter(loader)
                         x, y = next(it)
-                    x = fastpath.to_device(x, device, channels_last)
-                    y = y.to(device, non_blocking=True)
-                with record_function("forward"), autocast():
-                    loss = criterion(model(x), y)
-                with record_function("backward"):
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                with record_function("optimizer"):
-                    optimizer.step()
+                train_step(model, optimizer, criterion, x, y, cfg, device, phase=record_function)
                 synchronize(device)
                 prof.step()
                 done += 1
@@ -87,7 +78,7 @@ def top_operators(prof, top: int = 15) -> pd.DataFrame:
     """The operators with the most self CPU time (our step labels excluded), in milliseconds."""
     rows = []
     for ev in prof.key_averages():
-        if ev.key in ("data", "forward", "backward", "optimizer") or ev.key.startswith("ProfilerStep"):
+        if ev.key in ("data", "copy", "forward", "backward", "optimizer") or ev.key.startswith("ProfilerStep"):
             continue
         rows.append({"operator": ev.key, "calls": ev.count, "self_cpu_ms": ev.self_cpu_time_total / 1e3,
                      "cpu_total_ms": ev.cpu_time_total / 1e3,

@@ -17,6 +17,7 @@ data_s + train_s <= total_s; the rest is loop overhead.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -65,17 +66,26 @@ def build_optimizer(name: str, params, lr: float, momentum: float, weight_decay:
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, criterion: nn.Module, x: torch.Tensor,
-               y: torch.Tensor, cfg: RunConfig, device: torch.device):
+               y: torch.Tensor, cfg: RunConfig | None, device: torch.device, phase=None):
     """One training step as train() times it: host-to-device copy (channels-last if asked), forward and
-    loss (under bf16 autocast if asked), backward, optimizer step. Returns (logits, loss, labels on device)."""
-    x = fastpath.to_device(x, device, cfg.channels_last)
-    y = y.to(device, non_blocking=True)
-    with fastpath.autocast(cfg, device):
+    loss (under bf16 autocast if asked), backward, optimizer step. Returns (logits, loss, labels on device).
+
+    The one step of the package: train(), the benchmarks, profiler traces (tracing.trace_steps), the memory
+    timings (memory.make_step) and the Lab 2 questions all call it. `cfg=None` is a plain fp32 step;
+    `phase(name)` wraps each part in a context manager (tracing passes torch.profiler.record_function,
+    so a trace labels copy / forward / backward / optimizer exactly as train() counts them)."""
+    label = phase or (lambda name: contextlib.nullcontext())
+    with label("copy"):
+        x = fastpath.to_device(x, device, bool(cfg and cfg.channels_last))
+        y = y.to(device, non_blocking=True)
+    with label("forward"), (fastpath.autocast(cfg, device) if cfg is not None else contextlib.nullcontext()):
         out = model(x)
         loss = criterion(out, y)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
+    with label("backward"):
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+    with label("optimizer"):
+        optimizer.step()
     return out, loss, y
 
 

@@ -37,7 +37,7 @@ def test_c4_reads_best_from_c3_and_writes_trace(cfg):
     assert (out["summary"]["data_median_s"] >= 0).all() and (out["summary"]["n"] == 1).all()  # epoch 1 excluded
     trace = json.loads(out["trace"].path.read_text())
     names = {e.get("name") for e in trace["traceEvents"]}
-    assert {"forward", "backward", "optimizer"} <= names
+    assert {"data", "copy", "forward", "backward", "optimizer"} <= names  # train_step's parts, copy apart from data
     assert len(out["trace"].top_ops) > 0 and "aten::" in " ".join(out["trace"].top_ops["operator"])
 
 

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .. import models, results
-from ..training import build_optimizer
+from ..training import build_optimizer, train_step
 from ..io import atomic_write_csv
 
 
@@ -49,9 +49,7 @@ def memory_after_one_step(model: nn.Module, optimizer_name: str, lr: float = 0.1
     opt = build_optimizer(optimizer_name, params, lr, momentum, weight_decay)
     model.train()
     x, y = torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
-    opt.zero_grad(set_to_none=True)
-    nn.functional.cross_entropy(model(x), y).backward()
-    opt.step()
+    train_step(model, opt, nn.CrossEntropyLoss(), x, y, None, torch.device("cpu"))
     out: dict[str, int] = {
         "parameters": sum(p.numel() for p in params),
         "gradients": sum(p.grad.numel() for p in params if p.grad is not None),
