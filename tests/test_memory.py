@@ -117,15 +117,14 @@ def test_activation_bytes_leaves_the_model_unchanged():
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
 
 
-def test_seed_parameter_counts():
-    # The seed's RevNet table (ImageNet-100 head) is reproduced exactly with 100 classes.
-    seed = {3: 476_020, 5: 796_468, 9: 1_437_364, 18: 2_879_380}
-    for n, count in seed.items():
+def test_reference_parameter_counts():
+    # The reference's table (ImageNet-100 head) is reproduced exactly with 100 classes: its RevNets
+    # (widths 32-32-64-112) and its adjusted ResNets at its code's widths 32-32-64-128.
+    reference = {3: 476_020, 5: 796_468, 9: 1_437_364, 18: 2_879_380}
+    for n, count in reference.items():
         assert models.count_parameters(models.build(f"revnet{12 * n + 2}", num_classes=100)) == count
-    # The adjusted ResNets at widths 32-32-64-112 with 10 classes (the seed's 746,436 / 1,393,476 /
-    # 1,581,700 are not reproduced by this layout at any class count; see the memory report).
-    assert [models.count_parameters(models.build(f"resnet{d}_adjusted")) for d in (18, 34, 50)] == [
-        620_586, 1_198_442, 1_333_226]
+    assert [models.count_parameters(models.build(f"resnet{d}_adjusted", num_classes=100)) for d in (18, 34, 50)] == [
+        746_436, 1_393_476, 1_581_700]
 
 
 def test_state_bytes_and_prediction():

@@ -22,7 +22,7 @@ and is run with ordinary autograd, which stores its activations. F and G are
 pre-activation basic residual functions (BN-ReLU-conv3x3-BN-ReLU-conv3x3, convs
 with bias); the first unit of a stage has no leading BN-ReLU.
 
-Widths follow the seed's "adjusted" filters (32, 32, 64, 112): a 32-channel stem,
+Widths follow the reference's RevNet filters (32, 32, 64, 112): a 32-channel stem,
 then stages of 32, 64 and 112 channels. With 100 classes this reproduces the seed's
 parameter counts exactly (476,020 for 3-3-3 up to 2,879,380 for 18-18-18).
 """
