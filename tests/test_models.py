@@ -37,3 +37,27 @@ def test_imagenet_stem_accepts_64px():
     net = models.build("resnet_tiny", num_classes=200, stem="imagenet").eval()
     with torch.no_grad():
         assert net(torch.randn(1, 3, 64, 64)).shape == (1, 200)
+
+
+# Parameter counts where the lab or a reference publishes them (10 classes unless said).
+KNOWN = {("resnet18", 10): 11_173_962, ("resnet18_adjusted", 100): 746_436, ("resnet34_adjusted", 100): 1_393_476,
+         ("resnet50_adjusted", 100): 1_581_700, ("revnet38", 100): 476_020, ("revnet62", 100): 796_468,
+         ("revnet110", 100): 1_437_364, ("revnet218", 100): 2_879_380}
+
+
+@pytest.mark.parametrize("name", models.available())
+def test_every_registered_model_builds_trains_one_step_and_counts(name):
+    torch.manual_seed(0)
+    net = models.build(name)
+    x, y = torch.randn(2, 3, 32, 32), torch.tensor([1, 7])
+    out = net(x)
+    assert out.shape == (2, 10)
+    torch.nn.functional.cross_entropy(out, y).backward()
+    assert all(p.grad is not None for p in net.parameters() if p.requires_grad)
+    for (known, classes), count in KNOWN.items():
+        if known == name:
+            assert models.count_parameters(models.build(name, num_classes=classes)) == count
+
+
+def test_known_counts_name_registered_models():
+    assert {name for name, _ in KNOWN} <= set(models.available())
