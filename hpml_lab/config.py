@@ -286,3 +286,54 @@ def output_path(path: str | os.PathLike) -> Path:
         return p
     base = os.environ.get("HPML_OUTPUT_DIR")
     return (Path(base).resolve() if base else project_root()) / p
+
+
+class StudySettings:
+    """Base for a study's own settings: the knobs of one study that are not RunConfig fields (the memory
+    task's RevNet depths, C3's tolerance, Lab 5's batch sizes). Subclass it as a frozen dataclass with typed
+    fields (int, float, str, bool or tuple[int | float | str, ...]) and defaults, and name it in the task
+    (report/tasks.py, `Task(..., settings=...)`). Its field names are then notebook parameters like RunConfig's:
+    `-p rev_stages=3,5`, `-f params.yaml` and papermill set them and the runner checks them before any kernel
+    starts. In the notebook:
+
+        settings = memory.Settings.from_namespace(globals())   # the parameters cell's values, checked
+    """
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):  # type: ignore[arg-type]
+            value, want = getattr(self, f.name), hints[f.name]
+            if typing.get_origin(want) is tuple:
+                item = typing.get_args(want)[0]
+                if isinstance(value, (list, tuple)) and all(_is_type(v, item) for v in value):
+                    object.__setattr__(self, f.name, tuple(float(v) if item is float else v for v in value))
+                    continue
+                raise ConfigError(f"parameter {f.name!r} must be a list of {item.__name__}, got {value!r}")
+            if want is float and _is_type(value, float):
+                object.__setattr__(self, f.name, float(value))
+            elif not _is_type(value, want):
+                raise ConfigError(f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {value!r}")
+        self.check()
+
+    def check(self) -> None:
+        """Value checks beyond types (override; raise ConfigError with one line)."""
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]  # type: ignore[arg-type]
+
+    @classmethod
+    def coerce(cls, name: str, value: Any) -> Any:
+        """A command-line string to the field's type; a tuple field takes comma-separated items."""
+        want = typing.get_type_hints(cls)[name]
+        if typing.get_origin(want) is tuple:
+            if isinstance(value, str):
+                item = typing.get_args(want)[0]
+                return tuple(coerce_value(name, v, item) for v in value.split(",") if v.strip())
+            return value
+        return coerce_value(name, value, want)
+
+    @classmethod
+    def from_namespace(cls, namespace: Mapping[str, Any]):
+        """The settings named in `namespace` (a notebook's globals), defaults for the rest, checked."""
+        return cls(**{k: namespace[k] for k in cls.field_names() if k in namespace})

@@ -1,6 +1,8 @@
+from dataclasses import dataclass
+
 import pytest
 
-from hpml_lab.config import ConfigError, RunConfig
+from hpml_lab.config import ConfigError, RunConfig, StudySettings
 
 
 def test_defaults_are_the_lab_settings():
@@ -49,3 +51,48 @@ def test_run_id_is_stable_and_ignores_output_location():
     a = RunConfig(epochs=2)
     assert a.resolved_run_id() == RunConfig(epochs=2, results_dir="elsewhere").resolved_run_id()
     assert a.resolved_run_id() != RunConfig(epochs=3).resolved_run_id()
+
+
+@dataclass(frozen=True)
+class _Depths(StudySettings):
+    rev_stages: tuple[int, ...] = (3, 5)
+    budget_gb: float = 16.0
+    label: str = "x"
+
+    def check(self):
+        if any(n < 1 for n in self.rev_stages):
+            raise ConfigError(f"parameter 'rev_stages' must hold depths of 1 or more, got {self.rev_stages}")
+
+
+def test_study_settings_types_coercion_and_checks():
+    s = _Depths.from_namespace({"rev_stages": [9, 18], "budget_gb": 8, "unrelated": 1})
+    assert s.rev_stages == (9, 18) and s.budget_gb == 8.0 and isinstance(s.budget_gb, float)
+    assert _Depths.coerce("rev_stages", "3, 5,9") == (3, 5, 9) and _Depths.coerce("budget_gb", "2.5") == 2.5
+    with pytest.raises(ConfigError, match="'rev_stages' must be a list of int"):
+        _Depths(rev_stages=("a",))
+    with pytest.raises(ConfigError, match="'rev_stages' must be int"):
+        _Depths.coerce("rev_stages", "3,x")
+    with pytest.raises(ConfigError, match="depths of 1 or more"):
+        _Depths(rev_stages=(0,))
+    with pytest.raises(ConfigError, match="'label' must be str"):
+        _Depths(label=3)
+
+
+def test_runner_checks_a_tasks_study_settings_before_running(tmp_path, monkeypatch):
+    import nbformat
+
+    from hpml_lab.report import runner, tasks
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("epochs = 1\nrev_stages = (3, 5)\nbudget_gb = 16.0\nlabel = 'x'",
+                                          metadata={"tags": ["parameters"]})]
+    nb.metadata["kernelspec"] = {"name": "hpml-lab", "display_name": "hpml-lab", "language": "python"}
+    nbformat.write(nb, tmp_path / "study.ipynb")
+    monkeypatch.setattr(runner, "notebooks_dir", lambda: tmp_path)
+    task = tasks.Task("study", "study.ipynb", "a study", smoke={}, full={}, settings=_Depths)
+    typed, cfg = runner.resolve_parameters(task, "smoke", cli_params={"rev_stages": "9,18", "epochs": "2"})
+    assert typed == {"rev_stages": [9, 18], "epochs": 2} and cfg.epochs == 2
+    with pytest.raises(ConfigError, match="depths of 1 or more"):
+        runner.resolve_parameters(task, "smoke", cli_params={"rev_stages": "0"})
+    with pytest.raises(ConfigError, match="unknown parameter 'rev_stage'"):
+        runner.resolve_parameters(task, "smoke", cli_params={"rev_stage": "3"})

@@ -95,15 +95,19 @@ def resolve_parameters(task: tasks.Task, profile: str, file_params: Mapping[str,
     merged: dict[str, Any] = {**task.profile(profile), **(file_params or {}), **(cli_params or {})}
     hints = typing.get_type_hints(RunConfig)
     valid = RunConfig.field_names()
+    study = task.settings.field_names() if task.settings else []
     for key in merged:
-        if key not in valid:
+        if key not in valid and key not in study:
             raise ConfigError(f"unknown parameter {key!r}; valid parameters: {', '.join(sorted(nb_params))}")
         if key not in nb_params:
             raise ConfigError(f"task {task.id} does not take parameter {key!r}; "
                               f"it takes: {', '.join(sorted(nb_params))}")
-    typed = {k: coerce_value(k, v, hints[k]) for k, v in merged.items()}
+    typed = {k: coerce_value(k, v, hints[k]) if k in valid else task.settings.coerce(k, v) for k, v in merged.items()}
+    if task.settings:  # the study's own settings, checked here too: one line before any kernel starts
+        task.settings(**{k: v for k, v in {**nb_params, **typed}.items() if k in study})
+        typed = {k: list(v) if isinstance(v, tuple) else v for k, v in typed.items()}  # papermill takes lists
     defaults = {k: v for k, v in nb_params.items() if k in valid}
-    cfg = RunConfig(task=task.id, **{**defaults, **typed})  # raises ConfigError on a bad type or value
+    cfg = RunConfig(task=task.id, **{**defaults, **{k: v for k, v in typed.items() if k in valid}})
     return typed, cfg
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ConfigError
+from ..config import ConfigError, StudySettings
 
 FULL_LAB = {"epochs": 5, "batch_size": 128, "max_batches": 0, "subset": 0, "num_workers": 2}
 
@@ -25,6 +25,7 @@ class Task:
     title: str
     smoke: dict[str, Any] = field(default_factory=dict)
     full: dict[str, Any] = field(default_factory=lambda: dict(FULL_LAB))
+    settings: type[StudySettings] | None = None  # the study's own parameters, beside RunConfig's
 
     def profile(self, name: str) -> dict[str, Any]:
         if name not in PROFILES:
