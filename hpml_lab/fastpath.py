@@ -13,7 +13,11 @@
 - pinned memory and non_blocking copies: the DataLoader pins on CUDA, and train() copies
   batches with non_blocking=True; nothing to switch.
 - persistent_workers: DataLoader workers survive epoch ends (no re-fork each epoch).
-- loader="tensor": hpml_lab.data.gpu_loader.TensorLoader, the dataset resident on the device.
+- loader="tensor": hpml_lab.data.gpu_loader.TensorLoader, the dataset resident on the device (chosen by
+  hpml_lab.data.build_loader).
+
+Models are built by training.build_model and loaders by data.build_loader; this module holds only what the
+fast path changes: the model's format and compilation, the copy, autocast, and unwrapping for saving.
 """
 from __future__ import annotations
 
@@ -22,38 +26,15 @@ import contextlib
 import torch
 from torch import nn
 
-from .config import ConfigError
-from .data import build_train_loader, train_dataset
 
 
-def prepare_model(cfg, model: nn.Module, device: torch.device) -> nn.Module:
-    """Move the model to `device`, then apply channels_last and torch.compile as cfg asks."""
-    model = model.to(device)
+def apply_to_model(cfg, model: nn.Module) -> nn.Module:
+    """channels_last weights and torch.compile, as cfg asks (the model is already on its device)."""
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     if cfg.compile:
         model = torch.compile(model, backend=cfg.compile_backend)
     return model
-
-
-def build_loader(cfg, device: torch.device, dist_env=None):
-    """The training loader cfg asks for: the lab's PIL DataLoader (with a DistributedSampler when
-    dist_env is a multi-process run), or the tensor-resident one (CIFAR-10, single process)."""
-    if cfg.loader == "tensor":
-        if dist_env is not None and dist_env.distributed:
-            raise ConfigError("loader 'tensor' is single-process only; use loader=pil under torchrun")
-        if cfg.dataset != "cifar10":
-            raise ConfigError(f"loader 'tensor' supports cifar10 only, not {cfg.dataset!r}; use loader=pil")
-        from .data.gpu_loader import TensorLoader
-
-        return TensorLoader.from_config(cfg, device)
-    from . import distributed
-
-    ds = train_dataset(cfg)
-    overrides = {"persistent_workers": True} if cfg.persistent_workers and cfg.num_workers > 0 else {}
-    if dist_env is not None:
-        overrides.update(distributed.sampler_kwargs(ds, cfg.shuffle, cfg.seed, dist_env))
-    return build_train_loader(cfg, device, dataset=ds, **overrides)
 
 
 def to_device(x: torch.Tensor, device: torch.device, channels_last: bool = False) -> torch.Tensor:

@@ -32,7 +32,7 @@ from torch import nn
 
 from . import distributed, fastpath, models, results
 from .config import ConfigError, RunConfig, check_keys
-from .data import DatasetError, dataset_info, num_classes
+from .data import DatasetError, build_loader, dataset_info, num_classes
 from .device import resolve_device, seed_everything
 from .profiling import DeviceTimer, HostTimer, WallClock, synchronize
 from .io import atomic_file, atomic_write_csv
@@ -50,8 +50,17 @@ TIMING_NOTE = (
 
 
 
-def build_optimizer(name: str, params, lr: float, momentum: float, weight_decay: float) -> torch.optim.Optimizer:
-    """The lab's optimizers; momentum applies to the SGD family only."""
+def build_model(cfg: RunConfig, device: torch.device | None = None) -> nn.Module:
+    """The model cfg names, sized for cfg's dataset (classes, stem, norm, checkpoint segments); with `device`,
+    moved there and given the fast path's format and compilation (fastpath.apply_to_model) as cfg asks."""
+    extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
+    model = models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra)
+    return model if device is None else fastpath.apply_to_model(cfg, model.to(device))
+
+
+def build_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
+    """The lab's optimizers (cfg.optimizer, lr, momentum, weight_decay); momentum applies to the SGD family only."""
+    name, lr, momentum, weight_decay = cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     if name == "sgd_nesterov":
@@ -169,18 +178,15 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     write = write and dist_env.is_main  # only rank 0 writes results
     cfg = distributed.run_config(cfg, dist_env.world_size)  # ddp<N>-<id>: never a 1-process run's folder
     seed_everything(cfg.seed)
-    if model is None:
-        extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
-        model = models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra)
-    model = fastpath.prepare_model(cfg, model, device)  # .to(device), channels_last, compile
+    model = build_model(cfg, device) if model is None else fastpath.apply_to_model(cfg, model.to(device))
     parallel_note = ""
     if dist_env.distributed:
         model = distributed.wrap_model(model, dist_env)
     elif cfg.data_parallel:
         model, parallel_note = distributed.wrap_data_parallel(model, device)
     if loader is None:
-        loader = fastpath.build_loader(cfg, device, dist_env)  # PIL DataLoader (sharded under DDP) or tensor-resident
-    optimizer = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
+        loader = build_loader(cfg, device, dist_env)  # PIL DataLoader (sharded under DDP) or tensor-resident
+    optimizer = build_optimizer(cfg, model.parameters())
     criterion = nn.CrossEntropyLoss()
 
     run_dir = cfg.run_dir()

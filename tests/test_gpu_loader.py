@@ -7,7 +7,7 @@ from PIL import Image
 from torchvision.transforms.v2 import functional as TF
 
 from hpml_lab import fastpath, train
-from hpml_lab.data import cifar, lab_transform
+from hpml_lab.data import build_loader, cifar, lab_transform
 from hpml_lab.data.gpu_loader import TensorLoader, augment_batch
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -111,15 +111,15 @@ def test_compile_wraps_the_model_and_unwrap_gives_plain_keys(tiny_cfg):
     from hpml_lab import models
 
     m = models.build("resnet_tiny", num_classes=10)
-    wrapped = fastpath.prepare_model(tiny_cfg.replace(compile=True), m, torch.device("cpu"))
+    wrapped = fastpath.apply_to_model(tiny_cfg.replace(compile=True), m)
     assert wrapped is not m and fastpath.unwrap(wrapped) is m  # compiled lazily: nothing runs here
     assert list(fastpath.unwrap(wrapped).state_dict()) == list(m.state_dict())
 
 
 def test_pil_loader_persistent_workers(tiny_cfg):
-    loader = fastpath.build_loader(tiny_cfg.replace(num_workers=1, persistent_workers=True), torch.device("cpu"))
+    loader = build_loader(tiny_cfg.replace(num_workers=1, persistent_workers=True), torch.device("cpu"))
     assert loader.persistent_workers
-    assert not fastpath.build_loader(tiny_cfg, torch.device("cpu")).persistent_workers
+    assert not build_loader(tiny_cfg, torch.device("cpu")).persistent_workers
 
 
 @cuda

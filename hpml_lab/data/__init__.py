@@ -14,9 +14,10 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from . import cifar, tinyimagenet
+from ..config import ConfigError
 from .errors import DatasetError
 
-__all__ = ["DatasetError", "build_train_loader", "dataset_info", "train_dataset", "check_dataset", "lab_transform",
+__all__ = ["DatasetError", "build_loader", "build_train_loader", "dataset_info", "train_dataset", "check_dataset", "lab_transform",
            "num_classes"]
 
 NUM_CLASSES = {"cifar10": 10, "tinyimagenet": 200}
@@ -80,3 +81,23 @@ def build_train_loader(cfg, device: torch.device, dataset: Dataset | None = None
     )
     kwargs.update(overrides)
     return DataLoader(ds, **kwargs)
+
+
+def build_loader(cfg, device: torch.device, dist_env=None):
+    """The training loader cfg asks for: the lab's PIL DataLoader (with a DistributedSampler when
+    dist_env is a multi-process run), or the tensor-resident one (CIFAR-10, single process)."""
+    if cfg.loader == "tensor":
+        if dist_env is not None and dist_env.distributed:
+            raise ConfigError("loader 'tensor' is single-process only; use loader=pil under torchrun")
+        if cfg.dataset != "cifar10":
+            raise ConfigError(f"loader 'tensor' supports cifar10 only, not {cfg.dataset!r}; use loader=pil")
+        from .gpu_loader import TensorLoader
+
+        return TensorLoader.from_config(cfg, device)
+    from .. import distributed
+
+    ds = train_dataset(cfg)
+    overrides = {"persistent_workers": True} if cfg.persistent_workers and cfg.num_workers > 0 else {}
+    if dist_env is not None:
+        overrides.update(distributed.sampler_kwargs(ds, cfg.shuffle, cfg.seed, dist_env))
+    return build_train_loader(cfg, device, dataset=ds, **overrides)

@@ -30,14 +30,12 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from .. import fastpath, models
 from ..config import ConfigError, RunConfig, output_path
-from ..data import cifar, lab_transform
+from ..data import build_loader, cifar, lab_transform
 from ..envinfo import environment
-from ..device import free_cuda_memory
 from ..profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
-from ..training import build_optimizer, train_step
-from ..device import resolve_device, seed_everything
+from ..training import build_model, build_optimizer, train_step
+from ..device import free_cuda_memory, resolve_device, seed_everything
 from ..io import atomic_write_json
 
 NAMES = ("loader", "step", "overhead", "stall")
@@ -77,12 +75,11 @@ class _Trainer:
     def __init__(self, cfg: RunConfig, device: torch.device):
         self.cfg, self.device = cfg, device
         seed_everything(cfg.seed)
-        model = models.build(cfg.model, num_classes=10, norm=cfg.norm, stem=cfg.stem)
-        self.model = fastpath.prepare_model(cfg, model, device)
+        self.model = build_model(cfg, device)
         self.model.train()
-        self.optimizer = build_optimizer(cfg.optimizer, self.model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
+        self.optimizer = build_optimizer(cfg, self.model.parameters())
         self.criterion = nn.CrossEntropyLoss()
-        self.loader = fastpath.build_loader(cfg, device)
+        self.loader = build_loader(cfg, device)
         self._it = None
 
     def next_batch(self):

@@ -21,13 +21,13 @@ from typing import Any
 import pandas as pd
 import torch
 
-from .. import models, results
+from .. import results
 from ..config import OPTIMIZERS, ConfigError, RunConfig
-from ..data import build_train_loader, num_classes
+from ..data import build_train_loader
 from ..envinfo import usable_cores
 from ..profiling import WallClock, summarize
 from ..sweeps import SweepItem, run_sweep, tables
-from ..training import build_optimizer, train
+from ..training import build_model, build_optimizer, train
 from ..device import resolve_device, seed_everything
 from ..io import atomic_write_csv
 
@@ -185,8 +185,8 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     # trace: a fresh model, the best count's loader
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
-    model = models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem).to(device)
-    opt = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
+    model = build_model(cfg, device)  # as timed: channels-last, compile, checkpointing as cfg asks
+    opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
     tr = _trace(model, build_train_loader(cfg.replace(num_workers=best), device), device, opt,
                 tdir / "trace.json", steps=trace_steps, cfg=cfg)
@@ -353,9 +353,8 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> dict[str, Any
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     traced = "m" in compiled_model
-    model = compiled_model["m"] if traced else models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm,
-                                                            stem=cfg.stem).to(device)
-    opt = build_optimizer(cfg.optimizer, model.parameters(), cfg.lr, cfg.momentum, cfg.weight_decay)
+    model = compiled_model["m"] if traced else build_model(cfg.replace(compile=False), device)
+    opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"
     tr = _trace(model, build_train_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg)
     atomic_write_csv(tdir / "top_ops.csv", tr.top_ops.to_dict("records"), list(tr.top_ops.columns))

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from .. import models, results
+from ..config import RunConfig
 from ..training import build_optimizer, train_step
 from ..io import atomic_write_csv
 
@@ -46,7 +47,7 @@ def memory_after_one_step(model: nn.Module, optimizer_name: str, lr: float = 0.1
     """Element counts of trainable parameters, gradients and each optimizer-state entry after one real step."""
     torch.manual_seed(0)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = build_optimizer(optimizer_name, params, lr, momentum, weight_decay)
+    opt = build_optimizer(RunConfig(optimizer=optimizer_name, lr=lr, momentum=momentum, weight_decay=weight_decay), params)
     model.train()
     x, y = torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
     train_step(model, opt, nn.CrossEntropyLoss(), x, y, None, torch.device("cpu"))
