@@ -30,6 +30,7 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should be as readable as any other
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -55,3 +56,10 @@ def atomic_write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]],
     w.writeheader()
     w.writerows(rows)
     atomic_write_text(path, buf.getvalue())
+
+
+def _umask() -> int:
+    """The process umask (read by setting and restoring it: the only portable way)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -37,10 +37,11 @@ def new_meta(cfg, device, **extra: Any) -> dict[str, Any]:
     hardware, commit). `extra` adds or overrides fields."""
     from .data import dataset_info
     from .envinfo import environment
+    from .sanity import machine_load
 
     return {"task": cfg.task, "run_id": cfg.resolved_run_id(), "status": "running", "started_at": now(),
             "config": cfg.to_dict(), "config_hash": cfg.config_hash(), "seed": cfg.seed, "device": str(device),
-            "dataset": dataset_info(cfg), "environment": environment(device), **extra}
+            "dataset": dataset_info(cfg), "environment": environment(device), "machine": machine_load(), **extra}
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from . import tasks
+from . import answers, tasks
 from ..config import ConfigError, RunConfig, coerce_value, output_path, project_root
 from ..data import check_dataset
 from ..envinfo import environment, hardware_label
@@ -111,7 +111,9 @@ def resolve_parameters(task: tasks.Task, profile: str, file_params: Mapping[str,
     return typed, cfg
 
 
-def _render_html(executed: Path, target: Path) -> None:
+def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
+    """The report page: code hidden, titled with the task, a link back to the index, and the task's answer
+    box (reports/<task>.answer.json, written by the notebook) at the top, before the notebook's outputs."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -119,14 +121,23 @@ def _render_html(executed: Path, target: Path) -> None:
     exporter.exclude_input = True
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
-    body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4))
-    atomic_write_text(target, body)
+    body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4),
+                                          resources={"metadata": {"name": f"hpml-lab {task.title}"}})
+    rec = answers.load(task.id)
+    top = ("<nav style='margin:8px 0'><a href='index.html'>&larr; all reports (index)</a></nav>"
+           + (answers.box_html(rec) if rec else
+              "<p style='border:2px solid #cf222e;padding:8px'>This run wrote no answer record: its notebook "
+              "stopped before answering (see the error below).</p>"))
+    i = body.find("<main")
+    i = body.find(">", i if i >= 0 else body.find("<body")) + 1
+    atomic_write_text(target, body[:i] + top + body[i:])
 
 
 def _kernel_env() -> None:
     """Environment the kernel inherits: log-style progress, the project root on the path."""
     root = str(project_root())
     os.environ["HPML_PROGRESS"] = "log"
+    os.environ["HPML_RENDERING"] = "1"  # answer boxes go to the top of the page, not the end of the notebook
     os.environ["HPML_LAB_HOME"] = root
     path = os.environ.get("PYTHONPATH", "")
     if root not in path.split(os.pathsep):
@@ -149,6 +160,9 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
     _kernel_env()
     log(f"[{task.id}] {task.title}: running notebooks/{task.notebook} ({profile} profile"
         + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else "") + ")")
+    stale = answers.path_for(task.id)
+    if stale.exists():  # a failed run must not show the previous run's answer
+        stale.unlink()
     t0 = time.perf_counter()
     status, error = "ok", ""
     try:
@@ -163,7 +177,7 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
         status, error = "failed", f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
     seconds = time.perf_counter() - t0
     if executed.exists():
-        _render_html(executed, target)
+        _render_html(executed, target, task)
     outcome = Outcome(task.id, task.title, status, seconds, profile, params, hardware_label(environment()),
                       f"{cfg.dataset} ({kind})", target.name if target.exists() else "", str(executed), error)
     atomic_write_json(executed.with_suffix(".json"), asdict(outcome))
@@ -172,31 +186,48 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
 
 
 def write_index(outcomes: list[Outcome]) -> Path:
-    """reports/index.html: one row per task with status, hardware, dataset, time taken and a link."""
-    rows = []
-    for o in outcomes:
-        color = "#1a7f37" if o.status == "ok" else "#cf222e"
-        link = f'<a href="{html.escape(o.html)}">{html.escape(o.task)}</a>' if o.html else html.escape(o.task)
+    """reports/index.html: one row per task, in task order, with its one-line answer and status (from the
+    answer record; "failed" when the notebook failed), hardware, dataset, profile, time taken and a link; a
+    notice that names exactly the reports computed on synthetic data or with a stand-in model."""
+    by_id = {o.task: o for o in outcomes}
+    rows, synthetic, stand_in = [], [], []
+    for tid in tasks.TASKS:
+        o = by_id.get(tid)
+        if o is None:
+            continue
+        rec = answers.load(tid) if o.status == "ok" else None
+        status = "failed" if o.status != "ok" else (rec["status"] if rec else "no answer record")
+        answer = html.escape(rec["summary"]) if rec else html.escape(o.error)
+        if rec and rec.get("synthetic_data") or "synthetic" in o.dataset:
+            synthetic.append(tid)
+        if rec and rec.get("stand_in_model"):
+            stand_in.append(f"{tid} ({rec['stand_in_model']})")
+        link = f'<a href="{html.escape(o.html)}">{html.escape(tid)}</a>' if o.html else html.escape(tid)
+        color = answers.STATUS_COLOR.get(status, "#cf222e")
         rows.append(
             f"<tr><td>{link}</td><td>{html.escape(o.title)}</td>"
-            f'<td style="color:{color};font-weight:bold">{o.status}</td><td>{html.escape(o.hardware)}</td>'
-            f"<td>{html.escape(o.dataset)}</td><td>{o.profile}</td><td style='text-align:right'>{o.seconds:.1f} s</td>"
-            f"<td>{html.escape(o.finished_at)}</td><td>{html.escape(o.error)}</td></tr>"
-        )
-    synthetic = any("synthetic" in o.dataset for o in outcomes)
-    notice = ('<p style="border:2px solid #c60;background:#fff4e5;padding:8px">Some reports were computed on '
-              "<b>synthetic data</b> in the real on-disk format; their accuracies are not CIFAR-10 results.</p>"
-              if synthetic else "")
+            f'<td style="color:{color};font-weight:bold">{status}</td><td>{answer}</td>'
+            f"<td>{html.escape(o.hardware)}</td><td>{html.escape(o.dataset)}</td><td>{o.profile}</td>"
+            f"<td style='text-align:right'>{o.seconds:.1f} s</td><td>{html.escape(o.finished_at)}</td></tr>")
+    notices = []
+    if synthetic:
+        every = "All reports" if len(synthetic) == len(rows) else "These reports"
+        notices.append(f"{every} were computed on <b>synthetic data</b> in the real on-disk format (their accuracies "
+                       f"are not the real dataset's): {', '.join(synthetic)}.")
+    if stand_in:
+        notices.append(f"These reports ran a <b>stand-in model</b> instead of the lab's: {', '.join(stand_in)}.")
+    notice = "".join(f'<p style="border:2px solid #c60;background:#fff4e5;padding:8px">{n}</p>' for n in notices)
     env = environment()
     page = f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>hpml-lab reports</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1200px}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}} th{{background:#f3f3f3}}</style></head>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1300px}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}} th{{background:#f3f3f3}}</style></head>
 <body><h1>hpml-lab reports</h1>{notice}
 <p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit <code>{env['commit'][:10]}</code>
-{'(uncommitted changes)' if env['dirty'] else ''}.</p>
-<table><tr><th>task</th><th>what</th><th>status</th><th>hardware</th><th>dataset</th><th>profile</th>
-<th>time taken</th><th>finished (UTC)</th><th>error</th></tr>
+{'(uncommitted changes)' if env['dirty'] else ''}. Status is the report's own: <i>answered</i>, <i>partial</i> (what
+is missing is said in the report), <i>not answered</i>, or <i>failed</i> (the notebook did not run through).</p>
+<table><tr><th>task</th><th>what</th><th>status</th><th>answer</th><th>hardware</th><th>dataset</th><th>profile</th>
+<th>time taken</th><th>finished (UTC)</th></tr>
 {''.join(rows)}
 </table></body></html>
 """

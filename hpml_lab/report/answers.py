@@ -1,0 +1,178 @@
+"""The answer record of a report: the lab question(s) it answers, one line each, with every number tagged.
+
+    from hpml_lab.report import answers
+    rec = answers.Record("c8", "C8: torch.compile vs eager", [
+        answers.Answer("Does torch.compile pay off?", "compiled is 1.31x faster per step ...", "answered",
+                       [answers.Number("compiled step", 17.3, "ms", "measured", n=40, spread=0.4)],
+                       verdict=v.as_dict())],
+        flags=[f.as_dict() for f in flags], synthetic_data=True, stand_in_model="resnet_tiny")
+    answers.show(rec)       # writes reports/c8.answer.json (atomically) and shows the answer box
+
+Provenance of a number: `measured` (this run), `predicted` (a model: say which in `source`), `reference`
+(a published figure: say where in `source`). Status of an answer: `answered`, `partial` (say what is
+missing in `missing`, e.g. "needs a GPU"), `not answered`. A record with a number that has no provenance, or a
+predicted/reference number without its source, is refused when written, so no report can show one.
+The runner puts the box at the top of the rendered page and the one-line answers on reports/index.html.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import output_path
+from ..io import atomic_write_json
+
+PROVENANCE = ("measured", "predicted", "reference")
+STATUSES = ("answered", "partial", "not answered")
+
+
+class RecordError(ValueError):
+    """An answer record that would let a report show an untagged or unexplained number."""
+
+
+@dataclass
+class Number:
+    name: str
+    value: float
+    unit: str
+    provenance: str
+    n: int | None = None             # samples behind the value (a median's n)
+    spread: float | None = None      # interquartile range (or as `source` says), same unit; None when n < 3
+    source: str = ""                 # model (predicted) or publication (reference); optional for measured
+
+    def text(self) -> str:
+        v = self.value
+        num = f"{v:,.0f}" if isinstance(v, (int, float)) and abs(v) >= 1000 else (
+            f"{v:.3g}" if isinstance(v, float) else str(v))
+        extra = []
+        if self.n is not None:
+            extra.append(f"n = {self.n}")
+        if self.spread is not None and (self.n or 0) >= 3:
+            extra.append(f"IQR {self.spread:.3g}")
+        tag = self.provenance + (f": {self.source}" if self.source else "")
+        return f"{self.name}: {num} {self.unit}".rstrip() + f" [{tag}{'; ' + ', '.join(extra) if extra else ''}]"
+
+
+@dataclass
+class Answer:
+    question: str
+    text: str                        # one line, assembled from computed values
+    status: str
+    numbers: list[Number] = field(default_factory=list)
+    missing: str = ""                # what a partial / not answered status lacks
+    verdict: dict | None = None      # verdict.Verdict.as_dict() (with samples) behind a comparison
+
+
+@dataclass
+class Record:
+    task: str
+    title: str
+    answers: list[Answer]
+    flags: list[dict] = field(default_factory=list)   # sanity.Flag.as_dict() entries
+    synthetic_data: bool = False
+    stand_in_model: str = ""                          # the stand-in's name, "" when the lab's model ran
+    ran_vs_lab: list[dict] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        got = {a.status for a in self.answers}
+        if got == {"answered"}:
+            return "answered"
+        if got <= {"not answered"}:
+            return "not answered"
+        return "partial"
+
+    def summary(self) -> str:
+        """One line for the index: the first answer's text (and how many more there are)."""
+        if not self.answers:
+            return "no answer"
+        more = len(self.answers) - 1
+        return self.answers[0].text + (f" (+{more} more answer{'s' if more > 1 else ''})" if more else "")
+
+
+def check(rec: Record) -> None:
+    """Refuse a record whose numbers lack provenance, whose statuses are unknown, or whose text is not one line."""
+    for a in rec.answers:
+        if a.status not in STATUSES:
+            raise RecordError(f"{rec.task}: answer {a.question!r} has status {a.status!r}; valid: {', '.join(STATUSES)}")
+        if a.status != "answered" and not a.missing:
+            raise RecordError(f"{rec.task}: answer {a.question!r} is {a.status} but does not say what is missing")
+        if "\n" in a.text.strip():
+            raise RecordError(f"{rec.task}: answer {a.question!r} is not one line")
+        for num in a.numbers:
+            if num.provenance not in PROVENANCE:
+                raise RecordError(f"{rec.task}: number {num.name!r} has provenance {num.provenance!r}; "
+                                  f"valid: {', '.join(PROVENANCE)}")
+            if num.provenance != "measured" and not num.source:
+                raise RecordError(f"{rec.task}: {num.provenance} number {num.name!r} does not say its source")
+            if isinstance(num.value, float) and not math.isfinite(num.value):
+                raise RecordError(f"{rec.task}: number {num.name!r} is {num.value}")
+
+
+def path_for(task: str) -> Path:
+    return output_path("reports") / f"{task}.answer.json"
+
+
+def write(rec: Record) -> Path:
+    check(rec)
+    data = {**asdict(rec), "status": rec.status, "summary": rec.summary()}
+    p = path_for(rec.task)
+    atomic_write_json(p, data)
+    return p
+
+
+def load(task: str) -> dict[str, Any] | None:
+    """The record a task's last run wrote, or None (none written, or unreadable)."""
+    try:
+        return json.loads(path_for(task).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+STATUS_COLOR = {"answered": "#1a7f37", "partial": "#9a6700", "not answered": "#cf222e", "failed": "#cf222e"}
+
+
+def box_html(rec: dict[str, Any]) -> str:
+    """The answer box: status, each question's one-line answer and its tagged numbers, and the flags."""
+    items = []
+    for a in rec["answers"]:
+        nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
+        missing = f" <i>(missing: {html.escape(a['missing'])})</i>" if a.get("missing") else ""
+        items.append(f"<li><b>{html.escape(a['question'])}</b> "
+                     f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span> "
+                     f"{html.escape(a['text'])}{missing}<ul style='font-size:0.9em'>{nums}</ul></li>")
+    flags = "".join(f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>" for f in rec["flags"])
+    notes = []
+    if rec.get("synthetic_data"):
+        notes.append("computed on <b>synthetic data</b> in the real on-disk format")
+    if rec.get("stand_in_model"):
+        notes.append(f"model <b>{html.escape(rec['stand_in_model'])}</b> stands in for the lab's")
+    diff = "".join(f"<tr><td>{html.escape(r['setting'])}</td><td>{html.escape(r['ran'])}</td>"
+                   f"<td>{html.escape(r['lab'])}</td></tr>" for r in rec.get("ran_vs_lab", []))
+    diff_table = (f"<p>Ran vs the lab's settings:</p><table><tr><th>setting</th><th>ran</th><th>lab</th></tr>"
+                  f"{diff}</table>" if diff else "")
+    status = rec["status"]
+    return (f"<div class='hpml-answer' style='border:2px solid {STATUS_COLOR[status]};padding:10px 14px;"
+            f"margin:10px 0;background:#fafafa'><h2 style='margin-top:0'>Answer "
+            f"<span style='color:{STATUS_COLOR[status]}'>({status})</span></h2>"
+            + (f"<p>{'; '.join(notes)}.</p>" if notes else "")
+            + f"<ul>{''.join(items)}</ul>"
+            + (f"<p><b>Flags</b></p><ul>{flags}</ul>" if flags else "") + diff_table
+            + "<p style='font-size:0.85em'>Every number is tagged: measured (this run), predicted (a model, "
+              "named), reference (a published figure, cited).</p></div>")
+
+
+def show(rec: Record) -> Path:
+    """Write the record and show its box (in JupyterLab and under plain papermill; when hpml-lab renders the
+    report it puts the box at the top of the page instead, so it is not shown twice)."""
+    p = write(rec)
+    if os.environ.get("HPML_RENDERING") != "1":
+        from IPython.display import HTML, display
+
+        display(HTML(box_html(load(rec.task) or {})))
+    return p

@@ -1,0 +1,165 @@
+"""Sanity flags computed for every run, shown where the reader sees the number.
+
+    from hpml_lab import sanity
+    flags = sanity.run_flags(cfg, epochs, batches, meta)        # list of Flag
+    sanity.ran_vs_lab(cfg)                                       # every setting that differs from the lab's
+
+| flag | when |
+|---|---|
+| diverged | the loss at the end (mean of the last fifth of the batches) is above ln(classes) + 0.5, chance level plus a margin, or is NaN/inf |
+| no steady state | the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10% and the last beyond the first by 25% |
+| too few samples | fewer than 3 values behind a median: no spread is shown |
+| machine busy | the 1-minute load average before the run was above the usable cores, or the CPU steal time above 10% |
+| stand-in model | the model is not the lab's (e.g. resnet_tiny for ResNet-18 in a smoke run) |
+| settings differ | any setting differs from the lab's (the full table comes from ran_vs_lab) |
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+# The lab's settings (Lab 2, shared/notes/lab-tasks.md): what a report's numbers are compared with.
+LAB = {"model": "resnet18", "optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4,
+       "batch_size": 128, "num_workers": 2, "epochs": 5, "max_batches": 0, "subset": 0, "augment": True,
+       "norm": "bn"}
+MIN_SAMPLES = 3
+DIVERGE_MARGIN = 0.5
+
+
+@dataclass(frozen=True)
+class Flag:
+    kind: str        # diverged | no steady state | too few samples | machine busy | stand-in model | settings differ
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message}
+
+
+def chance_loss(num_classes: int) -> float:
+    """Cross-entropy of a uniform guess: ln(classes) (2.30 for CIFAR-10)."""
+    return math.log(num_classes)
+
+
+def diverged(losses: Sequence[float], num_classes: int, margin: float = DIVERGE_MARGIN) -> Flag | None:
+    vals = [float(x) for x in losses]
+    if not vals:
+        return None
+    if any(not math.isfinite(v) for v in vals):
+        return Flag("diverged", "the loss became NaN or infinite: training diverged")
+    tail = vals[-max(1, len(vals) // 5):]
+    end = sum(tail) / len(tail)
+    limit = chance_loss(num_classes) + margin
+    if end > limit:
+        return Flag("diverged", f"the loss at the end ({end:.2f}, mean of the last {len(tail)} batches) is above "
+                                f"chance level ln({num_classes}) = {chance_loss(num_classes):.2f} + {margin}: "
+                                "training diverged, so its losses and accuracies are not results")
+    return None
+
+
+def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -> bool:
+    """The loss at the end sits within `margin` of chance level: the network has learned nothing yet."""
+    vals = [float(x) for x in losses if math.isfinite(float(x))]
+    if not vals:
+        return False
+    tail = vals[-max(1, len(vals) // 5):]
+    return abs(sum(tail) / len(tail) - chance_loss(num_classes)) <= margin * chance_loss(num_classes)
+
+
+def trend(epoch_seconds: Sequence[float], step: float = 0.10, overall: float = 0.25) -> Flag | None:
+    """Epoch times after the warm-up epoch that keep moving in one direction are no steady state."""
+    v = [float(x) for x in epoch_seconds][1:]
+    if len(v) < 2:
+        return None
+    up = all(b > a * (1 + step) for a, b in zip(v, v[1:])) and v[-1] > v[0] * (1 + overall)
+    down = all(b < a / (1 + step) for a, b in zip(v, v[1:])) and v[-1] < v[0] / (1 + overall)
+    if up or down:
+        seq = " -> ".join(f"{x:.2f}" for x in [float(epoch_seconds[0])] + v)
+        return Flag("no steady state", f"epoch times keep {'growing' if up else 'shrinking'} ({seq} s): there is "
+                                       "no steady state to summarise; the median describes no typical epoch")
+    return None
+
+
+def too_few(n: int, what: str = "values") -> Flag | None:
+    if n < MIN_SAMPLES:
+        return Flag("too few samples", f"only {n} {what}: a median of fewer than {MIN_SAMPLES} has no spread to "
+                                       "show, so none is shown; treat the number as one observation")
+    return None
+
+
+def machine_load(sample_s: float = 0.1) -> dict[str, Any]:
+    """Load average, usable cores and the CPU steal share over a short sample (Linux /proc/stat)."""
+    out: dict[str, Any] = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+    try:
+        out["load1"] = os.getloadavg()[0]
+    except OSError:
+        out["load1"] = None
+
+    def cpu_times():
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+
+    try:
+        a = cpu_times()
+        time.sleep(sample_s)
+        b = cpu_times()
+        d = [y - x for x, y in zip(a, b)]
+        total = sum(d)
+        out["steal_pct"] = 100.0 * d[7] / total if total and len(d) > 7 else 0.0
+    except (OSError, ValueError, IndexError):
+        out["steal_pct"] = None
+    return out
+
+
+def busy(load: Mapping[str, Any] | None) -> Flag | None:
+    if not load:
+        return None
+    msgs = []
+    if load.get("load1") is not None and load["load1"] > load.get("cores", 1):
+        msgs.append(f"load average {load['load1']:.1f} on {load['cores']} usable cores before the run")
+    if load.get("steal_pct") is not None and load["steal_pct"] > 10:
+        msgs.append(f"CPU steal {load['steal_pct']:.0f}%")
+    if msgs:
+        return Flag("machine busy", "the machine was busy (" + "; ".join(msgs) + "): timings are slower and noisier "
+                                    "than on an idle machine")
+    return None
+
+
+def ran_vs_lab(cfg, lab: Mapping[str, Any] = LAB) -> list[dict[str, Any]]:
+    """Every lab setting this run changed, as rows {setting, ran, lab}; 0 for max_batches/subset means all."""
+    rows = []
+    for key, want in lab.items():
+        got = getattr(cfg, key)
+        if got != want:
+            rows.append({"setting": key, "ran": _show(key, got), "lab": _show(key, want)})
+    return rows
+
+
+def _show(key: str, value: Any) -> str:
+    if key in ("max_batches", "subset") and value == 0:
+        return "all"
+    return str(value)
+
+
+def stand_in(cfg, lab_model: str = LAB["model"]) -> Flag | None:
+    if cfg.model != lab_model:
+        from . import models
+
+        n = models.count_parameters(models.build(cfg.model))
+        return Flag("stand-in model", f"model {cfg.model} ({n:,} parameters) stands in for the lab's {lab_model}: "
+                                      "its times, memory and accuracies are not the lab model's")
+    return None
+
+
+def run_flags(cfg, losses: Iterable[float] = (), epoch_seconds: Sequence[float] = (), meta: Mapping | None = None,
+              num_classes: int = 10, lab: Mapping[str, Any] = LAB) -> list[Flag]:
+    """Every flag that applies to one run (or one configuration of a sweep)."""
+    flags = [diverged(list(losses), num_classes), trend(epoch_seconds),
+             busy((meta or {}).get("machine")), stand_in(cfg, lab.get("model", LAB["model"]))]
+    differ = ran_vs_lab(cfg, lab)
+    if differ:
+        flags.append(Flag("settings differ", "settings differ from the lab's: " + ", ".join(
+            f"{r['setting']} {r['ran']} (lab {r['lab']})" for r in differ)))
+    return [f for f in flags if f is not None]

@@ -1,0 +1,143 @@
+"""Verdicts computed from samples: is A faster than B, slower, or can't we tell?
+
+Every comparison a report states comes from here, never from a sentence written in a notebook.
+
+    from hpml_lab.verdict import compare, best
+    v = compare(eager_step_s, compiled_step_s, "eager", "compiled", what="time per step")
+    v.outcome          # "better" (A lower), "worse", or "tie"
+    v.sentence()       # "compiled is 1.31x faster than eager (95% CI 1.18-1.44x; n = 5 and 5)"
+    best({0: t0, 2: t2, 4: t4})   # the best label, or every label tied with it
+
+The ratio is median(B) / median(A) for lower-is-better samples (times), so > 1 means A is faster. Its
+confidence interval is a percentile bootstrap: both samples resampled with replacement (seeded, so a
+report renders the same verdict every time), the ratio of medians recomputed `n_boot` times. A verdict
+is "better" or "worse" only when the whole interval lies on one side of 1 (beyond `min_effect`, so a
+0.5% difference on a noisy machine is a tie); with fewer than three samples on either side it is a tie
+("too few samples"), since two values give no spread to judge by.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+MIN_SAMPLES = 3
+
+
+@dataclass(frozen=True)
+class Verdict:
+    label_a: str
+    label_b: str
+    outcome: str              # "better": A beats B; "worse": B beats A; "tie": can't tell
+    ratio: float              # how many times better A is than B (ratio of medians); nan without data
+    ci_low: float
+    ci_high: float
+    confidence: float
+    median_a: float
+    median_b: float
+    n_a: int
+    n_b: int
+    lower_is_better: bool
+    what: str
+    reason: str = ""          # why a tie: "too few samples", "interval includes no difference", ...
+
+    @property
+    def winner(self) -> str | None:
+        return {"better": self.label_a, "worse": self.label_b}.get(self.outcome)
+
+    def words(self) -> tuple[str, str]:
+        return ("faster", "slower") if self.lower_is_better else ("higher", "lower")
+
+    def sentence(self) -> str:
+        """The comparison in one sentence, with its numbers; a tie is called a tie."""
+        n = f"n = {self.n_a} and {self.n_b}"
+        pct = f"{self.confidence:.0%} CI"
+        up, _ = self.words()
+        if self.outcome == "tie":
+            if self.reason == "too few samples":
+                return (f"{self.label_a} and {self.label_b} cannot be told apart on {self.what}: too few samples "
+                        f"({n}; at least {MIN_SAMPLES} each are needed for a spread).")
+            return (f"{self.label_a} and {self.label_b} cannot be told apart on {self.what} (ratio "
+                    f"{self.ratio:.2f}x, {pct} {self.ci_low:.2f}-{self.ci_high:.2f}x; {n}).")
+        win, lose = (self.label_a, self.label_b) if self.outcome == "better" else (self.label_b, self.label_a)
+        r, lo, hi = (self.ratio, self.ci_low, self.ci_high) if self.outcome == "better" else (
+            1 / self.ratio, 1 / self.ci_high, 1 / self.ci_low)
+        return f"{win} is {r:.2f}x {up} than {lose} on {self.what} ({pct} {lo:.2f}-{hi:.2f}x; {n})."
+
+    def as_dict(self) -> dict[str, Any]:
+        """Everything needed to recompute the verdict (the samples are added by compare)."""
+        return asdict(self)
+
+
+def _clean(values: Iterable[float]) -> np.ndarray:
+    a = np.asarray([float(v) for v in values], dtype=float)
+    return a[np.isfinite(a)]
+
+
+def compare(a: Sequence[float], b: Sequence[float], label_a: str = "A", label_b: str = "B", *,
+            lower_is_better: bool = True, what: str = "time", confidence: float = 0.95, n_boot: int = 2000,
+            min_effect: float = 0.02, seed: int = 0) -> Verdict:
+    """Compare two samples (e.g. per-step seconds from interleaved repeats). See the module docstring."""
+    xa, xb = _clean(a), _clean(b)
+    ma = float(np.median(xa)) if xa.size else math.nan
+    mb = float(np.median(xb)) if xb.size else math.nan
+
+    def ratio_of(med_a, med_b):
+        return (med_b / med_a) if lower_is_better else (med_a / med_b)
+
+    ratio = ratio_of(ma, mb) if xa.size and xb.size and ma > 0 and mb > 0 else math.nan
+    common = dict(label_a=label_a, label_b=label_b, ratio=ratio, confidence=confidence, median_a=ma, median_b=mb,
+                  n_a=int(xa.size), n_b=int(xb.size), lower_is_better=lower_is_better, what=what)
+    if xa.size < MIN_SAMPLES or xb.size < MIN_SAMPLES or not math.isfinite(ratio):
+        return Verdict(outcome="tie", ci_low=math.nan, ci_high=math.nan, reason="too few samples", **common)
+    rng = np.random.default_rng(seed)
+    meds_a = np.median(rng.choice(xa, size=(n_boot, xa.size), replace=True), axis=1)
+    meds_b = np.median(rng.choice(xb, size=(n_boot, xb.size), replace=True), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boots = ratio_of(meds_a, meds_b)
+    boots = boots[np.isfinite(boots)]
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = (float(x) for x in np.percentile(boots, [tail, 100 - tail]))
+    if lo > 1 + min_effect:
+        outcome, reason = "better", ""
+    elif hi < 1 / (1 + min_effect):
+        outcome, reason = "worse", ""
+    else:
+        outcome = "tie"
+        reason = "interval includes no difference" if lo <= 1 <= hi else f"difference under {min_effect:.0%}"
+    return Verdict(outcome=outcome, ci_low=lo, ci_high=hi, reason=reason, **common)
+
+
+@dataclass(frozen=True)
+class Best:
+    label: Any                       # the label with the best median
+    tied: tuple                      # labels that cannot be told apart from it (the best included)
+    verdicts: dict                   # label -> Verdict of the best against it
+
+    def sentence(self, what: str, unit_label=str) -> str:
+        others = [unit_label(t) for t in self.tied if t != self.label]
+        if not others:
+            return f"Best {what}: {unit_label(self.label)} (better than every other at the stated confidence)."
+        return (f"Best {what}: {unit_label(self.label)} by median, but it cannot be told apart from "
+                f"{', '.join(others)}: a tie.")
+
+
+def best(samples: Mapping[Any, Sequence[float]], *, lower_is_better: bool = True, what: str = "time",
+         **kw: Any) -> Best:
+    """The label with the best median, and every label the data cannot separate from it."""
+    meds = {k: float(np.median(_clean(v))) if _clean(v).size else math.nan for k, v in samples.items()}
+    finite = {k: m for k, m in meds.items() if math.isfinite(m)}
+    if not finite:
+        raise ValueError("best() needs at least one label with samples")
+    top = (min if lower_is_better else max)(finite, key=finite.get)
+    verdicts = {k: compare(samples[top], v, str(top), str(k), lower_is_better=lower_is_better, what=what, **kw)
+                for k, v in samples.items() if k != top}
+    tied = (top,) + tuple(k for k, v in verdicts.items() if v.outcome != "better")
+    return Best(label=top, tied=tied, verdicts=verdicts)
+
+
+def sample_record(v: Verdict, a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    """The verdict with its input samples, for an answer record: anyone can recompute it."""
+    return {**v.as_dict(), "samples_a": [float(x) for x in a], "samples_b": [float(x) for x in b]}

@@ -1,0 +1,50 @@
+"""Answer records: no number without provenance, statuses with what is missing, one-line answers."""
+import json
+
+import pytest
+
+from hpml_lab.report import answers
+from hpml_lab.report.answers import Answer, Number, Record, RecordError
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+
+
+def _rec(*nums, status="answered", missing=""):
+    return Record("c9", "C9: test", [Answer("Q?", "A is faster", status, list(nums), missing=missing)])
+
+
+def test_every_number_needs_a_provenance_tag():
+    with pytest.raises(RecordError, match="provenance 'guessed'"):
+        answers.write(_rec(Number("t", 1.0, "s", "guessed")))
+    with pytest.raises(RecordError, match="does not say its source"):
+        answers.write(_rec(Number("4 GPUs", 5.0, "s", "predicted")))
+    with pytest.raises(RecordError, match="is nan"):
+        answers.write(_rec(Number("t", float("nan"), "s", "measured")))
+
+
+def test_partial_must_say_what_is_missing_and_answers_are_one_line():
+    with pytest.raises(RecordError, match="does not say what is missing"):
+        answers.write(_rec(status="partial"))
+    with pytest.raises(RecordError, match="not one line"):
+        answers.write(Record("c9", "t", [Answer("Q?", "two\nlines", "answered")]))
+
+
+def test_written_record_round_trips_with_status_and_summary():
+    p = answers.write(Record("c9", "C9", [
+        Answer("Q1?", "compiled is 1.3x faster", "answered",
+               [Number("step", 17.3, "ms", "measured", n=5, spread=0.4)]),
+        Answer("Q2?", "4 GPUs predicted 3.7x", "partial", [Number("4 GPUs", 3.7, "x", "predicted", source="ring model")],
+               missing="needs 4 GPUs")]))
+    data = json.loads(p.read_text())
+    assert p.name == "c9.answer.json" and data["status"] == "partial"
+    assert data["summary"] == "compiled is 1.3x faster (+1 more answer)"
+    box = answers.box_html(answers.load("c9"))
+    assert "[measured; n = 5, IQR 0.4]" in box and "[predicted: ring model]" in box and "needs 4 GPUs" in box
+
+
+def test_no_spread_is_shown_for_fewer_than_three_samples():
+    assert "IQR" not in Number("epoch", 2.0, "s", "measured", n=2, spread=0.5).text()

@@ -1,0 +1,27 @@
+"""Atomic writes: whole files or none, and readable as the umask says (not mkstemp's 0600)."""
+import os
+import stat
+
+import pytest
+
+from hpml_lab.io import atomic_file, atomic_write_text
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_written_files_follow_the_umask(tmp_path, mask, mode):
+    old = os.umask(mask)
+    try:
+        atomic_write_text(tmp_path / "a" / "report.html", "<p>x</p>")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a" / "report.html").stat().st_mode) == mode
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "meta.json"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_file(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("interrupted")
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["meta.json"]

@@ -1,0 +1,58 @@
+"""Verdicts from canned samples: a clear win, a clear loss, a tie, too few samples, best-of with ties."""
+import math
+
+import pytest
+
+from hpml_lab.verdict import best, compare, sample_record
+
+FAST = [1.00, 1.02, 0.99, 1.01, 1.03, 0.98]
+SLOW = [1.50, 1.52, 1.49, 1.55, 1.48, 1.51]
+NOISY = [1.00, 1.40, 0.80, 1.20, 0.95, 1.30]
+
+
+def test_clear_win_and_its_sentence():
+    v = compare(FAST, SLOW, "compiled", "eager", what="time per step")
+    assert v.outcome == "better" and v.winner == "compiled"
+    assert v.ratio == pytest.approx(1.505 / 1.005, rel=1e-3) and 1 < v.ci_low <= v.ratio <= v.ci_high
+    assert v.sentence().startswith("compiled is 1.50x faster than eager on time per step (95% CI ")
+    assert v.sentence().endswith("n = 6 and 6).")
+
+
+def test_clear_loss_names_the_other_side():
+    v = compare(SLOW, FAST, "eager", "compiled", what="time per step")
+    assert v.outcome == "worse" and v.winner == "compiled"
+    assert v.sentence().startswith("compiled is 1.50x faster than eager")
+
+
+def test_tie_is_called_a_tie():
+    v = compare(FAST, [x * 1.005 for x in FAST], "A", "B")
+    assert v.outcome == "tie" and v.winner is None
+    assert "cannot be told apart" in v.sentence()
+    w = compare(NOISY, [x * 1.1 for x in NOISY], "A", "B")
+    assert w.outcome == "tie" and w.ci_low < 1 < w.ci_high  # a 10% gap inside this much noise
+
+
+def test_two_samples_are_too_few():
+    v = compare([0.2955, 0.2950], [0.2956, 0.2960], "0 workers", "2 workers")
+    assert v.outcome == "tie" and v.reason == "too few samples" and math.isnan(v.ci_low)
+    assert "too few samples" in v.sentence() and "n = 2 and 2" in v.sentence()
+
+
+def test_higher_is_better_words():
+    v = compare([0.9, 0.91, 0.92], [0.5, 0.52, 0.51], "BN", "no BN", lower_is_better=False, what="top-1")
+    assert v.outcome == "better" and "higher than no BN on top-1" in v.sentence()
+
+
+def test_deterministic_and_recomputable():
+    a, b = compare(NOISY, SLOW, "A", "B"), compare(NOISY, SLOW, "A", "B")
+    assert a == b
+    rec = sample_record(a, NOISY, SLOW)
+    assert rec["samples_a"] == NOISY and rec["outcome"] == a.outcome
+
+
+def test_best_reports_ties_with_the_best():
+    b = best({0: FAST, 2: [x * 1.001 for x in FAST], 4: SLOW})
+    assert b.label == 0 and set(b.tied) == {0, 2} and b.verdicts[4].outcome == "better"
+    assert "tie" in b.sentence("worker count", lambda n: f"{n} workers")
+    clear = best({0: FAST, 4: SLOW})
+    assert clear.tied == (0,) and "better than every other" in clear.sentence("count")
