@@ -55,7 +55,7 @@ def diverged(losses: Sequence[float], num_classes: int, margin: float = DIVERGE_
     if end > limit:
         return Flag("diverged", f"the loss at the end ({end:.2f}, mean of the last {len(tail)} batches) is above "
                                 f"chance level ln({num_classes}) = {chance_loss(num_classes):.2f} + {margin}: "
-                                "training diverged, so its losses and accuracies are not results")
+                                "training is diverging or has not settled, so its losses and accuracies are not results")
     return None
 
 

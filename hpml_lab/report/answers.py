@@ -146,7 +146,8 @@ def box_html(rec: dict[str, Any]) -> str:
         items.append(f"<li><b>{html.escape(a['question'])}</b> "
                      f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span> "
                      f"{html.escape(a['text'])}{missing}<ul style='font-size:0.9em'>{nums}</ul></li>")
-    flags = "".join(f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>" for f in rec["flags"])
+    flags = "".join(f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>" for f in rec["flags"]
+                    if not (f["kind"] == "settings differ" and rec.get("ran_vs_lab")))  # the table below says it
     notes = []
     if rec.get("synthetic_data"):
         notes.append("computed on <b>synthetic data</b> in the real on-disk format")

@@ -3,9 +3,11 @@ the data notice, the environment section, figures saved under figures/.
 
 In a notebook, right after the `parameters` cell:
 
-    from hpml_lab import notebook as nb
+    from hpml_lab.report import notebook as nb
     cfg = nb.config("c1", globals())   # every RunConfig field set in the parameters cell
-    nb.header(cfg)                     # dataset notice (synthetic data is flagged) + hardware
+    info = nb.header(cfg)              # dataset notice (synthetic data is flagged), ran-vs-lab, hardware
+    ...
+    nb.answer(cfg, info, *findings.c1(cfg, run))   # the answer record and box (report/findings.py)
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pandas as pd
 from ..config import RunConfig, output_path
 from ..data import dataset_info
 from ..envinfo import environment, hardware_label
+from .. import sanity
 from ..profiling import summarize
 from ..results import drop_warmup
 
@@ -42,20 +45,52 @@ def data_notice(info: Mapping[str, Any]) -> str:
             'font-size:1.05em"><b>Synthetic data.</b> These results were computed on a synthetic '
             f"{html.escape(info['name'])} written in the real on-disk format ({html.escape(info['root'])}), "
             "not on the real dataset. Timings reflect the real pipeline; losses and accuracies are "
-            "not comparable with published CIFAR-10 numbers.</div>"
+            f"not comparable with published {html.escape(info['name'])} numbers.</div>"
         )
     return (f'<div style="border:1px solid #2a7;padding:8px 14px;margin:8px 0">Dataset: real '
             f"{html.escape(info['name'])} from {html.escape(info['root'])}.</div>")
 
 
-def header(cfg: RunConfig) -> dict[str, Any]:
-    """Show the dataset notice and the machine; returns the dataset info."""
+def header(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> dict[str, Any]:
+    """Show the dataset notice, what this run changed from the lab's settings (a stand-in model first) and
+    the machine; returns the dataset info."""
     info = dataset_info(cfg)
     display(HTML(data_notice(info)))
+    display(HTML(settings_notice(cfg, lab)))
     env = environment()
     display(Markdown(f"**Hardware:** {hardware_label(env)} &nbsp;·&nbsp; **torch** {env['torch']} "
                      f"&nbsp;·&nbsp; **commit** `{env['commit'][:10]}`{' (uncommitted changes)' if env['dirty'] else ''}"))
     return info
+
+
+def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
+    """The ran-vs-lab table, in full, where the reader sees the numbers; empty when the lab's settings ran."""
+    rows = sanity.ran_vs_lab(cfg, lab)
+    if not rows:
+        return "<p>Settings: the lab's.</p>"
+    flag = sanity.stand_in(cfg, lab.get("model", sanity.LAB["model"]))
+    cells = "".join(f"<tr><td>{html.escape(r['setting'])}</td><td><b>{html.escape(r['ran'])}</b></td>"
+                    f"<td>{html.escape(r['lab'])}</td></tr>" for r in rows)
+    return ("<div style='border:1px solid #c60;padding:8px 14px;margin:8px 0'>"
+            + (f"<p><b>Stand-in model.</b> {html.escape(flag.message)}.</p>" if flag else "")
+            + "<p>This run's settings differ from the lab's; every number below is for the settings that ran:</p>"
+            f"<table><tr><th>setting</th><th>ran</th><th>lab</th></tr>{cells}</table></div>")
+
+
+def answer(cfg: RunConfig, info: Mapping[str, Any], items: list, flags=(), title: str = "",
+           lab: Mapping[str, Any] = sanity.LAB) -> None:
+    """Build this report's answer record (answers.Record) from computed answers and flags, write it to
+    reports/<task>.answer.json and show it (at the top of the rendered page)."""
+    from . import answers, tasks
+
+    stand_in = sanity.stand_in(cfg, lab.get("model", sanity.LAB["model"]))
+    flags = [f for f in flags if f is not None]
+    if stand_in and all(f.kind != "stand-in model" for f in flags):
+        flags.insert(0, stand_in)
+    task_title = title or (tasks.TASKS[cfg.task].title if cfg.task in tasks.TASKS else cfg.task)
+    answers.show(answers.Record(cfg.task, task_title, list(items), [f.as_dict() for f in flags],
+                                synthetic_data=info.get("kind") == "synthetic",
+                                stand_in_model=cfg.model if stand_in else "", ran_vs_lab=sanity.ran_vs_lab(cfg, lab)))
 
 
 def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
@@ -68,10 +103,19 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         "cuda": env["cuda"] or "n/a", "git commit": env["commit"] + (" (dirty)" if env["dirty"] else ""),
         "dataset": f"{meta['dataset']['name']} ({meta['dataset']['kind']})", "seed": meta["seed"],
         "started (UTC)": meta["started_at"], "run folder": meta["run_id"],
+        "machine load before the run": _load_text(meta.get("machine")),
         "config": ", ".join(f"{k}={v}" for k, v in meta["config"].items()
                             if k not in ("task", "results_dir", "run_id", "progress", "log_every")),
     }
-    return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows.keys()))
+    # a Styler renders every cell whole (a DataFrame's HTML cuts long cells, and the config row is long)
+    return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows.keys())).style
+
+
+def _load_text(load: Mapping[str, Any] | None) -> str:
+    if not load:
+        return "not recorded"
+    steal = f", CPU steal {load['steal_pct']:.0f}%" if load.get("steal_pct") is not None else ""
+    return f"load average {load.get('load1')} on {load.get('cores')} usable cores{steal}"
 
 
 def save_figure(fig, name: str, folder: str = "figures") -> None:
@@ -88,6 +132,8 @@ def stat_line(values, unit: str = "s", what: str = "") -> str:
     s = summarize(values)
     if s["n"] == 0:
         return "no measurements"
+    if s["n"] < sanity.MIN_SAMPLES:  # no spread from fewer than three values
+        return f"{what}median {s['median']:.3g} {unit} (n={s['n']}: too few for a spread)"
     return (f"{what}median {s['median']:.3g} {unit} (IQR {s['iqr']:.2g}, min {s['min']:.3g}, "
             f"max {s['max']:.3g}, n={s['n']})")
 

@@ -1,0 +1,86 @@
+"""What each report concludes, computed: one function per task turns the study's results into the answer
+record's answers (report.answers.Answer, every number tagged) and the sanity flags that apply.
+
+    from hpml_lab.report import findings, notebook as nb
+    nb.answer(cfg, info, *findings.c1(cfg, run))     # at the end of the C1 notebook
+
+No sentence here states a direction it did not compute: comparisons come from hpml_lab.verdict, flags from
+hpml_lab.sanity. Tests feed canned results (a clear win, a loss, a tie, a diverged run, a trend, n = 2).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import sanity
+from ..data import num_classes
+from ..profiling import summarize
+from ..results import drop_warmup
+from ..verdict import compare, sample_record
+from .answers import Answer, Number
+
+
+def _num(name: str, values, unit: str, scale: float = 1.0) -> Number:
+    """A measured median with its n and (for n >= 3) its IQR."""
+    s = summarize([v * scale for v in values])
+    return Number(name, s["median"], unit, "measured", n=s["n"], spread=s["iqr"] if s["n"] >= 3 else None)
+
+
+def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict | None) -> list[sanity.Flag]:
+    return sanity.run_flags(cfg, batches["loss"], list(epochs["total_s"]), meta, num_classes(cfg.dataset))
+
+
+def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
+    """Per-batch loss and top-1: where they started and ended, and whether training learned or diverged."""
+    b = run.batches
+    k = max(1, len(b) // 10)
+    first, last = b.head(k), b.tail(k)
+    flags = training_flags(cfg, b, run.epochs, run.meta)
+    diverged = any(f.kind == "diverged" for f in flags)
+    v = compare(last["loss"], first["loss"], f"the last {k} batches", f"the first {k}", what="training loss")
+    if diverged:
+        text = (f"Training diverged: the loss ended at {last['loss'].mean():.2f}, above chance "
+                f"({sanity.chance_loss(num_classes(cfg.dataset)):.2f}); these curves are not a result.")
+    elif v.outcome == "better":
+        text = (f"The training loss fell from {first['loss'].mean():.3f} to {last['loss'].mean():.3f} and top-1 rose from "
+                f"{100 * first['acc'].mean():.1f}% to {100 * last['acc'].mean():.1f}% over {len(b)} batches.")
+    else:
+        text = (f"Over {len(b)} batches the training loss did not measurably fall ({v.sentence()}): "
+                "too short a run to show learning.")
+    nums = [Number("mean loss, first batches", float(first["loss"].mean()), "", "measured", n=k),
+            Number("mean loss, last batches", float(last["loss"].mean()), "", "measured", n=k),
+            Number("top-1, last batches", 100 * float(last["acc"].mean()), "%", "measured", n=k)]
+    return [Answer("C1: per-batch training loss and top-1 accuracy", text, "answered", nums,
+                   verdict=sample_record(v, last["loss"], first["loss"]))], flags
+
+
+def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
+    """Data-loading, training and total time per epoch, warm-up epoch kept out of the summary."""
+    ep = run.epochs
+    steady = drop_warmup(ep)
+    share = float(steady["data_s"].sum() / steady["total_s"].sum())
+    flags = training_flags(cfg, run.batches, ep, run.meta)
+    few = sanity.too_few(len(steady), "epochs after warm-up")
+    if few:
+        flags.append(few)
+    nums = [_num("data loading per epoch", steady["data_s"], "s"), _num("training per epoch", steady["train_s"], "s"),
+            _num("total per epoch", steady["total_s"], "s"),
+            Number("data-loading share of the epoch", 100 * share, "%", "measured", n=len(steady))]
+    text = (f"Per epoch (median of {len(steady)} after the warm-up epoch): data loading "
+            f"{nums[0].value:.3g} s, training {nums[1].value:.3g} s, total {nums[2].value:.3g} s; waiting for data "
+            f"is {100 * share:.0f}% of the epoch.")
+    return [Answer("C2: data-loading, training and total time per epoch", text, "answered", nums)], flags
+
+
+def first_step_note(batches: pd.DataFrame, cores: int) -> str:
+    """Whether each epoch's first training step is slower than the rest, and by how much (computed), with
+    the cause it points to on a small CPU (a loader worker starting up shares the cores)."""
+    firsts = batches.groupby("epoch")["train_s"].first()
+    rest = batches[batches.groupby("epoch").cumcount() > 0]["train_s"]
+    if rest.empty:
+        return ""
+    v = compare(list(rest), list(firsts), "later steps", "first step of an epoch", what="training time")
+    if v.outcome != "better":
+        return f"The first training step of an epoch is not measurably slower than the others: {v.sentence()}"
+    return (f"{v.sentence()} On {cores} CPU cores the loader's worker processes start at each epoch and share the "
+            "cores with training, so part of the loader's start-up cost lands in 'training' here.")
+
