@@ -15,7 +15,7 @@ from .. import sanity
 from ..data import num_classes
 from ..profiling import summarize
 from ..results import drop_warmup
-from ..verdict import compare, sample_record
+from ..verdict import best, compare, sample_record
 from .answers import Answer, Number
 
 
@@ -84,3 +84,35 @@ def first_step_note(batches: pd.DataFrame, cores: int) -> str:
     return (f"{v.sentence()} On {cores} CPU cores the loader's worker processes start at each epoch and share the "
             "cores with training, so part of the loader's start-up cost lands in 'training' here.")
 
+
+
+def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
+    """The best DataLoader worker count, with every count the data cannot separate from it called a tie."""
+    samples = {int(n): list(g["seconds"]) for n, g in sweep.rows.groupby("num_workers")}
+    b = best(samples, what="DataLoader time per epoch")
+    top = samples[b.label]
+    med = summarize(top)["median"]
+    tied = [n for n in b.tied if n != b.label]
+    if tied:
+        text = (f"{b.label} worker(s) had the lowest median ({med:.3g} s per epoch) but cannot be told apart from "
+                f"{', '.join(map(str, tied))} worker(s): a tie, so no single best count is shown by this run.")
+    else:
+        text = f"Best count: {b.label} worker(s), {med:.3g} s per epoch (median), faster than every other count tried."
+    nums = [_num(f"{n} workers, epoch", v, "s") for n, v in sorted(samples.items())]
+    flags = [sanity.busy(_meta_machine(sweep))]
+    few = min(len(v) for v in samples.values())
+    flags.append(sanity.too_few(few, "timed epochs per worker count"))
+    verdicts = {str(k): v.as_dict() for k, v in b.verdicts.items()}
+    ans = Answer("C3: DataLoader time per epoch against workers; the best count", text, "answered", nums,
+                 verdict={"best": b.label, "tied": list(b.tied), "against": verdicts,
+                          "samples": {str(k): v for k, v in samples.items()}})
+    return [ans], [f for f in flags if f is not None]
+
+
+def _meta_machine(sweep) -> dict | None:
+    from ..results import read_run
+
+    try:
+        return read_run(sweep.items[-1].run_dir).meta.get("machine")
+    except (IndexError, OSError, ValueError):
+        return None

@@ -65,10 +65,12 @@ def header(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> dict[str, Any
 
 def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
     """The ran-vs-lab table, in full, where the reader sees the numbers; empty when the lab's settings ran."""
+    if not lab:  # a study with no lab setting to compare (e.g. the loader alone)
+        return ""
     rows = sanity.ran_vs_lab(cfg, lab)
     if not rows:
         return "<p>Settings: the lab's.</p>"
-    flag = sanity.stand_in(cfg, lab.get("model", sanity.LAB["model"]))
+    flag = sanity.stand_in(cfg, lab["model"]) if "model" in lab else None
     cells = "".join(f"<tr><td>{html.escape(r['setting'])}</td><td><b>{html.escape(r['ran'])}</b></td>"
                     f"<td>{html.escape(r['lab'])}</td></tr>" for r in rows)
     return ("<div style='border:1px solid #c60;padding:8px 14px;margin:8px 0'>"
@@ -83,7 +85,7 @@ def answer(cfg: RunConfig, info: Mapping[str, Any], items: list, flags=(), title
     reports/<task>.answer.json and show it (at the top of the rendered page)."""
     from . import answers, tasks
 
-    stand_in = sanity.stand_in(cfg, lab.get("model", sanity.LAB["model"]))
+    stand_in = sanity.stand_in(cfg, lab["model"]) if "model" in lab else None
     flags = [f for f in flags if f is not None]
     if stand_in and all(f.kind != "stand-in model" for f in flags):
         flags.insert(0, stand_in)

@@ -52,7 +52,7 @@ TASKS: dict[str, Task] = {
              smoke={"epochs": 1, "batch_size": 8, "max_batches": 25, "num_workers": 0, "lr": 0.01}),
         # Lab 2, C3 to C8 and the questions (hpml_lab/lab2.py, hpml_lab/questions.py)
         Task("c3", "c3_io.ipynb", "C3: DataLoader time per epoch against num_workers",
-             smoke={"epochs": 2, "batch_size": 32, "max_batches": 40},
+             smoke={"epochs": 3, "batch_size": 32, "max_batches": 40},
              full={"epochs": 3, "batch_size": 128, "max_batches": 0, "subset": 0}),
         Task("c4", "c4_profiling.ipynb", "C4: data loading vs compute, 1 worker vs the best; profiler trace",
              smoke={"epochs": 2, "batch_size": 32, "max_batches": 3, "lr": SMOKE_LR},
