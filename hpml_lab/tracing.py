@@ -16,6 +16,7 @@ ordering, and the timers in hpml_lab.profiling for durations.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,11 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from .profiling import synchronize
+
+if not torch.cuda.is_available():
+    # Kineto logs "gpuGetDeviceCount failed" as an ERROR on machines without a GPU, although nothing failed;
+    # read lazily when the first profiler starts. GPU machines keep its log.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")
 from .io import atomic_file
 
 TOP_OPS_COLUMNS = ["operator", "calls", "self_cpu_ms", "cpu_total_ms", "self_device_ms", "share_self_cpu"]
@@ -56,8 +62,10 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
             prof.export_chrome_trace(str(tmp))
 
         done = 0
-        with profile(activities=activities, schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
-                     on_trace_ready=export) as prof:
+        with warnings.catch_warnings(), profile(
+                activities=activities, schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
+                on_trace_ready=export) as prof:
+            warnings.filterwarnings("ignore", message=".*Profiler clears events")  # one cycle: nothing lost
             it = iter(loader)
             while done < warmup + steps:
                 with record_function("data"):

@@ -116,3 +116,50 @@ def _meta_machine(sweep) -> dict | None:
         return read_run(sweep.items[-1].run_dir).meta.get("machine")
     except (IndexError, OSError, ValueError):
         return None
+
+
+def steady_batches(items, by: str) -> pd.DataFrame:
+    """Per-batch rows of a sweep's complete runs, the warm-up epoch of each run left out."""
+    from ..sweeps import tables
+
+    return drop_warmup(tables(items, "batches", with_config=(by,)))
+
+
+def compare_configs(batches: pd.DataFrame, by: str, a, b, column: str, what: str, label_a: str = "",
+                    label_b: str = ""):
+    """Verdict of configuration `a` against `b` (values of `by`) on a per-batch column (seconds: lower is better)."""
+    xa = list(batches.loc[batches[by] == a, column])
+    xb = list(batches.loc[batches[by] == b, column])
+    return compare(xa, xb, label_a or f"{by} {a}", label_b or f"{by} {b}", what=what), xa, xb
+
+
+def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
+    """Data loading vs compute per step with 1 worker and with C3's best count, each difference a verdict."""
+    best_n = int(out["best"])
+    bt = steady_batches(out["items"], "num_workers")
+    flags: list = []
+    for n, g in bt.groupby("num_workers"):
+        flags += sanity.run_flags(cfg.replace(num_workers=int(n)), g["loss"], [], None, num_classes(cfg.dataset))
+    nums = []
+    for n, g in bt.groupby("num_workers"):
+        nums += [_num(f"{n} worker(s): data wait per step", g["data_s"], "ms", 1000),
+                 _num(f"{n} worker(s): compute per step", g["train_s"], "ms", 1000)]
+    if best_n == 1:
+        text = "C3's best count is 1 worker, so 1 worker is compared with nothing: " + (
+            f"data wait {nums[0].value:.3g} ms and compute {nums[1].value:.3g} ms per step (medians).")
+        return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums)], _dedupe(flags)
+    labels = (f"{best_n} workers (C3's best)", "1 worker")
+    vd, da, db = compare_configs(bt, "num_workers", best_n, 1, "data_s", "data wait per step", *labels)
+    vc, ca, cb = compare_configs(bt, "num_workers", best_n, 1, "train_s", "compute per step", *labels)
+    text = f"Data wait: {vd.sentence()} Compute: {vc.sentence()}"
+    return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums,
+                   verdict={"data": sample_record(vd, da, db), "compute": sample_record(vc, ca, cb)})], _dedupe(flags)
+
+
+def _dedupe(flags) -> list[sanity.Flag]:
+    seen, out = set(), []
+    for f in flags:
+        if f is not None and f.kind not in seen:
+            seen.add(f.kind)
+            out.append(f)
+    return out
