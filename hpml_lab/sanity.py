@@ -7,7 +7,7 @@
 | flag | when |
 |---|---|
 | diverged | the loss at the end (mean of the last fifth of the batches) is above ln(classes) + 0.5, chance level plus a margin, or is NaN/inf |
-| no steady state | the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10% and the last beyond the first by 25% |
+| no steady state | the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10% and the last beyond the first by 25% (by 2x when there are only two) |
 | too few samples | fewer than 3 values behind a median: no spread is shown |
 | machine busy | the 1-minute load average before the run was above the usable cores, or the CPU steal time above 10% |
 | stand-in model | the model is not the lab's (e.g. resnet_tiny for ResNet-18 in a smoke run) |
@@ -73,6 +73,8 @@ def trend(epoch_seconds: Sequence[float], step: float = 0.10, overall: float = 0
     v = [float(x) for x in epoch_seconds][1:]
     if len(v) < 2:
         return None
+    if len(v) == 2:  # one step is a trend only when it is large: two noisy epochs differ by chance
+        overall = max(overall, 1.0)
     up = all(b > a * (1 + step) for a, b in zip(v, v[1:])) and v[-1] > v[0] * (1 + overall)
     down = all(b < a / (1 + step) for a, b in zip(v, v[1:])) and v[-1] < v[0] / (1 + overall)
     if up or down:

@@ -17,6 +17,8 @@ def test_growing_epochs_are_no_steady_state():
     assert f.kind == "no steady state" and "growing" in f.message
     assert sanity.trend([2.31, 3.71, 8.83]).kind == "no steady state"  # two epochs after warm-up, 2.4x apart
     assert sanity.trend([2.31, 3.71]) is None  # one epoch after warm-up: nothing to trend
+    assert sanity.trend([1.9, 2.3, 1.7]) is None  # two epochs 26% apart: noise, not a trend
+    assert sanity.trend([1.9, 2.3, 1.7, 1.4]).kind == "no steady state"  # three, each 10% lower
     assert sanity.trend([3.0, 1.00, 1.02, 0.99]) is None  # warm-up then steady
 
 

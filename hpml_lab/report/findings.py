@@ -163,3 +163,28 @@ def _dedupe(flags) -> list[sanity.Flag]:
             seen.add(f.kind)
             out.append(f)
     return out
+
+
+def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
+    """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU)."""
+    ep = out["epochs"]
+    flags: list = []
+    nums = []
+    for d, g in ep.groupby("device", sort=False):
+        flags.append(sanity.trend(list(g["total_s"])))
+        steady = drop_warmup(g)
+        flags.append(sanity.too_few(len(steady), f"{d} epochs after warm-up"))
+        nums.append(_num(f"{d}: epoch time (after warm-up)", steady["total_s"], "s"))
+    cpu = nums[0]
+    trending = any(f is not None and f.kind == "no steady state" for f in flags)
+    lead = (f"The CPU epochs never settled (see the flag), so no typical CPU epoch time can be given; their median is "
+            f"{cpu.value:.3g} s." if trending else f"A CPU epoch took {cpu.value:.3g} s (median after warm-up).")
+    if "cuda" not in out["devices"]:
+        ans = Answer("C5: average epoch time on GPU vs CPU", lead + " No GPU was present: no GPU time, no speedup.",
+                     "partial", nums, missing="a GPU: run this task on a CUDA machine")
+        return [ans], _dedupe(flags)
+    bt = steady_batches(out["items"], "device")
+    v, xa, xb = compare_configs(bt, "device", "cuda", "cpu", "train_s", "compute per step", "GPU", "CPU")
+    ans = Answer("C5: average epoch time on GPU vs CPU", lead + " " + v.sentence(), "answered", nums,
+                 verdict=sample_record(v, xa, xb))
+    return [ans], _dedupe(flags)

@@ -63,6 +63,20 @@ def header(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> dict[str, Any
     return info
 
 
+def warn(text: str) -> None:
+    """A highlighted notice in the report (what is missing, what to read with care)."""
+    display(HTML('<div style="border:2px solid #c60;background:#fff4e5;padding:8px 12px;margin:6px 0">'
+                 + text + "</div>"))
+
+
+def reused_note(items) -> None:
+    """Say how many configurations of a resumed sweep came from an earlier run, if any."""
+    n = sum(getattr(i, "status", "") == "skipped" for i in items)
+    if n:
+        display(Markdown(f"*{n} configuration(s) were complete from an earlier run and were reused (resumed sweep); "
+                         "their start time is in their meta.json.*"))
+
+
 def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
     """The ran-vs-lab table, in full, where the reader sees the numbers; empty when the lab's settings ran."""
     if not lab:  # a study with no lab setting to compare (e.g. the loader alone)

@@ -58,7 +58,7 @@ TASKS: dict[str, Task] = {
              smoke={"epochs": 2, "batch_size": 32, "max_batches": 3, "lr": SMOKE_LR},
              full={k: v for k, v in FULL_LAB.items() if k != "num_workers"}),
         Task("c5", "c5_devices.ipynb", "C5: epoch time on every device present (GPU vs CPU)",
-             smoke={"epochs": 3, "batch_size": 32, "max_batches": 2, "num_workers": 1, "lr": SMOKE_LR}),
+             smoke={"epochs": 4, "batch_size": 32, "max_batches": 5, "num_workers": 1, "lr": SMOKE_LR}),
         Task("c6", "c6_optimizers.ipynb", "C6: SGD, Nesterov, Adagrad, Adadelta, Adam",
              smoke={"model": "resnet_tiny", "epochs": 3, "batch_size": 32, "max_batches": 6, "num_workers": 0, "lr": SMOKE_LR}),
         Task("c7", "c7_batchnorm.ipynb", "C7: with and without BatchNorm",
