@@ -188,3 +188,49 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     ans = Answer("C5: average epoch time on GPU vs CPU", lead + " " + v.sentence(), "answered", nums,
                  verdict=sample_record(v, xa, xb))
     return [ans], _dedupe(flags)
+
+
+def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
+    """C6/C7: which setting of `field` trains best (last-epoch batch losses, a verdict with ties), how fast each
+    is per step, and which diverged or stayed at chance. Returns answers, flags and lines of prose."""
+    b, s = out["batches"], out["summary"]
+    classes = num_classes(cfg.dataset)
+    flags: list = [sanity.stand_in(cfg)]
+    lines, nums = [], []
+    ok = s[s["status"] == "complete"]
+    for _, r in s[s["status"] != "complete"].iterrows():
+        lines.append(f"{r[field]}: not usable ({r['status']}).")
+    last = b[b["epoch"] == b["epoch"].max()]
+    samples, usable = {}, []
+    for v in ok[field]:
+        losses = list(b.loc[b[field] == v, "loss"])
+        d = sanity.diverged(losses, classes)
+        if d:
+            flags.append(sanity.Flag("diverged", f"{v}: {d.message}"))
+            lines.append(f"{v} diverged (loss {losses[-1]:.2f} at the end): not a result.")
+            continue
+        if sanity.at_chance(losses, classes):
+            lines.append(f"{v} ended at chance level (loss {sum(losses[-3:]) / len(losses[-3:]):.2f} against "
+                         f"ln {classes} = {sanity.chance_loss(classes):.2f}): it has not learned in this run.")
+        samples[v] = list(last.loc[last[field] == v, "loss"])
+        usable.append(v)
+        nums.append(_num(f"{v}: last-epoch batch loss", samples[v], ""))
+        nums.append(_num(f"{v}: compute per step (after warm-up)",
+                         drop_warmup(b[b[field] == v])["train_s"], "ms", 1000))
+    flags.append(sanity.too_few(min((len(x) for x in samples.values()), default=0), "last-epoch batches per setting"))
+    if len(samples) >= 2:
+        bst = best(samples, what="last-epoch training loss")
+        tied = [str(t) for t in bst.tied if t != bst.label]
+        text = (f"Lowest last-epoch training loss: {bst.label}" + (
+            f", but it cannot be told apart from {', '.join(tied)} (a tie)." if tied else
+            ", lower than every other setting at 95% confidence.")) + (
+            f" One seed, {cfg.epochs} epoch(s) of training-set statistics: early training, not which generalises best.")
+        verdict = {"best": str(bst.label), "tied": [str(t) for t in bst.tied],
+                   "against": {str(k): sample_record(v, samples[bst.label], samples[k]) for k, v in bst.verdicts.items()}}
+        status, missing = "answered", ""
+    else:
+        text = f"Fewer than two settings trained without diverging, so none can be compared: {' '.join(lines)}"
+        verdict, status, missing = None, "partial", "two settings that train without diverging"
+    return ([Answer(question, text, status, nums, missing=missing, verdict=verdict)], _dedupe(flags),
+            lines + ["Times are per training step after each run's warm-up epoch; the runs took turns on a shared "
+                     "machine, so compare them only through the spreads shown."])
