@@ -234,3 +234,39 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     return ([Answer(question, text, status, nums, missing=missing, verdict=verdict)], _dedupe(flags),
             lines + ["Times are per training step after each run's warm-up epoch; the runs took turns on a shared "
                      "machine, so compare them only through the spreads shown."])
+
+
+def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
+    """Compiled vs eager per training step (compute only: the data wait is not the question), the compile cost
+    from the first epoch, and after how many steps compiling pays back."""
+    flags: list = [sanity.stand_in(cfg)]
+    done = [it for it in out["items"] if it.complete]
+    bt = steady_batches(done, "compile")
+    if bt["compile"].nunique() < 2:
+        eager = _num("eager: compute per step", bt["train_s"], "ms", 1000)
+        ans = Answer("C8: does torch.compile pay off?", f"Only eager ran ({out['message'] or 'no compiled run'}): "
+                     f"{eager.value:.3g} ms per step; no comparison.", "partial", [eager],
+                     missing="a compiled run (see the notice above)")
+        return [ans], _dedupe(flags)
+    v, comp, eag = compare_configs(bt, "compile", True, False, "train_s", "compute per step", "compiled", "eager")
+    from ..sweeps import tables
+
+    allb = tables(done, "batches", with_config=("compile",))
+    first = allb[allb["epoch"] == allb["epoch"].min()].groupby("compile")["train_s"].sum()
+    med_c, med_e = summarize(comp)["median"], summarize(eag)["median"]
+    n_first = int((allb["epoch"] == allb["epoch"].min()).sum() / 2)
+    cost = float(first[True] - first[False] - n_first * (med_c - med_e))  # extra epoch-1 time beyond the step gap
+    nums = [_num("eager: compute per step", eag, "ms", 1000), _num("compiled: compute per step", comp, "ms", 1000),
+            Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1)]
+    text = v.sentence() + f" Compiling cost about {cost:.3g} s in epoch 1."
+    if v.outcome == "better" and cost > 0:
+        steps = cost / (med_e - med_c)
+        nums.append(Number("break-even", steps, "steps", "predicted",
+                           source="compile cost / (eager step - compiled step), from the medians above"))
+        text += f" It pays back after about {steps:,.0f} steps ({steps * cfg.batch_size:,.0f} images at batch {cfg.batch_size})."
+    elif v.outcome == "better":
+        text += " It pays back from the first steps."
+    else:
+        text += " With no measurable gain per step, compiling does not pay back at this size and setting."
+    return [Answer("C8: does torch.compile pay off?", text, "answered", nums, verdict=sample_record(v, comp, eag))], \
+        _dedupe(flags)
