@@ -152,7 +152,9 @@ def memory_counts(answers: pd.DataFrame) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 3.6))
     table.plot(kind="bar", stacked=True, ax=ax, rot=0)
     ax.set_ylabel("millions of float values kept")
-    ax.legend(frameon=False, fontsize=8)
+    mb = ax.secondary_yaxis("right", functions=(lambda m: m * 4, lambda mb: mb / 4))
+    mb.set_ylabel("MB as float32 (4 bytes a value)")
+    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.18, 1))  # beside the bars, not on them
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
