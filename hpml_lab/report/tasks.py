@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ConfigError, StudySettings
+from ..studies import memory
 
 FULL_LAB = {"epochs": 5, "batch_size": 128, "max_batches": 0, "subset": 0, "num_workers": 2}
 # Smoke runs use batch 32: the lab's lr 0.1 (for batch 128) scaled linearly to it, so that the short runs
@@ -46,7 +47,7 @@ TASKS: dict[str, Task] = {
              smoke={"epochs": 2, "batch_size": 32, "max_batches": 20, "num_workers": 1, "lr": SMOKE_LR}),
         Task("c2", "c2_timing.ipynb", "C2: time per epoch: data loading, training, total",
              smoke={"epochs": 3, "batch_size": 32, "max_batches": 12, "num_workers": 1, "lr": SMOKE_LR}),
-        Task("memory", "memory.ipynb", "Memory: RevNet and gradient checkpointing against ResNet",
+        Task("memory", "memory.ipynb", "Memory: RevNet and gradient checkpointing against ResNet", settings=memory.Settings,
              # batch 8 as in the seed's table; 25 steps per network for the loss curves, lr scaled down
              # from 0.1 at batch 128 (lr 0.03 at batch 8 made the RevNet's loss jump in the first steps)
              smoke={"epochs": 1, "batch_size": 8, "max_batches": 25, "num_workers": 0, "lr": 0.01}),

@@ -11,15 +11,22 @@ hpml_lab.memory; this module picks the networks, runs them and builds the report
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
 
 import torch
 from torch import nn
 
-from .. import models
+from .. import models, results
+from ..config import ConfigError, StudySettings
+from ..device import resolve_device
+from ..io import atomic_write_csv
 from ..device import free_cuda_memory
-from ..memory import (MB, activation_bytes, cuda_max_batch, cuda_peak_step, make_step, predicted_max_batch,
-                      state_bytes)
+from ..memory import (MB, activation_bytes, cuda_max_batch, cuda_memory_snapshot, cuda_peak_step, make_step,
+                      predicted_max_batch, state_bytes)
 from ..profiling import interleaved_timed, summarize
 
 
@@ -77,7 +84,7 @@ def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.d
     for row, t in zip(rows, times):
         s = summarize(t)
         row.update(s_per_batch=s["median"], s_iqr=s["iqr"], s_min=s["min"], s_max=s["max"],
-                   repeats=s["n"], warmup=warmup)
+                   repeats=s["n"], warmup=warmup, times_s=";".join(f"{x:.6f}" for x in t))
         log(f"[memory] {row['model']}: {s['median']:.3f} s/batch (IQR {s['iqr']:.3f})")
     for row in rows:  # compute overhead against the plain network of the same depth
         base = next(r for r in rows if r["model"] == row["baseline"])
@@ -138,3 +145,83 @@ def largest_fitting(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return out
 
 
+
+
+# ------------------------------------------------------------------ the study
+@dataclass(frozen=True)
+class Settings(StudySettings):
+    """The memory task's own parameters (notebook parameters, -p / -f like RunConfig's)."""
+    resnets: tuple[str, ...] = ("resnet18_adjusted", "resnet34_adjusted", "resnet50_adjusted")
+    rev_stages: tuple[int, ...] = (3, 5, 9, 18)   # RevNet n-n-n: RevNet-38, -62, -110, -218
+    repeats: int = 5                               # timed rounds per network
+    warmup: int = 2                                # untimed rounds before them
+    budget_gb: float = 16.0                        # CPU only: the budget the largest batch is predicted for
+    cpu_threads: int = 1                           # CPU only: intra-op threads for every timed step
+
+    def check(self) -> None:
+        bad = [m for m in self.resnets if m not in models.available()]
+        if bad:
+            raise ConfigError(f"parameter 'resnets' names unknown models {bad}; valid: {', '.join(models.available())}")
+        if not self.resnets or not self.rev_stages or min(self.rev_stages) < 1:
+            raise ConfigError("parameters 'resnets' and 'rev_stages' need at least one entry, stages of 1 or more")
+        if self.repeats < 1 or self.warmup < 0 or self.budget_gb <= 0 or self.cpu_threads < 1:
+            raise ConfigError("parameters 'repeats' and 'cpu_threads' must be 1 or more, 'warmup' 0 or more, "
+                              "'budget_gb' positive")
+
+
+@dataclass
+class MemoryResult:
+    table: pd.DataFrame                 # one row per network (measure())
+    max_batch: list[dict[str, Any]]     # max_batch_rows(): predicted rows, and measured / OOM rows on CUDA
+    largest: dict[str, int]             # largest_fitting()
+    budget_bytes: int
+    cuda: bool
+    sweep: list[int]                    # batch sizes tried on CUDA (empty elsewhere)
+    snapshots: list[Path] = field(default_factory=list)
+    runs: dict[str, Any] = field(default_factory=dict)   # convergence runs: model -> training.TrainResult
+    run_dir: Path | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryResult:
+    """The whole memory task: the comparison table, the largest batch (measured on CUDA, else predicted),
+    CUDA memory snapshots, and ResNet against RevNet-38 trained on the same steps. Files under
+    results/memory/<run-id>/ (memory.csv, max_batch.csv, meta.json; snapshots on CUDA)."""
+    from ..training import train
+
+    device = resolve_device(cfg.device)
+    if device.type == "cpu":
+        torch.set_num_threads(settings.cpu_threads)
+    specs = variants(settings.resnets, settings.rev_stages, cfg.checkpoint_segments)
+    run_dir = cfg.replace(checkpoint_segments=0).run_dir()
+    meta = results.new_meta(cfg, device, run_id=run_dir.name, settings=dict(vars(settings)))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    results.write_meta(run_dir, meta)
+    try:
+        rows = measure(specs, cfg.batch_size, device, repeats=settings.repeats, warmup=settings.warmup,
+                       log=lambda line: None)
+        atomic_write_csv(run_dir / "memory.csv", rows)
+        cuda = device.type == "cuda"
+        budget = torch.cuda.get_device_properties(device).total_memory if cuda else int(settings.budget_gb * 1024 ** 3)
+        sweep = [2 ** k for k in range(6, 16)] if cuda else []
+        mb_rows = max_batch_rows(specs, rows, budget, device, cuda_batches=sweep)
+        atomic_write_csv(run_dir / "max_batch.csv", mb_rows)
+        snaps = []
+        if cuda:
+            last_rev = settings.rev_stages[-1]
+            for spec in [s for s in specs if s["label"] in (settings.resnets[-1], f"revnet {last_rev}-{last_rev}-{last_rev}")]:
+                net = _build(spec, "bn").to(device)
+                snaps.append(cuda_memory_snapshot(net, cfg.batch_size, run_dir / f"snapshot_{spec['label'].replace(' ', '_')}.pickle"))
+                del net
+                free_cuda_memory()
+        runs = {name: train(cfg.replace(checkpoint_segments=0, model=name), extra_meta={"memory_run": run_dir.name})
+                for name in (cfg.model, "revnet38")}
+    except BaseException as e:
+        results.write_meta(run_dir, {**meta, "status": "failed", "error": f"{type(e).__name__}: {e}",
+                                     "finished_at": results.now()})
+        raise
+    meta.update(status="complete", finished_at=results.now(), repeats=settings.repeats,
+                warmup_rounds=settings.warmup, batch_size=cfg.batch_size)
+    results.write_meta(run_dir, meta)
+    return MemoryResult(pd.DataFrame(rows), mb_rows, largest_fitting(mb_rows), budget, cuda, sweep, snaps, runs,
+                        run_dir, meta)
