@@ -215,3 +215,17 @@ def latency_figure(df):
     a1.legend(frameon=False, fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def stacked_bars(table: pd.DataFrame, by: str, parts: list[str], xlabel: str) -> plt.Figure:
+    """Horizontal stacked bars: one bar per row of `table` (labelled by `by`), one segment per column in `parts`."""
+    fig, ax = plt.subplots(figsize=(6, 0.6 + 0.6 * len(table)))
+    left = pd.Series(0.0, index=table.index)
+    labels = [f"{v} {by}" for v in table[by]]
+    for col in parts:
+        ax.barh(labels, table[col], left=left, label=col)
+        left = left + table[col]
+    ax.set_xlabel(xlabel)
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig
