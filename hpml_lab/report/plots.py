@@ -229,3 +229,25 @@ def stacked_bars(table: pd.DataFrame, by: str, parts: list[str], xlabel: str) ->
     ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def scaling_figure(table: pd.DataFrame) -> plt.Figure:
+    """Lab 5: epoch time against workers per per-worker batch; measured points filled on solid lines, predicted
+    points hollow on dashed lines (from the last measured point), so the two are never read as one curve."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for b, g in table.groupby("per_gpu_batch"):
+        g = g.sort_values("workers")
+        meas, pred = g[g.source == "measured"], g[g.source != "measured"]
+        line, = ax.plot(meas.workers, meas.epoch_s, "o-", label=f"batch {b}/worker, measured")
+        if len(pred):
+            start = meas.tail(1)
+            ax.plot(list(start.workers) + list(pred.workers), list(start.epoch_s) + list(pred.epoch_s), "--",
+                    color=line.get_color(), label=f"batch {b}/worker, predicted")
+            ax.plot(pred.workers, pred.epoch_s, "o", mfc="white", color=line.get_color())
+    ax.set_xlabel("workers")
+    ax.set_ylabel("epoch time (s), incl. data loading")
+    ax.set_xticks(sorted(table.workers.unique()))
+    ax.set_yscale("log")
+    ax.legend(frameon=False, fontsize=7)
+    fig.tight_layout()
+    return fig

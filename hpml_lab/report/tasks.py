@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ConfigError, StudySettings
-from ..studies import memory
+from ..studies import memory, scaling
 
 FULL_LAB = {"epochs": 5, "batch_size": 128, "max_batches": 0, "subset": 0, "num_workers": 2}
 # Smoke runs use batch 32: the lab's lr 0.1 (for batch 128) scaled linearly to it, so that the short runs
@@ -76,7 +76,7 @@ TASKS: dict[str, Task] = {
                    "num_workers": 2, "stem": "imagenet"}),
         # lab5's batch_size is the largest per-worker batch of its sweep (32, 128, ... up to it)
         Task("lab5", "lab5_ddp_scaling.ipynb", "Lab 5: DDP scaling, speedup, all-reduce bandwidth, large batches",
-             smoke={"epochs": 2, "batch_size": 32, "max_batches": 2, "num_workers": 0, "lr": SMOKE_LR},
+             smoke={"epochs": 2, "batch_size": 32, "max_batches": 2, "num_workers": 0, "lr": SMOKE_LR}, settings=scaling.Settings,
              full={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 2}),
         Task("dataloading", "dataloading.ipynb",
              "Data loading from high-latency storage: workers, threads, tensor-resident",

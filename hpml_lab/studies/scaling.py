@@ -27,19 +27,19 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 import pandas as pd
 import torch
 
 from .. import distributed, results
-from ..config import RunConfig, project_root
-from ..device import free_cuda_memory, is_oom  # is_oom: also for the lab5 notebook
+from ..config import ConfigError, RunConfig, StudySettings, project_root
 from ..profiling import repeat_timed, summarize
 from ..io import atomic_write_json
 
-# Seed 004 (HPML Lab 5 on 4 V100s): epoch seconds it reported.
-SEED_EPOCHS = [
+# Reference (HPML Lab 5 as run on 4 V100s): epoch seconds it reported.
+REFERENCE_EPOCHS = [
     {"gpus": 1, "per_gpu_batch": 512, "epoch_s": 18.07},
     {"gpus": 2, "per_gpu_batch": 512, "epoch_s": 10.20},
     {"gpus": 4, "per_gpu_batch": 8192, "epoch_s": 5.02},
@@ -126,27 +126,28 @@ def run_ddp(cfg: RunConfig, nproc: int, timeout: float = 600) -> results.RunReco
 def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50_000) -> pd.DataFrame:
     """Q1: one worker, each per-worker batch size, 2 epochs; the 2nd epoch's step time (copy, forward,
     backward, update; data loading excluded) and its extrapolation to a whole epoch of n_images.
-    Out of memory is a row with status "OOM", not a crash."""
+    A resumable sweep (hpml_lab.sweeps): out of memory is a row with status "OOM", not a crash."""
+    from ..sweeps import run_sweep
     from ..training import train
 
+    items = run_sweep([cfg.replace(batch_size=b, run_id=f"q1-b{b}-{cfg.config_hash()}") for b in batch_sizes],
+                      train, on_error="raise", log=None)
     rows = []
-    for b in batch_sizes:
-        try:
-            run = train(cfg.replace(batch_size=b, run_id=f"q1-b{b}-{cfg.config_hash()}"))
-            ep = run.epochs.iloc[-1]
-            per_step = ep.train_s / ep.batches
-            rows.append({"per_gpu_batch": b, "status": "ok", "batches_timed": int(ep.batches),
-                         "step_s": per_step, "data_s_per_step": ep.data_s / ep.batches,
-                         "epoch_s_excl_io": per_step * math.ceil(n_images / b),
-                         "epoch_s_incl_io": ep.total_s / ep.batches * math.ceil(n_images / b),
-                         "images_per_s": b / per_step})
-            del run
-        except (RuntimeError, MemoryError) as e:
-            if not is_oom(e) and not isinstance(e, MemoryError):
-                raise
-            e = None  # the exception holds the frames and their tensors
-            free_cuda_memory()
+    for it in items:
+        b = it.cfg.batch_size
+        if not it.complete:
             rows.append({"per_gpu_batch": b, "status": "OOM"})
+            continue
+        rec = results.read_run(it.run_dir)
+        ep = rec.table("epochs").iloc[-1]
+        bt = rec.table("batches")
+        last = bt[bt.epoch == bt.epoch.max()]
+        per_step = ep.train_s / ep.batches
+        rows.append({"per_gpu_batch": b, "status": "ok", "batches_timed": int(ep.batches),
+                     "step_s": per_step, "data_s_per_step": ep.data_s / ep.batches,
+                     "epoch_s_excl_io": per_step * math.ceil(n_images / b),
+                     "epoch_s_incl_io": ep.total_s / ep.batches * math.ceil(n_images / b),
+                     "images_per_s": b / per_step, "step_times_s": ";".join(f"{x:.6f}" for x in last.train_s)})
     return pd.DataFrame(rows)
 
 
@@ -165,3 +166,135 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the Lab 5 study
+N_IMAGES = 50_000  # CIFAR-10 training images: epoch times are per full epoch
+# Peak unidirectional bandwidth per GPU of the link an all-reduce between GPUs of one node uses (GB/s), from the
+# vendors' data sheets: NVLink 4 (H100/H200 SXM) 900 GB/s total = 450 each way; A100 NVLink 3 600 = 300; V100
+# NVLink 2 300 = 150; PCIe 4.0 x16 about 32, PCIe 5.0 x16 about 64 each way.
+LINK_PEAK_GBPS = {"H100 SXM": 450.0, "H100 80GB HBM3": 450.0, "H200": 450.0, "A100-SXM": 300.0, "V100-SXM": 150.0,
+                  "H100 PCIe": 64.0, "A100-PCIE": 32.0, "L4": 32.0, "T4": 16.0}
+
+
+@dataclass(frozen=True)
+class Settings(StudySettings):
+    """Lab 5's own parameters."""
+    lab_sizes: tuple[int, ...] = (32, 128, 512, 2048, 8192)   # per-worker batches, up to batch_size
+    n_images: int = N_IMAGES
+
+    def check(self) -> None:
+        if not self.lab_sizes or min(self.lab_sizes) < 1 or self.n_images < 1:
+            raise ConfigError("parameters 'lab_sizes' (per-worker batches) and 'n_images' must be 1 or more")
+
+
+def fit_allreduce(ar: pd.DataFrame) -> dict[str, float]:
+    """Least-squares fit of time = latency + 2(n-1)/n x bytes / busbw over the measured message sizes."""
+    import numpy as np
+
+    n = int(ar.world_size.iloc[0])
+    x = 2 * (n - 1) / n * ar.bytes.to_numpy(float)
+    A = np.vstack([np.ones_like(x), x]).T
+    (lat, inv_bw), *_ = np.linalg.lstsq(A, ar.time_s.to_numpy(float), rcond=None)
+    busbw = 1 / inv_bw if inv_bw > 0 else float("nan")
+    return {"latency_s": max(float(lat), 0.0), "busbw_Bps": float(busbw), "world_size": n}
+
+
+def link_peak(gpu_name: str | None) -> float | None:
+    """The link's peak bandwidth (GB/s, one way) for a GPU model name, or None when unknown or on CPU."""
+    for key, peak in LINK_PEAK_GBPS.items():
+        if gpu_name and key.lower() in gpu_name.lower():
+            return peak
+    return None
+
+
+@dataclass
+class Lab5Result:
+    sizes: list[int]
+    workers_here: int
+    on_gpu: bool
+    grad_bytes: int
+    q1: pd.DataFrame
+    allreduce: pd.DataFrame
+    fit: dict[str, float]
+    table: pd.DataFrame                 # one row per (workers, per-worker batch): measured or predicted
+    strong: pd.DataFrame                # fixed global batch
+    weak: pd.DataFrame                  # fixed per-worker batch: step time with n workers vs 1
+    reference: pd.DataFrame
+    reference_fit: dict[str, float]
+    runs: list = field(default_factory=list)   # every DDP record of this execution
+    meta: dict = field(default_factory=dict)   # provenance of the newest run of the study
+
+
+def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
+    """Q1 (compute sweep), the all-reduce measurement and fit, DDP runs where workers exist and the model's
+    prediction where they do not, strong and weak scaling, and the model checked against the reference."""
+    from .. import models
+    from ..envinfo import usable_cores
+
+    sizes = [s for s in settings.lab_sizes if s < cfg.batch_size] + [cfg.batch_size]
+    if len(sizes) == 1 and cfg.batch_size >= 2:  # small runs: also half of it, so a fixed global batch compares
+        sizes = [cfg.batch_size // 2, cfg.batch_size]
+    on_gpu = torch.cuda.is_available() and cfg.device != "cpu"
+    workers_here = torch.cuda.device_count() if on_gpu else min(2, usable_cores())
+    if not on_gpu:
+        torch.set_num_threads(1)  # one worker = one process with one core, as each DDP rank gets
+    grad_bytes = models.count_parameters(models.build(cfg.model, num_classes=10, norm=cfg.norm)) * 4
+    cfg2 = cfg.replace(epochs=max(2, cfg.epochs))
+    q1 = compute_sweep(cfg2, sizes, n_images=settings.n_images)
+    ok = q1[q1.status == "ok"].set_index("per_gpu_batch")
+    ar_n = max(2, min(workers_here, 4))
+    ar = measure_allreduce([grad_bytes // 100, grad_bytes // 10, grad_bytes], nproc=ar_n, repeats=10, warmup=3)
+    fit = fit_allreduce(ar)
+    rows, runs = [], []
+    for b, q in ok.iterrows():
+        rows.append({"workers": 1, "per_gpu_batch": b, "measured_s": q.epoch_s_incl_io, "predicted_s": None,
+                     "compute_s": q.step_s * math.ceil(settings.n_images / b), "comm_s": 0.0})
+        for n in (2, 4):
+            p = predict_epoch(q.step_s + q.data_s_per_step, n, int(b), settings.n_images, grad_bytes,
+                              fit["busbw_Bps"], fit["latency_s"])
+            row = {"workers": n, "per_gpu_batch": b, "measured_s": None, "predicted_s": p["epoch_s"],
+                   "compute_s": q.step_s * p["steps"], "comm_s": p["comm_s"]}
+            if n <= workers_here:
+                rec = run_ddp(cfg2.replace(batch_size=int(b)), nproc=n)
+                runs.append(rec)
+                ep = rec.table("epochs").iloc[-1]
+                row["measured_s"] = ep.total_s / ep.batches * p["steps"]
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    table["epoch_s"] = table.measured_s.fillna(table.predicted_s)
+    table["source"] = ["measured" if m == m and m is not None else "predicted" for m in table.measured_s]
+    one = table[table.workers == 1].set_index("per_gpu_batch").epoch_s
+    table["speedup"] = [one[b] / t for b, t in zip(table.per_gpu_batch, table.epoch_s)]
+    idx = table.set_index(["workers", "per_gpu_batch"])
+    strong = pd.DataFrame([{"global batch": B, "workers": n, "1-worker epoch (s)": idx.loc[(1, B), "epoch_s"],
+                            "n-worker epoch (s)": idx.loc[(n, B // n), "epoch_s"],
+                            "speedup": idx.loc[(1, B), "epoch_s"] / idx.loc[(n, B // n), "epoch_s"],
+                            "source": idx.loc[(n, B // n), "source"]}
+                           for n in (2, 4) for B in sorted(ok.index)
+                           if B % n == 0 and (1, B) in idx.index and (n, B // n) in idx.index])
+    weak = pd.DataFrame([{"per-worker batch": b, "workers": n,
+                          "1-worker step (s)": idx.loc[(1, b), "epoch_s"] / math.ceil(settings.n_images / b),
+                          "n-worker step (s)": idx.loc[(n, b), "epoch_s"] / math.ceil(settings.n_images / (n * b)),
+                          "source": idx.loc[(n, b), "source"]} for n in (2, 4) for b in ok.index])
+    if len(weak):
+        weak["efficiency"] = weak["1-worker step (s)"] / weak["n-worker step (s)"]
+    ref, ref_fit = reference_check(settings.n_images)
+    newest = results.load_runs(cfg.task, cfg.results_dir)
+    return Lab5Result(sizes, workers_here, on_gpu, grad_bytes, q1, ar, fit, table, strong, weak, ref, ref_fit, runs,
+                      runs[-1].meta if runs else (newest[0].meta if newest else {}))
+
+
+def reference_check(n_images: int = N_IMAGES) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The model fitted to the reference's 1- and 2-GPU epochs, predicting its 4-GPU row (the unfitted one)."""
+    G = RESNET18_GRAD_BYTES
+    t_step_512 = 18.07 / math.ceil(n_images / 512)
+    t_comm2 = 10.20 / math.ceil(n_images / (2 * 512)) - t_step_512
+    busbw = G * 2 * (2 - 1) / 2 / t_comm2 if t_comm2 > 0 else float("nan")
+    rows = []
+    for r in REFERENCE_EPOCHS:
+        p = predict_epoch(t_step_512 * r["per_gpu_batch"] / 512, r["gpus"], r["per_gpu_batch"], n_images, G, busbw)
+        rows.append({"gpus": r["gpus"], "per-GPU batch": r["per_gpu_batch"], "reference epoch (s)": r["epoch_s"],
+                     "model (s)": p["epoch_s"], "compute (s)": p["compute_s"], "all-reduce (s)": p["comm_s"],
+                     "used to fit": r["gpus"] < 4, "error (%)": 100 * (p["epoch_s"] - r["epoch_s"]) / r["epoch_s"]})
+    return pd.DataFrame(rows), {"t_step_512_s": t_step_512, "t_comm2_s": t_comm2, "busbw_Bps": busbw}
