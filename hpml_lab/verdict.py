@@ -141,3 +141,15 @@ def best(samples: Mapping[Any, Sequence[float]], *, lower_is_better: bool = True
 def sample_record(v: Verdict, a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     """The verdict with its input samples, for an answer record: anyone can recompute it."""
     return {**v.as_dict(), "samples_a": [float(x) for x in a], "samples_b": [float(x) for x in b]}
+
+
+def target_met(v: Verdict, threshold: float, at_least: bool = True) -> bool | None:
+    """Whether a target on the verdict's ratio is met: True only when the whole confidence interval is on the
+    target's side, False when it is wholly on the other side, None ("can't tell") when the interval straddles the
+    threshold or there were too few samples. `at_least`: the target is ratio >= threshold, else ratio <= threshold."""
+    if v.reason == "too few samples" or not (v.ci_low == v.ci_low and v.ci_high == v.ci_high):
+        return None
+    lo, hi = v.ci_low, v.ci_high
+    if at_least:
+        return True if lo >= threshold else (False if hi < threshold else None)
+    return True if hi <= threshold else (False if lo > threshold else None)

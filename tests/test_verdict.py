@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from hpml_lab.verdict import best, compare, sample_record
+from hpml_lab.verdict import best, compare, sample_record, target_met
 
 FAST = [1.00, 1.02, 0.99, 1.01, 1.03, 0.98]
 SLOW = [1.50, 1.52, 1.49, 1.55, 1.48, 1.51]
@@ -56,3 +56,13 @@ def test_best_reports_ties_with_the_best():
     assert "tie" in b.sentence("worker count", lambda n: f"{n} workers")
     clear = best({0: FAST, 4: SLOW})
     assert clear.tied == (0,) and "better than every other" in clear.sentence("count")
+
+
+def test_a_target_is_met_only_when_the_interval_clears_it():
+    noisy = compare(NOISY, [x * 1.01 for x in NOISY], "plain", "instrumented")
+    assert target_met(noisy, 1.02, at_least=False) is None  # the 2% target cannot be resolved by this noise
+    tight = compare([1.0, 1.001, 0.999, 1.0], [1.005, 1.006, 1.004, 1.005], "plain", "instrumented")
+    assert target_met(tight, 1.02, at_least=False) is True
+    big = compare(FAST, SLOW, "tensor", "PIL")  # tensor 1.5x faster: ratio 1.5
+    assert target_met(big, 10.0) is False and target_met(big, 1.2) is True
+    assert target_met(compare([1, 2], [3, 4]), 1.0) is None  # too few samples
