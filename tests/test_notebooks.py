@@ -5,15 +5,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hpml_lab.report import runner, tasks
+from hpml_lab.report import answers, runner, tasks
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
-TINY = {"model": "resnet_tiny", "epochs": "2", "max_batches": "2", "batch_size": "16", "num_workers": "0"}
-TINY_FOR = {  # tasks whose notebooks need other tiny settings
-    "memory": {"model": "resnet_tiny", "epochs": "1", "max_batches": "2", "batch_size": "2", "num_workers": "0"},
-    "c8": {**TINY, "compile_backend": "eager"},  # graph capture without a C++ build: seconds, not a minute
-    "dataloading": {"batch_size": "16", "subset": "48", "epochs": "1", "num_workers": "0"},
-}
 # Tasks whose notebook needs another dataset: its tiny synthetic copy comes from the fixture named here.
 TASK_DATA = {"tinyimagenet": ("tinyimagenet", "tinyimagenet_root")}
 
@@ -58,10 +52,8 @@ def outdir(tmp_path, monkeypatch):
 def test_notebook_executes_and_renders(task_id, cifar_root, outdir, request):
     dataset, fixture = TASK_DATA.get(task_id, ("cifar10", None))
     root = request.getfixturevalue(fixture) if fixture else cifar_root
-    takes = runner.notebook_parameters(runner.notebooks_dir() / tasks.TASKS[task_id].notebook)
-    params = {**TINY_FOR.get(task_id, TINY), "data_root": str(root), **({"dataset": dataset} if fixture else {})}
-    params = {k: v for k, v in params.items() if k in takes}  # each notebook gets the tiny settings it takes
-    outcome = runner.run_task(task_id, "smoke", cli_params=params, log=lambda *a: None)
+    params = {"data_root": str(root), **({"dataset": dataset} if fixture else {})}
+    outcome = runner.run_task(task_id, "tiny", cli_params=params, log=lambda *a: None)  # tasks.py's tiny profile
     assert outcome.status == "ok", outcome.error
     html = (outdir / "reports" / f"{task_id}.html").read_text()
     assert "Synthetic data" in html and "data:image/png;base64" in html
@@ -71,6 +63,15 @@ def test_notebook_executes_and_renders(task_id, cifar_root, outdir, request):
     assert list((outdir / "figures").glob(f"{task_id}_*.png"))
     record = json.loads((outdir / "reports" / "executed" / f"{task_id}.json").read_text())
     assert record["dataset"] == f"{dataset} (synthetic)"
+    # the answer record: statuses known, every number tagged, the box first on the page with a link back
+    rec = json.loads((outdir / "reports" / f"{task_id}.answer.json").read_text())
+    assert rec["task"] == task_id and rec["status"] in answers.STATUSES and rec["answers"]
+    for a in rec["answers"]:
+        assert a["text"].strip() and "\n" not in a["text"].strip()
+        assert all(n["provenance"] in answers.PROVENANCE for n in a["numbers"])
+    body = html[html.index("<body"):]  # (the page style holds images of its own)
+    assert body.index("hpml-answer") < body.index("data:image/png;base64") and "index.html" in body
+    assert f"<title>hpml-lab {tasks.TASKS[task_id].title}" in html
 
 
 @pytest.mark.slow
@@ -80,7 +81,7 @@ def test_failed_notebook_is_kept_and_shown_failed(cifar_root, outdir):
     if torch.cuda.is_available():
         pytest.skip("device=cuda is how this test makes the notebook fail")
     # device=cuda passes parameter validation but fails inside the kernel on a machine without CUDA.
-    outcome = runner.run_task("c1", "smoke", cli_params={**TINY, "data_root": str(cifar_root), "device": "cuda"},
+    outcome = runner.run_task("c1", "tiny", cli_params={"data_root": str(cifar_root), "device": "cuda"},
                               log=lambda *a: None)
     assert outcome.status == "failed" and "CUDA is not available" in outcome.error
     executed = nbformat.read(str(outdir / "reports" / "executed" / "c1.ipynb"), as_version=4)

@@ -36,3 +36,18 @@ def test_allreduce_measured_with_two_gloo_processes():
 def test_first_activation_matches_the_seeds_back_of_envelope():
     net = models.build("resnet18", num_classes=200, stem="imagenet")
     assert memory.first_activation_bytes(net, 224) == 112 * 112 * 64 * 4  # the seed's "3 MB per image"
+
+
+def test_allreduce_fit_recovers_latency_and_bandwidth_and_falls_back_on_noise():
+    import pandas as pd
+
+    from hpml_lab.studies import scaling
+
+    sizes = [1e5, 1e6, 1e7]
+    exact = pd.DataFrame({"world_size": 2, "bytes": sizes, "time_s": [50e-6 + b / 2e9 for b in sizes],
+                          "busbw_GBps": [b / (50e-6 + b / 2e9) / 1e9 for b in sizes]})
+    fit = scaling.fit_allreduce(exact)
+    assert fit["method"] == "fit" and abs(fit["latency_s"] - 50e-6) < 1e-9 and abs(fit["busbw_Bps"] / 2e9 - 1) < 1e-6
+    noisy = exact.assign(time_s=[3e-3, 1e-3, 2e-3])  # larger messages faster: no usable line
+    fb = scaling.fit_allreduce(noisy)
+    assert fb["method"].startswith("largest message") and fb["latency_s"] == 3e-3 and fb["busbw_Bps"] > 0

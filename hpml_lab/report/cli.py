@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     def run_options(sp):
         sp.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="set a parameter (repeatable)")
         sp.add_argument("-f", "--file", action="append", metavar="PARAMS.yaml", help="YAML file of parameters")
-        sp.add_argument("--profile", default="smoke", choices=["smoke", "full"],
+        sp.add_argument("--profile", default="smoke", choices=list(PROFILES),
                         help="smoke: seconds on 2 CPU cores; full: the lab's setting, for a GPU (default smoke)")
 
     r = sub.add_parser("run", help="run one task's notebook and render its HTML report")
@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("--time", default="01:00", help="wall-time limit HH:MM (default 01:00)")
     sl.add_argument("--partition", help="Slurm partition")
     sl.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="set a parameter (repeatable)")
-    sl.add_argument("--profile", default="full", choices=["smoke", "full"], help="parameter profile (default full)")
+    sl.add_argument("--profile", default="full", choices=list(PROFILES), help="parameter profile (default full)")
     sl.add_argument("-o", "--output", metavar="PATH", help="script path (default slurm/TASK-NODESxGPUS.sbatch)")
 
     b = sub.add_parser("bench", help="run benchmarks; each prints one JSON line and saves it under benchmarks/results/")

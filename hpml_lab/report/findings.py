@@ -519,7 +519,7 @@ def lab5(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[str]
     best_row = ok.loc[ok.images_per_s.idxmax()]
     oom = res.q1[res.q1.status == "OOM"].per_gpu_batch.tolist()
     src_model = (f"ring all-reduce model, busbw {res.fit['busbw_Bps'] / 1e9:.2f} GB/s and latency "
-                 f"{1e6 * res.fit['latency_s']:.0f} us fitted to this machine's all-reduce")
+                 f"{1e6 * res.fit['latency_s']:.0f} us from this machine's all-reduce ({res.fit['method']})")
     q1 = Answer("Q1: computational efficiency on one worker",
                 f"Throughput peaks at per-worker batch {int(best_row.per_gpu_batch)} ({best_row.images_per_s:,.0f} images/s, "
                 f"epoch excluding data I/O {best_row.epoch_s_excl_io:.1f} s extrapolated from {int(best_row.batches_timed)} "

@@ -90,9 +90,11 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
 
 def resolve_parameters(task: tasks.Task, profile: str, file_params: Mapping[str, Any] | None = None,
                        cli_params: Mapping[str, str] | None = None) -> tuple[dict[str, Any], RunConfig]:
-    """Profile < params file < -p, checked against the notebook and RunConfig. No compute happens here."""
+    """Profile < params file < -p, checked against the notebook and RunConfig. No compute happens here.
+    A profile only sets the parameters the notebook has; -p and -f names must all be the notebook's."""
     nb_params = notebook_parameters(notebooks_dir() / task.notebook)
-    merged: dict[str, Any] = {**task.profile(profile), **(file_params or {}), **(cli_params or {})}
+    prof = {k: v for k, v in task.profile(profile).items() if k in nb_params}
+    merged: dict[str, Any] = {**prof, **(file_params or {}), **(cli_params or {})}
     hints = typing.get_type_hints(RunConfig)
     valid = RunConfig.field_names()
     study = task.settings.field_names() if task.settings else []

@@ -31,14 +31,17 @@ class Task:
     smoke: dict[str, Any] = field(default_factory=dict)
     full: dict[str, Any] = field(default_factory=lambda: dict(FULL_LAB))
     settings: type[StudySettings] | None = None  # the study's own parameters, beside RunConfig's
+    tiny: dict[str, Any] = field(default_factory=lambda: dict(TINY))
 
     def profile(self, name: str) -> dict[str, Any]:
         if name not in PROFILES:
             raise ConfigError(f"unknown profile {name!r}; valid profiles: {', '.join(PROFILES)}")
-        return dict(self.smoke if name == "smoke" else self.full)
+        return dict({"smoke": self.smoke, "full": self.full, "tiny": self.tiny}[name])
 
 
-PROFILES = ("smoke", "full")
+PROFILES = ("smoke", "full", "tiny")
+# tiny: seconds per task, for the test suite and dry runs (the runner keeps the keys a notebook takes)
+TINY = {"model": "resnet_tiny", "epochs": 2, "max_batches": 2, "batch_size": 16, "num_workers": 0}
 
 TASKS: dict[str, Task] = {
     t.id: t
@@ -48,6 +51,7 @@ TASKS: dict[str, Task] = {
         Task("c2", "c2_timing.ipynb", "C2: time per epoch: data loading, training, total",
              smoke={"epochs": 3, "batch_size": 32, "max_batches": 12, "num_workers": 1, "lr": SMOKE_LR}),
         Task("memory", "memory.ipynb", "Memory: RevNet and gradient checkpointing against ResNet", settings=memory.Settings,
+             tiny={**TINY, "epochs": 1, "batch_size": 2},
              # batch 8 as in the seed's table; 25 steps per network for the loss curves, lr scaled down
              # from 0.1 at batch 128 (lr 0.03 at batch 8 made the RevNet's loss jump in the first steps)
              smoke={"epochs": 1, "batch_size": 8, "max_batches": 25, "num_workers": 0, "lr": 0.01}),
@@ -65,6 +69,7 @@ TASKS: dict[str, Task] = {
         Task("c7", "c7_batchnorm.ipynb", "C7: with and without BatchNorm",
              smoke={"model": "resnet_tiny", "epochs": 3, "batch_size": 32, "max_batches": 6, "num_workers": 0, "lr": SMOKE_LR}),
         Task("c8", "c8_compile.ipynb", "C8: torch.compile vs eager; profiler trace",
+             tiny={**TINY, "compile_backend": "eager"},  # graph capture without a C++ build: seconds, not a minute
              smoke={"model": "resnet_tiny", "epochs": 3, "batch_size": 32, "max_batches": 8, "num_workers": 0, "lr": SMOKE_LR}),
         Task("questions", "questions.ipynb", "Lab 2 questions Q1-Q4 from the model and optimizers",
              smoke={}, full={}),
@@ -80,6 +85,7 @@ TASKS: dict[str, Task] = {
              full={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 2}),
         Task("dataloading", "dataloading.ipynb",
              "Data loading from high-latency storage: workers, threads, tensor-resident",
+             tiny={"batch_size": 16, "subset": 48, "epochs": 1, "num_workers": 0},
              # 128 PNG files, 3 passes per loader at 0/5/20/50 ms per file: about a minute on 2 cores
              smoke={"batch_size": 16, "subset": 128, "epochs": 3, "num_workers": 2},
              full={"batch_size": 128, "subset": 2560, "epochs": 3, "num_workers": 2}),

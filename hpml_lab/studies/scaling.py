@@ -189,15 +189,22 @@ class Settings(StudySettings):
 
 
 def fit_allreduce(ar: pd.DataFrame) -> dict[str, float]:
-    """Least-squares fit of time = latency + 2(n-1)/n x bytes / busbw over the measured message sizes."""
+    """Least-squares fit of time = latency + 2(n-1)/n x bytes / busbw over the measured message sizes
+    (method "fit"); when the points give no positive slope and intercept, the largest message's bus bandwidth
+    and the smallest message's time (method "largest message (no usable fit)")."""
     import numpy as np
 
     n = int(ar.world_size.iloc[0])
     x = 2 * (n - 1) / n * ar.bytes.to_numpy(float)
     A = np.vstack([np.ones_like(x), x]).T
     (lat, inv_bw), *_ = np.linalg.lstsq(A, ar.time_s.to_numpy(float), rcond=None)
-    busbw = 1 / inv_bw if inv_bw > 0 else float("nan")
-    return {"latency_s": max(float(lat), 0.0), "busbw_Bps": float(busbw), "world_size": n}
+    if inv_bw > 0 and lat >= 0:
+        return {"latency_s": float(lat), "busbw_Bps": float(1 / inv_bw), "world_size": n, "method": "fit"}
+    # Noise larger than the size effect (a busy machine, tiny messages): no usable line. Fall back to the
+    # largest message's own bus bandwidth and the smallest message's time as the latency, and say so.
+    big, small = ar.loc[ar.bytes.idxmax()], ar.loc[ar.bytes.idxmin()]
+    return {"latency_s": float(small.time_s), "busbw_Bps": float(big.busbw_GBps) * 1e9, "world_size": n,
+            "method": "largest message (no usable fit)"}
 
 
 def link_peak(gpu_name: str | None) -> float | None:
