@@ -207,3 +207,42 @@ def test_cli_synth_then_train_with_200_classes(tmp_path, monkeypatch):
     run = train(cfg)
     assert run.model.linear.out_features == 200
     assert run.meta["dataset"]["kind"] == "synthetic"
+
+
+def _rewrite(data: bytes, tmp_path: Path, edit) -> Path:
+    """A copy of the archive with edit(name, bytes) -> (name, bytes) applied to each member."""
+    src, dst = tmp_path / "src.zip", tmp_path / "crafted.zip"
+    src.write_bytes(data)
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for item in zin.infolist():
+            name, blob = edit(item.filename, zin.read(item.filename))
+            zout.writestr(name, blob)
+    return dst
+
+
+@pytest.mark.parametrize("attack", ["annotation", "wnid"])
+def test_crafted_archive_cannot_touch_files_outside_its_folder(archive_bytes, tmp_path, attack, capsys):
+    from hpml_lab.report import cli
+
+    root = tmp_path / "root"
+    root.mkdir()
+    important = root / "important.txt"
+    important.write_text("keep me")
+
+    def edit(name, blob):
+        if attack == "annotation" and name.endswith("val_annotations.txt"):
+            first, rest = blob.decode().split("\n", 1)
+            wnid = first.split("\t")[1]
+            return name, f"../../../important.txt\t{wnid}\t0\t0\t63\t63\n{rest}".encode()
+        if attack == "wnid" and name.endswith("wnids.txt"):
+            return name, b"../../outside\n" + blob
+        return name, blob
+
+    crafted = _rewrite(archive_bytes, tmp_path, edit)
+    (root / "zips").mkdir()
+    rc = cli.main(["data", "download", "tinyimagenet", "--root", str(root), "--url", crafted.as_uri()])
+    err = capsys.readouterr().err
+    assert rc == 2 and "not a plain file or folder name" in err and err.strip().count("\n") == 0
+    assert important.read_text() == "keep me"
+    assert not (root / tin.FOLDER).exists() and not list(root.glob(".tinyimagenet-extract-*"))
+    assert not (tmp_path / "outside").exists()

@@ -151,8 +151,21 @@ def _archive_prefix(names: list[str]) -> str:
     return hits[0][: -len("wnids.txt")]
 
 
+def _plain_name(name: str, what: str) -> str:
+    """A name read from an archive (a file name, a class id) must be one plain path component, so that nothing
+    it names can lie outside its folder ("../../x", "/etc/x", "a/b", "..")."""
+    if (not name or name in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip()
+            or (len(name) > 1 and name[1] == ":")):
+        raise DatasetError(f"{what} {name!r} is not a plain file or folder name; refusing this archive")
+    return name
+
+
+def _wnids(folder: Path) -> list[str]:
+    return [_plain_name(w, "wnids.txt names a class") for w in (folder / "wnids.txt").read_text().split()]
+
+
 def _count(folder: Path) -> dict[str, int]:
-    wnids = (folder / "wnids.txt").read_text().split()
+    wnids = _wnids(folder)
     return {"classes": len(wnids),
             "train": sum(1 for _ in (folder / "train").glob("*/images/*.JPEG")),
             "val": sum(1 for _ in (folder / "val").glob("*/images/*.JPEG"))}
@@ -160,7 +173,7 @@ def _count(folder: Path) -> dict[str, int]:
 
 def _reorganise_val(folder: Path) -> None:
     """val/images/val_i.JPEG -> val/<wnid>/images/val_i.JPEG, from val/val_annotations.txt."""
-    wnids = set((folder / "wnids.txt").read_text().split())
+    wnids = set(_wnids(folder))
     val = folder / "val"
     ann = val / "val_annotations.txt"
     if not ann.is_file():
@@ -171,6 +184,7 @@ def _reorganise_val(folder: Path) -> None:
         parts = line.split("\t")
         if len(parts) < 2 or parts[1] not in wnids:
             raise DatasetError(f"val_annotations.txt line {line_no} is malformed or names an unknown class: {line!r}")
+        _plain_name(parts[0], f"val_annotations.txt line {line_no} names the image")
         src = val / "images" / parts[0]
         if not src.is_file():
             raise DatasetError(f"val_annotations.txt names {parts[0]}, which the archive does not contain")
@@ -199,7 +213,7 @@ def prepare(archive: str | os.PathLike, root: str | os.PathLike, allow_partial: 
             names = z.namelist()
             prefix = _archive_prefix(names)
             for n in names:
-                if n.startswith("/") or ".." in Path(n).parts:
+                if n.startswith(("/", "\\")) or "\\" in n or ".." in Path(n).parts or (len(n) > 1 and n[1] == ":"):
                     raise DatasetError(f"archive {archive} has an unsafe member path {n!r}; refusing to extract")
             root.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=".tinyimagenet-extract-", dir=root))
@@ -212,7 +226,7 @@ def prepare(archive: str | os.PathLike, root: str | os.PathLike, allow_partial: 
                 partial = any(counts[k] != OFFICIAL[k] for k in OFFICIAL)
                 if counts["classes"] == 0 or counts["train"] == 0:
                     raise DatasetError(f"archive {archive} holds no training images")
-                missing = [w for w in (folder / "wnids.txt").read_text().split() if not (folder / "train" / w).is_dir()]
+                missing = [w for w in _wnids(folder) if not (folder / "train" / w).is_dir()]
                 if missing:
                     raise DatasetError(f"archive {archive}: {len(missing)} classes of wnids.txt have no train folder "
                                        f"(e.g. {missing[0]})")

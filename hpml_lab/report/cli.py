@@ -20,6 +20,7 @@ import sys
 
 from ..config import ConfigError
 from ..data import DatasetError
+from .tasks import PROFILES
 
 
 def _cmd_tasks(args) -> int:
