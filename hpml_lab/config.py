@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import typing
 from dataclasses import dataclass, fields
@@ -143,6 +144,9 @@ class RunConfig:
         for name in ("max_batches", "subset", "num_workers", "seed", "checkpoint_segments"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"parameter {name!r} must be 0 or more, got {getattr(self, name)}")
+        for name in ("lr", "momentum", "weight_decay"):
+            if not math.isfinite(getattr(self, name)):
+                raise ConfigError(f"parameter {name!r} must be a finite number, got {getattr(self, name)}")
         if not self.lr > 0:
             raise ConfigError(f"parameter 'lr' must be positive, got {self.lr}")
         for name in ("momentum", "weight_decay"):
@@ -158,12 +162,14 @@ class RunConfig:
             )
         if self.checkpoint_segments and not models.accepts(self.model, "checkpoint_segments"):
             raise ConfigError(f"parameter 'checkpoint_segments' applies to ResNets only, not {self.model!r}")
-        if not self.task or any(c in self.task for c in "/\\ "):
+        if not self.task or any(c in self.task for c in "/\\ ") or self.task in (".", ".."):
             raise ConfigError(f"parameter 'task' must be a plain name, got {self.task!r}")
         if not self.compile_backend or not self.compile_backend.replace("_", "").isalnum():
             raise ConfigError(f"parameter 'compile_backend' must be a backend name, got {self.compile_backend!r}")
-        if self.run_id and any(c in self.run_id for c in "/\\"):
-            raise ConfigError(f"parameter 'run_id' must not contain a path separator, got {self.run_id!r}")
+        if self.run_id and (any(c in self.run_id for c in "/\\") or self.run_id in (".", "..")):
+            raise ConfigError(f"parameter 'run_id' must be a plain folder name, got {self.run_id!r}")
+        if self.seed >= 2 ** 32:  # NumPy's seeds stop there
+            raise ConfigError(f"parameter 'seed' must be below 2**32, got {self.seed}")
 
     # ---- construction -------------------------------------------------
     @classmethod

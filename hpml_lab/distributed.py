@@ -14,7 +14,8 @@ Launch with torchrun only (never mp.spawn); train() picks the environment up by 
 The environment: torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 MASTER_ADDR and MASTER_PORT; it wins when present. Without it, a Slurm job step
 with one task per process (srun --ntasks=N python -m hpml_lab) gives
-SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE; MASTER_ADDR and
+SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE (srun's step variables: the batch
+step itself, where a notebook runs, has SLURM_PROCID and SLURM_NTASKS but is never a rank); MASTER_ADDR and
 MASTER_PORT must then be exported by the batch script. Backend: gloo on CPU,
 NCCL on CUDA, with an explicit timeout (HPML_DIST_TIMEOUT_S, default 300 s; NCCL's
 own default is 10 minutes, too long to notice a dead rank in a short lab run).
@@ -74,10 +75,12 @@ def read_env(environ: Optional[Mapping[str, str]] = None) -> DistEnv:
         world = _int(e, "WORLD_SIZE", 1)
         return DistEnv(rank=_int(e, "RANK", 0), world_size=world, local_rank=_int(e, "LOCAL_RANK", 0),
                        local_world_size=_int(e, "LOCAL_WORLD_SIZE", world), launcher="torchrun")
-    if "SLURM_PROCID" in e and _int(e, "SLURM_NTASKS", 1) > 1:
-        world = _int(e, "SLURM_NTASKS", 1)
+    # Only a task that srun started for a step joins: srun sets SLURM_STEP_NUM_TASKS, the batch step does not,
+    # although it has SLURM_PROCID=0 and SLURM_NTASKS=N (a notebook run there would wait for N-1 ranks forever).
+    if "SLURM_PROCID" in e and _int(e, "SLURM_STEP_NUM_TASKS", 1) > 1:
+        world = _int(e, "SLURM_STEP_NUM_TASKS", 1)
         return DistEnv(rank=_int(e, "SLURM_PROCID", 0), world_size=world, local_rank=_int(e, "SLURM_LOCALID", 0),
-                       local_world_size=_int(e, "SLURM_NTASKS_PER_NODE", world), launcher="slurm")
+                       local_world_size=_int(e, "SLURM_STEP_TASKS_PER_NODE", world), launcher="slurm")
     return DistEnv()
 
 
@@ -86,8 +89,20 @@ def backend_for(device: torch.device) -> str:
 
 
 def timeout_seconds(environ: Optional[Mapping[str, str]] = None) -> int:
+    """HPML_DIST_TIMEOUT_S, a whole number of seconds above 0 (default 300); anything else is one clear error."""
     e = os.environ if environ is None else environ
-    return _int(e, "HPML_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S)
+    raw = e.get("HPML_DIST_TIMEOUT_S", "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        from .config import ConfigError
+
+        raise ConfigError(f"HPML_DIST_TIMEOUT_S must be a whole number of seconds above 0, got {raw!r}")
+    return value
 
 
 def setup(device: torch.device, timeout_s: Optional[int] = None) -> DistEnv:

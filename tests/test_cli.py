@@ -17,7 +17,7 @@ def run_cli(*args, env=None):
     (["run", "c1", "-p", "batchsize=3"], "unknown parameter 'batchsize'"),
     (["run", "c1", "-p", "epochs=two"], "parameter 'epochs' must be int"),
     (["run", "c1", "-p", "optimizer=lbfgs"], "valid values"),
-    (["run", "c2", "-p", "lr=0.5"], "task c2 does not take parameter 'lr'"),
+    (["run", "c2", "-p", "momentum=0.5"], "task c2 does not take parameter 'momentum'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))

@@ -96,3 +96,13 @@ def test_runner_checks_a_tasks_study_settings_before_running(tmp_path, monkeypat
         runner.resolve_parameters(task, "smoke", cli_params={"rev_stages": "0"})
     with pytest.raises(ConfigError, match="unknown parameter 'rev_stage'"):
         runner.resolve_parameters(task, "smoke", cli_params={"rev_stage": "3"})
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("lr", float("inf"), "'lr' must be a finite number"), ("momentum", float("nan"), "'momentum' must be a finite"),
+    ("weight_decay", float("inf"), "'weight_decay' must be a finite"), ("task", "..", "'task' must be a plain name"),
+    ("run_id", "..", "'run_id' must be a plain folder name"), ("run_id", "a/../../b", "'run_id' must be a plain"),
+    ("seed", 2 ** 40, r"'seed' must be below 2\*\*32")])
+def test_values_that_would_run_nonsense_or_write_outside_results_are_refused(field, value, message):
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(**{field: value})

@@ -24,12 +24,27 @@ def test_read_env_torchrun_slurm_and_single():
                                "SLURM_PROCID": "0", "SLURM_NTASKS": "2"})
     assert (tr.rank, tr.world_size, tr.local_rank, tr.local_world_size, tr.launcher) == (3, 4, 1, 2, "torchrun")
     assert tr.distributed and not tr.is_main
-    sl = distributed.read_env({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
-                               "SLURM_NTASKS_PER_NODE": "4(x2)"})
+    # a task srun started for a step (srun sets the SLURM_STEP_* variables)
+    sl = distributed.read_env({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_STEP_NUM_TASKS": "8",
+                               "SLURM_LOCALID": "1", "SLURM_STEP_TASKS_PER_NODE": "4(x2)", "SLURM_STEP_ID": "0"})
     assert (sl.rank, sl.world_size, sl.local_rank, sl.local_world_size, sl.launcher) == (5, 8, 1, 4, "slurm")
     # A batch script (one Slurm task) is a single process, not a distributed run.
     one = distributed.read_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"})
     assert not one.distributed and one.is_main and one.launcher == "none"
+    # The batch step of a 4-task allocation (where the notebook runs): SLURM_PROCID=0, SLURM_NTASKS=4, no step
+    # variables. It is one process: joining a group there would wait for 3 ranks that never come.
+    batch = distributed.read_env({"SLURM_JOB_ID": "7", "SLURM_PROCID": "0", "SLURM_NTASKS": "4",
+                                  "SLURM_NTASKS_PER_NODE": "2", "SLURM_NNODES": "2", "SLURM_LOCALID": "0"})
+    assert not batch.distributed and batch.world_size == 1
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "1.5"])
+def test_bad_process_group_timeout_is_one_clear_error(value):
+    from hpml_lab.config import ConfigError
+
+    with pytest.raises(ConfigError, match="HPML_DIST_TIMEOUT_S must be a whole number of seconds above 0"):
+        distributed.timeout_seconds({"HPML_DIST_TIMEOUT_S": value})
+    assert distributed.timeout_seconds({}) == 300 and distributed.timeout_seconds({"HPML_DIST_TIMEOUT_S": "60"}) == 60
 
 
 def test_single_process_helpers_are_identities():
