@@ -11,8 +11,12 @@ every number.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -79,7 +83,7 @@ def load_runs(task: str, results_dir: str | os.PathLike = "results", status: str
 
     base = output_path(results_dir) / task
     runs = []
-    for meta in base.glob("*/meta.json"):
+    for meta in base.glob("[!.]*/meta.json"):  # hidden folders are attempts in progress or set aside
         try:
             rec = read_run(meta.parent)
         except (OSError, ValueError):
@@ -109,3 +113,84 @@ def concat_tables(runs: Iterable[RunRecord], name: str, with_config: Sequence[st
             df[k] = r.meta["config"][k]
         frames.append(df)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+# ------------------------------------------------------------------ the run lifecycle
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (what Slurm sends at a time limit, or with --signal before it), raised like Ctrl-C."""
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """While the block runs, SIGTERM raises Interrupted in the main thread, so it ends a run like Ctrl-C:
+    files consistent, status "interrupted". Elsewhere (another thread) the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Interrupted(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def end_status(e: BaseException) -> str:
+    return "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+
+
+class RunFolder:
+    """Where a run writes while it runs, and how it lands: a fresh attempt folder next to the run folder
+    (.<name>.attempt-<pid>), renamed over the run folder only when the run completes. A complete run is never
+    overwritten by a rerun that fails or is interrupted: that attempt stays beside it, hidden, with its own
+    status; when there was no complete run, the failed attempt takes the run folder so its state is visible.
+
+        with results.RunFolder(cfg.run_dir()) as rf:
+            rf.write_meta(meta)                      # status running, in the attempt folder
+            atomic_write_csv(rf.path / "epochs.csv", rows)
+            rf.complete(meta)                        # status complete; the attempt becomes the run folder
+    """
+
+    def __init__(self, run_dir: Path):
+        self.final = Path(run_dir)
+        self.path = self.final.parent / f".{self.final.name}.attempt-{os.getpid()}"
+        self.done = False
+
+    def __enter__(self) -> "RunFolder":
+        if self.path.exists():
+            shutil.rmtree(self.path)
+        self.path.mkdir(parents=True)
+        return self
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        write_meta(self.path, meta)
+
+    def complete(self, meta: Mapping[str, Any]) -> None:
+        write_meta(self.path, {**meta, "status": "complete", "run_id": self.final.name})
+        self._land()
+        self.done = True
+
+    def _land(self) -> None:
+        old = self.final.parent / f".{self.final.name}.replaced-{os.getpid()}"
+        if self.final.exists():
+            os.replace(self.final, old)
+        os.replace(self.path, self.final)
+        if old.exists():
+            shutil.rmtree(old, ignore_errors=True)
+
+    def __exit__(self, kind, e, tb) -> None:
+        if self.done or not self.path.exists():
+            return
+        if e is not None:
+            try:
+                meta = json.loads((self.path / "meta.json").read_text())
+            except (OSError, ValueError):
+                meta = {}
+            write_meta(self.path, {**meta, "status": end_status(e), "error": f"{type(e).__name__}: {e}",
+                                   "finished_at": now()})
+        if not is_complete(self.final):
+            self._land()  # nothing complete to protect: the failed run is the one to show
+        # else: the attempt stays beside the complete run, hidden from load_runs

@@ -172,6 +172,8 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     """
     device = resolve_device(cfg.device)
     info = dataset_info(cfg)  # fails fast, naming the command that prepares the data
+    if save_model:
+        check_output_file(save_model, "--save-model")  # before any compute, not after the last epoch
     # Under torchrun (or a Slurm step) join the process group; a single process gets world_size 1.
     dist_env = distributed.setup(device)
     device = torch.device(dist_env.device)
@@ -194,90 +196,119 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
         cfg, device, dataset=info, parameters=models.count_parameters(model), timing_note=TIMING_NOTE, **{
         "distributed": {**dist_env.as_dict(), "global_batch": cfg.batch_size * dist_env.world_size,
                         "data_parallel": parallel_note}, **(extra_meta or {})})
-    if write:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        results.write_meta(run_dir, meta)
+    folder = results.RunFolder(run_dir) if write else contextlib.nullcontext()
+    with results.sigterm_interrupts(), folder as rf:
+        if write:
+            rf.write_meta(meta)
+        started = time.perf_counter()
+        batch_rows, epoch_rows = _epochs(cfg, model, loader, optimizer, criterion, device, dist_env,
+                                         rf.path if write else None, meta)
+        meta.update(status="complete", finished_at=_now(), duration_s=time.perf_counter() - started,
+                    epochs_done=cfg.epochs)
+        if save_model and dist_env.is_main:
+            meta["saved_model"] = _save_model(model, save_model, rf.path if write else None, run_dir)
+        if write:
+            rf.complete(meta)
+    return TrainResult(run_dir, meta, pd.DataFrame(batch_rows, columns=BATCH_COLUMNS),
+                       pd.DataFrame(epoch_rows, columns=EPOCH_COLUMNS), model)
 
+
+def check_output_file(path: str | os.PathLike, what: str) -> None:
+    """A file this run will write must be writable before the run starts: one line naming what is wrong."""
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{what} {p} is a folder; give a file name such as {p / 'model.pt'}")
+    parent = p.parent if str(p.parent) else Path(".")
+    existing = next((q for q in [parent, *parent.parents] if q.exists()), Path("/"))
+    if not existing.is_dir():
+        raise ConfigError(f"{what} {p}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {p}: no permission to write in {existing}")
+
+
+def _save_model(model: nn.Module, target, attempt: Path | None, run_dir: Path) -> str:
+    """Save the weights; if the target cannot be written now, keep them in the run folder and say where."""
+    try:
+        _atomic_save_model(model, target)
+        return str(target)
+    except OSError as e:
+        if attempt is None:
+            raise
+        _atomic_save_model(model, attempt / "model.pt")
+        kept = run_dir / "model.pt"
+        print(f"warning: could not write {target} ({e.strerror or e}); the weights are kept in {kept}",
+              file=sys.stderr, flush=True)
+        return str(kept)
+
+
+def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: Path | None,
+            meta) -> tuple[list, list]:
+    """The training loop; writes batches.csv, epochs.csv and meta.json into `folder` after every epoch."""
     mode = progress_mode(cfg.progress) if dist_env.is_main else "none"
     batch_rows: list[dict[str, Any]] = []
     epoch_rows: list[dict[str, Any]] = []
     step = 0
-    started = time.perf_counter()
-    try:
-        model.train()
-        for epoch in range(1, cfg.epochs + 1):
-            sampler = getattr(loader, "sampler", None)
-            if hasattr(sampler, "set_epoch"):
-                sampler.set_epoch(epoch)
-            n_batches = len(loader) if cfg.max_batches == 0 else min(cfg.max_batches, len(loader))
-            wait, work, wall = HostTimer(), DeviceTimer(device), WallClock(device)
-            losses, corrects, sizes = [], [], []
-            bar = _Progress(mode, cfg, n_batches, epoch)
-            wall.start()
-            it = None
-            for i in range(1, n_batches + 1):
-                wait.start()
-                if it is None:
-                    it = iter(loader)  # worker start-up counts as data loading
-                try:
-                    x, y = next(it)
-                except StopIteration:
-                    wait.values.append(0.0)
-                    break
-                if cfg.sync_each_step:  # a device-resident loader only queues its work: count it as data
-                    synchronize(device)
-                wait.stop()
-                work.start()
-                out, loss, y = train_step(model, optimizer, criterion, x, y, cfg, device)
-                work.stop()
-                if cfg.sync_each_step:
-                    synchronize(device)
-                correct = (out.detach().argmax(1) == y).sum()
-                losses.append(loss.detach())
-                corrects.append(correct)
-                sizes.append(y.shape[0])
-                bar.update(i, sum(sizes), loss, correct, y.shape[0])
-            del it
-            total = wall.stop()
-            bar.close()
-            step_times = work.intervals()
-            loss_v = torch.stack(losses).float().cpu().tolist()
-            corr_v = torch.stack(corrects).cpu().tolist()
-            if dist_env.distributed:  # one all-reduce per epoch: global per-batch loss/accuracy, slowest rank's times
-                loss_v, corr_v, sizes, total, step_times = _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait)
-            for b, (lv, cv, n, d, t) in enumerate(zip(loss_v, corr_v, sizes, wait.values, step_times), 1):
-                step += 1
-                batch_rows.append({"epoch": epoch, "batch": b, "step": step, "images": n, "loss": lv,
-                                   "acc": cv / n, "data_s": d, "train_s": t})
-            images = sum(sizes)
-            epoch_rows.append({
-                "epoch": epoch, "batches": len(sizes), "images": images,
-                "loss": sum(l * n for l, n in zip(loss_v, sizes)) / images,
-                "acc": sum(corr_v) / images, "data_s": wait.total(), "train_s": sum(step_times),
-                "total_s": total, "images_per_s": images / total,
-            })
-            if mode == "log":
-                e = epoch_rows[-1]
-                print(f"[{cfg.task}] epoch {epoch} done: loss {e['loss']:.4f} acc {100 * e['acc']:.1f}% "
-                      f"data {e['data_s']:.2f}s train {e['train_s']:.2f}s total {e['total_s']:.2f}s", flush=True)
-            if write:  # after every epoch, so an interrupted run keeps what it finished
-                atomic_write_csv(run_dir / "batches.csv", batch_rows, BATCH_COLUMNS)
-                atomic_write_csv(run_dir / "epochs.csv", epoch_rows, EPOCH_COLUMNS)
-                results.write_meta(run_dir, {**meta, "epochs_done": epoch})
-    except BaseException as e:
-        if write:
-            results.write_meta(run_dir, {**meta, "status": "failed", "error": f"{type(e).__name__}: {e}",
-                                         "finished_at": _now()})
-        raise
-    meta.update(status="complete", finished_at=_now(), duration_s=time.perf_counter() - started,
-                epochs_done=cfg.epochs)
-    if save_model and dist_env.is_main:
-        _atomic_save_model(model, save_model)
-        meta["saved_model"] = str(save_model)
-    if write:
-        results.write_meta(run_dir, meta)
-    return TrainResult(run_dir, meta, pd.DataFrame(batch_rows, columns=BATCH_COLUMNS),
-                       pd.DataFrame(epoch_rows, columns=EPOCH_COLUMNS), model)
+    model.train()
+    for epoch in range(1, cfg.epochs + 1):
+        sampler = getattr(loader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        n_batches = len(loader) if cfg.max_batches == 0 else min(cfg.max_batches, len(loader))
+        wait, work, wall = HostTimer(), DeviceTimer(device), WallClock(device)
+        losses, corrects, sizes = [], [], []
+        bar = _Progress(mode, cfg, n_batches, epoch)
+        wall.start()
+        it = None
+        for i in range(1, n_batches + 1):
+            wait.start()
+            if it is None:
+                it = iter(loader)  # worker start-up counts as data loading
+            try:
+                x, y = next(it)
+            except StopIteration:
+                wait.values.append(0.0)
+                break
+            if cfg.sync_each_step:  # a device-resident loader only queues its work: count it as data
+                synchronize(device)
+            wait.stop()
+            work.start()
+            out, loss, y = train_step(model, optimizer, criterion, x, y, cfg, device)
+            work.stop()
+            if cfg.sync_each_step:
+                synchronize(device)
+            correct = (out.detach().argmax(1) == y).sum()
+            losses.append(loss.detach())
+            corrects.append(correct)
+            sizes.append(y.shape[0])
+            bar.update(i, sum(sizes), loss, correct, y.shape[0])
+        del it
+        total = wall.stop()
+        bar.close()
+        step_times = work.intervals()
+        loss_v = torch.stack(losses).float().cpu().tolist()
+        corr_v = torch.stack(corrects).cpu().tolist()
+        if dist_env.distributed:  # one all-reduce per epoch: global per-batch loss/accuracy, slowest rank's times
+            loss_v, corr_v, sizes, total, step_times = _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait)
+        for b, (lv, cv, n, d, t) in enumerate(zip(loss_v, corr_v, sizes, wait.values, step_times), 1):
+            step += 1
+            batch_rows.append({"epoch": epoch, "batch": b, "step": step, "images": n, "loss": lv,
+                               "acc": cv / n, "data_s": d, "train_s": t})
+        images = sum(sizes)
+        epoch_rows.append({
+            "epoch": epoch, "batches": len(sizes), "images": images,
+            "loss": sum(l * n for l, n in zip(loss_v, sizes)) / images,
+            "acc": sum(corr_v) / images, "data_s": wait.total(), "train_s": sum(step_times),
+            "total_s": total, "images_per_s": images / total,
+        })
+        if mode == "log":
+            e = epoch_rows[-1]
+            print(f"[{cfg.task}] epoch {epoch} done: loss {e['loss']:.4f} acc {100 * e['acc']:.1f}% "
+                  f"data {e['data_s']:.2f}s train {e['train_s']:.2f}s total {e['total_s']:.2f}s", flush=True)
+        if folder is not None:  # after every epoch, so an interrupted run keeps what it finished
+            atomic_write_csv(folder / "batches.csv", batch_rows, BATCH_COLUMNS)
+            atomic_write_csv(folder / "epochs.csv", epoch_rows, EPOCH_COLUMNS)
+            results.write_meta(folder, {**meta, "epochs_done": epoch})
+    return batch_rows, epoch_rows
 
 
 def _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait):
@@ -339,6 +370,10 @@ def _main(argv: list[str] | None) -> int:
         distributed.cleanup(barrier=False)
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted): the run is marked interrupted
+        distributed.cleanup(barrier=False)
+        print(f"interrupted ({e or 'Ctrl-C'}): the finished epochs are kept, status 'interrupted'", file=sys.stderr)
+        return 143 if isinstance(e, results.Interrupted) else 130
     except BaseException:
         distributed.cleanup(barrier=False)
         raise

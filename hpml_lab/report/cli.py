@@ -206,9 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DatasetError) as e:
         print(f"hpml-lab: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("hpml-lab: interrupted; completed results are kept", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted, e.g. a Slurm time limit)
+        print("hpml-lab: interrupted; completed results are kept, the index says which task stopped", file=sys.stderr)
+        return 143 if type(e).__name__ == "Interrupted" else 130
 
 
 if __name__ == "__main__":

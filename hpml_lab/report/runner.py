@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from .. import results
 from . import answers, tasks
 from ..config import ConfigError, RunConfig, coerce_value, output_path, project_root
 from ..data import check_dataset
@@ -38,7 +39,7 @@ KERNEL = "hpml-lab"
 class Outcome:
     task: str
     title: str
-    status: str  # "ok" or "failed"
+    status: str  # "ok", "failed" or "interrupted"
     seconds: float
     profile: str
     parameters: dict[str, Any]
@@ -167,12 +168,16 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
         stale.unlink()
     t0 = time.perf_counter()
     status, error = "ok", ""
+    interrupted: KeyboardInterrupt | None = None
     try:
-        papermill.execute_notebook(
-            str(notebooks_dir() / task.notebook), str(executed), parameters=params, kernel_name=kernel,
-            cwd=str(project_root()), log_output=True, progress_bar=False, stdout_file=sys.stdout,
-            stderr_file=sys.stderr,
-        )
+        with results.sigterm_interrupts():  # Slurm's time-limit signal ends the task like Ctrl-C
+            papermill.execute_notebook(
+                str(notebooks_dir() / task.notebook), str(executed), parameters=params, kernel_name=kernel,
+                cwd=str(project_root()), log_output=True, progress_bar=False, stdout_file=sys.stdout,
+                stderr_file=sys.stderr,
+            )
+    except KeyboardInterrupt as e:  # record it, render what ran, update the index; then stop
+        status, error, interrupted = "interrupted", f"interrupted ({e or 'Ctrl-C'})", e
     except PapermillExecutionError as e:
         status, error = "failed", f"{e.ename}: {e.evalue}"
     except Exception as e:  # dead kernel (e.g. killed for memory), missing kernel, ...
@@ -184,6 +189,9 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
                       f"{cfg.dataset} ({kind})", target.name if target.exists() else "", str(executed), error)
     atomic_write_json(executed.with_suffix(".json"), asdict(outcome))
     log(f"[{task.id}] {status} in {seconds:.1f} s -> {target}" + (f" ({error})" if error else ""))
+    if interrupted is not None:
+        write_index(load_outcomes())
+        raise interrupted
     return outcome
 
 
@@ -198,7 +206,7 @@ def write_index(outcomes: list[Outcome]) -> Path:
         if o is None:
             continue
         rec = answers.load(tid) if o.status == "ok" else None
-        status = "failed" if o.status != "ok" else (rec["status"] if rec else "no answer record")
+        status = o.status if o.status != "ok" else (rec["status"] if rec else "no answer record")
         answer = html.escape(rec["summary"]) if rec else html.escape(o.error)
         if rec and rec.get("synthetic_data") or "synthetic" in o.dataset:
             synthetic.append(tid)
