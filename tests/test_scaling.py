@@ -28,7 +28,7 @@ def test_strong_scaling_speedup_is_bounded_by_workers_and_falls_with_bandwidth()
 
 @pytest.mark.slow
 def test_allreduce_measured_with_two_gloo_processes():
-    df = scaling.measure_allreduce([4096, 400_000], nproc=2, repeats=3, warmup=1)
+    df = scaling.measure_allreduce([4096, 400_000], nproc=2, repeats=3, warmup=1, device="cpu")
     assert list(df.world_size) == [2, 2] and set(df.backend) == {"gloo"}
     assert (df.time_s > 0).all() and (df.busbw_GBps == df.algbw_GBps).all()  # 2(n-1)/n = 1 at n = 2
 

@@ -67,10 +67,16 @@ def predict_epoch(t_step: float, n: int, per_gpu_batch: int, n_images: int, grad
 
 
 # ------------------------------------------------------------------ all-reduce measurement
-def _allreduce_worker(sizes: list[int], repeats: int, warmup: int, out: str) -> None:
-    env = distributed.setup(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+def _allreduce_worker(sizes: list[int], repeats: int, warmup: int, out: str, device_type: str = "auto") -> None:
+    if device_type == "auto":
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if device_type == "cuda" and world > torch.cuda.device_count():  # never two ranks on one GPU (NCCL refuses)
+        raise SystemExit(f"error: {world} ranks but {torch.cuda.device_count()} GPU(s): measure with device=cpu (gloo)")
+    env = distributed.setup(torch.device(device_type))
     device = torch.device(env.device)
     rows = []
+    ok = False
     try:
         for nbytes in sizes:
             buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
@@ -85,8 +91,9 @@ def _allreduce_worker(sizes: list[int], repeats: int, warmup: int, out: str) -> 
             del buf
         if env.is_main:
             atomic_write_json(out, rows)
+        ok = True
     finally:
-        distributed.cleanup()
+        distributed.cleanup(barrier=ok)  # no barrier on a failure path: the other ranks may be gone
 
 
 def _torchrun(nproc: int, module_args: list[str], timeout: float) -> subprocess.CompletedProcess:
@@ -103,12 +110,13 @@ def _torchrun(nproc: int, module_args: list[str], timeout: float) -> subprocess.
 
 
 def measure_allreduce(sizes: Iterable[int], nproc: int = 2, repeats: int = 10, warmup: int = 3,
-                      timeout: float = 300) -> pd.DataFrame:
-    """All-reduce times over `nproc` local processes (gloo on CPU, NCCL on GPUs), launched by torchrun."""
+                      timeout: float = 300, device: str = "auto") -> pd.DataFrame:
+    """All-reduce times over `nproc` local processes launched by torchrun: gloo on CPU (device="cpu"), NCCL on
+    GPUs (device="cuda", one GPU per rank: more ranks than GPUs is refused); "auto" picks CUDA when present."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "allreduce.json"
         _torchrun(nproc, ["hpml_lab.studies.scaling", "allreduce", "--bytes", *map(str, sizes), "--repeats", str(repeats),
-                          "--warmup", str(warmup), "--out", str(out)], timeout)
+                          "--warmup", str(warmup), "--out", str(out), "--device", device], timeout)
         return pd.DataFrame(json.loads(out.read_text()))
 
 
@@ -149,23 +157,6 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
                      "epoch_s_incl_io": ep.total_s / ep.batches * math.ceil(n_images / b),
                      "images_per_s": b / per_step, "step_times_s": ";".join(f"{x:.6f}" for x in last.train_s)})
     return pd.DataFrame(rows)
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m hpml_lab.studies.scaling")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    a = sub.add_parser("allreduce", help="time all-reduce of the given sizes (run under torchrun)")
-    a.add_argument("--bytes", type=int, nargs="+", required=True)
-    a.add_argument("--repeats", type=int, default=10)
-    a.add_argument("--warmup", type=int, default=3)
-    a.add_argument("--out", required=True)
-    args = p.parse_args(argv)
-    _allreduce_worker(args.bytes, args.repeats, args.warmup, args.out)
-    return distributed.leave(0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 # ------------------------------------------------------------------ the Lab 5 study
@@ -250,8 +241,11 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     cfg2 = cfg.replace(epochs=max(2, cfg.epochs))
     q1 = compute_sweep(cfg2, sizes, n_images=settings.n_images)
     ok = q1[q1.status == "ok"].set_index("per_gpu_batch")
-    ar_n = max(2, min(workers_here, 4))
-    ar = measure_allreduce([grad_bytes // 100, grad_bytes // 10, grad_bytes], nproc=ar_n, repeats=10, warmup=3)
+    # NCCL across the GPUs when there are 2 or more; else gloo between 2 CPU processes, labelled by its backend
+    ar_dev = "cuda" if on_gpu and workers_here >= 2 else "cpu"
+    ar_n = min(workers_here, 4) if ar_dev == "cuda" else 2
+    ar = measure_allreduce([grad_bytes // 100, grad_bytes // 10, grad_bytes], nproc=ar_n, repeats=10, warmup=3,
+                           device=ar_dev)
     fit = fit_allreduce(ar)
     rows, runs = [], []
     for b, q in ok.iterrows():
@@ -305,3 +299,21 @@ def reference_check(n_images: int = N_IMAGES) -> tuple[pd.DataFrame, dict[str, f
                      "model (s)": p["epoch_s"], "compute (s)": p["compute_s"], "all-reduce (s)": p["comm_s"],
                      "used to fit": r["gpus"] < 4, "error (%)": 100 * (p["epoch_s"] - r["epoch_s"]) / r["epoch_s"]})
     return pd.DataFrame(rows), {"t_step_512_s": t_step_512, "t_comm2_s": t_comm2, "busbw_Bps": busbw}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m hpml_lab.studies.scaling")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("allreduce", help="time all-reduce of the given sizes (run under torchrun)")
+    a.add_argument("--bytes", type=int, nargs="+", required=True)
+    a.add_argument("--repeats", type=int, default=10)
+    a.add_argument("--warmup", type=int, default=3)
+    a.add_argument("--out", required=True)
+    a.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    args = p.parse_args(argv)
+    _allreduce_worker(args.bytes, args.repeats, args.warmup, args.out, args.device)
+    return distributed.leave(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
