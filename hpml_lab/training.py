@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import distributed, fastpath, models, results
+from . import distributed, fastpath, flops, models, results
 from .config import ConfigError, RunConfig, check_keys
 from .data import DatasetError, build_loader, dataset_info, num_classes
 from .device import resolve_device, seed_everything
@@ -38,7 +38,8 @@ from .profiling import DeviceTimer, HostTimer, WallClock, synchronize
 from .io import atomic_file, atomic_write_csv
 
 BATCH_COLUMNS = ["epoch", "batch", "step", "images", "loss", "acc", "data_s", "train_s"]
-EPOCH_COLUMNS = ["epoch", "batches", "images", "loss", "acc", "data_s", "train_s", "total_s", "images_per_s"]
+EPOCH_COLUMNS = ["epoch", "batches", "images", "loss", "acc", "data_s", "train_s", "total_s", "images_per_s",
+                 "tflops", "mfu"]
 TIMING_NOTE = (
     "data_s: host time waiting on the DataLoader (includes starting its workers in the first batch); "
     "train_s: host-to-device copy, forward, backward and optimizer step (CUDA events on a GPU, "
@@ -200,6 +201,7 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     with results.sigterm_interrupts(), folder as rf:
         if write:
             rf.write_meta(meta)
+        meta["flops"] = _flops_record(cfg, device)  # counted before the clock starts
         started = time.perf_counter()
         batch_rows, epoch_rows = _epochs(cfg, model, loader, optimizer, criterion, device, dist_env,
                                          rf.path if write else None, meta)
@@ -211,6 +213,14 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
             rf.complete(meta)
     return TrainResult(run_dir, meta, pd.DataFrame(batch_rows, columns=BATCH_COLUMNS),
                        pd.DataFrame(epoch_rows, columns=EPOCH_COLUMNS), model)
+
+
+def _flops_record(cfg: RunConfig, device: torch.device) -> dict[str, Any]:
+    """FLOPs per image of a training step, the precision and the device's peak for it (hpml_lab.flops)."""
+    pk = flops.peak(device, flops.precision_of(cfg, device))
+    return {"per_image": flops.flops_per_image(cfg), "precision": pk.precision, "peak_tflops": pk.tflops,
+            "peak_source": pk.source, "convention": "multiply-add = 2 FLOPs; convolutions and matrix products, "
+                                                    "forward + backward"}
 
 
 def check_output_file(path: str | os.PathLike, what: str) -> None:
@@ -299,6 +309,10 @@ def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: 
             "loss": sum(l * n for l, n in zip(loss_v, sizes)) / images,
             "acc": sum(corr_v) / images, "data_s": wait.total(), "train_s": sum(step_times),
             "total_s": total, "images_per_s": images / total,
+            # achieved TFLOP/s of the step compute per device (images split over the ranks), and its share of peak
+            "tflops": flops.tflops(meta["flops"]["per_image"] * images / dist_env.world_size, sum(step_times)),
+            "mfu": flops.mfu(meta["flops"]["per_image"] * images / dist_env.world_size, sum(step_times),
+                             meta["flops"]["peak_tflops"]),
         })
         if mode == "log":
             e = epoch_rows[-1]

@@ -65,9 +65,17 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     nums = [_num("data loading per epoch", steady["data_s"], "s"), _num("training per epoch", steady["train_s"], "s"),
             _num("total per epoch", steady["total_s"], "s"),
             Number("data-loading share of the epoch", 100 * share, "%", "measured", n=len(steady))]
+    fl = (run.meta or {}).get("flops")
+    mfu_text = ""
+    if fl and "mfu" in steady:
+        nums.append(_num("training compute, share of this device's peak", steady["mfu"], "%", 100))
+        mfu_text = (f" The training compute ran at {nums[-1].value:.2g}% of this device's {fl['precision']} peak "
+                    f"({fl['peak_tflops']:.3g} TFLOP/s; {fl['peak_source']})"
+                    + (": above 100% because the peak was measured while the machine was busier than during training, "
+                       "so read it as 'near this CPU's own matrix-product speed'." if nums[-1].value > 100 else "."))
     text = (f"Per epoch (median of {len(steady)} after the warm-up epoch): data loading "
             f"{nums[0].value:.3g} s, training {nums[1].value:.3g} s, total {nums[2].value:.3g} s; waiting for data "
-            f"is {100 * share:.0f}% of the epoch.")
+            f"is {100 * share:.0f}% of the epoch." + mfu_text)
     return [Answer("C2: data-loading, training and total time per epoch", text, "answered", nums)], flags
 
 

@@ -30,6 +30,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from .. import flops
 from ..config import ConfigError, RunConfig, output_path
 from ..data import build_loader, cifar, lab_transform
 from ..envinfo import environment
@@ -185,7 +186,19 @@ def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     ratios = [b / f for b, f in zip(times[0], times[1])]
     for tr in trainers.values():
         tr.close()
+    per_image = flops.flops_per_image(base)
+    achieved = {}
+    for name, cfg in (("baseline", base), ("fast", fast)):
+        pk = flops.peak(device, flops.precision_of(cfg, device))
+        step_flops = per_image * cfg.batch_size
+        achieved[name] = {"tflops": flops.tflops(step_flops, rows[name]["median"]), "precision": pk.precision,
+                          "peak_tflops": pk.tflops, "peak_source": pk.source,
+                          "mfu": flops.mfu(step_flops, rows[name]["median"], pk.tflops),
+                          # the epoch at the peak: how far this path is from the hardware's limit
+                          "ideal_epoch_s": per_image * 50_000 / (pk.tflops * 1e12),
+                          "epoch_s_at_this_rate": 50_000 / cfg.batch_size * rows[name]["median"]}
     return {"unit": "seconds per step", "baseline_step_s": rows["baseline"], "fast_step_s": rows["fast"],
+            "flops_per_image": per_image, "achieved": achieved,
             "ratio": summarize(ratios)["median"], "ratio_spread": summarize(ratios),
             "ratio_meaning": "baseline step time / fast step time (speedup)",
             "baseline_config": _cfg_fields(base), "fast_config": _cfg_fields(fast),

@@ -1,0 +1,124 @@
+"""Floating-point work of a training step, the device's peak, achieved TFLOP/s and MFU.
+
+    from hpml_lab import flops
+    f = flops.step_flops_per_image("resnet18")                 # 3.33e9 for a 32x32 CIFAR image (fwd + bwd)
+    peak = flops.peak(torch.device("cuda"), "bf16")            # Peak(tflops=989.5, source="NVIDIA H100 SXM ...")
+    flops.mfu(f * images, seconds, peak.tflops)                # achieved / peak, a fraction
+
+Convention: a multiply-add is 2 FLOPs, as torch.utils.flop_counter.FlopCounterMode counts (convolutions and
+matrix products, forward and backward; elementwise work such as BatchNorm and ReLU is not counted, as in the usual
+MFU definition). A training step is counted once per model, input shape and number of classes, on a batch of one
+image on the CPU (FLOPs per image do not depend on the batch or device), and cached.
+
+Peaks are dense (not 2:4 sparse) figures from the vendors' data sheets; for a CPU, or a GPU not in the table, the
+peak is measured on the spot: the best of a few large matrix products in the precision used (so an MFU near 1 on
+a CPU means "as fast as its own matrix product", not its theoretical peak).
+"""
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+# name fragment (as torch.cuda.get_device_name reports it) -> dense TFLOP/s by precision, and the source.
+GPU_PEAKS: dict[str, tuple[dict[str, float], str]] = {
+    "H100 PCIe": ({"fp32": 51.0, "tf32": 378.0, "bf16": 756.0}, "NVIDIA H100 PCIe data sheet (dense)"),
+    "H100": ({"fp32": 67.0, "tf32": 494.5, "bf16": 989.5}, "NVIDIA H100 SXM data sheet (dense)"),
+    "H200": ({"fp32": 67.0, "tf32": 494.5, "bf16": 989.5}, "NVIDIA H200 SXM data sheet (dense)"),
+    "A100": ({"fp32": 19.5, "tf32": 156.0, "bf16": 312.0}, "NVIDIA A100 data sheet (dense)"),
+    "V100": ({"fp32": 15.7, "tf32": 15.7, "bf16": 125.0}, "NVIDIA V100 SXM2 data sheet (no TF32; FP16 tensor for bf16)"),
+    "L4": ({"fp32": 30.3, "tf32": 60.0, "bf16": 121.0}, "NVIDIA L4 data sheet (dense)"),
+    "T4": ({"fp32": 8.1, "tf32": 8.1, "bf16": 65.0}, "NVIDIA T4 data sheet (no TF32; FP16 tensor for bf16)"),
+    "RTX 5000": ({"fp32": 11.2, "tf32": 11.2, "bf16": 89.2}, "NVIDIA Quadro RTX 5000 data sheet (FP16 tensor)"),
+}
+
+
+@dataclass(frozen=True)
+class Peak:
+    tflops: float
+    precision: str
+    source: str          # a data sheet, or "measured: ..." for the on-the-spot matrix product
+    measured: bool
+
+
+def precision_of(cfg, device: torch.device) -> str:
+    """The precision a run's convolutions and matrix products used: bf16 under autocast, tf32 where CUDA
+    allows it (cuDNN convolutions do by default), else fp32."""
+    if cfg.amp:
+        return "bf16"
+    if device.type == "cuda" and (torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32):
+        return "tf32"
+    return "fp32"
+
+
+@functools.lru_cache(maxsize=64)
+def _count(name: str, num_classes: int, stem: str, norm: str, image_size: int) -> int:
+    from . import models
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = models.build(name, num_classes=num_classes, norm=norm, stem=stem)
+    model.train()
+    x = torch.randn(1, 3, image_size, image_size)
+    y = torch.zeros(1, dtype=torch.long)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        nn.functional.cross_entropy(model(x), y).backward()
+    return int(counter.get_total_flops())
+
+
+def step_flops_per_image(name: str, num_classes: int = 10, stem: str = "cifar", norm: str = "bn",
+                         image_size: int = 32) -> int:
+    """FLOPs of one training step (forward + backward) per image for a registered model."""
+    return _count(name, num_classes, stem, norm, image_size)
+
+
+def flops_per_image(cfg) -> int:
+    """step_flops_per_image for a RunConfig's model, dataset and stem (checkpointing's extra forward not counted:
+    MFU counts the useful work of the step, as is usual)."""
+    from .data import num_classes
+
+    size = 64 if cfg.dataset == "tinyimagenet" else 32
+    return step_flops_per_image(cfg.model, num_classes(cfg.dataset), cfg.stem, cfg.norm, size)
+
+
+@functools.lru_cache(maxsize=8)
+def _measured(device_str: str, precision: str) -> float:
+    device = torch.device(device_str)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    n = 4096 if device.type == "cuda" else 1024
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    best = float("inf")
+    for _ in range(20):  # the best of many: a shared machine slows some of them down
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best / 1e12
+
+
+def peak(device: torch.device, precision: str) -> Peak:
+    """The device's peak for the precision: the data-sheet figure for a known GPU, else measured."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        for key, (table, source) in GPU_PEAKS.items():
+            if key.lower() in name.lower():
+                return Peak(table[precision], precision, f"{source}: {name}", False)
+    tf = _measured(str(device), precision)
+    return Peak(tf, precision, f"measured: best of 20 {precision} matrix products on {device.type}", True)
+
+
+def mfu(flops: float, seconds: float, peak_tflops: float) -> float:
+    """Model FLOPs utilisation: achieved FLOP/s over the peak."""
+    return flops / seconds / (peak_tflops * 1e12) if seconds > 0 and peak_tflops > 0 else float("nan")
+
+
+def tflops(flops: float, seconds: float) -> float:
+    return flops / seconds / 1e12 if seconds > 0 else float("nan")

@@ -1,0 +1,45 @@
+"""FLOPs of a training step, the peak table and the MFU arithmetic."""
+import math
+
+import pytest
+import torch
+
+from hpml_lab import flops
+from hpml_lab.config import RunConfig
+
+
+def test_resnet18_training_step_is_3_33_gflop_per_cifar_image():
+    # forward 1.11 GFLOP (0.556 G multiply-adds x 2), backward twice that: 3.33 GFLOP
+    assert flops.step_flops_per_image("resnet18") == pytest.approx(3.33e9, rel=0.01)
+    # FLOPs per image grow with the input: 64x64 Tiny ImageNet through the CIFAR stem is 4x the pixels
+    assert flops.step_flops_per_image("resnet_tiny", 200, "cifar", "bn", 64) == pytest.approx(
+        4 * flops.step_flops_per_image("resnet_tiny", 200, "cifar", "bn", 32), rel=0.02)
+
+
+def test_mfu_arithmetic():
+    # 3.33 GFLOP x 50,000 images in 1 s on a 989.5 TFLOP/s device: 16.8% of peak
+    assert flops.mfu(3.33e9 * 50_000, 1.0, 989.5) == pytest.approx(3.33e9 * 5e4 / 989.5e12)
+    assert flops.tflops(2e12, 2.0) == 1.0
+    assert math.isnan(flops.mfu(1.0, 0.0, 10.0))
+
+
+def test_peak_table_and_precision():
+    assert flops.GPU_PEAKS["H100"][0]["bf16"] == 989.5 and flops.GPU_PEAKS["H100 PCIe"][0]["bf16"] == 756.0
+    # the PCIe entry is found before the generic H100 one
+    keys = list(flops.GPU_PEAKS)
+    assert keys.index("H100 PCIe") < keys.index("H100")
+    cpu = flops.peak(torch.device("cpu"), "fp32")
+    assert cpu.measured and cpu.tflops > 0 and cpu.source.startswith("measured")
+    assert flops.precision_of(RunConfig(amp=True), torch.device("cpu")) == "bf16"
+    assert flops.precision_of(RunConfig(), torch.device("cpu")) == "fp32"
+
+
+def test_epoch_rows_carry_tflops_and_mfu(cifar_root, tmp_path):
+    from hpml_lab import train
+
+    run = train(RunConfig(task="f", data_root=str(cifar_root), results_dir=str(tmp_path), model="resnet_tiny",
+                          epochs=1, max_batches=2, batch_size=8, num_workers=0, progress="none"))
+    e = run.epochs.iloc[0]
+    per = run.meta["flops"]["per_image"]
+    assert e.tflops == pytest.approx(per * e.images / e.train_s / 1e12)
+    assert e.mfu == pytest.approx(e.tflops / run.meta["flops"]["peak_tflops"])
