@@ -59,7 +59,12 @@ def _count(name: str, num_classes: int, stem: str, norm: str, image_size: int) -
     from . import models
     from torch.utils.flop_counter import FlopCounterMode
 
-    model = models.build(name, num_classes=num_classes, norm=norm, stem=stem)
+    # A RevNet is counted under ordinary autograd: the same forward and backward arithmetic (its reconstruction in
+    # backward is extra work, not counted, like checkpointing's second forward), and the reversible Function's
+    # backward does not run under the counter's dispatch mode.
+    extra = {"memory_saving": False} if models.accepts(name, "memory_saving") else {}
+    kwargs = {"stem": stem} if models.accepts(name, "stem") else {}
+    model = models.build(name, num_classes=num_classes, norm=norm, **kwargs, **extra)
     model.train()
     x = torch.randn(1, 3, image_size, image_size)
     y = torch.zeros(1, dtype=torch.long)

@@ -43,3 +43,10 @@ def test_epoch_rows_carry_tflops_and_mfu(cifar_root, tmp_path):
     per = run.meta["flops"]["per_image"]
     assert e.tflops == pytest.approx(per * e.images / e.train_s / 1e12)
     assert e.mfu == pytest.approx(e.tflops / run.meta["flops"]["peak_tflops"])
+
+
+@pytest.mark.parametrize("name", ["revnet38", "resnet18_adjusted"])
+def test_memory_task_models_are_counted(name):
+    # RevNet's reversible backward cannot run under the counter: it is counted as the same net under autograd
+    n = flops.step_flops_per_image(name)
+    assert n > 1e8 and (name != "revnet38" or n == flops.step_flops_per_image("revnet38", 10, "cifar", "bn", 32))
