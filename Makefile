@@ -10,7 +10,7 @@ PROFILE ?= smoke
 DATA ?= data
 STAMP := $(VENV)/.hpml-installed
 
-.PHONY: setup test report lab data bench clean-results
+.PHONY: setup test report lab data bench clean-results gpu-wheels gpu-check
 
 setup: $(STAMP)
 
@@ -37,6 +37,25 @@ lab: setup
 
 bench: setup
 	$(BIN)/hpml-lab bench all
+
+# The GPU check kit (hpml_lab/report/gpucheck.py). Here: fetch the wheels the GPU image lacks. On the GPU machine
+# (no .venv there, its python3 has torch): install them privately, then run a stage. DEVICE=cpu: the dry run here.
+GPU_PY ?= python3
+GPU_SITE ?= /tmp/hpml-site
+STAGE ?= all
+DEVICE ?= cuda
+
+gpu-wheels: setup
+	$(BIN)/python -m hpml_lab.report.gpucheck wheels --dest .whl
+
+gpu-check:
+ifeq ($(DEVICE),cpu)
+	@$(MAKE) --no-print-directory setup
+	$(BIN)/python -m hpml_lab.report.gpucheck run --stage $(STAGE) --device cpu $(if $(TASKS),--tasks $(TASKS))
+else
+	$(GPU_PY) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $(GPU_SITE) .whl/*.whl
+	PYTHONPATH=$(GPU_SITE):$(CURDIR) $(GPU_PY) -m hpml_lab.report.gpucheck run --stage $(STAGE) --device $(DEVICE) $(if $(TASKS),--tasks $(TASKS))
+endif
 
 clean-results:
 	rm -rf results reports/executed reports/*.html figures/*.png

@@ -134,7 +134,7 @@ def _load_text(load: Mapping[str, Any] | None) -> str:
     return f"load average {load.get('load1')} on {load.get('cores')} usable cores{steal}"
 
 
-HOW_TO_OPEN = {"trace": "a Chrome-trace JSON: open it at https://ui.perfetto.dev (Open trace file)",
+HOW_TO_OPEN = {"trace": "a gzipped Chrome-trace JSON: open it at https://ui.perfetto.dev (Open trace file)",
                "snapshot": "a CUDA memory snapshot: open it at https://pytorch.org/memory_viz (drag the file in)"}
 
 
@@ -142,13 +142,16 @@ def artifact(path, kind: str, task: str) -> str:
     """Copy a result file (a profiler trace, a memory snapshot) next to the reports, under
     reports/artifacts/, and return a Markdown link relative to the report, so it still works when the reports
     folder is copied elsewhere, with one line on how to open it."""
+    import gzip
     import shutil
     from pathlib import Path
 
     src = Path(path)
-    target = output_path("reports") / "artifacts" / f"{task}-{src.parent.name}-{src.name}"
+    gz = kind == "trace"  # Perfetto opens gzipped traces; they shrink about tenfold
+    target = output_path("reports") / "artifacts" / f"{task}-{src.parent.name}-{src.name}{'.gz' if gz else ''}"
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, target)
+    with open(src, "rb") as f, (gzip.open(target, "wb") if gz else open(target, "wb")) as g:
+        shutil.copyfileobj(f, g)
     size = target.stat().st_size / 1024 ** 2
     return f"[{target.name}](artifacts/{target.name}) ({size:.1f} MB), {HOW_TO_OPEN[kind]}"
 

@@ -32,14 +32,18 @@ class Task:
     full: dict[str, Any] = field(default_factory=lambda: dict(FULL_LAB))
     settings: type[StudySettings] | None = None  # the study's own parameters, beside RunConfig's
     tiny: dict[str, Any] = field(default_factory=lambda: dict(TINY))
+    gpu: dict[str, Any] = field(default_factory=lambda: dict(GPU))
 
     def profile(self, name: str) -> dict[str, Any]:
         if name not in PROFILES:
             raise ConfigError(f"unknown profile {name!r}; valid profiles: {', '.join(PROFILES)}")
-        return dict({"smoke": self.smoke, "full": self.full, "tiny": self.tiny}[name])
+        return dict({"smoke": self.smoke, "full": self.full, "tiny": self.tiny, "gpu": self.gpu}[name])
 
 
-PROFILES = ("smoke", "full", "tiny")
+PROFILES = ("smoke", "full", "tiny", "gpu")
+# gpu: the GPU check kit's size (report/gpucheck.py): the lab's settings on the whole dataset, 2 epochs where the
+# lab's 5 add only time, so that every task together fits one 30-minute GPU lease. Estimates until a GPU run says.
+GPU = {"epochs": 2, "batch_size": 128, "max_batches": 0, "subset": 0, "num_workers": 8}
 # tiny: seconds per task, for the test suite and dry runs (the runner keeps the keys a notebook takes)
 TINY = {"model": "resnet_tiny", "epochs": 2, "max_batches": 2, "batch_size": 16, "num_workers": 0}
 
@@ -51,19 +55,20 @@ TASKS: dict[str, Task] = {
         Task("c2", "c2_timing.ipynb", "C2: time per epoch: data loading, training, total",
              smoke={"epochs": 3, "batch_size": 32, "max_batches": 12, "num_workers": 1, "lr": SMOKE_LR}),
         Task("memory", "memory.ipynb", "Memory: RevNet and gradient checkpointing against ResNet", settings=memory.Settings,
-             tiny={**TINY, "epochs": 1, "batch_size": 2},
+             tiny={**TINY, "epochs": 1, "batch_size": 2}, gpu={**GPU, "epochs": 1, "max_batches": 200},
              # batch 8 as in the seed's table; 25 steps per network for the loss curves, lr scaled down
              # from 0.1 at batch 128 (lr 0.03 at batch 8 made the RevNet's loss jump in the first steps)
              smoke={"epochs": 1, "batch_size": 8, "max_batches": 25, "num_workers": 0, "lr": 0.01}),
         # Lab 2, C3 to C8 and the questions (hpml_lab/lab2.py, hpml_lab/questions.py)
         Task("c3", "c3_io.ipynb", "C3: DataLoader time per epoch against num_workers",
-             smoke={"epochs": 3, "batch_size": 32, "max_batches": 40},
+             smoke={"epochs": 3, "batch_size": 32, "max_batches": 40}, gpu={**GPU, "epochs": 3, "max_batches": 100},
              full={"epochs": 3, "batch_size": 128, "max_batches": 0, "subset": 0}),
         Task("c4", "c4_profiling.ipynb", "C4: data loading vs compute, 1 worker vs the best; profiler trace",
              smoke={"epochs": 2, "batch_size": 32, "max_batches": 3, "lr": SMOKE_LR},
              full={k: v for k, v in FULL_LAB.items() if k != "num_workers"}),
         Task("c5", "c5_devices.ipynb", "C5: epoch time on every device present (GPU vs CPU)",
-             smoke={"epochs": 4, "batch_size": 32, "max_batches": 5, "num_workers": 1, "lr": SMOKE_LR}),
+             smoke={"epochs": 4, "batch_size": 32, "max_batches": 5, "num_workers": 1, "lr": SMOKE_LR},
+             gpu={**GPU, "epochs": 3, "max_batches": 200}),  # the CPU side capped at 200 batches an epoch
         Task("c6", "c6_optimizers.ipynb", "C6: SGD, Nesterov, Adagrad, Adadelta, Adam",
              smoke={"model": "resnet_tiny", "epochs": 3, "batch_size": 32, "max_batches": 6, "num_workers": 0, "lr": SMOKE_LR}),
         Task("c7", "c7_batchnorm.ipynb", "C7: with and without BatchNorm",
@@ -78,17 +83,21 @@ TASKS: dict[str, Task] = {
              smoke={"dataset": "tinyimagenet", "data_root": "data", "model": "resnet_tiny", "epochs": 2,
                     "batch_size": 32, "max_batches": 4, "num_workers": 2, "lr": SMOKE_LR},
              full={"dataset": "tinyimagenet", "epochs": 2, "batch_size": 512, "max_batches": 0, "subset": 0,
-                   "num_workers": 2, "stem": "imagenet"}),
+                   "num_workers": 2, "stem": "imagenet"},
+             gpu={"dataset": "tinyimagenet", "epochs": 2, "batch_size": 512, "max_batches": 50, "subset": 0,
+                  "num_workers": 8, "stem": "imagenet"}),
         # lab5's batch_size is the largest per-worker batch of its sweep (32, 128, ... up to it)
         Task("lab5", "lab5_ddp_scaling.ipynb", "Lab 5: DDP scaling, speedup, all-reduce bandwidth, large batches",
              smoke={"epochs": 2, "batch_size": 32, "max_batches": 2, "num_workers": 0, "lr": SMOKE_LR}, settings=scaling.Settings,
-             full={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 2}),
+             full={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 2},
+             gpu={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 8}),
         Task("dataloading", "dataloading.ipynb",
              "Data loading from high-latency storage: workers, threads, tensor-resident",
              tiny={"batch_size": 16, "subset": 48, "epochs": 1, "num_workers": 0},
              # 128 PNG files, 3 passes per loader at 0/5/20/50 ms per file: about a minute on 2 cores
              smoke={"batch_size": 16, "subset": 128, "epochs": 3, "num_workers": 2},
-             full={"batch_size": 128, "subset": 2560, "epochs": 3, "num_workers": 2}),
+             full={"batch_size": 128, "subset": 2560, "epochs": 3, "num_workers": 2},
+             gpu={"batch_size": 128, "subset": 2560, "epochs": 3, "num_workers": 2}),
     ]
 }
 
