@@ -160,6 +160,9 @@ class RunConfig:
             raise ConfigError(
                 f"parameter 'model' is {self.model!r}; valid models: {', '.join(models.available())}"
             )
+        if self.amp and models.accepts(self.model, "memory_saving"):
+            raise ConfigError(f"amp with {self.model!r} is not supported: the reversible backward recomputes its "
+                              "inputs without autocast; use amp=false for RevNets")
         if self.checkpoint_segments and not models.accepts(self.model, "checkpoint_segments"):
             raise ConfigError(f"parameter 'checkpoint_segments' applies to ResNets only, not {self.model!r}")
         if not self.task or any(c in self.task for c in "/\\ ") or self.task in (".", ".."):

@@ -115,7 +115,12 @@ def setup(device: torch.device, timeout_s: Optional[int] = None) -> DistEnv:
     if not env.distributed:
         return DistEnv(device=str(device))
     if device.type == "cuda":
-        device = torch.device("cuda", env.local_rank % max(torch.cuda.device_count(), 1))
+        if env.local_rank >= torch.cuda.device_count():  # never two ranks on one GPU: NCCL would refuse later
+            from .config import ConfigError
+
+            raise ConfigError(f"rank {env.rank} has local rank {env.local_rank} but this node has "
+                              f"{torch.cuda.device_count()} GPU(s): start at most one process per GPU")
+        device = torch.device("cuda", env.local_rank)
         torch.cuda.set_device(device)
     backend = backend_for(device)
     if not dist.is_initialized():

@@ -67,6 +67,9 @@ def environment(device: torch.device | str | None = None) -> dict[str, Any]:
         "torchvision": torchvision.__version__,
         "cuda": torch.version.cuda if cuda else None,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
+        # what "fp32" meant: cuDNN convolutions run in TF32 on Ampere and later unless allow_tf32 is off
+        "cudnn_benchmark": torch.backends.cudnn.benchmark if cuda else None,
+        "tf32": {"cudnn": torch.backends.cudnn.allow_tf32, "matmul": torch.backends.cuda.matmul.allow_tf32} if cuda else None,
         "gpu": gpu,
         "cpu": _cpu_model(),
         "cpu_cores": usable_cores(),

@@ -100,22 +100,24 @@ def run_sweep(configs: Iterable[RunConfig], run_one: Callable[[RunConfig], Any],
             items.append(SweepItem(cfg, run_dir, "skipped"))
             continue
         say(f"{tag}: running")
+        oom, msg = False, ""
         try:
             value = run_one(cfg)
         except Exception as e:  # KeyboardInterrupt and SystemExit stop the sweep as they should
             msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-            if is_oom(e):
-                del e  # it holds the failed run's frames and their tensors
-                free_cuda_memory()
-                _record_failure(cfg, "oom", msg)
-                say(f"{tag}: out of memory, recorded")
-                items.append(SweepItem(cfg, run_dir, "oom", msg))
+            oom = is_oom(e)
+            if not oom:
+                if on_error == "raise":
+                    raise
+                _record_failure(cfg, "failed", msg)
+                say(f"{tag}: failed, recorded ({msg})")
+                items.append(SweepItem(cfg, run_dir, "failed", msg))
                 continue
-            if on_error == "raise":
-                raise
-            _record_failure(cfg, "failed", msg)
-            say(f"{tag}: failed, recorded ({msg})")
-            items.append(SweepItem(cfg, run_dir, "failed", msg))
+        if oom:  # after the except block: the exception and the failed run's frames (and tensors) are gone
+            free_cuda_memory()
+            _record_failure(cfg, "oom", msg)
+            say(f"{tag}: out of memory, recorded")
+            items.append(SweepItem(cfg, run_dir, "oom", msg))
             continue
         if not results.is_complete(run_dir):
             raise RuntimeError(f"{tag}: run_one returned but did not mark {run_dir}/meta.json complete")

@@ -154,8 +154,10 @@ _now = results.now
 
 
 def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
+    """CPU copies of the weights, so the file loads on a machine without the GPU it was trained on."""
+    state = {k: v.detach().cpu() for k, v in fastpath.unwrap(model).state_dict().items()}
     with atomic_file(path) as tmp:
-        torch.save(fastpath.unwrap(model).state_dict(), tmp)
+        torch.save(state, tmp)
 
 
 def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
@@ -181,6 +183,8 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     write = write and dist_env.is_main  # only rank 0 writes results
     cfg = distributed.run_config(cfg, dist_env.world_size)  # ddp<N>-<id>: never a 1-process run's folder
     seed_everything(cfg.seed)
+    if device.type == "cuda":  # cuDNN picks its fastest kernels in the first steps (the warm-up epoch absorbs it)
+        torch.backends.cudnn.benchmark = True
     model = build_model(cfg, device) if model is None else fastpath.apply_to_model(cfg, model.to(device))
     parallel_note = ""
     if dist_env.distributed:

@@ -106,3 +106,9 @@ def test_runner_checks_a_tasks_study_settings_before_running(tmp_path, monkeypat
 def test_values_that_would_run_nonsense_or_write_outside_results_are_refused(field, value, message):
     with pytest.raises(ConfigError, match=message):
         RunConfig(**{field: value})
+
+
+def test_amp_with_a_revnet_is_refused_before_it_crashes_in_backward():
+    with pytest.raises(ConfigError, match="amp with 'revnet38' is not supported"):
+        RunConfig(model="revnet38", amp=True)
+    assert RunConfig(model="resnet18", amp=True).amp

@@ -10,7 +10,7 @@ from hpml_lab import fastpath, train
 from hpml_lab.data import build_loader, cifar, lab_transform
 from hpml_lab.data.gpu_loader import TensorLoader, augment_batch
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+cuda = pytest.mark.cuda
 
 
 def coded_images(n: int) -> np.ndarray:

@@ -72,8 +72,19 @@ def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     assert off["speedup"] is None and off["traced_mode"] == "eager"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.cuda
 def test_c5_has_a_gpu_row_with_cuda(cfg):
     out = lab2.c5_devices(cfg.replace(task="c5"), log=None)
     assert list(out["summary"]["device"]) == ["cpu", "cuda"] and out["note"] == ""
     assert (out["summary"]["relative_to_cpu"] > 0).all()
+
+
+def test_compile_needs_a_compiler_and_python_headers_on_every_device(monkeypatch):
+    import shutil
+    import sysconfig
+
+    assert lab2.compile_available("inductor", "cpu") == ""  # this machine has both
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"include": "/nonexistent"})
+    assert "Python.h" in lab2.compile_available("inductor", "cpu")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert "needs a C compiler" in lab2.compile_available("inductor", "cpu")

@@ -168,7 +168,7 @@ def test_cuda_only_paths_refuse_the_cpu():
         memory.cuda_memory_snapshot(nn.Linear(2, 2), 2, "x.pickle", "cpu")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_cuda_peak_and_oom_rows(tmp_path):
     net = models.build("resnet_tiny").cuda()
     peak = memory.cuda_peak_step(net, 8)

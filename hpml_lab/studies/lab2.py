@@ -289,11 +289,18 @@ def compile_available(backend: str, device: str = "auto") -> str:
         return f"torch.compile is not usable here ({type(e).__name__}: {e})"
     if backend not in known:
         return f"unknown compile backend {backend!r}; available: {', '.join(sorted(known))}"
-    if backend == "inductor" and resolve_device(device).type == "cpu":
+    if backend == "inductor":
+        # CPU: inductor compiles C++; CUDA: Triton builds its launcher with a C compiler against Python.h
         import shutil
+        import sysconfig
+        from pathlib import Path
 
         if not any(shutil.which(c) for c in ("cc", "gcc", "clang", "g++", "c++")):
-            return "the inductor backend on CPU needs a C++ compiler and none was found on PATH"
+            return (f"the inductor backend on {resolve_device(device).type} needs a C compiler and none was found on "
+                    "PATH (install gcc)")
+        if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
+            return ("the inductor backend needs Python's headers (Python.h) and they are missing "
+                    f"({sysconfig.get_paths()['include']}; install python3-dev)")
     return ""
 
 
