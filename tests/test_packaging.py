@@ -1,7 +1,11 @@
 """One dependency list (pyproject.toml); environment.yml and the Makefile only point at it."""
+import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).parent.parent
@@ -35,3 +39,32 @@ def test_ci_calls_the_readme_test_command():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     readme = (ROOT / "README.md").read_text()
     assert "make test" in readme and "make report" in readme
+
+
+def test_every_subpackage_is_listed_for_setuptools():
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "hpml_lab").rglob("__init__.py")}
+    assert found <= listed and "hpml_lab.notebooks" in listed
+
+
+@pytest.mark.slow
+def test_a_plain_install_runs_a_task_from_an_empty_folder(tmp_path, cifar_root):
+    """pip install . (not editable) into a folder, then hpml-lab run / init / slurm from an empty folder."""
+    site, work = tmp_path / "site", tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(ROOT)],
+                   check=True, capture_output=True)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    env.pop("HPML_OUTPUT_DIR", None)
+    cli = [sys.executable, "-m", "hpml_lab.report.cli"]
+    r = subprocess.run([*cli, "run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_root}"], cwd=work, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (work / "reports" / "c1.html").is_file() and (work / "reports" / "c1.answer.json").is_file()
+    r = subprocess.run([*cli, "init", "mine"], cwd=work, env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and (work / "mine" / "notebooks" / "c1_training.ipynb").is_file()
+    r = subprocess.run([*cli, "slurm", "c1", "--gpus", "1", "-p", f"data_root={cifar_root}"], cwd=work, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (work / "slurm" / "c1-1x1.sbatch").is_file() and "hpml_lab.report.cli run c1" in r.stdout + (work / "slurm" / "c1-1x1.sbatch").read_text()

@@ -23,6 +23,24 @@ from ..data import DatasetError
 from .tasks import PROFILES
 
 
+def _cmd_init(args) -> int:
+    """Copy the task notebooks into DIR/notebooks, to edit them and run them in JupyterLab."""
+    import shutil
+    from pathlib import Path
+
+    from .runner import notebooks_dir
+
+    target = Path(args.dir) / "notebooks"
+    if target.exists() and any(target.iterdir()):
+        raise ConfigError(f"{target} exists and is not empty; choose another folder")
+    target.mkdir(parents=True, exist_ok=True)
+    for nb in sorted(notebooks_dir().glob("*.ipynb")):
+        shutil.copyfile(nb, target / nb.name)
+    print(f"copied {len(list(target.glob('*.ipynb')))} notebooks to {target}; open them with: "
+          f"jupyter lab --notebook-dir={target}")
+    return 0
+
+
 def _cmd_tasks(args) -> int:
     from . import tasks
 
@@ -134,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("tasks", help="list the lab tasks")
+    ini = sub.add_parser("init", help="copy the task notebooks into DIR/notebooks to edit them")
+    ini.add_argument("dir", nargs="?", default=".")
 
     def run_options(sp):
         sp.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="set a parameter (repeatable)")
@@ -199,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "train":
         return _cmd_train(None, argv[1:])
     args = parser.parse_args(argv)
-    handlers = {"tasks": _cmd_tasks, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data, "slurm": _cmd_slurm,
+    handlers = {"tasks": _cmd_tasks, "init": _cmd_init, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data, "slurm": _cmd_slurm,
                 "bench": _cmd_bench}
     try:
         return handlers[args.command](args)

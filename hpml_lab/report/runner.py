@@ -52,7 +52,14 @@ class Outcome:
 
 
 def notebooks_dir() -> Path:
-    return project_root() / "notebooks"
+    """The checkout's notebooks/ when run from a checkout, else the copies installed with the package
+    (hpml_lab.notebooks), so `hpml-lab run` works from any folder."""
+    local = project_root() / "notebooks"
+    if local.is_dir() and any(local.glob("*.ipynb")):
+        return local
+    import hpml_lab
+
+    return Path(hpml_lab.__file__).parent / "notebooks"  # where a non-editable install puts them
 
 
 def reports_dir() -> Path:
