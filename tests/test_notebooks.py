@@ -89,3 +89,17 @@ def test_failed_notebook_is_kept_and_shown_failed(cifar_root, outdir):
     assert (outdir / "reports" / "c1.html").is_file()
     index = runner.write_index(runner.load_outcomes()).read_text()
     assert "failed" in index and "c1.html" in index
+
+
+@pytest.mark.slow
+def test_bundle_holds_every_task_answer_first(cifar_root, outdir):
+    from hpml_lab.report import bundle
+
+    for tid in ("c1", "questions"):
+        assert runner.run_task(tid, "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda *a: None).status == "ok"
+    page = bundle.write_bundle(outdir / "reports", log=lambda *a: None).read_text()
+    for tid in ("c1", "questions"):
+        rec = json.loads((outdir / "reports" / f"{tid}.answer.json").read_text())
+        first = rec["answers"][0]["text"]
+        assert page.index(__import__("html").escape(first)) < page.index(f"<section class='task' id='{tid}'>")
+    assert page.count("data:image/png;base64") >= 2 and "<section class='task' id='c1'>" in page

@@ -70,11 +70,20 @@ def _cmd_run(args) -> int:
 def _cmd_report(args) -> int:
     from .runner import parse_assignments, reports_dir, run_all
 
+    if args.bundle_only:
+        from .bundle import write_bundle
+
+        write_bundle(reports_dir())
+        return 0
     only = [t.strip() for t in args.only.split(",")] if args.only else None
     outcomes = run_all(args.profile, _file_params(args), parse_assignments(args.param or []), only)
     failed = [o.task for o in outcomes if o.status != "ok"]
     print(f"index: {reports_dir() / 'index.html'} ({len(outcomes) - len(failed)} ok"
           + (f", failed: {', '.join(failed)})" if failed else ")"))
+    if args.bundle:
+        from .bundle import write_bundle
+
+        write_bundle(reports_dir())
     return 1 if failed else 0
 
 
@@ -167,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="run every task and write reports/index.html")
     run_options(rep)
     rep.add_argument("--only", metavar="IDS", help="comma-separated task ids")
+    rep.add_argument("--bundle", action="store_true", help="also write reports/bundle.html (+ .pdf with Chromium)")
+    rep.add_argument("--bundle-only", action="store_true", help="only bundle what reports/ already holds")
 
     d = sub.add_parser("data", help="prepare datasets")
     d.add_argument("action", choices=["synth", "download"])

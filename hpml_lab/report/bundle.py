@@ -1,0 +1,82 @@
+"""One hand-in: every task's answer box first, then every report, in one self-contained HTML (and a PDF where
+Chromium is installed), built from the executed notebooks and answer records that `hpml-lab report` left.
+
+    hpml-lab report --bundle            # run every task, then write reports/bundle.html (+ bundle.pdf)
+    hpml-lab report --bundle-only       # bundle what reports/ already holds
+
+Figures are embedded PNGs (as in the reports); traces and snapshots stay linked (reports/artifacts/), not embedded.
+"""
+from __future__ import annotations
+
+import html
+import shutil
+import subprocess
+from pathlib import Path
+
+from ..envinfo import environment, hardware_label
+from ..io import atomic_write_text
+from . import answers, tasks
+
+CSS = """body{font-family:sans-serif;margin:2em auto;max-width:1100px;line-height:1.4}
+table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}
+th{background:#f3f3f3}img{max-width:100%}section.task{page-break-before:always;border-top:3px solid #333;
+margin-top:2em}pre{white-space:pre-wrap;font-size:0.85em}"""
+
+
+def _report_body(executed: Path) -> str:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="basic")
+    exporter.exclude_input = True
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4))
+    return body
+
+
+def write_bundle(reports: Path, log=print) -> Path:
+    """reports/bundle.html from reports/executed/<task>.ipynb and reports/<task>.answer.json, in task order."""
+    present = [t for t in tasks.TASKS.values() if (reports / "executed" / f"{t.id}.ipynb").is_file()]
+    if not present:
+        from ..config import ConfigError
+
+        raise ConfigError(f"nothing to bundle in {reports}: run `hpml-lab report` (or `hpml-lab run TASK`) first")
+    toc, boxes, sections = [], [], []
+    for t in present:
+        rec = answers.load(t.id)
+        status = rec["status"] if rec else "no answer record"
+        toc.append(f"<li><a href='#{t.id}'>{html.escape(t.title)}</a> ({status})</li>")
+        boxes.append(f"<h3><a href='#{t.id}'>{html.escape(t.id)}</a></h3>"
+                     + (answers.box_html(rec) if rec else "<p>No answer record: the notebook did not finish.</p>"))
+        sections.append(f"<section class='task' id='{t.id}'><h1>{html.escape(t.title)}</h1>"
+                        f"{_report_body(reports / 'executed' / f'{t.id}.ipynb')}</section>")
+    env = environment()
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpml-lab: all reports</title>"
+            f"<style>{CSS}</style></head><body><h1>hpml-lab: all reports</h1>"
+            f"<p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit <code>{env['commit'][:10]}"
+            f"</code>{' (uncommitted changes)' if env['dirty'] else ''}. Each report's environment table is at its "
+            f"end.</p><h2>Contents</h2><ol>{''.join(toc)}</ol><h2>Answers</h2>{''.join(boxes)}"
+            f"{''.join(sections)}</body></html>")
+    path = reports / "bundle.html"
+    atomic_write_text(path, page)
+    log(f"bundle: {path} ({path.stat().st_size / 1024 ** 2:.1f} MB, {len(present)} reports)")
+    pdf = to_pdf(path)
+    if pdf:
+        log(f"bundle: {pdf}")
+    return path
+
+
+def chromium() -> str | None:
+    return next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+
+
+def to_pdf(page: Path) -> Path | None:
+    """The page printed to PDF by headless Chromium, when it is installed; None otherwise."""
+    exe = chromium()
+    if not exe:
+        return None
+    pdf = page.with_suffix(".pdf")
+    subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", f"--print-to-pdf={pdf}",
+                    "--no-pdf-header-footer", page.resolve().as_uri()], capture_output=True, timeout=300)
+    return pdf if pdf.is_file() else None
