@@ -55,6 +55,7 @@ def test_a_plain_install_runs_a_task_from_an_empty_folder(tmp_path, cifar_root):
 
     site, work, src = tmp_path / "site", tmp_path / "work", tmp_path / "src"
     work.mkdir()
+    src.mkdir()
     for name in ("pyproject.toml", "README.md", "hpml_lab", "notebooks"):  # a copy: the build writes build/ there
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, src / name)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(src)],
