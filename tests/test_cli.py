@@ -58,3 +58,10 @@ def test_synth_if_missing_is_idempotent(tmp_path, capsys):
 def test_console_script_help():
     p = run_cli("--help")
     assert p.returncode == 0 and "hpml-lab" in p.stdout
+
+
+def test_binary_parameters_file_is_one_line(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_bytes(b"\xff\xfe\x00\x01binary")
+    r = run_cli("run", "c1", "-f", str(f))
+    assert r.returncode == 2 and "is not UTF-8 text" in r.stderr and r.stderr.count("\n") == 1

@@ -78,3 +78,42 @@ def test_synthetic_files_also_load_like_python2_files_with_latin1(cifar_root):
     assert set(d) == {"data", "labels", "filenames", "batch_label"} and d["batch_label"] == "training batch 2 of 5"
     with open(folder / "batches.meta", "rb") as f:
         assert pickle.load(f, encoding="latin1")[CIFAR10.meta["key"]][:2] == ["airplane", "automobile"]
+
+
+def _copy_without_marker(src, dst):
+    import shutil
+
+    shutil.copytree(src / cifar.FOLDER, dst / cifar.FOLDER)
+    (dst / cifar.FOLDER / cifar.MARKER).unlink()
+    return dst
+
+
+def test_a_copy_without_the_marker_is_unverified_not_real(cifar_root, tmp_path):
+    root = _copy_without_marker(cifar_root, tmp_path)
+    assert cifar.kind(root) == "unverified"  # its md5s are not the published CIFAR-10's
+    assert json.loads((root / cifar.FOLDER / cifar.VERIFIED).read_text())["kind"] == "unverified"  # cached
+    assert cifar.kind(cifar_root) == "synthetic"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda e: {**e, b"labels": e[b"labels"][:-1]}, "labels for"),
+    (lambda e: {**e, b"labels": [12] + list(e[b"labels"][1:])}, "label 12 is not a class 0..9"),
+    (lambda e: {**e, b"data": e[b"data"][:, :100]}, "not N x 3072"),
+    (lambda e: {b"data": e[b"data"]}, "no 'data' or no 'labels'"),
+])
+def test_malformed_batch_files_are_one_line_naming_the_file(cifar_root, tmp_path, edit, message):
+    root = _copy_without_marker(cifar_root, tmp_path)
+    path = root / cifar.FOLDER / "data_batch_1"
+    entry = pickle.loads(path.read_bytes(), encoding="bytes")
+    path.write_bytes(pickle.dumps(edit(entry)))
+    with pytest.raises(DatasetError, match=message) as err:
+        cifar.CIFAR10Files(root)
+    assert "data_batch_1" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_truncated_batch_file_is_one_line(cifar_root, tmp_path):
+    root = _copy_without_marker(cifar_root, tmp_path)
+    path = root / cifar.FOLDER / "data_batch_2"
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(DatasetError, match="data_batch_2 is not a readable batch file"):
+        cifar.CIFAR10Files(root)

@@ -103,3 +103,23 @@ def test_bundle_holds_every_task_answer_first(cifar_root, outdir):
         first = rec["answers"][0]["text"]
         assert page.index(__import__("html").escape(first)) < page.index(f"<section class='task' id='{tid}'>")
     assert page.count("data:image/png;base64") >= 2 and "<section class='task' id='c1'>" in page
+
+
+@pytest.mark.slow
+def test_plain_papermill_with_a_misspelt_parameter_is_refused(cifar_root, tmp_path):
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    with pytest.raises(PapermillExecutionError, match="unknown parameter 'batchsize' for task c1"):
+        papermill.execute_notebook(str(runner.notebooks_dir() / "c1_training.ipynb"), str(tmp_path / "out.ipynb"),
+                                   parameters={"batchsize": 64, "data_root": str(cifar_root)}, kernel_name=runner.KERNEL,
+                                   progress_bar=False, cwd=str(tmp_path))
+
+
+def test_injected_names_come_only_from_papermills_cell():
+    from hpml_lab.report import notebook as nb
+
+    hist = ["", "# Parameters (papermill overrides these; keep literals only)\nepochs = 5\n",
+            "# Parameters\nbatchsize = 64\nepochs = 2\n"]
+    assert nb.injected_names({"In": hist}) == ["batchsize", "epochs"]
+    assert nb.injected_names({"In": hist[:2]}) == [] and nb.injected_names({}) == []

@@ -53,15 +53,60 @@ def md5(path: Path) -> str:
 
 
 def _load_pickle(path: Path) -> dict:
-    with open(path, "rb") as f:
-        entry = pickle.load(f, encoding="bytes")
+    try:
+        with open(path, "rb") as f:
+            entry = pickle.load(f, encoding="bytes")
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, IndexError) as e:
+        raise DatasetError(f"CIFAR-10 file {path} is not a readable batch file ({type(e).__name__}: {e}); "
+                           "delete it and prepare the data again") from None
+    if not isinstance(entry, dict):
+        raise DatasetError(f"CIFAR-10 file {path} holds a {type(entry).__name__}, not a batch dictionary")
     # Real (Python 2) and synthetic files both give bytes keys; normalise to str.
     return {k.decode() if isinstance(k, bytes) else k: v for k, v in entry.items()}
 
 
+def _batch(path: Path) -> tuple[np.ndarray, list[int]]:
+    """Images (N x 3 x 32 x 32 uint8) and labels of one batch file, checked: one line naming what is wrong."""
+    entry = _load_pickle(path)
+    if "data" not in entry or "labels" not in entry:
+        raise DatasetError(f"CIFAR-10 file {path} has no 'data' or no 'labels' entry")
+    data = np.asarray(entry["data"])
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        raise DatasetError(f"CIFAR-10 file {path}: data has shape {data.shape}, not N x 3072")
+    labels = list(entry["labels"])
+    if len(labels) != data.shape[0]:
+        raise DatasetError(f"CIFAR-10 file {path}: {len(labels)} labels for {data.shape[0]} images")
+    bad = [x for x in labels if not isinstance(x, (int, np.integer)) or not 0 <= int(x) <= 9]
+    if bad:
+        raise DatasetError(f"CIFAR-10 file {path}: label {bad[0]!r} is not a class 0..9")
+    return data.astype(np.uint8, copy=False).reshape(-1, 3, 32, 32), [int(x) for x in labels]
+
+
+VERIFIED = ".hpml-verified.json"  # cache of the md5 check of a copy without the synthetic marker
+
+
 def kind(root: str | os.PathLike) -> str:
-    """'synthetic' when the folder carries the synthesizer's marker, else 'real'."""
-    return "synthetic" if (Path(root) / FOLDER / MARKER).is_file() else "real"
+    """'synthetic' when the folder carries the synthesizer's marker; 'real' only when every file's md5 matches
+    the published CIFAR-10 (checked once, cached by file size and time); else 'unverified'."""
+    folder = Path(root) / FOLDER
+    if (folder / MARKER).is_file():
+        return "synthetic"
+    names = TRAIN_FILES + TEST_FILES + [META_FILE]
+    stamp = {n: [(folder / n).stat().st_size, (folder / n).stat().st_mtime_ns] for n in names
+             if (folder / n).is_file()}
+    try:
+        cached = json.loads((folder / VERIFIED).read_text())
+        if cached.get("stamp") == stamp:
+            return cached["kind"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    expected = _expected_md5(folder, "real")
+    result = "real" if len(stamp) == len(names) and all(md5(folder / n) == expected[n] for n in names) else "unverified"
+    try:
+        (folder / VERIFIED).write_text(json.dumps({"kind": result, "stamp": stamp}))
+    except OSError:  # a read-only shared copy: verified again next time
+        pass
+    return result
 
 
 def check(root: str | os.PathLike, verify_md5: bool = False) -> str:
@@ -112,9 +157,9 @@ class CIFAR10Files(Dataset):
         folder = self.root / FOLDER
         datas, labels = [], []
         for name in TRAIN_FILES if train else TEST_FILES:
-            entry = _load_pickle(folder / name)
-            datas.append(np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
-            labels.extend(int(x) for x in entry["labels"])
+            images, batch_labels = _batch(folder / name)
+            datas.append(images)
+            labels.extend(batch_labels)
         self.data = np.ascontiguousarray(np.concatenate(datas).transpose(0, 2, 3, 1))  # N, H, W, C
         self.targets = labels
         meta = _load_pickle(folder / META_FILE)
@@ -198,7 +243,7 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
     root = Path(root)
     target = root / FOLDER
     if target.exists():
-        if kind(root) == "real" and any(target.iterdir()):
+        if kind(root) != "synthetic" and any(target.iterdir()):
             raise DatasetError(f"{target} holds a real CIFAR-10 copy; refusing to overwrite it with synthetic data")
         if not force:
             raise DatasetError(f"{target} exists; pass --force to rewrite it")

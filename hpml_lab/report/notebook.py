@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ..config import RunConfig, output_path
+from ..config import ConfigError, RunConfig, output_path
 from ..data import dataset_info
 from ..envinfo import environment, hardware_label
 from .. import sanity
@@ -33,9 +33,34 @@ except ImportError:  # plain Python: print instead
 
 
 def config(task: str, namespace: Mapping[str, Any]) -> RunConfig:
-    """RunConfig from the RunConfig fields defined in `namespace` (the notebook's globals)."""
+    """RunConfig from the RunConfig fields defined in `namespace` (the notebook's globals). Under papermill,
+    however it was started, a parameter the notebook does not take is refused here (papermill itself only warns
+    and runs with the default)."""
+    from . import tasks
+
+    known = set(RunConfig.field_names())
+    t = tasks.TASKS.get(task)
+    if t is not None and t.settings is not None:
+        known |= set(t.settings.field_names())
+    unknown = sorted(set(injected_names(namespace)) - known)
+    if unknown:
+        raise ConfigError(f"unknown parameter {unknown[0]!r} for task {task}; valid: {', '.join(sorted(known))}")
     params = {k: namespace[k] for k in RunConfig.field_names() if k in namespace and k != "task"}
     return RunConfig(task=task, **params)
+
+
+def injected_names(namespace: Mapping[str, Any]) -> list[str]:
+    """The names papermill injected: its cell (tagged injected-parameters) starts with the line '# Parameters'
+    and is in the kernel's input history ("In"). Empty in an interactive session."""
+    import ast
+
+    names: list[str] = []
+    for src in namespace.get("In", []) or []:
+        if isinstance(src, str) and src.split("\n", 1)[0].strip() == "# Parameters":
+            for node in ast.parse(src).body:
+                if isinstance(node, ast.Assign):
+                    names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names
 
 
 def data_notice(info: Mapping[str, Any]) -> str:
@@ -47,8 +72,13 @@ def data_notice(info: Mapping[str, Any]) -> str:
             "not on the real dataset. Timings reflect the real pipeline; losses and accuracies are "
             f"not comparable with published {html.escape(info['name'])} numbers.</div>"
         )
+    if info["kind"] == "unverified":
+        return ('<div style="border:2px solid #c60;background:#fff4e5;padding:10px 14px;margin:8px 0">'
+                f"<b>Unverified data.</b> The {html.escape(info['name'])} in {html.escape(info['root'])} carries no "
+                "synthetic marker, but its files do not match the published md5s: it is neither the real dataset nor "
+                "this kit's synthetic one, so its losses and accuracies are not comparable with published numbers.</div>")
     return (f'<div style="border:1px solid #2a7;padding:8px 14px;margin:8px 0">Dataset: real '
-            f"{html.escape(info['name'])} from {html.escape(info['root'])}.</div>")
+            f"{html.escape(info['name'])} from {html.escape(info['root'])} (md5s verified).</div>")
 
 
 def header(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> dict[str, Any]:

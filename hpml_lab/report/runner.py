@@ -78,7 +78,9 @@ def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"parameters file {p} not found")
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError:
+        raise ConfigError(f"parameters file {p} is not UTF-8 text (a binary file?)") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"parameters file {p} is not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):
