@@ -45,3 +45,42 @@ def test_download_accepts_an_archive_whose_md5s_match(served_archive, tmp_path, 
     path = cifar.download(tmp_path / "dl", url=url)
     assert cifar.check(path.parent) == "real"
     assert len(cifar.CIFAR10Files(path.parent)) == 50
+
+
+def test_a_stalled_mirror_times_out_with_one_line(tmp_path):
+    """A server on 127.0.0.1 that accepts the connection and never answers: two short tries, then one line."""
+    import socket
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    conns = []
+    stop = threading.Event()
+
+    def accept():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conns.append(listener.accept()[0])  # hold it open, say nothing
+            except OSError:
+                pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    t0 = time.time()
+    try:
+        with pytest.raises(DatasetError, match=r"no data for 0.5 s, 2 tries"):
+            cifar.download(tmp_path, url=f"http://127.0.0.1:{listener.getsockname()[1]}/x.tar.gz", timeout=0.5)
+    finally:
+        stop.set()
+        for c in conns:
+            c.close()
+        listener.close()
+    assert time.time() - t0 < 10 and len(conns) == 2
+
+
+def test_kaggle_flags_are_refused_for_cifar(tmp_path, capsys):
+    from hpml_lab.report import cli
+
+    assert cli.main(["data", "download", "cifar10", "--root", str(tmp_path), "--source", "kaggle"]) == 2
+    assert "apply to tinyimagenet only" in capsys.readouterr().err

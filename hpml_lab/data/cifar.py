@@ -288,22 +288,36 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
 
 
 # ---------------------------------------------------------------- download
-def download(root: str | os.PathLike, url: Optional[str] = None) -> Path:
+def download(root: str | os.PathLike, url: Optional[str] = None, timeout: float = 60.0, tries: int = 2) -> Path:
     """Fetch the real CIFAR-10 with torchvision (download=True; archive and files md5-checked).
 
-    `url` points at a mirror serving the same cifar-10-python.tar.gz.
+    `url` points at a mirror serving the same cifar-10-python.tar.gz. Every network read gives up after
+    `timeout` seconds without data (a stalled mirror), and the download is tried `tries` times.
     """
+    import socket
+
     from torchvision.datasets import CIFAR10
 
     root = Path(root)
     if (root / FOLDER / MARKER).exists():
         raise DatasetError(f"{root / FOLDER} holds synthetic data; choose another --root or delete it first")
     cls = CIFAR10 if url is None else type("CIFAR10Mirror", (CIFAR10,), {"url": url})
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout)  # torchvision's urlopen sets none of its own
     try:
-        cls(str(root), train=True, download=True)
-    except RuntimeError as e:  # torchvision: "Dataset not found or corrupted..."
-        raise DatasetError(f"CIFAR-10 download into {root} failed the md5 check: {e}") from None
-    except OSError as e:
-        raise DatasetError(f"CIFAR-10 download from {cls.url} failed: {e}") from None
+        for attempt in range(1, tries + 1):
+            try:
+                cls(str(root), train=True, download=True)
+                break
+            except RuntimeError as e:  # torchvision: "Dataset not found or corrupted..."
+                raise DatasetError(f"CIFAR-10 download into {root} failed the md5 check: {e}") from None
+            except (TimeoutError, socket.timeout):
+                if attempt == tries:
+                    raise DatasetError(f"CIFAR-10 download from {cls.url}: no data for {timeout:g} s, {tries} tries "
+                                       "(a stalled server); try again later or pass --url with a mirror") from None
+            except OSError as e:
+                raise DatasetError(f"CIFAR-10 download from {cls.url} failed: {e}") from None
+    finally:
+        socket.setdefaulttimeout(previous)
     check(root, verify_md5=True)
     return root / FOLDER

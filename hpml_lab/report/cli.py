@@ -96,6 +96,9 @@ def _cmd_data(args) -> int:
         return _cmd_data_tinyimagenet(args, root)
     if args.dataset != "cifar10":
         raise ConfigError(f"dataset {args.dataset!r} is not available; valid: cifar10, tinyimagenet")
+    if args.source != "http" or args.kaggle_dataset or args.allow_partial:
+        raise ConfigError("--source, --dataset and --allow-partial apply to tinyimagenet only; CIFAR-10 comes "
+                          "through torchvision (--url for a mirror)")
     if args.action == "synth":
         if args.if_missing and (root / cifar.FOLDER).exists():
             kind = cifar.check(root)
