@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ConfigError, StudySettings
-from ..studies import memory, scaling
+from ..studies import lab2, memory, scaling
 
 FULL_LAB = {"epochs": 5, "batch_size": 128, "max_batches": 0, "subset": 0, "num_workers": 2}
 # Smoke runs use batch 32: the lab's lr 0.1 (for batch 128) scaled linearly to it, so that the short runs
@@ -60,7 +60,7 @@ TASKS: dict[str, Task] = {
              # from 0.1 at batch 128 (lr 0.03 at batch 8 made the RevNet's loss jump in the first steps)
              smoke={"epochs": 1, "batch_size": 8, "max_batches": 25, "num_workers": 0, "lr": 0.01}),
         # Lab 2, C3 to C8 and the questions (hpml_lab/lab2.py, hpml_lab/questions.py)
-        Task("c3", "c3_io.ipynb", "C3: DataLoader time per epoch against num_workers",
+        Task("c3", "c3_io.ipynb", "C3: DataLoader time per epoch against num_workers", settings=lab2.C3Settings,
              smoke={"epochs": 3, "batch_size": 32, "max_batches": 40}, gpu={**GPU, "epochs": 3, "max_batches": 100},
              full={"epochs": 3, "batch_size": 128, "max_batches": 0, "subset": 0}),
         Task("c4", "c4_profiling.ipynb", "C4: data loading vs compute, 1 worker vs the best; profiler trace",

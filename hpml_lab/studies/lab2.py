@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from .. import results
-from ..config import OPTIMIZERS, ConfigError, RunConfig
+from ..config import OPTIMIZERS, ConfigError, RunConfig, StudySettings
 from ..data import build_train_loader
 from ..envinfo import usable_cores
 from ..profiling import WallClock, summarize
@@ -114,6 +114,18 @@ def worker_counts(limit: int = MAX_WORKERS):
     while n <= limit:
         yield n
         n = 1 if n == 0 else n * 2
+
+
+@dataclass(frozen=True)
+class C3Settings(StudySettings):
+    """C3's own parameters: the sweep's stopping rule (notebook parameters, -p like RunConfig's)."""
+    max_workers: int = MAX_WORKERS   # the largest worker count tried
+    tolerance: float = 0.03          # a count improves when its median is this much below the best so far
+    patience: int = 1                # counts in a row allowed not to improve, beyond the first, before stopping
+
+    def check(self) -> None:
+        if self.max_workers < 1 or not 0 <= self.tolerance < 1 or self.patience < 0:
+            raise ConfigError("parameters: 'max_workers' must be 1 or more, 'tolerance' in [0, 1), 'patience' 0 or more")
 
 
 def c3_loader_sweep(cfg: RunConfig, max_workers: int = MAX_WORKERS, tolerance: float = 0.03,
