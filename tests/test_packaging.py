@@ -60,8 +60,9 @@ def test_a_plain_install_runs_a_task_from_an_empty_folder(tmp_path, cifar_root):
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, src / name)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(src)],
                    check=True, capture_output=True)
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    env.pop("HPML_OUTPUT_DIR", None)
+    env = {k: v for k, v in os.environ.items()  # a user's shell: no variables an earlier run in this process set
+           if k not in ("HPML_OUTPUT_DIR", "HPML_LAB_HOME", "HPML_PROGRESS", "HPML_RENDERING")}
+    env["PYTHONPATH"] = str(site)
     cli = [sys.executable, "-m", "hpml_lab.report.cli"]
     r = subprocess.run([*cli, "run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_root}"], cwd=work, env=env,
                        capture_output=True, text=True, timeout=300)
