@@ -58,4 +58,4 @@ else
 endif
 
 clean-results:
-	rm -rf results reports/executed reports/*.html figures/*.png
+	rm -rf results reports/executed reports/*.html reports/*.answer.json reports/artifacts reports/bundle.* figures/*.png
