@@ -69,7 +69,7 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     mfu_text = ""
     if fl and "mfu" in steady:
         nums.append(_num("training compute, share of this device's peak", steady["mfu"], "%", 100))
-        mfu_text = (f" The training compute ran at {nums[-1].value:.2g}% of this device's {fl['precision']} peak "
+        mfu_text = (f" The training compute ran at {nums[-1].value:.3g}% of this device's {fl['precision']} peak "
                     f"({fl['peak_tflops']:.3g} TFLOP/s; {fl['peak_source']})"
                     + (": above 100% because the peak was measured while the machine was busier than during training, "
                        "so read it as 'near this CPU's own matrix-product speed'." if nums[-1].value > 100 else "."))
@@ -430,10 +430,15 @@ def memory(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[st
             trained.append(name)
     tail = {k: float(v.batches.tail(max(1, len(v.batches) // 5))["loss"].mean()) for k, v in res.runs.items()}
     said = ", ".join(f"{k} {x:.3f}" for k, x in tail.items())
-    conv = (f"Both trained (mean loss over the last fifth: {said}; chance {sanity.chance_loss(classes):.2f})."
-            if len(trained) == len(res.runs) else
-            f"Not both trained: mean loss over the last fifth {said} against chance {sanity.chance_loss(classes):.2f}; "
-            f"{', '.join(sorted(set(res.runs) - set(trained)))} did not get below chance in this run.")
+    chance = f"chance {sanity.chance_loss(classes):.2f}"
+    if len(trained) == len(res.runs):
+        conv = f"Both trained (mean loss over the last fifth: {said}; {chance})."
+    elif not trained:
+        conv = (f"Neither got clearly below chance in this run (mean loss over the last fifth: {said}; {chance}): "
+                "too few steps to show training, so no convergence comparison can be made.")
+    else:
+        conv = (f"Only {', '.join(trained)} got below chance (mean loss over the last fifth: {said}; {chance}); "
+                f"{', '.join(sorted(set(res.runs) - set(trained)))} did not in this run.")
     a4 = Answer("Do ResNet and RevNet both train on the same steps?", conv, "answered",
                 [Number(f"{k}: mean loss, last fifth", x, "", "measured",
                         n=max(1, len(res.runs[k].batches) // 5)) for k, x in tail.items()])
