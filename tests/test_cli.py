@@ -65,3 +65,22 @@ def test_binary_parameters_file_is_one_line(tmp_path):
     f.write_bytes(b"\xff\xfe\x00\x01binary")
     r = run_cli("run", "c1", "-f", str(f))
     assert r.returncode == 2 and "is not UTF-8 text" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_file_system_errors_are_one_line(tmp_path):
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    for args in (["data", "synth", "cifar10", "--root", str(a_file)], ["slurm", "c1", "--gpus", "1", "-o", str(a_file / "x")]):
+        r = run_cli(*args)
+        assert r.returncode == 2 and r.stderr.startswith("hpml-lab: error:") and r.stderr.count("\n") == 1, r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_a_corrupt_outcome_file_does_not_break_the_index(tmp_path, monkeypatch, capsys):
+    from hpml_lab.report import runner
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    (tmp_path / "reports" / "executed").mkdir(parents=True)
+    (tmp_path / "reports" / "executed" / "c1.json").write_text('{"task": "c1", "tit')
+    assert runner.load_outcomes() == [] and "ignoring unreadable outcome" in capsys.readouterr().err
+    assert runner.write_index([]).is_file()

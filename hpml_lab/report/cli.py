@@ -240,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DatasetError) as e:
         print(f"hpml-lab: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a folder that is a file, a read-only or full disk, a path that does not exist
+        where = f": {e.filename}" if e.filename else ""
+        print(f"hpml-lab: error: {e.strerror or e}{where}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted, e.g. a Slurm time limit)
         print("hpml-lab: interrupted; completed results are kept, the index says which task stopped", file=sys.stderr)
         return 143 if type(e).__name__ == "Interrupted" else 130

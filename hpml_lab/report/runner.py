@@ -256,11 +256,16 @@ is missing is said in the report), <i>not answered</i>, or <i>failed</i> (the no
 
 
 def load_outcomes() -> list[Outcome]:
+    """The outcome of each task's last run; one that cannot be read (truncated, hand-edited) is skipped with a
+    line on stderr, so one bad file never breaks the index or a later run."""
     out = []
     for t in tasks.TASKS.values():
         p = reports_dir() / "executed" / f"{t.id}.json"
         if p.is_file():
-            out.append(Outcome(**json.loads(p.read_text())))
+            try:
+                out.append(Outcome(**json.loads(p.read_text())))
+            except (OSError, ValueError, TypeError) as e:
+                print(f"hpml-lab: warning: ignoring unreadable outcome {p} ({type(e).__name__})", file=sys.stderr)
     return out
 
 
