@@ -129,3 +129,50 @@ def test_sigterm_during_a_task_updates_the_index_and_exits_143(cifar_root, tmp_p
     outcome = json.loads((tmp_path / "reports" / "executed" / "c1.json").read_text())
     assert outcome["status"] == "interrupted"
     assert "interrupted" in (tmp_path / "reports" / "index.html").read_text()
+
+
+SWEEP = """
+import sys
+from hpml_lab.config import RunConfig
+from hpml_lab.sweeps import run_sweep
+from hpml_lab.training import train
+base = RunConfig(task="sweep", data_root=sys.argv[1], results_dir=sys.argv[2], model="resnet_tiny", epochs=2,
+                 max_batches=3, batch_size=8, num_workers=0, progress="none")
+run_sweep([base.replace(lr=lr) for lr in (0.01, 0.02, 0.03, 0.04)], train, log=None)
+"""
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifar_root, tmp_path):
+    import random
+
+    import pandas as pd
+
+    def sweep(results_dir, kill_after=None, sig=signal.SIGKILL):
+        p = subprocess.Popen([sys.executable, "-c", SWEEP, str(cifar_root), str(results_dir)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if kill_after is not None:
+            time.sleep(kill_after)
+            p.send_signal(sig)
+        p.wait(timeout=300)
+
+    def finished(results_dir):
+        out = {}
+        for r in results.load_runs("sweep", results_dir):
+            out[r.meta["config"]["lr"]] = r.table("batches")[["epoch", "batch", "loss", "acc"]]
+        return out
+
+    clean, broken = tmp_path / "clean", tmp_path / "broken"
+    sweep(clean)
+    rng = random.Random(0)
+    for k in range(4):  # kill at random points, alternating SIGKILL and SIGTERM; what was complete stays complete
+        before = {lr: t.copy() for lr, t in finished(broken).items()}
+        sweep(broken, kill_after=rng.uniform(2.0, 6.0), sig=signal.SIGKILL if k % 2 == 0 else signal.SIGTERM)
+        after = finished(broken)
+        for lr, table in before.items():
+            pd.testing.assert_frame_equal(after[lr], table)
+    sweep(broken)  # resume to the end
+    want, got = finished(clean), finished(broken)
+    assert sorted(got) == sorted(want) == [0.01, 0.02, 0.03, 0.04]
+    for lr in want:
+        pd.testing.assert_frame_equal(got[lr], want[lr])  # the same numbers as a run never interrupted
