@@ -29,8 +29,11 @@ def seed_everything(seed: int) -> None:
 
 
 def is_oom(e: BaseException) -> bool:
-    """An out-of-memory error: torch's own, or a RuntimeError that says so (older paths, DDP ranks)."""
-    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
+    """An out-of-memory error: torch's own, a RuntimeError that says so (older paths, DDP ranks), or the CPU
+    allocator's "can't allocate memory"."""
+    text = str(e).lower()
+    return (isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in text
+            or "can't allocate memory" in text)
 
 
 def free_cuda_memory() -> None:

@@ -63,3 +63,10 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def publish_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Rename a folder built aside (tempfile.mkdtemp makes it 0700) into place, with the mode any folder made
+    under the umask has, so a group that shares data on a cluster can read it."""
+    os.chmod(tmp, 0o777 & ~_umask())
+    os.replace(tmp, target)

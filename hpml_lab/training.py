@@ -33,7 +33,7 @@ from torch import nn
 from . import distributed, fastpath, flops, models, results
 from .config import ConfigError, RunConfig, check_keys
 from .data import DatasetError, build_loader, dataset_info, num_classes
-from .device import resolve_device, seed_everything
+from .device import is_oom, resolve_device, seed_everything
 from .profiling import DeviceTimer, HostTimer, WallClock, synchronize
 from .io import atomic_file, atomic_write_csv
 
@@ -387,6 +387,14 @@ def _main(argv: list[str] | None) -> int:
     except (ConfigError, DatasetError) as e:
         distributed.cleanup(barrier=False)
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (RuntimeError, MemoryError) as e:
+        if not is_oom(e):
+            distributed.cleanup(barrier=False)
+            raise
+        distributed.cleanup(barrier=False)
+        print(f"error: out of memory at batch_size {vars(args).get('batch_size', RunConfig().batch_size)}: use a smaller batch_size "
+              f"({str(e).strip().splitlines()[0][:160]})", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted): the run is marked interrupted
         distributed.cleanup(barrier=False)

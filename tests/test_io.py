@@ -25,3 +25,15 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
             tmp.write_text("half")
             raise RuntimeError("interrupted")
     assert target.read_text() == "old" and os.listdir(tmp_path) == ["meta.json"]
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o755), (0o002, 0o775)])
+def test_synthesized_dataset_folder_follows_the_umask(tmp_path, mask, mode):
+    from hpml_lab.data import cifar
+
+    old = os.umask(mask)
+    try:
+        folder = cifar.synthesize(tmp_path, n_train=20, n_test=10)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(folder.stat().st_mode) == mode  # not mkdtemp's 0700

@@ -92,3 +92,13 @@ def test_module_entry_point_rejects_unknown_flag(tiny_cfg):
     p = subprocess.run([sys.executable, "-m", "hpml_lab", "--batchsize", "3"], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 2 and "unknown parameter 'batchsize'" in p.stderr
+
+
+def test_the_cpu_allocators_failure_counts_as_out_of_memory():
+    import torch
+
+    from hpml_lab.device import is_oom
+
+    with pytest.raises(RuntimeError) as err:  # the real allocator's refusal, as a batch too large would meet it
+        torch.empty(2 ** 60, dtype=torch.uint8)
+    assert is_oom(err.value) and not is_oom(RuntimeError("shape mismatch"))

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..io import atomic_file
+from ..io import atomic_file, publish_dir
 from .errors import DatasetError
 
 FOLDER = "cifar-10-batches-py"
@@ -281,7 +281,7 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
         (tmpdir / MARKER).write_text(json.dumps(record, indent=2))
         if target.exists():
             shutil.rmtree(target)
-        os.replace(tmpdir, target)
+        publish_dir(tmpdir, target)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return target

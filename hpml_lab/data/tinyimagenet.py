@@ -36,7 +36,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from ..io import atomic_file
+from ..io import atomic_file, publish_dir
 from .errors import DatasetError
 
 FOLDER = "tiny-imagenet-200"
@@ -239,7 +239,7 @@ def prepare(archive: str | os.PathLike, root: str | os.PathLike, allow_partial: 
                        "source": source or str(archive), "archive": archive.name,
                        "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
                 (folder / RECORD).write_text(json.dumps(rec, indent=2))
-                os.replace(folder, target)
+                publish_dir(folder, target)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     except zipfile.BadZipFile as e:
