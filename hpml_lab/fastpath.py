@@ -22,6 +22,7 @@ fast path changes: the model's format and compilation, the copy, autocast, and u
 from __future__ import annotations
 
 import contextlib
+import logging
 
 import torch
 from torch import nn
@@ -33,6 +34,8 @@ def apply_to_model(cfg, model: nn.Module) -> nn.Module:
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     if cfg.compile:
+        if not torch.cuda.is_available():  # inductor warns "No CUDA runtime is found" on every CPU build: noise
+            logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
         model = torch.compile(model, backend=cfg.compile_backend)
     return model
 

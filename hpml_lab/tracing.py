@@ -62,23 +62,27 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
             prof.export_chrome_trace(str(tmp))
 
         done = 0
-        with warnings.catch_warnings(), profile(
-                activities=activities, schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
-                on_trace_ready=export) as prof:
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*Profiler clears events")  # one cycle: nothing lost
-            it = iter(loader)
-            while done < warmup + steps:
-                with record_function("data"):
-                    try:
-                        x, y = next(it)
-                    except StopIteration:
-                        it = iter(loader)
-                        x, y = next(it)
-                train_step(model, optimizer, criterion, x, y, cfg, device, phase=record_function)
-                synchronize(device)
-                prof.step()
-                done += 1
-            del it
+            prof = profile(activities=activities, schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
+                           on_trace_ready=export)
+            prof.start()
+            try:
+                it = iter(loader)
+                while done < warmup + steps:
+                    with record_function("data"):
+                        try:
+                            x, y = next(it)
+                        except StopIteration:
+                            it = iter(loader)
+                            x, y = next(it)
+                    train_step(model, optimizer, criterion, x, y, cfg, device, phase=record_function)
+                    synchronize(device)
+                    prof.step()
+                    done += 1
+                del it
+            finally:
+                prof.stop()
     return Trace(out_path, top_operators(prof, top), steps, warmup)
 
 
