@@ -64,13 +64,14 @@ def _count(name: str, num_classes: int, stem: str, norm: str, image_size: int) -
     # backward does not run under the counter's dispatch mode.
     extra = {"memory_saving": False} if models.accepts(name, "memory_saving") else {}
     kwargs = {"stem": stem} if models.accepts(name, "stem") else {}
-    model = models.build(name, num_classes=num_classes, norm=norm, **kwargs, **extra)
-    model.train()
-    x = torch.randn(1, 3, image_size, image_size)
-    y = torch.zeros(1, dtype=torch.long)
-    counter = FlopCounterMode(display=False)
-    with counter:
-        nn.functional.cross_entropy(model(x), y).backward()
+    with torch.random.fork_rng(devices=[]):  # leave the caller's random stream where it was
+        model = models.build(name, num_classes=num_classes, norm=norm, **kwargs, **extra)
+        model.train()
+        x = torch.randn(1, 3, image_size, image_size)
+        y = torch.zeros(1, dtype=torch.long)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            nn.functional.cross_entropy(model(x), y).backward()
     return int(counter.get_total_flops())
 
 
@@ -94,8 +95,9 @@ def _measured(device_str: str, precision: str) -> float:
     device = torch.device(device_str)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     n = 4096 if device.type == "cuda" else 2048  # large enough that the product runs at its best rate
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if device.type == "cuda" else []):
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
     best = float("inf")
     for _ in range(20 if device.type == "cuda" else 8):  # the best of several: a shared machine slows some down
         if device.type == "cuda":

@@ -182,6 +182,7 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     device = torch.device(dist_env.device)
     write = write and dist_env.is_main  # only rank 0 writes results
     cfg = distributed.run_config(cfg, dist_env.world_size)  # ddp<N>-<id>: never a 1-process run's folder
+    flops_record = _flops_record(cfg, device)  # before seeding: counting must not shift the run's random streams
     seed_everything(cfg.seed)
     if device.type == "cuda":  # cuDNN picks its fastest kernels in the first steps (the warm-up epoch absorbs it)
         torch.backends.cudnn.benchmark = True
@@ -205,7 +206,7 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     with results.sigterm_interrupts(), folder as rf:
         if write:
             rf.write_meta(meta)
-        meta["flops"] = _flops_record(cfg, device)  # counted before the clock starts
+        meta["flops"] = flops_record
         started = time.perf_counter()
         batch_rows, epoch_rows = _epochs(cfg, model, loader, optimizer, criterion, device, dist_env,
                                          rf.path if write else None, meta)

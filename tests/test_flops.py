@@ -50,3 +50,12 @@ def test_memory_task_models_are_counted(name):
     # RevNet's reversible backward cannot run under the counter: it is counted as the same net under autograd
     n = flops.step_flops_per_image(name)
     assert n > 1e8 and (name != "revnet38" or n == flops.step_flops_per_image("revnet38", 10, "cifar", "bn", 32))
+
+
+def test_counting_leaves_the_random_stream_alone():
+    torch.manual_seed(3)
+    expected = torch.rand(3)
+    torch.manual_seed(3)
+    flops.step_flops_per_image("resnet_tiny", 7, "cifar", "bn", 16)  # an uncached shape: it builds and runs a model
+    flops.peak(torch.device("cpu"), "fp32")
+    assert torch.equal(torch.rand(3), expected)
