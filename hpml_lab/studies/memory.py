@@ -193,35 +193,34 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
     if device.type == "cpu":
         torch.set_num_threads(settings.cpu_threads)
     specs = variants(settings.resnets, settings.rev_stages, cfg.checkpoint_segments)
-    run_dir = cfg.replace(checkpoint_segments=0).run_dir()
+    # the study's own folder, apart from the training runs it makes (the first of which has the same config)
+    run_dir = cfg.replace(checkpoint_segments=0, run_id=f"study-{cfg.replace(checkpoint_segments=0).config_hash()}").run_dir()
     meta = results.new_meta(cfg, device, run_id=run_dir.name, settings=dict(vars(settings)))
-    run_dir.mkdir(parents=True, exist_ok=True)
-    results.write_meta(run_dir, meta)
-    try:
+    with results.sigterm_interrupts(), results.RunFolder(run_dir) as rf:  # a complete run is replaced only on success
+        rf.write_meta(meta)
         rows = measure(specs, cfg.batch_size, device, repeats=settings.repeats, warmup=settings.warmup,
                        log=lambda line: None)
-        atomic_write_csv(run_dir / "memory.csv", rows)
+        atomic_write_csv(rf.path / "memory.csv", rows)
         cuda = device.type == "cuda"
         budget = torch.cuda.get_device_properties(device).total_memory if cuda else int(settings.budget_gb * 1024 ** 3)
         sweep = [2 ** k for k in range(6, 16)] if cuda else []
         mb_rows = max_batch_rows(specs, rows, budget, device, cuda_batches=sweep)
-        atomic_write_csv(run_dir / "max_batch.csv", mb_rows)
+        atomic_write_csv(rf.path / "max_batch.csv", mb_rows)
         snaps = []
         if cuda:
             last_rev = settings.rev_stages[-1]
             for spec in [s for s in specs if s["label"] in (settings.resnets[-1], f"revnet {last_rev}-{last_rev}-{last_rev}")]:
                 net = _build(spec, "bn").to(device)
-                snaps.append(cuda_memory_snapshot(net, cfg.batch_size, run_dir / f"snapshot_{spec['label'].replace(' ', '_')}.pickle"))
+                name = f"snapshot_{spec['label'].replace(' ', '_')}.pickle"
+                cuda_memory_snapshot(net, cfg.batch_size, rf.path / name)
+                snaps.append(run_dir / name)  # where it lands with the run folder
                 del net
                 free_cuda_memory()
         runs = {name: train(cfg.replace(checkpoint_segments=0, model=name), extra_meta={"memory_run": run_dir.name})
                 for name in (cfg.model, "revnet38")}
-    except BaseException as e:
-        results.write_meta(run_dir, {**meta, "status": "failed", "error": f"{type(e).__name__}: {e}",
-                                     "finished_at": results.now()})
-        raise
-    meta.update(status="complete", finished_at=results.now(), repeats=settings.repeats,
-                warmup_rounds=settings.warmup, batch_size=cfg.batch_size)
-    results.write_meta(run_dir, meta)
+        meta.update(finished_at=results.now(), repeats=settings.repeats, warmup_rounds=settings.warmup,
+                    batch_size=cfg.batch_size)
+        rf.complete(meta)
+        meta["status"] = "complete"
     return MemoryResult(pd.DataFrame(rows), mb_rows, largest_fitting(mb_rows), budget, cuda, sweep, snaps, runs,
                         run_dir, meta)
