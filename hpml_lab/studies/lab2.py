@@ -236,7 +236,9 @@ def c5_devices(cfg: RunConfig, log=print) -> dict[str, Any]:
     for d in devs:
         g, all_g = st[st["device"] == d], epochs[epochs["device"] == d]
         rows.append({**stats_row(g["total_s"], device=d), "warmup_epoch_s": all_g["total_s"].iloc[0],
-                     "images_per_s": g["images"].sum() / g["total_s"].sum()})
+                     "images_per_s": g["images"].sum() / g["total_s"].sum(),
+                     # training compute's share of this device's peak (hpml_lab.flops), median of the steady epochs
+                     "mfu_pct": 100 * float(g["mfu"].median()) if "mfu" in g and len(g) else float("nan")})
     summary = pd.DataFrame(rows)
     note = ("" if "cuda" in devs else
             "No CUDA GPU is present on this machine, so only the CPU was measured; there is no GPU row. "
