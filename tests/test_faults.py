@@ -124,8 +124,8 @@ def test_sigterm_during_a_task_updates_the_index_and_exits_143(cifar_root, tmp_p
         time.sleep(0.5)
     p.send_signal(signal.SIGTERM)
     err = p.communicate(timeout=120)[1]
-    # (the kernel, shut down mid-cell, logs its own complaint to stderr first; ours is the closing line)
-    assert p.returncode == 143 and err.strip().splitlines()[-1].startswith("hpml-lab: interrupted")
+    # (the kernel, shut down mid-cell, logs its own complaints to stderr around ours: look for our line)
+    assert p.returncode == 143 and any(line.startswith("hpml-lab: interrupted") for line in err.splitlines())
     outcome = json.loads((tmp_path / "reports" / "executed" / "c1.json").read_text())
     assert outcome["status"] == "interrupted"
     assert "interrupted" in (tmp_path / "reports" / "index.html").read_text()
