@@ -48,7 +48,7 @@ class SweepItem:
 _NOT_IDENTITY = ("progress", "log_every", "results_dir", "run_id")
 
 
-def _same_run(cfg: RunConfig, run_dir: Path) -> bool:
+def same_run(cfg: RunConfig, run_dir: Path) -> bool:
     """A complete run is reused only if it was made with the same settings and the same data
     (same folder, same kind): switching data_root to a real copy never reuses synthetic results."""
     from .data import dataset_info
@@ -95,7 +95,7 @@ def run_sweep(configs: Iterable[RunConfig], run_one: Callable[[RunConfig], Any],
     items: list[SweepItem] = []
     for i, (cfg, run_dir) in enumerate(zip(configs, dirs), 1):
         tag = f"[sweep {i}/{len(configs)}] {cfg.task}/{run_dir.name}"
-        if results.is_complete(run_dir) and _same_run(cfg, run_dir):
+        if results.is_complete(run_dir) and same_run(cfg, run_dir):
             say(f"{tag}: complete from an earlier run, skipped")
             items.append(SweepItem(cfg, run_dir, "skipped"))
             continue

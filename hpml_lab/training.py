@@ -368,6 +368,26 @@ def config_from_args(ns: argparse.Namespace, extra: Mapping[str, Any] | None = N
     return RunConfig.from_dict(params, coerce=True)
 
 
+def _flag_true(value: str, name: str) -> bool:
+    v = str(value).strip().lower()
+    if v not in ("true", "false", "1", "0", "yes", "no"):
+        raise ConfigError(f"{name} takes true or false, got {value!r}")
+    return v in ("true", "1", "yes")
+
+
+def _complete_already(cfg: RunConfig) -> bool:
+    """The run folder this process (or, under torchrun, its world) would fill holds a complete run of the
+    same settings and data: every rank reads the same folder, so they all decide alike."""
+    from .sweeps import same_run
+
+    run_dir = distributed.run_config(cfg, distributed.read_env().world_size).run_dir()
+    if results.is_complete(run_dir) and same_run(cfg, run_dir):
+        if distributed.read_env().is_main:
+            print(f"complete already: {run_dir} (--if-missing: not run again)", flush=True)
+        return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m hpml_lab`: one run from flags; under torchrun each rank runs this."""
     return distributed.leave(_main(argv))
@@ -377,6 +397,9 @@ def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hpml_lab", description="Train one run; see RunConfig.")
     add_config_flags(parser)
     parser.add_argument("--save-model", metavar="PATH", help="write the final weights (state_dict) here")
+    parser.add_argument("--if-missing", metavar="BOOL", default="false",
+                        help="true: do nothing when this run's folder already holds a complete run of the same "
+                             "settings and data (a resubmitted job goes straight on)")
     args, unknown = parser.parse_known_args(argv)
     try:
         if unknown:
@@ -384,6 +407,8 @@ def _main(argv: list[str] | None) -> int:
             check_keys({bad: None})
             raise ConfigError(f"could not parse {' '.join(unknown)!r}; flags take a value: --name VALUE")
         cfg = config_from_args(args)
+        if _flag_true(args.if_missing, "--if-missing") and _complete_already(cfg):
+            return 0
         run = train(cfg, save_model=args.save_model)
     except (ConfigError, DatasetError) as e:
         distributed.cleanup(barrier=False)

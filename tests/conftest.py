@@ -34,3 +34,26 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+_REAL = ("slurm", "browser", "cuda")  # tests that need a real outside part; the log says whether they ran
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line per marker of _REAL: how many of its tests passed, failed or were skipped (and why), so a CI
+    log shows whether the Slurm, browser and CUDA tests ran for real here."""
+    counts: dict[str, dict[str, int]] = {m: {} for m in _REAL}
+    reasons: dict[str, set] = {m: set() for m in _REAL}
+    for outcome in ("passed", "failed", "skipped", "error"):
+        for rep in terminalreporter.stats.get(outcome, []):
+            keywords = getattr(rep, "keywords", {}) or {}
+            for m in _REAL:
+                if m in keywords and (rep.when == "call" or outcome in ("skipped", "error")):
+                    counts[m][outcome] = counts[m].get(outcome, 0) + 1
+                    if outcome == "skipped" and isinstance(rep.longrepr, tuple):
+                        reasons[m].add(str(rep.longrepr[2]).removeprefix("Skipped: "))
+    for m in _REAL:
+        if counts[m]:
+            line = ", ".join(f"{n} {k}" for k, n in sorted(counts[m].items()))
+            why = f" ({'; '.join(sorted(reasons[m]))})" if reasons[m] else ""
+            terminalreporter.write_line(f"{m} tests: {line}{why}")

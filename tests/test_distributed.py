@@ -128,3 +128,59 @@ def test_distributed_sampler_shards_and_reshuffles_per_epoch():
     s.set_epoch(2)
     assert list(s) != e1 and len(e1) == 50  # without set_epoch every epoch would reuse one order
     assert distributed.sampler_kwargs(list(range(10)), True, 0, distributed.DistEnv()) == {}
+
+
+@pytest.mark.slow
+def test_tensor_loader_under_ddp_two_ranks_equal_one_process(cifar_root, tmp_path):
+    """The fast path under torchrun: each rank holds the data and takes items r, r+2, ... of every epoch's
+    permutation (shuffled here), so 2 ranks at batch 8 train exactly as 1 process at batch 16 (augment off)."""
+    common = ["--model", "resnet_tiny", "--norm", "none", "--augment", "false", "--loader", "tensor",
+              "--subset", "64", "--epochs", "2", "--max-batches", "0", "--device", "cpu",
+              "--data-root", str(cifar_root), "--results-dir", str(tmp_path / "results"), "--progress", "none",
+              "--lr", "0.05"]
+    single = _run([sys.executable, "-m", "hpml_lab", *common, "--batch-size", "16", "--task", "one",
+                   "--save-model", str(tmp_path / "one.pt")], tmp_path)
+    assert single.returncode == 0, single.stderr
+    ddp = _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--rdzv-backend=c10d",
+                "--rdzv-endpoint=localhost:0", "-m", "hpml_lab", *common, "--batch-size", "8",
+                "--task", "ddp", "--save-model", str(tmp_path / "ddp.pt")], tmp_path)
+    assert ddp.returncode == 0, ddp.stdout[-1500:] + ddp.stderr[-6000:]
+    a, b = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "ddp.pt")
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5, msg=lambda m: f"{k}: {m}")
+    import pandas as pd
+
+    run = next((tmp_path / "results" / "ddp").iterdir())
+    assert json.loads((run / "meta.json").read_text())["config"]["loader"] == "tensor"
+    assert pd.read_csv(run / "epochs.csv")["images"].tolist() == [64, 64]  # 4 global batches of 16 an epoch
+
+
+def test_tensor_loader_shards_like_distributed_sampler_and_augments_per_rank():
+    from torch.utils.data.distributed import DistributedSampler
+
+    from hpml_lab.data.gpu_loader import TensorLoader
+
+    images = torch.randint(0, 256, (10, 3, 8, 8), dtype=torch.uint8)
+    labels = torch.arange(10)
+    one = TensorLoader(images, labels, 4, shuffle=True, augment=False, seed=3)
+    ranks = [TensorLoader(images, labels, 2, shuffle=True, augment=False, seed=3, rank=r, world_size=3)
+             for r in range(3)]
+    for _ in range(2):  # two epochs: the same permutation on every rank, each its own share of it
+        order = one.epoch_order()
+        shares = [t.epoch_order() for t in ranks]
+        padded = torch.cat([order, order[:2]])  # 10 items over 3 ranks: padded to 12 with the first items
+        for r, share in enumerate(shares):
+            assert share.tolist() == padded[r::3].tolist()
+    # The sharding rule is DistributedSampler's (not shuffled, the two agree item for item)
+    for r in range(3):
+        plain = TensorLoader(images, labels, 2, shuffle=False, augment=False, rank=r, world_size=3)
+        assert plain.epoch_order().tolist() == list(DistributedSampler(range(10), 3, r, shuffle=False))
+        assert len(plain) == 2  # ceil(ceil(10 / 3) / 2)
+    # With augmentation on: reproducible per rank, different between ranks (one image repeated: only the crops
+    # and flips can differ)
+    same = images[:1].expand(10, -1, -1, -1).contiguous()
+    aug = lambda r: [x for x, _ in TensorLoader(same, labels, 4, augment=True, seed=1, rank=r, world_size=2)]
+    assert all(torch.equal(x, y) for x, y in zip(aug(0), aug(0)))
+    assert not all(torch.equal(x, y) for x, y in zip(aug(0), aug(1)))
+    with pytest.raises(ValueError, match="rank 2"):
+        TensorLoader(images, labels, 4, rank=2, world_size=2)

@@ -1,4 +1,5 @@
-"""`hpml-lab slurm`: sbatch scripts for one node (torchrun --standalone) and several (srun + torchrun, c10d)."""
+"""`hpml-lab slurm`: sbatch scripts for one node (torchrun --standalone) and several (srun + torchrun, c10d), GPU and
+CPU nodes. What the scripts say; tests/test_slurm_real.py submits them to a real Slurm."""
 import subprocess
 
 import pytest
@@ -33,15 +34,22 @@ def test_multi_node_script(tmp_path):
     assert "#SBATCH --nodes=2" in text and "#SBATCH --ntasks-per-node=1" in text
     assert 'scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1' in text
     assert "srun --nodes=" in text and "--rdzv-backend=c10d" in text
-    assert '--rdzv-endpoint="$HEAD_NODE:$RDZV_PORT"' in text and "--nproc-per-node=4" in text
+    assert '--rdzv-endpoint="$HEAD_ADDR:$RDZV_PORT"' in text and "--nproc-per-node=4" in text
     assert "--standalone" not in text
     # the training step comes before the notebook
     assert text.index("-m hpml_lab") < text.index("hpml_lab.report.cli run c1")
 
 
 @pytest.mark.parametrize("kw, match", [
-    ({"time": "90 minutes"}, "--time"), ({"gpus": 0}, "--gpus"), ({"partition": "a b"}, "--partition"),
+    ({"time": "90 minutes"}, "--time"), ({"gpus": -1}, "--gpus"), ({"partition": "a b"}, "--partition"),
     ({"params": {"batch_sise": "3"}}, "unknown parameter"), ({"params": {"epochs": "x"}}, "epochs"),
+    ({"gpus": 2, "ntasks_per_node": 2}, "--ntasks-per-node is for CPU jobs"),
+    ({"gpus": 0, "ntasks_per_node": 0}, "--ntasks-per-node must be at least 1"),
+    ({"gpus": 0, "params": {"device": "cuda"}}, "--gpus 0 asks for CPU nodes"),
+    ({"time": "00:02", "signal_lead_s": 120}, "--signal-lead"), ({"signal_lead_s": 0}, "--signal-lead"),
+    ({"train_params": {"lodaer": "tensor"}}, "unknown parameter 'lodaer'"),
+    ({"train_params": {"loader": "gpu"}}, "loader"),
+    ({"train": False, "report": False}, "nothing to run"),
 ])
 def test_bad_input_is_one_line(kw, match):
     with pytest.raises(ConfigError, match=match):
@@ -51,3 +59,58 @@ def test_bad_input_is_one_line(kw, match):
 def test_unknown_task(capsys):
     assert cli.main(["slurm", "nope"]) == 2
     assert "valid tasks" in capsys.readouterr().err
+
+
+def test_cpu_script_asks_for_tasks_not_gpus(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the script goes to ./slurm/, as for a user
+    path = slurm.write("c1", gpus=0, ntasks_per_node=3, nodes=2, cpus_per_task=2, time="00:20")
+    assert path == tmp_path / "slurm" / "c1-2x3cpu.sbatch"
+    _bash_n(path)
+    text = path.read_text()
+    assert "#SBATCH --ntasks-per-node=3" in text and "#SBATCH --cpus-per-task=2" in text
+    assert "gpus" not in text.split("set -euo")[0] and "--gres" not in text
+    assert "--nproc-per-node=3" in text and "--device cpu" in text and "-p device=cpu" in text
+    assert "OMP_NUM_THREADS:-2" in text
+    # the rendezvous uses the head node's address from Slurm, so node names need not resolve
+    assert "NodeAddr=" in text and '--rdzv-endpoint="$HEAD_ADDR:$RDZV_PORT"' in text
+
+
+def test_time_limit_warning_and_resumable_steps(tmp_path):
+    text = slurm.render("c3", gpus=1, time="02:00", signal_lead_s=300)
+    assert "#SBATCH --signal=B:USR1@300" in text and "trap stop_step USR1" in text
+    # both steps run under `step` (in the background, so the trap acts at once); training skips a complete run
+    assert 'step "$PY" -m torch.distributed.run' in text and "--if-missing true" in text
+    assert 'step "$PY" -m hpml_lab.report.cli run c3' in text
+    # study settings (C3's tolerance, patience, max_workers) go to the notebook, never to the training step
+    train_line = text[text.index("-m hpml_lab --task c3"):].splitlines()[0]
+    assert "--tolerance" not in train_line and "--max-workers" not in train_line
+    no_train = slurm.render("c3", gpus=1, train=False)
+    assert "torch.distributed.run" not in no_train and "hpml_lab.report.cli run c3" in no_train
+    no_report = slurm.render("c1", gpus=1, report=False, train_params={"loader": "tensor"}, save_model="w.pt")
+    assert "hpml_lab.report.cli run" not in no_report
+    assert "--loader tensor" in no_report and "--save-model w.pt" in no_report
+
+
+def test_step_stops_the_running_step_on_the_warning_signal(tmp_path):
+    """The script's step functions in bash: SIGUSR1 to the shell sends SIGTERM to the step's whole process
+    tree at once (not after it ends), returns the step's own exit status, and no later step starts."""
+    import os
+    import signal
+    import time
+
+    text = slurm.render("c1", gpus=1)
+    functions = text[text.index('STEP_PID=""'):text.index("# 1. The dataset")]
+    marker = tmp_path / "second-step-ran"
+    script = tmp_path / "s.sh"
+    script.write_text("set -euo pipefail\n" + functions + f"""
+step bash -c 'trap "echo child got TERM; exit 143" TERM; sleep 60 & wait'
+step touch {marker}
+""")
+    p = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    os.kill(p.pid, signal.SIGUSR1)
+    out, err = p.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10  # not after the 60 s sleep
+    assert p.returncode == 143 and "child got TERM" in out and "time limit is near" in err
+    assert not marker.exists()

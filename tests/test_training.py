@@ -3,6 +3,8 @@ import subprocess
 import sys
 
 import pandas as pd
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -86,6 +88,29 @@ def test_module_entry_point_saves_model(tiny_cfg, tmp_path):
     assert "RuntimeWarning" not in p.stderr
     state = torch.load(out)
     assert "linear.weight" in state
+
+
+def test_if_missing_skips_a_complete_run_of_the_same_settings(tiny_cfg, capsys):
+    """What a resubmitted Slurm job relies on: `--if-missing true` does nothing when the run is complete already,
+    and trains when any setting differs."""
+    import json
+
+    from hpml_lab import training
+
+    args = ["--data-root", tiny_cfg.data_root, "--results-dir", tiny_cfg.results_dir, "--model", "resnet_tiny",
+            "--epochs", "1", "--max-batches", "1", "--batch-size", "8", "--num-workers", "0", "--progress", "none",
+            "--device", "cpu", "--task", "again", "--if-missing", "true"]
+    assert training._main(args) == 0
+    run = next((Path(tiny_cfg.results_dir) / "again").iterdir())
+    started = json.loads((run / "meta.json").read_text())["started_at"]
+    capsys.readouterr()
+    assert training._main(args) == 0
+    assert "complete already" in capsys.readouterr().out
+    assert json.loads((run / "meta.json").read_text())["started_at"] == started  # not run again
+    assert training._main([*args, "--lr", "0.05"]) == 0  # other settings: another run
+    assert len(list((Path(tiny_cfg.results_dir) / "again").iterdir())) == 2
+    assert training._main([*args[:-1], "maybe"]) == 2
+    assert "--if-missing takes true or false" in capsys.readouterr().err
 
 
 def test_module_entry_point_rejects_unknown_flag(tiny_cfg):

@@ -85,14 +85,14 @@ def build_train_loader(cfg, device: torch.device, dataset: Dataset | None = None
 
 def build_loader(cfg, device: torch.device, dist_env=None):
     """The training loader cfg asks for: the lab's PIL DataLoader (with a DistributedSampler when
-    dist_env is a multi-process run), or the tensor-resident one (CIFAR-10, single process)."""
+    dist_env is a multi-process run), or the tensor-resident one (CIFAR-10; under DDP each rank its share)."""
     if cfg.loader == "tensor":
-        if dist_env is not None and dist_env.distributed:
-            raise ConfigError("loader 'tensor' is single-process only; use loader=pil under torchrun")
         if cfg.dataset != "cifar10":
             raise ConfigError(f"loader 'tensor' supports cifar10 only, not {cfg.dataset!r}; use loader=pil")
         from .gpu_loader import TensorLoader
 
+        if dist_env is not None and dist_env.distributed:
+            return TensorLoader.from_config(cfg, device, rank=dist_env.rank, world_size=dist_env.world_size)
         return TensorLoader.from_config(cfg, device)
     from .. import distributed
 

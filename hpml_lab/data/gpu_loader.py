@@ -18,6 +18,15 @@ pipeline at fixed offsets).
 
 Randomness comes from a CPU torch.Generator seeded with cfg.seed (epoch order,
 offsets, flips), so runs are reproducible and the same on CPU and CUDA.
+
+Under DDP (torchrun) each rank holds the dataset on its own device and takes its
+share of every epoch's permutation as DistributedSampler does: the permutation is
+padded with its first items to a multiple of the world size W, and rank r takes
+items r, r+W, r+2W, ... The permutation comes from a generator seeded with
+cfg.seed on every rank (so all ranks agree on it), the crops and flips from a
+second one seeded per rank (reproducible, different on each rank). With
+augmentation off, W ranks at batch B/W see exactly the images one process sees
+at batch B (tests/test_distributed.py trains both and compares the weights).
 """
 from __future__ import annotations
 
@@ -75,12 +84,15 @@ class TensorLoader:
         mean, std: per-channel normalisation, in [0, 1] units.
         seed: seeds the order, crop offsets and flips (one generator for the loader's lifetime).
         channels_last: hand out batches in channels-last memory format.
+        rank, world_size: this process's share under DDP (items rank, rank+world_size, ... of each epoch).
     """
 
     def __init__(self, images, labels: Sequence[int] | torch.Tensor, batch_size: int, device: torch.device | str = "cpu",
                  *, shuffle: bool = True, augment: bool = True, drop_last: bool = False,
                  mean: Sequence[float] = cifar.MEAN, std: Sequence[float] = cifar.STD, seed: int = 0,
-                 channels_last: bool = False, padding: int = PAD):
+                 channels_last: bool = False, padding: int = PAD, rank: int = 0, world_size: int = 1):
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
         self.device = torch.device(device)
         x = torch.as_tensor(np.asarray(images)) if not torch.is_tensor(images) else images
         if x.dtype != torch.uint8 or x.dim() != 4:
@@ -97,25 +109,43 @@ class TensorLoader:
         self.scale = (1.0 / (255.0 * std_t)).to(self.device)
         self.shift = (-torch.tensor(mean, dtype=torch.float32) / std_t).to(self.device)
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
-        self.generator = torch.Generator().manual_seed(seed)
+        self.rank, self.world_size = rank, world_size
+        # One process: one generator for the order and the augmentation (as always). Several ranks: the order
+        # from a generator every rank seeds alike, the augmentation from one seeded per rank.
+        self.generator = torch.Generator().manual_seed(seed if world_size == 1 else seed + 7919 * (rank + 1))
+        self.order_generator = self.generator if world_size == 1 else torch.Generator().manual_seed(seed)
         self.pin = self.device.type == "cuda"
 
     @classmethod
-    def from_config(cls, cfg, device: torch.device | str) -> "TensorLoader":
-        """The training set of cfg (subset applied) with cfg's batch size, seed, augment and shuffle."""
+    def from_config(cls, cfg, device: torch.device | str, rank: int = 0, world_size: int = 1) -> "TensorLoader":
+        """The training set of cfg (subset applied) with cfg's batch size, seed, augment and shuffle; under DDP
+        this rank's share."""
         ds = cifar.CIFAR10Files(cfg.data_path(), train=True)
         n = min(cfg.subset, len(ds)) if cfg.subset else len(ds)
         return cls(ds.data[:n], ds.targets[:n], cfg.batch_size, device, shuffle=cfg.shuffle, augment=cfg.augment,
-                   seed=cfg.seed, channels_last=cfg.channels_last)
+                   seed=cfg.seed, channels_last=cfg.channels_last, rank=rank, world_size=world_size)
+
+    def per_rank(self) -> int:
+        """Items this rank sees an epoch: all of them in one process, ceil(N / W) under DDP (DistributedSampler's)."""
+        return math.ceil(len(self.labels) / self.world_size)
 
     def __len__(self) -> int:
-        n = len(self.labels)
+        n = self.per_rank()
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def epoch_order(self) -> torch.Tensor:
+        """This epoch's item order for this rank (draws from the order generator)."""
         n = len(self.labels)
-        order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
-        order = order.to(self.device)
+        order = torch.randperm(n, generator=self.order_generator) if self.shuffle else torch.arange(n)
+        if self.world_size > 1:
+            total = self.per_rank() * self.world_size
+            if total > n:  # pad with the first items, as DistributedSampler(drop_last=False) does
+                order = torch.cat([order, order.repeat(math.ceil(total / n))[:total - n]])
+            order = order[self.rank:total:self.world_size]
+        return order
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        order = self.epoch_order().to(self.device)
         for i in range(len(self)):
             idx = order[i * self.batch_size:(i + 1) * self.batch_size]
             yield self.batch(idx), self.labels[idx]

@@ -9,6 +9,7 @@
     hpml-lab data download tinyimagenet --root data [--url URL] [--allow-partial] [--source kaggle --dataset O/N]
     hpml-lab train --epochs 1 --max-batches 10       # one run, flags = RunConfig fields
     hpml-lab slurm c1 --gpus 4 [--nodes 2] [--time 01:00] [--partition P] [-p key=value]   # sbatch script
+    hpml-lab slurm c1 --gpus 0 --ntasks-per-node 2                                         # CPU nodes, gloo
     hpml-lab bench loader|step|overhead|stall|all    # ratios as one JSON line (hpml_lab.bench)
 
 Bad input is one line on stderr and exit status 2, before any compute.
@@ -140,7 +141,11 @@ def _cmd_slurm(args) -> int:
     from .runner import parse_assignments
 
     path = slurm.write(args.task, out=args.output, gpus=args.gpus, nodes=args.nodes, time=args.time,
-                       partition=args.partition, params=parse_assignments(args.param or []), profile=args.profile)
+                       partition=args.partition, params=parse_assignments(args.param or []), profile=args.profile,
+                       ntasks_per_node=args.ntasks_per_node, cpus_per_task=args.cpus_per_task,
+                       signal_lead_s=args.signal_lead, train=not args.no_train,
+                       train_params=parse_assignments(args.train or []), save_model=args.save_model,
+                       report=not args.no_report)
     print(f"wrote {path}; submit it with: sbatch {path}")
     return 0
 
@@ -204,7 +209,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sl = sub.add_parser("slurm", help="write an sbatch script: torchrun training, then the notebook and its HTML")
     sl.add_argument("task")
-    sl.add_argument("--gpus", type=int, default=1, help="GPUs per node (default 1)")
+    sl.add_argument("--gpus", type=int, default=1, help="GPUs per node (default 1; 0: CPU nodes, gloo, no --gres)")
+    sl.add_argument("--ntasks-per-node", type=int, help="with --gpus 0: training processes per node (default 1)")
+    sl.add_argument("--cpus-per-task", type=int, default=1, help="with --gpus 0: CPUs per process (default 1)")
+    sl.add_argument("--signal-lead", type=int, default=180, metavar="SECONDS",
+                    help="Slurm's warning signal this long before the limit: the job stops cleanly (default 180)")
+    sl.add_argument("--no-train", action="store_true", help="leave out the torchrun training step (sweep-only tasks)")
+    sl.add_argument("--no-report", action="store_true", help="leave out the notebook step (DDP training only)")
+    sl.add_argument("--train", action="append", metavar="KEY=VALUE",
+                    help="a RunConfig setting for the training step only, e.g. loader=tensor (repeatable)")
+    sl.add_argument("--save-model", metavar="PATH", help="the training step writes its final weights here")
     sl.add_argument("--nodes", type=int, default=1, help="nodes (default 1; more uses srun + torchrun c10d)")
     sl.add_argument("--time", default="01:00", help="wall-time limit HH:MM (default 01:00)")
     sl.add_argument("--partition", help="Slurm partition")

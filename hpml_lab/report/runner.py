@@ -53,13 +53,16 @@ class Outcome:
 
 def notebooks_dir() -> Path:
     """The checkout's notebooks/ when run from a checkout, else the copies installed with the package
-    (hpml_lab.notebooks), so `hpml-lab run` works from any folder."""
-    local = project_root() / "notebooks"
-    if local.is_dir() and any(local.glob("*.ipynb")):
-        return local
+    (hpml_lab.notebooks), else, for an editable install run from another folder, the notebooks/ of the
+    checkout the package lives in: `hpml-lab run` works from any folder."""
     import hpml_lab
 
-    return Path(hpml_lab.__file__).parent / "notebooks"  # where a non-editable install puts them
+    package = Path(hpml_lab.__file__).parent
+    candidates = [project_root() / "notebooks", package / "notebooks", package.parent / "notebooks"]
+    for folder in candidates:
+        if folder.is_dir() and any(folder.glob("*.ipynb")):
+            return folder
+    return candidates[1]  # where a non-editable install puts them (the error names it)
 
 
 def reports_dir() -> Path:

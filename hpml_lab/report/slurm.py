@@ -2,20 +2,32 @@
 
     hpml-lab slurm lab5 --gpus 4 --time 01:00 --partition gpu -p batch_size=512
     hpml-lab slurm lab5 --gpus 4 --nodes 2 -p epochs=2        # srun + torchrun, c10d on the first node
+    hpml-lab slurm c1 --gpus 0 --ntasks-per-node 2            # CPU nodes: 2 gloo ranks per node, no GPU asked
     sbatch slurm/lab5-1x4.sbatch
 
 The script (i) checks the dataset is there (prepared before launch: several ranks
 never download at once), (ii) trains with torchrun: `torchrun --standalone` on one
 node; on several, one srun task per node runs torchrun with a c10d rendezvous on
-the first host of `scontrol show hostnames`, (iii) runs the task's notebook
-through papermill (`hpml-lab run`: log output, no progress bar) and renders the
-HTML report at the end. The torchrun step is the task's configuration trained with
-DDP over every allocated GPU, filed as results/<task>/ddp<N>-<id>/; the notebook
-makes its own measurements and does not read that run (lab5 and tinyimagenet
-launch their DDP runs themselves), so for a sweep-only task (c3, dataloading)
-the torchrun step costs time and can be deleted from the script. Parameters
-(-p) are checked against the task's notebook and RunConfig when the script is
-written, not when the job starts.
+the address (NodeAddr) of the first host of `scontrol show hostnames`, (iii) runs
+the task's notebook through papermill (`hpml-lab run`: log output, no progress
+bar) and renders the HTML report at the end. The torchrun step is the task's
+configuration trained with DDP over every allocated GPU (or, with --gpus 0, over
+--ntasks-per-node gloo processes per node), filed as results/<task>/ddp<N>-<id>/;
+the notebook makes its own measurements and does not read that run (lab5 and
+tinyimagenet launch their DDP runs themselves), so for a sweep-only task (c3,
+dataloading) `--no-train` leaves the step out (`--no-report` the notebook step). The notebook step runs in the batch
+step as a single process: the batch step has SLURM_PROCID=0 and SLURM_NTASKS=N but
+is never a rank (hpml_lab.distributed.read_env).
+
+Time limits: the script asks Slurm for SIGUSR1 some time before the limit
+(`--signal=B:USR1@<lead>`; Slurm may send it up to a minute earlier than asked). The
+shell then sends SIGTERM to every process of the running step: a training run ends
+with status "interrupted" (finished epochs kept), the notebook's report says
+interrupted, the job stops. Submitted again, the job goes on where it stopped:
+the training step skips a run that is already complete (`--if-missing`), the
+notebook reuses its complete runs. Parameters (-p) are checked against the task's
+notebook and RunConfig when the script is written, not when the job starts.
+Run for real in tests/test_slurm_real.py on a localhost Slurm 22.05 (one and two nodes).
 """
 from __future__ import annotations
 
@@ -32,17 +44,59 @@ from ..io import atomic_write_text
 _TIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}(:\d{2})?$")
 _NAME = re.compile(r"^[A-Za-z0-9_.,-]+$")
 RDZV_PORT = 29500
+SIGNAL_LEAD_S = 180
+
+# Bash run by the script: each step in the background so the shell can act on Slurm's warning signal at once
+# (a shell waiting on a foreground child runs its trap only after the child ends).
+_STEP_FUNCTIONS = r"""
+STEP_PID=""
+STOPPING=""
+tree() { local c; for c in $(pgrep -P "$1"); do tree "$c"; done; echo "$1"; }
+stop_step() {
+    STOPPING=1
+    echo "hpml-lab: SIGUSR1, the time limit is near: stopping the running step (submit the job again to go on)" >&2
+    if [ -n "$STEP_PID" ]; then kill -TERM $(tree "$STEP_PID") 2>/dev/null || true; fi
+}
+trap stop_step USR1
+step() {  # run "$@" in the background and wait for it, also across the trap; its exit status is the step's
+    if [ -n "$STOPPING" ]; then return 143; fi
+    "$@" &
+    STEP_PID=$!
+    local rc=0
+    while :; do
+        rc=0; wait "$STEP_PID" || rc=$?
+        kill -0 "$STEP_PID" 2>/dev/null || break  # still alive: the wait was cut short by the signal
+    done
+    STEP_PID=""
+    return "$rc"
+}""".strip("\n")
 
 
-def _check(task_id: str, gpus: int, nodes: int, time: str, partition: Optional[str]) -> tasks.Task:
+def _check(task_id: str, gpus: int, nodes: int, time: str, partition: Optional[str],
+           ntasks_per_node: Optional[int], signal_lead_s: int) -> tasks.Task:
     task = tasks.get(task_id)
-    if gpus < 1 or nodes < 1:
-        raise ConfigError(f"--gpus and --nodes must be at least 1, got {gpus} and {nodes}")
+    if gpus < 0 or nodes < 1:
+        raise ConfigError(f"--gpus must be 0 (CPU nodes) or more and --nodes at least 1, got {gpus} and {nodes}")
+    if ntasks_per_node is not None:
+        if gpus:
+            raise ConfigError(f"--ntasks-per-node is for CPU jobs (--gpus 0); with GPUs there is one process per "
+                              f"GPU, got --gpus {gpus} --ntasks-per-node {ntasks_per_node}")
+        if ntasks_per_node < 1:
+            raise ConfigError(f"--ntasks-per-node must be at least 1, got {ntasks_per_node}")
     if not _TIME.match(time):
         raise ConfigError(f"--time must be HH:MM, HH:MM:SS or D-HH:MM, got {time!r}")
     if partition is not None and not _NAME.match(partition):
         raise ConfigError(f"--partition must be a plain name, got {partition!r}")
+    if signal_lead_s < 1 or signal_lead_s >= _seconds(time):
+        raise ConfigError(f"--signal-lead must be between 1 s and the time limit ({_seconds(time)} s), "
+                          f"got {signal_lead_s}")
     return task
+
+
+def _seconds(time: str) -> int:
+    days, _, clock = time.rpartition("-")
+    parts = [int(x) for x in clock.split(":")] + ([0] if clock.count(":") == 1 else [])
+    return int(days or 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
 
 
 def _flag_value(v: Any) -> str:
@@ -51,38 +105,73 @@ def _flag_value(v: Any) -> str:
 
 def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", partition: Optional[str] = None,
            params: Optional[Mapping[str, str]] = None, profile: str = "full", workdir: Optional[str] = None,
-           cpus_per_gpu: int = 4) -> str:
-    """The sbatch script's text for TASK on `nodes` nodes with `gpus` GPUs each."""
+           cpus_per_gpu: int = 4, ntasks_per_node: Optional[int] = None, cpus_per_task: int = 1,
+           signal_lead_s: int = SIGNAL_LEAD_S, train: bool = True, train_params: Optional[Mapping[str, str]] = None,
+           save_model: Optional[str] = None, report: bool = True) -> str:
+    """The sbatch script's text for TASK on `nodes` nodes with `gpus` GPUs each, or with gpus=0 on CPU nodes
+    with `ntasks_per_node` gloo processes each (`cpus_per_task` CPUs per process).
+
+    `params` go to the notebook and the training step; `train_params` (any RunConfig field, e.g.
+    loader=tensor or augment=false) to the training step only; `save_model` is where that step writes its
+    final weights. `train=False` leaves the training step out, `report=False` the notebook step.
+    """
+    from ..config import RunConfig, check_keys
     from .runner import resolve_parameters
 
-    task = _check(task_id, gpus, nodes, time, partition)
-    typed, cfg = resolve_parameters(task, profile, None, dict(params or {}))  # ConfigError before anything
-    merged = {**task.profile(profile), **typed}
-    train_flags = " ".join(f"--{k.replace('_', '-')} {shlex.quote(_flag_value(v))}" for k, v in merged.items())
-    run_params = " ".join(f"-p {shlex.quote(f'{k}={_flag_value(v)}')}" for k, v in (params or {}).items())
-    workdir = workdir or str(project_root())
     if time.count(":") == 1 and "-" not in time:
         time = time + ":00"
-    world = gpus * nodes
+    task = _check(task_id, gpus, nodes, time, partition, ntasks_per_node, signal_lead_s)
+    if not (train or report):
+        raise ConfigError("--no-train and --no-report together leave nothing to run")
+    params = dict(params or {})
+    if gpus == 0:
+        if params.get("device", "cpu") != "cpu":
+            raise ConfigError(f"--gpus 0 asks for CPU nodes, but -p device={params['device']}")
+        params["device"] = "cpu"
+    typed, cfg = resolve_parameters(task, profile, None, params)  # ConfigError before anything
+    fields = RunConfig.field_names()
+    merged = {k: v for k, v in {**task.profile(profile), **typed}.items() if k in fields}  # not study settings
+    merged.update(train_params or {})
+    check_keys(train_params or {})
+    RunConfig.from_dict({**merged, "task": task.id}, coerce=True)  # the training step's settings: one line if wrong
+    train_flags = " ".join(f"--{k.replace('_', '-')} {shlex.quote(_flag_value(v))}" for k, v in merged.items())
+    if save_model:
+        train_flags += f" --save-model {shlex.quote(save_model)}"
+    run_params = " ".join(f"-p {shlex.quote(f'{k}={_flag_value(v)}')}" for k, v in params.items())
+    workdir = workdir or str(project_root())
+    per_node = gpus if gpus else (ntasks_per_node or 1)
+    world = per_node * nodes
+    if gpus:
+        resources = [
+            "#SBATCH --ntasks-per-node=1            # one torchrun per node; it starts one process per GPU",
+            f"#SBATCH --gpus-per-node={gpus}",
+            f"#SBATCH --cpus-per-task={cpus_per_gpu * gpus}",
+        ]
+    else:
+        resources = [
+            f"#SBATCH --ntasks-per-node={per_node}            # CPU nodes: torchrun starts this many gloo processes",
+            f"#SBATCH --cpus-per-task={cpus_per_task}",
+        ]
     head = [
         "#!/bin/bash",
         f"#SBATCH --job-name=hpml-{task.id}",
         f"#SBATCH --nodes={nodes}",
-        "#SBATCH --ntasks-per-node=1            # one torchrun per node; it starts one process per GPU",
-        f"#SBATCH --gpus-per-node={gpus}",
-        f"#SBATCH --cpus-per-task={cpus_per_gpu * gpus}",
+        *resources,
         f"#SBATCH --time={time}",
+        f"#SBATCH --signal=B:USR1@{signal_lead_s}          # warning before the limit: stop cleanly, resume later",
         *([f"#SBATCH --partition={partition}"] if partition else []),
         "#SBATCH --output=slurm-%x-%j.out",
         "",
         f"# Written by `hpml-lab slurm {task.id}`: {task.title}",
-        f"# {nodes} node(s) x {gpus} GPU(s) = world size {world}; profile {profile}.",
+        f"# {nodes} node(s) x {per_node} {'GPU(s)' if gpus else 'CPU process(es)'} = world size {world}; "
+        f"profile {profile}.",
         "set -euo pipefail",
         f"cd {shlex.quote(workdir)}",
         'PY="${HPML_PYTHON:-.venv/bin/python}"',
         "export HPML_PROGRESS=log                # periodic log lines, no progress bars, in batch logs",
         "export HPML_DIST_TIMEOUT_S=${HPML_DIST_TIMEOUT_S:-600}",
-        "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}",
+        f"export OMP_NUM_THREADS=${{OMP_NUM_THREADS:-{4 if gpus else cpus_per_task}}}",
+        _STEP_FUNCTIONS,
         "",
         "# 1. The dataset must be prepared before launch (never downloaded by several ranks at once).",
         "\"$PY\" -c " + shlex.quote(
@@ -90,37 +179,47 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
             f"print({json.dumps('dataset:')}, check_dataset(RunConfig(dataset={json.dumps(cfg.dataset)}, "
             f"data_root={json.dumps(cfg.data_root)})))"),
         "",
-        f"# 2. Distributed training, results under results/{task.id}/ (written by rank 0 only).",
     ]
-    if nodes == 1:
+    if not train:
+        launch = [f"# 2. (no training step: --no-train)"]
+    elif nodes == 1:
         launch = [
-            f"\"$PY\" -m torch.distributed.run --standalone --nproc-per-node={gpus} \\",
-            f"    -m hpml_lab --task {task.id} {train_flags}",
+            f"# 2. Distributed training, results under results/{task.id}/ (written by rank 0 only; skipped when",
+            "#    that run is already complete, so a resubmitted job goes straight on).",
+            f"step \"$PY\" -m torch.distributed.run --standalone --nproc-per-node={per_node} \\",
+            f"    -m hpml_lab --task {task.id} {train_flags} --if-missing true",
         ]
     else:
         launch = [
+            f"# 2. Distributed training, results under results/{task.id}/ (written by rank 0 only; skipped when",
+            "#    that run is already complete, so a resubmitted job goes straight on).",
             'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            "HEAD_ADDR=$(scontrol show node \"$HEAD_NODE\" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)",
+            'HEAD_ADDR=${HEAD_ADDR:-$HEAD_NODE}',
             f"RDZV_PORT=${{RDZV_PORT:-{RDZV_PORT}}}",
-            'echo "rendezvous on $HEAD_NODE:$RDZV_PORT for $SLURM_NNODES nodes"',
-            "srun --nodes=\"$SLURM_NNODES\" --ntasks-per-node=1 \\",
-            f"    \"$PY\" -m torch.distributed.run --nnodes=\"$SLURM_NNODES\" --nproc-per-node={gpus} \\",
-            "    --rdzv-id=\"$SLURM_JOB_ID\" --rdzv-backend=c10d --rdzv-endpoint=\"$HEAD_NODE:$RDZV_PORT\" \\",
-            f"    -m hpml_lab --task {task.id} {train_flags}",
+            'echo "rendezvous on $HEAD_NODE ($HEAD_ADDR:$RDZV_PORT) for $SLURM_NNODES nodes"',
+            "step srun --nodes=\"$SLURM_NNODES\" --ntasks-per-node=1 \\",
+            f"    \"$PY\" -m torch.distributed.run --nnodes=\"$SLURM_NNODES\" --nproc-per-node={per_node} \\",
+            "    --rdzv-id=\"$SLURM_JOB_ID\" --rdzv-backend=c10d --rdzv-endpoint=\"$HEAD_ADDR:$RDZV_PORT\" \\",
+            f"    -m hpml_lab --task {task.id} {train_flags} --if-missing true",
         ]
     tail = [
         "",
-        "# 3. The notebook through papermill (log output), then its HTML report.",
-        f"\"$PY\" -m hpml_lab.report.cli run {task.id} --profile {profile} {run_params}".rstrip(),
+        "# 3. The notebook through papermill (log output), then its HTML report; one process, never a rank.",
+        f"step \"$PY\" -m hpml_lab.report.cli run {task.id} --profile {profile} {run_params}".rstrip(),
         f"echo \"report: reports/{task.id}.html\"",
         "",
-    ]
+    ] if report else ["", "# 3. (no notebook step: --no-report)", ""]
     return "\n".join(head + launch + tail)
 
 
 def write(task_id: str, out: Optional[str] = None, **kw) -> Path:
-    """Render and write the script (atomically); returns its path (default slurm/<task>-<nodes>x<gpus>.sbatch)."""
+    """Render and write the script (atomically); returns its path (default slurm/<task>-<nodes>x<gpus>.sbatch,
+    <task>-<nodes>x<N>cpu.sbatch for CPU jobs)."""
     text = render(task_id, **kw)
-    path = Path(out) if out else output_path("slurm") / f"{task_id}-{kw.get('nodes', 1)}x{kw.get('gpus', 1)}.sbatch"
+    gpus = kw.get("gpus", 1)
+    shape = f"{kw.get('nodes', 1)}x{gpus}" if gpus else f"{kw.get('nodes', 1)}x{kw.get('ntasks_per_node') or 1}cpu"
+    path = Path(out) if out else output_path("slurm") / f"{task_id}-{shape}.sbatch"
     atomic_write_text(path, text)
     path.chmod(0o755)
     return path

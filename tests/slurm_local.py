@@ -1,0 +1,204 @@
+"""A real Slurm on localhost for the tests: munged, slurmctld and two slurmd daemons (nodes n1 and n2 on this
+one host, each on its own port), all under one temporary folder, stopped again by PID.
+
+    cluster = LocalSlurm(tmp_folder); cluster.start()
+    job = cluster.submit(script, cwd=work)        # sbatch, then the end from the job-completion log
+    cluster.stop()
+
+Needs Debian's slurm-wlm and munge (Slurm 22.05) and root (slurmd runs jobs as their user). The configuration
+follows what 22.05 accepts on a machine without systemd: proctrack/linuxproc, task/none, select/cons_tres, and
+a cgroup.conf with CgroupPlugin=autodetect and IgnoreSystemd=yes. No accounting daemon: the job state comes
+from jobcomp/filetxt, the job's output from its --output file.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol")
+NODES = ("n1", "n2")
+CPUS_PER_NODE = 2
+
+
+def unavailable() -> str:
+    """Why a real Slurm cannot start here, or "" when it can."""
+    missing = [b for b in BINARIES if shutil.which(b) is None]
+    if missing:
+        return f"Slurm is not installed ({', '.join(missing)} missing): apt-get install slurm-wlm munge"
+    if os.geteuid() != 0:
+        return "the local Slurm needs root (slurmd starts jobs as their user)"
+    return ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Job:
+    id: int
+    returncode: int  # the job's exit code (the batch script's)
+    state: str  # COMPLETED, FAILED, TIMEOUT, ... from the job-completion log
+    exit_code: str  # "rc:signal"
+    seconds: float
+    output: str  # the job's --output file
+
+
+class LocalSlurm:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.conf = self.root / "slurm.conf"
+        self.host = socket.gethostname().split(".")[0]
+        self.version = ""
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def _write_config(self) -> None:
+        r = self.root
+        for sub in ("state", "log", *(f"spool-{n}" for n in NODES)):
+            (r / sub).mkdir(parents=True, exist_ok=True)
+        key = r / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        nodes = "\n".join(
+            f"NodeName={n} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={free_port()} CPUs={CPUS_PER_NODE} "
+            f"RealMemory=2000 State=UNKNOWN" for n in NODES)
+        self.conf.write_text(f"""\
+ClusterName=hpmltest
+SlurmctldHost={self.host}(127.0.0.1)
+SlurmctldPort={free_port()}
+AuthType=auth/munge
+AuthInfo=socket={r}/munge.sock
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={r}/state
+SlurmdSpoolDir={r}/spool-%n
+SlurmctldPidFile={r}/slurmctld.pid
+SlurmdPidFile={r}/slurmd-%n.pid
+SlurmctldLogFile={r}/log/slurmctld.log
+SlurmdLogFile={r}/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/builtin
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc={r}/jobcomp.txt
+KillWait=10
+MinJobAge=600
+{nodes}
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+""")
+        (r / "cgroup.conf").write_text("CgroupPlugin=autodetect\nIgnoreSystemd=yes\n")
+
+    def start(self, timeout_s: float = 60) -> None:
+        self._write_config()
+        r = self.root
+        run = lambda *cmd: subprocess.run(cmd, env=self.env, check=True, capture_output=True, text=True, timeout=60)
+        run("munged", f"--socket={r}/munge.sock", f"--pid-file={r}/munged.pid", f"--key-file={r}/munge.key",
+            f"--log-file={r}/log/munged.log", f"--seed-file={r}/munge.seed", "--force")
+        run("slurmctld", "-f", str(self.conf), "-i")
+        for n in NODES:
+            run("slurmd", "-f", str(self.conf), "-N", n)
+        self.version = run("sinfo", "--version").stdout.strip()
+        deadline = time.monotonic() + timeout_s
+        states = ""
+        while time.monotonic() < deadline:
+            p = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True, text=True)
+            states = p.stdout.strip()
+            if p.returncode == 0 and len(states.splitlines()) == len(NODES) and \
+                    all(line.split()[1] == "idle" for line in states.splitlines()):
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"the local Slurm did not come up in {timeout_s} s: {states!r}\n{self.logs()}")
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n" + p.read_text()[-3000:] for p in sorted((self.root / "log").glob("*.log")))
+
+    def stop(self) -> None:
+        """Cancel what still runs, then SIGTERM to every daemon by its PID file, SIGKILL after 15 s."""
+        if self.conf.exists():
+            subprocess.run(["scancel", "--user=root"], env=self.env, capture_output=True, timeout=30)
+        pids = []
+        for name in [*(f"slurmd-{n}.pid" for n in NODES), "slurmctld.pid", "munged.pid"]:
+            try:
+                pids.append(int((self.root / name).read_text().split()[0]))
+            except (OSError, ValueError, IndexError):
+                continue
+        for pid in pids:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in pids:
+            _signal(pid, signal.SIGKILL)
+
+    def submit(self, script: Path, cwd: Path, *sbatch_args: str, env: dict | None = None,
+               timeout_s: float = 300) -> Job:
+        """sbatch, then wait for the job's line in the job-completion log (polled every 0.2 s: `sbatch --wait`
+        polls at 2, 4, 8, 16, 32 s intervals and would add up to half a minute per job). A job that has not
+        ended after timeout_s is cancelled and the test fails: no step may hang."""
+        t0 = time.monotonic()
+        p = subprocess.run(["sbatch", "--parsable", *sbatch_args, str(script)], cwd=cwd,
+                           env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, f"sbatch did not submit: {p.stdout} {p.stderr}\n{self.logs()}"
+        job_id = int(p.stdout.strip().split(";")[0])
+        found = self._completion(job_id, timeout_s)
+        if found is None:
+            subprocess.run(["scancel", str(job_id)], env=self.env)
+            raise AssertionError(f"job {job_id} did not end in {timeout_s} s (a hung step?)\n"
+                                 + self._output(cwd, job_id)[-4000:])
+        state, code = found
+        return Job(job_id, int(code.split(":")[0]), state, code, time.monotonic() - t0, self._output(cwd, job_id))
+
+    @staticmethod
+    def _output(cwd: Path, job_id: int) -> str:
+        return "\n".join(f.read_text(errors="replace") for f in sorted(Path(cwd).glob(f"slurm-*-{job_id}.out")))
+
+    def _completion(self, job_id: int, wait_s: float) -> tuple[str, str] | None:
+        log = self.root / "jobcomp.txt"
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            text = log.read_text() if log.exists() else ""
+            for line in text.splitlines():
+                if line.startswith(f"JobId={job_id} "):
+                    return re.search(r"JobState=(\S+)", line).group(1), re.search(r" ExitCode=(\S+)", line).group(1)
+            time.sleep(0.2)
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (not reaped yet) has ended
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
