@@ -99,8 +99,31 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, criterion: nn
     return out, loss, y
 
 
+_BATCH_TOOLS = ("papermill", "nbconvert", "nbclient", "jupyter-execute", "jupyter_execute")
+
+
+def _kernel_driven_by_batch_tool() -> bool:
+    """The kernel's parent process (jupyter_client starts a kernel as its child) is papermill, nbconvert
+    --execute or nbclient: nobody watches a widget there, so progress goes to log lines. Read from
+    /proc (Linux) or `ps` (macOS); unknown counts as interactive."""
+    ppid = os.getppid()
+    try:
+        cmdline = Path(f"/proc/{ppid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        try:
+            import subprocess
+
+            cmdline = subprocess.run(["ps", "-o", "command=", "-p", str(ppid)], capture_output=True, text=True,
+                                     timeout=5).stdout
+        except (OSError, subprocess.SubprocessError):
+            return False
+    return any(tool in cmdline for tool in _BATCH_TOOLS)
+
+
 def progress_mode(setting: str) -> str:
-    """'bar' in JupyterLab or a terminal, 'log' in batch runs (papermill sets HPML_PROGRESS=log)."""
+    """'bar' in JupyterLab (a widget with loss and accuracy) or a terminal; 'log' lines in batch runs: under the
+    runner (it sets HPML_PROGRESS=log), under papermill or nbconvert started any other way, and when stderr is
+    not a terminal (Slurm logs)."""
     if setting != "auto":
         return setting
     env = os.environ.get("HPML_PROGRESS")
@@ -110,7 +133,7 @@ def progress_mode(setting: str) -> str:
         from IPython import get_ipython
 
         if get_ipython() is not None and "IPKernelApp" in get_ipython().config:
-            return "bar"
+            return "log" if _kernel_driven_by_batch_tool() else "bar"
     except ImportError:
         pass
     return "bar" if sys.stderr.isatty() else "log"

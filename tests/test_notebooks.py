@@ -103,6 +103,13 @@ def test_bundle_holds_every_task_answer_first(cifar_root, outdir):
         first = rec["answers"][0]["text"]
         assert page.index(__import__("html").escape(first)) < page.index(f"<section class='task' id='{tid}'>")
     assert page.count("data:image/png;base64") >= 2 and "<section class='task' id='c1'>" in page
+    pdf = outdir / "reports" / "bundle.pdf"
+    if bundle.chromium():  # the same, printed by Chromium (CI installs it): a real PDF of several pages
+        data = pdf.read_bytes()
+        assert data[:5] == b"%PDF-" and data.count(b"/Type /Page") - data.count(b"/Type /Pages") >= 2
+        assert not list((outdir / "reports").glob(".bundle.pdf.*"))  # no partial file left behind
+    else:
+        assert not pdf.exists()
 
 
 @pytest.mark.slow
@@ -123,3 +130,27 @@ def test_injected_names_come_only_from_papermills_cell():
             "# Parameters\nbatchsize = 64\nepochs = 2\n"]
     assert nb.injected_names({"In": hist}) == ["batchsize", "epochs"]
     assert nb.injected_names({"In": hist[:2]}) == [] and nb.injected_names({}) == []
+
+
+@pytest.mark.slow
+def test_plain_papermill_gets_log_lines_not_widgets_or_warnings(cifar_root, tmp_path):
+    """`papermill notebooks/c1_training.ipynb out.ipynb -k hpml-lab ...` started by hand (not by hpml-lab, so no
+    HPML_PROGRESS): the kernel sees papermill as its parent and prints log lines; no widget, no TqdmWarning."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HPML_")}
+    out = tmp_path / "out.ipynb"
+    r = subprocess.run([str(Path(sys.executable).parent / "papermill"), str(runner.notebooks_dir() / "c1_training.ipynb"),
+                        str(out), "-k", runner.KERNEL, "--cwd", str(tmp_path), "-p", "data_root", str(cifar_root),
+                        "-p", "model", "resnet_tiny", "-p", "epochs", "1", "-p", "max_batches", "2",
+                        "-p", "batch_size", "8", "-p", "num_workers", "0"],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    nb = nbformat.read(str(out), as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "epoch 1 done" in text
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+    assert "TqdmWarning" not in text + r.stderr and "IProgress" not in text + r.stderr

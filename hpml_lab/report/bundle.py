@@ -72,11 +72,28 @@ def chromium() -> str | None:
 
 
 def to_pdf(page: Path) -> Path | None:
-    """The page printed to PDF by headless Chromium, when it is installed; None otherwise."""
+    """The page printed to PDF by headless Chromium, when it is installed; None otherwise (or if printing
+    failed, which is said). Written under a temporary name and renamed: never a half-written bundle.pdf."""
+    import os
+    import tempfile
+
     exe = chromium()
     if not exe:
         return None
     pdf = page.with_suffix(".pdf")
-    subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", f"--print-to-pdf={pdf}",
-                    "--no-pdf-header-footer", page.resolve().as_uri()], capture_output=True, timeout=300)
-    return pdf if pdf.is_file() else None
+    part = page.with_name(f".{pdf.name}.{os.getpid()}.part")
+    with tempfile.TemporaryDirectory(prefix="hpml-chromium-") as profile:
+        # no sandbox (root in containers), no GPU, no background connections (refused on closed networks)
+        cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+               f"--print-to-pdf={part}", "--no-pdf-header-footer", page.resolve().as_uri()]
+        try:
+            subprocess.run(cmd, capture_output=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            pass
+    if not part.is_file() or not part.read_bytes()[:5] == b"%PDF-":
+        part.unlink(missing_ok=True)
+        print(f"warning: {exe} did not print {page.name} to PDF; the HTML bundle is complete", flush=True)
+        return None
+    os.replace(part, pdf)
+    return pdf
