@@ -1,9 +1,16 @@
-"""torch.profiler traces of a few training steps: Chrome-trace JSON (open in https://ui.perfetto.dev)
-and a top-operators table.
+"""torch.profiler traces of a few training steps: Chrome-trace JSON (open in https://ui.perfetto.dev),
+a top-operators table, and where the time went.
 
-    from hpml_lab.tracing import trace_steps
+    from hpml_lab.tracing import trace_steps, breakdown
     tr = trace_steps(model, loader, device, optimizer, out_path="results/c4/trace/trace.json")
     tr.path, tr.top_ops     # the JSON and a DataFrame of the costliest operators
+    bd = breakdown(tr.path) # GPU kernels in the trace: Holistic Trace Analysis; else the labelled ranges
+
+The breakdown of a trace with GPU kernels is computed by Holistic Trace Analysis (the PyTorch project's trace
+analysis library, package traceinsight, module hta): its temporal breakdown (kernel compute, other kernels such
+as memory copies and communication, GPU idle) and its idle-time breakdown (host wait, kernel wait, other). A CPU
+trace has no GPU timeline for it to read, so there the step's labelled ranges are summed instead, and the
+breakdown says which it is and why.
 
 The steps are labelled data / copy / forward / backward / optimizer (record_function): data is the
 wait on the loader, copy the host-to-device transfer, which train() counts as training time.
@@ -100,3 +107,99 @@ def top_operators(prof, top: int = 15) -> pd.DataFrame:
     df["share_self_cpu"] = df["self_cpu_ms"] / total if total else 0.0
     key = "self_device_ms" if df["self_device_ms"].sum() > 0 else "self_cpu_ms"
     return df.sort_values(key, ascending=False).head(top).reset_index(drop=True)
+
+
+LABELS = ("data", "copy", "forward", "backward", "optimizer")
+
+
+@dataclass
+class Breakdown:
+    """Where a trace's time went: `table` (category, time_ms, share), `idle` (HTA's idle-time breakdown, or
+    None), `source` (what computed it) and `note` (why that source, for the report)."""
+    table: pd.DataFrame
+    idle: pd.DataFrame | None
+    source: str
+    note: str
+
+
+def _events(path: Path) -> list[dict]:
+    import gzip
+    import json
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return json.load(f).get("traceEvents", [])
+
+
+def has_gpu_kernels(path: str | os.PathLike) -> bool:
+    return any(str(e.get("cat", "")).lower() == "kernel" for e in _events(Path(path)))
+
+
+def labelled_ranges(path: str | os.PathLike) -> pd.DataFrame:
+    """Host time in the step's labelled ranges (data, copy, forward, backward, optimizer), summed over the
+    recorded steps: category, time_ms, share of their sum."""
+    totals = {k: 0.0 for k in LABELS}
+    for e in _events(Path(path)):
+        if e.get("ph") == "X" and e.get("name") in totals and e.get("cat") in ("user_annotation", "cpu_op"):
+            totals[e["name"]] += float(e.get("dur", 0.0)) / 1e3
+    df = pd.DataFrame({"category": list(totals), "time_ms": list(totals.values())})
+    total = df["time_ms"].sum()
+    df["share"] = df["time_ms"] / total if total else 0.0
+    return df
+
+
+def breakdown(path: str | os.PathLike) -> Breakdown:
+    """HTA's temporal and idle-time breakdown when the trace holds GPU kernels, else the labelled ranges."""
+    path = Path(path)
+    if not has_gpu_kernels(path):
+        return Breakdown(labelled_ranges(path), None, "labelled ranges of the step (host time)",
+                         "This trace has no GPU kernels (a CPU run): Holistic Trace Analysis breaks down GPU time "
+                         "(kernel compute, memory and communication kernels, idle) and has no GPU timeline to read "
+                         "here, so the table sums the host time in the step's labelled ranges instead.")
+    return _hta_breakdown(path)
+
+
+def _hta_breakdown(path: Path) -> Breakdown:
+    import contextlib
+    import io
+    import logging
+    import shutil
+    import tempfile
+    from importlib import metadata
+
+    from hta.trace_analysis import TraceAnalysis
+
+    with tempfile.TemporaryDirectory(prefix="hpml-hta-") as folder:
+        shutil.copy(path, Path(folder) / path.name)  # HTA reads every trace in a folder; this one alone
+        logging.getLogger("hta").setLevel(logging.ERROR)
+        # HTA logs its parsing steps and trips pandas deprecation warnings: kept out of the reports
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            analysis = TraceAnalysis(trace_dir=folder)
+            temporal = analysis.get_temporal_breakdown(visualize=False)
+            idle = analysis.get_idle_time_breakdown(visualize=False)
+    idle = idle[0] if isinstance(idle, tuple) else idle
+    row = temporal.iloc[0]
+    table = pd.DataFrame({
+        "category": ["kernel compute", "other kernels (memory, communication)", "GPU idle"],
+        "time_ms": [row["compute_time(us)"] / 1e3, row["non_compute_time(us)"] / 1e3, row["idle_time(us)"] / 1e3],
+    })
+    total = table["time_ms"].sum()
+    table["share"] = table["time_ms"] / total if total else 0.0
+    idle_table = None
+    if idle is not None and len(idle):
+        idle_table = (idle.groupby("idle_category", as_index=False)["idle_time"].sum()
+                      .rename(columns={"idle_category": "idle cause", "idle_time": "time_ms"}))
+        idle_table["time_ms"] = idle_table["time_ms"] / 1e3
+        t = idle_table["time_ms"].sum()
+        idle_table["share"] = idle_table["time_ms"] / t if t else 0.0
+    try:
+        version = metadata.version("traceinsight")
+    except metadata.PackageNotFoundError:
+        version = metadata.version("HolisticTraceAnalysis")
+    return Breakdown(table, idle_table, f"Holistic Trace Analysis (traceinsight {version})",
+                     "Computed by Holistic Trace Analysis from this trace's GPU timeline: kernel compute, other "
+                     "kernels (memory copies and sets, communication) and time the GPU sat idle between kernels; "
+                     "the idle time by cause: host wait (the GPU waited on the CPU to queue work), kernel wait "
+                     "(short gaps between back-to-back kernels), other.")

@@ -30,7 +30,10 @@ from ..config import ConfigError, output_path, project_root
 from ..io import atomic_write_json
 
 # The notebook machinery the GPU image lacks; their dependencies are added by wheel_list().
-ROOTS = ["papermill", "nbconvert", "nbformat", "nbclient", "ipykernel", "jupyter-client"]
+ROOTS = ["papermill", "nbconvert", "nbformat", "nbclient", "ipykernel", "jupyter-client", "traceinsight"]
+# Requirements not followed: Holistic Trace Analysis (traceinsight) lists JupyterLab and pytest, which its analysis
+# code never imports (checked in hta/, 0.6.1); carrying JupyterLab would triple the wheels.
+SKIP_REQUIRES = {"traceinsight": {"jupyterlab", "pytest"}}
 # Packages the GPU image already holds (the device tool's KINDS.md, read 2026-11-17): never carried.
 IMAGE_HAS = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch
 build certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cycler cython einops filelock
@@ -67,7 +70,7 @@ def wheel_list(roots=ROOTS) -> list[tuple[str, str]]:
         seen[name] = dist.version
         for req in dist.requires or []:
             r = Requirement(req)
-            if r.marker is None or r.marker.evaluate(env):
+            if (r.marker is None or r.marker.evaluate(env)) and _norm(r.name) not in SKIP_REQUIRES.get(name, ()):
                 todo.append(r.name)
     return sorted(seen.items())
 

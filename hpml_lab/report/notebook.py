@@ -213,3 +213,20 @@ def steady_epochs(epochs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
             f"Epoch {int(epochs['epoch'].min())} is excluded as warm-up (worker start-up, allocator and "
             f"kernel autotuning); statistics are over the other {len(epochs) - 1}.")
     return epochs, "Only one epoch was run, so it is reported as is, warm-up included."
+
+
+def trace_breakdown(path) -> Any:
+    """Shows where a trace's recorded steps spent their time (hpml_lab.tracing.breakdown): with GPU kernels,
+    Holistic Trace Analysis's temporal and idle-time breakdowns; on a CPU trace, the labelled ranges, and why."""
+    from IPython.display import Markdown, display
+
+    from ..tracing import breakdown
+
+    bd = breakdown(path)
+    display(Markdown(f"**Where the recorded steps' time went**, computed by {bd.source}. {bd.note}"))
+    fmt = {"time (ms)": "{:.2f}", "share": "{:.1%}"}
+    display(bd.table.rename(columns={"time_ms": "time (ms)"}).style.hide(axis="index").format(fmt))
+    if bd.idle is not None:
+        display(Markdown("GPU idle time by cause (Holistic Trace Analysis, summed over streams):"))
+        display(bd.idle.rename(columns={"time_ms": "time (ms)"}).style.hide(axis="index").format(fmt))
+    return bd
