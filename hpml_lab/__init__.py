@@ -6,7 +6,8 @@
 See README.md for the commands; `hpml-lab --help` for the CLI.
 """
 from .config import ConfigError, RunConfig
-from .training import TrainResult, train
+from .results import Run
+from .training import train
 
 __version__ = "0.1.0"
-__all__ = ["ConfigError", "RunConfig", "TrainResult", "train", "__version__"]
+__all__ = ["ConfigError", "RunConfig", "Run", "train", "__version__"]

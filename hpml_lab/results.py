@@ -7,7 +7,7 @@ commit), dataset kind, seed, start time and a status ("running", "complete",
 every number.
 
     from hpml_lab import results
-    results.load_runs("c1")          # list of RunRecord, newest first
+    results.load_runs("c1")          # list of Run, newest first
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import os
 import shutil
 import signal
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -49,25 +49,50 @@ def new_meta(cfg, device, **extra: Any) -> dict[str, Any]:
 
 
 @dataclass
-class RunRecord:
+class Run:
+    """A run: its folder, its meta.json and its tables. The one type for a run, fresh or read back:
+    train() returns one holding its tables and model in memory; read_run and load_runs read one from disk
+    (tables read from the folder when asked for).
+
+        run.path, run.status, run.meta["config"]
+        run.epochs, run.batches           # the tables (DataFrames); run.table("epochs") likewise
+        run.model                         # the trained model, for a run train() returned (None when read back)
+    """
+
     path: Path
     meta: dict[str, Any]
+    model: Any = None
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @property
     def status(self) -> str:
         return self.meta.get("status", "unknown")
 
+    @property
+    def run_dir(self) -> Path:
+        return self.path
+
     def table(self, name: str) -> pd.DataFrame:
+        if name in self.tables:
+            return self.tables[name]
         return pd.read_csv(self.path / f"{name}.csv")
+
+    @property
+    def epochs(self) -> pd.DataFrame:
+        return self.table("epochs")
+
+    @property
+    def batches(self) -> pd.DataFrame:
+        return self.table("batches")
 
 
 def write_meta(run_dir: Path, meta: Mapping[str, Any]) -> None:
     atomic_write_json(run_dir / "meta.json", dict(meta))
 
 
-def read_run(run_dir: str | os.PathLike) -> RunRecord:
+def read_run(run_dir: str | os.PathLike) -> Run:
     run_dir = Path(run_dir)
-    return RunRecord(run_dir, json.loads((run_dir / "meta.json").read_text()))
+    return Run(run_dir, json.loads((run_dir / "meta.json").read_text()))
 
 
 def is_complete(run_dir: str | os.PathLike) -> bool:
@@ -77,7 +102,7 @@ def is_complete(run_dir: str | os.PathLike) -> bool:
         return False
 
 
-def load_runs(task: str, results_dir: str | os.PathLike = "results", status: str | None = "complete") -> list[RunRecord]:
+def load_runs(task: str, results_dir: str | os.PathLike = "results", status: str | None = "complete") -> list[Run]:
     """Runs filed under a task, newest first; by default only complete ones."""
     from .config import output_path
 
@@ -103,7 +128,7 @@ def drop_warmup(epochs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts) if parts else epochs
 
 
-def concat_tables(runs: Iterable[RunRecord], name: str, with_config: Sequence[str] = ()) -> pd.DataFrame:
+def concat_tables(runs: Iterable[Run], name: str, with_config: Sequence[str] = ()) -> pd.DataFrame:
     """One table from many runs, each row tagged with run_id and the chosen config fields."""
     frames = []
     for r in runs:

@@ -22,7 +22,6 @@ import os
 import sys
 import time
 import typing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -139,15 +138,6 @@ def progress_mode(setting: str) -> str:
     return "bar" if sys.stderr.isatty() else "log"
 
 
-@dataclass
-class TrainResult:
-    run_dir: Path
-    meta: dict[str, Any]
-    batches: pd.DataFrame
-    epochs: pd.DataFrame
-    model: nn.Module
-
-
 class _Progress:
     def __init__(self, mode: str, cfg: RunConfig, total: int, epoch: int):
         self.mode, self.cfg, self.total, self.epoch = mode, cfg, total, epoch
@@ -185,7 +175,7 @@ def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
 
 def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
           extra_meta: Optional[Mapping[str, Any]] = None, save_model: str | os.PathLike | None = None,
-          write: bool = True) -> TrainResult:
+          write: bool = True) -> results.Run:
     """Train cfg.model on cfg.dataset and write results under cfg.run_dir().
 
     Args:
@@ -239,8 +229,8 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
             meta["saved_model"] = _save_model(model, save_model, rf.path if write else None, run_dir)
         if write:
             rf.complete(meta)
-    return TrainResult(run_dir, meta, pd.DataFrame(batch_rows, columns=BATCH_COLUMNS),
-                       pd.DataFrame(epoch_rows, columns=EPOCH_COLUMNS), model)
+    return results.Run(run_dir, meta, model, {"batches": pd.DataFrame(batch_rows, columns=BATCH_COLUMNS),
+                                              "epochs": pd.DataFrame(epoch_rows, columns=EPOCH_COLUMNS)})
 
 
 def _flops_record(cfg: RunConfig, device: torch.device) -> dict[str, Any]:

@@ -32,51 +32,51 @@ def test_c3_loader_sweep_writes_rows_summary_and_resumes(cfg):
 def test_c4_reads_best_from_c3_and_writes_trace(cfg):
     lab2.c3_loader_sweep(cfg.replace(task="c3"), max_workers=1, log=None)
     out = lab2.c4_data_vs_compute(cfg.replace(task="c4"), trace_steps=2, log=None)
-    assert out["source"].startswith("read from C3")
-    assert set(out["summary"]["num_workers"]) == {1, out["best"]}
-    assert (out["summary"]["data_median_s"] >= 0).all() and (out["summary"]["n"] == 1).all()  # epoch 1 excluded
-    trace = json.loads(out["trace"].path.read_text())
+    assert out.source.startswith("read from C3")
+    assert set(out.summary["num_workers"]) == {1, out.best}
+    assert (out.summary["data_median_s"] >= 0).all() and (out.summary["n"] == 1).all()  # epoch 1 excluded
+    trace = json.loads(out.trace.path.read_text())
     names = {e.get("name") for e in trace["traceEvents"]}
     assert {"data", "copy", "forward", "backward", "optimizer"} <= names  # train_step's parts, copy apart from data
-    assert len(out["trace"].top_ops) > 0 and "aten::" in " ".join(out["trace"].top_ops["operator"])
+    assert len(out.trace.top_ops) > 0 and "aten::" in " ".join(out.trace.top_ops["operator"])
 
 
 def test_c5_cpu_only_without_cuda(cfg):
     out = lab2.c5_devices(cfg.replace(task="c5"), log=None)
-    assert out["summary"]["device"].iloc[0] == "cpu"
+    assert out.summary["device"].iloc[0] == "cpu"
     if not torch.cuda.is_available():
-        assert list(out["summary"]["device"]) == ["cpu"] and "No CUDA GPU" in out["note"]
+        assert list(out.summary["device"]) == ["cpu"] and "No CUDA GPU" in out.note
 
 
 def test_c6_every_optimizer_and_c7_both_norms(cfg):
     out = lab2.c6_optimizers(cfg.replace(task="c6", max_batches=1), log=None)
-    s = out["summary"]
+    s = out.summary
     assert list(s["optimizer"]) == ["sgd", "sgd_nesterov", "adagrad", "adadelta", "adam"]
     assert s["status"].str.startswith(("complete", "diverged")).all() and (s["n"] == 1).all()
-    assert set(out["batches"]["optimizer"]) == set(s["optimizer"])
+    assert set(out.batches["optimizer"]) == set(s["optimizer"])
     out7 = lab2.c7_batchnorm(cfg.replace(task="c7", max_batches=1), log=None)
-    assert list(out7["summary"]["norm"]) == ["bn", "none"]
-    assert out7["epochs"].groupby("norm").size().to_dict() == {"bn": 2, "none": 2}
+    assert list(out7.summary["norm"]) == ["bn", "none"]
+    assert out7.epochs.groupby("norm").size().to_dict() == {"bn": 2, "none": 2}
 
 
 def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     c = cfg.replace(task="c8", compile_backend="eager")  # the dynamo path without a C++ build: fast
     out = lab2.c8_compile(c, trace_steps=1, log=None)
-    assert out["message"] == "" and list(out["summary"]["mode"]) == ["eager", "compile (eager)"]
-    assert out["speedup"] > 0 and out["traced_mode"] == "compile" and out["trace"].path.is_file()
+    assert out.message == "" and list(out.summary["mode"]) == ["eager", "compile (eager)"]
+    assert out.speedup > 0 and out.traced_mode == "compile" and out.trace.path.is_file()
     with pytest.raises(ConfigError, match="valid backends"):
         lab2.c8_compile(c.replace(compile_backend="no_such_backend"), log=None)
     monkeypatch.setattr(lab2, "compile_available", lambda backend, device: "no C++ compiler here")
     off = lab2.c8_compile(c.replace(compile_backend="aot_eager"), trace_steps=1, log=None)
-    assert "not run: no C++ compiler" in off["message"] and list(off["summary"]["mode"]) == ["eager"]
-    assert off["speedup"] is None and off["traced_mode"] == "eager"
+    assert "not run: no C++ compiler" in off.message and list(off.summary["mode"]) == ["eager"]
+    assert off.speedup is None and off.traced_mode == "eager"
 
 
 @pytest.mark.cuda
 def test_c5_has_a_gpu_row_with_cuda(cfg):
     out = lab2.c5_devices(cfg.replace(task="c5"), log=None)
-    assert list(out["summary"]["device"]) == ["cpu", "cuda"] and out["note"] == ""
-    assert (out["summary"]["relative_to_cpu"] > 0).all()
+    assert list(out.summary["device"]) == ["cpu", "cuda"] and out.note == ""
+    assert (out.summary["relative_to_cpu"] > 0).all()
 
 
 def test_compile_needs_a_compiler_and_python_headers_on_every_device(monkeypatch):

@@ -36,7 +36,8 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     first, last = b.head(k), b.tail(k)
     flags = training_flags(cfg, b, run.epochs, run.meta)
     diverged = any(f.kind == "diverged" for f in flags)
-    v = compare(last["loss"], first["loss"], f"the last {k} batches", f"the first {k}", what="training loss")
+    batches = "batch" if k == 1 else f"{k} batches"
+    v = compare(last["loss"], first["loss"], f"the last {batches}", f"the first {batches}", what="training loss")
     if diverged:
         text = (f"Training diverged: the loss ended at {last['loss'].mean():.2f}, above chance "
                 f"({sanity.chance_loss(num_classes(cfg.dataset)):.2f}); these curves are not a result.")
@@ -44,7 +45,7 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         text = (f"The training loss fell from {first['loss'].mean():.3f} to {last['loss'].mean():.3f} and top-1 rose from "
                 f"{100 * first['acc'].mean():.1f}% to {100 * last['acc'].mean():.1f}% over {len(b)} batches.")
     else:
-        text = (f"Over {len(b)} batches the training loss did not measurably fall ({v.sentence()}): "
+        text = (f"Over {len(b)} batches the training loss did not measurably fall ({v.sentence().rstrip('.')}): "
                 "too short a run to show learning.")
     nums = [Number("mean loss, first batches", float(first["loss"].mean()), "", "measured", n=k),
             Number("mean loss, last batches", float(last["loss"].mean()), "", "measured", n=k),
@@ -143,8 +144,8 @@ def compare_configs(batches: pd.DataFrame, by: str, a, b, column: str, what: str
 
 def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Data loading vs compute per step with 1 worker and with C3's best count, each difference a verdict."""
-    best_n = int(out["best"])
-    bt = steady_batches(out["items"], "num_workers")
+    best_n = int(out.best)
+    bt = steady_batches(out.items, "num_workers")
     flags: list = []
     for n, g in bt.groupby("num_workers"):
         flags += sanity.run_flags(cfg.replace(num_workers=int(n)), g["loss"], [], None, num_classes(cfg.dataset))
@@ -175,7 +176,7 @@ def _dedupe(flags) -> list[sanity.Flag]:
 
 def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU)."""
-    ep = out["epochs"]
+    ep = out.epochs
     flags: list = []
     nums = []
     for d, g in ep.groupby("device", sort=False):
@@ -187,11 +188,11 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     trending = any(f is not None and f.kind == "no steady state" for f in flags)
     lead = (f"The CPU epochs never settled (see the flag), so no typical CPU epoch time can be given; their median is "
             f"{cpu.value:.3g} s." if trending else f"A CPU epoch took {cpu.value:.3g} s (median after warm-up).")
-    if "cuda" not in out["devices"]:
+    if "cuda" not in out.devices:
         ans = Answer("C5: average epoch time on GPU vs CPU", lead + " No GPU was present: no GPU time, no speedup.",
                      "partial", nums, missing="a GPU: run this task on a CUDA machine")
         return [ans], _dedupe(flags)
-    bt = steady_batches(out["items"], "device")
+    bt = steady_batches(out.items, "device")
     v, xa, xb = compare_configs(bt, "device", "cuda", "cpu", "train_s", "compute per step", "GPU", "CPU")
     ans = Answer("C5: average epoch time on GPU vs CPU", lead + " " + v.sentence(), "answered", nums,
                  verdict=sample_record(v, xa, xb))
@@ -201,7 +202,7 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
 def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
     """C6/C7: which setting of `field` trains best (last-epoch batch losses, a verdict with ties), how fast each
     is per step, and which diverged or stayed at chance. Returns answers, flags and lines of prose."""
-    b, s = out["batches"], out["summary"]
+    b, s = out.batches, out.summary
     classes = num_classes(cfg.dataset)
     flags: list = [sanity.stand_in(cfg)]
     lines, nums = [], []
@@ -248,11 +249,11 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Compiled vs eager per training step (compute only: the data wait is not the question), the compile cost
     from the first epoch, and after how many steps compiling pays back."""
     flags: list = [sanity.stand_in(cfg)]
-    done = [it for it in out["items"] if it.complete]
+    done = [it for it in out.items if it.complete]
     bt = steady_batches(done, "compile")
     if bt["compile"].nunique() < 2:
         eager = _num("eager: compute per step", bt["train_s"], "ms", 1000)
-        ans = Answer("C8: does torch.compile pay off?", f"Only eager ran ({out['message'] or 'no compiled run'}): "
+        ans = Answer("C8: does torch.compile pay off?", f"Only eager ran ({out.message or 'no compiled run'}): "
                      f"{eager.value:.3g} ms per step; no comparison.", "partial", [eager],
                      missing="a compiled run (see the notice above)")
         return [ans], _dedupe(flags)

@@ -25,6 +25,7 @@ Rows go to results/dataloading/<run-id>/loading.csv.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
@@ -204,58 +205,57 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
     })
     rows: list[dict[str, Any]] = []
     base = Path(tempfile.mkdtemp(prefix="dataloading-files-"))
-    try:
-        t0 = time.perf_counter()
-        paths = write_image_files(src.data[:n_files], src.targets[:n_files], base)
-        meta["write_files_s"] = time.perf_counter() - t0
-        gen = lambda: torch.Generator().manual_seed(cfg.seed)  # noqa: E731 (same order for every loader)
-        for lat in latencies_ms:
-            s = lat / 1000.0
-            plain = FileImageDataset(paths, s)
-            threaded = ThreadedFileDataset(paths, s, threads=threads)
-            configs = [("baseline", plain, workers, 1), ("more workers", plain, more, 1),
-                       ("threads", threaded, workers, threads)]
-            for name, ds, w, t in configs:
-                with warnings.catch_warnings():  # more workers than cores is the point of the comparison
-                    warnings.filterwarnings("ignore", message="This DataLoader will create")
-                    loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=w, generator=gen(),
-                                        pin_memory=device.type == "cuda")
-                    rows.append(_row(lat, name, w, t, b, n_files, time_passes(loader, passes, device)))
-                log(f"[dataloading] {lat:g} ms, {name} ({w} workers x {t} threads): "
-                    f"{rows[-1]['images_per_s']:.0f} img/s")
-            clock = WallClock(device)
-            clock.start()
-            images, labels = preload(plain)
-            tl = TensorLoader(images, labels, b, device, seed=cfg.seed)
-            once = clock.stop()
-            # Its passes take milliseconds: more of them for a stable median (the passes column says how many).
-            # On CPU with one torch thread, as each DataLoader worker has: fair, and immune to the stalls of
-            # multi-threaded tiny ops on an oversubscribed machine.
-            threads_before = torch.get_num_threads()
-            if device.type == "cpu":
-                torch.set_num_threads(1)
-            try:
-                tr_passes = time_passes(tl, max(passes, 10), device)
-            finally:
-                torch.set_num_threads(threads_before)
-            rows.append(_row(lat, "tensor-resident", 0, PRELOAD_THREADS, b, n_files, tr_passes, once))
-            log(f"[dataloading] {lat:g} ms, tensor-resident: {rows[-1]['images_per_s']:.0f} img/s "
-                f"after a one-time load of {once:.2f} s")
-            if write:
-                run_dir.mkdir(parents=True, exist_ok=True)
-                atomic_write_csv(run_dir / "loading.csv", rows, COLUMNS)
-    except BaseException as e:
+    # The run lifecycle (results.RunFolder): an attempt folder, landed only when complete, so a rerun that fails
+    # or is interrupted never overwrites a complete study; SIGTERM ends it as interrupted.
+    folder = results.RunFolder(run_dir) if write else contextlib.nullcontext()
+    with results.sigterm_interrupts(), folder as rf:
         if write:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            results.write_meta(run_dir, {**meta, "status": "failed", "error": f"{type(e).__name__}: {e}"})
-        raise
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    meta["status"] = "complete"
-    if write:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_csv(run_dir / "loading.csv", rows, COLUMNS)
-        results.write_meta(run_dir, meta)
+            rf.write_meta(meta)
+        try:
+            t0 = time.perf_counter()
+            paths = write_image_files(src.data[:n_files], src.targets[:n_files], base)
+            meta["write_files_s"] = time.perf_counter() - t0
+            gen = lambda: torch.Generator().manual_seed(cfg.seed)  # noqa: E731 (same order for every loader)
+            for lat in latencies_ms:
+                s = lat / 1000.0
+                plain = FileImageDataset(paths, s)
+                threaded = ThreadedFileDataset(paths, s, threads=threads)
+                configs = [("baseline", plain, workers, 1), ("more workers", plain, more, 1),
+                           ("threads", threaded, workers, threads)]
+                for name, ds, w, t in configs:
+                    with warnings.catch_warnings():  # more workers than cores is the point of the comparison
+                        warnings.filterwarnings("ignore", message="This DataLoader will create")
+                        loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=w, generator=gen(),
+                                            pin_memory=device.type == "cuda")
+                        rows.append(_row(lat, name, w, t, b, n_files, time_passes(loader, passes, device)))
+                    log(f"[dataloading] {lat:g} ms, {name} ({w} workers x {t} threads): "
+                        f"{rows[-1]['images_per_s']:.0f} img/s")
+                clock = WallClock(device)
+                clock.start()
+                images, labels = preload(plain)
+                tl = TensorLoader(images, labels, b, device, seed=cfg.seed)
+                once = clock.stop()
+                # Its passes take milliseconds: more of them for a stable median (the passes column says how many).
+                # On CPU with one torch thread, as each DataLoader worker has: fair, and immune to the stalls of
+                # multi-threaded tiny ops on an oversubscribed machine.
+                threads_before = torch.get_num_threads()
+                if device.type == "cpu":
+                    torch.set_num_threads(1)
+                try:
+                    tr_passes = time_passes(tl, max(passes, 10), device)
+                finally:
+                    torch.set_num_threads(threads_before)
+                rows.append(_row(lat, "tensor-resident", 0, PRELOAD_THREADS, b, n_files, tr_passes, once))
+                log(f"[dataloading] {lat:g} ms, tensor-resident: {rows[-1]['images_per_s']:.0f} img/s "
+                    f"after a one-time load of {once:.2f} s")
+                if write:  # after every latency, so an interrupted study keeps what it measured
+                    atomic_write_csv(rf.path / "loading.csv", rows, COLUMNS)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        meta["status"] = "complete"
+        if write:
+            atomic_write_csv(rf.path / "loading.csv", rows, COLUMNS)
+            rf.complete(meta)
     return rows, meta
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pandas as pd
 import torch
@@ -89,12 +89,14 @@ def time_loader_epochs(cfg: RunConfig) -> list[dict[str, Any]]:
 
 
 def _run_loader(cfg: RunConfig) -> None:
-    cfg.run_dir().mkdir(parents=True, exist_ok=True)
+    """One loader configuration, with the run lifecycle (results.RunFolder): written into an attempt folder,
+    landed only when complete; SIGTERM ends it as interrupted."""
     meta = _base_meta(cfg, torch.device("cpu"), kind="loader", timing_note=LOADER_NOTE)
-    results.write_meta(cfg.run_dir(), meta)
-    rows = time_loader_epochs(cfg)
-    atomic_write_csv(cfg.run_dir() / "loader.csv", rows, LOADER_COLUMNS)
-    results.write_meta(cfg.run_dir(), {**meta, "status": "complete", "finished_at": _now()})
+    with results.sigterm_interrupts(), results.RunFolder(cfg.run_dir()) as rf:
+        rf.write_meta(meta)
+        rows = time_loader_epochs(cfg)
+        atomic_write_csv(rf.path / "loader.csv", rows, LOADER_COLUMNS)
+        rf.complete({**meta, "finished_at": _now()})
 
 
 @dataclass
@@ -177,7 +179,51 @@ def best_workers_from_c3(cfg: RunConfig, c3_task: str = "c3") -> tuple[int, str]
     return None
 
 
-def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print) -> dict[str, Any]:
+@dataclass
+class C4Result:
+    """C4: 1 worker against the best count; `summary` per worker count, `trace` of a few steps."""
+    epochs: pd.DataFrame
+    summary: pd.DataFrame
+    best: int
+    source: str             # where the best count came from (C3's results, or measured now)
+    trace: Any              # tracing.Trace
+    items: list             # sweeps.SweepItem per configuration
+
+
+@dataclass
+class C5Result:
+    """C5: epoch times on every device present."""
+    epochs: pd.DataFrame
+    summary: pd.DataFrame
+    devices: list
+    note: str               # what could not run here (no CUDA), for the report
+    items: list
+
+
+@dataclass
+class TrainingSweep:
+    """C6 and C7: one training run per value of a setting (optimizer, norm)."""
+    epochs: pd.DataFrame
+    batches: pd.DataFrame
+    summary: pd.DataFrame
+    items: list
+
+
+@dataclass
+class C8Result:
+    """C8: eager against torch.compile."""
+    epochs: pd.DataFrame
+    summary: pd.DataFrame
+    speedup: Optional[float]      # per-step compute, eager / compiled; None when only eager ran
+    compile_cost_s: Optional[float]
+    message: str                  # why compile did not run, or ""
+    backend: str
+    trace: Any
+    traced_mode: str              # "compile" or "eager"
+    items: list
+
+
+def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print) -> C4Result:
     """Train with 1 worker and with C3's best count (read from results/c3, else measured now)
     and a torch.profiler trace of a few steps. Returns epochs, summary, best, source, trace."""
     from ..tracing import trace_steps as _trace
@@ -206,7 +252,7 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     results.write_meta(tdir, {**_base_meta(cfg.replace(num_workers=best), device, kind="trace",
                                            steps=tr.steps, warmup_steps=tr.warmup),
                               "run_id": tdir.name, "status": "complete", "finished_at": _now()})
-    return {"epochs": epochs, "summary": summary, "best": best, "source": source, "trace": tr, "items": items}
+    return C4Result(epochs, summary, best, source, tr, items)
 
 
 def _phase_summary(steady_epochs: pd.DataFrame, by: str) -> pd.DataFrame:
@@ -226,7 +272,7 @@ def devices_present() -> list[str]:
     return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
-def c5_devices(cfg: RunConfig, log=print) -> dict[str, Any]:
+def c5_devices(cfg: RunConfig, log=print) -> C5Result:
     """The same training on every device present. Without CUDA there is only a CPU row, and `note` says so."""
     devs = devices_present()
     items = run_sweep([cfg.replace(device=d, run_id="") for d in devs], train, log=log)
@@ -245,11 +291,11 @@ def c5_devices(cfg: RunConfig, log=print) -> dict[str, Any]:
             "Run this task on a GPU machine (device=auto) to add one.")
     if len(devs) == 2:
         summary["relative_to_cpu"] = summary["median_s"].iloc[0] / summary["median_s"]
-    return {"epochs": epochs, "summary": summary, "devices": devs, "note": note, "items": items}
+    return C5Result(epochs, summary, devs, note, items)
 
 
 # ------------------------------------------------------------------ C6 / C7: training sweeps
-def _training_sweep(cfg: RunConfig, field_name: str, values, log=print) -> dict[str, Any]:
+def _training_sweep(cfg: RunConfig, field_name: str, values, log=print) -> TrainingSweep:
     items = run_sweep([cfg.replace(**{field_name: v, "run_id": ""}) for v in values], train,
                       on_error="record", log=log)
     epochs = tables(items, "epochs", with_config=(field_name,))
@@ -268,15 +314,15 @@ def _training_sweep(cfg: RunConfig, field_name: str, values, log=print) -> dict[
                      "epochs": len(e), "final_loss": last["loss"], "final_acc": last["acc"],
                      "mean_loss": e["loss"].mean(), "mean_acc": e["acc"].mean(),
                      **{k: val for k, val in stats_row(s["total_s"]).items()}})
-    return {"epochs": epochs, "batches": batches, "summary": pd.DataFrame(rows), "items": items}
+    return TrainingSweep(epochs, batches, pd.DataFrame(rows), items)
 
 
-def c6_optimizers(cfg: RunConfig, optimizers=OPTIMIZERS, log=print) -> dict[str, Any]:
+def c6_optimizers(cfg: RunConfig, optimizers=OPTIMIZERS, log=print) -> TrainingSweep:
     """SGD, SGD+Nesterov, Adagrad, Adadelta, Adam with the same lr / momentum / weight decay (where they apply)."""
     return _training_sweep(cfg, "optimizer", list(optimizers), log=log)
 
 
-def c7_batchnorm(cfg: RunConfig, log=print) -> dict[str, Any]:
+def c7_batchnorm(cfg: RunConfig, log=print) -> TrainingSweep:
     """The same model with BatchNorm ("bn") and without ("none"), default SGD."""
     return _training_sweep(cfg, "norm", ["bn", "none"], log=log)
 
@@ -318,7 +364,7 @@ def compile_available(backend: str, device: str = "auto") -> str:
     return ""
 
 
-def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> dict[str, Any]:
+def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     """Eager vs torch.compile(model, backend=cfg.compile_backend), same config and seed.
 
     Epoch 1 of the compiled run includes compilation. Reports the first-epoch time of each,
@@ -382,6 +428,5 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> dict[str, Any
     results.write_meta(tdir, {**_base_meta(cfg, device, kind="trace", traced_mode="compile" if traced else "eager",
                                            steps=tr.steps, warmup_steps=tr.warmup),
                               "run_id": tdir.name, "status": "complete", "finished_at": _now()})
-    return {"epochs": epochs, "summary": summary, "speedup": speedup, "compile_cost_s": compile_cost,
-            "message": message, "backend": backend, "trace": tr, "traced_mode": "compile" if traced else "eager",
-            "items": items}
+    return C8Result(epochs, summary, speedup, compile_cost, message, backend, tr, "compile" if traced else "eager",
+                    items)

@@ -178,7 +178,7 @@ class MemoryResult:
     cuda: bool
     sweep: list[int]                    # batch sizes tried on CUDA (empty elsewhere)
     snapshots: list[Path] = field(default_factory=list)
-    runs: dict[str, Any] = field(default_factory=dict)   # convergence runs: model -> training.TrainResult
+    runs: dict[str, Any] = field(default_factory=dict)   # convergence runs: model -> results.Run
     run_dir: Path | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 

@@ -1,7 +1,7 @@
 """Lab 2 written questions Q1 to Q4, answered by inspecting the model and real optimizers.
 
     hpml-lab run questions
-    from hpml_lab import questions
+    from hpml_lab.studies import questions
     questions.answers("resnet18")     # a DataFrame: question, quantity, value, how it was counted
 
 Q1 conv layers (convention stated: main-path 3x3 convs vs 1x1 projection shortcuts),
@@ -12,6 +12,8 @@ are kept apart and named (SGD with momentum keeps a momentum buffer; Adam keeps
 exp_avg and exp_avg_sq, the first and second moments, plus a scalar step count per tensor).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from typing import Any
 
@@ -95,7 +97,14 @@ def answers(model_name: str = "resnet18", norm: str = "bn", stem: str = "cifar")
     return pd.DataFrame(rows, columns=["question", "quantity", "value", "note"])
 
 
-def run(cfg) -> tuple[pd.DataFrame, dict[str, Any]]:
+@dataclass
+class QuestionsResult:
+    """The answers table (question, quantity, value, note) and the meta.json written with it."""
+    table: pd.DataFrame
+    meta: dict[str, Any]
+
+
+def run(cfg) -> QuestionsResult:
     """answers() for cfg.model, written to results/<task>/<run-id>/answers.csv with meta.json."""
     df = answers(cfg.model, cfg.norm, cfg.stem)
     run_dir = cfg.run_dir()
@@ -104,4 +113,4 @@ def run(cfg) -> tuple[pd.DataFrame, dict[str, Any]]:
     meta["finished_at"] = meta["started_at"]
     atomic_write_csv(run_dir / "answers.csv", df.to_dict("records"), list(df.columns))
     results.write_meta(run_dir, meta)
-    return df, meta
+    return QuestionsResult(df, meta)

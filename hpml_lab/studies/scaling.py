@@ -121,7 +121,7 @@ def measure_allreduce(sizes: Iterable[int], nproc: int = 2, repeats: int = 10, w
 
 
 # ------------------------------------------------------------------ training runs
-def run_ddp(cfg: RunConfig, nproc: int, timeout: float = 600) -> results.RunRecord:
+def run_ddp(cfg: RunConfig, nproc: int, timeout: float = 600) -> results.Run:
     """Train cfg under torchrun with nproc processes (batch_size is per process); the rank-0 record."""
     cfg = distributed.run_config(cfg, nproc)  # the folder train() picks under torchrun
     flags = []

@@ -36,7 +36,7 @@ REFERENCE = [{"variant": "baseline", "batch": 512, "s/batch": 0.57, "estimated (
 class TinResult:
     n_train: int
     partial_copy: bool
-    workers: dict[int, results.RunRecord]          # loader workers -> run
+    workers: dict[int, results.Run]          # loader workers -> run
     memory: pd.DataFrame                            # baseline / checkpointing: MB per image, largest batch
     static_bytes: int
     budget_bytes: int
@@ -44,11 +44,11 @@ class TinResult:
     first_activation: dict[str, float]              # bytes: 64x64 here, 224x224 for the reference's estimate
     peaks: pd.DataFrame                             # measured on CUDA (empty elsewhere)
     timing: pd.DataFrame                            # per variant: global batch, s/batch, estimated and actual epoch
-    variants: dict[str, results.RunRecord | None] = field(default_factory=dict)
+    variants: dict[str, results.Run | None] = field(default_factory=dict)
     on_gpu: bool = False
 
 
-def _record(run) -> results.RunRecord:
+def _record(run) -> results.Run:
     return results.read_run(run.run_dir)
 
 
