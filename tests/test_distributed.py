@@ -78,12 +78,9 @@ def _run(cmd, tmp_path, env_extra=None):
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
 
 
-@pytest.mark.slow
-def test_ddp_two_ranks_equal_one_process_at_double_batch(cifar_root, tmp_path):
-    common = ["--model", "resnet_tiny", "--norm", "none", "--augment", "false", "--shuffle", "false",
-              "--subset", "96", "--epochs", "2", "--max-batches", "3", "--num-workers", "0", "--device", "cpu",
-              "--data-root", str(cifar_root), "--results-dir", str(tmp_path / "results"), "--progress", "none",
-              "--lr", "0.05"]
+def _one_process_vs_two_ranks(common: list, tmp_path) -> dict:
+    """Train `common` once at batch 16 (task one) and with torchrun on 2 ranks at batch 8 (task ddp); the final
+    weights must match. Returns the single process's weights."""
     single = _run([sys.executable, "-m", "hpml_lab", *common, "--batch-size", "16", "--task", "one",
                    "--save-model", str(tmp_path / "one.pt")], tmp_path)
     assert single.returncode == 0, single.stderr
@@ -91,11 +88,20 @@ def test_ddp_two_ranks_equal_one_process_at_double_batch(cifar_root, tmp_path):
                 "--rdzv-endpoint=localhost:0", "-m", "hpml_lab", *common, "--batch-size", "8",
                 "--task", "ddp", "--save-model", str(tmp_path / "ddp.pt")], tmp_path)
     assert ddp.returncode == 0, ddp.stdout[-1500:] + ddp.stderr[-6000:]
-    a = torch.load(tmp_path / "one.pt")
-    b = torch.load(tmp_path / "ddp.pt")
+    a, b = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "ddp.pt")
     assert a.keys() == b.keys()  # saved unwrapped: no "module." prefix
     for k in a:
         torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5, msg=lambda m: f"{k}: {m}")
+    return a
+
+
+@pytest.mark.slow
+def test_ddp_two_ranks_equal_one_process_at_double_batch(cifar_root, tmp_path):
+    common = ["--model", "resnet_tiny", "--norm", "none", "--augment", "false", "--shuffle", "false",
+              "--subset", "96", "--epochs", "2", "--max-batches", "3", "--num-workers", "0", "--device", "cpu",
+              "--data-root", str(cifar_root), "--results-dir", str(tmp_path / "results"), "--progress", "none",
+              "--lr", "0.05"]
+    a = _one_process_vs_two_ranks(common, tmp_path)
     # Only rank 0 wrote results, and the metrics are global (16 images a batch over both ranks).
     runs = list((tmp_path / "results" / "ddp").iterdir())
     assert len(runs) == 1 and runs[0].name.startswith("ddp2-")
@@ -138,16 +144,7 @@ def test_tensor_loader_under_ddp_two_ranks_equal_one_process(cifar_root, tmp_pat
               "--subset", "64", "--epochs", "2", "--max-batches", "0", "--device", "cpu",
               "--data-root", str(cifar_root), "--results-dir", str(tmp_path / "results"), "--progress", "none",
               "--lr", "0.05"]
-    single = _run([sys.executable, "-m", "hpml_lab", *common, "--batch-size", "16", "--task", "one",
-                   "--save-model", str(tmp_path / "one.pt")], tmp_path)
-    assert single.returncode == 0, single.stderr
-    ddp = _run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--rdzv-backend=c10d",
-                "--rdzv-endpoint=localhost:0", "-m", "hpml_lab", *common, "--batch-size", "8",
-                "--task", "ddp", "--save-model", str(tmp_path / "ddp.pt")], tmp_path)
-    assert ddp.returncode == 0, ddp.stdout[-1500:] + ddp.stderr[-6000:]
-    a, b = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "ddp.pt")
-    for k in a:
-        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5, msg=lambda m: f"{k}: {m}")
+    _one_process_vs_two_ranks(common, tmp_path)
     import pandas as pd
 
     run = next((tmp_path / "results" / "ddp").iterdir())

@@ -68,6 +68,10 @@ def test_a_plain_install_runs_a_task_from_an_empty_folder(tmp_path, cifar_root):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (work / "reports" / "c1.html").is_file() and (work / "reports" / "c1.answer.json").is_file()
+    r = subprocess.run([*cli, "report", "--bundle-only"], cwd=work, env=env, capture_output=True, text=True,
+                       timeout=300)  # the hand-in from what reports/ holds
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "<section class='task' id='c1'>" in (work / "reports" / "bundle.html").read_text()
     r = subprocess.run([*cli, "init", "mine"], cwd=work, env=env, capture_output=True, text=True)
     assert r.returncode == 0 and (work / "mine" / "notebooks" / "c1_training.ipynb").is_file()
     r = subprocess.run([*cli, "slurm", "c1", "--gpus", "1", "-p", f"data_root={cifar_root}"], cwd=work, env=env,

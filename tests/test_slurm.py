@@ -78,6 +78,8 @@ def test_cpu_script_asks_for_tasks_not_gpus(tmp_path, monkeypatch):
 def test_time_limit_warning_and_resumable_steps(tmp_path):
     text = slurm.render("c3", gpus=1, time="02:00", signal_lead_s=300)
     assert "#SBATCH --signal=B:USR1@300" in text and "trap stop_step USR1" in text
+    assert "#SBATCH --signal=B:USR1@180" in slurm.render("c3", gpus=1, time="02:00")  # the default
+    assert "#SBATCH --signal=B:USR1@30" in slurm.render("c3", gpus=1, time="00:02")  # a quarter of a short limit
     # both steps run under `step` (in the background, so the trap acts at once); training skips a complete run
     assert 'step "$PY" -m torch.distributed.run' in text and "--if-missing true" in text
     assert 'step "$PY" -m hpml_lab.report.cli run c3' in text

@@ -212,8 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("--gpus", type=int, default=1, help="GPUs per node (default 1; 0: CPU nodes, gloo, no --gres)")
     sl.add_argument("--ntasks-per-node", type=int, help="with --gpus 0: training processes per node (default 1)")
     sl.add_argument("--cpus-per-task", type=int, default=1, help="with --gpus 0: CPUs per process (default 1)")
-    sl.add_argument("--signal-lead", type=int, default=180, metavar="SECONDS",
-                    help="Slurm's warning signal this long before the limit: the job stops cleanly (default 180)")
+    sl.add_argument("--signal-lead", type=int, metavar="SECONDS",
+                    help="Slurm's warning signal this long before the limit: the job stops cleanly "
+                         "(default 180, or a quarter of a shorter limit)")
     sl.add_argument("--no-train", action="store_true", help="leave out the torchrun training step (sweep-only tasks)")
     sl.add_argument("--no-report", action="store_true", help="leave out the notebook step (DDP training only)")
     sl.add_argument("--train", action="append", metavar="KEY=VALUE",

@@ -73,7 +73,7 @@ step() {  # run "$@" in the background and wait for it, also across the trap; it
 
 
 def _check(task_id: str, gpus: int, nodes: int, time: str, partition: Optional[str],
-           ntasks_per_node: Optional[int], signal_lead_s: int) -> tasks.Task:
+           ntasks_per_node: Optional[int], signal_lead_s: Optional[int]) -> tasks.Task:
     task = tasks.get(task_id)
     if gpus < 0 or nodes < 1:
         raise ConfigError(f"--gpus must be 0 (CPU nodes) or more and --nodes at least 1, got {gpus} and {nodes}")
@@ -87,7 +87,7 @@ def _check(task_id: str, gpus: int, nodes: int, time: str, partition: Optional[s
         raise ConfigError(f"--time must be HH:MM, HH:MM:SS or D-HH:MM, got {time!r}")
     if partition is not None and not _NAME.match(partition):
         raise ConfigError(f"--partition must be a plain name, got {partition!r}")
-    if signal_lead_s < 1 or signal_lead_s >= _seconds(time):
+    if signal_lead_s is None or signal_lead_s < 1 or signal_lead_s >= _seconds(time):
         raise ConfigError(f"--signal-lead must be between 1 s and the time limit ({_seconds(time)} s), "
                           f"got {signal_lead_s}")
     return task
@@ -106,7 +106,7 @@ def _flag_value(v: Any) -> str:
 def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", partition: Optional[str] = None,
            params: Optional[Mapping[str, str]] = None, profile: str = "full", workdir: Optional[str] = None,
            cpus_per_gpu: int = 4, ntasks_per_node: Optional[int] = None, cpus_per_task: int = 1,
-           signal_lead_s: int = SIGNAL_LEAD_S, train: bool = True, train_params: Optional[Mapping[str, str]] = None,
+           signal_lead_s: Optional[int] = None, train: bool = True, train_params: Optional[Mapping[str, str]] = None,
            save_model: Optional[str] = None, report: bool = True) -> str:
     """The sbatch script's text for TASK on `nodes` nodes with `gpus` GPUs each, or with gpus=0 on CPU nodes
     with `ntasks_per_node` gloo processes each (`cpus_per_task` CPUs per process).
@@ -120,6 +120,8 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
 
     if time.count(":") == 1 and "-" not in time:
         time = time + ":00"
+    if signal_lead_s is None and _TIME.match(time):  # 3 minutes, or a quarter of a shorter limit
+        signal_lead_s = max(1, min(SIGNAL_LEAD_S, _seconds(time) // 4))
     task = _check(task_id, gpus, nodes, time, partition, ntasks_per_node, signal_lead_s)
     if not (train or report):
         raise ConfigError("--no-train and --no-report together leave nothing to run")
