@@ -62,7 +62,8 @@ class LocalSlurm:
 
     @property
     def env(self) -> dict[str, str]:
-        return {**os.environ, "SLURM_CONF": str(self.conf)}
+        """A user's shell (no HPML_ variables a test may have set) pointed at this cluster."""
+        return {**{k: v for k, v in os.environ.items() if not k.startswith("HPML_")}, "SLURM_CONF": str(self.conf)}
 
     def _write_config(self) -> None:
         r = self.root

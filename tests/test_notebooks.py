@@ -95,8 +95,13 @@ def test_failed_notebook_is_kept_and_shown_failed(cifar_root, outdir):
 def test_bundle_holds_every_task_answer_first(cifar_root, outdir):
     from hpml_lab.report import bundle
 
+    import os
+
+    before = {k: os.environ.get(k) for k in ("HPML_LAB_HOME", "HPML_PROGRESS", "HPML_RENDERING", "PYTHONPATH")}
     for tid in ("c1", "questions"):
         assert runner.run_task(tid, "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda *a: None).status == "ok"
+    # the kernel's environment was the task's alone: the caller's is as it was
+    assert {k: os.environ.get(k) for k in before} == before
     page = bundle.write_bundle(outdir / "reports", log=lambda *a: None).read_text()
     for tid in ("c1", "questions"):
         rec = json.loads((outdir / "reports" / f"{tid}.answer.json").read_text())

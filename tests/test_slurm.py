@@ -63,6 +63,8 @@ def test_unknown_task(capsys):
 
 def test_cpu_script_asks_for_tasks_not_gpus(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the script goes to ./slurm/, as for a user
+    monkeypatch.delenv("HPML_OUTPUT_DIR", raising=False)
+    monkeypatch.delenv("HPML_LAB_HOME", raising=False)
     path = slurm.write("c1", gpus=0, ntasks_per_node=3, nodes=2, cpus_per_task=2, time="00:20")
     assert path == tmp_path / "slurm" / "c1-2x3cpu.sbatch"
     _bash_n(path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,8 +39,6 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference(cifar_root, tmp_path_factory):
     """One process at batch 32 (the global batch of 2 ranks at 16), no Slurm: its final weights."""
-    import subprocess
-
     work = tmp_path_factory.mktemp("reference")
     r = subprocess.run([sys.executable, "-m", "hpml_lab", *TINY, "--batch-size", "32", "--task", "ref",
                         "--data-root", str(cifar_root), "--progress", "none", "--save-model", "one.pt"],
@@ -56,15 +55,13 @@ def _job_env() -> dict[str, str]:
 
 
 def _write_script(work: Path, *args: str) -> Path:
-    from hpml_lab.report import cli
-
+    """`hpml-lab slurm ARGS` run in `work` from a user's shell: the job works (and writes) there."""
     script = work / "job.sbatch"
-    old = Path.cwd()
-    os.chdir(work)  # outputs (results/, reports/, the script) go to the current folder, as for a user
-    try:
-        assert cli.main(["slurm", *args, "-o", str(script)]) == 0
-    finally:
-        os.chdir(old)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HPML_")}
+    r = subprocess.run([sys.executable, "-m", "hpml_lab.report.cli", "slurm", *args, "-o", str(script)], cwd=work,
+                       env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"cd {work}" in script.read_text()
     return script
 
 

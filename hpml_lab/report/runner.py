@@ -12,6 +12,7 @@ the outcome for the index.
 from __future__ import annotations
 
 import ast
+import contextlib
 import datetime as _dt
 import html
 import json
@@ -148,15 +149,25 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     atomic_write_text(target, body[:i] + top + body[i:])
 
 
-def _kernel_env() -> None:
-    """Environment the kernel inherits: log-style progress, the project root on the path."""
+@contextlib.contextmanager
+def _kernel_env():
+    """While a task runs, the environment its kernel inherits: log-style progress, answer boxes for the page,
+    the project root (and on the path). Put back afterwards: a caller that runs a task from Python (a script,
+    a test) keeps its own environment."""
     root = str(project_root())
-    os.environ["HPML_PROGRESS"] = "log"
-    os.environ["HPML_RENDERING"] = "1"  # answer boxes go to the top of the page, not the end of the notebook
-    os.environ["HPML_LAB_HOME"] = root
     path = os.environ.get("PYTHONPATH", "")
-    if root not in path.split(os.pathsep):
-        os.environ["PYTHONPATH"] = root + (os.pathsep + path if path else "")
+    want = {"HPML_PROGRESS": "log", "HPML_RENDERING": "1", "HPML_LAB_HOME": root,
+            "PYTHONPATH": path if root in path.split(os.pathsep) else root + (os.pathsep + path if path else "")}
+    saved = {k: os.environ.get(k) for k in want}
+    os.environ.update(want)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any] | None = None,
@@ -172,7 +183,6 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
     executed = out_dir / "executed" / f"{task.id}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{task.id}.html"
-    _kernel_env()
     log(f"[{task.id}] {task.title}: running notebooks/{task.notebook} ({profile} profile"
         + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else "") + ")")
     stale = answers.path_for(task.id)
@@ -182,7 +192,7 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
     status, error = "ok", ""
     interrupted: KeyboardInterrupt | None = None
     try:
-        with results.sigterm_interrupts():  # Slurm's time-limit signal ends the task like Ctrl-C
+        with results.sigterm_interrupts(), _kernel_env():  # SIGTERM (Slurm's time limit) ends it like Ctrl-C
             papermill.execute_notebook(
                 str(notebooks_dir() / task.notebook), str(executed), parameters=params, kernel_name=kernel,
                 cwd=str(project_root()), log_output=True, progress_bar=False, stdout_file=sys.stdout,
