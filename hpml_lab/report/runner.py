@@ -149,6 +149,17 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     atomic_write_text(target, body[:i] + top + body[i:])
 
 
+def _ipc_config():
+    """The kernel talks to the runner over Unix sockets, not TCP on localhost: nothing else on the machine (a
+    shared login or GPU node) can connect to it, and ipykernel 7 no longer warns that it runs unencrypted."""
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc"}})
+
+
+_IPC = _ipc_config()
+
+
 @contextlib.contextmanager
 def _kernel_env():
     """While a task runs, the environment its kernel inherits: log-style progress, answer boxes for the page,
@@ -196,7 +207,7 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
             papermill.execute_notebook(
                 str(notebooks_dir() / task.notebook), str(executed), parameters=params, kernel_name=kernel,
                 cwd=str(project_root()), log_output=True, progress_bar=False, stdout_file=sys.stdout,
-                stderr_file=sys.stderr,
+                stderr_file=sys.stderr, config=_IPC,
             )
     except KeyboardInterrupt as e:  # record it, render what ran, update the index; then stop
         status, error, interrupted = "interrupted", f"interrupted ({e or 'Ctrl-C'})", e
