@@ -61,8 +61,8 @@ class Run:
 
     path: Path
     meta: dict[str, Any]
-    model: Any = None
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+    model: Any = field(default=None, compare=False, repr=False)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def status(self) -> str:

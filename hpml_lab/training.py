@@ -107,16 +107,20 @@ def _kernel_driven_by_batch_tool() -> bool:
     /proc (Linux) or `ps` (macOS); unknown counts as interactive."""
     ppid = os.getppid()
     try:
-        cmdline = Path(f"/proc/{ppid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        args = Path(f"/proc/{ppid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         try:
             import subprocess
 
-            cmdline = subprocess.run(["ps", "-o", "command=", "-p", str(ppid)], capture_output=True, text=True,
-                                     timeout=5).stdout
+            args = subprocess.run(["ps", "-o", "command=", "-p", str(ppid)], capture_output=True, text=True,
+                                  timeout=5).stdout.split()
         except (OSError, subprocess.SubprocessError):
             return False
-    return any(tool in cmdline for tool in _BATCH_TOOLS)
+    # the program itself (`papermill ...`, `jupyter-nbconvert ...`, `python -m papermill ...`), not any word of
+    # its arguments: a JupyterLab started in a folder named papermill-runs is still interactive
+    names = [Path(a).name for a in args[:3]]
+    return any(n.startswith(("papermill", "jupyter-nbconvert", "jupyter-execute")) or n in _BATCH_TOOLS
+               for n in names)
 
 
 def progress_mode(setting: str) -> str:
@@ -390,15 +394,22 @@ def _flag_true(value: str, name: str) -> bool:
 
 def _complete_already(cfg: RunConfig) -> bool:
     """The run folder this process (or, under torchrun, its world) would fill holds a complete run of the
-    same settings and data: every rank reads the same folder, so they all decide alike."""
+    same settings and data. Under DDP rank 0, which writes the results, decides for every rank (the others
+    may not see its folder, or see it mid-write), so no rank trains while the rest have left."""
     from .sweeps import same_run
 
-    run_dir = distributed.run_config(cfg, distributed.read_env().world_size).run_dir()
-    if results.is_complete(run_dir) and same_run(cfg, run_dir):
-        if distributed.read_env().is_main:
-            print(f"complete already: {run_dir} (--if-missing: not run again)", flush=True)
-        return True
-    return False
+    env = distributed.read_env()
+    run_dir = distributed.run_config(cfg, env.world_size).run_dir()
+    done = results.is_complete(run_dir) and same_run(cfg, run_dir)
+    if env.distributed:
+        distributed.setup(resolve_device(cfg.device))
+        mine = torch.tensor([1.0 if done and env.is_main else 0.0])
+        done = bool(distributed.all_reduce_sum(mine).item() > 0)  # rank 0's answer, on every rank
+        if done:
+            distributed.cleanup()
+    if done and env.is_main:
+        print(f"complete already: {run_dir} (--if-missing: not run again)", flush=True)
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,6 +50,8 @@ def test_multi_node_script(tmp_path):
     ({"train_params": {"lodaer": "tensor"}}, "unknown parameter 'lodaer'"),
     ({"train_params": {"loader": "gpu"}}, "loader"),
     ({"train": False, "report": False}, "nothing to run"),
+    ({"gpus": 0, "cpus_per_task": 0}, "--cpus-per-task"),
+    ({"gpus": 0, "train_params": {"device": "cuda"}}, "--train device=cuda"),
 ])
 def test_bad_input_is_one_line(kw, match):
     with pytest.raises(ConfigError, match=match):
@@ -118,3 +120,13 @@ step touch {marker}
     assert time.monotonic() - t0 < 10  # not after the 60 s sleep
     assert p.returncode == 143 and "child got TERM" in out and "time limit is near" in err
     assert not marker.exists()
+    # the step's own status comes back, also for a step that ends while the shell handles the signal
+    quick = tmp_path / "q.sh"
+    quick.write_text("set -uo pipefail\n" + functions + "\nstep bash -c 'exit 7'; echo status=$?\n")
+    assert "status=7" in subprocess.run(["bash", str(quick)], capture_output=True, text=True, timeout=30).stdout
+
+
+def test_notebooks_without_a_device_parameter_still_get_cpu_jobs(tmp_path):
+    text = slurm.render("c3", gpus=0, train=False)  # C3's notebook has no device parameter
+    assert "hpml_lab.report.cli run c3 --profile full" in text and "device" not in text.split("# 3.")[1]
+    assert "--device cpu" in slurm.render("c3", gpus=0)  # the training step runs on CPU all the same

@@ -114,12 +114,13 @@ def test_cpu_job_two_ranks_on_one_node(cluster, cifar_root, tmp_path, reference)
 
 
 def test_cpu_job_across_two_nodes(cluster, cifar_root, tmp_path, reference):
-    """Two slurmd daemons on this host are two nodes: srun starts one torchrun on each, c10d rendezvous on the
-    first node's NodeAddr. The notebook step is left out (--no-report): the test above covers it."""
-    job = _c1_job(cluster, cifar_root, tmp_path, reference, "--nodes", "2", "--ntasks-per-node", "1", world=2,
-                  report=False)
+    """Two slurmd daemons on this host are two nodes: srun starts one torchrun on each (not one per task of the
+    allocation), each starts 2 ranks, c10d rendezvous on the first node's NodeAddr: 4 ranks at batch 8 equal one
+    process at 32. The notebook step is left out (--no-report): the test above covers it."""
+    job = _c1_job(cluster, cifar_root, tmp_path, reference, "--nodes", "2", "--ntasks-per-node", "2",
+                  "-p", "batch_size=8", world=4, report=False)
     assert "rendezvous on n1 (127.0.0.1:" in job.output
-    print(f"{cluster.version}: 2 nodes x 1 rank, job {job.id} took {job.seconds:.0f} s")
+    print(f"{cluster.version}: 2 nodes x 2 ranks, job {job.id} took {job.seconds:.0f} s")
 
 
 def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_root, tmp_path):

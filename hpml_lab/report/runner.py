@@ -149,15 +149,18 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     atomic_write_text(target, body[:i] + top + body[i:])
 
 
-def _ipc_config():
-    """The kernel talks to the runner over Unix sockets, not TCP on localhost: nothing else on the machine (a
-    shared login or GPU node) can connect to it, and ipykernel 7 no longer warns that it runs unencrypted."""
+@contextlib.contextmanager
+def _ipc_sockets():
+    """Kernel connection settings for one task: the kernel talks to the runner over Unix sockets in a private
+    temporary folder, not TCP on localhost, so nothing else on a shared node can connect to it (and ipykernel 7
+    does not warn that it runs unencrypted). The folder is per task and removed after it: no socket file is
+    left in the working folder, also when a run is killed, and two jobs sharing a folder never collide."""
+    import tempfile
+
     from traitlets.config import Config
 
-    return Config({"KernelManager": {"transport": "ipc"}})
-
-
-_IPC = _ipc_config()
+    with tempfile.TemporaryDirectory(prefix="hpml-kernel-") as folder:  # short: a socket path has 107 bytes
+        yield Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "k")}})
 
 
 @contextlib.contextmanager
@@ -203,11 +206,12 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
     status, error = "ok", ""
     interrupted: KeyboardInterrupt | None = None
     try:
-        with results.sigterm_interrupts(), _kernel_env():  # SIGTERM (Slurm's time limit) ends it like Ctrl-C
+        # SIGTERM (Slurm's time limit) ends the task like Ctrl-C
+        with results.sigterm_interrupts(), _kernel_env(), _ipc_sockets() as kernel_config:
             papermill.execute_notebook(
                 str(notebooks_dir() / task.notebook), str(executed), parameters=params, kernel_name=kernel,
                 cwd=str(project_root()), log_output=True, progress_bar=False, stdout_file=sys.stdout,
-                stderr_file=sys.stderr, config=_IPC,
+                stderr_file=sys.stderr, config=kernel_config,
             )
     except KeyboardInterrupt as e:  # record it, render what ran, update the index; then stop
         status, error, interrupted = "interrupted", f"interrupted ({e or 'Ctrl-C'})", e

@@ -20,7 +20,7 @@ step as a single process: the batch step has SLURM_PROCID=0 and SLURM_NTASKS=N b
 is never a rank (hpml_lab.distributed.read_env).
 
 Time limits: the script asks Slurm for SIGUSR1 some time before the limit
-(`--signal=B:USR1@<lead>`; Slurm may send it up to a minute earlier than asked). The
+(`--signal=B:USR1@<lead>`; Slurm may send it up to a minute earlier than asked, 20 s seen here). The
 shell then sends SIGTERM to every process of the running step: a training run ends
 with status "interrupted" (finished epochs kept), the notebook's report says
 interrupted, the job stops. Submitted again, the job goes on where it stopped:
@@ -62,21 +62,24 @@ step() {  # run "$@" in the background and wait for it, also across the trap; it
     if [ -n "$STOPPING" ]; then return 143; fi
     "$@" &
     STEP_PID=$!
-    local rc=0
-    while :; do
-        rc=0; wait "$STEP_PID" || rc=$?
-        kill -0 "$STEP_PID" 2>/dev/null || break  # still alive: the wait was cut short by the signal
+    if [ -n "$STOPPING" ]; then stop_step; fi  # the signal came between the start and the line above
+    while kill -0 "$STEP_PID" 2>/dev/null; do  # a wait cut short by the signal returns early: wait again
+        wait "$STEP_PID" || true
     done
+    local rc=0
+    wait "$STEP_PID" || rc=$?  # the step's own status (bash keeps it after the process is reaped)
     STEP_PID=""
     return "$rc"
 }""".strip("\n")
 
 
 def _check(task_id: str, gpus: int, nodes: int, time: str, partition: Optional[str],
-           ntasks_per_node: Optional[int], signal_lead_s: Optional[int]) -> tasks.Task:
+           ntasks_per_node: Optional[int], signal_lead_s: Optional[int], cpus_per_task: int = 1) -> tasks.Task:
     task = tasks.get(task_id)
     if gpus < 0 or nodes < 1:
         raise ConfigError(f"--gpus must be 0 (CPU nodes) or more and --nodes at least 1, got {gpus} and {nodes}")
+    if cpus_per_task < 1:
+        raise ConfigError(f"--cpus-per-task must be at least 1, got {cpus_per_task}")
     if ntasks_per_node is not None:
         if gpus:
             raise ConfigError(f"--ntasks-per-node is for CPU jobs (--gpus 0); with GPUs there is one process per "
@@ -116,25 +119,29 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
     final weights. `train=False` leaves the training step out, `report=False` the notebook step.
     """
     from ..config import RunConfig, check_keys
-    from .runner import resolve_parameters
+    from .runner import notebook_parameters, notebooks_dir, resolve_parameters
 
     if time.count(":") == 1 and "-" not in time:
         time = time + ":00"
     if signal_lead_s is None and _TIME.match(time):  # 3 minutes, or a quarter of a shorter limit
         signal_lead_s = max(1, min(SIGNAL_LEAD_S, _seconds(time) // 4))
-    task = _check(task_id, gpus, nodes, time, partition, ntasks_per_node, signal_lead_s)
+    task = _check(task_id, gpus, nodes, time, partition, ntasks_per_node, signal_lead_s, cpus_per_task)
     if not (train or report):
         raise ConfigError("--no-train and --no-report together leave nothing to run")
     params = dict(params or {})
-    if gpus == 0:
-        if params.get("device", "cpu") != "cpu":
-            raise ConfigError(f"--gpus 0 asks for CPU nodes, but -p device={params['device']}")
-        params["device"] = "cpu"
+    train_params = dict(train_params or {})
+    if gpus == 0:  # CPU nodes: the training step and, where the notebook has the parameter, the notebook on CPU
+        for where, given in (("-p", params), ("--train", train_params)):
+            if given.get("device", "cpu") != "cpu":
+                raise ConfigError(f"--gpus 0 asks for CPU nodes, but {where} device={given['device']}")
+        train_params["device"] = "cpu"
+        if "device" in notebook_parameters(notebooks_dir() / task.notebook):
+            params["device"] = "cpu"
     typed, cfg = resolve_parameters(task, profile, None, params)  # ConfigError before anything
     fields = RunConfig.field_names()
     merged = {k: v for k, v in {**task.profile(profile), **typed}.items() if k in fields}  # not study settings
-    merged.update(train_params or {})
-    check_keys(train_params or {})
+    merged.update(train_params)
+    check_keys(train_params)
     RunConfig.from_dict({**merged, "task": task.id}, coerce=True)  # the training step's settings: one line if wrong
     train_flags = " ".join(f"--{k.replace('_', '-')} {shlex.quote(_flag_value(v))}" for k, v in merged.items())
     if save_model:
@@ -196,11 +203,13 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
             f"# 2. Distributed training, results under results/{task.id}/ (written by rank 0 only; skipped when",
             "#    that run is already complete, so a resubmitted job goes straight on).",
             'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-            "HEAD_ADDR=$(scontrol show node \"$HEAD_NODE\" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)",
+            "HEAD_ADDR=$(scontrol show node \"$HEAD_NODE\" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2 || true)",
             'HEAD_ADDR=${HEAD_ADDR:-$HEAD_NODE}',
             f"RDZV_PORT=${{RDZV_PORT:-{RDZV_PORT}}}",
             'echo "rendezvous on $HEAD_NODE ($HEAD_ADDR:$RDZV_PORT) for $SLURM_NNODES nodes"',
-            "step srun --nodes=\"$SLURM_NNODES\" --ntasks-per-node=1 \\",
+            "# one task per node (the job's SLURM_NTASKS would otherwise set the task count), holding the node's CPUs",
+            f"step srun --nodes=\"$SLURM_NNODES\" --ntasks=\"$SLURM_NNODES\" --ntasks-per-node=1 "
+            f"--cpus-per-task={cpus_per_gpu * gpus if gpus else per_node * cpus_per_task} \\",
             f"    \"$PY\" -m torch.distributed.run --nnodes=\"$SLURM_NNODES\" --nproc-per-node={per_node} \\",
             "    --rdzv-id=\"$SLURM_JOB_ID\" --rdzv-backend=c10d --rdzv-endpoint=\"$HEAD_ADDR:$RDZV_PORT\" \\",
             f"    -m hpml_lab --task {task.id} {train_flags} --if-missing true",
