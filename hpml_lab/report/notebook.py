@@ -223,7 +223,7 @@ def trace_breakdown(path) -> Any:
     from ..tracing import breakdown
 
     bd = breakdown(path)
-    display(Markdown(f"**Where the recorded steps' time went**, computed by {bd.source}. {bd.note}"))
+    display(Markdown(f"**Where the recorded steps' time went** (source: {bd.source}). {bd.note}"))
     fmt = {"time (ms)": "{:.2f}", "share": "{:.1%}"}
     display(bd.table.rename(columns={"time_ms": "time (ms)"}).style.hide(axis="index").format(fmt))
     if bd.idle is not None:
