@@ -142,10 +142,13 @@ def labelled_ranges(path: str | os.PathLike) -> pd.DataFrame:
     for e in _events(Path(path)):
         if e.get("ph") == "X" and e.get("name") in totals and e.get("cat") in ("user_annotation", "cpu_op"):
             totals[e["name"]] += float(e.get("dur", 0.0)) / 1e3
-    df = pd.DataFrame({"category": list(totals), "time_ms": list(totals.values())})
+    return _with_share(pd.DataFrame({"category": list(totals), "time_ms": list(totals.values())}))
+
+
+def _with_share(df: pd.DataFrame) -> pd.DataFrame:
+    """df with a `share` column: each row's time_ms over the column's sum (0 when the sum is 0)."""
     total = df["time_ms"].sum()
-    df["share"] = df["time_ms"] / total if total else 0.0
-    return df
+    return df.assign(share=df["time_ms"] / total if total else 0.0)
 
 
 def breakdown(path: str | os.PathLike) -> Breakdown:
@@ -181,19 +184,15 @@ def _hta_breakdown(path: Path) -> Breakdown:
             idle = analysis.get_idle_time_breakdown(visualize=False)
     idle = idle[0] if isinstance(idle, tuple) else idle
     row = temporal.iloc[0]
-    table = pd.DataFrame({
+    table = _with_share(pd.DataFrame({
         "category": ["kernel compute", "other kernels (memory, communication)", "GPU idle"],
         "time_ms": [row["compute_time(us)"] / 1e3, row["non_compute_time(us)"] / 1e3, row["idle_time(us)"] / 1e3],
-    })
-    total = table["time_ms"].sum()
-    table["share"] = table["time_ms"] / total if total else 0.0
+    }))
     idle_table = None
     if idle is not None and len(idle):
-        idle_table = (idle.groupby("idle_category", as_index=False)["idle_time"].sum()
-                      .rename(columns={"idle_category": "idle cause", "idle_time": "time_ms"}))
-        idle_table["time_ms"] = idle_table["time_ms"] / 1e3
-        t = idle_table["time_ms"].sum()
-        idle_table["share"] = idle_table["time_ms"] / t if t else 0.0
+        by_cause = idle.groupby("idle_category", as_index=False)["idle_time"].sum()
+        idle_table = _with_share(pd.DataFrame({"idle cause": by_cause["idle_category"],
+                                               "time_ms": by_cause["idle_time"] / 1e3}))
     try:
         version = metadata.version("traceinsight")
     except metadata.PackageNotFoundError:

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from . import distributed, fastpath, flops, models, results
-from .config import ConfigError, RunConfig, check_keys
+from .config import ConfigError, RunConfig, check_keys, coerce_value
 from .data import DatasetError, build_loader, dataset_info, num_classes
 from .device import is_oom, resolve_device, seed_everything
 from .profiling import DeviceTimer, HostTimer, WallClock, synchronize
@@ -385,13 +385,6 @@ def config_from_args(ns: argparse.Namespace, extra: Mapping[str, Any] | None = N
     return RunConfig.from_dict(params, coerce=True)
 
 
-def _flag_true(value: str, name: str) -> bool:
-    v = str(value).strip().lower()
-    if v not in ("true", "false", "1", "0", "yes", "no"):
-        raise ConfigError(f"{name} takes true or false, got {value!r}")
-    return v in ("true", "1", "yes")
-
-
 def _complete_already(cfg: RunConfig) -> bool:
     """The run folder this process (or, under torchrun, its world) would fill holds a complete run of the
     same settings and data. Under DDP rank 0, which writes the results, decides for every rank (the others
@@ -431,7 +424,7 @@ def _main(argv: list[str] | None) -> int:
             check_keys({bad: None})
             raise ConfigError(f"could not parse {' '.join(unknown)!r}; flags take a value: --name VALUE")
         cfg = config_from_args(args)
-        if _flag_true(args.if_missing, "--if-missing") and _complete_already(cfg):
+        if coerce_value("--if-missing", args.if_missing, bool) and _complete_already(cfg):
             return 0
         run = train(cfg, save_model=args.save_model)
     except (ConfigError, DatasetError) as e:

@@ -23,6 +23,7 @@ import nbformat
 import pytest
 
 from hpml_lab.report import runner
+from slurm_local import free_port  # the tests' helper for a free loopback port
 
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium")
                  if p and Path(p).exists()), None)
@@ -42,14 +43,6 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update"]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(url: str, timeout: float = 5):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return json.loads(r.read())
@@ -67,7 +60,7 @@ def lab(tmp_path, cifar_root):
     lines = [ln for ln in cell.source.splitlines() if ln.split("=")[0].strip() not in tiny]
     cell.source = "\n".join(lines + [f"{k} = {v!r}" for k, v in tiny.items()])  # as a student edits it
     nbformat.write(nb, str(root / "c1_training.ipynb"))
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPML_")}
     env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "jcfg"), JUPYTER_RUNTIME_DIR=str(tmp_path / "jrun"),
                JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "jws"), HPML_OUTPUT_DIR=str(tmp_path / "out"))

@@ -73,9 +73,9 @@ def _assert_same_weights(path: Path, reference: dict) -> None:
 
 
 def _runs(work: Path, task: str) -> list[dict]:
-    folder = work / "results" / task
-    return [json.loads((d / "meta.json").read_text()) for d in sorted(folder.iterdir())
-            if (d / "meta.json").exists()] if folder.is_dir() else []
+    from hpml_lab import results
+
+    return [r.meta for r in results.load_runs(task, work / "results", status=None)]
 
 
 def _c1_job(cluster, cifar_root, tmp_path, reference, *shape: str, world: int, report: bool = True):
