@@ -23,8 +23,6 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-
-
 from .io import atomic_write_json
 
 
@@ -163,6 +161,30 @@ def sigterm_interrupts():
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def signals_held(signums: Sequence[int] = (signal.SIGTERM, signal.SIGINT)):
+    """Files that belong together are written together: a SIGTERM or Ctrl-C that arrives inside the block
+    (an epoch's CSVs and its meta.json, a run's last meta.json and its landing) is delivered when the block
+    ends, to the handler that was in place before. Elsewhere (another thread) the block runs unchanged.
+
+        with results.signals_held():
+            atomic_write_csv(folder / "epochs.csv", rows)
+            results.write_meta(folder, {**meta, "epochs_done": len(rows)})
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in signums}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        for s in dict.fromkeys(pending):
+            signal.raise_signal(s)
+
+
 def end_status(e: BaseException) -> str:
     return "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
 
@@ -194,9 +216,10 @@ class RunFolder:
         write_meta(self.path, meta)
 
     def complete(self, meta: Mapping[str, Any]) -> None:
-        write_meta(self.path, {**meta, "status": "complete", "run_id": self.final.name})
-        self._land()
-        self.done = True
+        with signals_held():  # a signal now lands the run first: complete means complete
+            write_meta(self.path, {**meta, "status": "complete", "run_id": self.final.name})
+            self._land()
+            self.done = True
 
     def _land(self) -> None:
         old = self.final.parent / f".{self.final.name}.replaced-{os.getpid()}"

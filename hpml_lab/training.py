@@ -341,9 +341,10 @@ def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: 
             print(f"[{cfg.task}] epoch {epoch} done: loss {e['loss']:.4f} acc {100 * e['acc']:.1f}% "
                   f"data {e['data_s']:.2f}s train {e['train_s']:.2f}s total {e['total_s']:.2f}s", flush=True)
         if folder is not None:  # after every epoch, so an interrupted run keeps what it finished
-            atomic_write_csv(folder / "batches.csv", batch_rows, BATCH_COLUMNS)
-            atomic_write_csv(folder / "epochs.csv", epoch_rows, EPOCH_COLUMNS)
-            results.write_meta(folder, {**meta, "epochs_done": epoch})
+            with results.signals_held():  # the three files agree on epochs_done, whenever SIGTERM comes
+                atomic_write_csv(folder / "batches.csv", batch_rows, BATCH_COLUMNS)
+                atomic_write_csv(folder / "epochs.csv", epoch_rows, EPOCH_COLUMNS)
+                results.write_meta(folder, {**meta, "epochs_done": epoch})
     return batch_rows, epoch_rows
 
 

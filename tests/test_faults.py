@@ -86,6 +86,41 @@ def test_sigterm_marks_the_run_interrupted_and_keeps_finished_epochs(cfg):
     assert (run_dir / "epochs.csv").read_text().count("\n") == meta["epochs_done"] + 1
 
 
+def test_sigterm_while_an_epoch_is_written_arrives_after_its_files_agree(cfg, monkeypatch):
+    # the window CI once hit: SIGTERM between epochs.csv and meta.json left 2 epochs in meta and 3 in the CSV
+    import os
+
+    from hpml_lab import training
+
+    write_csv = training.atomic_write_csv
+
+    def write_then_signal(path, rows, columns):
+        write_csv(path, rows, columns)
+        if path.name == "epochs.csv" and len(rows) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(training, "atomic_write_csv", write_then_signal)
+    handler = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(results.Interrupted):
+        train(cfg.replace(epochs=5))
+    run = results.read_run(cfg.replace(epochs=5).run_dir())
+    assert run.status == "interrupted" and run.meta["epochs_done"] == 2
+    assert (run.path / "epochs.csv").read_text().count("\n") == 3
+    assert signal.getsignal(signal.SIGTERM) is handler  # the handlers are back
+
+
+def test_signals_held_delivers_to_the_handler_in_place_before():
+    import os
+
+    seen = []
+    with pytest.raises(results.Interrupted), results.sigterm_interrupts():
+        with results.signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            seen.append("block ran to its end")
+        seen.append("not reached")
+    assert seen == ["block ran to its end"]
+
+
 def test_sigkill_mid_rerun_leaves_the_complete_run(cfg):
     done = train(cfg.replace(run_id="fixed"))
     before = (done.run_dir / "batches.csv").read_bytes()
