@@ -88,6 +88,18 @@ def write_meta(run_dir: Path, meta: Mapping[str, Any]) -> None:
     atomic_write_json(run_dir / "meta.json", dict(meta))
 
 
+def write_derived(folder: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[str, Any]) -> None:
+    """A folder computed from runs (a summary, a trace's table): its CSVs, then meta.json with status
+    complete, written together (signals held) so the meta never describes other tables."""
+    from .io import atomic_write_csv
+
+    with signals_held():
+        for name, df in tables.items():
+            atomic_write_csv(Path(folder) / f"{name}.csv", df.to_dict("records"), list(df.columns))
+        write_meta(folder, {**meta, "run_id": Path(folder).name, "status": "complete",
+                            "finished_at": meta.get("finished_at") or now()})
+
+
 def read_run(run_dir: str | os.PathLike) -> Run:
     run_dir = Path(run_dir)
     return Run(run_dir, json.loads((run_dir / "meta.json").read_text()))

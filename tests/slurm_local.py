@@ -20,6 +20,7 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol")
@@ -152,16 +153,17 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             _signal(pid, signal.SIGKILL)
 
     def submit(self, script: Path, cwd: Path, *sbatch_args: str, env: dict | None = None,
-               timeout_s: float = 300) -> Job:
+               timeout_s: float = 300, while_running: Callable[[int], None] | None = None) -> Job:
         """sbatch, then wait for the job's line in the job-completion log (polled every 0.2 s: `sbatch --wait`
-        polls at 2, 4, 8, 16, 32 s intervals and would add up to half a minute per job). A job that has not
-        ended after timeout_s is cancelled and the test fails: no step may hang."""
+        polls at 2, 4, 8, 16, 32 s intervals and would add up to half a minute per job); `while_running(job_id)`
+        is called at every poll. A job that has not ended after timeout_s is cancelled and the test fails: no
+        step may hang."""
         t0 = time.monotonic()
         p = subprocess.run(["sbatch", "--parsable", *sbatch_args, str(script)], cwd=cwd,
                            env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, f"sbatch did not submit: {p.stdout} {p.stderr}\n{self.logs()}"
         job_id = int(p.stdout.strip().split(";")[0])
-        found = self._completion(job_id, timeout_s)
+        found = self._completion(job_id, timeout_s, while_running)
         if found is None:
             subprocess.run(["scancel", str(job_id)], env=self.env)
             raise AssertionError(f"job {job_id} did not end in {timeout_s} s (a hung step?)\n"
@@ -173,10 +175,18 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     def _output(cwd: Path, job_id: int) -> str:
         return "\n".join(f.read_text(errors="replace") for f in sorted(Path(cwd).glob(f"slurm-*-{job_id}.out")))
 
-    def _completion(self, job_id: int, wait_s: float) -> tuple[str, str] | None:
+    def signal_batch(self, job_id: int, name: str) -> None:
+        """Signal the job's batch shell, as Slurm does with `--signal=B:NAME@...` before a time limit."""
+        subprocess.run(["scancel", "--batch", f"--signal={name}", str(job_id)], env=self.env,
+                       capture_output=True, timeout=30)
+
+    def _completion(self, job_id: int, wait_s: float,
+                    while_running: Callable[[int], None] | None = None) -> tuple[str, str] | None:
         log = self.root / "jobcomp.txt"
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
+            if while_running is not None:
+                while_running(job_id)
             text = log.read_text() if log.exists() else ""
             for line in text.splitlines():
                 if line.startswith(f"JobId={job_id} "):

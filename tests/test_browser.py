@@ -9,6 +9,7 @@ Chromium or Playwright (`.ci/run` installs Debian's chromium).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import secrets
@@ -27,12 +28,8 @@ from slurm_local import free_port  # the tests' helper for a free loopback port
 
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium")
                  if p and Path(p).exists()), None)
-try:
-    import playwright  # noqa: F401
-
-    _PLAYWRIGHT = ""
-except ImportError:
-    _PLAYWRIGHT = "Playwright's Python package is not installed (pip install playwright)"
+_PLAYWRIGHT = ("" if importlib.util.find_spec("playwright")
+               else "Playwright's Python package is not installed (pip install playwright)")
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"),

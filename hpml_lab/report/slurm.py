@@ -190,7 +190,7 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
         "",
     ]
     if not train:
-        launch = [f"# 2. (no training step: --no-train)"]
+        launch = ["# 2. (no training step: --no-train)"]
     elif nodes == 1:
         launch = [
             f"# 2. Distributed training, results under results/{task.id}/ (written by rank 0 only; skipped when",

@@ -160,11 +160,9 @@ def c3_loader_sweep(cfg: RunConfig, max_workers: int = MAX_WORKERS, tolerance: f
     summary["images_per_s"] = summary["images"] / summary["median_s"]
     summary["best"] = summary["num_workers"] == best_n
     sdir = cfg.run_dir().parent / f"loader-summary-b{cfg.batch_size}-{cfg.replace(num_workers=0).config_hash()}"
-    atomic_write_csv(sdir / "summary.csv", summary.to_dict("records"), list(summary.columns))
-    meta = _base_meta(cfg.replace(num_workers=best_n), torch.device("cpu"), kind="loader_summary",
-                      best_workers=best_n, cpu_cores=cores, stop_reason=reason, timing_note=LOADER_NOTE,
-                      runs=[it.run_dir.name for it in items])
-    results.write_meta(sdir, {**meta, "run_id": sdir.name, "status": "complete", "finished_at": _now()})
+    results.write_derived(sdir, {"summary": summary}, _base_meta(
+        cfg.replace(num_workers=best_n), torch.device("cpu"), kind="loader_summary", best_workers=best_n,
+        cpu_cores=cores, stop_reason=reason, timing_note=LOADER_NOTE, runs=[it.run_dir.name for it in items]))
     return LoaderSweep(summary, rows, best_n, cores, reason, items, sdir)
 
 
@@ -248,10 +246,8 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
     tr = _trace(model, build_train_loader(cfg.replace(num_workers=best), device), device, opt,
                 tdir / "trace.json", steps=trace_steps, cfg=cfg)
-    atomic_write_csv(tdir / "top_ops.csv", tr.top_ops.to_dict("records"), list(tr.top_ops.columns))
-    results.write_meta(tdir, {**_base_meta(cfg.replace(num_workers=best), device, kind="trace",
-                                           steps=tr.steps, warmup_steps=tr.warmup),
-                              "run_id": tdir.name, "status": "complete", "finished_at": _now()})
+    results.write_derived(tdir, {"top_ops": tr.top_ops}, _base_meta(
+        cfg.replace(num_workers=best), device, kind="trace", steps=tr.steps, warmup_steps=tr.warmup))
     return C4Result(epochs, summary, best, source, tr, items)
 
 
@@ -424,9 +420,8 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"
     tr = _trace(model, build_train_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg)
-    atomic_write_csv(tdir / "top_ops.csv", tr.top_ops.to_dict("records"), list(tr.top_ops.columns))
-    results.write_meta(tdir, {**_base_meta(cfg, device, kind="trace", traced_mode="compile" if traced else "eager",
-                                           steps=tr.steps, warmup_steps=tr.warmup),
-                              "run_id": tdir.name, "status": "complete", "finished_at": _now()})
+    results.write_derived(tdir, {"top_ops": tr.top_ops}, _base_meta(
+        cfg, device, kind="trace", traced_mode="compile" if traced else "eager", steps=tr.steps,
+        warmup_steps=tr.warmup))
     return C8Result(epochs, summary, speedup, compile_cost, message, backend, tr, "compile" if traced else "eager",
                     items)

@@ -24,7 +24,6 @@ from torch import nn
 from .. import models, results
 from ..config import RunConfig
 from ..training import build_optimizer, train_step
-from ..io import atomic_write_csv
 
 
 def conv_layers(model: nn.Module) -> dict[str, int]:
@@ -111,6 +110,5 @@ def run(cfg) -> QuestionsResult:
     meta = results.new_meta(cfg, "cpu", status="complete",
                             note="counts after one real training step on a random batch of 2 (so gradients and state exist)")
     meta["finished_at"] = meta["started_at"]
-    atomic_write_csv(run_dir / "answers.csv", df.to_dict("records"), list(df.columns))
-    results.write_meta(run_dir, meta)
+    results.write_derived(run_dir, {"answers": df}, meta)
     return QuestionsResult(df, meta)
