@@ -244,6 +244,10 @@ class RunFolder:
     def __exit__(self, kind, e, tb) -> None:
         if self.done or not self.path.exists():
             return
+        with signals_held():  # a second Ctrl-C or SIGTERM waits until this run's end is recorded
+            self._record_end(e)
+
+    def _record_end(self, e: BaseException | None) -> None:
         if e is not None:
             try:
                 meta = json.loads((self.path / "meta.json").read_text())

@@ -3,6 +3,7 @@
 Grouped by class: lost data (a rerun never destroys a complete run; SIGTERM and SIGKILL mid-sweep), output paths
 checked before compute."""
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -70,15 +71,28 @@ def test_first_failed_run_is_shown_failed(cfg):
     assert results.read_run(cfg.run_dir()).status == "failed"
 
 
-def test_sigterm_marks_the_run_interrupted_and_keeps_finished_epochs(cfg):
-    p = subprocess.Popen(_cli(cfg, "--epochs", "5000", "--max-batches", "2"), stderr=subprocess.PIPE, text=True)
-    run_dir = cfg.replace(epochs=5000).run_dir()
+def _process_tree(pid: int) -> list[int]:
+    """pid and its descendants, children first (the order the Slurm script's stop_step signals them in)."""
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [q for c in children for q in _process_tree(int(c))] + [pid]
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["main-process", "tree-with-loader-workers"])
+def test_sigterm_marks_the_run_interrupted_and_keeps_finished_epochs(cfg, workers):
+    # With workers, SIGTERM goes to the whole process tree, as Slurm sends it at a time limit: a DataLoader worker
+    # killed by it used to make the run 'failed' ("worker ... is killed by signal: Terminated")
+    extra = ["--num-workers", str(workers), "--persistent-workers", "true"] if workers else []
+    p = subprocess.Popen(_cli(cfg, "--epochs", "5000", "--max-batches", "2", *extra), stderr=subprocess.PIPE, text=True)
+    run_dir = cfg.replace(epochs=5000, num_workers=workers, persistent_workers=bool(workers)).run_dir()
     deadline = time.time() + 120
     while time.time() < deadline:  # wait until the first epoch is on disk (in the attempt folder)
         if list(run_dir.parent.glob(f".{run_dir.name}.attempt-*/epochs.csv")):
             break
         time.sleep(0.2)
-    p.send_signal(signal.SIGTERM)
+    tree = _process_tree(p.pid)
+    assert len(tree) == 1 + workers
+    for pid in tree:
+        os.kill(pid, signal.SIGTERM)
     err = p.communicate(timeout=120)[1]
     assert p.returncode == 143 and "interrupted" in err and "Traceback" not in err
     meta = results.read_run(run_dir).meta  # nothing complete before: the interrupted run is the one shown
@@ -88,7 +102,6 @@ def test_sigterm_marks_the_run_interrupted_and_keeps_finished_epochs(cfg):
 
 def test_sigterm_while_an_epoch_is_written_arrives_after_its_files_agree(cfg, monkeypatch):
     # the window CI once hit: SIGTERM between epochs.csv and meta.json left 2 epochs in meta and 3 in the CSV
-    import os
 
     from hpml_lab import training
 
@@ -110,8 +123,6 @@ def test_sigterm_while_an_epoch_is_written_arrives_after_its_files_agree(cfg, mo
 
 
 def test_signals_held_delivers_to_the_handler_in_place_before():
-    import os
-
     seen = []
     with pytest.raises(results.Interrupted), results.sigterm_interrupts():
         with results.signals_held():

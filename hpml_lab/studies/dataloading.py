@@ -43,7 +43,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .. import results
-from ..data import cifar, lab_transform
+from ..data import cifar, lab_transform, worker_init
 from ..data.gpu_loader import TensorLoader
 from ..profiling import WallClock, summarize
 from ..io import atomic_write_csv
@@ -226,7 +226,7 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
                     with warnings.catch_warnings():  # more workers than cores is the point of the comparison
                         warnings.filterwarnings("ignore", message="This DataLoader will create")
                         loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=w, generator=gen(),
-                                            pin_memory=device.type == "cuda")
+                                            pin_memory=device.type == "cuda", worker_init_fn=worker_init)
                         rows.append(_row(lat, name, w, t, b, n_files, time_passes(loader, passes, device)))
                     log(f"[dataloading] {lat:g} ms, {name} ({w} workers x {t} threads): "
                         f"{rows[-1]['images_per_s']:.0f} img/s")
