@@ -51,3 +51,17 @@ def test_allreduce_fit_recovers_latency_and_bandwidth_and_falls_back_on_noise():
     noisy = exact.assign(time_s=[3e-3, 1e-3, 2e-3])  # larger messages faster: no usable line
     fb = scaling.fit_allreduce(noisy)
     assert fb["method"].startswith("largest message") and fb["latency_s"] == 3e-3 and fb["busbw_Bps"] > 0
+
+
+def test_allreduce_note_names_a_link_peak_only_for_an_nccl_measurement():
+    import types
+
+    import pandas as pd
+
+    def res(backend, on_gpu, workers):
+        return types.SimpleNamespace(allreduce=pd.DataFrame({"backend": [backend]}), on_gpu=on_gpu, workers_here=workers)
+
+    assert "450 GB/s" in scaling.allreduce_note(res("nccl", True, 4), "NVIDIA H100 80GB HBM3")
+    one_gpu = scaling.allreduce_note(res("gloo", True, 1), "NVIDIA H100 80GB HBM3")  # gloo between CPU processes
+    assert "GB/s" not in one_gpu and "gloo" in one_gpu and "inherit" in one_gpu
+    assert scaling.allreduce_note(res("gloo", False, 2), None).startswith("No link peak applies")

@@ -532,8 +532,10 @@ def lab5(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[str]
     ok = res.q1[res.q1.status == "ok"]
     best_row = ok.loc[ok.images_per_s.idxmax()]
     oom = res.q1[res.q1.status == "OOM"].per_gpu_batch.tolist()
+    backend = res.allreduce.backend.iloc[0]
     src_model = (f"ring all-reduce model, busbw {res.fit['busbw_Bps'] / 1e9:.2f} GB/s and latency "
-                 f"{1e6 * res.fit['latency_s']:.0f} us from this machine's all-reduce ({res.fit['method']})")
+                 f"{1e6 * res.fit['latency_s']:.0f} us from this machine's all-reduce ({backend}, "
+                 f"{res.fit['world_size']} processes; {res.fit['method']})")
     q1 = Answer("Q1: computational efficiency on one worker",
                 f"Throughput peaks at per-worker batch {int(best_row.per_gpu_batch)} ({best_row.images_per_s:,.0f} images/s, "
                 f"epoch excluding data I/O {best_row.epoch_s_excl_io:.1f} s extrapolated from {int(best_row.batches_timed)} "
@@ -577,6 +579,11 @@ def lab5(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[str]
     q4 = Answer("Q4: 5th-epoch loss and accuracy at the largest batch on 4 GPUs", q4_text, "partial", q4_nums,
                 missing="4 GPUs at per-GPU batch 8192 (global 32,768) for 5 epochs")
     flags = [sanity.too_few(int(ok.batches_timed.min()), "timed batches per Q1 size")]
+    if res.on_gpu and backend != "nccl":
+        flags.append(sanity.Flag("settings differ", f"only {res.workers_here} GPU here: the multi-GPU rows are "
+                                 "predicted with the all-reduce bandwidth of gloo between CPU processes on this host, "
+                                 "not of a GPU link (NVLink or PCIe with NCCL), so their communication time is a "
+                                 "poor guide to a real multi-GPU run"))
     for rec in res.runs:
         flags.append(sanity.diverged(rec.table("batches")["loss"], num_classes(cfg.dataset)))
     return [q1, q2, q3, q4], _dedupe(flags), []

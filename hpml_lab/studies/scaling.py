@@ -224,6 +224,20 @@ class Lab5Result:
     meta: dict = field(default_factory=dict)   # provenance of the newest run of the study
 
 
+def allreduce_note(res: Lab5Result, gpu_name: str | None) -> str:
+    """What the measured all-reduce stands for: the GPUs' interconnect (NCCL, with the link's data-sheet peak when
+    known) or gloo between CPU processes on one host, which says nothing about a GPU link."""
+    backend = res.allreduce.backend.iloc[0]
+    peak = link_peak(gpu_name) if backend == "nccl" else None
+    if backend == "nccl":
+        return (f"Link peak for this GPU: {peak:g} GB/s (data sheet)." if peak else
+                "No data-sheet link peak is known for this GPU, so no utilisation is given.")
+    if res.on_gpu:
+        return (f"Only {res.workers_here} GPU here: the all-reduce ran with gloo between CPU processes on this host "
+                "(loopback), not over the GPUs' link, and the predicted multi-GPU rows below inherit that bandwidth.")
+    return "No link peak applies: the processes share one host (loopback), so no utilisation is given."
+
+
 def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     """Q1 (compute sweep), the all-reduce measurement and fit, DDP runs where workers exist and the model's
     prediction where they do not, strong and weak scaling, and the model checked against the reference."""
