@@ -27,16 +27,78 @@ import logging
 import torch
 from torch import nn
 
+from .config import ConfigError
+
+
+def check_backend(backend: str) -> None:
+    """A ConfigError (one line, before any compute) for a backend name torch.compile does not know."""
+    import torch._dynamo as dynamo
+
+    known = set(dynamo.list_backends(exclude_tags=())) | {"inductor"}
+    if backend not in known:
+        raise ConfigError(f"parameter 'compile_backend' is {backend!r}; valid backends: {', '.join(sorted(known))}")
+
+
+def _python_include() -> str:
+    """Where Python.h is, read as Triton reads it (the default scheme; Debian's posix_local as posix_prefix)."""
+    import sysconfig
+
+    scheme = sysconfig.get_default_scheme()
+    return sysconfig.get_paths(scheme="posix_prefix" if scheme == "posix_local" else scheme)["include"]
+
+
+def compile_available(backend: str, device: str = "auto") -> str:
+    """'' when torch.compile with `backend` can build its code on `device` here, else the reason it cannot.
+
+    Only inductor builds anything, and the tools are looked up as inductor and Triton look for them: on a CPU
+    inductor compiles C++ with $CXX, else g++ (torch._inductor.config.cpp.cxx); on CUDA Triton builds its
+    launcher with $CC, else gcc, else clang (triton.runtime.build). Both need Python's headers."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    from .device import resolve_device
+
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile"
+    try:
+        import torch._dynamo as dynamo
+
+        known = set(dynamo.list_backends(exclude_tags=())) | {"inductor"}
+    except Exception as e:  # pragma: no cover - depends on the build
+        return f"torch.compile is not usable here ({type(e).__name__}: {e})"
+    if backend not in known:
+        return f"unknown compile backend {backend!r}; available: {', '.join(sorted(known))}"
+    if backend == "inductor":
+        kind = resolve_device(device).type if device == "auto" else torch.device(device).type
+        env, names = ("CC", ("gcc", "clang")) if kind == "cuda" else ("CXX", ("g++",))
+        if not (os.environ.get(env) or any(shutil.which(c) for c in names)):
+            return (f"the inductor backend on {kind} needs a {'C' if kind == 'cuda' else 'C++'} compiler: none of "
+                    f"${env}, {', '.join(names)} was found (install {'gcc' if kind == 'cuda' else 'g++'})")
+        include = _python_include()
+        if not (Path(include) / "Python.h").is_file():
+            return (f"the inductor backend needs Python's headers (Python.h) and they are missing ({include}; "
+                    "install python3-dev)")
+    return ""
 
 
 def apply_to_model(cfg, model: nn.Module) -> nn.Module:
-    """channels_last weights and torch.compile, as cfg asks (the model is already on its device)."""
+    """channels_last weights and torch.compile, as cfg asks (the model is already on its device).
+
+    torch.compile gets dynamic=False: the last batch of an epoch is usually smaller, and with dynamic shapes
+    left to dynamo that batch makes it recompile a shape-generic graph at the end of epoch 1, which then serves
+    every later full batch. Static shapes compile the partial batch's graph once, beside the full one.
+    A missing compiler or header is a ConfigError here, before any compute, not an error deep in the first step."""
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     if cfg.compile:
-        if not torch.cuda.is_available():  # inductor warns "No CUDA runtime is found" on every CPU build: noise
+        device = next(model.parameters()).device.type if any(True for _ in model.parameters()) else "cpu"
+        why_not = compile_available(cfg.compile_backend, device)
+        if why_not:
+            raise ConfigError(f"compile=true cannot run: {why_not}; or set compile=false")
+        if device != "cuda":  # inductor warns "No CUDA runtime is found" on every CPU build: noise
             logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-        model = torch.compile(model, backend=cfg.compile_backend)
+        model = torch.compile(model, backend=cfg.compile_backend, dynamic=False)
     return model
 
 

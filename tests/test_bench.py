@@ -2,6 +2,7 @@
 import json
 
 from hpml_lab.report import cli
+from hpml_lab.studies import bench
 
 
 def test_bench_prints_one_json_line_and_saves_it(cifar_root, tmp_path, monkeypatch, capsys):
@@ -28,3 +29,16 @@ def test_bench_unknown_name_is_one_line(capsys, tmp_path, monkeypatch):
     err = capsys.readouterr().err
     assert "unknown benchmark 'speed'" in err and err.count("\n") == 1
     assert not (tmp_path / "benchmarks").exists()
+
+
+def test_the_timed_step_never_gets_an_epochs_smaller_last_batch():
+    import types
+
+    import torch
+
+    t = bench._Trainer.__new__(bench._Trainer)
+    t.cfg, t._it = types.SimpleNamespace(batch_size=8), None
+    t.loader = [(torch.zeros(n), torch.zeros(n)) for n in (8, 8, 4)]  # an epoch of 20 images
+    assert [len(t.next_batch()[0]) for _ in range(7)] == [8] * 7
+    t.loader, t._it = [(torch.zeros(5), torch.zeros(5))], None  # fewer images than one batch: that batch
+    assert len(t.next_batch()[0]) == 5

@@ -1,5 +1,6 @@
 """Lab 2 experiments C3 to C8 on tiny settings: rows written, resumable, honest about what is missing."""
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -80,12 +81,36 @@ def test_c5_has_a_gpu_row_with_cuda(cfg):
     assert (out.summary["epoch_speedup_vs_cpu"] > 0).all() and (out.summary["compute_speedup_vs_cpu"] > 0).all()
 
 
-def test_compile_needs_a_compiler_and_python_headers_on_every_device(monkeypatch):
+def test_compile_needs_the_compiler_inductor_or_triton_looks_for_and_python_headers(monkeypatch):
     import shutil
     import sysconfig
 
-    assert lab2.compile_available("inductor", "cpu") == ""  # this machine has both
-    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"include": "/nonexistent"})
-    assert "Python.h" in lab2.compile_available("inductor", "cpu")
+    from hpml_lab import fastpath
+
+    assert fastpath.compile_available("inductor", "cpu") == ""  # this machine has g++ and Python.h
+    assert fastpath.compile_available("eager", "cpu") == ""     # builds nothing
+    real_which = shutil.which
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.delenv("CXX", raising=False)
+    # only clang: Triton (CUDA) takes it, inductor on a CPU wants g++ (or $CXX)
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/clang" if name == "clang" else None)
+    assert fastpath.compile_available("inductor", "cuda") == ""
+    assert "needs a C++ compiler" in fastpath.compile_available("inductor", "cpu")
+    monkeypatch.setenv("CXX", real_which("g++") or "g++")
+    assert fastpath.compile_available("inductor", "cpu") == ""
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    assert "needs a C compiler" in lab2.compile_available("inductor", "cpu")
+    monkeypatch.delenv("CXX")
+    assert "needs a C compiler" in fastpath.compile_available("inductor", "cuda")
+    monkeypatch.setattr(shutil, "which", real_which)
+    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {"include": "/nonexistent"})
+    assert "Python.h" in fastpath.compile_available("inductor", "cpu")
+
+
+def test_compile_without_its_compiler_is_one_line_before_any_compute(cfg, monkeypatch):
+    from hpml_lab import fastpath
+    from hpml_lab.training import train
+
+    monkeypatch.setattr(fastpath, "compile_available", lambda backend, device: "no C++ compiler here")
+    with pytest.raises(ConfigError, match="compile=true cannot run: no C.. compiler here; or set compile=false"):
+        train(cfg.replace(compile=True))
+    assert not list(Path(cfg.results_dir).rglob("meta.json"))  # nothing ran, nothing written

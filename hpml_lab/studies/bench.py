@@ -85,14 +85,18 @@ class _Trainer:
         self._it = None
 
     def next_batch(self):
-        """Next batch, starting the next epoch when one ends (the loader's own behaviour at epoch ends)."""
-        if self._it is None:
-            self._it = iter(self.loader)
-        try:
-            return next(self._it)
-        except StopIteration:
-            self._it = iter(self.loader)
-            return next(self._it)
+        """Next full batch, starting the next epoch when one ends. An epoch's smaller last batch is skipped when
+        the epoch has full ones: a step on fewer images is not the step timed, and under torch.compile its new
+        shape would be compiled inside a timed repeat."""
+        for _ in range(3):  # at most: the rest of this epoch, then a fresh one
+            if self._it is None:
+                self._it = iter(self.loader)
+            for batch in self._it:
+                if len(batch[0]) == self.cfg.batch_size:
+                    return batch
+                last = batch
+            self._it = None
+        return last  # the dataset is smaller than one batch: its only batch
 
     def step(self, x, y):
         out, loss, _ = train_step(self.model, self.optimizer, self.criterion, x, y, self.cfg, self.device)

@@ -29,6 +29,7 @@ from ..profiling import WallClock, summarize
 from ..sweeps import SweepItem, run_sweep, tables
 from ..training import build_model, build_optimizer, train
 from ..device import resolve_device, seed_everything
+from ..fastpath import check_backend, compile_available
 from ..io import atomic_write_csv
 
 LOADER_COLUMNS = ["num_workers", "repeat", "seconds", "batches", "images", "images_per_s"]
@@ -328,42 +329,6 @@ def c7_batchnorm(cfg: RunConfig, log=print) -> TrainingSweep:
 
 
 # ------------------------------------------------------------------ C8: torch.compile
-def check_backend(backend: str) -> None:
-    """A ConfigError (one line, before any compute) for a backend name torch.compile does not know."""
-    import torch._dynamo as dynamo
-
-    known = set(dynamo.list_backends(exclude_tags=())) | {"inductor"}
-    if backend not in known:
-        raise ConfigError(f"parameter 'compile_backend' is {backend!r}; valid backends: {', '.join(sorted(known))}")
-
-
-def compile_available(backend: str, device: str = "auto") -> str:
-    """'' when torch.compile with `backend` can be tried here, else the reason it cannot."""
-    if not hasattr(torch, "compile"):
-        return f"torch {torch.__version__} has no torch.compile"
-    try:
-        import torch._dynamo as dynamo
-
-        known = set(dynamo.list_backends(exclude_tags=())) | {"inductor"}
-    except Exception as e:  # pragma: no cover - depends on the build
-        return f"torch.compile is not usable here ({type(e).__name__}: {e})"
-    if backend not in known:
-        return f"unknown compile backend {backend!r}; available: {', '.join(sorted(known))}"
-    if backend == "inductor":
-        # CPU: inductor compiles C++; CUDA: Triton builds its launcher with a C compiler against Python.h
-        import shutil
-        import sysconfig
-        from pathlib import Path
-
-        if not any(shutil.which(c) for c in ("cc", "gcc", "clang", "g++", "c++")):
-            return (f"the inductor backend on {resolve_device(device).type} needs a C compiler and none was found on "
-                    "PATH (install gcc)")
-        if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
-            return ("the inductor backend needs Python's headers (Python.h) and they are missing "
-                    f"({sysconfig.get_paths()['include']}; install python3-dev)")
-    return ""
-
-
 def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     """Eager vs torch.compile(model, backend=cfg.compile_backend), same config and seed.
 
