@@ -32,7 +32,7 @@ from torch import nn
 from . import distributed, fastpath, flops, models, results
 from .config import ConfigError, RunConfig, check_keys, coerce_value
 from .data import DatasetError, build_loader, dataset_info, num_classes
-from .device import is_oom, resolve_device, seed_everything
+from .device import configure as configure_device, is_oom, resolve_device, seed_everything
 from .profiling import DeviceTimer, HostTimer, WallClock, synchronize
 from .io import atomic_file, atomic_write_csv
 
@@ -201,8 +201,7 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     cfg = distributed.run_config(cfg, dist_env.world_size)  # ddp<N>-<id>: never a 1-process run's folder
     flops_record = _flops_record(cfg, device)  # before seeding: counting must not shift the run's random streams
     seed_everything(cfg.seed)
-    if device.type == "cuda":  # cuDNN picks its fastest kernels in the first steps (the warm-up epoch absorbs it)
-        torch.backends.cudnn.benchmark = True
+    configure_device(device)  # cuDNN autotuning on CUDA (the warm-up epoch absorbs it)
     model = build_model(cfg, device) if model is None else fastpath.apply_to_model(cfg, model.to(device))
     parallel_note = ""
     if dist_env.distributed:
