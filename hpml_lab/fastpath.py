@@ -82,13 +82,10 @@ def compile_available(backend: str, device: str = "auto") -> str:
     return ""
 
 
-def apply_to_model(cfg, model: nn.Module) -> nn.Module:
-    """channels_last weights and torch.compile, as cfg asks (the model is already on its device).
-
-    torch.compile gets dynamic=False: the last batch of an epoch is usually smaller, and with dynamic shapes
-    left to dynamo that batch makes it recompile a shape-generic graph at the end of epoch 1, which then serves
-    every later full batch. Static shapes compile the partial batch's graph once, beside the full one.
-    A missing compiler or header is a ConfigError here, before any compute, not an error deep in the first step."""
+def apply_to_model(cfg, model: nn.Module, compile: bool = True) -> nn.Module:
+    """channels_last weights and torch.compile, as cfg asks (the model is already on its device). A missing
+    compiler or header is a ConfigError here, before any compute, not an error deep in the first step; with
+    compile=False the check is made and compiling is left to the caller (train() compiles DDP's wrapper)."""
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     if cfg.compile:
@@ -96,10 +93,20 @@ def apply_to_model(cfg, model: nn.Module) -> nn.Module:
         why_not = compile_available(cfg.compile_backend, device)
         if why_not:
             raise ConfigError(f"compile=true cannot run: {why_not}; or set compile=false")
-        if device != "cuda":  # inductor warns "No CUDA runtime is found" on every CPU build: noise
-            logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-        model = torch.compile(model, backend=cfg.compile_backend, dynamic=False)
+        if compile:
+            model = compile_model(cfg, model)
     return model
+
+
+def compile_model(cfg, model: nn.Module) -> nn.Module:
+    """torch.compile(model, backend=cfg.compile_backend, dynamic=False).
+
+    Static shapes: the last batch of an epoch is usually smaller, and with dynamic shapes left to dynamo that
+    batch makes it recompile a shape-generic graph at the end of epoch 1, which then serves every later full
+    batch. Static shapes compile the partial batch's graph once, beside the full one."""
+    if not torch.cuda.is_available():  # inductor warns "No CUDA runtime is found" on every CPU build: noise
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    return torch.compile(model, backend=cfg.compile_backend, dynamic=False)
 
 
 def to_device(x: torch.Tensor, device: torch.device, channels_last: bool = False) -> torch.Tensor:

@@ -50,12 +50,12 @@ TIMING_NOTE = (
 
 
 
-def build_model(cfg: RunConfig, device: torch.device | None = None) -> nn.Module:
+def build_model(cfg: RunConfig, device: torch.device | None = None, compile: bool = True) -> nn.Module:
     """The model cfg names, sized for cfg's dataset (classes, stem, norm, checkpoint segments); with `device`,
     moved there and given the fast path's format and compilation (fastpath.apply_to_model) as cfg asks."""
     extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
     model = models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra)
-    return model if device is None else fastpath.apply_to_model(cfg, model.to(device))
+    return model if device is None else fastpath.apply_to_model(cfg, model.to(device), compile=compile)
 
 
 def build_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
@@ -202,10 +202,14 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     flops_record = _flops_record(cfg, device)  # before seeding: counting must not shift the run's random streams
     seed_everything(cfg.seed)
     configure_device(device)  # cuDNN autotuning on CUDA (the warm-up epoch absorbs it)
-    model = build_model(cfg, device) if model is None else fastpath.apply_to_model(cfg, model.to(device))
+    late = dist_env.distributed  # under DDP, compile the wrapper: torch.compile(DDP(model)), as DDP's docs ask
+    model = (build_model(cfg, device, compile=not late) if model is None
+             else fastpath.apply_to_model(cfg, model.to(device), compile=not late))
     parallel_note = ""
     if dist_env.distributed:
         model = distributed.wrap_model(model, dist_env)
+        if cfg.compile:  # DDPOptimizer then splits the graph at DDP's buckets: all-reduce overlaps the backward
+            model = fastpath.compile_model(cfg, model)
     elif cfg.data_parallel:
         model, parallel_note = distributed.wrap_data_parallel(model, device)
     if loader is None:

@@ -139,8 +139,10 @@ def test_distributed_sampler_shards_and_reshuffles_per_epoch():
 @pytest.mark.slow
 def test_tensor_loader_under_ddp_two_ranks_equal_one_process(cifar_root, tmp_path):
     """The fast path under torchrun: each rank holds the data and takes items r, r+2, ... of every epoch's
-    permutation (shuffled here), so 2 ranks at batch 8 train exactly as 1 process at batch 16 (augment off)."""
+    permutation (shuffled here), so 2 ranks at batch 8 train exactly as 1 process at batch 16 (augment off).
+    Compiled too (aot_eager: dynamo and AOTAutograd without a C++ build), DDP's wrapper compiled under torchrun."""
     common = ["--model", "resnet_tiny", "--norm", "none", "--augment", "false", "--loader", "tensor",
+              "--compile", "true", "--compile-backend", "aot_eager",
               "--subset", "64", "--epochs", "2", "--max-batches", "0", "--device", "cpu",
               "--data-root", str(cifar_root), "--results-dir", str(tmp_path / "results"), "--progress", "none",
               "--lr", "0.05"]
