@@ -179,3 +179,10 @@ def test_cuda_peak_and_oom_rows(tmp_path):
     assert [r["status"] for r in rows] == ["ok", "oom"]
     assert memory.cuda_peak_step(net, 8)["peak_allocated"] > 0  # memory was freed after the OOM
     assert memory.cuda_memory_snapshot(net, 4, tmp_path / "snap.pickle").stat().st_size > 0
+
+
+def test_a_setting_the_revnet_run_refuses_is_one_line_before_any_measurement(cifar_root, tmp_path):
+    cfg = RunConfig(task="memory", amp=True, data_root=str(cifar_root), results_dir=str(tmp_path / "results"))
+    with pytest.raises(ConfigError, match="amp with 'revnet38' is not supported"):
+        memory_study.run(cfg, memory_study.Settings())
+    assert not (tmp_path / "results").exists()

@@ -23,7 +23,7 @@ import torch
 
 from .. import results
 from ..config import OPTIMIZERS, ConfigError, RunConfig, StudySettings
-from ..data import build_train_loader
+from ..data import build_loader, build_train_loader
 from ..envinfo import usable_cores
 from ..profiling import WallClock, summarize
 from ..sweeps import SweepItem, run_sweep, tables
@@ -245,7 +245,7 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     model = build_model(cfg, device)  # as timed: channels-last, compile, checkpointing as cfg asks
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
-    tr = _trace(model, build_train_loader(cfg.replace(num_workers=best), device), device, opt,
+    tr = _trace(model, build_loader(cfg.replace(num_workers=best), device), device, opt,
                 tdir / "trace.json", steps=trace_steps, cfg=cfg)
     results.write_derived(tdir, {"top_ops": tr.top_ops}, _base_meta(
         cfg.replace(num_workers=best), device, kind="trace", steps=tr.steps, warmup_steps=tr.warmup))
@@ -390,7 +390,7 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     model = compiled_model["m"] if traced else build_model(cfg.replace(compile=False), device)
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"
-    tr = _trace(model, build_train_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg)
+    tr = _trace(model, build_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg)
     results.write_derived(tdir, {"top_ops": tr.top_ops}, _base_meta(
         cfg, device, kind="trace", traced_mode="compile" if traced else "eager", steps=tr.steps,
         warmup_steps=tr.warmup))
