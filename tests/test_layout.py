@@ -86,3 +86,11 @@ def test_layout_detects_an_upward_import(tmp_path):
     f = tmp_path / "x.py"
     f.write_text("from .report import runner\n")
     assert "hpml_lab.report.runner" in _imports("hpml_lab.x", f, {"hpml_lab.report", "hpml_lab.report.runner"})
+
+
+def test_readme_layout_table_names_every_module():
+    readme = (PKG.parent / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    missing = sorted(str(f.relative_to(PKG)) for f in PKG.rglob("*.py")
+                     if f.name != "__init__.py" and f"`{f.name}`" not in layout and f"/{f.name}`" not in layout)
+    assert not missing, f"README's layout table does not name {missing}"
