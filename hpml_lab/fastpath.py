@@ -9,7 +9,8 @@
   is applied too (torch.autocast("cpu")), which pays off only on CPUs with bf16 units (AMX,
   AVX512-BF16) and is usually slower elsewhere: measure it. bfloat16 keeps float32's exponent
   range, so no gradient scaler is needed.
-- compile: torch.compile(model); compilation happens in the first steps (epoch 1).
+- compile: torch.compile with static shapes, a fresh compile per run (DDP's wrapper under torchrun);
+  compilation happens in the first steps (epoch 1); compile_available says beforehand whether it can build here.
 - pinned memory and non_blocking copies: the DataLoader pins on CUDA, and train() copies
   batches with non_blocking=True; nothing to switch.
 - persistent_workers: DataLoader workers survive epoch ends (no re-fork each epoch).
@@ -17,7 +18,8 @@
   hpml_lab.data.build_loader).
 
 Models are built by training.build_model and loaders by data.build_loader; this module holds only what the
-fast path changes: the model's format and compilation, the copy, autocast, and unwrapping for saving.
+fast path changes: the model's format and compilation (and whether compiling can work here), the copy,
+autocast, and unwrapping for saving.
 """
 from __future__ import annotations
 
@@ -99,13 +101,20 @@ def apply_to_model(cfg, model: nn.Module, compile: bool = True) -> nn.Module:
 
 
 def compile_model(cfg, model: nn.Module) -> nn.Module:
-    """torch.compile(model, backend=cfg.compile_backend, dynamic=False).
+    """torch.compile(model, backend=cfg.compile_backend, dynamic=False), a fresh compile for every run.
 
     Static shapes: the last batch of an epoch is usually smaller, and with dynamic shapes left to dynamo that
     batch makes it recompile a shape-generic graph at the end of epoch 1, which then serves every later full
-    batch. Static shapes compile the partial batch's graph once, beside the full one."""
+    batch. Static shapes compile the partial batch's graph once, beside the full one. Dynamo's cache is shared
+    by every run in a process (a sweep over batch sizes adds two graphs a size), so it is emptied first: each
+    run pays, and reports, its own compile, and never meets dynamo's recompile limit, past which it would
+    silently run eager code under a "compiled" label; should a run still hit the limit, it is an error."""
+    import torch._dynamo as dynamo
+
     if not torch.cuda.is_available():  # inductor warns "No CUDA runtime is found" on every CPU build: noise
         logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    dynamo.reset()
+    dynamo.config.fail_on_recompile_limit_hit = True
     return torch.compile(model, backend=cfg.compile_backend, dynamic=False)
 
 

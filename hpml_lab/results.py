@@ -187,18 +187,34 @@ def signals_held(signums: Sequence[int] = (signal.SIGTERM, signal.SIGINT)):
         yield
         return
     pending: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in signums}
+    # a handler installed from C (getsignal() is None) cannot be put back from Python: such a signal is not held
+    held = [s for s in signums if signal.getsignal(s) is not None]
+    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in held}
     try:
         yield
     finally:
         for s, handler in previous.items():
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+            signal.signal(s, handler)
         for s in dict.fromkeys(pending):
             signal.raise_signal(s)
 
 
 def end_status(e: BaseException) -> str:
     return "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+
+
+def root_cause(e: BaseException) -> BaseException:
+    """The error a run ended on: a held signal delivered while an error was on its way out (signals_held) raises
+    Interrupted on top of it, and the error it interrupted is the one to record."""
+    while isinstance(e, KeyboardInterrupt) and e.__context__ is not None \
+            and not isinstance(e.__context__, KeyboardInterrupt):
+        e = e.__context__
+    return e
+
+
+def _remove(folder: Path | None) -> None:
+    if folder is not None and folder.exists():
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class RunFolder:
@@ -217,6 +233,8 @@ class RunFolder:
         self.final = Path(run_dir)
         self.path = self.final.parent / f".{self.final.name}.attempt-{os.getpid()}"
         self.done = False
+        self.where: Path | None = None   # after the block: where this attempt's files are, and their status
+        self.status: str | None = None
 
     def __enter__(self) -> "RunFolder":
         if self.path.exists():
@@ -230,31 +248,40 @@ class RunFolder:
     def complete(self, meta: Mapping[str, Any]) -> None:
         with signals_held():  # a signal now lands the run first: complete means complete
             write_meta(self.path, {**meta, "status": "complete", "run_id": self.final.name})
-            self._land()
-            self.done = True
+            replaced = self._land()
+            self.done, self.where, self.status = True, self.final, "complete"
+        _remove(replaced)
 
-    def _land(self) -> None:
+    def _land(self) -> Path | None:
+        """The attempt becomes the run folder; returns the folder it replaced (set aside), to be removed."""
         old = self.final.parent / f".{self.final.name}.replaced-{os.getpid()}"
-        if self.final.exists():
-            os.replace(self.final, old)
+        if not self.final.exists():
+            os.replace(self.path, self.final)
+            return None
+        os.replace(self.final, old)
         os.replace(self.path, self.final)
-        if old.exists():
-            shutil.rmtree(old, ignore_errors=True)
+        return old
 
     def __exit__(self, kind, e, tb) -> None:
         if self.done or not self.path.exists():
             return
         with signals_held():  # a second Ctrl-C or SIGTERM waits until this run's end is recorded
-            self._record_end(e)
+            replaced = self._record_end(e)
+        _remove(replaced)
 
-    def _record_end(self, e: BaseException | None) -> None:
-        if e is not None:
+    def _record_end(self, e: BaseException | None) -> Path | None:
+        cause = root_cause(e) if e is not None else None
+        if cause is not None:
             try:
                 meta = json.loads((self.path / "meta.json").read_text())
             except (OSError, ValueError):
                 meta = {}
-            write_meta(self.path, {**meta, "status": end_status(e), "error": f"{type(e).__name__}: {e}",
-                                   "finished_at": now()})
+            error = f"{type(cause).__name__}: {cause}" + (f" (then {type(e).__name__}: {e})" if cause is not e else "")
+            self.status = end_status(cause)
+            write_meta(self.path, {**meta, "status": self.status, "error": error, "finished_at": now()})
+        self.where = self.path
         if not is_complete(self.final):
-            self._land()  # nothing complete to protect: the failed run is the one to show
+            self.where = self.final
+            return self._land()  # nothing complete to protect: the failed run is the one to show
+        return None
         # else: the attempt stays beside the complete run, hidden from load_runs

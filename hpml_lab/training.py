@@ -52,7 +52,8 @@ TIMING_NOTE = (
 
 def build_model(cfg: RunConfig, device: torch.device | None = None, compile: bool = True) -> nn.Module:
     """The model cfg names, sized for cfg's dataset (classes, stem, norm, checkpoint segments); with `device`,
-    moved there and given the fast path's format and compilation (fastpath.apply_to_model) as cfg asks."""
+    moved there and given the fast path's format and compilation (fastpath.apply_to_model) as cfg asks;
+    compile=False checks that compiling can work but leaves it to the caller (train() compiles DDP's wrapper)."""
     extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
     model = models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra)
     return model if device is None else fastpath.apply_to_model(cfg, model.to(device), compile=compile)
@@ -223,19 +224,24 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
         "distributed": {**dist_env.as_dict(), "global_batch": cfg.batch_size * dist_env.world_size,
                         "data_parallel": parallel_note}, **(extra_meta or {})})
     folder = results.RunFolder(run_dir) if write else contextlib.nullcontext()
-    with results.sigterm_interrupts(), folder as rf:
+    try:
+        with results.sigterm_interrupts(), folder as rf:
+            if write:
+                rf.write_meta(meta)
+            meta["flops"] = flops_record
+            started = time.perf_counter()
+            batch_rows, epoch_rows = _epochs(cfg, model, loader, optimizer, criterion, device, dist_env,
+                                             rf.path if write else None, meta)
+            meta.update(status="complete", finished_at=_now(), duration_s=time.perf_counter() - started,
+                        epochs_done=cfg.epochs)
+            if save_model and dist_env.is_main:
+                meta["saved_model"] = _save_model(model, save_model, rf.path if write else None, run_dir)
+            if write:
+                rf.complete(meta)
+    except KeyboardInterrupt as e:  # where the run's files are and what they say, for the line the CLI prints
         if write:
-            rf.write_meta(meta)
-        meta["flops"] = flops_record
-        started = time.perf_counter()
-        batch_rows, epoch_rows = _epochs(cfg, model, loader, optimizer, criterion, device, dist_env,
-                                         rf.path if write else None, meta)
-        meta.update(status="complete", finished_at=_now(), duration_s=time.perf_counter() - started,
-                    epochs_done=cfg.epochs)
-        if save_model and dist_env.is_main:
-            meta["saved_model"] = _save_model(model, save_model, rf.path if write else None, run_dir)
-        if write:
-            rf.complete(meta)
+            e.run_outcome = (folder.where, folder.status)
+        raise
     return results.Run(run_dir, meta, model, {"batches": pd.DataFrame(batch_rows, columns=BATCH_COLUMNS),
                                               "epochs": pd.DataFrame(epoch_rows, columns=EPOCH_COLUMNS)})
 
@@ -445,7 +451,11 @@ def _main(argv: list[str] | None) -> int:
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted): the run is marked interrupted
         distributed.cleanup(barrier=False)
-        print(f"interrupted ({e or 'Ctrl-C'}): the finished epochs are kept, status 'interrupted'", file=sys.stderr)
+        where, status = getattr(e, "run_outcome", (None, None))
+        said = ("the finished epochs are kept, status 'interrupted'" if status == "interrupted" else
+                f"{where} has status {status!r}" + (" (the signal came as it landed)" if status == "complete" else "")
+                if where else "no results were written by this process")
+        print(f"interrupted ({e or 'Ctrl-C'}): {said}", file=sys.stderr)
         return 143 if isinstance(e, results.Interrupted) else 130
     except BaseException:
         distributed.cleanup(barrier=False)

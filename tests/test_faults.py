@@ -122,6 +122,46 @@ def test_sigterm_while_an_epoch_is_written_arrives_after_its_files_agree(cfg, mo
     assert signal.getsignal(signal.SIGTERM) is handler  # the handlers are back
 
 
+def test_a_signal_as_the_run_lands_leaves_it_complete_and_the_cli_says_so(cfg, monkeypatch, capsys):
+    from hpml_lab import training
+
+    write = results.write_meta
+
+    def write_then_signal(folder, meta):
+        write(folder, meta)
+        if meta.get("status") == "complete":
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(results, "write_meta", write_then_signal)
+    code = training.main(["--task", cfg.task, "--data-root", cfg.data_root, "--results-dir", cfg.results_dir,
+                          "--model", cfg.model, "--batch-size", "8", "--num-workers", "0", "--progress", "none",
+                          "--epochs", "2", "--max-batches", "2"])
+    run = results.read_run(cfg.run_dir())
+    assert code == 143 and run.status == "complete" and run.meta["epochs_done"] == 2
+    err = capsys.readouterr().err
+    assert f"{run.path} has status 'complete' (the signal came as it landed)" in err and "'interrupted'" not in err
+
+
+def test_an_error_a_held_signal_lands_on_is_the_one_recorded(cfg, monkeypatch):
+    from hpml_lab import training
+
+    write_csv = training.atomic_write_csv
+
+    def signal_then_fail(path, rows, columns):
+        if path.name == "epochs.csv" and len(rows) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # held: it arrives as the error below leaves the block
+            raise OSError(28, "No space left on device")
+        write_csv(path, rows, columns)
+
+    monkeypatch.setattr(training, "atomic_write_csv", signal_then_fail)
+    with pytest.raises(results.Interrupted) as caught:
+        train(cfg.replace(epochs=3))
+    run = results.read_run(cfg.replace(epochs=3).run_dir())
+    assert run.status == "failed" and run.meta["error"].startswith("OSError: [Errno 28] No space left on device")
+    assert "then Interrupted: signal SIGTERM" in run.meta["error"]
+    assert caught.value.run_outcome == (run.path, "failed")
+
+
 def test_signals_held_delivers_to_the_handler_in_place_before():
     seen = []
     with pytest.raises(results.Interrupted), results.sigterm_interrupts():

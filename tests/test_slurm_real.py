@@ -125,16 +125,15 @@ def test_cpu_job_across_two_nodes(cluster, cifar_root, tmp_path, reference):
 
 
 def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_root, tmp_path):
-    """A 2-minute limit with the warning (USR1 to the batch shell) 60 s before it. Slurm sends it up to 30 s early
-    (its timer runs every 30 s; seen here: 19 to 20 s early), so 30 to 60 s into the job; on a fast machine the
-    job (a 2-rank training step, then the C6 notebook's sweep of five runs) can be done by then. So the test also
-    sends the same signal the same way (`scancel --batch --signal=USR1`) once the first sweep run is complete,
-    and whichever comes first stops the job while the sweep runs. The job stops cleanly; submitted again (with
-    more time) it skips the complete training run, reuses exactly the sweep runs the first job completed, and
-    finishes."""
+    """A 4-minute limit with the warning (USR1 to the batch shell) 60 s before it, which Slurm would send about
+    3 minutes in (up to 30 s early: its timer runs every 30 s; 19 to 20 s early seen here). The test sends the
+    same signal the same way (`scancel --batch --signal=USR1`) once the first run of the C6 notebook's sweep of
+    five is complete, so the stop always falls inside the sweep, on a fast machine or a loaded one. The job stops
+    cleanly; submitted again (with more time) it skips the complete training run, reuses exactly the sweep runs
+    the first job completed, and finishes."""
     work = tmp_path / "work"
     work.mkdir()
-    script = _write_script(work, "c6", "--gpus", "0", "--ntasks-per-node", "2", "--profile", "tiny", "--time", "00:02",
+    script = _write_script(work, "c6", "--gpus", "0", "--ntasks-per-node", "2", "--profile", "tiny", "--time", "00:04",
                            "--signal-lead", "60",
                            "-p", f"data_root={cifar_root}", "-p", "epochs=3", "-p", "max_batches=0")
     sent, started = [], time.monotonic()
@@ -146,7 +145,7 @@ def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_r
 
     first = cluster.submit(script, work, env=_job_env(), timeout_s=300, while_running=warn_after_the_first_sweep_run)
     assert first.state == "FAILED" and first.returncode != 0, (first.state, first.output[-4000:])  # not TIMEOUT
-    assert "SIGUSR1, the time limit is near" in first.output and first.seconds < 90
+    assert sent and "SIGUSR1, the time limit is near" in first.output and first.seconds < 150
     runs = _runs(work, "c6")
     statuses = [m["status"] for m in runs]
     assert set(statuses) <= {"complete", "interrupted"}, statuses  # nothing left "running", nothing half-written
@@ -165,6 +164,6 @@ def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_r
     runs = _runs(work, "c6")
     assert len(runs) == 6 and all(m["status"] == "complete" for m in runs)
     assert json.loads((work / "reports" / "executed" / "c6.json").read_text())["status"] == "ok"
-    print(f"time limit: the first job stopped after {first.seconds:.0f} s (Slurm's warning due 30 to 60 s in; "
-          + (f"the test's USR1 sent {sent[0]:.0f} s in" if sent else "the test sent none") + ") with the training run and "
+    print(f"time limit: the first job stopped after {first.seconds:.0f} s (the test's USR1 sent {sent[0]:.0f} s in) "
+          f"with the training run and "
           f"{len(done_first)} of 5 sweep runs complete; the second reused them and finished in {second.seconds:.0f} s")

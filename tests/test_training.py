@@ -128,3 +128,18 @@ def test_the_cpu_allocators_failure_counts_as_out_of_memory():
     with pytest.raises(RuntimeError) as err:  # the real allocator's refusal, as a batch too large would meet it
         torch.empty(2 ** 60, dtype=torch.uint8)
     assert is_oom(err.value) and not is_oom(RuntimeError("shape mismatch"))
+
+
+def test_compiled_runs_in_one_process_each_compile_afresh_and_stay_compiled(tiny_cfg):
+    # a sweep over batch sizes in one process (Lab 5's Q1 does this): every size and its smaller last batch is a
+    # static graph; kept across runs they would pass dynamo's recompile limit (8), past which it runs eager code
+    import torch._dynamo as dynamo
+
+    counts = []
+    for b in (3, 6, 7, 8, 9):  # 20 images: a smaller last batch at every size but none
+        train(tiny_cfg.replace(compile=True, compile_backend="eager", subset=20, max_batches=0, epochs=1,
+                               batch_size=b))
+        counts.append(dynamo.utils.counters["stats"]["unique_graphs"])  # graphs compiled so far
+    assert dynamo.config.fail_on_recompile_limit_hit  # should one run pass the limit: an error, not eager code
+    # each run compiles its two graphs (full batch, last batch) itself: none is served by an earlier run's cache
+    assert [b - a for a, b in zip([0] + counts, counts)] == [2] * 5, counts

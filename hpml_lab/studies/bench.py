@@ -89,15 +89,19 @@ class _Trainer:
     def next_batch(self):
         """Next full batch, starting the next epoch when one ends. An epoch's smaller last batch is skipped when
         the epoch has full ones: a step on fewer images is not the step timed, and under torch.compile its new
-        shape would be compiled inside a timed repeat."""
+        shape would be compiled inside a timed repeat. (Fetching the skipped batch counts toward the next one's
+        data wait in `bench stall`: once an epoch.)"""
+        full, last = getattr(self.loader, "batch_size", None) or self.cfg.batch_size, None
         for _ in range(3):  # at most: the rest of this epoch, then a fresh one
             if self._it is None:
                 self._it = iter(self.loader)
             for batch in self._it:
-                if len(batch[0]) == self.cfg.batch_size:
+                if len(batch[0]) == full:
                     return batch
                 last = batch
             self._it = None
+        if last is None:
+            raise RuntimeError("the benchmark's loader yields no batch (an empty dataset?)")
         return last  # the dataset is smaller than one batch: its only batch
 
     def step(self, x, y):

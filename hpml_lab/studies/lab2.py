@@ -333,7 +333,7 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     """Eager vs torch.compile(model, backend=cfg.compile_backend), same config and seed.
 
     Epoch 1 of the compiled run includes compilation. Reports the first-epoch time of each,
-    the steady-state median, the speedup (eager median / compiled median) and the estimated
+    the steady-state median, the speedup (per-step compute after warm-up, eager median / compiled median) and the estimated
     compile cost (extra first-epoch time beyond eager's own warm-up). When compile is not
     available or fails, `message` says why and only the eager row is shown.
     """
