@@ -42,3 +42,15 @@ def test_the_timed_step_never_gets_an_epochs_smaller_last_batch():
     assert [len(t.next_batch()[0]) for _ in range(7)] == [8] * 7
     t.loader, t._it = [(torch.zeros(5), torch.zeros(5))], None  # fewer images than one batch: that batch
     assert len(t.next_batch()[0]) == 5
+
+
+def test_bench_stall_compares_fed_steps_with_resident_ones(cifar_root, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    rc = cli.main(["bench", "stall", "--data-root", str(cifar_root), "--model", "resnet_tiny", "--batch-size", "8",
+                   "--steps", "2", "--repeats", "2", "--warmup", "1", "--device", "cpu", "--num-workers", "0"])
+    assert rc == 0
+    rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for side in ("baseline", "fast"):
+        assert 0 <= rec[f"{side}_stall"]["median"] < 1 and rec[f"{side}_stall"]["n"] == 2
+        assert rec[f"{side}_fed_step_s"]["median"] > 0 and rec[f"{side}_resident_step_s"]["median"] > 0
+    assert rec["fast_config"]["loader"] == "tensor" and rec["meets_target"] is None  # no target on a CPU
