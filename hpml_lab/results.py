@@ -279,9 +279,8 @@ class RunFolder:
             error = f"{type(cause).__name__}: {cause}" + (f" (then {type(e).__name__}: {e})" if cause is not e else "")
             self.status = end_status(cause)
             write_meta(self.path, {**meta, "status": self.status, "error": error, "finished_at": now()})
-        self.where = self.path
-        if not is_complete(self.final):
-            self.where = self.final
-            return self._land()  # nothing complete to protect: the failed run is the one to show
-        return None
-        # else: the attempt stays beside the complete run, hidden from load_runs
+        if is_complete(self.final):  # the attempt stays beside the complete run, hidden from load_runs
+            self.where = self.path
+            return None
+        self.where = self.final  # nothing complete to protect: the failed run is the one to show
+        return self._land()
