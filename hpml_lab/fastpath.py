@@ -1,7 +1,7 @@
 """The fast training path: RunConfig options that train() applies, each off by default.
 
     python -m hpml_lab --channels-last true --amp true --compile true --loader tensor
-    hpml-lab bench step            # the seed baseline against the fast path (hpml_lab.bench)
+    hpml-lab bench step            # the seed baseline against the fast path (hpml_lab.studies.bench)
 
 - channels_last: model weights and input batches in NHWC memory format (cuDNN and oneDNN
   pick faster convolution kernels for it, above all with bfloat16 on tensor cores).

@@ -17,13 +17,15 @@ a CPU means "as fast as its own matrix product", not its theoretical peak).
 from __future__ import annotations
 
 import functools
+import re
 import time
 from dataclasses import dataclass
+from typing import Mapping, TypeVar
 
 import torch
 from torch import nn
 
-# name fragment (as torch.cuda.get_device_name reports it) -> dense TFLOP/s by precision, and the source.
+# name (whole words of what torch.cuda.get_device_name reports) -> dense TFLOP/s by precision, and the source.
 GPU_PEAKS: dict[str, tuple[dict[str, float], str]] = {
     "H100 PCIe": ({"fp32": 51.0, "tf32": 378.0, "bf16": 756.0}, "NVIDIA H100 PCIe data sheet (dense)"),
     "H100": ({"fp32": 67.0, "tf32": 494.5, "bf16": 989.5}, "NVIDIA H100 SXM data sheet (dense)"),
@@ -34,6 +36,28 @@ GPU_PEAKS: dict[str, tuple[dict[str, float], str]] = {
     "T4": ({"fp32": 8.1, "tf32": 8.1, "bf16": 65.0}, "NVIDIA T4 data sheet (no TF32; FP16 tensor for bf16)"),
     "RTX 5000": ({"fp32": 11.2, "tf32": 11.2, "bf16": 89.2}, "NVIDIA Quadro RTX 5000 data sheet (FP16 tensor)"),
 }
+
+
+T = TypeVar("T")
+
+# variants whose figures differ from the entry their name contains (H100 NVL, H200 NVL, RTX 5000 Ada): measured
+OTHER_VARIANTS = ("NVL", "Ada")
+
+
+def by_gpu_name(table: Mapping[str, T], gpu_name: str | None) -> T | None:
+    """The entry of a table keyed by GPU model for a device name: the first key found in it as whole words (an
+    L40S is not an L4), none for a variant the tables do not hold (OTHER_VARIANTS) or no GPU."""
+    if not gpu_name or any(re.search(rf"\b{v}\b", gpu_name, re.I) for v in OTHER_VARIANTS):
+        return None
+    for key, entry in table.items():
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", gpu_name, re.I):
+            return entry
+    return None
+
+
+def data_sheet(gpu_name: str) -> tuple[dict[str, float], str] | None:
+    """The GPU_PEAKS entry for a device name; None for an unknown GPU, whose peak is then measured, not borrowed."""
+    return by_gpu_name(GPU_PEAKS, gpu_name)
 
 
 @dataclass(frozen=True)
@@ -115,9 +139,10 @@ def peak(device: torch.device, precision: str) -> Peak:
     device = torch.device(device)
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
-        for key, (table, source) in GPU_PEAKS.items():
-            if key.lower() in name.lower():
-                return Peak(table[precision], precision, f"{source}: {name}", False)
+        entry = data_sheet(name)
+        if entry is not None:
+            table, source = entry
+            return Peak(table[precision], precision, f"{source}: {name}", False)
     tf = _measured(str(device), precision)
     return Peak(tf, precision, f"measured: the best of several {precision} matrix products on {device.type}", True)
 

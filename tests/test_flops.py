@@ -28,6 +28,12 @@ def test_peak_table_and_precision():
     # the PCIe entry is found before the generic H100 one
     keys = list(flops.GPU_PEAKS)
     assert keys.index("H100 PCIe") < keys.index("H100")
+    sheet = lambda name: (flops.data_sheet(name) or (None, None))[1]  # noqa: E731
+    assert sheet("NVIDIA H100 80GB HBM3").startswith("NVIDIA H100 SXM") and sheet("NVIDIA H100 PCIe").startswith(
+        "NVIDIA H100 PCIe") and sheet("NVIDIA A100-SXM4-80GB").startswith("NVIDIA A100")
+    assert sheet("NVIDIA L4").startswith("NVIDIA L4") and sheet("Tesla T4").startswith("NVIDIA T4")
+    # other products whose names contain a key: measured, not given another GPU's figures
+    assert [sheet(n) for n in ("NVIDIA L40S", "NVIDIA H100 NVL", "NVIDIA RTX 5000 Ada Generation")] == [None] * 3
     cpu = flops.peak(torch.device("cpu"), "fp32")
     assert cpu.measured and cpu.tflops > 0 and cpu.source.startswith("measured")
     assert flops.precision_of(RunConfig(amp=True), torch.device("cpu")) == "bf16"

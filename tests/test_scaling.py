@@ -65,3 +65,9 @@ def test_allreduce_note_names_a_link_peak_only_for_an_nccl_measurement():
     one_gpu = scaling.allreduce_note(res("gloo", True, 1), "NVIDIA H100 80GB HBM3")  # gloo between CPU processes
     assert "GB/s" not in one_gpu and "gloo" in one_gpu and "inherit" in one_gpu
     assert scaling.allreduce_note(res("gloo", False, 2), None).startswith("No link peak applies")
+
+
+def test_link_peak_matches_gpu_names_as_whole_words():
+    assert [scaling.link_peak(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-16GB",
+                                           "NVIDIA L4", "NVIDIA L40S", "NVIDIA H100 NVL", None)] == \
+        [450.0, 300.0, 150.0, 32.0, None, None, None]

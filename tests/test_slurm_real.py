@@ -126,7 +126,7 @@ def test_cpu_job_across_two_nodes(cluster, cifar_root, tmp_path, reference):
 
 def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_root, tmp_path):
     """A 4-minute limit with the warning (USR1 to the batch shell) 60 s before it, which Slurm would send about
-    3 minutes in (up to 30 s early: its timer runs every 30 s; 19 to 20 s early seen here). The test sends the
+    3 minutes in (its documentation allows up to a minute early; 19 to 20 s early seen here). The test sends the
     same signal the same way (`scancel --batch --signal=USR1`) once the first run of the C6 notebook's sweep of
     five is complete, so the stop always falls inside the sweep, on a fast machine or a loaded one. The job stops
     cleanly; submitted again (with more time) it skips the complete training run, reuses exactly the sweep runs

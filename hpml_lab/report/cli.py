@@ -10,7 +10,7 @@
     hpml-lab train --epochs 1 --max-batches 10       # one run, flags = RunConfig fields
     hpml-lab slurm c1 --gpus 4 [--nodes 2] [--time 01:00] [--partition P] [-p key=value]   # sbatch script
     hpml-lab slurm c1 --gpus 0 --ntasks-per-node 2                                         # CPU nodes, gloo
-    hpml-lab bench loader|step|overhead|stall|all    # ratios as one JSON line (hpml_lab.bench)
+    hpml-lab bench loader|step|overhead|stall|all    # ratios as one JSON line (hpml_lab.studies.bench)
 
 Bad input is one line on stderr and exit status 2, before any compute.
 """

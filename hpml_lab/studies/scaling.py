@@ -164,7 +164,8 @@ N_IMAGES = 50_000  # CIFAR-10 training images: epoch times are per full epoch
 # Peak unidirectional bandwidth per GPU of the link an all-reduce between GPUs of one node uses (GB/s), from the
 # vendors' data sheets: NVLink 4 (H100/H200 SXM) 900 GB/s total = 450 each way; A100 NVLink 3 600 = 300; V100
 # NVLink 2 300 = 150; PCIe 4.0 x16 about 32, PCIe 5.0 x16 about 64 each way.
-LINK_PEAK_GBPS = {"H100 SXM": 450.0, "H100 80GB HBM3": 450.0, "H200": 450.0, "A100-SXM": 300.0, "V100-SXM": 150.0,
+LINK_PEAK_GBPS = {"H100 SXM": 450.0, "H100 80GB HBM3": 450.0, "H200": 450.0, "A100-SXM4": 300.0, "V100-SXM2": 150.0,
+                  "V100-SXM3": 150.0,
                   "H100 PCIe": 64.0, "A100-PCIE": 32.0, "L4": 32.0, "T4": 16.0}
 
 
@@ -200,10 +201,9 @@ def fit_allreduce(ar: pd.DataFrame) -> dict[str, float]:
 
 def link_peak(gpu_name: str | None) -> float | None:
     """The link's peak bandwidth (GB/s, one way) for a GPU model name, or None when unknown or on CPU."""
-    for key, peak in LINK_PEAK_GBPS.items():
-        if gpu_name and key.lower() in gpu_name.lower():
-            return peak
-    return None
+    from ..flops import by_gpu_name
+
+    return by_gpu_name(LINK_PEAK_GBPS, gpu_name)
 
 
 @dataclass
