@@ -11,8 +11,8 @@ MFU definition). A training step is counted once per model, input shape and numb
 image on the CPU (FLOPs per image do not depend on the batch or device), and cached.
 
 Peaks are dense (not 2:4 sparse) figures from the vendors' data sheets; for a CPU, or a GPU not in the table, the
-peak is measured on the spot: the best of a few large matrix products in the precision used (so an MFU near 1 on
-a CPU means "as fast as its own matrix product", not its theoretical peak).
+peak is measured on the spot: the best of a few matrix products, as large as a budget of about 1.5 s allows, in
+the precision used (so an MFU near 1 on a CPU means "as fast as its own matrix product", not its theoretical peak).
 """
 from __future__ import annotations
 
@@ -115,22 +115,43 @@ def flops_per_image(cfg) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _measured(device_str: str, precision: str) -> float:
+def _measured(device_str: str, precision: str, budget_s: float = 1.5) -> float:
+    """The best rate of square matrix products on the device, in TFLOP/s, within about `budget_s` seconds.
+
+    The size doubles from 256 until one product takes 50 ms (or 4096 on a GPU, 2048 on a CPU), so a slow path
+    (bf16 on a CPU without bf16 instructions runs at about 1 GFLOP/s: a 2048 product takes 15 s) is measured
+    at a size it finishes quickly, and a fast one at a size large enough to reach its best rate."""
     device = torch.device(device_str)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    n = 4096 if device.type == "cuda" else 2048  # large enough that the product runs at its best rate
-    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if device.type == "cuda" else []):
-        a = torch.randn(n, n, device=device, dtype=dtype)
-        b = torch.randn(n, n, device=device, dtype=dtype)
-    best = float("inf")
-    for _ in range(20 if device.type == "cuda" else 8):  # the best of several: a shared machine slows some down
-        if device.type == "cuda":
+    cuda = device.type == "cuda"
+    largest = 4096 if cuda else 2048
+
+    def timed(a, b) -> float:
+        if cuda:
             torch.cuda.synchronize(device)
         t0 = time.perf_counter()
         a @ b
-        if device.type == "cuda":
+        if cuda:
             torch.cuda.synchronize(device)
-        best = min(best, time.perf_counter() - t0)
+        return time.perf_counter() - t0
+
+    start = time.perf_counter()
+    n = 256
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cuda else []):
+        while True:
+            a = torch.randn(n, n, device=device, dtype=dtype)
+            b = torch.randn(n, n, device=device, dtype=dtype)
+            timed(a, b)  # the first product at a size pays for its kernel choice and buffers
+            t = timed(a, b)
+            if t >= 0.05 or n >= largest:
+                break
+            n *= 2
+    best = t
+    # the best of several: a shared machine slows some down; at least 3, at most 20, within the budget
+    for i in range(19):
+        if i >= 2 and time.perf_counter() - start + best > budget_s:
+            break
+        best = min(best, timed(a, b))
     return 2 * n ** 3 / best / 1e12
 
 

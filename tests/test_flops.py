@@ -1,5 +1,6 @@
 """FLOPs of a training step, the peak table and the MFU arithmetic."""
 import math
+import time
 
 import pytest
 import torch
@@ -65,3 +66,13 @@ def test_counting_leaves_the_random_stream_alone():
     flops.step_flops_per_image("resnet_tiny", 7, "cifar", "bn", 16)  # an uncached shape: it builds and runs a model
     flops.peak(torch.device("cpu"), "fp32")
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_measured_peak_stays_within_its_budget_on_a_slow_path():
+    """bf16 on a CPU without bf16 instructions runs at about 1 GFLOP/s: the old fixed 2048 products took minutes
+    (a CI run sat 8 minutes in one amp test). The size is now chosen so the measurement keeps to its budget."""
+    flops._measured.cache_clear()
+    t0 = time.perf_counter()
+    rate = flops._measured("cpu", "bf16", budget_s=1.0)
+    elapsed = time.perf_counter() - t0
+    assert rate > 0 and elapsed < 15, elapsed  # a product that takes 50 ms stops the growth; 3 to 20 repeats
