@@ -25,7 +25,7 @@ DATASETS = ("cifar10", "tinyimagenet")
 NORMS = ("bn", "none")
 OPTIMIZERS = ("sgd", "sgd_nesterov", "adagrad", "adadelta", "adam")
 DEVICES = ("auto", "cpu", "cuda")
-PROGRESS = ("auto", "bar", "log", "none")
+PROGRESS = ("auto", "bar", "plot", "log", "none")
 STEMS = ("cifar", "imagenet")
 LOADERS = ("pil", "tensor")
 
@@ -59,7 +59,8 @@ class RunConfig:
         sync_each_step: synchronize the device after every step so that data time
             and train time are separate, honest intervals (the lab's definition).
         log_every: in log mode, print a line every N batches.
-        progress: "auto" (bars in JupyterLab, log lines in batch runs), "bar", "log", "none".
+        progress: "auto" (bars in JupyterLab, log lines in batch runs), "bar", "plot" (in JupyterLab: the bars
+            and a live figure of loss and accuracy; its drawing counts in total_s), "log", "none".
         results_dir: where results/<task>/<run-id>/ goes; relative to the project root.
         run_id: name of the run folder; empty means derived from the config (stable).
         checkpoint_segments: 0 (off) or k: train a ResNet with gradient checkpointing over k

@@ -160,6 +160,9 @@ def run_flags(cfg, losses: Iterable[float] = (), epoch_seconds: Sequence[float] 
     """Every flag that applies to one run (or one configuration of a sweep)."""
     flags = [diverged(list(losses), num_classes), trend(epoch_seconds),
              busy((meta or {}).get("machine")), stand_in(cfg, lab.get("model", LAB["model"]))]
+    if getattr(cfg, "progress", None) == "plot":
+        flags.append(Flag("live plot", "a live plot was drawn during the epochs (progress=plot): its redraws count "
+                                       "in total_s, not in data_s or train_s"))
     differ = ran_vs_lab(cfg, lab)
     if differ:
         flags.append(Flag("settings differ", "settings differ from the lab's: " + ", ".join(

@@ -124,48 +124,118 @@ def _kernel_driven_by_batch_tool() -> bool:
                for n in names)
 
 
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in shell.config
+
+
 def progress_mode(setting: str) -> str:
     """'bar' in JupyterLab (a widget with loss and accuracy) or a terminal; 'log' lines in batch runs: under the
     runner (it sets HPML_PROGRESS=log), under papermill or nbconvert started any other way, and when stderr is
-    not a terminal (Slurm logs)."""
+    not a terminal (Slurm logs). 'plot' (asked for, never automatic) needs a Jupyter kernel: elsewhere a bar."""
+    if setting == "plot" and not _in_kernel():
+        print("progress=plot draws in a Jupyter kernel only; showing a progress bar instead", file=sys.stderr)
+        return "bar"
     if setting != "auto":
         return setting
     env = os.environ.get("HPML_PROGRESS")
     if env in ("bar", "log", "none"):
         return env
-    try:
-        from IPython import get_ipython
-
-        if get_ipython() is not None and "IPKernelApp" in get_ipython().config:
-            return "log" if _kernel_driven_by_batch_tool() else "bar"
-    except ImportError:
-        pass
+    if _in_kernel():
+        return "log" if _kernel_driven_by_batch_tool() else "bar"
     return "bar" if sys.stderr.isatty() else "log"
 
 
+class _LivePlot:
+    """progress="plot": per-batch loss and top-1 over the run's steps, one figure redrawn in place above the
+    epochs' bars (an IPython display handle, so a saved notebook keeps one image, the last). A redraw reads the new
+    batches' values (one device synchronize) and renders a PNG, some tens of milliseconds: at most one every
+    MIN_INTERVAL_S seconds inside the epoch, so those count in total_s (not in data_s or train_s), and one after
+    each epoch's clock stopped. Use "bar" or "log" for runs whose epoch times you report."""
+
+    MIN_INTERVAL_S = 2.0
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+        self.steps: list[int] = []
+        self.loss: list[float] = []
+        self.acc: list[float] = []
+        self.last = time.perf_counter()  # the first redraw waits an interval: start-up batches are slow anyway
+        self.epoch, self.seen = 0, 0
+        from IPython.display import Markdown, display
+
+        self.handle = display(Markdown(f"*{cfg.task}: the live loss and accuracy plot appears after "
+                                       f"{self.MIN_INTERVAL_S:.0f} s or the first epoch.*"), display_id=True)
+
+    def update(self, epoch: int, losses: list, corrects: list, sizes: list, force: bool = False) -> None:
+        if epoch != self.epoch:
+            self.epoch, self.seen = epoch, 0
+        if not force and time.perf_counter() - self.last < self.MIN_INTERVAL_S:
+            return
+        new = slice(self.seen, len(losses))
+        if losses[new]:
+            first = (self.steps[-1] if self.steps else 0) + 1
+            self.loss += torch.stack(losses[new]).float().cpu().tolist()
+            self.acc += [100 * c / n for c, n in zip(torch.stack(corrects[new]).cpu().tolist(), sizes[new])]
+            self.steps += range(first, first + len(losses) - self.seen)
+            self.seen = len(losses)
+        self._draw()
+        self.last = time.perf_counter()
+
+    def _draw(self) -> None:
+        from io import BytesIO
+
+        from IPython.display import Image
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(8, 2.6), dpi=80, layout="constrained")
+        ax_loss, ax_acc = fig.subplots(1, 2)
+        ax_loss.plot(self.steps, self.loss, lw=0.8)
+        ax_loss.set(xlabel="step", ylabel="loss (per batch)")
+        ax_acc.plot(self.steps, self.acc, lw=0.8, color="tab:orange")
+        ax_acc.set(xlabel="step", ylabel="top-1 % (per batch)")
+        fig.suptitle(f"{self.cfg.task}: epoch {self.epoch}/{self.cfg.epochs}, live (per-batch values, unsmoothed)",
+                     fontsize=10)
+        buf = BytesIO()
+        fig.savefig(buf, format="png")
+        self.handle.update(Image(data=buf.getvalue(), format="png"))
+
+
 class _Progress:
-    def __init__(self, mode: str, cfg: RunConfig, total: int, epoch: int):
-        self.mode, self.cfg, self.total, self.epoch = mode, cfg, total, epoch
+    def __init__(self, mode: str, cfg: RunConfig, total: int, epoch: int, plot: _LivePlot | None = None):
+        self.mode, self.cfg, self.total, self.epoch, self.plot = mode, cfg, total, epoch, plot
         self.bar = None
+        self.seen: tuple[list, list, list] | None = None
         self.t0 = time.perf_counter()
-        if mode == "bar":
+        if mode in ("bar", "plot"):
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, desc=f"{cfg.task} epoch {epoch}/{cfg.epochs}", leave=True)
 
-    def update(self, i: int, images: int, loss: torch.Tensor, correct: torch.Tensor, n: int) -> None:
+    def update(self, i: int, losses: list, corrects: list, sizes: list) -> None:
+        loss, correct, n = losses[-1], corrects[-1], sizes[-1]
         if self.bar is not None:
             self.bar.update(1)
             if i % self.cfg.log_every == 0 or i == self.total:
                 self.bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{100 * correct.item() / n:.1f}%")
         elif self.mode == "log" and (i % self.cfg.log_every == 0 or i == self.total):
-            rate = images / max(time.perf_counter() - self.t0, 1e-9)
+            rate = sum(sizes) / max(time.perf_counter() - self.t0, 1e-9)
             print(f"[{self.cfg.task}] epoch {self.epoch}/{self.cfg.epochs} batch {i}/{self.total} "
                   f"loss {loss.item():.4f} acc {100 * correct.item() / n:.1f}% {rate:.0f} img/s", flush=True)
+        if self.plot is not None:
+            self.seen = (losses, corrects, sizes)
+            self.plot.update(self.epoch, losses, corrects, sizes)
 
     def close(self) -> None:
+        """After the epoch's clock stopped: the bar's last state and the epoch's final redraw."""
         if self.bar is not None:
             self.bar.close()
+        if self.plot is not None and self.seen is not None:
+            self.plot.update(self.epoch, *self.seen, force=True)
 
 
 _now = results.now
@@ -286,6 +356,7 @@ def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: 
             meta) -> tuple[list, list]:
     """The training loop; writes batches.csv, epochs.csv and meta.json into `folder` after every epoch."""
     mode = progress_mode(cfg.progress) if dist_env.is_main else "none"
+    plot = _LivePlot(cfg) if mode == "plot" else None
     batch_rows: list[dict[str, Any]] = []
     epoch_rows: list[dict[str, Any]] = []
     step = 0
@@ -297,7 +368,7 @@ def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: 
         n_batches = len(loader) if cfg.max_batches == 0 else min(cfg.max_batches, len(loader))
         wait, work, wall = HostTimer(), DeviceTimer(device), WallClock(device)
         losses, corrects, sizes = [], [], []
-        bar = _Progress(mode, cfg, n_batches, epoch)
+        bar = _Progress(mode, cfg, n_batches, epoch, plot)
         wall.start()
         it = None
         for i in range(1, n_batches + 1):
@@ -321,7 +392,7 @@ def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: 
             losses.append(loss.detach())
             corrects.append(correct)
             sizes.append(y.shape[0])
-            bar.update(i, sum(sizes), loss, correct, y.shape[0])
+            bar.update(i, losses, corrects, sizes)
         del it
         total = wall.stop()
         bar.close()

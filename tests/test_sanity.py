@@ -42,3 +42,4 @@ def test_stand_in_and_settings_that_differ():
     assert rows == {"model": ("resnet_tiny", "resnet18"), "lr": ("0.025", "0.1"), "batch_size": ("32", "128"),
                     "epochs": ("3", "5"), "max_batches": ("6", "all")}
     assert sanity.run_flags(RunConfig()) == []  # the lab's own settings raise nothing
+    assert [f.kind for f in sanity.run_flags(RunConfig(progress="plot"))] == ["live plot"]  # redraws in total_s

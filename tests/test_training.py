@@ -143,3 +143,51 @@ def test_compiled_runs_in_one_process_each_compile_afresh_and_stay_compiled(tiny
     assert dynamo.config.fail_on_recompile_limit_hit  # should one run pass the limit: an error, not eager code
     # each run compiles its two graphs (full batch, last batch) itself: none is served by an earlier run's cache
     assert [b - a for a, b in zip(counts, counts[1:])] == [2] * 5, counts
+
+
+@pytest.mark.slow
+def test_live_plot_redraws_one_figure_in_place_in_a_kernel(tiny_cfg, tmp_path):
+    """progress="plot" in a real Jupyter kernel (the project's, through nbclient as JupyterLab's server would
+    talk to it): one output holds the figure, updated in place, and its last draw holds every step."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from hpml_lab.report import runner
+
+    cfg = tiny_cfg.replace(task="live", progress="plot", epochs=2, max_batches=3, batch_size=8)
+    code = f"""
+import json
+from hpml_lab import RunConfig, train, training
+training._LivePlot.MIN_INTERVAL_S = 0.0  # a redraw after every batch
+draws, draw = [], training._LivePlot._draw
+def counted(self):
+    draws.append(list(self.steps))
+    draw(self)
+training._LivePlot._draw = counted
+run = train(RunConfig(**{cfg.to_dict()!r}), write=False)
+print(json.dumps({{"draws": draws, "batches": len(run.batches)}}))
+"""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    NotebookClient(nb, kernel_name=runner.KERNEL, timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = nb.cells[0].outputs
+    errors = [o for o in outputs if o.output_type == "error"]
+    assert not errors, errors[0].get("traceback") if errors else None
+    shown = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.data]
+    assert len(shown) == 1, "one figure, redrawn in place, not one per draw"
+    assert not any("live loss and accuracy plot appears" in o.get("data", {}).get("text/markdown", "")
+                   for o in outputs), "the placeholder is replaced by the figure"
+    import base64
+    assert base64.b64decode(shown[0].data["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream" and o.name == "stdout")
+    record = json.loads(text.strip().splitlines()[-1])
+    draws = record["draws"]
+    assert record["batches"] == 6 and draws[-1] == [1, 2, 3, 4, 5, 6]
+    assert len(draws) >= 6 and all(d == list(range(1, len(d) + 1)) for d in draws)  # steps continue over epochs
+
+
+def test_live_plot_outside_a_kernel_is_a_bar_with_one_line(capsys):
+    from hpml_lab.training import progress_mode
+
+    assert progress_mode("plot") == "bar"
+    assert capsys.readouterr().err.strip() == ("progress=plot draws in a Jupyter kernel only; "
+                                               "showing a progress bar instead")
