@@ -11,8 +11,8 @@ MFU definition). A training step is counted once per model, input shape and numb
 image on the CPU (FLOPs per image do not depend on the batch or device), and cached.
 
 Peaks are dense (not 2:4 sparse) figures from the vendors' data sheets; for a CPU, or a GPU not in the table, the
-peak is measured on the spot: the best of a few matrix products, as large as a budget of about 1.5 s allows, in
-the precision used (so an MFU near 1 on a CPU means "as fast as its own matrix product", not its theoretical peak).
+peak is measured on the spot: the best of a few matrix products in the precision used, at the size where one
+takes 50 ms (at most 2048 on a CPU, 4096 on a GPU), repeated for about 1.5 s (so an MFU near 1 on a CPU means "as fast as its own matrix product", not its theoretical peak).
 """
 from __future__ import annotations
 
@@ -116,7 +116,8 @@ def flops_per_image(cfg) -> int:
 
 @functools.lru_cache(maxsize=8)
 def _measured(device_str: str, precision: str, budget_s: float = 1.5) -> float:
-    """The best rate of square matrix products on the device, in TFLOP/s, within about `budget_s` seconds.
+    """The best rate of square matrix products on the device, in TFLOP/s: the best of 3 to 20 repeats, as many as
+    fit in `budget_s` (at least 3, so a slow path can pass it a little).
 
     The size doubles from 256 until one product takes 50 ms (or 4096 on a GPU, 2048 on a CPU), so a slow path
     (bf16 on a CPU without bf16 instructions runs at about 1 GFLOP/s: a 2048 product takes 15 s) is measured

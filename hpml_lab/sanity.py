@@ -12,6 +12,7 @@
 | machine busy | the 1-minute load average before the run was above the usable cores, or the CPU steal time above 10% |
 | stand-in model | the model is not the lab's (e.g. resnet_tiny for ResNet-18 in a smoke run) |
 | settings differ | any setting differs from the lab's (the full table comes from ran_vs_lab) |
+| live plot | the run drew a live plot (progress=plot in a Jupyter kernel, meta.json's `progress`): its redraws count in total_s |
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ DIVERGE_MARGIN = 0.5
 @dataclass(frozen=True)
 class Flag:
     kind: str        # diverged | no steady state | too few samples | machine busy | stand-in model | settings differ
+                     # | live plot
     message: str
 
     def as_dict(self) -> dict[str, str]:
@@ -160,9 +162,11 @@ def run_flags(cfg, losses: Iterable[float] = (), epoch_seconds: Sequence[float] 
     """Every flag that applies to one run (or one configuration of a sweep)."""
     flags = [diverged(list(losses), num_classes), trend(epoch_seconds),
              busy((meta or {}).get("machine")), stand_in(cfg, lab.get("model", LAB["model"]))]
-    if getattr(cfg, "progress", None) == "plot":
+    # what the run did (meta.json: a reused run may have been made with other progress settings), else the config
+    drew = meta.get("progress") == "plot" if meta is not None else getattr(cfg, "progress", None) == "plot"
+    if drew:
         flags.append(Flag("live plot", "a live plot was drawn during the epochs (progress=plot): its redraws count "
-                                       "in total_s, not in data_s or train_s"))
+                                       "in total_s, and DataLoader workers prefetch meanwhile, so data_s can be lower"))
     differ = ran_vs_lab(cfg, lab)
     if differ:
         flags.append(Flag("settings differ", "settings differ from the lab's: " + ", ".join(

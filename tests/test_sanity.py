@@ -1,4 +1,4 @@
-"""Sanity flags from canned runs: a diverged run, a trend, n=2, a busy machine, a stand-in model."""
+"""Sanity flags from canned runs: a diverged run, a trend, n=2, a busy machine, a stand-in model, a live plot."""
 import math
 
 from hpml_lab import sanity
@@ -42,4 +42,7 @@ def test_stand_in_and_settings_that_differ():
     assert rows == {"model": ("resnet_tiny", "resnet18"), "lr": ("0.025", "0.1"), "batch_size": ("32", "128"),
                     "epochs": ("3", "5"), "max_batches": ("6", "all")}
     assert sanity.run_flags(RunConfig()) == []  # the lab's own settings raise nothing
-    assert [f.kind for f in sanity.run_flags(RunConfig(progress="plot"))] == ["live plot"]  # redraws in total_s
+    # a live plot's redraws count in total_s: flagged from what the run did (meta.json), else from the config
+    assert [f.kind for f in sanity.run_flags(RunConfig(progress="plot"))] == ["live plot"]
+    assert sanity.run_flags(RunConfig(progress="plot"), meta={"progress": "bar"}) == []  # outside a kernel: a bar
+    assert [f.kind for f in sanity.run_flags(RunConfig(), meta={"progress": "plot"})] == ["live plot"]

@@ -158,14 +158,14 @@ def test_live_plot_redraws_one_figure_in_place_in_a_kernel(tiny_cfg, tmp_path):
     code = f"""
 import json
 from hpml_lab import RunConfig, train, training
-training._LivePlot.MIN_INTERVAL_S = 0.0  # a redraw after every batch
+training._LivePlot.MIN_INTERVAL_S = training._LivePlot.SPACING = 0  # a redraw after every batch
 draws, draw = [], training._LivePlot._draw
 def counted(self):
-    draws.append(list(self.steps))
+    draws.append([list(self.steps), list(self.loss), list(self.acc)])
     draw(self)
 training._LivePlot._draw = counted
 run = train(RunConfig(**{cfg.to_dict()!r}), write=False)
-print(json.dumps({{"draws": draws, "batches": len(run.batches)}}))
+print(json.dumps({{"draws": draws, "loss": run.batches["loss"].tolist(), "acc": run.batches["acc"].tolist()}}))
 """
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     NotebookClient(nb, kernel_name=runner.KERNEL, timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -181,13 +181,17 @@ print(json.dumps({{"draws": draws, "batches": len(run.batches)}}))
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream" and o.name == "stdout")
     record = json.loads(text.strip().splitlines()[-1])
     draws = record["draws"]
-    assert record["batches"] == 6 and draws[-1] == [1, 2, 3, 4, 5, 6]
-    assert len(draws) >= 6 and all(d == list(range(1, len(d) + 1)) for d in draws)  # steps continue over epochs
+    steps, loss, acc = draws[-1]
+    assert steps == [1, 2, 3, 4, 5, 6] and len(record["loss"]) == 6  # steps continue over the two epochs
+    assert loss == pytest.approx(record["loss"]) and acc == pytest.approx([100 * a for a in record["acc"]])
+    assert len(draws) >= 6 and all(d[0] == list(range(1, len(d[0]) + 1)) and len(d[1]) == len(d[2]) == len(d[0])
+                                   for d in draws)
 
 
-def test_live_plot_outside_a_kernel_is_a_bar_with_one_line(capsys):
+def test_live_plot_outside_a_kernel_falls_back_with_one_line(capsys, monkeypatch):
     from hpml_lab.training import progress_mode
 
+    assert progress_mode("plot") == "log"  # pytest's stderr is no terminal: what auto gives in a batch log
+    assert capsys.readouterr().err.strip() == "progress=plot draws in a Jupyter kernel only; progress=log instead"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert progress_mode("plot") == "bar"
-    assert capsys.readouterr().err.strip() == ("progress=plot draws in a Jupyter kernel only; "
-                                               "showing a progress bar instead")
