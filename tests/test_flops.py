@@ -76,3 +76,16 @@ def test_measured_peak_stays_within_its_budget_on_a_slow_path():
     rate = flops._measured("cpu", "bf16", budget_s=1.0)
     elapsed = time.perf_counter() - t0
     assert rate > 0 and elapsed < 6, elapsed  # growth stops at a 50 ms product; 3 repeats: ~2 s at worst
+
+
+@pytest.mark.cuda
+def test_measured_tf32_peak_uses_tf32_products_on_a_gpu():
+    """A GPU outside the data-sheet table is measured: "tf32" with TF32 products (8x fp32's rate on an H100,
+    2x or more on any Ampere or later), "fp32" without, and the caller's matmul setting is left as it was."""
+    if torch.cuda.get_device_capability()[0] < 8:
+        pytest.skip("TF32 needs Ampere or later")
+    before = torch.backends.cuda.matmul.allow_tf32
+    flops._measured.cache_clear()
+    tf32, fp32 = flops._measured("cuda", "tf32"), flops._measured("cuda", "fp32")
+    assert tf32 > 2 * fp32, (tf32, fp32)
+    assert torch.backends.cuda.matmul.allow_tf32 == before
