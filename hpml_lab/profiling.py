@@ -108,13 +108,16 @@ class WallClock:
 
 
 def repeat_timed(fn: Callable[[], object], device: torch.device | str = "cpu",
-                 repeats: int = 5, warmup: int = 1) -> list[float]:
-    """Run fn warmup times untimed, then `repeats` times, each synchronized; seconds per run."""
+                 repeats: int = 5, warmup: int = 1, before: Callable[[], object] | None = None) -> list[float]:
+    """Run fn warmup times untimed, then `repeats` times, each synchronized; seconds per run. `before` runs
+    untimed ahead of each timed run (a barrier, so every rank starts a timed collective together)."""
     clock = WallClock(device)
     for _ in range(warmup):
         fn()
     out = []
     for _ in range(repeats):
+        if before is not None:
+            before()
         clock.start()
         fn()
         out.append(clock.stop())

@@ -48,6 +48,18 @@ def test_repeat_timed_keeps_warmup_out():
     assert len(calls) == 4 and len(times) == 3 and max(times) < 0.04
 
 
+def test_repeat_timed_runs_before_untimed_ahead_of_each_timed_run():
+    events = []
+
+    def barrier():
+        events.append("before")
+        time.sleep(0.05)  # a slow barrier: none of it may show in the times
+
+    times = repeat_timed(lambda: events.append("fn"), repeats=3, warmup=1, before=barrier)
+    assert events == ["fn"] + ["before", "fn"] * 3  # the warm-up needs none
+    assert len(times) == 3 and max(times) < 0.04
+
+
 def test_interleaved_timed_rotates_the_order():
     order = []
     fns = [lambda k=k: order.append(k) for k in range(3)]

@@ -80,7 +80,10 @@ def _allreduce_worker(sizes: list[int], repeats: int, warmup: int, out: str, dev
     try:
         for nbytes in sizes:
             buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
-            times = repeat_timed(lambda b=buf: torch.distributed.all_reduce(b), device, repeats, warmup)
+            # a barrier before each timed all-reduce: a rank that arrives late would otherwise add its lag to the
+            # others' times (nccl-tests starts its clock after a barrier too)
+            times = repeat_timed(lambda b=buf: torch.distributed.all_reduce(b), device, repeats, warmup,
+                                 before=distributed.barrier)
             # the collective ends when the slowest rank does
             times = distributed.all_reduce_max(torch.tensor(times, dtype=torch.float64)).tolist()
             s = summarize(times)
