@@ -27,6 +27,8 @@ from typing import Mapping, TypeVar
 import torch
 from torch import nn
 
+from .profiling import WallClock
+
 # name (whole words of what torch.cuda.get_device_name reports) -> dense TFLOP/s by precision, and the source.
 GPU_PEAKS: dict[str, tuple[dict[str, float], str]] = {
     "H100 PCIe": ({"fp32": 51.0, "tf32": 378.0, "bf16": 756.0}, "NVIDIA H100 PCIe data sheet (dense)"),
@@ -129,14 +131,12 @@ def _measured(device_str: str, precision: str, budget_s: float = 1.5) -> float:
     cuda = device.type == "cuda"
     largest = 4096 if cuda else 2048
 
+    clock = WallClock(device)  # synchronized at both ends on a GPU
+
     def timed(a, b) -> float:
-        if cuda:
-            torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
+        clock.start()
         a @ b
-        if cuda:
-            torch.cuda.synchronize(device)
-        return time.perf_counter() - t0
+        return clock.stop()
 
     start = time.perf_counter()
     n = 256

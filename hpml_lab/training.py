@@ -221,7 +221,6 @@ class _Progress:
     def __init__(self, mode: str, cfg: RunConfig, total: int, epoch: int, plot: _LivePlot | None = None):
         self.mode, self.cfg, self.total, self.epoch, self.plot = mode, cfg, total, epoch, plot
         self.bar = None
-        self.seen: tuple[list, list, list] | None = None
         self.t0 = time.perf_counter()
         if mode in ("bar", "plot"):
             from tqdm.auto import tqdm
@@ -239,15 +238,14 @@ class _Progress:
             print(f"[{self.cfg.task}] epoch {self.epoch}/{self.cfg.epochs} batch {i}/{self.total} "
                   f"loss {loss.item():.4f} acc {100 * correct.item() / n:.1f}% {rate:.0f} img/s", flush=True)
         if self.plot is not None:
-            self.seen = (losses, corrects, sizes)
             self.plot.update(self.epoch, losses, corrects, sizes)
 
-    def close(self) -> None:
+    def close(self, losses: list, corrects: list, sizes: list) -> None:
         """After the epoch's clock stopped: the bar's last state and the epoch's final redraw."""
         if self.bar is not None:
             self.bar.close()
-        if self.plot is not None and self.seen is not None:
-            self.plot.update(self.epoch, *self.seen, force=True)
+        if self.plot is not None and losses:
+            self.plot.update(self.epoch, losses, corrects, sizes, force=True)
 
 
 _now = results.now
@@ -408,7 +406,7 @@ def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: 
             bar.update(i, losses, corrects, sizes)
         del it
         total = wall.stop()
-        bar.close()
+        bar.close(losses, corrects, sizes)
         step_times = work.intervals()
         loss_v = torch.stack(losses).float().cpu().tolist()
         corr_v = torch.stack(corrects).cpu().tolist()
