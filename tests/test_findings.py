@@ -61,3 +61,20 @@ def test_c3_clear_best():
     rows = pd.DataFrame({"num_workers": [0] * 3 + [2] * 3, "seconds": [0.9, 0.91, 0.92, 0.30, 0.31, 0.29]})
     answers, _ = findings.c3(RunConfig(task="c3"), SimpleNamespace(rows=rows, items=[]))
     assert answers[0].text.startswith("Best count: 2 worker(s)")
+
+
+def _q1(step_times: dict[int, list[float]], oom=()) -> pd.DataFrame:
+    rows = [{"per_gpu_batch": b, "status": "ok", "batches_timed": len(t), "epoch_s_excl_io": 10.0,
+             "step_times_s": ";".join(map(str, t))} for b, t in step_times.items()]
+    return pd.DataFrame(rows + [{"per_gpu_batch": b, "status": "OOM"} for b in oom])
+
+
+def test_lab5_q1_best_batch_is_a_verdict():
+    # batch 64 clearly has the highest images/s over 8 steps each: named as the peak
+    clear = findings.lab5_q1(_q1({16: [0.010] * 8, 64: [0.020, 0.021] * 4}, oom=[256]))
+    assert clear.text.startswith("Throughput peaks at per-worker batch 64 (3,1") and "95% confidence" in clear.text
+    assert clear.text.endswith("out of memory at 256.") and clear.verdict["tied"] == [64]
+    # two timed steps each (a smoke run): too few to separate, so a tie, not a peak
+    few = findings.lab5_q1(_q1({16: [0.010, 0.011], 64: [0.020, 0.021]}))
+    assert "Throughput peaks" not in few.text and "cannot be told apart from batch 16: a tie" in few.text
+    assert few.verdict["best"] == 64 and set(few.verdict["tied"]) == {16, 64}

@@ -525,24 +525,41 @@ def tinyimagenet(cfg, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
 CLASSES_TIN = 200
 
 
+def lab5_q1(q1: pd.DataFrame) -> Answer:
+    """Lab 5 Q1: the per-worker batch with the highest throughput, a verdict over the timed steps' images/s
+    (every batch the data cannot separate from it is named: a tie), each batch's epoch extrapolated."""
+    ok = q1[q1.status == "ok"]
+    oom = q1[q1.status == "OOM"].per_gpu_batch.tolist()
+    samples = {int(r.per_gpu_batch): [r.per_gpu_batch / float(t) for t in str(r.step_times_s).split(";")]
+               for r in ok.itertuples()}
+    b = best(samples, lower_is_better=False, what="throughput (images/s per step)")
+    row = ok.set_index("per_gpu_batch").loc[b.label]
+    med = summarize(samples[b.label])["median"]
+    tied = [str(k) for k in b.tied if k != b.label]
+    where = (f"({med:,.0f} images/s median over {len(samples[b.label])} timed steps, epoch excluding data I/O "
+             f"{row.epoch_s_excl_io:.1f} s extrapolated from {int(row.batches_timed)} timed batches)")
+    text = (f"Batch {b.label} per worker had the highest median throughput {where} but cannot be told apart from "
+            f"batch {', '.join(tied)}: a tie, so this run shows no single best batch" if tied else
+            f"Throughput peaks at per-worker batch {b.label} {where}, higher than every other batch tried at 95% "
+            "confidence")
+    text += f"; out of memory at {', '.join(map(str, oom))}." if oom else "; no batch ran out of memory."
+    verdict = {"best": b.label, "tied": list(b.tied),
+               "against": {str(k): sample_record(v, samples[b.label], samples[k]) for k, v in b.verdicts.items()}}
+    return Answer("Q1: computational efficiency on one worker", text, "answered",
+                  [Number(f"batch {int(r.per_gpu_batch)}: epoch excl. I/O", r.epoch_s_excl_io, "s", "predicted",
+                          source=f"step time x steps, from {int(r.batches_timed)} timed batches")
+                   for r in ok.itertuples()], verdict=verdict)
+
+
 def lab5(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
     """Lab 5 Q1-Q4 from the study: measured where workers exist, predicted (and said so) elsewhere."""
     import math
 
-    ok = res.q1[res.q1.status == "ok"]
-    best_row = ok.loc[ok.images_per_s.idxmax()]
-    oom = res.q1[res.q1.status == "OOM"].per_gpu_batch.tolist()
     backend = res.allreduce.backend.iloc[0]
     src_model = (f"ring all-reduce model, busbw {res.fit['busbw_Bps'] / 1e9:.2f} GB/s and latency "
                  f"{1e6 * res.fit['latency_s']:.0f} us from this machine's all-reduce ({backend}, "
                  f"{res.fit['world_size']} processes; {res.fit['method']})")
-    q1 = Answer("Q1: computational efficiency on one worker",
-                f"Throughput peaks at per-worker batch {int(best_row.per_gpu_batch)} ({best_row.images_per_s:,.0f} images/s, "
-                f"epoch excluding data I/O {best_row.epoch_s_excl_io:.1f} s extrapolated from {int(best_row.batches_timed)} "
-                "timed batches)" + (f"; out of memory at {', '.join(map(str, oom))}." if oom else "; no batch ran out of memory."),
-                "answered", [Number(f"batch {int(r.per_gpu_batch)}: epoch excl. I/O", r.epoch_s_excl_io, "s", "predicted",
-                                    source=f"step time x steps, from {int(r.batches_timed)} timed batches")
-                             for r in ok.itertuples()])
+    q1 = lab5_q1(res.q1)
     t = res.table
     nums = [Number(f"{int(r.workers)} workers x {int(r.per_gpu_batch)}: epoch", r.epoch_s, "s", r.source,
                    source="" if r.source == "measured" else src_model)
@@ -578,7 +595,7 @@ def lab5(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[str]
         q4_text, q4_nums = f"No multi-worker run here; at 32,768 training takes {steps_ratio:.0f}x fewer steps.", []
     q4 = Answer("Q4: 5th-epoch loss and accuracy at the largest batch on 4 GPUs", q4_text, "partial", q4_nums,
                 missing="4 GPUs at per-GPU batch 8192 (global 32,768) for 5 epochs")
-    flags = [sanity.too_few(int(ok.batches_timed.min()), "timed batches per Q1 size")]
+    flags = [sanity.too_few(int(res.q1[res.q1.status == "ok"].batches_timed.min()), "timed batches per Q1 size")]
     if res.on_gpu and backend != "nccl":
         flags.append(sanity.Flag("settings differ", f"only {res.workers_here} GPU here: the multi-GPU rows are "
                                  "predicted with the all-reduce bandwidth of gloo between CPU processes on this host, "
