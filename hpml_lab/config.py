@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -23,7 +24,19 @@ from typing import Any, Mapping
 
 DATASETS = ("cifar10", "tinyimagenet")
 NORMS = ("bn", "none")
-OPTIMIZERS = ("sgd", "sgd_nesterov", "adagrad", "adadelta", "adam")
+# name: (torch.optim class, its fixed keyword arguments, whether cfg.momentum applies); training.build_optimizer
+# builds from this table, so a new optimizer is one entry here
+OPTIMIZER_TABLE: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "sgd": ("SGD", {}, True),
+    "sgd_nesterov": ("SGD", {"nesterov": True}, True),
+    "adagrad": ("Adagrad", {}, False),
+    "adadelta": ("Adadelta", {}, False),
+    "adam": ("Adam", {}, False),
+}
+OPTIMIZERS = tuple(OPTIMIZER_TABLE)
+# fp32: PyTorch's defaults (cuDNN may use TF32 for convolutions; flops records what ran); tf32: TF32 matrix
+# products and convolutions on CUDA; bf16 / fp16: autocast of forward and loss, fp16 with a GradScaler
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
 PROGRESS = ("auto", "bar", "plot", "log", "none")
 STEMS = ("cifar", "imagenet")
@@ -71,7 +84,9 @@ class RunConfig:
             DP-vs-DDP comparison); skipped, and said so in meta.json, with fewer than 2 GPUs.
             DDP needs no flag: launching with torchrun turns it on.
         channels_last: model and input batches in channels-last memory format (fast path).
-        amp: bfloat16 autocast for forward and loss, on CUDA and on CPU alike (fast path).
+        precision: fp32, tf32, bf16 or fp16 (autocast of forward and loss; fp16 scales the loss with a
+            GradScaler); on CUDA and on CPU alike where torch supports it (fast path).
+        amp: deprecated, amp=true is precision="bf16".
         compile: wrap the model in torch.compile (fast path; the first steps pay compilation).
         persistent_workers: keep DataLoader workers alive between epochs (needs num_workers > 0).
         loader: "pil" (the lab's per-sample PIL pipeline in a DataLoader) or "tensor" (the whole
@@ -109,29 +124,25 @@ class RunConfig:
     # fast path (hpml_lab.fastpath); all off by default so the lab's baselines stay the lab's
     channels_last: bool = False
     amp: bool = False
+    precision: str = "fp32"
     compile: bool = False
     persistent_workers: bool = False
     loader: str = "pil"
 
     def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
-        for f in fields(self):
-            value = getattr(self, f.name)
-            want = hints[f.name]
-            if want is float and isinstance(value, int) and not isinstance(value, bool):
-                object.__setattr__(self, f.name, float(value))
-                continue
-            if not _is_type(value, want):
-                raise ConfigError(
-                    f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {value!r}"
-                )
+        check_types(self)
+        if self.amp and self.precision == "fp32":
+            print("note: amp=true is deprecated; it means precision=bf16, which this run uses", file=sys.stderr)
+            object.__setattr__(self, "precision", "bf16")
+        elif self.amp and self.precision != "bf16":
+            raise ConfigError(f"amp=true means precision=bf16, not {self.precision!r}: leave amp out")
         self._check_values()
 
     def _check_values(self) -> None:
         choices = {
             "dataset": DATASETS, "norm": NORMS, "optimizer": OPTIMIZERS,
             "device": DEVICES, "progress": PROGRESS, "stem": STEMS,
-            "loader": LOADERS,
+            "loader": LOADERS, "precision": PRECISIONS,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -161,9 +172,9 @@ class RunConfig:
             raise ConfigError(
                 f"parameter 'model' is {self.model!r}; valid models: {', '.join(models.available())}"
             )
-        if self.amp and models.accepts(self.model, "memory_saving"):
+        if self.precision in ("bf16", "fp16") and models.accepts(self.model, "memory_saving"):
             raise ConfigError(f"amp with {self.model!r} is not supported: the reversible backward recomputes its "
-                              "inputs without autocast; use amp=false for RevNets")
+                              "inputs without autocast; use precision=fp32 or tf32 for RevNets")
         if self.checkpoint_segments and not models.accepts(self.model, "checkpoint_segments"):
             raise ConfigError(f"parameter 'checkpoint_segments' applies to ResNets only, not {self.model!r}")
         if not self.task or any(c in self.task for c in "/\\ ") or self.task in (".", ".."):
@@ -229,6 +240,24 @@ def check_keys(params: Mapping[str, Any]) -> None:
     for key in params:
         if key not in valid:
             raise ConfigError(f"unknown parameter {key!r}; valid parameters: {', '.join(valid)}")
+
+
+def check_types(obj: Any) -> None:
+    """The one type check of RunConfig and StudySettings: each field's value must have its annotated type (int,
+    float, str, bool or tuple[item, ...]); an int given for a float becomes a float, a list for a tuple a tuple."""
+    hints = typing.get_type_hints(type(obj))
+    for f in fields(obj):
+        value, want = getattr(obj, f.name), hints[f.name]
+        if typing.get_origin(want) is tuple:
+            item = typing.get_args(want)[0]
+            if isinstance(value, (list, tuple)) and all(_is_type(v, item) for v in value):
+                object.__setattr__(obj, f.name, tuple(float(v) if item is float else v for v in value))
+                continue
+            raise ConfigError(f"parameter {f.name!r} must be a list of {item.__name__}, got {value!r}")
+        if want is float and _is_type(value, float):
+            object.__setattr__(obj, f.name, float(value))
+        elif not _is_type(value, want):
+            raise ConfigError(f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {value!r}")
 
 
 def _is_type(value: Any, want: type) -> bool:
@@ -310,19 +339,7 @@ class StudySettings:
     """
 
     def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
-        for f in fields(self):  # type: ignore[arg-type]
-            value, want = getattr(self, f.name), hints[f.name]
-            if typing.get_origin(want) is tuple:
-                item = typing.get_args(want)[0]
-                if isinstance(value, (list, tuple)) and all(_is_type(v, item) for v in value):
-                    object.__setattr__(self, f.name, tuple(float(v) if item is float else v for v in value))
-                    continue
-                raise ConfigError(f"parameter {f.name!r} must be a list of {item.__name__}, got {value!r}")
-            if want is float and _is_type(value, float):
-                object.__setattr__(self, f.name, float(value))
-            elif not _is_type(value, want):
-                raise ConfigError(f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {value!r}")
+        check_types(self)
         self.check()
 
     def check(self) -> None:

@@ -1,14 +1,15 @@
 """The fast training path: RunConfig options that train() applies, each off by default.
 
-    python -m hpml_lab --channels-last true --amp true --compile true --loader tensor
-    hpml-lab bench step            # the seed baseline against the fast path (hpml_lab.studies.bench)
+    python -m hpml_lab --channels-last true --precision bf16 --compile true --loader tensor
+    hpml-lab bench step            # the reference baseline against the fast path (hpml_lab.studies.bench)
 
 - channels_last: model weights and input batches in NHWC memory format (cuDNN and oneDNN
   pick faster convolution kernels for it, above all with bfloat16 on tensor cores).
-- amp: bfloat16 autocast around forward and loss. On CUDA that uses tensor cores; on CPU it
-  is applied too (torch.autocast("cpu")), which pays off only on CPUs with bf16 units (AMX,
+- precision: bf16 or fp16 autocast around forward and loss. On CUDA that uses tensor cores; on CPU it
+  is applied too (torch.autocast("cpu")), which pays off only on CPUs with such units (AMX,
   AVX512-BF16) and is usually slower elsewhere: measure it. bfloat16 keeps float32's exponent
-  range, so no gradient scaler is needed.
+  range, so no gradient scaler is needed; fp16 (V100s have no bf16) gets a GradScaler in the step.
+  tf32 turns on TF32 matrix products and convolutions on CUDA. amp=true (deprecated) is bf16.
 - compile: torch.compile with static shapes, a fresh compile per run (DDP's wrapper under torchrun);
   compilation happens in the first steps (epoch 1); compile_available says beforehand whether it can build here.
 - pinned memory and non_blocking copies: the DataLoader pins on CUDA, and train() copies
@@ -19,7 +20,7 @@
 
 Models are built by training.build_model and loaders by data.build_loader; this module holds only what the
 fast path changes: the model's format and compilation (and whether compiling can work here), the copy,
-autocast, and unwrapping for saving.
+autocast and loss scaling, and unwrapping for saving.
 """
 from __future__ import annotations
 
@@ -125,11 +126,52 @@ def to_device(x: torch.Tensor, device: torch.device, channels_last: bool = False
     return x.to(device, non_blocking=True)
 
 
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def autocast(cfg, device: torch.device):
-    """bfloat16 autocast when cfg.amp, else a no-op context."""
-    if not cfg.amp:
+    """Autocast in cfg.precision's type (bf16 or fp16; amp=true is bf16), else a no-op context."""
+    dtype = _AUTOCAST.get(cfg.precision)
+    if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def grad_scaler(cfg, device: torch.device) -> torch.amp.GradScaler | None:
+    """fp16 needs its loss scaled (small gradients underflow in fp16): a GradScaler for the device; None
+    otherwise (bf16 has fp32's range)."""
+    return torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
+
+
+def check_precision(cfg, device: torch.device) -> None:
+    """Refuse, in one line and before any compute, a precision this torch cannot run on the device: a
+    convolution's forward and backward under its autocast, once."""
+    dtype = _AUTOCAST.get(cfg.precision)
+    if dtype is None:
+        return
+    try:
+        conv = nn.Conv2d(3, 2, 3).to(device)
+        with torch.autocast(device_type=device.type, dtype=dtype):
+            out = conv(torch.randn(1, 3, 4, 4, device=device))
+        out.float().sum().backward()
+    except (RuntimeError, TypeError, NotImplementedError) as e:
+        raise ConfigError(f"precision={cfg.precision} is not supported on {device.type} by torch "
+                          f"{torch.__version__}: {str(e).strip().splitlines()[0][:120]}") from None
+
+
+@contextlib.contextmanager
+def matmul_precision(cfg, device: torch.device):
+    """precision=tf32: TF32 matrix products and convolutions on CUDA for the block, the caller's settings put
+    back after it; any other precision leaves PyTorch's settings as they are."""
+    if cfg.precision != "tf32" or device.type != "cuda":
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 def unwrap(model: nn.Module) -> nn.Module:

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from .device import free_cuda_memory
-from .profiling import repeat_timed, synchronize
+from .profiling import synchronize
 from .io import atomic_file
 
 MB = 1024 ** 2
@@ -133,14 +133,6 @@ def make_step(model: nn.Module, batch_size: int, device: torch.device | str, ima
         train_step(model, opt, criterion, x, y, None, device)
 
     return step
-
-
-def time_per_batch(model: nn.Module, batch_size: int, device: torch.device | str = "cpu",
-                   repeats: int = 5, warmup: int = 2) -> list[float]:
-    """Seconds per training step (forward, backward, SGD step), synchronized, warm-up excluded."""
-    step = make_step(model, batch_size, device)
-    return repeat_timed(step, device, repeats=repeats, warmup=warmup)
-
 
 
 def cuda_peak_step(model: nn.Module, batch_size: int, device: torch.device | str = "cuda", image_size: int = 32,

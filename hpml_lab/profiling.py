@@ -9,6 +9,9 @@ synchronize) and with perf_counter on the CPU, where work is synchronous.
     t.start(); step(); t.stop()
     t.total()            # seconds, synchronized
     summarize([0.11, 0.12, 0.10])   # {'n': 3, 'median': ..., 'iqr': ..., ...}
+
+EpochMemory is the memory beside the clocks: train() starts it with each epoch and writes what it read into
+epochs.csv (MEMORY_COLUMNS).
 """
 from __future__ import annotations
 
@@ -161,3 +164,70 @@ def summarize(values: Iterable[float]) -> dict[str, float]:
         "min": v[0], "max": v[-1], "mean": statistics.fmean(v),
         "std": statistics.stdev(v) if len(v) > 1 else 0.0,
     }
+
+
+MEMORY_COLUMNS = ["peak_allocated_mb", "peak_reserved_mb", "alloc_retries", "peak_rss_mb"]
+MEMORY_NOTE = (
+    "peak_allocated_mb / peak_reserved_mb: the CUDA caching allocator's peaks within the epoch (peak statistics "
+    "reset at its start); alloc_retries: times in the epoch the allocator freed its cache and retried a failed "
+    "allocation (a sign of memory pressure); all three empty on CPU. peak_rss_mb: this process's peak resident "
+    "memory within the epoch (Linux: the high-water mark reset at its start through /proc/self/clear_refs; "
+    "DataLoader workers are other processes and not counted); where it cannot be reset it is the process's "
+    "high-water mark since it started (ru_maxrss), and meta.json's memory_note says so."
+)
+
+
+class EpochMemory:
+    """Peak memory of one epoch, as torchtitan's memory monitor reads it: start() resets the peaks, read() gives
+    the MEMORY_COLUMNS values since then. `rss_per_epoch` says whether peak_rss_mb is the epoch's own peak."""
+
+    def __init__(self, device: torch.device | str):
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        self.retries0 = 0
+        self.rss_per_epoch = self._reset_rss()
+
+    @staticmethod
+    def _reset_rss() -> bool:
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # resets VmHWM to the current RSS (Linux 4.0 and later)
+            return True
+        except OSError:
+            return False
+
+    def start(self) -> None:
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.retries0 = torch.cuda.memory_stats(self.device).get("num_alloc_retries", 0)
+        if self.rss_per_epoch:
+            self.rss_per_epoch = self._reset_rss()
+
+    def read(self) -> dict[str, float]:
+        row: dict[str, float] = dict.fromkeys(MEMORY_COLUMNS, float("nan"))  # an empty cell in the CSV
+        if self.cuda:
+            stats = torch.cuda.memory_stats(self.device)
+            row.update(peak_allocated_mb=stats.get("allocated_bytes.all.peak", 0) / 2 ** 20,
+                       peak_reserved_mb=stats.get("reserved_bytes.all.peak", 0) / 2 ** 20,
+                       alloc_retries=stats.get("num_alloc_retries", 0) - self.retries0)
+        row["peak_rss_mb"] = _peak_rss_mb(self.rss_per_epoch)
+        return row
+
+
+def _peak_rss_mb(from_proc: bool) -> float:
+    if from_proc:
+        try:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024  # kB
+        except OSError:
+            pass
+    try:
+        import resource
+        import sys
+
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux, bytes on macOS
+        return rss / 2 ** 20 if sys.platform == "darwin" else rss / 1024
+    except (ImportError, OSError):
+        return float("nan")

@@ -123,7 +123,7 @@ def test_sigterm_while_an_epoch_is_written_arrives_after_its_files_agree(cfg, mo
 
 
 def test_a_signal_as_the_run_lands_leaves_it_complete_and_the_cli_says_so(cfg, monkeypatch, capsys):
-    from hpml_lab import training
+    from hpml_lab.__main__ import main
 
     write = results.write_meta
 
@@ -133,9 +133,9 @@ def test_a_signal_as_the_run_lands_leaves_it_complete_and_the_cli_says_so(cfg, m
             os.kill(os.getpid(), signal.SIGTERM)
 
     monkeypatch.setattr(results, "write_meta", write_then_signal)
-    code = training.main(["--task", cfg.task, "--data-root", cfg.data_root, "--results-dir", cfg.results_dir,
-                          "--model", cfg.model, "--batch-size", "8", "--num-workers", "0", "--progress", "none",
-                          "--epochs", "2", "--max-batches", "2"])
+    code = main(["--task", cfg.task, "--data-root", cfg.data_root, "--results-dir", cfg.results_dir,
+              "--model", cfg.model, "--batch-size", "8", "--num-workers", "0", "--progress", "none",
+              "--epochs", "2", "--max-batches", "2"])
     run = results.read_run(cfg.run_dir())
     assert code == 143 and run.status == "complete" and run.meta["epochs_done"] == 2
     err = capsys.readouterr().err

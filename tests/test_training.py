@@ -15,7 +15,8 @@ from hpml_lab.training import BATCH_COLUMNS, EPOCH_COLUMNS
 
 
 def test_loss_falls_on_synthetic_data(tiny_cfg):
-    run = train(tiny_cfg.replace(epochs=4, max_batches=0, lr=0.05, batch_size=50))
+    # 100 images seen 6 times: the loss falls in seconds (the whole 1,000 took 84 s to show it)
+    run = train(tiny_cfg.replace(epochs=6, max_batches=0, lr=0.1, batch_size=20, subset=100))
     per_epoch = run.epochs["loss"].tolist()
     assert per_epoch[-1] < 0.8 * per_epoch[0], per_epoch
     assert run.epochs["acc"].iloc[-1] > 0.2  # chance is 0.1
@@ -59,6 +60,58 @@ def test_failed_run_is_marked_failed(tiny_cfg, monkeypatch):
     assert meta["status"] == "failed" and "injected" in meta["error"]
 
 
+def test_epochs_csv_carries_each_epochs_peak_memory(tiny_cfg):
+    from hpml_lab.profiling import MEMORY_COLUMNS
+
+    run = train(tiny_cfg)
+    ep = pd.read_csv(run.run_dir / "epochs.csv")
+    assert list(ep.columns[-4:]) == MEMORY_COLUMNS
+    rss = ep["peak_rss_mb"]
+    assert (rss > 10).all() and (rss < 1e5).all(), rss  # a Python process with torch loaded: tens of MB at least
+    assert ep[["peak_allocated_mb", "peak_reserved_mb", "alloc_retries"]].isna().all().all()  # no CUDA here
+    assert "peak_rss_mb" in run.meta["memory_note"]
+
+
+def test_fp16_trains_on_cpu_with_a_grad_scaler_and_is_recorded(tiny_cfg, monkeypatch):
+    from hpml_lab import training
+
+    scaled = []
+    real = torch.amp.GradScaler.scale
+    monkeypatch.setattr(torch.amp.GradScaler, "scale", lambda self, out: scaled.append(1) or real(self, out))
+    run = train(tiny_cfg.replace(precision="fp16"))
+    assert len(scaled) == len(run.batches) == 6  # every step's loss went through the scaler
+    assert run.meta["precision"] == "fp16" and run.meta["flops"]["precision"] == "fp16"
+    assert run.batches["loss"].notna().all() and json.loads((run.run_dir / "meta.json").read_text())["precision"] == "fp16"
+    assert training.train(tiny_cfg, write=False).meta["precision"] == "fp32"
+
+
+def test_a_precision_torch_cannot_run_is_refused_in_one_line(tiny_cfg):
+    from hpml_lab import RunConfig, fastpath
+
+    with pytest.raises(ConfigError, match="precision=fp16 is not supported on meta") as err:
+        fastpath.check_precision(RunConfig(precision="fp16"), torch.device("meta"))  # no autocast for 'meta'
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="valid values: fp32, tf32, bf16, fp16"):
+        tiny_cfg.replace(precision="fp8")
+
+
+def test_amp_true_is_bf16_with_a_deprecation_note(tiny_cfg, capsys):
+    from hpml_lab import RunConfig
+
+    assert RunConfig(amp=True).precision == "bf16"
+    assert capsys.readouterr().err.strip() == "note: amp=true is deprecated; it means precision=bf16, which this run uses"
+    with pytest.raises(ConfigError, match="amp=true means precision=bf16"):
+        RunConfig(amp=True, precision="fp16")
+
+
+@pytest.mark.cuda
+def test_fp16_trains_on_cuda_with_its_loss_scaled(tiny_cfg):
+    run = train(tiny_cfg.replace(device="cuda", precision="fp16", max_batches=4))
+    assert run.meta["precision"] == "fp16" and run.meta["flops"]["precision"] == "fp16"
+    assert run.batches["loss"].notna().all() and (run.epochs["peak_allocated_mb"] > 0).all()
+    assert (run.epochs["alloc_retries"] >= 0).all()
+
+
 def test_same_seed_same_losses(tiny_cfg):
     a = train(tiny_cfg, write=False).batches["loss"]
     b = train(tiny_cfg, write=False).batches["loss"]
@@ -78,6 +131,7 @@ def test_cuda_request_without_cuda_is_a_clear_error(tiny_cfg):
         train(tiny_cfg.replace(device="cuda"))
 
 
+@pytest.mark.slow
 def test_module_entry_point_saves_model(tiny_cfg, tmp_path):
     out = tmp_path / "w.pt"
     args = [sys.executable, "-m", "hpml_lab", "--data-root", tiny_cfg.data_root, "--results-dir",
@@ -95,25 +149,26 @@ def test_if_missing_skips_a_complete_run_of_the_same_settings(tiny_cfg, capsys):
     and trains when any setting differs."""
     import json
 
-    from hpml_lab import training
+    from hpml_lab.__main__ import _main
 
     args = ["--data-root", tiny_cfg.data_root, "--results-dir", tiny_cfg.results_dir, "--model", "resnet_tiny",
             "--epochs", "1", "--max-batches", "1", "--batch-size", "8", "--num-workers", "0", "--progress", "none",
             "--device", "cpu", "--task", "again", "--if-missing", "true"]
-    assert training._main(args) == 0
+    assert _main(args) == 0
     run = next((Path(tiny_cfg.results_dir) / "again").iterdir())
     started = json.loads((run / "meta.json").read_text())["started_at"]
     capsys.readouterr()
-    assert training._main(args) == 0
+    assert _main(args) == 0
     assert "complete already" in capsys.readouterr().out
     assert json.loads((run / "meta.json").read_text())["started_at"] == started  # not run again
-    assert training._main([*args, "--lr", "0.05"]) == 0  # other settings: another run
+    assert _main([*args, "--lr", "0.05"]) == 0  # other settings: another run
     assert len(list((Path(tiny_cfg.results_dir) / "again").iterdir())) == 2
-    assert training._main([*args[:-1], "maybe"]) == 2
+    assert _main([*args[:-1], "maybe"]) == 2
     err = capsys.readouterr().err
     assert "--if-missing" in err and "true or false" in err
 
 
+@pytest.mark.slow
 def test_module_entry_point_rejects_unknown_flag(tiny_cfg):
     p = subprocess.run([sys.executable, "-m", "hpml_lab", "--batchsize", "3"], capture_output=True,
                        text=True, timeout=120)
@@ -130,6 +185,7 @@ def test_the_cpu_allocators_failure_counts_as_out_of_memory():
     assert is_oom(err.value) and not is_oom(RuntimeError("shape mismatch"))
 
 
+@pytest.mark.slow  # five compiled runs: about 25 s on a shared CPU
 def test_compiled_runs_in_one_process_each_compile_afresh_and_stay_compiled(tiny_cfg):
     # a sweep over batch sizes in one process (Lab 5's Q1 does this): every size and its smaller last batch is a
     # static graph; kept across runs they would pass dynamo's recompile limit (8), past which it runs eager code
@@ -157,13 +213,13 @@ def test_live_plot_redraws_one_figure_in_place_in_a_kernel(tiny_cfg, tmp_path):
     cfg = tiny_cfg.replace(task="live", progress="plot", epochs=2, max_batches=3, batch_size=8)
     code = f"""
 import json
-from hpml_lab import RunConfig, train, training
-training._LivePlot.MIN_INTERVAL_S = training._LivePlot.SPACING = 0  # a redraw after every batch
-draws, draw = [], training._LivePlot._draw
+from hpml_lab import RunConfig, train, progress
+progress.LivePlot.MIN_INTERVAL_S = progress.LivePlot.SPACING = 0  # a redraw after every batch
+draws, draw = [], progress.LivePlot._draw
 def counted(self):
     draws.append([list(self.steps), list(self.loss), list(self.acc)])
     draw(self)
-training._LivePlot._draw = counted
+progress.LivePlot._draw = counted
 run = train(RunConfig(**{cfg.to_dict()!r}), write=False)
 print(json.dumps({{"draws": draws, "loss": run.batches["loss"].tolist(), "acc": run.batches["acc"].tolist()}}))
 """
@@ -189,7 +245,7 @@ print(json.dumps({{"draws": draws, "loss": run.batches["loss"].tolist(), "acc": 
 
 
 def test_live_plot_outside_a_kernel_falls_back_with_one_line(capsys, monkeypatch):
-    from hpml_lab.training import progress_mode
+    from hpml_lab.progress import progress_mode
 
     assert progress_mode("plot") == "log"  # pytest's stderr is no terminal: what auto gives in a batch log
     assert capsys.readouterr().err.strip() == "progress=plot draws in a Jupyter kernel only; progress=log instead"

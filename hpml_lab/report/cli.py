@@ -159,7 +159,7 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_train(args, rest: list[str]) -> int:
-    from ..training import main as train_main
+    from ..__main__ import main as train_main
 
     return train_main(rest)
 
