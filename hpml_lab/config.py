@@ -20,7 +20,7 @@ import sys
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 DATASETS = ("cifar10", "tinyimagenet")
 NORMS = ("bn", "none")
@@ -235,11 +235,14 @@ class RunConfig:
         return output_path(self.results_dir) / self.task / self.resolved_run_id()
 
 
-def check_keys(params: Mapping[str, Any]) -> None:
-    valid = RunConfig.field_names()
+def check_keys(params: Mapping[str, Any] | Iterable[str], also: Iterable[str] = (), where: str = "",
+               shown: Iterable[str] | None = None) -> None:
+    """The one check for unknown parameter names: each key must be a RunConfig field or one of `also` (a study's
+    settings); else one line naming it (`where`, e.g. " for task c1") and the valid names (`shown`, or all)."""
+    valid = [*RunConfig.field_names(), *also]
     for key in params:
         if key not in valid:
-            raise ConfigError(f"unknown parameter {key!r}; valid parameters: {', '.join(valid)}")
+            raise ConfigError(f"unknown parameter {key!r}{where}; valid parameters: {', '.join(shown or valid)}")
 
 
 def check_types(obj: Any) -> None:

@@ -223,10 +223,6 @@ def all_reduce_max(t: torch.Tensor) -> torch.Tensor:
     return _reduce(t, dist.ReduceOp.MAX if dist.is_available() else None)
 
 
-def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
-    return all_reduce_sum(t) / (dist.get_world_size() if active() else 1)
-
-
 def run_config(cfg, world_size: int):
     """cfg with the run folder of a `world_size`-process DDP run: ddp<N>-<id>, never the folder of a
     single-process run of the same settings (an explicit run_id is kept)."""
@@ -246,7 +242,3 @@ def sampler_kwargs(dataset, shuffle: bool, seed: int, env: DistEnv) -> dict[str,
                                  seed=seed, drop_last=False)
     return {"sampler": sampler, "shuffle": False}
 
-
-def print0(*args, **kwargs) -> None:
-    if not active() or dist.get_rank() == 0:
-        print(*args, **kwargs, flush=True)

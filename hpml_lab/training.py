@@ -102,9 +102,6 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, criterion: nn
     return out, loss, y
 
 
-_now = results.now
-
-
 def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
     """CPU copies of the weights, so the file loads on a machine without the GPU it was trained on."""
     state = {k: v.detach().cpu() for k, v in fastpath.unwrap(model).state_dict().items()}
@@ -169,7 +166,7 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
             with fastpath.matmul_precision(cfg, device):
                 batch_rows, epoch_rows = _epochs(cfg, model, loader, optimizer, criterion, device, dist_env,
                                                  rf.path if write else None, meta)
-            meta.update(status="complete", finished_at=_now(), duration_s=time.perf_counter() - started,
+            meta.update(status="complete", finished_at=results.now(), duration_s=time.perf_counter() - started,
                         epochs_done=cfg.epochs)
             if save_model and dist_env.is_main:
                 meta["saved_model"] = _save_model(model, save_model, rf.path if write else None, run_dir)
@@ -185,7 +182,8 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
 
 def _flops_record(cfg: RunConfig, device: torch.device) -> dict[str, Any]:
     """FLOPs per image of a training step, the precision and the device's peak for it (hpml_lab.flops)."""
-    precision = "tf32" if cfg.precision == "tf32" and device.type == "cuda" else flops.precision_of(cfg, device)
+    asked = cfg.precision in ("bf16", "fp16") or (cfg.precision == "tf32" and device.type == "cuda")
+    precision = cfg.precision if asked else flops.precision_of(cfg, device)  # fp32: TF32 where cuDNN uses it
     if cfg.precision == "fp16":  # flops has no fp16 entry: fp16 tensor peaks equal bf16's on its data sheets
         pk = flops.peak(device, "bf16")
         precision, source = "fp16", pk.source + " (its bf16 figure, taken for fp16)"

@@ -28,10 +28,6 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def describe() -> dict[str, str]:
-    return {name: _REGISTRY[name][2] for name in available()}
-
-
 def build(name: str, num_classes: int = 10, norm: str = "bn", **kwargs: Any) -> nn.Module:
     """Build a registered model; kwargs override the entry's defaults (e.g. stem="imagenet")."""
     if name not in _REGISTRY:

@@ -16,11 +16,10 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ..config import ConfigError, RunConfig, output_path
+from ..config import RunConfig, check_keys, output_path
 from ..data import dataset_info
 from ..envinfo import environment, hardware_label
 from .. import sanity
-from ..profiling import summarize
 from ..results import drop_warmup
 
 try:
@@ -38,13 +37,10 @@ def config(task: str, namespace: Mapping[str, Any]) -> RunConfig:
     and runs with the default)."""
     from . import tasks
 
-    known = set(RunConfig.field_names())
     t = tasks.TASKS.get(task)
-    if t is not None and t.settings is not None:
-        known |= set(t.settings.field_names())
-    unknown = sorted(set(injected_names(namespace)) - known)
-    if unknown:
-        raise ConfigError(f"unknown parameter {unknown[0]!r} for task {task}; valid: {', '.join(sorted(known))}")
+    study = t.settings.field_names() if t is not None and t.settings is not None else []
+    check_keys(sorted(injected_names(namespace)), also=study, where=f" for task {task}",
+               shown=sorted({*RunConfig.field_names(), *study}))
     params = {k: namespace[k] for k in RunConfig.field_names() if k in namespace and k != "task"}
     return RunConfig(task=task, **params)
 
@@ -193,17 +189,6 @@ def save_figure(fig, name: str, folder: str = "figures") -> None:
     path = output_path(folder) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
-
-
-def stat_line(values, unit: str = "s", what: str = "") -> str:
-    """'median 1.23 s (IQR 0.05, min 1.20, max 1.31, n=4)' for prose and tables."""
-    s = summarize(values)
-    if s["n"] == 0:
-        return "no measurements"
-    if s["n"] < sanity.MIN_SAMPLES:  # no spread from fewer than three values
-        return f"{what}median {s['median']:.3g} {unit} (n={s['n']}: too few for a spread)"
-    return (f"{what}median {s['median']:.3g} {unit} (IQR {s['iqr']:.2g}, min {s['min']:.3g}, "
-            f"max {s['max']:.3g}, n={s['n']})")
 
 
 def steady_epochs(epochs: pd.DataFrame) -> tuple[pd.DataFrame, str]:

@@ -28,7 +28,7 @@ import yaml
 
 from .. import results
 from . import answers, tasks
-from ..config import ConfigError, RunConfig, coerce_value, output_path, project_root
+from ..config import ConfigError, RunConfig, check_keys, coerce_value, output_path, project_root
 from ..data import check_dataset
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_json, atomic_write_text
@@ -112,9 +112,8 @@ def resolve_parameters(task: tasks.Task, profile: str, file_params: Mapping[str,
     hints = typing.get_type_hints(RunConfig)
     valid = RunConfig.field_names()
     study = task.settings.field_names() if task.settings else []
+    check_keys(merged, also=study, shown=sorted(nb_params))
     for key in merged:
-        if key not in valid and key not in study:
-            raise ConfigError(f"unknown parameter {key!r}; valid parameters: {', '.join(sorted(nb_params))}")
         if key not in nb_params:
             raise ConfigError(f"task {task.id} does not take parameter {key!r}; "
                               f"it takes: {', '.join(sorted(nb_params))}")

@@ -30,7 +30,6 @@ import io
 import os
 import shutil
 import tempfile
-import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -110,16 +109,11 @@ class ThreadedFileDataset(FileImageDataset):
         self.threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pid = -1
-        self._lock = threading.Lock()
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state.update(_pool=None, _pid=-1, _lock=None)
+        state.update(_pool=None, _pid=-1)
         return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None or self._pid != os.getpid():

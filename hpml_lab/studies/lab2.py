@@ -39,13 +39,6 @@ LOADER_NOTE = ("Total DataLoader time per epoch: a fresh iterator (so worker sta
 MAX_WORKERS = 64
 
 
-_now = results.now
-
-
-def _base_meta(cfg: RunConfig, device: torch.device, **extra: Any) -> dict[str, Any]:
-    return results.new_meta(cfg, device, **extra)
-
-
 def stats_row(values, **labels: Any) -> dict[str, Any]:
     """labels + n, median, IQR, min, max, mean of `values` (seconds)."""
     s = summarize(values)
@@ -53,7 +46,7 @@ def stats_row(values, **labels: Any) -> dict[str, Any]:
             "max_s": s["max"], "mean_s": s["mean"]}
 
 
-steady = results.drop_warmup
+steady = results.drop_warmup  # an alias the notebooks (c5, c8) still call: the package calls results.drop_warmup
 
 
 WARMUP_NOTE = ("Epoch 1 of every run is warm-up (worker start-up, allocator growth, kernel selection) and is excluded "
@@ -92,12 +85,12 @@ def time_loader_epochs(cfg: RunConfig) -> list[dict[str, Any]]:
 def _run_loader(cfg: RunConfig) -> None:
     """One loader configuration, with the run lifecycle (results.RunFolder): written into an attempt folder,
     landed only when complete; SIGTERM ends it as interrupted."""
-    meta = _base_meta(cfg, torch.device("cpu"), kind="loader", timing_note=LOADER_NOTE)
+    meta = results.new_meta(cfg, torch.device("cpu"), kind="loader", timing_note=LOADER_NOTE)
     with results.sigterm_interrupts(), results.RunFolder(cfg.run_dir()) as rf:
         rf.write_meta(meta)
         rows = time_loader_epochs(cfg)
         atomic_write_csv(rf.path / "loader.csv", rows, LOADER_COLUMNS)
-        rf.complete({**meta, "finished_at": _now()})
+        rf.complete({**meta, "finished_at": results.now()})
 
 
 @dataclass
@@ -161,7 +154,7 @@ def c3_loader_sweep(cfg: RunConfig, max_workers: int = MAX_WORKERS, tolerance: f
     summary["images_per_s"] = summary["images"] / summary["median_s"]
     summary["best"] = summary["num_workers"] == best_n
     sdir = cfg.run_dir().parent / f"loader-summary-b{cfg.batch_size}-{cfg.replace(num_workers=0).config_hash()}"
-    results.write_derived(sdir, {"summary": summary}, _base_meta(
+    results.write_derived(sdir, {"summary": summary}, results.new_meta(
         cfg.replace(num_workers=best_n), torch.device("cpu"), kind="loader_summary", best_workers=best_n,
         cpu_cores=cores, stop_reason=reason, timing_note=LOADER_NOTE, runs=[it.run_dir.name for it in items]))
     return LoaderSweep(summary, rows, best_n, cores, reason, items, sdir)
@@ -247,7 +240,7 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
     tr = _trace(model, build_loader(cfg.replace(num_workers=best), device), device, opt,
                 tdir / "trace.json", steps=trace_steps, cfg=cfg)
-    results.write_derived(tdir, {"top_ops": tr.top_ops}, _base_meta(
+    results.write_derived(tdir, {"top_ops": tr.top_ops}, results.new_meta(
         cfg.replace(num_workers=best), device, kind="trace", steps=tr.steps, warmup_steps=tr.warmup))
     return C4Result(epochs, summary, best, source, tr, items)
 
@@ -391,7 +384,7 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"
     tr = _trace(model, build_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg)
-    results.write_derived(tdir, {"top_ops": tr.top_ops}, _base_meta(
+    results.write_derived(tdir, {"top_ops": tr.top_ops}, results.new_meta(
         cfg, device, kind="trace", traced_mode="compile" if traced else "eager", steps=tr.steps,
         warmup_steps=tr.warmup))
     return C8Result(epochs, summary, speedup, compile_cost, message, backend, tr, "compile" if traced else "eager",
