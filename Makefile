@@ -1,6 +1,7 @@
 # hpml-lab: two commands do everything on a fresh machine.
 #   make report   # setup if needed, synthesize the default data, run every task, render HTML
 #   make test     # setup if needed, run the test suite
+#   make test-fast  # the developer's loop: all but slow, slurm, browser and cuda tests (under 2 min on 2 cores)
 # PYTHON picks the interpreter for the virtual environment (3.11 or newer).
 
 PYTHON ?= python3
@@ -10,7 +11,7 @@ PROFILE ?= smoke
 DATA ?= data
 STAMP := $(VENV)/.hpml-installed
 
-.PHONY: setup test report lab data bench clean-results gpu-wheels gpu-check
+.PHONY: setup test test-fast report lab data bench clean-results gpu-wheels gpu-check
 
 setup: $(STAMP)
 
@@ -24,6 +25,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow and not slurm and not browser and not cuda"
 
 data: setup
 	$(BIN)/hpml-lab data synth cifar10 --root $(DATA) --if-missing

@@ -1,7 +1,8 @@
 """Lab 2 experiments C3 to C8: each writes result rows and meta.json under results/<task>/ and returns tables.
 
     hpml-lab run c3 --profile smoke          # the notebooks call these functions
-    from hpml_lab import RunConfig, lab2
+    from hpml_lab import RunConfig
+    from hpml_lab.studies import lab2
     sweep = lab2.c3_loader_sweep(RunConfig(task="c3"))     # DataLoader time per epoch vs num_workers
     lab2.c4_data_vs_compute(RunConfig(task="c4"))          # 1 worker vs the best count, plus a trace
     lab2.c5_devices(cfg); lab2.c6_optimizers(cfg); lab2.c7_batchnorm(cfg); lab2.c8_compile(cfg)

@@ -1,7 +1,7 @@
 """Lab 5 scaling study: measured compute time, measured all-reduce bandwidth, DDP runs, and the
 scaling model that predicts the rows this machine cannot run.
 
-    from hpml_lab import scaling
+    from hpml_lab.studies import scaling
     ar = scaling.measure_allreduce([grad_bytes], nproc=2)      # torchrun + gloo (NCCL on GPUs)
     ddp = scaling.run_ddp(cfg, nproc=2)                         # torchrun -m hpml_lab, read back
     scaling.predict_epoch(t_step, n=4, per_gpu_batch=512, n_images=50_000, grad_bytes=..., busbw=...)
