@@ -80,7 +80,7 @@ class RunConfig:
             segments of its blocks (memory task; hpml_lab.models.recompute).
         compile_backend: torch.compile backend for C8 ("inductor" by default; "aot_eager" or
             "eager" skip code generation and are for quick checks, labelled as such in the report).
-        data_parallel: wrap the model in nn.DataParallel over every visible GPU (the seeds'
+        data_parallel: wrap the model in nn.DataParallel over every visible GPU (the reference projects'
             DP-vs-DDP comparison); skipped, and said so in meta.json, with fewer than 2 GPUs.
             DDP needs no flag: launching with torchrun turns it on.
         channels_last: model and input batches in channels-last memory format (fast path).

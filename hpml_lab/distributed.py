@@ -192,7 +192,7 @@ def wrap_model(model: nn.Module, env: DistEnv) -> nn.Module:
 
 
 def wrap_data_parallel(model: nn.Module, device: torch.device) -> tuple[nn.Module, str]:
-    """nn.DataParallel over every visible GPU, for the seeds' DP-vs-DDP comparison.
+    """nn.DataParallel over every visible GPU, for the reference projects' DP-vs-DDP comparison.
 
     Returns (model, note). With fewer than two GPUs DataParallel only adds
     overhead, so it is skipped and the note says why.

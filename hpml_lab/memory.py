@@ -90,7 +90,7 @@ def activation_bytes(model: nn.Module, batch: int | torch.Tensor, image_size: in
 
 
 def first_activation_bytes(model: nn.Module, image_size: int) -> int:
-    """Bytes per image of the stem convolution's output (the seed's back-of-envelope:
+    """Bytes per image of the stem convolution's output (the reference's back-of-envelope:
     112 x 112 x 64 floats = 3 MB for a 224 x 224 input with the ImageNet stem)."""
     first = next(m for m in model.modules() if isinstance(m, nn.Conv2d))
     with torch.no_grad():

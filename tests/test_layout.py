@@ -149,3 +149,11 @@ def test_a_stale_docstring_import_is_caught(tmp_path):
     assert _EXAMPLE_IMPORT.fullmatch("from hpml_lab import RunConfig, lab2")
     with pytest.raises(ImportError):
         exec("from hpml_lab import RunConfig, lab2", {})  # lab2 lives in hpml_lab.studies
+
+
+@pytest.mark.parametrize("package", ["studies", "report"])
+def test_package_docstring_table_names_every_module(package):
+    doc = ast.get_docstring(ast.parse((PKG / package / "__init__.py").read_text()))
+    named = {line.split("|")[1].strip() for line in doc.splitlines() if line.startswith("| ")}
+    files = {f.stem for f in (PKG / package).glob("*.py") if f.name != "__init__.py"}
+    assert files <= named, f"hpml_lab/{package}/__init__.py's table omits {sorted(files - named)}"

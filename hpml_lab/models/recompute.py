@@ -6,7 +6,7 @@ BatchNorm guard that recomputation needs (used by the ResNet and by the RevNet).
 
 Checkpointing is non-reentrant (use_reentrant=False): the reentrant variant gives
 no gradients to the layers before the first checkpoint when the network input does
-not require grad (the TinyImageNet seed's silent bug). Every one of the k segments
+not require grad (the TinyImageNet reference project's silent bug). Every one of the k segments
 is checkpointed: only each segment's input is kept for backward, and the segment
 is run again during the backward pass.
 """

@@ -23,7 +23,7 @@ pre-activation basic residual functions (BN-ReLU-conv3x3-BN-ReLU-conv3x3, convs
 with bias); the first unit of a stage has no leading BN-ReLU.
 
 Widths follow the reference's RevNet filters (32, 32, 64, 112): a 32-channel stem,
-then stages of 32, 64 and 112 channels. With 100 classes this reproduces the seed's
+then stages of 32, 64 and 112 channels. With 100 classes this reproduces the reference's
 parameter counts exactly (476,020 for 3-3-3 up to 2,879,380 for 18-18-18).
 """
 from __future__ import annotations

@@ -11,4 +11,8 @@ notebooks call, figures, Slurm scripts and the `hpml-lab` command.
 | plots | every figure the reports draw |
 | slurm | sbatch scripts for a task |
 | cli | the `hpml-lab` command |
+| findings | what each report concludes, computed from the study's results |
+| answers | the answer record: every number tagged measured, predicted or reference |
+| bundle | the one-file hand-in (HTML, PDF with Chromium) |
+| gpucheck | the GPU check kit (`make gpu-wheels`, `make gpu-check`) |
 """

@@ -56,10 +56,10 @@ TASKS: dict[str, Task] = {
              smoke={"epochs": 3, "batch_size": 32, "max_batches": 12, "num_workers": 1, "lr": SMOKE_LR}),
         Task("memory", "memory.ipynb", "Memory: RevNet and gradient checkpointing against ResNet", settings=memory.Settings,
              tiny={**TINY, "epochs": 1, "batch_size": 2}, gpu={**GPU, "epochs": 1, "max_batches": 200},
-             # batch 8 as in the seed's table; 25 steps per network for the loss curves, lr scaled down
+             # batch 8 as in the reference's table; 25 steps per network for the loss curves, lr scaled down
              # from 0.1 at batch 128 (lr 0.03 at batch 8 made the RevNet's loss jump in the first steps)
              smoke={"epochs": 1, "batch_size": 8, "max_batches": 25, "num_workers": 0, "lr": 0.01}),
-        # Lab 2, C3 to C8 and the questions (hpml_lab/lab2.py, hpml_lab/questions.py)
+        # Lab 2, C3 to C8 and the questions (hpml_lab/studies/lab2.py, hpml_lab/studies/questions.py)
         Task("c3", "c3_io.ipynb", "C3: DataLoader time per epoch against num_workers", settings=lab2.C3Settings,
              smoke={"epochs": 3, "batch_size": 32, "max_batches": 40}, gpu={**GPU, "epochs": 3, "max_batches": 100},
              full={"epochs": 3, "batch_size": 128, "max_batches": 0, "subset": 0}),

@@ -7,6 +7,7 @@
 | memory | memory | RevNet and gradient checkpointing against ResNet: activation bytes, peak, largest batch |
 | dataloading | dataloading | loading from high-latency storage: workers, threads inside workers, tensor-resident |
 | scaling | lab5 | Lab 5: DDP scaling model, measured all-reduce, compute sweep |
+| tinyimagenet | tinyimagenet | Tiny ImageNet: the bottleneck, activation memory, per-batch vs epoch time |
 | bench | (hpml-lab bench) | speed benchmarks that print ratios measured in one run |
 
 Each is run by its notebook (`hpml-lab run TASK`) or from Python.
