@@ -91,7 +91,8 @@ def _main(argv: list[str] | None) -> int:
             distributed.cleanup(barrier=False)
             raise
         distributed.cleanup(barrier=False)
-        print(f"error: out of memory at batch_size {vars(args).get('batch_size', RunConfig().batch_size)}: use a smaller batch_size "
+        batch = vars(args).get("batch_size", RunConfig().batch_size)
+        print(f"error: out of memory at batch_size {batch}: use a smaller batch_size "
               f"({str(e).strip().splitlines()[0][:160]})", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted): the run is marked interrupted

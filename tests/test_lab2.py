@@ -7,6 +7,7 @@ import torch
 
 from hpml_lab.studies import lab2
 from hpml_lab import results
+from hpml_lab.results import drop_warmup
 from hpml_lab.config import ConfigError
 
 
@@ -54,7 +55,8 @@ def test_c6_every_optimizer_and_c7_both_norms(cfg):
     out = lab2.c6_optimizers(cfg.replace(task="c6", max_batches=1), log=None)
     s = out.summary
     assert list(s["optimizer"]) == ["sgd", "sgd_nesterov", "adagrad", "adadelta", "adam"]
-    assert s["status"].str.startswith(("complete", "diverged")).all() and (s["n"] == 1).all()
+    # one step at the lab's lr: every optimizer completes (a diverged one would be a regression here)
+    assert (s["status"] == "complete").all() and (s["n"] == 1).all(), s[["optimizer", "status"]]
     assert set(out.batches["optimizer"]) == set(s["optimizer"])
     out7 = lab2.c7_batchnorm(cfg.replace(task="c7", max_batches=1), log=None)
     assert list(out7.summary["norm"]) == ["bn", "none"]
@@ -65,7 +67,12 @@ def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     c = cfg.replace(task="c8", compile_backend="eager")  # the dynamo path without a C++ build: fast
     out = lab2.c8_compile(c, trace_steps=1, log=None)
     assert out.message == "" and list(out.summary["mode"]) == ["eager", "compile (eager)"]
-    assert out.speedup > 0 and out.traced_mode == "compile" and out.trace.path.is_file()
+    assert out.traced_mode == "compile" and out.trace.path.is_file()
+    # speedup is what it names: the eager run's median steady step compute over the compiled run's
+    step = [drop_warmup(results.read_run(it.run_dir).batches)["train_s"].median() for it in out.items]
+    assert out.speedup == pytest.approx(step[0] / step[1])
+    first = out.summary["first_minus_steady_s"]
+    assert out.compile_cost_s == pytest.approx(first.iloc[1] - first.iloc[0])
     with pytest.raises(ConfigError, match="valid backends"):
         lab2.c8_compile(c.replace(compile_backend="no_such_backend"), log=None)
     monkeypatch.setattr(lab2, "compile_available", lambda backend, device: "no C++ compiler here")

@@ -81,7 +81,8 @@ def test_fp16_trains_on_cpu_with_a_grad_scaler_and_is_recorded(tiny_cfg, monkeyp
     run = train(tiny_cfg.replace(precision="fp16"))
     assert len(scaled) == len(run.batches) == 6  # every step's loss went through the scaler
     assert run.meta["precision"] == "fp16" and run.meta["flops"]["precision"] == "fp16"
-    assert run.batches["loss"].notna().all() and json.loads((run.run_dir / "meta.json").read_text())["precision"] == "fp16"
+    assert run.batches["loss"].notna().all()
+    assert json.loads((run.run_dir / "meta.json").read_text())["precision"] == "fp16"
     assert training.train(tiny_cfg, write=False).meta["precision"] == "fp32"
 
 
@@ -99,7 +100,8 @@ def test_amp_true_is_bf16_with_a_deprecation_note(tiny_cfg, capsys):
     from hpml_lab import RunConfig
 
     assert RunConfig(amp=True).precision == "bf16"
-    assert capsys.readouterr().err.strip() == "note: amp=true is deprecated; it means precision=bf16, which this run uses"
+    note = "note: amp=true is deprecated; it means precision=bf16, which this run uses"
+    assert capsys.readouterr().err.strip() == note
     with pytest.raises(ConfigError, match="amp=true means precision=bf16"):
         RunConfig(amp=True, precision="fp16")
 

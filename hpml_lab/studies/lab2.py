@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from .. import results
+from ..results import drop_warmup
 from ..config import OPTIMIZERS, ConfigError, RunConfig, StudySettings
 from ..data import build_loader, build_train_loader
 from ..envinfo import usable_cores
@@ -232,7 +233,7 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     counts = sorted({1, best})
     items = run_sweep([cfg.replace(num_workers=n, run_id="") for n in counts], train, log=log)
     epochs = tables(items, "epochs", with_config=("num_workers",))
-    summary = _phase_summary(steady(epochs), "num_workers")
+    summary = _phase_summary(drop_warmup(epochs), "num_workers")
     # trace: a fresh model, the best count's loader
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
@@ -268,7 +269,7 @@ def c5_devices(cfg: RunConfig, log=print) -> C5Result:
     devs = devices_present()
     items = run_sweep([cfg.replace(device=d, run_id="") for d in devs], train, log=log)
     epochs = tables(items, "epochs", with_config=("device",))
-    st, st_b = steady(epochs), steady(tables(items, "batches", with_config=("device",)))
+    st, st_b = drop_warmup(epochs), drop_warmup(tables(items, "batches", with_config=("device",)))
     rows = []
     for d in devs:
         g, all_g, b = st[st["device"] == d], epochs[epochs["device"] == d], st_b[st_b["device"] == d]
@@ -295,7 +296,7 @@ def _training_sweep(cfg: RunConfig, field_name: str, values, log=print) -> Train
                       on_error="record", log=log)
     epochs = tables(items, "epochs", with_config=(field_name,))
     batches = tables(items, "batches", with_config=(field_name,))
-    st = steady(epochs)
+    st = drop_warmup(epochs)
     rows = []
     for v in values:
         item = next(i for i in items if getattr(i.cfg, field_name) == v)
@@ -363,7 +364,7 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     modes = {it.run_dir.name: it.value for it in items if it.complete}
     if not epochs.empty:
         epochs["mode"] = epochs["run_id"].map(modes)
-    st = steady(epochs)
+    st = drop_warmup(epochs)
     rows = []
     for run_id, mode in modes.items():
         e, s = epochs[epochs["run_id"] == run_id], st[st["run_id"] == run_id]
@@ -373,7 +374,7 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     speedup = compile_cost = None
     if len(summary) == 2:
         eager, comp = summary.iloc[0], summary.iloc[1]
-        step = steady(tables([it for it in items if it.complete], "batches")).groupby("run_id")["train_s"].median()
+        step = drop_warmup(tables([it for it in items if it.complete], "batches")).groupby("run_id")["train_s"].median()
         ids = list(modes)
         speedup = float(step[ids[0]] / step[ids[1]])  # per-step compute: the data wait is not compile's doing
         compile_cost = comp["first_minus_steady_s"] - eager["first_minus_steady_s"]
