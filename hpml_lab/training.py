@@ -13,6 +13,10 @@ on the DataLoader (data_s), the time of copy + forward + backward + step
 epoch (total_s). With sync_each_step (the default) the device is synchronized
 after every step, so data_s and train_s are disjoint intervals and
 data_s + train_s <= total_s; the rest is loop overhead.
+
+Read top to bottom: train() sets up and writes the run, _epochs is the loop, train_step the one step, and
+_reduce_epoch combines the ranks' numbers under DDP; below them, how the model, optimizer and FLOPs record
+are built. The progress display is hpml_lab.progress; the command line is hpml_lab.__main__.
 """
 from __future__ import annotations
 
@@ -45,68 +49,6 @@ TIMING_NOTE = (
     "epoch 1 includes warm-up (worker start, cuDNN autotuning, allocator growth): summaries that "
     "exclude it say so."
 )
-
-
-
-
-def build_model(cfg: RunConfig, device: torch.device | None = None, compile: bool = True) -> nn.Module:
-    """The model cfg names, sized for cfg's dataset (classes, stem, norm, checkpoint segments); with `device`,
-    moved there and given the fast path's format and compilation (fastpath.apply_to_model) as cfg asks;
-    compile=False checks that compiling can work but leaves it to the caller (train() compiles DDP's wrapper)."""
-    extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
-    model = models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra)
-    return model if device is None else fastpath.apply_to_model(cfg, model.to(device), compile=compile)
-
-
-def build_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
-    """cfg.optimizer from config.OPTIMIZER_TABLE, with cfg.lr and cfg.weight_decay (and cfg.momentum where the
-    table says it applies: the SGD family)."""
-    cls, fixed, takes_momentum = OPTIMIZER_TABLE[cfg.optimizer]
-    extra = {"momentum": cfg.momentum} if takes_momentum else {}
-    return getattr(torch.optim, cls)(params, lr=cfg.lr, weight_decay=cfg.weight_decay, **fixed, **extra)
-
-
-_SCALERS: "weakref.WeakKeyDictionary[torch.optim.Optimizer, torch.amp.GradScaler]" = weakref.WeakKeyDictionary()
-
-
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, criterion: nn.Module, x: torch.Tensor,
-               y: torch.Tensor, cfg: RunConfig | None, device: torch.device, phase=None):
-    """One training step as train() times it: host-to-device copy (channels-last if asked), forward and
-    loss (under cfg.precision's autocast), backward, optimizer step. Returns (logits, loss, labels on device).
-    With precision=fp16 the loss is scaled by a GradScaler kept with the optimizer, so every caller's steps
-    share one scale that adapts over the run.
-
-    The one step of the package: train(), the benchmarks, profiler traces (tracing.trace_steps), the memory
-    timings (memory.make_step) and the Lab 2 questions all call it. `cfg=None` is a plain fp32 step;
-    `phase(name)` wraps each part in a context manager (tracing passes torch.profiler.record_function,
-    so a trace labels copy / forward / backward / optimizer exactly as train() counts them)."""
-    label = phase or (lambda name: contextlib.nullcontext())
-    with label("copy"):
-        x = fastpath.to_device(x, device, bool(cfg and cfg.channels_last))
-        y = y.to(device, non_blocking=True)
-    with label("forward"), (fastpath.autocast(cfg, device) if cfg is not None else contextlib.nullcontext()):
-        out = model(x)
-        loss = criterion(out, y)
-    scaler = None
-    if cfg is not None and cfg.precision == "fp16":
-        scaler = _SCALERS.get(optimizer) or _SCALERS.setdefault(optimizer, fastpath.grad_scaler(cfg, device))
-    with label("backward"):
-        optimizer.zero_grad(set_to_none=True)
-        (scaler.scale(loss) if scaler else loss).backward()
-    with label("optimizer"):
-        if scaler:
-            scaler.step(optimizer)  # skipped when the scaled gradients overflowed; the scale then shrinks
-            scaler.update()
-        else:
-            optimizer.step()
-    return out, loss, y
-
-
-def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
-    """CPU copies of the weights, so the file loads on a machine without the GPU it was trained on."""
-    state = {k: v.detach().cpu() for k, v in fastpath.unwrap(model).state_dict().items()}
-    with atomic_file(path) as tmp:
-        torch.save(state, tmp)
 
 
 def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
@@ -178,49 +120,6 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
         raise
     return results.Run(run_dir, meta, model, {"batches": pd.DataFrame(batch_rows, columns=BATCH_COLUMNS),
                                               "epochs": pd.DataFrame(epoch_rows, columns=EPOCH_COLUMNS)})
-
-
-def _flops_record(cfg: RunConfig, device: torch.device) -> dict[str, Any]:
-    """FLOPs per image of a training step, the precision and the device's peak for it (hpml_lab.flops)."""
-    asked = cfg.precision in ("bf16", "fp16") or (cfg.precision == "tf32" and device.type == "cuda")
-    precision = cfg.precision if asked else flops.precision_of(cfg, device)  # fp32: TF32 where cuDNN uses it
-    if cfg.precision == "fp16":  # flops has no fp16 entry: fp16 tensor peaks equal bf16's on its data sheets
-        pk = flops.peak(device, "bf16")
-        precision, source = "fp16", pk.source + " (its bf16 figure, taken for fp16)"
-    else:
-        pk = flops.peak(device, precision)
-        source = pk.source
-    return {"per_image": flops.flops_per_image(cfg), "precision": precision, "peak_tflops": pk.tflops,
-            "peak_source": source, "convention": "multiply-add = 2 FLOPs; convolutions and matrix products, "
-                                                    "forward + backward"}
-
-
-def check_output_file(path: str | os.PathLike, what: str) -> None:
-    """A file this run will write must be writable before the run starts: one line naming what is wrong."""
-    p = Path(path)
-    if p.is_dir():
-        raise ConfigError(f"{what} {p} is a folder; give a file name such as {p / 'model.pt'}")
-    parent = p.parent if str(p.parent) else Path(".")
-    existing = next((q for q in [parent, *parent.parents] if q.exists()), Path("/"))
-    if not existing.is_dir():
-        raise ConfigError(f"{what} {p}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{what} {p}: no permission to write in {existing}")
-
-
-def _save_model(model: nn.Module, target, attempt: Path | None, run_dir: Path) -> str:
-    """Save the weights; if the target cannot be written now, keep them in the run folder and say where."""
-    try:
-        _atomic_save_model(model, target)
-        return str(target)
-    except OSError as e:
-        if attempt is None:
-            raise
-        _atomic_save_model(model, attempt / "model.pt")
-        kept = run_dir / "model.pt"
-        print(f"warning: could not write {target} ({e.strerror or e}); the weights are kept in {kept}",
-              file=sys.stderr, flush=True)
-        return str(kept)
 
 
 def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: Path | None,
@@ -305,6 +204,43 @@ def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: 
     return batch_rows, epoch_rows
 
 
+# fp16's loss scale, one per optimizer: it adapts over the steps, whichever caller (train, bench, tracing) makes them
+_SCALERS: "weakref.WeakKeyDictionary[torch.optim.Optimizer, torch.amp.GradScaler]" = weakref.WeakKeyDictionary()
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, criterion: nn.Module, x: torch.Tensor,
+               y: torch.Tensor, cfg: RunConfig | None, device: torch.device, phase=None):
+    """One training step as train() times it: host-to-device copy (channels-last if asked), forward and
+    loss (under cfg.precision's autocast), backward, optimizer step. Returns (logits, loss, labels on device).
+    With precision=fp16 the loss is scaled by a GradScaler kept with the optimizer, so every caller's steps
+    share one scale that adapts over the run.
+
+    The one step of the package: train(), the benchmarks, profiler traces (tracing.trace_steps), the memory
+    timings (memory.make_step) and the Lab 2 questions all call it. `cfg=None` is a plain fp32 step;
+    `phase(name)` wraps each part in a context manager (tracing passes torch.profiler.record_function,
+    so a trace labels copy / forward / backward / optimizer exactly as train() counts them)."""
+    label = phase or (lambda name: contextlib.nullcontext())
+    with label("copy"):
+        x = fastpath.to_device(x, device, bool(cfg and cfg.channels_last))
+        y = y.to(device, non_blocking=True)
+    with label("forward"), (fastpath.autocast(cfg, device) if cfg is not None else contextlib.nullcontext()):
+        out = model(x)
+        loss = criterion(out, y)
+    scaler = None
+    if cfg is not None and cfg.precision == "fp16":
+        scaler = _SCALERS.get(optimizer) or _SCALERS.setdefault(optimizer, fastpath.grad_scaler(cfg, device))
+    with label("backward"):
+        optimizer.zero_grad(set_to_none=True)
+        (scaler.scale(loss) if scaler else loss).backward()
+    with label("optimizer"):
+        if scaler:
+            scaler.step(optimizer)  # skipped when the scaled gradients overflowed; the scale then shrinks
+            scaler.update()
+        else:
+            optimizer.step()
+    return out, loss, y
+
+
 def _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait):
     """Per-batch loss (image-weighted mean) and correct counts summed over ranks; the times are those of
     the slowest rank (largest total), taken whole from that one rank: ranks wait for each other inside
@@ -322,3 +258,70 @@ def _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait):
     wait.values[:k] = times[1 + k:]
     sizes = [int(round(x)) for x in sums[2].tolist()]
     return ((sums[0] / sums[2]).tolist(), [int(round(x)) for x in sums[1].tolist()], sizes, times[0], times[1:1 + k])
+
+
+def build_model(cfg: RunConfig, device: torch.device | None = None, compile: bool = True) -> nn.Module:
+    """The model cfg names, sized for cfg's dataset (classes, stem, norm, checkpoint segments); with `device`,
+    moved there and given the fast path's format and compilation (fastpath.apply_to_model) as cfg asks;
+    compile=False checks that compiling can work but leaves it to the caller (train() compiles DDP's wrapper)."""
+    extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
+    model = models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra)
+    return model if device is None else fastpath.apply_to_model(cfg, model.to(device), compile=compile)
+
+
+def build_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
+    """cfg.optimizer from config.OPTIMIZER_TABLE, with cfg.lr and cfg.weight_decay (and cfg.momentum where the
+    table says it applies: the SGD family)."""
+    cls, fixed, takes_momentum = OPTIMIZER_TABLE[cfg.optimizer]
+    extra = {"momentum": cfg.momentum} if takes_momentum else {}
+    return getattr(torch.optim, cls)(params, lr=cfg.lr, weight_decay=cfg.weight_decay, **fixed, **extra)
+
+
+def _flops_record(cfg: RunConfig, device: torch.device) -> dict[str, Any]:
+    """FLOPs per image of a training step, the precision and the device's peak for it (hpml_lab.flops)."""
+    asked = cfg.precision in ("bf16", "fp16") or (cfg.precision == "tf32" and device.type == "cuda")
+    precision = cfg.precision if asked else flops.precision_of(cfg, device)  # fp32: TF32 where cuDNN uses it
+    if cfg.precision == "fp16":  # flops has no fp16 entry: fp16 tensor peaks equal bf16's on its data sheets
+        pk = flops.peak(device, "bf16")
+        precision, source = "fp16", pk.source + " (its bf16 figure, taken for fp16)"
+    else:
+        pk = flops.peak(device, precision)
+        source = pk.source
+    return {"per_image": flops.flops_per_image(cfg), "precision": precision, "peak_tflops": pk.tflops,
+            "peak_source": source, "convention": "multiply-add = 2 FLOPs; convolutions and matrix products, "
+                                                    "forward + backward"}
+
+
+def check_output_file(path: str | os.PathLike, what: str) -> None:
+    """A file this run will write must be writable before the run starts: one line naming what is wrong."""
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{what} {p} is a folder; give a file name such as {p / 'model.pt'}")
+    parent = p.parent if str(p.parent) else Path(".")
+    existing = next((q for q in [parent, *parent.parents] if q.exists()), Path("/"))
+    if not existing.is_dir():
+        raise ConfigError(f"{what} {p}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {p}: no permission to write in {existing}")
+
+
+def _save_model(model: nn.Module, target, attempt: Path | None, run_dir: Path) -> str:
+    """Save the weights; if the target cannot be written now, keep them in the run folder and say where."""
+    try:
+        _atomic_save_model(model, target)
+        return str(target)
+    except OSError as e:
+        if attempt is None:
+            raise
+        _atomic_save_model(model, attempt / "model.pt")
+        kept = run_dir / "model.pt"
+        print(f"warning: could not write {target} ({e.strerror or e}); the weights are kept in {kept}",
+              file=sys.stderr, flush=True)
+        return str(kept)
+
+
+def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
+    """CPU copies of the weights, so the file loads on a machine without the GPU it was trained on."""
+    state = {k: v.detach().cpu() for k, v in fastpath.unwrap(model).state_dict().items()}
+    with atomic_file(path) as tmp:
+        torch.save(state, tmp)
