@@ -170,7 +170,7 @@ MEMORY_COLUMNS = ["peak_allocated_mb", "peak_reserved_mb", "alloc_retries", "pea
 MEMORY_NOTE = (
     "peak_allocated_mb / peak_reserved_mb: the CUDA caching allocator's peaks within the epoch (peak statistics "
     "reset at its start); alloc_retries: times in the epoch the allocator freed its cache and retried a failed "
-    "allocation (a sign of memory pressure); all three empty on CPU. peak_rss_mb: this process's peak resident "
+    "allocation (a sign of memory pressure); all three NaN on CPU. peak_rss_mb: this process's peak resident "
     "memory within the epoch (Linux: the high-water mark reset at its start through /proc/self/clear_refs; "
     "DataLoader workers are other processes and not counted); where it cannot be reset it is the process's "
     "high-water mark since it started (ru_maxrss), and meta.json's memory_note says so."
@@ -204,7 +204,7 @@ class EpochMemory:
             self.rss_per_epoch = self._reset_rss()
 
     def read(self) -> dict[str, float]:
-        row: dict[str, float] = dict.fromkeys(MEMORY_COLUMNS, float("nan"))  # an empty cell in the CSV
+        row: dict[str, float] = dict.fromkeys(MEMORY_COLUMNS, float("nan"))  # not measured here
         if self.cuda:
             stats = torch.cuda.memory_stats(self.device)
             row.update(peak_allocated_mb=stats.get("allocated_bytes.all.peak", 0) / 2 ** 20,
