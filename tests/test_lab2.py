@@ -51,6 +51,7 @@ def test_c5_cpu_only_without_cuda(cfg):
         assert list(out.summary["device"]) == ["cpu"] and "No CUDA GPU" in out.note
 
 
+@pytest.mark.slow  # seven training runs: about 40 s on a shared 2-core machine
 def test_c6_every_optimizer_and_c7_both_norms(cfg):
     out = lab2.c6_optimizers(cfg.replace(task="c6", max_batches=1), log=None)
     s = out.summary
@@ -63,6 +64,7 @@ def test_c6_every_optimizer_and_c7_both_norms(cfg):
     assert out7.epochs.groupby("norm").size().to_dict() == {"bn": 2, "none": 2}
 
 
+@pytest.mark.slow  # compiled and eager runs plus two traces: about 40 s on a shared 2-core machine
 def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     c = cfg.replace(task="c8", compile_backend="eager")  # the dynamo path without a C++ build: fast
     out = lab2.c8_compile(c, trace_steps=1, log=None)
