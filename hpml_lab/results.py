@@ -106,10 +106,39 @@ def read_run(run_dir: str | os.PathLike) -> Run:
 
 
 def is_complete(run_dir: str | os.PathLike) -> bool:
+    """Status complete and its files agree (see disagreement); a folder whose files do not is said so on
+    stderr, in one line naming it, and is not complete: a sweep runs it again."""
     try:
-        return read_run(run_dir).status == "complete"
+        run = read_run(run_dir)
     except (OSError, ValueError):
         return False
+    if run.status != "complete":
+        return False
+    problem = disagreement(run)
+    if problem:
+        import sys
+
+        print(f"hpml-lab: warning: {run.path} is marked complete but {problem}; it is not reused", file=sys.stderr)
+        return False
+    return True
+
+
+def disagreement(run: Run) -> str:
+    """'' when a run folder's files agree with its meta.json, else what disagrees: a run that records
+    epochs_done must hold an epochs.csv with that many rows (a file cut short, or cut to its header, is not
+    a complete run)."""
+    done = run.meta.get("epochs_done")
+    if not isinstance(done, int) or isinstance(done, bool):
+        return ""
+    path = run.path / "epochs.csv"
+    try:
+        with open(path, "rb") as f:
+            rows = sum(1 for line in f if line.strip()) - 1
+    except OSError as e:
+        return f"its epochs.csv cannot be read ({e.strerror or e})"
+    if rows != done:
+        return f"its epochs.csv holds {max(rows, 0)} epoch rows where meta.json says {done}"
+    return ""
 
 
 def load_runs(task: str, results_dir: str | os.PathLike = "results", status: str | None = "complete") -> list[Run]:
@@ -123,6 +152,8 @@ def load_runs(task: str, results_dir: str | os.PathLike = "results", status: str
             rec = read_run(meta.parent)
         except (OSError, ValueError):
             continue
+        if status == "complete" and rec.status == "complete" and not is_complete(rec.path):
+            continue  # files that disagree (said on stderr): not a complete run
         if status is None or rec.status == status:
             runs.append(rec)
     return sorted(runs, key=lambda r: r.meta.get("started_at", ""), reverse=True)
