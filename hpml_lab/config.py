@@ -123,7 +123,7 @@ class RunConfig:
                 continue
             if not _is_type(value, want):
                 raise ConfigError(
-                    f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {value!r}"
+                    f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {_short(value)}"
                 )
         self._check_values()
         # record what runs: the tensor loader loads in no worker, and workers persist only where there are some
@@ -361,7 +361,7 @@ class StudySettings:
             if want is float and _is_type(value, float):
                 object.__setattr__(self, f.name, float(value))
             elif not _is_type(value, want):
-                raise ConfigError(f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {value!r}")
+                raise ConfigError(f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {_short(value)}")
         for f in fields(self):  # type: ignore[arg-type]
             for v in _numbers(getattr(self, f.name)):
                 if isinstance(v, float) and not math.isfinite(v) or abs(v) > 1e15:
