@@ -173,3 +173,37 @@ def test_sigterm_to_a_run_is_one_line_and_no_kernel_folder_is_left(cifar_root, t
     outcome = json.loads((tmp_path / "out" / "reports" / "executed" / "c1.json").read_text())
     assert outcome["status"] == "interrupted"
     assert tempfile.gettempdir()  # the test's own TMPDIR held the kernel folder
+
+
+# ---- the compiler pre-check resolves the compiler $CXX names
+@pytest.mark.parametrize("cxx", ["/nonexistent/g++", "no-such-compiler-xyz", "{tmp}/not-executable", "{tmp}"])
+def test_cxx_naming_no_compiler_fails_the_pre_check(monkeypatch, cxx, tmp_path):
+    from hpml_lab import fastpath
+
+    (tmp_path / "not-executable").write_text("#!/bin/sh\n")
+    monkeypatch.setenv("CXX", cxx.format(tmp=tmp_path))
+    assert "is not an executable file" in fastpath.compile_available("inductor", "cpu")
+
+
+def test_training_with_compile_and_a_missing_cxx_is_one_line_before_compute(tmp_path, capsys, cifar_root,
+                                                                           monkeypatch):
+    from hpml_lab.training import main
+
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    assert main(["--data-root", str(cifar_root), "--results-dir", str(tmp_path / "r"), "--model", "resnet_tiny",
+                 "--epochs", "1", "--max-batches", "1", "--batch-size", "4", "--num-workers", "0", "--device", "cpu",
+                 "--progress", "none", "--compile", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "$CXX is '/nonexistent/g++'" in err and err.count("\n") == 1
+    assert not list((tmp_path / "r").glob("*/*/meta.json"))
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["slurm", "c1", "--train", "task=../../etc"], "--train task=... is not a setting"),
+    (["slurm", "c1", "--time", "0:00"], "--time must be at least 00:01"),
+    (["slurm", "c1", "--time", "\u0661\u0662:00"], "ASCII digits"),
+    (["slurm", "c1", "--save-model", ""], "--save-model needs a file path"),
+])
+def test_slurm_values_that_would_fail_in_the_job_are_refused(args, needle, capsys, out):
+    _one_line_exit_2(args + ["-o", str(out / "s.sbatch")], capsys, needle)
+    assert not (out / "s.sbatch").exists()
