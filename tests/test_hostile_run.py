@@ -207,3 +207,37 @@ def test_training_with_compile_and_a_missing_cxx_is_one_line_before_compute(tmp_
 def test_slurm_values_that_would_fail_in_the_job_are_refused(args, needle, capsys, out):
     _one_line_exit_2(args + ["-o", str(out / "s.sbatch")], capsys, needle)
     assert not (out / "s.sbatch").exists()
+
+
+@pytest.mark.slow
+def test_a_rerun_killed_with_sigkill_leaves_the_previous_report_whole(cifar_root, tmp_path, monkeypatch):
+    """`hpml-lab run c1` twice, the second killed -9 mid-training: the previous page, answer record, executed
+    notebook and outcome come back byte for byte (the rerun had deleted c1.answer.json under an ok page), and
+    the dead run's /tmp kernel folder is removed by the next run."""
+    env = {**os.environ, "HPML_OUTPUT_DIR": str(tmp_path / "out"), "TMPDIR": str(tmp_path)}
+    cmd = [sys.executable, "-m", "hpml_lab.report.cli", "run", "c1", "--profile", "tiny", "-p",
+           f"data_root={cifar_root}"]
+    assert subprocess.run(cmd, env=env, capture_output=True, timeout=300).returncode == 0
+    reports = tmp_path / "out" / "reports"
+    files = {p: p.read_bytes() for p in [reports / "c1.html", reports / "c1.answer.json",
+                                         reports / "executed" / "c1.ipynb", reports / "executed" / "c1.json"]}
+    p = subprocess.Popen(cmd + ["-p", "epochs=50"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((tmp_path / "out" / "results" / "c1").glob(".*attempt*/meta.json")):
+        time.sleep(0.3)
+    p.kill()
+    p.wait()
+    assert list(tmp_path.glob(f"hpml-kernel-{p.pid}-*"))  # what a kill -9 leaves
+    r = subprocess.run(cmd + ["-p", "batch_size=0"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2  # refused before a kernel: nothing is touched
+    import tempfile
+
+    from hpml_lab.report import runner
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+    assert [o.status for o in runner.load_outcomes()] == ["ok"]  # the reader puts the previous report back
+    assert {q: q.read_bytes() for q in files} == files
+    assert not [q for q in reports.iterdir() if q.name.startswith(".")]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with runner._ipc_sockets():  # the next run removes the dead run's kernel folder
+        assert not list(tmp_path.glob(f"hpml-kernel-{p.pid}-*"))

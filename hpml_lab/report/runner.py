@@ -155,7 +155,10 @@ def _ipc_sockets():
         if pid.isdigit() and not guards.alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=f"hpml-kernel-{os.getpid()}-") as folder:  # short: a socket path has 107 bytes
-        yield Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "k")}})
+        # a kernel stopped while it runs a cell (SIGTERM, Ctrl-C) is killed, not asked to shut down: asked, it closes
+        # its sockets under the running cell and prints a ZMQError traceback
+        yield Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "k")},
+                      "NotebookClient": {"shutdown_kernel": "immediate"}})
 
 
 @contextlib.contextmanager
@@ -283,7 +286,9 @@ is missing is said in the report), <i>not answered</i>, or <i>failed</i> (the no
 
 def load_outcomes() -> list[Outcome]:
     """The outcome of each task's last run; one that cannot be read (truncated, hand-edited) is skipped with a
-    line on stderr, so one bad file never breaks the index or a later run."""
+    line on stderr, so one bad file never breaks the index or a later run. A rerun killed with -9 gets its
+    previous report back first (guards.recover_reports)."""
+    recover_reports()
     out = []
     for t in tasks.TASKS.values():
         p = reports_dir() / "executed" / f"{t.id}.json"
