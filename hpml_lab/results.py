@@ -248,6 +248,17 @@ def _remove(folder: Path | None) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _overwrite_in_place(path: Path, record: Mapping[str, Any]) -> None:
+    """Write a short record over an existing file's bytes (no new blocks are needed, so it works on a full disk)
+    where an atomic write cannot: the run ends "failed", never left "running". Silent if even that fails."""
+    try:
+        with open(path, "r+b") as f:
+            f.write(json.dumps(dict(record), default=str).encode()[: max(os.fstat(f.fileno()).st_size, 2)])
+            f.truncate()
+    except OSError:
+        pass
+
+
 class RunFolder:
     """Where a run writes while it runs, and how it lands: a fresh attempt folder next to the run folder
     (.<name>.attempt-<pid>), renamed over the run folder only when the run completes. A complete run is never
@@ -309,7 +320,12 @@ class RunFolder:
                 meta = {}
             error = f"{type(cause).__name__}: {cause}" + (f" (then {type(e).__name__}: {e})" if cause is not e else "")
             self.status = end_status(cause)
-            write_meta(self.path, {**meta, "status": self.status, "error": error, "finished_at": now()})
+            end = {"status": self.status, "error": error, "finished_at": now()}
+            try:
+                write_meta(self.path, {**meta, **end})
+            except OSError as e:  # a full disk: no room for a new file, so the old one is overwritten in place
+                _overwrite_in_place(self.path / "meta.json", {**{k: meta[k] for k in ("task", "run_id") if k in meta},
+                                                             **end, "error": f"{error} (then {e.strerror or e})"})
         if is_complete(self.final):  # the attempt stays beside the complete run, hidden from load_runs
             self.where = self.path
             return None

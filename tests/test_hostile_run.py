@@ -241,3 +241,38 @@ def test_a_rerun_killed_with_sigkill_leaves_the_previous_report_whole(cifar_root
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with runner._ipc_sockets():  # the next run removes the dead run's kernel folder
         assert not list(tmp_path.glob(f"hpml-kernel-{p.pid}-*"))
+
+
+# ---- a full disk mid-run: the error names the target, the attempt ends failed, never "running"
+def test_enospc_names_the_target_not_the_temporary_file(tmp_path):
+    import errno
+
+    from hpml_lab.io import atomic_write_text
+
+    def fill(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    target = tmp_path / "meta.json"
+    with pytest.raises(OSError) as err:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(os, "fsync", fill)
+            atomic_write_text(target, "x")
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(target)
+    assert list(tmp_path.iterdir()) == []  # no temporary file left
+
+
+def test_a_full_disk_mid_run_ends_the_attempt_failed(tmp_path, monkeypatch):
+    import errno
+
+    from hpml_lab import results
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device", "somewhere")
+
+    with pytest.raises(OSError):
+        with results.RunFolder(tmp_path / "t" / "r") as rf:
+            rf.write_meta({"task": "t", "run_id": "r", "status": "running", "environment": {"x": "y" * 500}})
+            monkeypatch.setattr(results, "atomic_write_json", full)
+            rf.write_meta({"status": "running"})  # the disk fills up as an epoch is written
+    meta = json.loads((tmp_path / "t" / "r" / "meta.json").read_text())
+    assert meta["status"] == "failed" and "No space left on device" in meta["error"]
