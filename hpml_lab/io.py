@@ -26,6 +26,9 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     """
     path = Path(path)
     tmp = ""
+    if path.exists() and not path.is_file():  # a rename over /dev/null or a folder would replace it, not write to it
+        raise IsADirectoryError(21, "exists and is not a regular file", str(path)) if path.is_dir() else \
+            FileExistsError(17, "exists and is not a regular file", str(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

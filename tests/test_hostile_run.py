@@ -75,10 +75,15 @@ def test_yaml_alias_bomb_is_refused_quickly(tmp_path, capsys, out):
     ("epochs: " + "[" * 50 + "]" * 50, "must be int"),
     ("x: 1\n" * 10, "unknown parameter 'x'"),
     ("a" * (2 << 20), "holds at most"),
+    (None, "is not a regular file"),
+    ("x: !!python/object/apply:os.system [echo pwned]", "is not valid YAML"),
 ])
 def test_params_file_errors_stay_one_short_line(tmp_path, capsys, out, text, needle):
     f = tmp_path / "p.yaml"
-    f.write_text(text)
+    if text is None:
+        f.mkdir()
+    else:
+        f.write_text(text)
     _one_line_exit_2(["run", "c1", "-f", str(f)], capsys, needle)
 
 
@@ -102,6 +107,12 @@ def test_a_full_disk_is_refused_before_the_kernel(out, monkeypatch, capsys, cifa
     assert not list((out / "reports" / "executed").glob("*.ipynb"))
 
 
+def test_slurm_output_over_a_device_or_folder_is_refused(out, capsys, tmp_path):
+    _one_line_exit_2(["slurm", "c1", "-o", "/dev/null"], capsys, "exists and is not a regular file: /dev/null")
+    _one_line_exit_2(["slurm", "c1", "-o", str(tmp_path)], capsys, "exists and is not a regular file")
+    assert not os.path.isfile("/dev/null")
+
+
 def test_results_folder_that_is_a_file_is_refused(out, capsys, cifar_root):
     (out / "results").mkdir(parents=True)
     (out / "results" / "c1").write_text("not a folder")
@@ -112,6 +123,7 @@ def test_results_folder_that_is_a_file_is_refused(out, capsys, cifar_root):
 @pytest.mark.parametrize("extra, needle", [
     (["--save-model", ""], "--save-model needs a file path"),
     (["--save-model", "{tmp}"], "is a folder"),
+    (["--save-model", "/dev/null"], "exists and is not a regular file"),
     (["--results-dir", "{file}/r"], "error:"),
     (["--run-id", "..foo"], "plain folder name"),
     (["--loader", "tensor", "--checkpoint-segments", "1000"], "has 8 residual blocks"),

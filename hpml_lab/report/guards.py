@@ -41,8 +41,10 @@ class _NoAliases(yaml.SafeLoader):
 
 def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise ConfigError(f"parameters file {p} not found")
+    if not p.is_file():  # a folder, /dev/zero, a FIFO: reading it would fail or never end
+        raise ConfigError(f"parameters file {p} is not a regular file")
     if p.stat().st_size > PARAMS_FILE_MAX:
         raise ConfigError(f"parameters file {p} is {p.stat().st_size} bytes; a parameters file holds at most "
                           f"{PARAMS_FILE_MAX} bytes")
