@@ -101,8 +101,12 @@ def write_derived(folder: Path, tables: Mapping[str, pd.DataFrame], meta: Mappin
 
 
 def read_run(run_dir: str | os.PathLike) -> Run:
+    """The run in a folder; a meta.json that is not a JSON object (a list, null, cut short) is a ValueError."""
     run_dir = Path(run_dir)
-    return Run(run_dir, json.loads((run_dir / "meta.json").read_text()))
+    meta = json.loads((run_dir / "meta.json").read_text())
+    if not isinstance(meta, dict) or not isinstance(meta.get("config", {}), dict):
+        raise ValueError(f"{run_dir / 'meta.json'} does not hold a run's record (a JSON object with a config)")
+    return Run(run_dir, meta)
 
 
 def is_complete(run_dir: str | os.PathLike) -> bool:

@@ -143,3 +143,13 @@ def test_a_complete_run_whose_files_disagree_is_not_reused(tmp_path, capsys, cut
     assert results.load_runs("sw", cfg.results_dir) == []
     assert [i.status for i in run_sweep([cfg], run_one, log=None)] == ["ran"]
     assert results.is_complete(cfg.run_dir())
+
+
+@pytest.mark.parametrize("text", ["[]", "null", "3", '{"status": "complete", "config": []}', '{"status": "comp'])
+def test_a_meta_json_that_is_no_record_is_not_complete_and_breaks_no_reader(tmp_path, text):
+    cfg = _configs(tmp_path)[0]
+    cfg.run_dir().mkdir(parents=True)
+    (cfg.run_dir() / "meta.json").write_text(text)
+    assert not results.is_complete(cfg.run_dir())
+    assert results.load_runs("sw", cfg.results_dir, status=None) == []
+    assert [i.status for i in run_sweep([cfg], _fake_run([]), log=None)] == ["ran"]
