@@ -364,8 +364,9 @@ class StudySettings:
                 raise ConfigError(f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {_short(value)}")
         for f in fields(self):  # type: ignore[arg-type]
             for v in _numbers(getattr(self, f.name)):
-                if isinstance(v, float) and not math.isfinite(v) or abs(v) > 1e15:
-                    raise ConfigError(f"parameter {f.name!r} must be a finite number of sensible size, got {_short(v)}")
+                if isinstance(v, float) and not (math.isfinite(v) and abs(v) <= 1e6) or abs(v) > 10 ** 9:
+                    raise ConfigError(f"parameter {f.name!r} must be a finite number of sensible size (at most 1e6 "
+                                      f"for a float, 1e9 for a count), got {_short(v)}")
         self.check()
 
     def check(self) -> None:

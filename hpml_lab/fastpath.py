@@ -77,7 +77,8 @@ def compile_available(backend: str, device: str = "auto") -> str:
         named = os.environ.get(env, "").strip()
         if named:  # the compiler the variable names must exist and run (CXX=/nonexistent/g++ failed at step 1)
             exe = named.split()[0]
-            if not shutil.which(exe):
+            found = (os.path.isfile(exe) and os.access(exe, os.X_OK)) if os.sep in exe else shutil.which(exe)
+            if not found:
                 return (f"${env} is {named!r} but {exe} is not an executable file (or not on PATH); point ${env} "
                         f"at a {'C' if kind == 'cuda' else 'C++'} compiler or unset it")
         elif not any(shutil.which(c) for c in names):

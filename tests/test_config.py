@@ -139,7 +139,7 @@ def test_settings_that_cannot_apply_are_recorded_as_what_runs():
     assert RunConfig(checkpoint_segments=8).checkpoint_segments == 8
 
 
-@pytest.mark.parametrize("value", ["inf", "nan", "-inf", "1e300"])
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf", "1e300", "1e7"])
 def test_study_settings_numbers_are_finite_and_sensible(value):
     from hpml_lab.studies.memory import Settings
 
@@ -150,3 +150,11 @@ def test_study_settings_numbers_are_finite_and_sensible(value):
     task = tasks.get("memory")
     with pytest.raises(ConfigError, match="'budget_gb' must be a finite number"):
         runner.resolve_parameters(task, "smoke", cli_params={"budget_gb": value})
+
+
+def test_study_counts_have_a_ceiling():
+    from hpml_lab.studies.memory import Settings
+
+    with pytest.raises(ConfigError, match="'rev_stages' must be a finite number of sensible size"):
+        Settings(rev_stages=(3, 10 ** 12))
+    assert Settings(rev_stages=(3, 5)).rev_stages == (3, 5)
