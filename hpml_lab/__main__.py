@@ -79,12 +79,19 @@ def _main(argv: list[str] | None) -> int:
             check_keys({bad: None})
             raise ConfigError(f"could not parse {' '.join(unknown)!r}; flags take a value: --name VALUE")
         cfg = config_from_args(args)
+        if args.save_model is not None and not args.save_model.strip():
+            raise ConfigError("--save-model needs a file path, got ''; leave the flag out to save nothing")
         if coerce_value("--if-missing", args.if_missing, bool) and _complete_already(cfg):
             return 0
         run = train(cfg, save_model=args.save_model)
     except (ConfigError, DatasetError) as e:
         distributed.cleanup(barrier=False)
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # an unwritable or full results folder, a path under a file: one line naming the path
+        distributed.cleanup(barrier=False)
+        where = f": {e.filename}" if e.filename else ""
+        print(f"error: {e.strerror or e}{where}", file=sys.stderr)
         return 2
     except (RuntimeError, MemoryError) as e:
         if not is_oom(e):
@@ -93,7 +100,7 @@ def _main(argv: list[str] | None) -> int:
         distributed.cleanup(barrier=False)
         batch = vars(args).get("batch_size", RunConfig().batch_size)
         print(f"error: out of memory at batch_size {batch}: use a smaller batch_size "
-              f"({str(e).strip().splitlines()[0][:160]})", file=sys.stderr)
+              f"({(str(e).strip().splitlines() or [type(e).__name__])[0][:160]})", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted): the run is marked interrupted
         distributed.cleanup(barrier=False)

@@ -137,6 +137,11 @@ class RunConfig:
         elif self.amp and self.precision != "bf16":
             raise ConfigError(f"amp=true means precision=bf16, not {self.precision!r}: leave amp out")
         self._check_values()
+        # record what runs: the tensor loader loads in no worker, and workers persist only where there are some
+        if self.loader == "tensor" and self.num_workers:
+            object.__setattr__(self, "num_workers", 0)
+        if self.persistent_workers and not self.num_workers:
+            object.__setattr__(self, "persistent_workers", False)
 
     def _check_values(self) -> None:
         choices = {
@@ -149,13 +154,10 @@ class RunConfig:
                 raise ConfigError(
                     f"parameter {name!r} is {getattr(self, name)!r}; valid values: {', '.join(allowed)}"
                 )
-        positive = ("batch_size", "epochs", "log_every")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"parameter {name!r} must be at least 1, got {getattr(self, name)}")
-        for name in ("max_batches", "subset", "num_workers", "seed", "checkpoint_segments"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"parameter {name!r} must be 0 or more, got {getattr(self, name)}")
+        for name, (low, high) in INT_RANGES.items():
+            value = getattr(self, name)
+            if not low <= value <= high:  # a value past any real use (batch 1e20) fails here, not in the kernel
+                raise ConfigError(f"parameter {name!r} must be from {low} to {high}, got {_short(value)}")
         for name in ("lr", "momentum", "weight_decay"):
             if not math.isfinite(getattr(self, name)):
                 raise ConfigError(f"parameter {name!r} must be a finite number, got {getattr(self, name)}")
@@ -166,6 +168,9 @@ class RunConfig:
                 raise ConfigError(f"parameter {name!r} must be 0 or more, got {getattr(self, name)}")
         if self.momentum >= 1:
             raise ConfigError(f"parameter 'momentum' must be below 1, got {self.momentum}")
+        if self.lr > 1e3 or self.weight_decay > 1e3:
+            raise ConfigError(f"parameters 'lr' and 'weight_decay' must be at most 1000, got {self.lr}, "
+                              f"{self.weight_decay}")
         from hpml_lab import models  # local: models imports torch
 
         if self.model not in models.available():
@@ -177,14 +182,21 @@ class RunConfig:
                               "inputs without autocast; use precision=fp32 or tf32 for RevNets")
         if self.checkpoint_segments and not models.accepts(self.model, "checkpoint_segments"):
             raise ConfigError(f"parameter 'checkpoint_segments' applies to ResNets only, not {self.model!r}")
-        if not self.task or any(c in self.task for c in "/\\ ") or self.task in (".", ".."):
-            raise ConfigError(f"parameter 'task' must be a plain name, got {self.task!r}")
+        if self.checkpoint_segments:
+            import torch
+
+            with torch.device("meta"):  # the shape of the model only: no memory, no initialisation cost
+                net = models.build(self.model)
+            blocks = sum(len(stage) for stage in getattr(net, "layers", ()))
+            if blocks and self.checkpoint_segments > blocks:  # more would be cut to the block count, unrecorded
+                raise ConfigError(f"parameter 'checkpoint_segments' is {self.checkpoint_segments} but {self.model} "
+                                  f"has {blocks} residual blocks; use 1 to {blocks}")
+        if not _plain_name(self.task):
+            raise ConfigError(f"parameter 'task' must be a plain name ({NAME_RULE}), got {_short(self.task)}")
         if not self.compile_backend or not self.compile_backend.replace("_", "").isalnum():
             raise ConfigError(f"parameter 'compile_backend' must be a backend name, got {self.compile_backend!r}")
-        if self.run_id and (any(c in self.run_id for c in "/\\") or self.run_id in (".", "..")):
-            raise ConfigError(f"parameter 'run_id' must be a plain folder name, got {self.run_id!r}")
-        if self.seed >= 2 ** 32:  # NumPy's seeds stop there
-            raise ConfigError(f"parameter 'seed' must be below 2**32, got {self.seed}")
+        if self.run_id and not _plain_name(self.run_id):
+            raise ConfigError(f"parameter 'run_id' must be a plain folder name ({NAME_RULE}), got {_short(self.run_id)}")
 
     # ---- construction -------------------------------------------------
     @classmethod
@@ -235,6 +247,27 @@ class RunConfig:
         return output_path(self.results_dir) / self.task / self.resolved_run_id()
 
 
+# every integer setting has a range: past it no real run exists, and a huge value would crash in the kernel
+INT_RANGES = {
+    "batch_size": (1, 1 << 20), "epochs": (1, 100_000), "log_every": (1, 1 << 30), "max_batches": (0, 1 << 40),
+    "subset": (0, 1 << 40), "num_workers": (0, 1024), "seed": (0, 2 ** 32 - 1), "checkpoint_segments": (0, 1024),
+}
+NAME_RULE = "letters, digits, '_', '-', '.' and '+', not starting with '.' or '-', at most 100 characters"
+
+
+def _plain_name(name: str) -> bool:
+    """A folder name every tool shows and finds: no separators, control characters, leading dot (hidden folders
+    are attempts, invisible to load_runs) or '..', nothing a shell or Slurm reads as an option."""
+    return (0 < len(name) <= 100 and name.isascii() and all(c.isalnum() or c in "_-.+" for c in name)
+            and not name.startswith((".", "-")) and ".." not in name and name == name.strip())
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """A value for an error message, cut to `limit` characters (a message stays one readable line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
 def check_keys(params: Mapping[str, Any] | Iterable[str], also: Iterable[str] = (), where: str = "",
                shown: Iterable[str] | None = None) -> None:
     """The one check for unknown parameter names: each key must be a RunConfig field or one of `also` (a study's
@@ -242,7 +275,7 @@ def check_keys(params: Mapping[str, Any] | Iterable[str], also: Iterable[str] = 
     valid = [*RunConfig.field_names(), *also]
     for key in params:
         if key not in valid:
-            raise ConfigError(f"unknown parameter {key!r}{where}; valid parameters: {', '.join(shown or valid)}")
+            raise ConfigError(f"unknown parameter {_short(key)}{where}; valid parameters: {', '.join(shown or valid)}")
 
 
 def check_types(obj: Any) -> None:
@@ -256,11 +289,11 @@ def check_types(obj: Any) -> None:
             if isinstance(value, (list, tuple)) and all(_is_type(v, item) for v in value):
                 object.__setattr__(obj, f.name, tuple(float(v) if item is float else v for v in value))
                 continue
-            raise ConfigError(f"parameter {f.name!r} must be a list of {item.__name__}, got {value!r}")
+            raise ConfigError(f"parameter {f.name!r} must be a list of {item.__name__}, got {_short(value)}")
         if want is float and _is_type(value, float):
             object.__setattr__(obj, f.name, float(value))
         elif not _is_type(value, want):
-            raise ConfigError(f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {value!r}")
+            raise ConfigError(f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {_short(value)}")
 
 
 def _is_type(value: Any, want: type) -> bool:
@@ -295,7 +328,7 @@ def coerce_value(name: str, value: Any, want: type) -> Any:
             return float(text)
     except ValueError:
         kind = "true or false" if want is bool else want.__name__
-        raise ConfigError(f"parameter {name!r} must be {kind}, got {value!r}") from None
+        raise ConfigError(f"parameter {name!r} must be {kind}, got {_short(value)}") from None
     return value
 
 
@@ -330,6 +363,12 @@ def output_path(path: str | os.PathLike) -> Path:
     return (Path(base).resolve() if base else project_root()) / p
 
 
+def _numbers(value: Any) -> list:
+    """The numbers in a setting (itself, or the items of a tuple), bools left out."""
+    items = value if isinstance(value, tuple) else (value,)
+    return [v for v in items if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
 class StudySettings:
     """Base for a study's own settings: the knobs of one study that are not RunConfig fields (the memory
     task's RevNet depths, C3's tolerance, Lab 5's batch sizes). Subclass it as a frozen dataclass with typed
@@ -343,6 +382,11 @@ class StudySettings:
 
     def __post_init__(self) -> None:
         check_types(self)
+        for f in fields(self):  # type: ignore[arg-type]
+            for v in _numbers(getattr(self, f.name)):
+                if isinstance(v, float) and not (math.isfinite(v) and abs(v) <= 1e6) or abs(v) > 10 ** 9:
+                    raise ConfigError(f"parameter {f.name!r} must be a finite number of sensible size (at most 1e6 "
+                                      f"for a float, 1e9 for a count), got {_short(v)}")
         self.check()
 
     def check(self) -> None:

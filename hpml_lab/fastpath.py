@@ -75,7 +75,14 @@ def compile_available(backend: str, device: str = "auto") -> str:
     if backend == "inductor":
         kind = resolve_device(device).type if device == "auto" else torch.device(device).type
         env, names = ("CC", ("gcc", "clang")) if kind == "cuda" else ("CXX", ("g++",))
-        if not (os.environ.get(env) or any(shutil.which(c) for c in names)):
+        named = os.environ.get(env, "").strip()
+        if named:  # the compiler the variable names must exist and run (CXX=/nonexistent/g++ failed at step 1)
+            exe = named.split()[0]
+            found = (os.path.isfile(exe) and os.access(exe, os.X_OK)) if os.sep in exe else shutil.which(exe)
+            if not found:
+                return (f"${env} is {named!r} but {exe} is not an executable file (or not on PATH); point ${env} "
+                        f"at a {'C' if kind == 'cuda' else 'C++'} compiler or unset it")
+        elif not any(shutil.which(c) for c in names):
             return (f"the inductor backend on {kind} needs a {'C' if kind == 'cuda' else 'C++'} compiler: none of "
                     f"${env}, {', '.join(names)} was found (install {'gcc' if kind == 'cuda' else 'g++'})")
         include = _python_include()

@@ -25,15 +25,23 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
             torch.save(state, tmp)
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
+    tmp = ""
+    if path.exists() and not path.is_file():  # a rename over /dev/null or a folder would replace it, not write to it
+        raise IsADirectoryError(21, "exists and is not a regular file", str(path)) if path.is_dir() else \
+            FileExistsError(17, "exists and is not a regular file", str(path))
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        os.close(fd)
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should be as readable as any other
         os.replace(tmp, path)
+    except OSError as e:  # a full disk or a read-only folder: the error names the target, not the temporary file
+        if e.filename in (None, tmp) or (tmp and str(e.filename).startswith(tmp)):
+            raise type(e)(e.errno, e.strerror, str(path)) from e
+        raise
     finally:
-        if os.path.exists(tmp):
+        if tmp and os.path.exists(tmp):
             os.unlink(tmp)
 
 

@@ -101,15 +101,48 @@ def write_derived(folder: Path, tables: Mapping[str, pd.DataFrame], meta: Mappin
 
 
 def read_run(run_dir: str | os.PathLike) -> Run:
+    """The run in a folder; a meta.json that is not a JSON object (a list, null, cut short) is a ValueError."""
     run_dir = Path(run_dir)
-    return Run(run_dir, json.loads((run_dir / "meta.json").read_text()))
+    meta = json.loads((run_dir / "meta.json").read_text())
+    if not isinstance(meta, dict) or not isinstance(meta.get("config", {}), dict):
+        raise ValueError(f"{run_dir / 'meta.json'} does not hold a run's record (a JSON object with a config)")
+    return Run(run_dir, meta)
 
 
 def is_complete(run_dir: str | os.PathLike) -> bool:
+    """Status complete and its files agree (see disagreement); a folder whose files do not is said so on
+    stderr, in one line naming it, and is not complete: a sweep runs it again."""
     try:
-        return read_run(run_dir).status == "complete"
+        run = read_run(run_dir)
     except (OSError, ValueError):
         return False
+    if run.status != "complete":
+        return False
+    problem = disagreement(run)
+    if problem:
+        import sys
+
+        print(f"hpml-lab: warning: {run.path} is marked complete but {problem}; it is not reused", file=sys.stderr)
+        return False
+    return True
+
+
+def disagreement(run: Run) -> str:
+    """'' when a run folder's files agree with its meta.json, else what disagrees: a run that records
+    epochs_done must hold an epochs.csv with that many rows (a file cut short, or cut to its header, is not
+    a complete run)."""
+    done = run.meta.get("epochs_done")
+    if not isinstance(done, int) or isinstance(done, bool):
+        return ""
+    path = run.path / "epochs.csv"
+    try:
+        with open(path, "rb") as f:
+            rows = sum(1 for line in f if line.strip()) - 1
+    except OSError as e:
+        return f"its epochs.csv cannot be read ({e.strerror or e})"
+    if rows != done:
+        return f"its epochs.csv holds {max(rows, 0)} epoch rows where meta.json says {done}"
+    return ""
 
 
 def load_runs(task: str, results_dir: str | os.PathLike = "results", status: str | None = "complete") -> list[Run]:
@@ -123,6 +156,8 @@ def load_runs(task: str, results_dir: str | os.PathLike = "results", status: str
             rec = read_run(meta.parent)
         except (OSError, ValueError):
             continue
+        if status == "complete" and rec.status == "complete" and not is_complete(rec.path):
+            continue  # files that disagree (said on stderr): not a complete run
         if status is None or rec.status == status:
             runs.append(rec)
     return sorted(runs, key=lambda r: r.meta.get("started_at", ""), reverse=True)
@@ -217,6 +252,17 @@ def _remove(folder: Path | None) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _overwrite_in_place(path: Path, record: Mapping[str, Any]) -> None:
+    """Write a short record over an existing file's bytes (no new blocks are needed, so it works on a full disk)
+    where an atomic write cannot: the run ends "failed", never left "running". Silent if even that fails."""
+    try:
+        with open(path, "r+b") as f:
+            f.write(json.dumps(dict(record), default=str).encode()[: max(os.fstat(f.fileno()).st_size, 2)])
+            f.truncate()
+    except OSError:
+        pass
+
+
 class RunFolder:
     """Where a run writes while it runs, and how it lands: a fresh attempt folder next to the run folder
     (.<name>.attempt-<pid>), renamed over the run folder only when the run completes. A complete run is never
@@ -278,7 +324,12 @@ class RunFolder:
                 meta = {}
             error = f"{type(cause).__name__}: {cause}" + (f" (then {type(e).__name__}: {e})" if cause is not e else "")
             self.status = end_status(cause)
-            write_meta(self.path, {**meta, "status": self.status, "error": error, "finished_at": now()})
+            end = {"status": self.status, "error": error, "finished_at": now()}
+            try:
+                write_meta(self.path, {**meta, **end})
+            except OSError as e:  # a full disk: no room for a new file, so the old one is overwritten in place
+                _overwrite_in_place(self.path / "meta.json", {**{k: meta[k] for k in ("task", "run_id") if k in meta},
+                                                             **end, "error": f"{error} (then {e.strerror or e})"})
         if is_complete(self.final):  # the attempt stays beside the complete run, hidden from load_runs
             self.where = self.path
             return None

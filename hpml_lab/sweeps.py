@@ -60,7 +60,11 @@ def same_run(cfg: RunConfig, run_dir: Path) -> bool:
 
 
 def _record_failure(cfg: RunConfig, status: str, error: str) -> None:
+    """The failure in the run folder, unless that folder holds a complete run: a failed attempt (other data,
+    a bad dataset) never touches a complete run; its record then stays in its hidden attempt folder."""
     run_dir = cfg.run_dir()
+    if results.is_complete(run_dir):
+        return
     try:
         meta = results.read_run(run_dir).meta
     except (OSError, ValueError):

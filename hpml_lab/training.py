@@ -297,6 +297,8 @@ def check_output_file(path: str | os.PathLike, what: str) -> None:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{what} {p} is a folder; give a file name such as {p / 'model.pt'}")
+    if p.exists() and not p.is_file():  # /dev/null, a FIFO: the atomic save would replace it, or fail after training
+        raise ConfigError(f"{what} {p} exists and is not a regular file; give a file name such as model.pt")
     parent = p.parent if str(p.parent) else Path(".")
     existing = next((q for q in [parent, *parent.parents] if q.exists()), Path("/"))
     if not existing.is_dir():

@@ -52,6 +52,14 @@ def test_multi_node_script(tmp_path):
     ({"train": False, "report": False}, "nothing to run"),
     ({"gpus": 0, "cpus_per_task": 0}, "--cpus-per-task"),
     ({"gpus": 0, "train_params": {"device": "cuda"}}, "--train device=cuda"),
+    # issue 22: values written into the script that fail only when the job runs, or blame the wrong option
+    ({"train_params": {"task": "../../etc"}}, "--train task=... is not a setting"),
+    ({"params": {"task": "c2"}}, "-p task=... is not a setting"),
+    ({"time": "0:00"}, "--time must be at least 00:01"), ({"time": "00:00:30"}, "--time must be at least 00:01"),
+    ({"time": "\u0661\u0662:00"}, "ASCII digits"), ({"time": "01:75"}, "below 60"),
+    ({"save_model": ""}, "--save-model needs a file path"), ({"nodes": 10 ** 9}, "--nodes 1 to 10000"),
+    ({"gpus": 10 ** 6}, "--gpus must be 0"), ({"train_params": {"batch_size": "1e20"}}, "'batch_size' must be int"),
+    ({"train_params": {"run_id": "..x"}}, "plain folder name"),
 ])
 def test_bad_input_is_one_line(kw, match):
     with pytest.raises(ConfigError, match=match):

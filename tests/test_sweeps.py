@@ -96,3 +96,60 @@ def test_complete_run_on_other_data_is_not_reused(tmp_path, cifar_root):
     assert moved.run_dir() == base.run_dir()  # same settings, same folder...
     run_sweep([moved], run_one, log=None)  # ...but other data: computed again
     assert calls == [str(cifar_root), str(other)]
+
+
+def test_a_failed_run_on_other_data_never_touches_the_complete_run(tmp_path, cifar_root):
+    """Issue 22: a good c6 sweep, then the same settings on a broken dataset (other data_root, same folder):
+    the failure record went into the complete run folders. Now the complete runs stay byte for byte."""
+    calls = []
+    cfgs = [c.replace(data_root=str(cifar_root)) for c in _configs(tmp_path)[:2]]
+    run_sweep(cfgs, _fake_run(calls), log=None)
+    before = {c.run_dir(): (c.run_dir() / "meta.json").read_bytes() for c in cfgs}
+
+    def broken(cfg):
+        raise KeyError("label 10 out of range")
+
+    bad = [c.replace(data_root=str(tmp_path / "bad")) for c in cfgs]
+    assert [c.run_dir() for c in bad] == list(before)  # same folder: the data is not in the run id
+    items = run_sweep(bad, broken, on_error="record", log=None)
+    assert [i.status for i in items] == ["failed", "failed"]
+    assert {d: (d / "meta.json").read_bytes() for d in before} == before
+    assert all(results.is_complete(d) for d in before)
+    assert [i.status for i in run_sweep(cfgs, _fake_run(calls), log=None)] == ["skipped", "skipped"]
+
+
+@pytest.mark.parametrize("cut", ["header-only", "one-row-short", "missing"])
+def test_a_complete_run_whose_files_disagree_is_not_reused(tmp_path, capsys, cut):
+    """epochs.csv cut to its header (or short, or gone) under a meta.json that says complete: not complete,
+    one line on stderr naming the folder, and the sweep runs it again."""
+    cfg = _configs(tmp_path)[0]
+
+    def run_one(c):
+        atomic_write_csv(c.run_dir() / "epochs.csv", [{"epoch": 1, "loss": 1.0}, {"epoch": 2, "loss": 0.5}])
+        results.write_meta(c.run_dir(), {"status": "complete", "config": c.to_dict(), "epochs_done": 2})
+
+    run_sweep([cfg], run_one, log=None)
+    assert results.is_complete(cfg.run_dir())
+    path = cfg.run_dir() / "epochs.csv"
+    if cut == "missing":
+        path.unlink()
+    else:
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(lines[:1] if cut == "header-only" else lines[:2]))
+    capsys.readouterr()
+    assert not results.is_complete(cfg.run_dir())
+    err = capsys.readouterr().err
+    assert str(cfg.run_dir()) in err and len(err.strip().splitlines()) == 1
+    assert results.load_runs("sw", cfg.results_dir) == []
+    assert [i.status for i in run_sweep([cfg], run_one, log=None)] == ["ran"]
+    assert results.is_complete(cfg.run_dir())
+
+
+@pytest.mark.parametrize("text", ["[]", "null", "3", '{"status": "complete", "config": []}', '{"status": "comp'])
+def test_a_meta_json_that_is_no_record_is_not_complete_and_breaks_no_reader(tmp_path, text):
+    cfg = _configs(tmp_path)[0]
+    cfg.run_dir().mkdir(parents=True)
+    (cfg.run_dir() / "meta.json").write_text(text)
+    assert not results.is_complete(cfg.run_dir())
+    assert results.load_runs("sw", cfg.results_dir, status=None) == []
+    assert [i.status for i in run_sweep([cfg], _fake_run([]), log=None)] == ["ran"]

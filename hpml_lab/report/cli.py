@@ -76,7 +76,7 @@ def _cmd_report(args) -> int:
 
         write_bundle(reports_dir())
         return 0
-    only = [t.strip() for t in args.only.split(",")] if args.only else None
+    only = [t.strip() for t in args.only.split(",")] if args.only is not None else None  # '' is refused
     outcomes = run_all(args.profile, _file_params(args), parse_assignments(args.param or []), only)
     failed = [o.task for o in outcomes if o.status != "ok"]
     print(f"index: {reports_dir() / 'index.html'} ({len(outcomes) - len(failed)} ok"

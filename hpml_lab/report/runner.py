@@ -24,11 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from .. import results
-from . import answers, tasks
-from ..config import ConfigError, RunConfig, check_keys, coerce_value, output_path, project_root
+from . import answers, guards, tasks
+from .guards import preflight, recover_reports, set_aside
+from ..config import ConfigError, RunConfig, _short, check_keys, coerce_value, output_path, project_root
 from ..data import check_dataset
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_json, atomic_write_text
@@ -78,18 +77,8 @@ def notebook_parameters(path: Path) -> dict[str, Any]:
 
 
 def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"parameters file {p} not found")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError:
-        raise ConfigError(f"parameters file {p} is not UTF-8 text (a binary file?)") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"parameters file {p} is not valid YAML: {str(e).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"parameters file {p} must hold a mapping of name: value")
-    return data
+    """A YAML file of name: value parameters, checked as guards.read_params_file does (no aliases, capped size)."""
+    return guards.read_params_file(path)
 
 
 def parse_assignments(items: list[str]) -> dict[str, str]:
@@ -115,7 +104,7 @@ def resolve_parameters(task: tasks.Task, profile: str, file_params: Mapping[str,
     check_keys(merged, also=study, shown=sorted(nb_params))
     for key in merged:
         if key not in nb_params:
-            raise ConfigError(f"task {task.id} does not take parameter {key!r}; "
+            raise ConfigError(f"task {task.id} does not take parameter {_short(key)}; "
                               f"it takes: {', '.join(sorted(nb_params))}")
     typed = {k: coerce_value(k, v, hints[k]) if k in valid else task.settings.coerce(k, v) for k, v in merged.items()}
     if task.settings:  # the study's own settings, checked here too: one line before any kernel starts
@@ -158,8 +147,17 @@ def _ipc_sockets():
 
     from traitlets.config import Config
 
-    with tempfile.TemporaryDirectory(prefix="hpml-kernel-") as folder:  # short: a socket path has 107 bytes
-        yield Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "k")}})
+    import shutil
+
+    for stale in Path(tempfile.gettempdir()).glob("hpml-kernel-*-*"):  # left by a run killed with -9
+        pid = stale.name.split("-")[2]
+        if pid.isdigit() and not guards.alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"hpml-kernel-{os.getpid()}-") as folder:  # short: a socket path has 107 bytes
+        # a kernel stopped while it runs a cell (SIGTERM, Ctrl-C) is killed, not asked to shut down: asked, it closes
+        # its sockets under the running cell and prints a ZMQError traceback
+        yield Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "k")},
+                      "NotebookClient": {"shutdown_kernel": "immediate"}})
 
 
 @contextlib.contextmanager
@@ -186,21 +184,23 @@ def _kernel_env():
 def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any] | None = None,
              cli_params: Mapping[str, str] | None = None, kernel: str = KERNEL, log=print) -> Outcome:
     """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute."""
+    import shutil
+
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     task = tasks.get(task_id)
     params, cfg = resolve_parameters(task, profile, file_params, cli_params)
     kind = check_dataset(cfg)
+    preflight(task, cfg)
     out_dir = reports_dir()
     executed = out_dir / "executed" / f"{task.id}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{task.id}.html"
     log(f"[{task.id}] {task.title}: running notebooks/{task.notebook} ({profile} profile"
         + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else "") + ")")
-    stale = answers.path_for(task.id)
-    if stale.exists():  # a failed run must not show the previous run's answer
-        stale.unlink()
+    recover_reports()
+    aside = set_aside(task.id)  # a failed run must not show the previous run's answer; a killed one gets it back
     t0 = time.perf_counter()
     status, error = "ok", ""
     interrupted: KeyboardInterrupt | None = None
@@ -224,6 +224,7 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
     outcome = Outcome(task.id, task.title, status, seconds, profile, params, hardware_label(environment()),
                       f"{cfg.dataset} ({kind})", target.name if target.exists() else "", str(executed), error)
     atomic_write_json(executed.with_suffix(".json"), asdict(outcome))
+    shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
     log(f"[{task.id}] {status} in {seconds:.1f} s -> {target}" + (f" ({error})" if error else ""))
     if interrupted is not None:
         write_index(load_outcomes())
@@ -284,7 +285,9 @@ is missing is said in the report), <i>not answered</i>, or <i>failed</i> (the no
 
 def load_outcomes() -> list[Outcome]:
     """The outcome of each task's last run; one that cannot be read (truncated, hand-edited) is skipped with a
-    line on stderr, so one bad file never breaks the index or a later run."""
+    line on stderr, so one bad file never breaks the index or a later run. A rerun killed with -9 gets its
+    previous report back first (guards.recover_reports)."""
+    recover_reports()
     out = []
     for t in tasks.TASKS.values():
         p = reports_dir() / "executed" / f"{t.id}.json"
@@ -303,6 +306,10 @@ def run_all(profile: str = "smoke", file_params: Mapping[str, Any] | None = None
     Shared parameters (-p) go to the tasks whose notebook takes them.
     Bad parameters for any task stop everything before the first kernel starts.
     """
+    if only is not None and (not only or not all(only)):
+        raise ConfigError("--only needs task ids separated by commas (see hpml-lab tasks), got an empty one")
+    if only and len(set(only)) != len(only):
+        raise ConfigError(f"--only names a task twice: {','.join(only)}")
     ids = only or list(tasks.TASKS)
     plans = []
     for tid in ids:
@@ -312,6 +319,7 @@ def run_all(profile: str = "smoke", file_params: Mapping[str, Any] | None = None
         cp = {k: v for k, v in (cli_params or {}).items() if k in nb_params or k not in RunConfig.field_names()}
         _, cfg = resolve_parameters(task, profile, fp, cp)  # validate all before running any
         check_dataset(cfg)
+        preflight(task, cfg)
         plans.append((tid, fp, cp))
     outcomes = []
     for tid, fp, cp in plans:

@@ -41,7 +41,7 @@ from . import tasks
 from ..config import ConfigError, output_path, project_root
 from ..io import atomic_write_text
 
-_TIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}(:\d{2})?$")
+_TIME = re.compile(r"^(\d{1,3}-)?\d{1,3}:[0-5]\d(:[0-5]\d)?$", re.ASCII)  # ASCII digits: what Slurm reads
 _NAME = re.compile(r"^[A-Za-z0-9_.,-]+$")
 RDZV_PORT = 29500
 SIGNAL_LEAD_S = 180
@@ -76,18 +76,21 @@ step() {  # run "$@" in the background and wait for it, also across the trap; it
 def _check(task_id: str, gpus: int, nodes: int, time: str, partition: Optional[str],
            ntasks_per_node: Optional[int], signal_lead_s: Optional[int], cpus_per_task: int = 1) -> tasks.Task:
     task = tasks.get(task_id)
-    if gpus < 0 or nodes < 1:
-        raise ConfigError(f"--gpus must be 0 (CPU nodes) or more and --nodes at least 1, got {gpus} and {nodes}")
-    if cpus_per_task < 1:
-        raise ConfigError(f"--cpus-per-task must be at least 1, got {cpus_per_task}")
+    if not (0 <= gpus <= 64 and 1 <= nodes <= 10_000):
+        raise ConfigError(f"--gpus must be 0 (CPU nodes) to 64 and --nodes 1 to 10000, got {gpus} and {nodes}")
+    if not 1 <= cpus_per_task <= 1024:
+        raise ConfigError(f"--cpus-per-task must be 1 to 1024, got {cpus_per_task}")
     if ntasks_per_node is not None:
         if gpus:
             raise ConfigError(f"--ntasks-per-node is for CPU jobs (--gpus 0); with GPUs there is one process per "
                               f"GPU, got --gpus {gpus} --ntasks-per-node {ntasks_per_node}")
-        if ntasks_per_node < 1:
-            raise ConfigError(f"--ntasks-per-node must be at least 1, got {ntasks_per_node}")
+        if not 1 <= ntasks_per_node <= 1024:
+            raise ConfigError(f"--ntasks-per-node must be at least 1 (at most 1024), got {ntasks_per_node}")
     if not _TIME.match(time):
-        raise ConfigError(f"--time must be HH:MM, HH:MM:SS or D-HH:MM, got {time!r}")
+        raise ConfigError(f"--time must be HH:MM, HH:MM:SS or D-HH:MM in ASCII digits, minutes and seconds below 60, "
+                          f"got {time[:40]!r}")
+    if _seconds(time) < 60:  # 0:00 is no limit to Slurm, and no time to run here
+        raise ConfigError(f"--time must be at least 00:01 (one minute), got {time!r}")
     if partition is not None and not _NAME.match(partition):
         raise ConfigError(f"--partition must be a plain name, got {partition!r}")
     if signal_lead_s is None or signal_lead_s < 1 or signal_lead_s >= _seconds(time):
@@ -130,6 +133,11 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
         raise ConfigError("--no-train and --no-report together leave nothing to run")
     params = dict(params or {})
     train_params = dict(train_params or {})
+    for where, given in (("-p", params), ("--train", train_params)):
+        if "task" in given:  # the script's steps file under TASK; a second --task would fail only when the job runs
+            raise ConfigError(f"{where} task=... is not a setting: the task is the command's TASK argument ({task_id})")
+    if save_model is not None and not save_model.strip():
+        raise ConfigError("--save-model needs a file path, got ''; leave the flag out to save nothing")
     if gpus == 0:  # CPU nodes: the training step and, where the notebook has the parameter, the notebook on CPU
         for where, given in (("-p", params), ("--train", train_params)):
             if given.get("device", "cpu") != "cpu":

@@ -1,0 +1,290 @@
+"""Issue 22: hostile inputs against runs, results, config and the CLI. Each ends in one line on stderr and exit
+status 2 before any kernel starts, or in the documented behaviour, with nothing complete changed.
+
+Pure validation cases call the CLI's main() in process (quick); the few that need a process are marked slow."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hpml_lab.report import cli, guards
+
+
+def _one_line_exit_2(args, capsys, needle):
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hpml-lab: error:") and err.count("\n") == 1, err
+    assert needle in err, err
+    assert len(err) < 600
+    return err
+
+
+@pytest.fixture
+def out(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+    return tmp_path / "out"
+
+
+# ---- values that passed the checks and crashed later: refused before any kernel
+@pytest.mark.parametrize("args, needle", [
+    (["run", "c1", "-p", "batch_size=100000000000000000000"], "'batch_size' must be from 1 to"),
+    (["run", "c1", "-p", "batch_size=1e20"], "'batch_size' must be int"),
+    (["run", "c1", "-p", "epochs=99999999999"], "'epochs' must be from 1 to"),
+    (["run", "c1", "-p", "num_workers=100000"], "'num_workers' must be from 0 to"),
+    (["run", "c1", "-p", "lr=1e400"], "'lr' must be a finite number"),
+    (["run", "memory", "-p", "budget_gb=inf"], "'budget_gb' must be a finite number"),
+    (["run", "memory", "-p", "budget_gb=nan"], "'budget_gb' must be a finite number"),
+    (["run", "memory", "-p", "checkpoint_segments=1000"], "has 8 residual blocks"),
+    (["run", "c1", "-p", "device=cuda"], "no CUDA device is visible"),
+    (["run", "c8", "-p", "compile_backend=bogus"], "'compile_backend' is 'bogus'; valid backends"),
+    (["report", "--only", ""], "--only needs task ids"),
+    (["report", "--only", "c1,,c2"], "--only needs task ids"),
+    (["report", "--only", "c1,c1"], "names a task twice"),
+    (["run", "c1", "-p", "x" * 5000 + "=1"], "unknown parameter"),
+])
+def test_values_that_crashed_later_are_refused_up_front(args, needle, capsys, out, cifar_root):
+    if needle == "no CUDA device is visible":
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("CUDA is here")
+    args = args + ["-p", f"data_root={cifar_root}"] if args[0] == "run" else args
+    _one_line_exit_2(args, capsys, needle)
+    assert not (out / "reports" / "executed").exists() or not any((out / "reports" / "executed").iterdir())
+
+
+# ---- hangs: a YAML alias bomb is refused at its first alias; what an error prints is capped
+def test_yaml_alias_bomb_is_refused_quickly(tmp_path, capsys, out):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    lines += ["data_root: *a8"]
+    f = tmp_path / "bomb.yaml"
+    f.write_text("\n".join(lines) + "\n")
+    t0 = time.perf_counter()
+    _one_line_exit_2(["run", "c1", "-f", str(f)], capsys, "aliases and anchors are not allowed")
+    assert time.perf_counter() - t0 < 5
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("data_root: [" + ", ".join(["1"] * 20000) + "]", "'data_root' must be str, got list [1, 1"),
+    ("epochs: " + "[" * 5000 + "]" * 5000, "nested too deeply"),
+    ("epochs: " + "[" * 50 + "]" * 50, "must be int"),
+    ("x: 1\n" * 10, "unknown parameter 'x'"),
+    ("a" * (2 << 20), "holds at most"),
+    (None, "is not a regular file"),
+    ("x: !!python/object/apply:os.system [echo pwned]", "is not valid YAML"),
+])
+def test_params_file_errors_stay_one_short_line(tmp_path, capsys, out, text, needle):
+    f = tmp_path / "p.yaml"
+    if text is None:
+        f.mkdir()
+    else:
+        f.write_text(text)
+    _one_line_exit_2(["run", "c1", "-f", str(f)], capsys, needle)
+
+
+# ---- OSError: unwritable or full output folders, one line before compute
+def test_output_dir_under_a_file_is_one_line(tmp_path, monkeypatch, capsys, cifar_root):
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(a_file / "out"))
+    err = _one_line_exit_2(["run", "c1", "-p", f"data_root={cifar_root}"], capsys, "is not writable")
+    assert str(a_file) in err
+
+
+def test_a_full_disk_is_refused_before_the_kernel(out, monkeypatch, capsys, cifar_root):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10 << 30, 10 << 30, 6 << 10))
+    err = _one_line_exit_2(["run", "c1", "-p", f"data_root={cifar_root}"], capsys, "MiB free; a run needs at least")
+    assert "run again" not in err
+    assert not list((out / "reports" / "executed").glob("*.ipynb"))
+
+
+def test_slurm_output_over_a_device_or_folder_is_refused(out, capsys, tmp_path):
+    _one_line_exit_2(["slurm", "c1", "-o", "/dev/null"], capsys, "exists and is not a regular file: /dev/null")
+    _one_line_exit_2(["slurm", "c1", "-o", str(tmp_path)], capsys, "exists and is not a regular file")
+    assert not os.path.isfile("/dev/null")
+
+
+def test_results_folder_that_is_a_file_is_refused(out, capsys, cifar_root):
+    (out / "results").mkdir(parents=True)
+    (out / "results" / "c1").write_text("not a folder")
+    _one_line_exit_2(["run", "c1", "-p", f"data_root={cifar_root}"], capsys, "results/c1 is not writable")
+
+
+# ---- python -m hpml_lab: OSError and --save-model before compute
+@pytest.mark.parametrize("extra, needle", [
+    (["--save-model", ""], "--save-model needs a file path"),
+    (["--save-model", "{tmp}"], "is a folder"),
+    (["--save-model", "/dev/null"], "exists and is not a regular file"),
+    (["--results-dir", "{file}/r"], "error:"),
+    (["--run-id", "..foo"], "plain folder name"),
+    (["--loader", "tensor", "--checkpoint-segments", "1000"], "has 8 residual blocks"),
+])
+def test_training_cli_refuses_before_compute(tmp_path, capsys, cifar_root, extra, needle):
+    from hpml_lab.training import main
+
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    extra = [e.format(tmp=tmp_path, file=a_file) for e in extra]
+    args = ["--data-root", str(cifar_root), "--results-dir", str(tmp_path / "results"), "--model", "resnet18",
+            "--epochs", "1", "--max-batches", "1", "--batch-size", "4", "--num-workers", "0", "--progress", "none",
+            *extra]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "results" / "adhoc").exists() or not any(
+        (p / "meta.json").exists() for p in (tmp_path / "results" / "adhoc").iterdir())
+
+
+# ---- a rerun killed -9: the report's files are replaced together
+def test_report_files_of_a_killed_rerun_are_put_back(out, monkeypatch):
+    reports = out / "reports"
+    (reports / "executed").mkdir(parents=True)
+    files = {reports / "c1.html": "old page", reports / "c1.answer.json": '{"old": 1}',
+             reports / "executed" / "c1.ipynb": "old nb", reports / "executed" / "c1.json": '{"status": "ok"}'}
+    for p, text in files.items():
+        p.write_text(text)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    monkeypatch.setattr(os, "getpid", lambda: dead.pid)
+    guards.set_aside("c1")  # what a rerun does first; then it is killed -9 (its pid is gone)
+    monkeypatch.undo()
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(out))
+    (reports / "c1.answer.json").write_text('{"half": "written by the killed notebook"}')
+    guards.recover_reports()
+    assert {p: p.read_text() for p in files} == files
+    assert not [p for p in reports.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_run_is_one_line_and_no_kernel_folder_is_left(cifar_root, tmp_path):
+    """SIGTERM during `hpml-lab run c1`: exit 143, no traceback (the ZMQError one), no /tmp kernel folder."""
+    import tempfile
+
+    env = {**os.environ, "HPML_OUTPUT_DIR": str(tmp_path / "out"), "TMPDIR": str(tmp_path)}
+    p = subprocess.Popen([sys.executable, "-m", "hpml_lab.report.cli", "run", "c1", "--profile", "tiny", "-p",
+                          f"data_root={cifar_root}", "-p", "epochs=50"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((tmp_path / "out" / "results" / "c1").glob("*/meta.json")) \
+            and not list((tmp_path / "out" / "results" / "c1").glob(".*/meta.json")):
+        time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143, err[-2000:]
+    assert "Traceback" not in err and "ZMQError" not in err, err[-2000:]
+    assert not list(tmp_path.glob("hpml-kernel-*"))
+    outcome = json.loads((tmp_path / "out" / "reports" / "executed" / "c1.json").read_text())
+    assert outcome["status"] == "interrupted"
+    assert tempfile.gettempdir()  # the test's own TMPDIR held the kernel folder
+
+
+# ---- the compiler pre-check resolves the compiler $CXX names
+@pytest.mark.parametrize("cxx", ["/nonexistent/g++", "no-such-compiler-xyz", "{tmp}/not-executable", "{tmp}"])
+def test_cxx_naming_no_compiler_fails_the_pre_check(monkeypatch, cxx, tmp_path):
+    from hpml_lab import fastpath
+
+    (tmp_path / "not-executable").write_text("#!/bin/sh\n")
+    monkeypatch.setenv("CXX", cxx.format(tmp=tmp_path))
+    assert "is not an executable file" in fastpath.compile_available("inductor", "cpu")
+
+
+def test_training_with_compile_and_a_missing_cxx_is_one_line_before_compute(tmp_path, capsys, cifar_root,
+                                                                           monkeypatch):
+    from hpml_lab.training import main
+
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    assert main(["--data-root", str(cifar_root), "--results-dir", str(tmp_path / "r"), "--model", "resnet_tiny",
+                 "--epochs", "1", "--max-batches", "1", "--batch-size", "4", "--num-workers", "0", "--device", "cpu",
+                 "--progress", "none", "--compile", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "$CXX is '/nonexistent/g++'" in err and err.count("\n") == 1
+    assert not list((tmp_path / "r").glob("*/*/meta.json"))
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["slurm", "c1", "--train", "task=../../etc"], "--train task=... is not a setting"),
+    (["slurm", "c1", "--time", "0:00"], "--time must be at least 00:01"),
+    (["slurm", "c1", "--time", "\u0661\u0662:00"], "ASCII digits"),
+    (["slurm", "c1", "--save-model", ""], "--save-model needs a file path"),
+])
+def test_slurm_values_that_would_fail_in_the_job_are_refused(args, needle, capsys, out):
+    _one_line_exit_2(args + ["-o", str(out / "s.sbatch")], capsys, needle)
+    assert not (out / "s.sbatch").exists()
+
+
+@pytest.mark.slow
+def test_a_rerun_killed_with_sigkill_leaves_the_previous_report_whole(cifar_root, tmp_path, monkeypatch):
+    """`hpml-lab run c1` twice, the second killed -9 mid-training: the previous page, answer record, executed
+    notebook and outcome come back byte for byte (the rerun had deleted c1.answer.json under an ok page), and
+    the dead run's /tmp kernel folder is removed by the next run."""
+    env = {**os.environ, "HPML_OUTPUT_DIR": str(tmp_path / "out"), "TMPDIR": str(tmp_path)}
+    cmd = [sys.executable, "-m", "hpml_lab.report.cli", "run", "c1", "--profile", "tiny", "-p",
+           f"data_root={cifar_root}"]
+    assert subprocess.run(cmd, env=env, capture_output=True, timeout=300).returncode == 0
+    reports = tmp_path / "out" / "reports"
+    files = {p: p.read_bytes() for p in [reports / "c1.html", reports / "c1.answer.json",
+                                         reports / "executed" / "c1.ipynb", reports / "executed" / "c1.json"]}
+    p = subprocess.Popen(cmd + ["-p", "epochs=50"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((tmp_path / "out" / "results" / "c1").glob(".*attempt*/meta.json")):
+        time.sleep(0.3)
+    p.kill()
+    p.wait()
+    assert list(tmp_path.glob(f"hpml-kernel-{p.pid}-*"))  # what a kill -9 leaves
+    r = subprocess.run(cmd + ["-p", "batch_size=0"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2  # refused before a kernel: nothing is touched
+    import tempfile
+
+    from hpml_lab.report import runner
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+    assert [o.status for o in runner.load_outcomes()] == ["ok"]  # the reader puts the previous report back
+    assert {q: q.read_bytes() for q in files} == files
+    assert not [q for q in reports.iterdir() if q.name.startswith(".")]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with runner._ipc_sockets():  # the next run removes the dead run's kernel folder
+        assert not list(tmp_path.glob(f"hpml-kernel-{p.pid}-*"))
+
+
+# ---- a full disk mid-run: the error names the target, the attempt ends failed, never "running"
+def test_enospc_names_the_target_not_the_temporary_file(tmp_path):
+    import errno
+
+    from hpml_lab.io import atomic_write_text
+
+    def fill(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    target = tmp_path / "meta.json"
+    with pytest.raises(OSError) as err:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(os, "fsync", fill)
+            atomic_write_text(target, "x")
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(target)
+    assert list(tmp_path.iterdir()) == []  # no temporary file left
+
+
+def test_a_full_disk_mid_run_ends_the_attempt_failed(tmp_path, monkeypatch):
+    import errno
+
+    from hpml_lab import results
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device", "somewhere")
+
+    with pytest.raises(OSError):
+        with results.RunFolder(tmp_path / "t" / "r") as rf:
+            rf.write_meta({"task": "t", "run_id": "r", "status": "running", "environment": {"x": "y" * 500}})
+            monkeypatch.setattr(results, "atomic_write_json", full)
+            rf.write_meta({"status": "running"})  # the disk fills up as an epoch is written
+    meta = json.loads((tmp_path / "t" / "r" / "meta.json").read_text())
+    assert meta["status"] == "failed" and "No space left on device" in meta["error"]
