@@ -176,3 +176,234 @@ def test_valid_batches_pass_and_the_pass_is_cached(cifar_copy):
     _edit_batch(cifar_copy / cifar.FOLDER / "test_batch", lambda e: {**e, b"labels": [11] * _n(e)})
     with pytest.raises(cifar.DatasetError, match="label 11"):  # a changed file is checked again
         cifar.check(cifar_copy)
+
+
+# ------------------------------------------------------------------ Tiny ImageNet archives
+@pytest.fixture(scope="module")
+def small_zip(tmp_path_factory) -> bytes:
+    path = tmp_path_factory.mktemp("tin") / tin.ARCHIVE
+    tin.synthesize_archive(path, classes=3, per_class=3, val_per_class=2, n_test=1, seed=0)
+    return path.read_bytes()
+
+
+def _rewrite(data: bytes, edit, extra=()) -> bytes:
+    """The archive with each member passed through edit(name, blob) -> (name, blob) or None (dropped)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            got = edit(info.filename, src.read(info))
+            if got is not None:
+                dst.writestr(got[0], got[1])
+        for name, blob in extra:
+            dst.writestr(name, blob)
+    return out.getvalue()
+
+
+def _patch_central(data: bytes, member: str, offset: int, value: bytes) -> bytes:
+    """Overwrite bytes of one member's central-directory record (what zipfile trusts)."""
+    buf = bytearray(data)
+    at = buf.find(b"PK\x01\x02")
+    while at >= 0:
+        n = struct.unpack("<H", buf[at + 28:at + 30])[0]
+        if buf[at + 46:at + 46 + n].decode() == member:
+            buf[at + offset:at + offset + len(value)] = value
+            return bytes(buf)
+        at = buf.find(b"PK\x01\x02", at + 4)
+    raise AssertionError(member)
+
+
+def _jpeg_with_size(w: int, h: int) -> bytes:
+    """A real JPEG whose frame header (SOF0) is rewritten to declare w x h pixels."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64), (9, 9, 9)).save(buf, format="JPEG")
+    raw = bytearray(buf.getvalue())
+    sof = raw.find(b"\xff\xc0")
+    raw[sof + 5:sof + 9] = struct.pack(">HH", h, w)
+    return bytes(raw)
+
+
+def _png() -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+T = "tiny-imagenet-200/"
+
+
+def _first_train(name):
+    return name.endswith("_1.JPEG") and "/train/" in name
+
+
+ARCHIVE_CASES = {  # crafted archive, what the one line says
+    "non-UTF-8 wnids.txt": (lambda d: _rewrite(d, lambda n, b: (n, b"\xff" + b) if n.endswith("wnids.txt")
+                                                else (n, b)), "wnids.txt is not UTF-8"),
+    "non-UTF-8 val_annotations": (lambda d: _rewrite(d, lambda n, b: (n, b.replace(b"\t0\t", b"\t\xe9\t", 1))
+                                                     if n.endswith("val_annotations.txt") else (n, b)), "not UTF-8"),
+    "encrypted member": (lambda d: _patch_central(d, T + "wnids.txt", 8, struct.pack("<H", 1)), "encrypted"),
+    "deflate64 member": (lambda d: _patch_central(d, T + "wnids.txt", 10, struct.pack("<H", 9)),
+                         "compression method 9"),
+    "text named .JPEG": (lambda d: _rewrite(d, lambda n, b: (n, b"not an image") if _first_train(n) else (n, b)),
+                         "is not an image"),
+    "PNG named .JPEG": (lambda d: _rewrite(d, lambda n, b: (n, _png()) if _first_train(n) else (n, b)),
+                        "is a PNG"),
+    "truncated JPEG": (lambda d: _rewrite(d, lambda n, b: (n, b[:len(b) // 3]) if _first_train(n) else (n, b)),
+                       "does not decode"),
+    "decompression bomb": (lambda d: _rewrite(d, lambda n, b: (n, _jpeg_with_size(60000, 60000))
+                                              if _first_train(n) else (n, b)), "decompression bomb"),
+    "JPEG of 4096 x 4096": (lambda d: _rewrite(d, lambda n, b: (n, _jpeg_with_size(4096, 4096))
+                                               if _first_train(n) else (n, b)), "not a 64 x 64 JPEG"),
+    "duplicated wnid": (lambda d: _rewrite(d, lambda n, b: (n, b + b.split(b"\n")[0] + b"\n")
+                                           if n.endswith("wnids.txt") else (n, b)), "twice"),
+    "duplicate member names": (lambda d: _rewrite(d, lambda n, b: (n, b),
+                                                  extra=[(T + "wnids.txt", b"n1\n")]), "more than once"),
+    "empty class folder": (lambda d: _rewrite(d, lambda n, b: None if "/train/n90000001/images/" in n else (n, b)),
+                           "have no training images"),
+}
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+@pytest.mark.parametrize("case", list(ARCHIVE_CASES))
+def test_hostile_tiny_imagenet_archive_is_refused(small_zip, tmp_path, capsys, case):
+    craft, message = ARCHIVE_CASES[case]
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / tin.ARCHIVE).write_bytes(craft(small_zip))  # an archive in ROOT is prepared, not fetched
+    before = _snapshot(root)
+    _one_line_exit_2(["data", "download", "tinyimagenet", "--root", root], capsys, message, str(root / tin.ARCHIVE))
+    assert _snapshot(root) == before  # nothing extracted, no hidden folder left
+
+
+def test_archive_that_is_a_folder_is_one_line(tmp_path, capsys):
+    (tmp_path / tin.ARCHIVE).mkdir()
+    _one_line_exit_2(["data", "download", "tinyimagenet", "--root", tmp_path], capsys, tin.ARCHIVE)
+
+
+def test_prepared_record_counts_only_classes_that_exist(small_zip, tmp_path):
+    (tmp_path / tin.ARCHIVE).write_bytes(small_zip)
+    tin.download(tmp_path, log=lambda s: None)
+    assert tin.record(tmp_path)["counts"] == {"classes": 3, "train": 9, "val": 6}
+    assert len(tin.wnids(tmp_path)) == 3
+
+
+# ------------------------------------------------------------------ synth never overwrites real data
+def _real_folder(root: Path, prepared: bool) -> None:
+    (root / tin.FOLDER / "train").mkdir(parents=True)
+    (root / tin.FOLDER / "wnids.txt").write_text("n01443537\n")
+    if prepared:
+        (root / tin.FOLDER / tin.RECORD).write_text('{"counts": {}}')
+
+
+@pytest.mark.parametrize("state", ["real unprepared folder", "real prepared folder", "a file in its place"])
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_tiny_synth_keeps_a_real_folder(tmp_path, capsys, state, force):
+    if state == "a file in its place":
+        (tmp_path / tin.FOLDER).write_text("mine")
+    else:
+        _real_folder(tmp_path, prepared=state == "real prepared folder")
+    before = _snapshot(tmp_path)
+    _one_line_exit_2(["data", "synth", "tinyimagenet", "--root", tmp_path, "--classes", 2, "--per-class", 1, *force],
+                     capsys, "not a synthetic copy", str(tmp_path / tin.FOLDER))
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("archive_only", [[], ["--archive-only"]])
+@pytest.mark.parametrize("force", [[], ["--force"]])
+@pytest.mark.parametrize("real", ["official-like zip", "not a zip"])
+def test_tiny_synth_keeps_a_real_archive(small_zip, tmp_path, capsys, archive_only, force, real):
+    blob = _rewrite(small_zip, lambda n, b: None if n.endswith(tin.MARKER) else (n, b)) if real != "not a zip" \
+        else b"my thesis data"
+    (tmp_path / tin.ARCHIVE).write_bytes(blob)
+    _one_line_exit_2(["data", "synth", "tinyimagenet", "--root", tmp_path, "--classes", 2, "--per-class", 1,
+                      *archive_only, *force], capsys, "not a synthetic archive", str(tmp_path / tin.ARCHIVE))
+    assert (tmp_path / tin.ARCHIVE).read_bytes() == blob and not (tmp_path / tin.FOLDER).exists()
+
+
+def test_tiny_synth_rewrites_a_synthetic_copy_only_with_force(tmp_path, capsys):
+    argv = ["data", "synth", "tinyimagenet", "--root", tmp_path, "--classes", 2, "--per-class", 1, "--seed", 1]
+    assert cli.main([str(a) for a in argv]) == 0
+    first = (tmp_path / tin.ARCHIVE).read_bytes()
+    _one_line_exit_2(argv[:-1] + [2], capsys, "pass --force")
+    _one_line_exit_2(argv[:-1] + [2, "--archive-only"], capsys, "pass --force")
+    assert (tmp_path / tin.ARCHIVE).read_bytes() == first
+    assert cli.main([str(a) for a in argv[:-1] + [2, "--force"]]) == 0
+    assert (tmp_path / tin.ARCHIVE).read_bytes() != first and tin.check(tmp_path) == "synthetic"
+
+
+def test_cifar_synth_keeps_a_real_copy(cifar_copy, capsys):
+    before = _snapshot(cifar_copy)
+    _one_line_exit_2(["data", "synth", "cifar10", "--root", cifar_copy, "--force", "--n-train", 50, "--n-test", 10],
+                     capsys, "not a synthetic copy")
+    assert _snapshot(cifar_copy) == before
+
+
+# ------------------------------------------------------------------ every numeric option has a range
+OPTIONS = [
+    (["synth", "cifar10", "--seed", "1e23"], "--seed must be a whole number"),
+    (["synth", "cifar10", "--seed", str(10**23)], "--seed 1e+23 is out of range"),
+    (["synth", "cifar10", "--seed", "-1"], "--seed -1 is out of range"),
+    (["synth", "cifar10", "--seed", "\u0663"], "--seed must be a whole number"),
+    (["synth", "cifar10", "--n-train", "5e12"], "--n-train must be a whole number"),
+    (["synth", "cifar10", "--n-train", "5000000000000"], "--n-train 5,000,000,000,000 is out of range"),
+    (["synth", "cifar10", "--n-train", "-5"], "--n-train -5 is out of range"),
+    (["synth", "cifar10", "--n-train", "7"], "not a multiple of 5"),
+    (["synth", "cifar10", "--n-test", "0"], "--n-test 0 is out of range"),
+    (["synth", "cifar10", "--n-test", "nan"], "--n-test must be a whole number"),
+    (["synth", "tinyimagenet", "--classes", "0"], "--classes 0 is out of range"),
+    (["synth", "tinyimagenet", "--classes", "201"], "--classes 201 is out of range"),
+    (["synth", "tinyimagenet", "--per-class", "0"], "--per-class 0 is out of range"),
+    (["synth", "tinyimagenet", "--per-class", str(10**9)], "--per-class 1,000,000,000 is out of range"),
+    (["synth", "tinyimagenet", "--val-per-class", "-1"], "--val-per-class -1 is out of range"),
+    (["synth", "tinyimagenet", "--n-test-images", "-1"], "--n-test-images -1 is out of range"),
+    (["synth", "tinyimagenet", "--seed", "inf"], "--seed must be a whole number"),
+    (["download", "cifar10", "--url", "notaurl"], "--url 'notaurl' is not an http:// or https:// URL"),
+    (["download", "cifar10", "--url", "file:///etc/passwd"], "is not an http:// or https:// URL"),
+    (["download", "tinyimagenet", "--url", "file:///etc/passwd"], "is not an http:// or https:// URL"),
+    (["download", "tinyimagenet", "--url", "ftp://example.org/t.zip"], "is not an http:// or https:// URL"),
+    (["download", "tinyimagenet", "--url", "http://"], "is not an http:// or https:// URL with a host"),
+    (["download", "tinyimagenet", "--url", "http://host:port/x"], "is not a URL"),
+    (["download", "tinyimagenet", "--url", "http://a b/x"], "no spaces"),
+    (["synth", "cifar10", "--url", "http://example.org/x"], "--url applies to `data download` only"),
+]
+
+
+@pytest.mark.parametrize("argv, message", OPTIONS, ids=[" ".join(a) for a, _ in OPTIONS])
+def test_data_options_out_of_range_are_one_line(tmp_path, capsys, argv, message):
+    root = tmp_path / "root"
+    _one_line_exit_2(["data", *argv, "--root", root], capsys, message)
+    assert not root.exists()  # checked before anything is written
+
+
+# ------------------------------------------------------------------ SIGTERM and Ctrl-C leave no temporary folder
+def _temporaries(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.name.startswith("."))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv, appears, sig", [
+    (["synth", "cifar10"], ".cifar-synth-", signal.SIGTERM),
+    (["synth", "cifar10"], ".cifar-synth-", signal.SIGINT),
+    (["synth", "tinyimagenet", "--per-class", "20"], ".tiny-imagenet-200.zip.", signal.SIGTERM),
+    (["synth", "tinyimagenet", "--per-class", "20"], ".tinyimagenet-extract-", signal.SIGTERM),
+    (["synth", "tinyimagenet", "--per-class", "20"], ".tinyimagenet-extract-", signal.SIGINT),
+], ids=["cifar-TERM", "cifar-INT", "tin-archive-TERM", "tin-extract-TERM", "tin-extract-INT"])
+def test_signal_during_synth_leaves_no_temporary_folder(tmp_path, argv, appears, sig):
+    root = tmp_path / "root"
+    root.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "hpml_lab.report.cli", "data", *argv, "--root", str(root)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True)
+    deadline = time.monotonic() + 240
+    while not any(n.startswith(appears) for n in _temporaries(root)):
+        assert proc.poll() is None and time.monotonic() < deadline, f"{appears} never appeared"
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, err
+    assert err.strip().count("\n") == 0 and str(root) in err and "/." not in err, err
+    assert _temporaries(root) == []
+    assert not (root / cifar.FOLDER).exists() and not (root / tin.FOLDER).exists()

@@ -76,7 +76,7 @@ def verify_images(paths: Iterable[Path], size: int, sample: Iterable[Path] = (),
             raise DatasetError(f"image {shown} declares more pixels than an image may have (a decompression bomb)"
                                ) from None
         except (OSError, ValueError, SyntaxError) as e:
-            raise DatasetError(f"{shown} is not an image ({first_line(e)})") from None
+            raise DatasetError(f"{shown} is not an image ({_named(e, path, shown)})") from None
         if fmt != "JPEG" or dims != (size, size):
             raise DatasetError(f"{shown} is a {fmt} of {dims[0]} x {dims[1]} pixels, not a {size} x {size} JPEG")
         n += 1
@@ -86,8 +86,13 @@ def verify_images(paths: Iterable[Path], size: int, sample: Iterable[Path] = (),
             with Image.open(path) as img:
                 img.convert("RGB")
         except (OSError, ValueError, SyntaxError) as e:
-            raise DatasetError(f"{shown} does not decode as an image ({first_line(e)})") from None
+            raise DatasetError(f"{shown} does not decode as an image ({_named(e, path, shown)})") from None
     return n
+
+
+def _named(e: BaseException, path: Path, shown: str) -> str:
+    """PIL's message with the file named as the user knows it (not by the temporary folder it lies in)."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0].replace(str(path), shown)[:160]
 
 
 def readable_text(path: Path, what: str) -> str:
