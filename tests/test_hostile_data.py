@@ -261,6 +261,8 @@ ARCHIVE_CASES = {  # crafted archive, what the one line says
                                            if n.endswith("wnids.txt") else (n, b)), "twice"),
     "duplicate member names": (lambda d: _rewrite(d, lambda n, b: (n, b),
                                                   extra=[(T + "wnids.txt", b"n1\n")]), "more than once"),
+    "zip bomb (7.5 GiB declared)": (lambda d: _patch_central(_patch_central(d, T + "wnids.txt", 24, b"\0\0\0\xf0"),
+                                                             T + "words.txt", 24, b"\0\0\0\xf0"), "zip bomb"),
     "empty class folder": (lambda d: _rewrite(d, lambda n, b: None if "/train/n90000001/images/" in n else (n, b)),
                            "have no training images"),
 }
@@ -368,6 +370,8 @@ OPTIONS = [
     (["download", "tinyimagenet", "--url", "http://host:port/x"], "is not a URL"),
     (["download", "tinyimagenet", "--url", "http://a b/x"], "no spaces"),
     (["synth", "cifar10", "--url", "http://example.org/x"], "--url applies to `data download` only"),
+    (["download", "tinyimagenet", "--source", "kaggle", "--dataset", "../x"], "needs --dataset OWNER/NAME"),
+    (["download", "tinyimagenet", "--source", "kaggle", "--dataset", "a/b/c"], "needs --dataset OWNER/NAME"),
 ]
 
 
@@ -376,6 +380,12 @@ def test_data_options_out_of_range_are_one_line(tmp_path, capsys, argv, message)
     root = tmp_path / "root"
     _one_line_exit_2(["data", *argv, "--root", root], capsys, message)
     assert not root.exists()  # checked before anything is written
+
+
+def test_root_that_is_a_file_is_one_line(tmp_path, capsys):
+    (tmp_path / "f").write_text("mine")
+    _one_line_exit_2(["data", "synth", "cifar10", "--root", tmp_path / "f"], capsys, "is a file, not a folder")
+    assert (tmp_path / "f").read_text() == "mine"
 
 
 # ------------------------------------------------------------------ SIGTERM and Ctrl-C leave no temporary folder

@@ -16,6 +16,7 @@ from typing import Iterable, Optional
 from .errors import DatasetError
 
 SEED_MAX = 2**63 - 1  # torch.manual_seed takes a 64-bit integer
+MAX_UNZIPPED = 4 * 2**30  # the official Tiny ImageNet unpacks to about 0.5 GB
 
 
 def first_line(e: BaseException) -> str:
@@ -121,6 +122,10 @@ def zip_members(z: zipfile.ZipFile, archive: Path) -> list[str]:
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
             raise DatasetError(f"archive {archive}: member {n} uses compression method {info.compress_type}, "
                                "which cannot be read here (stored, deflate, bzip2 and lzma can)")
+    total = sum(info.file_size for info in z.infolist())  # zipfile never reads past a member's declared size
+    if total > MAX_UNZIPPED:
+        raise DatasetError(f"archive {archive} declares {total / 2**30:,.1f} GiB unpacked, more than the "
+                           f"{MAX_UNZIPPED / 2**30:.0f} GiB a Tiny ImageNet can be (a zip bomb?); refusing to extract")
     bad = z.testzip()  # reads every member and checks its CRC
     if bad is not None:
         raise DatasetError(f"archive {archive} is corrupted (CRC error in {bad}); delete it and download again")

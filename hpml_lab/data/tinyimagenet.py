@@ -23,6 +23,7 @@ import http.client
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -312,7 +313,8 @@ def download(root: str | os.PathLike, url: Optional[str] = None, allow_partial: 
 def download_kaggle(root: str | os.PathLike, dataset: str, allow_partial: bool = False,
                     log: Callable[[str], None] = print) -> Path:
     """Fetch a Kaggle copy (OWNER/NAME) with the kaggle package, then prepare it like the official zip."""
-    if not dataset or dataset.count("/") != 1:
+    if (not isinstance(dataset, str) or dataset.count("/") != 1
+            or not all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", part) for part in dataset.split("/"))):
         raise DatasetError("--source kaggle needs --dataset OWNER/NAME (e.g. akash2sharma/tiny-imagenet)")
     hint = ("Kaggle credentials missing or invalid: run `kaggle auth login`, or set KAGGLE_API_TOKEN, "
             "or put kaggle.json in ~/.kaggle/ (or KAGGLE_CONFIG_DIR), or set KAGGLE_USERNAME and KAGGLE_KEY")

@@ -112,6 +112,8 @@ def _cmd_data(args) -> int:
     if args.url is not None and args.action != "download":
         raise ConfigError("--url applies to `data download` only")
     root = resolve_path(args.root)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"--root {root} is a file, not a folder")
     try:
         with sigterm_interrupts():
             if args.dataset == "tinyimagenet":
