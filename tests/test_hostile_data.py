@@ -416,3 +416,30 @@ def test_signal_during_synth_leaves_no_temporary_folder(tmp_path, argv, appears,
     assert err.strip().count("\n") == 0 and str(root) in err and "/." not in err, err
     assert _temporaries(root) == []
     assert not (root / cifar.FOLDER).exists() and not (root / tin.FOLDER).exists()
+
+
+# ------------------------------------------------------------------ a full disk
+@pytest.mark.parametrize("dataset", ["cifar10", "tinyimagenet"])
+def test_too_little_free_space_is_refused_up_front(tmp_path, capsys, monkeypatch, dataset):
+    import collections
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**9, 10**9 - 10**6, 10**6))  # 1 MB free
+    _one_line_exit_2(["data", "synth", dataset, "--root", tmp_path], capsys, "MB free", str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_disk_full_mid_synth_names_the_target_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    import errno
+
+    real = cifar._atomic_pickle
+
+    def fill_up(obj, path):
+        if path.name == "data_batch_3":  # the disk fills while the third batch is written
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real(obj, path)
+
+    monkeypatch.setattr(cifar, "_atomic_pickle", fill_up)
+    err = _one_line_exit_2(["data", "synth", "cifar10", "--root", tmp_path, "--n-train", 50, "--n-test", 10], capsys,
+                           "No space left on device", str(tmp_path / cifar.FOLDER))
+    assert "data_batch_3" not in err and list(tmp_path.iterdir()) == []

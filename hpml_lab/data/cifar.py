@@ -29,7 +29,7 @@ from torch.utils.data import Dataset
 
 from ..io import atomic_file, publish_dir
 from .errors import DatasetError
-from .guards import SEED_MAX, first_line, http_url, in_range, inside
+from .guards import SEED_MAX, first_line, free_space, http_url, in_range, inside, written_to
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
@@ -328,7 +328,7 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
         "angle": torch.rand(10, generator=gen) * torch.pi,
         "color": torch.nn.functional.normalize(torch.rand(10, 3, generator=gen) * 2 - 1, dim=1),
     }
-    root.mkdir(parents=True, exist_ok=True)
+    free_space(root, (n_train + n_test) * 3200, "synthetic CIFAR-10")
     tmpdir = Path(tempfile.mkdtemp(prefix=".cifar-synth-", dir=root))
     try:
         per_batch = n_train // 5
@@ -355,6 +355,8 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
         if target.exists():
             shutil.rmtree(target)
         publish_dir(tmpdir, target)
+    except OSError as e:  # a full disk: name the target, not the temporary folder
+        raise written_to(target, e) from None
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return target

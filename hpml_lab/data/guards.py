@@ -96,6 +96,22 @@ def _named(e: BaseException, path: Path, shown: str) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0].replace(str(path), shown)[:160]
 
 
+def free_space(folder: Path, need: int, what: str) -> None:
+    """Refuse up front when folder's disk has less than `need` bytes free (with a 10% margin), rather than
+    fill it and stop halfway."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(folder).free
+    if free < need * 1.1:
+        raise DatasetError(f"{what} needs about {need / 1e6:,.0f} MB in {folder}, which has {free / 1e6:,.0f} MB free")
+
+
+def written_to(target: Path, e: OSError) -> DatasetError:
+    """An OSError while writing into a temporary place, said about the target the user named."""
+    return DatasetError(f"cannot write {target} ({e.strerror or first_line(e)}); nothing was changed there")
+
+
 def readable_text(path: Path, what: str) -> str:
     """A text file of an archive, as UTF-8; a non-UTF-8 byte or a read error is one line naming `what`."""
     try:
@@ -132,4 +148,4 @@ def zip_members(z: zipfile.ZipFile, archive: Path) -> list[str]:
     return names
 
 
-__all__ = ["SEED_MAX", "first_line", "http_url", "in_range", "inside", "readable_text", "verify_images", "zip_members"]
+__all__ = ["SEED_MAX", "first_line", "free_space", "http_url", "in_range", "inside", "readable_text", "verify_images", "written_to", "zip_members"]

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..io import publish_dir
 from .errors import DatasetError
-from .guards import first_line, http_url, readable_text, verify_images, zip_members
+from .guards import first_line, free_space, http_url, readable_text, verify_images, written_to, zip_members
 from .tinyimagenet_synth import FOLDER, MARKER, SIZE, check_options, synthesize_archive
 
 ARCHIVE = "tiny-imagenet-200.zip"
@@ -233,7 +233,12 @@ def synthesize(root: str | os.PathLike, classes: int = 200, per_class: int = 10,
                                "to overwrite it with synthetic data: move it away or choose another --root")
         if not force:
             raise DatasetError(f"{target} exists; pass --force to rewrite it")
-    synthesize_archive(zpath, classes, per_class, val_per_class, n_test, seed)
+    images = classes * (per_class + val_per_class) + n_test
+    free_space(root, images * 2 * 3000, "synthetic Tiny ImageNet")  # the zip and its prepared copy
+    try:
+        synthesize_archive(zpath, classes, per_class, val_per_class, n_test, seed)
+    except OSError as e:
+        raise written_to(zpath, e) from None
     if archive_only:
         return zpath
     if target.exists():
