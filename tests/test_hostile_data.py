@@ -292,6 +292,30 @@ def test_prepared_record_counts_only_classes_that_exist(small_zip, tmp_path):
     assert len(tin.wnids(tmp_path)) == 3
 
 
+@pytest.mark.parametrize("damage", ["PREPARED.json not JSON", "PREPARED.json a list", "train/ removed",
+                                    "no training images", "wnids.txt not UTF-8"])
+def test_a_prepared_copy_damaged_later_is_one_line(small_zip, tmp_path, damage):
+    from hpml_lab.data import train_dataset
+    from hpml_lab.config import RunConfig
+
+    (tmp_path / tin.ARCHIVE).write_bytes(small_zip)
+    folder = tin.download(tmp_path, log=lambda s: None)
+    if damage == "PREPARED.json not JSON":
+        (folder / tin.RECORD).write_text("{")
+    elif damage == "PREPARED.json a list":
+        (folder / tin.RECORD).write_text("[]")
+    elif damage == "train/ removed":
+        shutil.rmtree(folder / "train")
+    elif damage == "no training images":
+        for f in (folder / "train").glob("*/images/*.JPEG"):
+            f.unlink()
+    else:
+        (folder / "wnids.txt").write_bytes(b"\xff\n")
+    with pytest.raises(tin.DatasetError) as err:
+        train_dataset(RunConfig(dataset="tinyimagenet", data_root=str(tmp_path)))
+    assert str(folder) in str(err.value) and "\n" not in str(err.value)
+
+
 # ------------------------------------------------------------------ synth never overwrites real data
 def _real_folder(root: Path, prepared: bool) -> None:
     (root / tin.FOLDER / "train").mkdir(parents=True)

@@ -58,6 +58,14 @@ def check(root: str | os.PathLike) -> str:
     if not (folder / RECORD).is_file():
         what = "not prepared (no PREPARED.json)" if folder.exists() else "not found"
         raise DatasetError(f"Tiny ImageNet {what} in {folder}; " + PREPARE_HINT.format(root=root))
+    try:  # a prepared copy edited afterwards: one line, not a crash in the loader
+        rec = json.loads(readable_text(folder / RECORD, str(folder / RECORD)))
+        ok = isinstance(rec, dict) and isinstance(rec.get("counts"), dict) and (folder / "train").is_dir()
+    except ValueError:
+        ok = False
+    if not ok:
+        raise DatasetError(f"Tiny ImageNet in {folder} is damaged (PREPARED.json unreadable or train/ missing); "
+                           f"delete {folder} and " + PREPARE_HINT.format(root=root))
     return "synthetic" if (folder / MARKER).is_file() else "real"
 
 
@@ -378,7 +386,11 @@ def wnids(root: str | os.PathLike) -> list[str]:
 
 def train_set(root: str | os.PathLike, transform=None):
     check(root)
-    return _folder_dataset(Path(root) / FOLDER / "train", wnids(root), transform)
+    ds = _folder_dataset(Path(root) / FOLDER / "train", wnids(root), transform)
+    if len(ds) == 0:
+        raise DatasetError(f"Tiny ImageNet in {Path(root) / FOLDER} has no training images; delete it and "
+                           + PREPARE_HINT.format(root=root))
+    return ds
 
 
 def val_set(root: str | os.PathLike, transform=None):
