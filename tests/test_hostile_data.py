@@ -263,6 +263,13 @@ ARCHIVE_CASES = {  # crafted archive, what the one line says
                                                   extra=[(T + "wnids.txt", b"n1\n")]), "more than once"),
     "zip bomb (7.5 GiB declared)": (lambda d: _patch_central(_patch_central(d, T + "wnids.txt", 24, b"\0\0\0\xf0"),
                                                              T + "words.txt", 24, b"\0\0\0\xf0"), "zip bomb"),
+    "a folder named .JPEG": (lambda d: _rewrite(d, lambda n, b: (n, b), extra=[(T + "train/n90000001/images/z.JPEG/x",
+                                                                                 b"1")]), "z.JPEG is not an image"),
+    "a 301-character wnid": (lambda d: _rewrite(d, lambda n, b: (n.replace("n90000000", "n" + "9" * 300),
+                                                                 b.replace(b"n90000000", b"n" + b"9" * 300))),
+                             "File name too long"),
+    "a val image annotated twice": (lambda d: _rewrite(d, lambda n, b: (n, b + b.split(b"\n")[0] + b"\n")
+                                                       if n.endswith("val_annotations.txt") else (n, b)), "twice"),
     "empty class folder": (lambda d: _rewrite(d, lambda n, b: None if "/train/n90000001/images/" in n else (n, b)),
                            "have no training images"),
 }
@@ -283,6 +290,18 @@ def test_hostile_tiny_imagenet_archive_is_refused(small_zip, tmp_path, capsys, c
 def test_archive_that_is_a_folder_is_one_line(tmp_path, capsys):
     (tmp_path / tin.ARCHIVE).mkdir()
     _one_line_exit_2(["data", "download", "tinyimagenet", "--root", tmp_path], capsys, tin.ARCHIVE)
+
+
+@pytest.mark.parametrize("variant", ["CRLF text files", "a non-ASCII wnid"])
+def test_harmless_archive_variants_prepare(small_zip, tmp_path, variant):
+    if variant == "CRLF text files":
+        blob = _rewrite(small_zip, lambda n, b: (n, b.replace(b"\n", b"\r\n")) if n.endswith(".txt") else (n, b))
+    else:
+        blob = _rewrite(small_zip, lambda n, b: (n.replace("n90000000", "n9\u00e9"),
+                                                 b.replace(b"n90000000", "n9\u00e9".encode())))
+    (tmp_path / tin.ARCHIVE).write_bytes(blob)
+    tin.download(tmp_path, log=lambda s: None)
+    assert tin.record(tmp_path)["counts"] == {"classes": 3, "train": 9, "val": 6}
 
 
 def test_prepared_record_counts_only_classes_that_exist(small_zip, tmp_path):

@@ -129,6 +129,7 @@ def _reorganise_val(folder: Path) -> None:
     ann = val / "val_annotations.txt"
     if not ann.is_file():
         raise DatasetError("archive has no val/val_annotations.txt; cannot label the validation images")
+    seen: set[str] = set()
     for line_no, line in enumerate(readable_text(ann, "val/val_annotations.txt").splitlines(), 1):
         if not line.strip():
             continue
@@ -137,6 +138,9 @@ def _reorganise_val(folder: Path) -> None:
             raise DatasetError(f"val_annotations.txt line {line_no} is malformed or names an unknown class: {line!r}")
         _plain_name(parts[0], f"val_annotations.txt line {line_no} names the image")
         src = val / "images" / parts[0]
+        if parts[0] in seen:
+            raise DatasetError(f"val_annotations.txt names {parts[0]} twice (line {line_no})")
+        seen.add(parts[0])
         if not src.is_file():
             raise DatasetError(f"val_annotations.txt names {parts[0]}, which the archive does not contain")
         dst = val / parts[1] / "images" / parts[0]

@@ -5,9 +5,12 @@ learnable class pattern. tinyimagenet.synthesize writes it and prepares it like 
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import signal
+import threading
 import zipfile
 from pathlib import Path
 
@@ -24,6 +27,26 @@ SIZE = 64
 LIMITS = {"classes": ("--classes", 1, 200), "per_class": ("--per-class", 1, 1000),
           "val_per_class": ("--val-per-class", 0, 100), "n_test": ("--n-test-images", 0, 20_000),
           "seed": ("--seed", 0, SEED_MAX)}
+
+
+@contextlib.contextmanager
+def _whole():
+    """SIGTERM and Ctrl-C wait until the block ends: zipfile interrupted inside writestr keeps a writing handle
+    open, and its close() then raises ValueError instead of the interruption (a traceback, not one line)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class _Zip(zipfile.ZipFile):
+    def writestr(self, *args, **kwargs):
+        with _whole():
+            super().writestr(*args, **kwargs)
 
 
 def check_options(**values) -> None:
@@ -74,7 +97,7 @@ def synthesize_archive(path: str | os.PathLike, classes: int = 200, per_class: i
     wnids = [f"n{90000000 + i:08d}" for i in range(classes)]  # not real WordNet ids, on purpose
     top = FOLDER + "/"
     with atomic_file(path) as tmp:  # a whole archive or none
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
+        with _Zip(tmp, "w", compression=zipfile.ZIP_STORED) as z:
             z.writestr(top + "wnids.txt", "".join(w + "\n" for w in wnids))
             z.writestr(top + "words.txt", "".join(f"{w}\tsynthetic class {i}\n" for i, w in enumerate(wnids)))
             chunk = max(1, 2048 // per_class)  # whole classes per render call: few, large tensor ops
