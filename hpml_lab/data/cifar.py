@@ -29,7 +29,8 @@ from torch.utils.data import Dataset
 
 from ..io import atomic_file, publish_dir
 from .errors import DatasetError
-from .guards import SEED_MAX, first_line, free_space, http_url, in_range, inside, written_to
+from .guards import (SEED_MAX, first_line, free_space, http_url, in_range, inside, signals_deferred, stamp,
+                     written_to)
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
@@ -110,19 +111,12 @@ def _label_names(path: Path) -> list[str]:
     """batches.meta's label_names: ten names (bytes in the official file)."""
     names = _load_pickle(path).get("label_names")
     if not isinstance(names, (list, tuple)) or len(names) != 10 or not all(isinstance(n, (str, bytes)) for n in names):
-        raise DatasetError(f"CIFAR-10 file {path}: label_names is {type(names).__name__ if names is not None else 'missing'}"
-                           ", not a list of 10 class names; delete it and prepare the data again")
+        what = type(names).__name__ if names is not None else "missing"
+        raise DatasetError(f"CIFAR-10 file {path}: label_names is {what}, not a list of 10 class names")
     return [n.decode("latin1") if isinstance(n, bytes) else n for n in names]
 
 
 CHECKED = ".hpml-checked.json"  # cache of validate(): the files' sizes and times when their contents passed
-
-
-def _stamp(folder: Path, names: list[str]) -> dict:
-    try:
-        return {n: [(folder / n).stat().st_size, (folder / n).stat().st_mtime_ns] for n in names}
-    except OSError as e:
-        raise DatasetError(f"CIFAR-10 file {e.filename} cannot be read ({e.strerror})") from None
 
 
 def validate(root: str | os.PathLike) -> None:
@@ -134,9 +128,9 @@ def validate(root: str | os.PathLike) -> None:
     names = TRAIN_FILES + TEST_FILES + [META_FILE]
     for n in names:
         inside(folder, folder / n, "CIFAR-10 file")
-    stamp = _stamp(folder, names)
+    now = stamp(folder, names, "CIFAR-10 file")
     try:
-        if json.loads((folder / CHECKED).read_text()).get("stamp") == stamp:
+        if json.loads((folder / CHECKED).read_text()).get("stamp") == now:
             return
     except (OSError, ValueError, AttributeError):
         pass
@@ -144,7 +138,7 @@ def validate(root: str | os.PathLike) -> None:
         _batch(folder / n)
     _label_names(folder / META_FILE)
     try:
-        (folder / CHECKED).write_text(json.dumps({"stamp": stamp}))
+        (folder / CHECKED).write_text(json.dumps({"stamp": now}))
     except OSError:  # a read-only shared copy: checked again next time
         pass
 
@@ -159,17 +153,17 @@ def kind(root: str | os.PathLike) -> str:
     if (folder / MARKER).is_file():
         return "synthetic"
     names = TRAIN_FILES + TEST_FILES + [META_FILE]
-    stamp = _stamp(folder, [n for n in names if (folder / n).is_file()])
+    now = stamp(folder, [n for n in names if (folder / n).is_file()], "CIFAR-10 file")
     try:
         cached = json.loads((folder / VERIFIED).read_text())
-        if cached.get("stamp") == stamp:
+        if cached.get("stamp") == now:
             return cached["kind"]
     except (OSError, ValueError, AttributeError):
         pass
     expected = _expected_md5(folder, "real")
-    result = "real" if len(stamp) == len(names) and all(md5(folder / n) == expected[n] for n in names) else "unverified"
+    result = "real" if len(now) == len(names) and all(md5(folder / n) == expected[n] for n in names) else "unverified"
     try:
-        (folder / VERIFIED).write_text(json.dumps({"kind": result, "stamp": stamp}))
+        (folder / VERIFIED).write_text(json.dumps({"kind": result, "stamp": now}))
     except OSError:  # a read-only shared copy: verified again next time
         pass
     return result
@@ -317,7 +311,8 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
     target = root / FOLDER
     if target.exists():
         if not (target / MARKER).is_file() and (not target.is_dir() or any(target.iterdir())):
-            raise DatasetError(f"{target} holds data that is not a synthetic copy (real CIFAR-10?); refusing to overwrite it with synthetic data")
+            raise DatasetError(f"{target} holds data that is not a synthetic copy (real CIFAR-10?); refusing to "
+                               "overwrite it with synthetic data")
         if not force:
             raise DatasetError(f"{target} exists; pass --force to rewrite it")
     if n_train % 5:
@@ -329,7 +324,8 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
         "color": torch.nn.functional.normalize(torch.rand(10, 3, generator=gen) * 2 - 1, dim=1),
     }
     free_space(root, (n_train + n_test) * 3200, "synthetic CIFAR-10")
-    tmpdir = Path(tempfile.mkdtemp(prefix=".cifar-synth-", dir=root))
+    with signals_deferred():  # a signal between mkdtemp and `try` would leave the folder behind
+        tmpdir = Path(tempfile.mkdtemp(prefix=".cifar-synth-", dir=root))
     try:
         per_batch = n_train // 5
         batches = [(name, per_batch, f"training batch {i + 1} of 5") for i, name in enumerate(TRAIN_FILES)]

@@ -8,6 +8,9 @@ URLs, one-line exception text, and whether image files really are the images the
 """
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import urllib.parse
 import zipfile
 from pathlib import Path
@@ -17,6 +20,20 @@ from .errors import DatasetError
 
 SEED_MAX = 2**63 - 1  # torch.manual_seed takes a 64-bit integer
 MAX_UNZIPPED = 4 * 2**30  # the official Tiny ImageNet unpacks to about 0.5 GB
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """SIGTERM and Ctrl-C wait until the block ends (blocked, then delivered): for steps that must not be cut
+    in two, such as making a temporary folder and recording its name for the clean-up."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def first_line(e: BaseException) -> str:
@@ -112,6 +129,23 @@ def written_to(target: Path, e: OSError) -> DatasetError:
     return DatasetError(f"cannot write {target} ({e.strerror or first_line(e)}); nothing was changed there")
 
 
+def plain_name(name: str, what: str) -> str:
+    """A name read from an archive (a file name, a class id) must be one plain path component, so that nothing
+    it names can lie outside its folder ("../../x", "/etc/x", "a/b", "..")."""
+    if (not name or name in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip()
+            or (len(name) > 1 and name[1] == ":")):
+        raise DatasetError(f"{what} {name!r} is not a plain file or folder name; refusing this archive")
+    return name
+
+
+def stamp(folder: Path, names: list[str], what: str) -> dict:
+    """Each file's size and modification time: what a cached check is keyed by. Unreadable: one line."""
+    try:
+        return {n: [(folder / n).stat().st_size, (folder / n).stat().st_mtime_ns] for n in names}
+    except OSError as e:
+        raise DatasetError(f"{what} {e.filename} cannot be read ({e.strerror})") from None
+
+
 def readable_text(path: Path, what: str) -> str:
     """A text file of an archive, as UTF-8; a non-UTF-8 byte or a read error is one line naming `what`."""
     try:
@@ -148,4 +182,5 @@ def zip_members(z: zipfile.ZipFile, archive: Path) -> list[str]:
     return names
 
 
-__all__ = ["SEED_MAX", "first_line", "free_space", "http_url", "in_range", "inside", "readable_text", "verify_images", "written_to", "zip_members"]
+__all__ = ["SEED_MAX", "first_line", "free_space", "http_url", "in_range", "inside", "plain_name", "readable_text",
+           "signals_deferred", "stamp", "verify_images", "written_to", "zip_members"]

@@ -38,8 +38,9 @@ import numpy as np
 
 from ..io import publish_dir
 from .errors import DatasetError
-from .guards import first_line, free_space, http_url, readable_text, verify_images, written_to, zip_members
-from .tinyimagenet_synth import FOLDER, MARKER, SIZE, check_options, synthesize_archive
+from .guards import (first_line, free_space, http_url, plain_name, readable_text, signals_deferred, verify_images,
+                     written_to, zip_members)
+from .tinyimagenet_synth import FOLDER, MARKER, SIZE, check_options, is_synthetic_zip, synthesize_archive
 
 ARCHIVE = "tiny-imagenet-200.zip"
 URL = "http://cs231n.stanford.edu/tiny-imagenet-200.zip"
@@ -82,18 +83,9 @@ def _archive_prefix(names: list[str]) -> str:
     return hits[0][: -len("wnids.txt")]
 
 
-def _plain_name(name: str, what: str) -> str:
-    """A name read from an archive (a file name, a class id) must be one plain path component, so that nothing
-    it names can lie outside its folder ("../../x", "/etc/x", "a/b", "..")."""
-    if (not name or name in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip()
-            or (len(name) > 1 and name[1] == ":")):
-        raise DatasetError(f"{what} {name!r} is not a plain file or folder name; refusing this archive")
-    return name
-
-
 def _wnids(folder: Path) -> list[str]:
     """wnids.txt's class ids: UTF-8, plain names, each once (a duplicate would count a class that is not there)."""
-    wnids = [_plain_name(w, "wnids.txt names a class")
+    wnids = [plain_name(w, "wnids.txt names a class")
              for w in readable_text(folder / "wnids.txt", "wnids.txt").split()]
     seen: set[str] = set()
     for w in wnids:
@@ -136,7 +128,7 @@ def _reorganise_val(folder: Path) -> None:
         parts = line.split("\t")
         if len(parts) < 2 or parts[1] not in wnids:
             raise DatasetError(f"val_annotations.txt line {line_no} is malformed or names an unknown class: {line!r}")
-        _plain_name(parts[0], f"val_annotations.txt line {line_no} names the image")
+        plain_name(parts[0], f"val_annotations.txt line {line_no} names the image")
         src = val / "images" / parts[0]
         if parts[0] in seen:
             raise DatasetError(f"val_annotations.txt names {parts[0]} twice (line {line_no})")
@@ -165,7 +157,8 @@ def prepare(archive: str | os.PathLike, root: str | os.PathLike, allow_partial: 
             names = zip_members(z, archive)
             prefix = _archive_prefix(names)
             root.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=".tinyimagenet-extract-", dir=root))
+            with signals_deferred():  # a signal between mkdtemp and `try` would leave the folder behind
+                tmp = Path(tempfile.mkdtemp(prefix=".tinyimagenet-extract-", dir=root))
             try:
                 z.extractall(tmp, members=[n for n in names if n.startswith(prefix)])
                 folder = tmp / prefix if prefix else tmp
@@ -202,7 +195,7 @@ def prepare(archive: str | os.PathLike, root: str | os.PathLike, allow_partial: 
         if str(archive) in str(e):
             raise
         raise DatasetError(f"archive {archive}: {e}") from None
-    except (RuntimeError, NotImplementedError) as e:  # after DatasetError (a RuntimeError): zipfile: a password needed, a method it cannot read
+    except (RuntimeError, NotImplementedError) as e:  # (after DatasetError, a RuntimeError) zipfile's own refusals
         raise DatasetError(f"archive {archive} cannot be extracted here ({first_line(e)})") from None
     except OSError as e:
         raise DatasetError(f"archive {archive} cannot be prepared into {target} ({e.strerror or first_line(e)}"
@@ -212,14 +205,6 @@ def prepare(archive: str | os.PathLike, root: str | os.PathLike, allow_partial: 
             f"{counts['val']} val; official {OFFICIAL['classes']}, {OFFICIAL['train']:,}, {OFFICIAL['val']:,})"
             + (": it is synthetic" if synthetic else " because --allow-partial was given"))
     return target
-
-
-def _synthetic_zip(path: Path) -> bool:
-    try:
-        with zipfile.ZipFile(path) as z:
-            return f"{FOLDER}/{MARKER}" in z.namelist()
-    except (OSError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError):
-        return False
 
 
 def synthesize(root: str | os.PathLike, classes: int = 200, per_class: int = 10, val_per_class: int = 2,
@@ -234,7 +219,7 @@ def synthesize(root: str | os.PathLike, classes: int = 200, per_class: int = 10,
     root = Path(root)
     target, zpath = root / FOLDER, root / ARCHIVE
     if zpath.exists() or zpath.is_symlink():
-        if not zpath.is_file() or zpath.is_symlink() or not _synthetic_zip(zpath):
+        if not zpath.is_file() or zpath.is_symlink() or not is_synthetic_zip(zpath):
             raise DatasetError(f"{zpath} is not a synthetic archive (a real download?); refusing to overwrite it "
                                "with synthetic data: move it away or choose another --root")
         if not force:
@@ -348,7 +333,8 @@ def download_kaggle(root: str | os.PathLike, dataset: str, allow_partial: bool =
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".kaggle-", dir=root))
+    with signals_deferred():
+        tmp = Path(tempfile.mkdtemp(prefix=".kaggle-", dir=root))
     try:
         with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
             try:

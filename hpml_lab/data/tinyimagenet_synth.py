@@ -5,12 +5,9 @@ learnable class pattern. tinyimagenet.synthesize writes it and prepares it like 
 """
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
-import signal
-import threading
 import zipfile
 from pathlib import Path
 
@@ -18,7 +15,7 @@ import numpy as np
 import torch
 
 from ..io import atomic_file
-from .guards import SEED_MAX, in_range
+from .guards import SEED_MAX, in_range, signals_deferred
 
 FOLDER = "tiny-imagenet-200"
 MARKER = "SYNTHETIC.json"
@@ -29,24 +26,19 @@ LIMITS = {"classes": ("--classes", 1, 200), "per_class": ("--per-class", 1, 1000
           "seed": ("--seed", 0, SEED_MAX)}
 
 
-@contextlib.contextmanager
-def _whole():
-    """SIGTERM and Ctrl-C wait until the block ends: zipfile interrupted inside writestr keeps a writing handle
-    open, and its close() then raises ValueError instead of the interruption (a traceback, not one line)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 class _Zip(zipfile.ZipFile):
     def writestr(self, *args, **kwargs):
-        with _whole():
+        with signals_deferred():  # interrupted inside, zipfile's close() raises ValueError, not the interruption
             super().writestr(*args, **kwargs)
+
+
+def is_synthetic_zip(path: Path) -> bool:
+    """path is a readable zip that this synthesizer wrote (it holds tiny-imagenet-200/SYNTHETIC.json)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return f"{FOLDER}/{MARKER}" in z.namelist()
+    except (OSError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError):
+        return False
 
 
 def check_options(**values) -> None:
