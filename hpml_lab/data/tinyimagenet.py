@@ -104,7 +104,8 @@ def _count(folder: Path) -> dict[str, int]:
 
 def _check_images(folder: Path, wnids: list[str]) -> None:
     """Every class has training images; every image's header says a 64x64 JPEG (a decompression bomb is refused
-    unread) and every image decodes (about 0.1 ms each): a *.JPEG that is no image is found here, not in training."""
+    unread) and every image decodes (measured 0.24 ms each on 2 busy cores, about 30 s for the official 110,000):
+    a *.JPEG that is no image is found here, not in training."""
     empty = [w for w in wnids if not any((folder / "train" / w / "images").glob("*.JPEG"))]
     if empty:
         raise DatasetError(f"{len(empty)} classes of wnids.txt have no training images (e.g. train/{empty[0]}/images)")
