@@ -29,6 +29,8 @@ from torch.utils.data import Dataset
 
 from ..io import atomic_file, publish_dir
 from .errors import DatasetError
+from .guards import (SEED_MAX, first_line, free_space, http_url, in_range, inside, signals_deferred, stamp,
+                     written_to)
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
@@ -38,6 +40,7 @@ MARKER = "SYNTHETIC.json"
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 MEAN = (0.4914, 0.4822, 0.4465)
 STD = (0.2023, 0.1994, 0.2010)
+MAX_TRAIN, MAX_TEST = 100_000, 20_000  # synth: twice the real counts (the renderer holds a batch in memory)
 PREPARE_HINT = (
     "prepare it with `hpml-lab data synth cifar10 --root {root}` (synthetic, offline) "
     "or `hpml-lab data download cifar10 --root {root}` (the real one)"
@@ -53,33 +56,91 @@ def md5(path: Path) -> str:
 
 
 def _load_pickle(path: Path) -> dict:
+    """One batch file, unpickled. Any failure (unreadable, truncated, a declared length of 2^62 bytes, a
+    pickle that raises while it is built) is one DatasetError line naming the file."""
     try:
         with open(path, "rb") as f:
             entry = pickle.load(f, encoding="bytes")
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, IndexError) as e:
-        raise DatasetError(f"CIFAR-10 file {path} is not a readable batch file ({type(e).__name__}: {e}); "
+    except OSError as e:
+        raise DatasetError(f"CIFAR-10 file {path} cannot be read ({e.strerror or first_line(e)})") from None
+    except MemoryError:
+        raise DatasetError(f"CIFAR-10 file {path} declares more data than memory holds (corrupted or hostile); "
                            "delete it and prepare the data again") from None
+    except Exception as e:  # a pickle can raise anything while it is built: it is not a batch file
+        raise DatasetError(f"CIFAR-10 file {path} is not a readable batch file ({type(e).__name__}: "
+                           f"{first_line(e)}); delete it and prepare the data again") from None
     if not isinstance(entry, dict):
         raise DatasetError(f"CIFAR-10 file {path} holds a {type(entry).__name__}, not a batch dictionary")
     # Real (Python 2) and synthetic files both give bytes keys; normalise to str.
-    return {k.decode() if isinstance(k, bytes) else k: v for k, v in entry.items()}
+    return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in entry.items()}
 
 
 def _batch(path: Path) -> tuple[np.ndarray, list[int]]:
-    """Images (N x 3 x 32 x 32 uint8) and labels of one batch file, checked: one line naming what is wrong."""
+    """Images (N x 3 x 32 x 32 uint8) and labels of one batch file, checked: one line naming what is wrong.
+    Pixels must be integers 0..255 (int64 1000 would wrap to 232 as uint8; floats may be NaN), labels a
+    sequence of N integers 0..9, N at least 1."""
     entry = _load_pickle(path)
     if "data" not in entry or "labels" not in entry:
         raise DatasetError(f"CIFAR-10 file {path} has no 'data' or no 'labels' entry")
-    data = np.asarray(entry["data"])
+    data, labels = entry["data"], entry["labels"]
+    if not isinstance(data, np.ndarray):
+        raise DatasetError(f"CIFAR-10 file {path}: data is a {type(data).__name__}, not an N x 3072 uint8 array")
+    if data.dtype.kind not in "ui":
+        raise DatasetError(f"CIFAR-10 file {path}: data has dtype {data.dtype}, not uint8 pixel values 0..255")
     if data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
         raise DatasetError(f"CIFAR-10 file {path}: data has shape {data.shape}, not N x 3072")
-    labels = list(entry["labels"])
+    if data.shape[0] == 0:
+        raise DatasetError(f"CIFAR-10 file {path} holds no images; delete it and prepare the data again")
+    if data.dtype != np.uint8 and (int(data.min()) < 0 or int(data.max()) > 255):
+        raise DatasetError(f"CIFAR-10 file {path}: pixel values {int(data.min())}..{int(data.max())} "
+                           "lie outside 0..255")
+    if isinstance(labels, np.ndarray) and (labels.ndim != 1 or labels.dtype.kind not in "ui"):
+        raise DatasetError(f"CIFAR-10 file {path}: labels are a {labels.dtype} array of shape {labels.shape}, "
+                           "not a list of integers")
+    if not isinstance(labels, (list, tuple, np.ndarray)):
+        raise DatasetError(f"CIFAR-10 file {path}: labels are a {type(labels).__name__}, not a list of integers")
     if len(labels) != data.shape[0]:
         raise DatasetError(f"CIFAR-10 file {path}: {len(labels)} labels for {data.shape[0]} images")
-    bad = [x for x in labels if not isinstance(x, (int, np.integer)) or not 0 <= int(x) <= 9]
+    bad = [x for x in labels if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not 0 <= int(x) <= 9]
     if bad:
         raise DatasetError(f"CIFAR-10 file {path}: label {bad[0]!r} is not a class 0..9")
     return data.astype(np.uint8, copy=False).reshape(-1, 3, 32, 32), [int(x) for x in labels]
+
+
+def _label_names(path: Path) -> list[str]:
+    """batches.meta's label_names: ten names (bytes in the official file)."""
+    names = _load_pickle(path).get("label_names")
+    if not isinstance(names, (list, tuple)) or len(names) != 10 or not all(isinstance(n, (str, bytes)) for n in names):
+        what = type(names).__name__ if names is not None else "missing"
+        raise DatasetError(f"CIFAR-10 file {path}: label_names is {what}, not a list of 10 class names")
+    return [n.decode("latin1") if isinstance(n, bytes) else n for n in names]
+
+
+CHECKED = ".hpml-checked.json"  # cache of validate(): the files' sizes and times when their contents passed
+
+
+def validate(root: str | os.PathLike) -> None:
+    """Read every batch file and check its contents (shapes, dtypes, pixel and label ranges, counts, class
+    names) before any compute; the pass is cached by the files' sizes and times. Batch files that are links
+    to outside the folder are refused: a pickle can run code when it is loaded, so only files inside the
+    folder the user named are read."""
+    folder = Path(root) / FOLDER
+    names = TRAIN_FILES + TEST_FILES + [META_FILE]
+    for n in names:
+        inside(folder, folder / n, "CIFAR-10 file")
+    now = stamp(folder, names, "CIFAR-10 file")
+    try:
+        if json.loads((folder / CHECKED).read_text()).get("stamp") == now:
+            return
+    except (OSError, ValueError, AttributeError):
+        pass
+    for n in TRAIN_FILES + TEST_FILES:
+        _batch(folder / n)
+    _label_names(folder / META_FILE)
+    try:
+        (folder / CHECKED).write_text(json.dumps({"stamp": now}))
+    except OSError:  # a read-only shared copy: checked again next time
+        pass
 
 
 VERIFIED = ".hpml-verified.json"  # cache of the md5 check of a copy without the synthetic marker
@@ -92,18 +153,17 @@ def kind(root: str | os.PathLike) -> str:
     if (folder / MARKER).is_file():
         return "synthetic"
     names = TRAIN_FILES + TEST_FILES + [META_FILE]
-    stamp = {n: [(folder / n).stat().st_size, (folder / n).stat().st_mtime_ns] for n in names
-             if (folder / n).is_file()}
+    now = stamp(folder, [n for n in names if (folder / n).is_file()], "CIFAR-10 file")
     try:
         cached = json.loads((folder / VERIFIED).read_text())
-        if cached.get("stamp") == stamp:
+        if cached.get("stamp") == now:
             return cached["kind"]
     except (OSError, ValueError, AttributeError):
         pass
     expected = _expected_md5(folder, "real")
-    result = "real" if len(stamp) == len(names) and all(md5(folder / n) == expected[n] for n in names) else "unverified"
+    result = "real" if len(now) == len(names) and all(md5(folder / n) == expected[n] for n in names) else "unverified"
     try:
-        (folder / VERIFIED).write_text(json.dumps({"kind": result, "stamp": stamp}))
+        (folder / VERIFIED).write_text(json.dumps({"kind": result, "stamp": now}))
     except OSError:  # a read-only shared copy: verified again next time
         pass
     return result
@@ -117,10 +177,14 @@ def check(root: str | os.PathLike, verify_md5: bool = False) -> str:
     """
     folder = Path(root) / FOLDER
     names = TRAIN_FILES + TEST_FILES + [META_FILE]
-    missing = [n for n in names if not (folder / n).is_file()]
+    missing = [n for n in names if not (folder / n).exists()]
     if missing:
         what = "not found" if len(missing) == len(names) else f"incomplete (missing {', '.join(missing)})"
         raise DatasetError(f"CIFAR-10 {what} in {folder}; " + PREPARE_HINT.format(root=root))
+    odd = [n for n in names if not (folder / n).is_file()]
+    if odd:
+        raise DatasetError(f"CIFAR-10 file {folder / odd[0]} is not a regular file (a folder or a device?); "
+                           f"delete {folder} and " + PREPARE_HINT.format(root=root))
     k = kind(root)
     if verify_md5:
         expected = _expected_md5(folder, k)
@@ -130,6 +194,7 @@ def check(root: str | os.PathLike, verify_md5: bool = False) -> str:
                     f"CIFAR-10 file {folder / name} is corrupted (md5 mismatch); delete {folder} and "
                     + PREPARE_HINT.format(root=root)
                 )
+    validate(root)  # contents, before any compute
     return k
 
 
@@ -162,8 +227,7 @@ class CIFAR10Files(Dataset):
             labels.extend(batch_labels)
         self.data = np.ascontiguousarray(np.concatenate(datas).transpose(0, 2, 3, 1))  # N, H, W, C
         self.targets = labels
-        meta = _load_pickle(folder / META_FILE)
-        self.classes = [n.decode() if isinstance(n, bytes) else n for n in meta["label_names"]]
+        self.classes = _label_names(folder / META_FILE)
         self.transform = transform
 
     def __len__(self) -> int:
@@ -240,23 +304,28 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
     Deterministic from `seed`. Written into a temporary folder then renamed, so an
     interrupted run leaves nothing half-written. Refuses to overwrite a real copy.
     """
+    in_range("--seed", seed, 0, SEED_MAX)
+    in_range("--n-train", n_train, 5, MAX_TRAIN)
+    in_range("--n-test", n_test, 1, MAX_TEST)
     root = Path(root)
     target = root / FOLDER
     if target.exists():
-        if kind(root) != "synthetic" and any(target.iterdir()):
-            raise DatasetError(f"{target} holds a real CIFAR-10 copy; refusing to overwrite it with synthetic data")
+        if not (target / MARKER).is_file() and (not target.is_dir() or any(target.iterdir())):
+            raise DatasetError(f"{target} holds data that is not a synthetic copy (real CIFAR-10?); refusing to "
+                               "overwrite it with synthetic data")
         if not force:
             raise DatasetError(f"{target} exists; pass --force to rewrite it")
-    if n_train % 5 or n_train < 5 or n_test < 1:
-        raise DatasetError("n_train must be a positive multiple of 5 (five batch files) and n_test positive")
+    if n_train % 5:
+        raise DatasetError(f"--n-train {n_train} is not a multiple of 5 (five batch files of equal size)")
     gen = torch.Generator().manual_seed(seed)
     protos = {
         "freq": torch.tensor([2.0, 3.0, 4.0, 5.0, 2.5, 3.5, 4.5, 1.5, 5.5, 3.0])[torch.randperm(10, generator=gen)],
         "angle": torch.rand(10, generator=gen) * torch.pi,
         "color": torch.nn.functional.normalize(torch.rand(10, 3, generator=gen) * 2 - 1, dim=1),
     }
-    root.mkdir(parents=True, exist_ok=True)
-    tmpdir = Path(tempfile.mkdtemp(prefix=".cifar-synth-", dir=root))
+    free_space(root, (n_train + n_test) * 3200, "synthetic CIFAR-10")
+    with signals_deferred():  # a signal between mkdtemp and `try` would leave the folder behind
+        tmpdir = Path(tempfile.mkdtemp(prefix=".cifar-synth-", dir=root))
     try:
         per_batch = n_train // 5
         batches = [(name, per_batch, f"training batch {i + 1} of 5") for i, name in enumerate(TRAIN_FILES)]
@@ -282,6 +351,8 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
         if target.exists():
             shutil.rmtree(target)
         publish_dir(tmpdir, target)
+    except OSError as e:  # a full disk: name the target, not the temporary folder
+        raise written_to(target, e) from None
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return target
@@ -298,6 +369,7 @@ def download(root: str | os.PathLike, url: Optional[str] = None, timeout: float 
 
     from torchvision.datasets import CIFAR10
 
+    http_url(url)
     root = Path(root)
     if (root / FOLDER / MARKER).exists():
         raise DatasetError(f"{root / FOLDER} holds synthetic data; choose another --root or delete it first")

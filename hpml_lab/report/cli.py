@@ -88,13 +88,47 @@ def _cmd_report(args) -> int:
     return 1 if failed else 0
 
 
+_DATA_INTS = {"seed": "--seed", "n_train": "--n-train", "n_test": "--n-test", "classes": "--classes",
+              "per_class": "--per-class", "val_per_class": "--val-per-class", "n_test_images": "--n-test-images"}
+
+
 def _cmd_data(args) -> int:
+    """`hpml-lab data`: options checked (whole numbers, ranges, URLs) before anything is written; SIGTERM and
+    Ctrl-C end it like an error that removes the temporary folders, never the data already in ROOT."""
+    import signal
+
     from ..config import resolve_path
+    from ..results import sigterm_interrupts
+
+    for key, option in _DATA_INTS.items():  # read as text so that "1e23" is one line, not argparse's usage page
+        value = getattr(args, key)
+        if isinstance(value, str):
+            try:
+                if not value.strip().isascii():
+                    raise ValueError(value)
+                setattr(args, key, int(value.strip()))
+            except ValueError:
+                raise ConfigError(f"{option} must be a whole number, not {value!r}") from None
+    if args.url is not None and args.action != "download":
+        raise ConfigError("--url applies to `data download` only")
+    root = resolve_path(args.root)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"--root {root} is a file, not a folder")
+    try:
+        with sigterm_interrupts():
+            if args.dataset == "tinyimagenet":
+                return _cmd_data_tinyimagenet(args, root)
+            return _cmd_data_cifar(args, root)
+    except KeyboardInterrupt as e:
+        term = type(e).__name__ == "Interrupted"
+        print(f"hpml-lab: error: data {args.action} {args.dataset} {'terminated' if term else 'interrupted'}; "
+              f"nothing half-written is left in {root}, what was there before is unchanged", file=sys.stderr)
+        return 128 + (signal.SIGTERM if term else signal.SIGINT)
+
+
+def _cmd_data_cifar(args, root) -> int:
     from ..data import cifar
 
-    root = resolve_path(args.root)
-    if args.dataset == "tinyimagenet":
-        return _cmd_data_tinyimagenet(args, root)
     if args.dataset != "cifar10":
         raise ConfigError(f"dataset {args.dataset!r} is not available; valid: cifar10, tinyimagenet")
     if args.source != "http" or args.kaggle_dataset or args.allow_partial:
@@ -191,9 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("action", choices=["synth", "download"])
     d.add_argument("dataset", help="cifar10 or tinyimagenet")
     d.add_argument("--root", default="data", help="dataset folder (default: data/ in the project)")
-    d.add_argument("--seed", type=int, default=0, help="synth: generator seed")
-    d.add_argument("--n-train", type=int, default=50_000, help="synth: training images (multiple of 5)")
-    d.add_argument("--n-test", type=int, default=10_000, help="synth: test images")
+    d.add_argument("--seed", default=0, help="synth: generator seed")
+    d.add_argument("--n-train", default=50_000, help="synth: training images (multiple of 5)")
+    d.add_argument("--n-test", default=10_000, help="synth: test images")
     d.add_argument("--force", action="store_true", help="synth: rewrite an existing synthetic copy")
     d.add_argument("--if-missing", action="store_true", help="synth: do nothing when the dataset is there")
     d.add_argument("--url", help="download: a mirror of the official archive")
@@ -201,10 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tinyimagenet download: accept fewer than the official 200 classes / 100,000 / 10,000 images")
     d.add_argument("--source", choices=["http", "kaggle"], default="http", help="tinyimagenet download: where from")
     d.add_argument("--dataset", dest="kaggle_dataset", metavar="OWNER/NAME", help="with --source kaggle")
-    d.add_argument("--classes", type=int, default=200, help="tinyimagenet synth: classes (1 to 200)")
-    d.add_argument("--per-class", type=int, default=10, help="tinyimagenet synth: training images per class")
-    d.add_argument("--val-per-class", type=int, default=2, help="tinyimagenet synth: validation images per class")
-    d.add_argument("--n-test-images", type=int, default=20, help="tinyimagenet synth: unlabelled test images")
+    d.add_argument("--classes", default=200, help="tinyimagenet synth: classes (1 to 200)")
+    d.add_argument("--per-class", default=10, help="tinyimagenet synth: training images per class")
+    d.add_argument("--val-per-class", default=2, help="tinyimagenet synth: validation images per class")
+    d.add_argument("--n-test-images", default=20, help="tinyimagenet synth: unlabelled test images")
     d.add_argument("--archive-only", action="store_true", help="tinyimagenet synth: write the zip, do not prepare it")
 
     sl = sub.add_parser("slurm", help="write an sbatch script: torchrun training, then the notebook and its HTML")

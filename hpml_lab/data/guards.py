@@ -1,0 +1,186 @@
+"""Checks the data layer runs on what a user or a file hands it, before any compute: number ranges, download
+URLs, one-line exception text, and whether image files really are the images their names say.
+
+    guards.in_range("--n-train", 5e12, 5, 100_000)   # DatasetError: one line naming the option and its range
+    guards.http_url("file:///etc/passwd", "--url")   # DatasetError: only http(s) URLs with a host
+    guards.verify_images(paths, size=64)            # headers of all, full decode of a sample
+    guards.zip_members(zipfile.ZipFile(p), p)        # names once each, safe, unencrypted, readable methods, CRCs
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import urllib.parse
+import zipfile
+from pathlib import Path
+from typing import Iterable, Optional
+
+from .errors import DatasetError
+
+SEED_MAX = 2**63 - 1  # torch.manual_seed takes a 64-bit integer
+MAX_UNZIPPED = 4 * 2**30  # the official Tiny ImageNet unpacks to about 0.5 GB
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """SIGTERM and Ctrl-C wait until the block ends (blocked, then delivered): for steps that must not be cut
+    in two, such as making a temporary folder and recording its name for the clean-up."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def first_line(e: BaseException) -> str:
+    """An exception as one short line, even when its message is empty (a MemoryError has none)."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+
+
+def in_range(option: str, value, lo: int, hi: int) -> int:
+    """An integer option inside lo..hi, or one DatasetError line naming the option, the value and the range.
+    A bool, a float (1e23, nan, inf) or a string is refused: counts and seeds are whole numbers."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DatasetError(f"{option} must be a whole number from {lo:,} to {hi:,}, not {value!r}")
+    if not lo <= value <= hi:
+        shown = f"{value:,}" if abs(value) < 10**15 else f"{value:.3g}"
+        raise DatasetError(f"{option} {shown} is out of range: use {lo:,} to {hi:,}")
+    return value
+
+
+def http_url(url: Optional[str], option: str = "--url") -> Optional[str]:
+    """None, or an http(s) URL with a host. Other schemes (file://, ftp://, data:) are refused: a download
+    reads from the network, never from a local path dressed as a mirror."""
+    if url is None:
+        return None
+    if not isinstance(url, str) or not url.strip() or any(c.isspace() or ord(c) < 32 for c in url):
+        raise DatasetError(f"{option} {url!r} is not a URL (no spaces or control characters)")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018  (a port that is not a number raises ValueError here)
+    except ValueError as e:
+        raise DatasetError(f"{option} {url!r} is not a URL ({first_line(e)})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise DatasetError(f"{option} {url!r} is not an http:// or https:// URL with a host")
+    return url
+
+
+def inside(folder: Path, path: Path, what: str) -> Path:
+    """path, unless it (through links) lies outside folder: data is read only from the folder the user named."""
+    real, top = path.resolve(), folder.resolve()
+    if real != top and top not in real.parents:
+        raise DatasetError(f"{what} {path} is a link to {real}, outside {folder}; only files inside the folder "
+                           "you name are read")
+    return path
+
+
+def verify_images(paths: Iterable[Path], size: int, sample: Iterable[Path] = (), where: str = "") -> int:
+    """Every path's header says a JPEG of size x size pixels (cheap: PIL reads the header only, so a file that
+    declares 100,000 x 100,000 pixels, a decompression bomb, is refused unread); every path in sample is fully
+    decoded. Returns how many were checked. One DatasetError line names the first bad file by `where`/name."""
+    from PIL import Image
+
+    n = 0
+    for path in paths:
+        shown = f"{where}{path.name}" if where else str(path)
+        try:
+            with Image.open(path) as img:
+                fmt, dims = img.format, img.size
+        except Image.DecompressionBombError:
+            raise DatasetError(f"image {shown} declares more pixels than an image may have (a decompression bomb)"
+                               ) from None
+        except (OSError, ValueError, SyntaxError) as e:
+            raise DatasetError(f"{shown} is not an image ({_named(e, path, shown)})") from None
+        if fmt != "JPEG" or dims != (size, size):
+            raise DatasetError(f"{shown} is a {fmt} of {dims[0]} x {dims[1]} pixels, not a {size} x {size} JPEG")
+        n += 1
+    for path in sample:
+        shown = f"{where}{path.name}" if where else str(path)
+        try:
+            with Image.open(path) as img:
+                img.convert("RGB")
+        except (OSError, ValueError, SyntaxError) as e:
+            raise DatasetError(f"{shown} does not decode as an image ({_named(e, path, shown)})") from None
+    return n
+
+
+def _named(e: BaseException, path: Path, shown: str) -> str:
+    """PIL's message with the file named as the user knows it (not by the temporary folder it lies in)."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0].replace(str(path), shown)[:160]
+
+
+def free_space(folder: Path, need: int, what: str) -> None:
+    """Refuse up front when folder's disk has less than `need` bytes free (with a 10% margin), rather than
+    fill it and stop halfway."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(folder).free
+    if free < need * 1.1:
+        raise DatasetError(f"{what} needs about {need / 1e6:,.0f} MB in {folder}, which has {free / 1e6:,.0f} MB free")
+
+
+def written_to(target: Path, e: OSError) -> DatasetError:
+    """An OSError while writing into a temporary place, said about the target the user named."""
+    return DatasetError(f"cannot write {target} ({e.strerror or first_line(e)}); nothing was changed there")
+
+
+def plain_name(name: str, what: str) -> str:
+    """A name read from an archive (a file name, a class id) must be one plain path component, so that nothing
+    it names can lie outside its folder ("../../x", "/etc/x", "a/b", "..")."""
+    if (not name or name in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip()
+            or (len(name) > 1 and name[1] == ":")):
+        raise DatasetError(f"{what} {name!r} is not a plain file or folder name; refusing this archive")
+    return name
+
+
+def stamp(folder: Path, names: list[str], what: str) -> dict:
+    """Each file's size and modification time: what a cached check is keyed by. Unreadable: one line."""
+    try:
+        return {n: [(folder / n).stat().st_size, (folder / n).stat().st_mtime_ns] for n in names}
+    except OSError as e:
+        raise DatasetError(f"{what} {e.filename} cannot be read ({e.strerror})") from None
+
+
+def readable_text(path: Path, what: str) -> str:
+    """A text file of an archive, as UTF-8; a non-UTF-8 byte or a read error is one line naming `what`."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{what} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
+    except OSError as e:
+        raise DatasetError(f"{what} cannot be read ({e.strerror or first_line(e)})") from None
+
+
+def zip_members(z: zipfile.ZipFile, archive: Path) -> list[str]:
+    """The member names, checked: each once, each a safe relative path, none encrypted, every compression
+    method one zipfile reads; then every member's CRC (testzip reads them all)."""
+    names = z.namelist()
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise DatasetError(f"archive {archive} holds {dup!r} more than once; refusing an ambiguous archive")
+    for info in z.infolist():
+        n = info.filename
+        if n.startswith(("/", "\\")) or "\\" in n or ".." in Path(n).parts or (len(n) > 1 and n[1] == ":"):
+            raise DatasetError(f"archive {archive} has an unsafe member path {n!r}; refusing to extract")
+        if info.flag_bits & 0x1:
+            raise DatasetError(f"archive {archive}: member {n} is encrypted; use an archive without a password")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
+            raise DatasetError(f"archive {archive}: member {n} uses compression method {info.compress_type}, "
+                               "which cannot be read here (stored, deflate, bzip2 and lzma can)")
+    total = sum(info.file_size for info in z.infolist())  # zipfile never reads past a member's declared size
+    if total > MAX_UNZIPPED:
+        raise DatasetError(f"archive {archive} declares {total / 2**30:,.1f} GiB unpacked, more than the "
+                           f"{MAX_UNZIPPED / 2**30:.0f} GiB a Tiny ImageNet can be (a zip bomb?); refusing to extract")
+    bad = z.testzip()  # reads every member and checks its CRC
+    if bad is not None:
+        raise DatasetError(f"archive {archive} is corrupted (CRC error in {bad}); delete it and download again")
+    return names
+
+
+__all__ = ["SEED_MAX", "first_line", "free_space", "http_url", "in_range", "inside", "plain_name", "readable_text",
+           "signals_deferred", "stamp", "verify_images", "written_to", "zip_members"]
