@@ -20,11 +20,11 @@ def test_dry_run_writes_reports_bench_and_manifest(tmp_path, cifar_root, monkeyp
     (tmp_path / "data").symlink_to(cifar_root)
     monkeypatch.setattr(gpucheck, "_data", lambda root, device, log: None)  # the CIFAR fixture is the data
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))  # run() points it at its folder; restored afterwards
-    out = gpucheck.run(("reports", "bench"), "cpu", tmp_path / "gpu" / "cpu-dry-run", ["c1", "questions"],
+    out = gpucheck.run(("reports-1", "bench"), "cpu", tmp_path / "gpu" / "cpu-dry-run", ["c1", "questions"],
                        log=lambda *a: None)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert set(manifest["stages"]) == {"reports", "bench"} and manifest["device"] == "cpu"
-    assert manifest["stages"]["reports"]["result"]["c1"]["status"] == "ok"
+    assert set(manifest["stages"]) == {"reports-1", "bench"} and manifest["device"] == "cpu"
+    assert manifest["stages"]["reports-1"]["result"]["tasks"]["c1"]["status"] == "ok"
     assert (out / "reports" / "c1.html").is_file() and (out / "reports" / "c1.answer.json").is_file()
     assert {p.name.split("-")[0] for p in (out / "benchmarks" / "results").glob("*.json")} == set(
         __import__("hpml_lab.studies.bench", fromlist=["NAMES"]).NAMES)

@@ -9,6 +9,7 @@ The wheels are cached in build/gpu-wheels-cpXY (or $HPML_GPU_WHEEL_CACHE) and re
 import importlib.metadata as md
 import json
 import os
+import platform
 import subprocess
 import sys
 import tarfile
@@ -20,7 +21,7 @@ from hpml_lab.config import project_root
 from hpml_lab.report import gpucheck, gpuplan
 
 ROOT = project_root()
-PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+PY = platform.python_version()  # the full version: pip checks Requires-Python such as >=3.11.5 against it
 
 
 def _image_python(folder: Path) -> Path:
@@ -42,7 +43,7 @@ def _image_python(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheels():
-    cache = Path(os.environ.get("HPML_GPU_WHEEL_CACHE") or ROOT / "build" / f"gpu-wheels-cp{PY.replace('.', '')}")
+    cache = Path(os.environ.get("HPML_GPU_WHEEL_CACHE") or ROOT / "build" / f"gpu-wheels-cp{sys.version_info.major}{sys.version_info.minor}")
     r = subprocess.run([sys.executable, "-m", "hpml_lab.report.gpucheck", "wheels", "--dest", str(cache),
                         "--python-version", PY], capture_output=True, text=True, timeout=600,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -60,7 +60,8 @@ def wheel_list(roots=ROOTS, python: str = GPU_PYTHON) -> list[tuple[str, str]]:
     from packaging.markers import default_environment
     from packaging.requirements import Requirement
 
-    env = {**default_environment(), "python_version": python, "python_full_version": f"{python}.0",
+    full = python if python.count(".") == 2 else f"{python}.0"
+    env = {**default_environment(), "python_version": ".".join(full.split(".")[:2]), "python_full_version": full,
            "sys_platform": "linux", "platform_system": "Linux", "implementation_name": "cpython"}
     seen: dict[str, str] = {}
     done: set[tuple[str, str]] = set()  # (package, extra) whose requirements were followed; "" is the base
@@ -357,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("wheels", help="download the wheels the GPU image lacks")
     w.add_argument("--dest", default=".whl")
-    w.add_argument("--python-version", default=GPU_PYTHON, help="the Python the wheels are for (default 3.12)")
+    w.add_argument("--python-version", default=GPU_PYTHON, help=f"the Python the wheels are for ({GPU_PYTHON})")
     r = sub.add_parser("run", help="run check stages")
     r.add_argument("--stage", default="plan", help=f"{', '.join(STAGES)}, comma-separated, or all")
     r.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
@@ -373,8 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         if args.cmd == "wheels":
-            if not re.fullmatch(r"3\.\d{1,2}", args.python_version):
-                raise ConfigError(f"--python-version must look like 3.12, not {args.python_version!r}")
+            if not re.fullmatch(r"3\.\d{1,2}(\.\d{1,2})?", args.python_version):
+                raise ConfigError(f"--python-version must look like 3.12.3, not {args.python_version!r}")
             download_wheels(args.dest, python=args.python_version)
         elif args.cmd == "plan" or getattr(args, "stage", "") == "plan":
             print(json.dumps(gpuplan.plan(), indent=1))

@@ -34,7 +34,7 @@ simplejson six sortedcontainers statsmodels sympy tabulate tensorboard tensorboa
 threadpoolctl tifffile tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics
 torchvision tqdm transformers treescope triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig
 werkzeug wheel wrapt xarray xxhash yarl zipp""".split())
-GPU_PYTHON = "3.12"  # the GPU image's Python (3.12.3)
+GPU_PYTHON = "3.12.3"  # the GPU image's Python (a Requires-Python such as >=3.12.1 needs the micro version)
 
 # reference: bf16 8192^3 products measured 769-798 TFLOP/s on the lent H100 (notes/gpu-machine.md)
 H100_BF16_TFLOPS = 780.0
