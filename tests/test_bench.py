@@ -26,6 +26,18 @@ def test_bench_prints_one_json_line_and_saves_it(cifar_root, tmp_path, monkeypat
     assert len(saved) == 1 and json.loads(saved[0].read_text())["ratio"] == rec["ratio"]
 
 
+def test_bench_step_gives_the_loader_bound_baseline_throughput_not_mfu(cifar_root, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    rc = cli.main(["bench", "step", "--data-root", str(cifar_root), "--model", "resnet_tiny", "--batch-size", "8",
+                   "--steps", "1", "--repeats", "1", "--warmup", "0", "--device", "cpu", "--num-workers", "0"])
+    assert rc == 0
+    rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    base, fast = rec["achieved"]["baseline"], rec["achieved"]["fast"]
+    assert base["mfu"] is None and "tflops" not in base and "throughput" in base["note"]
+    assert base["images_per_s"] == rec["images_per_s"]["baseline"] > 0
+    assert fast["mfu"] > 0 and fast["tflops"] > 0
+
+
 def test_bench_unknown_name_is_one_line(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     assert cli.main(["bench", "speed"]) == 2
