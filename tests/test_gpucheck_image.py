@@ -124,3 +124,18 @@ def test_plan_fits_the_lease_with_a_basis_for_every_stage(capsys):
     assert all(s["estimate_s"] < 540 and s["basis"] and s["command"] == f"make gpu-check STAGE={s['name']}"
                for s in plan["stages"])
     assert plan["total_s"] < 1500 and plan["total_s"] > sum(s["estimate_s"] for s in plan["stages"])
+
+
+def test_a_failing_stage_is_recorded_and_the_next_one_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpucheck, "project_root", lambda: tmp_path)  # no data there: every benchmark and task fails
+    monkeypatch.setattr(gpucheck, "_data", lambda root, device, log: None)
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))  # run() points it at its folder; restored afterwards
+    out = gpucheck.run(("bench", "reports-2"), "cpu", tmp_path / "gpu" / "x", ["c8"], log=lambda *a: None,
+                       pack_to=tmp_path / "OUT")
+    stages = json.loads((out / "manifest.json").read_text())["stages"]
+    assert {s: v["status"] for s, v in stages.items()} == {"bench": "failed", "reports-2": "failed"}
+    assert stages["bench"]["result"]["failed"] == list(__import__("hpml_lab.studies.bench", fromlist=["N"]).NAMES)
+    assert stages["reports-2"]["result"]["failed"] == ["c8"] and "data" in stages["reports-2"]["result"]["tasks"][
+        "c8"]["error"].lower()
+    assert sorted(p.name for p in (tmp_path / "OUT").iterdir()) == ["cpu-dry-run.bench.tar.gz",
+                                                                   "cpu-dry-run.reports-2.tar.gz"]
