@@ -211,7 +211,7 @@ def stage_reports(out: Path, device: str, data_root: Path, tasks_: list[str], lo
         try:
             o = runner.run_task(tid, profile, cli_params=params, log=log)
             done[tid] = {"status": o.status, "seconds": round(o.seconds, 1), "error": o.error,
-                         "html": bool(o.report)}
+                         "html": bool(o.html)}
         except Exception as e:  # a task refused before compute (or the runner itself failing): recorded
             done[tid] = {"status": "failed", "seconds": 0.0, "error": f"{type(e).__name__}: {e}", "html": False}
             log(f"[gpu-check] {tid}: {done[tid]['error']}")
