@@ -292,10 +292,6 @@ def run(stages=STAGES, device: str = "cuda", out: str | os.PathLike | None = Non
     return out
 
 
-def _is_trace(p: Path) -> bool:
-    return p.name.endswith(TRACE_SUFFIXES) or "snapshot" in p.name
-
-
 def pack(folder: Path, archive: Path, since: float = 0.0, prefix: str = "", limit: int = ARCHIVE_LIMIT,
          log=print) -> Path:
     """The files under `folder` modified since `since` (and manifest.json) into one tar.gz at `archive`, each under
@@ -310,7 +306,8 @@ def pack(folder: Path, archive: Path, since: float = 0.0, prefix: str = "", limi
                 for f in files:
                     tar.add(f, arcname=str(Path(prefix) / f.relative_to(folder)), recursive=False)
         size = archive.stat().st_size
-        traces = sorted((f for f in files if _is_trace(f)), key=lambda f: f.stat().st_size)
+        traces = sorted((f for f in files if f.name.endswith(TRACE_SUFFIXES) or "snapshot" in f.name),
+                        key=lambda f: f.stat().st_size)
         if size <= limit or not traces:
             break
         files.remove(traces[-1])
