@@ -11,7 +11,7 @@ PROFILE ?= smoke
 DATA ?= data
 STAMP := $(VENV)/.hpml-installed
 
-.PHONY: setup test test-fast report lab data bench clean-results gpu-wheels gpu-check
+.PHONY: setup test test-fast report lab data bench clean-results gpu-wheels gpu-check gpu-unpack
 
 setup: $(STAMP)
 
@@ -42,24 +42,31 @@ lab: setup
 bench: setup
 	$(BIN)/hpml-lab bench all
 
-# The GPU check kit (hpml_lab/report/gpucheck.py). Here: fetch the wheels the GPU image lacks. On the GPU machine
-# (no .venv there, its python3 has torch): install them privately, then run a stage. DEVICE=cpu: the dry run here.
+# The GPU check kit (hpml_lab/report/gpucheck.py). Here: fetch the wheels the GPU image lacks, print the plan, unpack
+# what came home. On the GPU machine (no .venv there, its python3 has torch), one stage per device command: the kit
+# installs the carried wheels privately (pip --target), runs the stage and packs its outputs into $OUT.
+# DEVICE=cpu: the dry run here. STAGE defaults to plan: the stages, their estimates and commands.
 GPU_PY ?= python3
 GPU_SITE ?= /tmp/hpml-site
-STAGE ?= all
+STAGE ?= plan
 DEVICE ?= cuda
+ARCHIVE ?= gpu-out
 
 gpu-wheels: setup
 	$(BIN)/python -m hpml_lab.report.gpucheck wheels --dest .whl
 
 gpu-check:
-ifeq ($(DEVICE),cpu)
+ifeq ($(STAGE),plan)
+	@PYTHONPATH=$(CURDIR) $(if $(wildcard $(BIN)/python),$(BIN)/python,$(GPU_PY)) -m hpml_lab.report.gpucheck plan
+else ifeq ($(DEVICE),cpu)
 	@$(MAKE) --no-print-directory setup
 	$(BIN)/python -m hpml_lab.report.gpucheck run --stage $(STAGE) --device cpu $(if $(TASKS),--tasks $(TASKS))
 else
-	$(GPU_PY) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $(GPU_SITE) .whl/*.whl
-	PYTHONPATH=$(GPU_SITE):$(CURDIR) $(GPU_PY) -m hpml_lab.report.gpucheck run --stage $(STAGE) --device $(DEVICE) $(if $(TASKS),--tasks $(TASKS))
+	PYTHONPATH=$(CURDIR) $(GPU_PY) -m hpml_lab.report.gpucheck run --site $(GPU_SITE) --wheels .whl --stage $(STAGE) --device $(DEVICE) $(if $(TASKS),--tasks $(TASKS))
 endif
+
+gpu-unpack: setup
+	$(BIN)/python -m hpml_lab.report.gpucheck unpack $(ARCHIVE)
 
 clean-results:
 	rm -rf results reports/executed reports/*.html reports/*.answer.json reports/artifacts reports/bundle.* figures/*.png

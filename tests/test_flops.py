@@ -68,6 +68,29 @@ def test_counting_leaves_the_random_stream_alone():
     assert torch.equal(torch.rand(3), expected)
 
 
+def test_tf32_is_read_through_the_new_api_without_mixing_it_with_the_legacy_one():
+    """After a user sets torch.backends.cuda.matmul.fp32_precision, reading allow_tf32 raises ("mix of legacy and
+    new APIs"): the precision label and the peak's TF32 switch go through the new API (torch >= 2.9)."""
+    m, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    if not hasattr(m, "fp32_precision"):
+        pytest.skip("torch without fp32_precision")
+    before = m.fp32_precision, conv.fp32_precision
+    try:
+        m.fp32_precision, conv.fp32_precision = "tf32", "ieee"
+        with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
+            m.allow_tf32  # what the old code read
+        assert flops.tf32_state() == {"matmul": True, "cudnn": False}
+        assert flops.precision_of(RunConfig(), torch.device("cuda")) == "tf32"
+        with flops._matmul_tf32(False):
+            assert m.fp32_precision == "ieee" and flops.tf32_state()["matmul"] is False
+        assert m.fp32_precision == "tf32"  # the user's setting put back
+        m.fp32_precision = "ieee"
+        assert flops.precision_of(RunConfig(), torch.device("cuda")) == "fp32"
+        assert flops.precision_of(RunConfig(), torch.device("cpu")) == "fp32"
+    finally:
+        m.fp32_precision, conv.fp32_precision = before
+
+
 def test_measured_peak_stays_within_its_budget_on_a_slow_path():
     """bf16 on a CPU without bf16 instructions runs at about 1 GFLOP/s: the old fixed 2048 products took minutes
     (a CI run sat 8 minutes in one amp test). The size is now chosen so the measurement keeps to its budget."""
@@ -84,8 +107,8 @@ def test_measured_tf32_peak_uses_tf32_products_on_a_gpu():
     2x or more on any Ampere or later), "fp32" without, and the caller's matmul setting is left as it was."""
     if torch.cuda.get_device_capability()[0] < 8:
         pytest.skip("TF32 needs Ampere or later")
-    before = torch.backends.cuda.matmul.allow_tf32
+    before = torch.backends.cuda.matmul.fp32_precision
     flops._measured.cache_clear()
     tf32, fp32 = flops._measured("cuda", "tf32"), flops._measured("cuda", "fp32")
     assert tf32 > 2 * fp32, (tf32, fp32)
-    assert torch.backends.cuda.matmul.allow_tf32 == before
+    assert torch.backends.cuda.matmul.fp32_precision == before

@@ -122,6 +122,24 @@ def test_pil_loader_persistent_workers(tiny_cfg):
     assert not build_loader(tiny_cfg, torch.device("cpu")).persistent_workers
 
 
+def test_an_epochs_crops_and_flips_are_drawn_at_once():
+    """One draw of the epoch's order, offsets and flips (then sliced per batch), not one per batch."""
+    from hpml_lab.data.gpu_loader import augment_batch, sample_params
+
+    images = torch.randint(0, 256, (10, 3, 32, 32), dtype=torch.uint8)
+    loader = TensorLoader(images, list(range(10)), batch_size=4, seed=3)
+    batches = list(loader)
+    g = torch.Generator().manual_seed(3)
+    order = torch.randperm(10, generator=g)
+    top, left, flip = sample_params(10, g)  # all 10 at once, right after the order
+    assert [len(b[1]) for b in batches] == [4, 4, 2]
+    for i, (x, y) in enumerate(batches):
+        s = slice(4 * i, 4 * i + 4)
+        assert torch.equal(y, order[s])
+        want = augment_batch(images[order[s]], top[s], left[s], flip[s], loader.scale, loader.shift)
+        torch.testing.assert_close(x, want, atol=0, rtol=0)
+
+
 @cuda
 def test_tensor_loader_on_cuda_matches_cpu(tiny_cfg):
     cpu = next(iter(TensorLoader.from_config(tiny_cfg, "cpu")))

@@ -220,7 +220,10 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
         status, error = "failed", f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
     seconds = time.perf_counter() - t0
     if executed.exists():
-        _render_html(executed, target, task)
+        try:  # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
+            _render_html(executed, target, task)
+        except Exception as e:
+            status, error = "failed", f"HTML render: {type(e).__name__}: {str(e).strip()[:300]}"
     outcome = Outcome(task.id, task.title, status, seconds, profile, params, hardware_label(environment()),
                       f"{cfg.dataset} ({kind})", target.name if target.exists() else "", str(executed), error)
     atomic_write_json(executed.with_suffix(".json"), asdict(outcome))

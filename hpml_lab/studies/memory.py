@@ -22,7 +22,7 @@ from torch import nn
 
 from .. import models, results
 from ..config import ConfigError, StudySettings
-from ..device import resolve_device
+from ..device import configure, resolve_device
 from ..io import atomic_write_csv
 from ..device import free_cuda_memory
 from ..memory import (MB, activation_bytes, cuda_max_batch, cuda_memory_snapshot, cuda_peak_step, make_step,
@@ -63,6 +63,7 @@ def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.d
     (median and spread over `repeats` interleaved rounds after `warmup` untimed ones)
     and, on CUDA, the peak allocated MB of a training step (each network alone on the device)."""
     device = torch.device(device)
+    configure(device)  # cuDNN autotuning, as in every timed run: the warm-up absorbs its kernel search
     rows = []
     for spec in specs:
         model = _build(spec, norm).to(device)
@@ -114,6 +115,7 @@ def max_batch_rows(specs: Sequence[Mapping[str, Any]], table: Sequence[Mapping[s
     """Largest batch within the budget for each network: measured on CUDA (OOM rows kept),
     predicted from activation bytes + parameter/gradient/optimizer state otherwise."""
     device = torch.device(device)
+    configure(device)  # the sweep's peaks are those of the autotuned kernels the timed runs use
     rows = []
     by_label = {r["model"]: r for r in table}
     for spec in specs:
