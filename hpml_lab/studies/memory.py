@@ -29,6 +29,12 @@ from ..memory import (MB, activation_bytes, cuda_max_batch, cuda_memory_snapshot
                       predicted_max_batch, state_bytes)
 from ..profiling import interleaved_timed, summarize
 
+from .. import sanity
+from ..answers import Answer, Number
+from ..data import num_classes
+from ..verdict import compare
+from ._conclude import dedupe
+
 
 def variants(resnets: Sequence[str], rev_stages: Sequence[int], segments: int) -> list[dict[str, Any]]:
     """The networks the report compares: plain and checkpointed ResNets, RevNets with and without
@@ -226,3 +232,101 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
         meta["status"] = "complete"
     return MemoryResult(pd.DataFrame(rows), mb_rows, largest_fitting(mb_rows), budget, cuda, sweep, snaps, runs,
                         run_dir, meta)
+
+
+def _times(row) -> list[float]:
+    return [float(x) for x in str(row["times_s"]).split(";") if x and x != "nan"]
+
+
+def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
+    """RevNet and checkpointing against the plain networks: activation memory (with the recomputation's own
+    working set), the largest batch, the time it costs (verdicts over interleaved rounds), and whether both
+    networks trained."""
+    t = res.table.set_index("model")
+    work = {r["model"]: r["recompute_MB_per_sample"] for r in res.max_batch if r["method"] == "predicted"}
+    rev = res.table[res.table.family == "RevNet"].sort_values("depth")
+    plain_rev = res.table[res.table.family == "RevNet, ordinary autograd"].sort_values("depth")
+    r_lo, r_hi = rev.iloc[0], rev.iloc[-1]
+    growth = r_hi.act_bytes_per_sample / r_lo.act_bytes_per_sample
+    a1 = Answer("Does a RevNet keep activation memory flat as depth grows?",
+                f"RevNet activation memory went from {r_lo.act_MB_per_sample:.3f} to {r_hi.act_MB_per_sample:.3f} MB per "
+                f"sample ({growth:.2f}x) for {r_hi.depth / r_lo.depth:.1f}x the depth; under ordinary autograd the same "
+                f"networks grow {plain_rev.iloc[-1].act_bytes_per_sample / plain_rev.iloc[0].act_bytes_per_sample:.1f}x.",
+                "answered", [Number(f"{r.model}: saved for backward", r.act_MB_per_sample, "MB/sample", "measured")
+                             for r in pd.concat([rev, plain_rev]).itertuples()])
+    lines, nums, ck_parts = [], [], []
+    for r in res.table[res.table.family == "ResNet + checkpointing"].itertuples():
+        base = t.loc[r.baseline]
+        share = (r.act_MB_per_sample + work.get(r.model, 0.0)) / base.act_MB_per_sample
+        gain = res.largest[r.model] / res.largest[r.baseline]
+        ck_parts.append(f"{r.baseline}: {share:.2f}x of the plain network's activation memory at the peak of backward "
+                        f"(saved {r.act_MB_per_sample:.3f} + recompute working set {work.get(r.model, 0.0):.3f} MB per "
+                        f"sample, against {base.act_MB_per_sample:.3f}), largest batch {gain:.2f}x")
+        nums += [Number(f"{r.model}: saved + working set vs plain", share, "x", "predicted",
+                        source="activation bytes measured; working set = plain / segments"),
+                 Number(f"{r.model}: largest batch vs plain", gain, "x",
+                        "measured" if res.cuda else "predicted",
+                        source="" if res.cuda else f"budget {res.budget_bytes / 1024 ** 3:.0f} GiB, from bytes per sample")]
+    a2 = Answer("What does gradient checkpointing save, its recomputation counted?",
+                ("With " + f"{cfg.checkpoint_segments} segments: " + "; ".join(ck_parts) + ".") if ck_parts
+                else "Checkpointing was not run (checkpoint_segments = 0).",
+                "answered" if res.cuda else "partial", nums,
+                missing="" if res.cuda else "a GPU: peak allocated memory and the largest batch are predicted here")
+    verdicts, cost = {}, []
+    for r in res.table.itertuples():
+        if r.model == r.baseline:
+            continue
+        base = t.loc[r.baseline]
+        v = compare(_times(base), _times(r._asdict()), r.baseline, r.model, what="time per training step")
+        verdicts[r.model] = v.as_dict()
+        cost.append(f"{r.model}: " + v.sentence())
+    a3 = Answer("What does the memory saving cost in time?", f"{len(cost)} comparisons, each a verdict over "
+                f"{settings.repeats} interleaved rounds; first: {cost[0] if cost else 'none'}", "answered",
+                [Number(f"{r.model}: time vs plain", r.time_vs_baseline, "x", "measured", n=int(r.repeats))
+                 for r in res.table.itertuples() if r.model != r.baseline], verdict=verdicts)
+    classes = num_classes(cfg.dataset)
+    trained, flags = [], []
+    for name, run in res.runs.items():
+        losses = list(run.batches["loss"])
+        d = sanity.diverged(losses, classes)
+        if d:
+            flags.append(sanity.Flag("diverged", f"{name}: {d.message}"))
+        elif not sanity.at_chance(losses, classes):
+            trained.append(name)
+    tail = {k: float(v.batches.tail(max(1, len(v.batches) // 5))["loss"].mean()) for k, v in res.runs.items()}
+    said = ", ".join(f"{k} {x:.3f}" for k, x in tail.items())
+    chance = f"chance {sanity.chance_loss(classes):.2f}"
+    if len(trained) == len(res.runs):
+        conv = f"Both trained (mean loss over the last fifth: {said}; {chance})."
+    elif not trained:
+        conv = (f"Neither got clearly below chance in this run (mean loss over the last fifth: {said}; {chance}): "
+                "too few steps to show training, so no convergence comparison can be made.")
+    else:
+        conv = (f"Only {', '.join(trained)} got below chance (mean loss over the last fifth: {said}; {chance}); "
+                f"{', '.join(sorted(set(res.runs) - set(trained)))} did not in this run.")
+    a4 = Answer("Do ResNet and RevNet both train on the same steps?", conv, "answered",
+                [Number(f"{k}: mean loss, last fifth", x, "", "measured",
+                        n=max(1, len(res.runs[k].batches) // 5)) for k, x in tail.items()])
+    lines += cost
+    return [a1, a2, a3, a4], dedupe(flags), lines
+
+
+REFERENCE_MEMORY = [("resnet18_adjusted", {}, 746_436, 743, 0.3), ("resnet34_adjusted", {}, 1_393_476, 1158, 0.4),
+                    ("resnet50_adjusted", {}, 1_581_700, 3494, 0.57), ("revnet", {"stages": (3, 3, 3)}, 476_020, 466, 0.4),
+                    ("revnet", {"stages": (5, 5, 5)}, 796_468, 468, 0.84),
+                    ("revnet", {"stages": (9, 9, 9)}, 1_437_364, 470, 0.98),
+                    ("revnet", {"stages": (18, 18, 18)}, 2_879_380, 476, 1.8)]
+
+
+def reference_counts() -> pd.DataFrame:
+    """The resnet-50-performance reference's table (ImageNet-100, batch 8, reserved MB) beside this package's
+    parameter counts at 100 classes."""
+    from .. import models
+
+    out = pd.DataFrame([{"model": name + (" {0}-{0}-{0}".format(kw["stages"][0]) if kw else ""),
+                         "reference params": p,
+                         "params here, 100 classes": models.count_parameters(models.build(name, num_classes=100, **kw)),
+                         "reference MB (reserved)": mb, "reference s per batch": s}
+                        for name, kw, p, mb, s in REFERENCE_MEMORY])
+    out["same count"] = out["reference params"] == out["params here, 100 classes"]
+    return out
