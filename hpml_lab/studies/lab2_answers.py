@@ -10,44 +10,71 @@ hpml_lab.sanity. tests/test_findings.py feeds canned results to every branch.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from .. import sanity
 from ..answers import Answer, Number
 from ..data import num_classes
 from ..profiling import summarize
-from ..results import drop_warmup
+from ..results import drop_warmup, read_run
 from ..verdict import best, compare, sample_record
 from ._conclude import compare_configs, dedupe, meta_machine, num, steady_batches, training_flags
 
 
 def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Per-batch loss and top-1: where they started and ended, and whether training learned or diverged."""
+    """Per-batch loss and top-1: where they started and ended, and one learning sentence decided from verdicts of
+    the last batches against the first (loss and top-1) and top-1 against chance; diverged runs are not a result."""
     b = run.batches
     k = max(1, len(b) // 10)
     first, last = b.head(k), b.tail(k)
+    classes = num_classes(cfg.dataset)
+    chance = 100 / classes
     flags = training_flags(cfg, b, run.epochs, run.meta)
     diverged = any(f.kind == "diverged" for f in flags)
     batches = "batch" if k == 1 else f"{k} batches"
     v = compare(last["loss"], first["loss"], f"the last {batches}", f"the first {batches}", what="training loss")
+    va = compare(last["acc"], first["acc"], f"the last {batches}", f"the first {batches}", what="top-1",
+                 lower_is_better=False)
+    top0, top1 = 100 * first["acc"].mean(), 100 * last["acc"].mean()
+    rise = (f"top-1 went from {top0:.1f}% to {top1:.1f}% (chance {chance:.0f}%) over {len(b)} batches")
     if diverged:
         text = (f"Training diverged: the loss ended at {last['loss'].mean():.2f}, above chance "
-                f"({sanity.chance_loss(num_classes(cfg.dataset)):.2f}); these curves are not a result.")
+                f"({sanity.chance_loss(classes):.2f}); these curves are not a result.")
+    elif (v.outcome == "better" or va.outcome == "better") and top1 > chance:
+        text = (f"The run learned: the training loss fell from {first['loss'].mean():.3f} to "
+                f"{last['loss'].mean():.3f} and {rise}, above chance.")
     elif v.outcome == "better":
-        text = (f"The training loss fell from {first['loss'].mean():.3f} to {last['loss'].mean():.3f} and top-1 rose from "
-                f"{100 * first['acc'].mean():.1f}% to {100 * last['acc'].mean():.1f}% over {len(b)} batches.")
+        text = (f"The training loss fell from {first['loss'].mean():.3f} to {last['loss'].mean():.3f}, but {rise}: "
+                "not above chance, so no learning shows in the accuracy yet.")
+    elif v.reason == "too few samples":
+        text = (f"The training loss went from {first['loss'].mean():.3f} to {last['loss'].mean():.3f} and {rise}, "
+                f"but {k} batch(es) at each end are too few to tell whether the run learned.")
     else:
-        text = (f"Over {len(b)} batches the training loss did not measurably fall ({v.sentence().rstrip('.')}): "
-                "too short a run to show learning.")
+        text = (f"The run did not measurably learn: the training loss did not fall ({v.sentence().rstrip('.')}) "
+                f"and {rise}.")
     nums = [Number("mean loss, first batches", float(first["loss"].mean()), "", "measured", n=k),
             Number("mean loss, last batches", float(last["loss"].mean()), "", "measured", n=k),
-            Number("top-1, last batches", 100 * float(last["acc"].mean()), "%", "measured", n=k)]
+            Number("top-1, first batches", float(top0), "%", "measured", n=k),
+            Number("top-1, last batches", float(top1), "%", "measured", n=k)]
     return [Answer("C1: per-batch training loss and top-1 accuracy", text, "answered", nums,
-                   verdict=sample_record(v, last["loss"], first["loss"]))], flags
+                   verdict={**sample_record(v, last["loss"], first["loss"]),
+                            "top1": sample_record(va, last["acc"], first["acc"])})], flags
+
+
+def busy_peak_note(fl: dict, machine: dict | None) -> str:
+    """The caveat an MFU needs when its peak was measured on a busy machine (or its load is unknown)."""
+    peak_load = (fl or {}).get("machine") or machine
+    if sanity.busy(peak_load):
+        return (" The peak was measured while the machine was busy, so this share can be off by a factor of two "
+                "either way (another run on the same machine may differ).")
+    return ""
 
 
 def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Data-loading, training and total time per epoch, warm-up epoch kept out of the summary."""
+    """Data-loading, training and total time per epoch, the first epoch kept out of the summary, and whether that
+    first epoch was slower (a verdict, stated only when it was)."""
     ep = run.epochs
     steady = drop_warmup(ep)
     share = float(steady["data_s"].sum() / steady["total_s"].sum())
@@ -65,11 +92,29 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         mfu_text = (f" The training compute ran at {nums[-1].value:.3g}% of this device's {fl['precision']} peak "
                     f"({fl['peak_tflops']:.3g} TFLOP/s; {fl['peak_source']})"
                     + (": above 100% because the peak was measured while the machine was busier than during training, "
-                       "so read it as 'near this CPU's own matrix-product speed'." if nums[-1].value > 100 else "."))
-    text = (f"Per epoch (median of {len(steady)} after the warm-up epoch): data loading "
+                       "so read it as 'near this CPU's own matrix-product speed'." if nums[-1].value > 100 else ".")
+                    + busy_peak_note(fl, (run.meta or {}).get("machine")))
+    text = (f"Per epoch (median of {len(steady)} after the first epoch): data loading "
             f"{nums[0].value:.3g} s, training {nums[1].value:.3g} s, total {nums[2].value:.3g} s; waiting for data "
-            f"is {100 * share:.0f}% of the epoch." + mfu_text)
-    return [Answer("C2: data-loading, training and total time per epoch", text, "answered", nums)], flags
+            f"is {share_text(100 * share)} of the epoch." + mfu_text + " " + warmup_sentence(ep))
+    return [Answer("C2: data-loading, training and total time per epoch", text.strip(), "answered", nums)], flags
+
+
+def share_text(pct: float) -> str:
+    """A percentage as the answer box shows it: 3 significant digits, so 0.335% is never rounded to 0%."""
+    return f"{pct:.3g}%"
+
+
+def warmup_sentence(ep: pd.DataFrame) -> str:
+    """Why the first epoch is left out, said only as far as the data show it: slower than every later one, or not."""
+    if len(ep) < 2:
+        return ""
+    first, later = float(ep.iloc[0].total_s), list(ep.iloc[1:].total_s)
+    if first > max(later):
+        return (f"The first epoch took {first:.3g} s, slower than every later one (up to {max(later):.3g} s): it "
+                "includes warm-up (worker start-up, allocator growth), which is why the summary leaves it out.")
+    return (f"The first epoch took {first:.3g} s, not slower than the later ones ({min(later):.3g}-{max(later):.3g} s): "
+            "no warm-up shows in this run; the summary leaves it out only to be the same for every run.")
 
 
 def first_step_note(batches: pd.DataFrame, cores: int) -> str:
@@ -110,27 +155,57 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     return [ans], [f for f in flags if f is not None]
 
 
+def c3_rows_of(summary_dir: str) -> pd.DataFrame | None:
+    """The timed epochs of the C3 sweep a loader summary was made from (None when they are gone)."""
+    try:
+        runs = read_run(Path(summary_dir)).meta.get("runs", [])
+        return pd.concat([read_run(Path(summary_dir).parent / r).table("loader") for r in runs])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def c3_tag(best_n: int, rows: pd.DataFrame | None) -> str:
+    """How C3 stands behind the count C4 uses: its verdict's best, a count tied with others, or given."""
+    if rows is None or rows.empty:
+        return "the count given"
+    b = best({int(n): list(g["seconds"]) for n, g in rows.groupby("num_workers")}, what="DataLoader time per epoch")
+    others = [str(n) for n in b.tied if n != best_n]
+    if best_n == b.label and not others:
+        return "C3's best"
+    if best_n in b.tied:
+        return f"C3's stopping rule; C3 could not tell it from {', '.join(others)} worker(s): a tie"
+    return f"C3's stopping rule; C3's verdict favours {b.label} worker(s)"
+
+
+NOT_INTERLEAVED = ("The two counts ran one after the other, not interleaved, so a change in the machine's load "
+                   "between them shows up as a difference.")
+
+
 def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Data loading vs compute per step with 1 worker and with C3's best count, each difference a verdict."""
+    """Data loading vs compute per step with 1 worker and with the count C3 chose (named a best only when C3's
+    verdict named one), each difference a verdict, said to come from runs made one after the other."""
     best_n = int(out.best)
     bt = steady_batches(out.items, "num_workers")
     flags: list = []
     for n, g in bt.groupby("num_workers"):
         flags += sanity.run_flags(cfg.replace(num_workers=int(n)), g["loss"], [], None, num_classes(cfg.dataset))
+    flags.append(sanity.busy(meta_machine(out)))
     nums = []
     for n, g in bt.groupby("num_workers"):
         nums += [num(f"{n} worker(s): data wait per step", g["data_s"], "ms", 1000),
                  num(f"{n} worker(s): compute per step", g["train_s"], "ms", 1000)]
+    tag = c3_tag(best_n, getattr(out, "c3_rows", None))
     if best_n == 1:
-        text = "C3's best count is 1 worker, so 1 worker is compared with nothing: " + (
+        text = f"The count C3 gave is 1 worker ({tag}), so 1 worker is compared with nothing: " + (
             f"data wait {nums[0].value:.3g} ms and compute {nums[1].value:.3g} ms per step (medians).")
         return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums)], dedupe(flags)
-    labels = (f"{best_n} workers (C3's best)", "1 worker")
+    labels = (f"{best_n} workers ({tag})", "1 worker")
     vd, da, db = compare_configs(bt, "num_workers", best_n, 1, "data_s", "data wait per step", *labels)
     vc, ca, cb = compare_configs(bt, "num_workers", best_n, 1, "train_s", "compute per step", *labels)
-    text = f"Data wait: {vd.sentence()} Compute: {vc.sentence()}"
+    text = f"Data wait: {vd.sentence()} Compute: {vc.sentence()} {NOT_INTERLEAVED}"
     return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums,
-                   verdict={"data": sample_record(vd, da, db), "compute": sample_record(vc, ca, cb)})], dedupe(flags)
+                   verdict={"data": sample_record(vd, da, db), "compute": sample_record(vc, ca, cb),
+                            "interleaved": False, "c3": tag})], dedupe(flags)
 
 
 def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
