@@ -340,7 +340,6 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     available or fails, `message` says why and only the eager row is shown.
     """
     from ..tracing import trace_steps as _trace
-    from .lab2_answers import c3_rows_of
 
     backend = cfg.compile_backend
     if hasattr(torch, "compile"):
