@@ -168,16 +168,17 @@ def memory_counts(answers: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def depth_figure(table):
-    """Activation MB per sample and seconds per batch against depth, one line per family."""
+def depth_figure(table, column: str = "act_MB_per_sample", label: str = "saved for backward (MB per sample)"):
+    """Activation MB per sample (`column`: e.g. saved + recompute working set) and seconds per batch against depth,
+    one line per family."""
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
     for family, part in table.groupby("family", sort=False):
         part = part.sort_values("depth")
-        a1.plot(part["depth"], part["act_MB_per_sample"], "o-", label=family)
+        a1.plot(part["depth"], part[column], "o-", label=family)
         a2.errorbar(part["depth"], part["s_per_batch"], yerr=[part["s_per_batch"] - part["s_min"],
                     part["s_max"] - part["s_per_batch"]], fmt="o-", capsize=3, label=family)
-    a1.set_ylabel("saved for backward (MB per sample)")
+    a1.set_ylabel(label)
     a2.set_ylabel(f"s per batch (median, min-max), batch {int(table['batch_size'].iloc[0])}")
     for ax in (a1, a2):
         ax.set_xlabel("depth (layers)")

@@ -234,6 +234,56 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
                         run_dir, meta)
 
 
+# the memory task's lab settings: the reference's table is at batch 8 with its adjusted ResNet-18; the rest as Lab 2
+LAB = {**sanity.LAB, "model": "resnet18_adjusted", "batch_size": 8}
+
+
+def working_set(res) -> dict[str, float]:
+    """Checkpointed model -> the recomputation's own working set (MB per sample) at the peak of backward."""
+    return {r["model"]: r["recompute_MB_per_sample"] for r in res.max_batch if r["method"] == "predicted"}
+
+
+def at_peak(res) -> pd.DataFrame:
+    """The comparison table with what each network holds at the peak of backward: saved for backward plus, for
+    checkpointing, the recompute working set (the figure and the answer use the same column)."""
+    t = res.table.copy()
+    t["working_MB_per_sample"] = [working_set(res).get(m, 0.0) for m in t["model"]]
+    t["peak_act_MB_per_sample"] = t["act_MB_per_sample"] + t["working_MB_per_sample"]
+    base = t.set_index("model")["act_MB_per_sample"]
+    t["peak_vs_plain"] = t["peak_act_MB_per_sample"] / [base[b] for b in t["baseline"]]
+    return t
+
+
+def report_table(res) -> pd.DataFrame:
+    """The comparison table as the report shows it (reader's column names; no IQR for fewer than 3 rounds)."""
+    t = at_peak(res)
+    t.loc[t["repeats"] < 3, "s_iqr"] = float("nan")
+    return t[["model", "params", "act_MB_per_sample", "working_MB_per_sample", "peak_vs_plain", "peak_MB",
+              "s_per_batch", "s_iqr", "time_vs_baseline"]].rename(columns={
+        "act_MB_per_sample": "saved for backward (MB/sample)", "working_MB_per_sample": "recompute working set (MB/sample)",
+        "peak_vs_plain": "saved + working set vs plain",
+        "peak_MB": "peak allocated (MB)" if res.cuda else "peak MB (CUDA only)", "s_per_batch": "s per batch (median)",
+        "s_iqr": "IQR (s)", "time_vs_baseline": "time vs plain"})
+
+
+def fits_table(res) -> pd.DataFrame:
+    """The largest batch per model, measured (CUDA) or predicted, with the bytes per sample it comes from."""
+    measured = {r["model"] for r in res.max_batch if r["method"] == "measured"}
+    saved = res.table.set_index("model").act_MB_per_sample
+    return pd.DataFrame({"model": list(res.largest), "largest batch": list(res.largest.values()),
+                         "how": ["measured" if m in measured else "predicted" for m in res.largest],
+                         "saved (MB/sample)": [saved[m] for m in res.largest],
+                         "recompute working set (MB/sample)": [working_set(res).get(m, 0.0) for m in res.largest]})
+
+
+def convergence_table(res) -> pd.DataFrame:
+    """The two convergence runs: parameters, steps, first loss, mean loss over the last fifth, step time."""
+    return pd.DataFrame([{"model": k, "parameters": v.meta["parameters"], "steps": len(v.batches),
+                          "first loss": v.batches.loss.iloc[0],
+                          "mean loss, last 20% of steps": v.batches.tail(max(1, len(v.batches) // 5)).loss.mean(),
+                          "train s per step (median)": v.batches.train_s.median()} for k, v in res.runs.items()])
+
+
 def _times(row) -> list[float]:
     return [float(x) for x in str(row["times_s"]).split(";") if x and x != "nan"]
 
@@ -243,7 +293,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[
     working set), the largest batch, the time it costs (verdicts over interleaved rounds), and whether both
     networks trained."""
     t = res.table.set_index("model")
-    work = {r["model"]: r["recompute_MB_per_sample"] for r in res.max_batch if r["method"] == "predicted"}
+    work = working_set(res)
     rev = res.table[res.table.family == "RevNet"].sort_values("depth")
     plain_rev = res.table[res.table.family == "RevNet, ordinary autograd"].sort_values("depth")
     r_lo, r_hi = rev.iloc[0], rev.iloc[-1]
