@@ -37,7 +37,8 @@ def lab5_q1(q1: pd.DataFrame) -> Answer:
     verdict = {"best": b.label, "tied": list(b.tied),
                "against": {str(k): sample_record(v, samples[b.label], samples[k]) for k, v in b.verdicts.items()}}
     return Answer("Q1: computational efficiency on one worker", text, "answered",
-                  [Number(f"batch {int(r.per_gpu_batch)}: epoch excl. I/O", r.epoch_s_excl_io, "s", "predicted",
+                  [Number(f"batch {int(r.per_gpu_batch)}: epoch excl. I/O", round(float(r.epoch_s_excl_io), 1), "s",
+                          "predicted",
                           source=f"step time x steps, from {int(r.batches_timed)} timed batches")
                    for r in ok.itertuples()], verdict=verdict)
 
@@ -54,16 +55,16 @@ def model_misses(t: pd.DataFrame, margin: float = MODEL_MARGIN) -> list[str]:
             for r in both.itertuples() if abs(r.predicted_s / r.measured_s - 1) > margin]
 
 
-def step_samples(rec, per_gpu_batch: int) -> list[float]:
-    """A DDP run's last-epoch step times (data wait + compute) of full batches only."""
+def step_samples(rec, global_batch: int) -> list[float]:
+    """A DDP run's last-epoch compute times per step (forward, backward with its all-reduce, update) of full
+    batches only (its `images` column counts every rank's images)."""
     b = rec.table("batches")
-    last = b[(b.epoch == b.epoch.max()) & (b.images == per_gpu_batch)] if "images" in b else b[b.epoch == b.epoch.max()]
-    return list(last.data_s + last.train_s)
+    return list(b[(b.epoch == b.epoch.max()) & (b.images == global_batch)].train_s)
 
 
 def speedup_verdicts(res) -> dict[tuple[int, int], tuple]:
     """(workers, per-worker batch) -> (verdict, n-worker samples, 1-worker samples) for each measured multi-worker
-    row: time per step divided by the workers (the epoch's share of a step) against the 1-worker step."""
+    row: compute time per step (all-reduce included) divided by the workers against the 1-worker step's."""
     out = {}
     q1 = res.q1[res.q1.status == "ok"].set_index("per_gpu_batch")
     for r in res.table[(res.table.workers > 1) & (res.table.source == "measured")].itertuples():
@@ -71,9 +72,9 @@ def speedup_verdicts(res) -> dict[tuple[int, int], tuple]:
         if idx is None or idx != idx or int(r.per_gpu_batch) not in q1.index:
             continue
         n, b = int(r.workers), int(r.per_gpu_batch)
-        xa = [x / n for x in step_samples(res.runs[int(idx)], b)]
+        xa = [x / n for x in step_samples(res.runs[int(idx)], n * b)]
         xb = [float(x) for x in str(q1.loc[b, "step_times_s"]).split(";") if x]
-        out[(n, b)] = (compare(xa, xb, f"{n} workers", "1 worker", what=f"epoch time per step at batch {b}"), xa, xb)
+        out[(n, b)] = (compare(xa, xb, f"{n} workers", "1 worker", what=f"compute per step and worker at batch {b}"), xa, xb)
     return out
 
 

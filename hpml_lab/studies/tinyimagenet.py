@@ -23,12 +23,6 @@ from ..data import tinyimagenet as tin
 from ..envinfo import usable_cores
 from ..training import train
 
-from .. import sanity
-from ..answers import Answer, Number
-from ..profiling import summarize
-from ..verdict import compare, sample_record
-from ._conclude import dedupe, num
-
 SEGMENTS = 4           # checkpoint segments of the checkpointing variant
 CLASSES = 200
 # The reference's table (2 RTX 5000, full epochs; its checkpointing comparison was invalid: see the notebook).
@@ -118,71 +112,3 @@ def run(cfg, log: Callable[[str], None] = print) -> TinResult:
     return TinResult(len(train_dataset(cfg)), bool(rec["partial"]), workers, mem, static, budget,
                      "this GPU's memory" if on_gpu else "the reference's RTX 5000 (16 GiB); an estimate, no GPU here",
                      first, pd.DataFrame(peaks), pd.DataFrame(rows), {k: v[0] for k, v in variants.items()}, on_gpu)
-
-
-def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
-    """Bottleneck (0 vs N workers), checkpointing's cost in time and gain in batch, estimated vs actual epochs."""
-    (w0, r0), (wn, rn) = sorted(res.workers.items())
-
-    def last_epoch(rec):
-        b = rec.table("batches")
-        return b[b.epoch == b.epoch.max()]
-
-    b0, bn = last_epoch(r0), last_epoch(rn)
-    vd = compare(list(bn.data_s), list(b0.data_s), f"{wn} workers", f"{w0} workers", what="data wait per batch")
-    vc = compare(list(bn.train_s), list(b0.train_s), f"{wn} workers", f"{w0} workers", what="copy + compute per batch")
-    nums = [num(f"{w0} workers: data wait per batch", b0.data_s, "ms", 1000),
-            num(f"{wn} workers: data wait per batch", bn.data_s, "ms", 1000),
-            num(f"{w0} workers: copy + compute per batch", b0.train_s, "ms", 1000),
-            num(f"{wn} workers: copy + compute per batch", bn.train_s, "ms", 1000)]
-    # the share from the same medians the table shows, so the sentence and the table agree
-    share0 = nums[0].value / (nums[0].value + nums[2].value)
-    sharen = nums[1].value / (nums[1].value + nums[3].value)
-    moved = vd.outcome == "better" and share0 > 0.5 > sharen
-    a1 = Answer("Where is the bottleneck with 0 and with N workers?",
-                f"From the per-batch medians, data wait is {share_pct(share0)} of a batch with {w0} workers "
-                f"({nums[0].value:.3g} of {nums[0].value + nums[2].value:.3g} ms) and {share_pct(sharen)} with {wn} "
-                f"({nums[1].value:.3g} of {nums[1].value + nums[3].value:.3g} ms). "
-                + vd.sentence() + (" The bottleneck moves from loading to the copy and compute." if moved else
-                                   " The bottleneck did not move from loading to compute in this run."),
-                "answered", nums,
-                verdict={"data": sample_record(vd, bn.data_s, b0.data_s), "compute": sample_record(vc, bn.train_s, b0.train_s)})
-    ck = res.variants.get("checkpointing")
-    bc = last_epoch(ck)
-    vt = compare(list(bn.train_s), list(bc.train_s), "the baseline", "checkpointing", what="copy + compute per batch")
-    m = res.memory.set_index("variant")
-    gain = m.loc["checkpointing", "largest batch (predicted)"] / m.loc["baseline", "largest batch (predicted)"]
-    slow = summarize(bc.train_s)["median"] / summarize(bn.train_s)["median"]
-    a2 = Answer("What does checkpointing cost in time, and what does it buy in batch size?",
-                (f"Checkpointing's time per batch cannot be told apart from the baseline's: {vt.sentence()} "
-                 if vt.outcome == "tie" else
-                 f"{vt.sentence()} (one extra forward predicts about 1.33x.) ") + f"It allows a {gain:.2f}x larger batch (predicted from bytes per image)"
-                + (": that is its pay-off." if gain >= 1.1 else ": too little to call a pay-off."),
-                "answered", [Number("checkpointing / baseline time per batch", slow, "x", "measured", n=len(bc)),
-                             Number("expected from one extra forward", 1.33, "x", "predicted",
-                                    source="step = forward + backward of about 2x forward; +1 forward"),
-                             Number("largest batch, checkpointing / baseline", gain, "x", "predicted",
-                                    source=f"activation bytes per image, budget {res.budget_bytes / 2 ** 30:.0f} GiB")],
-                verdict=sample_record(vt, bn.train_s, bc.train_s))
-    t = res.timing.dropna(subset=["s/batch"]).set_index("variant")
-    est = [Number(f"{n}: estimated / actual epoch", float(t.loc[n, "estimated epoch (s)"] / t.loc[n, "actual epoch (s)"]),
-                  "x", "predicted", source="estimate N / B x median time per batch, over one measured epoch")
-           for n in t.index]
-    skipped = res.timing[res.timing["s/batch"].isna()] if "s/batch" in res.timing else res.timing.iloc[0:0]
-    a3 = Answer("Estimated (N / B x time per batch) vs actual epoch time, per variant",
-                "; ".join(f"{n}: estimate {t.loc[n, 'estimated epoch (s)']:.2f} s vs actual {t.loc[n, 'actual epoch (s)']:.2f} s"
-                          for n in t.index) + ".",
-                "partial" if len(skipped) else "answered", est,
-                missing="; ".join(f"{r.variant}: {r.note}" for r in skipped.itertuples()))
-    flags = [sanity.stand_in(cfg)]
-    for rec in list(res.workers.values()) + [ck]:
-        flags.append(sanity.diverged(rec.table("batches")["loss"], CLASSES_TIN))
-    return [a1, a2, a3], dedupe(flags), []
-
-
-CLASSES_TIN = 200
-
-
-def share_pct(x: float) -> str:
-    """A share as a percentage with 2 significant digits (4.6%, 0.34%), never rounded to 0%."""
-    return f"{100 * x:.2g}%"
