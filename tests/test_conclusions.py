@@ -465,3 +465,19 @@ def test_lab5_without_runs_predicts_everything():
     assert answers[3].text.startswith("No multi-worker run here")
     assert scaling_answers.model_misses(_lab5(runs=False).table) == []
     assert list(scaling_answers.lr_table(50_000)["steps per epoch"]) == [391, 98, 25, 7, 2]
+
+
+# ------------------------------------------------------------------ a task registers itself from its study
+def test_a_study_module_with_a_task_registers_it_once():
+    from hpml_lab.config import ConfigError
+    from hpml_lab.report import tasks
+
+    study = SimpleNamespace(TASK={"id": "canned-task", "notebook": "canned.ipynb", "title": "Canned",
+                                  "smoke": {"epochs": 1}})
+    try:
+        assert tasks.register_studies([study, SimpleNamespace()]) == ["canned-task"]
+        assert tasks.get("canned-task").profile("smoke") == {"epochs": 1}
+        with pytest.raises(ConfigError, match="registered twice"):
+            tasks.register_studies([study])
+    finally:
+        tasks.TASKS.pop("canned-task", None)
