@@ -386,6 +386,8 @@ def test_tinyimagenet_share_from_the_table_and_the_bottleneck_moves():
     data_n, comp_n = answers[0].numbers[1].value, answers[0].numbers[3].value
     assert tinyimagenet_answers.share_pct(data_n / (data_n + comp_n)) in answers[0].text
     assert "moves from loading" in answers[0].text
+    wt = tinyimagenet_answers.worker_table(_tin(SLOW)).set_index("workers")
+    assert wt.loc[2, "data ms/batch"] == pytest.approx(data_n) and wt.loc[2, "copy + compute ms/batch"] == pytest.approx(comp_n)
     assert answers[1].text.startswith("the baseline is") and "pay-off" in answers[1].text
     assert all(n.provenance == "predicted" for n in answers[2].numbers) and answers[2].status == "answered"
 

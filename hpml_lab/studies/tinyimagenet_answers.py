@@ -4,6 +4,8 @@ and the estimated against the actual epoch time (a prediction, tagged so).
 """
 from __future__ import annotations
 
+import pandas as pd
+
 from .. import sanity
 from ..answers import Answer, Number
 from ..profiling import summarize
@@ -77,3 +79,16 @@ CLASSES_TIN = 200
 def share_pct(x: float) -> str:
     """A share as a percentage with 2 significant digits (4.6%, 0.34%), never rounded to 0%."""
     return f"{100 * x:.2g}%"
+
+
+def worker_table(res) -> pd.DataFrame:
+    """Per worker count: the last epoch's median data wait and copy + compute per batch (ms), the medians the
+    bottleneck answer uses (epoch 1 is warm-up)."""
+    rows = []
+    for w, rec in res.workers.items():
+        b = rec.table("batches")
+        b = b[b.epoch == b.epoch.max()]
+        rows.append({"workers": w, "data ms/batch": 1000 * b.data_s.median(),
+                     "copy + compute ms/batch": 1000 * b.train_s.median()})
+    return pd.DataFrame(rows)
+
