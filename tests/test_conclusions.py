@@ -483,3 +483,30 @@ def test_a_study_module_with_a_task_registers_it_once():
             tasks.register_studies([study])
     finally:
         tasks.TASKS.pop("canned-task", None)
+
+
+def test_lab5_notes_and_tables():
+    from hpml_lab.studies import scaling
+
+    res = _lab5()
+    res.sizes, res.grad_bytes = [8, 16], 4_000_000
+    res.allreduce = pd.DataFrame({"world_size": [2], "backend": ["gloo"], "bytes": [4e6], "time_s": [0.002],
+                                  "iqr_s": [0.0001], "n": [10], "algbw_GBps": [2.0], "busbw_GBps": [2.0]})
+    res.reference, res.reference_fit = scaling.reference_check()
+    cfg = RunConfig(task="lab5", max_batches=2)
+    assert "extrapolated to 50,000 images" in scaling_answers.setup_note(cfg, SimpleNamespace(n_images=50_000), res)
+    assert "busbw 2.00 GB/s (gloo, 2 processes)" in scaling_answers.fit_note(res)
+    assert scaling_answers.allreduce_table(res).loc[0, "time_ms"] == pytest.approx(2.0)
+    assert "against the reference's 5.02 s" in scaling_answers.reference_note(res)
+
+
+def test_stored_notebooks_narrate_and_carry_no_outputs():
+    import json
+    from pathlib import Path
+
+    for p in sorted(Path(__file__).resolve().parents[1].joinpath("notebooks").glob("*.ipynb")):
+        code = [c for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code"]
+        lines = sum(len([x for x in "".join(c["source"]).splitlines() if x.strip()]) for c in code
+                    if "parameters" not in c.get("metadata", {}).get("tags", []))
+        assert lines <= 40, f"{p.name}: {lines} code lines besides its parameters; move the work into its study"
+        assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), p.name

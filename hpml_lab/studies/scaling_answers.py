@@ -174,3 +174,35 @@ def lr_table(n_images: int, batches=(128, 512, 2048, 8192, 32768)) -> pd.DataFra
     """Q4.2's remedy in numbers: the linearly scaled lr (0.1 x B / 128), steps per epoch and 5 warm-up epochs."""
     return pd.DataFrame([{"global batch": B, "scaled lr": 0.1 * B / 128, "steps per epoch": math.ceil(n_images / B),
                           "warm-up steps (5 epochs)": 5 * math.ceil(n_images / B)} for B in batches])
+
+
+def setup_note(cfg, settings, res) -> str:
+    """What ran: batch sizes, workers here, gradient size, and whether epochs are extrapolated."""
+    return (f"Per-worker batch sizes: {', '.join(map(str, res.sizes))}; DataLoader workers per process: "
+            f"{cfg.num_workers}. Workers available here: **{res.workers_here}** "
+            f"({'GPUs' if res.on_gpu else 'CPU processes of one thread each'}). Gradient size of {cfg.model}: "
+            f"{res.grad_bytes / 1e6:.1f} MB (fp32)."
+            + (f" Each epoch is cut at {cfg.max_batches} batches and extrapolated to {settings.n_images:,} images "
+               "(time per step x steps per epoch): an estimate, not a measured epoch." if cfg.max_batches else ""))
+
+
+def fit_note(res) -> str:
+    """The all-reduce fit in one sentence: latency, bus bandwidth, backend and processes."""
+    return (f"Fit over the {len(res.allreduce)} measured sizes: latency {1e6 * res.fit['latency_s']:.0f} us, busbw "
+            f"{res.fit['busbw_Bps'] / 1e9:.2f} GB/s ({res.allreduce.backend.iloc[0]}, {res.fit['world_size']} processes).")
+
+
+def allreduce_table(res) -> pd.DataFrame:
+    """The measured all-reduce per size, in MB and ms."""
+    ar = res.allreduce
+    return ar.assign(MB=ar.bytes / 1e6, time_ms=1e3 * ar.time_s, iqr_ms=1e3 * ar.iqr_s)[
+        ["world_size", "backend", "MB", "time_ms", "iqr_ms", "n", "algbw_GBps", "busbw_GBps"]]
+
+
+def reference_note(res) -> str:
+    """The model fitted to the reference's 1- and 2-GPU times, and its prediction of the reference's 4-GPU row."""
+    e4, f = res.reference.iloc[-1], res.reference_fit
+    return (f"The reference's 1- and 2-GPU times imply {1e3 * f['t_step_512_s']:.0f} ms of compute per step at batch "
+            f"512 and an all-reduce of {1e3 * f['t_comm2_s']:.0f} ms, i.e. busbw {f['busbw_Bps'] / 1e9:.2f} GB/s. The "
+            f"model then predicts {e4['model (s)']:.2f} s for the unfitted 4-GPU row against the reference's 5.02 s "
+            f"({e4['error (%)']:+.0f}%).")
