@@ -93,7 +93,7 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
     return Trace(out_path, top_operators(prof, top), steps, warmup)
 
 
-TOP_OPS_COLUMNS = {"self_cpu_ms": "self CPU (ms)", "cpu_total_ms": "CPU incl. children (ms)",
+TOP_OPS_HEADERS = {"self_cpu_ms": "self CPU (ms)", "cpu_total_ms": "CPU incl. children (ms)",
                    "self_device_ms": "self GPU (ms)", "share_self_cpu": "share of self CPU"}
 
 
@@ -104,7 +104,7 @@ def recorded(tr, what: str = "training step(s)") -> str:
 
 def top_ops_table(tr) -> pd.DataFrame:
     """A trace's top-operators table with a reader's column names."""
-    return tr.top_ops.rename(columns=TOP_OPS_COLUMNS)
+    return tr.top_ops.rename(columns=TOP_OPS_HEADERS)
 
 
 def top_operators(prof, top: int = 15) -> pd.DataFrame:
