@@ -510,3 +510,12 @@ def test_stored_notebooks_narrate_and_carry_no_outputs():
                     if "parameters" not in c.get("metadata", {}).get("tags", []))
         assert lines <= 40, f"{p.name}: {lines} code lines besides its parameters; move the work into its study"
         assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), p.name
+
+
+def test_trace_sentence_and_headers():
+    from hpml_lab import tracing
+
+    tr = SimpleNamespace(steps=3, warmup=1, top_ops=pd.DataFrame({"operator": ["conv"], "self_cpu_ms": [1.0]}))
+    assert tracing.recorded(tr) == ("`torch.profiler` recorded 3 training step(s) after 1 warm-up step(s) that "
+                                    "were not kept.")
+    assert list(tracing.top_ops_table(tr).columns) == ["operator", "self CPU (ms)"]
