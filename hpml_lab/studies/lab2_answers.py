@@ -132,6 +132,10 @@ def first_step_note(batches: pd.DataFrame, cores: int) -> str:
 
 
 
+# C3 times the loader alone: no model, optimizer or lr to compare, but the lab's batch and whole dataset
+C3_LAB = {"batch_size": 128, "max_batches": 0, "subset": 0}
+
+
 def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     """The best DataLoader worker count, with every count the data cannot separate from it called a tie."""
     samples = {int(n): list(g["seconds"]) for n, g in sweep.rows.groupby("num_workers")}
