@@ -262,8 +262,7 @@ def _phase_summary(steady_epochs: pd.DataFrame, by: str) -> pd.DataFrame:
         rows.append({by: key, "n": tot["n"], "data_median_s": g["data_s"].median(),
                      "train_median_s": g["train_s"].median(), "total_median_s": tot["median"],
                      "total_iqr_s": tot["iqr"] if tot["n"] >= 3 else float("nan"),  # n < 3: no spread
-                     "total_min_s": tot["min"], "total_max_s": tot["max"],
-                     "data_share": g["data_s"].sum() / g["total_s"].sum()})
+                     "total_min_s": tot["min"], "total_max_s": tot["max"], "data_share": g["data_s"].sum() / g["total_s"].sum()})
     return pd.DataFrame(rows)
 
 
