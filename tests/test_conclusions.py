@@ -396,8 +396,10 @@ def test_tinyimagenet_tie_is_said_before_any_ratio_and_skipped_variants_are_part
     answers, _, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin([0.0101] * 2, [0.01] * 2, skipped=True,
                                                                             data0=0.001))
     assert answers[1].text.startswith("Checkpointing's time per batch cannot be told apart")
-    assert "did not move" in answers[0].text
+    assert "Loading is not the bottleneck here even with 0 workers" in answers[0].text
     assert answers[2].status == "partial" and "needs 2 GPUs" in answers[2].missing
+    moved, _, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin(SLOW, data0=2.0, datan=2.0))
+    assert "did not move" in moved[0].text and "2,000 of 2,010 ms" in moved[0].text
 
 
 # ------------------------------------------------------------------ Lab 5

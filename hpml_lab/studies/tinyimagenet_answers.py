@@ -34,9 +34,10 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
     moved = vd.outcome == "better" and share0 > 0.5 > sharen
     a1 = Answer("Where is the bottleneck with 0 and with N workers?",
                 f"From the per-batch medians, data wait is {share_pct(share0)} of a batch with {w0} workers "
-                f"({nums[0].value:.3g} of {nums[0].value + nums[2].value:.3g} ms) and {share_pct(sharen)} with {wn} "
-                f"({nums[1].value:.3g} of {nums[1].value + nums[3].value:.3g} ms). "
+                f"({ms(nums[0].value)} of {ms(nums[0].value + nums[2].value)} ms) and {share_pct(sharen)} with {wn} "
+                f"({ms(nums[1].value)} of {ms(nums[1].value + nums[3].value)} ms). "
                 + vd.sentence() + (" The bottleneck moves from loading to the copy and compute." if moved else
+                                   f" Loading is not the bottleneck here even with {w0} workers." if share0 <= 0.5 else
                                    " The bottleneck did not move from loading to compute in this run."),
                 "answered", nums,
                 verdict={"data": sample_record(vd, bn.data_s, b0.data_s), "compute": sample_record(vc, bn.train_s, b0.train_s)})
@@ -74,6 +75,11 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
 
 
 CLASSES_TIN = 200
+
+
+def ms(x: float) -> str:
+    """Milliseconds for a sentence: 3 significant digits, whole thousands with a separator."""
+    return f"{x:,.0f}" if x >= 1000 else f"{x:.3g}"
 
 
 def share_pct(x: float) -> str:
