@@ -74,7 +74,7 @@ def test_c1_too_few_batches_neither_learning_nor_not():
     answers, _ = lab2_answers.c1(CFG, run([2.3, 2.2, 2.1, 2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4],
                                           [0.14, 0.2, 0.2, 0.25, 0.3, 0.3, 0.3, 0.32, 0.33, 0.345]))
     text = answers[0].text
-    assert "too few to tell whether the run learned" in text and "14.0% to 34.5%" in text
+    assert "1 batch at each end is too few to tell whether the run learned" in text and "14.0% to 34.5%" in text
     assert "too short a run" not in text and all(n.spread is None for n in answers[0].numbers)
 
 
@@ -100,6 +100,7 @@ def test_c2_warmup_sentence_only_when_epoch_1_was_slower():
     faster, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(58.8, 68.7, 65.5)))
     assert "not slower than the later ones" in faster[0].text and "which is why" not in faster[0].text
     assert lab2_answers.warmup_sentence(pd.DataFrame({"total_s": [1.0]})) == ""
+    assert "(2 s)" in lab2_answers.warmup_sentence(pd.DataFrame({"total_s": [1.0, 2.0]}))
 
 
 def test_c2_data_share_as_the_box_has_it():

@@ -50,7 +50,7 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
                 "not above chance, so no learning shows in the accuracy yet.")
     elif v.reason == "too few samples":
         text = (f"The training loss went from {first['loss'].mean():.3f} to {last['loss'].mean():.3f} and {rise}, "
-                f"but {k} batch(es) at each end are too few to tell whether the run learned.")
+                f"but {k} {'batch' if k == 1 else 'batches'} at each end {'is' if k == 1 else 'are'} too few to tell whether the run learned.")
     else:
         text = (f"The run did not measurably learn: the training loss did not fall ({v.sentence().rstrip('.')}) "
                 f"and {rise}.")
@@ -67,8 +67,8 @@ def busy_peak_note(fl: dict, machine: dict | None) -> str:
     """The caveat an MFU needs when its peak was measured on a busy machine (or its load is unknown)."""
     peak_load = (fl or {}).get("machine") or machine
     if sanity.busy(peak_load):
-        return (" The peak was measured while the machine was busy, so this share can be off by a factor of two "
-                "either way (another run on the same machine may differ).")
+        return (" The peak was measured while the machine was busy, so this share is uncertain: a peak measured at "
+                "another load gives another share.")
     return ""
 
 
@@ -113,7 +113,8 @@ def warmup_sentence(ep: pd.DataFrame) -> str:
     if first > max(later):
         return (f"The first epoch took {first:.3g} s, slower than every later one (up to {max(later):.3g} s): it "
                 "includes warm-up (worker start-up, allocator growth), which is why the summary leaves it out.")
-    return (f"The first epoch took {first:.3g} s, not slower than the later ones ({min(later):.3g}-{max(later):.3g} s): "
+    span = f"{later[0]:.3g} s" if len(later) == 1 else f"{min(later):.3g}-{max(later):.3g} s"
+    return (f"The first epoch took {first:.3g} s, not slower than the later ones ({span}): "
             "no warm-up shows in this run; the summary leaves it out only to be the same for every run.")
 
 
