@@ -522,3 +522,17 @@ def test_trace_sentence_and_headers():
     assert tracing.recorded(tr) == ("`torch.profiler` recorded 3 training step(s) after 1 warm-up step(s) that "
                                     "were not kept.")
     assert list(tracing.top_ops_table(tr).columns) == ["operator", "self CPU (ms)"]
+
+
+def test_busy_machine_is_flagged_from_the_busiest_run_of_a_sweep(tmp_path):
+    items = sweep(tmp_path, "compile", {False: batches(FAST)}) + sweep(tmp_path / "b", "compile", {True: batches(FAST)},
+                                                                       machine=BUSY)
+    items.append(SimpleNamespace(run_dir=tmp_path / "missing", complete=False))
+    _, flags = lab2_answers.c8(RunConfig(task="c8"), SimpleNamespace(items=items[:1] + items[2:], message="x"))
+    assert "machine busy" not in {f.kind for f in flags}
+    _, flags = lab2_answers.c8(RunConfig(task="c8"), SimpleNamespace(items=items, message=""))
+    assert "machine busy" in {f.kind for f in flags}
+    res = _lab5()
+    res.meta = {"machine": BUSY}
+    _, flags, _ = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), res)
+    assert "machine busy" in {f.kind for f in flags}

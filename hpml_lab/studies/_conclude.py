@@ -24,12 +24,18 @@ def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict 
 
 
 def meta_machine(sweep) -> dict | None:
+    """The machine load recorded by the busiest run of a sweep (one busy run is enough to flag), or None."""
     from ..results import read_run
 
-    try:
-        return read_run(sweep.items[-1].run_dir).meta.get("machine")
-    except (IndexError, OSError, ValueError):
-        return None
+    loads = []
+    for it in getattr(sweep, "items", None) or []:
+        try:
+            m = read_run(it.run_dir).meta.get("machine")
+        except (OSError, ValueError):
+            continue
+        if m:
+            loads.append(m)
+    return max(loads, key=lambda m: (m.get("load1") or 0) / max(1, m.get("cores") or 1), default=None)
 
 
 def steady_batches(items, by: str) -> pd.DataFrame:

@@ -216,7 +216,7 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
 def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU)."""
     ep = out.epochs
-    flags: list = []
+    flags: list = [sanity.busy(meta_machine(out))]
     nums = []
     for d, g in ep.groupby("device", sort=False):
         flags.append(sanity.trend(list(g["total_s"])))
@@ -243,7 +243,7 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     is per step, and which diverged or stayed at chance. Returns answers, flags and lines of prose."""
     b, s = out.batches, out.summary
     classes = num_classes(cfg.dataset)
-    flags: list = [sanity.stand_in(cfg)]
+    flags: list = [sanity.stand_in(cfg), sanity.busy(meta_machine(out))]
     lines, nums = [], []
     ok = s[s["status"] == "complete"]
     for _, r in s[s["status"] != "complete"].iterrows():
@@ -287,7 +287,7 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
 def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Compiled vs eager per training step (compute only: the data wait is not the question), the compile cost
     from the first epoch, and after how many steps compiling pays back."""
-    flags: list = [sanity.stand_in(cfg)]
+    flags: list = [sanity.stand_in(cfg), sanity.busy(meta_machine(out))]
     done = [it for it in out.items if it.complete]
     bt = steady_batches(done, "compile")
     if bt["compile"].nunique() < 2:

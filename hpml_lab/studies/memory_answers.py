@@ -114,7 +114,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[
                 [Number(f"{r.model}: time vs plain", r.time_vs_baseline, "x", "measured", n=int(r.repeats))
                  for r in res.table.itertuples() if r.model != r.baseline], verdict=verdicts)
     classes = num_classes(cfg.dataset)
-    trained, flags = [], []
+    trained, flags = [], [sanity.busy((getattr(res, "meta", None) or {}).get("machine"))]
     for name, run in res.runs.items():
         losses = list(run.batches["loss"])
         d = sanity.diverged(losses, classes)

@@ -142,7 +142,8 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[
         q4_text, q4_nums = f"No multi-worker run here; at 32,768 training takes {steps_ratio:.0f}x fewer steps.", []
     q4 = Answer("Q4: 5th-epoch loss and accuracy at the largest batch on 4 GPUs", q4_text, "partial", q4_nums,
                 missing="4 GPUs at per-GPU batch 8192 (global 32,768) for 5 epochs")
-    flags = [sanity.too_few(int(res.q1[res.q1.status == "ok"].batches_timed.min()), "timed batches per Q1 size")]
+    flags = [sanity.too_few(int(res.q1[res.q1.status == "ok"].batches_timed.min()), "timed batches per Q1 size"),
+             sanity.busy((getattr(res, "meta", None) or {}).get("machine"))]
     if res.on_gpu and backend != "nccl":
         flags.append(sanity.Flag("settings differ", f"only {res.workers_here} GPU here: the multi-GPU rows are "
                                  "predicted with the all-reduce bandwidth of gloo between CPU processes on this host, "

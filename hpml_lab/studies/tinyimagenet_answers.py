@@ -68,7 +68,7 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
                           for n in t.index) + ".",
                 "partial" if len(skipped) else "answered", est,
                 missing="; ".join(f"{r.variant}: {r.note}" for r in skipped.itertuples()))
-    flags = [sanity.stand_in(cfg)]
+    flags = [sanity.stand_in(cfg)] + [sanity.busy(getattr(r, "meta", {}).get("machine")) for r in res.workers.values()]
     for rec in list(res.workers.values()) + [ck]:
         flags.append(sanity.diverged(rec.table("batches")["loss"], CLASSES_TIN))
     return [a1, a2, a3], dedupe(flags), []
