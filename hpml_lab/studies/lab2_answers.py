@@ -204,10 +204,11 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         text = f"The count C3 gave is 1 worker ({tag}), so 1 worker is compared with nothing: " + (
             f"data wait {nums[0].value:.3g} ms and compute {nums[1].value:.3g} ms per step (medians).")
         return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums)], dedupe(flags)
-    labels = (f"{best_n} workers ({tag})", "1 worker")
+    labels = (f"{best_n} workers", "1 worker")
     vd, da, db = compare_configs(bt, "num_workers", best_n, 1, "data_s", "data wait per step", *labels)
     vc, ca, cb = compare_configs(bt, "num_workers", best_n, 1, "train_s", "compute per step", *labels)
-    text = f"Data wait: {vd.sentence()} Compute: {vc.sentence()} {NOT_INTERLEAVED}"
+    text = (f"{best_n} workers ({tag}) against 1 worker. Data wait: {vd.sentence()} Compute: {vc.sentence()} "
+            + NOT_INTERLEAVED)
     return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums,
                    verdict={"data": sample_record(vd, da, db), "compute": sample_record(vc, ca, cb),
                             "interleaved": False, "c3": tag})], dedupe(flags)
