@@ -254,6 +254,8 @@ def test_c8_no_cost_and_no_gain(tmp_path):
     assert "from the first steps" in answers[0].text
     answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path / "b", SLOW, FAST))
     assert "does not pay back" in answers[0].text
+    answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path / "c", SLOW[:2], FAST[:2]))
+    assert "Too few steps to tell whether compiling pays back" in answers[0].text
 
 
 def test_c8_only_eager_is_partial(tmp_path):

@@ -315,6 +315,8 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         text += f" It pays back after about {steps:,.0f} steps ({steps * cfg.batch_size:,.0f} images at batch {cfg.batch_size})."
     elif v.outcome == "better":
         text += " It pays back from the first steps."
+    elif v.reason == "too few samples":
+        text += " Too few steps to tell whether compiling pays back."
     else:
         text += " With no measurable gain per step, compiling does not pay back at this size and setting."
     return [Answer("C8: does torch.compile pay off?", text, "answered", nums, verdict=sample_record(v, comp, eag))], \
