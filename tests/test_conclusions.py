@@ -385,7 +385,7 @@ def _tin(ck_train, base_train=FAST, data0=0.05, datan=0.001, skipped=False):
 
 
 def test_tinyimagenet_share_from_the_table_and_the_bottleneck_moves():
-    answers, _, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin(SLOW))
+    answers, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin(SLOW))
     data_n, comp_n = answers[0].numbers[1].value, answers[0].numbers[3].value
     assert tinyimagenet_answers.share_pct(data_n / (data_n + comp_n)) in answers[0].text
     assert "moves from loading" in answers[0].text
@@ -396,12 +396,12 @@ def test_tinyimagenet_share_from_the_table_and_the_bottleneck_moves():
 
 
 def test_tinyimagenet_tie_is_said_before_any_ratio_and_skipped_variants_are_partial():
-    answers, _, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin([0.0101] * 2, [0.01] * 2, skipped=True,
+    answers, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin([0.0101] * 2, [0.01] * 2, skipped=True,
                                                                             data0=0.001))
     assert answers[1].text.startswith("Checkpointing's time per batch cannot be told apart")
     assert "Loading is not the bottleneck here even with 0 workers" in answers[0].text
     assert answers[2].status == "partial" and "needs 2 GPUs" in answers[2].missing
-    moved, _, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin(SLOW, data0=2.0, datan=2.0))
+    moved, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin(SLOW, data0=2.0, datan=2.0))
     assert "did not move" in moved[0].text and "2,000 of 2,010 ms" in moved[0].text
 
 
@@ -445,7 +445,7 @@ def _lab5(predicted_2=100.0, measured_2=110.0, step2=0.012, runs=True, backend="
 
 
 def test_lab5_measured_speedup_is_a_verdict_and_predicted_provenance():
-    answers, flags, _ = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), _lab5())
+    answers, flags = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), _lab5())
     q2 = answers[1]
     assert "extrapolated from 6 timed steps" in q2.text and q2.verdict["2x16"]["outcome"] == "better"
     assert all(n.provenance == "predicted" for n in q2.numbers) and q2.status == "partial"
@@ -455,7 +455,7 @@ def test_lab5_measured_speedup_is_a_verdict_and_predicted_provenance():
 
 
 def test_lab5_model_that_misses_its_own_measurement_says_so():
-    answers, flags, _ = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000),
+    answers, flags = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000),
                                                  _lab5(predicted_2=2041.0, measured_2=3309.0, step2=0.03,
                                                        on_gpu=True))
     assert "model disagrees" in {f.kind for f in flags} and "settings differ" in {f.kind for f in flags}
@@ -466,7 +466,7 @@ def test_lab5_model_that_misses_its_own_measurement_says_so():
 
 
 def test_lab5_without_runs_predicts_everything():
-    answers, _, _ = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000),
+    answers, _ = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000),
                                              _lab5(runs=False))
     assert "the model's prediction" in answers[1].text and answers[1].verdict is None
     assert answers[3].text.startswith("No multi-worker run here")
@@ -536,5 +536,5 @@ def test_busy_machine_is_flagged_from_the_busiest_run_of_a_sweep(tmp_path):
     assert "machine busy" in {f.kind for f in flags}
     res = _lab5()
     res.meta = {"machine": BUSY}
-    _, flags, _ = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), res)
+    _, flags = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), res)
     assert "machine busy" in {f.kind for f in flags}

@@ -78,7 +78,7 @@ def speedup_verdicts(res) -> dict[tuple[int, int], tuple]:
     return out
 
 
-def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
+def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """Lab 5 Q1-Q7 from the study: every epoch time is an extrapolation (predicted, from timed steps or from the
     model, said which), each measured speedup a verdict, and a model that misses its own measurements says so."""
     backend = res.allreduce.backend.iloc[0]
@@ -154,7 +154,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[
     if misses:
         flags.append(sanity.Flag("model disagrees", f"the scaling model misses its own measurements by more than "
                                  f"{MODEL_MARGIN:.0%} ({'; '.join(misses)}): its predictions carry that warning"))
-    return [q1, q2, q3, q4, *SHORT_ANSWERS], dedupe(flags), []
+    return [q1, q2, q3, q4, *SHORT_ANSWERS], dedupe(flags)
 
 
 SHORT_ANSWERS = [

@@ -13,7 +13,7 @@ from ..verdict import compare, sample_record
 from ._conclude import dedupe, num
 
 
-def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
+def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """Bottleneck (0 vs N workers), checkpointing's cost in time and gain in batch, estimated vs actual epochs."""
     (w0, r0), (wn, rn) = sorted(res.workers.items())
 
@@ -71,7 +71,7 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
     flags = [sanity.stand_in(cfg)] + [sanity.busy(getattr(r, "meta", {}).get("machine")) for r in res.workers.values()]
     for rec in list(res.workers.values()) + [ck]:
         flags.append(sanity.diverged(rec.table("batches")["loss"], CLASSES_TIN))
-    return [a1, a2, a3], dedupe(flags), []
+    return [a1, a2, a3], dedupe(flags)
 
 
 CLASSES_TIN = 200
