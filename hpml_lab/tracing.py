@@ -93,6 +93,20 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
     return Trace(out_path, top_operators(prof, top), steps, warmup)
 
 
+TOP_OPS_HEADERS = {"self_cpu_ms": "self CPU (ms)", "cpu_total_ms": "CPU incl. children (ms)",
+                   "self_device_ms": "self GPU (ms)", "share_self_cpu": "share of self CPU"}
+
+
+def recorded(tr, what: str = "training step(s)") -> str:
+    """The sentence a report puts above a trace: how many steps were kept and how many warm-up steps were not."""
+    return f"`torch.profiler` recorded {tr.steps} {what} after {tr.warmup} warm-up step(s) that were not kept."
+
+
+def top_ops_table(tr) -> pd.DataFrame:
+    """A trace's top-operators table with a reader's column names."""
+    return tr.top_ops.rename(columns=TOP_OPS_HEADERS)
+
+
 def top_operators(prof, top: int = 15) -> pd.DataFrame:
     """The operators with the most self CPU time (our step labels excluded), in milliseconds."""
     rows = []

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from hpml_lab.config import RunConfig
-from hpml_lab.report import findings
+from hpml_lab.studies import lab2_answers, scaling_answers
 
 
 def _run(losses, epochs_s=(2.0, 1.0, 1.0, 1.0), per_epoch=None):
@@ -23,27 +23,27 @@ CFG = RunConfig(task="c1")
 
 
 def test_c1_learning_run_says_the_loss_fell():
-    answers, flags = findings.c1(CFG, _run([2.3 - 0.03 * i for i in range(40)]))
+    answers, flags = lab2_answers.c1(CFG, _run([2.3 - 0.03 * i for i in range(40)]))
     assert answers[0].text.startswith("The training loss fell from 2.2")
     assert answers[0].verdict["outcome"] == "better" and flags == []
 
 
 def test_c1_diverged_run_is_not_presented_as_a_result():
-    answers, flags = findings.c1(CFG, _run([2.3, 5.0, 9.7, 12.1, 15.4, 9.0, 11.0, 14.0, 8.0, 13.0]))
+    answers, flags = lab2_answers.c1(CFG, _run([2.3, 5.0, 9.7, 12.1, 15.4, 9.0, 11.0, 14.0, 8.0, 13.0]))
     assert answers[0].text.startswith("Training diverged") and "not a result" in answers[0].text
     assert [f.kind for f in flags] == ["diverged"]
 
 
 def test_c1_flat_loss_is_a_tie_not_learning():
-    answers, _ = findings.c1(CFG, _run([2.30, 2.31, 2.29, 2.30] * 10))
-    assert "did not measurably fall" in answers[0].text and answers[0].verdict["outcome"] == "tie"
+    answers, _ = lab2_answers.c1(CFG, _run([2.30, 2.31, 2.29, 2.30] * 10))
+    assert "did not measurably learn" in answers[0].text and answers[0].verdict["outcome"] == "tie"
 
 
 def test_c2_trend_and_too_few_epochs_are_flagged():
-    answers, flags = findings.c2(CFG.replace(task="c2"), _run([2.0] * 12, epochs_s=(2.31, 3.71, 8.83)))
+    answers, flags = lab2_answers.c2(CFG.replace(task="c2"), _run([2.0] * 12, epochs_s=(2.31, 3.71, 8.83)))
     kinds = {f.kind for f in flags}
     assert {"no steady state", "too few samples"} <= kinds
-    assert "median of 2 after the warm-up epoch" in answers[0].text
+    assert "median of 2 after the first epoch" in answers[0].text
     assert all(n.spread is None for n in answers[0].numbers)  # n = 2: no spread shown
 
 
@@ -52,14 +52,14 @@ def test_c3_tie_between_worker_counts_is_called_a_tie():
                          "seconds": [0.2955, 0.2960, 0.2950, 0.2958, 0.2956, 0.2961, 0.2949, 0.2957,
                                      0.60, 0.61, 0.59, 0.62]})
     sweep = SimpleNamespace(rows=rows, items=[])
-    answers, _ = findings.c3(RunConfig(task="c3"), sweep)
+    answers, _ = lab2_answers.c3(RunConfig(task="c3"), sweep)
     assert "cannot be told apart from 2" in answers[0].text and "a tie" in answers[0].text
     assert set(answers[0].verdict["tied"]) == {0, 2}
 
 
 def test_c3_clear_best():
     rows = pd.DataFrame({"num_workers": [0] * 3 + [2] * 3, "seconds": [0.9, 0.91, 0.92, 0.30, 0.31, 0.29]})
-    answers, _ = findings.c3(RunConfig(task="c3"), SimpleNamespace(rows=rows, items=[]))
+    answers, _ = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=rows, items=[]))
     assert answers[0].text.startswith("Best count: 2 worker(s)")
 
 
@@ -71,10 +71,10 @@ def _q1(step_times: dict[int, list[float]], oom=()) -> pd.DataFrame:
 
 def test_lab5_q1_best_batch_is_a_verdict():
     # batch 64 clearly has the highest images/s over 8 steps each: named as the peak
-    clear = findings.lab5_q1(_q1({16: [0.010] * 8, 64: [0.020, 0.021] * 4}, oom=[256]))
+    clear = scaling_answers.lab5_q1(_q1({16: [0.010] * 8, 64: [0.020, 0.021] * 4}, oom=[256]))
     assert clear.text.startswith("Throughput peaks at per-worker batch 64 (3,1") and "95% confidence" in clear.text
     assert clear.text.endswith("out of memory at 256.") and clear.verdict["tied"] == [64]
     # two timed steps each (a smoke run): too few to separate, so a tie, not a peak
-    few = findings.lab5_q1(_q1({16: [0.010, 0.011], 64: [0.020, 0.021]}))
+    few = scaling_answers.lab5_q1(_q1({16: [0.010, 0.011], 64: [0.020, 0.021]}))
     assert "Throughput peaks" not in few.text and "cannot be told apart from batch 16: a tie" in few.text
     assert few.verdict["best"] == 64 and set(few.verdict["tied"]) == {16, 64}

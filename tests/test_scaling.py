@@ -71,3 +71,13 @@ def test_link_peak_matches_gpu_names_as_whole_words():
     assert [scaling.link_peak(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-16GB",
                                            "NVIDIA L4", "NVIDIA L40S", "NVIDIA H100 NVL", None)] == \
         [450.0, 300.0, 150.0, 32.0, None, None, None]
+
+
+def test_q1_counts_full_batch_steps_only(tiny_cfg):
+    """An epoch of 40 images at batch 16 ends with an 8-image step: it is no step of batch 16, so Q1 leaves it out
+    (counted, it read as twice the throughput)."""
+    from hpml_lab.studies.scaling import compute_sweep
+
+    q1 = compute_sweep(tiny_cfg.replace(task="lab5", subset=40, max_batches=0, batch_size=16), [16], n_images=160)
+    row = q1.iloc[0]
+    assert row.status == "ok" and row.batches_timed == 2 and len(row.step_times_s.split(";")) == 2

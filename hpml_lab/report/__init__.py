@@ -11,8 +11,9 @@ notebooks call, figures, Slurm scripts and the `hpml-lab` command.
 | plots | every figure the reports draw |
 | slurm | sbatch scripts for a task |
 | cli | the `hpml-lab` command |
-| findings | what each report concludes, computed from the study's results |
+| guards | checks before a kernel starts; a report's files replaced as one set |
 | answers | the answer record: every number tagged measured, predicted or reference |
 | bundle | the one-file hand-in (HTML, PDF with Chromium) |
-| gpucheck | the GPU check kit (`make gpu-wheels`, `make gpu-check`) |
+| gpucheck | the GPU check kit (`make gpu-wheels`, `make gpu-check`, `make gpu-unpack`) |
+| gpuplan | the kit's stages and their time estimates |
 """

@@ -57,8 +57,9 @@ def epoch_timing(epochs: pd.DataFrame, title: str = "") -> plt.Figure:
     fig.tight_layout()
     return fig
 
-def loader_sweep(sweep) -> plt.Figure:
-    """C3: seconds per loader epoch against worker count: every repeat, median line, min-max whiskers."""
+def loader_sweep(sweep, verdict: dict | None = None) -> plt.Figure:
+    """C3: seconds per loader epoch against worker count: every repeat, median line, min-max whiskers; the
+    lowest median is called best only when C3's verdict (lab2_answers.c3's answer) names no tie."""
     s, rows = sweep.summary, sweep.rows
     fig, ax = plt.subplots(figsize=(7, 3.8))
     x = range(len(s))
@@ -67,9 +68,16 @@ def loader_sweep(sweep) -> plt.Figure:
                label="each timed epoch")
     ax.errorbar(list(x), s["median_s"], yerr=[s["median_s"] - s["min_s"], s["max_s"] - s["median_s"]],
                 fmt="o-", color="#1b9e77", capsize=4, label="median, min-max")
-    best = s[s["best"]].index[0]
+    if verdict is not None:
+        best = s.index[s["num_workers"] == verdict["best"]][0]
+        tied = [str(t) for t in verdict["tied"] if t != verdict["best"]]
+        label = (f"lowest median: {verdict['best']} workers, a tie with {', '.join(tied)}" if tied
+                 else f"best: {verdict['best']} workers (verdict)")
+    else:
+        best = s[s["best"]].index[0]
+        label = f"lowest median: {int(s.loc[best, 'num_workers'])} workers"
     ax.scatter([best], [s.loc[best, "median_s"]], s=160, facecolors="none", edgecolors="#d95f02", lw=2,
-               label=f"best: {int(s.loc[best, 'num_workers'])} workers", zorder=4)
+               label=label, zorder=4)
     if sweep.cores in pos:
         ax.axvline(pos[sweep.cores], color="0.7", ls="--")
     ax.set_xticks(list(x), [str(n) for n in s["num_workers"]])
@@ -160,16 +168,17 @@ def memory_counts(answers: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def depth_figure(table):
-    """Activation MB per sample and seconds per batch against depth, one line per family."""
+def depth_figure(table, column: str = "act_MB_per_sample", label: str = "saved for backward (MB per sample)"):
+    """Activation MB per sample (`column`: e.g. saved + recompute working set) and seconds per batch against depth,
+    one line per family."""
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
     for family, part in table.groupby("family", sort=False):
         part = part.sort_values("depth")
-        a1.plot(part["depth"], part["act_MB_per_sample"], "o-", label=family)
+        a1.plot(part["depth"], part[column], "o-", label=family)
         a2.errorbar(part["depth"], part["s_per_batch"], yerr=[part["s_per_batch"] - part["s_min"],
                     part["s_max"] - part["s_per_batch"]], fmt="o-", capsize=3, label=family)
-    a1.set_ylabel("saved for backward (MB per sample)")
+    a1.set_ylabel(label)
     a2.set_ylabel(f"s per batch (median, min-max), batch {int(table['batch_size'].iloc[0])}")
     for ax in (a1, a2):
         ax.set_xlabel("depth (layers)")

@@ -1,7 +1,11 @@
-"""The lab tasks: id -> notebook, title and the two parameter profiles.
+"""The lab tasks: id -> notebook, title and the parameter profiles.
 
     hpml-lab tasks          # lists them
     hpml-lab run c1 --profile smoke
+
+A new lab task is one study module and one notebook: the module (hpml_lab/studies/<name>.py) has its run(), its
+conclude() and a plain `TASK = {"id": ..., "notebook": ..., "title": ..., "smoke": {...}}` (Task's fields; studies/
+does not import report/), and is registered from there when this module loads, after the lab's own tasks below.
 
 `smoke` fits 2 CPU cores in seconds (small subset, few batches, the same code
 path); `full` is the lab's real setting (5 epochs, the whole dataset,
@@ -102,6 +106,30 @@ TASKS: dict[str, Task] = {
              gpu={"batch_size": 128, "subset": 256, "epochs": 2, "num_workers": 2}),
     ]
 }
+
+
+def register(task: Task) -> Task:
+    """Add a task; an id registered twice is refused (the way models register)."""
+    if task.id in TASKS:
+        raise ConfigError(f"task {task.id!r} is registered twice")
+    TASKS[task.id] = task
+    return task
+
+
+def register_studies(modules=None) -> list[str]:
+    """Register every study module's `TASK` (a dict of Task's fields); returns the ids added."""
+    import importlib
+    import pkgutil
+
+    from .. import studies
+
+    if modules is None:
+        modules = [importlib.import_module(f"{studies.__name__}.{m.name}")
+                   for m in pkgutil.iter_modules(studies.__path__) if not m.name.startswith("_")]
+    return [register(Task(**m.TASK)).id for m in modules if isinstance(getattr(m, "TASK", None), dict)]
+
+
+register_studies()
 
 
 def get(task_id: str) -> Task:

@@ -37,14 +37,14 @@ from ..io import atomic_write_csv
 LOADER_COLUMNS = ["num_workers", "repeat", "seconds", "batches", "images", "images_per_s"]
 LOADER_NOTE = ("Total DataLoader time per epoch: a fresh iterator (so worker start-up is included, as in "
                "training) drained of every batch (or max_batches), no model. One untimed warm-up epoch per "
-               "worker count (file cache, first imports in the workers) is excluded; `epochs` timed repeats follow.")
+               "worker count (file cache, first imports in the workers) is excluded; then the timed repeats (the report says how many).")
 MAX_WORKERS = 64
 
 
 def stats_row(values, **labels: Any) -> dict[str, Any]:
     """labels + n, median, IQR, min, max, mean of `values` (seconds)."""
     s = summarize(values)
-    return {**labels, "n": s["n"], "median_s": s["median"], "iqr_s": s["iqr"], "min_s": s["min"],
+    return {**labels, "n": s["n"], "median_s": s["median"], "iqr_s": s["iqr"] if s["n"] >= 3 else float("nan"), "min_s": s["min"],
             "max_s": s["max"], "mean_s": s["mean"]}
 
 
@@ -182,6 +182,7 @@ class C4Result:
     source: str             # where the best count came from (C3's results, or measured now)
     trace: Any              # tracing.Trace
     items: list             # sweeps.SweepItem per configuration
+    c3_rows: Optional[pd.DataFrame] = None  # C3's timed epochs behind `best` (None when given): its verdict
 
 
 @dataclass
@@ -221,15 +222,16 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     """Train with 1 worker and with C3's best count (read from results/c3, else measured now)
     and a torch.profiler trace of a few steps. Returns epochs, summary, best, source, trace."""
     from ..tracing import trace_steps as _trace
+    from .lab2_answers import c3_rows_of
 
-    source = "given"
+    source, c3_rows = "given", None
     if best is None:
         found = best_workers_from_c3(cfg)
         if found:
-            best, source = found[0], f"read from C3's results ({found[1]})"
+            best, source, c3_rows = found[0], f"read from C3's results ({found[1]})", c3_rows_of(found[1])
         else:
             sweep = c3_loader_sweep(cfg.replace(task="c3", run_id=""), log=log)
-            best, source = sweep.best_workers, f"measured now with C3's sweep ({sweep.summary_dir})"
+            best, source, c3_rows = sweep.best_workers, f"measured now with C3's sweep ({sweep.summary_dir})", sweep.rows
     counts = sorted({1, best})
     items = run_sweep([cfg.replace(num_workers=n, run_id="") for n in counts], train, log=log)
     epochs = tables(items, "epochs", with_config=("num_workers",))
@@ -244,7 +246,7 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
                 tdir / "trace.json", steps=trace_steps, cfg=cfg)
     results.write_derived(tdir, {"top_ops": tr.top_ops}, results.new_meta(
         cfg.replace(num_workers=best), device, kind="trace", steps=tr.steps, warmup_steps=tr.warmup))
-    return C4Result(epochs, summary, best, source, tr, items)
+    return C4Result(epochs, summary, best, source, tr, items, c3_rows)
 
 
 def _phase_summary(steady_epochs: pd.DataFrame, by: str) -> pd.DataFrame:
@@ -254,8 +256,8 @@ def _phase_summary(steady_epochs: pd.DataFrame, by: str) -> pd.DataFrame:
         tot = summarize(g["total_s"])
         rows.append({by: key, "n": tot["n"], "data_median_s": g["data_s"].median(),
                      "train_median_s": g["train_s"].median(), "total_median_s": tot["median"],
-                     "total_iqr_s": tot["iqr"], "total_min_s": tot["min"], "total_max_s": tot["max"],
-                     "data_share": g["data_s"].sum() / g["total_s"].sum()})
+                     "total_iqr_s": tot["iqr"] if tot["n"] >= 3 else float("nan"),  # n < 3: no spread
+                     "total_min_s": tot["min"], "total_max_s": tot["max"], "data_share": g["data_s"].sum() / g["total_s"].sum()})
     return pd.DataFrame(rows)
 
 

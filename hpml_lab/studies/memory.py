@@ -228,3 +228,24 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
         meta["status"] = "complete"
     return MemoryResult(pd.DataFrame(rows), mb_rows, largest_fitting(mb_rows), budget, cuda, sweep, snaps, runs,
                         run_dir, meta)
+
+
+REFERENCE_MEMORY = [("resnet18_adjusted", {}, 746_436, 743, 0.3), ("resnet34_adjusted", {}, 1_393_476, 1158, 0.4),
+                    ("resnet50_adjusted", {}, 1_581_700, 3494, 0.57), ("revnet", {"stages": (3, 3, 3)}, 476_020, 466, 0.4),
+                    ("revnet", {"stages": (5, 5, 5)}, 796_468, 468, 0.84),
+                    ("revnet", {"stages": (9, 9, 9)}, 1_437_364, 470, 0.98),
+                    ("revnet", {"stages": (18, 18, 18)}, 2_879_380, 476, 1.8)]
+
+
+def reference_counts() -> pd.DataFrame:
+    """The resnet-50-performance reference's table (ImageNet-100, batch 8, reserved MB) beside this package's
+    parameter counts at 100 classes."""
+    from .. import models
+
+    out = pd.DataFrame([{"model": name + (" {0}-{0}-{0}".format(kw["stages"][0]) if kw else ""),
+                         "reference params": p,
+                         "params here, 100 classes": models.count_parameters(models.build(name, num_classes=100, **kw)),
+                         "reference MB (reserved)": mb, "reference s per batch": s}
+                        for name, kw, p, mb, s in REFERENCE_MEMORY])
+    out["same count"] = out["reference params"] == out["params here, 100 classes"]
+    return out

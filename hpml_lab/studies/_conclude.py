@@ -1,0 +1,62 @@
+"""Shared pieces of the studies' conclusions (each study's conclude() lives beside its run()): a measured median
+as a tagged Number, flags without repeats, per-batch tables of a sweep and a verdict between two of its settings.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import sanity
+from ..answers import Number
+from ..data import num_classes
+from ..profiling import summarize
+from ..results import drop_warmup
+from ..verdict import compare
+
+
+def num(name: str, values, unit: str, scale: float = 1.0) -> Number:
+    """A measured median with its n and (for n >= 3) its IQR; for n < 3 no spread at all."""
+    s = summarize([v * scale for v in values])
+    return Number(name, s["median"], unit, "measured", n=s["n"], spread=s["iqr"] if s["n"] >= 3 else None)
+
+
+def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict | None) -> list[sanity.Flag]:
+    return sanity.run_flags(cfg, batches["loss"], list(epochs["total_s"]), meta, num_classes(cfg.dataset))
+
+
+def meta_machine(sweep) -> dict | None:
+    """The machine load recorded by the busiest run of a sweep (one busy run is enough to flag), or None."""
+    from ..results import read_run
+
+    loads = []
+    for it in getattr(sweep, "items", None) or []:
+        try:
+            m = read_run(it.run_dir).meta.get("machine")
+        except (OSError, ValueError):
+            continue
+        if m:
+            loads.append(m)
+    return max(loads, key=lambda m: (m.get("load1") or 0) / max(1, m.get("cores") or 1), default=None)
+
+
+def steady_batches(items, by: str) -> pd.DataFrame:
+    """Per-batch rows of a sweep's complete runs, the warm-up epoch of each run left out."""
+    from ..sweeps import tables
+
+    return drop_warmup(tables(items, "batches", with_config=(by,)))
+
+
+def compare_configs(batches: pd.DataFrame, by: str, a, b, column: str, what: str, label_a: str = "",
+                    label_b: str = ""):
+    """Verdict of configuration `a` against `b` (values of `by`) on a per-batch column (seconds: lower is better)."""
+    xa = list(batches.loc[batches[by] == a, column])
+    xb = list(batches.loc[batches[by] == b, column])
+    return compare(xa, xb, label_a or f"{by} {a}", label_b or f"{by} {b}", what=what), xa, xb
+
+
+def dedupe(flags) -> list[sanity.Flag]:
+    seen, out = set(), []
+    for f in flags:
+        if f is not None and f.kind not in seen:
+            seen.add(f.kind)
+            out.append(f)
+    return out

@@ -1,0 +1,540 @@
+"""Every branch of every study's conclusion, from canned results built by hand (no training): faster, slower, tie,
+too few samples (n < 3: no direction, no spread), diverged, predicted vs measured, a model that misses its own
+measurements, a busy machine. Sweeps are real result folders written with results.write_derived."""
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from hpml_lab import results
+from hpml_lab.config import RunConfig
+from hpml_lab.studies import dataloading_answers, lab2_answers, memory, memory_answers, scaling_answers
+from hpml_lab.studies import tinyimagenet_answers
+from hpml_lab.studies._conclude import num
+
+IDLE = {"load1": 0.1, "cores": 2, "steal_pct": 0.0}
+BUSY = {"load1": 6.5, "cores": 2, "steal_pct": 0.0}
+
+
+def batches(train, data=0.001, loss=1.0, acc=0.5, epochs=2, images=32):
+    """A per-batch table: `train` seconds per step repeated over `epochs` (epoch 1 is warm-up)."""
+    train = list(train)
+    rows = [{"epoch": e, "batch": i, "step": i, "images": images, "loss": loss, "acc": acc,
+             "data_s": data if not callable(data) else data(i), "train_s": t}
+            for e in range(1, epochs + 1) for i, t in enumerate(train)]
+    return pd.DataFrame(rows)
+
+
+def sweep(tmp_path, by, tables, machine=IDLE):
+    """Complete run folders, one per value of `by`, each with a batches table: the items a sweep returns."""
+    items = []
+    for value, df in tables.items():
+        d = tmp_path / f"run-{by}-{value}"
+        results.write_derived(d, {"batches": df}, {"config": {by: value}, "machine": machine})
+        items.append(SimpleNamespace(run_dir=d, complete=True, status="done"))
+    return items
+
+
+def run(losses, acc=None, epochs_s=(2.0, 1.0, 1.0, 1.0), meta=None):
+    n = len(losses)
+    per = max(1, n // len(epochs_s))
+    b = pd.DataFrame({"epoch": [1 + i // per for i in range(n)], "batch": range(n), "loss": losses,
+                      "acc": acc if acc is not None else [0.1] * n, "data_s": [0.01] * n, "train_s": [0.1] * n})
+    e = pd.DataFrame({"epoch": range(1, len(epochs_s) + 1), "total_s": list(epochs_s),
+                      "data_s": [0.1] * len(epochs_s), "train_s": [0.8 * t for t in epochs_s]})
+    return SimpleNamespace(batches=b, epochs=e, meta=meta if meta is not None else {"machine": IDLE})
+
+
+CFG = RunConfig(task="c1")
+FAST = [0.010, 0.011, 0.0105, 0.0102, 0.0108, 0.0101]
+SLOW = [0.020, 0.021, 0.0205, 0.0202, 0.0208, 0.0201]
+
+
+# ------------------------------------------------------------------ shared pieces
+def test_num_gives_no_spread_below_three_samples():
+    assert num("x", [1.0, 2.0], "s").spread is None and num("x", [1.0, 2.0], "s").n == 2
+    assert num("x", [1.0, 2.0, 4.0], "s").spread == pytest.approx(1.5)
+
+
+# ------------------------------------------------------------------ C1
+def test_c1_learned_from_loss_and_top1_above_chance():
+    acc = [0.1 + 0.01 * i for i in range(40)]
+    answers, flags = lab2_answers.c1(CFG, run([2.3 - 0.03 * i for i in range(40)], acc))
+    assert answers[0].text.startswith("The run learned") and "above chance" in answers[0].text
+    assert answers[0].verdict["outcome"] == "better" and answers[0].verdict["top1"]["outcome"] == "better"
+
+
+def test_c1_loss_fell_but_top1_at_chance_says_no_learning_in_accuracy():
+    answers, _ = lab2_answers.c1(CFG, run([2.3 - 0.03 * i for i in range(40)]))
+    assert "no learning shows in the accuracy yet" in answers[0].text and "learned:" not in answers[0].text
+
+
+def test_c1_too_few_batches_neither_learning_nor_not():
+    # 10 batches: 1 at each end, a tie for too few samples; top-1 rose but no direction is stated
+    answers, _ = lab2_answers.c1(CFG, run([2.3, 2.2, 2.1, 2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4],
+                                          [0.14, 0.2, 0.2, 0.25, 0.3, 0.3, 0.3, 0.32, 0.33, 0.345]))
+    text = answers[0].text
+    assert "1 batch at each end is too few to tell whether the run learned" in text and "14.0% to 34.5%" in text
+    assert "too short a run" not in text and all(n.spread is None for n in answers[0].numbers)
+
+
+def test_c1_flat_loss_did_not_learn():
+    answers, _ = lab2_answers.c1(CFG, run([2.30, 2.31, 2.29, 2.30] * 10))
+    assert answers[0].text.startswith("The run did not measurably learn")
+
+
+def test_c1_diverged():
+    answers, flags = lab2_answers.c1(CFG, run([2.3, 5.0, 9.7, 12.1, 15.4, 9.0, 11.0, 14.0, 8.0, 13.0]))
+    assert answers[0].text.startswith("Training diverged") and [f.kind for f in flags] == ["diverged"]
+
+
+def test_c1_busy_machine_is_flagged():
+    _, flags = lab2_answers.c1(CFG, run([2.3] * 20, meta={"machine": BUSY}))
+    assert "machine busy" in {f.kind for f in flags}
+
+
+# ------------------------------------------------------------------ C2
+def test_c2_warmup_sentence_only_when_epoch_1_was_slower():
+    slower, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(3.0, 1.0, 1.1, 1.05)))
+    assert "slower than every later one" in slower[0].text
+    faster, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(58.8, 68.7, 65.5)))
+    assert "not slower than the later ones" in faster[0].text and "which is why" not in faster[0].text
+    assert lab2_answers.warmup_sentence(pd.DataFrame({"total_s": [1.0]})) == ""
+    assert "(2 s)" in lab2_answers.warmup_sentence(pd.DataFrame({"total_s": [1.0, 2.0]}))
+
+
+def test_c2_data_share_as_the_box_has_it():
+    r = run([2.0] * 12, epochs_s=(2.0, 30.0, 30.0, 30.0))
+    answers, _ = lab2_answers.c2(CFG.replace(task="c2"), r)
+    share = [n for n in answers[0].numbers if n.name == "data-loading share of the epoch"][0]
+    assert f"waiting for data is {share.value:.3g}% of the epoch" in answers[0].text and share.value < 1
+    assert lab2_answers.share_text(0.335) == "0.335%"
+
+
+def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
+    answers, flags = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(2.31, 3.71, 8.83)))
+    assert {"no steady state", "too few samples"} <= {f.kind for f in flags}
+    assert all(n.spread is None for n in answers[0].numbers)
+
+
+def _mfu_run(machine, mfu):
+    r = run([2.0] * 12, meta={"machine": machine, "flops": {"precision": "fp32", "peak_tflops": 0.1,
+                                                             "peak_source": "measured"}})
+    r.epochs["mfu"] = mfu
+    return r
+
+
+def test_c2_mfu_from_a_busy_peak_carries_a_caveat():
+    busy, _ = lab2_answers.c2(CFG.replace(task="c2"), _mfu_run(BUSY, 0.429))
+    assert "42.9% of this device's fp32 peak" in busy[0].text and "measured while the machine was busy" in busy[0].text
+    idle, _ = lab2_answers.c2(CFG.replace(task="c2"), _mfu_run(IDLE, 0.429))
+    assert "machine was busy" not in idle[0].text
+    over, _ = lab2_answers.c2(CFG.replace(task="c2"), _mfu_run(IDLE, 1.2))
+    assert "above 100%" in over[0].text
+
+
+def test_first_step_note_slower_and_not():
+    b = pd.DataFrame({"epoch": [1] * 6 + [2] * 6 + [3] * 6, "train_s": [0.5, 0.1, 0.1, 0.11, 0.1, 0.1] * 3})
+    assert "On 2 CPU cores" in lab2_answers.first_step_note(b, 2)
+    flat = pd.DataFrame({"epoch": [1] * 6 + [2] * 6, "train_s": [0.1] * 12})
+    assert lab2_answers.first_step_note(flat, 2).startswith("The first training step of an epoch is not")
+    assert lab2_answers.first_step_note(pd.DataFrame({"epoch": [1], "train_s": [0.1]}), 2) == ""
+
+
+# ------------------------------------------------------------------ C3 and C4
+def _c3_rows(times):
+    return pd.DataFrame([{"num_workers": n, "seconds": t} for n, ts in times.items() for t in ts])
+
+
+def test_c3_tie_and_clear_best(tmp_path):
+    tie = _c3_rows({0: [0.2955, 0.2960, 0.2950, 0.2958], 2: [0.2956, 0.2961, 0.2949, 0.2957], 4: [0.6, 0.61, 0.59, 0.62]})
+    answers, flags = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=tie, items=[]))
+    assert "a tie, so no single best count" in answers[0].text and set(answers[0].verdict["tied"]) == {0, 2}
+    clear = _c3_rows({0: [0.9, 0.91, 0.92], 2: [0.30, 0.31, 0.29]})
+    items = sweep(tmp_path, "num_workers", {2: batches(FAST)}, machine=BUSY)
+    answers, flags = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=clear, items=items))
+    assert answers[0].text.startswith("Best count: 2 worker(s)") and "machine busy" in {f.kind for f in flags}
+
+
+def test_c3_tag_names_a_best_only_when_c3_did():
+    clear = _c3_rows({0: [0.9, 0.91, 0.92], 2: [0.30, 0.31, 0.29]})
+    tie = _c3_rows({0: [0.30, 0.31, 0.29], 2: [0.30, 0.31, 0.29]})
+    assert lab2_answers.c3_tag(2, clear) == "C3's best"
+    assert "a tie" in lab2_answers.c3_tag(0, tie) and "C3's best" not in lab2_answers.c3_tag(0, tie)
+    assert "verdict favours 2" in lab2_answers.c3_tag(0, clear)
+    assert lab2_answers.c3_tag(2, None) == "the count given"
+
+
+def test_c3_rows_of_reads_the_sweep_or_says_none(tmp_path):
+    runs = []
+    for n in (0, 1):
+        d = tmp_path / f"loader-{n}"
+        results.write_derived(d, {"loader": _c3_rows({n: [0.1, 0.2, 0.3]})}, {"config": {}})
+        runs.append(d.name)
+    results.write_derived(tmp_path / "summary", {"summary": pd.DataFrame({"a": [1]})}, {"config": {}, "runs": runs})
+    assert len(lab2_answers.c3_rows_of(str(tmp_path / "summary"))) == 6
+    assert lab2_answers.c3_rows_of(str(tmp_path / "missing")) is None
+
+
+def test_c4_compares_and_says_not_interleaved(tmp_path):
+    items = sweep(tmp_path, "num_workers", {1: batches(SLOW, data=0.02), 4: batches(FAST, data=0.001)})
+    tie = _c3_rows({1: [0.30, 0.31, 0.29], 4: [0.30, 0.31, 0.29]})
+    out = SimpleNamespace(best=4, items=items, c3_rows=tie)
+    answers, _ = lab2_answers.c4(RunConfig(task="c4"), out)
+    text = answers[0].text
+    assert "C3's best" not in text and "a tie" in text and "not interleaved" in text
+    assert answers[0].verdict["compute"]["outcome"] == "better" and answers[0].verdict["interleaved"] is False
+
+
+def test_c4_best_is_one_worker(tmp_path):
+    items = sweep(tmp_path, "num_workers", {1: batches(FAST)})
+    answers, _ = lab2_answers.c4(RunConfig(task="c4"), SimpleNamespace(best=1, items=items, c3_rows=None))
+    assert "compared with nothing" in answers[0].text and "the count given" in answers[0].text
+
+
+# ------------------------------------------------------------------ C5
+def test_c5_cpu_only_is_partial_and_trend_is_said(tmp_path):
+    ep = pd.DataFrame({"device": ["cpu"] * 4, "epoch": [1, 2, 3, 4], "total_s": [1.0, 1.5, 2.5, 4.0]})
+    answers, flags = lab2_answers.c5(RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cpu"], items=[]))
+    assert answers[0].status == "partial" and "never settled" in answers[0].text
+    steady = pd.DataFrame({"device": ["cpu"] * 4, "epoch": [1, 2, 3, 4], "total_s": [1.0, 1.0, 1.01, 1.0]})
+    answers, _ = lab2_answers.c5(RunConfig(task="c5"), SimpleNamespace(epochs=steady, devices=["cpu"], items=[]))
+    assert answers[0].text.startswith("A CPU epoch took")
+
+
+def test_c5_gpu_against_cpu_is_a_verdict(tmp_path):
+    ep = pd.DataFrame({"device": ["cpu"] * 3 + ["cuda"] * 3, "epoch": [1, 2, 3] * 2, "total_s": [2.0] * 3 + [1.0] * 3})
+    items = sweep(tmp_path, "device", {"cuda": batches(FAST), "cpu": batches(SLOW)})
+    answers, _ = lab2_answers.c5(RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cpu", "cuda"], items=items))
+    assert answers[0].status == "answered" and answers[0].verdict["outcome"] == "better"
+
+
+# ------------------------------------------------------------------ C6 and C7
+def _training_sweep(losses: dict, status=None):
+    rows = []
+    for v, ls in losses.items():
+        rows += [{"optimizer": v, "epoch": 1 + i * 2 // len(ls), "loss": x, "train_s": 0.01} for i, x in enumerate(ls)]
+    summary = pd.DataFrame({"optimizer": list(losses) + list(status or {}),
+                            "status": ["complete"] * len(losses) + list((status or {}).values())})
+    return SimpleNamespace(batches=pd.DataFrame(rows), summary=summary)
+
+
+def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
+    cfg = RunConfig(task="c6", model="resnet_tiny")
+    clear = _training_sweep({"sgd": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "adam": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]})
+    answers, flags, _ = lab2_answers.training_sweep(cfg, clear, "optimizer", "C6?")
+    assert "lower than every other setting" in answers[0].text and "stand-in model" in {f.kind for f in flags}
+    tie = _training_sweep({"sgd": [2.0] * 4 + [0.5, 0.6, 0.4, 0.5], "adam": [2.0] * 4 + [0.5, 0.6, 0.4, 0.5]},
+                          status={"adagrad": "failed"})
+    answers, _, lines = lab2_answers.training_sweep(cfg, tie, "optimizer", "C6?")
+    assert "(a tie)" in answers[0].text and "adagrad: not usable (failed)." in lines
+    bad = _training_sweep({"sgd": [2.3] * 8, "adam": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 30.0]})
+    answers, flags, lines = lab2_answers.training_sweep(cfg, bad, "optimizer", "C6?")
+    assert answers[0].status == "partial" and "diverged" in {f.kind for f in flags}
+    assert any("chance level" in line for line in lines)
+
+
+# ------------------------------------------------------------------ C8
+def _c8(tmp_path, compiled, eager, first_compiled=None):
+    fc = [first_compiled or compiled[0]] + compiled[1:]
+    b_c = pd.concat([batches(fc, epochs=1), batches(compiled, epochs=2).query("epoch == 2")])
+    items = sweep(tmp_path, "compile", {True: b_c, False: batches(eager)})
+    return SimpleNamespace(items=items, message="")
+
+
+def test_c8_pays_back_after_a_number_of_steps(tmp_path):
+    answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path, FAST, SLOW, first_compiled=5.0))
+    assert "pays back after about" in answers[0].text
+    bk = [n for n in answers[0].numbers if n.name == "break-even"][0]
+    assert bk.provenance == "predicted" and bk.source
+
+
+def test_c8_no_cost_and_no_gain(tmp_path):
+    answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path / "a", FAST, SLOW, first_compiled=0.0001))
+    assert "from the first steps" in answers[0].text
+    answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path / "b", SLOW, FAST))
+    assert "does not pay back" in answers[0].text
+    answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path / "c", SLOW[:2], FAST[:2]))
+    assert "Too few steps to tell whether compiling pays back" in answers[0].text
+
+
+def test_c8_only_eager_is_partial(tmp_path):
+    items = sweep(tmp_path, "compile", {False: batches(FAST)})
+    answers, _ = lab2_answers.c8(RunConfig(task="c8"), SimpleNamespace(items=items, message="no compiler"))
+    assert answers[0].status == "partial" and "no compiler" in answers[0].text
+
+
+# ------------------------------------------------------------------ questions
+def test_questions_from_a_real_count():
+    from hpml_lab.studies import questions
+
+    table = questions.answers("resnet_tiny")
+    qa, flags = lab2_answers.questions(RunConfig(task="questions", model="resnet_tiny"), table)
+    assert [a.question[:2] for a in qa] == ["Q1", "Q2", "Q3", "Q4"] and flags
+    assert lab2_answers.questions(RunConfig(task="questions"), questions.answers("resnet18"))[1] == []
+
+
+# ------------------------------------------------------------------ data loading
+def _loading(threads_lo, first_batch_threads=0.01):
+    rows = []
+    for lat in (0.0, 20.0):
+        for loader, t in (("baseline", 1.0), ("more workers", 0.9), ("threads", 0.3 if lat else threads_lo),
+                          ("tensor-resident", 0.01)):
+            times = [t * (1 + 0.01 * i) for i in range(4)]
+            rows.append({"latency_ms": lat, "loader": loader, "epoch_s": times[1], "passes": 4, "files": 100,
+                         "one_time_s": 2.0, "first_batch_s": first_batch_threads if loader == "threads" else 0.5,
+                         "pass_times_s": ";".join(map(str, times))})
+    return pd.DataFrame(rows)
+
+
+def test_dataloading_threads_faster_and_the_start_up_share():
+    answers, flags, lines = dataloading_answers.conclude(RunConfig(task="dataloading"), _loading(0.5), {"machine": BUSY})
+    assert "threads is" in answers[0].text and answers[0].verdict["threads_high"]["outcome"] == "better"
+    assert any("most of the gain at no latency is start-up" in line for line in lines)
+    assert "machine busy" in {f.kind for f in flags}
+    _, _, lines = dataloading_answers.conclude(RunConfig(task="dataloading"), _loading(0.5, first_batch_threads=0.49),
+                                       {"machine": IDLE})
+    assert any("start-up explains little" in line for line in lines)
+    _, _, lines = dataloading_answers.conclude(RunConfig(task="dataloading"), _loading(1.0), {})
+    assert not any("first batch took" in line for line in lines)
+
+
+# ------------------------------------------------------------------ memory
+def _mem_res(times_ck, cuda=False, losses=None, segments=2):
+    t = pd.DataFrame([
+        {"model": "resnet18", "family": "ResNet", "depth": 18, "baseline": "resnet18", "act_bytes_per_sample": 4e6,
+         "act_MB_per_sample": 4.0, "times_s": "0.1;0.1;0.1", "time_vs_baseline": 1.0, "repeats": 3},
+        {"model": "resnet18 ck", "family": "ResNet + checkpointing", "depth": 18, "baseline": "resnet18",
+         "act_bytes_per_sample": 1e6, "act_MB_per_sample": 1.0, "times_s": ";".join(map(str, times_ck)),
+         "time_vs_baseline": times_ck[0] / 0.1, "repeats": len(times_ck)},
+        {"model": "revnet 3", "family": "RevNet", "depth": 38, "baseline": "revnet 3", "act_bytes_per_sample": 1e6,
+         "act_MB_per_sample": 1.0, "times_s": "0.2;0.2;0.2", "time_vs_baseline": 1.0, "repeats": 3},
+        {"model": "revnet 9", "family": "RevNet", "depth": 110, "baseline": "revnet 3", "act_bytes_per_sample": 1.1e6,
+         "act_MB_per_sample": 1.1, "times_s": "0.5;0.5;0.5", "time_vs_baseline": 2.5, "repeats": 3},
+        {"model": "revnet 3 plain", "family": "RevNet, ordinary autograd", "depth": 38, "baseline": "revnet 3 plain",
+         "act_bytes_per_sample": 3e6, "act_MB_per_sample": 3.0, "times_s": "0.2;0.2;0.2", "time_vs_baseline": 1.0,
+         "repeats": 3},
+        {"model": "revnet 9 plain", "family": "RevNet, ordinary autograd", "depth": 110, "baseline": "revnet 3 plain",
+         "act_bytes_per_sample": 9e6, "act_MB_per_sample": 9.0, "times_s": "0.2;0.2;0.2", "time_vs_baseline": 1.0,
+         "repeats": 3}])
+    t = t.assign(params=1000, peak_MB=float("nan"), s_per_batch=[float(x.split(";")[0]) for x in t.times_s], s_iqr=0.0)
+    if not segments:
+        t = t[t.family != "ResNet + checkpointing"]
+    losses = losses or {"resnet18": [2.3, 2.0, 1.5, 1.2, 1.0], "revnet38": [2.3, 2.0, 1.6, 1.3, 1.1]}
+    runs = {k: SimpleNamespace(batches=pd.DataFrame({"loss": v, "train_s": 0.1}), meta={"parameters": 10})
+            for k, v in losses.items()}
+    return SimpleNamespace(table=t, cuda=cuda, budget_bytes=16 * 2 ** 30, runs=runs,
+                           max_batch=[{"model": "resnet18 ck", "method": "predicted", "recompute_MB_per_sample": 2.0},
+                                      {"model": "resnet18", "method": "measured" if cuda else "predicted",
+                                       "recompute_MB_per_sample": 0.0}],
+                           largest={"resnet18": 100, "resnet18 ck": 300})
+
+
+def test_memory_answer_table_and_figure_agree_on_the_working_set():
+    res = _mem_res([0.13, 0.131, 0.129])
+    answers, flags, lines = memory_answers.conclude(RunConfig(task="memory", checkpoint_segments=2),
+                                            memory.Settings(), res)
+    share = [n for n in answers[1].numbers if "saved + working set" in n.name][0]
+    table = memory_answers.report_table(res).set_index("model")
+    assert share.value == pytest.approx(0.75) == table.loc["resnet18 ck", "saved + working set vs plain"]
+    assert memory_answers.at_peak(res).set_index("model").loc["resnet18 ck", "peak_act_MB_per_sample"] == pytest.approx(3.0)
+    assert answers[1].status == "partial" and share.provenance == "predicted"
+    assert "Both trained" in answers[3].text and "baseline" not in lines[0]
+    assert answers[2].verdict["resnet18 ck"]["outcome"] == "better"  # the plain network is faster
+    assert list(memory_answers.fits_table(res)["how"]) == ["predicted", "predicted"]
+    assert len(memory_answers.convergence_table(res)) == 2
+
+
+def test_memory_no_spread_for_two_rounds_and_training_outcomes():
+    res = _mem_res([0.13, 0.131], cuda=True, losses={"resnet18": [2.3] * 5, "revnet38": [2.3] * 5})
+    answers, _, _ = memory_answers.conclude(RunConfig(task="memory"), memory.Settings(), res)
+    assert answers[1].status == "answered" and "Neither got clearly below chance" in answers[3].text
+    assert memory_answers.report_table(res).set_index("model")["IQR (s)"].isna()["resnet18 ck"]
+    assert memory_answers.fits_table(res).set_index("model").loc["resnet18", "how"] == "measured"
+    res = _mem_res([0.1], losses={"resnet18": [2.3, 2.0, 1.5, 1.2, 1.0], "revnet38": [2.3, 9.0, 14.0, 20.0, 30.0]})
+    answers, flags, _ = memory_answers.conclude(RunConfig(task="memory"), memory.Settings(), res)
+    assert answers[3].text.startswith("Only resnet18 got below chance") and [f.kind for f in flags] == ["diverged"]
+    answers, _, _ = memory_answers.conclude(RunConfig(task="memory", checkpoint_segments=0), memory.Settings(),
+                                    _mem_res([0.1], segments=0))
+    assert answers[1].text.startswith("Checkpointing was not run")
+
+
+def test_memory_lab_settings_cover_every_lab_setting():
+    from hpml_lab import sanity
+
+    ran = RunConfig(task="memory", model="resnet18_adjusted", batch_size=8, epochs=1, max_batches=25, lr=0.01)
+    differ = {r["setting"] for r in sanity.ran_vs_lab(ran, memory_answers.LAB)}
+    assert {"epochs", "max_batches", "lr"} <= differ and "batch_size" not in differ
+
+
+# ------------------------------------------------------------------ Tiny ImageNet
+def _rec(train, data):
+    b = batches(train, data=data, loss=5.0)
+    return SimpleNamespace(table=lambda name: b)
+
+
+def _tin(ck_train, base_train=FAST, data0=0.05, datan=0.001, skipped=False):
+    timing = pd.DataFrame([{"variant": "baseline", "s/batch": 0.01, "estimated epoch (s)": 10.0,
+                            "actual epoch (s)": 12.0, "note": ""}]
+                          + ([{"variant": "ddp", "s/batch": float("nan"), "estimated epoch (s)": float("nan"),
+                               "actual epoch (s)": float("nan"), "note": "needs 2 GPUs"}] if skipped else []))
+    return SimpleNamespace(workers={0: _rec(base_train, data0), 2: _rec(base_train, datan)},
+                           variants={"checkpointing": _rec(ck_train, datan)}, budget_bytes=2 ** 30,
+                           memory=pd.DataFrame({"variant": ["baseline", "checkpointing"],
+                                                "largest batch (predicted)": [100, 250]}), timing=timing)
+
+
+def test_tinyimagenet_share_from_the_table_and_the_bottleneck_moves():
+    answers, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin(SLOW))
+    data_n, comp_n = answers[0].numbers[1].value, answers[0].numbers[3].value
+    assert tinyimagenet_answers.share_pct(data_n / (data_n + comp_n)) in answers[0].text
+    assert "moves from loading" in answers[0].text
+    wt = tinyimagenet_answers.worker_table(_tin(SLOW)).set_index("workers")
+    assert wt.loc[2, "data ms/batch"] == pytest.approx(data_n) and wt.loc[2, "copy + compute ms/batch"] == pytest.approx(comp_n)
+    assert answers[1].text.startswith("the baseline is") and "pay-off" in answers[1].text
+    assert all(n.provenance == "predicted" for n in answers[2].numbers) and answers[2].status == "answered"
+
+
+def test_tinyimagenet_tie_is_said_before_any_ratio_and_skipped_variants_are_partial():
+    answers, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin([0.0101] * 2, [0.01] * 2, skipped=True,
+                                                                            data0=0.001))
+    assert answers[1].text.startswith("Checkpointing's time per batch cannot be told apart")
+    assert "Loading is not the bottleneck here even with 0 workers" in answers[0].text
+    assert answers[2].status == "partial" and "needs 2 GPUs" in answers[2].missing
+    moved, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin(SLOW, data0=2.0, datan=2.0))
+    assert "did not move" in moved[0].text and "2,000 of 2,010 ms" in moved[0].text
+
+
+# ------------------------------------------------------------------ Lab 5
+def _q1(step_times: dict, oom=()):
+    rows = [{"per_gpu_batch": b, "status": "ok", "batches_timed": len(t), "epoch_s_excl_io": 3842.8769,
+             "step_times_s": ";".join(map(str, t))} for b, t in step_times.items()]
+    return pd.DataFrame(rows + [{"per_gpu_batch": b, "status": "OOM"} for b in oom])
+
+
+def test_lab5_q1_best_batch_is_a_verdict_and_rounded():
+    clear = scaling_answers.lab5_q1(_q1({16: [0.010] * 8, 64: [0.020, 0.021] * 4}, oom=[256]))
+    assert clear.text.startswith("Throughput peaks at per-worker batch 64") and clear.text.endswith("at 256.")
+    assert all(n.provenance == "predicted" and n.value == 3842.9 for n in clear.numbers)
+    few = scaling_answers.lab5_q1(_q1({16: [0.010, 0.011], 64: [0.020, 0.021]}))
+    assert "a tie, so this run shows no single best batch" in few.text and "no batch ran out" in few.text
+
+
+def _ddp_rec(step, n, b, epochs_loss=1.5):
+    bt = batches([step] * 6 + [step * 3], images=n * b)  # the last, partial batch is left out of the verdict
+    bt.loc[bt.index[-1], "images"] = n * b // 3
+    ep = pd.DataFrame({"epoch": [1, 2], "loss": [2.0, epochs_loss], "acc": [0.2, 0.4]})
+    return SimpleNamespace(table=lambda name: bt if name == "batches" else ep,
+                           meta={"distributed": {"global_batch": n * b}, "config": {"batch_size": b}})
+
+
+def _lab5(predicted_2=100.0, measured_2=110.0, step2=0.012, runs=True, backend="gloo", on_gpu=False):
+    table = pd.DataFrame([
+        {"workers": 1, "per_gpu_batch": 16, "measured_s": 200.0, "predicted_s": None, "compute_s": 150.0, "comm_s": 0.0},
+        {"workers": 2, "per_gpu_batch": 16, "measured_s": measured_2 if runs else None, "predicted_s": predicted_2,
+         "compute_s": 75.0, "comm_s": 5.0, "run": 0 if runs else None},
+        {"workers": 4, "per_gpu_batch": 16, "measured_s": None, "predicted_s": 50.0, "compute_s": 37.5, "comm_s": 6.0}])
+    table["epoch_s"] = table.measured_s.fillna(table.predicted_s)
+    table["source"] = ["measured" if m == m and m is not None else "predicted" for m in table.measured_s]
+    table["speedup"] = 200.0 / table.epoch_s
+    return SimpleNamespace(
+        q1=_q1({16: [0.010, 0.0101, 0.0099, 0.0102, 0.0098]}), table=table, workers_here=2, on_gpu=on_gpu,
+        allreduce=pd.DataFrame({"backend": [backend], "n": [10]}),
+        fit={"busbw_Bps": 2e9, "latency_s": 5e-4, "world_size": 2, "method": "least squares"},
+        runs=[_ddp_rec(step2, 2, 16)] if runs else [])
+
+
+def test_lab5_measured_speedup_is_a_verdict_and_predicted_provenance():
+    answers, flags = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), _lab5())
+    q2 = answers[1]
+    assert "extrapolated from 6 timed steps" in q2.text and q2.verdict["2x16"]["outcome"] == "better"
+    assert all(n.provenance == "predicted" for n in q2.numbers) and q2.status == "partial"
+    assert "unexplained" in answers[2].text and [a.question[:2] for a in answers[4:]] == ["Q5", "Q6", "Q7"]
+    assert "model disagrees" not in {f.kind for f in flags}
+    assert "Largest global batch that ran here: 32" in answers[3].text
+
+
+def test_lab5_model_that_misses_its_own_measurement_says_so():
+    answers, flags = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000),
+                                                 _lab5(predicted_2=2041.0, measured_2=3309.0, step2=0.03,
+                                                       on_gpu=True))
+    assert "model disagrees" in {f.kind for f in flags} and "settings differ" in {f.kind for f in flags}
+    assert "not reliable" in answers[1].text and "predicted 2,041 s vs measured 3,309 s" in answers[1].text
+    four = [n for n in answers[1].numbers if n.name.startswith("4 workers")][0]
+    assert "WARNING" in four.source
+    assert answers[1].verdict["2x16"]["outcome"] == "worse"
+
+
+def test_lab5_without_runs_predicts_everything():
+    answers, _ = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000),
+                                             _lab5(runs=False))
+    assert "the model's prediction" in answers[1].text and answers[1].verdict is None
+    assert answers[3].text.startswith("No multi-worker run here")
+    assert scaling_answers.model_misses(_lab5(runs=False).table) == []
+    assert list(scaling_answers.lr_table(50_000)["steps per epoch"]) == [391, 98, 25, 7, 2]
+
+
+# ------------------------------------------------------------------ a task registers itself from its study
+def test_a_study_module_with_a_task_registers_it_once():
+    from hpml_lab.config import ConfigError
+    from hpml_lab.report import tasks
+
+    study = SimpleNamespace(TASK={"id": "canned-task", "notebook": "canned.ipynb", "title": "Canned",
+                                  "smoke": {"epochs": 1}})
+    try:
+        assert tasks.register_studies([study, SimpleNamespace()]) == ["canned-task"]
+        assert tasks.get("canned-task").profile("smoke") == {"epochs": 1}
+        with pytest.raises(ConfigError, match="registered twice"):
+            tasks.register_studies([study])
+    finally:
+        tasks.TASKS.pop("canned-task", None)
+
+
+def test_lab5_notes_and_tables():
+    from hpml_lab.studies import scaling
+
+    res = _lab5()
+    res.sizes, res.grad_bytes = [8, 16], 4_000_000
+    res.allreduce = pd.DataFrame({"world_size": [2], "backend": ["gloo"], "bytes": [4e6], "time_s": [0.002],
+                                  "iqr_s": [0.0001], "n": [10], "algbw_GBps": [2.0], "busbw_GBps": [2.0]})
+    res.reference, res.reference_fit = scaling.reference_check()
+    cfg = RunConfig(task="lab5", max_batches=2)
+    assert "extrapolated to 50,000 images" in scaling_answers.setup_note(cfg, SimpleNamespace(n_images=50_000), res)
+    assert "busbw 2.00 GB/s (gloo, 2 processes)" in scaling_answers.fit_note(res)
+    assert scaling_answers.allreduce_table(res).loc[0, "time_ms"] == pytest.approx(2.0)
+    assert "against the reference's 5.02 s" in scaling_answers.reference_note(res)
+
+
+def test_stored_notebooks_narrate_and_carry_no_outputs():
+    import json
+    from pathlib import Path
+
+    for p in sorted(Path(__file__).resolve().parents[1].joinpath("notebooks").glob("*.ipynb")):
+        code = [c for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code"]
+        lines = sum(len([x for x in "".join(c["source"]).splitlines() if x.strip()]) for c in code
+                    if "parameters" not in c.get("metadata", {}).get("tags", []))
+        assert lines <= 40, f"{p.name}: {lines} code lines besides its parameters; move the work into its study"
+        assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), p.name
+
+
+def test_trace_sentence_and_headers():
+    from hpml_lab import tracing
+
+    tr = SimpleNamespace(steps=3, warmup=1, top_ops=pd.DataFrame({"operator": ["conv"], "self_cpu_ms": [1.0]}))
+    assert tracing.recorded(tr) == ("`torch.profiler` recorded 3 training step(s) after 1 warm-up step(s) that "
+                                    "were not kept.")
+    assert list(tracing.top_ops_table(tr).columns) == ["operator", "self CPU (ms)"]
+
+
+def test_busy_machine_is_flagged_from_the_busiest_run_of_a_sweep(tmp_path):
+    items = sweep(tmp_path, "compile", {False: batches(FAST)}) + sweep(tmp_path / "b", "compile", {True: batches(FAST)},
+                                                                       machine=BUSY)
+    items.append(SimpleNamespace(run_dir=tmp_path / "missing", complete=False))
+    _, flags = lab2_answers.c8(RunConfig(task="c8"), SimpleNamespace(items=items[:1] + items[2:], message="x"))
+    assert "machine busy" not in {f.kind for f in flags}
+    _, flags = lab2_answers.c8(RunConfig(task="c8"), SimpleNamespace(items=items, message=""))
+    assert "machine busy" in {f.kind for f in flags}
+    res = _lab5()
+    res.meta = {"machine": BUSY}
+    _, flags = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), res)
+    assert "machine busy" in {f.kind for f in flags}
