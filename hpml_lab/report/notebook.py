@@ -133,15 +133,23 @@ def answer(cfg: RunConfig, info: Mapping[str, Any], items: list, flags=(), title
     flags = [f for f in flags if f is not None]
     if stand_in and all(f.kind != "stand-in model" for f in flags):
         flags.insert(0, stand_in)
+    busy = sanity.busiest_seen()  # any run this report made or showed (machine_load / environment_table)
+    if busy and all(f.kind != "machine busy" for f in flags):
+        flags.append(busy)
+    differ = sanity.ran_vs_lab(cfg, lab) if lab else []
+    if differ and all(f.kind != "settings differ" for f in flags):  # the table shows a difference: so does a flag
+        flags.append(sanity.Flag("settings differ", "settings differ from the lab's: " + ", ".join(
+            f"{r['setting']} {r['ran']} (lab {r['lab']})" for r in differ)))
     task_title = title or (tasks.TASKS[cfg.task].title if cfg.task in tasks.TASKS else cfg.task)
     answers.show(answers.Record(cfg.task, task_title, list(items), [f.as_dict() for f in flags],
                                 synthetic_data=info.get("kind") == "synthetic",
-                                stand_in_model=cfg.model if stand_in else "", ran_vs_lab=sanity.ran_vs_lab(cfg, lab)))
+                                stand_in_model=cfg.model if stand_in else "", ran_vs_lab=differ))
 
 
 def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     """The run's provenance as a two-column table: versions, hardware, commit, dataset, seed, config."""
     env = meta["environment"]
+    sanity.observe(meta.get("machine"))  # a run shown on this report counts for its 'machine busy' flag
     rows = {
         "hardware": hardware_label(env), "device used": meta["device"], "cpu": env["cpu"],
         "cpu cores usable": env["cpu_cores"], "gpu": (env["gpu"] or {}).get("name", "none"),
