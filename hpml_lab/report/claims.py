@@ -1,0 +1,136 @@
+"""The claims check: what a report's sentences state against the answer record they came from.
+
+    from hpml_lab.report import claims
+    problems = claims.check_record(answers.load("c8"))     # [] when every claim holds
+    claims.check_reports(Path("reports"))                  # {task: problems} over every reports/<task>.answer.json
+
+For each answer of a record (report/answers.py):
+- every quantity its text states (a number with a decimal point, or followed by x, % or a unit) is a number of the
+  record: one of its Numbers (value, or value x 100 stated as %), or its verdict's ratio, interval or medians,
+  equal at the precision the text prints;
+- a sentence that compares (faster, slower, better, worse, higher/lower than, pays off, a tie) has a verdict, and
+  says what the verdict says: a tie is called a tie and states no direction; a direction is the verdict's word
+  ("faster"/"slower" for times, "higher"/"lower" otherwise) and names the winner;
+- every measured number has n; with n < 3 it has no spread, and no verdict from fewer than 3 samples states a
+  direction.
+Integers without a unit (2 workers, batch 128, 5 epochs) are settings, not claims, and are not checked.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..sanity import MIN_SAMPLES
+
+UNITS = r"(?:ms|us|µs|s|min|h|MB|MiB|GB|GiB|KB|KiB|images/s|img/s|samples/s|[GT]?FLOP/s|GFLOP|W)"
+NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s*(x|×|%)|\s+(" + UNITS + r")(?![\w]))?"
+                    r"(?![\w])")
+DIRECTION = re.compile(r"\b(faster|slower|better|worse|higher than|lower than|pays? (?:off|back)|outperforms?|"
+                       r"beats?|speeds? up)\b", re.I)
+TIE = re.compile(r"\b(cannot be told apart|can't tell|tie[sd]?|too few samples)\b", re.I)
+RATIO = re.compile(r"\d(?:\.\d+)?\s*(?:x|×)(?![\w])")
+
+
+def stated_numbers(text: str) -> list[tuple[float, int, str]]:
+    """(value, decimals printed, suffix) for every quantity the text states; settings (bare integers) left out."""
+    out = []
+    for m in NUMBER.finditer(text):
+        whole, frac, mark, unit = m.group(1), m.group(2) or "", m.group(3) or "", m.group(4) or ""
+        if not (frac or mark or unit):
+            continue
+        out.append((float(whole.replace(",", "") + frac), max(len(frac) - 1, 0), mark or unit))
+    return out
+
+
+def _candidates(answer: Mapping[str, Any]) -> list[float]:
+    vals: list[float] = []
+    for num in answer.get("numbers", []):
+        v = num.get("value")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            vals += [float(v), 100.0 * float(v)]          # a fraction may be stated as a percentage
+            if num.get("spread") is not None:
+                vals.append(float(num["spread"]))
+    v = answer.get("verdict") or {}
+    for key in ("ratio", "ci_low", "ci_high", "median_a", "median_b"):
+        x = v.get(key)
+        if isinstance(x, (int, float)) and math.isfinite(x) and x:
+            vals += [float(x)] + ([1.0 / x] if key in ("ratio", "ci_low", "ci_high") else [])
+            if key == "ratio":
+                vals.append(100.0 * (x - 1.0))              # "31% faster" from a 1.31x ratio
+    return vals
+
+
+def _value(token: str) -> tuple[float, int]:
+    """'1.31x' -> (1.31, 2): the value and the decimals it is printed with."""
+    digits = re.match(r"\d+(?:\.\d+)?", token).group(0)
+    return float(digits), len(digits.partition(".")[2])
+
+
+def _matches(value: float, decimals: int, candidates: list[float]) -> bool:
+    tol = 0.5 * 10.0 ** -decimals * 1.001 + 1e-12
+    if value == 0:  # "0%" for 0.335% rounds a measured share away: zero is said only of zero
+        return any(c == 0 for c in candidates)
+    return any(abs(value - c) <= tol or abs(value - round(c, decimals)) <= 1e-9 for c in candidates)
+
+
+def check_answer(answer: Mapping[str, Any], where: str = "") -> list[str]:
+    """Every way one answer's text disagrees with its own numbers and verdict (empty when none)."""
+    text, v = answer.get("text", ""), answer.get("verdict")
+    at = f"{where}{answer.get('question', '?')!r}: "
+    problems = []
+    pool = _candidates(answer)
+    for value, decimals, suffix in stated_numbers(text):
+        if not _matches(value, decimals, pool):
+            problems.append(f"{at}states {value:g}{suffix and ' ' + suffix} which is no number of its record")
+    direction, tie = DIRECTION.search(text), TIE.search(text)
+    modelled = [float(n["value"]) for n in answer.get("numbers", []) if n.get("provenance") != "measured"
+                and isinstance(n.get("value"), (int, float))]
+    ratio = next((m for m in RATIO.finditer(text) if not _matches(*_value(m.group(0)), modelled)),
+                 None)  # a predicted or cited ratio is no comparison of measurements
+    if (direction or tie or ratio) and not v:
+        problems.append(f"{at}compares ({(direction or tie or ratio).group(0)!r}) without a verdict")
+    if v:
+        outcome = v.get("outcome")
+        if outcome == "tie":
+            if direction:
+                problems.append(f"{at}states a direction ({direction.group(0)!r}) from a tie")
+            if not tie:
+                problems.append(f"{at}does not say its verdict is a tie")
+        elif outcome in ("better", "worse"):
+            up, down = ("faster", "slower") if v.get("lower_is_better", True) else ("higher", "lower")
+            winner = v.get("label_a") if outcome == "better" else v.get("label_b")
+            if not re.search(rf"\b({up}|{down})\b", text, re.I):
+                problems.append(f"{at}does not state its verdict's direction ({up} or {down})")
+            if winner and str(winner).lower() not in text.lower():
+                problems.append(f"{at}does not name the verdict's winner {winner!r}")
+            if min(v.get("n_a", 0), v.get("n_b", 0)) < MIN_SAMPLES:
+                problems.append(f"{at}states a direction from fewer than {MIN_SAMPLES} samples "
+                                f"(n = {v.get('n_a')} and {v.get('n_b')})")
+    for num in answer.get("numbers", []):
+        if num.get("provenance") != "measured":
+            continue
+        if num.get("n") is None:
+            problems.append(f"{at}measured number {num.get('name')!r} has no n")
+        elif num["n"] < MIN_SAMPLES and num.get("spread") is not None:
+            problems.append(f"{at}measured number {num.get('name')!r} shows a spread from n = {num['n']}")
+    return problems
+
+
+def check_record(rec: Mapping[str, Any]) -> list[str]:
+    """Every claim of a record (reports/<task>.answer.json, loaded) that its own numbers or verdicts contradict."""
+    return [p for a in rec.get("answers", []) for p in check_answer(a, f"{rec.get('task', '?')}: ")]
+
+
+def check_reports(reports: Path) -> dict[str, list[str]]:
+    """check_record over every answer record in a reports folder; a record that cannot be read is a problem."""
+    out = {}
+    for path in sorted(Path(reports).glob("*.answer.json")):
+        task = path.name[:-len(".answer.json")]
+        try:
+            out[task] = check_record(json.loads(path.read_text()))
+        except (OSError, ValueError) as e:
+            out[task] = [f"{task}: unreadable answer record ({e})"]
+    return out
