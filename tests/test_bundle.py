@@ -1,0 +1,65 @@
+"""The hand-in from reports already rendered: nothing re-run, missing reports named, the missing PDF explained,
+trace links that still open when the reports folder is handed in elsewhere."""
+import json
+import shutil
+import time
+
+import nbformat
+import pytest
+
+from hpml_lab.report import answers, bundle, cli, tasks
+
+
+def _rendered(reports, tid, link=""):
+    """What `hpml-lab run TID` leaves in reports/: the executed notebook and the answer record."""
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_markdown_cell(f"# {tid}\n\nA figure's trace: {link}")
+    nb.cells.append(cell)
+    (reports / "executed").mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(reports / "executed" / f"{tid}.ipynb"))
+    answers.write(answers.Record(tid, tasks.TASKS[tid].title, [answers.Answer(
+        "What is the epoch time?", "the median epoch takes 1.25 s.", "answered",
+        [answers.Number("epoch", 1.25, "s", "measured", n=3)])]))
+
+
+@pytest.fixture
+def reports(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+    return tmp_path / "out" / "reports"
+
+
+def test_bundle_from_rendered_reports_runs_nothing_and_names_what_is_missing(reports, capsys, monkeypatch):
+    _rendered(reports, "c1")
+    _rendered(reports, "c3")
+    monkeypatch.setattr(bundle, "chromium", lambda: None)
+    t0 = time.perf_counter()
+    assert cli.main(["report", "--bundle"]) == 0
+    took = time.perf_counter() - t0
+    out = capsys.readouterr().out
+    missing = [t for t in tasks.TASKS if t not in ("c1", "c3")]
+    assert f"bundle: missing {', '.join(missing)}" in out
+    assert bundle.NO_PDF in out and out.count("no PDF made") == 1
+    page = (reports / "bundle.html").read_text()
+    assert "<section class='task' id='c1'>" in page and "<section class='task' id='c3'>" in page
+    assert "the median epoch takes 1.25 s." in page and f"Not in this bundle (not rendered): {missing[0]}" in page
+    assert not (reports.parent / "results").exists() and took < 30  # nothing ran: no results folder, seconds
+    assert not (reports / "bundle.pdf").exists()
+
+
+def test_nothing_rendered_is_one_line_and_status_2(reports, capsys):
+    assert cli.main(["report", "--bundle"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "nothing to bundle" in err
+
+
+def test_trace_links_still_open_when_the_folder_is_handed_in(reports, tmp_path):
+    (reports / "artifacts").mkdir(parents=True)
+    (reports / "artifacts" / "c4-run1-trace.json.gz").write_bytes(b"\x1f\x8b")
+    _rendered(reports, "c4", link="[c4-run1-trace.json.gz](artifacts/c4-run1-trace.json.gz)")
+    bundle.write_bundle(reports, log=lambda *a: None)
+    handed_in = shutil.copytree(reports, tmp_path / "handed-in")
+    shutil.rmtree(reports)
+    page = (handed_in / "bundle.html").read_text()
+    assert 'href="artifacts/c4-run1-trace.json.gz"' in page
+    assert (handed_in / "artifacts" / "c4-run1-trace.json.gz").is_file()
+    assert str(tmp_path) not in page  # no absolute path of this machine
