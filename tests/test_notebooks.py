@@ -5,7 +5,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hpml_lab.report import answers, runner, tasks
+from hpml_lab.report import answers, claims, runner, tasks
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 # Tasks whose notebook needs another dataset: its tiny synthetic copy comes from the fixture named here.
@@ -69,6 +69,7 @@ def test_notebook_executes_and_renders(task_id, cifar_root, outdir, request):
     for a in rec["answers"]:
         assert a["text"].strip() and "\n" not in a["text"].strip()
         assert all(n["provenance"] in answers.PROVENANCE for n in a["numbers"])
+    assert claims.check_record(rec) == []  # every sentence holds against its own record (report/claims.py)
     body = html[html.index("<body"):]  # (the page style holds images of its own)
     assert body.index("hpml-answer") < body.index("data:image/png;base64") and "index.html" in body
     assert f"<title>hpml-lab {tasks.TASKS[task_id].title}" in html
