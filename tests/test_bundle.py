@@ -7,7 +7,7 @@ import time
 import nbformat
 import pytest
 
-from hpml_lab.report import answers, bundle, cli, tasks
+from hpml_lab.report import answers, bundle, cli, runner, tasks
 
 
 def _rendered(reports, tid, link=""):
@@ -36,7 +36,7 @@ def test_bundle_from_rendered_reports_runs_nothing_and_names_what_is_missing(rep
     assert cli.main(["report", "--bundle"]) == 0
     took = time.perf_counter() - t0
     out = capsys.readouterr().out
-    missing = [t for t in tasks.TASKS if t not in ("c1", "c3")]
+    missing = [t for t in runner.lab_order(tasks.TASKS) if t not in ("c1", "c3")]
     assert f"bundle: missing {', '.join(missing)}" in out
     assert bundle.NO_PDF in out and out.count("no PDF made") == 1
     page = (reports / "bundle.html").read_text()
@@ -44,6 +44,24 @@ def test_bundle_from_rendered_reports_runs_nothing_and_names_what_is_missing(rep
     assert "the median epoch takes 1.25 s." in page and f"Not in this bundle (not rendered): {missing[0]}" in page
     assert not (reports.parent / "results").exists() and took < 30  # nothing ran: no results folder, seconds
     assert not (reports / "bundle.pdf").exists()
+    assert 'href="bundle.html"' in (reports / "index.html").read_text()  # the index links the hand-in
+
+
+def test_lab_order_and_the_index_says_what_was_reused(reports):
+    assert runner.lab_order(["c1", "c2", "memory", "c3", "c10", "questions", "lab5"]) == [
+        "c1", "c2", "c3", "c10", "questions", "memory", "lab5"]
+    for tid in ("memory", "c3", "questions", "c1"):
+        _rendered(reports, tid)
+    rec = answers.load("c3")
+    answers.write(answers.Record(**{**{k: rec[k] for k in ("task", "title", "flags")}, "answers": [answers.Answer(
+        "Which worker count?", "a tie.", "answered")], "reused": 4}))
+    outcomes = [runner.Outcome(t, tasks.TASKS[t].title, "ok", 1.0, "tiny", {}, "cpu", "cifar10 (synthetic)",
+                               f"{t}.html", "") for t in ("memory", "c3", "questions", "c1")]
+    page = runner.write_index(outcomes).read_text()
+    at = [page.index(f'href="{t}.html"') for t in ("c1", "c3", "questions", "memory")]
+    assert at == sorted(at)  # the lab's order, not the order the tasks ran in
+    assert "4 run(s) reused from an earlier run" in page and page.count("reused from an earlier run") == 1
+    assert "not made yet: <code>hpml-lab report --bundle</code>" in page
 
 
 def test_nothing_rendered_is_one_line_and_status_2(reports, capsys):

@@ -38,12 +38,14 @@ def _report_body(executed: Path) -> str:
 
 def write_bundle(reports: Path, log=print) -> Path:
     """reports/bundle.html from reports/executed/<task>.ipynb and reports/<task>.answer.json, in task order."""
-    present = [t for t in tasks.TASKS.values() if (reports / "executed" / f"{t.id}.ipynb").is_file()]
+    from .runner import lab_order
+
+    present = [tasks.TASKS[t] for t in lab_order(tasks.TASKS) if (reports / "executed" / f"{t}.ipynb").is_file()]
     if not present:
         from ..config import ConfigError
 
         raise ConfigError(f"nothing to bundle in {reports}: run `hpml-lab report` (or `hpml-lab run TASK`) first")
-    missing = [t.id for t in tasks.TASKS.values() if t not in present]
+    missing = [t for t in lab_order(tasks.TASKS) if tasks.TASKS[t] not in present]
     if missing:
         log(f"bundle: missing {', '.join(missing)} (not rendered yet: `hpml-lab run TASK`, or "
             "`hpml-lab report --bundle --rerun` for every task)")

@@ -73,8 +73,10 @@ def _cmd_report(args) -> int:
 
     if (args.bundle or args.bundle_only) and not args.rerun:  # the hand-in from the reports already rendered
         from .bundle import write_bundle
+        from .runner import load_outcomes, write_index
 
         write_bundle(reports_dir())
+        write_index(load_outcomes())  # the index links the bundle
         return 0
     only = [t.strip() for t in args.only.split(",")] if args.only else None
     outcomes = run_all(args.profile, _file_params(args), parse_assignments(args.param or []), only)
@@ -83,8 +85,10 @@ def _cmd_report(args) -> int:
           + (f", failed: {', '.join(failed)})" if failed else ")"))
     if args.bundle or args.bundle_only:
         from .bundle import write_bundle
+        from .runner import load_outcomes, write_index
 
         write_bundle(reports_dir())
+        write_index(load_outcomes())  # the index links the bundle
     return 1 if failed else 0
 
 

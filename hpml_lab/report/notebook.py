@@ -99,9 +99,14 @@ def warn(text: str) -> None:
                  + text + "</div>"))
 
 
+_REUSED = 0  # configurations reused from an earlier run in this kernel (reused_note), for the answer record
+
+
 def reused_note(items) -> None:
     """Say how many configurations of a resumed sweep came from an earlier run, if any."""
+    global _REUSED
     n = sum(getattr(i, "status", "") == "skipped" for i in items)
+    _REUSED += n  # the answer record says it too, and the index from it
     if n:
         display(Markdown(f"*{n} configuration(s) were complete from an earlier run and were reused (resumed sweep); "
                          "their start time is in their meta.json.*"))
@@ -143,7 +148,8 @@ def answer(cfg: RunConfig, info: Mapping[str, Any], items: list, flags=(), title
     task_title = title or (tasks.TASKS[cfg.task].title if cfg.task in tasks.TASKS else cfg.task)
     answers.show(answers.Record(cfg.task, task_title, list(items), [f.as_dict() for f in flags],
                                 synthetic_data=info.get("kind") == "synthetic",
-                                stand_in_model=cfg.model if stand_in else "", ran_vs_lab=differ))
+                                stand_in_model=cfg.model if stand_in else "", ran_vs_lab=differ,
+                                reused=_REUSED))
 
 
 def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
