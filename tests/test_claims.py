@@ -95,3 +95,25 @@ def test_check_reports_reads_every_record_and_says_which_is_unreadable(tmp_path)
     (tmp_path / "c2.answer.json").write_text("{not json")
     got = claims.check_reports(tmp_path)
     assert got["c1"] == [] and "unreadable" in got["c2"][0]
+
+
+def test_a_best_of_several_is_checked_against_each_of_its_verdicts():
+    fast, slow = [0.07, 0.066, 0.089, 0.066], [0.30, 0.28, 0.26, 0.29]
+    b = verdict.best({0: fast, 1: slow, 2: [0.53, 0.52, 0.43, 0.41]})
+    v = {"against": {str(k): x.as_dict() for k, x in b.verdicts.items() if k != b.label}, "best": b.label}
+    num = [_num(f"{k} workers, epoch", 0.07, n=4) for k in (0,)]
+    ok = _rec("Best count: 0 worker(s), 0.07 s per epoch (median), faster than every other count tried.", num, v)
+    assert claims.check_record(ok) == []
+    bad = _rec("Best count: 0 worker(s), 0.07 s per epoch (median).", num, v)
+    assert claims.check_record(bad) == ["c8: 'Does it pay off?': does not state its verdict's direction "
+                                        "(faster or slower)"] * 2
+    part = {"against": {"1": FEW, "2": FAST}}  # one separated, one not: both must be said
+    problems = claims.check_record(_rec("compiled is faster than eager.", num, part))
+    assert problems == ["c8: 'Does it pay off?': does not say which of its comparisons are ties"]
+    named = {"data": FEW, "compute": FEW}  # c4: one verdict per phase
+    assert claims.check_record(_rec("compiled and eager cannot be told apart on either.", num, named)) == []
+    assert claims.check_record(_rec("compiled does not pay back.", num, FEW)) == [  # c8's tiny report said so
+        "c8: 'Does it pay off?': states a direction ('pay back') from a tie",
+        "c8: 'Does it pay off?': does not say its verdict is a tie"]
+    assert claims.check_record(_rec("done.", num, {"odd": 1})) == [
+        "c8: 'Does it pay off?': has a verdict of no known shape (keys ['odd'])"]

@@ -45,6 +45,17 @@ def stated_numbers(text: str) -> list[tuple[float, int, str]]:
     return out
 
 
+def verdicts_of(v: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The pairwise verdicts in an answer's verdict: a Verdict.as_dict(), a verdict.best() record whose
+    `against` maps each label to the best's Verdict against it, or named verdicts ({"data": v, "compute": v})."""
+    if not v:
+        return []
+    if "outcome" in v:
+        return [v]
+    group = v.get("against") if isinstance(v.get("against"), Mapping) else v
+    return [x for x in group.values() if isinstance(x, Mapping) and "outcome" in x]
+
+
 def _candidates(answer: Mapping[str, Any]) -> list[float]:
     vals: list[float] = []
     for num in answer.get("numbers", []):
@@ -53,13 +64,13 @@ def _candidates(answer: Mapping[str, Any]) -> list[float]:
             vals += [float(v), 100.0 * float(v)]          # a fraction may be stated as a percentage
             if num.get("spread") is not None:
                 vals.append(float(num["spread"]))
-    v = answer.get("verdict") or {}
-    for key in ("ratio", "ci_low", "ci_high", "median_a", "median_b"):
-        x = v.get(key)
-        if isinstance(x, (int, float)) and math.isfinite(x) and x:
-            vals += [float(x)] + ([1.0 / x] if key in ("ratio", "ci_low", "ci_high") else [])
-            if key == "ratio":
-                vals.append(100.0 * (x - 1.0))              # "31% faster" from a 1.31x ratio
+    for v in verdicts_of(answer.get("verdict")):
+        for key in ("ratio", "ci_low", "ci_high", "median_a", "median_b"):
+            x = v.get(key)
+            if isinstance(x, (int, float)) and math.isfinite(x) and x:
+                vals += [float(x)] + ([1.0 / x] if key in ("ratio", "ci_low", "ci_high") else [])
+                if key == "ratio":
+                    vals.append(100.0 * (x - 1.0))              # "31% faster" from a 1.31x ratio
     return vals
 
 
@@ -92,23 +103,27 @@ def check_answer(answer: Mapping[str, Any], where: str = "") -> list[str]:
                  None)  # a predicted or cited ratio is no comparison of measurements
     if (direction or tie or ratio) and not v:
         problems.append(f"{at}compares ({(direction or tie or ratio).group(0)!r}) without a verdict")
-    if v:
-        outcome = v.get("outcome")
-        if outcome == "tie":
-            if direction:
-                problems.append(f"{at}states a direction ({direction.group(0)!r}) from a tie")
-            if not tie:
-                problems.append(f"{at}does not say its verdict is a tie")
-        elif outcome in ("better", "worse"):
-            up, down = ("faster", "slower") if v.get("lower_is_better", True) else ("higher", "lower")
-            winner = v.get("label_a") if outcome == "better" else v.get("label_b")
-            if not re.search(rf"\b({up}|{down})\b", text, re.I):
-                problems.append(f"{at}does not state its verdict's direction ({up} or {down})")
-            if winner and str(winner).lower() not in text.lower():
-                problems.append(f"{at}does not name the verdict's winner {winner!r}")
-            if min(v.get("n_a", 0), v.get("n_b", 0)) < MIN_SAMPLES:
-                problems.append(f"{at}states a direction from fewer than {MIN_SAMPLES} samples "
-                                f"(n = {v.get('n_a')} and {v.get('n_b')})")
+    verdicts = verdicts_of(v)
+    if v and not verdicts:
+        problems.append(f"{at}has a verdict of no known shape (keys {sorted(v)})")
+    directional = [x for x in verdicts if x.get("outcome") in ("better", "worse")]
+    if verdicts and not directional:
+        if direction:
+            problems.append(f"{at}states a direction ({direction.group(0)!r}) from a tie")
+        if not tie:
+            problems.append(f"{at}does not say its verdict is a tie")
+    elif any(x.get("outcome") == "tie" for x in verdicts) and not tie:
+        problems.append(f"{at}does not say which of its comparisons are ties")
+    for x in directional:
+        up, down = ("faster", "slower") if x.get("lower_is_better", True) else ("higher", "lower")
+        winner = x.get("label_a") if x.get("outcome") == "better" else x.get("label_b")
+        if not re.search(rf"\b({up}|{down})\b", text, re.I):
+            problems.append(f"{at}does not state its verdict's direction ({up} or {down})")
+        if winner is not None and not re.search(rf"(?<!\w){re.escape(str(winner))}(?!\w)", text, re.I):
+            problems.append(f"{at}does not name the verdict's winner {winner!r}")
+        if min(x.get("n_a", 0), x.get("n_b", 0)) < MIN_SAMPLES:
+            problems.append(f"{at}states a direction from fewer than {MIN_SAMPLES} samples "
+                            f"(n = {x.get('n_a')} and {x.get('n_b')})")
     for num in answer.get("numbers", []):
         if num.get("provenance") != "measured":
             continue
