@@ -81,3 +81,29 @@ def test_trace_links_still_open_when_the_folder_is_handed_in(reports, tmp_path):
     assert 'href="artifacts/c4-run1-trace.json.gz"' in page
     assert (handed_in / "artifacts" / "c4-run1-trace.json.gz").is_file()
     assert str(tmp_path) not in page  # no absolute path of this machine
+
+
+def test_figures_say_what_they_show_and_name_a_stand_in_model(tmp_path, monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from hpml_lab.report import notebook
+
+    assert notebook.stand_in_label("resnet_tiny") == "model resnet_tiny, a stand-in for the lab's resnet18"
+    assert notebook.stand_in_label("resnet18") == "" and notebook.stand_in_label("resnet18_adjusted") == ""
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [3, 4], label="sgd")
+    ax.plot([1, 2], [3, 5], label="adam")
+    ax.legend()
+    ax.set(title="training loss", xlabel="step", ylabel="loss")
+    assert notebook.alt_text(fig, "c6_curves") == "Figure c6_curves: training loss: loss against step (sgd, adam)."
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    monkeypatch.setitem(notebook._RUN, "model", "resnet_tiny")
+    notebook.save_figure(fig, "c6_curves")
+    assert fig._suptitle.get_text() == "(model resnet_tiny, a stand-in for the lab's resnet18)"
+    assert Image.open(tmp_path / "figures" / "c6_curves.png").size[0] > 100
+    notebook.save_figure(fig, "c6_curves")  # saved twice: named once
+    assert fig._suptitle.get_text().count("stand-in") == 1
+    plt.close(fig)

@@ -46,7 +46,9 @@ def config(task: str, namespace: Mapping[str, Any]) -> RunConfig:
     if unknown:
         raise ConfigError(f"unknown parameter {unknown[0]!r} for task {task}; valid: {', '.join(sorted(known))}")
     params = {k: namespace[k] for k in RunConfig.field_names() if k in namespace and k != "task"}
-    return RunConfig(task=task, **params)
+    cfg = RunConfig(task=task, **params)
+    _RUN["model"] = cfg.model
+    return cfg
 
 
 def injected_names(namespace: Mapping[str, Any]) -> list[str]:
@@ -200,13 +202,65 @@ def artifact(path, kind: str, task: str) -> str:
     return f"[{target.name}](artifacts/{target.name}) ({size:.1f} MB), {HOW_TO_OPEN[kind]}"
 
 
-def save_figure(fig, name: str, folder: str = "figures") -> None:
-    """Save under figures/<name>.png (in the project, or HPML_OUTPUT_DIR).
+_RUN: dict[str, Any] = {}  # the model this kernel's report runs (config), for figure titles
 
-    Returns nothing, so a cell that ends with it shows the figure and no path."""
+
+def stand_in_label(model: str | None, lab_model: str = sanity.LAB["model"]) -> str:
+    """'model resnet_tiny, a stand-in for the lab's resnet18', or '' for the lab's model (or its adjusted form)."""
+    if not model or model == lab_model or model.startswith(lab_model + "_"):
+        return ""
+    return f"model {model}, a stand-in for the lab's {lab_model}"
+
+
+def alt_text(fig, name: str) -> str:
+    """What a figure shows, for readers who cannot see it: each panel's title, axes and legend entries."""
+    parts = []
+    sup = getattr(fig, "_suptitle", None)
+    if sup is not None and sup.get_text():
+        parts.append(sup.get_text().replace("\n", " "))
+    for ax in fig.get_axes():
+        if not ax.get_visible() or not (ax.get_xlabel() or ax.get_ylabel() or ax.get_title()):
+            continue
+        what = ax.get_title() or "a panel"
+        axes = f"{ax.get_ylabel() or 'value'} against {ax.get_xlabel() or 'position'}"
+        legend = ax.get_legend()
+        names = [t.get_text() for t in legend.get_texts()] if legend else []
+        parts.append(f"{what}: {axes}" + (f" ({', '.join(names)})" if names else ""))
+    return f"Figure {name}: " + ("; ".join(parts) if parts else "no labelled axes") + "."
+
+
+def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
+    """Save under figures/<name>.png (in the project, or HPML_OUTPUT_DIR) and show it with alt text (`alt`, else
+    what alt_text reads off the figure); a stand-in model is named in the figure's title.
+
+    Returns nothing, so a cell that ends with it shows the figure once and no path."""
+    import base64
+    import io
+
+    label = stand_in_label(_RUN.get("model"))
+    if label:
+        sup = getattr(fig, "_suptitle", None)
+        head = sup.get_text() if sup is not None else ""
+        if label not in head:
+            fig.suptitle((head + "\n" if head else "") + f"({label})", fontsize=9)
     path = output_path(folder) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython ships with the kernel
+        return
+    if get_ipython() is None:  # a plain script: the file is the figure
+        return
+    from IPython.display import HTML
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    data = base64.b64encode(buf.getvalue()).decode()
+    display(HTML(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt or alt_text(fig, name))}">'))
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)  # shown above, with its alt text: the inline backend would show it again without
 
 
 def stat_line(values, unit: str = "s", what: str = "") -> str:
