@@ -104,12 +104,18 @@ def test_a_best_of_several_is_checked_against_each_of_its_verdicts():
     num = [_num(f"{k} workers, epoch", 0.07, n=4) for k in (0,)]
     ok = _rec("Best count: 0 worker(s), 0.07 s per epoch (median), faster than every other count tried.", num, v)
     assert claims.check_record(ok) == []
-    bad = _rec("Best count: 0 worker(s), 0.07 s per epoch (median).", num, v)
-    assert claims.check_record(bad) == ["c8: 'Does it pay off?': does not state its verdict's direction "
-                                        "(faster or slower)"] * 2
-    part = {"against": {"1": FEW, "2": FAST}}  # one separated, one not: both must be said
-    problems = claims.check_record(_rec("compiled is faster than eager.", num, part))
-    assert problems == ["c8: 'Does it pay off?': does not say which of its comparisons are ties"]
+    bad = _rec("0 worker(s) is faster, 0.07 s per epoch (median).", num, {"against": {"1": FAST, "2": FAST}})
+    assert claims.check_record(bad) == ["c8: 'Does it pay off?': states 'faster' but names no separated verdict's "
+                                        "winner and direction"]
+    mixed = {"against": {"1": FEW, "2": FAST}}  # a line over several verdicts states what holds, and no more
+    assert claims.check_record(_rec("compiled is faster than eager.", num, mixed)) == []
+    forged = {"against": {"1": {**FAST, "n_b": 2}, "2": FAST}}
+    assert claims.check_record(_rec("compiled is faster than eager.", num, forged)) == [
+        "c8: 'Does it pay off?': states a direction from fewer than 3 samples (n = 5 and 2)"]
+    tie = verdict.compare([1.0, 1.5, 0.7], [1.1, 0.8, 1.4], "0 workers (C3's best)", "1 worker").as_dict()
+    assert claims.check_record(_rec("0 workers (C3's best) and 1 worker cannot be told apart.", num, tie)) == [
+        "c8: 'Does it pay off?': states a direction ('best') from a tie"]  # c4 and the index, in the review
+    assert claims.check_record(_rec("a tie, so no single best count is shown.", num, tie)) == []
     named = {"data": FEW, "compute": FEW}  # c4: one verdict per phase
     assert claims.check_record(_rec("compiled and eager cannot be told apart on either.", num, named)) == []
     assert claims.check_record(_rec("compiled does not pay back.", num, FEW)) == [  # c8's tiny report said so

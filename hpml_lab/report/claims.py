@@ -8,9 +8,10 @@ For each answer of a record (report/answers.py):
 - every quantity its text states (a number with a decimal point, or followed by x, % or a unit) is a number of the
   record: one of its Numbers (value, or value x 100 stated as %), or its verdict's ratio, interval or medians,
   equal at the precision the text prints;
-- a sentence that compares (faster, slower, better, worse, higher/lower than, pays off, a tie) has a verdict, and
-  says what the verdict says: a tie is called a tie and states no direction; a direction is the verdict's word
-  ("faster"/"slower" for times, "higher"/"lower" otherwise) and names the winner;
+- a sentence that compares (faster, slower, better, worse, best, higher/lower than, pays off, a tie) has a verdict,
+  and says what the verdict says: a tie is called a tie and states no direction; a direction is the verdict's word
+  ("faster"/"slower" for times, "higher"/"lower" otherwise) and names the winner; a line over several verdicts
+  (verdict.best, or named ones) states a direction only with a separated verdict's winner and word;
 - every measured number has n; with n < 3 it has no spread, and no verdict from fewer than 3 samples states a
   direction.
 Integers without a unit (2 workers, batch 128, 5 epochs) are settings, not claims, and are not checked.
@@ -29,7 +30,7 @@ UNITS = r"(?:ms|us|µs|s|min|h|MB|MiB|GB|GiB|KB|KiB|images/s|img/s|samples/s|[GT
 NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s*(x|×|%)|\s+(" + UNITS + r")(?![\w]))?"
                     r"(?![\w])")
 DIRECTION = re.compile(r"\b(faster|slower|better|worse|higher than|lower than|pays? (?:off|back)|outperforms?|"
-                       r"beats?|speeds? up)\b", re.I)
+                       r"beats?|speeds? up|(?<!no single )(?<!no )best)\b", re.I)
 TIE = re.compile(r"\b(cannot be told apart|can't tell|tie[sd]?|too few samples)\b", re.I)
 RATIO = re.compile(r"\d(?:\.\d+)?\s*(?:x|×)(?![\w])")
 
@@ -65,6 +66,8 @@ def _candidates(answer: Mapping[str, Any]) -> list[float]:
             if num.get("spread") is not None:
                 vals.append(float(num["spread"]))
     for v in verdicts_of(answer.get("verdict")):
+        if isinstance(v.get("confidence"), (int, float)):
+            vals.append(100.0 * v["confidence"])                # "95% CI"
         for key in ("ratio", "ci_low", "ci_high", "median_a", "median_b"):
             x = v.get(key)
             if isinstance(x, (int, float)) and math.isfinite(x) and x:
@@ -112,18 +115,32 @@ def check_answer(answer: Mapping[str, Any], where: str = "") -> list[str]:
             problems.append(f"{at}states a direction ({direction.group(0)!r}) from a tie")
         if not tie:
             problems.append(f"{at}does not say its verdict is a tie")
-    elif any(x.get("outcome") == "tie" for x in verdicts) and not tie:
-        problems.append(f"{at}does not say which of its comparisons are ties")
     for x in directional:
-        up, down = ("faster", "slower") if x.get("lower_is_better", True) else ("higher", "lower")
-        winner = x.get("label_a") if x.get("outcome") == "better" else x.get("label_b")
-        if not re.search(rf"\b({up}|{down})\b", text, re.I):
-            problems.append(f"{at}does not state its verdict's direction ({up} or {down})")
-        if winner is not None and not re.search(rf"(?<!\w){re.escape(str(winner))}(?!\w)", text, re.I):
-            problems.append(f"{at}does not name the verdict's winner {winner!r}")
         if min(x.get("n_a", 0), x.get("n_b", 0)) < MIN_SAMPLES:
             problems.append(f"{at}states a direction from fewer than {MIN_SAMPLES} samples "
                             f"(n = {x.get('n_a')} and {x.get('n_b')})")
+    for x in directional if len(verdicts) == 1 else []:
+        problems += _direction_problems(text, x, at)
+    if len(verdicts) > 1 and direction and directional:  # one line over several verdicts: what it states holds
+        named = [x for x in directional if not _direction_problems(text, x, at)]
+        if not named:
+            problems.append(f"{at}states {direction.group(0)!r} but names no separated verdict's winner and direction")
+    return problems + _number_problems(answer, at)
+
+
+def _direction_problems(text: str, x: Mapping[str, Any], at: str) -> list[str]:
+    problems = []
+    up, down = ("faster", "slower") if x.get("lower_is_better", True) else ("higher", "lower")
+    winner = x.get("label_a") if x.get("outcome") == "better" else x.get("label_b")
+    if not re.search(rf"\b({up}|{down})\b", text, re.I):
+        problems.append(f"{at}does not state its verdict's direction ({up} or {down})")
+    if winner is not None and not re.search(rf"(?<!\w){re.escape(str(winner))}(?!\w)", text, re.I):
+        problems.append(f"{at}does not name the verdict's winner {winner!r}")
+    return problems
+
+
+def _number_problems(answer: Mapping[str, Any], at: str) -> list[str]:
+    problems = []
     for num in answer.get("numbers", []):
         if num.get("provenance") != "measured":
             continue
