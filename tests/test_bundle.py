@@ -107,3 +107,21 @@ def test_figures_say_what_they_show_and_name_a_stand_in_model(tmp_path, monkeypa
     notebook.save_figure(fig, "c6_curves")  # saved twice: named once
     assert fig._suptitle.get_text().count("stand-in") == 1
     plt.close(fig)
+
+
+def test_reports_name_no_folder_of_the_machine(tmp_path, monkeypatch):
+    import os
+    from pathlib import Path
+
+    from hpml_lab.config import project_root
+    from hpml_lab.report import notebook
+
+    assert notebook.shown_path(project_root() / "data") == "data"
+    assert notebook.shown_path("data") == "data"
+    assert notebook.shown_path(Path(os.path.expanduser("~")) / "lab" / "data").startswith("~/")
+    monkeypatch.chdir("/")  # no checkout above: the project root is the current folder, here the filesystem's root
+    monkeypatch.delenv("HPML_LAB_HOME", raising=False)
+    monkeypatch.delenv("HPML_OUTPUT_DIR", raising=False)
+    assert notebook.shown_path(tmp_path / "x" / "data") == ".../x/data"
+    notice = notebook.data_notice({"kind": "synthetic", "name": "cifar10", "root": str(tmp_path / "x" / "data")})
+    assert str(tmp_path) not in notice

@@ -65,7 +65,33 @@ def injected_names(namespace: Mapping[str, Any]) -> list[str]:
     return names
 
 
+def shown_path(path: Any) -> str:
+    """A path as a report may show it: relative to the project (or the output folder), else '~/...' under the
+    home folder, else only its last two parts: a report handed in names no folder of the machine it ran on."""
+    import os
+    from pathlib import Path
+
+    from ..config import project_root
+
+    p = Path(str(path)).expanduser()
+    if not p.is_absolute():
+        return str(p)
+    for base in (project_root(), output_path(".")):
+        if len(Path(base).resolve().parts) < 2:  # the filesystem's root is no project
+            continue
+        try:
+            return str(p.resolve().relative_to(Path(base).resolve())) or "."
+        except ValueError:
+            pass
+    home = Path(os.path.expanduser("~"))
+    try:
+        return "~/" + str(p.relative_to(home))
+    except ValueError:
+        return ".../" + "/".join(p.parts[-2:])
+
+
 def data_notice(info: Mapping[str, Any]) -> str:
+    info = {**info, "root": shown_path(info["root"])}
     if info["kind"] == "synthetic":
         return (
             '<div style="border:2px solid #c60;background:#fff4e5;padding:10px 14px;margin:8px 0;'
@@ -166,7 +192,7 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         "dataset": f"{meta['dataset']['name']} ({meta['dataset']['kind']})", "seed": meta["seed"],
         "started (UTC)": meta["started_at"], "run folder": meta["run_id"],
         "machine load before the run": _load_text(meta.get("machine")),
-        "config": ", ".join(f"{k}={v}" for k, v in meta["config"].items()
+        "config": ", ".join(f"{k}={shown_path(v) if k.endswith('_root') else v}" for k, v in meta["config"].items()
                             if k not in ("task", "results_dir", "run_id", "progress", "log_every")),
     }
     # a Styler renders every cell whole (a DataFrame's HTML cuts long cells, and the config row is long)
@@ -222,7 +248,9 @@ def alt_text(fig, name: str) -> str:
         if not ax.get_visible() or not (ax.get_xlabel() or ax.get_ylabel() or ax.get_title()):
             continue
         what = ax.get_title() or "a panel"
-        axes = f"{ax.get_ylabel() or 'value'} against {ax.get_xlabel() or 'position'}"
+        ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        axes = f"{ax.get_ylabel() or 'value'} " + (f"against {ax.get_xlabel()}" if ax.get_xlabel() else
+                                                   f"for {', '.join(ticks)}" if ticks else "")
         legend = ax.get_legend()
         names = [t.get_text() for t in legend.get_texts()] if legend else []
         parts.append(f"{what}: {axes}" + (f" ({', '.join(names)})" if names else ""))
