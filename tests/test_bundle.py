@@ -125,3 +125,31 @@ def test_reports_name_no_folder_of_the_machine(tmp_path, monkeypatch):
     assert notebook.shown_path(tmp_path / "x" / "data") == ".../x/data"
     notice = notebook.data_notice({"kind": "synthetic", "name": "cifar10", "root": str(tmp_path / "x" / "data")})
     assert str(tmp_path) not in notice
+
+
+def test_headers_and_values_for_a_reader():
+    assert answers.readable("per_gpu_batch") == "per-GPU batch"
+    assert answers.readable("epoch_s_excl_io") == "epoch excl. I/O (s)"
+    assert answers.readable("num_workers") == "workers" and answers.readable("batch_size") == "batch size"
+    assert answers.readable("data_pct") == "data (%)" and answers.readable("epochs") == "epochs"
+    assert answers.percent(0.1422) == "14.2%" and answers.percent(14.22, of_one=False) == "14.2%"
+
+
+def test_training_logs_are_folded_away():
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("train()")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="".join(f"step {i}\n" for i in range(40))),
+                    nbformat.v4.new_output("stream", name="stdout", text="done\n")]
+    nb.cells.append(cell)
+    out = bundle.fold_logs(nb).cells[0].outputs
+    assert out[0]["output_type"] == "display_data"
+    assert out[0]["data"]["text/html"].startswith("<details><summary>training log (40 lines)</summary><pre>step 0")
+    assert out[1]["text"] == "done\n"  # one line is a result, not a log
+
+
+def test_one_settings_table_per_page():
+    rec = answers.Record("c5", "C5", [answers.Answer("q", "a tie.", "answered")],
+                         flags=[{"kind": "settings differ", "message": "settings differ from the lab's: batch_size 32"}],
+                         ran_vs_lab=[{"setting": "batch_size", "ran": "32", "lab": "128"}])
+    box = answers.box_html({**__import__("dataclasses").asdict(rec), "status": rec.status})
+    assert "<table" not in box and "<b>settings differ</b>: settings differ from the lab&#x27;s: batch_size 32" in box

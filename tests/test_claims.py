@@ -123,3 +123,29 @@ def test_a_best_of_several_is_checked_against_each_of_its_verdicts():
         "c8: 'Does it pay off?': does not say its verdict is a tie"]
     assert claims.check_record(_rec("done.", num, {"odd": 1})) == [
         "c8: 'Does it pay off?': has a verdict of no known shape (keys ['odd'])"]
+
+
+# Settings that make verdicts separate on synthetic data, so the directional branches render for real in CI:
+# c3 with 4 epochs (3 timed repeats each) separates 0 workers from 1 and 2 (worker start-up dominates a tiny epoch);
+# memory with 3 interleaved rounds separates checkpointed from plain steps (recomputation costs time).
+SEPARATING = {"c3": {"epochs": "4", "max_workers": "2"}, "memory": {"repeats": "3"}}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_id", [
+    "c3",
+    pytest.param("memory", marks=pytest.mark.xfail(strict=True, reason=(
+        "memory's record lacks numbers its sentences state (depth ratio, saved/recompute MB) and n on its byte "
+        "counts: issue 20's conclusions rewrite; strict, so the fix removes this mark"))),
+])
+def test_claims_hold_where_verdicts_separate(task_id, cifar_root, tmp_path, monkeypatch):
+    from hpml_lab.report import runner
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    params = {"data_root": str(cifar_root), **SEPARATING[task_id]}
+    outcome = runner.run_task(task_id, "tiny", cli_params=params, log=lambda *a: None)
+    assert outcome.status == "ok", outcome.error
+    rec = answers.load(task_id)
+    outcomes = [x.get("outcome") for a in rec["answers"] for x in claims.verdicts_of(a.get("verdict"))]
+    assert {"better", "worse"} & set(outcomes), outcomes  # a direction was decided and rendered
+    assert claims.check_record(rec) == []

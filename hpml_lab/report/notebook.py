@@ -148,7 +148,9 @@ def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
     if not rows:
         return "<p>Settings: the lab's.</p>"
     flag = sanity.stand_in(cfg, lab["model"]) if "model" in lab else None
-    cells = "".join(f"<tr><td>{html.escape(r['setting'])}</td><td><b>{html.escape(r['ran'])}</b></td>"
+    from .answers import readable
+
+    cells = "".join(f"<tr><td>{html.escape(readable(r['setting']))}</td><td><b>{html.escape(r['ran'])}</b></td>"
                     f"<td>{html.escape(r['lab'])}</td></tr>" for r in rows)
     return ("<div style='border:1px solid #c60;padding:8px 14px;margin:8px 0'>"
             + (f"<p><b>Stand-in model.</b> {html.escape(flag.message)}.</p>" if flag else "")
