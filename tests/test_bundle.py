@@ -153,3 +153,14 @@ def test_one_settings_table_per_page():
                          ran_vs_lab=[{"setting": "batch_size", "ran": "32", "lab": "128"}])
     box = answers.box_html({**__import__("dataclasses").asdict(rec), "status": rec.status})
     assert "<table" not in box and "<b>settings differ</b>: settings differ from the lab&#x27;s: batch_size 32" in box
+
+
+def test_scrub_paths_takes_this_machines_folders_out(tmp_path, monkeypatch):
+    import os
+
+    from hpml_lab.config import project_root
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    text = (f"File {project_root() / 'hpml_lab' / 'training.py'}, line 3; {tmp_path / 'results' / 'c1'}; "
+            f"{os.path.expanduser('~')}/lab/x.py")
+    assert answers.scrub_paths(text) == "File hpml_lab/training.py, line 3; results/c1; ~/lab/x.py"

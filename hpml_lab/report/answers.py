@@ -114,6 +114,18 @@ def readable(name: str) -> str:
     return f"{text} {unit}" if unit else text
 
 
+def scrub_paths(text: str) -> str:
+    """Text with this machine's folders taken out: the project and output folders become relative, the home
+    folder '~' (for pages handed in: tracebacks and logs name files)."""
+    from ..config import project_root
+
+    for base, short in ((output_path("."), ""), (project_root(), ""), (Path(os.path.expanduser("~")), "~/")):
+        b = str(Path(base).resolve())
+        if len(Path(b).parts) > 1:
+            text = text.replace(b + os.sep, short)
+    return text
+
+
 def percent(fraction_or_pct: float, of_one: bool = True, digits: int = 1) -> str:
     """'14.2%' from 0.142 (or from 14.2 with of_one=False): a share as a reader writes it."""
     v = float(fraction_or_pct) * (100.0 if of_one else 1.0)

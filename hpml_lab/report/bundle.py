@@ -87,7 +87,7 @@ def write_bundle(reports: Path, log=print) -> Path:
             + (f"<p>Not in this bundle (not rendered): {html.escape(', '.join(missing))}.</p>" if missing else "")
             + f"{''.join(sections)}</body></html>")
     path = reports / "bundle.html"
-    atomic_write_text(path, page)
+    atomic_write_text(path, answers.scrub_paths(page))  # no folder of this machine in the hand-in
     log(f"bundle: {path} ({path.stat().st_size / 1024 ** 2:.1f} MB, {len(present)} reports)")
     pdf = to_pdf(path)
     if pdf:

@@ -252,7 +252,7 @@ def write_index(outcomes: list[Outcome]) -> Path:
             continue
         rec = answers.load(tid) if o.status == "ok" else None
         status = o.status if o.status != "ok" else (rec["status"] if rec else "no answer record")
-        answer = html.escape(rec["summary"]) if rec else html.escape(o.error)
+        answer = html.escape(rec["summary"]) if rec else html.escape(answers.scrub_paths(o.error))
         if rec and rec.get("reused"):
             answer += (f" <i>({rec['reused']} run(s) reused from an earlier run of this task, not made for this "
                        "report: their start time is in the report)</i>")
