@@ -114,7 +114,7 @@ def test_a_best_of_several_is_checked_against_each_of_its_verdicts():
         "c8: 'Does it pay off?': states a direction from fewer than 3 samples (n = 5 and 2)"]
     tie = verdict.compare([1.0, 1.5, 0.7], [1.1, 0.8, 1.4], "0 workers (C3's best)", "1 worker").as_dict()
     assert claims.check_record(_rec("0 workers (C3's best) and 1 worker cannot be told apart.", num, tie)) == [
-        "c8: 'Does it pay off?': states a direction ('best') from a tie"]  # c4 and the index, in the review
+        "c8: 'Does it pay off?': states a direction (\"'s best\") from a tie"]  # c4 and the index, in the review
     assert claims.check_record(_rec("a tie, so no single best count is shown.", num, tie)) == []
     named = {"data": FEW, "compute": FEW}  # c4: one verdict per phase
     assert claims.check_record(_rec("compiled and eager cannot be told apart on either.", num, named)) == []

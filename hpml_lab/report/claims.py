@@ -30,7 +30,7 @@ UNITS = r"(?:ms|us|µs|s|min|h|MB|MiB|GB|GiB|KB|KiB|images/s|img/s|samples/s|[GT
 NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s*(x|×|%)|\s+(" + UNITS + r")(?![\w]))?"
                     r"(?![\w])")
 DIRECTION = re.compile(r"\b(faster|slower|better|worse|higher than|lower than|pays? (?:off|back)|outperforms?|"
-                       r"beats?|speeds? up|(?<!no single )(?<!no )best)\b", re.I)
+                       r"beats?|speeds? up|'s best|(?:is|was|trains|works) best|best:)(?!\w)", re.I)
 TIE = re.compile(r"\b(cannot be told apart|can't tell|tie[sd]?|too few samples)\b", re.I)
 RATIO = re.compile(r"\d(?:\.\d+)?\s*(?:x|×)(?![\w])")
 
