@@ -48,6 +48,8 @@ PENDING_CLAIMS = {
     "c8": ("states a direction ('pay back') from a tie",),  # "does not pay back" from n = 2
     "c2": ("TFLOP/s which is no number of its record",),  # the achieved rate is stated, not recorded
     "memory": ("memory: ",),  # numbers stated but not recorded, byte counts without n (issue 20's memory items)
+    "lab5": ("lab5: ",),  # Q2's speedups and efficiencies stated, not recorded, no verdict (issue 20's lab5 items)
+    "questions": ("questions: ",),  # exact counts recorded without n; '0.3 MB' stated, not recorded
 }
 
 
