@@ -58,6 +58,7 @@ class Record:
     synthetic_data: bool = False
     stand_in_model: str = ""                          # the stand-in's name, "" when the lab's model ran
     ran_vs_lab: list[dict] = field(default_factory=list)
+    reused: int = 0                                   # runs reused from an earlier run of the task (resumed sweep)
 
     @property
     def status(self) -> str:

@@ -9,7 +9,8 @@
 | diverged | the loss at the end (mean of the last fifth of the batches) is above ln(classes) + 0.5, chance level plus a margin, or is NaN/inf |
 | no steady state | the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10% and the last beyond the first by 25% (by 2x when there are only two) |
 | too few samples | fewer than 3 values behind a median: no spread is shown |
-| machine busy | the 1-minute load average before the run was above the usable cores, or the CPU steal time above 10% |
+| machine busy | the 1-minute load average before the run per usable core was above BUSY_LOAD_PER_CORE (1.0), or the CPU steal time above BUSY_STEAL_PCT (10%); recorded per run in meta.json's `machine`; any run a report used or made raises it on that report |
+| noisy machine | two identical configurations (e.g. c6's sgd and c7's bn) have medians more than NOISE_FACTOR (1.5x) apart |
 | stand-in model | the model is not the lab's (e.g. resnet_tiny for ResNet-18 in a smoke run) |
 | settings differ | any setting differs from the lab's (the full table comes from ran_vs_lab) |
 | live plot | the run drew a live plot (progress=plot in a Jupyter kernel, meta.json's `progress`): its redraws count in total_s |
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -28,12 +30,17 @@ LAB = {"model": "resnet18", "optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "wei
        "norm": "bn"}
 MIN_SAMPLES = 3
 DIVERGE_MARGIN = 0.5
+BUSY_LOAD_PER_CORE = 1.0   # 1-minute load average per usable core above which timings are shared with others
+BUSY_STEAL_PCT = 10.0      # CPU steal (% of CPU time taken by the hypervisor) above which the same holds
+NOISE_FACTOR = 1.5         # identical configurations further apart than this: the machine, not the setting, moved
+
+_SEEN: list[dict[str, Any]] = []   # the machine load of every run this process made or showed (see observe)
 
 
 @dataclass(frozen=True)
 class Flag:
-    kind: str        # diverged | no steady state | too few samples | machine busy | stand-in model | settings differ
-                     # | live plot
+    kind: str        # diverged | no steady state | too few samples | machine busy | noisy machine | stand-in model
+                     # | settings differ | live plot
     message: str
 
     def as_dict(self) -> dict[str, str]:
@@ -114,20 +121,58 @@ def machine_load(sample_s: float = 0.1) -> dict[str, Any]:
         out["steal_pct"] = 100.0 * d[7] / total if total and len(d) > 7 else 0.0
     except (OSError, ValueError, IndexError):
         out["steal_pct"] = None
+    observe(out)
     return out
 
 
+def observe(load: Mapping[str, Any] | None) -> None:
+    """Remember one run's machine load (meta.json's `machine`) so the report that made or showed it can say
+    whether the machine was busy (busiest_seen); machine_load() calls it for every run it samples."""
+    if load:
+        _SEEN.append(dict(load))
+
+
 def busy(load: Mapping[str, Any] | None) -> Flag | None:
+    """'machine busy' when load per usable core passes BUSY_LOAD_PER_CORE or steal passes BUSY_STEAL_PCT."""
     if not load:
         return None
     msgs = []
-    if load.get("load1") is not None and load["load1"] > load.get("cores", 1):
-        msgs.append(f"load average {load['load1']:.1f} on {load['cores']} usable cores before the run")
-    if load.get("steal_pct") is not None and load["steal_pct"] > 10:
-        msgs.append(f"CPU steal {load['steal_pct']:.0f}%")
+    cores = load.get("cores") or 1
+    if load.get("load1") is not None and load["load1"] / cores > BUSY_LOAD_PER_CORE:
+        msgs.append(f"load average {load['load1']:.1f} on {cores} usable cores before the run, above "
+                    f"{BUSY_LOAD_PER_CORE:g} per core")
+    if load.get("steal_pct") is not None and load["steal_pct"] > BUSY_STEAL_PCT:
+        msgs.append(f"CPU steal {load['steal_pct']:.0f}%, above {BUSY_STEAL_PCT:g}%")
     if msgs:
         return Flag("machine busy", "the machine was busy (" + "; ".join(msgs) + "): timings are slower and noisier "
                                     "than on an idle machine")
+    return None
+
+
+def busiest_seen(loads: Iterable[Mapping[str, Any] | None] | None = None) -> Flag | None:
+    """The busy flag of the busiest of `loads` (default: every run this process observed), or None."""
+    seen = [dict(x) for x in (_SEEN if loads is None else loads) if x]
+
+    def pressure(x):
+        return max((x.get("load1") or 0) / (x.get("cores") or 1) / BUSY_LOAD_PER_CORE,
+                   (x.get("steal_pct") or 0) / BUSY_STEAL_PCT)
+
+    return busy(max(seen, key=pressure)) if seen else None
+
+
+def noise(a: Sequence[float], b: Sequence[float], what_a: str, what_b: str,
+          factor: float = NOISE_FACTOR) -> Flag | None:
+    """Two runs of one configuration whose medians are more than `factor` apart: the machine's noise is at least
+    that large, so smaller differences between settings on this machine are not results."""
+    va, vb = sorted(float(x) for x in a), sorted(float(x) for x in b)
+    if not va or not vb:
+        return None
+    ma, mb = statistics.median(va), statistics.median(vb)
+    lo, hi = min(ma, mb), max(ma, mb)
+    if lo > 0 and hi / lo > factor:
+        return Flag("noisy machine", f"{what_a} and {what_b} are the same configuration, yet their medians are "
+                                     f"{ma:.3g} and {mb:.3g} ({hi / lo:.2f}x apart, above {factor:g}x): differences "
+                                     "smaller than that between settings measured here are noise, not results")
     return None
 
 

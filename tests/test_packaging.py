@@ -69,7 +69,7 @@ def test_a_plain_install_runs_a_task_from_an_empty_folder(tmp_path, cifar_root):
     assert r.returncode == 0, r.stderr[-2000:]
     assert (work / "reports" / "c1.html").is_file() and (work / "reports" / "c1.answer.json").is_file()
     assert r.stderr == "", r.stderr[-2000:]  # no warning from the kernel (it runs over Unix sockets) or anything else
-    r = subprocess.run([*cli, "report", "--bundle-only"], cwd=work, env=env, capture_output=True, text=True,
+    r = subprocess.run([*cli, "report", "--bundle"], cwd=work, env=env, capture_output=True, text=True,
                        timeout=300)  # the hand-in from what reports/ holds
     assert r.returncode == 0, r.stderr[-2000:]
     assert "<section class='task' id='c1'>" in (work / "reports" / "bundle.html").read_text()

@@ -46,3 +46,70 @@ def test_stand_in_and_settings_that_differ():
     assert [f.kind for f in sanity.run_flags(RunConfig(progress="plot"))] == ["live plot"]
     assert sanity.run_flags(RunConfig(progress="plot"), meta={"progress": "bar"}) == []  # outside a kernel: a bar
     assert [f.kind for f in sanity.run_flags(RunConfig(), meta={"progress": "plot"})] == ["live plot"]
+
+
+def test_busy_threshold_is_per_core_and_stated():
+    # 2 cores: 2.0 is exactly one per core (not above), 4.0 is the load the reviewed reports ran at
+    assert sanity.busy({"load1": 2.0, "cores": 2, "steal_pct": 0.0}) is None
+    f = sanity.busy({"load1": 4.0, "cores": 2, "steal_pct": 0.0})
+    assert f.kind == "machine busy" and "4.0 on 2 usable cores" in f.message and "above 1 per core" in f.message
+    assert sanity.busy({"load1": 4.0, "cores": 8, "steal_pct": None}) is None  # the same load on 8 cores is fine
+    assert "steal 25%, above 10%" in sanity.busy({"load1": None, "cores": 2, "steal_pct": 25.0}).message
+    assert sanity.busy(None) is None and sanity.busy({}) is None
+
+
+def test_busiest_seen_flags_a_report_when_any_of_its_runs_was_busy():
+    idle, loaded = {"load1": 0.5, "cores": 2, "steal_pct": 0.0}, {"load1": 6.5, "cores": 2, "steal_pct": 0.0}
+    assert sanity.busiest_seen([idle, None]) is None
+    assert "6.5" in sanity.busiest_seen([idle, loaded, idle]).message
+    assert sanity.busiest_seen([]) is None
+    before = len(sanity._SEEN)
+    sanity.observe(loaded)
+    sanity.observe(None)  # a run whose meta.json has no load recorded adds nothing
+    try:
+        assert len(sanity._SEEN) == before + 1 and sanity.busiest_seen().kind == "machine busy"
+    finally:
+        del sanity._SEEN[before:]
+
+
+def test_noise_between_identical_configurations():
+    f = sanity.noise([1.38, 1.40, 1.41], [4.40, 4.46, 4.52], "c6's sgd", "c7's bn")  # the reviewed reports
+    assert f.kind == "noisy machine" and "3.19x apart" in f.message and "c6's sgd" in f.message
+    assert sanity.noise([1.40, 1.42], [1.50, 1.55], "a", "b") is None  # 1.09x: within the stated factor
+    assert sanity.noise([1.0], [1.6], "a", "b", factor=2.0) is None
+    assert sanity.noise([], [1.0], "a", "b") is None and sanity.noise([0.0], [1.0], "a", "b") is None
+
+
+def test_no_box_for_fewer_than_three_values():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from hpml_lab.report import plots
+
+    fig, ax = plt.subplots()
+    assert plots.spread(ax, [[1.4, 1.5], [4.4, 4.5, 4.6]], ["sgd", "adam"]) == "points"
+    assert len(ax.collections) == 2 and not ax.lines  # two point sets, no box or whisker lines
+    fig2, ax2 = plt.subplots()
+    assert plots.spread(ax2, [[1.4, 1.5, 1.6], [4.4, 4.5, 4.6]], ["sgd", "adam"]) == "box" and ax2.lines
+    plt.close(fig)
+    plt.close(fig2)
+
+
+def test_every_report_says_busy_and_settings_differ(tmp_path, monkeypatch):
+    """notebook.answer adds 'machine busy' when a run it made or showed was busy and 'settings differ' whenever
+    its ran-vs-lab table has a row, even when the task's conclusions forgot them (c5-c8 and lab5 did)."""
+    from hpml_lab.report import answers, notebook
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    monkeypatch.setenv("HPML_RENDERING", "1")
+    monkeypatch.setattr(sanity, "_SEEN", [])
+    cfg = RunConfig(task="c6", batch_size=32)
+    notebook.answer(cfg, {"kind": "synthetic"}, [], title="C6")
+    assert [f["kind"] for f in answers.load("c6")["flags"]] == ["settings differ"]
+    sanity.observe({"load1": 5.0, "cores": 2, "steal_pct": 0.0})
+    notebook.answer(cfg, {"kind": "synthetic"}, [], flags=[sanity.Flag("settings differ", "given")], title="C6")
+    rec = answers.load("c6")
+    assert [f["kind"] for f in rec["flags"]] == ["settings differ", "machine busy"]
+    assert rec["ran_vs_lab"] == [{"setting": "batch_size", "ran": "32", "lab": "128"}]
+    notebook.answer(RunConfig(task="c6"), {"kind": "real"}, [], title="C6")  # the lab's settings: no table, no flag
+    assert [f["kind"] for f in answers.load("c6")["flags"]] == ["machine busy"]

@@ -27,6 +27,44 @@ from ..config import output_path
 from ..io import atomic_write_json
 from ..answers import PROVENANCE, STATUSES, Answer, Number, Record, RecordError, check  # noqa: F401 (re-exported)
 
+
+WORDS = {"gpu": "GPU", "cpu": "CPU", "io": "I/O", "lr": "learning rate", "num": "", "pct": "%", "mfu": "MFU",
+         "iqr": "IQR", "bn": "BN", "per": "per", "max": "max", "min": "min"}
+UNIT_SUFFIX = {"s": "(s)", "ms": "(ms)", "pct": "(%)", "mb": "(MB)", "gb": "(GB)", "mib": "(MiB)", "gib": "(GiB)"}
+
+
+def readable(name: str) -> str:
+    """A column or setting name for a reader: 'per_gpu_batch' -> 'per-GPU batch', 'epoch_s_excl_io' ->
+    'epoch excl. I/O (s)', 'num_workers' -> 'workers', 'batch_size' -> 'batch size'."""
+    parts = str(name).split("_")
+    at = next((i for i, p in enumerate(parts) if i and p.lower() in UNIT_SUFFIX), None)
+    unit = UNIT_SUFFIX[parts[at].lower()] if at is not None else None
+    if at is not None:
+        parts = parts[:at] + parts[at + 1:]
+    words = [WORDS.get(p.lower(), "excl." if p.lower() == "excl" else p) for p in parts]
+    text = " ".join(w for w in words if w).replace("per GPU", "per-GPU").replace("per CPU", "per-CPU")
+    return f"{text} {unit}" if unit else text
+
+
+def scrub_paths(text: str) -> str:
+    """Text with this machine's folders taken out: the project and output folders become relative, the home
+    folder '~' (for pages handed in: tracebacks and logs name files)."""
+    from ..config import project_root
+
+    for base, short in ((output_path("."), ""), (project_root(), ""), (Path(os.path.expanduser("~")), "~/")):
+        b = str(Path(base).resolve())
+        if len(Path(b).parts) > 1:
+            text = text.replace(b + os.sep, short)
+    return text
+
+
+def percent(fraction_or_pct: float, of_one: bool = True, digits: int = 1) -> str:
+    """'14.2%' from 0.142 (or from 14.2 with of_one=False): a share as a reader writes it."""
+    v = float(fraction_or_pct) * (100.0 if of_one else 1.0)
+    return f"{v:.{digits}f}%"
+
+
+
 def path_for(task: str) -> Path:
     return output_path("reports") / f"{task}.answer.json"
 
@@ -59,17 +97,13 @@ def box_html(rec: dict[str, Any]) -> str:
         items.append(f"<li><b>{html.escape(a['question'])}</b> "
                      f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span> "
                      f"{html.escape(a['text'])}{missing}<ul style='font-size:0.9em'>{nums}</ul></li>")
-    flags = "".join(f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>" for f in rec["flags"]
-                    if not (f["kind"] == "settings differ" and rec.get("ran_vs_lab")))  # the table below says it
+    flags = "".join(f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>" for f in rec["flags"])
     notes = []
     if rec.get("synthetic_data"):
         notes.append("computed on <b>synthetic data</b> in the real on-disk format")
     if rec.get("stand_in_model"):
         notes.append(f"model <b>{html.escape(rec['stand_in_model'])}</b> stands in for the lab's")
-    diff = "".join(f"<tr><td>{html.escape(r['setting'])}</td><td>{html.escape(r['ran'])}</td>"
-                   f"<td>{html.escape(r['lab'])}</td></tr>" for r in rec.get("ran_vs_lab", []))
-    diff_table = (f"<p>Ran vs the lab's settings:</p><table><tr><th>setting</th><th>ran</th><th>lab</th></tr>"
-                  f"{diff}</table>" if diff else "")
+    diff_table = ""  # one settings table per page: the report's own ran-vs-lab table; the box says it in a flag
     status = rec["status"]
     return (f"<div class='hpml-answer' style='border:2px solid {STATUS_COLOR[status]};padding:10px 14px;"
             f"margin:10px 0;background:#fafafa'><h2 style='margin-top:0'>Answer "

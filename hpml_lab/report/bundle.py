@@ -1,10 +1,11 @@
 """One hand-in: every task's answer box first, then every report, in one self-contained HTML (and a PDF where
 Chromium is installed), built from the executed notebooks and answer records that `hpml-lab report` left.
 
-    hpml-lab report --bundle            # run every task, then write reports/bundle.html (+ bundle.pdf)
-    hpml-lab report --bundle-only       # bundle what reports/ already holds
+    hpml-lab report --bundle            # bundle the reports already rendered (seconds; says which are missing)
+    hpml-lab report --bundle --rerun    # run every task first, then bundle
 
-Figures are embedded PNGs (as in the reports); traces and snapshots stay linked (reports/artifacts/), not embedded.
+Figures are embedded PNGs (as in the reports); traces and snapshots stay linked by relative paths
+(artifacts/<file>, beside bundle.html), so they still open when the reports folder is handed in as a whole.
 """
 from __future__ import annotations
 
@@ -31,17 +32,43 @@ def _report_body(executed: Path) -> str:
     exporter.exclude_input = True
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
-    body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4))
+    body, _ = exporter.from_notebook_node(fold_logs(nbformat.read(str(executed), as_version=4)))
     return body
+
+
+def fold_logs(nb, min_lines: int = 3):
+    """Training logs (a cell's printed lines, stdout/stderr) folded into a closed <details> the reader can open:
+    the report shows its answers, tables and figures, not pages of progress lines. Returns the notebook."""
+    import nbformat
+
+    for cell in nb.cells:
+        outs = []
+        for o in cell.get("outputs", []):
+            text = o.get("text", "") if o.get("output_type") == "stream" else None
+            if text is not None and text.count("\n") >= min_lines:
+                n = text.count("\n")
+                outs.append(nbformat.v4.new_output("display_data", data={"text/html": (
+                    f"<details><summary>training log ({n} lines)</summary><pre>{html.escape(text)}</pre></details>")}))
+            else:
+                outs.append(o)
+        if "outputs" in cell:
+            cell.outputs = outs
+    return nb
 
 
 def write_bundle(reports: Path, log=print) -> Path:
     """reports/bundle.html from reports/executed/<task>.ipynb and reports/<task>.answer.json, in task order."""
-    present = [t for t in tasks.TASKS.values() if (reports / "executed" / f"{t.id}.ipynb").is_file()]
+    from .runner import lab_order
+
+    present = [tasks.TASKS[t] for t in lab_order(tasks.TASKS) if (reports / "executed" / f"{t}.ipynb").is_file()]
     if not present:
         from ..config import ConfigError
 
         raise ConfigError(f"nothing to bundle in {reports}: run `hpml-lab report` (or `hpml-lab run TASK`) first")
+    missing = [t for t in lab_order(tasks.TASKS) if tasks.TASKS[t] not in present]
+    if missing:
+        log(f"bundle: missing {', '.join(missing)} (not rendered yet: `hpml-lab run TASK`, or "
+            "`hpml-lab report --bundle --rerun` for every task)")
     toc, boxes, sections = [], [], []
     for t in present:
         rec = answers.load(t.id)
@@ -57,14 +84,21 @@ def write_bundle(reports: Path, log=print) -> Path:
             f"<p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit <code>{env['commit'][:10]}"
             f"</code>{' (uncommitted changes)' if env['dirty'] else ''}. Each report's environment table is at its "
             f"end.</p><h2>Contents</h2><ol>{''.join(toc)}</ol><h2>Answers</h2>{''.join(boxes)}"
-            f"{''.join(sections)}</body></html>")
+            + (f"<p>Not in this bundle (not rendered): {html.escape(', '.join(missing))}.</p>" if missing else "")
+            + f"{''.join(sections)}</body></html>")
     path = reports / "bundle.html"
-    atomic_write_text(path, page)
+    atomic_write_text(path, answers.scrub_paths(page))  # no folder of this machine in the hand-in
     log(f"bundle: {path} ({path.stat().st_size / 1024 ** 2:.1f} MB, {len(present)} reports)")
     pdf = to_pdf(path)
     if pdf:
         log(f"bundle: {pdf}")
+    elif not chromium():
+        log(NO_PDF)
     return path
+
+
+NO_PDF = ("bundle: no PDF made: Chromium is not installed (apt-get install chromium, or print bundle.html to PDF "
+          "from any browser; then `hpml-lab report --bundle` again)")
 
 
 def chromium() -> str | None:

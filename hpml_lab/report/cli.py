@@ -71,20 +71,24 @@ def _cmd_run(args) -> int:
 def _cmd_report(args) -> int:
     from .runner import parse_assignments, reports_dir, run_all
 
-    if args.bundle_only:
+    if (args.bundle or args.bundle_only) and not args.rerun:  # the hand-in from the reports already rendered
         from .bundle import write_bundle
+        from .runner import load_outcomes, write_index
 
         write_bundle(reports_dir())
+        write_index(load_outcomes())  # the index links the bundle
         return 0
     only = [t.strip() for t in args.only.split(",")] if args.only is not None else None  # '' is refused
     outcomes = run_all(args.profile, _file_params(args), parse_assignments(args.param or []), only)
     failed = [o.task for o in outcomes if o.status != "ok"]
     print(f"index: {reports_dir() / 'index.html'} ({len(outcomes) - len(failed)} ok"
           + (f", failed: {', '.join(failed)})" if failed else ")"))
-    if args.bundle:
+    if args.bundle or args.bundle_only:
         from .bundle import write_bundle
+        from .runner import load_outcomes, write_index
 
         write_bundle(reports_dir())
+        write_index(load_outcomes())  # the index links the bundle
     return 1 if failed else 0
 
 
@@ -218,8 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="run every task and write reports/index.html")
     run_options(rep)
     rep.add_argument("--only", metavar="IDS", help="comma-separated task ids")
-    rep.add_argument("--bundle", action="store_true", help="also write reports/bundle.html (+ .pdf with Chromium)")
-    rep.add_argument("--bundle-only", action="store_true", help="only bundle what reports/ already holds")
+    rep.add_argument("--bundle", action="store_true", help="write reports/bundle.html (+ .pdf with Chromium) from the "
+                     "reports already rendered, in seconds: nothing is run; it says which reports are missing")
+    rep.add_argument("--rerun", action="store_true", help="with --bundle: run every task first, then bundle")
+    rep.add_argument("--bundle-only", action="store_true", help=argparse.SUPPRESS)  # the old name of --bundle
 
     d = sub.add_parser("data", help="prepare datasets")
     d.add_argument("action", choices=["synth", "download"])

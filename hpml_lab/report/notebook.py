@@ -42,7 +42,9 @@ def config(task: str, namespace: Mapping[str, Any]) -> RunConfig:
     check_keys(sorted(injected_names(namespace)), also=study, where=f" for task {task}",
                shown=sorted({*RunConfig.field_names(), *study}))
     params = {k: namespace[k] for k in RunConfig.field_names() if k in namespace and k != "task"}
-    return RunConfig(task=task, **params)
+    cfg = RunConfig(task=task, **params)
+    _RUN["model"] = cfg.model
+    return cfg
 
 
 def injected_names(namespace: Mapping[str, Any]) -> list[str]:
@@ -59,7 +61,33 @@ def injected_names(namespace: Mapping[str, Any]) -> list[str]:
     return names
 
 
+def shown_path(path: Any) -> str:
+    """A path as a report may show it: relative to the project (or the output folder), else '~/...' under the
+    home folder, else only its last two parts: a report handed in names no folder of the machine it ran on."""
+    import os
+    from pathlib import Path
+
+    from ..config import project_root
+
+    p = Path(str(path)).expanduser()
+    if not p.is_absolute():
+        return str(p)
+    for base in (project_root(), output_path(".")):
+        if len(Path(base).resolve().parts) < 2:  # the filesystem's root is no project
+            continue
+        try:
+            return str(p.resolve().relative_to(Path(base).resolve())) or "."
+        except ValueError:
+            pass
+    home = Path(os.path.expanduser("~"))
+    try:
+        return "~/" + str(p.relative_to(home))
+    except ValueError:
+        return ".../" + "/".join(p.parts[-2:])
+
+
 def data_notice(info: Mapping[str, Any]) -> str:
+    info = {**info, "root": shown_path(info["root"])}
     if info["kind"] == "synthetic":
         return (
             '<div style="border:2px solid #c60;background:#fff4e5;padding:10px 14px;margin:8px 0;'
@@ -95,9 +123,14 @@ def warn(text: str) -> None:
                  + text + "</div>"))
 
 
+_REUSED = 0  # configurations reused from an earlier run in this kernel (reused_note), for the answer record
+
+
 def reused_note(items) -> None:
     """Say how many configurations of a resumed sweep came from an earlier run, if any."""
+    global _REUSED
     n = sum(getattr(i, "status", "") == "skipped" for i in items)
+    _REUSED += n  # the answer record says it too, and the index from it
     if n:
         display(Markdown(f"*{n} configuration(s) were complete from an earlier run and were reused (resumed sweep); "
                          "their start time is in their meta.json.*"))
@@ -111,7 +144,9 @@ def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
     if not rows:
         return "<p>Settings: the lab's.</p>"
     flag = sanity.stand_in(cfg, lab["model"]) if "model" in lab else None
-    cells = "".join(f"<tr><td>{html.escape(r['setting'])}</td><td><b>{html.escape(r['ran'])}</b></td>"
+    from .answers import readable
+
+    cells = "".join(f"<tr><td>{html.escape(readable(r['setting']))}</td><td><b>{html.escape(r['ran'])}</b></td>"
                     f"<td>{html.escape(r['lab'])}</td></tr>" for r in rows)
     return ("<div style='border:1px solid #c60;padding:8px 14px;margin:8px 0'>"
             + (f"<p><b>Stand-in model.</b> {html.escape(flag.message)}.</p>" if flag else "")
@@ -129,15 +164,24 @@ def answer(cfg: RunConfig, info: Mapping[str, Any], items: list, flags=(), title
     flags = [f for f in flags if f is not None]
     if stand_in and all(f.kind != "stand-in model" for f in flags):
         flags.insert(0, stand_in)
+    busy = sanity.busiest_seen()  # any run this report made or showed (machine_load / environment_table)
+    if busy and all(f.kind != "machine busy" for f in flags):
+        flags.append(busy)
+    differ = sanity.ran_vs_lab(cfg, lab) if lab else []
+    if differ and all(f.kind != "settings differ" for f in flags):  # the table shows a difference: so does a flag
+        flags.append(sanity.Flag("settings differ", "settings differ from the lab's: " + ", ".join(
+            f"{r['setting']} {r['ran']} (lab {r['lab']})" for r in differ)))
     task_title = title or (tasks.TASKS[cfg.task].title if cfg.task in tasks.TASKS else cfg.task)
     answers.show(answers.Record(cfg.task, task_title, list(items), [f.as_dict() for f in flags],
                                 synthetic_data=info.get("kind") == "synthetic",
-                                stand_in_model=cfg.model if stand_in else "", ran_vs_lab=sanity.ran_vs_lab(cfg, lab)))
+                                stand_in_model=cfg.model if stand_in else "", ran_vs_lab=differ,
+                                reused=_REUSED))
 
 
 def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     """The run's provenance as a two-column table: versions, hardware, commit, dataset, seed, config."""
     env = meta["environment"]
+    sanity.observe(meta.get("machine"))  # a run shown on this report counts for its 'machine busy' flag
     rows = {
         "hardware": hardware_label(env), "device used": meta["device"], "cpu": env["cpu"],
         "cpu cores usable": env["cpu_cores"], "gpu": (env["gpu"] or {}).get("name", "none"),
@@ -146,7 +190,7 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         "dataset": f"{meta['dataset']['name']} ({meta['dataset']['kind']})", "seed": meta["seed"],
         "started (UTC)": meta["started_at"], "run folder": meta["run_id"],
         "machine load before the run": _load_text(meta.get("machine")),
-        "config": ", ".join(f"{k}={v}" for k, v in meta["config"].items()
+        "config": ", ".join(f"{k}={shown_path(v) if k.endswith('_root') else v}" for k, v in meta["config"].items()
                             if k not in ("task", "results_dir", "run_id", "progress", "log_every")),
     }
     # a Styler renders every cell whole (a DataFrame's HTML cuts long cells, and the config row is long)
@@ -182,13 +226,67 @@ def artifact(path, kind: str, task: str) -> str:
     return f"[{target.name}](artifacts/{target.name}) ({size:.1f} MB), {HOW_TO_OPEN[kind]}"
 
 
-def save_figure(fig, name: str, folder: str = "figures") -> None:
-    """Save under figures/<name>.png (in the project, or HPML_OUTPUT_DIR).
+_RUN: dict[str, Any] = {}  # the model this kernel's report runs (config), for figure titles
 
-    Returns nothing, so a cell that ends with it shows the figure and no path."""
+
+def stand_in_label(model: str | None, lab_model: str = sanity.LAB["model"]) -> str:
+    """'model resnet_tiny, a stand-in for the lab's resnet18', or '' for the lab's model (or its adjusted form)."""
+    if not model or model == lab_model or model.startswith(lab_model + "_"):
+        return ""
+    return f"model {model}, a stand-in for the lab's {lab_model}"
+
+
+def alt_text(fig, name: str) -> str:
+    """What a figure shows, for readers who cannot see it: each panel's title, axes and legend entries."""
+    parts = []
+    sup = getattr(fig, "_suptitle", None)
+    if sup is not None and sup.get_text():
+        parts.append(sup.get_text().replace("\n", " "))
+    for ax in fig.get_axes():
+        if not ax.get_visible() or not (ax.get_xlabel() or ax.get_ylabel() or ax.get_title()):
+            continue
+        what = ax.get_title() or "a panel"
+        ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        axes = f"{ax.get_ylabel() or 'value'} " + (f"against {ax.get_xlabel()}" if ax.get_xlabel() else
+                                                   f"for {', '.join(ticks)}" if ticks else "")
+        legend = ax.get_legend()
+        names = [t.get_text() for t in legend.get_texts()] if legend else []
+        parts.append(f"{what}: {axes}" + (f" ({', '.join(names)})" if names else ""))
+    return f"Figure {name}: " + ("; ".join(parts) if parts else "no labelled axes") + "."
+
+
+def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
+    """Save under figures/<name>.png (in the project, or HPML_OUTPUT_DIR) and show it with alt text (`alt`, else
+    what alt_text reads off the figure); a stand-in model is named in the figure's title.
+
+    Returns nothing, so a cell that ends with it shows the figure once and no path."""
+    import base64
+    import io
+
+    label = stand_in_label(_RUN.get("model"))
+    if label:
+        sup = getattr(fig, "_suptitle", None)
+        head = sup.get_text() if sup is not None else ""
+        if label not in head:
+            fig.suptitle((head + "\n" if head else "") + f"({label})", fontsize=9)
     path = output_path(folder) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython ships with the kernel
+        return
+    if get_ipython() is None:  # a plain script: the file is the figure
+        return
+    from IPython.display import HTML
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    data = base64.b64encode(buf.getvalue()).decode()
+    display(HTML(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt or alt_text(fig, name))}">'))
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)  # shown above, with its alt text: the inline backend would show it again without
 
 
 def steady_epochs(epochs: pd.DataFrame) -> tuple[pd.DataFrame, str]:

@@ -9,7 +9,23 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from ..sanity import MIN_SAMPLES
 from ..studies.dataloading import ORDER
+
+
+def spread(ax, groups, labels) -> str:
+    """Each group's values at x = 1, 2, ...: a box plot (quartiles, min-max whiskers) when every group has at
+    least 3 values, else only the values as points, since fewer than 3 have no spread. Returns 'box' or 'points'."""
+    groups = [list(map(float, g)) for g in groups]
+    if groups and min(len(g) for g in groups) >= MIN_SAMPLES:
+        ax.boxplot(groups, whis=(0, 100))
+        kind = "box"
+    else:
+        for i, g in enumerate(groups, start=1):
+            ax.scatter([i] * len(g), g, color="k", s=18, zorder=3)
+        kind = "points"
+    ax.set_xticks(range(1, len(labels) + 1), labels, rotation=20)
+    return kind
 
 
 def _epoch_boundaries(ax, batches: pd.DataFrame) -> None:
@@ -142,8 +158,7 @@ def training_curves(batches: pd.DataFrame, epochs: pd.DataFrame, by: str, smooth
     axes[0].legend(frameon=False, fontsize=8)
     st = epochs[epochs["epoch"] > 1] if epochs["epoch"].max() > 1 else epochs
     keys = list(dict.fromkeys(epochs[by]))
-    axes[2].boxplot([st[st[by] == k]["total_s"] for k in keys], whis=(0, 100))
-    axes[2].set_xticks(range(1, len(keys) + 1), [str(k) for k in keys], rotation=20)
+    spread(axes[2], [st[st[by] == k]["total_s"] for k in keys], [str(k) for k in keys])
     axes[2].set_ylabel(f"seconds per epoch (epochs 2+, n={len(st) // max(len(keys), 1)})")
     axes[2].grid(axis="y", alpha=0.3)
     fig.tight_layout()

@@ -17,6 +17,7 @@ import datetime as _dt
 import html
 import json
 import os
+import re
 import sys
 import time
 import typing
@@ -235,19 +236,29 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
     return outcome
 
 
+def lab_order(ids) -> list[str]:
+    """Task ids in the lab's order: c1 ... c8, then questions, then the rest in the task list's order."""
+    ids = list(ids)
+    lab = sorted((t for t in ids if re.fullmatch(r"c\d+", t)), key=lambda t: int(t[1:]))
+    return lab + [t for t in ids if t == "questions"] + [t for t in ids if t not in lab and t != "questions"]
+
+
 def write_index(outcomes: list[Outcome]) -> Path:
     """reports/index.html: one row per task, in task order, with its one-line answer and status (from the
     answer record; "failed" when the notebook failed), hardware, dataset, profile, time taken and a link; a
     notice that names exactly the reports computed on synthetic data or with a stand-in model."""
     by_id = {o.task: o for o in outcomes}
     rows, synthetic, stand_in = [], [], []
-    for tid in tasks.TASKS:
+    for tid in lab_order(tasks.TASKS):
         o = by_id.get(tid)
         if o is None:
             continue
         rec = answers.load(tid) if o.status == "ok" else None
         status = o.status if o.status != "ok" else (rec["status"] if rec else "no answer record")
-        answer = html.escape(rec["summary"]) if rec else html.escape(o.error)
+        answer = html.escape(rec["summary"]) if rec else html.escape(answers.scrub_paths(o.error))
+        if rec and rec.get("reused"):
+            answer += (f" <i>({rec['reused']} run(s) reused from an earlier run of this task, not made for this "
+                       "report: their start time is in the report)</i>")
         if rec and rec.get("synthetic_data") or "synthetic" in o.dataset:
             synthetic.append(tid)
         if rec and rec.get("stand_in_model"):
@@ -267,6 +278,13 @@ def write_index(outcomes: list[Outcome]) -> Path:
     if stand_in:
         notices.append(f"These reports ran a <b>stand-in model</b> instead of the lab's: {', '.join(stand_in)}.")
     notice = "".join(f'<p style="border:2px solid #c60;background:#fff4e5;padding:8px">{n}</p>' for n in notices)
+    made = reports_dir() / "bundle.html"
+    notice += ("<p><b>Hand-in:</b> <a href=\"bundle.html\">bundle.html</a>" + (
+        " and <a href=\"bundle.pdf\">bundle.pdf</a>" if made.with_suffix(".pdf").is_file() else "")
+        + ": every answer first, then every report, in one file (hand in the reports folder with it: its traces "
+          "are linked from artifacts/).</p>" if made.is_file() else
+        "<p><b>Hand-in:</b> not made yet: <code>hpml-lab report --bundle</code> writes bundle.html from these "
+        "reports in seconds.</p>")
     env = environment()
     page = f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>hpml-lab reports</title>
