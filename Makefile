@@ -23,8 +23,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m ipykernel install --sys-prefix --name hpml-lab --display-name "Python (hpml-lab)"
 	@touch $@
 
+# the conclusion code's branch coverage (pyproject's [tool.coverage]) is printed and must stay at 95% or more
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --cov --cov-branch --cov-report=term:skip-covered --cov-fail-under=95
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not slurm and not browser and not cuda"

@@ -95,7 +95,7 @@ def test_all_batches_empty_is_refused(cifar_copy, capsys):
     for name in cifar.TRAIN_FILES + cifar.TEST_FILES:
         _edit_batch(cifar_copy / cifar.FOLDER / name, lambda e: {**e, b"data": np.zeros((0, 3072), np.uint8),
                                                                  b"labels": []})
-    from hpml_lab.training import main as train_main
+    from hpml_lab.__main__ import main as train_main
 
     rc = train_main(["--data-root", str(cifar_copy), "--epochs", "1", "--max-batches", "1"])
     err = capsys.readouterr().err

@@ -129,7 +129,7 @@ def test_results_folder_that_is_a_file_is_refused(out, capsys, cifar_root):
     (["--loader", "tensor", "--checkpoint-segments", "1000"], "has 8 residual blocks"),
 ])
 def test_training_cli_refuses_before_compute(tmp_path, capsys, cifar_root, extra, needle):
-    from hpml_lab.training import main
+    from hpml_lab.__main__ import main
 
     a_file = tmp_path / "afile"
     a_file.write_text("x")
@@ -199,7 +199,7 @@ def test_cxx_naming_no_compiler_fails_the_pre_check(monkeypatch, cxx, tmp_path):
 
 def test_training_with_compile_and_a_missing_cxx_is_one_line_before_compute(tmp_path, capsys, cifar_root,
                                                                            monkeypatch):
-    from hpml_lab.training import main
+    from hpml_lab.__main__ import main
 
     monkeypatch.setenv("CXX", "/nonexistent/g++")
     assert main(["--data-root", str(cifar_root), "--results-dir", str(tmp_path / "r"), "--model", "resnet_tiny",
