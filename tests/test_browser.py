@@ -105,7 +105,7 @@ def test_c1_runs_in_jupyterlab_in_chromium(lab, tmp_path):
             _wait_until_run(page, base, token)
             widget = page.locator(".jp-OutputArea .widget-hprogress")
             labels = page.locator(".jp-OutputArea .jupyter-widgets").all_inner_texts()
-            figures = page.locator(".jp-OutputArea .jp-RenderedImage img")
+            figures = page.locator(".jp-OutputArea-output img")  # figures are shown as <img> with alt text (nb.save_figure)
             n_widgets, n_figures = widget.count(), figures.count()
             page.screenshot(path=str(shot))
             page.keyboard.press("Control+s")  # save, so the executed notebook can be read back from disk
