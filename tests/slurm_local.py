@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Callable
 from pathlib import Path
 
+from hpml_lab.report.guards import alive
+
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol")
 NODES = ("n1", "n2")
 CPUS_PER_NODE = 2
@@ -147,7 +149,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         for pid in pids:
             _signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + 15
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        while any(alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.2)
         for pid in pids:
             _signal(pid, signal.SIGKILL)
@@ -193,19 +195,6 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                     return re.search(r"JobState=(\S+)", line).group(1), re.search(r" ExitCode=(\S+)", line).group(1)
             time.sleep(0.2)
         return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (not reaped yet) has ended
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -125,13 +125,17 @@ def set_aside(task_id: str) -> Path:
 
 
 def alive(pid: int) -> bool:
+    """Whether process `pid` still runs: a zombie (ended, not reaped yet) has ended."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:  # gone in between; where there is no /proc, kill's answer stands
+        return not Path("/proc/self").exists()
 
 
 def recover_reports() -> None:
