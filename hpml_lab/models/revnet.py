@@ -87,6 +87,11 @@ class _ReversibleSequence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, units, *params):
         ctx.units = units
+        # backward runs outside the caller's autocast region: re-enter it there, or the recomputation runs in fp32
+        # on the bf16/fp16 activations forward made (what torch.amp.custom_fwd/custom_bwd do for one fixed device)
+        ctx.device_type = x.device.type
+        ctx.autocast = torch.is_autocast_enabled(ctx.device_type)
+        ctx.autocast_dtype = torch.get_autocast_dtype(ctx.device_type)
         y = x
         for unit in units:
             y = unit(y)
@@ -102,7 +107,8 @@ class _ReversibleSequence(torch.autograd.Function):
         for unit in reversed(ctx.units):
             g_params = [p for p in unit.g.parameters() if p.requires_grad]
             f_params = [p for p in unit.f.parameters() if p.requires_grad]
-            with torch.enable_grad(), frozen_norm_stats(unit):
+            with torch.enable_grad(), frozen_norm_stats(unit), \
+                    torch.autocast(ctx.device_type, dtype=ctx.autocast_dtype, enabled=ctx.autocast):
                 # y2 = x2 + G(y1): G evaluated once gives both x2 and the gradients through G.
                 z1 = y1.detach().requires_grad_(True)
                 gz = unit.g(z1)
