@@ -10,11 +10,15 @@ def test_diverged_run_is_flagged_and_a_learning_one_is_not():
     assert sanity.diverged([2.3, 2.1, 1.9, 1.8, 1.6], 10) is None
     assert "NaN" in sanity.diverged([2.3, math.nan], 10).message
     assert sanity.at_chance([2.30, 2.31, 2.30], 10) and not sanity.at_chance([2.3, 1.2, 1.1], 10)
+    assert sanity.at_chance([2.3, 2.4, 2.43], 10)  # above chance is no learning (memory's resnet at 2.43)
+    assert not sanity.at_chance([2.3, 2.2, 2.15], 10)  # 2.15 < 0.95 * 2.303: clearly below
 
 
 def test_growing_epochs_are_no_steady_state():
     f = sanity.trend([2.31, 3.71, 8.83, 12.0])  # c5's epochs
-    assert f.kind == "no steady state" and "growing" in f.message
+    assert f.kind == "no steady state" and "growing (3.71 -> 8.83 -> 12.00 s; epoch 1: 2.31 s)" in f.message
+    # c2's smoke epochs 73.64, 76.10, 37.66 read "keep shrinking (73.64 -> 76.10 -> 37.66 s)": epoch 1 is not the trend
+    assert "shrinking (76.10 -> 37.66 s; epoch 1: 73.64 s)" in sanity.trend([73.64, 76.10, 37.66]).message
     assert sanity.trend([2.31, 3.71, 8.83]).kind == "no steady state"  # two epochs after warm-up, 2.4x apart
     assert sanity.trend([2.31, 3.71]) is None  # one epoch after warm-up: nothing to trend
     assert sanity.trend([1.9, 2.3, 1.7]) is None  # two epochs 26% apart: noise, not a trend

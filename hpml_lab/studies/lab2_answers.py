@@ -262,8 +262,9 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
             lines.append(f"{v} diverged (loss {losses[-1]:.2f} at the end): not a result.")
             continue
         if sanity.at_chance(losses, classes):
-            lines.append(f"{v} ended at chance level (loss {sum(losses[-3:]) / len(losses[-3:]):.2f} against "
-                         f"ln {classes} = {sanity.chance_loss(classes):.2f}): it has not learned in this run.")
+            tail = losses[-max(1, len(losses) // 5):]
+            lines.append(f"{v} did not get clearly below chance (mean loss over the last fifth {sum(tail) / len(tail):.2f}"
+                         f" against ln {classes} = {sanity.chance_loss(classes):.2f}): it has not learned in this run.")
         samples[v] = list(last.loc[last[field] == v, "loss"])
         usable.append(v)
         nums.append(num(f"{v}: last-epoch batch loss", samples[v], ""))
