@@ -8,7 +8,7 @@ import pytest
 
 from hpml_lab import results
 from hpml_lab.config import RunConfig
-from hpml_lab.studies import dataloading_answers, lab2_answers, memory, memory_answers, scaling_answers
+from hpml_lab.studies import dataloading_answers, lab2, lab2_answers, memory, memory_answers, scaling_answers
 from hpml_lab.studies import tinyimagenet_answers
 from hpml_lab.studies._conclude import num
 
@@ -190,6 +190,21 @@ def test_c4_best_is_one_worker(tmp_path):
     items = sweep(tmp_path, "num_workers", {1: batches(FAST)})
     answers, _ = lab2_answers.c4(RunConfig(task="c4"), SimpleNamespace(best=1, items=items, c3_rows=None))
     assert "compared with nothing" in answers[0].text and "the count given" in answers[0].text
+    slow = sweep(tmp_path / "slow", "num_workers", {1: batches([7.9394] * 8)})
+    answers, _ = lab2_answers.c4(RunConfig(task="c4"), SimpleNamespace(best=1, items=slow, c3_rows=None))
+    assert "compute 7,939 ms per step" in answers[0].text  # not "7.94e+03 ms" (the smoke report's)
+
+
+def test_c4_best_one_worker_is_compared_with_c3s_next_best(tmp_path):
+    """C3's best is 1 worker: C4 compares 1 worker with C3's runner-up instead of with nothing."""
+    tie = _c3_rows({0: [0.80, 0.81, 0.79], 1: [0.51, 0.52, 0.50], 2: [1.1, 1.2, 1.0]})
+    assert lab2.runner_up(tie, 1) == 0 and lab2.runner_up(tie, 0) == 1 and lab2.runner_up(None, 1) is None
+    items = sweep(tmp_path, "num_workers", {0: batches(SLOW, data=0.02), 1: batches(FAST, data=0.001)})
+    out = SimpleNamespace(best=1, against=0, items=items, c3_rows=tie)
+    answers, _ = lab2_answers.c4(RunConfig(task="c4"), out)
+    assert "compared with C3's next best count, 0 workers" in answers[0].text and "compared with nothing" not in \
+        answers[0].text
+    assert answers[0].verdict["against"] == 0 and answers[0].verdict["compute"]["outcome"] in ("better", "worse")
 
 
 # ------------------------------------------------------------------ C5

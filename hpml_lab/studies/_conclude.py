@@ -19,6 +19,11 @@ def num(name: str, values, unit: str, scale: float = 1.0) -> Number:
     return Number(name, s["median"], unit, "measured", n=s["n"], spread=s["iqr"] if s["n"] >= 3 else None)
 
 
+def said(value: float) -> str:
+    """A measured value as a sentence states it: 3 significant digits, never in exponent form (7,939, not 7.94e+03)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict | None) -> list[sanity.Flag]:
     return sanity.run_flags(cfg, batches["loss"], list(epochs["total_s"]), meta, num_classes(cfg.dataset))
 

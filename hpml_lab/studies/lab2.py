@@ -183,6 +183,16 @@ class C4Result:
     trace: Any              # tracing.Trace
     items: list             # sweeps.SweepItem per configuration
     c3_rows: Optional[pd.DataFrame] = None  # C3's timed epochs behind `best` (None when given): its verdict
+    against: Optional[int] = None  # the count 1 worker is compared with: `best`, or C3's next best when best is 1
+
+
+def runner_up(rows: Optional[pd.DataFrame], best: int) -> Optional[int]:
+    """The count with C3's lowest median epoch other than `best` (None without C3's rows): when C3's best is 1 worker,
+    C4 compares 1 worker with it, so that the task still compares two counts."""
+    if rows is None or rows.empty:
+        return None
+    medians = rows[rows["num_workers"] != best].groupby("num_workers")["seconds"].median()
+    return int(medians.idxmin()) if len(medians) else None
 
 
 @dataclass
@@ -232,7 +242,8 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
         else:
             sweep = c3_loader_sweep(cfg.replace(task="c3", run_id=""), log=log)
             best, source, c3_rows = sweep.best_workers, f"measured now with C3's sweep ({sweep.summary_dir})", sweep.rows
-    counts = sorted({1, best})
+    against = best if best != 1 else runner_up(c3_rows, best)
+    counts = sorted({1, against if against is not None else 1})
     items = run_sweep([cfg.replace(num_workers=n, run_id="") for n in counts], train, log=log)
     epochs = tables(items, "epochs", with_config=("num_workers",))
     summary = _phase_summary(drop_warmup(epochs), "num_workers")
@@ -246,7 +257,7 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
                 tdir / "trace.json", steps=trace_steps, cfg=cfg)
     results.write_derived(tdir, {"top_ops": tr.top_ops}, results.new_meta(
         cfg.replace(num_workers=best), device, kind="trace", steps=tr.steps, warmup_steps=tr.warmup))
-    return C4Result(epochs, summary, best, source, tr, items, c3_rows)
+    return C4Result(epochs, summary, best, source, tr, items, c3_rows, against)
 
 
 def _phase_summary(steady_epochs: pd.DataFrame, by: str) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from ..data import num_classes
 from ..profiling import summarize
 from ..results import drop_warmup, read_run
 from ..verdict import best, compare, sample_record
-from ._conclude import compare_configs, dedupe, meta_machine, num, steady_batches, training_flags
+from ._conclude import compare_configs, dedupe, meta_machine, num, said, steady_batches, training_flags
 
 
 def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -200,18 +200,22 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         nums += [num(f"{n} worker(s): data wait per step", g["data_s"], "ms", 1000),
                  num(f"{n} worker(s): compute per step", g["train_s"], "ms", 1000)]
     tag = c3_tag(best_n, getattr(out, "c3_rows", None))
-    if best_n == 1:
+    against = getattr(out, "against", None)
+    against = best_n if against is None and best_n != 1 else against
+    if against is None or against == 1:
         text = f"The count C3 gave is 1 worker ({tag}), so 1 worker is compared with nothing: " + (
-            f"data wait {nums[0].value:.3g} ms and compute {nums[1].value:.3g} ms per step (medians).")
+            f"data wait {said(nums[0].value)} ms and compute {said(nums[1].value)} ms per step (medians).")
         return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums)], dedupe(flags)
-    labels = (f"{best_n} workers", "1 worker")
-    vd, da, db = compare_configs(bt, "num_workers", best_n, 1, "data_s", "data wait per step", *labels)
-    vc, ca, cb = compare_configs(bt, "num_workers", best_n, 1, "train_s", "compute per step", *labels)
-    text = (f"{best_n} workers ({tag}) against 1 worker. Data wait: {vd.sentence()} Compute: {vc.sentence()} "
-            + NOT_INTERLEAVED)
+    labels = (f"{against} workers", "1 worker")
+    vd, da, db = compare_configs(bt, "num_workers", against, 1, "data_s", "data wait per step", *labels)
+    vc, ca, cb = compare_configs(bt, "num_workers", against, 1, "train_s", "compute per step", *labels)
+    lead = (f"{against} workers ({tag}) against 1 worker." if against == best_n else
+            f"The count C3 gave is 1 worker ({tag}), so 1 worker is compared with C3's next best count, {against} "
+            "workers.")
+    text = f"{lead} Data wait: {vd.sentence()} Compute: {vc.sentence()} " + NOT_INTERLEAVED
     return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums,
                    verdict={"data": sample_record(vd, da, db), "compute": sample_record(vc, ca, cb),
-                            "interleaved": False, "c3": tag})], dedupe(flags)
+                            "interleaved": False, "c3": tag, "against": against})], dedupe(flags)
 
 
 def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
