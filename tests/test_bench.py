@@ -2,7 +2,7 @@
 import json
 
 from hpml_lab.report import cli
-from hpml_lab.studies import bench
+from hpml_lab.studies import bench, bench_measure
 
 
 def test_bench_prints_one_json_line_and_saves_it(cifar_root, tmp_path, monkeypatch, capsys):
@@ -63,7 +63,7 @@ def test_the_timed_step_never_gets_an_epochs_smaller_last_batch():
 
     import torch
 
-    t = bench._Trainer.__new__(bench._Trainer)
+    t = bench_measure._Trainer.__new__(bench_measure._Trainer)
     t.cfg, t._it = types.SimpleNamespace(batch_size=8), None
     t.loader = [(torch.zeros(n), torch.zeros(n)) for n in (8, 8, 4)]  # an epoch of 20 images
     assert [len(t.next_batch()[0]) for _ in range(7)] == [8] * 7
