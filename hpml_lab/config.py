@@ -177,7 +177,7 @@ class RunConfig:
                 f"parameter 'model' is {self.model!r}; valid models: {', '.join(models.available())}"
             )
         if self.precision in ("bf16", "fp16") and models.accepts(self.model, "memory_saving"):
-            raise ConfigError(f"amp with {self.model!r} is not supported: the reversible backward recomputes its "
+            raise ConfigError(f"precision={self.precision} with {self.model!r} is not supported: the reversible backward recomputes its "
                               "inputs without autocast; use precision=fp32 or tf32 for RevNets")
         if self.checkpoint_segments and not models.accepts(self.model, "checkpoint_segments"):
             raise ConfigError(f"parameter 'checkpoint_segments' applies to ResNets only, not {self.model!r}")

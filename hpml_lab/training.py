@@ -279,16 +279,9 @@ def build_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
 
 def _flops_record(cfg: RunConfig, device: torch.device) -> dict[str, Any]:
     """FLOPs per image of a training step, the precision and the device's peak for it (hpml_lab.flops)."""
-    asked = cfg.precision in ("bf16", "fp16") or (cfg.precision == "tf32" and device.type == "cuda")
-    precision = cfg.precision if asked else flops.precision_of(cfg, device)  # fp32: TF32 where cuDNN uses it
-    if cfg.precision == "fp16":  # flops has no fp16 entry: fp16 tensor peaks equal bf16's on its data sheets
-        pk = flops.peak(device, "bf16")
-        precision, source = "fp16", pk.source + " (its bf16 figure, taken for fp16)"
-    else:
-        pk = flops.peak(device, precision)
-        source = pk.source
-    return {"per_image": flops.flops_per_image(cfg), "precision": precision, "peak_tflops": pk.tflops,
-            "peak_source": source, "convention": "multiply-add = 2 FLOPs; convolutions and matrix products, "
+    pk = flops.peak(device, flops.precision_of(cfg, device))  # fp32 asked: TF32 where cuDNN uses it
+    return {"per_image": flops.flops_per_image(cfg), "precision": pk.precision, "peak_tflops": pk.tflops,
+            "peak_source": pk.source, "convention": "multiply-add = 2 FLOPs; convolutions and matrix products, "
                                                     "forward + backward"}
 
 

@@ -1,6 +1,9 @@
 """Benchmarks: the JSON shape and where it is saved, at minimal size. No speed is asserted (machine-dependent)."""
 import json
 
+import pytest
+
+from hpml_lab.config import ConfigError
 from hpml_lab.report import cli
 from hpml_lab.studies import bench, bench_measure
 
@@ -55,7 +58,9 @@ def test_bench_options_out_of_range_are_one_line_before_any_work(capsys, tmp_pat
         err = capsys.readouterr().err
         assert what in err and err.count("\n") == 1, err  # before the (missing) data is even looked at
     assert not (tmp_path / "benchmarks").exists()
-    assert bench.Settings.of(amp=True, steps=None).amp == "on" and bench.Settings().steps == 0
+    assert bench.Settings.of(compile=True, steps=None).compile == "on" and bench.Settings().steps == 0
+    with pytest.raises(ConfigError, match="precision must be auto, fp32, tf32, bf16, fp16, got 'fp8'"):
+        bench.Settings.of(precision="fp8")
 
 
 def test_the_timed_step_never_gets_an_epochs_smaller_last_batch():

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from ..config import ConfigError, StudySettings, output_path, resolve_path
+from ..config import PRECISIONS, ConfigError, StudySettings, output_path, resolve_path
 from ..data import cifar
 from ..device import free_cuda_memory, resolve_device
 from ..envinfo import environment
@@ -51,8 +51,8 @@ class Settings(StudySettings):
     steps: int = 0  # training steps per timed repeat; 0: by device (STEPS)
     pil_batches: int = 8  # bench loader: batches through the PIL pipeline per repeat
     tensor_batches: int = 40  # bench loader: batches through the tensor loader per repeat
-    amp: str = "auto"  # the fast path's settings: auto (by device), on or off
-    compile: str = "auto"
+    precision: str = "auto"  # the fast path's settings: auto (by device), else one of config.PRECISIONS
+    compile: str = "auto"  # auto (by device), on or off
     channels_last: str = "auto"
 
     def check(self) -> None:
@@ -60,21 +60,23 @@ class Settings(StudySettings):
                           ("pil_batches", 1), ("tensor_batches", 1)):
             if getattr(self, name) < low:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(self, name)}")
-        for name in ("amp", "compile", "channels_last"):
+        for name in ("compile", "channels_last"):
             if getattr(self, name) not in ("auto", "on", "off"):
                 raise ConfigError(f"{name} must be auto, on or off, got {getattr(self, name)!r}")
+        if self.precision not in ("auto", *PRECISIONS):
+            raise ConfigError(f"precision must be auto, {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ConfigError(f"--device must be auto, cpu or cuda, got {self.device!r}")
 
     @classmethod
     def of(cls, **options: Any) -> "Settings":
-        """From keyword options (None: the default; amp/compile/channels_last also as True/False)."""
+        """From keyword options (None: the default; compile/channels_last also as True/False)."""
         opts = {k: v for k, v in options.items() if v is not None}
         unknown = set(opts) - set(cls.field_names())
         if unknown:
             raise ConfigError(f"unknown benchmark option(s) {', '.join(sorted(unknown))}; "
                               f"valid: {', '.join(cls.field_names())}")
-        for k in ("amp", "compile", "channels_last"):
+        for k in ("compile", "channels_last"):
             if isinstance(opts.get(k), bool):
                 opts[k] = "on" if opts[k] else "off"
         return cls(**opts)
@@ -90,8 +92,9 @@ def run(name: str, save: bool = True, **options: Any) -> dict[str, Any]:
         raise ConfigError(f"unknown benchmark {name!r}; valid: {', '.join(NAMES)}, all")
     settings = Settings.of(**options)
     opts: dict[str, Any] = asdict(settings)
-    for k in ("amp", "compile", "channels_last"):  # the tri-state fast_overrides takes: None is by device
+    for k in ("compile", "channels_last"):  # the tri-state fast_overrides takes: None is by device
         opts[k] = {"auto": None, "on": True, "off": False}[opts[k]]
+    opts["precision"] = None if opts["precision"] == "auto" else opts["precision"]
     device = resolve_device(opts["device"])
     opts["data_root"] = str(_data(opts["data_root"]))  # fails fast, naming the command that prepares it
     if opts["steps"] == 0:

@@ -44,15 +44,21 @@ def _threads(n: int):
         torch.set_num_threads(old)
 
 
-def fast_overrides(device: torch.device, amp: bool | None = None, compile: bool | None = None,
+def fast_overrides(device: torch.device, precision: str | None = None, compile: bool | None = None,
                    channels_last: bool | None = None) -> dict[str, Any]:
-    """The fast path's RunConfig fields. On CUDA every option; on CPU the tensor-resident loader only,
-    unless asked: bf16 autocast is slower on CPUs without bf16 units, channels_last was no clear win
-    for fp32 on the 2-core development machine, and compilation costs minutes there."""
+    """The fast path's RunConfig fields; None picks by device. On CUDA every option (precision bf16); on CPU the
+    tensor-resident loader only, unless asked: bf16 autocast is slower on CPUs without bf16 units, channels_last
+    was no clear win for fp32 on the 2-core development machine, and compilation costs minutes there."""
     on_gpu = device.type == "cuda"
     pick = lambda v: on_gpu if v is None else v  # noqa: E731
     return {"loader": "tensor", "persistent_workers": True, "channels_last": pick(channels_last),
-            "amp": pick(amp), "compile": pick(compile)}
+            "precision": precision or ("bf16" if on_gpu else "fp32"), "compile": pick(compile)}
+
+
+def _fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **changes: Any) -> RunConfig:
+    """The baseline with the fast path's fields (opts' precision, compile, channels_last; None: by device)."""
+    return base.replace(**changes, **fast_overrides(device, opts.get("precision"), opts.get("compile"),
+                                                    opts.get("channels_last")))
 
 
 class _Trainer:
@@ -165,7 +171,7 @@ def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """Seconds per training step (data + copy + forward + backward + update, back to back, no per-step
     synchronization), baseline vs fast path, timed as whole runs of `steps` steps."""
     base = _base_cfg(opts, device)
-    fast = base.replace(**fast_overrides(device, opts.get("amp"), opts.get("compile"), opts.get("channels_last")))
+    fast = _fast_cfg(base, opts, device)
     rows = {}
     trainers = {}
     for name, cfg in (("baseline", base), ("fast", fast)):
@@ -210,8 +216,7 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
     device-resident batch: plain, with train()'s timers (HostTimer around the fetch, DeviceTimer around the
     step), and with timers plus the per-step synchronize that train() does by default (sync_each_step).
     Ratio = median instrumented / median plain over interleaved rounds; the per-round ratios give the spread."""
-    cfg = _base_cfg(opts, device).replace(num_workers=0, **fast_overrides(
-        device, opts.get("amp"), opts.get("compile"), opts.get("channels_last")))
+    cfg = _fast_cfg(_base_cfg(opts, device), opts, device, num_workers=0)
     tr = _Trainer(cfg, device)
     x, y = tr.next_batch()
     batches = [(x.to(device), y.to(device))]
@@ -282,7 +287,7 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     data here; the loader's prefetched batches carry over between rounds, a few against `steps`). Synchronizing
     around each fetch instead would serialise what overlaps in real training."""
     base = _base_cfg(opts, device)
-    fast = base.replace(**fast_overrides(device, opts.get("amp"), opts.get("compile"), opts.get("channels_last")))
+    fast = _fast_cfg(base, opts, device)
     out: dict[str, Any] = {"unit": "share of step time lost to data loading (0..1)"}
     steps = opts["steps"]
     for name, cfg in (("baseline", base), ("fast", fast)):
@@ -320,7 +325,7 @@ def _interleaved(fns: list[Callable[[], object]], device: torch.device, repeats:
 
 
 def _cfg_fields(cfg: RunConfig) -> dict[str, Any]:
-    keys = ("model", "batch_size", "num_workers", "loader", "channels_last", "amp", "compile", "persistent_workers",
+    keys = ("model", "batch_size", "num_workers", "loader", "channels_last", "precision", "compile", "persistent_workers",
             "device")
     return {k: getattr(cfg, k) for k in keys}
 
