@@ -1,13 +1,15 @@
-"""RunConfig: every parameter of a run, in one frozen dataclass.
+"""RunConfig: every parameter of a run, in one frozen dataclass; and where the project's files are.
 
 Its field names are the notebooks' papermill parameters, the CLI's flags
 (`--batch-size` or `--batch_size`) and the Slurm job's arguments. Unknown
 keys, wrong types and out-of-range values are rejected with one line that says
-what is wrong and what is valid, before anything is computed.
+what is wrong and what is valid, before anything is computed (the type check
+and string coercion it shares with the studies' settings are in params.py).
 
     from hpml_lab.config import RunConfig
     cfg = RunConfig(task="c1", epochs=2)
     cfg = RunConfig.from_dict({"batch_size": "64"}, coerce=True)   # strings from a CLI
+    cfg.run_dir()      # results/c1/<run-id>/ under output_path(): HPML_OUTPUT_DIR, else the project root
 """
 from __future__ import annotations
 
