@@ -33,7 +33,7 @@ from ..data import cifar
 from ..device import free_cuda_memory, resolve_device
 from ..envinfo import environment
 from ..io import atomic_write_json
-from .bench_measure import BENCHES, _log
+from .bench_measure import BENCHES, log
 
 NAMES = tuple(BENCHES)
 
@@ -102,7 +102,7 @@ def run(name: str, save: bool = True, **options: Any) -> dict[str, Any]:
     if device.type == "cuda" and opts["warmup"] < 3 and name in ("step", "stall"):
         opts["warmup"] = 3  # cuDNN autotuning and torch.compile happen in the first steps
     started = _dt.datetime.now(_dt.timezone.utc)
-    _log(f"{name} on {device} ({opts['repeats']} repeats after {opts['warmup']} warm-up)")
+    log(f"{name} on {device} ({opts['repeats']} repeats after {opts['warmup']} warm-up)")
     t0 = time.perf_counter()
     try:
         body = BENCHES[name](opts, device)
@@ -141,6 +141,6 @@ def main(names: list[str], **options: Any) -> int:
             raise ConfigError(f"unknown benchmark {n!r}; valid: {', '.join(NAMES)}, all")
     for n in names:
         rec = run(n, **options)
-        _log(f"{n}: ratio {rec.get('ratio', float('nan')):.3g} -> {rec.get('saved_to')}")
+        log(f"{n}: ratio {rec.get('ratio', float('nan')):.3g} -> {rec.get('saved_to')}")
         print(json.dumps(rec, sort_keys=True, default=str), flush=True)
     return 0

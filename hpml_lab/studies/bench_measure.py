@@ -30,7 +30,7 @@ TARGETS = {"loader": "tensor augmentation >= 10x PIL images/s per core (2 CPU co
            "stall": "fast path: data wait <= 5% of step time (one H100)"}
 
 
-def _log(msg: str) -> None:
+def log(msg: str) -> None:
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
@@ -309,7 +309,7 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         out[f"{name}_fed_step_s"] = summarize([t / steps for t in fed_s])
         out[f"{name}_resident_step_s"] = summarize([t / steps for t in resident_s])
         out[f"{name}_config"] = _cfg_fields(cfg)
-        _log(f"stall {name}: {summarize(shares)['median']:.1%} of step time lost to data")
+        log(f"stall {name}: {summarize(shares)['median']:.1%} of step time lost to data")
     out["ratio"] = out["baseline_stall"]["median"] / max(out["fast_stall"]["median"], 1e-12)
     out["ratio_meaning"] = "baseline stall share / fast stall share"
     out["target"] = TARGETS["stall"]
@@ -320,7 +320,7 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
 # ------------------------------------------------------------------ plumbing
 def _interleaved(fns: list[Callable[[], object]], device: torch.device, repeats: int, warmup: int) -> list[list[float]]:
     """profiling.interleaved_timed with a log line per round."""
-    return interleaved_timed(fns, device, repeats, warmup, on_round=lambda r, out: _log(
+    return interleaved_timed(fns, device, repeats, warmup, on_round=lambda r, out: log(
         f"repeat {r + 1}/{repeats}: " + ", ".join(f"{t[-1]:.4f}s" for t in out)))
 
 
