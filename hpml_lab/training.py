@@ -58,7 +58,8 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
 
     Args:
         cfg: the run's parameters.
-        model: a prepared model to use instead of building cfg.model (e.g. compiled).
+        model: a model to train instead of building cfg.model; like a built one it is moved to the device and
+            given cfg's channels-last format and compilation (so pass it uncompiled).
         loader: an iterable of (images, labels) to use instead of the lab's DataLoader.
         extra_meta: more fields for meta.json (e.g. the sweep a run belongs to).
         save_model: write the final state_dict here (atomically).
