@@ -22,6 +22,7 @@ from hpml_lab.data import DatasetError
 from hpml_lab.device import is_oom, resolve_device
 from hpml_lab.training import train
 
+
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per RunConfig field, as --batch-size and --batch_size; values parsed by RunConfig."""
     hints = typing.get_type_hints(RunConfig)
@@ -34,10 +35,9 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(ns: argparse.Namespace, extra: Mapping[str, Any] | None = None) -> RunConfig:
+    """The RunConfig the parsed flags (and `extra`) give; from_dict refuses unknown keys and converts the strings."""
     params = {k: v for k, v in vars(ns).items() if k in RunConfig.field_names()}
-    params.update(extra or {})
-    check_keys(params)
-    return RunConfig.from_dict(params, coerce=True)
+    return RunConfig.from_dict({**params, **(extra or {})}, coerce=True)
 
 
 def _complete_already(cfg: RunConfig) -> bool:
@@ -94,10 +94,9 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {e.strerror or e}{where}", file=sys.stderr)
         return 2
     except (RuntimeError, MemoryError) as e:
-        if not is_oom(e):
-            distributed.cleanup(barrier=False)
-            raise
         distributed.cleanup(barrier=False)
+        if not is_oom(e):
+            raise
         batch = vars(args).get("batch_size", RunConfig().batch_size)
         print(f"error: out of memory at batch_size {batch}: use a smaller batch_size "
               f"({(str(e).strip().splitlines() or [type(e).__name__])[0][:160]})", file=sys.stderr)

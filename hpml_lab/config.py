@@ -1,13 +1,15 @@
-"""RunConfig: every parameter of a run, in one frozen dataclass.
+"""RunConfig: every parameter of a run, in one frozen dataclass; and where the project's files are.
 
 Its field names are the notebooks' papermill parameters, the CLI's flags
 (`--batch-size` or `--batch_size`) and the Slurm job's arguments. Unknown
 keys, wrong types and out-of-range values are rejected with one line that says
-what is wrong and what is valid, before anything is computed.
+what is wrong and what is valid, before anything is computed (the type check
+and string coercion it shares with the studies' settings are in params.py).
 
     from hpml_lab.config import RunConfig
     cfg = RunConfig(task="c1", epochs=2)
     cfg = RunConfig.from_dict({"batch_size": "64"}, coerce=True)   # strings from a CLI
+    cfg.run_dir()      # results/c1/<run-id>/ under output_path(): HPML_OUTPUT_DIR, else the project root
 """
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+# the typed-parameter machinery lives in params.py; these names are imported from config by studies and report/
+from .params import ConfigError, StudySettings, _short, check_types, coerce_value  # noqa: F401
 
 DATASETS = ("cifar10", "tinyimagenet")
 NORMS = ("bn", "none")
@@ -41,10 +46,6 @@ DEVICES = ("auto", "cpu", "cuda")
 PROGRESS = ("auto", "bar", "plot", "log", "none")
 STEMS = ("cifar", "imagenet")
 LOADERS = ("pil", "tensor")
-
-
-class ConfigError(ValueError):
-    """A bad parameter. The message is one line, meant to be shown as it is."""
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ class RunConfig:
                 f"parameter 'model' is {self.model!r}; valid models: {', '.join(models.available())}"
             )
         if self.precision in ("bf16", "fp16") and models.accepts(self.model, "memory_saving"):
-            raise ConfigError(f"amp with {self.model!r} is not supported: the reversible backward recomputes its "
+            raise ConfigError(f"precision={self.precision} with {self.model!r} is not supported: the reversible backward recomputes its "
                               "inputs without autocast; use precision=fp32 or tf32 for RevNets")
         if self.checkpoint_segments and not models.accepts(self.model, "checkpoint_segments"):
             raise ConfigError(f"parameter 'checkpoint_segments' applies to ResNets only, not {self.model!r}")
@@ -262,12 +263,6 @@ def _plain_name(name: str) -> bool:
             and not name.startswith((".", "-")) and ".." not in name and name == name.strip())
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    """A value for an error message, cut to `limit` characters (a message stays one readable line)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
-
-
 def check_keys(params: Mapping[str, Any] | Iterable[str], also: Iterable[str] = (), where: str = "",
                shown: Iterable[str] | None = None) -> None:
     """The one check for unknown parameter names: each key must be a RunConfig field or one of `also` (a study's
@@ -276,60 +271,6 @@ def check_keys(params: Mapping[str, Any] | Iterable[str], also: Iterable[str] = 
     for key in params:
         if key not in valid:
             raise ConfigError(f"unknown parameter {_short(key)}{where}; valid parameters: {', '.join(shown or valid)}")
-
-
-def check_types(obj: Any) -> None:
-    """The one type check of RunConfig and StudySettings: each field's value must have its annotated type (int,
-    float, str, bool or tuple[item, ...]); an int given for a float becomes a float, a list for a tuple a tuple."""
-    hints = typing.get_type_hints(type(obj))
-    for f in fields(obj):
-        value, want = getattr(obj, f.name), hints[f.name]
-        if typing.get_origin(want) is tuple:
-            item = typing.get_args(want)[0]
-            if isinstance(value, (list, tuple)) and all(_is_type(v, item) for v in value):
-                object.__setattr__(obj, f.name, tuple(float(v) if item is float else v for v in value))
-                continue
-            raise ConfigError(f"parameter {f.name!r} must be a list of {item.__name__}, got {_short(value)}")
-        if want is float and _is_type(value, float):
-            object.__setattr__(obj, f.name, float(value))
-        elif not _is_type(value, want):
-            raise ConfigError(f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {_short(value)}")
-
-
-def _is_type(value: Any, want: type) -> bool:
-    if want is bool:
-        return isinstance(value, bool)
-    if want is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if want is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, want)
-
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def coerce_value(name: str, value: Any, want: type) -> Any:
-    """Convert a command-line string to the field's type (other values pass through)."""
-    if not isinstance(value, str) or want is str:
-        return value
-    text = value.strip()
-    try:
-        if want is bool:
-            if text.lower() in _TRUE:
-                return True
-            if text.lower() in _FALSE:
-                return False
-            raise ValueError
-        if want is int:
-            return int(text)
-        if want is float:
-            return float(text)
-    except ValueError:
-        kind = "true or false" if want is bool else want.__name__
-        raise ConfigError(f"parameter {name!r} must be {kind}, got {_short(value)}") from None
-    return value
 
 
 def project_root() -> Path:
@@ -363,51 +304,3 @@ def output_path(path: str | os.PathLike) -> Path:
     return (Path(base).resolve() if base else project_root()) / p
 
 
-def _numbers(value: Any) -> list:
-    """The numbers in a setting (itself, or the items of a tuple), bools left out."""
-    items = value if isinstance(value, tuple) else (value,)
-    return [v for v in items if isinstance(v, (int, float)) and not isinstance(v, bool)]
-
-
-class StudySettings:
-    """Base for a study's own settings: the knobs of one study that are not RunConfig fields (the memory
-    task's RevNet depths, C3's tolerance, Lab 5's batch sizes). Subclass it as a frozen dataclass with typed
-    fields (int, float, str, bool or tuple[int | float | str, ...]) and defaults, and name it in the task
-    (report/tasks.py, `Task(..., settings=...)`). Its field names are then notebook parameters like RunConfig's:
-    `-p rev_stages=3,5`, `-f params.yaml` and papermill set them and the runner checks them before any kernel
-    starts. In the notebook:
-
-        settings = memory.Settings.from_namespace(globals())   # the parameters cell's values, checked
-    """
-
-    def __post_init__(self) -> None:
-        check_types(self)
-        for f in fields(self):  # type: ignore[arg-type]
-            for v in _numbers(getattr(self, f.name)):
-                if isinstance(v, float) and not (math.isfinite(v) and abs(v) <= 1e6) or abs(v) > 10 ** 9:
-                    raise ConfigError(f"parameter {f.name!r} must be a finite number of sensible size (at most 1e6 "
-                                      f"for a float, 1e9 for a count), got {_short(v)}")
-        self.check()
-
-    def check(self) -> None:
-        """Value checks beyond types (override; raise ConfigError with one line)."""
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]  # type: ignore[arg-type]
-
-    @classmethod
-    def coerce(cls, name: str, value: Any) -> Any:
-        """A command-line string to the field's type; a tuple field takes comma-separated items."""
-        want = typing.get_type_hints(cls)[name]
-        if typing.get_origin(want) is tuple:
-            if isinstance(value, str):
-                item = typing.get_args(want)[0]
-                return tuple(coerce_value(name, v, item) for v in value.split(",") if v.strip())
-            return value
-        return coerce_value(name, value, want)
-
-    @classmethod
-    def from_namespace(cls, namespace: Mapping[str, Any]):
-        """The settings named in `namespace` (a notebook's globals), defaults for the rest, checked."""
-        return cls(**{k: namespace[k] for k in cls.field_names() if k in namespace})

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from .flops import tf32_state
+
 
 def _cpu_model() -> str:
     try:
@@ -69,7 +71,7 @@ def environment(device: torch.device | str | None = None) -> dict[str, Any]:
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         # what "fp32" meant: cuDNN convolutions run in TF32 on Ampere and later unless allow_tf32 is off
         "cudnn_benchmark": torch.backends.cudnn.benchmark if cuda else None,
-        "tf32": {"cudnn": torch.backends.cudnn.allow_tf32, "matmul": torch.backends.cuda.matmul.allow_tf32} if cuda else None,
+        "tf32": tf32_state() if cuda else None,
         "gpu": gpu,
         "cpu": _cpu_model(),
         "cpu_cores": usable_cores(),

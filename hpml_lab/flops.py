@@ -3,6 +3,7 @@
     from hpml_lab import flops
     f = flops.step_flops_per_image("resnet18")                 # 3.33e9 for a 32x32 CIFAR image (fwd + bwd)
     peak = flops.peak(torch.device("cuda"), "bf16")            # Peak(tflops=989.5, source="NVIDIA H100 SXM ...")
+    flops.precision_of(cfg, device)                            # "fp16" for RunConfig(precision="fp16")
     flops.mfu(f * images, seconds, peak.tflops)                # achieved / peak, a fraction
 
 Convention: a multiply-add is 2 FLOPs, as torch.utils.flop_counter.FlopCounterMode counts (convolutions and
@@ -30,15 +31,18 @@ from torch import nn
 from .profiling import WallClock
 
 # name (whole words of what torch.cuda.get_device_name reports) -> dense TFLOP/s by precision, and the source.
+# fp16 and bf16 tensor-core peaks are equal on the data sheets that give both. Volta and Turing (V100, T4,
+# RTX 5000) have FP16 tensor cores but no bf16 or TF32 units: no bf16 entry (a bf16 run's peak is measured), and
+# their tf32 entry is the fp32 figure (TF32 allowed there runs as fp32).
 GPU_PEAKS: dict[str, tuple[dict[str, float], str]] = {
-    "H100 PCIe": ({"fp32": 51.0, "tf32": 378.0, "bf16": 756.0}, "NVIDIA H100 PCIe data sheet (dense)"),
-    "H100": ({"fp32": 67.0, "tf32": 494.5, "bf16": 989.5}, "NVIDIA H100 SXM data sheet (dense)"),
-    "H200": ({"fp32": 67.0, "tf32": 494.5, "bf16": 989.5}, "NVIDIA H200 SXM data sheet (dense)"),
-    "A100": ({"fp32": 19.5, "tf32": 156.0, "bf16": 312.0}, "NVIDIA A100 data sheet (dense)"),
-    "V100": ({"fp32": 15.7, "tf32": 15.7, "bf16": 125.0}, "NVIDIA V100 SXM2 data sheet (no TF32; FP16 tensor for bf16)"),
-    "L4": ({"fp32": 30.3, "tf32": 60.0, "bf16": 121.0}, "NVIDIA L4 data sheet (dense)"),
-    "T4": ({"fp32": 8.1, "tf32": 8.1, "bf16": 65.0}, "NVIDIA T4 data sheet (no TF32; FP16 tensor for bf16)"),
-    "RTX 5000": ({"fp32": 11.2, "tf32": 11.2, "bf16": 89.2}, "NVIDIA Quadro RTX 5000 data sheet (FP16 tensor)"),
+    "H100 PCIe": ({"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}, "NVIDIA H100 PCIe data sheet (dense)"),
+    "H100": ({"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5}, "NVIDIA H100 SXM data sheet (dense)"),
+    "H200": ({"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5}, "NVIDIA H200 SXM data sheet (dense)"),
+    "A100": ({"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}, "NVIDIA A100 data sheet (dense)"),
+    "V100": ({"fp32": 15.7, "tf32": 15.7, "fp16": 125.0}, "NVIDIA V100 SXM2 data sheet (no TF32 or bf16)"),
+    "L4": ({"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0}, "NVIDIA L4 data sheet (dense)"),
+    "T4": ({"fp32": 8.1, "tf32": 8.1, "fp16": 65.0}, "NVIDIA T4 data sheet (no TF32 or bf16)"),
+    "RTX 5000": ({"fp32": 11.2, "tf32": 11.2, "fp16": 89.2}, "NVIDIA Quadro RTX 5000 data sheet (no TF32 or bf16)"),
 }
 
 
@@ -73,11 +77,12 @@ class Peak:
 
 
 def precision_of(cfg, device: torch.device) -> str:
-    """The precision a run's convolutions and matrix products used: bf16 under autocast, tf32 where CUDA
-    allows it (cuDNN convolutions do by default), else fp32."""
-    if cfg.amp:
-        return "bf16"
-    if device.type == "cuda" and any(tf32_state().values()):
+    """The precision a run's convolutions and matrix products used: cfg.precision's bf16 or fp16 (autocast); on
+    CUDA tf32 when asked for or where torch allows it (cuDNN convolutions do by default); else fp32 (a CPU has no
+    TF32: precision=tf32 runs there as fp32)."""
+    if cfg.precision in ("bf16", "fp16"):
+        return cfg.precision
+    if device.type == "cuda" and (cfg.precision == "tf32" or any(tf32_state().values())):
         return "tf32"
     return "fp32"
 
@@ -148,7 +153,7 @@ def _measured(device_str: str, precision: str, budget_s: float = 1.5) -> float:
     at a size it finishes quickly, and a fast one at a size large enough to reach its best rate; where one
     product at the largest size is shorter than 50 ms, each repeat times enough back-to-back products to last 50 ms."""
     device = torch.device(device_str)
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     cuda = device.type == "cuda"
     largest = 4096 if cuda else 2048
 
@@ -208,16 +213,19 @@ def _matmul_tf32(allow: bool):
 
 
 def peak(device: torch.device, precision: str) -> Peak:
-    """The device's peak for the precision: the data-sheet figure for a known GPU, else measured."""
+    """The device's peak for the precision: the data-sheet figure for a known GPU that has one, else measured."""
     device = torch.device(device)
+    missing = ""
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
         entry = data_sheet(name)
-        if entry is not None:
-            table, source = entry
-            return Peak(table[precision], precision, f"{source}: {name}", False)
+        if entry is not None and precision in entry[0]:
+            return Peak(entry[0][precision], precision, f"{entry[1]}: {name}", False)
+        if entry is not None:  # e.g. bf16 on a V100: no such units, so no data-sheet figure to borrow
+            missing = f" ({entry[1]} gives no {precision} figure)"
     tf = _measured(str(device), precision)
-    return Peak(tf, precision, f"measured: the best of several {precision} matrix products on {device.type}", True)
+    return Peak(tf, precision, f"measured: the best of several {precision} matrix products on {device.type}{missing}",
+                True)
 
 
 def mfu(flops: float, seconds: float, peak_tflops: float) -> float:

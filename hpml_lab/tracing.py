@@ -55,7 +55,7 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
                 out_path: str | os.PathLike, steps: int = 3, warmup: int = 1, top: int = 15, cfg=None) -> Trace:
     """Profile `warmup` + `steps` training steps (only the last `steps` are recorded) and export the trace.
 
-    The step is train()'s (training.train_step: with `cfg`, channels-last copies and bf16 autocast as cfg
+    The step is train()'s (training.train_step: with `cfg`, channels-last copies and cfg.precision's autocast as cfg
     asks), labelled copy / forward / backward / optimizer; "data" is the wait on the loader alone."""
     from .training import train_step
 

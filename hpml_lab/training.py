@@ -58,7 +58,8 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
 
     Args:
         cfg: the run's parameters.
-        model: a prepared model to use instead of building cfg.model (e.g. compiled).
+        model: a model to train instead of building cfg.model; like a built one it is moved to the device and
+            given cfg's channels-last format and compilation (so pass it uncompiled).
         loader: an iterable of (images, labels) to use instead of the lab's DataLoader.
         extra_meta: more fields for meta.json (e.g. the sweep a run belongs to).
         save_model: write the final state_dict here (atomically).
@@ -279,16 +280,9 @@ def build_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
 
 def _flops_record(cfg: RunConfig, device: torch.device) -> dict[str, Any]:
     """FLOPs per image of a training step, the precision and the device's peak for it (hpml_lab.flops)."""
-    asked = cfg.precision in ("bf16", "fp16") or (cfg.precision == "tf32" and device.type == "cuda")
-    precision = cfg.precision if asked else flops.precision_of(cfg, device)  # fp32: TF32 where cuDNN uses it
-    if cfg.precision == "fp16":  # flops has no fp16 entry: fp16 tensor peaks equal bf16's on its data sheets
-        pk = flops.peak(device, "bf16")
-        precision, source = "fp16", pk.source + " (its bf16 figure, taken for fp16)"
-    else:
-        pk = flops.peak(device, precision)
-        source = pk.source
-    return {"per_image": flops.flops_per_image(cfg), "precision": precision, "peak_tflops": pk.tflops,
-            "peak_source": source, "convention": "multiply-add = 2 FLOPs; convolutions and matrix products, "
+    pk = flops.peak(device, flops.precision_of(cfg, device))  # fp32 asked: TF32 where cuDNN uses it
+    return {"per_image": flops.flops_per_image(cfg), "precision": pk.precision, "peak_tflops": pk.tflops,
+            "peak_source": pk.source, "convention": "multiply-add = 2 FLOPs; convolutions and matrix products, "
                                                     "forward + backward"}
 
 

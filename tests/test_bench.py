@@ -1,17 +1,28 @@
 """Benchmarks: the JSON shape and where it is saved, at minimal size. No speed is asserted (machine-dependent)."""
 import json
 
+import pytest
+
+from hpml_lab.config import ConfigError
 from hpml_lab.report import cli
-from hpml_lab.studies import bench
+from hpml_lab.studies import bench, bench_measure
 
 
-def test_bench_prints_one_json_line_and_saves_it(cifar_root, tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def run_bench(cifar_root, tmp_path, monkeypatch, capsys):
+    """`hpml-lab bench NAME` at the smallest size on the CPU (output under tmp_path): the record its last line prints."""
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    rc = cli.main(["bench", "overhead", "--data-root", str(cifar_root), "--model", "resnet_tiny", "--batch-size", "8",
-                   "--steps", "1", "--repeats", "1", "--warmup", "0", "--device", "cpu"])
-    assert rc == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    rec = json.loads(last)
+
+    def run(name: str, steps: int = 1, repeats: int = 1, warmup: int = 0) -> dict:
+        assert cli.main(["bench", name, "--data-root", str(cifar_root), "--model", "resnet_tiny", "--batch-size", "8",
+                         "--steps", str(steps), "--repeats", str(repeats), "--warmup", str(warmup), "--device", "cpu",
+                         "--num-workers", "0"]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    return run
+
+
+def test_bench_prints_one_json_line_and_saves_it(run_bench, tmp_path):
+    rec = run_bench("overhead")
     assert rec["benchmark"] == "overhead" and rec["status"] == "complete"
     assert rec["ratio"] > 0 and rec["plain_step_s"]["n"] == 3 and "median" in rec["plain_step_s"]
     # the target (instrumented <= 1.02x plain) read from the recorded 95% interval of the ratio: met only when
@@ -26,12 +37,10 @@ def test_bench_prints_one_json_line_and_saves_it(cifar_root, tmp_path, monkeypat
     assert len(saved) == 1 and json.loads(saved[0].read_text())["ratio"] == rec["ratio"]
 
 
-def test_bench_step_gives_the_loader_bound_baseline_throughput_not_mfu(cifar_root, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    rc = cli.main(["bench", "step", "--data-root", str(cifar_root), "--model", "resnet_tiny", "--batch-size", "8",
-                   "--steps", "1", "--repeats", "1", "--warmup", "0", "--device", "cpu", "--num-workers", "0"])
-    assert rc == 0
-    rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+def test_bench_step_gives_the_loader_bound_baseline_throughput_not_mfu(run_bench):
+    rec = run_bench("step")
+    # the fast path is configured by precision (fp32 on a CPU unless asked), not by the deprecated amp
+    assert rec["fast_config"]["precision"] == rec["achieved"]["fast"]["precision"] == "fp32"
     base, fast = rec["achieved"]["baseline"], rec["achieved"]["fast"]
     assert base["mfu"] is None and "tflops" not in base and "throughput" in base["note"]
     assert base["images_per_s"] == rec["images_per_s"]["baseline"] > 0
@@ -55,7 +64,9 @@ def test_bench_options_out_of_range_are_one_line_before_any_work(capsys, tmp_pat
         err = capsys.readouterr().err
         assert what in err and err.count("\n") == 1, err  # before the (missing) data is even looked at
     assert not (tmp_path / "benchmarks").exists()
-    assert bench.Settings.of(amp=True, steps=None).amp == "on" and bench.Settings().steps == 0
+    assert bench.Settings.of(compile=True, steps=None).compile == "on" and bench.Settings().steps == 0
+    with pytest.raises(ConfigError, match="precision must be auto, fp32, tf32, bf16, fp16, got 'fp8'"):
+        bench.Settings.of(precision="fp8")
 
 
 def test_the_timed_step_never_gets_an_epochs_smaller_last_batch():
@@ -63,7 +74,7 @@ def test_the_timed_step_never_gets_an_epochs_smaller_last_batch():
 
     import torch
 
-    t = bench._Trainer.__new__(bench._Trainer)
+    t = bench_measure._Trainer.__new__(bench_measure._Trainer)
     t.cfg, t._it = types.SimpleNamespace(batch_size=8), None
     t.loader = [(torch.zeros(n), torch.zeros(n)) for n in (8, 8, 4)]  # an epoch of 20 images
     assert [len(t.next_batch()[0]) for _ in range(7)] == [8] * 7
@@ -71,12 +82,8 @@ def test_the_timed_step_never_gets_an_epochs_smaller_last_batch():
     assert len(t.next_batch()[0]) == 5
 
 
-def test_bench_stall_compares_fed_steps_with_resident_ones(cifar_root, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    rc = cli.main(["bench", "stall", "--data-root", str(cifar_root), "--model", "resnet_tiny", "--batch-size", "8",
-                   "--steps", "2", "--repeats", "2", "--warmup", "1", "--device", "cpu", "--num-workers", "0"])
-    assert rc == 0
-    rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+def test_bench_stall_compares_fed_steps_with_resident_ones(run_bench):
+    rec = run_bench("stall", steps=2, repeats=2, warmup=1)
     for side in ("baseline", "fast"):
         assert 0 <= rec[f"{side}_stall"]["median"] < 1 and rec[f"{side}_stall"]["n"] == 2
         assert rec[f"{side}_fed_step_s"]["median"] > 0 and rec[f"{side}_resident_step_s"]["median"] > 0

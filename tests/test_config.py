@@ -108,10 +108,11 @@ def test_values_that_would_run_nonsense_or_write_outside_results_are_refused(fie
         RunConfig(**{field: value})
 
 
-def test_amp_with_a_revnet_is_refused_before_it_crashes_in_backward():
-    with pytest.raises(ConfigError, match="amp with 'revnet38' is not supported"):
-        RunConfig(model="revnet38", amp=True)
-    assert RunConfig(model="resnet18", amp=True).amp
+def test_autocast_with_a_revnet_is_refused_before_it_crashes_in_backward():
+    for precision in ("bf16", "fp16"):
+        with pytest.raises(ConfigError, match=f"precision={precision} with 'revnet38' is not supported"):
+            RunConfig(model="revnet38", precision=precision)
+    assert RunConfig(model="resnet18", precision="bf16").precision == "bf16"
 
 
 # ---- issue 22: values that passed the checks and crashed (or misled) later; names that hid or escaped a run

@@ -37,8 +37,17 @@ def test_peak_table_and_precision():
     assert [sheet(n) for n in ("NVIDIA L40S", "NVIDIA H100 NVL", "NVIDIA RTX 5000 Ada Generation")] == [None] * 3
     cpu = flops.peak(torch.device("cpu"), "fp32")
     assert cpu.measured and cpu.tflops > 0 and cpu.source.startswith("measured")
-    assert flops.precision_of(RunConfig(amp=True), torch.device("cpu")) == "bf16"
-    assert flops.precision_of(RunConfig(), torch.device("cpu")) == "fp32"
+    # the precision setting names the peak: fp16 and bf16 as asked, tf32 only where there is TF32 (CUDA)
+    cpu = torch.device("cpu")
+    assert [flops.precision_of(RunConfig(precision=p), cpu) for p in ("fp32", "tf32", "bf16", "fp16")] == [
+        "fp32", "fp32", "bf16", "fp16"]
+    assert flops.precision_of(RunConfig(precision="tf32"), torch.device("cuda")) == "tf32"
+    assert flops.precision_of(RunConfig(amp=True), cpu) == "bf16"  # the deprecated spelling of bf16
+    # fp16 has its own figures, equal to bf16's where a data sheet gives both; Volta/Turing have no bf16 figure
+    for table, _ in flops.GPU_PEAKS.values():
+        assert table["fp16"] == table.get("bf16", table["fp16"]) and table["fp16"] > table["fp32"]
+    v100, source = flops.data_sheet("Tesla V100-SXM2-16GB")
+    assert v100["fp16"] == 125.0 and "bf16" not in v100 and "no TF32 or bf16" in source
 
 
 def test_epoch_rows_carry_tflops_and_mfu(cifar_root, tmp_path):

@@ -98,10 +98,10 @@ def test_fast_path_options_off_by_default_and_train(tiny_cfg):
     from hpml_lab.config import ConfigError, RunConfig
 
     d = RunConfig()
-    assert (d.channels_last, d.amp, d.compile, d.persistent_workers, d.loader) == (False, False, False, False, "pil")
+    assert (d.channels_last, d.precision, d.compile, d.persistent_workers, d.loader) == (False, "fp32", False, False, "pil")
     with pytest.raises(ConfigError, match="valid values: pil, tensor"):
         RunConfig(loader="gpu")
-    run = train(tiny_cfg.replace(loader="tensor", channels_last=True, amp=True), write=False)
+    run = train(tiny_cfg.replace(loader="tensor", channels_last=True, precision="bf16"), write=False)
     assert len(run.batches) == 6 and np.isfinite(run.batches["loss"]).all()
     conv = next(m for m in run.model.modules() if isinstance(m, torch.nn.Conv2d))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
@@ -151,5 +151,5 @@ def test_tensor_loader_on_cuda_matches_cpu(tiny_cfg):
 
 @cuda
 def test_fast_path_trains_on_cuda(tiny_cfg):
-    run = train(tiny_cfg.replace(device="cuda", loader="tensor", channels_last=True, amp=True), write=False)
+    run = train(tiny_cfg.replace(device="cuda", loader="tensor", channels_last=True, precision="bf16"), write=False)
     assert np.isfinite(run.batches["loss"]).all() and (run.epochs["train_s"] > 0).all()

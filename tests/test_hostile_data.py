@@ -4,6 +4,7 @@ behaviour), before any compute, with nothing that was complete changed."""
 import io
 import os
 import pickle
+import shlex
 import shutil
 import signal
 import struct
@@ -387,35 +388,36 @@ def test_cifar_synth_keeps_a_real_copy(cifar_copy, capsys):
 
 
 # ------------------------------------------------------------------ every numeric option has a range
-OPTIONS = [
-    (["synth", "cifar10", "--seed", "1e23"], "--seed must be a whole number"),
-    (["synth", "cifar10", "--seed", str(10**23)], "--seed 1e+23 is out of range"),
-    (["synth", "cifar10", "--seed", "-1"], "--seed -1 is out of range"),
-    (["synth", "cifar10", "--seed", "\u0663"], "--seed must be a whole number"),
-    (["synth", "cifar10", "--n-train", "5e12"], "--n-train must be a whole number"),
-    (["synth", "cifar10", "--n-train", "5000000000000"], "--n-train 5,000,000,000,000 is out of range"),
-    (["synth", "cifar10", "--n-train", "-5"], "--n-train -5 is out of range"),
-    (["synth", "cifar10", "--n-train", "7"], "not a multiple of 5"),
-    (["synth", "cifar10", "--n-test", "0"], "--n-test 0 is out of range"),
-    (["synth", "cifar10", "--n-test", "nan"], "--n-test must be a whole number"),
-    (["synth", "tinyimagenet", "--classes", "0"], "--classes 0 is out of range"),
-    (["synth", "tinyimagenet", "--classes", "201"], "--classes 201 is out of range"),
-    (["synth", "tinyimagenet", "--per-class", "0"], "--per-class 0 is out of range"),
-    (["synth", "tinyimagenet", "--per-class", str(10**9)], "--per-class 1,000,000,000 is out of range"),
-    (["synth", "tinyimagenet", "--val-per-class", "-1"], "--val-per-class -1 is out of range"),
-    (["synth", "tinyimagenet", "--n-test-images", "-1"], "--n-test-images -1 is out of range"),
-    (["synth", "tinyimagenet", "--seed", "inf"], "--seed must be a whole number"),
-    (["download", "cifar10", "--url", "notaurl"], "--url 'notaurl' is not an http:// or https:// URL"),
-    (["download", "cifar10", "--url", "file:///etc/passwd"], "is not an http:// or https:// URL"),
-    (["download", "tinyimagenet", "--url", "file:///etc/passwd"], "is not an http:// or https:// URL"),
-    (["download", "tinyimagenet", "--url", "ftp://example.org/t.zip"], "is not an http:// or https:// URL"),
-    (["download", "tinyimagenet", "--url", "http://"], "is not an http:// or https:// URL with a host"),
-    (["download", "tinyimagenet", "--url", "http://host:port/x"], "is not a URL"),
-    (["download", "tinyimagenet", "--url", "http://a b/x"], "no spaces"),
-    (["synth", "cifar10", "--url", "http://example.org/x"], "--url applies to `data download` only"),
-    (["download", "tinyimagenet", "--source", "kaggle", "--dataset", "../x"], "needs --dataset OWNER/NAME"),
-    (["download", "tinyimagenet", "--source", "kaggle", "--dataset", "a/b/c"], "needs --dataset OWNER/NAME"),
-]
+# one case a line: the `data` arguments (shell quoting) | a part of the one-line error they get
+OPTIONS = [(shlex.split(args), message) for args, message in (line.split(" | ", 1) for line in """
+synth cifar10 --seed 1e23                             | --seed must be a whole number
+synth cifar10 --seed 100000000000000000000000         | --seed 1e+23 is out of range
+synth cifar10 --seed -1                               | --seed -1 is out of range
+synth cifar10 --seed \u0663                           | --seed must be a whole number
+synth cifar10 --n-train 5e12                          | --n-train must be a whole number
+synth cifar10 --n-train 5000000000000                 | --n-train 5,000,000,000,000 is out of range
+synth cifar10 --n-train -5                            | --n-train -5 is out of range
+synth cifar10 --n-train 7                             | not a multiple of 5
+synth cifar10 --n-test 0                              | --n-test 0 is out of range
+synth cifar10 --n-test nan                            | --n-test must be a whole number
+synth tinyimagenet --classes 0                        | --classes 0 is out of range
+synth tinyimagenet --classes 201                      | --classes 201 is out of range
+synth tinyimagenet --per-class 0                      | --per-class 0 is out of range
+synth tinyimagenet --per-class 1000000000             | --per-class 1,000,000,000 is out of range
+synth tinyimagenet --val-per-class -1                 | --val-per-class -1 is out of range
+synth tinyimagenet --n-test-images -1                 | --n-test-images -1 is out of range
+synth tinyimagenet --seed inf                         | --seed must be a whole number
+download cifar10 --url notaurl                        | --url 'notaurl' is not an http:// or https:// URL
+download cifar10 --url file:///etc/passwd             | is not an http:// or https:// URL
+download tinyimagenet --url file:///etc/passwd        | is not an http:// or https:// URL
+download tinyimagenet --url ftp://example.org/t.zip   | is not an http:// or https:// URL
+download tinyimagenet --url http://                   | is not an http:// or https:// URL with a host
+download tinyimagenet --url http://host:port/x        | is not a URL
+download tinyimagenet --url 'http://a b/x'            | no spaces
+synth cifar10 --url http://example.org/x              | --url applies to `data download` only
+download tinyimagenet --source kaggle --dataset ../x  | needs --dataset OWNER/NAME
+download tinyimagenet --source kaggle --dataset a/b/c | needs --dataset OWNER/NAME
+""".strip().splitlines())]
 
 
 @pytest.mark.parametrize("argv, message", OPTIONS, ids=[" ".join(a) for a, _ in OPTIONS])

@@ -72,6 +72,25 @@ def test_epochs_csv_carries_each_epochs_peak_memory(tiny_cfg):
     assert "peak_rss_mb" in run.meta["memory_note"]
 
 
+def test_the_reports_memory_table_shows_what_was_measured_with_units(monkeypatch):
+    from hpml_lab.profiling import MEMORY_COLUMNS
+    from hpml_lab.report import notebook as nb
+
+    shown = []
+    monkeypatch.setattr(nb, "display", lambda obj: shown.append(getattr(obj, "data", obj)))
+    nan = float("nan")
+    cpu = pd.DataFrame({"device": "cpu", "epoch": [1, 2], **dict.fromkeys(MEMORY_COLUMNS[:3], nan),
+                        "peak_rss_mb": [900.25, 901.5]})
+    html = nb.memory_table(cpu, by=("device",)).to_html()
+    assert "process peak RSS (MB)" in html and "900.2" in html and "MB)" in html
+    assert "CUDA" not in html  # the columns no epoch measured are left out of the table ...
+    assert "left out: CUDA peak allocated (MB), CUDA peak reserved (MB), CUDA allocation retries" in shown[-1]
+    gpu = cpu.assign(peak_allocated_mb=[512.0, 515.0], alloc_retries=[0.0, 3.0])
+    html = nb.memory_table(gpu).to_html()
+    assert "CUDA peak allocated (MB)" in html and "CUDA allocation retries (count)" in html and ">3<" in html
+    assert "CUDA peak reserved" not in html and "device" not in html  # ... and only those
+
+
 def test_fp16_trains_on_cpu_with_a_grad_scaler_and_is_recorded(tiny_cfg, monkeypatch):
     from hpml_lab import training
 

@@ -20,7 +20,6 @@ from ..config import RunConfig, check_keys, output_path
 from ..data import dataset_info
 from ..envinfo import environment, hardware_label
 from .. import sanity
-from ..results import drop_warmup
 
 try:
     from IPython.display import HTML, Markdown, display
@@ -289,13 +288,22 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
     plt.close(fig)  # shown above, with its alt text: the inline backend would show it again without
 
 
-def steady_epochs(epochs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Epochs after the first (warm-up) when there are at least two, and a sentence saying so."""
-    if len(epochs) >= 2:
-        return drop_warmup(epochs), (
-            f"Epoch {int(epochs['epoch'].min())} is excluded as warm-up (worker start-up, allocator and "
-            f"kernel autotuning); statistics are over the other {len(epochs) - 1}.")
-    return epochs, "Only one epoch was run, so it is reported as is, warm-up included."
+# the per-epoch memory columns of epochs.csv (profiling.MEMORY_COLUMNS) as a table shows them, units in the header
+MEMORY_HEADERS = {"peak_allocated_mb": "CUDA peak allocated (MB)", "peak_reserved_mb": "CUDA peak reserved (MB)",
+                  "alloc_retries": "CUDA allocation retries (count)", "peak_rss_mb": "process peak RSS (MB)"}
+
+
+def memory_table(epochs: pd.DataFrame, by: tuple[str, ...] = ()) -> Any:
+    """Each epoch's peak memory (train() measures it, peaks reset at each epoch's start) as a styled table: the
+    `by` columns (e.g. "device"), the epoch, and the memory columns that hold a value; those empty in every row
+    (CUDA's on a CPU, all of them in runs older than the measurement) are left out, and a line says which."""
+    shown = [c for c in MEMORY_HEADERS if c in epochs and epochs[c].notna().any()]
+    left_out = [MEMORY_HEADERS[c] for c in MEMORY_HEADERS if c not in shown]
+    display(Markdown("**Peak memory per epoch** (measured; the peaks are reset at the start of each epoch)."
+                     + (f" Not measured in these runs (the CUDA ones are measured on a GPU only), so left out: {', '.join(left_out)}." if left_out else "")))
+    table = epochs[[*by, "epoch", *shown]].rename(columns=MEMORY_HEADERS)
+    fmt = {MEMORY_HEADERS[c]: "{:.0f}" if c == "alloc_retries" else "{:.1f}" for c in shown}
+    return table.style.hide(axis="index").format(fmt, na_rep="-")
 
 
 def trace_breakdown(path) -> Any:

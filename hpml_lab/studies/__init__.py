@@ -8,7 +8,8 @@
 | dataloading | dataloading | loading from high-latency storage: workers, threads inside workers, tensor-resident |
 | scaling | lab5 | Lab 5: DDP scaling model, measured all-reduce, compute sweep |
 | tinyimagenet | tinyimagenet | Tiny ImageNet: the bottleneck, activation memory, per-batch vs epoch time |
-| bench | (hpml-lab bench) | speed benchmarks that print ratios measured in one run |
+| bench | (hpml-lab bench) | speed benchmarks that print ratios measured in one run: options, saving, printing |
+| bench_measure | (hpml-lab bench) | the benchmarks' four measurements: loader, step, overhead, stall |
 | lab2_answers | c1 .. c8, questions | what those reports conclude, from the typed results |
 | memory_answers | memory | what the memory report concludes, and its tables |
 | dataloading_answers | dataloading | what the data-loading report concludes |

@@ -48,9 +48,6 @@ def stats_row(values, **labels: Any) -> dict[str, Any]:
             "max_s": s["max"], "mean_s": s["mean"]}
 
 
-steady = results.drop_warmup  # an alias the notebooks (c5, c8) still call: the package calls results.drop_warmup
-
-
 WARMUP_NOTE = ("Epoch 1 of every run is warm-up (worker start-up, allocator growth, kernel selection) and is excluded "
                "from the steady-state figures; a run of one epoch has nothing else, so there it is reported as is.")
 

@@ -1,0 +1,334 @@
+"""The four measurements behind `hpml-lab bench` (loader, step, overhead, stall), each a function of the options
+and the device that returns its result object; bench.py checks the options, runs one and saves what it returns.
+
+    from hpml_lab.studies import bench_measure
+    bench_measure.BENCHES["step"](opts, device)   # opts: bench.Settings as a dict, completed by bench.run
+
+Compared variants take turns (profiling.interleaved_timed), so slow drift of a shared machine hits them alike; the
+headline ratio is a ratio of medians, and per-round ratios give its spread. Timing goes through hpml_lab.profiling
+(synchronized wall clocks; CUDA events inside train()).
+"""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from .. import flops
+from ..config import RunConfig
+from ..data import build_loader, cifar, lab_transform
+from ..device import configure as configure_device, seed_everything
+from ..profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
+from ..training import build_model, build_optimizer, train_step
+from ..verdict import compare, target_met
+
+TARGETS = {"loader": "tensor augmentation >= 10x PIL images/s per core (2 CPU cores)",
+           "overhead": "instrumented step time <= 1.02x plain",
+           "stall": "fast path: data wait <= 5% of step time (one H100)"}
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _threads(n: int):
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def fast_overrides(device: torch.device, precision: str | None = None, compile: bool | None = None,
+                   channels_last: bool | None = None) -> dict[str, Any]:
+    """The fast path's RunConfig fields; None picks by device. On CUDA every option (precision bf16); on CPU the
+    tensor-resident loader only, unless asked: bf16 autocast is slower on CPUs without bf16 units, channels_last
+    was no clear win for fp32 on the 2-core development machine, and compilation costs minutes there."""
+    on_gpu = device.type == "cuda"
+    pick = lambda v: on_gpu if v is None else v  # noqa: E731
+    return {"loader": "tensor", "persistent_workers": True, "channels_last": pick(channels_last),
+            "precision": precision or ("bf16" if on_gpu else "fp32"), "compile": pick(compile)}
+
+
+def _fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **changes: Any) -> RunConfig:
+    """The baseline with the fast path's fields (opts' precision, compile, channels_last; None: by device)."""
+    return base.replace(**changes, **fast_overrides(device, opts.get("precision"), opts.get("compile"),
+                                                    opts.get("channels_last")))
+
+
+class _Trainer:
+    """The training step of hpml_lab.training.train, without its bookkeeping, for timing."""
+
+    def __init__(self, cfg: RunConfig, device: torch.device):
+        self.cfg, self.device = cfg, device
+        configure_device(device)  # as train() runs: cuDNN autotuning on CUDA, absorbed by the warm-up
+        seed_everything(cfg.seed)
+        self.model = build_model(cfg, device)
+        self.model.train()
+        self.optimizer = build_optimizer(cfg, self.model.parameters())
+        self.criterion = nn.CrossEntropyLoss()
+        self.loader = build_loader(cfg, device)
+        self._it = None
+
+    def next_batch(self):
+        """Next full batch, starting the next epoch when one ends. An epoch's smaller last batch is skipped when
+        the epoch has full ones: a step on fewer images is not the step timed, and under torch.compile its new
+        shape would be compiled inside a timed repeat. (Fetching the skipped batch counts toward the next one's
+        data wait in `bench stall`: once an epoch.)"""
+        full, last = getattr(self.loader, "batch_size", None) or self.cfg.batch_size, None
+        for _ in range(3):  # at most: the rest of this epoch, then a fresh one
+            if self._it is None:
+                self._it = iter(self.loader)
+            for batch in self._it:
+                if len(batch[0]) == full:
+                    return batch
+                last = batch
+            self._it = None
+        if last is None:
+            raise RuntimeError("the benchmark's loader yields no batch (an empty dataset?)")
+        return last  # the dataset is smaller than one batch: its only batch
+
+    def step(self, x, y):
+        out, loss, _ = train_step(self.model, self.optimizer, self.criterion, x, y, self.cfg, self.device)
+        return out, loss
+
+    def close(self) -> None:
+        self._it = None
+
+
+def _base_cfg(opts: dict[str, Any], device: torch.device) -> RunConfig:
+    """The baseline: the lab's defaults (ResNet-18, batch 128, fp32 weights (TF32 convolutions on CUDA, torch's
+    default), NCHW, PIL loader, 2 workers)."""
+    params = {"task": "bench", "data_root": opts["data_root"], "device": device.type, "progress": "none",
+              "model": opts["model"], "batch_size": opts["batch_size"], "num_workers": opts["num_workers"]}
+    return RunConfig(**params)
+
+
+# ------------------------------------------------------------------ benchmarks
+def bench_loader(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Images/s on ONE core: the lab's per-sample PIL pipeline (decode, crop, flip, to float, normalise,
+    collate: what a DataLoader worker does) vs TensorLoader's batched augmentation, both on the CPU."""
+    from PIL import Image
+
+    ds = cifar.CIFAR10Files(opts["data_root"], train=True)
+    b = opts["batch_size"]
+    tf = lab_transform(True)
+    pil_images = b * opts["pil_batches"]
+    tensor_batches = opts["tensor_batches"]
+    tloader = fastpath_tensor_loader(ds, b, torch.device("cpu"))
+    rng = torch.Generator().manual_seed(0)
+
+    def pil_run():
+        idx = torch.randint(0, len(ds), (pil_images,), generator=rng).tolist()
+        for s in range(0, pil_images, b):
+            torch.stack([tf(Image.fromarray(ds.data[i])) for i in idx[s:s + b]])
+
+    def tensor_run():
+        it = iter(tloader)
+        for _ in range(tensor_batches):
+            next(it)
+
+    with _threads(1):
+        pil_s, tensor_s = _interleaved([pil_run, tensor_run], torch.device("cpu"), opts["repeats"], opts["warmup"])
+    pil_rate = [pil_images / t for t in pil_s]
+    tensor_rate = [tensor_batches * b / t for t in tensor_s]
+    ratios = [t / p for t, p in zip(tensor_rate, pil_rate)]
+    out: dict[str, Any] = {
+        "unit": "images/s on one core (torch threads = 1, no worker processes)",
+        "pil_images_per_s": summarize(pil_rate), "tensor_images_per_s": summarize(tensor_rate),
+        "ratio": summarize(ratios)["median"], "ratio_spread": summarize(ratios),
+        "target": TARGETS["loader"],
+        # met only when the whole 95% interval of the ratio clears 10x; None when the run cannot tell
+        "meets_target": target_met(compare(tensor_rate, pil_rate, "tensor", "PIL", lower_is_better=False,
+                                           what="images/s per core"), 10.0, at_least=True),
+        "images_per_repeat": {"pil": pil_images, "tensor": tensor_batches * b},
+    }
+    if device.type == "cuda":  # the same loader resident on the GPU: not per core, stated separately
+        gl = fastpath_tensor_loader(ds, b, device)
+
+        def gpu_run():
+            it = iter(gl)
+            for _ in range(tensor_batches):
+                next(it)
+
+        gpu_s = _interleaved([gpu_run], device, opts["repeats"], opts["warmup"])[0]
+        out["tensor_images_per_s_on_device"] = summarize([tensor_batches * b / t for t in gpu_s])
+    return out
+
+
+def fastpath_tensor_loader(ds, batch_size: int, device: torch.device):
+    from ..data.gpu_loader import TensorLoader
+
+    return TensorLoader(ds.data, ds.targets, batch_size, device, seed=0)
+
+
+def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Seconds per training step (data + copy + forward + backward + update, back to back, no per-step
+    synchronization), baseline vs fast path, timed as whole runs of `steps` steps."""
+    base = _base_cfg(opts, device)
+    fast = _fast_cfg(base, opts, device)
+    rows = {}
+    trainers = {}
+    for name, cfg in (("baseline", base), ("fast", fast)):
+        trainers[name] = _Trainer(cfg, device)
+    fns = []
+    for name in ("baseline", "fast"):
+        tr = trainers[name]
+        fns.append(lambda tr=tr: [tr.step(*tr.next_batch()) for _ in range(opts["steps"])])
+    times = _interleaved(fns, device, opts["repeats"], opts["warmup"])
+    for name, ts in zip(("baseline", "fast"), times):
+        rows[name] = summarize([t / opts["steps"] for t in ts])
+    ratios = [b / f for b, f in zip(times[0], times[1])]
+    for tr in trainers.values():
+        tr.close()
+    per_image = flops.flops_per_image(base)
+    achieved = {}
+    # The baseline's steps wait on the PIL loader (2 workers): an MFU of them would measure the loader. It gets
+    # throughput only; MFU is the fast path's (device-resident tensor loader).
+    achieved["baseline"] = {"images_per_s": base.batch_size / rows["baseline"]["median"], "mfu": None,
+                            "precision": flops.precision_of(base, device),
+                            "note": "loader-bound steps (PIL loader): throughput, not MFU"}
+    for name, cfg in (("fast", fast),):
+        pk = flops.peak(device, flops.precision_of(cfg, device))
+        step_flops = per_image * cfg.batch_size
+        achieved[name] = {"tflops": flops.tflops(step_flops, rows[name]["median"]), "precision": pk.precision,
+                          "peak_tflops": pk.tflops, "peak_source": pk.source,
+                          "mfu": flops.mfu(step_flops, rows[name]["median"], pk.tflops),
+                          # the epoch at the peak: how far this path is from the hardware's limit
+                          "ideal_epoch_s": per_image * 50_000 / (pk.tflops * 1e12),
+                          "epoch_s_at_this_rate": 50_000 / cfg.batch_size * rows[name]["median"]}
+    return {"unit": "seconds per step", "baseline_step_s": rows["baseline"], "fast_step_s": rows["fast"],
+            "flops_per_image": per_image, "achieved": achieved,
+            "ratio": summarize(ratios)["median"], "ratio_spread": summarize(ratios),
+            "ratio_meaning": "baseline step time / fast step time (speedup)",
+            "baseline_config": _cfg_fields(base), "fast_config": _cfg_fields(fast),
+            "images_per_s": {"baseline": base.batch_size / rows["baseline"]["median"],
+                             "fast": fast.batch_size / rows["fast"]["median"]}}
+
+
+def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """The fast path's step (the shortest step the kit times, so where instrumentation weighs most) on a fixed,
+    device-resident batch: plain, with train()'s timers (HostTimer around the fetch, DeviceTimer around the
+    step), and with timers plus the per-step synchronize that train() does by default (sync_each_step).
+    Ratio = median instrumented / median plain over interleaved rounds; the per-round ratios give the spread."""
+    cfg = _fast_cfg(_base_cfg(opts, device), opts, device, num_workers=0)
+    tr = _Trainer(cfg, device)
+    x, y = tr.next_batch()
+    batches = [(x.to(device), y.to(device))]
+    steps = opts["steps"]
+
+    def plain():
+        for _ in range(steps):
+            xb, yb = batches[0]
+            out, loss = tr.step(xb, yb)
+            (out.detach().argmax(1) == yb).sum()
+
+    def make(sync: bool):
+        def run():
+            wait, work = HostTimer(), DeviceTimer(device)
+            for _ in range(steps):
+                wait.start()
+                xb, yb = batches[0]
+                wait.stop()
+                work.start()
+                out, loss = tr.step(xb, yb)
+                work.stop()
+                if sync:
+                    synchronize(device)
+                (out.detach().argmax(1) == yb).sum()
+            work.intervals()  # reading the events is part of the cost
+        return run
+
+    rounds = 3 * opts["repeats"]  # short interleaved rounds: on a shared machine the noise is larger than the effect
+    plain_s, timers_s, full_s = _interleaved([plain, make(False), make(True)], device, rounds, opts["warmup"])
+    r_full = [a / b for a, b in zip(full_s, plain_s)]
+    # Ratio of medians: robust to the sporadic interference of a shared machine; per-round ratios give the spread.
+    ratio = summarize(full_s)["median"] / summarize(plain_s)["median"]
+    # The instrumentation's own cost, timed in a tight loop without the step: precise where the A/B ratio is noisy.
+    # (On CUDA the per-step synchronize also costs lost overlap, which only the A/B ratio sees.)
+    n = 2000
+    wait, work = HostTimer(), DeviceTimer(device)
+    clock = WallClock(device)
+    clock.start()
+    for _ in range(n):
+        wait.start(); wait.stop(); work.start(); work.stop(); synchronize(device)
+    work.intervals()
+    cost = clock.stop() / n
+    plain_median = summarize([t / steps for t in plain_s])["median"]
+    # The target (instrumented <= 1.02 x plain) is met only when the 95% interval of the ratio lies under 1.02,
+    # missed only when it lies wholly above; otherwise this run cannot resolve 2% and says so (None).
+    v = compare(plain_s, full_s, "plain", "instrumented", what="step time")
+    met = target_met(v, 1.02, at_least=False)
+    return {"unit": "seconds per step", "rounds": rounds, "plain_step_s": summarize([t / steps for t in plain_s]),
+            "timers_step_s": summarize([t / steps for t in timers_s]),
+            "instrumented_step_s": summarize([t / steps for t in full_s]),
+            "ratio": ratio, "ratio_spread": summarize(r_full), "ratio_timers_only": summarize(timers_s)["median"] / summarize(plain_s)["median"],
+            "overhead_percent": 100 * (ratio - 1), "target": TARGETS["overhead"], "meets_target": met,
+            "instrumentation_cost_s_per_step": cost, "direct_overhead_percent": 100 * cost / plain_median,
+            # Fastest repeat of each: the least disturbed by other processes (timeit's estimator).
+            "ratio_of_minimums": min(full_s) / min(plain_s),
+            # Can this run resolve a 2% effect at all? Only if the per-round ratios scatter less than that.
+            "conclusive": met is not None, "verdict": v.as_dict(),
+            "note": ("on CPU synchronize is a no-op, so 'instrumented' = timers only; on CUDA it adds the "
+                     "per-step synchronize of sync_each_step=True"),
+            "config": _cfg_fields(cfg)}
+
+
+def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """Share of training time lost to data, baseline vs fast path: `steps` steps fed by the loader, run as
+    training runs them when it does not split data from compute (no synchronize between steps, so the loader's
+    work overlaps the device's as it can), against the same steps on one batch already resident on the device,
+    in interleaved rounds. Stall = 1 - resident time / fed time, per round (the host-to-device copy counts as
+    data here; the loader's prefetched batches carry over between rounds, a few against `steps`). Synchronizing
+    around each fetch instead would serialise what overlaps in real training."""
+    base = _base_cfg(opts, device)
+    fast = _fast_cfg(base, opts, device)
+    out: dict[str, Any] = {"unit": "share of step time lost to data loading (0..1)"}
+    steps = opts["steps"]
+    for name, cfg in (("baseline", base), ("fast", fast)):
+        tr = _Trainer(cfg, device)
+        resident = tuple(t.to(device) for t in tr.next_batch())
+
+        def fed():
+            for _ in range(steps):
+                tr.step(*tr.next_batch())
+
+        def on_resident():
+            for _ in range(steps):
+                tr.step(*resident)
+
+        fed_s, resident_s = _interleaved([fed, on_resident], device, opts["repeats"], opts["warmup"])
+        tr.close()
+        shares = [max(0.0, 1 - r / f) for f, r in zip(fed_s, resident_s)]
+        out[f"{name}_stall"] = summarize(shares)
+        out[f"{name}_fed_step_s"] = summarize([t / steps for t in fed_s])
+        out[f"{name}_resident_step_s"] = summarize([t / steps for t in resident_s])
+        out[f"{name}_config"] = _cfg_fields(cfg)
+        log(f"stall {name}: {summarize(shares)['median']:.1%} of step time lost to data")
+    out["ratio"] = out["baseline_stall"]["median"] / max(out["fast_stall"]["median"], 1e-12)
+    out["ratio_meaning"] = "baseline stall share / fast stall share"
+    out["target"] = TARGETS["stall"]
+    out["meets_target"] = out["fast_stall"]["median"] <= 0.05 if device.type == "cuda" else None
+    return out
+
+
+# ------------------------------------------------------------------ plumbing
+def _interleaved(fns: list[Callable[[], object]], device: torch.device, repeats: int, warmup: int) -> list[list[float]]:
+    """profiling.interleaved_timed with a log line per round."""
+    return interleaved_timed(fns, device, repeats, warmup, on_round=lambda r, out: log(
+        f"repeat {r + 1}/{repeats}: " + ", ".join(f"{t[-1]:.4f}s" for t in out)))
+
+
+def _cfg_fields(cfg: RunConfig) -> dict[str, Any]:
+    keys = ("model", "batch_size", "num_workers", "loader", "channels_last", "precision", "compile", "persistent_workers",
+            "device")
+    return {k: getattr(cfg, k) for k in keys}
+
+
+BENCHES: dict[str, Callable[[dict[str, Any], torch.device], dict[str, Any]]] = {
+    "loader": bench_loader, "step": bench_step, "overhead": bench_overhead, "stall": bench_stall}
