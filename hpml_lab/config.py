@@ -178,9 +178,8 @@ class RunConfig:
             raise ConfigError(
                 f"parameter 'model' is {self.model!r}; valid models: {', '.join(models.available())}"
             )
-        if self.precision in ("bf16", "fp16") and models.accepts(self.model, "memory_saving"):
-            raise ConfigError(f"precision={self.precision} with {self.model!r} is not supported: the reversible backward recomputes its "
-                              "inputs without autocast; use precision=fp32 or tf32 for RevNets")
+        if self.stem not in models.stems(self.model):
+            raise ConfigError(f"parameter 'stem' is {self.stem!r}; {self.model!r} supports {', '.join(models.stems(self.model))}")
         if self.checkpoint_segments and not models.accepts(self.model, "checkpoint_segments"):
             raise ConfigError(f"parameter 'checkpoint_segments' applies to ResNets only, not {self.model!r}")
         if self.checkpoint_segments:

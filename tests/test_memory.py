@@ -182,8 +182,8 @@ def test_cuda_peak_and_oom_rows(tmp_path):
 
 
 def test_a_setting_the_revnet_run_refuses_is_one_line_before_any_measurement(cifar_root, tmp_path):
-    cfg = RunConfig(task="memory", precision="bf16", data_root=str(cifar_root), results_dir=str(tmp_path / "results"))
-    with pytest.raises(ConfigError, match="precision=bf16 with 'revnet38' is not supported"):
+    cfg = RunConfig(task="memory", stem="imagenet", data_root=str(cifar_root), results_dir=str(tmp_path / "results"))
+    with pytest.raises(ConfigError, match="'stem' is 'imagenet'; 'revnet38' supports cifar"):
         memory_study.run(cfg, memory_study.Settings())
     assert not (tmp_path / "results").exists()
 

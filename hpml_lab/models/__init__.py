@@ -43,6 +43,11 @@ def accepts(name: str, argument: str) -> bool:
     return argument in inspect.signature(_REGISTRY[name][0]).parameters
 
 
+def stems(name: str) -> tuple[str, ...]:
+    """The input stems the registered model `name` supports (its class's STEMS)."""
+    return tuple(getattr(_REGISTRY[name][0], "STEMS", ("cifar",)))
+
+
 def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 

@@ -93,6 +93,8 @@ class ResNet(nn.Module):
             segments (non-reentrant; see hpml_lab.models.recompute) while training.
     """
 
+    STEMS = ("cifar", "imagenet")
+
     def __init__(
         self,
         block: str = "basic",

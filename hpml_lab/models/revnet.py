@@ -141,6 +141,8 @@ class RevNet(nn.Module):
         stem: only "cifar" (3x3 conv) is supported.
     """
 
+    STEMS = ("cifar",)
+
     def __init__(self, stages: Sequence[int] = (3, 3, 3), widths: Sequence[int] = (32, 32, 64, 112),
                  num_classes: int = 10, norm: str = "bn", memory_saving: bool = True, stem: str = "cifar"):
         super().__init__()

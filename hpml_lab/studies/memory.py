@@ -192,7 +192,7 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
     from ..training import train
 
     device = resolve_device(cfg.device)
-    # the two convergence runs at the end, checked now: a setting one of them refuses (RevNet with amp) is one
+    # the two convergence runs at the end, checked now: a setting one of them refuses (a stem RevNet lacks) is one
     # line before the measurements, not an error after them
     train_cfgs = {name: cfg.replace(checkpoint_segments=0, model=name) for name in (cfg.model, "revnet38")}
     if device.type == "cpu":
