@@ -173,12 +173,10 @@ def matmul_precision(cfg, device: torch.device):
     if cfg.precision != "tf32" or device.type != "cuda":
         yield
         return
-    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    try:
+    from .flops import tf32
+
+    with tf32(True):
         yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 def unwrap(model: nn.Module) -> nn.Module:

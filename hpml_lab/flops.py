@@ -171,7 +171,7 @@ def _measured(device_str: str, precision: str, budget_s: float = 1.5) -> float:
     # "tf32" (a CUDA run with cuDNN's default TF32 convolutions) is measured with TF32 matrix products, "fp32"
     # without; the caller's setting is put back afterwards
     with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cuda else []), \
-            _matmul_tf32(precision == "tf32"):
+            tf32(precision == "tf32", convolutions=False):
         while True:
             a = torch.randn(n, n, device=device, dtype=dtype)
             b = torch.randn(n, n, device=device, dtype=dtype)
@@ -193,23 +193,27 @@ def _measured(device_str: str, precision: str, budget_s: float = 1.5) -> float:
 
 
 @contextlib.contextmanager
-def _matmul_tf32(allow: bool):
-    """TF32 matrix products on or off inside, through fp32_precision where torch has it (so a user's setting of the
-    new API is neither mixed with the legacy one nor lost); the previous setting is put back."""
-    m = torch.backends.cuda.matmul
-    new = hasattr(m, "fp32_precision")
-    before = m.fp32_precision if new else m.allow_tf32
-    if new:
-        m.fp32_precision = "tf32" if allow else "ieee"
-    else:
-        m.allow_tf32 = allow
+def tf32(allow: bool, convolutions: bool = True):
+    """TF32 on or off inside for CUDA matrix products (and cuDNN convolutions), through fp32_precision where torch
+    has it, so that a user's setting of the new API is neither mixed with the legacy flags (torch raises on a read
+    of one after a write of the other) nor lost; the previous settings are put back."""
+    cudnn = torch.backends.cudnn
+    backends = [(torch.backends.cuda.matmul, torch.backends.cuda.matmul)]
+    if convolutions:
+        backends.append((getattr(cudnn, "conv", None), cudnn))
+    saved = []
+    for new_api, legacy in backends:
+        if hasattr(new_api, "fp32_precision"):
+            saved.append((new_api, "fp32_precision", new_api.fp32_precision))
+            new_api.fp32_precision = "tf32" if allow else "ieee"
+        else:
+            saved.append((legacy, "allow_tf32", legacy.allow_tf32))
+            legacy.allow_tf32 = allow
     try:
         yield
     finally:
-        if new:
-            m.fp32_precision = before
-        else:
-            m.allow_tf32 = before
+        for obj, name, value in saved:
+            setattr(obj, name, value)
 
 
 def peak(device: torch.device, precision: str) -> Peak:

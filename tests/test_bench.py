@@ -13,10 +13,10 @@ def run_bench(cifar_root, tmp_path, monkeypatch, capsys):
     """`hpml-lab bench NAME` at the smallest size on the CPU (output under tmp_path): the record its last line prints."""
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
 
-    def run(name: str, steps: int = 1, repeats: int = 1, warmup: int = 0) -> dict:
+    def run(name: str, steps: int = 1, repeats: int = 1, warmup: int = 0, *more: str) -> dict:
         assert cli.main(["bench", name, "--data-root", str(cifar_root), "--model", "resnet_tiny", "--batch-size", "8",
                          "--steps", str(steps), "--repeats", str(repeats), "--warmup", str(warmup), "--device", "cpu",
-                         "--num-workers", "0"]) == 0
+                         "--num-workers", "0", *more]) == 0
         return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     return run
 
@@ -88,3 +88,6 @@ def test_bench_stall_compares_fed_steps_with_resident_ones(run_bench):
         assert 0 <= rec[f"{side}_stall"]["median"] < 1 and rec[f"{side}_stall"]["n"] == 2
         assert rec[f"{side}_fed_step_s"]["median"] > 0 and rec[f"{side}_resident_step_s"]["median"] > 0
     assert rec["fast_config"]["loader"] == "tensor" and rec["meets_target"] is None  # no target on a CPU
+def test_bench_precision_option_reaches_the_fast_path(run_bench):
+    rec = run_bench("overhead", 1, 1, 0, "--precision", "bf16")
+    assert rec["config"]["precision"] == "bf16" and rec["settings"]["precision"] == "bf16"

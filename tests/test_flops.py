@@ -90,9 +90,13 @@ def test_tf32_is_read_through_the_new_api_without_mixing_it_with_the_legacy_one(
             m.allow_tf32  # what the old code read
         assert flops.tf32_state() == {"matmul": True, "cudnn": False}
         assert flops.precision_of(RunConfig(), torch.device("cuda")) == "tf32"
-        with flops._matmul_tf32(False):
+        with flops.tf32(False, convolutions=False):
             assert m.fp32_precision == "ieee" and flops.tf32_state()["matmul"] is False
         assert m.fp32_precision == "tf32"  # the user's setting put back
+        # precision=tf32 (fastpath.matmul_precision) turns both on through the new API and puts both back
+        with flops.tf32(True):
+            assert flops.tf32_state() == {"matmul": True, "cudnn": True}
+        assert (m.fp32_precision, conv.fp32_precision) == ("tf32", "ieee")
         m.fp32_precision = "ieee"
         assert flops.precision_of(RunConfig(), torch.device("cuda")) == "fp32"
         assert flops.precision_of(RunConfig(), torch.device("cpu")) == "fp32"
@@ -121,3 +125,22 @@ def test_measured_tf32_peak_uses_tf32_products_on_a_gpu():
     tf32, fp32 = flops._measured("cuda", "tf32"), flops._measured("cuda", "fp32")
     assert tf32 > 2 * fp32, (tf32, fp32)
     assert torch.backends.cuda.matmul.fp32_precision == before
+
+
+def test_precision_tf32_turns_tf32_on_for_the_run_only_and_through_the_new_api():
+    """fastpath.matmul_precision set the legacy allow_tf32 flags, which torch refuses to mix with fp32_precision."""
+    from hpml_lab import fastpath
+
+    m, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    if not hasattr(m, "fp32_precision"):
+        pytest.skip("torch without fp32_precision")
+    before = m.fp32_precision, conv.fp32_precision
+    try:
+        m.fp32_precision = conv.fp32_precision = "ieee"
+        with fastpath.matmul_precision(RunConfig(precision="tf32"), torch.device("cuda")):  # flags only: no GPU used
+            assert flops.tf32_state() == {"matmul": True, "cudnn": True}
+        assert (m.fp32_precision, conv.fp32_precision) == ("ieee", "ieee")
+        with fastpath.matmul_precision(RunConfig(precision="fp32"), torch.device("cuda")):
+            assert flops.tf32_state() == {"matmul": False, "cudnn": False}  # fp32 leaves the user's settings
+    finally:
+        m.fp32_precision, conv.fp32_precision = before

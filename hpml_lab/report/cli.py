@@ -192,7 +192,7 @@ def _cmd_bench(args) -> int:
     from ..studies import bench
 
     opts = {k: getattr(args, k) for k in ("data_root", "device", "repeats", "warmup", "model", "batch_size",
-                                          "num_workers", "steps")}
+                                          "num_workers", "steps", "precision")}
     return bench.main(args.names, **opts)
 
 
@@ -277,6 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--batch-size", type=int, default=128)
     b.add_argument("--num-workers", type=int, default=2, help="baseline DataLoader workers")
     b.add_argument("--steps", type=int, default=None, help="training steps per timed repeat (default: by device)")
+    b.add_argument("--precision", default="auto", choices=["auto", "fp32", "tf32", "bf16", "fp16"],
+                   help="the fast path's precision (default auto: bf16 on CUDA, fp32 on a CPU)")
 
     sub.add_parser("train", help="train one run (flags: python -m hpml_lab --help)", add_help=False)
     return p
