@@ -88,6 +88,8 @@ def test_bench_stall_compares_fed_steps_with_resident_ones(run_bench):
         assert 0 <= rec[f"{side}_stall"]["median"] < 1 and rec[f"{side}_stall"]["n"] == 2
         assert rec[f"{side}_fed_step_s"]["median"] > 0 and rec[f"{side}_resident_step_s"]["median"] > 0
     assert rec["fast_config"]["loader"] == "tensor" and rec["meets_target"] is None  # no target on a CPU
+
+
 def test_bench_precision_option_reaches_the_fast_path(run_bench):
     rec = run_bench("overhead", 1, 1, 0, "--precision", "bf16")
     assert rec["config"]["precision"] == "bf16" and rec["settings"]["precision"] == "bf16"
