@@ -8,7 +8,7 @@ import pytest
 
 from hpml_lab import results
 from hpml_lab.config import RunConfig
-from hpml_lab.studies import dataloading_answers, lab2, lab2_answers, memory, memory_answers, scaling_answers
+from hpml_lab.studies import dataloading_answers, lab2_answers, memory, memory_answers, scaling_answers
 from hpml_lab.studies import tinyimagenet_answers
 from hpml_lab.studies._conclude import num
 
@@ -198,7 +198,8 @@ def test_c4_best_is_one_worker(tmp_path):
 def test_c4_best_one_worker_is_compared_with_c3s_next_best(tmp_path):
     """C3's best is 1 worker: C4 compares 1 worker with C3's runner-up instead of with nothing."""
     tie = _c3_rows({0: [0.80, 0.81, 0.79], 1: [0.51, 0.52, 0.50], 2: [1.1, 1.2, 1.0]})
-    assert lab2.runner_up(tie, 1) == 0 and lab2.runner_up(tie, 0) == 1 and lab2.runner_up(None, 1) is None
+    assert lab2_answers.runner_up(tie, 1) == 0 and lab2_answers.runner_up(tie, 0) == 1 \
+        and lab2_answers.runner_up(None, 1) is None
     items = sweep(tmp_path, "num_workers", {0: batches(SLOW, data=0.02), 1: batches(FAST, data=0.001)})
     out = SimpleNamespace(best=1, against=0, items=items, c3_rows=tie)
     answers, _ = lab2_answers.c4(RunConfig(task="c4"), out)

@@ -183,15 +183,6 @@ class C4Result:
     against: Optional[int] = None  # the count 1 worker is compared with: `best`, or C3's next best when best is 1
 
 
-def runner_up(rows: Optional[pd.DataFrame], best: int) -> Optional[int]:
-    """The count with C3's lowest median epoch other than `best` (None without C3's rows): when C3's best is 1 worker,
-    C4 compares 1 worker with it, so that the task still compares two counts."""
-    if rows is None or rows.empty:
-        return None
-    medians = rows[rows["num_workers"] != best].groupby("num_workers")["seconds"].median()
-    return int(medians.idxmin()) if len(medians) else None
-
-
 @dataclass
 class C5Result:
     """C5: epoch times on every device present."""
@@ -229,7 +220,7 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     """Train with 1 worker and with C3's best count (read from results/c3, else measured now)
     and a torch.profiler trace of a few steps. Returns epochs, summary, best, source, trace."""
     from ..tracing import trace_steps as _trace
-    from .lab2_answers import c3_rows_of
+    from .lab2_answers import c3_rows_of, runner_up
 
     source, c3_rows = "given", None
     if best is None:

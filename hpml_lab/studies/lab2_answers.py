@@ -169,6 +169,15 @@ def c3_rows_of(summary_dir: str) -> pd.DataFrame | None:
         return None
 
 
+def runner_up(rows: pd.DataFrame | None, best: int) -> int | None:
+    """The count with C3's lowest median epoch other than `best` (None without C3's rows): when C3's best is 1 worker,
+    C4 compares 1 worker with it, so that the task still compares two counts."""
+    if rows is None or rows.empty:
+        return None
+    medians = rows[rows["num_workers"] != best].groupby("num_workers")["seconds"].median()
+    return int(medians.idxmin()) if len(medians) else None
+
+
 def c3_tag(best_n: int, rows: pd.DataFrame | None) -> str:
     """How C3 stands behind the count C4 uses: its verdict's best, a count tied with others, or given."""
     if rows is None or rows.empty:
