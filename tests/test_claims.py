@@ -76,6 +76,17 @@ def test_a_direction_that_is_not_the_verdicts_fails():
     assert problems == ["c8: 'Does it pay off?': does not name the verdict's winner 'compiled'"]
 
 
+def test_an_open_question_is_no_direction_but_a_stated_one_still_is():
+    # c8 at the tiny profile: "whether compiling pays back" asks, it does not state
+    text = "compiled and eager cannot be told apart: too few samples. Too few steps to tell whether compiling pays back."
+    assert claims.check_record(_rec(text, [_num("step", 1.0, n=2)], FEW)) == []
+    problems = claims.check_record(_rec("A tie, yet compiling pays back after 20 steps.", [_num("step", 1.0, n=2)], FEW))
+    assert problems == ["c8: 'Does it pay off?': states a direction ('pays back') from a tie"]
+    # the question ends with its clause: a direction after it is still read
+    problems = claims.check_record(_rec("A tie; whether it pays back is open. It is faster.", [_num("s", 1.0)], FEW))
+    assert problems == ["c8: 'Does it pay off?': states a direction ('faster') from a tie"]
+
+
 def test_measured_numbers_carry_n_and_no_spread_below_three():
     problems = claims.check_record(_rec("done.", [_num("epoch", 1.0, n=None)]))
     assert problems == ["c8: 'Does it pay off?': measured number 'epoch' has no n"]

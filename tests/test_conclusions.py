@@ -1,6 +1,7 @@
 """Every branch of every study's conclusion, from canned results built by hand (no training): faster, slower, tie,
 too few samples (n < 3: no direction, no spread), diverged, predicted vs measured, a model that misses its own
 measurements, a busy machine. Sweeps are real result folders written with results.write_derived."""
+import re
 from types import SimpleNamespace
 
 import pandas as pd
@@ -252,6 +253,9 @@ def test_c8_pays_back_after_a_number_of_steps(tmp_path):
 def test_c8_no_cost_and_no_gain(tmp_path):
     answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path / "a", FAST, SLOW, first_compiled=0.0001))
     assert "from the first steps" in answers[0].text
+    # epoch 1 no slower than the step gap: a negative cost is no cost, never stated as "-1.99 s"
+    assert "no measurable time" in answers[0].text and not re.search(r"(?<![\d.])-\d", answers[0].text)
+    assert not [n for n in answers[0].numbers if n.name.startswith("compile cost")]
     answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path / "b", SLOW, FAST))
     assert "does not pay back" in answers[0].text
     answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path / "c", SLOW[:2], FAST[:2]))

@@ -48,7 +48,6 @@ PENDING_CLAIMS = {
     # yet (chance level, per-step times, shares) and c8's "pays back" comes from too few steps: issue 20 goes on
     "c1": ("c1: ",),
     "c2": ("c2: ",),
-    "c8": ("c8: ",),
     "tinyimagenet": ("tinyimagenet: ",),
     "memory": ("memory: ",),  # numbers stated but not recorded, byte counts without n (issue 20's memory items)
     "lab5": ("lab5: ",),  # Q2's speedups and efficiencies stated, not recorded, no verdict (issue 20's lab5 items)

@@ -32,6 +32,8 @@ NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s*(x|×|%
 DIRECTION = re.compile(r"\b(faster|slower|better|worse|higher than|lower than|pays? (?:off|back)|outperforms?|"
                        r"beats?|speeds? up|'s best|(?:is|was|trains|works) best|best:)(?!\w)", re.I)
 TIE = re.compile(r"\b(cannot be told apart|can't tell|tie[sd]?|too few samples)\b", re.I)
+# "too few to tell whether compiling pays back", "whether it is faster": an open question, not a direction stated
+QUESTIONED = re.compile(r"\bwhether\b[^.;:]*", re.I)
 RATIO = re.compile(r"\d(?:\.\d+)?\s*(?:x|×)(?![\w])")
 
 
@@ -99,7 +101,7 @@ def check_answer(answer: Mapping[str, Any], where: str = "") -> list[str]:
     for value, decimals, suffix in stated_numbers(text):
         if not _matches(value, decimals, pool):
             problems.append(f"{at}states {value:g}{suffix and ' ' + suffix} which is no number of its record")
-    direction, tie = DIRECTION.search(text), TIE.search(text)
+    direction, tie = DIRECTION.search(QUESTIONED.sub("", text)), TIE.search(text)
     modelled = [float(n["value"]) for n in answer.get("numbers", []) if n.get("provenance") != "measured"
                 and isinstance(n.get("value"), (int, float))]
     ratio = next((m for m in RATIO.finditer(text) if not _matches(*_value(m.group(0)), modelled)),
