@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-PROVENANCE = ("measured", "predicted", "reference")
+# measured: timed or observed, with its n; predicted: from a model (source says which); reference: a publication;
+# counted: an exact count (parameters, FLOPs, bytes saved for backward): no n, no spread, source says how counted;
+# setting: a value the run was given (a simulated latency, a budget), not a result: source says which setting.
+PROVENANCE = ("measured", "predicted", "reference", "counted", "setting")
 STATUSES = ("answered", "partial", "not answered")
 
 

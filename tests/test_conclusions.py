@@ -1,6 +1,7 @@
 """Every branch of every study's conclusion, from canned results built by hand (no training): faster, slower, tie,
 too few samples (n < 3: no direction, no spread), diverged, predicted vs measured, a model that misses its own
 measurements, a busy machine. Sweeps are real result folders written with results.write_derived."""
+import dataclasses
 import re
 from types import SimpleNamespace
 
@@ -9,6 +10,7 @@ import pytest
 
 from hpml_lab import results
 from hpml_lab.config import RunConfig
+from hpml_lab.report import claims
 from hpml_lab.studies import dataloading_answers, lab2_answers, memory, memory_answers, scaling_answers
 from hpml_lab.studies import tinyimagenet_answers
 from hpml_lab.studies._conclude import num
@@ -47,6 +49,11 @@ def run(losses, acc=None, epochs_s=(2.0, 1.0, 1.0, 1.0), meta=None):
 
 
 CFG = RunConfig(task="c1")
+
+
+def holds(answers) -> list[str]:
+    """What the claims check (report/claims.py) finds in answers as the record stores them: [] when all hold."""
+    return [p for a in answers for p in claims.check_answer(dataclasses.asdict(a))]
 FAST = [0.010, 0.011, 0.0105, 0.0102, 0.0108, 0.0101]
 SLOW = [0.020, 0.021, 0.0205, 0.0202, 0.0208, 0.0201]
 
@@ -275,6 +282,9 @@ def test_questions_from_a_real_count():
     table = questions.answers("resnet_tiny")
     qa, flags = lab2_answers.questions(RunConfig(task="questions", model="resnet_tiny"), table)
     assert [a.question[:2] for a in qa] == ["Q1", "Q2", "Q3", "Q4"] and flags
+    # counts are exact ("counted", no n), the float32 size and momentum are recorded: every stated number holds
+    assert holds(qa) == [] and "0.3 MB as float32" in qa[2].text
+    assert {n.provenance for a in qa for n in a.numbers} == {"counted", "setting"}
     assert lab2_answers.questions(RunConfig(task="questions"), questions.answers("resnet18"))[1] == []
 
 
@@ -347,6 +357,9 @@ def test_memory_answer_table_and_figure_agree_on_the_working_set():
     assert answers[2].verdict["resnet18 ck"]["outcome"] == "better"  # the plain network is faster
     assert list(memory_answers.fits_table(res)["how"]) == ["predicted", "predicted"]
     assert len(memory_answers.convergence_table(res)) == 2
+    # every number a sentence states is recorded (saved, working set, plain, chance), byte counts counted, not timed
+    assert holds(answers) == []
+    assert {n.provenance for n in answers[0].numbers} == {"counted", "setting"}
 
 
 def test_memory_no_spread_for_two_rounds_and_training_outcomes():
@@ -361,6 +374,7 @@ def test_memory_no_spread_for_two_rounds_and_training_outcomes():
     answers, _, _ = memory_answers.conclude(RunConfig(task="memory", checkpoint_segments=0), memory.Settings(),
                                     _mem_res([0.1], segments=0))
     assert answers[1].text.startswith("Checkpointing was not run")
+    assert holds(answers) == []
 
 
 def test_memory_lab_settings_cover_every_lab_setting():
@@ -419,9 +433,13 @@ def _q1(step_times: dict, oom=()):
 def test_lab5_q1_best_batch_is_a_verdict_and_rounded():
     clear = scaling_answers.lab5_q1(_q1({16: [0.010] * 8, 64: [0.020, 0.021] * 4}, oom=[256]))
     assert clear.text.startswith("Throughput peaks at per-worker batch 64") and clear.text.endswith("at 256.")
-    assert all(n.provenance == "predicted" and n.value == 3842.9 for n in clear.numbers)
+    assert all(n.provenance == "predicted" and n.value == 3842.9 for n in clear.numbers[1:])
+    assert clear.numbers[0].provenance == "measured" and clear.numbers[0].n == 8  # the best's throughput
+    one = scaling_answers.lab5_q1(_q1({16: [0.010] * 8}))  # one batch: nothing to be "higher than"
+    assert one.text.startswith("Only per-worker batch 16 ran") and one.verdict is None and holds([one]) == []
     few = scaling_answers.lab5_q1(_q1({16: [0.010, 0.011], 64: [0.020, 0.021]}))
     assert "a tie, so this run shows no single best batch" in few.text and "no batch ran out" in few.text
+    assert holds([clear, few]) == []
 
 
 def _ddp_rec(step, n, b, epochs_loss=1.5):
@@ -456,6 +474,7 @@ def test_lab5_measured_speedup_is_a_verdict_and_predicted_provenance():
     assert "unexplained" in answers[2].text and [a.question[:2] for a in answers[4:]] == ["Q5", "Q6", "Q7"]
     assert "model disagrees" not in {f.kind for f in flags}
     assert "Largest global batch that ran here: 32" in answers[3].text
+    assert holds(answers) == []  # speedups, Q3's times and shares, Q4's top-1: each stated number recorded
 
 
 def test_lab5_model_that_misses_its_own_measurement_says_so():
@@ -463,10 +482,13 @@ def test_lab5_model_that_misses_its_own_measurement_says_so():
                                                  _lab5(predicted_2=2041.0, measured_2=3309.0, step2=0.03,
                                                        on_gpu=True))
     assert "model disagrees" in {f.kind for f in flags} and "settings differ" in {f.kind for f in flags}
-    assert "not reliable" in answers[1].text and "predicted 2,041 s vs measured 3,309 s" in answers[1].text
+    assert "not reliable" in answers[1].text and "predicted 2,041 s vs timed 3,309 s" in answers[1].text
     four = [n for n in answers[1].numbers if n.name.startswith("4 workers")][0]
     assert "WARNING" in four.source
     assert answers[1].verdict["2x16"]["outcome"] == "worse"
+    assert holds(answers) == []  # the miss (-38%), the margin (a setting) and both epoch times are recorded
+    assert "3,309 s (0.151% all-reduce" in answers[2].text  # never '3.31e+03 s' nor '0%' for 0.15%
+    assert {n.provenance for n in answers[1].numbers} == {"predicted", "setting"}
 
 
 def test_lab5_without_runs_predicts_everything():
@@ -474,6 +496,7 @@ def test_lab5_without_runs_predicts_everything():
                                              _lab5(runs=False))
     assert "the model's prediction" in answers[1].text and answers[1].verdict is None
     assert answers[3].text.startswith("No multi-worker run here")
+    assert holds(answers) == []
     assert scaling_answers.model_misses(_lab5(runs=False).table) == []
     assert list(scaling_answers.lr_table(50_000)["steps per epoch"]) == [391, 98, 25, 7, 2]
 
@@ -507,6 +530,10 @@ def test_lab5_notes_and_tables():
     assert "busbw 2.00 GB/s (gloo, 2 processes)" in scaling_answers.fit_note(res)
     assert scaling_answers.allreduce_table(res).loc[0, "time_ms"] == pytest.approx(2.0)
     assert "against the reference's 5.02 s" in scaling_answers.reference_note(res)
+    # every epoch time is an extrapolation: the tables the report shows never call a row "measured"
+    t = scaling_answers.shown(res.table)
+    assert list(t.source) == ["predicted: timed steps x steps"] * 2 + ["predicted: scaling model"]
+    assert "measured_s" not in t and "from timed steps (s)" in t
 
 
 def test_stored_notebooks_narrate_and_carry_no_outputs():

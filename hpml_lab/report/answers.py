@@ -9,7 +9,8 @@
     answers.show(rec)       # writes reports/c8.answer.json (atomically) and shows the answer box
 
 Provenance of a number: `measured` (this run), `predicted` (a model: say which in `source`), `reference`
-(a published figure: say where in `source`). Status of an answer: `answered`, `partial` (say what is
+(a published figure: say where in `source`), `counted` (an exact count: parameters, FLOPs, bytes saved for
+backward; no n), `setting` (a value the run was given, such as a simulated latency). Status of an answer: `answered`, `partial` (say what is
 missing in `missing`, e.g. "needs a GPU"), `not answered`. A record with a number that has no provenance, or a
 predicted/reference number without its source, is refused when written, so no report can show one.
 The runner puts the box at the top of the rendered page and the one-line answers on reports/index.html.
@@ -112,7 +113,7 @@ def box_html(rec: dict[str, Any]) -> str:
             + f"<ul>{''.join(items)}</ul>"
             + (f"<p><b>Flags</b></p><ul>{flags}</ul>" if flags else "") + diff_table
             + "<p style='font-size:0.85em'>Every number is tagged: measured (this run), predicted (a model, "
-              "named), reference (a published figure, cited).</p></div>")
+              "named), reference (a published figure, cited), counted (exact), setting (given to the run).</p></div>")
 
 
 def show(rec: Record) -> Path:
