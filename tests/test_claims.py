@@ -87,6 +87,15 @@ def test_an_open_question_is_no_direction_but_a_stated_one_still_is():
     assert problems == ["c8: 'Does it pay off?': states a direction ('faster') from a tie"]
 
 
+def test_a_product_of_settings_is_no_ratio_but_a_ratio_is_read_whole():
+    # lab5: "2 x 8" workers x batch and "1 x B" are settings; "196x fewer" is 196x, not 6x
+    assert claims.stated_numbers("2 x 8: 1.21x; 1 x B; 2x16") == [(1.21, 2, "x")]
+    pred = _num("steps ratio", 195.5, "x", provenance="predicted", n=None, source="32,768 / 128 steps")
+    assert claims.check_record(_rec("2 x 8 takes 196x fewer steps than 1 x 8.", [pred])) == []
+    problems = claims.check_record(_rec("2 x 8 is 1.21x the speed of 1 x 8.", [_num("speedup", 1.21, "x", n=2)]))
+    assert problems == ["c8: 'Does it pay off?': compares ('1.21x') without a verdict"]
+
+
 def test_measured_numbers_carry_n_and_no_spread_below_three():
     problems = claims.check_record(_rec("done.", [_num("epoch", 1.0, n=None)]))
     assert problems == ["c8: 'Does it pay off?': measured number 'epoch' has no n"]

@@ -27,14 +27,16 @@ from typing import Any, Mapping
 from ..sanity import MIN_SAMPLES
 
 UNITS = r"(?:ms|us|µs|s|min|h|MB|MiB|GB|GiB|KB|KiB|images/s|img/s|samples/s|[GT]?FLOP/s|GFLOP|W)"
-NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s*(x|×|%)|\s+(" + UNITS + r")(?![\w]))?"
-                    r"(?![\w])")
+# "2 x 8", "1 x B": a spaced x between two operands is a product of settings, never a ratio ("1.21x")
+PRODUCT = r"(?!\s+[x×]\s+\w)"
+NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:" + PRODUCT + r"\s*(x|×|%)|\s+(" + UNITS
+                    + r")(?![\w]))?(?![\w])")
 DIRECTION = re.compile(r"\b(faster|slower|better|worse|higher than|lower than|pays? (?:off|back)|outperforms?|"
                        r"beats?|speeds? up|'s best|(?:is|was|trains|works) best|best:)(?!\w)", re.I)
 TIE = re.compile(r"\b(cannot be told apart|can't tell|tie[sd]?|too few samples)\b", re.I)
 # "too few to tell whether compiling pays back", "whether it is faster": an open question, not a direction stated
 QUESTIONED = re.compile(r"\bwhether\b[^.;:]*", re.I)
-RATIO = re.compile(r"\d(?:\.\d+)?\s*(?:x|×)(?![\w])")
+RATIO = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?" + PRODUCT + r"\s*(?:x|×)(?![\w])")
 
 
 def stated_numbers(text: str) -> list[tuple[float, int, str]]:
@@ -81,8 +83,8 @@ def _candidates(answer: Mapping[str, Any]) -> list[float]:
 
 def _value(token: str) -> tuple[float, int]:
     """'1.31x' -> (1.31, 2): the value and the decimals it is printed with."""
-    digits = re.match(r"\d+(?:\.\d+)?", token).group(0)
-    return float(digits), len(digits.partition(".")[2])
+    digits = re.match(r"[\d,]+(?:\.\d+)?", token).group(0)
+    return float(digits.replace(",", "")), len(digits.partition(".")[2])
 
 
 def _matches(value: float, decimals: int, candidates: list[float]) -> bool:

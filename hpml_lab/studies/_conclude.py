@@ -19,6 +19,17 @@ def num(name: str, values, unit: str, scale: float = 1.0) -> Number:
     return Number(name, s["median"], unit, "measured", n=s["n"], spread=s["iqr"] if s["n"] >= 3 else None)
 
 
+def short(x: float) -> str:
+    """A value for a sentence: 3 significant digits, whole numbers with thousands separators from 1000 up (never
+    '3.31e+03')."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def share(fraction: float) -> str:
+    """A share as a sentence states it, 3 significant digits, so 0.15% is never rounded to '0%'."""
+    return f"{100 * fraction:.3g}%"
+
+
 def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict | None) -> list[sanity.Flag]:
     return sanity.run_flags(cfg, batches["loss"], list(epochs["total_s"]), meta, num_classes(cfg.dataset))
 
