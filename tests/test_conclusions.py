@@ -69,12 +69,14 @@ def test_c1_learned_from_loss_and_top1_above_chance():
     acc = [0.1 + 0.01 * i for i in range(40)]
     answers, flags = lab2_answers.c1(CFG, run([2.3 - 0.03 * i for i in range(40)], acc))
     assert answers[0].text.startswith("The run learned") and "above chance" in answers[0].text
-    assert answers[0].verdict["outcome"] == "better" and answers[0].verdict["top1"]["outcome"] == "better"
+    assert answers[0].verdict["loss"]["outcome"] == "better" and answers[0].verdict["top1"]["outcome"] == "better"
+    assert holds(answers) == []
 
 
 def test_c1_loss_fell_but_top1_at_chance_says_no_learning_in_accuracy():
     answers, _ = lab2_answers.c1(CFG, run([2.3 - 0.03 * i for i in range(40)]))
     assert "no learning shows in the accuracy yet" in answers[0].text and "learned:" not in answers[0].text
+    assert holds(answers) == []
 
 
 def test_c1_too_few_batches_neither_learning_nor_not():
@@ -82,18 +84,26 @@ def test_c1_too_few_batches_neither_learning_nor_not():
     answers, _ = lab2_answers.c1(CFG, run([2.3, 2.2, 2.1, 2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4],
                                           [0.14, 0.2, 0.2, 0.25, 0.3, 0.3, 0.3, 0.32, 0.33, 0.345]))
     text = answers[0].text
-    assert "1 batch at each end is too few to tell whether the run learned" in text and "14.0% to 34.5%" in text
+    assert "with 1 batch at each end there are too few samples to tell whether the run learned" in text
+    assert "14.0% to 34.5% (chance 10%)" in text and holds(answers) == []  # chance is recorded, the tie said
     assert "too short a run" not in text and all(n.spread is None for n in answers[0].numbers)
 
 
 def test_c1_flat_loss_did_not_learn():
     answers, _ = lab2_answers.c1(CFG, run([2.30, 2.31, 2.29, 2.30] * 10))
-    assert answers[0].text.startswith("The run did not measurably learn")
+    assert answers[0].text.startswith("The run did not measurably learn") and holds(answers) == []
+
+
+def test_c1_loss_rose_says_so_with_its_verdict():
+    answers, _ = lab2_answers.c1(CFG, run([2.0 + 0.005 * i for i in range(40)]))
+    assert answers[0].text.startswith("The run did not learn: the training loss rose from 2.007 over the first 4")
+    assert answers[0].verdict["loss"]["outcome"] == "worse" and holds(answers) == []
 
 
 def test_c1_diverged():
     answers, flags = lab2_answers.c1(CFG, run([2.3, 5.0, 9.7, 12.1, 15.4, 9.0, 11.0, 14.0, 8.0, 13.0]))
     assert answers[0].text.startswith("Training diverged") and [f.kind for f in flags] == ["diverged"]
+    assert holds(answers) == []
 
 
 def test_c1_busy_machine_is_flagged():
@@ -104,9 +114,10 @@ def test_c1_busy_machine_is_flagged():
 # ------------------------------------------------------------------ C2
 def test_c2_warmup_sentence_only_when_epoch_1_was_slower():
     slower, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(3.0, 1.0, 1.1, 1.05)))
-    assert "slower than every later one" in slower[0].text
+    assert "longer than each later one" in slower[0].text and holds(slower) == []
     faster, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(58.8, 68.7, 65.5)))
-    assert "not slower than the later ones" in faster[0].text and "which is why" not in faster[0].text
+    assert "no longer than the later ones" in faster[0].text and "which is why" not in faster[0].text
+    assert holds(faster) == []
     assert lab2_answers.warmup_sentence(pd.DataFrame({"total_s": [1.0]})) == ""
     assert "(2 s)" in lab2_answers.warmup_sentence(pd.DataFrame({"total_s": [1.0, 2.0]}))
 
@@ -137,6 +148,11 @@ def test_c2_mfu_from_a_busy_peak_carries_a_caveat():
     assert "42.9% of this device's fp32 peak" in busy[0].text and "measured while the machine was busy" in busy[0].text
     idle, _ = lab2_answers.c2(CFG.replace(task="c2"), _mfu_run(IDLE, 0.429))
     assert "machine was busy" not in idle[0].text
+    assert holds(busy) == [] and holds(idle) == []  # the peak's TFLOP/s is recorded (measured here: n = 1)
+    sheet = _mfu_run(IDLE, 0.429)
+    sheet.meta["flops"]["peak_source"] = "data sheet: a GPU"
+    peak = [n for n in lab2_answers.c2(CFG.replace(task="c2"), sheet)[0][0].numbers if n.unit == "TFLOP/s"][0]
+    assert peak.provenance == "reference" and peak.source == "data sheet: a GPU"
     over, _ = lab2_answers.c2(CFG.replace(task="c2"), _mfu_run(IDLE, 1.2))
     assert "above 100%" in over[0].text
 
@@ -413,7 +429,9 @@ def test_tinyimagenet_share_from_the_table_and_the_bottleneck_moves():
     wt = tinyimagenet_answers.worker_table(_tin(SLOW)).set_index("workers")
     assert wt.loc[2, "data ms/batch"] == pytest.approx(data_n) and wt.loc[2, "copy + compute ms/batch"] == pytest.approx(comp_n)
     assert answers[1].text.startswith("the baseline is") and "pay-off" in answers[1].text
-    assert all(n.provenance == "predicted" for n in answers[2].numbers) and answers[2].status == "answered"
+    assert {n.provenance for n in answers[2].numbers} == {"predicted", "measured"} and answers[2].status == "answered"
+    assert all(n.provenance == "predicted" for n in answers[2].numbers if n.unit == "x")  # the estimate's ratio
+    assert holds(answers) == []  # shares, per-batch totals, estimated and actual epochs: all recorded
 
 
 def test_tinyimagenet_tie_is_said_before_any_ratio_and_skipped_variants_are_partial():
@@ -424,6 +442,7 @@ def test_tinyimagenet_tie_is_said_before_any_ratio_and_skipped_variants_are_part
     assert answers[2].status == "partial" and "needs 2 GPUs" in answers[2].missing
     moved, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin(SLOW, data0=2.0, datan=2.0))
     assert "did not move" in moved[0].text and "2,000 of 2,010 ms" in moved[0].text
+    assert holds(answers) == [] and holds(moved) == []
 
 
 # ------------------------------------------------------------------ Lab 5

@@ -49,8 +49,6 @@ PENDING_CLAIMS = {
     "c1": ("c1: ",),
     "c2": ("c2: ",),
     "tinyimagenet": ("tinyimagenet: ",),
-    "questions": ("questions: ",),  # exact counts recorded without n; '0.3 MB' stated, not recorded
-    "dataloading": ("states 50 ms which",),  # the simulated storage latency, a setting with a unit, not recorded
 }
 
 

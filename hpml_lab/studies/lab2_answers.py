@@ -39,28 +39,37 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
                  lower_is_better=False)
     top0, top1 = 100 * first["acc"].mean(), 100 * last["acc"].mean()
     rise = (f"top-1 went from {top0:.1f}% to {top1:.1f}% (chance {chance:.0f}%) over {len(b)} batches")
+    l0, l1 = first["loss"].mean(), last["loss"].mean()
+    ends = f"from {l0:.3f} over the first {batches} to {l1:.3f} over the last {batches}"  # names both verdict sides
     if diverged:
-        text = (f"Training diverged: the loss ended at {last['loss'].mean():.2f}, above chance "
+        text = (f"Training diverged: the loss ended at {l1:.2f}, above chance "
                 f"({sanity.chance_loss(classes):.2f}); these curves are not a result.")
     elif (v.outcome == "better" or va.outcome == "better") and top1 > chance:
-        text = (f"The run learned: the training loss fell from {first['loss'].mean():.3f} to "
-                f"{last['loss'].mean():.3f} and {rise}, above chance.")
+        loss = f"the training loss fell {ends}" if v.outcome == "better" else \
+            f"the training loss went from {l0:.3f} to {l1:.3f} (no measurable change)"
+        text = f"The run learned: {loss} and {rise}, above chance."
     elif v.outcome == "better":
-        text = (f"The training loss fell from {first['loss'].mean():.3f} to {last['loss'].mean():.3f}, but {rise}: "
-                "not above chance, so no learning shows in the accuracy yet.")
+        text = (f"The training loss fell {ends}, but {rise}: not above chance, so no learning shows in the accuracy "
+                "yet.")
     elif v.reason == "too few samples":
-        text = (f"The training loss went from {first['loss'].mean():.3f} to {last['loss'].mean():.3f} and {rise}, "
-                f"but {k} {'batch' if k == 1 else 'batches'} at each end {'is' if k == 1 else 'are'} too few to tell whether the run learned.")
+        text = (f"The training loss went from {l0:.3f} to {l1:.3f} and {rise}, but with {k} "
+                f"{'batch' if k == 1 else 'batches'} at each end there are too few samples to tell whether the run "
+                "learned.")
+    elif v.outcome == "worse":
+        text = f"The run did not learn: the training loss rose {ends} and {rise}."
     else:
-        text = (f"The run did not measurably learn: the training loss did not fall ({v.sentence().rstrip('.')}) "
-                f"and {rise}.")
-    nums = [Number("mean loss, first batches", float(first["loss"].mean()), "", "measured", n=k),
-            Number("mean loss, last batches", float(last["loss"].mean()), "", "measured", n=k),
+        text = f"The run did not measurably learn: {v.sentence().rstrip('.')}, and {rise}."
+    nums = [Number("mean loss, first batches", float(l0), "", "measured", n=k),
+            Number("mean loss, last batches", float(l1), "", "measured", n=k),
             Number("top-1, first batches", float(top0), "%", "measured", n=k),
-            Number("top-1, last batches", float(top1), "%", "measured", n=k)]
+            Number("top-1, last batches", float(top1), "%", "measured", n=k),
+            Number("chance top-1", chance, "%", "predicted", source=f"1 / {classes} classes: a uniform guess")]
+    if diverged:
+        nums.append(Number("chance loss", sanity.chance_loss(classes), "", "predicted",
+                           source=f"ln {classes}: the loss of a uniform guess"))
     return [Answer("C1: per-batch training loss and top-1 accuracy", text, "answered", nums,
-                   verdict={**sample_record(v, last["loss"], first["loss"]),
-                            "top1": sample_record(va, last["acc"], first["acc"])})], flags
+                   verdict=None if diverged else {"loss": sample_record(v, last["loss"], first["loss"]),
+                                                  "top1": sample_record(va, last["acc"], first["acc"])})], flags
 
 
 def busy_peak_note(fl: dict, machine: dict | None) -> str:
@@ -88,12 +97,17 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     fl = (run.meta or {}).get("flops")
     mfu_text = ""
     if fl and "mfu" in steady:
+        measured_peak = str(fl.get("peak_source", "")).startswith("measured")
+        nums.append(Number(f"this device's {fl['precision']} peak", float(fl["peak_tflops"]), "TFLOP/s",
+                           "measured" if measured_peak else "reference", n=1 if measured_peak else None,
+                           source="" if measured_peak else str(fl.get("peak_source", ""))))
         nums.append(num("training compute, share of this device's peak", steady["mfu"], "%", 100))
         mfu_text = (f" The training compute ran at {nums[-1].value:.3g}% of this device's {fl['precision']} peak "
                     f"({fl['peak_tflops']:.3g} TFLOP/s; {fl['peak_source']})"
                     + (": above 100% because the peak was measured while the machine was busier than during training, "
                        "so read it as 'near this CPU's own matrix-product speed'." if nums[-1].value > 100 else ".")
                     + busy_peak_note(fl, (run.meta or {}).get("machine")))
+    nums += warmup_numbers(ep)
     text = (f"Per epoch (median of {len(steady)} after the first epoch): data loading "
             f"{nums[0].value:.3g} s, training {nums[1].value:.3g} s, total {nums[2].value:.3g} s; waiting for data "
             f"is {share_text(100 * share)} of the epoch." + mfu_text + " " + warmup_sentence(ep))
@@ -110,12 +124,22 @@ def warmup_sentence(ep: pd.DataFrame) -> str:
     if len(ep) < 2:
         return ""
     first, later = float(ep.iloc[0].total_s), list(ep.iloc[1:].total_s)
-    if first > max(later):
-        return (f"The first epoch took {first:.3g} s, slower than every later one (up to {max(later):.3g} s): it "
-                "includes warm-up (worker start-up, allocator growth), which is why the summary leaves it out.")
+    if first > max(later):  # single values side by side, no verdict: "took longer than each", not "slower"
+        return (f"The first epoch took {first:.3g} s, longer than each later one (at most {max(later):.3g} s): it "
+                "likely includes warm-up (worker start-up, allocator growth), which is why the summary leaves it out.")
     span = f"{later[0]:.3g} s" if len(later) == 1 else f"{min(later):.3g}-{max(later):.3g} s"
-    return (f"The first epoch took {first:.3g} s, not slower than the later ones ({span}): "
+    return (f"The first epoch took {first:.3g} s, no longer than the later ones ({span}): "
             "no warm-up shows in this run; the summary leaves it out only to be the same for every run.")
+
+
+def warmup_numbers(ep: pd.DataFrame) -> list[Number]:
+    """The epoch times warmup_sentence states: the first epoch's, and the shortest and longest later one's."""
+    if len(ep) < 2:
+        return []
+    later = list(ep.iloc[1:].total_s)
+    return [Number("first epoch", float(ep.iloc[0].total_s), "s", "measured", n=1),
+            Number("shortest later epoch", float(min(later)), "s", "measured", n=1),
+            Number("longest later epoch", float(max(later)), "s", "measured", n=1)]
 
 
 def first_step_note(batches: pd.DataFrame, cores: int) -> str:
@@ -337,8 +361,11 @@ def questions(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]
     adam = {k.split(": ", 1)[1]: int(x) for k, x in v.items() if k.startswith("Adam")}
     src = f"counted in {cfg.model}"
 
-    def n(name, value, unit="values"):
-        return Number(name, value, unit, "measured", source=src)
+    def n(name, value, unit="values"):  # exact counts: no n, no spread (answers.PROVENANCE)
+        return Number(name, value, unit, "counted", source=src)
+
+    def size(name, values):
+        return Number(f"{name} as float32", values * 4 / 1e6, "MB", "counted", source="values x 4 bytes")
 
     def mb(x):
         return f"{x * 4 / 1e6:.1f} MB as float32"
@@ -347,19 +374,23 @@ def questions(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]
     return [
         Answer("Q1: how many convolutional layers?", f"{main + sc} counting the {sc} 1x1 projection shortcuts ({main} on the "
                "main path); the classifier is linear, not counted.", "answered",
-               [n("conv layers, main path", main, "layers"), n("1x1 shortcut convs", sc, "layers")]),
+               [n("conv layers", main + sc, "layers"), n("conv layers, main path", main, "layers"),
+                n("1x1 shortcut convs", sc, "layers")]),
         Answer("Q2: input size of the last linear layer?", f"{int(v['input features of the last linear layer'])} features.",
                "answered", [n("last linear in_features", int(v["input features of the last linear layer"]), "")]),
         Answer("Q3: trainable parameters and gradients with SGD?",
                f"{sgd['parameters']:,} parameters and {sgd['gradients']:,} gradients ({mb(sgd['parameters'])} each); "
                f"momentum 0.9 adds a {mom:,}-value momentum buffer, which is optimizer state, not gradients.",
                "answered", [n("SGD parameters", sgd["parameters"]), n("SGD gradients", sgd["gradients"]),
-                            n("SGD momentum buffer", mom)]),
+                            n("SGD momentum buffer", mom), size("SGD parameters", sgd["parameters"]),
+                            Number("momentum", 0.9, "", "setting", source="the lab's SGD momentum")]),
         Answer("Q4: the same with Adam?",
                f"{adam['parameters']:,} parameters, {adam['gradients']:,} gradients, and optimizer state of "
                f"{adam['optimizer state exp_avg']:,} (exp_avg) + {adam['optimizer state exp_avg_sq']:,} (exp_avg_sq) "
                f"values ({mb(adam['parameters'])} each), plus {adam['optimizer state step']} step counters.",
                "answered", [n("Adam parameters", adam["parameters"]), n("Adam gradients", adam["gradients"]),
                             n("Adam exp_avg", adam["optimizer state exp_avg"]),
-                            n("Adam exp_avg_sq", adam["optimizer state exp_avg_sq"])]),
+                            n("Adam exp_avg_sq", adam["optimizer state exp_avg_sq"]),
+                            size("Adam parameters", adam["parameters"]),
+                            n("Adam step counters", adam["optimizer state step"], "counters")]),
     ], [sanity.stand_in(cfg)] if cfg.model != sanity.LAB["model"] else []
