@@ -365,8 +365,8 @@ def _mem_res(times_ck, cuda=False, losses=None, segments=2):
 
 def test_memory_answer_table_and_figure_agree_on_the_working_set():
     res = _mem_res([0.13, 0.131, 0.129])
-    answers, flags, lines = memory_answers.conclude(RunConfig(task="memory", checkpoint_segments=2),
-                                            memory.Settings(), res)
+    answers, flags = memory_answers.conclude(RunConfig(task="memory", checkpoint_segments=2), memory.Settings(), res)
+    lines = memory_answers.cost_lines(res)
     share = [n for n in answers[1].numbers if "saved + working set" in n.name][0]
     table = memory_answers.report_table(res).set_index("model")
     assert share.value == pytest.approx(0.75) == table.loc["resnet18 ck", "saved + working set vs plain"]
@@ -383,14 +383,14 @@ def test_memory_answer_table_and_figure_agree_on_the_working_set():
 
 def test_memory_no_spread_for_two_rounds_and_training_outcomes():
     res = _mem_res([0.13, 0.131], cuda=True, losses={"resnet18": [2.3] * 5, "revnet38": [2.3] * 5})
-    answers, _, _ = memory_answers.conclude(RunConfig(task="memory"), memory.Settings(), res)
+    answers, _ = memory_answers.conclude(RunConfig(task="memory"), memory.Settings(), res)
     assert answers[1].status == "answered" and "Neither got clearly below chance" in answers[3].text
     assert memory_answers.report_table(res).set_index("model")["IQR (s)"].isna()["resnet18 ck"]
     assert memory_answers.fits_table(res).set_index("model").loc["resnet18", "how"] == "measured"
     res = _mem_res([0.1], losses={"resnet18": [2.3, 2.0, 1.5, 1.2, 1.0], "revnet38": [2.3, 9.0, 14.0, 20.0, 30.0]})
-    answers, flags, _ = memory_answers.conclude(RunConfig(task="memory"), memory.Settings(), res)
+    answers, flags = memory_answers.conclude(RunConfig(task="memory"), memory.Settings(), res)
     assert answers[3].text.startswith("Only resnet18 got below chance") and [f.kind for f in flags] == ["diverged"]
-    answers, _, _ = memory_answers.conclude(RunConfig(task="memory", checkpoint_segments=0), memory.Settings(),
+    answers, _ = memory_answers.conclude(RunConfig(task="memory", checkpoint_segments=0), memory.Settings(),
                                     _mem_res([0.1], segments=0))
     assert answers[1].text.startswith("Checkpointing was not run")
     assert holds(answers) == []

@@ -68,7 +68,7 @@ def _times(row) -> list[float]:
     return [float(x) for x in str(row["times_s"]).split(";") if x and x != "nan"]
 
 
-def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
+def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """RevNet and checkpointing against the plain networks: activation memory (with the recomputation's own
     working set), the largest batch, the time it costs (verdicts over interleaved rounds), and whether both
     networks trained."""
@@ -90,7 +90,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[
                    Number("RevNet: deepest vs shallowest, depth", deeper, "x", "setting", source="the depths run"),
                    Number("ordinary autograd: deepest vs shallowest, saved for backward", plain_growth, "x", "counted",
                           source=COUNTED)])
-    lines, nums, ck_parts = [], [], []
+    nums, ck_parts = [], []
     for r in res.table[res.table.family == "ResNet + checkpointing"].itertuples():
         base = t.loc[r.baseline]
         share = (r.act_MB_per_sample + work.get(r.model, 0.0)) / base.act_MB_per_sample
@@ -114,14 +114,8 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[
                 else "Checkpointing was not run (checkpoint_segments = 0).",
                 "answered" if res.cuda else "partial", nums,
                 missing="" if res.cuda else "a GPU: peak allocated memory and the largest batch are predicted here")
-    verdicts, cost = {}, []
-    for r in res.table.itertuples():
-        if r.model == r.baseline:
-            continue
-        base = t.loc[r.baseline]
-        v = compare(_times(base), _times(r._asdict()), r.baseline, r.model, what="time per training step")
-        verdicts[r.model] = v.as_dict()
-        cost.append(f"{r.model}: " + v.sentence())
+    cost = cost_lines(res)
+    verdicts = {m: v.as_dict() for m, v in cost_verdicts(res).items()}
     a3 = Answer("What does the memory saving cost in time?", f"{len(cost)} comparisons, each a verdict over "
                 f"{settings.repeats} interleaved rounds; first: {cost[0] if cost else 'none'}", "answered",
                 [Number(f"{r.model}: time vs plain", r.time_vs_baseline, "x", "measured", n=int(r.repeats))
@@ -151,5 +145,18 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[
                         n=max(1, len(res.runs[k].batches) // 5)) for k, x in tail.items()]
                 + [Number("chance loss", sanity.chance_loss(classes), "", "predicted",
                           source=f"ln {classes}: the loss of a uniform guess")])
-    lines += cost
-    return [a1, a2, a3, a4], dedupe(flags), lines
+    return [a1, a2, a3, a4], dedupe(flags)
+
+
+def cost_verdicts(res) -> dict:
+    """Each memory-saving network -> the verdict of its time per training step against its plain network's
+    (interleaved rounds)."""
+    t = res.table.set_index("model")
+    return {r.model: compare(_times(t.loc[r.baseline]), _times(r._asdict()), r.baseline, r.model,
+                             what="time per training step")
+            for r in res.table.itertuples() if r.model != r.baseline}
+
+
+def cost_lines(res) -> list[str]:
+    """One sentence per memory-saving network: what it costs in time, its verdict's own words."""
+    return [f"{m}: " + v.sentence() for m, v in cost_verdicts(res).items()]
