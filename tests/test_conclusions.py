@@ -13,6 +13,7 @@ from hpml_lab.config import RunConfig
 from hpml_lab.report import claims
 from hpml_lab.studies import dataloading_answers, lab2_answers, memory, memory_answers, scaling_answers
 from hpml_lab.studies import tinyimagenet_answers
+from hpml_lab.studies import _conclude
 from hpml_lab.studies._conclude import num
 
 IDLE = {"load1": 0.1, "cores": 2, "steal_pct": 0.0}
@@ -246,16 +247,42 @@ def _training_sweep(losses: dict, status=None):
 def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
     cfg = RunConfig(task="c6", model="resnet_tiny")
     clear = _training_sweep({"sgd": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "adam": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]})
-    answers, flags, _ = lab2_answers.training_sweep(cfg, clear, "optimizer", "C6?")
+    answers, flags = lab2_answers.training_sweep(cfg, clear, "optimizer", "C6?")
     assert "lower than every other setting" in answers[0].text and "stand-in model" in {f.kind for f in flags}
+    assert holds(answers) == []  # a loss verdict's direction is "lower", its winner named
     tie = _training_sweep({"sgd": [2.0] * 4 + [0.5, 0.6, 0.4, 0.5], "adam": [2.0] * 4 + [0.5, 0.6, 0.4, 0.5]},
                           status={"adagrad": "failed"})
-    answers, _, lines = lab2_answers.training_sweep(cfg, tie, "optimizer", "C6?")
-    assert "(a tie)" in answers[0].text and "adagrad: not usable (failed)." in lines
+    answers, _ = lab2_answers.training_sweep(cfg, tie, "optimizer", "C6?")
+    assert "(a tie)" in answers[0].text and "adagrad: not usable (failed)." in lab2_answers.sweep_notes(cfg, tie, "optimizer")
+    assert holds(answers) == []
     bad = _training_sweep({"sgd": [2.3] * 8, "adam": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 30.0]})
-    answers, flags, lines = lab2_answers.training_sweep(cfg, bad, "optimizer", "C6?")
+    answers, flags = lab2_answers.training_sweep(cfg, bad, "optimizer", "C6?")
+    lines = lab2_answers.sweep_notes(cfg, bad, "optimizer")
     assert answers[0].status == "partial" and "diverged" in {f.kind for f in flags}
-    assert any("chance level" in line for line in lines)
+    assert any("chance level" in line for line in lines) and "adam diverged" in answers[0].text
+
+
+def _epochs_run(folder, config, epoch_s):
+    e = pd.DataFrame({"epoch": range(1, len(epoch_s) + 1), "total_s": epoch_s})
+    results.write_derived(folder, {"epochs": e}, {"config": config})
+    return results.read_run(folder)
+
+
+def test_twin_tasks_same_configuration_far_apart_is_a_noisy_machine(tmp_path):
+    # c6's sgd and c7's bn are one configuration: epoch medians 1.40 vs 4.46 s say the machine moved, not a setting
+    same = RunConfig(task="c7").to_dict()
+    mine = _epochs_run(tmp_path / "c7-bn", same, [9.0, 4.4, 4.46, 4.5])
+    c6_sgd = _epochs_run(tmp_path / "c6-sgd", {**same, "task": "c6", "results_dir": "elsewhere"}, [3.0, 1.4, 1.38, 1.41])
+    items = [SimpleNamespace(run_dir=mine.path, complete=True)]
+    flag = _conclude.twin_noise(RunConfig(task="c7"), items, "norm", other_runs=[c6_sgd])
+    assert flag.kind == "noisy machine" and "c7's bn" in flag.message and "c6's sgd" in flag.message
+    assert "4.46 and 1.4" in flag.message
+    close = _epochs_run(tmp_path / "c6-close", {**same, "task": "c6"}, [3.0, 4.0, 4.1, 4.2])
+    assert _conclude.twin_noise(RunConfig(task="c7"), items, "norm", other_runs=[close]) is None
+    other_cfg = _epochs_run(tmp_path / "c6-adam", {**same, "task": "c6", "optimizer": "adam"}, [3.0, 1.4, 1.4])
+    assert _conclude.twin_noise(RunConfig(task="c7"), items, "norm", other_runs=[other_cfg]) is None
+    assert _conclude.twin_noise(RunConfig(task="c8"), items, "norm", other_runs=[c6_sgd]) is None  # no twin
+    assert _conclude.twin_noise(RunConfig(task="c7"), [], "norm") is None  # nothing ran: nothing read
 
 
 # ------------------------------------------------------------------ C8

@@ -134,13 +134,27 @@ def check_answer(answer: Mapping[str, Any], where: str = "") -> list[str]:
 
 def _direction_problems(text: str, x: Mapping[str, Any], at: str) -> list[str]:
     problems = []
-    up, down = ("faster", "slower") if x.get("lower_is_better", True) else ("higher", "lower")
+    up, down = _words(x)
     winner = x.get("label_a") if x.get("outcome") == "better" else x.get("label_b")
     if not re.search(rf"\b({up}|{down})\b", text, re.I):
-        problems.append(f"{at}does not state its verdict's direction ({up} or {down})")
+        problems.append(f"{at}does not state its verdict's direction ({up.replace('|', ', ')} or "
+                        f"{down.replace('|', ', ')})")
     if winner is not None and not re.search(rf"(?<!\w){re.escape(str(winner))}(?!\w)", text, re.I):
         problems.append(f"{at}does not name the verdict's winner {winner!r}")
     return problems
+
+
+TIMED = re.compile(r"\b(time|times|per step|per batch|per pass|per epoch|wait|seconds|latency)\b", re.I)
+
+
+def _words(x: Mapping[str, Any]) -> tuple[str, str]:
+    """The words a verdict's direction is stated with: faster/slower for a time, else lower/higher (a loss that
+    is lower is better: it is lower, or it fell)."""
+    if not x.get("lower_is_better", True):
+        return "higher|rose", "lower|fell"
+    if TIMED.search(str(x.get("what", ""))) or not x.get("what"):
+        return "faster", "slower"
+    return "lower|fell", "higher|rose"
 
 
 def _number_problems(answer: Mapping[str, Any], at: str) -> list[str]:

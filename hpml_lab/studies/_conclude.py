@@ -71,3 +71,45 @@ def dedupe(flags) -> list[sanity.Flag]:
             seen.add(f.kind)
             out.append(f)
     return out
+
+
+# tasks whose sweeps share a configuration: C6's sgd and C7's bn are the same training (the lab's defaults)
+TWINS = {"c6": ("c7", "norm"), "c7": ("c6", "optimizer")}   # task -> its twin and the field the twin sweeps
+NOT_SETTINGS = ("task", "results_dir", "run_id", "progress", "log_every", "data_root")
+
+
+def _setting_key(config: dict) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in config.items() if k not in NOT_SETTINGS))
+
+
+def twin_noise(cfg, items, field: str, other_runs=None) -> sanity.Flag | None:
+    """'noisy machine' when a run of this sweep and a run of its twin task (TWINS) with the same configuration
+    have epoch medians (after warm-up) further apart than sanity.NOISE_FACTOR. `other_runs` defaults to the
+    twin task's complete runs in cfg.results_dir."""
+    from ..results import load_runs, read_run
+
+    twin, twin_field = TWINS.get(cfg.task, (None, ""))
+    items = [it for it in items or () if getattr(it, "complete", False)]
+    if twin is None or not items:
+        return None
+    others = load_runs(twin, cfg.results_dir) if other_runs is None else other_runs
+    if not others:
+        return None
+    by_key = {}
+    for o in others:
+        by_key.setdefault(_setting_key(o.meta.get("config", {})), o)
+    for it in items:
+        try:
+            mine = read_run(it.run_dir)
+            other = by_key.get(_setting_key(mine.meta.get("config", {})))
+            if other is None:
+                continue
+            a, b = drop_warmup(mine.epochs)["total_s"], drop_warmup(other.epochs)["total_s"]
+        except (OSError, ValueError, KeyError):
+            continue
+        value = mine.meta.get("config", {}).get(field, "?")
+        other_value = other.meta.get("config", {}).get(twin_field, "?")
+        flag = sanity.noise(list(a), list(b), f"{cfg.task}'s {value}", f"{twin}'s {other_value}")
+        if flag:
+            return flag
+    return None

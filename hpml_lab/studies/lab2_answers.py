@@ -20,7 +20,7 @@ from ..data import num_classes
 from ..profiling import summarize
 from ..results import drop_warmup, read_run
 from ..verdict import best, compare, sample_record
-from ._conclude import compare_configs, dedupe, meta_machine, num, steady_batches, training_flags
+from ._conclude import compare_configs, dedupe, meta_machine, num, steady_batches, training_flags, twin_noise
 
 
 def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -266,33 +266,18 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     return [ans], dedupe(flags)
 
 
-def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
+def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], list[sanity.Flag]]:
     """C6/C7: which setting of `field` trains best (last-epoch batch losses, a verdict with ties), how fast each
-    is per step, and which diverged or stayed at chance. Returns answers, flags and lines of prose."""
-    b, s = out.batches, out.summary
-    classes = num_classes(cfg.dataset)
-    flags: list = [sanity.stand_in(cfg), sanity.busy(meta_machine(out))]
-    lines, nums = [], []
-    ok = s[s["status"] == "complete"]
-    for _, r in s[s["status"] != "complete"].iterrows():
-        lines.append(f"{r[field]}: not usable ({r['status']}).")
-    last = b[b["epoch"] == b["epoch"].max()]
-    samples, usable = {}, []
-    for v in ok[field]:
-        losses = list(b.loc[b[field] == v, "loss"])
-        d = sanity.diverged(losses, classes)
-        if d:
-            flags.append(sanity.Flag("diverged", f"{v}: {d.message}"))
-            lines.append(f"{v} diverged (loss {losses[-1]:.2f} at the end): not a result.")
-            continue
-        if sanity.at_chance(losses, classes):
-            lines.append(f"{v} ended at chance level (loss {sum(losses[-3:]) / len(losses[-3:]):.2f} against "
-                         f"ln {classes} = {sanity.chance_loss(classes):.2f}): it has not learned in this run.")
-        samples[v] = list(last.loc[last[field] == v, "loss"])
-        usable.append(v)
+    is per step, and which diverged or stayed at chance (said in sweep_notes); a run of the twin task with the
+    same configuration whose epochs differ a lot flags the machine as noisy."""
+    b = out.batches
+    flags: list = [sanity.stand_in(cfg), sanity.busy(meta_machine(out)), twin_noise(cfg, getattr(out, "items", None), field)]
+    nums = []
+    samples = _usable(cfg, out, field, flags)
+    for v in samples:
         nums.append(num(f"{v}: last-epoch batch loss", samples[v], ""))
         nums.append(num(f"{v}: compute per step (after warm-up)",
-                         drop_warmup(b[b[field] == v])["train_s"], "ms", 1000))
+                        drop_warmup(b[b[field] == v])["train_s"], "ms", 1000))
     flags.append(sanity.too_few(min((len(x) for x in samples.values()), default=0), "last-epoch batches per setting"))
     if len(samples) >= 2:
         bst = best(samples, what="last-epoch training loss")
@@ -305,11 +290,45 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
                    "against": {str(k): sample_record(v, samples[bst.label], samples[k]) for k, v in bst.verdicts.items()}}
         status, missing = "answered", ""
     else:
-        text = f"Fewer than two settings trained without diverging, so none can be compared: {' '.join(lines)}"
+        text = (f"Fewer than two settings trained without diverging, so none can be compared: "
+                f"{' '.join(sweep_notes(cfg, out, field)[:-1])}").rstrip(": ")
         verdict, status, missing = None, "partial", "two settings that train without diverging"
-    return ([Answer(question, text, status, nums, missing=missing, verdict=verdict)], dedupe(flags),
-            lines + ["Times are per training step after each run's warm-up epoch; the runs took turns on a shared "
-                     "machine, so compare them only through the spreads shown."])
+    return [Answer(question, text, status, nums, missing=missing, verdict=verdict)], dedupe(flags)
+
+
+def _usable(cfg, out, field: str, flags: list | None = None) -> dict:
+    """Setting -> its last-epoch batch losses, for each complete setting that did not diverge (a diverged one
+    adds its flag to `flags`)."""
+    b, s = out.batches, out.summary
+    classes = num_classes(cfg.dataset)
+    last = b[b["epoch"] == b["epoch"].max()]
+    samples = {}
+    for v in s[s["status"] == "complete"][field]:
+        losses = list(b.loc[b[field] == v, "loss"])
+        d = sanity.diverged(losses, classes)
+        if d:
+            if flags is not None:
+                flags.append(sanity.Flag("diverged", f"{v}: {d.message}"))
+            continue
+        samples[v] = list(last.loc[last[field] == v, "loss"])
+    return samples
+
+
+def sweep_notes(cfg, out, field: str) -> list[str]:
+    """C6/C7's prose beyond the answer: which settings failed, diverged or ended at chance, and how to read the
+    per-step times."""
+    b, s = out.batches, out.summary
+    classes = num_classes(cfg.dataset)
+    lines = [f"{r[field]}: not usable ({r['status']})." for _, r in s[s["status"] != "complete"].iterrows()]
+    for v in s[s["status"] == "complete"][field]:
+        losses = list(b.loc[b[field] == v, "loss"])
+        if sanity.diverged(losses, classes):
+            lines.append(f"{v} diverged (loss {losses[-1]:.2f} at the end): not a result.")
+        elif sanity.at_chance(losses, classes):
+            lines.append(f"{v} ended at chance level (loss {sum(losses[-3:]) / len(losses[-3:]):.2f} against "
+                         f"ln {classes} = {sanity.chance_loss(classes):.2f}): it has not learned in this run.")
+    return lines + ["Times are per training step after each run's warm-up epoch; the runs took turns on a shared "
+                    "machine, so compare them only through the spreads shown."]
 
 
 def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
