@@ -48,3 +48,20 @@ def test_written_record_round_trips_with_status_and_summary():
 
 def test_no_spread_is_shown_for_fewer_than_three_samples():
     assert "IQR" not in Number("epoch", 2.0, "s", "measured", n=2, spread=0.5).text()
+
+
+def test_tables_and_the_load_average_are_shown_for_a_reader():
+    import pandas as pd
+
+    from hpml_lab.report import notebook
+
+    df = pd.DataFrame({"per_gpu_batch": [8, 16], "epoch_s_excl_io": [3842.8769, 80.54], "data_share": [0.142, None]})
+    html = notebook.table(df, percent=("data_share",)).to_html()
+    for shown in ("per-GPU batch", "epoch excl. I/O (s)", "3,843", "80.5", "14.2%", ">-<"):
+        assert shown in html, shown
+    assert "per_gpu_batch" not in html and "3842.8769" not in html
+    assert [notebook.number_text(x) for x in (50000, 0.0323, 3309.2, float("nan"), "sgd")] == [
+        "50,000", "0.0323", "3,309", "-", "sgd"]
+    text = notebook._load_text({"load1": 4.123456789, "cores": 2, "steal_pct": 0.0})
+    assert text == "load average 4.12 on 2 usable cores, CPU steal 0%"
+    assert notebook._load_text({"cores": 2}).startswith("load average not recorded")

@@ -152,12 +152,7 @@ SEPARATING = {"c3": {"epochs": "4", "max_workers": "2"}, "memory": {"repeats": "
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task_id", [
-    "c3",
-    pytest.param("memory", marks=pytest.mark.xfail(strict=True, reason=(
-        "memory's record lacks numbers its sentences state (depth ratio, saved/recompute MB) and n on its byte "
-        "counts: issue 20's conclusions rewrite; strict, so the fix removes this mark"))),
-])
+@pytest.mark.parametrize("task_id", ["c3", "memory"])
 def test_claims_hold_where_verdicts_separate(task_id, cifar_root, tmp_path, monkeypatch):
     from hpml_lab.report import runner
 
@@ -169,3 +164,10 @@ def test_claims_hold_where_verdicts_separate(task_id, cifar_root, tmp_path, monk
     outcomes = [x.get("outcome") for a in rec["answers"] for x in claims.verdicts_of(a.get("verdict"))]
     assert {"better", "worse"} & set(outcomes), outcomes  # a direction was decided and rendered
     assert claims.check_record(rec) == []
+    # the rendered page names no folder of this machine (output and data live under the temporary folder here)
+    import os
+    import tempfile
+
+    page = (tmp_path / "reports" / f"{task_id}.html").read_text()
+    for folder in (str(tmp_path), str(cifar_root), os.path.expanduser("~") + os.sep, tempfile.gettempdir() + os.sep):
+        assert folder not in page, folder

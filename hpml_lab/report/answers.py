@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -49,13 +50,16 @@ def readable(name: str) -> str:
 
 def scrub_paths(text: str) -> str:
     """Text with this machine's folders taken out: the project and output folders become relative, the home
-    folder '~' (for pages handed in: tracebacks and logs name files)."""
+    folder '~', the temporary folder '$TMPDIR' (for pages handed in: tracebacks and logs name files)."""
+    import tempfile
+
     from ..config import project_root
 
-    for base, short in ((output_path("."), ""), (project_root(), ""), (Path(os.path.expanduser("~")), "~/")):
+    for base, short in ((output_path("."), ""), (project_root(), ""), (Path(os.path.expanduser("~")), "~/"),
+                        (Path(tempfile.gettempdir()), "$TMPDIR/")):
         b = str(Path(base).resolve())
-        if len(Path(b).parts) > 1:
-            text = text.replace(b + os.sep, short)
+        if len(Path(b).parts) > 1:  # not inside base64 (a figure's bytes may spell '/tmp/' by chance)
+            text = re.sub(r"(?<![A-Za-z0-9+/])" + re.escape(b + os.sep), short.replace("\\", r"\\"), text)
     return text
 
 
