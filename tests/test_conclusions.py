@@ -179,6 +179,9 @@ def test_c3_tie_and_clear_best(tmp_path):
     items = sweep(tmp_path, "num_workers", {2: batches(FAST)}, machine=BUSY)
     answers, flags = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=clear, items=items))
     assert answers[0].text.startswith("Best count: 2 worker(s)") and "machine busy" in {f.kind for f in flags}
+    assert holds(answers) == [] and [n.name for n in answers[0].numbers] == ["0 workers, epoch", "2 workers, epoch"]
+    one = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=_c3_rows({1: [0.3] * 3, 0: [0.9] * 3}), items=[]))
+    assert [n.name for n in one[0][0].numbers] == ["0 workers, epoch", "1 worker, epoch"]  # not "1 workers"
 
 
 def test_c3_tag_names_a_best_only_when_c3_did():

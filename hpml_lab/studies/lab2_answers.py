@@ -173,7 +173,7 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
                 f"{', '.join(map(str, tied))} worker(s): a tie, so no single best count is shown by this run.")
     else:
         text = f"Best count: {b.label} worker(s), {med:.3g} s per epoch (median), faster than every other count tried."
-    nums = [num(f"{n} workers, epoch", v, "s") for n, v in sorted(samples.items())]
+    nums = [num(f"{n} worker{'' if n == 1 else 's'}, epoch", v, "s") for n, v in sorted(samples.items())]
     flags = [sanity.busy(meta_machine(sweep))]
     few = min(len(v) for v in samples.values())
     flags.append(sanity.too_few(few, "timed epochs per worker count"))
