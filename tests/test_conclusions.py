@@ -265,6 +265,17 @@ def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
     assert any("chance level" in line for line in lines) and "adam diverged" in answers[0].text
 
 
+def test_c7_names_its_settings_for_a_reader():
+    rows = _training_sweep({"bn": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "none": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]})
+    rows.batches = rows.batches.rename(columns={"optimizer": "norm"})
+    rows.summary = rows.summary.rename(columns={"optimizer": "norm"})
+    answers, _ = lab2_answers.training_sweep(RunConfig(task="c7"), rows, "norm", "C7?")
+    assert answers[0].text.startswith("Lowest last-epoch training loss: BatchNorm, lower than every other")
+    assert [n.name for n in answers[0].numbers][::2] == ["BatchNorm: last-epoch batch loss",
+                                                        "no BatchNorm: last-epoch batch loss"]
+    assert holds(answers) == [] and answers[0].verdict["best"] == "BatchNorm"
+
+
 def _epochs_run(folder, config, epoch_s):
     e = pd.DataFrame({"epoch": range(1, len(epoch_s) + 1), "total_s": epoch_s})
     results.write_derived(folder, {"epochs": e}, {"config": config})

@@ -273,10 +273,11 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     b = out.batches
     flags: list = [sanity.stand_in(cfg), sanity.busy(meta_machine(out)), twin_noise(cfg, getattr(out, "items", None), field)]
     nums = []
-    samples = _usable(cfg, out, field, flags)
-    for v in samples:
-        nums.append(num(f"{v}: last-epoch batch loss", samples[v], ""))
-        nums.append(num(f"{v}: compute per step (after warm-up)",
+    raw = _usable(cfg, out, field, flags)
+    samples = {shown_setting(field, v): x for v, x in raw.items()}  # "no BatchNorm", not "none"
+    for v in raw:
+        nums.append(num(f"{shown_setting(field, v)}: last-epoch batch loss", raw[v], ""))
+        nums.append(num(f"{shown_setting(field, v)}: compute per step (after warm-up)",
                         drop_warmup(b[b[field] == v])["train_s"], "ms", 1000))
     flags.append(sanity.too_few(min((len(x) for x in samples.values()), default=0), "last-epoch batches per setting"))
     if len(samples) >= 2:
@@ -296,6 +297,14 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     return [Answer(question, text, status, nums, missing=missing, verdict=verdict)], dedupe(flags)
 
 
+SHOWN_SETTINGS = {("norm", "bn"): "BatchNorm", ("norm", "none"): "no BatchNorm"}
+
+
+def shown_setting(field: str, value) -> str:
+    """A setting's value as a sentence names it: C7's norm 'none' reads 'no BatchNorm' (not 'none' of them)."""
+    return SHOWN_SETTINGS.get((field, value), str(value))
+
+
 def _usable(cfg, out, field: str, flags: list | None = None) -> dict:
     """Setting -> its last-epoch batch losses, for each complete setting that did not diverge (a diverged one
     adds its flag to `flags`)."""
@@ -308,7 +317,7 @@ def _usable(cfg, out, field: str, flags: list | None = None) -> dict:
         d = sanity.diverged(losses, classes)
         if d:
             if flags is not None:
-                flags.append(sanity.Flag("diverged", f"{v}: {d.message}"))
+                flags.append(sanity.Flag("diverged", f"{shown_setting(field, v)}: {d.message}"))
             continue
         samples[v] = list(last.loc[last[field] == v, "loss"])
     return samples
@@ -319,13 +328,15 @@ def sweep_notes(cfg, out, field: str) -> list[str]:
     per-step times."""
     b, s = out.batches, out.summary
     classes = num_classes(cfg.dataset)
-    lines = [f"{r[field]}: not usable ({r['status']})." for _, r in s[s["status"] != "complete"].iterrows()]
+    lines = [f"{shown_setting(field, r[field])}: not usable ({r['status']})."
+             for _, r in s[s["status"] != "complete"].iterrows()]
     for v in s[s["status"] == "complete"][field]:
         losses = list(b.loc[b[field] == v, "loss"])
+        name = shown_setting(field, v)
         if sanity.diverged(losses, classes):
-            lines.append(f"{v} diverged (loss {losses[-1]:.2f} at the end): not a result.")
+            lines.append(f"{name} diverged (loss {losses[-1]:.2f} at the end): not a result.")
         elif sanity.at_chance(losses, classes):
-            lines.append(f"{v} ended at chance level (loss {sum(losses[-3:]) / len(losses[-3:]):.2f} against "
+            lines.append(f"{name} ended at chance level (loss {sum(losses[-3:]) / len(losses[-3:]):.2f} against "
                          f"ln {classes} = {sanity.chance_loss(classes):.2f}): it has not learned in this run.")
     return lines + ["Times are per training step after each run's warm-up epoch; the runs took turns on a shared "
                     "machine, so compare them only through the spreads shown."]
