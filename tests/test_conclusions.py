@@ -431,6 +431,11 @@ def test_memory_no_spread_for_two_rounds_and_training_outcomes():
     res = _mem_res([0.1], losses={"resnet18": [2.3, 2.0, 1.5, 1.2, 1.0], "revnet38": [2.3, 9.0, 14.0, 20.0, 30.0]})
     answers, flags = memory_answers.conclude(RunConfig(task="memory"), memory.Settings(), res)
     assert answers[3].text.startswith("Only resnet18 got below chance") and [f.kind for f in flags] == ["diverged"]
+    # a loss above chance is not 'below chance' (the tiny report said 'Only resnet_tiny got below chance' at 2.716)
+    res = _mem_res([0.1], losses={"resnet18": [2.3, 2.5, 2.6, 2.7, 2.716], "revnet38": [2.3, 2.0, 1.5, 1.2, 1.0]})
+    answers, _ = memory_answers.conclude(RunConfig(task="memory"), memory.Settings(), res)
+    assert answers[3].text.startswith("Only revnet38 got below chance") and "resnet18 did not" in answers[3].text
+    assert holds(answers) == []
     answers, _ = memory_answers.conclude(RunConfig(task="memory", checkpoint_segments=0), memory.Settings(),
                                     _mem_res([0.1], segments=0))
     assert answers[1].text.startswith("Checkpointing was not run")

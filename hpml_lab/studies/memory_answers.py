@@ -15,6 +15,7 @@ from ._conclude import dedupe
 
 # the memory task's lab settings: the reference's table is at batch 8 with its adjusted ResNet-18; the rest as Lab 2
 COUNTED = "bytes of the tensors autograd saves for backward, counted over one forward pass"
+CHANCE_MARGIN = 0.05  # a mean loss this share under chance level (ln classes) counts as below chance
 LAB = {**sanity.LAB, "model": "resnet18_adjusted", "batch_size": 8}
 
 
@@ -122,14 +123,14 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
                  for r in res.table.itertuples() if r.model != r.baseline], verdict=verdicts)
     classes = num_classes(cfg.dataset)
     trained, flags = [], [sanity.busy((getattr(res, "meta", None) or {}).get("machine"))]
+    tail = {k: float(v.batches.tail(max(1, len(v.batches) // 5))["loss"].mean()) for k, v in res.runs.items()}
+    below = sanity.chance_loss(classes) * (1 - CHANCE_MARGIN)  # "below chance" is said only of a loss under this
     for name, run in res.runs.items():
-        losses = list(run.batches["loss"])
-        d = sanity.diverged(losses, classes)
+        d = sanity.diverged(list(run.batches["loss"]), classes)
         if d:
             flags.append(sanity.Flag("diverged", f"{name}: {d.message}"))
-        elif not sanity.at_chance(losses, classes):
+        elif tail[name] < below:  # not merely off chance: a loss above chance is no training either
             trained.append(name)
-    tail = {k: float(v.batches.tail(max(1, len(v.batches) // 5))["loss"].mean()) for k, v in res.runs.items()}
     said = ", ".join(f"{k} {x:.3f}" for k, x in tail.items())
     chance = f"chance {sanity.chance_loss(classes):.2f}"
     if len(trained) == len(res.runs):
