@@ -12,7 +12,7 @@ from hpml_lab import results
 from hpml_lab.config import RunConfig
 from hpml_lab.report import claims
 from hpml_lab.studies import dataloading_answers, lab2_answers, memory, memory_answers, scaling_answers
-from hpml_lab.studies import tinyimagenet_answers
+from hpml_lab.studies import questions_answers, tinyimagenet_answers
 from hpml_lab.studies import _conclude
 from hpml_lab.studies._conclude import num
 
@@ -337,12 +337,12 @@ def test_questions_from_a_real_count():
     from hpml_lab.studies import questions
 
     table = questions.answers("resnet_tiny")
-    qa, flags = lab2_answers.questions(RunConfig(task="questions", model="resnet_tiny"), table)
+    qa, flags = questions_answers.conclude(RunConfig(task="questions", model="resnet_tiny"), table)
     assert [a.question[:2] for a in qa] == ["Q1", "Q2", "Q3", "Q4"] and flags
     # counts are exact ("counted", no n), the float32 size and momentum are recorded: every stated number holds
     assert holds(qa) == [] and "0.3 MB as float32" in qa[2].text
     assert {n.provenance for a in qa for n in a.numbers} == {"counted", "setting"}
-    assert lab2_answers.questions(RunConfig(task="questions"), questions.answers("resnet18"))[1] == []
+    assert questions_answers.conclude(RunConfig(task="questions"), questions.answers("resnet18"))[1] == []
 
 
 # ------------------------------------------------------------------ data loading

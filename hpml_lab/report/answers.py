@@ -129,3 +129,23 @@ def show(rec: Record) -> Path:
 
         display(HTML(box_html(load(rec.task) or {})))
     return p
+
+
+def fold_logs(nb, min_lines: int = 3):
+    """Training logs (a cell's printed lines, stdout/stderr) folded into a closed <details> the reader can open:
+    the report shows its answers, tables and figures, not pages of progress lines. Returns the notebook."""
+    import nbformat
+
+    for cell in nb.cells:
+        outs = []
+        for o in cell.get("outputs", []):
+            text = o.get("text", "") if o.get("output_type") == "stream" else None
+            if text is not None and text.count("\n") >= min_lines:
+                n = text.count("\n")
+                outs.append(nbformat.v4.new_output("display_data", data={"text/html": (
+                    f"<details><summary>training log ({n} lines)</summary><pre>{html.escape(text)}</pre></details>")}))
+            else:
+                outs.append(o)
+        if "outputs" in cell:
+            cell.outputs = outs
+    return nb

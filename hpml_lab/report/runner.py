@@ -126,10 +126,8 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     exporter.exclude_input = True
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
-    from .bundle import fold_logs
-
     # training logs folded away (a closed <details>), and no folder of this machine named on the page
-    body, _ = exporter.from_notebook_node(fold_logs(nbformat.read(str(executed), as_version=4)),
+    body, _ = exporter.from_notebook_node(answers.fold_logs(nbformat.read(str(executed), as_version=4)),
                                           resources={"metadata": {"name": f"hpml-lab {task.title}"}})
     rec = answers.load(task.id)
     top = ("<nav style='margin:8px 0'><a href='index.html'>&larr; all reports (index)</a></nav>"

@@ -1,4 +1,4 @@
-"""What the Lab 2 reports (C1 to C8 and the questions) conclude, computed: one function per task turns its study's
+"""What the Lab 2 reports C1 to C8 conclude (the questions: questions_answers.py), computed: one function per task turns its study's
 result (lab2.C4Result, lab2.TrainingSweep, ...; a results.Run for C1 and C2) into the answer record's answers
 (hpml_lab.answers.Answer, every number tagged) and the sanity flags that apply.
 
@@ -6,7 +6,7 @@ result (lab2.C4Result, lab2.TrainingSweep, ...; a results.Run for C1 and C2) int
     nb.answer(cfg, info, *lab2_answers.c1(cfg, run))     # at the end of the C1 notebook
 
 No sentence here states a direction it did not compute: comparisons come from hpml_lab.verdict, flags from
-hpml_lab.sanity. tests/test_findings.py feeds canned results to every branch.
+hpml_lab.sanity. tests/test_conclusions.py and test_findings.py feed canned results to every branch.
 """
 from __future__ import annotations
 
@@ -381,46 +381,3 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         text += " With no measurable gain per step, compiling does not pay back at this size and setting."
     return [Answer("C8: does torch.compile pay off?", text, "answered", nums, verdict=sample_record(v, comp, eag))], \
         dedupe(flags)
-
-
-def questions(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Q1-Q4 as answers: counts read from the model and from real optimizers after one step."""
-    v = table.set_index("quantity")["value"]
-    main, sc = int(v["conv layers, main path (stem + 2 per BasicBlock)"]), int(v["conv layers, 1x1 projection shortcuts"])
-    sgd = {k.split(": ", 1)[1]: int(x) for k, x in v.items() if k.startswith("SGD")}
-    adam = {k.split(": ", 1)[1]: int(x) for k, x in v.items() if k.startswith("Adam")}
-    src = f"counted in {cfg.model}"
-
-    def n(name, value, unit="values"):  # exact counts: no n, no spread (answers.PROVENANCE)
-        return Number(name, value, unit, "counted", source=src)
-
-    def size(name, values):
-        return Number(f"{name} as float32", values * 4 / 1e6, "MB", "counted", source="values x 4 bytes")
-
-    def mb(x):
-        return f"{x * 4 / 1e6:.1f} MB as float32"
-
-    mom = sgd.get("optimizer state momentum_buffer", 0)
-    return [
-        Answer("Q1: how many convolutional layers?", f"{main + sc} counting the {sc} 1x1 projection shortcuts ({main} on the "
-               "main path); the classifier is linear, not counted.", "answered",
-               [n("conv layers", main + sc, "layers"), n("conv layers, main path", main, "layers"),
-                n("1x1 shortcut convs", sc, "layers")]),
-        Answer("Q2: input size of the last linear layer?", f"{int(v['input features of the last linear layer'])} features.",
-               "answered", [n("last linear in_features", int(v["input features of the last linear layer"]), "")]),
-        Answer("Q3: trainable parameters and gradients with SGD?",
-               f"{sgd['parameters']:,} parameters and {sgd['gradients']:,} gradients ({mb(sgd['parameters'])} each); "
-               f"momentum 0.9 adds a {mom:,}-value momentum buffer, which is optimizer state, not gradients.",
-               "answered", [n("SGD parameters", sgd["parameters"]), n("SGD gradients", sgd["gradients"]),
-                            n("SGD momentum buffer", mom), size("SGD parameters", sgd["parameters"]),
-                            Number("momentum", 0.9, "", "setting", source="the lab's SGD momentum")]),
-        Answer("Q4: the same with Adam?",
-               f"{adam['parameters']:,} parameters, {adam['gradients']:,} gradients, and optimizer state of "
-               f"{adam['optimizer state exp_avg']:,} (exp_avg) + {adam['optimizer state exp_avg_sq']:,} (exp_avg_sq) "
-               f"values ({mb(adam['parameters'])} each), plus {adam['optimizer state step']} step counters.",
-               "answered", [n("Adam parameters", adam["parameters"]), n("Adam gradients", adam["gradients"]),
-                            n("Adam exp_avg", adam["optimizer state exp_avg"]),
-                            n("Adam exp_avg_sq", adam["optimizer state exp_avg_sq"]),
-                            size("Adam parameters", adam["parameters"]),
-                            n("Adam step counters", adam["optimizer state step"], "counters")]),
-    ], [sanity.stand_in(cfg)] if cfg.model != sanity.LAB["model"] else []
