@@ -35,7 +35,7 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
     per_batch = [(w0, nums[0].value + nums[2].value, share0, len(b0)), (wn, nums[1].value + nums[3].value, sharen, len(bn))]
     for w, total, share, n in per_batch:  # what the sentence states, from the medians above
         nums += [Number(f"{w} workers: data wait + copy + compute per batch", total, "ms", "measured", n=n),
-                 Number(f"{w} workers: data wait share of a batch", share, "", "measured", n=n)]
+                 Number(f"{w} workers: data wait share of a batch", 100 * share, "%", "measured", n=n)]
     a1 = Answer("Where is the bottleneck with 0 and with N workers?",
                 f"From the per-batch medians, data wait is {share_pct(share0)} of a batch with {w0} workers "
                 f"({ms(nums[0].value)} of {ms(nums[0].value + nums[2].value)} ms) and {share_pct(sharen)} with {wn} "
