@@ -265,6 +265,14 @@ def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
     assert any("chance level" in line for line in lines) and "adam diverged" in answers[0].text
 
 
+def test_every_diverged_setting_keeps_its_flag():
+    bad = _training_sweep({"sgd": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "adam": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 30.0],
+                           "adagrad": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 31.0]})
+    _, flags = lab2_answers.training_sweep(RunConfig(task="c6"), bad, "optimizer", "C6?")
+    diverged = [f.message.split(":")[0] for f in flags if f.kind == "diverged"]
+    assert diverged == ["adam", "adagrad"] and [f.kind for f in flags].count("stand-in model") <= 1
+
+
 def test_c7_names_its_settings_for_a_reader():
     rows = _training_sweep({"bn": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "none": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]})
     rows.batches = rows.batches.rename(columns={"optimizer": "norm"})

@@ -65,10 +65,13 @@ def compare_configs(batches: pd.DataFrame, by: str, a, b, column: str, what: str
 
 
 def dedupe(flags) -> list[sanity.Flag]:
+    """Flags without repeats: one of each kind, except 'diverged', kept once per setting it names (C6 lost
+    adam's when adagrad's came first)."""
     seen, out = set(), []
     for f in flags:
-        if f is not None and f.kind not in seen:
-            seen.add(f.kind)
+        key = (f.kind, f.message) if f is not None and f.kind == "diverged" else getattr(f, "kind", None)
+        if f is not None and key not in seen:
+            seen.add(key)
             out.append(f)
     return out
 
