@@ -30,6 +30,11 @@ def share(fraction: float) -> str:
     return f"{100 * fraction:.3g}%"
 
 
+def first_up(sentence: str) -> str:
+    """A sentence that starts with a label ('compiled and eager ...') starts with a capital."""
+    return sentence[:1].upper() + sentence[1:]
+
+
 def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict | None) -> list[sanity.Flag]:
     return sanity.run_flags(cfg, batches["loss"], list(epochs["total_s"]), meta, num_classes(cfg.dataset))
 

@@ -9,6 +9,7 @@ import pandas as pd
 from .. import sanity
 from ..answers import Answer, Number
 from ..verdict import compare, sample_record
+from ._conclude import first_up
 from .dataloading import pass_times
 
 
@@ -25,10 +26,6 @@ def _rows(df: pd.DataFrame):
 def _against_baseline(rows, loader: str, lat: float):
     a, b = pass_times(rows[(lat, loader)]), pass_times(rows[(lat, "baseline")])
     return compare(a, b, loader, "the baseline", what=f"time per pass at {lat:g} ms per file"), a, b
-
-
-def _cap(sentence: str) -> str:
-    return sentence[:1].upper() + sentence[1:]
 
 
 def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -49,7 +46,7 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
              Number("reference: data loading, parallel workers", 1052, "s", "reference", source=REFERENCE_DATALOADING),
              Number("simulated storage latency per file", float(hi), "ms", "setting",
                     source="the task's latency setting (dataloading.Settings)")]
-    text = f"At {hi:g} ms per file: {_cap(vt_hi.sentence())} {_cap(vw_hi.sentence())}"
+    text = f"At {hi:g} ms per file: {first_up(vt_hi.sentence())} {first_up(vw_hi.sentence())}"
     few = sanity.too_few(int(df["passes"].min()), "passes per loader")
     verdicts = {"threads_high": sample_record(vt_hi, a1, b1), "workers_high": sample_record(vw_hi, a2, b2),
                 "threads_low": sample_record(vt_lo, a3, b3)}
@@ -69,7 +66,7 @@ def notes(df: pd.DataFrame) -> list[str]:
              f"then a pass takes {1000 * tr['epoch_s']:.1f} ms; with that load spread over the {int(tr['passes'])} "
              f"passes run it is {per_pass_with_load:.3f} s per pass against {base['epoch_s']:.3f} s for the baseline "
              f"({base['epoch_s'] / per_pass_with_load:.1f}x), more the more passes (epochs) share the load.",
-             f"At {lo:g} ms (files at once): {_cap(vt_lo.sentence())}"]
+             f"At {lo:g} ms (files at once): {first_up(vt_lo.sentence())}"]
     if vt_lo.outcome == "better":
         fb_t, fb_b = rows[(lo, "threads")]["first_batch_s"], rows[(lo, "baseline")]["first_batch_s"]
         lines.append(f"Its first batch took {fb_t:.3f} s against {fb_b:.3f} s for the baseline (medians): "

@@ -20,7 +20,8 @@ from ..data import num_classes
 from ..profiling import summarize
 from ..results import drop_warmup, read_run
 from ..verdict import best, compare, sample_record
-from ._conclude import compare_configs, dedupe, meta_machine, num, steady_batches, training_flags, twin_noise
+from ._conclude import (compare_configs, dedupe, first_up, meta_machine, num, steady_batches, training_flags,
+                        twin_noise)
 
 
 def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -365,9 +366,9 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     nums = [num("eager: compute per step", eag, "ms", 1000), num("compiled: compute per step", comp, "ms", 1000)]
     if cost > 0:
         nums.append(Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1))
-        text = v.sentence() + f" Compiling cost about {cost:.3g} s in epoch 1."
+        text = first_up(v.sentence()) + f" Compiling cost about {cost:.3g} s in epoch 1."
     else:  # epoch 1 was no slower than the step gap explains: no cost is measurable, and none is a number to state
-        text = v.sentence() + " Compiling added no measurable time to epoch 1 beyond the per-step difference."
+        text = first_up(v.sentence()) + " Compiling added no measurable time to epoch 1 beyond the per-step difference."
     if v.outcome == "better" and cost > 0:
         steps = cost / (med_e - med_c)
         nums.append(Number("break-even", steps, "steps", "predicted",
