@@ -32,18 +32,20 @@ from ..answers import PROVENANCE, STATUSES, Answer, Number, Record, RecordError,
 
 WORDS = {"gpu": "GPU", "cpu": "CPU", "io": "I/O", "lr": "learning rate", "num": "", "pct": "%", "mfu": "MFU",
          "iqr": "IQR", "bn": "BN", "per": "per", "max": "max", "min": "min"}
-UNIT_SUFFIX = {"s": "(s)", "ms": "(ms)", "pct": "(%)", "mb": "(MB)", "gb": "(GB)", "mib": "(MiB)", "gib": "(GiB)"}
+UNIT_SUFFIX = {"s": "(s)", "ms": "(ms)", "gbps": "(GB/s)", "pct": "(%)", "mb": "(MB)", "gb": "(GB)", "mib": "(MiB)", "gib": "(GiB)"}
 
 
 def readable(name: str) -> str:
     """A column or setting name for a reader: 'per_gpu_batch' -> 'per-GPU batch', 'epoch_s_excl_io' ->
     'epoch excl. I/O (s)', 'num_workers' -> 'workers', 'batch_size' -> 'batch size'."""
+    if str(name).endswith("_per_s") and len(str(name)) > 6:  # 'images_per_s' -> 'images/s'
+        return readable(str(name)[:-6]) + "/s"
     parts = str(name).split("_")
     at = next((i for i, p in enumerate(parts) if i and p.lower() in UNIT_SUFFIX), None)
     unit = UNIT_SUFFIX[parts[at].lower()] if at is not None else None
     if at is not None:
         parts = parts[:at] + parts[at + 1:]
-    words = [WORDS.get(p.lower(), "excl." if p.lower() == "excl" else p) for p in parts]
+    words = [WORDS.get(p.lower(), p + "." if p.lower() in ("excl", "incl") else p) for p in parts]
     text = " ".join(w for w in words if w).replace("per GPU", "per-GPU").replace("per CPU", "per-CPU")
     return f"{text} {unit}" if unit else text
 

@@ -69,13 +69,13 @@ def miss_numbers(t: pd.DataFrame, src_model: str, margin: float = MODEL_MARGIN) 
     rows = missed_rows(t, margin)
     if rows.empty:
         return []
-    out = [Number("model margin", margin, "", "setting", source="scaling_answers.MODEL_MARGIN")]
+    out = [Number("model margin", 100 * margin, "%", "setting", source="scaling_answers.MODEL_MARGIN")]
     for r in rows.itertuples():
         at = f"{int(r.workers)} workers x {int(r.per_gpu_batch)}"
         out += [Number(f"{at}: model's epoch", float(r.predicted_s), "s", "predicted", source=src_model),
                 Number(f"{at}: timed epoch", float(r.measured_s), "s", "predicted",
                        source="measured step time x steps"),
-                Number(f"{at}: model vs timed", float(r.predicted_s / r.measured_s - 1), "", "predicted",
+                Number(f"{at}: model vs timed", 100 * float(r.predicted_s / r.measured_s - 1), "%", "predicted",
                        source="model's epoch / timed epoch - 1")]
     return out
 
@@ -198,9 +198,9 @@ def q3_numbers(multi: pd.DataFrame, src_model: str) -> list[Number]:
                        source="Q1's measured step time x steps"),
                 Number(f"{at}: all-reduce per epoch", float(r.comm_s), "s", "predicted", source=src_model),
                 Number(f"{at}: epoch", float(r.epoch_s), "s", "predicted", source="as in Q2"),
-                Number(f"{at}: all-reduce share", float(r.comm_s / r.epoch_s), "", "predicted",
+                Number(f"{at}: all-reduce share", 100 * float(r.comm_s / r.epoch_s), "%", "predicted",
                        source="all-reduce / epoch"),
-                Number(f"{at}: unexplained share", max(0.0, 1 - float((r.compute_s + r.comm_s) / r.epoch_s)), "",
+                Number(f"{at}: unexplained share", 100 * max(0.0, 1 - float((r.compute_s + r.comm_s) / r.epoch_s)), "%",
                        "predicted", source="1 - (compute + all-reduce) / epoch")]
     return out
 
