@@ -135,6 +135,9 @@ def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
     answers, flags = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(2.31, 3.71, 8.83)))
     assert {"no steady state", "too few samples"} <= {f.kind for f in flags}
     assert all(n.spread is None for n in answers[0].numbers)
+    assert answers[0].text.startswith("Per epoch (median of the 2 after the first)")
+    one, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(2.31, 3.71)))
+    assert one[0].text.startswith("Per epoch (the one epoch after the first)")  # not "median of 1"
 
 
 def _mfu_run(machine, mfu):

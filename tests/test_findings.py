@@ -43,7 +43,7 @@ def test_c2_trend_and_too_few_epochs_are_flagged():
     answers, flags = lab2_answers.c2(CFG.replace(task="c2"), _run([2.0] * 12, epochs_s=(2.31, 3.71, 8.83)))
     kinds = {f.kind for f in flags}
     assert {"no steady state", "too few samples"} <= kinds
-    assert "median of 2 after the first epoch" in answers[0].text
+    assert "median of the 2 after the first" in answers[0].text
     assert all(n.spread is None for n in answers[0].numbers)  # n = 2: no spread shown
 
 

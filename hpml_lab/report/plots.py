@@ -97,7 +97,7 @@ def loader_sweep(sweep, verdict: dict | None = None) -> plt.Figure:
     if sweep.cores in pos:
         ax.axvline(pos[sweep.cores], color="0.7", ls="--")
     ax.set_xticks(list(x), [str(n) for n in s["num_workers"]])
-    ax.set_xlabel(f"num_workers ({sweep.cores} usable cores" + (", dashed)" if sweep.cores in pos else ")"))
+    ax.set_xlabel(f"DataLoader workers ({sweep.cores} usable cores" + (", dashed)" if sweep.cores in pos else ")"))
     ax.set_ylabel(f"DataLoader seconds per epoch (n={int(s['n'].iloc[0])} each)")
     ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.3)

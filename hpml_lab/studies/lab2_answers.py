@@ -109,7 +109,8 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
                        "so read it as 'near this CPU's own matrix-product speed'." if nums[-1].value > 100 else ".")
                     + busy_peak_note(fl, (run.meta or {}).get("machine")))
     nums += warmup_numbers(ep)
-    text = (f"Per epoch (median of {len(steady)} after the first epoch): data loading "
+    which = "the one epoch after the first" if len(steady) == 1 else f"median of the {len(steady)} after the first"
+    text = (f"Per epoch ({which}): data loading "
             f"{nums[0].value:.3g} s, training {nums[1].value:.3g} s, total {nums[2].value:.3g} s; waiting for data "
             f"is {share_text(100 * share)} of the epoch." + mfu_text + " " + warmup_sentence(ep))
     return [Answer("C2: data-loading, training and total time per epoch", text.strip(), "answered", nums)], flags
