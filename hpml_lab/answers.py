@@ -1,6 +1,6 @@
-"""The answer types every conclusion returns: Number (a value tagged measured/predicted/reference), Answer (one
-lab question's one-line answer), Record (a report's answers and flags) and check(), which refuses a record with
-an untagged or unexplained number. They live in the core so that studies/ can build answers without importing
+"""The answer types every conclusion returns: Number (a value tagged measured/predicted/reference/counted/setting),
+Answer (one lab question's one-line answer), Record (a report's answers and flags) and check(), which refuses a
+record with an untagged or unexplained number. They live in the core so that studies/ can build answers without importing
 report/; report/answers.py writes and shows records.
 """
 from __future__ import annotations
