@@ -24,6 +24,11 @@ def test_every_number_needs_a_provenance_tag():
         answers.write(_rec(Number("4 GPUs", 5.0, "s", "predicted")))
     with pytest.raises(RecordError, match="is nan"):
         answers.write(_rec(Number("t", float("nan"), "s", "measured")))
+    # an exact count or a setting has no n, but says how it was counted or which setting it is
+    with pytest.raises(RecordError, match="counted number 'parameters' does not say its source"):
+        answers.write(_rec(Number("parameters", 78002, "values", "counted")))
+    answers.write(_rec(Number("parameters", 78002, "values", "counted", source="counted in resnet_tiny"),
+                       Number("latency", 50.0, "ms", "setting", source="the task's latency")))
 
 
 def test_partial_must_say_what_is_missing_and_answers_are_one_line():
