@@ -613,6 +613,11 @@ def test_lab5_notes_and_tables():
     t = scaling_answers.shown(res.table)
     assert list(t.source) == ["predicted: timed steps x steps"] * 2 + ["predicted: scaling model"]
     assert "measured_s" not in t and "from timed steps (s)" in t
+    from hpml_lab.report import plots
+
+    fig = plots.scaling_figure(res.table)
+    legend = [x.get_text() for x in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["batch 16/worker, from timed steps", "batch 16/worker, model"]  # never "measured"
 
 
 def test_stored_notebooks_narrate_and_carry_no_outputs():
