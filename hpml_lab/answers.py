@@ -1,6 +1,6 @@
-"""The answer types every conclusion returns: Number (a value tagged measured/predicted/reference), Answer (one
-lab question's one-line answer), Record (a report's answers and flags) and check(), which refuses a record with
-an untagged or unexplained number. They live in the core so that studies/ can build answers without importing
+"""The answer types every conclusion returns: Number (a value tagged measured/predicted/reference/counted/setting),
+Answer (one lab question's one-line answer), Record (a report's answers and flags) and check(), which refuses a
+record with an untagged or unexplained number. They live in the core so that studies/ can build answers without importing
 report/; report/answers.py writes and shows records.
 """
 from __future__ import annotations
@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-PROVENANCE = ("measured", "predicted", "reference")
+# measured: timed or observed, with its n; predicted: from a model (source says which); reference: a publication;
+# counted: an exact count (parameters, FLOPs, bytes saved for backward): no n, no spread, source says how counted;
+# setting: a value the run was given (a simulated latency, a budget), not a result: source says which setting.
+PROVENANCE = ("measured", "predicted", "reference", "counted", "setting")
 STATUSES = ("answered", "partial", "not answered")
 
 

@@ -24,6 +24,11 @@ def test_every_number_needs_a_provenance_tag():
         answers.write(_rec(Number("4 GPUs", 5.0, "s", "predicted")))
     with pytest.raises(RecordError, match="is nan"):
         answers.write(_rec(Number("t", float("nan"), "s", "measured")))
+    # an exact count or a setting has no n, but says how it was counted or which setting it is
+    with pytest.raises(RecordError, match="counted number 'parameters' does not say its source"):
+        answers.write(_rec(Number("parameters", 78002, "values", "counted")))
+    answers.write(_rec(Number("parameters", 78002, "values", "counted", source="counted in resnet_tiny"),
+                       Number("latency", 50.0, "ms", "setting", source="the task's latency")))
 
 
 def test_partial_must_say_what_is_missing_and_answers_are_one_line():
@@ -48,3 +53,22 @@ def test_written_record_round_trips_with_status_and_summary():
 
 def test_no_spread_is_shown_for_fewer_than_three_samples():
     assert "IQR" not in Number("epoch", 2.0, "s", "measured", n=2, spread=0.5).text()
+
+
+def test_tables_and_the_load_average_are_shown_for_a_reader():
+    import pandas as pd
+
+    from hpml_lab.report import notebook
+
+    df = pd.DataFrame({"per_gpu_batch": [8, 16], "epoch_s_excl_io": [3842.8769, 80.54], "data_share": [0.142, None]})
+    html = notebook.table(df, percent=("data_share",)).to_html()
+    for shown in ("per-GPU batch", "epoch excl. I/O (s)", "3,843", "80.5", "14.2%", ">-<"):
+        assert shown in html, shown
+    assert "per_gpu_batch" not in html and "3842.8769" not in html
+    assert [answers.readable(x) for x in ("images_per_s", "epoch_s_incl_io", "busbw_GBps")] == [
+        "images/s", "epoch incl. I/O (s)", "busbw (GB/s)"]  # lab5's tables said 'images per (s)', 'incl I/O
+    assert [notebook.number_text(x) for x in (50000, 0.0323, 3309.2, float("nan"), "sgd")] == [
+        "50,000", "0.0323", "3,309", "-", "sgd"]
+    text = notebook._load_text({"load1": 4.123456789, "cores": 2, "steal_pct": 0.0})
+    assert text == "load average 4.12 on 2 usable cores, CPU steal 0%"
+    assert notebook._load_text({"cores": 2}).startswith("load average not recorded")

@@ -3,6 +3,7 @@ trace links that still open when the reports folder is handed in elsewhere."""
 import json
 import shutil
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -164,3 +165,10 @@ def test_scrub_paths_takes_this_machines_folders_out(tmp_path, monkeypatch):
     text = (f"File {project_root() / 'hpml_lab' / 'training.py'}, line 3; {tmp_path / 'results' / 'c1'}; "
             f"{os.path.expanduser('~')}/lab/x.py")
     assert answers.scrub_paths(text) == "File hpml_lab/training.py, line 3; results/c1; ~/lab/x.py"
+    import tempfile
+
+    tmp = Path(tempfile.gettempdir()).resolve()
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(project_root() / "out-elsewhere"))
+    assert answers.scrub_paths(f"data_root={tmp / 'cifar0'}") == "data_root=$TMPDIR/cifar0"
+    figure = f"data:image/png;base64,AAAA{tmp}/BBBB"  # a figure's bytes are left whole
+    assert answers.scrub_paths(figure) == figure

@@ -76,6 +76,26 @@ def test_a_direction_that_is_not_the_verdicts_fails():
     assert problems == ["c8: 'Does it pay off?': does not name the verdict's winner 'compiled'"]
 
 
+def test_an_open_question_is_no_direction_but_a_stated_one_still_is():
+    # c8 at the tiny profile: "whether compiling pays back" asks, it does not state
+    text = "compiled and eager cannot be told apart: too few samples. Too few steps to tell whether compiling pays back."
+    assert claims.check_record(_rec(text, [_num("step", 1.0, n=2)], FEW)) == []
+    problems = claims.check_record(_rec("A tie, yet compiling pays back after 20 steps.", [_num("step", 1.0, n=2)], FEW))
+    assert problems == ["c8: 'Does it pay off?': states a direction ('pays back') from a tie"]
+    # the question ends with its clause: a direction after it is still read
+    problems = claims.check_record(_rec("A tie; whether it pays back is open. It is faster.", [_num("s", 1.0)], FEW))
+    assert problems == ["c8: 'Does it pay off?': states a direction ('faster') from a tie"]
+
+
+def test_a_product_of_settings_is_no_ratio_but_a_ratio_is_read_whole():
+    # lab5: "2 x 8" workers x batch and "1 x B" are settings; "196x fewer" is 196x, not 6x
+    assert claims.stated_numbers("2 x 8: 1.21x; 1 x B; 2x16") == [(1.21, 2, "x")]
+    pred = _num("steps ratio", 195.5, "x", provenance="predicted", n=None, source="32,768 / 128 steps")
+    assert claims.check_record(_rec("2 x 8 takes 196x fewer steps than 1 x 8.", [pred])) == []
+    problems = claims.check_record(_rec("2 x 8 is 1.21x the speed of 1 x 8.", [_num("speedup", 1.21, "x", n=2)]))
+    assert problems == ["c8: 'Does it pay off?': compares ('1.21x') without a verdict"]
+
+
 def test_measured_numbers_carry_n_and_no_spread_below_three():
     problems = claims.check_record(_rec("done.", [_num("epoch", 1.0, n=None)]))
     assert problems == ["c8: 'Does it pay off?': measured number 'epoch' has no n"]
@@ -132,12 +152,7 @@ SEPARATING = {"c3": {"epochs": "4", "max_workers": "2"}, "memory": {"repeats": "
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task_id", [
-    "c3",
-    pytest.param("memory", marks=pytest.mark.xfail(strict=True, reason=(
-        "memory's record lacks numbers its sentences state (depth ratio, saved/recompute MB) and n on its byte "
-        "counts: issue 20's conclusions rewrite; strict, so the fix removes this mark"))),
-])
+@pytest.mark.parametrize("task_id", ["c3", "memory"])
 def test_claims_hold_where_verdicts_separate(task_id, cifar_root, tmp_path, monkeypatch):
     from hpml_lab.report import runner
 
@@ -149,3 +164,10 @@ def test_claims_hold_where_verdicts_separate(task_id, cifar_root, tmp_path, monk
     outcomes = [x.get("outcome") for a in rec["answers"] for x in claims.verdicts_of(a.get("verdict"))]
     assert {"better", "worse"} & set(outcomes), outcomes  # a direction was decided and rendered
     assert claims.check_record(rec) == []
+    # the rendered page names no folder of this machine (output and data live under the temporary folder here)
+    import os
+    import tempfile
+
+    page = (tmp_path / "reports" / f"{task_id}.html").read_text()
+    for folder in (str(tmp_path), str(cifar_root), os.path.expanduser("~") + os.sep, tempfile.gettempdir() + os.sep):
+        assert folder not in page, folder

@@ -25,7 +25,7 @@ CFG = RunConfig(task="c1")
 def test_c1_learning_run_says_the_loss_fell():
     answers, flags = lab2_answers.c1(CFG, _run([2.3 - 0.03 * i for i in range(40)]))
     assert answers[0].text.startswith("The training loss fell from 2.2")
-    assert answers[0].verdict["outcome"] == "better" and flags == []
+    assert answers[0].verdict["loss"]["outcome"] == "better" and flags == []
 
 
 def test_c1_diverged_run_is_not_presented_as_a_result():
@@ -36,14 +36,14 @@ def test_c1_diverged_run_is_not_presented_as_a_result():
 
 def test_c1_flat_loss_is_a_tie_not_learning():
     answers, _ = lab2_answers.c1(CFG, _run([2.30, 2.31, 2.29, 2.30] * 10))
-    assert "did not measurably learn" in answers[0].text and answers[0].verdict["outcome"] == "tie"
+    assert "did not measurably learn" in answers[0].text and answers[0].verdict["loss"]["outcome"] == "tie"
 
 
 def test_c2_trend_and_too_few_epochs_are_flagged():
     answers, flags = lab2_answers.c2(CFG.replace(task="c2"), _run([2.0] * 12, epochs_s=(2.31, 3.71, 8.83)))
     kinds = {f.kind for f in flags}
     assert {"no steady state", "too few samples"} <= kinds
-    assert "median of 2 after the first epoch" in answers[0].text
+    assert "median of the 2 after the first" in answers[0].text
     assert all(n.spread is None for n in answers[0].numbers)  # n = 2: no spread shown
 
 

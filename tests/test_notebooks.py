@@ -41,20 +41,10 @@ def test_notebook_hygiene(path):
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
 
 
-# Sentences issue 20 quotes as wrong, found by the claims check at the tiny profile and fixed by the conclusions'
-# rewrite on another branch. Strict both ways: any other problem fails, and so does a task whose claims now hold.
-PENDING_CLAIMS = {
-    # the conclusions' rewrite (lab2_answers.py, tinyimagenet_answers.py) states numbers its records do not hold
-    # yet (chance level, per-step times, shares) and c8's "pays back" comes from too few steps: issue 20 goes on
-    "c1": ("c1: ",),
-    "c2": ("c2: ",),
-    "c8": ("c8: ",),
-    "tinyimagenet": ("tinyimagenet: ",),
-    "memory": ("memory: ",),  # numbers stated but not recorded, byte counts without n (issue 20's memory items)
-    "lab5": ("lab5: ",),  # Q2's speedups and efficiencies stated, not recorded, no verdict (issue 20's lab5 items)
-    "questions": ("questions: ",),  # exact counts recorded without n; '0.3 MB' stated, not recorded
-    "dataloading": ("states 50 ms which",),  # the simulated storage latency, a setting with a unit, not recorded
-}
+# Tasks whose claims the check may still find wrong at the tiny profile, with the text each problem holds. Empty:
+# every report's claims hold (report/claims.py). Strict both ways: any other problem fails, and so does an entry
+# whose claims now hold.
+PENDING_CLAIMS: dict[str, tuple[str, ...]] = {}
 
 
 @pytest.fixture

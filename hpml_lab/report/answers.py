@@ -9,7 +9,8 @@
     answers.show(rec)       # writes reports/c8.answer.json (atomically) and shows the answer box
 
 Provenance of a number: `measured` (this run), `predicted` (a model: say which in `source`), `reference`
-(a published figure: say where in `source`). Status of an answer: `answered`, `partial` (say what is
+(a published figure: say where in `source`), `counted` (an exact count: parameters, FLOPs, bytes saved for
+backward; no n), `setting` (a value the run was given, such as a simulated latency). Status of an answer: `answered`, `partial` (say what is
 missing in `missing`, e.g. "needs a GPU"), `not answered`. A record with a number that has no provenance, or a
 predicted/reference number without its source, is refused when written, so no report can show one.
 The runner puts the box at the top of the rendered page and the one-line answers on reports/index.html.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -30,31 +32,36 @@ from ..answers import PROVENANCE, STATUSES, Answer, Number, Record, RecordError,
 
 WORDS = {"gpu": "GPU", "cpu": "CPU", "io": "I/O", "lr": "learning rate", "num": "", "pct": "%", "mfu": "MFU",
          "iqr": "IQR", "bn": "BN", "per": "per", "max": "max", "min": "min"}
-UNIT_SUFFIX = {"s": "(s)", "ms": "(ms)", "pct": "(%)", "mb": "(MB)", "gb": "(GB)", "mib": "(MiB)", "gib": "(GiB)"}
+UNIT_SUFFIX = {"s": "(s)", "ms": "(ms)", "gbps": "(GB/s)", "pct": "(%)", "mb": "(MB)", "gb": "(GB)", "mib": "(MiB)", "gib": "(GiB)"}
 
 
 def readable(name: str) -> str:
     """A column or setting name for a reader: 'per_gpu_batch' -> 'per-GPU batch', 'epoch_s_excl_io' ->
     'epoch excl. I/O (s)', 'num_workers' -> 'workers', 'batch_size' -> 'batch size'."""
+    if str(name).endswith("_per_s") and len(str(name)) > 6:  # 'images_per_s' -> 'images/s'
+        return readable(str(name)[:-6]) + "/s"
     parts = str(name).split("_")
     at = next((i for i, p in enumerate(parts) if i and p.lower() in UNIT_SUFFIX), None)
     unit = UNIT_SUFFIX[parts[at].lower()] if at is not None else None
     if at is not None:
         parts = parts[:at] + parts[at + 1:]
-    words = [WORDS.get(p.lower(), "excl." if p.lower() == "excl" else p) for p in parts]
+    words = [WORDS.get(p.lower(), p + "." if p.lower() in ("excl", "incl") else p) for p in parts]
     text = " ".join(w for w in words if w).replace("per GPU", "per-GPU").replace("per CPU", "per-CPU")
     return f"{text} {unit}" if unit else text
 
 
 def scrub_paths(text: str) -> str:
     """Text with this machine's folders taken out: the project and output folders become relative, the home
-    folder '~' (for pages handed in: tracebacks and logs name files)."""
+    folder '~', the temporary folder '$TMPDIR' (for pages handed in: tracebacks and logs name files)."""
+    import tempfile
+
     from ..config import project_root
 
-    for base, short in ((output_path("."), ""), (project_root(), ""), (Path(os.path.expanduser("~")), "~/")):
+    for base, short in ((output_path("."), ""), (project_root(), ""), (Path(os.path.expanduser("~")), "~/"),
+                        (Path(tempfile.gettempdir()), "$TMPDIR/")):
         b = str(Path(base).resolve())
-        if len(Path(b).parts) > 1:
-            text = text.replace(b + os.sep, short)
+        if len(Path(b).parts) > 1:  # not inside base64 (a figure's bytes may spell '/tmp/' by chance)
+            text = re.sub(r"(?<![A-Za-z0-9+/])" + re.escape(b + os.sep), short.replace("\\", r"\\"), text)
     return text
 
 
@@ -112,7 +119,7 @@ def box_html(rec: dict[str, Any]) -> str:
             + f"<ul>{''.join(items)}</ul>"
             + (f"<p><b>Flags</b></p><ul>{flags}</ul>" if flags else "") + diff_table
             + "<p style='font-size:0.85em'>Every number is tagged: measured (this run), predicted (a model, "
-              "named), reference (a published figure, cited).</p></div>")
+              "named), reference (a published figure, cited), counted (exact), setting (given to the run).</p></div>")
 
 
 def show(rec: Record) -> Path:
@@ -124,3 +131,23 @@ def show(rec: Record) -> Path:
 
         display(HTML(box_html(load(rec.task) or {})))
     return p
+
+
+def fold_logs(nb, min_lines: int = 3):
+    """Training logs (a cell's printed lines, stdout/stderr) folded into a closed <details> the reader can open:
+    the report shows its answers, tables and figures, not pages of progress lines. Returns the notebook."""
+    import nbformat
+
+    for cell in nb.cells:
+        outs = []
+        for o in cell.get("outputs", []):
+            text = o.get("text", "") if o.get("output_type") == "stream" else None
+            if text is not None and text.count("\n") >= min_lines:
+                n = text.count("\n")
+                outs.append(nbformat.v4.new_output("display_data", data={"text/html": (
+                    f"<details><summary>training log ({n} lines)</summary><pre>{html.escape(text)}</pre></details>")}))
+            else:
+                outs.append(o)
+        if "outputs" in cell:
+            cell.outputs = outs
+    return nb

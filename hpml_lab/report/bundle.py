@@ -17,6 +17,7 @@ from pathlib import Path
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_text
 from . import answers, tasks
+from .answers import fold_logs  # noqa: F401 (bundle.fold_logs: the pages and the bundle fold alike)
 
 CSS = """body{font-family:sans-serif;margin:2em auto;max-width:1100px;line-height:1.4}
 table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}
@@ -34,26 +35,6 @@ def _report_body(executed: Path) -> str:
     exporter.exclude_output_prompt = True
     body, _ = exporter.from_notebook_node(fold_logs(nbformat.read(str(executed), as_version=4)))
     return body
-
-
-def fold_logs(nb, min_lines: int = 3):
-    """Training logs (a cell's printed lines, stdout/stderr) folded into a closed <details> the reader can open:
-    the report shows its answers, tables and figures, not pages of progress lines. Returns the notebook."""
-    import nbformat
-
-    for cell in nb.cells:
-        outs = []
-        for o in cell.get("outputs", []):
-            text = o.get("text", "") if o.get("output_type") == "stream" else None
-            if text is not None and text.count("\n") >= min_lines:
-                n = text.count("\n")
-                outs.append(nbformat.v4.new_output("display_data", data={"text/html": (
-                    f"<details><summary>training log ({n} lines)</summary><pre>{html.escape(text)}</pre></details>")}))
-            else:
-                outs.append(o)
-        if "outputs" in cell:
-            cell.outputs = outs
-    return nb
 
 
 def write_bundle(reports: Path, log=print) -> Path:

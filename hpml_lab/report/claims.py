@@ -27,12 +27,16 @@ from typing import Any, Mapping
 from ..sanity import MIN_SAMPLES
 
 UNITS = r"(?:ms|us|µs|s|min|h|MB|MiB|GB|GiB|KB|KiB|images/s|img/s|samples/s|[GT]?FLOP/s|GFLOP|W)"
-NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s*(x|×|%)|\s+(" + UNITS + r")(?![\w]))?"
-                    r"(?![\w])")
+# "2 x 8", "1 x B": a spaced x between two operands is a product of settings, never a ratio ("1.21x")
+PRODUCT = r"(?!\s+[x×]\s+\w)"
+NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:" + PRODUCT + r"\s*(x|×|%)|\s+(" + UNITS
+                    + r")(?![\w]))?(?![\w])")
 DIRECTION = re.compile(r"\b(faster|slower|better|worse|higher than|lower than|pays? (?:off|back)|outperforms?|"
                        r"beats?|speeds? up|'s best|(?:is|was|trains|works) best|best:)(?!\w)", re.I)
 TIE = re.compile(r"\b(cannot be told apart|can't tell|tie[sd]?|too few samples)\b", re.I)
-RATIO = re.compile(r"\d(?:\.\d+)?\s*(?:x|×)(?![\w])")
+# "too few to tell whether compiling pays back", "whether it is faster": an open question, not a direction stated
+QUESTIONED = re.compile(r"\bwhether\b[^.;:]*", re.I)
+RATIO = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?" + PRODUCT + r"\s*(?:x|×)(?![\w])")
 
 
 def stated_numbers(text: str) -> list[tuple[float, int, str]]:
@@ -79,8 +83,8 @@ def _candidates(answer: Mapping[str, Any]) -> list[float]:
 
 def _value(token: str) -> tuple[float, int]:
     """'1.31x' -> (1.31, 2): the value and the decimals it is printed with."""
-    digits = re.match(r"\d+(?:\.\d+)?", token).group(0)
-    return float(digits), len(digits.partition(".")[2])
+    digits = re.match(r"[\d,]+(?:\.\d+)?", token).group(0)
+    return float(digits.replace(",", "")), len(digits.partition(".")[2])
 
 
 def _matches(value: float, decimals: int, candidates: list[float]) -> bool:
@@ -99,7 +103,7 @@ def check_answer(answer: Mapping[str, Any], where: str = "") -> list[str]:
     for value, decimals, suffix in stated_numbers(text):
         if not _matches(value, decimals, pool):
             problems.append(f"{at}states {value:g}{suffix and ' ' + suffix} which is no number of its record")
-    direction, tie = DIRECTION.search(text), TIE.search(text)
+    direction, tie = DIRECTION.search(QUESTIONED.sub("", text)), TIE.search(text)
     modelled = [float(n["value"]) for n in answer.get("numbers", []) if n.get("provenance") != "measured"
                 and isinstance(n.get("value"), (int, float))]
     ratio = next((m for m in RATIO.finditer(text) if not _matches(*_value(m.group(0)), modelled)),
@@ -130,13 +134,27 @@ def check_answer(answer: Mapping[str, Any], where: str = "") -> list[str]:
 
 def _direction_problems(text: str, x: Mapping[str, Any], at: str) -> list[str]:
     problems = []
-    up, down = ("faster", "slower") if x.get("lower_is_better", True) else ("higher", "lower")
+    up, down = _words(x)
     winner = x.get("label_a") if x.get("outcome") == "better" else x.get("label_b")
     if not re.search(rf"\b({up}|{down})\b", text, re.I):
-        problems.append(f"{at}does not state its verdict's direction ({up} or {down})")
+        problems.append(f"{at}does not state its verdict's direction ({up.replace('|', ', ')} or "
+                        f"{down.replace('|', ', ')})")
     if winner is not None and not re.search(rf"(?<!\w){re.escape(str(winner))}(?!\w)", text, re.I):
         problems.append(f"{at}does not name the verdict's winner {winner!r}")
     return problems
+
+
+TIMED = re.compile(r"\b(time|times|per step|per batch|per pass|per epoch|wait|seconds|latency)\b", re.I)
+
+
+def _words(x: Mapping[str, Any]) -> tuple[str, str]:
+    """The words a verdict's direction is stated with: faster/slower for a time, else lower/higher (a loss that
+    is lower is better: it is lower, or it fell)."""
+    if not x.get("lower_is_better", True):
+        return "higher|rose", "lower|fell"
+    if TIMED.search(str(x.get("what", ""))) or not x.get("what"):
+        return "faster", "slower"
+    return "lower|fell", "higher|rose"
 
 
 def _number_problems(answer: Mapping[str, Any], at: str) -> list[str]:

@@ -196,11 +196,44 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows.keys())).style
 
 
+def number_text(x: Any, na: str = "-") -> str:
+    """A table value for a reader: whole numbers with thousands separators (50,000), others with 3 significant
+    digits (0.0323, 14.2, 3,309), missing ones as `na`; text as it is."""
+    import math
+    import numbers
+
+    if x is None or (isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isnan(float(x))):
+        return na
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return str(x)
+    v = float(x)
+    if isinstance(x, numbers.Integral) or v.is_integer() or abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.3g}"
+
+
+def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, na: str = "-"):
+    """A table as the report shows it: column names through answers.readable ('per_gpu_batch' -> 'per-GPU
+    batch'), numbers through number_text, the `percent` columns (fractions, or percentages with of_one=False)
+    through answers.percent ('14.2%'); no index."""
+    from .answers import percent as pct, readable
+
+    shown = df.copy()
+    for c in shown.columns:
+        if c in percent:
+            shown[c] = [na if v is None or v != v else pct(v, of_one=of_one) for v in shown[c]]
+        else:
+            shown[c] = [number_text(v, na) for v in shown[c]]
+    return shown.rename(columns={c: readable(c) for c in shown.columns}).style.hide(axis="index")
+
+
 def _load_text(load: Mapping[str, Any] | None) -> str:
     if not load:
         return "not recorded"
     steal = f", CPU steal {load['steal_pct']:.0f}%" if load.get("steal_pct") is not None else ""
-    return f"load average {load.get('load1')} on {load.get('cores')} usable cores{steal}"
+    load1 = load.get("load1")
+    shown = f"{load1:.2f}" if isinstance(load1, (int, float)) else "not recorded"
+    return f"load average {shown} on {load.get('cores')} usable cores{steal}"
 
 
 HOW_TO_OPEN = {"trace": "a gzipped Chrome-trace JSON: open it at https://ui.perfetto.dev (Open trace file)",

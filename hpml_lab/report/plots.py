@@ -97,7 +97,7 @@ def loader_sweep(sweep, verdict: dict | None = None) -> plt.Figure:
     if sweep.cores in pos:
         ax.axvline(pos[sweep.cores], color="0.7", ls="--")
     ax.set_xticks(list(x), [str(n) for n in s["num_workers"]])
-    ax.set_xlabel(f"num_workers ({sweep.cores} usable cores" + (", dashed)" if sweep.cores in pos else ")"))
+    ax.set_xlabel(f"DataLoader workers ({sweep.cores} usable cores" + (", dashed)" if sweep.cores in pos else ")"))
     ax.set_ylabel(f"DataLoader seconds per epoch (n={int(s['n'].iloc[0])} each)")
     ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.3)
@@ -256,17 +256,18 @@ def stacked_bars(table: pd.DataFrame, by: str, parts: list[str], xlabel: str) ->
 
 
 def scaling_figure(table: pd.DataFrame) -> plt.Figure:
-    """Lab 5: epoch time against workers per per-worker batch; measured points filled on solid lines, predicted
-    points hollow on dashed lines (from the last measured point), so the two are never read as one curve."""
+    """Lab 5: epoch time against workers per per-worker batch; epochs extrapolated from timed steps filled on solid
+    lines, the model's predictions hollow on dashed lines (from the last timed point), so the two are never read as
+    one curve. Neither is a measured epoch: the legend says "from timed steps" and "model"."""
     fig, ax = plt.subplots(figsize=(7, 4))
     for b, g in table.groupby("per_gpu_batch"):
         g = g.sort_values("workers")
         meas, pred = g[g.source == "measured"], g[g.source != "measured"]
-        line, = ax.plot(meas.workers, meas.epoch_s, "o-", label=f"batch {b}/worker, measured")
+        line, = ax.plot(meas.workers, meas.epoch_s, "o-", label=f"batch {b}/worker, from timed steps")
         if len(pred):
             start = meas.tail(1)
             ax.plot(list(start.workers) + list(pred.workers), list(start.epoch_s) + list(pred.epoch_s), "--",
-                    color=line.get_color(), label=f"batch {b}/worker, predicted")
+                    color=line.get_color(), label=f"batch {b}/worker, model")
             ax.plot(pred.workers, pred.epoch_s, "o", mfc="white", color=line.get_color())
     ax.set_xlabel("workers")
     ax.set_ylabel("epoch time (s), incl. data loading")

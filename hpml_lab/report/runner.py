@@ -126,7 +126,8 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     exporter.exclude_input = True
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
-    body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4),
+    # training logs folded away (a closed <details>), and no folder of this machine named on the page
+    body, _ = exporter.from_notebook_node(answers.fold_logs(nbformat.read(str(executed), as_version=4)),
                                           resources={"metadata": {"name": f"hpml-lab {task.title}"}})
     rec = answers.load(task.id)
     top = ("<nav style='margin:8px 0'><a href='index.html'>&larr; all reports (index)</a></nav>"
@@ -135,7 +136,7 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
               "stopped before answering (see the error below).</p>"))
     i = body.find("<main")
     i = body.find(">", i if i >= 0 else body.find("<body")) + 1
-    atomic_write_text(target, body[:i] + top + body[i:])
+    atomic_write_text(target, answers.scrub_paths(body[:i] + top + body[i:]))
 
 
 @contextlib.contextmanager

@@ -10,7 +10,8 @@
 | tinyimagenet | tinyimagenet | Tiny ImageNet: the bottleneck, activation memory, per-batch vs epoch time |
 | bench | (hpml-lab bench) | speed benchmarks that print ratios measured in one run: options, saving, printing |
 | bench_measure | (hpml-lab bench) | the benchmarks' four measurements: loader, step, overhead, stall |
-| lab2_answers | c1 .. c8, questions | what those reports conclude, from the typed results |
+| lab2_answers | c1 .. c8 | what those reports conclude, from the typed results |
+| questions_answers | questions | what the questions report concludes: exact counts |
 | memory_answers | memory | what the memory report concludes, and its tables |
 | dataloading_answers | dataloading | what the data-loading report concludes |
 | tinyimagenet_answers | tinyimagenet | what the Tiny ImageNet report concludes |

@@ -19,9 +19,20 @@ def num(name: str, values, unit: str, scale: float = 1.0) -> Number:
     return Number(name, s["median"], unit, "measured", n=s["n"], spread=s["iqr"] if s["n"] >= 3 else None)
 
 
-def said(value: float) -> str:
-    """A measured value as a sentence states it: 3 significant digits, never in exponent form (7,939, not 7.94e+03)."""
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+def short(x: float) -> str:
+    """A value for a sentence: 3 significant digits, whole numbers with thousands separators from 1000 up (never
+    '3.31e+03')."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def share(fraction: float) -> str:
+    """A share as a sentence states it, 3 significant digits, so 0.15% is never rounded to '0%'."""
+    return f"{100 * fraction:.3g}%"
+
+
+def first_up(sentence: str) -> str:
+    """A sentence that starts with a label ('compiled and eager ...') starts with a capital."""
+    return sentence[:1].upper() + sentence[1:]
 
 
 def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict | None) -> list[sanity.Flag]:
@@ -59,9 +70,54 @@ def compare_configs(batches: pd.DataFrame, by: str, a, b, column: str, what: str
 
 
 def dedupe(flags) -> list[sanity.Flag]:
+    """Flags without repeats: one of each kind, except 'diverged', kept once per setting it names (C6 lost
+    adam's when adagrad's came first)."""
     seen, out = set(), []
     for f in flags:
-        if f is not None and f.kind not in seen:
-            seen.add(f.kind)
+        key = (f.kind, f.message) if f is not None and f.kind == "diverged" else getattr(f, "kind", None)
+        if f is not None and key not in seen:
+            seen.add(key)
             out.append(f)
     return out
+
+
+# tasks whose sweeps share a configuration: C6's sgd and C7's bn are the same training (the lab's defaults)
+TWINS = {"c6": ("c7", "norm"), "c7": ("c6", "optimizer")}   # task -> its twin and the field the twin sweeps
+NOT_SETTINGS = ("task", "results_dir", "run_id", "progress", "log_every", "data_root")
+
+
+def _setting_key(config: dict) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in config.items() if k not in NOT_SETTINGS))
+
+
+def twin_noise(cfg, items, field: str, other_runs=None) -> sanity.Flag | None:
+    """'noisy machine' when a run of this sweep and a run of its twin task (TWINS) with the same configuration
+    have epoch medians (after warm-up) further apart than sanity.NOISE_FACTOR. `other_runs` defaults to the
+    twin task's complete runs in cfg.results_dir."""
+    from ..results import load_runs, read_run
+
+    twin, twin_field = TWINS.get(cfg.task, (None, ""))
+    items = [it for it in items or () if getattr(it, "complete", False)]
+    if twin is None or not items:
+        return None
+    others = load_runs(twin, cfg.results_dir) if other_runs is None else other_runs
+    if not others:
+        return None
+    by_key = {}
+    for o in others:
+        by_key.setdefault(_setting_key(o.meta.get("config", {})), o)
+    for it in items:
+        try:
+            mine = read_run(it.run_dir)
+            other = by_key.get(_setting_key(mine.meta.get("config", {})))
+            if other is None:
+                continue
+            a, b = drop_warmup(mine.epochs)["total_s"], drop_warmup(other.epochs)["total_s"]
+        except (OSError, ValueError, KeyError):
+            continue
+        value = mine.meta.get("config", {}).get(field, "?")
+        other_value = other.meta.get("config", {}).get(twin_field, "?")
+        flag = sanity.noise(list(a), list(b), f"{cfg.task}'s {value}", f"{twin}'s {other_value}")
+        if flag:
+            return flag
+    return None

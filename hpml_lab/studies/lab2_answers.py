@@ -1,4 +1,4 @@
-"""What the Lab 2 reports (C1 to C8 and the questions) conclude, computed: one function per task turns its study's
+"""What the Lab 2 reports C1 to C8 conclude (the questions: questions_answers.py), computed: one function per task turns its study's
 result (lab2.C4Result, lab2.TrainingSweep, ...; a results.Run for C1 and C2) into the answer record's answers
 (hpml_lab.answers.Answer, every number tagged) and the sanity flags that apply.
 
@@ -6,7 +6,7 @@ result (lab2.C4Result, lab2.TrainingSweep, ...; a results.Run for C1 and C2) int
     nb.answer(cfg, info, *lab2_answers.c1(cfg, run))     # at the end of the C1 notebook
 
 No sentence here states a direction it did not compute: comparisons come from hpml_lab.verdict, flags from
-hpml_lab.sanity. tests/test_findings.py feeds canned results to every branch.
+hpml_lab.sanity. tests/test_conclusions.py and test_findings.py feed canned results to every branch.
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from ..data import num_classes
 from ..profiling import summarize
 from ..results import drop_warmup, read_run
 from ..verdict import best, compare, sample_record
-from ._conclude import compare_configs, dedupe, meta_machine, num, said, steady_batches, training_flags
+from ._conclude import (compare_configs, dedupe, first_up, meta_machine, num, short, steady_batches, training_flags,
+                        twin_noise)
 
 
 def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -39,28 +40,37 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
                  lower_is_better=False)
     top0, top1 = 100 * first["acc"].mean(), 100 * last["acc"].mean()
     rise = (f"top-1 went from {top0:.1f}% to {top1:.1f}% (chance {chance:.0f}%) over {len(b)} batches")
+    l0, l1 = first["loss"].mean(), last["loss"].mean()
+    ends = f"from {l0:.3f} over the first {batches} to {l1:.3f} over the last {batches}"  # names both verdict sides
     if diverged:
-        text = (f"Training diverged: the loss ended at {last['loss'].mean():.2f}, above chance "
+        text = (f"Training diverged: the loss ended at {l1:.2f}, above chance "
                 f"({sanity.chance_loss(classes):.2f}); these curves are not a result.")
     elif (v.outcome == "better" or va.outcome == "better") and top1 > chance:
-        text = (f"The run learned: the training loss fell from {first['loss'].mean():.3f} to "
-                f"{last['loss'].mean():.3f} and {rise}, above chance.")
+        loss = f"the training loss fell {ends}" if v.outcome == "better" else \
+            f"the training loss went from {l0:.3f} to {l1:.3f} (no measurable change)"
+        text = f"The run learned: {loss} and {rise}, above chance."
     elif v.outcome == "better":
-        text = (f"The training loss fell from {first['loss'].mean():.3f} to {last['loss'].mean():.3f}, but {rise}: "
-                "not above chance, so no learning shows in the accuracy yet.")
+        text = (f"The training loss fell {ends}, but {rise}: not above chance, so no learning shows in the accuracy "
+                "yet.")
     elif v.reason == "too few samples":
-        text = (f"The training loss went from {first['loss'].mean():.3f} to {last['loss'].mean():.3f} and {rise}, "
-                f"but {k} {'batch' if k == 1 else 'batches'} at each end {'is' if k == 1 else 'are'} too few to tell whether the run learned.")
+        text = (f"The training loss went from {l0:.3f} to {l1:.3f} and {rise}, but with {k} "
+                f"{'batch' if k == 1 else 'batches'} at each end there are too few samples to tell whether the run "
+                "learned.")
+    elif v.outcome == "worse":
+        text = f"The run did not learn: the training loss rose {ends} and {rise}."
     else:
-        text = (f"The run did not measurably learn: the training loss did not fall ({v.sentence().rstrip('.')}) "
-                f"and {rise}.")
-    nums = [Number("mean loss, first batches", float(first["loss"].mean()), "", "measured", n=k),
-            Number("mean loss, last batches", float(last["loss"].mean()), "", "measured", n=k),
+        text = f"The run did not measurably learn: {v.sentence().rstrip('.')}, and {rise}."
+    nums = [Number("mean loss, first batches", float(l0), "", "measured", n=k),
+            Number("mean loss, last batches", float(l1), "", "measured", n=k),
             Number("top-1, first batches", float(top0), "%", "measured", n=k),
-            Number("top-1, last batches", float(top1), "%", "measured", n=k)]
+            Number("top-1, last batches", float(top1), "%", "measured", n=k),
+            Number("chance top-1", chance, "%", "predicted", source=f"1 / {classes} classes: a uniform guess")]
+    if diverged:
+        nums.append(Number("chance loss", sanity.chance_loss(classes), "", "predicted",
+                           source=f"ln {classes}: the loss of a uniform guess"))
     return [Answer("C1: per-batch training loss and top-1 accuracy", text, "answered", nums,
-                   verdict={**sample_record(v, last["loss"], first["loss"]),
-                            "top1": sample_record(va, last["acc"], first["acc"])})], flags
+                   verdict=None if diverged else {"loss": sample_record(v, last["loss"], first["loss"]),
+                                                  "top1": sample_record(va, last["acc"], first["acc"])})], flags
 
 
 def busy_peak_note(fl: dict, machine: dict | None) -> str:
@@ -88,13 +98,19 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     fl = (run.meta or {}).get("flops")
     mfu_text = ""
     if fl and "mfu" in steady:
+        measured_peak = str(fl.get("peak_source", "")).startswith("measured")
+        nums.append(Number(f"this device's {fl['precision']} peak", float(fl["peak_tflops"]), "TFLOP/s",
+                           "measured" if measured_peak else "reference", n=1 if measured_peak else None,
+                           source="" if measured_peak else str(fl.get("peak_source", ""))))
         nums.append(num("training compute, share of this device's peak", steady["mfu"], "%", 100))
         mfu_text = (f" The training compute ran at {nums[-1].value:.3g}% of this device's {fl['precision']} peak "
                     f"({fl['peak_tflops']:.3g} TFLOP/s; {fl['peak_source']})"
                     + (": above 100% because the peak was measured while the machine was busier than during training, "
                        "so read it as 'near this CPU's own matrix-product speed'." if nums[-1].value > 100 else ".")
                     + busy_peak_note(fl, (run.meta or {}).get("machine")))
-    text = (f"Per epoch (median of {len(steady)} after the first epoch): data loading "
+    nums += warmup_numbers(ep)
+    which = "the one epoch after the first" if len(steady) == 1 else f"median of the {len(steady)} after the first"
+    text = (f"Per epoch ({which}): data loading "
             f"{nums[0].value:.3g} s, training {nums[1].value:.3g} s, total {nums[2].value:.3g} s; waiting for data "
             f"is {share_text(100 * share)} of the epoch." + mfu_text + " " + warmup_sentence(ep))
     return [Answer("C2: data-loading, training and total time per epoch", text.strip(), "answered", nums)], flags
@@ -110,12 +126,22 @@ def warmup_sentence(ep: pd.DataFrame) -> str:
     if len(ep) < 2:
         return ""
     first, later = float(ep.iloc[0].total_s), list(ep.iloc[1:].total_s)
-    if first > max(later):
-        return (f"The first epoch took {first:.3g} s, slower than every later one (up to {max(later):.3g} s): it "
-                "includes warm-up (worker start-up, allocator growth), which is why the summary leaves it out.")
+    if first > max(later):  # single values side by side, no verdict: "took longer than each", not "slower"
+        return (f"The first epoch took {first:.3g} s, longer than each later one (at most {max(later):.3g} s): it "
+                "likely includes warm-up (worker start-up, allocator growth), which is why the summary leaves it out.")
     span = f"{later[0]:.3g} s" if len(later) == 1 else f"{min(later):.3g}-{max(later):.3g} s"
-    return (f"The first epoch took {first:.3g} s, not slower than the later ones ({span}): "
+    return (f"The first epoch took {first:.3g} s, no longer than the later ones ({span}): "
             "no warm-up shows in this run; the summary leaves it out only to be the same for every run.")
+
+
+def warmup_numbers(ep: pd.DataFrame) -> list[Number]:
+    """The epoch times warmup_sentence states: the first epoch's, and the shortest and longest later one's."""
+    if len(ep) < 2:
+        return []
+    later = list(ep.iloc[1:].total_s)
+    return [Number("first epoch", float(ep.iloc[0].total_s), "s", "measured", n=1),
+            Number("shortest later epoch", float(min(later)), "s", "measured", n=1),
+            Number("longest later epoch", float(max(later)), "s", "measured", n=1)]
 
 
 def first_step_note(batches: pd.DataFrame, cores: int) -> str:
@@ -149,7 +175,7 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
                 f"{', '.join(map(str, tied))} worker(s): a tie, so no single best count is shown by this run.")
     else:
         text = f"Best count: {b.label} worker(s), {med:.3g} s per epoch (median), faster than every other count tried."
-    nums = [num(f"{n} workers, epoch", v, "s") for n, v in sorted(samples.items())]
+    nums = [num(f"{n} worker{'' if n == 1 else 's'}, epoch", v, "s") for n, v in sorted(samples.items())]
     flags = [sanity.busy(meta_machine(sweep))]
     few = min(len(v) for v in samples.values())
     flags.append(sanity.too_few(few, "timed epochs per worker count"))
@@ -213,7 +239,7 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     against = best_n if against is None and best_n != 1 else against
     if against is None or against == 1:
         text = f"The count C3 gave is 1 worker ({tag}), so 1 worker is compared with nothing: " + (
-            f"data wait {said(nums[0].value)} ms and compute {said(nums[1].value)} ms per step (medians).")
+            f"data wait {short(nums[0].value)} ms and compute {short(nums[1].value)} ms per step (medians).")
         return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums)], dedupe(flags)
     labels = (f"{against} workers", "1 worker")
     vd, da, db = compare_configs(bt, "num_workers", against, 1, "data_s", "data wait per step", *labels)
@@ -255,34 +281,19 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     return [ans], dedupe(flags)
 
 
-def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
+def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], list[sanity.Flag]]:
     """C6/C7: which setting of `field` trains best (last-epoch batch losses, a verdict with ties), how fast each
-    is per step, and which diverged or stayed at chance. Returns answers, flags and lines of prose."""
-    b, s = out.batches, out.summary
-    classes = num_classes(cfg.dataset)
-    flags: list = [sanity.stand_in(cfg), sanity.busy(meta_machine(out))]
-    lines, nums = [], []
-    ok = s[s["status"] == "complete"]
-    for _, r in s[s["status"] != "complete"].iterrows():
-        lines.append(f"{r[field]}: not usable ({r['status']}).")
-    last = b[b["epoch"] == b["epoch"].max()]
-    samples, usable = {}, []
-    for v in ok[field]:
-        losses = list(b.loc[b[field] == v, "loss"])
-        d = sanity.diverged(losses, classes)
-        if d:
-            flags.append(sanity.Flag("diverged", f"{v}: {d.message}"))
-            lines.append(f"{v} diverged (loss {losses[-1]:.2f} at the end): not a result.")
-            continue
-        if sanity.at_chance(losses, classes):
-            tail = losses[-max(1, len(losses) // 5):]
-            lines.append(f"{v} did not get clearly below chance (mean loss over the last fifth {sum(tail) / len(tail):.2f}"
-                         f" against ln {classes} = {sanity.chance_loss(classes):.2f}): it has not learned in this run.")
-        samples[v] = list(last.loc[last[field] == v, "loss"])
-        usable.append(v)
-        nums.append(num(f"{v}: last-epoch batch loss", samples[v], ""))
-        nums.append(num(f"{v}: compute per step (after warm-up)",
-                         drop_warmup(b[b[field] == v])["train_s"], "ms", 1000))
+    is per step, and which diverged or stayed at chance (said in sweep_notes); a run of the twin task with the
+    same configuration whose epochs differ a lot flags the machine as noisy."""
+    b = out.batches
+    flags: list = [sanity.stand_in(cfg), sanity.busy(meta_machine(out)), twin_noise(cfg, getattr(out, "items", None), field)]
+    nums = []
+    raw = _usable(cfg, out, field, flags)
+    samples = {shown_setting(field, v): x for v, x in raw.items()}  # "no BatchNorm", not "none"
+    for v in raw:
+        nums.append(num(f"{shown_setting(field, v)}: last-epoch batch loss", raw[v], ""))
+        nums.append(num(f"{shown_setting(field, v)}: compute per step (after warm-up)",
+                        drop_warmup(b[b[field] == v])["train_s"], "ms", 1000))
     flags.append(sanity.too_few(min((len(x) for x in samples.values()), default=0), "last-epoch batches per setting"))
     if len(samples) >= 2:
         bst = best(samples, what="last-epoch training loss")
@@ -295,11 +306,57 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
                    "against": {str(k): sample_record(v, samples[bst.label], samples[k]) for k, v in bst.verdicts.items()}}
         status, missing = "answered", ""
     else:
-        text = f"Fewer than two settings trained without diverging, so none can be compared: {' '.join(lines)}"
+        text = (f"Fewer than two settings trained without diverging, so none can be compared: "
+                f"{' '.join(sweep_notes(cfg, out, field)[:-1])}").rstrip(": ")
         verdict, status, missing = None, "partial", "two settings that train without diverging"
-    return ([Answer(question, text, status, nums, missing=missing, verdict=verdict)], dedupe(flags),
-            lines + ["Times are per training step after each run's warm-up epoch; the runs took turns on a shared "
-                     "machine, so compare them only through the spreads shown."])
+    return [Answer(question, text, status, nums, missing=missing, verdict=verdict)], dedupe(flags)
+
+
+SHOWN_SETTINGS = {("norm", "bn"): "BatchNorm", ("norm", "none"): "no BatchNorm"}
+
+
+def shown_setting(field: str, value) -> str:
+    """A setting's value as a sentence names it: C7's norm 'none' reads 'no BatchNorm' (not 'none' of them)."""
+    return SHOWN_SETTINGS.get((field, value), str(value))
+
+
+def _usable(cfg, out, field: str, flags: list | None = None) -> dict:
+    """Setting -> its last-epoch batch losses, for each complete setting that did not diverge (a diverged one
+    adds its flag to `flags`)."""
+    b, s = out.batches, out.summary
+    classes = num_classes(cfg.dataset)
+    last = b[b["epoch"] == b["epoch"].max()]
+    samples = {}
+    for v in s[s["status"] == "complete"][field]:
+        losses = list(b.loc[b[field] == v, "loss"])
+        d = sanity.diverged(losses, classes)
+        if d:
+            if flags is not None:
+                flags.append(sanity.Flag("diverged", f"{shown_setting(field, v)}: {d.message}"))
+            continue
+        samples[v] = list(last.loc[last[field] == v, "loss"])
+    return samples
+
+
+def sweep_notes(cfg, out, field: str) -> list[str]:
+    """C6/C7's prose beyond the answer: which settings failed, diverged or ended at chance, and how to read the
+    per-step times."""
+    b, s = out.batches, out.summary
+    classes = num_classes(cfg.dataset)
+    lines = [f"{shown_setting(field, r[field])}: not usable ({r['status']})."
+             for _, r in s[s["status"] != "complete"].iterrows()]
+    for v in s[s["status"] == "complete"][field]:
+        losses = list(b.loc[b[field] == v, "loss"])
+        name = shown_setting(field, v)
+        if sanity.diverged(losses, classes):
+            lines.append(f"{name} diverged (loss {losses[-1]:.2f} at the end): not a result.")
+        elif sanity.at_chance(losses, classes):
+            tail = losses[-max(1, len(losses) // 5):]
+            lines.append(f"{name} did not get clearly below chance (mean loss over the last fifth "
+                         f"{sum(tail) / len(tail):.2f} against ln {classes} = {sanity.chance_loss(classes):.2f}): it has "
+                         "not learned in this run.")
+    return lines + ["Times are per training step after each run's warm-up epoch; the runs took turns on a shared "
+                    "machine, so compare them only through the spreads shown."]
 
 
 def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -322,9 +379,12 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     med_c, med_e = summarize(comp)["median"], summarize(eag)["median"]
     n_first = int((allb["epoch"] == allb["epoch"].min()).sum() / 2)
     cost = float(first[True] - first[False] - n_first * (med_c - med_e))  # extra epoch-1 time beyond the step gap
-    nums = [num("eager: compute per step", eag, "ms", 1000), num("compiled: compute per step", comp, "ms", 1000),
-            Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1)]
-    text = v.sentence() + f" Compiling cost about {cost:.3g} s in epoch 1."
+    nums = [num("eager: compute per step", eag, "ms", 1000), num("compiled: compute per step", comp, "ms", 1000)]
+    if cost > 0:
+        nums.append(Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1))
+        text = first_up(v.sentence()) + f" Compiling cost about {cost:.3g} s in epoch 1."
+    else:  # epoch 1 was no slower than the step gap explains: no cost is measurable, and none is a number to state
+        text = first_up(v.sentence()) + " Compiling added no measurable time to epoch 1 beyond the per-step difference."
     if v.outcome == "better" and cost > 0:
         steps = cost / (med_e - med_c)
         nums.append(Number("break-even", steps, "steps", "predicted",
@@ -338,39 +398,3 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         text += " With no measurable gain per step, compiling does not pay back at this size and setting."
     return [Answer("C8: does torch.compile pay off?", text, "answered", nums, verdict=sample_record(v, comp, eag))], \
         dedupe(flags)
-
-
-def questions(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Q1-Q4 as answers: counts read from the model and from real optimizers after one step."""
-    v = table.set_index("quantity")["value"]
-    main, sc = int(v["conv layers, main path (stem + 2 per BasicBlock)"]), int(v["conv layers, 1x1 projection shortcuts"])
-    sgd = {k.split(": ", 1)[1]: int(x) for k, x in v.items() if k.startswith("SGD")}
-    adam = {k.split(": ", 1)[1]: int(x) for k, x in v.items() if k.startswith("Adam")}
-    src = f"counted in {cfg.model}"
-
-    def n(name, value, unit="values"):
-        return Number(name, value, unit, "measured", source=src)
-
-    def mb(x):
-        return f"{x * 4 / 1e6:.1f} MB as float32"
-
-    mom = sgd.get("optimizer state momentum_buffer", 0)
-    return [
-        Answer("Q1: how many convolutional layers?", f"{main + sc} counting the {sc} 1x1 projection shortcuts ({main} on the "
-               "main path); the classifier is linear, not counted.", "answered",
-               [n("conv layers, main path", main, "layers"), n("1x1 shortcut convs", sc, "layers")]),
-        Answer("Q2: input size of the last linear layer?", f"{int(v['input features of the last linear layer'])} features.",
-               "answered", [n("last linear in_features", int(v["input features of the last linear layer"]), "")]),
-        Answer("Q3: trainable parameters and gradients with SGD?",
-               f"{sgd['parameters']:,} parameters and {sgd['gradients']:,} gradients ({mb(sgd['parameters'])} each); "
-               f"momentum 0.9 adds a {mom:,}-value momentum buffer, which is optimizer state, not gradients.",
-               "answered", [n("SGD parameters", sgd["parameters"]), n("SGD gradients", sgd["gradients"]),
-                            n("SGD momentum buffer", mom)]),
-        Answer("Q4: the same with Adam?",
-               f"{adam['parameters']:,} parameters, {adam['gradients']:,} gradients, and optimizer state of "
-               f"{adam['optimizer state exp_avg']:,} (exp_avg) + {adam['optimizer state exp_avg_sq']:,} (exp_avg_sq) "
-               f"values ({mb(adam['parameters'])} each), plus {adam['optimizer state step']} step counters.",
-               "answered", [n("Adam parameters", adam["parameters"]), n("Adam gradients", adam["gradients"]),
-                            n("Adam exp_avg", adam["optimizer state exp_avg"]),
-                            n("Adam exp_avg_sq", adam["optimizer state exp_avg_sq"])]),
-    ], [sanity.stand_in(cfg)] if cfg.model != sanity.LAB["model"] else []

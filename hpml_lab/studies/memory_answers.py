@@ -14,6 +14,7 @@ from ._conclude import dedupe
 
 
 # the memory task's lab settings: the reference's table is at batch 8 with its adjusted ResNet-18; the rest as Lab 2
+COUNTED = "bytes of the tensors autograd saves for backward, counted over one forward pass"
 LAB = {**sanity.LAB, "model": "resnet18_adjusted", "batch_size": 8}
 
 
@@ -67,7 +68,7 @@ def _times(row) -> list[float]:
     return [float(x) for x in str(row["times_s"]).split(";") if x and x != "nan"]
 
 
-def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[str]]:
+def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """RevNet and checkpointing against the plain networks: activation memory (with the recomputation's own
     working set), the largest batch, the time it costs (verdicts over interleaved rounds), and whether both
     networks trained."""
@@ -77,13 +78,19 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[
     plain_rev = res.table[res.table.family == "RevNet, ordinary autograd"].sort_values("depth")
     r_lo, r_hi = rev.iloc[0], rev.iloc[-1]
     growth = r_hi.act_bytes_per_sample / r_lo.act_bytes_per_sample
+    deeper = r_hi.depth / r_lo.depth
+    plain_growth = plain_rev.iloc[-1].act_bytes_per_sample / plain_rev.iloc[0].act_bytes_per_sample
     a1 = Answer("Does a RevNet keep activation memory flat as depth grows?",
                 f"RevNet activation memory went from {r_lo.act_MB_per_sample:.3f} to {r_hi.act_MB_per_sample:.3f} MB per "
-                f"sample ({growth:.2f}x) for {r_hi.depth / r_lo.depth:.1f}x the depth; under ordinary autograd the same "
-                f"networks grow {plain_rev.iloc[-1].act_bytes_per_sample / plain_rev.iloc[0].act_bytes_per_sample:.1f}x.",
-                "answered", [Number(f"{r.model}: saved for backward", r.act_MB_per_sample, "MB/sample", "measured")
-                             for r in pd.concat([rev, plain_rev]).itertuples()])
-    lines, nums, ck_parts = [], [], []
+                f"sample ({growth:.2f}x) for {deeper:.1f}x the depth; under ordinary autograd the same "
+                f"networks grow {plain_growth:.1f}x.",
+                "answered", [Number(f"{r.model}: saved for backward", r.act_MB_per_sample, "MB/sample", "counted",
+                                    source=COUNTED) for r in pd.concat([rev, plain_rev]).itertuples()]
+                + [Number("RevNet: deepest vs shallowest, saved for backward", growth, "x", "counted", source=COUNTED),
+                   Number("RevNet: deepest vs shallowest, depth", deeper, "x", "setting", source="the depths run"),
+                   Number("ordinary autograd: deepest vs shallowest, saved for backward", plain_growth, "x", "counted",
+                          source=COUNTED)])
+    nums, ck_parts = [], []
     for r in res.table[res.table.family == "ResNet + checkpointing"].itertuples():
         base = t.loc[r.baseline]
         share = (r.act_MB_per_sample + work.get(r.model, 0.0)) / base.act_MB_per_sample
@@ -91,38 +98,37 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[
         ck_parts.append(f"{r.baseline}: {share:.2f}x of the plain network's activation memory at the peak of backward "
                         f"(saved {r.act_MB_per_sample:.3f} + recompute working set {work.get(r.model, 0.0):.3f} MB per "
                         f"sample, against {base.act_MB_per_sample:.3f}), largest batch {gain:.2f}x")
-        nums += [Number(f"{r.model}: saved + working set vs plain", share, "x", "predicted",
+        nums += [Number(f"{r.model}: saved for backward", r.act_MB_per_sample, "MB/sample", "counted", source=COUNTED),
+                 Number(f"{r.model}: recompute working set", work.get(r.model, 0.0), "MB/sample", "predicted",
+                        source="plain network's saved bytes / segments"),
+                 Number(f"{r.baseline}: saved for backward", base.act_MB_per_sample, "MB/sample", "counted",
+                        source=COUNTED),
+                 Number(f"{r.model}: saved + working set vs plain", share, "x", "predicted",
                         source="activation bytes measured; working set = plain / segments"),
                  Number(f"{r.model}: largest batch vs plain", gain, "x",
-                        "measured" if res.cuda else "predicted",
-                        source="" if res.cuda else f"budget {res.budget_bytes / 1024 ** 3:.0f} GiB, from bytes per sample")]
+                        "counted" if res.cuda else "predicted",  # a search's outcome on this GPU: exact, no n
+                        source="the largest batches that fitted on this GPU, each network alone" if res.cuda
+                        else f"budget {res.budget_bytes / 1024 ** 3:.0f} GiB, from bytes per sample")]
     a2 = Answer("What does gradient checkpointing save, its recomputation counted?",
                 ("With " + f"{cfg.checkpoint_segments} segments: " + "; ".join(ck_parts) + ".") if ck_parts
                 else "Checkpointing was not run (checkpoint_segments = 0).",
                 "answered" if res.cuda else "partial", nums,
                 missing="" if res.cuda else "a GPU: peak allocated memory and the largest batch are predicted here")
-    verdicts, cost = {}, []
-    for r in res.table.itertuples():
-        if r.model == r.baseline:
-            continue
-        base = t.loc[r.baseline]
-        v = compare(_times(base), _times(r._asdict()), r.baseline, r.model, what="time per training step")
-        verdicts[r.model] = v.as_dict()
-        cost.append(f"{r.model}: " + v.sentence())
+    cost = cost_lines(res)
+    verdicts = {m: v.as_dict() for m, v in cost_verdicts(res).items()}
     a3 = Answer("What does the memory saving cost in time?", f"{len(cost)} comparisons, each a verdict over "
                 f"{settings.repeats} interleaved rounds; first: {cost[0] if cost else 'none'}", "answered",
                 [Number(f"{r.model}: time vs plain", r.time_vs_baseline, "x", "measured", n=int(r.repeats))
                  for r in res.table.itertuples() if r.model != r.baseline], verdict=verdicts)
     classes = num_classes(cfg.dataset)
     trained, flags = [], [sanity.busy((getattr(res, "meta", None) or {}).get("machine"))]
+    tail = {k: float(v.batches.tail(max(1, len(v.batches) // 5))["loss"].mean()) for k, v in res.runs.items()}
     for name, run in res.runs.items():
-        losses = list(run.batches["loss"])
-        d = sanity.diverged(losses, classes)
+        d = sanity.diverged(list(run.batches["loss"]), classes)
         if d:
             flags.append(sanity.Flag("diverged", f"{name}: {d.message}"))
-        elif not sanity.at_chance(losses, classes):
+        elif not sanity.at_chance(list(run.batches["loss"]), classes):  # clearly below chance: above it is no training
             trained.append(name)
-    tail = {k: float(v.batches.tail(max(1, len(v.batches) // 5))["loss"].mean()) for k, v in res.runs.items()}
     said = ", ".join(f"{k} {x:.3f}" for k, x in tail.items())
     chance = f"chance {sanity.chance_loss(classes):.2f}"
     if len(trained) == len(res.runs):
@@ -135,6 +141,21 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag], list[
                 f"{', '.join(sorted(set(res.runs) - set(trained)))} did not in this run.")
     a4 = Answer("Do ResNet and RevNet both train on the same steps?", conv, "answered",
                 [Number(f"{k}: mean loss, last fifth", x, "", "measured",
-                        n=max(1, len(res.runs[k].batches) // 5)) for k, x in tail.items()])
-    lines += cost
-    return [a1, a2, a3, a4], dedupe(flags), lines
+                        n=max(1, len(res.runs[k].batches) // 5)) for k, x in tail.items()]
+                + [Number("chance loss", sanity.chance_loss(classes), "", "predicted",
+                          source=f"ln {classes}: the loss of a uniform guess")])
+    return [a1, a2, a3, a4], dedupe(flags)
+
+
+def cost_verdicts(res) -> dict:
+    """Each memory-saving network -> the verdict of its time per training step against its plain network's
+    (interleaved rounds)."""
+    t = res.table.set_index("model")
+    return {r.model: compare(_times(t.loc[r.baseline]), _times(r._asdict()), r.baseline, r.model,
+                             what="time per training step")
+            for r in res.table.itertuples() if r.model != r.baseline}
+
+
+def cost_lines(res) -> list[str]:
+    """One sentence per memory-saving network: what it costs in time, its verdict's own words."""
+    return [f"{m}: " + v.sentence() for m, v in cost_verdicts(res).items()]

@@ -13,7 +13,7 @@ from ..answers import Answer, Number
 from ..data import num_classes
 from ..profiling import summarize
 from ..verdict import best, compare, sample_record
-from ._conclude import dedupe
+from ._conclude import dedupe, num, share, short
 
 
 def lab5_q1(q1: pd.DataFrame) -> Answer:
@@ -29,18 +29,22 @@ def lab5_q1(q1: pd.DataFrame) -> Answer:
     tied = [str(k) for k in b.tied if k != b.label]
     where = (f"({med:,.0f} images/s median over {len(samples[b.label])} timed steps, epoch excluding data I/O "
              f"{row.epoch_s_excl_io:.1f} s extrapolated from {int(row.batches_timed)} timed batches)")
-    text = (f"Batch {b.label} per worker had the highest median throughput {where} but cannot be told apart from "
-            f"batch {', '.join(tied)}: a tie, so this run shows no single best batch" if tied else
-            f"Throughput peaks at per-worker batch {b.label} {where}, higher than every other batch tried at 95% "
-            "confidence")
+    if len(samples) == 1:
+        text = f"Only per-worker batch {b.label} ran {where}: nothing to compare it with"
+    elif tied:
+        text = (f"Batch {b.label} per worker had the highest median throughput {where} but cannot be told apart from "
+                f"batch {', '.join(tied)}: a tie, so this run shows no single best batch")
+    else:
+        text = (f"Throughput peaks at per-worker batch {b.label} {where}, higher than every other batch tried at 95% "
+                "confidence")
     text += f"; out of memory at {', '.join(map(str, oom))}." if oom else "; no batch ran out of memory."
     verdict = {"best": b.label, "tied": list(b.tied),
                "against": {str(k): sample_record(v, samples[b.label], samples[k]) for k, v in b.verdicts.items()}}
     return Answer("Q1: computational efficiency on one worker", text, "answered",
-                  [Number(f"batch {int(r.per_gpu_batch)}: epoch excl. I/O", round(float(r.epoch_s_excl_io), 1), "s",
+                  [num(f"batch {b.label}: throughput per step", samples[b.label], "images/s")] + [Number(f"batch {int(r.per_gpu_batch)}: epoch excl. I/O", round(float(r.epoch_s_excl_io), 1), "s",
                           "predicted",
                           source=f"step time x steps, from {int(r.batches_timed)} timed batches")
-                   for r in ok.itertuples()], verdict=verdict)
+                   for r in ok.itertuples()], verdict=verdict if len(samples) > 1 else None)
 
 
 MODEL_MARGIN = 0.25  # the scaling model "agrees" with a measurement within 25% of its epoch time
@@ -49,10 +53,31 @@ MODEL_MARGIN = 0.25  # the scaling model "agrees" with a measurement within 25% 
 def model_misses(t: pd.DataFrame, margin: float = MODEL_MARGIN) -> list[str]:
     """Each row where the model's prediction and this machine's measurement of the same configuration differ by
     more than `margin` of the measurement, said with both numbers."""
-    both = t[t.measured_s.notna() & t.predicted_s.notna() & (t.workers > 1)]
-    return [f"{int(r.workers)} x {int(r.per_gpu_batch)}: predicted {r.predicted_s:,.0f} s vs measured "
+    return [f"{int(r.workers)} x {int(r.per_gpu_batch)}: predicted {r.predicted_s:,.0f} s vs timed "
             f"{r.measured_s:,.0f} s ({100 * (r.predicted_s / r.measured_s - 1):+.0f}%)"
-            for r in both.itertuples() if abs(r.predicted_s / r.measured_s - 1) > margin]
+            for r in missed_rows(t, margin).itertuples()]
+
+
+def missed_rows(t: pd.DataFrame, margin: float = MODEL_MARGIN) -> pd.DataFrame:
+    """The multi-worker rows whose model prediction misses the epoch time extrapolated from timed steps."""
+    both = t[t.measured_s.notna() & t.predicted_s.notna() & (t.workers > 1)]
+    return both[(both.predicted_s / both.measured_s - 1).abs() > margin]
+
+
+def miss_numbers(t: pd.DataFrame, src_model: str, margin: float = MODEL_MARGIN) -> list[Number]:
+    """The numbers model_misses' sentences state: the margin, and each missed row's prediction and miss."""
+    rows = missed_rows(t, margin)
+    if rows.empty:
+        return []
+    out = [Number("model margin", 100 * margin, "%", "setting", source="scaling_answers.MODEL_MARGIN")]
+    for r in rows.itertuples():
+        at = f"{int(r.workers)} workers x {int(r.per_gpu_batch)}"
+        out += [Number(f"{at}: model's epoch", float(r.predicted_s), "s", "predicted", source=src_model),
+                Number(f"{at}: timed epoch", float(r.measured_s), "s", "predicted",
+                       source="measured step time x steps"),
+                Number(f"{at}: model vs timed", 100 * float(r.predicted_s / r.measured_s - 1), "%", "predicted",
+                       source="model's epoch / timed epoch - 1")]
+    return out
 
 
 def step_samples(rec, global_batch: int) -> list[float]:
@@ -99,6 +124,11 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
 
     nums = [Number(f"{int(r.workers)} workers x {int(r.per_gpu_batch)}: epoch", round(float(r.epoch_s), 1), "s",
                    "predicted", source=timed(r) if r.source == "measured" else src_model) for r in multi.itertuples()]
+    nums += [Number(f"{int(r.workers)} workers x {int(r.per_gpu_batch)}: speedup", float(r.speedup), "x", "predicted",
+                    source="1-worker epoch / this epoch, both " + ("extrapolated from timed steps"
+                                                                   if r.source == "measured" else "from the model"))
+             for r in multi.itertuples()]
+    nums += miss_numbers(t, src_model) if misses else []
 
     def one(r) -> str:
         v = verdicts.get((int(r.workers), int(r.per_gpu_batch)))
@@ -119,15 +149,17 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     q3 = Answer("Q3: compute vs communication",
                 "Per epoch, compute (Q1's step time) and all-reduce (the fitted model) against the epoch time; the rest "
                 "is data loading and what neither explains: " + "; ".join(
-                    f"{int(r.workers)} x {int(r.per_gpu_batch)}: compute {r.compute_s:.3g} s, all-reduce "
-                    f"{r.comm_s:.3g} s of {r.epoch_s:.3g} s ({100 * r.comm_s / r.epoch_s:.0f}% all-reduce, "
-                    f"{100 * max(0.0, 1 - (r.compute_s + r.comm_s) / r.epoch_s):.0f}% unexplained)"
+                    f"{int(r.workers)} x {int(r.per_gpu_batch)}: compute {short(r.compute_s)} s, all-reduce "
+                    f"{short(r.comm_s)} s of {short(r.epoch_s)} s ({share(r.comm_s / r.epoch_s)} all-reduce, "
+                    f"{share(max(0.0, 1 - (r.compute_s + r.comm_s) / r.epoch_s))} unexplained)"
                     for r in multi.itertuples()) + ".",
                 "answered", [Number("busbw (fit)", res.fit["busbw_Bps"] / 1e9, "GB/s", "measured",
                                     n=int(res.allreduce.n.min())),
                              Number("all-reduce latency (fit)", 1e6 * res.fit["latency_s"], "us", "measured",
-                                    n=int(res.allreduce.n.min()))])
+                                    n=int(res.allreduce.n.min()))] + q3_numbers(multi, src_model))
     steps_ratio = math.ceil(settings.n_images / 128) / math.ceil(settings.n_images / 32768)
+    steps_num = Number("optimizer steps, batch 128 vs 32,768", steps_ratio, "x", "predicted",
+                       source=f"ceil({settings.n_images:,} / 128) / ceil({settings.n_images:,} / 32,768)")
     ran = [(r.meta.get("distributed", {}).get("global_batch", r.meta["config"]["batch_size"]), r) for r in res.runs]
     if ran:
         gb, rec = max(ran, key=lambda x: x[0])
@@ -135,11 +167,11 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
         q4_text = (f"Largest global batch that ran here: {gb:,} for {int(ep.epoch)} epoch(s): loss {ep.loss:.3f}, "
                    f"top-1 {100 * ep.acc:.1f}%. At 32,768 a fixed number of epochs takes {steps_ratio:.0f}x fewer "
                    "optimizer steps than at 128; remedy: linear lr scaling with warm-up (Goyal et al. 2017).")
-        q4_nums = [Number(f"global batch {gb}: loss", float(ep.loss), "", "measured"),
-                   Number("optimizer steps, batch 128 vs 32,768", steps_ratio, "x", "predicted",
-                          source="ceil(50,000 / 128) / ceil(50,000 / 32,768)")]
+        q4_nums = [Number(f"global batch {gb}: loss", float(ep.loss), "", "measured", n=1),
+                   Number(f"global batch {gb}: top-1", 100 * float(ep.acc), "%", "measured", n=1),
+                   steps_num]
     else:
-        q4_text, q4_nums = f"No multi-worker run here; at 32,768 training takes {steps_ratio:.0f}x fewer steps.", []
+        q4_text, q4_nums = f"No multi-worker run here; at 32,768 training takes {steps_ratio:.0f}x fewer steps.", [steps_num]
     q4 = Answer("Q4: 5th-epoch loss and accuracy at the largest batch on 4 GPUs", q4_text, "partial", q4_nums,
                 missing="4 GPUs at per-GPU batch 8192 (global 32,768) for 5 epochs")
     flags = [sanity.too_few(int(res.q1[res.q1.status == "ok"].batches_timed.min()), "timed batches per Q1 size"),
@@ -155,6 +187,22 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
         flags.append(sanity.Flag("model disagrees", f"the scaling model misses its own measurements by more than "
                                  f"{MODEL_MARGIN:.0%} ({'; '.join(misses)}): its predictions carry that warning"))
     return [q1, q2, q3, q4, *SHORT_ANSWERS], dedupe(flags)
+
+
+def q3_numbers(multi: pd.DataFrame, src_model: str) -> list[Number]:
+    """Q3's per-row compute, all-reduce and epoch times and the shares its sentence states (all extrapolated)."""
+    out = []
+    for r in multi.itertuples():
+        at = f"{int(r.workers)} workers x {int(r.per_gpu_batch)}"
+        out += [Number(f"{at}: compute per epoch", float(r.compute_s), "s", "predicted",
+                       source="Q1's measured step time x steps"),
+                Number(f"{at}: all-reduce per epoch", float(r.comm_s), "s", "predicted", source=src_model),
+                Number(f"{at}: epoch", float(r.epoch_s), "s", "predicted", source="as in Q2"),
+                Number(f"{at}: all-reduce share", 100 * float(r.comm_s / r.epoch_s), "%", "predicted",
+                       source="all-reduce / epoch"),
+                Number(f"{at}: unexplained share", 100 * max(0.0, 1 - float((r.compute_s + r.comm_s) / r.epoch_s)), "%",
+                       "predicted", source="1 - (compute + all-reduce) / epoch")]
+    return out
 
 
 SHORT_ANSWERS = [
@@ -191,6 +239,18 @@ def fit_note(res) -> str:
     """The all-reduce fit in one sentence: latency, bus bandwidth, backend and processes."""
     return (f"Fit over the {len(res.allreduce)} measured sizes: latency {1e6 * res.fit['latency_s']:.0f} us, busbw "
             f"{res.fit['busbw_Bps'] / 1e9:.2f} GB/s ({res.allreduce.backend.iloc[0]}, {res.fit['world_size']} processes).")
+
+
+SOURCE_SHOWN = {"measured": "predicted: timed steps x steps", "predicted": "predicted: scaling model"}
+
+
+def shown(df: pd.DataFrame) -> pd.DataFrame:
+    """A Lab 5 table (res.table, res.strong, res.weak) as the report shows it: every epoch time is an extrapolation,
+    so no row says "measured"; a row from a run's timed steps says so, a row from the model says that."""
+    out = df.copy()
+    if "source" in out:
+        out["source"] = [SOURCE_SHOWN.get(x, x) for x in out["source"]]
+    return out.rename(columns={"measured_s": "from timed steps (s)", "predicted_s": "model (s)"})
 
 
 def allreduce_table(res) -> pd.DataFrame:

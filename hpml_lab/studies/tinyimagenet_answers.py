@@ -32,6 +32,10 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
     share0 = nums[0].value / (nums[0].value + nums[2].value)
     sharen = nums[1].value / (nums[1].value + nums[3].value)
     moved = vd.outcome == "better" and share0 > 0.5 > sharen
+    per_batch = [(w0, nums[0].value + nums[2].value, share0, len(b0)), (wn, nums[1].value + nums[3].value, sharen, len(bn))]
+    for w, total, share, n in per_batch:  # what the sentence states, from the medians above
+        nums += [Number(f"{w} workers: data wait + copy + compute per batch", total, "ms", "measured", n=n),
+                 Number(f"{w} workers: data wait share of a batch", 100 * share, "%", "measured", n=n)]
     a1 = Answer("Where is the bottleneck with 0 and with N workers?",
                 f"From the per-batch medians, data wait is {share_pct(share0)} of a batch with {w0} workers "
                 f"({ms(nums[0].value)} of {ms(nums[0].value + nums[2].value)} ms) and {share_pct(sharen)} with {wn} "
@@ -59,9 +63,12 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
                                     source=f"activation bytes per image, budget {res.budget_bytes / 2 ** 30:.0f} GiB")],
                 verdict=sample_record(vt, bn.train_s, bc.train_s))
     t = res.timing.dropna(subset=["s/batch"]).set_index("variant")
-    est = [Number(f"{n}: estimated / actual epoch", float(t.loc[n, "estimated epoch (s)"] / t.loc[n, "actual epoch (s)"]),
-                  "x", "predicted", source="estimate N / B x median time per batch, over one measured epoch")
-           for n in t.index]
+    src = "N / B x median time per batch"
+    est = [x for n in t.index for x in (
+        Number(f"{n}: estimated epoch", float(t.loc[n, "estimated epoch (s)"]), "s", "predicted", source=src),
+        Number(f"{n}: actual epoch", float(t.loc[n, "actual epoch (s)"]), "s", "measured", n=1),
+        Number(f"{n}: estimated / actual epoch", float(t.loc[n, "estimated epoch (s)"] / t.loc[n, "actual epoch (s)"]),
+               "x", "predicted", source=f"estimate {src}, over one measured epoch"))]
     skipped = res.timing[res.timing["s/batch"].isna()] if "s/batch" in res.timing else res.timing.iloc[0:0]
     a3 = Answer("Estimated (N / B x time per batch) vs actual epoch time, per variant",
                 "; ".join(f"{n}: estimate {t.loc[n, 'estimated epoch (s)']:.2f} s vs actual {t.loc[n, 'actual epoch (s)']:.2f} s"
