@@ -60,7 +60,7 @@ def test_c3_tie_between_worker_counts_is_called_a_tie():
 def test_c3_clear_best():
     rows = pd.DataFrame({"num_workers": [0] * 3 + [2] * 3, "seconds": [0.9, 0.91, 0.92, 0.30, 0.31, 0.29]})
     answers, _ = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=rows, items=[]))
-    assert answers[0].text.startswith("Best count: 2 worker(s)")
+    assert answers[0].text.startswith("Best count: 2 workers")
 
 
 def _q1(step_times: dict[int, list[float]], oom=()) -> pd.DataFrame:

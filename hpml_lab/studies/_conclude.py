@@ -30,6 +30,13 @@ def share(fraction: float) -> str:
     return f"{100 * fraction:.3g}%"
 
 
+def workers(counts) -> str:
+    """Worker counts as a sentence says them: '1 worker', '0 workers', '0 or 2 workers' (never 'worker(s)')."""
+    counts = [int(c) for c in (counts if isinstance(counts, (list, tuple, set)) else [counts])]
+    said = " or ".join([", ".join(map(str, counts[:-1])), str(counts[-1])] if len(counts) > 1 else [str(counts[0])])
+    return f"{said} worker{'' if counts == [1] else 's'}"
+
+
 def first_up(sentence: str) -> str:
     """A sentence that starts with a label ('compiled and eager ...') starts with a capital."""
     return sentence[:1].upper() + sentence[1:]

@@ -21,7 +21,7 @@ from ..profiling import summarize
 from ..results import drop_warmup, read_run
 from ..verdict import best, compare, sample_record
 from ._conclude import (compare_configs, dedupe, first_up, meta_machine, num, short, steady_batches, training_flags,
-                        twin_noise)
+                        twin_noise, workers)
 
 
 def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -171,10 +171,10 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     med = summarize(top)["median"]
     tied = [n for n in b.tied if n != b.label]
     if tied:
-        text = (f"{b.label} worker(s) had the lowest median ({med:.3g} s per epoch) but cannot be told apart from "
-                f"{', '.join(map(str, tied))} worker(s): a tie, so no single best count is shown by this run.")
+        text = (f"{workers(b.label)} had the lowest median ({med:.3g} s per epoch) but cannot be told apart from "
+                f"{workers(tied)}: a tie, so no single best count is shown by this run.")
     else:
-        text = f"Best count: {b.label} worker(s), {med:.3g} s per epoch (median), faster than every other count tried."
+        text = f"Best count: {workers(b.label)}, {med:.3g} s per epoch (median), faster than every other count tried."
     nums = [num(f"{n} worker{'' if n == 1 else 's'}, epoch", v, "s") for n, v in sorted(samples.items())]
     flags = [sanity.busy(meta_machine(sweep))]
     few = min(len(v) for v in samples.values())
@@ -213,8 +213,8 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> str:
     if best_n == b.label and not others:
         return "C3's best"
     if best_n in b.tied:
-        return f"C3's stopping rule; C3 could not tell it from {', '.join(others)} worker(s): a tie"
-    return f"C3's stopping rule; C3's verdict favours {b.label} worker(s)"
+        return f"C3's stopping rule; C3 could not tell it from {workers(others)}: a tie"
+    return f"C3's stopping rule; C3's verdict favours {workers(b.label)}"
 
 
 NOT_INTERLEAVED = ("The two counts ran one after the other, not interleaved, so a change in the machine's load "
@@ -232,8 +232,8 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     flags.append(sanity.busy(meta_machine(out)))
     nums = []
     for n, g in bt.groupby("num_workers"):
-        nums += [num(f"{n} worker(s): data wait per step", g["data_s"], "ms", 1000),
-                 num(f"{n} worker(s): compute per step", g["train_s"], "ms", 1000)]
+        nums += [num(f"{workers(n)}: data wait per step", g["data_s"], "ms", 1000),
+                 num(f"{workers(n)}: compute per step", g["train_s"], "ms", 1000)]
     tag = c3_tag(best_n, getattr(out, "c3_rows", None))
     against = getattr(out, "against", None)
     against = best_n if against is None and best_n != 1 else against
@@ -241,12 +241,12 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         text = f"The count C3 gave is 1 worker ({tag}), so 1 worker is compared with nothing: " + (
             f"data wait {short(nums[0].value)} ms and compute {short(nums[1].value)} ms per step (medians).")
         return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums)], dedupe(flags)
-    labels = (f"{against} workers", "1 worker")
+    labels = (workers(against), "1 worker")
     vd, da, db = compare_configs(bt, "num_workers", against, 1, "data_s", "data wait per step", *labels)
     vc, ca, cb = compare_configs(bt, "num_workers", against, 1, "train_s", "compute per step", *labels)
-    lead = (f"{against} workers ({tag}) against 1 worker." if against == best_n else
-            f"The count C3 gave is 1 worker ({tag}), so 1 worker is compared with C3's next best count, {against} "
-            "workers.")
+    lead = (f"{workers(against)} ({tag}) against 1 worker." if against == best_n else
+            f"The count C3 gave is 1 worker ({tag}), so 1 worker is compared with C3's next best count, "
+            f"{workers(against)}.")
     text = f"{lead} Data wait: {vd.sentence()} Compute: {vc.sentence()} " + NOT_INTERLEAVED
     return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums,
                    verdict={"data": sample_record(vd, da, db), "compute": sample_record(vc, ca, cb),
