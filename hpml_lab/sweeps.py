@@ -129,6 +129,21 @@ def run_sweep(configs: Iterable[RunConfig], run_one: Callable[[RunConfig], Any],
     return items
 
 
+class SweepFailed(RuntimeError):
+    """Every run of a sweep failed: nothing to tabulate, plot or compare."""
+
+
+def require_one_complete(items: Sequence[SweepItem], task: str, field_name: str) -> None:
+    """SweepFailed unless at least one item is complete. Its message says every run failed, then one line per
+    run (its setting and its error), so a report shows why instead of a KeyError from an empty table."""
+    if any(it.complete for it in items):
+        return
+    lines = [f"every run of {task} failed ({len(items)} of {len(items)}); there is nothing to compare:"]
+    lines += [f"{field_name}={getattr(it.cfg, field_name)}: {it.status}: {it.error or 'no error recorded'}"
+              for it in items]
+    raise SweepFailed("\n".join(lines))
+
+
 def tables(items: Sequence[SweepItem], name: str, with_config: Sequence[str] = ()) -> pd.DataFrame:
     """One table (e.g. "epochs") from every complete item, tagged with run_id and chosen config fields."""
     runs = [results.read_run(it.run_dir) for it in items if it.complete]
