@@ -31,8 +31,9 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
             FileExistsError(17, "exists and is not a regular file", str(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.close(fd)
+        with signals_deferred():  # a signal between mkstemp and this assignment would leave the file behind
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            os.close(fd)
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should be as readable as any other
         os.replace(tmp, path)
@@ -64,6 +65,29 @@ def atomic_write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]],
     w.writeheader()
     w.writerows(rows)
     atomic_write_text(path, buf.getvalue())
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGTERM and Ctrl-C that arrive inside the block are delivered as it ends, to the handler in place before.
+    Held by swapping Python handlers, not by a signal mask: a mask is per thread, and torch's threads would take
+    the signal. The main thread only (elsewhere the block runs unchanged): Python runs handlers there."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    held = [s for s in (signal.SIGTERM, signal.SIGINT) if signal.getsignal(s) is not None]
+    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in held}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(pending):
+            signal.raise_signal(s)
 
 
 def _umask() -> int:

@@ -56,3 +56,24 @@ def test_a_report_whose_every_run_fails_renders_and_says_why(task, cifar_root, o
     assert "every run of" in page and "CUDA is not available" in page and "KeyError:" not in page
     rec = json.loads((out / "reports" / "executed" / f"{task}.json").read_text())
     assert rec["status"] == "failed"
+
+
+# ---- io.atomic_file: a signal right after mkstemp leaves no temporary file
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_right_after_mkstemp_leaves_no_temporary_file(sig, tmp_path, monkeypatch):
+    import signal
+    import tempfile
+
+    from hpml_lab import io, results
+
+    real = tempfile.mkstemp
+
+    def mkstemp_then_signal(*a, **k):
+        made = real(*a, **k)
+        os.kill(os.getpid(), getattr(signal, sig))  # arrives as mkstemp returns: before the caller records the name
+        return made
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp_then_signal)
+    with results.sigterm_interrupts(), pytest.raises(KeyboardInterrupt):
+        io.atomic_write_text(tmp_path / "x.json", "{}")
+    assert list(tmp_path.iterdir()) == []

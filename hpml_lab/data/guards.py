@@ -8,32 +8,16 @@ URLs, one-line exception text, and whether image files really are the images the
 """
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 import urllib.parse
 import zipfile
 from pathlib import Path
 from typing import Iterable, Optional
 
+from ..io import signals_deferred  # noqa: F401  (the data commands' name for it)
 from .errors import DatasetError
 
 SEED_MAX = 2**63 - 1  # torch.manual_seed takes a 64-bit integer
 MAX_UNZIPPED = 4 * 2**30  # the official Tiny ImageNet unpacks to about 0.5 GB
-
-
-@contextlib.contextmanager
-def signals_deferred():
-    """SIGTERM and Ctrl-C wait until the block ends (blocked, then delivered): for steps that must not be cut
-    in two, such as making a temporary folder and recording its name for the clean-up."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def first_line(e: BaseException) -> str:
