@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import torch
 
 from hpml_lab import distributed, results
+from hpml_lab.cliargs import OneLineParser
 from hpml_lab.config import ConfigError, RunConfig, check_keys, coerce_value
 from hpml_lab.data import DatasetError
 from hpml_lab.device import is_oom, resolve_device
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hpml_lab", description="Train one run; see RunConfig.")
+    parser = OneLineParser(prog="python -m hpml_lab", description="Train one run; see RunConfig.")
     add_config_flags(parser)
     parser.add_argument("--save-model", metavar="PATH", help="write the final weights (state_dict) here")
     parser.add_argument("--if-missing", metavar="BOOL", default="false",

@@ -77,3 +77,48 @@ def test_a_signal_right_after_mkstemp_leaves_no_temporary_file(sig, tmp_path, mo
     with results.sigterm_interrupts(), pytest.raises(KeyboardInterrupt):
         io.atomic_write_text(tmp_path / "x.json", "{}")
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- argparse errors: one line and exit 2, never the usage block
+@pytest.mark.parametrize("argv, prog, needle", [
+    (["run"], "hpml-lab run", "required: task"),
+    (["run", "c1", "--profile", "bogus"], "hpml-lab run", "invalid choice: 'bogus'"),
+    (["run", "c1", "-p"], "hpml-lab run", "expected one argument"),
+    (["data"], "hpml-lab data", "required: action, dataset"),
+    (["data", "unpack", "cifar10"], "hpml-lab data", "invalid choice: 'unpack'"),
+    (["data", "synth", "cifar10", "--source", "ftp"], "hpml-lab data", "invalid choice: 'ftp'"),
+    (["bench"], "hpml-lab bench", "required: NAME"),
+    (["bench", "loader", "--repeats", "x"], "hpml-lab bench", "invalid int value: 'x'"),
+    (["bench", "loader", "--device", "tpu"], "hpml-lab bench", "invalid choice: 'tpu'"),
+    (["slurm", "c1", "--gpus", "1.5"], "hpml-lab slurm", "invalid int value: '1.5'"),
+    (["report", "--only"], "hpml-lab report", "expected one argument"),
+    ([], "hpml-lab", "required: command"),
+    (["bogus"], "hpml-lab", "invalid choice: 'bogus'"),
+    (["tasks", "extra"], "hpml-lab", "unrecognized arguments: extra"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_argument_errors_are_one_line(argv, prog, needle, capsys):
+    with pytest.raises(SystemExit) as ex:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert ex.value.code == 2 and err.count("\n") == 1 and "usage:" not in err, err
+    assert err.startswith(f"{prog}: error: ") and needle in err, err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--epochs"], "--epochs: expected one argument"),
+    (["--save-model"], "--save-model: expected one argument"),
+    (["--if-missing"], "--if-missing: expected one argument"),
+])
+def test_training_cli_argument_errors_are_one_line(argv, needle, capsys):
+    from hpml_lab.__main__ import main
+
+    with pytest.raises(SystemExit) as ex:
+        main(argv)
+    err = capsys.readouterr().err
+    assert ex.value.code == 2 and err.count("\n") == 1 and "usage:" not in err and needle in err, err
+
+
+def test_a_newline_in_an_argparse_value_stays_one_line(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["run", "c1", "--profile", "a\nb"])
+    assert capsys.readouterr().err.count("\n") == 1

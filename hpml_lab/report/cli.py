@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..cliargs import OneLineParser
 from ..config import ConfigError
 from ..data import DatasetError
 from .tasks import PROFILES
@@ -203,7 +204,7 @@ def _cmd_train(args, rest: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hpml-lab", description=__doc__.split("\n\n")[0],
+    p = OneLineParser(prog="hpml-lab", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("tasks", help="list the lab tasks")
