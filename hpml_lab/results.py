@@ -234,6 +234,15 @@ def signals_held(signums: Sequence[int] = (signal.SIGTERM, signal.SIGINT)):
             signal.raise_signal(s)
 
 
+def same_data(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Two runs' dataset records name the same data: same name, kind, folder and content fingerprint (a run
+    recorded before fingerprints existed is compared without one)."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return False
+    keys = set(new) if "fingerprint" in old else set(new) - {"fingerprint"}
+    return all(old.get(k) == new.get(k) for k in keys)
+
+
 def end_status(e: BaseException) -> str:
     return "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
 
@@ -299,14 +308,33 @@ class RunFolder:
         _remove(replaced)
 
     def _land(self) -> Path | None:
-        """The attempt becomes the run folder; returns the folder it replaced (set aside), to be removed."""
+        """The attempt becomes the run folder; returns the folder it replaced (set aside), to be removed. A
+        complete run made from other data (another content fingerprint) is kept, renamed <name>.data-<its
+        fingerprint>: the same settings on other data is another run, and a complete run is never lost."""
         old = self.final.parent / f".{self.final.name}.replaced-{os.getpid()}"
         if not self.final.exists():
             os.replace(self.path, self.final)
             return None
-        os.replace(self.final, old)
+        kept = self._other_data_home()
+        os.replace(self.final, kept or old)
         os.replace(self.path, self.final)
-        return old
+        return None if kept else old
+
+    def _other_data_home(self) -> Path | None:
+        """Where the complete run now in the final folder goes when it was made from other data, else None."""
+        try:
+            mine = json.loads((self.path / "meta.json").read_text()).get("dataset")
+            theirs = read_run(self.final).meta.get("dataset") if is_complete(self.final) else None
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not isinstance(mine, dict) or not isinstance(theirs, dict) or same_data(theirs, mine):
+            return None
+        tag = "".join(c for c in str(theirs.get("fingerprint") or "unknown") if c.isalnum())[:16] or "unknown"
+        home, n = self.final.parent / f"{self.final.name}.data-{tag}", 1
+        while home.exists():
+            n += 1
+            home = self.final.parent / f"{self.final.name}.data-{tag}-{n}"
+        return home
 
     def __exit__(self, kind, e, tb) -> None:
         if self.done or not self.path.exists():

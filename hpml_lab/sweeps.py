@@ -49,14 +49,15 @@ _NOT_IDENTITY = ("progress", "log_every", "results_dir", "run_id")
 
 
 def same_run(cfg: RunConfig, run_dir: Path) -> bool:
-    """A complete run is reused only if it was made with the same settings and the same data
-    (same folder, same kind): switching data_root to a real copy never reuses synthetic results."""
+    """A complete run is reused only if it was made with the same settings and the same data (same folder,
+    kind and content fingerprint): switching data_root to a real copy, or replacing the data under the same
+    folder, never reuses the old results."""
     from .data import dataset_info
 
     meta = results.read_run(run_dir).meta
     old = {k: v for k, v in meta.get("config", {}).items() if k not in _NOT_IDENTITY}
     new = {k: v for k, v in cfg.to_dict().items() if k not in _NOT_IDENTITY}
-    return old == new and ("dataset" not in meta or meta["dataset"] == dataset_info(cfg))
+    return old == new and ("dataset" not in meta or results.same_data(meta["dataset"], dataset_info(cfg)))
 
 
 def _record_failure(cfg: RunConfig, status: str, error: str) -> None:

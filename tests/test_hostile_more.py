@@ -122,3 +122,70 @@ def test_a_newline_in_an_argparse_value_stays_one_line(capsys):
     with pytest.raises(SystemExit):
         cli.main(["run", "c1", "--profile", "a\nb"])
     assert capsys.readouterr().err.count("\n") == 1
+
+
+# ---- the dataset's content is part of a run's identity
+def _set_first_label(folder, label=None):
+    """The first label of data_batch_1 changed in place (to `label`, or to the next class), the file's size and
+    modification time kept, as an edit followed by `touch -r` leaves them: only its bytes and change time differ.
+    The synthesizer writes protocol-2 pickles: the labels list is `(` then one `K <byte>` per label."""
+    p = folder / "cifar-10-batches-py" / "data_batch_1"
+    st = p.stat()
+    raw = bytearray(p.read_bytes())
+    j = raw.index(b"(K", raw.index(b"labels")) + 2
+    raw[j] = (raw[j] + 1) % 10 if label is None else label
+    p.write_bytes(bytes(raw))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert p.stat().st_size == st.st_size
+
+
+def test_other_data_at_the_same_path_is_a_new_run_and_the_old_one_is_kept(tmp_path, cifar_root):
+    import shutil
+
+    from hpml_lab import results
+    from hpml_lab.data import dataset_info
+    from hpml_lab.sweeps import run_sweep
+    from hpml_lab.training import train
+
+    data = tmp_path / "data"
+    shutil.copytree(cifar_root, data)
+    cfg = RunConfig(task="t", data_root=str(data), results_dir=str(tmp_path / "r"), model="resnet_tiny",
+                    batch_size=16, epochs=1, max_batches=2, num_workers=0, device="cpu", progress="none")
+    first = run_sweep([cfg], train, log=None)[0]
+    before = {p.name: p.read_bytes() for p in first.run_dir.iterdir()}
+    fp = dataset_info(cfg)["fingerprint"]
+    assert run_sweep([cfg], train, log=None)[0].status == "skipped"  # same data: reused
+
+    _set_first_label(data)
+    assert dataset_info(cfg)["fingerprint"] != fp
+    second = run_sweep([cfg], train, log=None)[0]
+    assert second.status == "ran" and second.run_dir == first.run_dir
+    assert results.read_run(second.run_dir).meta["dataset"]["fingerprint"] == dataset_info(cfg)["fingerprint"]
+    kept = first.run_dir.parent / f"{first.run_dir.name}.data-{fp}"
+    assert {p.name: p.read_bytes() for p in kept.iterdir()} == before  # the old complete run, byte for byte
+    assert len(results.load_runs("t", tmp_path / "r")) == 2
+
+
+def test_a_run_recorded_before_fingerprints_is_still_the_same_data():
+    from hpml_lab.results import same_data
+
+    new = {"name": "cifar10", "kind": "synthetic", "root": "/d", "fingerprint": "ab"}
+    assert same_data({k: v for k, v in new.items() if k != "fingerprint"}, new)
+    assert not same_data({**new, "fingerprint": "cd"}, new) and not same_data({**new, "root": "/e"}, new)
+    assert not same_data("cifar10", new)
+
+
+def test_a_stale_check_cache_does_not_pass_edited_data(tmp_path, cifar_root, capsys):
+    """Bad data (a label of 10) written with the file's size and time kept: the check's cache, keyed also by
+    the change time, reads it again and refuses it up front (one line, exit 2) instead of every run failing."""
+    import shutil
+
+    from hpml_lab.data import cifar
+
+    data = tmp_path / "data"
+    shutil.copytree(cifar_root, data)
+    cifar.check(data)  # cached as good
+    _set_first_label(data, 10)
+    assert cli.main(["run", "c6", "--profile", "tiny", "-p", f"data_root={data}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "label 10 is not a class" in err, err
