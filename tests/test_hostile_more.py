@@ -272,3 +272,123 @@ def test_an_outcome_that_cannot_be_written_puts_the_previous_report_back(out, mo
     assert "No space left on device" in str(err.value) and str(reports / "executed" / "c1.json") in str(err.value)
     assert (reports / "c1.html").read_text() == "old page" and not aside.exists()
     assert (reports / "executed" / "c1.json").read_text() == '{"old": 1}'
+
+
+# ---- a failed download: no empty ROOT, no half archive, "resume" only where a rerun resumes
+class _Blob:
+    """`blob` over HTTP on 127.0.0.1, with Content-Length and Range; `slow` seconds between 64 KiB pieces."""
+
+    def __init__(self, blob: bytes, slow: float = 0.0):
+        import http.server
+        import threading
+        import time
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                if not self.path.endswith(".zip"):
+                    self.send_error(404)
+                    return
+                start = int(self.headers["Range"].split("=")[1].rstrip("-")) if self.headers.get("Range") else 0
+                body = blob[start:]
+                self.send_response(206 if start else 200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    for i in range(0, len(body), 1 << 16):
+                        self.wfile.write(body[i:i + (1 << 16)])
+                        time.sleep(outer.slow)
+                except OSError:
+                    pass
+
+        self.slow = slow
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/tiny-imagenet-200.zip"
+
+
+@pytest.fixture
+def blob_server():
+    servers = []
+
+    def start(blob, slow=0.0):
+        servers.append(_Blob(blob, slow))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.httpd.shutdown()
+
+
+def _data_cli(args, **kw):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    return subprocess.Popen([sys.executable, "-m", "hpml_lab.report.cli", "data", *map(str, args)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.mark.parametrize("where", ["bad path", "no server"])
+def test_a_download_that_fails_before_a_byte_leaves_no_root(where, tmp_path, capsys, blob_server):
+    url = blob_server(b"x" * 10).url.replace(".zip", ".txt") if where == "bad path" else "http://127.0.0.1:9/x.zip"
+    root = tmp_path / "new" / "root"
+    assert cli.main(["data", "download", "tinyimagenet", "--root", str(root), "--url", url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "resume" not in err and "download of" in err, err
+    assert not (tmp_path / "new").exists() or not root.exists()
+    assert not root.exists()
+
+
+@pytest.mark.slow
+def test_a_full_disk_mid_download_leaves_no_part_file_and_no_root(tmp_path, blob_server):
+    """The real write path fails (RLIMIT_FSIZE: EFBIG, what ENOSPC is to a full disk): no 'resume', the part
+    file this run made is removed, and so is the ROOT it made."""
+    server = blob_server(os.urandom(3 << 20))
+    root = tmp_path / "root"
+    p = _data_cli(["download", "tinyimagenet", "--root", root, "--url", server.url], preexec_fn=_limited(1 << 20))
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and err.count("\n") == 1, err
+    assert f"cannot write {root / 'tiny-imagenet-200.zip'} (File too large)" in err and "resume" not in err, err
+    assert "MB free" in err and not root.exists()
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_resuming_keeps_the_earlier_part_as_it_was(tmp_path, blob_server):
+    blob = os.urandom(3 << 20)
+    server = blob_server(blob)
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "tiny-imagenet-200.zip.part").write_bytes(blob[:500_000])
+    p = _data_cli(["download", "tinyimagenet", "--root", root, "--url", server.url], preexec_fn=_limited(1 << 20))
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "earlier partial download (500,000 bytes) is kept" in err, err
+    assert (root / "tiny-imagenet-200.zip.part").read_bytes() == blob[:500_000]
+    assert sorted(x.name for x in root.iterdir()) == ["tiny-imagenet-200.zip.part"]
+
+
+@pytest.mark.slow
+def test_sigterm_mid_download_keeps_a_part_that_really_resumes(tmp_path, blob_server):
+    import signal
+    import time
+
+    blob = os.urandom(2 << 20)
+    server = blob_server(blob, slow=0.05)
+    root = tmp_path / "root"
+    p = _data_cli(["download", "tinyimagenet", "--root", root, "--url", server.url])
+    part = root / "tiny-imagenet-200.zip.part"
+    deadline = time.monotonic() + 60
+    while not (part.exists() and part.stat().st_size > 0):
+        assert p.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + signal.SIGTERM and err.count("\n") == 1, err
+    assert f"{part} is kept" in err and "resumes" in err, err
+    have = part.stat().st_size
+    assert 0 < have < len(blob) and part.read_bytes() == blob[:have]
+    assert not [x for x in root.iterdir() if x.name.startswith(".")]

@@ -30,7 +30,7 @@ from torch.utils.data import Dataset
 from ..io import atomic_file, publish_dir
 from .errors import DatasetError
 from .guards import (SEED_MAX, first_line, free_space, http_url, in_range, inside, signals_deferred, stamp,
-                     written_to)
+                     undo_on_failure, written_to)
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
@@ -377,18 +377,20 @@ def download(root: str | os.PathLike, url: Optional[str] = None, timeout: float 
     previous = socket.getdefaulttimeout()
     socket.setdefaulttimeout(timeout)  # torchvision's urlopen sets none of its own
     try:
-        for attempt in range(1, tries + 1):
-            try:
-                cls(str(root), train=True, download=True)
-                break
-            except RuntimeError as e:  # torchvision: "Dataset not found or corrupted..."
-                raise DatasetError(f"CIFAR-10 download into {root} failed the md5 check: {e}") from None
-            except (TimeoutError, socket.timeout):
-                if attempt == tries:
-                    raise DatasetError(f"CIFAR-10 download from {cls.url}: no data for {timeout:g} s, {tries} tries "
-                                       "(a stalled server); try again later or pass --url with a mirror") from None
-            except OSError as e:
-                raise DatasetError(f"CIFAR-10 download from {cls.url} failed: {e}") from None
+        with undo_on_failure(root, [cls.filename, FOLDER]):  # a failure leaves no archive or ROOT it made
+            for attempt in range(1, tries + 1):
+                try:
+                    cls(str(root), train=True, download=True)
+                    break
+                except RuntimeError as e:  # torchvision: "Dataset not found or corrupted..."
+                    raise DatasetError(f"CIFAR-10 download into {root} failed the md5 check: {e}") from None
+                except (TimeoutError, socket.timeout):
+                    if attempt == tries:
+                        raise DatasetError(f"CIFAR-10 download from {cls.url}: no data for {timeout:g} s, {tries} "
+                                           "tries (a stalled server); try again later or pass --url with a mirror"
+                                           ) from None
+                except OSError as e:
+                    raise DatasetError(f"CIFAR-10 download from {cls.url} failed: {e}") from None
     finally:
         socket.setdefaulttimeout(previous)
     check(root, verify_md5=True)

@@ -8,6 +8,8 @@ URLs, one-line exception text, and whether image files really are the images the
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import urllib.parse
 import zipfile
 from pathlib import Path
@@ -106,6 +108,74 @@ def free_space(folder: Path, need: int, what: str) -> None:
     free = shutil.disk_usage(folder).free
     if free < need * 1.1:
         raise DatasetError(f"{what} needs about {need / 1e6:,.0f} MB in {folder}, which has {free / 1e6:,.0f} MB free")
+
+
+def copy_download(resp, part: Path, have: int, url: str, final: Path) -> int:
+    """Append resp's body to `part` (which held `have` bytes; 0: write it afresh); returns the bytes it now holds.
+    A network break keeps `part` (the same command resumes it: one DatasetError line says so). A write that fails
+    (a full disk, a file-size limit) is no break a rerun resumes: `part` is put back as it was (removed when this
+    call made it, cut back to `have` bytes when it resumed one) and the line says how much space is free."""
+    import http.client
+    import shutil
+
+    got = have
+    try:
+        with open(part, "ab" if have else "wb") as f:
+            while True:
+                try:
+                    chunk = resp.read(1 << 20)
+                except (OSError, http.client.IncompleteRead) as e:
+                    raise _Broke(type(e).__name__) from None
+                if not chunk:
+                    break
+                f.write(chunk)
+                got += len(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+    except _Broke as e:
+        raise DatasetError(f"download of {url} broke off at {got:,} bytes ({e}); the partial file {part.name} is "
+                           "kept: run the same command again to resume") from None
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            if have:
+                os.truncate(part, have)
+            else:
+                part.unlink()
+        free = shutil.disk_usage(part.parent).free / 1e6 if part.parent.exists() else 0.0
+        kept = f"the earlier partial download ({have:,} bytes) is kept" if have else "nothing of it is kept"
+        raise DatasetError(f"cannot write {final} ({e.strerror or first_line(e)}) after {got:,} bytes; {kept}; "
+                           f"{part.parent} has {free:,.0f} MB free: free space, then run the command again") from None
+    return got
+
+
+class _Broke(Exception):
+    """The network side of a download ended early (reset, cut short): a rerun can resume it."""
+
+
+@contextlib.contextmanager
+def undo_on_failure(root: Path, names: Iterable[str]):
+    """What a download makes in ROOT goes again when it fails or is interrupted: each of `names` (files or
+    folders in ROOT) that was not there before, and ROOT itself when this made it and nothing else is in it.
+    What was there before is never touched; a resumable partial file not named here stays."""
+    import shutil
+
+    made_root = not root.exists()
+    before = {n for n in names if (root / n).exists() or (root / n).is_symlink()}
+    try:
+        yield
+    except BaseException:
+        for n in names:
+            p = root / n
+            if n in before or not (p.exists() or p.is_symlink()):
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+        if made_root:
+            with contextlib.suppress(OSError):
+                root.rmdir()  # only when empty
+        raise
 
 
 def written_to(target: Path, e: OSError) -> DatasetError:
@@ -207,5 +277,5 @@ def zip_members(z: zipfile.ZipFile, archive: Path) -> list[str]:
     return names
 
 
-__all__ = ["SEED_MAX", "content_fingerprint", "first_line", "free_space", "http_url", "in_range", "inside", "plain_name", "readable_text",
-           "signals_deferred", "stamp", "verify_images", "written_to", "zip_members"]
+__all__ = ["SEED_MAX", "content_fingerprint", "copy_download", "first_line", "free_space", "http_url", "in_range",
+           "inside", "plain_name", "readable_text", "signals_deferred", "stamp", "undo_on_failure", "verify_images", "written_to", "zip_members"]

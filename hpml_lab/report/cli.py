@@ -126,8 +126,11 @@ def _cmd_data(args) -> int:
             return _cmd_data_cifar(args, root)
     except KeyboardInterrupt as e:
         term = type(e).__name__ == "Interrupted"
+        part = root / "tiny-imagenet-200.zip.part"  # a download's partial file stays: the next run resumes it
+        kept = (f"; the partial download {part} is kept: the same command resumes it"
+                if args.action == "download" and part.is_file() else "")
         print(f"hpml-lab: error: data {args.action} {args.dataset} {'terminated' if term else 'interrupted'}; "
-              f"nothing half-written is left in {root}, what was there before is unchanged", file=sys.stderr)
+              f"nothing half-written is left in {root}, what was there before is unchanged{kept}", file=sys.stderr)
         return 128 + (signal.SIGTERM if term else signal.SIGINT)
 
 
