@@ -32,7 +32,7 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with signals_deferred():  # a signal between mkstemp and this assignment would leave the file behind
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", dir=path.parent)  # pid: see stale
             os.close(fd)
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should be as readable as any other
@@ -44,6 +44,35 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs: a zombie (ended, not reaped yet) has ended."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:  # gone in between; where there is no /proc, kill's answer stands
+        return not Path("/proc/self").exists()
+
+
+def made_by_a_live_process(path: Path, pid: int) -> bool:
+    """Whether the temporary `path`, named with the pid of the process that made it, may still be in use: that
+    process runs and started before `path` was made (a pid reused by a younger process does not count)."""
+    if not alive(pid):
+        return False
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[19])
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        started = boot + ticks / os.sysconf("SC_CLK_TCK")
+        return started <= path.lstat().st_mtime + 1  # btime has 1 s resolution
+    except (OSError, ValueError, IndexError, StopIteration):
+        return True  # cannot tell: leave it
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -392,3 +392,55 @@ def test_sigterm_mid_download_keeps_a_part_that_really_resumes(tmp_path, blob_se
     have = part.stat().st_size
     assert 0 < have < len(blob) and part.read_bytes() == blob[:have]
     assert not [x for x in root.iterdir() if x.name.startswith(".")]
+
+
+# ---- kill -9 of a data command: the next one removes the temporary folder it left, and only that
+@pytest.mark.slow
+@pytest.mark.parametrize("argv, appears", [
+    (["synth", "cifar10"], ".cifar-synth-"),
+    (["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"], ".tinyimagenet-extract-"),
+    (["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"], ".tiny-imagenet-200.zip."),
+], ids=["cifar-synth", "tin-extract", "tin-archive"])
+def test_a_data_command_killed_with_sigkill_leaves_nothing_the_next_one_keeps(argv, appears, tmp_path):
+    import signal
+    import time
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / ".mine").mkdir()  # the user's own hidden folder: never touched
+    p = _data_cli([*argv, "--root", root])
+    deadline = time.monotonic() + 240
+    while not [x for x in root.iterdir() if x.name.startswith(appears)]:
+        assert p.poll() is None and time.monotonic() < deadline, f"{appears} never appeared"
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=60)
+    left = [x.name for x in root.iterdir() if x.name.startswith(appears)]
+    assert left  # kill -9 cannot clean up: the next command must
+    q = _data_cli(["synth", "cifar10", "--root", root, "--n-train", 50, "--n-test", 10])
+    stdout, err = q.communicate(timeout=120)
+    assert q.returncode == 0, err
+    assert all(f"removed {root / n}" in stdout for n in left), stdout
+    assert sorted(x.name for x in root.iterdir() if x.name.startswith(".")) == [".mine"]
+
+
+def test_a_temporary_folder_of_a_live_process_is_kept(tmp_path):
+    import subprocess
+    import time
+
+    from hpml_lab.data.guards import remove_stale, temp_prefix
+
+    mine = tmp_path / f"{temp_prefix('cifar-synth')}abc"
+    mine.mkdir()
+    young = subprocess.Popen(["sleep", "30"])  # a live process that started after the folder below was made
+    try:
+        reused = tmp_path / f".kaggle-{young.pid}-xyz"
+        reused.mkdir()
+        os.utime(reused, (time.time() - 3600, time.time() - 3600))
+        other = tmp_path / ".kaggle-notapid-xyz"
+        other.mkdir()
+        assert remove_stale(tmp_path) == [reused.name]
+        assert mine.exists() and other.exists() and not reused.exists()
+    finally:
+        young.kill()
+        young.wait()

@@ -30,7 +30,7 @@ from torch.utils.data import Dataset
 from ..io import atomic_file, publish_dir
 from .errors import DatasetError
 from .guards import (SEED_MAX, first_line, free_space, http_url, in_range, inside, signals_deferred, stamp,
-                     undo_on_failure, written_to)
+                     temp_prefix, undo_on_failure, written_to)
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
@@ -325,7 +325,7 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
     }
     free_space(root, (n_train + n_test) * 3200, "synthetic CIFAR-10")
     with signals_deferred():  # a signal between mkdtemp and `try` would leave the folder behind
-        tmpdir = Path(tempfile.mkdtemp(prefix=".cifar-synth-", dir=root))
+        tmpdir = Path(tempfile.mkdtemp(prefix=temp_prefix("cifar-synth"), dir=root))
     try:
         per_batch = n_train // 5
         batches = [(name, per_batch, f"training batch {i + 1} of 5") for i, name in enumerate(TRAIN_FILES)]

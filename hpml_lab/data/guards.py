@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import urllib.parse
 import zipfile
 from pathlib import Path
@@ -178,6 +179,42 @@ def undo_on_failure(root: Path, names: Iterable[str]):
         raise
 
 
+TEMP_KINDS = ("cifar-synth", "tinyimagenet-extract", "kaggle")  # .<kind>-<pid>-<random>: folders only these make
+_STALE = re.compile(r"\.(?:(?:%s)-(\d+)-|tiny-imagenet-200\.zip\.(\d+)-)[A-Za-z0-9_]+" % "|".join(TEMP_KINDS))
+
+
+def temp_prefix(kind: str) -> str:
+    """The name a data command's temporary folder in ROOT starts with: its kind and this process's id, so the
+    next command can tell a folder left by a killed one (remove_stale) from one in use."""
+    assert kind in TEMP_KINDS
+    return f".{kind}-{os.getpid()}-"
+
+
+def remove_stale(root: Path) -> list[str]:
+    """Remove the temporary folders and archive files in ROOT that a data command killed with -9 left (named by
+    temp_prefix or io.atomic_file, made by a process that has ended); returns their names. Nothing else in ROOT,
+    and nothing a running command uses, is touched."""
+    import shutil
+
+    from ..io import made_by_a_live_process
+
+    gone = []
+    try:
+        entries = list(root.iterdir()) if root.is_dir() else []
+    except OSError:
+        return gone
+    for p in entries:
+        m = _STALE.fullmatch(p.name)
+        if not m or made_by_a_live_process(p, int(m.group(1) or m.group(2))):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        gone.append(p.name)
+    return gone
+
+
 def written_to(target: Path, e: OSError) -> DatasetError:
     """An OSError while writing into a temporary place, said about the target the user named."""
     return DatasetError(f"cannot write {target} ({e.strerror or first_line(e)}); nothing was changed there")
@@ -278,4 +315,4 @@ def zip_members(z: zipfile.ZipFile, archive: Path) -> list[str]:
 
 
 __all__ = ["SEED_MAX", "content_fingerprint", "copy_download", "first_line", "free_space", "http_url", "in_range",
-           "inside", "plain_name", "readable_text", "signals_deferred", "stamp", "undo_on_failure", "verify_images", "written_to", "zip_members"]
+           "inside", "plain_name", "readable_text", "remove_stale", "signals_deferred", "temp_prefix", "stamp", "undo_on_failure", "verify_images", "written_to", "zip_members"]

@@ -38,7 +38,7 @@ import numpy as np
 from ..io import publish_dir
 from .errors import DatasetError
 from .guards import (copy_download, first_line, free_space, http_url, plain_name, readable_text, signals_deferred,
-                     undo_on_failure, verify_images, written_to, zip_members)
+                     temp_prefix, undo_on_failure, verify_images, written_to, zip_members)
 from .tinyimagenet_synth import FOLDER, MARKER, SIZE, check_options, is_synthetic_zip, synthesize_archive
 
 ARCHIVE = "tiny-imagenet-200.zip"
@@ -158,7 +158,7 @@ def prepare(archive: str | os.PathLike, root: str | os.PathLike, allow_partial: 
             prefix = _archive_prefix(names)
             root.mkdir(parents=True, exist_ok=True)
             with signals_deferred():  # a signal between mkdtemp and `try` would leave the folder behind
-                tmp = Path(tempfile.mkdtemp(prefix=".tinyimagenet-extract-", dir=root))
+                tmp = Path(tempfile.mkdtemp(prefix=temp_prefix("tinyimagenet-extract"), dir=root))
             try:
                 z.extractall(tmp, members=[n for n in names if n.startswith(prefix)])
                 folder = tmp / prefix if prefix else tmp
@@ -325,7 +325,7 @@ def download_kaggle(root: str | os.PathLike, dataset: str, allow_partial: bool =
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     with signals_deferred():
-        tmp = Path(tempfile.mkdtemp(prefix=".kaggle-", dir=root))
+        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix("kaggle"), dir=root))
     try:
         with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
             try:

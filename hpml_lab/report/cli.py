@@ -119,6 +119,10 @@ def _cmd_data(args) -> int:
     root = resolve_path(args.root)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--root {root} is a file, not a folder")
+    from ..data.guards import remove_stale
+
+    for name in remove_stale(root):  # left by a data command killed with -9
+        print(f"removed {root / name}, left by a data command that was killed")
     try:
         with sigterm_interrupts():
             if args.dataset == "tinyimagenet":

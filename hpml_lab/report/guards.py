@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from .. import results
+from ..io import alive  # noqa: F401  (one liveness check; tests and the harness import it from here)
 from ..config import ConfigError, RunConfig, output_path
 from . import answers, tasks
 
@@ -122,20 +123,6 @@ def set_aside(task_id: str) -> Path:
         if p.exists():
             os.replace(p, aside / f"{i}-{p.name}")
     return aside
-
-
-def alive(pid: int) -> bool:
-    """Whether process `pid` still runs: a zombie (ended, not reaped yet) has ended."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:  # gone in between; where there is no /proc, kill's answer stands
-        return not Path("/proc/self").exists()
 
 
 def partial_notebook(task_id: str) -> Path:
