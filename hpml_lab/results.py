@@ -292,9 +292,12 @@ class RunFolder:
         self.status: str | None = None
 
     def __enter__(self) -> "RunFolder":
-        if self.path.exists():
-            shutil.rmtree(self.path)
-        self.path.mkdir(parents=True)
+        try:
+            if self.path.exists():
+                shutil.rmtree(self.path)
+            self.path.mkdir(parents=True)
+        except OSError as e:  # a results folder under a file, read-only: said about the run folder, not the attempt
+            raise type(e)(e.errno, e.strerror, str(self.final)) from None
         return self
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:

@@ -444,3 +444,51 @@ def test_a_temporary_folder_of_a_live_process_is_kept(tmp_path):
     finally:
         young.kill()
         young.wait()
+
+
+# ---- variants found by hand (issue 22's closing note lists them)
+@pytest.mark.parametrize("argv, needle", [
+    (["data", "synth", "cifar10", "--root", ""], "--root needs a folder, got ''"),
+    (["data", "download", "tinyimagenet", "--root", "R", "--url", "http://user:secret@127.0.0.1:9/x.zip"],
+     "user name or password is refused"),
+    (["data", "download", "cifar10", "--root", "R", "--url", "https://:pw@example.org/c.tgz"],
+     "user name or password is refused"),
+])
+def test_data_option_variants_are_one_line(argv, needle, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and "secret" not in err.replace("http://user:secret", ""), err
+    assert list(tmp_path.iterdir()) == []  # nothing written into the current folder
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("epochs: 1\nepochs: 2\n", "sets 'epochs' twice (line 2)"),
+    ("data_root: a\nx:\n  k: 1\n  k: 2\n", "sets 'k' twice (line 4)"),
+])
+def test_a_parameter_given_twice_in_a_params_file_is_refused(text, needle, tmp_path, capsys, out):
+    (tmp_path / "p.yaml").write_text(text)
+    assert cli.main(["run", "c1", "-f", str(tmp_path / "p.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err, err
+
+
+def test_a_broken_synthetic_marker_is_one_line(tmp_path, cifar_root):
+    import shutil
+
+    from hpml_lab.data import DatasetError, cifar
+
+    shutil.copytree(cifar_root, tmp_path / "d")
+    (tmp_path / "d" / cifar.FOLDER / cifar.MARKER).write_text("{bad")
+    with pytest.raises(DatasetError, match="not a readable synthetic-data record"):
+        cifar.check(tmp_path / "d", verify_md5=True)
+
+
+def test_a_results_folder_under_a_file_names_the_run_folder_not_the_attempt(tmp_path):
+    from hpml_lab import results
+
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(OSError) as err:
+        with results.RunFolder(tmp_path / "f" / "t" / "run"):
+            pass
+    assert err.value.filename == str(tmp_path / "f" / "t" / "run") and ".attempt-" not in str(err.value)

@@ -200,7 +200,10 @@ def check(root: str | os.PathLike, verify_md5: bool = False) -> str:
 
 def _expected_md5(folder: Path, k: str) -> dict[str, str]:
     if k == "synthetic":
-        return json.loads((folder / MARKER).read_text())["md5"]
+        try:
+            return {n: str(v) for n, v in json.loads((folder / MARKER).read_text())["md5"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            raise DatasetError(f"{folder / MARKER} is not a readable synthetic-data record; delete {folder}") from None
     from torchvision.datasets import CIFAR10
 
     return {name: digest for name, digest in CIFAR10.train_list + CIFAR10.test_list} | {
@@ -387,8 +390,7 @@ def download(root: str | os.PathLike, url: Optional[str] = None, timeout: float 
                 except (TimeoutError, socket.timeout):
                     if attempt == tries:
                         raise DatasetError(f"CIFAR-10 download from {cls.url}: no data for {timeout:g} s, {tries} "
-                                           "tries (a stalled server); try again later or pass --url with a mirror"
-                                           ) from None
+                                           "tries (a stalled server); try later or pass --url with a mirror") from None
                 except OSError as e:
                     raise DatasetError(f"CIFAR-10 download from {cls.url} failed: {e}") from None
     finally:

@@ -53,6 +53,9 @@ def http_url(url: Optional[str], option: str = "--url") -> Optional[str]:
         raise DatasetError(f"{option} {url!r} is not a URL ({first_line(e)})") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise DatasetError(f"{option} {url!r} is not an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:  # shown in every message: a secret leaked
+        raise DatasetError(f"{option}: a URL with a user name or password is refused (it would be printed in "
+                           "messages and logs); use a mirror that needs none")
     return url
 
 

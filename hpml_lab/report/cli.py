@@ -116,6 +116,8 @@ def _cmd_data(args) -> int:
                 raise ConfigError(f"{option} must be a whole number, not {value!r}") from None
     if args.url is not None and args.action != "download":
         raise ConfigError("--url applies to `data download` only")
+    if not str(args.root).strip():  # '' would be the current folder, silently
+        raise ConfigError("--root needs a folder, got ''")
     root = resolve_path(args.root)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--root {root} is a file, not a folder")

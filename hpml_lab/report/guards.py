@@ -39,6 +39,18 @@ class _NoAliases(yaml.SafeLoader):
                               "in a parameters file: write each value out")
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node, deep=False):
+        """A key given twice is refused: YAML keeps the last silently, and which one a user meant is unknown."""
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise ConfigError(f"sets {key!r} twice (line {key_node.start_mark.line + 1}); give each "
+                                  "parameter once")
+            if isinstance(key, (str, int, float, bool)):
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
 
 def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
     p = Path(path)
