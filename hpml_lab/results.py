@@ -73,7 +73,7 @@ class Run:
     def table(self, name: str) -> pd.DataFrame:
         if name in self.tables:
             return self.tables[name]
-        return pd.read_csv(self.path / f"{name}.csv")
+        return pd.read_csv(_regular(self.path / f"{name}.csv"))
 
     @property
     def epochs(self) -> pd.DataFrame:
@@ -103,10 +103,26 @@ def write_derived(folder: Path, tables: Mapping[str, pd.DataFrame], meta: Mappin
 def read_run(run_dir: str | os.PathLike) -> Run:
     """The run in a folder; a meta.json that is not a JSON object (a list, null, cut short) is a ValueError."""
     run_dir = Path(run_dir)
-    meta = json.loads((run_dir / "meta.json").read_text())
+    meta = json.loads(_regular(run_dir / "meta.json", META_MAX).read_text())
     if not isinstance(meta, dict) or not isinstance(meta.get("config", {}), dict):
         raise ValueError(f"{run_dir / 'meta.json'} does not hold a run's record (a JSON object with a config)")
     return Run(run_dir, meta)
+
+
+META_MAX = 16 << 20  # a run's meta.json is kilobytes; more is not one (and /dev/zero never ends)
+
+
+def _regular(path: Path, limit: int | None = None) -> Path:
+    """path, if it is a regular file (through links) of at most `limit` bytes: a FIFO, a device or a folder put
+    where a result file belongs would block or never end when read. Else a ValueError naming it."""
+    import stat
+
+    st = path.stat()  # FileNotFoundError as before when it is missing
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path} is not a regular file (a FIFO, device or folder?)")
+    if limit is not None and st.st_size > limit:
+        raise ValueError(f"{path} is {st.st_size:,} bytes, more than a run's record can be")
+    return path
 
 
 def is_complete(run_dir: str | os.PathLike) -> bool:
@@ -136,10 +152,12 @@ def disagreement(run: Run) -> str:
         return ""
     path = run.path / "epochs.csv"
     try:
-        with open(path, "rb") as f:
+        with open(_regular(path), "rb") as f:
             rows = sum(1 for line in f if line.strip()) - 1
     except OSError as e:
         return f"its epochs.csv cannot be read ({e.strerror or e})"
+    except ValueError:
+        return "its epochs.csv is not a regular file"
     if rows != done:
         return f"its epochs.csv holds {max(rows, 0)} epoch rows where meta.json says {done}"
     return ""

@@ -492,3 +492,35 @@ def test_a_results_folder_under_a_file_names_the_run_folder_not_the_attempt(tmp_
         with results.RunFolder(tmp_path / "f" / "t" / "run"):
             pass
     assert err.value.filename == str(tmp_path / "f" / "t" / "run") and ".attempt-" not in str(err.value)
+
+
+@pytest.mark.parametrize("what", ["meta is /dev/zero", "epochs.csv is a FIFO", "meta too big", "answer is a FIFO"])
+def test_result_files_that_would_block_or_never_end_are_refused(what, tmp_path, monkeypatch):
+    """Each read here used to block (a FIFO) or grow without end (/dev/zero); a worker thread bounds the wait."""
+    import threading
+
+    from hpml_lab import results
+    from hpml_lab.report import answers
+
+    run = tmp_path / "t" / "r"
+    run.mkdir(parents=True)
+    meta = {"status": "complete", "epochs_done": 1, "config": {}}
+    if what == "meta is /dev/zero":
+        (run / "meta.json").symlink_to("/dev/zero")
+    elif what == "meta too big":
+        (run / "meta.json").write_text(json.dumps({**meta, "pad": "x" * (17 << 20)}))
+    else:
+        (run / "meta.json").write_text(json.dumps(meta))
+        os.mkfifo(run / "epochs.csv")
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+    if what == "answer is a FIFO":
+        answers.path_for("c1").parent.mkdir(parents=True)
+        os.mkfifo(answers.path_for("c1"))
+    got = {}
+    t = threading.Thread(target=lambda: got.update(
+        complete=results.is_complete(run), runs=results.load_runs("t", tmp_path), answer=answers.load("c1")),
+        daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive(), f"{what}: still reading after 30 s"
+    assert got == {"complete": False, "runs": [], "answer": None}
