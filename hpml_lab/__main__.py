@@ -110,7 +110,7 @@ def _main(argv: list[str] | None) -> int:
                 f"{where} has status {status!r}" + (" (the signal came as it landed)" if status == "complete" else "")
                 if where else "no results were written by this process")
         print(f"interrupted ({e or 'Ctrl-C'}): {said}", file=sys.stderr)
-        return 143 if isinstance(e, results.Interrupted) else 130
+        return 128 + int(e.signum) if isinstance(e, results.Interrupted) else 130
     except BaseException:
         distributed.cleanup(barrier=False)
         raise

@@ -1,4 +1,6 @@
-"""Atomic file writes: readers see the old file or the whole new one, never half of it.
+"""Atomic file writes: readers see the old file or the whole new one, never half of it. Also the small
+guards every layer shares: signals held across a step that must not be cut in two, whether a process is
+alive, whether a path is a regular file of a sane size.
 
     from hpml_lab.io import atomic_file, atomic_write_json
     with atomic_file("model.pt") as tmp:
@@ -75,6 +77,19 @@ def made_by_a_live_process(path: Path, pid: int) -> bool:
         return True  # cannot tell: leave it
 
 
+def regular_file(path: Path, limit: int | None = None) -> Path:
+    """path, if it is a regular file (through links) of at most `limit` bytes: a FIFO, a device or a folder put
+    where a result file belongs would block or never end when read. Else a ValueError naming it."""
+    import stat
+
+    st = path.stat()  # FileNotFoundError as before when it is missing
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path} is not a regular file (a FIFO, device or folder?)")
+    if limit is not None and st.st_size > limit:
+        raise ValueError(f"{path} is {st.st_size:,} bytes, more than a run's record can be")
+    return path
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over the target."""
     with atomic_file(path) as tmp, open(tmp, "w", newline="") as f:
@@ -108,7 +123,7 @@ def signals_deferred() -> Iterator[None]:
         yield
         return
     pending: list[int] = []
-    held = [s for s in (signal.SIGTERM, signal.SIGINT) if signal.getsignal(s) is not None]
+    held = [s for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP) if signal.getsignal(s) is not None]
     previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in held}
     try:
         yield

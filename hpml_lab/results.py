@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from .io import atomic_write_json
+from .io import atomic_write_json, regular_file
 
 
 def now() -> str:
@@ -73,7 +73,7 @@ class Run:
     def table(self, name: str) -> pd.DataFrame:
         if name in self.tables:
             return self.tables[name]
-        return pd.read_csv(_regular(self.path / f"{name}.csv"))
+        return pd.read_csv(regular_file(self.path / f"{name}.csv"))
 
     @property
     def epochs(self) -> pd.DataFrame:
@@ -103,26 +103,13 @@ def write_derived(folder: Path, tables: Mapping[str, pd.DataFrame], meta: Mappin
 def read_run(run_dir: str | os.PathLike) -> Run:
     """The run in a folder; a meta.json that is not a JSON object (a list, null, cut short) is a ValueError."""
     run_dir = Path(run_dir)
-    meta = json.loads(_regular(run_dir / "meta.json", META_MAX).read_text())
+    meta = json.loads(regular_file(run_dir / "meta.json", META_MAX).read_text())
     if not isinstance(meta, dict) or not isinstance(meta.get("config", {}), dict):
         raise ValueError(f"{run_dir / 'meta.json'} does not hold a run's record (a JSON object with a config)")
     return Run(run_dir, meta)
 
 
 META_MAX = 16 << 20  # a run's meta.json is kilobytes; more is not one (and /dev/zero never ends)
-
-
-def _regular(path: Path, limit: int | None = None) -> Path:
-    """path, if it is a regular file (through links) of at most `limit` bytes: a FIFO, a device or a folder put
-    where a result file belongs would block or never end when read. Else a ValueError naming it."""
-    import stat
-
-    st = path.stat()  # FileNotFoundError as before when it is missing
-    if not stat.S_ISREG(st.st_mode):
-        raise ValueError(f"{path} is not a regular file (a FIFO, device or folder?)")
-    if limit is not None and st.st_size > limit:
-        raise ValueError(f"{path} is {st.st_size:,} bytes, more than a run's record can be")
-    return path
 
 
 def is_complete(run_dir: str | os.PathLike) -> bool:
@@ -152,7 +139,7 @@ def disagreement(run: Run) -> str:
         return ""
     path = run.path / "epochs.csv"
     try:
-        with open(_regular(path), "rb") as f:
+        with open(regular_file(path), "rb") as f:
             rows = sum(1 for line in f if line.strip()) - 1
     except OSError as e:
         return f"its epochs.csv cannot be read ({e.strerror or e})"
@@ -205,29 +192,37 @@ def concat_tables(runs: Iterable[Run], name: str, with_config: Sequence[str] = (
 
 # ------------------------------------------------------------------ the run lifecycle
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM (what Slurm sends at a time limit, or with --signal before it), raised like Ctrl-C."""
+    """SIGTERM (what Slurm sends at a time limit, or with --signal before it) or SIGHUP, raised like Ctrl-C;
+    `signum` says which (the exit status is 128 + signum)."""
+
+    signum = signal.SIGTERM
 
 
 @contextlib.contextmanager
 def sigterm_interrupts():
-    """While the block runs, SIGTERM raises Interrupted in the main thread, so it ends a run like Ctrl-C:
-    files consistent, status "interrupted". Elsewhere (another thread) the block runs unchanged."""
+    """While the block runs, SIGTERM (and SIGHUP: the terminal closed, an ssh session dropped) raises Interrupted
+    in the main thread, so it ends a run like Ctrl-C: files consistent, status "interrupted", never left
+    "running". Elsewhere (another thread) the block runs unchanged."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
-        raise Interrupted(f"signal {signal.Signals(signum).name}")
+        e = Interrupted(f"signal {signal.Signals(signum).name}")
+        e.signum = signum
+        raise e
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    caught = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {s: signal.signal(s, handler) for s in caught}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 @contextlib.contextmanager
-def signals_held(signums: Sequence[int] = (signal.SIGTERM, signal.SIGINT)):
+def signals_held(signums: Sequence[int] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)):
     """Files that belong together are written together: a SIGTERM or Ctrl-C that arrives inside the block
     (an epoch's CSVs and its meta.json, a run's last meta.json and its landing) is delivered when the block
     ends, to the handler that was in place before. Elsewhere (another thread) the block runs unchanged.
@@ -310,6 +305,7 @@ class RunFolder:
         self.status: str | None = None
 
     def __enter__(self) -> "RunFolder":
+        self._end_abandoned()
         try:
             if self.path.exists():
                 shutil.rmtree(self.path)
@@ -317,6 +313,23 @@ class RunFolder:
         except OSError as e:  # a results folder under a file, read-only: said about the run folder, not the attempt
             raise type(e)(e.errno, e.strerror, str(self.final)) from None
         return self
+
+    def _end_abandoned(self) -> None:
+        """Attempts of this run whose process ended without recording its end (kill -9, a machine that
+        stopped) say so: status "failed" with that reason, never "running" for ever."""
+        from .io import made_by_a_live_process
+
+        for other in self.final.parent.glob(f".{self.final.name}.attempt-*"):
+            pid = other.name.rsplit("-", 1)[-1]
+            if other == self.path or not pid.isdigit() or made_by_a_live_process(other, int(pid)):
+                continue
+            try:
+                meta = json.loads(regular_file(other / "meta.json", META_MAX).read_text())
+                if isinstance(meta, dict) and meta.get("status") == "running":
+                    write_meta(other, {**meta, "status": "failed", "finished_at": now(), "error":
+                                       f"process {pid} ended without recording its end (killed with -9?)"})
+            except (OSError, ValueError):
+                continue
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         write_meta(self.path, meta)

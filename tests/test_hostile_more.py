@@ -524,3 +524,48 @@ def test_result_files_that_would_block_or_never_end_are_refused(what, tmp_path, 
     t.join(30)
     assert not t.is_alive(), f"{what}: still reading after 30 s"
     assert got == {"complete": False, "runs": [], "answer": None}
+
+
+# ---- SIGHUP (a closed terminal) ends a run like SIGTERM; an attempt whose process was killed says so
+@pytest.mark.slow
+def test_sighup_ends_a_training_run_interrupted_not_running(tmp_path, cifar_root):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+           "HPML_OUTPUT_DIR": str(tmp_path)}
+    p = subprocess.Popen([sys.executable, "-m", "hpml_lab", "--data-root", str(cifar_root), "--model", "resnet_tiny",
+                          "--epochs", "200", "--batch-size", "8", "--num-workers", "0", "--progress", "none"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.rglob("epochs.csv")):
+        assert p.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    p.send_signal(signal.SIGHUP)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 128 + signal.SIGHUP and "interrupted (signal SIGHUP)" in err, err
+    metas = [json.loads(m.read_text()) for m in tmp_path.rglob("meta.json")]
+    assert [m["status"] for m in metas] == ["interrupted"]
+
+
+def test_an_attempt_left_running_by_a_killed_process_is_marked_failed(tmp_path):
+    import subprocess
+
+    from hpml_lab import results
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    run = tmp_path / "t" / "r"
+    stale = tmp_path / "t" / f".r.attempt-{dead.pid}"
+    stale.mkdir(parents=True)
+    (stale / "meta.json").write_text(json.dumps({"task": "t", "run_id": "r", "status": "running"}))
+    live = tmp_path / "t" / f".r.attempt-{os.getppid()}"  # a live process's attempt (made after it started)
+    live.mkdir()
+    (live / "meta.json").write_text(json.dumps({"task": "t", "run_id": "r", "status": "running"}))
+    with results.RunFolder(run) as rf:
+        rf.complete({"task": "t", "status": "running", "config": {}})
+    meta = json.loads((stale / "meta.json").read_text())
+    assert meta["status"] == "failed" and f"process {dead.pid} ended" in meta["error"]
+    assert json.loads((live / "meta.json").read_text())["status"] == "running"

@@ -137,7 +137,7 @@ def _cmd_data(args) -> int:
                 if args.action == "download" and part.is_file() else "")
         print(f"hpml-lab: error: data {args.action} {args.dataset} {'terminated' if term else 'interrupted'}; "
               f"nothing half-written is left in {root}, what was there before is unchanged{kept}", file=sys.stderr)
-        return 128 + (signal.SIGTERM if term else signal.SIGINT)
+        return 128 + (int(getattr(e, "signum", signal.SIGTERM)) if term else signal.SIGINT)
 
 
 def _cmd_data_cifar(args, root) -> int:
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted, e.g. a Slurm time limit)
         print("hpml-lab: interrupted; completed results are kept, the index says which task stopped", file=sys.stderr)
-        return 143 if type(e).__name__ == "Interrupted" else 130
+        return 128 + int(getattr(e, "signum", 15)) if type(e).__name__ == "Interrupted" else 130
 
 
 if __name__ == "__main__":
