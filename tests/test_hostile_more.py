@@ -569,3 +569,34 @@ def test_an_attempt_left_running_by_a_killed_process_is_marked_failed(tmp_path):
     meta = json.loads((stale / "meta.json").read_text())
     assert meta["status"] == "failed" and f"process {dead.pid} ended" in meta["error"]
     assert json.loads((live / "meta.json").read_text())["status"] == "running"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_image_damaged_after_preparation_is_one_line(workers, tmp_path):
+    """A JPEG emptied after preparation (a disk error, a bad copy): training ends in one line naming it, also
+    when a DataLoader worker meets it (torch re-raises with the worker's traceback in the message)."""
+    import subprocess
+    import sys
+
+    from hpml_lab.data import tinyimagenet as tin
+
+    tin.synthesize(tmp_path, classes=5, per_class=8, val_per_class=2, n_test=2, seed=0)
+    for img in sorted((tmp_path / tin.FOLDER / "train").glob("*/images/*.JPEG"))[:3]:
+        img.write_bytes(b"")
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+           "HPML_OUTPUT_DIR": str(tmp_path / "out")}
+    r = subprocess.run([sys.executable, "-m", "hpml_lab", "--dataset", "tinyimagenet", "--data-root", str(tmp_path),
+                        "--model", "resnet_tiny", "--epochs", "1", "--batch-size", "40", "--num-workers", str(workers),
+                        "--progress", "none"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "does not decode" in r.stderr and "delete" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_dataset_error_from_a_worker_is_its_own_line():
+    from hpml_lab.data import DatasetError
+
+    wrapped = ("Caught DatasetError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
+               '  File "x.py", line 1, in f\nhpml_lab.data.errors.DatasetError: image a.JPEG does not decode\n')
+    assert str(DatasetError(wrapped)) == "image a.JPEG does not decode"
+    assert str(DatasetError("plain")) == "plain"

@@ -358,7 +358,16 @@ def _folder_dataset(path: Path, wnids: list[str], transform):
         def find_classes(self, directory):
             return wnids, {w: i for i, w in enumerate(wnids)}
 
-    return WnidFolder(str(path), transform=transform, allow_empty=True)
+    def load(file: str):  # an image damaged after preparation: one line naming it, also from a worker
+        from torchvision.datasets.folder import default_loader
+
+        try:
+            return default_loader(file)
+        except (OSError, ValueError, SyntaxError) as e:
+            raise DatasetError(f"image {file} does not decode ({type(e).__name__}); the prepared copy is "
+                               f"damaged: delete {path.parent} and prepare it again") from None
+
+    return WnidFolder(str(path), transform=transform, loader=load, allow_empty=True)
 
 
 def wnids(root: str | os.PathLike) -> list[str]:
