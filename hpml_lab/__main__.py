@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import torch
 
 from hpml_lab import distributed, results
-from hpml_lab.cliargs import OneLineParser
+from hpml_lab.cliargs import OneLineParser, one_line
 from hpml_lab.config import ConfigError, RunConfig, check_keys, coerce_value
 from hpml_lab.data import DatasetError
 from hpml_lab.device import is_oom, resolve_device
@@ -87,12 +87,12 @@ def _main(argv: list[str] | None) -> int:
         run = train(cfg, save_model=args.save_model)
     except (ConfigError, DatasetError) as e:
         distributed.cleanup(barrier=False)
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     except OSError as e:  # an unwritable or full results folder, a path under a file: one line naming the path
         distributed.cleanup(barrier=False)
         where = f": {e.filename}" if e.filename else ""
-        print(f"error: {e.strerror or e}{where}", file=sys.stderr)
+        print(f"error: {one_line(f'{e.strerror or e}{where}')}", file=sys.stderr)
         return 2
     except (RuntimeError, MemoryError) as e:
         if not is_oom(e):

@@ -600,3 +600,21 @@ def test_a_dataset_error_from_a_worker_is_its_own_line():
                '  File "x.py", line 1, in f\nhpml_lab.data.errors.DatasetError: image a.JPEG does not decode\n')
     assert str(DatasetError(wrapped)) == "image a.JPEG does not decode"
     assert str(DatasetError("plain")) == "plain"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["data", "synth", "cifar10", "--root", "a\nb"], "--root 'a\\nb' holds a control character"),
+    (["run", "c1", "--profile", "tiny", "-p", "data_root=/nowhere/x\ny"], "CIFAR-10 not found in /nowhere/x\\ny"),
+])
+def test_a_newline_in_a_path_keeps_the_error_one_line(argv, needle, capsys, out, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err, err
+    assert not (tmp_path / "a\nb").exists()
+
+
+def test_one_line_escapes_control_characters_only():
+    from hpml_lab.cliargs import one_line
+
+    assert one_line("a\nb\tc\x1b[31m é ✓\n") == "a\\nb\\tc\\x1b[31m é ✓"

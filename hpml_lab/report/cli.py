@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cliargs import OneLineParser
+from ..cliargs import OneLineParser, one_line
 from ..config import ConfigError
 from ..data import DatasetError
 from .tasks import PROFILES
@@ -118,6 +118,8 @@ def _cmd_data(args) -> int:
         raise ConfigError("--url applies to `data download` only")
     if not str(args.root).strip():  # '' would be the current folder, silently
         raise ConfigError("--root needs a folder, got ''")
+    if not str(args.root).isprintable():  # a newline or a control character: a typo, and a name no message shows
+        raise ConfigError(f"--root {args.root!r} holds a control character (a newline?); name a plain folder")
     root = resolve_path(args.root)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--root {root} is a file, not a folder")
@@ -303,11 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except (ConfigError, DatasetError) as e:
-        print(f"hpml-lab: error: {e}", file=sys.stderr)
+        print(f"hpml-lab: error: {one_line(e)}", file=sys.stderr)
         return 2
     except OSError as e:  # a folder that is a file, a read-only or full disk, a path that does not exist
         where = f": {e.filename}" if e.filename else ""
-        print(f"hpml-lab: error: {e.strerror or e}{where}", file=sys.stderr)
+        print(f"hpml-lab: error: {one_line(f'{e.strerror or e}{where}')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted, e.g. a Slurm time limit)
         print("hpml-lab: interrupted; completed results are kept, the index says which task stopped", file=sys.stderr)
