@@ -26,7 +26,7 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
         with atomic_file("model.pt") as tmp:
             torch.save(state, tmp)
     """
-    path = Path(path)
+    path = plain_target(Path(path))
     tmp = ""
     if path.exists() and not path.is_file():  # a rename over /dev/null or a folder would replace it, not write to it
         raise IsADirectoryError(21, "exists and is not a regular file", str(path)) if path.is_dir() else \
@@ -46,6 +46,24 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+_SPECIAL = ("/dev", "/proc", "/sys")  # devices and kernel views: never a place to rename a file over
+
+
+def plain_target(path: Path) -> Path:
+    """The file an atomic write replaces: `path`, or for a link the file it leads to (the link stays a link; a
+    rename over it would have replaced the link itself, e.g. /dev/stdout, with a file). Anything under /dev,
+    /proc or /sys, named or reached through a link, is refused with an OSError naming `path`."""
+    p, hops = Path(os.path.abspath(path)), 0
+    while True:
+        if any(p == Path(s) or Path(s) in p.parents for s in _SPECIAL):
+            raise FileExistsError(17, "is a device or a kernel file, or a link to one; give a plain file name",
+                                  str(path))
+        if not p.is_symlink() or hops > 40:
+            return p
+        target, hops = Path(os.readlink(p)), hops + 1
+        p = Path(os.path.abspath(p.parent / target))
 
 
 def alive(pid: int) -> bool:

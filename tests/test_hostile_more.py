@@ -618,3 +618,46 @@ def test_one_line_escapes_control_characters_only():
     from hpml_lab.cliargs import one_line
 
     assert one_line("a\nb\tc\x1b[31m é ✓\n") == "a\\nb\\tc\\x1b[31m é ✓"
+
+
+# ---- an atomic write never renames a file over a link into /dev or /proc (it once replaced /dev/stdout)
+def test_an_atomic_write_through_a_link_keeps_the_link(tmp_path):
+    from hpml_lab.io import atomic_write_text
+
+    (tmp_path / "real.txt").write_text("old")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "real.txt")
+    atomic_write_text(tmp_path / "link.txt", "new")
+    assert (tmp_path / "link.txt").is_symlink() and (tmp_path / "real.txt").read_text() == "new"
+
+
+@pytest.mark.parametrize("target", ["/dev/stdout", "/proc/self/fd/1", "/dev/hpml-test-new-file", "linked"])
+def test_an_atomic_write_to_a_device_or_kernel_file_is_refused(target, tmp_path):
+    from hpml_lab.io import atomic_write_text
+
+    if target == "linked":
+        (tmp_path / "l").symlink_to("/dev/stdout")
+        target = tmp_path / "l"
+    before = os.readlink("/dev/stdout") if os.path.islink("/dev/stdout") else None
+    with pytest.raises(OSError, match="device or a kernel file") as err:
+        atomic_write_text(target, "x")
+    assert err.value.filename == str(target)
+    assert (os.readlink("/dev/stdout") if os.path.islink("/dev/stdout") else None) == before
+    assert not os.path.exists("/dev/hpml-test-new-file")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["slurm", "c1", "-o", "/dev/stdout"], "is a device or a kernel file"),
+])
+def test_cli_outputs_into_dev_are_one_line(argv, needle, capsys, out):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err, err
+
+
+def test_save_model_to_dev_stdout_is_refused_before_training(tmp_path, cifar_root, capsys):
+    from hpml_lab.__main__ import main
+
+    assert main(["--data-root", str(cifar_root), "--save-model", "/dev/stdout", "--results-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--save-model /dev/stdout is a device or a kernel file" in err, err
+    assert not any(tmp_path.iterdir())
