@@ -247,6 +247,7 @@ def stamp(folder: Path, names: list[str], what: str) -> dict:
 
 
 FINGERPRINT = ".hpml-fingerprint.json"  # cache of content_fingerprint(), keyed by the files' stamp
+_FINGERPRINTS: dict = {}  # the same, in this process
 
 
 def content_fingerprint(folder: Path, names: list[str], what: str, also: dict | None = None) -> str:
@@ -257,6 +258,9 @@ def content_fingerprint(folder: Path, names: list[str], what: str, also: dict | 
     import json
 
     now = {"files": stamp(folder, names, what), "also": also or {}}
+    key = (str(folder), json.dumps(now, sort_keys=True))
+    if key in _FINGERPRINTS:  # this process hashed these very files already (a read-only folder has no cache)
+        return _FINGERPRINTS[key]
     cache = folder / FINGERPRINT
     try:
         cached = json.loads(cache.read_text())
@@ -273,7 +277,7 @@ def content_fingerprint(folder: Path, names: list[str], what: str, also: dict | 
                     h.update(chunk)
     except OSError as e:
         raise DatasetError(f"{what} {e.filename} cannot be read ({e.strerror})") from None
-    fp = h.hexdigest()[:16]
+    fp = _FINGERPRINTS[key] = h.hexdigest()[:16]
     try:
         cache.write_text(json.dumps({"stamp": now, "fingerprint": fp}))
     except OSError:
