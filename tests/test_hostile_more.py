@@ -661,3 +661,18 @@ def test_save_model_to_dev_stdout_is_refused_before_training(tmp_path, cifar_roo
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--save-model /dev/stdout is a device or a kernel file" in err, err
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("kind", ["link", "folder"])
+def test_a_part_file_that_is_a_link_or_folder_is_refused_not_appended_to(kind, tmp_path, capsys, blob_server):
+    server = blob_server(b"z" * 1000)
+    root = tmp_path / "root"
+    root.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    part = root / "tiny-imagenet-200.zip.part"
+    part.symlink_to(victim) if kind == "link" else part.mkdir()
+    assert cli.main(["data", "download", "tinyimagenet", "--root", str(root), "--url", server.url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a plain file" in err, err
+    assert victim.read_text() == "precious"
