@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import torch
 
 from hpml_lab import distributed, results
+from hpml_lab.cliargs import OneLineParser, one_line
 from hpml_lab.config import ConfigError, RunConfig, check_keys, coerce_value
 from hpml_lab.data import DatasetError
 from hpml_lab.device import is_oom, resolve_device
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hpml_lab", description="Train one run; see RunConfig.")
+    parser = OneLineParser(prog="python -m hpml_lab", description="Train one run; see RunConfig.")
     add_config_flags(parser)
     parser.add_argument("--save-model", metavar="PATH", help="write the final weights (state_dict) here")
     parser.add_argument("--if-missing", metavar="BOOL", default="false",
@@ -86,12 +87,12 @@ def _main(argv: list[str] | None) -> int:
         run = train(cfg, save_model=args.save_model)
     except (ConfigError, DatasetError) as e:
         distributed.cleanup(barrier=False)
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     except OSError as e:  # an unwritable or full results folder, a path under a file: one line naming the path
         distributed.cleanup(barrier=False)
         where = f": {e.filename}" if e.filename else ""
-        print(f"error: {e.strerror or e}{where}", file=sys.stderr)
+        print(f"error: {one_line(f'{e.strerror or e}{where}')}", file=sys.stderr)
         return 2
     except (RuntimeError, MemoryError) as e:
         distributed.cleanup(barrier=False)
@@ -108,7 +109,7 @@ def _main(argv: list[str] | None) -> int:
                 f"{where} has status {status!r}" + (" (the signal came as it landed)" if status == "complete" else "")
                 if where else "no results were written by this process")
         print(f"interrupted ({e or 'Ctrl-C'}): {said}", file=sys.stderr)
-        return 143 if isinstance(e, results.Interrupted) else 130
+        return 128 + int(e.signum) if isinstance(e, results.Interrupted) else 130
     except BaseException:
         distributed.cleanup(barrier=False)
         raise

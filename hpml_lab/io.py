@@ -1,4 +1,6 @@
-"""Atomic file writes: readers see the old file or the whole new one, never half of it.
+"""Atomic file writes: readers see the old file or the whole new one, never half of it. Also the small
+guards every layer shares: signals held across a step that must not be cut in two, whether a process is
+alive, whether a path is a regular file of a sane size.
 
     from hpml_lab.io import atomic_file, atomic_write_json
     with atomic_file("model.pt") as tmp:
@@ -24,15 +26,16 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
         with atomic_file("model.pt") as tmp:
             torch.save(state, tmp)
     """
-    path = Path(path)
+    path = plain_target(Path(path))
     tmp = ""
     if path.exists() and not path.is_file():  # a rename over /dev/null or a folder would replace it, not write to it
         raise IsADirectoryError(21, "exists and is not a regular file", str(path)) if path.is_dir() else \
             FileExistsError(17, "exists and is not a regular file", str(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        os.close(fd)
+        with signals_deferred():  # a signal between mkstemp and this assignment would leave the file behind
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", dir=path.parent)  # pid: see stale
+            os.close(fd)
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should be as readable as any other
         os.replace(tmp, path)
@@ -43,6 +46,66 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+_SPECIAL = ("/dev", "/proc", "/sys")  # devices and kernel views: never a place to rename a file over
+
+
+def plain_target(path: Path) -> Path:
+    """The file an atomic write replaces: `path`, or for a link the file it leads to (the link stays a link; a
+    rename over it would have replaced the link itself, e.g. /dev/stdout, with a file). Anything under /dev,
+    /proc or /sys, named or reached through a link, is refused with an OSError naming `path`."""
+    p, hops = Path(os.path.abspath(path)), 0
+    while True:
+        if any(p == Path(s) or Path(s) in p.parents for s in _SPECIAL):
+            raise FileExistsError(17, "is a device or a kernel file, or a link to one; give a plain file name",
+                                  str(path))
+        if not p.is_symlink() or hops > 40:
+            return p
+        target, hops = Path(os.readlink(p)), hops + 1
+        p = Path(os.path.abspath(p.parent / target))
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs: a zombie (ended, not reaped yet) has ended."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:  # gone in between; where there is no /proc, kill's answer stands
+        return not Path("/proc/self").exists()
+
+
+def made_by_a_live_process(path: Path, pid: int) -> bool:
+    """Whether the temporary `path`, named with the pid of the process that made it, may still be in use: that
+    process runs and started before `path` was made (a pid reused by a younger process does not count)."""
+    if not alive(pid):
+        return False
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[19])
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        started = boot + ticks / os.sysconf("SC_CLK_TCK")
+        return started <= path.lstat().st_mtime + 1  # btime has 1 s resolution
+    except (OSError, ValueError, IndexError, StopIteration):
+        return True  # cannot tell: leave it
+
+
+def regular_file(path: Path, limit: int | None = None) -> Path:
+    """path, if it is a regular file (through links) of at most `limit` bytes: a FIFO, a device or a folder put
+    where a result file belongs would block or never end when read. Else a ValueError naming it."""
+    import stat
+
+    st = path.stat()  # FileNotFoundError as before when it is missing
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path} is not a regular file (a FIFO, device or folder?)")
+    if limit is not None and st.st_size > limit:
+        raise ValueError(f"{path} is {st.st_size:,} bytes, more than a run's record can be")
+    return path
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
@@ -64,6 +127,29 @@ def atomic_write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]],
     w.writeheader()
     w.writerows(rows)
     atomic_write_text(path, buf.getvalue())
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGTERM and Ctrl-C that arrive inside the block are delivered as it ends, to the handler in place before.
+    Held by swapping Python handlers, not by a signal mask: a mask is per thread, and torch's threads would take
+    the signal. The main thread only (elsewhere the block runs unchanged): Python runs handlers there."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    held = [s for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP) if signal.getsignal(s) is not None]
+    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in held}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(pending):
+            signal.raise_signal(s)
 
 
 def _umask() -> int:

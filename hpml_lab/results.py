@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from .io import atomic_write_json
+from .io import atomic_write_json, regular_file
 
 
 def now() -> str:
@@ -73,7 +73,7 @@ class Run:
     def table(self, name: str) -> pd.DataFrame:
         if name in self.tables:
             return self.tables[name]
-        return pd.read_csv(self.path / f"{name}.csv")
+        return pd.read_csv(regular_file(self.path / f"{name}.csv"))
 
     @property
     def epochs(self) -> pd.DataFrame:
@@ -103,10 +103,13 @@ def write_derived(folder: Path, tables: Mapping[str, pd.DataFrame], meta: Mappin
 def read_run(run_dir: str | os.PathLike) -> Run:
     """The run in a folder; a meta.json that is not a JSON object (a list, null, cut short) is a ValueError."""
     run_dir = Path(run_dir)
-    meta = json.loads((run_dir / "meta.json").read_text())
+    meta = json.loads(regular_file(run_dir / "meta.json", META_MAX).read_text())
     if not isinstance(meta, dict) or not isinstance(meta.get("config", {}), dict):
         raise ValueError(f"{run_dir / 'meta.json'} does not hold a run's record (a JSON object with a config)")
     return Run(run_dir, meta)
+
+
+META_MAX = 16 << 20  # a run's meta.json is kilobytes; more is not one (and /dev/zero never ends)
 
 
 def is_complete(run_dir: str | os.PathLike) -> bool:
@@ -136,10 +139,12 @@ def disagreement(run: Run) -> str:
         return ""
     path = run.path / "epochs.csv"
     try:
-        with open(path, "rb") as f:
+        with open(regular_file(path), "rb") as f:
             rows = sum(1 for line in f if line.strip()) - 1
     except OSError as e:
         return f"its epochs.csv cannot be read ({e.strerror or e})"
+    except ValueError:
+        return "its epochs.csv is not a regular file"
     if rows != done:
         return f"its epochs.csv holds {max(rows, 0)} epoch rows where meta.json says {done}"
     return ""
@@ -187,29 +192,37 @@ def concat_tables(runs: Iterable[Run], name: str, with_config: Sequence[str] = (
 
 # ------------------------------------------------------------------ the run lifecycle
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM (what Slurm sends at a time limit, or with --signal before it), raised like Ctrl-C."""
+    """SIGTERM (what Slurm sends at a time limit, or with --signal before it) or SIGHUP, raised like Ctrl-C;
+    `signum` says which (the exit status is 128 + signum)."""
+
+    signum = signal.SIGTERM
 
 
 @contextlib.contextmanager
 def sigterm_interrupts():
-    """While the block runs, SIGTERM raises Interrupted in the main thread, so it ends a run like Ctrl-C:
-    files consistent, status "interrupted". Elsewhere (another thread) the block runs unchanged."""
+    """While the block runs, SIGTERM (and SIGHUP: the terminal closed, an ssh session dropped) raises Interrupted
+    in the main thread, so it ends a run like Ctrl-C: files consistent, status "interrupted", never left
+    "running". Elsewhere (another thread) the block runs unchanged."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
-        raise Interrupted(f"signal {signal.Signals(signum).name}")
+        e = Interrupted(f"signal {signal.Signals(signum).name}")
+        e.signum = signum
+        raise e
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    caught = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {s: signal.signal(s, handler) for s in caught}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 @contextlib.contextmanager
-def signals_held(signums: Sequence[int] = (signal.SIGTERM, signal.SIGINT)):
+def signals_held(signums: Sequence[int] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)):
     """Files that belong together are written together: a SIGTERM or Ctrl-C that arrives inside the block
     (an epoch's CSVs and its meta.json, a run's last meta.json and its landing) is delivered when the block
     ends, to the handler that was in place before. Elsewhere (another thread) the block runs unchanged.
@@ -232,6 +245,15 @@ def signals_held(signums: Sequence[int] = (signal.SIGTERM, signal.SIGINT)):
             signal.signal(s, handler)
         for s in dict.fromkeys(pending):
             signal.raise_signal(s)
+
+
+def same_data(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Two runs' dataset records name the same data: same name, kind, folder and content fingerprint (a run
+    recorded before fingerprints existed is compared without one)."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return False
+    keys = set(new) if "fingerprint" in old else set(new) - {"fingerprint"}
+    return all(old.get(k) == new.get(k) for k in keys)
 
 
 def end_status(e: BaseException) -> str:
@@ -283,10 +305,31 @@ class RunFolder:
         self.status: str | None = None
 
     def __enter__(self) -> "RunFolder":
-        if self.path.exists():
-            shutil.rmtree(self.path)
-        self.path.mkdir(parents=True)
+        self._end_abandoned()
+        try:
+            if self.path.exists():
+                shutil.rmtree(self.path)
+            self.path.mkdir(parents=True)
+        except OSError as e:  # a results folder under a file, read-only: said about the run folder, not the attempt
+            raise type(e)(e.errno, e.strerror, str(self.final)) from None
         return self
+
+    def _end_abandoned(self) -> None:
+        """Attempts of this run whose process ended without recording its end (kill -9, a machine that
+        stopped) say so: status "failed" with that reason, never "running" for ever."""
+        from .io import made_by_a_live_process
+
+        for other in self.final.parent.glob(f".{self.final.name}.attempt-*"):
+            pid = other.name.rsplit("-", 1)[-1]
+            if other == self.path or not pid.isdigit() or made_by_a_live_process(other, int(pid)):
+                continue
+            try:
+                meta = json.loads(regular_file(other / "meta.json", META_MAX).read_text())
+                if isinstance(meta, dict) and meta.get("status") == "running":
+                    write_meta(other, {**meta, "status": "failed", "finished_at": now(), "error":
+                                       f"process {pid} ended without recording its end (killed with -9?)"})
+            except (OSError, ValueError):
+                continue
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         write_meta(self.path, meta)
@@ -299,14 +342,33 @@ class RunFolder:
         _remove(replaced)
 
     def _land(self) -> Path | None:
-        """The attempt becomes the run folder; returns the folder it replaced (set aside), to be removed."""
+        """The attempt becomes the run folder; returns the folder it replaced (set aside), to be removed. A
+        complete run made from other data (another content fingerprint) is kept, renamed <name>.data-<its
+        fingerprint>: the same settings on other data is another run, and a complete run is never lost."""
         old = self.final.parent / f".{self.final.name}.replaced-{os.getpid()}"
         if not self.final.exists():
             os.replace(self.path, self.final)
             return None
-        os.replace(self.final, old)
+        kept = self._other_data_home()
+        os.replace(self.final, kept or old)
         os.replace(self.path, self.final)
-        return old
+        return None if kept else old
+
+    def _other_data_home(self) -> Path | None:
+        """Where the complete run now in the final folder goes when it was made from other data, else None."""
+        try:
+            mine = json.loads((self.path / "meta.json").read_text()).get("dataset")
+            theirs = read_run(self.final).meta.get("dataset") if is_complete(self.final) else None
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not isinstance(mine, dict) or not isinstance(theirs, dict) or same_data(theirs, mine):
+            return None
+        tag = "".join(c for c in str(theirs.get("fingerprint") or "unknown") if c.isalnum())[:16] or "unknown"
+        home, n = self.final.parent / f"{self.final.name}.data-{tag}", 1
+        while home.exists():
+            n += 1
+            home = self.final.parent / f"{self.final.name}.data-{tag}-{n}"
+        return home
 
     def __exit__(self, kind, e, tb) -> None:
         if self.done or not self.path.exists():

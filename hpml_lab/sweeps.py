@@ -49,14 +49,15 @@ _NOT_IDENTITY = ("progress", "log_every", "results_dir", "run_id")
 
 
 def same_run(cfg: RunConfig, run_dir: Path) -> bool:
-    """A complete run is reused only if it was made with the same settings and the same data
-    (same folder, same kind): switching data_root to a real copy never reuses synthetic results."""
+    """A complete run is reused only if it was made with the same settings and the same data (same folder,
+    kind and content fingerprint): switching data_root to a real copy, or replacing the data under the same
+    folder, never reuses the old results."""
     from .data import dataset_info
 
     meta = results.read_run(run_dir).meta
     old = {k: v for k, v in meta.get("config", {}).items() if k not in _NOT_IDENTITY}
     new = {k: v for k, v in cfg.to_dict().items() if k not in _NOT_IDENTITY}
-    return old == new and ("dataset" not in meta or meta["dataset"] == dataset_info(cfg))
+    return old == new and ("dataset" not in meta or results.same_data(meta["dataset"], dataset_info(cfg)))
 
 
 def _record_failure(cfg: RunConfig, status: str, error: str) -> None:
@@ -127,6 +128,21 @@ def run_sweep(configs: Iterable[RunConfig], run_one: Callable[[RunConfig], Any],
             raise RuntimeError(f"{tag}: run_one returned but did not mark {run_dir}/meta.json complete")
         items.append(SweepItem(cfg, run_dir, "ran", value=value))
     return items
+
+
+class SweepFailed(RuntimeError):
+    """Every run of a sweep failed: nothing to tabulate, plot or compare."""
+
+
+def require_one_complete(items: Sequence[SweepItem], task: str, field_name: str) -> None:
+    """SweepFailed unless at least one item is complete. Its message says every run failed, then one line per
+    run (its setting and its error), so a report shows why instead of a KeyError from an empty table."""
+    if any(it.complete for it in items):
+        return
+    lines = [f"every run of {task} failed ({len(items)} of {len(items)}); there is nothing to compare:"]
+    lines += [f"{field_name}={getattr(it.cfg, field_name)}: {it.status}: {it.error or 'no error recorded'}"
+              for it in items]
+    raise SweepFailed("\n".join(lines))
 
 
 def tables(items: Sequence[SweepItem], name: str, with_config: Sequence[str] = ()) -> pd.DataFrame:

@@ -37,7 +37,7 @@ from .config import OPTIMIZER_TABLE, ConfigError, RunConfig
 from .data import build_loader, dataset_info, num_classes
 from .device import configure as configure_device, resolve_device, seed_everything
 from .profiling import MEMORY_COLUMNS, MEMORY_NOTE, DeviceTimer, EpochMemory, HostTimer, WallClock, synchronize
-from .io import atomic_file, atomic_write_csv
+from .io import atomic_file, atomic_write_csv, plain_target
 
 BATCH_COLUMNS = ["epoch", "batch", "step", "images", "loss", "acc", "data_s", "train_s"]
 EPOCH_COLUMNS = ["epoch", "batches", "images", "loss", "acc", "data_s", "train_s", "total_s", "images_per_s",
@@ -291,6 +291,10 @@ def check_output_file(path: str | os.PathLike, what: str) -> None:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{what} {p} is a folder; give a file name such as {p / 'model.pt'}")
+    try:  # /dev/stdout and other links into /dev or /proc: an atomic save would replace the link (io.plain_target)
+        plain_target(p)
+    except OSError as e:
+        raise ConfigError(f"{what} {p} {e.strerror}") from None
     if p.exists() and not p.is_file():  # /dev/null, a FIFO: the atomic save would replace it, or fail after training
         raise ConfigError(f"{what} {p} exists and is not a regular file; give a file name such as model.pt")
     parent = p.parent if str(p.parent) else Path(".")

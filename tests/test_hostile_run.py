@@ -73,7 +73,7 @@ def test_yaml_alias_bomb_is_refused_quickly(tmp_path, capsys, out):
     ("data_root: [" + ", ".join(["1"] * 20000) + "]", "'data_root' must be str, got list [1, 1"),
     ("epochs: " + "[" * 5000 + "]" * 5000, "nested too deeply"),
     ("epochs: " + "[" * 50 + "]" * 50, "must be int"),
-    ("x: 1\n" * 10, "unknown parameter 'x'"),
+    ("x: 1\n" * 10, "sets 'x' twice (line 2)"),  # refused as a duplicate before its name is checked
     ("a" * (2 << 20), "holds at most"),
     (None, "is not a regular file"),
     ("x: !!python/object/apply:os.system [echo pwned]", "is not valid YAML"),

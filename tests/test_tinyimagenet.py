@@ -82,6 +82,8 @@ def serve():
 
 
 def _nothing_half_extracted(root: Path) -> None:
+    if not root.exists():  # a failed download removes the ROOT it made (issue 22)
+        return
     assert not (root / tin.FOLDER).exists()
     assert not [p for p in root.iterdir() if p.name.startswith(".tinyimagenet-extract-")]
 

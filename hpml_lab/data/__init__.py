@@ -2,7 +2,7 @@
 
     from hpml_lab.data import build_train_loader, dataset_info
     loader = build_train_loader(cfg, device)
-    dataset_info(cfg)   # {"name": "cifar10", "kind": "synthetic", "root": ...}
+    dataset_info(cfg)   # {"name": "cifar10", "kind": "synthetic", "root": ..., "fingerprint": "16 hex digits"}
 """
 from __future__ import annotations
 
@@ -48,7 +48,28 @@ def check_dataset(cfg) -> str:
 
 
 def dataset_info(cfg) -> dict[str, Any]:
-    return {"name": cfg.dataset, "kind": check_dataset(cfg), "root": str(cfg.data_path())}
+    """What a run records about its data, and what makes two runs' data the same (sweeps.same_run): name, kind,
+    folder and a content fingerprint, so data replaced under the same path is other data."""
+    return {"name": cfg.dataset, "kind": check_dataset(cfg), "root": str(cfg.data_path()),
+            "fingerprint": fingerprint(cfg)}
+
+
+def fingerprint(cfg) -> str:
+    """CIFAR-10: a hash of every batch file's bytes (cached by their sizes and times). Tiny ImageNet: of its
+    preparation record and text files, and of the stamps of its class folders (an image replaced in place,
+    keeping its folder's times, is not seen)."""
+    from .guards import content_fingerprint
+
+    if cfg.dataset == "cifar10":
+        folder = cfg.data_path() / cifar.FOLDER
+        return content_fingerprint(folder, cifar.TRAIN_FILES + cifar.TEST_FILES + [cifar.META_FILE], "CIFAR-10 file")
+    folder = cfg.data_path() / tinyimagenet.FOLDER
+    texts = [n for n in (tinyimagenet.RECORD, "wnids.txt", "val/val_annotations.txt") if (folder / n).is_file()]
+    dirs = sorted(str(d.relative_to(folder)) for top in ("train", "val", "test") if (folder / top).is_dir()
+                  for d in [folder / top, *(folder / top).glob("*"), *(folder / top).glob("*/images")] if d.is_dir())
+    from .guards import stamp
+
+    return content_fingerprint(folder, texts, "Tiny ImageNet file", also=stamp(folder, dirs, "Tiny ImageNet folder"))
 
 
 def train_dataset(cfg, transform=None) -> Dataset:

@@ -30,7 +30,7 @@ from torch.utils.data import Dataset
 from ..io import atomic_file, publish_dir
 from .errors import DatasetError
 from .guards import (SEED_MAX, first_line, free_space, http_url, in_range, inside, signals_deferred, stamp,
-                     written_to)
+                     temp_prefix, undo_on_failure, written_to)
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
@@ -200,7 +200,10 @@ def check(root: str | os.PathLike, verify_md5: bool = False) -> str:
 
 def _expected_md5(folder: Path, k: str) -> dict[str, str]:
     if k == "synthetic":
-        return json.loads((folder / MARKER).read_text())["md5"]
+        try:
+            return {n: str(v) for n, v in json.loads((folder / MARKER).read_text())["md5"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            raise DatasetError(f"{folder / MARKER} is not a readable synthetic-data record; delete {folder}") from None
     from torchvision.datasets import CIFAR10
 
     return {name: digest for name, digest in CIFAR10.train_list + CIFAR10.test_list} | {
@@ -325,7 +328,7 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
     }
     free_space(root, (n_train + n_test) * 3200, "synthetic CIFAR-10")
     with signals_deferred():  # a signal between mkdtemp and `try` would leave the folder behind
-        tmpdir = Path(tempfile.mkdtemp(prefix=".cifar-synth-", dir=root))
+        tmpdir = Path(tempfile.mkdtemp(prefix=temp_prefix("cifar-synth"), dir=root))
     try:
         per_batch = n_train // 5
         batches = [(name, per_batch, f"training batch {i + 1} of 5") for i, name in enumerate(TRAIN_FILES)]
@@ -377,18 +380,19 @@ def download(root: str | os.PathLike, url: Optional[str] = None, timeout: float 
     previous = socket.getdefaulttimeout()
     socket.setdefaulttimeout(timeout)  # torchvision's urlopen sets none of its own
     try:
-        for attempt in range(1, tries + 1):
-            try:
-                cls(str(root), train=True, download=True)
-                break
-            except RuntimeError as e:  # torchvision: "Dataset not found or corrupted..."
-                raise DatasetError(f"CIFAR-10 download into {root} failed the md5 check: {e}") from None
-            except (TimeoutError, socket.timeout):
-                if attempt == tries:
-                    raise DatasetError(f"CIFAR-10 download from {cls.url}: no data for {timeout:g} s, {tries} tries "
-                                       "(a stalled server); try again later or pass --url with a mirror") from None
-            except OSError as e:
-                raise DatasetError(f"CIFAR-10 download from {cls.url} failed: {e}") from None
+        with undo_on_failure(root, [cls.filename, FOLDER]):  # a failure leaves no archive or ROOT it made
+            for attempt in range(1, tries + 1):
+                try:
+                    cls(str(root), train=True, download=True)
+                    break
+                except RuntimeError as e:  # torchvision: "Dataset not found or corrupted..."
+                    raise DatasetError(f"CIFAR-10 download into {root} failed the md5 check: {e}") from None
+                except (TimeoutError, socket.timeout):
+                    if attempt == tries:
+                        raise DatasetError(f"CIFAR-10 download from {cls.url}: no data for {timeout:g} s, {tries} "
+                                           "tries (a stalled server); try later or pass --url with a mirror") from None
+                except OSError as e:
+                    raise DatasetError(f"CIFAR-10 download from {cls.url} failed: {e}") from None
     finally:
         socket.setdefaulttimeout(previous)
     check(root, verify_md5=True)

@@ -9,31 +9,18 @@ URLs, one-line exception text, and whether image files really are the images the
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
+import os
+import re
 import urllib.parse
 import zipfile
 from pathlib import Path
 from typing import Iterable, Optional
 
+from ..io import signals_deferred  # noqa: F401  (the data commands' name for it)
 from .errors import DatasetError
 
 SEED_MAX = 2**63 - 1  # torch.manual_seed takes a 64-bit integer
 MAX_UNZIPPED = 4 * 2**30  # the official Tiny ImageNet unpacks to about 0.5 GB
-
-
-@contextlib.contextmanager
-def signals_deferred():
-    """SIGTERM and Ctrl-C wait until the block ends (blocked, then delivered): for steps that must not be cut
-    in two, such as making a temporary folder and recording its name for the clean-up."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def first_line(e: BaseException) -> str:
@@ -66,6 +53,9 @@ def http_url(url: Optional[str], option: str = "--url") -> Optional[str]:
         raise DatasetError(f"{option} {url!r} is not a URL ({first_line(e)})") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise DatasetError(f"{option} {url!r} is not an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:  # shown in every message: a secret leaked
+        raise DatasetError(f"{option}: a URL with a user name or password is refused (it would be printed in "
+                           "messages and logs); use a mirror that needs none")
     return url
 
 
@@ -124,6 +114,110 @@ def free_space(folder: Path, need: int, what: str) -> None:
         raise DatasetError(f"{what} needs about {need / 1e6:,.0f} MB in {folder}, which has {free / 1e6:,.0f} MB free")
 
 
+def copy_download(resp, part: Path, have: int, url: str, final: Path) -> int:
+    """Append resp's body to `part` (which held `have` bytes; 0: write it afresh); returns the bytes it now holds.
+    A network break keeps `part` (the same command resumes it: one DatasetError line says so). A write that fails
+    (a full disk, a file-size limit) is no break a rerun resumes: `part` is put back as it was (removed when this
+    call made it, cut back to `have` bytes when it resumed one) and the line says how much space is free."""
+    import http.client
+    import shutil
+
+    got = have
+    try:
+        with open(part, "ab" if have else "wb") as f:
+            while True:
+                try:
+                    chunk = resp.read(1 << 20)
+                except (OSError, http.client.IncompleteRead) as e:
+                    raise _Broke(type(e).__name__) from None
+                if not chunk:
+                    break
+                f.write(chunk)
+                got += len(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+    except _Broke as e:
+        raise DatasetError(f"download of {url} broke off at {got:,} bytes ({e}); the partial file {part.name} is "
+                           "kept: run the same command again to resume") from None
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            if have:
+                os.truncate(part, have)
+            else:
+                part.unlink()
+        free = shutil.disk_usage(part.parent).free / 1e6 if part.parent.exists() else 0.0
+        kept = f"the earlier partial download ({have:,} bytes) is kept" if have else "nothing of it is kept"
+        raise DatasetError(f"cannot write {final} ({e.strerror or first_line(e)}) after {got:,} bytes; {kept}; "
+                           f"{part.parent} has {free:,.0f} MB free: free space, then run the command again") from None
+    return got
+
+
+class _Broke(Exception):
+    """The network side of a download ended early (reset, cut short): a rerun can resume it."""
+
+
+@contextlib.contextmanager
+def undo_on_failure(root: Path, names: Iterable[str]):
+    """What a download makes in ROOT goes again when it fails or is interrupted: each of `names` (files or
+    folders in ROOT) that was not there before, and ROOT itself when this made it and nothing else is in it.
+    What was there before is never touched; a resumable partial file not named here stays."""
+    import shutil
+
+    made_root = not root.exists()
+    before = {n for n in names if (root / n).exists() or (root / n).is_symlink()}
+    try:
+        yield
+    except BaseException:
+        for n in names:
+            p = root / n
+            if n in before or not (p.exists() or p.is_symlink()):
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+        if made_root:
+            with contextlib.suppress(OSError):
+                root.rmdir()  # only when empty
+        raise
+
+
+TEMP_KINDS = ("cifar-synth", "tinyimagenet-extract", "kaggle")  # .<kind>-<pid>-<random>: folders only these make
+_STALE = re.compile(r"\.(?:(?:%s)-(\d+)-|tiny-imagenet-200\.zip\.(\d+)-)[A-Za-z0-9_]+" % "|".join(TEMP_KINDS))
+
+
+def temp_prefix(kind: str) -> str:
+    """The name a data command's temporary folder in ROOT starts with: its kind and this process's id, so the
+    next command can tell a folder left by a killed one (remove_stale) from one in use."""
+    assert kind in TEMP_KINDS
+    return f".{kind}-{os.getpid()}-"
+
+
+def remove_stale(root: Path) -> list[str]:
+    """Remove the temporary folders and archive files in ROOT that a data command killed with -9 left (named by
+    temp_prefix or io.atomic_file, made by a process that has ended); returns their names. Nothing else in ROOT,
+    and nothing a running command uses, is touched."""
+    import shutil
+
+    from ..io import made_by_a_live_process
+
+    gone = []
+    try:
+        entries = list(root.iterdir()) if root.is_dir() else []
+    except OSError:
+        return gone
+    for p in entries:
+        m = _STALE.fullmatch(p.name)
+        if not m or made_by_a_live_process(p, int(m.group(1) or m.group(2))):
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        gone.append(p.name)
+    return gone
+
+
 def written_to(target: Path, e: OSError) -> DatasetError:
     """An OSError while writing into a temporary place, said about the target the user named."""
     return DatasetError(f"cannot write {target} ({e.strerror or first_line(e)}); nothing was changed there")
@@ -139,11 +233,56 @@ def plain_name(name: str, what: str) -> str:
 
 
 def stamp(folder: Path, names: list[str], what: str) -> dict:
-    """Each file's size and modification time: what a cached check is keyed by. Unreadable: one line."""
+    """Each file's size, modification time and change time: what a cached check is keyed by. The change time
+    cannot be set back (`touch -r` restores the modification time only), so an edited file that kept its size
+    and time is still seen as changed. Unreadable: one line."""
+    def one(p: Path) -> list[int]:
+        st = p.stat()
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
     try:
-        return {n: [(folder / n).stat().st_size, (folder / n).stat().st_mtime_ns] for n in names}
+        return {n: one(folder / n) for n in names}
     except OSError as e:
         raise DatasetError(f"{what} {e.filename} cannot be read ({e.strerror})") from None
+
+
+FINGERPRINT = ".hpml-fingerprint.json"  # cache of content_fingerprint(), keyed by the files' stamp
+_FINGERPRINTS: dict = {}  # the same, in this process
+
+
+def content_fingerprint(folder: Path, names: list[str], what: str, also: dict | None = None) -> str:
+    """16 hex digits of a hash over the named files' contents (and `also`, e.g. folder stamps): what tells one
+    dataset from another at the same path. Hashing reads every byte (CIFAR-10: 180 MB, about half a second),
+    so the result is cached in the folder, keyed by the files' stamp; a read-only folder is hashed each time."""
+    import hashlib
+    import json
+
+    now = {"files": stamp(folder, names, what), "also": also or {}}
+    key = (str(folder), json.dumps(now, sort_keys=True))
+    if key in _FINGERPRINTS:  # this process hashed these very files already (a read-only folder has no cache)
+        return _FINGERPRINTS[key]
+    cache = folder / FINGERPRINT
+    try:
+        cached = json.loads(cache.read_text())
+        if cached.get("stamp") == now:
+            return cached["fingerprint"]
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        pass
+    h = hashlib.sha256(json.dumps(also or {}, sort_keys=True).encode())
+    try:
+        for n in names:
+            h.update(n.encode() + b"\0")
+            with open(folder / n, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+    except OSError as e:
+        raise DatasetError(f"{what} {e.filename} cannot be read ({e.strerror})") from None
+    fp = _FINGERPRINTS[key] = h.hexdigest()[:16]
+    try:
+        cache.write_text(json.dumps({"stamp": now, "fingerprint": fp}))
+    except OSError:
+        pass
+    return fp
 
 
 def readable_text(path: Path, what: str) -> str:
@@ -182,5 +321,5 @@ def zip_members(z: zipfile.ZipFile, archive: Path) -> list[str]:
     return names
 
 
-__all__ = ["SEED_MAX", "first_line", "free_space", "http_url", "in_range", "inside", "plain_name", "readable_text",
-           "signals_deferred", "stamp", "verify_images", "written_to", "zip_members"]
+__all__ = ["SEED_MAX", "content_fingerprint", "copy_download", "first_line", "free_space", "http_url", "in_range",
+           "inside", "plain_name", "readable_text", "remove_stale", "signals_deferred", "temp_prefix", "stamp", "undo_on_failure", "verify_images", "written_to", "zip_members"]

@@ -19,7 +19,6 @@ whether it is synthetic (SYNTHETIC.json, written by the synthesizer, says so too
 """
 from __future__ import annotations
 
-import http.client
 import io
 import json
 import os
@@ -38,8 +37,8 @@ import numpy as np
 
 from ..io import publish_dir
 from .errors import DatasetError
-from .guards import (first_line, free_space, http_url, plain_name, readable_text, signals_deferred, verify_images,
-                     written_to, zip_members)
+from .guards import (copy_download, first_line, free_space, http_url, plain_name, readable_text, signals_deferred,
+                     temp_prefix, undo_on_failure, verify_images, written_to, zip_members)
 from .tinyimagenet_synth import FOLDER, MARKER, SIZE, check_options, is_synthetic_zip, synthesize_archive
 
 ARCHIVE = "tiny-imagenet-200.zip"
@@ -159,7 +158,7 @@ def prepare(archive: str | os.PathLike, root: str | os.PathLike, allow_partial: 
             prefix = _archive_prefix(names)
             root.mkdir(parents=True, exist_ok=True)
             with signals_deferred():  # a signal between mkdtemp and `try` would leave the folder behind
-                tmp = Path(tempfile.mkdtemp(prefix=".tinyimagenet-extract-", dir=root))
+                tmp = Path(tempfile.mkdtemp(prefix=temp_prefix("tinyimagenet-extract"), dir=root))
             try:
                 z.extractall(tmp, members=[n for n in names if n.startswith(prefix)])
                 folder = tmp / prefix if prefix else tmp
@@ -248,12 +247,13 @@ def synthesize(root: str | os.PathLike, classes: int = 200, per_class: int = 10,
 def fetch(url: str, dest: Path, timeout: float = 60.0, log: Callable[[str], None] = print) -> Path:
     """Download url to dest, resuming dest.part with an HTTP Range request when it exists.
 
-    A server that ignores Range (200 instead of 206) gets a fresh download. A
-    connection that ends before Content-Length bytes leaves dest.part for the next
-    run to resume and raises DatasetError. dest appears only when complete.
+    A server that ignores Range (200 instead of 206) gets a fresh download. A connection that ends before
+    Content-Length bytes leaves dest.part for the next run to resume and raises DatasetError; a write that fails
+    (a full disk) leaves dest.part as it found it (guards.copy_download). dest appears only when complete.
     """
     part = dest.with_name(dest.name + ".part")
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    if (part.exists() or part.is_symlink()) and (part.is_symlink() or not part.is_file()):  # appending would
+        raise DatasetError(f"{part} is not a plain file (a link or a folder); remove it and run again")  # go there
     have = part.stat().st_size if part.exists() else 0
     req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
     try:
@@ -266,24 +266,15 @@ def fetch(url: str, dest: Path, timeout: float = 60.0, log: Callable[[str], None
     except (urllib.error.URLError, OSError) as e:
         raise DatasetError(f"download of {url} failed: {getattr(e, 'reason', e)}") from None
     with resp:
-        status = resp.status
         length = resp.headers.get("Content-Length")
-        if status == 206:
-            mode, expected = "ab", (have + int(length)) if length else None
+        if resp.status == 206:
+            expected = (have + int(length)) if length else None
             log(f"resuming {dest.name} at {have:,} bytes")
         else:
-            mode, expected, have = "wb", int(length) if length else None, 0
-        got = have
-        try:
-            with open(part, mode) as f:
-                for chunk in iter(lambda: resp.read(1 << 20), b""):
-                    f.write(chunk)
-                    got += len(chunk)
-                f.flush()
-                os.fsync(f.fileno())
-        except (OSError, http.client.IncompleteRead) as e:
-            raise DatasetError(f"download of {url} broke off at {got:,} bytes ({type(e).__name__}); "
-                               "run the same command again to resume") from None
+            expected, have = int(length) if length else None, 0
+        if expected is not None:  # the archive, then about twice its size unpacked and prepared beside it
+            free_space(dest.parent, (expected - have) + 2 * expected, f"downloading and preparing {dest.name}")
+        got = copy_download(resp, part, have, url, dest)
     if expected is not None and got < expected:
         raise DatasetError(f"download of {url} broke off at {got:,} of {expected:,} bytes; "
                            "run the same command again to resume")
@@ -301,16 +292,17 @@ def download(root: str | os.PathLike, url: Optional[str] = None, allow_partial: 
         return root / FOLDER
     url = url or URL
     archive = root / ARCHIVE
-    if not archive.exists():
-        fetch(url, archive, log=log)
-    try:
-        return prepare(archive, root, allow_partial=allow_partial, source=url, log=log)
-    except DatasetError as e:
-        if "truncated or corrupted" in str(e) or "is corrupted" in str(e):
-            archive.unlink(missing_ok=True)  # a resume cannot repair it; the next run fetches afresh
-            raise DatasetError(str(e).replace("delete it and download again",
-                                              "it was deleted; run the same command to download it again")) from None
-        raise
+    with undo_on_failure(root, [FOLDER]):  # a failure leaves no ROOT it made empty (the archive lands whole)
+        if not archive.exists():
+            fetch(url, archive, log=log)
+        try:
+            return prepare(archive, root, allow_partial=allow_partial, source=url, log=log)
+        except DatasetError as e:
+            if "truncated or corrupted" in str(e) or "is corrupted" in str(e):
+                archive.unlink(missing_ok=True)  # a resume cannot repair it; the next run fetches afresh
+                raise DatasetError(str(e).replace("delete it and download again", "it was deleted; run the same "
+                                                  "command to download it again")) from None
+            raise
 
 
 def download_kaggle(root: str | os.PathLike, dataset: str, allow_partial: bool = False,
@@ -335,7 +327,7 @@ def download_kaggle(root: str | os.PathLike, dataset: str, allow_partial: bool =
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     with signals_deferred():
-        tmp = Path(tempfile.mkdtemp(prefix=".kaggle-", dir=root))
+        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix("kaggle"), dir=root))
     try:
         with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
             try:
@@ -368,7 +360,16 @@ def _folder_dataset(path: Path, wnids: list[str], transform):
         def find_classes(self, directory):
             return wnids, {w: i for i, w in enumerate(wnids)}
 
-    return WnidFolder(str(path), transform=transform, allow_empty=True)
+    def load(file: str):  # an image damaged after preparation: one line naming it, also from a worker
+        from torchvision.datasets.folder import default_loader
+
+        try:
+            return default_loader(file)
+        except (OSError, ValueError, SyntaxError) as e:
+            raise DatasetError(f"image {file} does not decode ({type(e).__name__}); the prepared copy is "
+                               f"damaged: delete {path.parent} and prepare it again") from None
+
+    return WnidFolder(str(path), transform=transform, loader=load, allow_empty=True)
 
 
 def wnids(root: str | os.PathLike) -> list[str]:

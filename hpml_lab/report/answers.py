@@ -86,8 +86,11 @@ def write(rec: Record) -> Path:
 
 def load(task: str) -> dict[str, Any] | None:
     """The record a task's last run wrote, or None (none written, or unreadable)."""
+    p = path_for(task)
+    if not p.is_file():  # a FIFO or a device put there would block the index and every page
+        return None
     try:
-        return json.loads(path_for(task).read_text())
+        return json.loads(p.read_text())
     except (OSError, ValueError):
         return None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..cliargs import OneLineParser, one_line
 from ..config import ConfigError
 from ..data import DatasetError
 from .tasks import PROFILES
@@ -115,9 +116,17 @@ def _cmd_data(args) -> int:
                 raise ConfigError(f"{option} must be a whole number, not {value!r}") from None
     if args.url is not None and args.action != "download":
         raise ConfigError("--url applies to `data download` only")
+    if not str(args.root).strip():  # '' would be the current folder, silently
+        raise ConfigError("--root needs a folder, got ''")
+    if not str(args.root).isprintable():  # a newline or a control character: a typo, and a name no message shows
+        raise ConfigError(f"--root {args.root!r} holds a control character (a newline?); name a plain folder")
     root = resolve_path(args.root)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--root {root} is a file, not a folder")
+    from ..data.guards import remove_stale
+
+    for name in remove_stale(root):  # left by a data command killed with -9
+        print(f"removed {root / name}, left by a data command that was killed")
     try:
         with sigterm_interrupts():
             if args.dataset == "tinyimagenet":
@@ -125,9 +134,12 @@ def _cmd_data(args) -> int:
             return _cmd_data_cifar(args, root)
     except KeyboardInterrupt as e:
         term = type(e).__name__ == "Interrupted"
+        part = root / "tiny-imagenet-200.zip.part"  # a download's partial file stays: the next run resumes it
+        kept = (f"; the partial download {part} is kept: the same command resumes it"
+                if args.action == "download" and part.is_file() else "")
         print(f"hpml-lab: error: data {args.action} {args.dataset} {'terminated' if term else 'interrupted'}; "
-              f"nothing half-written is left in {root}, what was there before is unchanged", file=sys.stderr)
-        return 128 + (signal.SIGTERM if term else signal.SIGINT)
+              f"nothing half-written is left in {root}, what was there before is unchanged{kept}", file=sys.stderr)
+        return 128 + (int(getattr(e, "signum", signal.SIGTERM)) if term else signal.SIGINT)
 
 
 def _cmd_data_cifar(args, root) -> int:
@@ -203,7 +215,7 @@ def _cmd_train(args, rest: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hpml-lab", description=__doc__.split("\n\n")[0],
+    p = OneLineParser(prog="hpml-lab", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("tasks", help="list the lab tasks")
@@ -295,15 +307,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except (ConfigError, DatasetError) as e:
-        print(f"hpml-lab: error: {e}", file=sys.stderr)
+        print(f"hpml-lab: error: {one_line(e)}", file=sys.stderr)
         return 2
     except OSError as e:  # a folder that is a file, a read-only or full disk, a path that does not exist
         where = f": {e.filename}" if e.filename else ""
-        print(f"hpml-lab: error: {e.strerror or e}{where}", file=sys.stderr)
+        print(f"hpml-lab: error: {one_line(f'{e.strerror or e}{where}')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted, e.g. a Slurm time limit)
         print("hpml-lab: interrupted; completed results are kept, the index says which task stopped", file=sys.stderr)
-        return 143 if type(e).__name__ == "Interrupted" else 130
+        return 128 + int(getattr(e, "signum", 15)) if type(e).__name__ == "Interrupted" else 130
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ With $OUT set (the device tool's return folder) each stage packs what it wrote i
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.metadata as md
 import json
@@ -32,6 +31,7 @@ import time
 import traceback
 from pathlib import Path
 
+from ..cliargs import OneLineParser
 from ..config import ConfigError, output_path, project_root
 from ..io import atomic_file, atomic_write_json
 from . import gpuplan
@@ -351,7 +351,7 @@ def unpack(path: str | os.PathLike, dest: str | os.PathLike | None = None, log=p
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m hpml_lab.report.gpucheck", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m hpml_lab.report.gpucheck", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("wheels", help="download the wheels the GPU image lacks")
     w.add_argument("--dest", default=".whl")

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from .. import results
+from ..io import alive  # noqa: F401  (one liveness check; tests and the harness import it from here)
 from ..config import ConfigError, RunConfig, output_path
 from . import answers, tasks
 
@@ -37,6 +38,18 @@ class _NoAliases(yaml.SafeLoader):
             raise ConfigError(f"uses a YAML alias (line {mark.line + 1}); aliases and anchors are not allowed "
                               "in a parameters file: write each value out")
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        """A key given twice is refused: YAML keeps the last silently, and which one a user meant is unknown."""
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise ConfigError(f"sets {key!r} twice (line {key_node.start_mark.line + 1}); give each "
+                                  "parameter once")
+            if isinstance(key, (str, int, float, bool)):
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -124,34 +137,67 @@ def set_aside(task_id: str) -> Path:
     return aside
 
 
-def alive(pid: int) -> bool:
-    """Whether process `pid` still runs: a zombie (ended, not reaped yet) has ended."""
+def partial_notebook(task_id: str) -> Path:
+    """Where papermill writes a task's executed notebook while it runs (hidden, per process): on a full disk
+    it is cut short there, never over the executed notebook of the report."""
+    return reports_dir() / "executed" / f".{task_id}.running-{os.getpid()}.ipynb"
+
+
+def land_executed(partial: Path, executed: Path) -> str:
+    """Move the notebook papermill wrote onto `executed` when it reads as a whole notebook, and return '';
+    else remove it and return one line saying why (a full disk, a file-size limit cut it short)."""
+    import nbformat
+
+    if not partial.exists():  # papermill stopped before writing (no kernel, bad notebook): nothing to land
+        return ""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+        nbformat.read(str(partial), as_version=4)
+        os.replace(partial, executed)
+        return ""
+    except Exception as e:  # noqa: BLE001 (NotJSONError, a cut-short file, an OSError: all mean not whole)
+        partial.unlink(missing_ok=True)
+        why = e.strerror if isinstance(e, OSError) and e.strerror else "cut short: the disk filled or a limit hit"
+        return f"the executed notebook {executed} could not be written whole ({why}); nothing of it is kept"
+
+
+def write_outcome(path: Path, record: dict, aside: Path) -> None:
+    """The outcome record, written atomically; if even that fails (a full disk), the previous report's files
+    are put back from `aside` and the error is one line naming the path."""
+    from ..io import atomic_write_json
+
     try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:  # gone in between; where there is no /proc, kill's answer stands
-        return not Path("/proc/self").exists()
+        atomic_write_json(path, record)
+    except OSError as e:
+        _put_back(record["task"], aside)
+        raise ConfigError(f"cannot write {path} ({e.strerror or e}); the task ended {record['status']} and its "
+                          "previous report is kept: free some space and run it again") from None
+
+
+def _put_back(task_id: str, aside: Path) -> None:
+    """The report files set aside in `aside` back in place; a file of this run with no previous one to pair
+    with is removed."""
+    import shutil
+
+    with results.signals_held():
+        for i, p in enumerate(_report_files(task_id)):
+            kept = aside / f"{i}-{p.name}"
+            if kept.exists():
+                os.replace(kept, p)
+            elif p.exists():
+                p.unlink()
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def recover_reports() -> None:
     """Put back the report files of reruns that were killed before they ended (their process is gone): the
-    previous report comes back whole, with nothing the killed run half-wrote beside it."""
-    import shutil
-
+    previous report comes back whole, with nothing the killed run half-wrote beside it; their partial
+    executed notebooks are removed."""
+    for partial in (reports_dir() / "executed").glob(".*.running-*.ipynb"):
+        pid = partial.name.rsplit("-", 1)[-1].split(".")[0]
+        if pid.isdigit() and not alive(int(pid)):
+            partial.unlink(missing_ok=True)
     for aside in reports_dir().glob(".*.previous-*"):
         task_id, _, pid = aside.name[1:].rpartition(".previous-")
         if not pid.isdigit() or alive(int(pid)):
             continue
-        with results.signals_held():
-            for i, p in enumerate(_report_files(task_id)):
-                kept = aside / f"{i}-{p.name}"
-                if kept.exists():
-                    os.replace(kept, p)
-                elif p.exists():
-                    p.unlink()  # the killed run's file, with no previous one to pair with
-        shutil.rmtree(aside, ignore_errors=True)
+        _put_back(task_id, aside)

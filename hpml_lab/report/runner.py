@@ -31,7 +31,7 @@ from .guards import preflight, recover_reports, set_aside
 from ..config import ConfigError, RunConfig, _short, check_keys, coerce_value, output_path, project_root
 from ..data import check_dataset
 from ..envinfo import environment, hardware_label
-from ..io import atomic_write_json, atomic_write_text
+from ..io import atomic_write_text
 
 KERNEL = "hpml-lab"
 
@@ -198,6 +198,7 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
     out_dir = reports_dir()
     executed = out_dir / "executed" / f"{task.id}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
+    partial = guards.partial_notebook(task.id)  # papermill writes here; it lands on `executed` only when whole
     target = out_dir / f"{task.id}.html"
     log(f"[{task.id}] {task.title}: running notebooks/{task.notebook} ({profile} profile"
         + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else "") + ")")
@@ -210,7 +211,7 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
         # SIGTERM (Slurm's time limit) ends the task like Ctrl-C
         with results.sigterm_interrupts(), _kernel_env(), _ipc_sockets() as kernel_config:
             papermill.execute_notebook(
-                str(notebooks_dir() / task.notebook), str(executed), parameters=params, kernel_name=kernel,
+                str(notebooks_dir() / task.notebook), str(partial), parameters=params, kernel_name=kernel,
                 cwd=str(project_root()), log_output=True, progress_bar=False, stdout_file=sys.stdout,
                 stderr_file=sys.stderr, config=kernel_config,
             )
@@ -221,14 +222,19 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
     except Exception as e:  # dead kernel (e.g. killed for memory), missing kernel, ...
         status, error = "failed", f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
     seconds = time.perf_counter() - t0
+    error = error.replace(str(partial), str(executed))  # a write error names the file the user knows
+    broken = guards.land_executed(partial, executed)  # a full disk cut it short: not kept, not rendered
+    if broken:
+        status, error = "failed", (f"{error}; " if error else "") + broken
     if executed.exists():
         try:  # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
             _render_html(executed, target, task)
-        except Exception as e:
-            status, error = "failed", f"HTML render: {type(e).__name__}: {str(e).strip()[:300]}"
+        except Exception as e:  # the first error stays first: a render that fails after it is its consequence
+            said = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.strerror else str(e).strip()[:300]
+            status, error = "failed", (f"{error}; " if error else "") + f"HTML render: {type(e).__name__}: {said}"
     outcome = Outcome(task.id, task.title, status, seconds, profile, params, hardware_label(environment()),
                       f"{cfg.dataset} ({kind})", target.name if target.exists() else "", str(executed), error)
-    atomic_write_json(executed.with_suffix(".json"), asdict(outcome))
+    guards.write_outcome(executed.with_suffix(".json"), asdict(outcome), aside)
     shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
     log(f"[{task.id}] {status} in {seconds:.1f} s -> {target}" + (f" ({error})" if error else ""))
     if interrupted is not None:

@@ -28,7 +28,7 @@ from ..config import OPTIMIZERS, ConfigError, RunConfig, StudySettings
 from ..data import build_loader, build_train_loader
 from ..envinfo import usable_cores
 from ..profiling import WallClock, summarize
-from ..sweeps import SweepItem, run_sweep, tables
+from ..sweeps import SweepItem, require_one_complete, run_sweep, tables
 from ..training import build_model, build_optimizer, train
 from ..device import resolve_device, seed_everything
 from ..fastpath import check_backend, compile_available
@@ -295,6 +295,7 @@ def c5_devices(cfg: RunConfig, log=print) -> C5Result:
 def _training_sweep(cfg: RunConfig, field_name: str, values, log=print) -> TrainingSweep:
     items = run_sweep([cfg.replace(**{field_name: v, "run_id": ""}) for v in values], train,
                       on_error="record", log=log)
+    require_one_complete(items, cfg.task, field_name)  # every run failed: one line each on why
     epochs = tables(items, "epochs", with_config=(field_name,))
     batches = tables(items, "batches", with_config=(field_name,))
     st = drop_warmup(epochs)

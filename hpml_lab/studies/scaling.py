@@ -19,7 +19,6 @@ is an upper bound on time when the bandwidth is right.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -33,6 +32,7 @@ from typing import Iterable, Optional
 import pandas as pd
 import torch
 
+from ..cliargs import OneLineParser
 from .. import distributed, results
 from ..config import ConfigError, RunConfig, StudySettings, project_root
 from ..profiling import repeat_timed, summarize
@@ -323,7 +323,7 @@ def reference_check(n_images: int = N_IMAGES) -> tuple[pd.DataFrame, dict[str, f
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m hpml_lab.studies.scaling")
+    p = OneLineParser(prog="python -m hpml_lab.studies.scaling")
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("allreduce", help="time all-reduce of the given sizes (run under torchrun)")
     a.add_argument("--bytes", type=int, nargs="+", required=True)
