@@ -159,6 +159,9 @@ class RunConfig:
             value = getattr(self, name)
             if not low <= value <= high:  # a value past any real use (batch 1e20) fails here, not in the kernel
                 raise ConfigError(f"parameter {name!r} must be from {low} to {high}, got {_short(value)}")
+        for name in ("data_root", "results_dir"):  # an empty folder name would silently mean the current folder
+            if not getattr(self, name).strip():
+                raise ConfigError(f"parameter {name!r} is empty; name a folder ('.' for the current one)")
         for name in ("lr", "momentum", "weight_decay"):
             if not math.isfinite(getattr(self, name)):
                 raise ConfigError(f"parameter {name!r} must be a finite number, got {getattr(self, name)}")

@@ -2,6 +2,7 @@
 import json
 
 import pytest
+import torch
 
 from hpml_lab.config import ConfigError
 from hpml_lab.report import cli
@@ -57,9 +58,11 @@ def test_bench_unknown_name_is_one_line(capsys, tmp_path, monkeypatch):
 
 def test_bench_options_out_of_range_are_one_line_before_any_work(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    for args, what in ((["--batch-size", "0"], "--batch-size must be at least 1"),
-                       (["--num-workers", "-1"], "--num-workers must be at least 0"),
-                       (["--repeats", "0"], "--repeats must be at least 1")):
+    for args, what in ((["--batch-size", "0"], "--batch-size must be from 1 to 1,048,576, got 0"),
+                       (["--batch-size", "1000000000"], "--batch-size must be from 1 to 1,048,576"),
+                       (["--num-workers", "-1"], "--num-workers must be from 0 to 1,024"),
+                       (["--repeats", "0"], "--repeats must be from 1 to"),
+                       (["--steps", "0"], "--steps must be at least 1; leave it out for the device's default")):
         assert cli.main(["bench", "loader", "--data-root", str(tmp_path / "no-data"), *args]) == 2
         err = capsys.readouterr().err
         assert what in err and err.count("\n") == 1, err  # before the (missing) data is even looked at
@@ -93,3 +96,11 @@ def test_bench_stall_compares_fed_steps_with_resident_ones(run_bench):
 def test_bench_precision_option_reaches_the_fast_path(run_bench):
     rec = run_bench("overhead", 1, 1, 0, "--precision", "bf16")
     assert rec["config"]["precision"] == "bf16" and rec["settings"]["precision"] == "bf16"
+
+
+def test_a_benchmark_that_runs_out_of_host_memory_is_a_result_not_a_traceback(cifar_root, tmp_path, monkeypatch):
+    """The CPU allocator's failure (a real one: 1 PiB asked) is recorded as out_of_memory, like CUDA's."""
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    monkeypatch.setitem(bench.BENCHES, "loader", lambda opts, device: {"x": torch.empty(1 << 50, dtype=torch.uint8)})
+    rec = bench.run("loader", data_root=str(cifar_root), device="cpu")
+    assert rec["status"] == "out_of_memory" and rec["error"].startswith("out of memory: ")

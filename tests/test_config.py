@@ -102,7 +102,8 @@ def test_runner_checks_a_tasks_study_settings_before_running(tmp_path, monkeypat
     ("lr", float("inf"), "'lr' must be a finite number"), ("momentum", float("nan"), "'momentum' must be a finite"),
     ("weight_decay", float("inf"), "'weight_decay' must be a finite"), ("task", "..", "'task' must be a plain name"),
     ("run_id", "..", "'run_id' must be a plain folder name"), ("run_id", "a/../../b", "'run_id' must be a plain"),
-    ("seed", 2 ** 40, r"'seed' must be from 0 to 4294967295")])
+    ("seed", 2 ** 40, r"'seed' must be from 0 to 4294967295"),
+    ("data_root", "", "'data_root' is empty; name a folder"), ("results_dir", " ", "'results_dir' is empty")])
 def test_values_that_would_run_nonsense_or_write_outside_results_are_refused(field, value, message):
     with pytest.raises(ConfigError, match=message):
         RunConfig(**{field: value})

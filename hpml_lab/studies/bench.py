@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 
-from ..config import PRECISIONS, ConfigError, StudySettings, output_path, resolve_path
+from ..config import INT_RANGES, PRECISIONS, ConfigError, StudySettings, output_path, resolve_path
 from ..data import cifar
-from ..device import free_cuda_memory, resolve_device
+from ..device import free_cuda_memory, is_oom, resolve_device
 from ..envinfo import environment
 from ..io import atomic_write_json
 from .bench_measure import BENCHES, log
@@ -58,8 +58,9 @@ class Settings(StudySettings):
     def check(self) -> None:
         for name, low in (("repeats", 1), ("warmup", 0), ("batch_size", 1), ("num_workers", 0), ("steps", 0),
                           ("pil_batches", 1), ("tensor_batches", 1)):
-            if getattr(self, name) < low:
-                raise ConfigError(f"--{name.replace('_', '-')} must be at least {low}, got {getattr(self, name)}")
+            high = INT_RANGES.get(name, (0, 100_000))[1]  # past it no benchmark exists: a huge value would crash late
+            if not low <= getattr(self, name) <= high:
+                raise ConfigError(f"--{name.replace('_', '-')} must be from {low} to {high:,}, got {getattr(self, name)}")
         for name in ("compile", "channels_last"):
             if getattr(self, name) not in ("auto", "on", "off"):
                 raise ConfigError(f"{name} must be auto, on or off, got {getattr(self, name)!r}")
@@ -72,6 +73,9 @@ class Settings(StudySettings):
     def of(cls, **options: Any) -> "Settings":
         """From keyword options (None: the default; compile/channels_last also as True/False)."""
         opts = {k: v for k, v in options.items() if v is not None}
+        if opts.get("steps") == 0:  # 0 is the default's meaning ("by device"): said, not silently taken
+            raise ConfigError("--steps must be at least 1; leave it out for the device's default "
+                              f"({'; '.join(f'{d}: ' + ', '.join(f'{b} {n}' for b, n in v.items()) for d, v in STEPS.items())})")
         unknown = set(opts) - set(cls.field_names())
         if unknown:
             raise ConfigError(f"unknown benchmark option(s) {', '.join(sorted(unknown))}; "
@@ -107,8 +111,10 @@ def run(name: str, save: bool = True, **options: Any) -> dict[str, Any]:
     try:
         body = BENCHES[name](opts, device)
         status = "complete"
-    except torch.cuda.OutOfMemoryError as e:  # a result, not a crash
-        body, status = {"error": f"out of memory: {str(e).splitlines()[0]}"}, "out_of_memory"
+    except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as e:  # out of memory is a result, not a crash
+        if not is_oom(e):
+            raise
+        body, status = {"error": f"out of memory: {(str(e).splitlines() or [type(e).__name__])[0][:300]}"}, "out_of_memory"
     if status == "out_of_memory":  # outside the handler, so the exception and its tensors are gone
         free_cuda_memory()
     env = environment(device)
