@@ -108,7 +108,8 @@ def test_a_full_disk_is_refused_before_the_kernel(out, monkeypatch, capsys, cifa
 
 
 def test_slurm_output_over_a_device_or_folder_is_refused(out, capsys, tmp_path):
-    _one_line_exit_2(["slurm", "c1", "-o", "/dev/null"], capsys, "exists and is not a regular file: /dev/null")
+    _one_line_exit_2(["slurm", "c1", "-o", "/dev/null"], capsys,
+                     "is a device or a kernel file, or a link to one; give a plain file name: /dev/null")
     _one_line_exit_2(["slurm", "c1", "-o", str(tmp_path)], capsys, "exists and is not a regular file")
     assert not os.path.isfile("/dev/null")
 
@@ -123,7 +124,7 @@ def test_results_folder_that_is_a_file_is_refused(out, capsys, cifar_root):
 @pytest.mark.parametrize("extra, needle", [
     (["--save-model", ""], "--save-model needs a file path"),
     (["--save-model", "{tmp}"], "is a folder"),
-    (["--save-model", "/dev/null"], "exists and is not a regular file"),
+    (["--save-model", "/dev/null"], "--save-model /dev/null is a device or a kernel file"),
     (["--results-dir", "{file}/r"], "error:"),
     (["--run-id", "..foo"], "plain folder name"),
     (["--loader", "tensor", "--checkpoint-segments", "1000"], "has 8 residual blocks"),
