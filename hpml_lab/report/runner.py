@@ -16,6 +16,7 @@ import contextlib
 import datetime as _dt
 import html
 import json
+import logging
 import os
 import re
 import sys
@@ -217,6 +218,9 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
             )
     except KeyboardInterrupt as e:  # record it, render what ran, update the index; then stop
         status, error, interrupted = "interrupted", f"interrupted ({e or 'Ctrl-C'})", e
+        # the notebook client's cell task dies with the killed kernel (DeadKernelError) and nobody awaits it any
+        # more: asyncio would print "Task exception was never retrieved" and a traceback when it is collected
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     except PapermillExecutionError as e:
         status, error = "failed", f"{e.ename}: {e.evalue}"
     except Exception as e:  # dead kernel (e.g. killed for memory), missing kernel, ...
