@@ -204,10 +204,13 @@ def test_sigterm_during_a_task_updates_the_index_and_exits_143(cifar_root, tmp_p
     p = subprocess.Popen([sys.executable, "-m", "hpml_lab.report.cli", "run", "c1", "--profile", "tiny", "-p",
                           f"data_root={cifar_root}", "-p", "epochs=5000"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                          text=True, env=env)
-    executed = tmp_path / "reports" / "executed" / "c1.ipynb"
+    # papermill writes the notebook it runs to a hidden per-process file (report/guards.py), landed when it ends
+    running = f".c1.running-{p.pid}.ipynb"
+    executed = tmp_path / "reports" / "executed" / running
     deadline = time.time() + 120
     while time.time() < deadline and not (executed.exists() and "epoch 1 done" in executed.read_text()):
         time.sleep(0.5)
+    assert time.time() < deadline, "the run never reached epoch 1's end"  # else SIGTERM would test nothing in training
     p.send_signal(signal.SIGTERM)
     err = p.communicate(timeout=120)[1]
     # (the kernel, shut down mid-cell, logs its own complaints to stderr around ours: look for our line)
