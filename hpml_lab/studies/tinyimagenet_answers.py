@@ -42,6 +42,8 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
                 f"({ms(nums[1].value)} of {ms(nums[1].value + nums[3].value)} ms). "
                 + vd.sentence() + (" The bottleneck moves from loading to the copy and compute." if moved else
                                    f" Loading is not the bottleneck here even with {w0} workers." if share0 <= 0.5 else
+                                   f" Loading is the bottleneck with {w0} workers; whether {wn} move it to compute, this "
+                                   "run cannot tell (its data-wait verdict is a tie)." if vd.outcome == "tie" else
                                    " The bottleneck did not move from loading to compute in this run."),
                 "answered", nums,
                 verdict={"data": sample_record(vd, bn.data_s, b0.data_s), "compute": sample_record(vc, bn.train_s, b0.train_s)})
