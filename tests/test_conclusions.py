@@ -101,6 +101,15 @@ def test_c1_loss_rose_says_so_with_its_verdict():
     assert answers[0].verdict["loss"]["outcome"] == "worse" and holds(answers) == []
 
 
+def test_c1_loss_rose_while_top1_rose_says_the_loss_rose():
+    """A review found 'no measurable change' said of a loss whose own verdict says it rose."""
+    answers, _ = lab2_answers.c1(CFG, run([2.0 + 0.005 * i for i in range(40)], [0.1 + 0.01 * i for i in range(40)]))
+    text = answers[0].text
+    assert answers[0].verdict["loss"]["outcome"] == "worse" and answers[0].verdict["top1"]["outcome"] == "better"
+    assert "the training loss rose from 2.007" in text and "no measurable change" not in text, text
+    assert holds(answers) == []
+
+
 def test_c1_diverged():
     answers, flags = lab2_answers.c1(CFG, run([2.3, 5.0, 9.7, 12.1, 15.4, 9.0, 11.0, 14.0, 8.0, 13.0]))
     assert answers[0].text.startswith("Training diverged") and [f.kind for f in flags] == ["diverged"]

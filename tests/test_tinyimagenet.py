@@ -34,8 +34,8 @@ def _without_marker(data: bytes, tmp_path: Path) -> bytes:
 class _Server:
     """Serves one blob on 127.0.0.1 with HTTP Range support; can break off the first response."""
 
-    def __init__(self, blob: bytes, break_after: int | None = None):
-        self.blob, self.break_after, self.ranges = blob, break_after, []
+    def __init__(self, blob: bytes, break_after: int | None = None, length: bool = True):
+        self.blob, self.break_after, self.ranges, self.length = blob, break_after, [], length
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -50,7 +50,8 @@ class _Server:
                 self.send_response(206 if rng else 200)
                 if rng:
                     self.send_header("Content-Range", f"bytes {start}-{len(outer.blob) - 1}/{len(outer.blob)}")
-                self.send_header("Content-Length", str(len(body)))
+                if outer.length:  # without it (HTTP/1.0) the body ends when the connection closes
+                    self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if outer.break_after is not None:
                     cut, outer.break_after = outer.break_after, None
@@ -79,6 +80,13 @@ def serve():
     yield start
     for s in servers:
         s.close()
+
+
+def test_fetch_into_a_new_folder_from_a_server_that_sends_no_length(serve, tmp_path):
+    """The folder is made before the .part is opened also when no Content-Length (and so no space check) comes."""
+    srv = serve(b"x" * 5000, length=False)
+    dest = tmp_path / "new" / "root" / tin.ARCHIVE
+    assert tin.fetch(srv.url, dest, log=lambda *a: None) == dest and dest.read_bytes() == b"x" * 5000
 
 
 def _nothing_half_extracted(root: Path) -> None:

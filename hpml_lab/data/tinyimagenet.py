@@ -252,6 +252,7 @@ def fetch(url: str, dest: Path, timeout: float = 60.0, log: Callable[[str], None
     (a full disk) leaves dest.part as it found it (guards.copy_download). dest appears only when complete.
     """
     part = dest.with_name(dest.name + ".part")
+    dest.parent.mkdir(parents=True, exist_ok=True)  # also when the server sends no Content-Length (no space check)
     if (part.exists() or part.is_symlink()) and (part.is_symlink() or not part.is_file()):  # appending would
         raise DatasetError(f"{part} is not a plain file (a link or a folder); remove it and run again")  # go there
     have = part.stat().st_size if part.exists() else 0

@@ -46,8 +46,8 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         text = (f"Training diverged: the loss ended at {l1:.2f}, above chance "
                 f"({sanity.chance_loss(classes):.2f}); these curves are not a result.")
     elif (v.outcome == "better" or va.outcome == "better") and top1 > chance:
-        loss = f"the training loss fell {ends}" if v.outcome == "better" else \
-            f"the training loss went from {l0:.3f} to {l1:.3f} (no measurable change)"
+        loss = (f"the training loss fell {ends}" if v.outcome == "better" else f"the training loss rose {ends}"
+                if v.outcome == "worse" else f"the training loss went from {l0:.3f} to {l1:.3f} (no measurable change)")
         text = f"The run learned: {loss} and {rise}, above chance."
     elif v.outcome == "better":
         text = (f"The training loss fell {ends}, but {rise}: not above chance, so no learning shows in the accuracy "
