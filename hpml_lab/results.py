@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -315,8 +316,7 @@ class RunFolder:
         return self
 
     def _end_abandoned(self) -> None:
-        """Attempts of this run whose process ended without recording its end (kill -9, a machine that
-        stopped) say so: status "failed" with that reason, never "running" for ever."""
+        """This host's attempts whose process ended unrecorded (kill -9) say "failed"; other nodes' pids mean nothing."""
         from .io import made_by_a_live_process
 
         for other in self.final.parent.glob(f".{self.final.name}.attempt-*"):
@@ -325,7 +325,8 @@ class RunFolder:
                 continue
             try:
                 meta = json.loads(regular_file(other / "meta.json", META_MAX).read_text())
-                if isinstance(meta, dict) and meta.get("status") == "running":
+                host = (meta.get("environment") or {}).get("hostname") if isinstance(meta, dict) else "?"
+                if host in (None, socket.gethostname()) and meta.get("status") == "running":  # not another node's
                     write_meta(other, {**meta, "status": "failed", "finished_at": now(), "error":
                                        f"process {pid} ended without recording its end (killed with -9?)"})
             except (OSError, ValueError):

@@ -564,11 +564,18 @@ def test_an_attempt_left_running_by_a_killed_process_is_marked_failed(tmp_path):
     live = tmp_path / "t" / f".r.attempt-{os.getppid()}"  # a live process's attempt (made after it started)
     live.mkdir()
     (live / "meta.json").write_text(json.dumps({"task": "t", "run_id": "r", "status": "running"}))
+    # another node's attempt in a results/ shared by Slurm nodes: its pid (dead here) says nothing about it
+    dead_here = subprocess.Popen(["true"])
+    dead_here.wait()
+    elsewhere = tmp_path / "t" / f".r.attempt-{dead_here.pid}"
+    elsewhere.mkdir()
+    (elsewhere / "meta.json").write_text(json.dumps({"status": "running", "environment": {"hostname": "node-b"}}))
     with results.RunFolder(run) as rf:
         rf.complete({"task": "t", "status": "running", "config": {}})
     meta = json.loads((stale / "meta.json").read_text())
     assert meta["status"] == "failed" and f"process {dead.pid} ended" in meta["error"]
     assert json.loads((live / "meta.json").read_text())["status"] == "running"
+    assert json.loads((elsewhere / "meta.json").read_text())["status"] == "running"
 
 
 @pytest.mark.slow
