@@ -131,7 +131,8 @@ def atomic_write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]],
 
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
-    """SIGTERM and Ctrl-C that arrive inside the block are delivered as it ends, to the handler in place before.
+    """SIGTERM, SIGHUP and Ctrl-C that arrive inside the block are delivered as it ends, to the handler in place
+    before: files that belong together are written together (an epoch's CSVs and its meta.json, a run's landing).
     Held by swapping Python handlers, not by a signal mask: a mask is per thread, and torch's threads would take
     the signal. The main thread only (elsewhere the block runs unchanged): Python runs handlers there."""
     import signal
@@ -141,6 +142,7 @@ def signals_deferred() -> Iterator[None]:
         yield
         return
     pending: list[int] = []
+    # a handler installed from C (getsignal() is None) cannot be put back from Python: such a signal is not held
     held = [s for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP) if signal.getsignal(s) is not None]
     previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in held}
     try:

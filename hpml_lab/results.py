@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from .io import atomic_write_json, regular_file
+from .io import atomic_write_json, regular_file, signals_deferred
 
 
 def now() -> str:
@@ -94,7 +94,7 @@ def write_derived(folder: Path, tables: Mapping[str, pd.DataFrame], meta: Mappin
     complete, written together (signals held) so the meta never describes other tables."""
     from .io import atomic_write_csv
 
-    with signals_held():
+    with signals_deferred():
         for name, df in tables.items():
             atomic_write_csv(Path(folder) / f"{name}.csv", df.to_dict("records"), list(df.columns))
         write_meta(folder, {**meta, "run_id": Path(folder).name, "status": "complete",
@@ -222,32 +222,6 @@ def sigterm_interrupts():
             signal.signal(s, h)
 
 
-@contextlib.contextmanager
-def signals_held(signums: Sequence[int] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)):
-    """Files that belong together are written together: a SIGTERM or Ctrl-C that arrives inside the block
-    (an epoch's CSVs and its meta.json, a run's last meta.json and its landing) is delivered when the block
-    ends, to the handler that was in place before. Elsewhere (another thread) the block runs unchanged.
-
-        with results.signals_held():
-            atomic_write_csv(folder / "epochs.csv", rows)
-            results.write_meta(folder, {**meta, "epochs_done": len(rows)})
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-    # a handler installed from C (getsignal() is None) cannot be put back from Python: such a signal is not held
-    held = [s for s in signums if signal.getsignal(s) is not None]
-    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in held}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        for s in dict.fromkeys(pending):
-            signal.raise_signal(s)
-
-
 def same_data(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Two runs' dataset records name the same data: same name, kind, folder and content fingerprint (a run
     recorded before fingerprints existed is compared without one)."""
@@ -262,7 +236,7 @@ def end_status(e: BaseException) -> str:
 
 
 def root_cause(e: BaseException) -> BaseException:
-    """The error a run ended on: a held signal delivered while an error was on its way out (signals_held) raises
+    """The error a run ended on: a held signal delivered while an error was on its way out (io.signals_deferred) raises
     Interrupted on top of it, and the error it interrupted is the one to record."""
     while isinstance(e, KeyboardInterrupt) and e.__context__ is not None \
             and not isinstance(e.__context__, KeyboardInterrupt):
@@ -336,7 +310,7 @@ class RunFolder:
         write_meta(self.path, meta)
 
     def complete(self, meta: Mapping[str, Any]) -> None:
-        with signals_held():  # a signal now lands the run first: complete means complete
+        with signals_deferred():  # a signal now lands the run first: complete means complete
             write_meta(self.path, {**meta, "status": "complete", "run_id": self.final.name})
             replaced = self._land()
             self.done, self.where, self.status = True, self.final, "complete"
@@ -374,7 +348,7 @@ class RunFolder:
     def __exit__(self, kind, e, tb) -> None:
         if self.done or not self.path.exists():
             return
-        with signals_held():  # a second Ctrl-C or SIGTERM waits until this run's end is recorded
+        with signals_deferred():  # a second Ctrl-C or SIGTERM waits until this run's end is recorded
             replaced = self._record_end(e)
         _remove(replaced)
 

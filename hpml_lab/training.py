@@ -37,7 +37,7 @@ from .config import OPTIMIZER_TABLE, ConfigError, RunConfig
 from .data import build_loader, dataset_info, num_classes
 from .device import configure as configure_device, resolve_device, seed_everything
 from .profiling import MEMORY_COLUMNS, MEMORY_NOTE, DeviceTimer, EpochMemory, HostTimer, WallClock, synchronize
-from .io import atomic_file, atomic_write_csv, plain_target
+from .io import atomic_file, atomic_write_csv, plain_target, signals_deferred
 
 BATCH_COLUMNS = ["epoch", "batch", "step", "images", "loss", "acc", "data_s", "train_s"]
 EPOCH_COLUMNS = ["epoch", "batches", "images", "loss", "acc", "data_s", "train_s", "total_s", "images_per_s",
@@ -198,7 +198,7 @@ def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: 
             print(f"[{cfg.task}] epoch {epoch} done: loss {e['loss']:.4f} acc {100 * e['acc']:.1f}% "
                   f"data {e['data_s']:.2f}s train {e['train_s']:.2f}s total {e['total_s']:.2f}s", flush=True)
         if folder is not None:  # after every epoch, so an interrupted run keeps what it finished
-            with results.signals_held():  # the three files agree on epochs_done, whenever SIGTERM comes
+            with signals_deferred():  # the three files agree on epochs_done, whenever SIGTERM comes
                 atomic_write_csv(folder / "batches.csv", batch_rows, BATCH_COLUMNS)
                 atomic_write_csv(folder / "epochs.csv", epoch_rows, EPOCH_COLUMNS)
                 results.write_meta(folder, {**meta, "epochs_done": epoch})

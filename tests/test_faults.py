@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from hpml_lab import results
+from hpml_lab import io, results
 from hpml_lab.config import ConfigError, RunConfig
 from hpml_lab.training import train
 
@@ -162,10 +162,10 @@ def test_an_error_a_held_signal_lands_on_is_the_one_recorded(cfg, monkeypatch):
     assert caught.value.run_outcome == (run.path, "failed")
 
 
-def test_signals_held_delivers_to_the_handler_in_place_before():
+def test_signals_deferred_delivers_to_the_handler_in_place_before():
     seen = []
     with pytest.raises(results.Interrupted), results.sigterm_interrupts():
-        with results.signals_held():
+        with io.signals_deferred():
             os.kill(os.getpid(), signal.SIGTERM)
             seen.append("block ran to its end")
         seen.append("not reached")

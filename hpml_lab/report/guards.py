@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from .. import results
-from ..io import alive  # noqa: F401  (one liveness check; tests and the harness import it from here)
+from ..io import alive, signals_deferred  # noqa: F401  (alive: the one liveness check, re-exported)
 from ..config import ConfigError, RunConfig, output_path
 from . import answers, tasks
 
@@ -178,7 +178,7 @@ def _put_back(task_id: str, aside: Path) -> None:
     with is removed."""
     import shutil
 
-    with results.signals_held():
+    with signals_deferred():
         for i, p in enumerate(_report_files(task_id)):
             kept = aside / f"{i}-{p.name}"
             if kept.exists():
