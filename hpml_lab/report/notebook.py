@@ -20,6 +20,7 @@ from ..config import RunConfig, check_keys, output_path
 from ..data import dataset_info
 from ..envinfo import environment, hardware_label
 from .. import sanity
+from ..studies._conclude import short
 
 try:
     from IPython.display import HTML, Markdown, display
@@ -206,10 +207,7 @@ def number_text(x: Any, na: str = "-") -> str:
         return na
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
         return str(x)
-    v = float(x)
-    if isinstance(x, numbers.Integral) or v.is_integer() or abs(v) >= 1000:
-        return f"{v:,.0f}"
-    return f"{v:.3g}"
+    return short(float(x))  # as the conclusions' sentences state numbers, so a table and its sentence agree
 
 
 def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, na: str = "-"):
