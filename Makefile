@@ -11,7 +11,7 @@ PROFILE ?= smoke
 DATA ?= data
 STAMP := $(VENV)/.hpml-installed
 
-.PHONY: setup test test-fast report lab data bench clean-results gpu-wheels gpu-check gpu-unpack
+.PHONY: setup test test-fast lint report lab data bench clean-results gpu-wheels gpu-check gpu-unpack
 
 setup: $(STAMP)
 
@@ -26,6 +26,10 @@ $(STAMP): pyproject.toml constraints.txt
 # the conclusion code's branch coverage (pyproject's [tool.coverage]) is printed and must stay at 95% or more
 test: setup
 	$(BIN)/python -m pytest -q --cov --cov-branch --cov-report=term:skip-covered --cov-fail-under=95
+
+lint: setup
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not slurm and not browser and not cuda"

@@ -5,6 +5,7 @@
 
 See README.md for the commands; `hpml-lab --help` for the CLI.
 """
+
 from .config import ConfigError, RunConfig
 from .results import Run
 from .training import train

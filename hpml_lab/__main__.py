@@ -7,12 +7,14 @@
 Bad flags or settings: one line on stderr, exit status 2, before any compute. The training itself is
 hpml_lab.training.train; `hpml-lab` (hpml_lab.report.cli) is the command for tasks and reports.
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
 import typing
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -30,9 +32,14 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     defaults = RunConfig()
     for name in RunConfig.field_names():
         kind = hints[name].__name__
-        parser.add_argument(f"--{name.replace('_', '-')}", *([f"--{name}"] if "_" in name else []),
-                            dest=name, metavar=kind.upper(), default=argparse.SUPPRESS,
-                            help=f"{kind}, default {getattr(defaults, name)!r}")
+        parser.add_argument(
+            f"--{name.replace('_', '-')}",
+            *([f"--{name}"] if "_" in name else []),
+            dest=name,
+            metavar=kind.upper(),
+            default=argparse.SUPPRESS,
+            help=f"{kind}, default {getattr(defaults, name)!r}",
+        )
 
 
 def config_from_args(ns: argparse.Namespace, extra: Mapping[str, Any] | None = None) -> RunConfig:
@@ -70,9 +77,13 @@ def _main(argv: list[str] | None) -> int:
     parser = OneLineParser(prog="python -m hpml_lab", description="Train one run; see RunConfig.")
     add_config_flags(parser)
     parser.add_argument("--save-model", metavar="PATH", help="write the final weights (state_dict) here")
-    parser.add_argument("--if-missing", metavar="BOOL", default="false",
-                        help="true: do nothing when this run's folder already holds a complete run of the same "
-                             "settings and data (a resubmitted job goes straight on)")
+    parser.add_argument(
+        "--if-missing",
+        metavar="BOOL",
+        default="false",
+        help="true: do nothing when this run's folder already holds a complete run of the same "
+        "settings and data (a resubmitted job goes straight on)",
+    )
     args, unknown = parser.parse_known_args(argv)
     try:
         if unknown:
@@ -89,7 +100,9 @@ def _main(argv: list[str] | None) -> int:
         distributed.cleanup(barrier=False)
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
-    except OSError as e:  # an unwritable or full results folder, a path under a file: one line naming the path
+    except (
+        OSError
+    ) as e:  # an unwritable or full results folder, a path under a file: one line naming the path
         distributed.cleanup(barrier=False)
         where = f": {e.filename}" if e.filename else ""
         print(f"error: {one_line(f'{e.strerror or e}{where}')}", file=sys.stderr)
@@ -99,15 +112,23 @@ def _main(argv: list[str] | None) -> int:
         if not is_oom(e):
             raise
         batch = vars(args).get("batch_size", RunConfig().batch_size)
-        print(f"error: out of memory at batch_size {batch}: use a smaller batch_size "
-              f"({(str(e).strip().splitlines() or [type(e).__name__])[0][:160]})", file=sys.stderr)
+        print(
+            f"error: out of memory at batch_size {batch}: use a smaller batch_size "
+            f"({(str(e).strip().splitlines() or [type(e).__name__])[0][:160]})",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted): the run is marked interrupted
         distributed.cleanup(barrier=False)
         where, status = getattr(e, "run_outcome", (None, None))
-        said = ("the finished epochs are kept, status 'interrupted'" if status == "interrupted" else
-                f"{where} has status {status!r}" + (" (the signal came as it landed)" if status == "complete" else "")
-                if where else "no results were written by this process")
+        said = (
+            "the finished epochs are kept, status 'interrupted'"
+            if status == "interrupted"
+            else f"{where} has status {status!r}"
+            + (" (the signal came as it landed)" if status == "complete" else "")
+            if where
+            else "no results were written by this process"
+        )
         print(f"interrupted ({e or 'Ctrl-C'}): {said}", file=sys.stderr)
         return 128 + int(e.signum) if isinstance(e, results.Interrupted) else 130
     except BaseException:

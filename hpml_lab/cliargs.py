@@ -5,6 +5,7 @@ on stderr and exit status 2, never argparse's usage block.
     p = OneLineParser(prog="hpml-lab")     # subparsers made from it are OneLineParsers too
     print(f"error: {one_line(e)}", file=sys.stderr)   # a path with a newline in it stays one line
 """
+
 from __future__ import annotations
 
 import argparse

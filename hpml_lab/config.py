@@ -11,6 +11,7 @@ and string coercion it shares with the studies' settings are in params.py).
     cfg = RunConfig.from_dict({"batch_size": "64"}, coerce=True)   # strings from a CLI
     cfg.run_dir()      # results/c1/<run-id>/ under output_path(): HPML_OUTPUT_DIR, else the project root
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,9 +21,10 @@ import math
 import os
 import sys
 import typing
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 # the typed-parameter machinery lives in params.py; these names are imported from config by studies and report/
 from .params import ConfigError, StudySettings, _short, check_types, coerce_value  # noqa: F401
@@ -133,7 +135,9 @@ class RunConfig:
     def __post_init__(self) -> None:
         check_types(self)
         if self.amp and self.precision == "fp32":
-            print("note: amp=true is deprecated; it means precision=bf16, which this run uses", file=sys.stderr)
+            print(
+                "note: amp=true is deprecated; it means precision=bf16, which this run uses", file=sys.stderr
+            )
             object.__setattr__(self, "precision", "bf16")
         elif self.amp and self.precision != "bf16":
             raise ConfigError(f"amp=true means precision=bf16, not {self.precision!r}: leave amp out")
@@ -146,9 +150,14 @@ class RunConfig:
 
     def _check_values(self) -> None:
         choices = {
-            "dataset": DATASETS, "norm": NORMS, "optimizer": OPTIMIZERS,
-            "device": DEVICES, "progress": PROGRESS, "stem": STEMS,
-            "loader": LOADERS, "precision": PRECISIONS,
+            "dataset": DATASETS,
+            "norm": NORMS,
+            "optimizer": OPTIMIZERS,
+            "device": DEVICES,
+            "progress": PROGRESS,
+            "stem": STEMS,
+            "loader": LOADERS,
+            "precision": PRECISIONS,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -157,9 +166,14 @@ class RunConfig:
                 )
         for name, (low, high) in INT_RANGES.items():
             value = getattr(self, name)
-            if not low <= value <= high:  # a value past any real use (batch 1e20) fails here, not in the kernel
+            if (
+                not low <= value <= high
+            ):  # a value past any real use (batch 1e20) fails here, not in the kernel
                 raise ConfigError(f"parameter {name!r} must be from {low} to {high}, got {_short(value)}")
-        for name in ("data_root", "results_dir"):  # an empty folder name would silently mean the current folder
+        for name in (
+            "data_root",
+            "results_dir",
+        ):  # an empty folder name would silently mean the current folder
             if not getattr(self, name).strip():
                 raise ConfigError(f"parameter {name!r} is empty; name a folder ('.' for the current one)")
         for name in ("lr", "momentum", "weight_decay"):
@@ -173,8 +187,9 @@ class RunConfig:
         if self.momentum >= 1:
             raise ConfigError(f"parameter 'momentum' must be below 1, got {self.momentum}")
         if self.lr > 1e3 or self.weight_decay > 1e3:
-            raise ConfigError(f"parameters 'lr' and 'weight_decay' must be at most 1000, got {self.lr}, "
-                              f"{self.weight_decay}")
+            raise ConfigError(
+                f"parameters 'lr' and 'weight_decay' must be at most 1000, got {self.lr}, {self.weight_decay}"
+            )
         from hpml_lab import models  # local: models imports torch
 
         if self.model not in models.available():
@@ -182,7 +197,9 @@ class RunConfig:
                 f"parameter 'model' is {self.model!r}; valid models: {', '.join(models.available())}"
             )
         if self.stem not in models.stems(self.model):
-            raise ConfigError(f"parameter 'stem' is {self.stem!r}; {self.model!r} supports {', '.join(models.stems(self.model))}")
+            raise ConfigError(
+                f"parameter 'stem' is {self.stem!r}; {self.model!r} supports {', '.join(models.stems(self.model))}"
+            )
         if self.checkpoint_segments and not models.accepts(self.model, "checkpoint_segments"):
             raise ConfigError(f"parameter 'checkpoint_segments' applies to ResNets only, not {self.model!r}")
         if self.checkpoint_segments:
@@ -191,15 +208,23 @@ class RunConfig:
             with torch.device("meta"):  # the shape of the model only: no memory, no initialisation cost
                 net = models.build(self.model)
             blocks = sum(len(stage) for stage in getattr(net, "layers", ()))
-            if blocks and self.checkpoint_segments > blocks:  # more would be cut to the block count, unrecorded
-                raise ConfigError(f"parameter 'checkpoint_segments' is {self.checkpoint_segments} but {self.model} "
-                                  f"has {blocks} residual blocks; use 1 to {blocks}")
+            if (
+                blocks and self.checkpoint_segments > blocks
+            ):  # more would be cut to the block count, unrecorded
+                raise ConfigError(
+                    f"parameter 'checkpoint_segments' is {self.checkpoint_segments} but {self.model} "
+                    f"has {blocks} residual blocks; use 1 to {blocks}"
+                )
         if not _plain_name(self.task):
             raise ConfigError(f"parameter 'task' must be a plain name ({NAME_RULE}), got {_short(self.task)}")
         if not self.compile_backend or not self.compile_backend.replace("_", "").isalnum():
-            raise ConfigError(f"parameter 'compile_backend' must be a backend name, got {self.compile_backend!r}")
+            raise ConfigError(
+                f"parameter 'compile_backend' must be a backend name, got {self.compile_backend!r}"
+            )
         if self.run_id and not _plain_name(self.run_id):
-            raise ConfigError(f"parameter 'run_id' must be a plain folder name ({NAME_RULE}), got {_short(self.run_id)}")
+            raise ConfigError(
+                f"parameter 'run_id' must be a plain folder name ({NAME_RULE}), got {_short(self.run_id)}"
+            )
 
     # ---- construction -------------------------------------------------
     @classmethod
@@ -207,7 +232,7 @@ class RunConfig:
         return [f.name for f in fields(cls)]
 
     @classmethod
-    def from_dict(cls, params: Mapping[str, Any], coerce: bool = False) -> "RunConfig":
+    def from_dict(cls, params: Mapping[str, Any], coerce: bool = False) -> RunConfig:
         """Build from a mapping; unknown keys are an error naming the valid ones.
 
         With coerce=True, string values (from a command line) are converted to
@@ -219,7 +244,7 @@ class RunConfig:
             params = {k: coerce_value(k, v, hints[k]) for k, v in params.items()}
         return cls(**params)
 
-    def replace(self, **changes: Any) -> "RunConfig":
+    def replace(self, **changes: Any) -> RunConfig:
         check_keys(changes)
         return dataclasses.replace(self, **changes)
 
@@ -234,9 +259,12 @@ class RunConfig:
         that keeps today's behaviour leaves every existing run id (and sweep resume) unchanged.
         """
         defaults = RunConfig.__dataclass_fields__
-        d = {k: v for k, v in self.to_dict().items()
-             if k not in ("results_dir", "run_id", "progress", "log_every", "data_root")
-             and v != defaults[k].default}
+        d = {
+            k: v
+            for k, v in self.to_dict().items()
+            if k not in ("results_dir", "run_id", "progress", "log_every", "data_root")
+            and v != defaults[k].default
+        }
         blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:8]
 
@@ -252,8 +280,14 @@ class RunConfig:
 
 # every integer setting has a range: past it no real run exists, and a huge value would crash in the kernel
 INT_RANGES = {
-    "batch_size": (1, 1 << 20), "epochs": (1, 100_000), "log_every": (1, 1 << 30), "max_batches": (0, 1 << 40),
-    "subset": (0, 1 << 40), "num_workers": (0, 1024), "seed": (0, 2 ** 32 - 1), "checkpoint_segments": (0, 1024),
+    "batch_size": (1, 1 << 20),
+    "epochs": (1, 100_000),
+    "log_every": (1, 1 << 30),
+    "max_batches": (0, 1 << 40),
+    "subset": (0, 1 << 40),
+    "num_workers": (0, 1024),
+    "seed": (0, 2**32 - 1),
+    "checkpoint_segments": (0, 1024),
 }
 NAME_RULE = "letters, digits, '_', '-', '.' and '+', not starting with '.' or '-', at most 100 characters"
 
@@ -261,18 +295,30 @@ NAME_RULE = "letters, digits, '_', '-', '.' and '+', not starting with '.' or '-
 def _plain_name(name: str) -> bool:
     """A folder name every tool shows and finds: no separators, control characters, leading dot (hidden folders
     are attempts, invisible to load_runs) or '..', nothing a shell or Slurm reads as an option."""
-    return (0 < len(name) <= 100 and name.isascii() and all(c.isalnum() or c in "_-.+" for c in name)
-            and not name.startswith((".", "-")) and ".." not in name and name == name.strip())
+    return (
+        0 < len(name) <= 100
+        and name.isascii()
+        and all(c.isalnum() or c in "_-.+" for c in name)
+        and not name.startswith((".", "-"))
+        and ".." not in name
+        and name == name.strip()
+    )
 
 
-def check_keys(params: Mapping[str, Any] | Iterable[str], also: Iterable[str] = (), where: str = "",
-               shown: Iterable[str] | None = None) -> None:
+def check_keys(
+    params: Mapping[str, Any] | Iterable[str],
+    also: Iterable[str] = (),
+    where: str = "",
+    shown: Iterable[str] | None = None,
+) -> None:
     """The one check for unknown parameter names: each key must be a RunConfig field or one of `also` (a study's
     settings); else one line naming it (`where`, e.g. " for task c1") and the valid names (`shown`, or all)."""
     valid = [*RunConfig.field_names(), *also]
     for key in params:
         if key not in valid:
-            raise ConfigError(f"unknown parameter {_short(key)}{where}; valid parameters: {', '.join(shown or valid)}")
+            raise ConfigError(
+                f"unknown parameter {_short(key)}{where}; valid parameters: {', '.join(shown or valid)}"
+            )
 
 
 def project_root() -> Path:
@@ -304,5 +350,3 @@ def output_path(path: str | os.PathLike) -> Path:
         return p
     base = os.environ.get("HPML_OUTPUT_DIR")
     return (Path(base).resolve() if base else project_root()) / p
-
-

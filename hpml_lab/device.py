@@ -4,6 +4,7 @@ after an out-of-memory error.
     from hpml_lab.device import resolve_device, seed_everything, is_oom, free_cuda_memory
     device = resolve_device("auto")      # cuda if present, else cpu
 """
+
 from __future__ import annotations
 
 import gc
@@ -14,11 +15,14 @@ import torch
 
 from .config import ConfigError
 
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device 'cuda' was asked for but CUDA is not available here; use device=cpu or device=auto")
+        raise ConfigError(
+            "device 'cuda' was asked for but CUDA is not available here; use device=cpu or device=auto"
+        )
     return torch.device(name)
 
 
@@ -40,8 +44,11 @@ def is_oom(e: BaseException) -> bool:
     """An out-of-memory error: torch's own, a RuntimeError that says so (older paths, DDP ranks), or the CPU
     allocator's "can't allocate memory"."""
     text = str(e).lower()
-    return (isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in text
-            or "can't allocate memory" in text)
+    return (
+        isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError))
+        or "out of memory" in text
+        or "can't allocate memory" in text
+    )
 
 
 def free_cuda_memory() -> None:

@@ -20,13 +20,15 @@ MASTER_PORT must then be exported by the batch script. Backend: gloo on CPU,
 NCCL on CUDA, with an explicit timeout (HPML_DIST_TIMEOUT_S, default 300 s; NCCL's
 own default is 10 minutes, too long to notice a dead rank in a short lab run).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
 import os
 import sys
-from dataclasses import dataclass, asdict
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -68,19 +70,29 @@ def _int(environ: Mapping[str, str], name: str, default: int) -> int:
         return default
 
 
-def read_env(environ: Optional[Mapping[str, str]] = None) -> DistEnv:
+def read_env(environ: Mapping[str, str] | None = None) -> DistEnv:
     """Rank, world size and local rank from torchrun's variables, else Slurm's, else a single process."""
     e = os.environ if environ is None else environ
     if "RANK" in e and "WORLD_SIZE" in e:
         world = _int(e, "WORLD_SIZE", 1)
-        return DistEnv(rank=_int(e, "RANK", 0), world_size=world, local_rank=_int(e, "LOCAL_RANK", 0),
-                       local_world_size=_int(e, "LOCAL_WORLD_SIZE", world), launcher="torchrun")
+        return DistEnv(
+            rank=_int(e, "RANK", 0),
+            world_size=world,
+            local_rank=_int(e, "LOCAL_RANK", 0),
+            local_world_size=_int(e, "LOCAL_WORLD_SIZE", world),
+            launcher="torchrun",
+        )
     # Only a task that srun started for a step joins: srun sets SLURM_STEP_NUM_TASKS, the batch step does not,
     # although it has SLURM_PROCID=0 and SLURM_NTASKS=N (a notebook run there would wait for N-1 ranks forever).
     if "SLURM_PROCID" in e and _int(e, "SLURM_STEP_NUM_TASKS", 1) > 1:
         world = _int(e, "SLURM_STEP_NUM_TASKS", 1)
-        return DistEnv(rank=_int(e, "SLURM_PROCID", 0), world_size=world, local_rank=_int(e, "SLURM_LOCALID", 0),
-                       local_world_size=_int(e, "SLURM_STEP_TASKS_PER_NODE", world), launcher="slurm")
+        return DistEnv(
+            rank=_int(e, "SLURM_PROCID", 0),
+            world_size=world,
+            local_rank=_int(e, "SLURM_LOCALID", 0),
+            local_world_size=_int(e, "SLURM_STEP_TASKS_PER_NODE", world),
+            launcher="slurm",
+        )
     return DistEnv()
 
 
@@ -88,7 +100,7 @@ def backend_for(device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
 
-def timeout_seconds(environ: Optional[Mapping[str, str]] = None) -> int:
+def timeout_seconds(environ: Mapping[str, str] | None = None) -> int:
     """HPML_DIST_TIMEOUT_S, a whole number of seconds above 0 (default 300); anything else is one clear error."""
     e = os.environ if environ is None else environ
     raw = e.get("HPML_DIST_TIMEOUT_S", "").strip()
@@ -105,7 +117,7 @@ def timeout_seconds(environ: Optional[Mapping[str, str]] = None) -> int:
     return value
 
 
-def setup(device: torch.device, timeout_s: Optional[int] = None) -> DistEnv:
+def setup(device: torch.device, timeout_s: int | None = None) -> DistEnv:
     """Read the environment, join the process group when world_size > 1, and return the DistEnv.
 
     On CUDA each process takes the GPU of its local rank. Single-process runs
@@ -118,8 +130,10 @@ def setup(device: torch.device, timeout_s: Optional[int] = None) -> DistEnv:
         if env.local_rank >= torch.cuda.device_count():  # never two ranks on one GPU: NCCL would refuse later
             from .config import ConfigError
 
-            raise ConfigError(f"rank {env.rank} has local rank {env.local_rank} but this node has "
-                              f"{torch.cuda.device_count()} GPU(s): start at most one process per GPU")
+            raise ConfigError(
+                f"rank {env.rank} has local rank {env.local_rank} but this node has "
+                f"{torch.cuda.device_count()} GPU(s): start at most one process per GPU"
+            )
         device = torch.device("cuda", env.local_rank)
         torch.cuda.set_device(device)
     backend = backend_for(device)
@@ -127,14 +141,21 @@ def setup(device: torch.device, timeout_s: Optional[int] = None) -> DistEnv:
         if env.launcher == "slurm" and not ("MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ):
             from .config import ConfigError
 
-            raise ConfigError("Slurm launch without torchrun needs MASTER_ADDR and MASTER_PORT exported "
-                              "(the scripts `hpml-lab slurm` writes use torchrun, which sets them)")
-        dist.init_process_group(backend=backend, rank=env.rank, world_size=env.world_size,
-                                timeout=_dt.timedelta(seconds=timeout_s or timeout_seconds()))
+            raise ConfigError(
+                "Slurm launch without torchrun needs MASTER_ADDR and MASTER_PORT exported "
+                "(the scripts `hpml-lab slurm` writes use torchrun, which sets them)"
+            )
+        dist.init_process_group(
+            backend=backend,
+            rank=env.rank,
+            world_size=env.world_size,
+            timeout=_dt.timedelta(seconds=timeout_s or timeout_seconds()),
+        )
     global _joined
     _joined = True
-    return DistEnv(env.rank, env.world_size, env.local_rank, env.local_world_size, env.launcher,
-                   str(device), backend)
+    return DistEnv(
+        env.rank, env.world_size, env.local_rank, env.local_world_size, env.launcher, str(device), backend
+    )
 
 
 def active() -> bool:
@@ -199,8 +220,10 @@ def wrap_data_parallel(model: nn.Module, device: torch.device) -> tuple[nn.Modul
     """
     n = torch.cuda.device_count() if device.type == "cuda" else 0
     if n < 2:
-        return model, (f"DataParallel skipped: it needs 2 or more GPUs and this run has "
-                       f"{n if device.type == 'cuda' else 'none (CPU)'}")
+        return model, (
+            f"DataParallel skipped: it needs 2 or more GPUs and this run has "
+            f"{n if device.type == 'cuda' else 'none (CPU)'}"
+        )
     return nn.DataParallel(model), f"DataParallel over {n} GPUs"
 
 
@@ -208,7 +231,11 @@ def _reduce(t: torch.Tensor, op) -> torch.Tensor:
     if not active():
         return t
     # gloo reduces CPU tensors; NCCL needs them on the process's GPU.
-    on = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    on = (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend() == "nccl"
+        else torch.device("cpu")
+    )
     buf = t.detach().to(on, dtype=torch.float64 if t.is_floating_point() else t.dtype).clone()
     dist.all_reduce(buf, op=op)
     return buf.to(t.device)
@@ -238,7 +265,7 @@ def sampler_kwargs(dataset, shuffle: bool, seed: int, env: DistEnv) -> dict[str,
         return {}
     from torch.utils.data.distributed import DistributedSampler
 
-    sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank, shuffle=shuffle,
-                                 seed=seed, drop_last=False)
+    sampler = DistributedSampler(
+        dataset, num_replicas=env.world_size, rank=env.rank, shuffle=shuffle, seed=seed, drop_last=False
+    )
     return {"sampler": sampler, "shuffle": False}
-

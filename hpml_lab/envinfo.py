@@ -1,8 +1,9 @@
 """What ran the numbers: versions, hardware, commit. Recorded next to every result.
 
-    from hpml_lab.envinfo import environment
-    environment()   # {'python': '3.11.7', 'torch': '2.11.0', 'cpu': ..., 'gpu': None, ...}
+from hpml_lab.envinfo import environment
+environment()   # {'python': '3.11.7', 'torch': '2.11.0', 'cpu': ..., 'gpu': None, ...}
 """
+
 from __future__ import annotations
 
 import os
@@ -35,10 +36,18 @@ def git_commit() -> dict[str, Any]:
 
     root = project_root()
     try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip() != ""
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = (
+            subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+            != ""
+        )
     except (OSError, subprocess.SubprocessError):
         sha, dirty = "", False
     return {"commit": sha or "unknown", "dirty": dirty if sha else None}
@@ -57,12 +66,17 @@ def environment(device: torch.device | str | None = None) -> dict[str, Any]:
     cuda = torch.cuda.is_available()
     gpu = None
     if cuda:
-        idx = torch.device(device).index if device is not None and torch.device(device).type == "cuda" else None
+        idx = (
+            torch.device(device).index if device is not None and torch.device(device).type == "cuda" else None
+        )
         idx = idx if idx is not None else torch.cuda.current_device()
         props = torch.cuda.get_device_properties(idx)
-        gpu = {"name": props.name, "count": torch.cuda.device_count(),
-               "memory_gib": round(props.total_memory / 2**30, 1),
-               "capability": f"{props.major}.{props.minor}"}
+        gpu = {
+            "name": props.name,
+            "count": torch.cuda.device_count(),
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "capability": f"{props.major}.{props.minor}",
+        }
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,

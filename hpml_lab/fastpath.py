@@ -22,6 +22,7 @@ Models are built by training.build_model and loaders by data.build_loader; this 
 fast path changes: the model's format and compilation (and whether compiling can work here), the copy,
 autocast and loss scaling, and unwrapping for saving.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,7 +40,9 @@ def check_backend(backend: str) -> None:
 
     known = set(dynamo.list_backends(exclude_tags=())) | {"inductor"}
     if backend not in known:
-        raise ConfigError(f"parameter 'compile_backend' is {backend!r}; valid backends: {', '.join(sorted(known))}")
+        raise ConfigError(
+            f"parameter 'compile_backend' is {backend!r}; valid backends: {', '.join(sorted(known))}"
+        )
 
 
 def _python_include() -> str:
@@ -76,19 +79,27 @@ def compile_available(backend: str, device: str = "auto") -> str:
         kind = resolve_device(device).type if device == "auto" else torch.device(device).type
         env, names = ("CC", ("gcc", "clang")) if kind == "cuda" else ("CXX", ("g++",))
         named = os.environ.get(env, "").strip()
-        if named:  # the compiler the variable names must exist and run (CXX=/nonexistent/g++ failed at step 1)
+        if (
+            named
+        ):  # the compiler the variable names must exist and run (CXX=/nonexistent/g++ failed at step 1)
             exe = named.split()[0]
             found = (os.path.isfile(exe) and os.access(exe, os.X_OK)) if os.sep in exe else shutil.which(exe)
             if not found:
-                return (f"${env} is {named!r} but {exe} is not an executable file (or not on PATH); point ${env} "
-                        f"at a {'C' if kind == 'cuda' else 'C++'} compiler or unset it")
+                return (
+                    f"${env} is {named!r} but {exe} is not an executable file (or not on PATH); point ${env} "
+                    f"at a {'C' if kind == 'cuda' else 'C++'} compiler or unset it"
+                )
         elif not any(shutil.which(c) for c in names):
-            return (f"the inductor backend on {kind} needs a {'C' if kind == 'cuda' else 'C++'} compiler: none of "
-                    f"${env}, {', '.join(names)} was found (install {'gcc' if kind == 'cuda' else 'g++'})")
+            return (
+                f"the inductor backend on {kind} needs a {'C' if kind == 'cuda' else 'C++'} compiler: none of "
+                f"${env}, {', '.join(names)} was found (install {'gcc' if kind == 'cuda' else 'g++'})"
+            )
         include = _python_include()
         if not (Path(include) / "Python.h").is_file():
-            return (f"the inductor backend needs Python's headers (Python.h) and they are missing ({include}; "
-                    "install python3-dev)")
+            return (
+                f"the inductor backend needs Python's headers (Python.h) and they are missing ({include}; "
+                "install python3-dev)"
+            )
     return ""
 
 
@@ -162,8 +173,10 @@ def check_precision(cfg, device: torch.device) -> None:
             out = conv(torch.randn(1, 3, 4, 4, device=device))
         out.float().sum().backward()
     except (RuntimeError, TypeError, NotImplementedError) as e:
-        raise ConfigError(f"precision={cfg.precision} is not supported on {device.type} by torch "
-                          f"{torch.__version__}: {str(e).strip().splitlines()[0][:120]}") from None
+        raise ConfigError(
+            f"precision={cfg.precision} is not supported on {device.type} by torch "
+            f"{torch.__version__}: {str(e).strip().splitlines()[0][:120]}"
+        ) from None
 
 
 @contextlib.contextmanager

@@ -16,14 +16,16 @@ peak is measured on the spot: the best of a few matrix products in the precision
 takes 50 ms (at most 2048 on a CPU, 4096 on a GPU), repeated for about 1.5 s (so an MFU near 1 on a CPU means
 "as fast as its own matrix product", not its theoretical peak).
 """
+
 from __future__ import annotations
 
 import contextlib
 import functools
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, TypeVar
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -35,14 +37,26 @@ from .profiling import WallClock
 # RTX 5000) have FP16 tensor cores but no bf16 or TF32 units: no bf16 entry (a bf16 run's peak is measured), and
 # their tf32 entry is the fp32 figure (TF32 allowed there runs as fp32).
 GPU_PEAKS: dict[str, tuple[dict[str, float], str]] = {
-    "H100 PCIe": ({"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}, "NVIDIA H100 PCIe data sheet (dense)"),
-    "H100": ({"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5}, "NVIDIA H100 SXM data sheet (dense)"),
-    "H200": ({"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5}, "NVIDIA H200 SXM data sheet (dense)"),
+    "H100 PCIe": (
+        {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
+        "NVIDIA H100 PCIe data sheet (dense)",
+    ),
+    "H100": (
+        {"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5},
+        "NVIDIA H100 SXM data sheet (dense)",
+    ),
+    "H200": (
+        {"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5},
+        "NVIDIA H200 SXM data sheet (dense)",
+    ),
     "A100": ({"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}, "NVIDIA A100 data sheet (dense)"),
     "V100": ({"fp32": 15.7, "tf32": 15.7, "fp16": 125.0}, "NVIDIA V100 SXM2 data sheet (no TF32 or bf16)"),
     "L4": ({"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0}, "NVIDIA L4 data sheet (dense)"),
     "T4": ({"fp32": 8.1, "tf32": 8.1, "fp16": 65.0}, "NVIDIA T4 data sheet (no TF32 or bf16)"),
-    "RTX 5000": ({"fp32": 11.2, "tf32": 11.2, "fp16": 89.2}, "NVIDIA Quadro RTX 5000 data sheet (no TF32 or bf16)"),
+    "RTX 5000": (
+        {"fp32": 11.2, "tf32": 11.2, "fp16": 89.2},
+        "NVIDIA Quadro RTX 5000 data sheet (no TF32 or bf16)",
+    ),
 }
 
 
@@ -72,7 +86,7 @@ def data_sheet(gpu_name: str) -> tuple[dict[str, float], str] | None:
 class Peak:
     tflops: float
     precision: str
-    source: str          # a data sheet, or "measured: ..." for the on-the-spot matrix product
+    source: str  # a data sheet, or "measured: ..." for the on-the-spot matrix product
     measured: bool
 
 
@@ -103,14 +117,17 @@ def _allows_tf32(new_api, legacy) -> bool:
 def tf32_state() -> dict[str, bool]:
     """Whether CUDA matrix products and cuDNN convolutions may run in TF32, read through the new API where present."""
     cudnn = torch.backends.cudnn
-    return {"matmul": _allows_tf32(torch.backends.cuda.matmul, lambda: torch.backends.cuda.matmul.allow_tf32),
-            "cudnn": _allows_tf32(getattr(cudnn, "conv", None), lambda: cudnn.allow_tf32)}
+    return {
+        "matmul": _allows_tf32(torch.backends.cuda.matmul, lambda: torch.backends.cuda.matmul.allow_tf32),
+        "cudnn": _allows_tf32(getattr(cudnn, "conv", None), lambda: cudnn.allow_tf32),
+    }
 
 
 @functools.lru_cache(maxsize=64)
 def _count(name: str, num_classes: int, stem: str, norm: str, image_size: int) -> int:
-    from . import models
     from torch.utils.flop_counter import FlopCounterMode
+
+    from . import models
 
     # A RevNet is counted under ordinary autograd: the same forward and backward arithmetic (its reconstruction in
     # backward is extra work, not counted, like checkpointing's second forward), and the reversible Function's
@@ -128,8 +145,9 @@ def _count(name: str, num_classes: int, stem: str, norm: str, image_size: int) -
     return int(counter.get_total_flops())
 
 
-def step_flops_per_image(name: str, num_classes: int = 10, stem: str = "cifar", norm: str = "bn",
-                         image_size: int = 32) -> int:
+def step_flops_per_image(
+    name: str, num_classes: int = 10, stem: str = "cifar", norm: str = "bn", image_size: int = 32
+) -> int:
     """FLOPs of one training step (forward + backward) per image for a registered model."""
     return _count(name, num_classes, stem, norm, image_size)
 
@@ -170,8 +188,10 @@ def _measured(device_str: str, precision: str, budget_s: float = 1.5) -> float:
     n = 256
     # "tf32" (a CUDA run with cuDNN's default TF32 convolutions) is measured with TF32 matrix products, "fp32"
     # without; the caller's setting is put back afterwards
-    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cuda else []), \
-            tf32(precision == "tf32", convolutions=False):
+    with (
+        torch.random.fork_rng(devices=[torch.cuda.current_device()] if cuda else []),
+        tf32(precision == "tf32", convolutions=False),
+    ):
         while True:
             a = torch.randn(n, n, device=device, dtype=dtype)
             b = torch.randn(n, n, device=device, dtype=dtype)
@@ -189,7 +209,7 @@ def _measured(device_str: str, precision: str, budget_s: float = 1.5) -> float:
             if i >= 2 and time.perf_counter() - start + best * k > budget_s:
                 break
             best = min(best, timed(a, b, k))
-    return 2 * n ** 3 / best / 1e12
+    return 2 * n**3 / best / 1e12
 
 
 @contextlib.contextmanager
@@ -228,8 +248,12 @@ def peak(device: torch.device, precision: str) -> Peak:
         if entry is not None:  # e.g. bf16 on a V100: no such units, so no data-sheet figure to borrow
             missing = f" ({entry[1]} gives no {precision} figure)"
     tf = _measured(str(device), precision)
-    return Peak(tf, precision, f"measured: the best of several {precision} matrix products on {device.type}{missing}",
-                True)
+    return Peak(
+        tf,
+        precision,
+        f"measured: the best of several {precision} matrix products on {device.type}{missing}",
+        True,
+    )
 
 
 def mfu(flops: float, seconds: float, peak_tflops: float) -> float:

@@ -7,6 +7,7 @@ alive, whether a path is a regular file of a sane size.
         torch.save(state, tmp)
     atomic_write_json("results/c1/run/meta.json", meta)
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,8 +16,10 @@ import io
 import json
 import os
 import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
+
 
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
@@ -28,18 +31,27 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     """
     path = plain_target(Path(path))
     tmp = ""
-    if path.exists() and not path.is_file():  # a rename over /dev/null or a folder would replace it, not write to it
-        raise IsADirectoryError(21, "exists and is not a regular file", str(path)) if path.is_dir() else \
-            FileExistsError(17, "exists and is not a regular file", str(path))
+    if (
+        path.exists() and not path.is_file()
+    ):  # a rename over /dev/null or a folder would replace it, not write to it
+        raise (
+            IsADirectoryError(21, "exists and is not a regular file", str(path))
+            if path.is_dir()
+            else FileExistsError(17, "exists and is not a regular file", str(path))
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with signals_deferred():  # a signal between mkstemp and this assignment would leave the file behind
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", dir=path.parent)  # pid: see stale
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".{path.name}.{os.getpid()}-", dir=path.parent
+            )  # pid: see stale
             os.close(fd)
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should be as readable as any other
         os.replace(tmp, path)
-    except OSError as e:  # a full disk or a read-only folder: the error names the target, not the temporary file
+    except (
+        OSError
+    ) as e:  # a full disk or a read-only folder: the error names the target, not the temporary file
         if e.filename in (None, tmp) or (tmp and str(e.filename).startswith(tmp)):
             raise type(e)(e.errno, e.strerror, str(path)) from e
         raise
@@ -58,8 +70,9 @@ def plain_target(path: Path) -> Path:
     p, hops = Path(os.path.abspath(path)), 0
     while True:
         if any(p == Path(s) or Path(s) in p.parents for s in _SPECIAL):
-            raise FileExistsError(17, "is a device or a kernel file, or a link to one; give a plain file name",
-                                  str(path))
+            raise FileExistsError(
+                17, "is a device or a kernel file, or a link to one; give a plain file name", str(path)
+            )
         if not p.is_symlink() or hops > 40:
             return p
         target, hops = Path(os.readlink(p)), hops + 1
@@ -87,8 +100,11 @@ def made_by_a_live_process(path: Path, pid: int) -> bool:
         return False
     try:
         ticks = int(Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[19])
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
+        boot = next(
+            int(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
         started = boot + ticks / os.sysconf("SC_CLK_TCK")
         return started <= path.lstat().st_mtime + 1  # btime has 1 s resolution
     except (OSError, ValueError, IndexError, StopIteration):
@@ -120,7 +136,9 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def atomic_write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
+def atomic_write_csv(
+    path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None
+) -> None:
     cols = list(columns) if columns else (list(rows[0].keys()) if rows else [])
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="raise", lineterminator="\n")

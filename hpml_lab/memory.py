@@ -22,19 +22,21 @@ catching torch.cuda.OutOfMemoryError (each OOM a row; memory freed before going
 on), and predicted elsewhere from activation bytes plus parameter, gradient and
 optimizer-state bytes (rows labelled "predicted").
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 from torch import nn
 
 from .device import free_cuda_memory
-from .profiling import synchronize
 from .io import atomic_file
+from .profiling import synchronize
 
-MB = 1024 ** 2
+MB = 1024**2
 
 
 def _storage_key(t: torch.Tensor) -> tuple:
@@ -68,8 +70,13 @@ def saved_tensor_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None
     return {"bytes": sum(seen.values()), "tensors": len(seen), "saved": events}
 
 
-def activation_bytes(model: nn.Module, batch: int | torch.Tensor, image_size: int = 32,
-                     num_classes: int = 10, device: torch.device | str = "cpu") -> float:
+def activation_bytes(
+    model: nn.Module,
+    batch: int | torch.Tensor,
+    image_size: int = 32,
+    num_classes: int = 10,
+    device: torch.device | str = "cpu",
+) -> float:
     """Bytes saved for backward per sample: model in training mode, random CIFAR-sized input.
 
     `batch` is a batch size (a random input is made) or an input tensor. Running
@@ -77,7 +84,11 @@ def activation_bytes(model: nn.Module, batch: int | torch.Tensor, image_size: in
     """
     from .models.recompute import frozen_norm_stats
 
-    x = batch if isinstance(batch, torch.Tensor) else torch.randn(batch, 3, image_size, image_size, device=device)
+    x = (
+        batch
+        if isinstance(batch, torch.Tensor)
+        else torch.randn(batch, 3, image_size, image_size, device=device)
+    )
     y = torch.randint(0, num_classes, (x.shape[0],), device=x.device)
     was_training = model.training
     model.train()
@@ -102,13 +113,21 @@ def state_bytes(model: nn.Module, optimizer: str = "sgd", momentum: float = 0.9)
     """Parameters, gradients and optimizer state in bytes (SGD momentum: 1 buffer, Adam: 2)."""
     params = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
-    slots = {"sgd": 1 if momentum else 0, "sgd_nesterov": 1, "adagrad": 1, "adadelta": 2, "adam": 2}[optimizer]
-    return {"params": params, "buffers": buffers, "grads": params, "optimizer_state": slots * params,
-            "total": 2 * params + buffers + slots * params}
+    slots = {"sgd": 1 if momentum else 0, "sgd_nesterov": 1, "adagrad": 1, "adadelta": 2, "adam": 2}[
+        optimizer
+    ]
+    return {
+        "params": params,
+        "buffers": buffers,
+        "grads": params,
+        "optimizer_state": slots * params,
+        "total": 2 * params + buffers + slots * params,
+    }
 
 
-def predicted_max_batch(act_bytes_per_sample: float, fixed_bytes: int, budget_bytes: int,
-                        headroom: float = 0.9) -> int:
+def predicted_max_batch(
+    act_bytes_per_sample: float, fixed_bytes: int, budget_bytes: int, headroom: float = 0.9
+) -> int:
     """Largest batch whose activations + fixed state fit `headroom` of the budget (a prediction:
     it ignores workspace, temporaries of the backward pass and allocator fragmentation)."""
     free = headroom * budget_bytes - fixed_bytes
@@ -116,8 +135,14 @@ def predicted_max_batch(act_bytes_per_sample: float, fixed_bytes: int, budget_by
 
 
 # ------------------------------------------------------------------ training steps
-def make_step(model: nn.Module, batch_size: int, device: torch.device | str, image_size: int = 32,
-              num_classes: int = 10, lr: float = 0.01) -> Callable[[], None]:
+def make_step(
+    model: nn.Module,
+    batch_size: int,
+    device: torch.device | str,
+    image_size: int = 32,
+    num_classes: int = 10,
+    lr: float = 0.01,
+) -> Callable[[], None]:
     """A closure doing one SGD training step (training.train_step, fp32) on a fixed random batch
     already on the device, so only the step is timed."""
     from .training import train_step
@@ -135,8 +160,13 @@ def make_step(model: nn.Module, batch_size: int, device: torch.device | str, ima
     return step
 
 
-def cuda_peak_step(model: nn.Module, batch_size: int, device: torch.device | str = "cuda", image_size: int = 32,
-                   num_classes: int = 10) -> dict[str, int]:
+def cuda_peak_step(
+    model: nn.Module,
+    batch_size: int,
+    device: torch.device | str = "cuda",
+    image_size: int = 32,
+    num_classes: int = 10,
+) -> dict[str, int]:
     """Peak allocated bytes of one training step (CUDA only), after a warm-up step.
 
     The warm-up creates gradients and optimizer state, so the measured step starts
@@ -152,13 +182,21 @@ def cuda_peak_step(model: nn.Module, batch_size: int, device: torch.device | str
     torch.cuda.reset_peak_memory_stats(device)
     step()
     synchronize(device)
-    return {"peak_allocated": torch.cuda.max_memory_allocated(device), "resident_before": resident,
-            "peak_reserved": torch.cuda.max_memory_reserved(device)}
+    return {
+        "peak_allocated": torch.cuda.max_memory_allocated(device),
+        "resident_before": resident,
+        "peak_reserved": torch.cuda.max_memory_reserved(device),
+    }
 
 
-def cuda_max_batch(build: Callable[[], nn.Module], batch_sizes: Iterable[int],
-                   device: torch.device | str = "cuda", stop_after_oom: bool = True, image_size: int = 32,
-                   num_classes: int = 10) -> list[dict[str, Any]]:
+def cuda_max_batch(
+    build: Callable[[], nn.Module],
+    batch_sizes: Iterable[int],
+    device: torch.device | str = "cuda",
+    stop_after_oom: bool = True,
+    image_size: int = 32,
+    num_classes: int = 10,
+) -> list[dict[str, Any]]:
     """Try a training step at each batch size (ascending); an OOM is a row, memory is freed and the
     sweep goes on (to the next network: larger batches after an OOM are skipped unless asked)."""
     rows = []
@@ -173,14 +211,17 @@ def cuda_max_batch(build: Callable[[], nn.Module], batch_sizes: Iterable[int],
         finally:
             del model
             free_cuda_memory()
-        rows.append({"batch_size": b, "status": status, "peak_MB": peak, "error": error, "method": "measured"})
+        rows.append(
+            {"batch_size": b, "status": status, "peak_MB": peak, "error": error, "method": "measured"}
+        )
         if status == "oom" and stop_after_oom:
             break
     return rows
 
 
-def cuda_memory_snapshot(model: nn.Module, batch_size: int, path: str | Path,
-                         device: torch.device | str = "cuda", steps: int = 2) -> Path:
+def cuda_memory_snapshot(
+    model: nn.Module, batch_size: int, path: str | Path, device: torch.device | str = "cuda", steps: int = 2
+) -> Path:
     """Record allocator history for a few training steps and dump a snapshot for
     https://pytorch.org/memory_viz (CUDA only)."""
     device = torch.device(device)

@@ -10,12 +10,14 @@ same wherever it is given (notebook parameter, `-p key=value`, CLI flag). A stud
 
 and config.py re-exports ConfigError, StudySettings and coerce_value, the names callers already import from there.
 """
+
 from __future__ import annotations
 
 import math
 import typing
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, Mapping
+from typing import Any
 
 
 class ConfigError(ValueError):
@@ -43,7 +45,9 @@ def check_types(obj: Any) -> None:
         if want is float and _is_type(value, float):
             object.__setattr__(obj, f.name, float(value))
         elif not _is_type(value, want):
-            raise ConfigError(f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {_short(value)}")
+            raise ConfigError(
+                f"parameter {f.name!r} must be {want.__name__}, got {type(value).__name__} {_short(value)}"
+            )
 
 
 def _is_type(value: Any, want: type) -> bool:
@@ -103,9 +107,11 @@ class StudySettings:
         check_types(self)
         for f in fields(self):  # type: ignore[arg-type]
             for v in _numbers(getattr(self, f.name)):
-                if isinstance(v, float) and not (math.isfinite(v) and abs(v) <= 1e6) or abs(v) > 10 ** 9:
-                    raise ConfigError(f"parameter {f.name!r} must be a finite number of sensible size (at most 1e6 "
-                                      f"for a float, 1e9 for a count), got {_short(v)}")
+                if isinstance(v, float) and not (math.isfinite(v) and abs(v) <= 1e6) or abs(v) > 10**9:
+                    raise ConfigError(
+                        f"parameter {f.name!r} must be a finite number of sensible size (at most 1e6 "
+                        f"for a float, 1e9 for a count), got {_short(v)}"
+                    )
         self.check()
 
     def check(self) -> None:

@@ -13,11 +13,12 @@ synchronize) and with perf_counter on the CPU, where work is synchronous.
 EpochMemory is the memory beside the clocks: train() starts it with each epoch and writes what it read into
 epochs.csv (MEMORY_COLUMNS).
 """
+
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -110,8 +111,13 @@ class WallClock:
         return time.perf_counter() - self._t0
 
 
-def repeat_timed(fn: Callable[[], object], device: torch.device | str = "cpu",
-                 repeats: int = 5, warmup: int = 1, before: Callable[[], object] | None = None) -> list[float]:
+def repeat_timed(
+    fn: Callable[[], object],
+    device: torch.device | str = "cpu",
+    repeats: int = 5,
+    warmup: int = 1,
+    before: Callable[[], object] | None = None,
+) -> list[float]:
     """Run fn warmup times untimed, then `repeats` times, each synchronized; seconds per run. `before` runs
     untimed ahead of each timed run (a barrier, so every rank starts a timed collective together)."""
     clock = WallClock(device)
@@ -127,9 +133,13 @@ def repeat_timed(fn: Callable[[], object], device: torch.device | str = "cpu",
     return out
 
 
-def interleaved_timed(fns: list[Callable[[], object]], device: torch.device | str = "cpu", repeats: int = 5,
-                      warmup: int = 1, on_round: Callable[[int, list[list[float]]], None] | None = None
-                      ) -> list[list[float]]:
+def interleaved_timed(
+    fns: list[Callable[[], object]],
+    device: torch.device | str = "cpu",
+    repeats: int = 5,
+    warmup: int = 1,
+    on_round: Callable[[int, list[list[float]]], None] | None = None,
+) -> list[list[float]]:
     """Time several variants taking turns: `warmup` untimed rounds, then `repeats` rounds in which
     every fn runs once, synchronized, the order rotated each round so none always runs first.
 
@@ -143,7 +153,7 @@ def interleaved_timed(fns: list[Callable[[], object]], device: torch.device | st
     out: list[list[float]] = [[] for _ in fns]
     for r in range(repeats):
         order = list(range(len(fns)))
-        for k in order[r % len(fns):] + order[:r % len(fns)]:
+        for k in order[r % len(fns) :] + order[: r % len(fns)]:
             clock.start()
             fns[k]()
             out[k].append(clock.stop())
@@ -156,12 +166,27 @@ def summarize(values: Iterable[float]) -> dict[str, float]:
     """n, median, spread (interquartile range, min, max), mean and standard deviation."""
     v = sorted(float(x) for x in values)
     if not v:
-        return {"n": 0, "median": float("nan"), "q1": float("nan"), "q3": float("nan"), "iqr": float("nan"),
-                "min": float("nan"), "max": float("nan"), "mean": float("nan"), "std": float("nan")}
+        return {
+            "n": 0,
+            "median": float("nan"),
+            "q1": float("nan"),
+            "q3": float("nan"),
+            "iqr": float("nan"),
+            "min": float("nan"),
+            "max": float("nan"),
+            "mean": float("nan"),
+            "std": float("nan"),
+        }
     q = statistics.quantiles(v, n=4, method="inclusive") if len(v) > 1 else [v[0]] * 3
     return {
-        "n": len(v), "median": statistics.median(v), "q1": q[0], "q3": q[2], "iqr": q[2] - q[0],
-        "min": v[0], "max": v[-1], "mean": statistics.fmean(v),
+        "n": len(v),
+        "median": statistics.median(v),
+        "q1": q[0],
+        "q3": q[2],
+        "iqr": q[2] - q[0],
+        "min": v[0],
+        "max": v[-1],
+        "mean": statistics.fmean(v),
         "std": statistics.stdev(v) if len(v) > 1 else 0.0,
     }
 
@@ -207,9 +232,11 @@ class EpochMemory:
         row: dict[str, float] = dict.fromkeys(MEMORY_COLUMNS, float("nan"))  # not measured here
         if self.cuda:
             stats = torch.cuda.memory_stats(self.device)
-            row.update(peak_allocated_mb=stats.get("allocated_bytes.all.peak", 0) / 2 ** 20,
-                       peak_reserved_mb=stats.get("reserved_bytes.all.peak", 0) / 2 ** 20,
-                       alloc_retries=stats.get("num_alloc_retries", 0) - self.retries0)
+            row.update(
+                peak_allocated_mb=stats.get("allocated_bytes.all.peak", 0) / 2**20,
+                peak_reserved_mb=stats.get("reserved_bytes.all.peak", 0) / 2**20,
+                alloc_retries=stats.get("num_alloc_retries", 0) - self.retries0,
+            )
         row["peak_rss_mb"] = _peak_rss_mb(self.rss_per_epoch)
         return row
 
@@ -228,6 +255,6 @@ def _peak_rss_mb(from_proc: bool) -> float:
         import sys
 
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux, bytes on macOS
-        return rss / 2 ** 20 if sys.platform == "darwin" else rss / 1024
+        return rss / 2**20 if sys.platform == "darwin" else rss / 1024
     except (ImportError, OSError):
         return float("nan")

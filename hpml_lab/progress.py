@@ -6,6 +6,7 @@ train() asks progress_mode(cfg.progress) which display fits where it runs, then 
     bar = Progress(mode, cfg, total=n_batches, epoch=1)
     bar.update(i, losses, corrects, sizes); bar.close(losses, corrects, sizes)
 """
+
 from __future__ import annotations
 
 import os
@@ -31,15 +32,18 @@ def _kernel_driven_by_batch_tool() -> bool:
         try:
             import subprocess
 
-            args = subprocess.run(["ps", "-o", "command=", "-p", str(ppid)], capture_output=True, text=True,
-                                  timeout=5).stdout.split()
+            args = subprocess.run(
+                ["ps", "-o", "command=", "-p", str(ppid)], capture_output=True, text=True, timeout=5
+            ).stdout.split()
         except (OSError, subprocess.SubprocessError):
             return False
     # the program itself (`papermill ...`, `jupyter-nbconvert ...`, `python -m papermill ...`), not any word of
     # its arguments: a JupyterLab started in a folder named papermill-runs is still interactive
     names = [Path(a).name for a in args[:3]]
-    return any(n.startswith(("papermill", "jupyter-nbconvert", "jupyter-execute")) or n in _BATCH_TOOLS
-               for n in names)
+    return any(
+        n.startswith(("papermill", "jupyter-nbconvert", "jupyter-execute")) or n in _BATCH_TOOLS
+        for n in names
+    )
 
 
 def _in_kernel() -> bool:
@@ -88,15 +92,22 @@ class LivePlot:
         self.steps: list[int] = []
         self.loss: list[float] = []
         self.acc: list[float] = []
-        self.last = time.perf_counter()  # the first redraw waits an interval: start-up batches are slow anyway
+        self.last = (
+            time.perf_counter()
+        )  # the first redraw waits an interval: start-up batches are slow anyway
         self.interval = self.MIN_INTERVAL_S
         self.epoch, self.seen = 0, 0
         from IPython.display import Markdown, display
         from matplotlib.figure import Figure  # here, outside the epochs' clocks: about a second cold
 
         self.figure = Figure
-        self.handle = display(Markdown(f"*{cfg.task}: the live loss and accuracy plot appears after "
-                                       f"{self.MIN_INTERVAL_S:.0f} s or the first epoch.*"), display_id=True)
+        self.handle = display(
+            Markdown(
+                f"*{cfg.task}: the live loss and accuracy plot appears after "
+                f"{self.MIN_INTERVAL_S:.0f} s or the first epoch.*"
+            ),
+            display_id=True,
+        )
 
     def update(self, epoch: int, losses: list, corrects: list, sizes: list, force: bool = False) -> None:
         if epoch != self.epoch:
@@ -128,8 +139,10 @@ class LivePlot:
         ax_loss.set(xlabel="step", ylabel="loss (per batch)")
         ax_acc.plot(self.steps, self.acc, lw=0.8, color="tab:orange")
         ax_acc.set(xlabel="step", ylabel="top-1 % (per batch)")
-        fig.suptitle(f"{self.cfg.task}: epoch {self.epoch}/{self.cfg.epochs}, live (per-batch values, unsmoothed)",
-                     fontsize=10)
+        fig.suptitle(
+            f"{self.cfg.task}: epoch {self.epoch}/{self.cfg.epochs}, live (per-batch values, unsmoothed)",
+            fontsize=10,
+        )
         buf = BytesIO()
         fig.savefig(buf, format="png")
         self.handle.update(Image(data=buf.getvalue(), format="png"))
@@ -155,8 +168,11 @@ class Progress:
                 self.bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{100 * correct.item() / n:.1f}%")
         elif self.mode == "log" and (i % self.cfg.log_every == 0 or i == self.total):
             rate = sum(sizes) / max(time.perf_counter() - self.t0, 1e-9)
-            print(f"[{self.cfg.task}] epoch {self.epoch}/{self.cfg.epochs} batch {i}/{self.total} "
-                  f"loss {loss.item():.4f} acc {100 * correct.item() / n:.1f}% {rate:.0f} img/s", flush=True)
+            print(
+                f"[{self.cfg.task}] epoch {self.epoch}/{self.cfg.epochs} batch {i}/{self.total} "
+                f"loss {loss.item():.4f} acc {100 * correct.item() / n:.1f}% {rate:.0f} img/s",
+                flush=True,
+            )
         if self.plot is not None:
             self.plot.update(self.epoch, losses, corrects, sizes)
 

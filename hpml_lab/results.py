@@ -9,6 +9,7 @@ every number.
     from hpml_lab import results
     results.load_runs("c1")          # list of Run, newest first
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -18,9 +19,10 @@ import shutil
 import signal
 import socket
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -31,7 +33,7 @@ def now() -> str:
     """UTC time, to the second, as every meta.json records it."""
     import datetime as _dt
 
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def new_meta(cfg, device, **extra: Any) -> dict[str, Any]:
@@ -42,9 +44,20 @@ def new_meta(cfg, device, **extra: Any) -> dict[str, Any]:
     from .envinfo import environment
     from .sanity import machine_load
 
-    return {"task": cfg.task, "run_id": cfg.resolved_run_id(), "status": "running", "started_at": now(),
-            "config": cfg.to_dict(), "config_hash": cfg.config_hash(), "seed": cfg.seed, "device": str(device),
-            "dataset": dataset_info(cfg), "environment": environment(device), "machine": machine_load(), **extra}
+    return {
+        "task": cfg.task,
+        "run_id": cfg.resolved_run_id(),
+        "status": "running",
+        "started_at": now(),
+        "config": cfg.to_dict(),
+        "config_hash": cfg.config_hash(),
+        "seed": cfg.seed,
+        "device": str(device),
+        "dataset": dataset_info(cfg),
+        "environment": environment(device),
+        "machine": machine_load(),
+        **extra,
+    }
 
 
 @dataclass
@@ -97,8 +110,15 @@ def write_derived(folder: Path, tables: Mapping[str, pd.DataFrame], meta: Mappin
     with signals_deferred():
         for name, df in tables.items():
             atomic_write_csv(Path(folder) / f"{name}.csv", df.to_dict("records"), list(df.columns))
-        write_meta(folder, {**meta, "run_id": Path(folder).name, "status": "complete",
-                            "finished_at": meta.get("finished_at") or now()})
+        write_meta(
+            folder,
+            {
+                **meta,
+                "run_id": Path(folder).name,
+                "status": "complete",
+                "finished_at": meta.get("finished_at") or now(),
+            },
+        )
 
 
 def read_run(run_dir: str | os.PathLike) -> Run:
@@ -106,7 +126,9 @@ def read_run(run_dir: str | os.PathLike) -> Run:
     run_dir = Path(run_dir)
     meta = json.loads(regular_file(run_dir / "meta.json", META_MAX).read_text())
     if not isinstance(meta, dict) or not isinstance(meta.get("config", {}), dict):
-        raise ValueError(f"{run_dir / 'meta.json'} does not hold a run's record (a JSON object with a config)")
+        raise ValueError(
+            f"{run_dir / 'meta.json'} does not hold a run's record (a JSON object with a config)"
+        )
     return Run(run_dir, meta)
 
 
@@ -126,7 +148,10 @@ def is_complete(run_dir: str | os.PathLike) -> bool:
     if problem:
         import sys
 
-        print(f"hpml-lab: warning: {run.path} is marked complete but {problem}; it is not reused", file=sys.stderr)
+        print(
+            f"hpml-lab: warning: {run.path} is marked complete but {problem}; it is not reused",
+            file=sys.stderr,
+        )
         return False
     return True
 
@@ -151,7 +176,9 @@ def disagreement(run: Run) -> str:
     return ""
 
 
-def load_runs(task: str, results_dir: str | os.PathLike = "results", status: str | None = "complete") -> list[Run]:
+def load_runs(
+    task: str, results_dir: str | os.PathLike = "results", status: str | None = "complete"
+) -> list[Run]:
     """Runs filed under a task, newest first; by default only complete ones."""
     from .config import output_path
 
@@ -174,8 +201,10 @@ def drop_warmup(epochs: pd.DataFrame) -> pd.DataFrame:
     a run of a single epoch is kept as it is, having nothing else."""
     if "run_id" not in epochs:
         return epochs[epochs["epoch"] > epochs["epoch"].min()] if epochs["epoch"].nunique() > 1 else epochs
-    parts = [g[g["epoch"] > g["epoch"].min()] if g["epoch"].nunique() > 1 else g
-             for _, g in epochs.groupby("run_id", sort=False)]
+    parts = [
+        g[g["epoch"] > g["epoch"].min()] if g["epoch"].nunique() > 1 else g
+        for _, g in epochs.groupby("run_id", sort=False)
+    ]
     return pd.concat(parts) if parts else epochs
 
 
@@ -238,8 +267,11 @@ def end_status(e: BaseException) -> str:
 def root_cause(e: BaseException) -> BaseException:
     """The error a run ended on: a held signal delivered while an error was on its way out (io.signals_deferred) raises
     Interrupted on top of it, and the error it interrupted is the one to record."""
-    while isinstance(e, KeyboardInterrupt) and e.__context__ is not None \
-            and not isinstance(e.__context__, KeyboardInterrupt):
+    while (
+        isinstance(e, KeyboardInterrupt)
+        and e.__context__ is not None
+        and not isinstance(e.__context__, KeyboardInterrupt)
+    ):
         e = e.__context__
     return e
 
@@ -276,16 +308,18 @@ class RunFolder:
         self.final = Path(run_dir)
         self.path = self.final.parent / f".{self.final.name}.attempt-{os.getpid()}"
         self.done = False
-        self.where: Path | None = None   # after the block: where this attempt's files are, and their status
+        self.where: Path | None = None  # after the block: where this attempt's files are, and their status
         self.status: str | None = None
 
-    def __enter__(self) -> "RunFolder":
+    def __enter__(self) -> RunFolder:
         self._end_abandoned()
         try:
             if self.path.exists():
                 shutil.rmtree(self.path)
             self.path.mkdir(parents=True)
-        except OSError as e:  # a results folder under a file, read-only: said about the run folder, not the attempt
+        except (
+            OSError
+        ) as e:  # a results folder under a file, read-only: said about the run folder, not the attempt
             raise type(e)(e.errno, e.strerror, str(self.final)) from None
         return self
 
@@ -300,9 +334,18 @@ class RunFolder:
             try:
                 meta = json.loads(regular_file(other / "meta.json", META_MAX).read_text())
                 host = (meta.get("environment") or {}).get("hostname") if isinstance(meta, dict) else "?"
-                if host in (None, socket.gethostname()) and meta.get("status") == "running":  # not another node's
-                    write_meta(other, {**meta, "status": "failed", "finished_at": now(), "error":
-                                       f"process {pid} ended without recording its end (killed with -9?)"})
+                if (
+                    host in (None, socket.gethostname()) and meta.get("status") == "running"
+                ):  # not another node's
+                    write_meta(
+                        other,
+                        {
+                            **meta,
+                            "status": "failed",
+                            "finished_at": now(),
+                            "error": f"process {pid} ended without recording its end (killed with -9?)",
+                        },
+                    )
             except (OSError, ValueError):
                 continue
 
@@ -359,14 +402,24 @@ class RunFolder:
                 meta = json.loads((self.path / "meta.json").read_text())
             except (OSError, ValueError):
                 meta = {}
-            error = f"{type(cause).__name__}: {cause}" + (f" (then {type(e).__name__}: {e})" if cause is not e else "")
+            error = f"{type(cause).__name__}: {cause}" + (
+                f" (then {type(e).__name__}: {e})" if cause is not e else ""
+            )
             self.status = end_status(cause)
             end = {"status": self.status, "error": error, "finished_at": now()}
             try:
                 write_meta(self.path, {**meta, **end})
-            except OSError as e:  # a full disk: no room for a new file, so the old one is overwritten in place
-                _overwrite_in_place(self.path / "meta.json", {**{k: meta[k] for k in ("task", "run_id") if k in meta},
-                                                             **end, "error": f"{error} (then {e.strerror or e})"})
+            except (
+                OSError
+            ) as e:  # a full disk: no room for a new file, so the old one is overwritten in place
+                _overwrite_in_place(
+                    self.path / "meta.json",
+                    {
+                        **{k: meta[k] for k in ("task", "run_id") if k in meta},
+                        **end,
+                        "error": f"{error} (then {e.strerror or e})",
+                    },
+                )
         if is_complete(self.final):  # the attempt stays beside the complete run, hidden from load_runs
             self.where = self.path
             return None

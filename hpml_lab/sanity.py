@@ -15,32 +15,45 @@
 | settings differ | any setting differs from the lab's (the full table comes from ran_vs_lab) |
 | live plot | the run drew a live plot (progress=plot in a Jupyter kernel, meta.json's `progress`): its redraws count in total_s |
 """
+
 from __future__ import annotations
 
 import math
 import os
 import statistics
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 # The lab's settings (Lab 2, shared/notes/lab-tasks.md): what a report's numbers are compared with.
-LAB = {"model": "resnet18", "optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4,
-       "batch_size": 128, "num_workers": 2, "epochs": 5, "max_batches": 0, "subset": 0, "augment": True,
-       "norm": "bn"}
+LAB = {
+    "model": "resnet18",
+    "optimizer": "sgd",
+    "lr": 0.1,
+    "momentum": 0.9,
+    "weight_decay": 5e-4,
+    "batch_size": 128,
+    "num_workers": 2,
+    "epochs": 5,
+    "max_batches": 0,
+    "subset": 0,
+    "augment": True,
+    "norm": "bn",
+}
 MIN_SAMPLES = 3
 DIVERGE_MARGIN = 0.5
-BUSY_LOAD_PER_CORE = 1.0   # 1-minute load average per usable core above which timings are shared with others
-BUSY_STEAL_PCT = 10.0      # CPU steal (% of CPU time taken by the hypervisor) above which the same holds
-NOISE_FACTOR = 1.5         # identical configurations further apart than this: the machine, not the setting, moved
+BUSY_LOAD_PER_CORE = 1.0  # 1-minute load average per usable core above which timings are shared with others
+BUSY_STEAL_PCT = 10.0  # CPU steal (% of CPU time taken by the hypervisor) above which the same holds
+NOISE_FACTOR = 1.5  # identical configurations further apart than this: the machine, not the setting, moved
 
-_SEEN: list[dict[str, Any]] = []   # the machine load of every run this process made or showed (see observe)
+_SEEN: list[dict[str, Any]] = []  # the machine load of every run this process made or showed (see observe)
 
 
 @dataclass(frozen=True)
 class Flag:
-    kind: str        # diverged | no steady state | too few samples | machine busy | noisy machine | stand-in model
-                     # | settings differ | live plot
+    kind: str  # diverged | no steady state | too few samples | machine busy | noisy machine | stand-in model
+    # | settings differ | live plot
     message: str
 
     def as_dict(self) -> dict[str, str]:
@@ -58,13 +71,16 @@ def diverged(losses: Sequence[float], num_classes: int, margin: float = DIVERGE_
         return None
     if any(not math.isfinite(v) for v in vals):
         return Flag("diverged", "the loss became NaN or infinite: training diverged")
-    tail = vals[-max(1, len(vals) // 5):]
+    tail = vals[-max(1, len(vals) // 5) :]
     end = sum(tail) / len(tail)
     limit = chance_loss(num_classes) + margin
     if end > limit:
-        return Flag("diverged", f"the loss at the end ({end:.2f}, mean of the last {len(tail)} batches) is above "
-                                f"chance level ln({num_classes}) = {chance_loss(num_classes):.2f} + {margin}: "
-                                "training is diverging or has not settled, so its losses and accuracies are not results")
+        return Flag(
+            "diverged",
+            f"the loss at the end ({end:.2f}, mean of the last {len(tail)} batches) is above "
+            f"chance level ln({num_classes}) = {chance_loss(num_classes):.2f} + {margin}: "
+            "training is diverging or has not settled, so its losses and accuracies are not results",
+        )
     return None
 
 
@@ -75,7 +91,7 @@ def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -
     vals = [float(x) for x in losses if math.isfinite(float(x))]
     if not vals:
         return False
-    tail = vals[-max(1, len(vals) // 5):]
+    tail = vals[-max(1, len(vals) // 5) :]
     return sum(tail) / len(tail) >= (1 - margin) * chance_loss(num_classes)
 
 
@@ -89,23 +105,33 @@ def trend(epoch_seconds: Sequence[float], step: float = 0.10, overall: float = 0
     up = all(b > a * (1 + step) for a, b in zip(v, v[1:])) and v[-1] > v[0] * (1 + overall)
     down = all(b < a / (1 + step) for a, b in zip(v, v[1:])) and v[-1] < v[0] / (1 + overall)
     if up or down:
-        seq = " -> ".join(f"{x:.2f}" for x in v)  # epoch 1 apart: it is not part of the trend and may go either way
-        return Flag("no steady state", f"epoch times after the warm-up epoch keep {'growing' if up else 'shrinking'} "
-                                       f"({seq} s; epoch 1: {float(epoch_seconds[0]):.2f} s): there is no steady "
-                                       "state to summarise; the median describes no typical epoch")
+        seq = " -> ".join(
+            f"{x:.2f}" for x in v
+        )  # epoch 1 apart: it is not part of the trend and may go either way
+        return Flag(
+            "no steady state",
+            f"epoch times after the warm-up epoch keep {'growing' if up else 'shrinking'} "
+            f"({seq} s; epoch 1: {float(epoch_seconds[0]):.2f} s): there is no steady "
+            "state to summarise; the median describes no typical epoch",
+        )
     return None
 
 
 def too_few(n: int, what: str = "values") -> Flag | None:
     if n < MIN_SAMPLES:
-        return Flag("too few samples", f"only {n} {what}: a median of fewer than {MIN_SAMPLES} has no spread to "
-                                       "show, so none is shown; treat the number as one observation")
+        return Flag(
+            "too few samples",
+            f"only {n} {what}: a median of fewer than {MIN_SAMPLES} has no spread to "
+            "show, so none is shown; treat the number as one observation",
+        )
     return None
 
 
 def machine_load(sample_s: float = 0.1) -> dict[str, Any]:
     """Load average, usable cores and the CPU steal share over a short sample (Linux /proc/stat)."""
-    out: dict[str, Any] = {"cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+    out: dict[str, Any] = {
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    }
     try:
         out["load1"] = os.getloadavg()[0]
     except OSError:
@@ -142,13 +168,18 @@ def busy(load: Mapping[str, Any] | None) -> Flag | None:
     msgs = []
     cores = load.get("cores") or 1
     if load.get("load1") is not None and load["load1"] / cores > BUSY_LOAD_PER_CORE:
-        msgs.append(f"load average {load['load1']:.1f} on {cores} usable cores before the run, above "
-                    f"{BUSY_LOAD_PER_CORE:g} per core")
+        msgs.append(
+            f"load average {load['load1']:.1f} on {cores} usable cores before the run, above "
+            f"{BUSY_LOAD_PER_CORE:g} per core"
+        )
     if load.get("steal_pct") is not None and load["steal_pct"] > BUSY_STEAL_PCT:
         msgs.append(f"CPU steal {load['steal_pct']:.0f}%, above {BUSY_STEAL_PCT:g}%")
     if msgs:
-        return Flag("machine busy", "the machine was busy (" + "; ".join(msgs) + "): timings are slower and noisier "
-                                    "than on an idle machine")
+        return Flag(
+            "machine busy",
+            "the machine was busy (" + "; ".join(msgs) + "): timings are slower and noisier "
+            "than on an idle machine",
+        )
     return None
 
 
@@ -157,14 +188,17 @@ def busiest_seen(loads: Iterable[Mapping[str, Any] | None] | None = None) -> Fla
     seen = [dict(x) for x in (_SEEN if loads is None else loads) if x]
 
     def pressure(x):
-        return max((x.get("load1") or 0) / (x.get("cores") or 1) / BUSY_LOAD_PER_CORE,
-                   (x.get("steal_pct") or 0) / BUSY_STEAL_PCT)
+        return max(
+            (x.get("load1") or 0) / (x.get("cores") or 1) / BUSY_LOAD_PER_CORE,
+            (x.get("steal_pct") or 0) / BUSY_STEAL_PCT,
+        )
 
     return busy(max(seen, key=pressure)) if seen else None
 
 
-def noise(a: Sequence[float], b: Sequence[float], what_a: str, what_b: str,
-          factor: float = NOISE_FACTOR) -> Flag | None:
+def noise(
+    a: Sequence[float], b: Sequence[float], what_a: str, what_b: str, factor: float = NOISE_FACTOR
+) -> Flag | None:
     """Two runs of one configuration whose medians are more than `factor` apart: the machine's noise is at least
     that large, so smaller differences between settings on this machine are not results."""
     va, vb = sorted(float(x) for x in a), sorted(float(x) for x in b)
@@ -173,9 +207,12 @@ def noise(a: Sequence[float], b: Sequence[float], what_a: str, what_b: str,
     ma, mb = statistics.median(va), statistics.median(vb)
     lo, hi = min(ma, mb), max(ma, mb)
     if lo > 0 and hi / lo > factor:
-        return Flag("noisy machine", f"{what_a} and {what_b} are the same configuration, yet their medians are "
-                                     f"{ma:.3g} and {mb:.3g} ({hi / lo:.2f}x apart, above {factor:g}x): differences "
-                                     "smaller than that between settings measured here are noise, not results")
+        return Flag(
+            "noisy machine",
+            f"{what_a} and {what_b} are the same configuration, yet their medians are "
+            f"{ma:.3g} and {mb:.3g} ({hi / lo:.2f}x apart, above {factor:g}x): differences "
+            "smaller than that between settings measured here are noise, not results",
+        )
     return None
 
 
@@ -200,23 +237,46 @@ def stand_in(cfg, lab_model: str = LAB["model"]) -> Flag | None:
         from . import models
 
         n = models.count_parameters(models.build(cfg.model))
-        return Flag("stand-in model", f"model {cfg.model} ({n:,} parameters) stands in for the lab's {lab_model}: "
-                                      "its times, memory and accuracies are not the lab model's")
+        return Flag(
+            "stand-in model",
+            f"model {cfg.model} ({n:,} parameters) stands in for the lab's {lab_model}: "
+            "its times, memory and accuracies are not the lab model's",
+        )
     return None
 
 
-def run_flags(cfg, losses: Iterable[float] = (), epoch_seconds: Sequence[float] = (), meta: Mapping | None = None,
-              num_classes: int = 10, lab: Mapping[str, Any] = LAB) -> list[Flag]:
+def run_flags(
+    cfg,
+    losses: Iterable[float] = (),
+    epoch_seconds: Sequence[float] = (),
+    meta: Mapping | None = None,
+    num_classes: int = 10,
+    lab: Mapping[str, Any] = LAB,
+) -> list[Flag]:
     """Every flag that applies to one run (or one configuration of a sweep)."""
-    flags = [diverged(list(losses), num_classes), trend(epoch_seconds),
-             busy((meta or {}).get("machine")), stand_in(cfg, lab.get("model", LAB["model"]))]
+    flags = [
+        diverged(list(losses), num_classes),
+        trend(epoch_seconds),
+        busy((meta or {}).get("machine")),
+        stand_in(cfg, lab.get("model", LAB["model"])),
+    ]
     # what the run did (meta.json: a reused run may have been made with other progress settings), else the config
     drew = meta.get("progress") == "plot" if meta is not None else getattr(cfg, "progress", None) == "plot"
     if drew:
-        flags.append(Flag("live plot", "a live plot was drawn during the epochs (progress=plot): its redraws count "
-                                       "in total_s, and DataLoader workers prefetch meanwhile, so data_s can be lower"))
+        flags.append(
+            Flag(
+                "live plot",
+                "a live plot was drawn during the epochs (progress=plot): its redraws count "
+                "in total_s, and DataLoader workers prefetch meanwhile, so data_s can be lower",
+            )
+        )
     differ = ran_vs_lab(cfg, lab)
     if differ:
-        flags.append(Flag("settings differ", "settings differ from the lab's: " + ", ".join(
-            f"{r['setting']} {r['ran']} (lab {r['lab']})" for r in differ)))
+        flags.append(
+            Flag(
+                "settings differ",
+                "settings differ from the lab's: "
+                + ", ".join(f"{r['setting']} {r['ran']} (lab {r['lab']})" for r in differ),
+            )
+        )
     return [f for f in flags if f is not None]

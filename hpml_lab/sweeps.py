@@ -12,18 +12,20 @@ again skips every configuration already complete and runs the others; one that
 was cut off while running is run again from the start, so nothing is lost and
 nothing is counted twice. Out-of-memory is recorded as a result ("oom"), not a crash.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 
 from . import results
-from .device import free_cuda_memory, is_oom
 from .config import RunConfig
+from .device import free_cuda_memory, is_oom
 
 
 @dataclass
@@ -69,16 +71,29 @@ def _record_failure(cfg: RunConfig, status: str, error: str) -> None:
     try:
         meta = results.read_run(run_dir).meta
     except (OSError, ValueError):
-        meta = {"task": cfg.task, "run_id": cfg.resolved_run_id(), "config": cfg.to_dict(),
-                "config_hash": cfg.config_hash(), "seed": cfg.seed}
-    meta.update(status=status, error=error,
-                finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+        meta = {
+            "task": cfg.task,
+            "run_id": cfg.resolved_run_id(),
+            "config": cfg.to_dict(),
+            "config_hash": cfg.config_hash(),
+            "seed": cfg.seed,
+        }
+    meta.update(
+        status=status,
+        error=error,
+        finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    )
     run_dir.mkdir(parents=True, exist_ok=True)
     results.write_meta(run_dir, meta)
 
 
-def run_sweep(configs: Iterable[RunConfig], run_one: Callable[[RunConfig], Any], *,
-              on_error: str = "raise", log: Callable[[str], None] | None = print) -> list[SweepItem]:
+def run_sweep(
+    configs: Iterable[RunConfig],
+    run_one: Callable[[RunConfig], Any],
+    *,
+    on_error: str = "raise",
+    log: Callable[[str], None] | None = print,
+) -> list[SweepItem]:
     """Run `run_one(cfg)` for each configuration whose results are not complete yet.
 
     Args:
@@ -95,7 +110,9 @@ def run_sweep(configs: Iterable[RunConfig], run_one: Callable[[RunConfig], Any],
     dirs = [c.run_dir() for c in configs]
     if len(set(dirs)) != len(dirs):
         dup = next(d for d in dirs if dirs.count(d) > 1)
-        raise ValueError(f"two configurations of the sweep write to the same folder {dup}; give them distinct run_id")
+        raise ValueError(
+            f"two configurations of the sweep write to the same folder {dup}; give them distinct run_id"
+        )
     say = log or (lambda _msg: None)
     items: list[SweepItem] = []
     for i, (cfg, run_dir) in enumerate(zip(configs, dirs), 1):
@@ -140,8 +157,10 @@ def require_one_complete(items: Sequence[SweepItem], task: str, field_name: str)
     if any(it.complete for it in items):
         return
     lines = [f"every run of {task} failed ({len(items)} of {len(items)}); there is nothing to compare:"]
-    lines += [f"{field_name}={getattr(it.cfg, field_name)}: {it.status}: {it.error or 'no error recorded'}"
-              for it in items]
+    lines += [
+        f"{field_name}={getattr(it.cfg, field_name)}: {it.status}: {it.error or 'no error recorded'}"
+        for it in items
+    ]
     raise SweepFailed("\n".join(lines))
 
 

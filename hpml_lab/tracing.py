@@ -20,6 +20,7 @@ costs (allocator growth, kernel selection, compilation) do not pollute the table
 The profiler adds a few microseconds per operator: use the trace for shares and
 ordering, and the timers in hpml_lab.profiling for durations.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,17 @@ class Trace:
     warmup: int
 
 
-def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch.optim.Optimizer,
-                out_path: str | os.PathLike, steps: int = 3, warmup: int = 1, top: int = 15, cfg=None) -> Trace:
+def trace_steps(
+    model: nn.Module,
+    loader,
+    device: torch.device,
+    optimizer: torch.optim.Optimizer,
+    out_path: str | os.PathLike,
+    steps: int = 3,
+    warmup: int = 1,
+    top: int = 15,
+    cfg=None,
+) -> Trace:
     """Profile `warmup` + `steps` training steps (only the last `steps` are recorded) and export the trace.
 
     The step is train()'s (training.train_step: with `cfg`, channels-last copies and cfg.precision's autocast as cfg
@@ -71,8 +81,11 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
         done = 0
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*Profiler clears events")  # one cycle: nothing lost
-            prof = profile(activities=activities, schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
-                           on_trace_ready=export)
+            prof = profile(
+                activities=activities,
+                schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
+                on_trace_ready=export,
+            )
             prof.start()
             try:
                 it = iter(loader)
@@ -93,13 +106,19 @@ def trace_steps(model: nn.Module, loader, device: torch.device, optimizer: torch
     return Trace(out_path, top_operators(prof, top), steps, warmup)
 
 
-TOP_OPS_HEADERS = {"self_cpu_ms": "self CPU (ms)", "cpu_total_ms": "CPU incl. children (ms)",
-                   "self_device_ms": "self GPU (ms)", "share_self_cpu": "share of self CPU"}
+TOP_OPS_HEADERS = {
+    "self_cpu_ms": "self CPU (ms)",
+    "cpu_total_ms": "CPU incl. children (ms)",
+    "self_device_ms": "self GPU (ms)",
+    "share_self_cpu": "share of self CPU",
+}
 
 
 def recorded(tr, what: str = "training step(s)") -> str:
     """The sentence a report puts above a trace: how many steps were kept and how many warm-up steps were not."""
-    return f"`torch.profiler` recorded {tr.steps} {what} after {tr.warmup} warm-up step(s) that were not kept."
+    return (
+        f"`torch.profiler` recorded {tr.steps} {what} after {tr.warmup} warm-up step(s) that were not kept."
+    )
 
 
 def top_ops_table(tr) -> pd.DataFrame:
@@ -111,11 +130,19 @@ def top_operators(prof, top: int = 15) -> pd.DataFrame:
     """The operators with the most self CPU time (our step labels excluded), in milliseconds."""
     rows = []
     for ev in prof.key_averages():
-        if ev.key in ("data", "copy", "forward", "backward", "optimizer") or ev.key.startswith("ProfilerStep"):
+        if ev.key in ("data", "copy", "forward", "backward", "optimizer") or ev.key.startswith(
+            "ProfilerStep"
+        ):
             continue
-        rows.append({"operator": ev.key, "calls": ev.count, "self_cpu_ms": ev.self_cpu_time_total / 1e3,
-                     "cpu_total_ms": ev.cpu_time_total / 1e3,
-                     "self_device_ms": getattr(ev, "self_device_time_total", 0.0) / 1e3})
+        rows.append(
+            {
+                "operator": ev.key,
+                "calls": ev.count,
+                "self_cpu_ms": ev.self_cpu_time_total / 1e3,
+                "cpu_total_ms": ev.cpu_time_total / 1e3,
+                "self_device_ms": getattr(ev, "self_device_time_total", 0.0) / 1e3,
+            }
+        )
     df = pd.DataFrame(rows, columns=TOP_OPS_COLUMNS[:-1])
     total = df["self_cpu_ms"].sum()
     df["share_self_cpu"] = df["self_cpu_ms"] / total if total else 0.0
@@ -130,6 +157,7 @@ LABELS = ("data", "copy", "forward", "backward", "optimizer")
 class Breakdown:
     """Where a trace's time went: `table` (category, time_ms, share), `idle` (HTA's idle-time breakdown, or
     None), `source` (what computed it) and `note` (why that source, for the report)."""
+
     table: pd.DataFrame
     idle: pd.DataFrame | None
     source: str
@@ -169,10 +197,14 @@ def breakdown(path: str | os.PathLike) -> Breakdown:
     """HTA's temporal and idle-time breakdown when the trace holds GPU kernels, else the labelled ranges."""
     path = Path(path)
     if not has_gpu_kernels(path):
-        return Breakdown(labelled_ranges(path), None, "labelled ranges of the step (host time)",
-                         "This trace has no GPU kernels (a CPU run): Holistic Trace Analysis breaks down GPU time "
-                         "(kernel compute, memory and communication kernels, idle) and has no GPU timeline to read "
-                         "here, so the table sums the host time in the step's labelled ranges instead.")
+        return Breakdown(
+            labelled_ranges(path),
+            None,
+            "labelled ranges of the step (host time)",
+            "This trace has no GPU kernels (a CPU run): Holistic Trace Analysis breaks down GPU time "
+            "(kernel compute, memory and communication kernels, idle) and has no GPU timeline to read "
+            "here, so the table sums the host time in the step's labelled ranges instead.",
+        )
     return _hta_breakdown(path)
 
 
@@ -190,29 +222,45 @@ def _hta_breakdown(path: Path) -> Breakdown:
         shutil.copy(path, Path(folder) / path.name)  # HTA reads every trace in a folder; this one alone
         logging.getLogger("hta").setLevel(logging.ERROR)
         # HTA logs its parsing steps and trips pandas deprecation warnings: kept out of the reports
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                warnings.catch_warnings():
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+            warnings.catch_warnings(),
+        ):
             warnings.simplefilter("ignore")
             analysis = TraceAnalysis(trace_dir=folder)
             temporal = analysis.get_temporal_breakdown(visualize=False)
             idle = analysis.get_idle_time_breakdown(visualize=False)
     idle = idle[0] if isinstance(idle, tuple) else idle
     row = temporal.iloc[0]
-    table = _with_share(pd.DataFrame({
-        "category": ["kernel compute", "other kernels (memory, communication)", "GPU idle"],
-        "time_ms": [row["compute_time(us)"] / 1e3, row["non_compute_time(us)"] / 1e3, row["idle_time(us)"] / 1e3],
-    }))
+    table = _with_share(
+        pd.DataFrame(
+            {
+                "category": ["kernel compute", "other kernels (memory, communication)", "GPU idle"],
+                "time_ms": [
+                    row["compute_time(us)"] / 1e3,
+                    row["non_compute_time(us)"] / 1e3,
+                    row["idle_time(us)"] / 1e3,
+                ],
+            }
+        )
+    )
     idle_table = None
     if idle is not None and len(idle):
         by_cause = idle.groupby("idle_category", as_index=False)["idle_time"].sum()
-        idle_table = _with_share(pd.DataFrame({"idle cause": by_cause["idle_category"],
-                                               "time_ms": by_cause["idle_time"] / 1e3}))
+        idle_table = _with_share(
+            pd.DataFrame({"idle cause": by_cause["idle_category"], "time_ms": by_cause["idle_time"] / 1e3})
+        )
     try:
         version = metadata.version("traceinsight")
     except metadata.PackageNotFoundError:
         version = metadata.version("HolisticTraceAnalysis")
-    return Breakdown(table, idle_table, f"Holistic Trace Analysis (traceinsight {version})",
-                     "Computed by Holistic Trace Analysis from this trace's GPU timeline: kernel compute, other "
-                     "kernels (memory copies and sets, communication) and time the GPU sat idle between kernels; "
-                     "the idle time by cause: host wait (the GPU waited on the CPU to queue work), kernel wait "
-                     "(short gaps between back-to-back kernels), other.")
+    return Breakdown(
+        table,
+        idle_table,
+        f"Holistic Trace Analysis (traceinsight {version})",
+        "Computed by Holistic Trace Analysis from this trace's GPU timeline: kernel compute, other "
+        "kernels (memory copies and sets, communication) and time the GPU sat idle between kernels; "
+        "the idle time by cause: host wait (the GPU waited on the CPU to queue work), kernel wait "
+        "(short gaps between back-to-back kernels), other.",
+    )

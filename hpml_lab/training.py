@@ -18,6 +18,7 @@ Read top to bottom: train() sets up and writes the run, _epochs is the loop, tra
 _reduce_epoch combines the ranks' numbers under DDP; below them, how the model, optimizer and FLOPs record
 are built. The progress display is hpml_lab.progress; the command line is hpml_lab.__main__.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,8 +26,9 @@ import os
 import sys
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import pandas as pd
 import torch
@@ -35,13 +37,34 @@ from torch import nn
 from . import distributed, fastpath, flops, models, progress, results
 from .config import OPTIMIZER_TABLE, ConfigError, RunConfig
 from .data import build_loader, dataset_info, num_classes
-from .device import configure as configure_device, resolve_device, seed_everything
-from .profiling import MEMORY_COLUMNS, MEMORY_NOTE, DeviceTimer, EpochMemory, HostTimer, WallClock, synchronize
+from .device import configure as configure_device
+from .device import resolve_device, seed_everything
 from .io import atomic_file, atomic_write_csv, plain_target, signals_deferred
+from .profiling import (
+    MEMORY_COLUMNS,
+    MEMORY_NOTE,
+    DeviceTimer,
+    EpochMemory,
+    HostTimer,
+    WallClock,
+    synchronize,
+)
 
 BATCH_COLUMNS = ["epoch", "batch", "step", "images", "loss", "acc", "data_s", "train_s"]
-EPOCH_COLUMNS = ["epoch", "batches", "images", "loss", "acc", "data_s", "train_s", "total_s", "images_per_s",
-                 "tflops", "mfu", *MEMORY_COLUMNS]
+EPOCH_COLUMNS = [
+    "epoch",
+    "batches",
+    "images",
+    "loss",
+    "acc",
+    "data_s",
+    "train_s",
+    "total_s",
+    "images_per_s",
+    "tflops",
+    "mfu",
+    *MEMORY_COLUMNS,
+]
 TIMING_NOTE = (
     "data_s: host time waiting on the DataLoader (includes starting its workers in the first batch); "
     "train_s: host-to-device copy, forward, backward and optimizer step (CUDA events on a GPU, "
@@ -51,9 +74,15 @@ TIMING_NOTE = (
 )
 
 
-def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
-          extra_meta: Optional[Mapping[str, Any]] = None, save_model: str | os.PathLike | None = None,
-          write: bool = True) -> results.Run:
+def train(
+    cfg: RunConfig,
+    *,
+    model: nn.Module | None = None,
+    loader=None,
+    extra_meta: Mapping[str, Any] | None = None,
+    save_model: str | os.PathLike | None = None,
+    write: bool = True,
+) -> results.Run:
     """Train cfg.model on cfg.dataset and write results under cfg.run_dir().
 
     Args:
@@ -75,16 +104,25 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
     device = torch.device(dist_env.device)
     write = write and dist_env.is_main  # only rank 0 writes results
     cfg = distributed.run_config(cfg, dist_env.world_size)  # ddp<N>-<id>: never a 1-process run's folder
-    flops_record = _flops_record(cfg, device)  # before seeding: counting must not shift the run's random streams
+    flops_record = _flops_record(
+        cfg, device
+    )  # before seeding: counting must not shift the run's random streams
     seed_everything(cfg.seed)
     configure_device(device)  # cuDNN autotuning on CUDA (the warm-up epoch absorbs it)
-    late = dist_env.distributed  # under DDP, compile the wrapper: torch.compile(DDP(model)), as DDP's docs ask
-    model = (build_model(cfg, device, compile=not late) if model is None
-             else fastpath.apply_to_model(cfg, model.to(device), compile=not late))
+    late = (
+        dist_env.distributed
+    )  # under DDP, compile the wrapper: torch.compile(DDP(model)), as DDP's docs ask
+    model = (
+        build_model(cfg, device, compile=not late)
+        if model is None
+        else fastpath.apply_to_model(cfg, model.to(device), compile=not late)
+    )
     parallel_note = ""
     if dist_env.distributed:
         model = distributed.wrap_model(model, dist_env)
-        if cfg.compile:  # DDPOptimizer then splits the graph at DDP's buckets: all-reduce overlaps the backward
+        if (
+            cfg.compile
+        ):  # DDPOptimizer then splits the graph at DDP's buckets: all-reduce overlaps the backward
             model = fastpath.compile_model(cfg, model)
     elif cfg.data_parallel:
         model, parallel_note = distributed.wrap_data_parallel(model, device)
@@ -95,10 +133,22 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
 
     run_dir = cfg.run_dir()
     meta: dict[str, Any] = results.new_meta(
-        cfg, device, dataset=info, parameters=models.count_parameters(model), timing_note=TIMING_NOTE,
-        precision=cfg.precision, memory_note=MEMORY_NOTE, **{
-        "distributed": {**dist_env.as_dict(), "global_batch": cfg.batch_size * dist_env.world_size,
-                        "data_parallel": parallel_note}, **(extra_meta or {})})
+        cfg,
+        device,
+        dataset=info,
+        parameters=models.count_parameters(model),
+        timing_note=TIMING_NOTE,
+        precision=cfg.precision,
+        memory_note=MEMORY_NOTE,
+        **{
+            "distributed": {
+                **dist_env.as_dict(),
+                "global_batch": cfg.batch_size * dist_env.world_size,
+                "data_parallel": parallel_note,
+            },
+            **(extra_meta or {}),
+        },
+    )
     folder = results.RunFolder(run_dir) if write else contextlib.nullcontext()
     try:
         with results.sigterm_interrupts(), folder as rf:
@@ -107,10 +157,23 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
             meta["flops"] = flops_record
             started = time.perf_counter()
             with fastpath.matmul_precision(cfg, device):
-                batch_rows, epoch_rows = _epochs(cfg, model, loader, optimizer, criterion, device, dist_env,
-                                                 rf.path if write else None, meta)
-            meta.update(status="complete", finished_at=results.now(), duration_s=time.perf_counter() - started,
-                        epochs_done=cfg.epochs)
+                batch_rows, epoch_rows = _epochs(
+                    cfg,
+                    model,
+                    loader,
+                    optimizer,
+                    criterion,
+                    device,
+                    dist_env,
+                    rf.path if write else None,
+                    meta,
+                )
+            meta.update(
+                status="complete",
+                finished_at=results.now(),
+                duration_s=time.perf_counter() - started,
+                epochs_done=cfg.epochs,
+            )
             if save_model and dist_env.is_main:
                 meta["saved_model"] = _save_model(model, save_model, rf.path if write else None, run_dir)
             if write:
@@ -119,12 +182,20 @@ def train(cfg: RunConfig, *, model: Optional[nn.Module] = None, loader=None,
         if write:
             e.run_outcome = (folder.where, folder.status)
         raise
-    return results.Run(run_dir, meta, model, {"batches": pd.DataFrame(batch_rows, columns=BATCH_COLUMNS),
-                                              "epochs": pd.DataFrame(epoch_rows, columns=EPOCH_COLUMNS)})
+    return results.Run(
+        run_dir,
+        meta,
+        model,
+        {
+            "batches": pd.DataFrame(batch_rows, columns=BATCH_COLUMNS),
+            "epochs": pd.DataFrame(epoch_rows, columns=EPOCH_COLUMNS),
+        },
+    )
 
 
-def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: Path | None,
-            meta) -> tuple[list, list]:
+def _epochs(
+    cfg, model, loader, optimizer, criterion, device, dist_env, folder: Path | None, meta
+) -> tuple[list, list]:
     """The training loop; writes batches.csv, epochs.csv and meta.json into `folder` after every epoch."""
     mode = progress.progress_mode(cfg.progress) if dist_env.is_main else "none"
     meta["progress"] = mode  # what ran: a live plot's redraws count in total_s (sanity flags it)
@@ -175,28 +246,57 @@ def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: 
         step_times = work.intervals()
         loss_v = torch.stack(losses).float().cpu().tolist()
         corr_v = torch.stack(corrects).cpu().tolist()
-        if dist_env.distributed:  # one all-reduce per epoch: global per-batch loss/accuracy, slowest rank's times
-            loss_v, corr_v, sizes, total, step_times = _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait)
+        if (
+            dist_env.distributed
+        ):  # one all-reduce per epoch: global per-batch loss/accuracy, slowest rank's times
+            loss_v, corr_v, sizes, total, step_times = _reduce_epoch(
+                loss_v, corr_v, sizes, total, step_times, wait
+            )
         for b, (lv, cv, n, d, t) in enumerate(zip(loss_v, corr_v, sizes, wait.values, step_times), 1):
             step += 1
-            batch_rows.append({"epoch": epoch, "batch": b, "step": step, "images": n, "loss": lv,
-                               "acc": cv / n, "data_s": d, "train_s": t})
+            batch_rows.append(
+                {
+                    "epoch": epoch,
+                    "batch": b,
+                    "step": step,
+                    "images": n,
+                    "loss": lv,
+                    "acc": cv / n,
+                    "data_s": d,
+                    "train_s": t,
+                }
+            )
         images = sum(sizes)
-        epoch_rows.append({
-            "epoch": epoch, "batches": len(sizes), "images": images,
-            "loss": sum(l * n for l, n in zip(loss_v, sizes)) / images,
-            "acc": sum(corr_v) / images, "data_s": wait.total(), "train_s": sum(step_times),
-            "total_s": total, "images_per_s": images / total,
-            # achieved TFLOP/s of the step compute per device (images split over the ranks), and its share of peak
-            "tflops": flops.tflops(meta["flops"]["per_image"] * images / dist_env.world_size, sum(step_times)),
-            "mfu": flops.mfu(meta["flops"]["per_image"] * images / dist_env.world_size, sum(step_times),
-                             meta["flops"]["peak_tflops"]),
-            **memory.read(),  # this rank's (rank 0's) peaks
-        })
+        epoch_rows.append(
+            {
+                "epoch": epoch,
+                "batches": len(sizes),
+                "images": images,
+                "loss": sum(l * n for l, n in zip(loss_v, sizes)) / images,
+                "acc": sum(corr_v) / images,
+                "data_s": wait.total(),
+                "train_s": sum(step_times),
+                "total_s": total,
+                "images_per_s": images / total,
+                # achieved TFLOP/s of the step compute per device (images split over the ranks), and its share of peak
+                "tflops": flops.tflops(
+                    meta["flops"]["per_image"] * images / dist_env.world_size, sum(step_times)
+                ),
+                "mfu": flops.mfu(
+                    meta["flops"]["per_image"] * images / dist_env.world_size,
+                    sum(step_times),
+                    meta["flops"]["peak_tflops"],
+                ),
+                **memory.read(),  # this rank's (rank 0's) peaks
+            }
+        )
         if mode == "log":
             e = epoch_rows[-1]
-            print(f"[{cfg.task}] epoch {epoch} done: loss {e['loss']:.4f} acc {100 * e['acc']:.1f}% "
-                  f"data {e['data_s']:.2f}s train {e['train_s']:.2f}s total {e['total_s']:.2f}s", flush=True)
+            print(
+                f"[{cfg.task}] epoch {epoch} done: loss {e['loss']:.4f} acc {100 * e['acc']:.1f}% "
+                f"data {e['data_s']:.2f}s train {e['train_s']:.2f}s total {e['total_s']:.2f}s",
+                flush=True,
+            )
         if folder is not None:  # after every epoch, so an interrupted run keeps what it finished
             with signals_deferred():  # the three files agree on epochs_done, whenever SIGTERM comes
                 atomic_write_csv(folder / "batches.csv", batch_rows, BATCH_COLUMNS)
@@ -206,11 +306,19 @@ def _epochs(cfg, model, loader, optimizer, criterion, device, dist_env, folder: 
 
 
 # fp16's loss scale, one per optimizer: it adapts over the steps, whichever caller (train, bench, tracing) makes them
-_SCALERS: "weakref.WeakKeyDictionary[torch.optim.Optimizer, torch.amp.GradScaler]" = weakref.WeakKeyDictionary()
+_SCALERS: weakref.WeakKeyDictionary[torch.optim.Optimizer, torch.amp.GradScaler] = weakref.WeakKeyDictionary()
 
 
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, criterion: nn.Module, x: torch.Tensor,
-               y: torch.Tensor, cfg: RunConfig | None, device: torch.device, phase=None):
+def train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    criterion: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    cfg: RunConfig | None,
+    device: torch.device,
+    phase=None,
+):
     """One training step as train() times it: host-to-device copy (channels-last if asked), forward and
     loss (under cfg.precision's autocast), backward, optimizer step. Returns (logits, loss, labels on device).
     With precision=fp16 the loss is scaled by a GradScaler kept with the optimizer, so every caller's steps
@@ -224,7 +332,7 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, criterion: nn
     with label("copy"):
         x = fastpath.to_device(x, device, bool(cfg and cfg.channels_last))
         y = y.to(device, non_blocking=True)
-    with label("forward"), (fastpath.autocast(cfg, device) if cfg is not None else contextlib.nullcontext()):
+    with label("forward"), fastpath.autocast(cfg, device) if cfg is not None else contextlib.nullcontext():
         out = model(x)
         loss = criterion(out, y)
     scaler = None
@@ -249,16 +357,27 @@ def _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait):
     import torch.distributed as dist
 
     n = torch.tensor(sizes, dtype=torch.float64)
-    sums = distributed.all_reduce_sum(torch.stack([torch.tensor(loss_v, dtype=torch.float64) * n,
-                                                   torch.tensor(corr_v, dtype=torch.float64), n]))
+    sums = distributed.all_reduce_sum(
+        torch.stack(
+            [torch.tensor(loss_v, dtype=torch.float64) * n, torch.tensor(corr_v, dtype=torch.float64), n]
+        )
+    )
     k = len(sizes)
     rows = torch.zeros(dist.get_world_size(), 1 + 2 * k, dtype=torch.float64)
-    rows[dist.get_rank()] = torch.tensor([total] + list(step_times) + list(wait.values[:k]), dtype=torch.float64)
+    rows[dist.get_rank()] = torch.tensor(
+        [total] + list(step_times) + list(wait.values[:k]), dtype=torch.float64
+    )
     rows = distributed.all_reduce_sum(rows)  # every rank's row, on every rank
     times = rows[int(rows[:, 0].argmax())].tolist()
-    wait.values[:k] = times[1 + k:]
+    wait.values[:k] = times[1 + k :]
     sizes = [int(round(x)) for x in sums[2].tolist()]
-    return ((sums[0] / sums[2]).tolist(), [int(round(x)) for x in sums[1].tolist()], sizes, times[0], times[1:1 + k])
+    return (
+        (sums[0] / sums[2]).tolist(),
+        [int(round(x)) for x in sums[1].tolist()],
+        sizes,
+        times[0],
+        times[1 : 1 + k],
+    )
 
 
 def build_model(cfg: RunConfig, device: torch.device | None = None, compile: bool = True) -> nn.Module:
@@ -266,7 +385,9 @@ def build_model(cfg: RunConfig, device: torch.device | None = None, compile: boo
     moved there and given the fast path's format and compilation (fastpath.apply_to_model) as cfg asks;
     compile=False checks that compiling can work but leaves it to the caller (train() compiles DDP's wrapper)."""
     extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
-    model = models.build(cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra)
+    model = models.build(
+        cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra
+    )
     return model if device is None else fastpath.apply_to_model(cfg, model.to(device), compile=compile)
 
 
@@ -281,9 +402,13 @@ def build_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
 def _flops_record(cfg: RunConfig, device: torch.device) -> dict[str, Any]:
     """FLOPs per image of a training step, the precision and the device's peak for it (hpml_lab.flops)."""
     pk = flops.peak(device, flops.precision_of(cfg, device))  # fp32 asked: TF32 where cuDNN uses it
-    return {"per_image": flops.flops_per_image(cfg), "precision": pk.precision, "peak_tflops": pk.tflops,
-            "peak_source": pk.source, "convention": "multiply-add = 2 FLOPs; convolutions and matrix products, "
-                                                    "forward + backward"}
+    return {
+        "per_image": flops.flops_per_image(cfg),
+        "precision": pk.precision,
+        "peak_tflops": pk.tflops,
+        "peak_source": pk.source,
+        "convention": "multiply-add = 2 FLOPs; convolutions and matrix products, forward + backward",
+    }
 
 
 def check_output_file(path: str | os.PathLike, what: str) -> None:
@@ -295,7 +420,9 @@ def check_output_file(path: str | os.PathLike, what: str) -> None:
         plain_target(p)
     except OSError as e:
         raise ConfigError(f"{what} {p} {e.strerror}") from None
-    if p.exists() and not p.is_file():  # /dev/null, a FIFO: the atomic save would replace it, or fail after training
+    if (
+        p.exists() and not p.is_file()
+    ):  # /dev/null, a FIFO: the atomic save would replace it, or fail after training
         raise ConfigError(f"{what} {p} exists and is not a regular file; give a file name such as model.pt")
     parent = p.parent if str(p.parent) else Path(".")
     existing = next((q for q in [parent, *parent.parents] if q.exists()), Path("/"))
@@ -315,8 +442,11 @@ def _save_model(model: nn.Module, target, attempt: Path | None, run_dir: Path) -
             raise
         _atomic_save_model(model, attempt / "model.pt")
         kept = run_dir / "model.pt"
-        print(f"warning: could not write {target} ({e.strerror or e}); the weights are kept in {kept}",
-              file=sys.stderr, flush=True)
+        print(
+            f"warning: could not write {target} ({e.strerror or e}); the weights are kept in {kept}",
+            file=sys.stderr,
+            flush=True,
+        )
         return str(kept)
 
 

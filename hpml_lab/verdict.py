@@ -15,11 +15,13 @@ is "better" or "worse" only when the whole interval lies on one side of 1 (beyon
 0.5% difference on a noisy machine is a tie); with fewer than three samples on either side it is a tie
 ("too few samples"), since two values give no spread to judge by.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,8 +32,8 @@ MIN_SAMPLES = 3
 class Verdict:
     label_a: str
     label_b: str
-    outcome: str              # "better": A beats B; "worse": B beats A; "tie": can't tell
-    ratio: float              # how many times better A is than B (ratio of medians); nan without data
+    outcome: str  # "better": A beats B; "worse": B beats A; "tie": can't tell
+    ratio: float  # how many times better A is than B (ratio of medians); nan without data
     ci_low: float
     ci_high: float
     confidence: float
@@ -41,7 +43,7 @@ class Verdict:
     n_b: int
     lower_is_better: bool
     what: str
-    reason: str = ""          # why a tie: "too few samples", "interval includes no difference", ...
+    reason: str = ""  # why a tie: "too few samples", "interval includes no difference", ...
 
     @property
     def winner(self) -> str | None:
@@ -57,13 +59,20 @@ class Verdict:
         up, _ = self.words()
         if self.outcome == "tie":
             if self.reason == "too few samples":
-                return (f"{self.label_a} and {self.label_b} cannot be told apart on {self.what}: too few samples "
-                        f"({n}; at least {MIN_SAMPLES} each are needed for a spread).")
-            return (f"{self.label_a} and {self.label_b} cannot be told apart on {self.what} (ratio "
-                    f"{self.ratio:.2f}x, {pct} {self.ci_low:.2f}-{self.ci_high:.2f}x; {n}).")
+                return (
+                    f"{self.label_a} and {self.label_b} cannot be told apart on {self.what}: too few samples "
+                    f"({n}; at least {MIN_SAMPLES} each are needed for a spread)."
+                )
+            return (
+                f"{self.label_a} and {self.label_b} cannot be told apart on {self.what} (ratio "
+                f"{self.ratio:.2f}x, {pct} {self.ci_low:.2f}-{self.ci_high:.2f}x; {n})."
+            )
         win, lose = (self.label_a, self.label_b) if self.outcome == "better" else (self.label_b, self.label_a)
-        r, lo, hi = (self.ratio, self.ci_low, self.ci_high) if self.outcome == "better" else (
-            1 / self.ratio, 1 / self.ci_high, 1 / self.ci_low)
+        r, lo, hi = (
+            (self.ratio, self.ci_low, self.ci_high)
+            if self.outcome == "better"
+            else (1 / self.ratio, 1 / self.ci_high, 1 / self.ci_low)
+        )
         return f"{win} is {r:.2f}x {up} than {lose} on {self.what} ({pct} {lo:.2f}-{hi:.2f}x; {n})."
 
     def as_dict(self) -> dict[str, Any]:
@@ -76,9 +85,19 @@ def _clean(values: Iterable[float]) -> np.ndarray:
     return a[np.isfinite(a)]
 
 
-def compare(a: Sequence[float], b: Sequence[float], label_a: str = "A", label_b: str = "B", *,
-            lower_is_better: bool = True, what: str = "time", confidence: float = 0.95, n_boot: int = 2000,
-            min_effect: float = 0.02, seed: int = 0) -> Verdict:
+def compare(
+    a: Sequence[float],
+    b: Sequence[float],
+    label_a: str = "A",
+    label_b: str = "B",
+    *,
+    lower_is_better: bool = True,
+    what: str = "time",
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    min_effect: float = 0.02,
+    seed: int = 0,
+) -> Verdict:
     """Compare two samples (e.g. per-step seconds from interleaved repeats). See the module docstring."""
     xa, xb = _clean(a), _clean(b)
     ma = float(np.median(xa)) if xa.size else math.nan
@@ -88,8 +107,18 @@ def compare(a: Sequence[float], b: Sequence[float], label_a: str = "A", label_b:
         return (med_b / med_a) if lower_is_better else (med_a / med_b)
 
     ratio = ratio_of(ma, mb) if xa.size and xb.size and ma > 0 and mb > 0 else math.nan
-    common = dict(label_a=label_a, label_b=label_b, ratio=ratio, confidence=confidence, median_a=ma, median_b=mb,
-                  n_a=int(xa.size), n_b=int(xb.size), lower_is_better=lower_is_better, what=what)
+    common = dict(
+        label_a=label_a,
+        label_b=label_b,
+        ratio=ratio,
+        confidence=confidence,
+        median_a=ma,
+        median_b=mb,
+        n_a=int(xa.size),
+        n_b=int(xb.size),
+        lower_is_better=lower_is_better,
+        what=what,
+    )
     if xa.size < MIN_SAMPLES or xb.size < MIN_SAMPLES or not math.isfinite(ratio):
         return Verdict(outcome="tie", ci_low=math.nan, ci_high=math.nan, reason="too few samples", **common)
     rng = np.random.default_rng(seed)
@@ -112,28 +141,36 @@ def compare(a: Sequence[float], b: Sequence[float], label_a: str = "A", label_b:
 
 @dataclass(frozen=True)
 class Best:
-    label: Any                       # the label with the best median
-    tied: tuple                      # labels that cannot be told apart from it (the best included)
-    verdicts: dict                   # label -> Verdict of the best against it
+    label: Any  # the label with the best median
+    tied: tuple  # labels that cannot be told apart from it (the best included)
+    verdicts: dict  # label -> Verdict of the best against it
 
     def sentence(self, what: str, unit_label=str) -> str:
         others = [unit_label(t) for t in self.tied if t != self.label]
         if not others:
-            return f"Best {what}: {unit_label(self.label)} (better than every other at the stated confidence)."
-        return (f"Best {what}: {unit_label(self.label)} by median, but it cannot be told apart from "
-                f"{', '.join(others)}: a tie.")
+            return (
+                f"Best {what}: {unit_label(self.label)} (better than every other at the stated confidence)."
+            )
+        return (
+            f"Best {what}: {unit_label(self.label)} by median, but it cannot be told apart from "
+            f"{', '.join(others)}: a tie."
+        )
 
 
-def best(samples: Mapping[Any, Sequence[float]], *, lower_is_better: bool = True, what: str = "time",
-         **kw: Any) -> Best:
+def best(
+    samples: Mapping[Any, Sequence[float]], *, lower_is_better: bool = True, what: str = "time", **kw: Any
+) -> Best:
     """The label with the best median, and every label the data cannot separate from it."""
     meds = {k: float(np.median(_clean(v))) if _clean(v).size else math.nan for k, v in samples.items()}
     finite = {k: m for k, m in meds.items() if math.isfinite(m)}
     if not finite:
         raise ValueError("best() needs at least one label with samples")
     top = (min if lower_is_better else max)(finite, key=finite.get)
-    verdicts = {k: compare(samples[top], v, str(top), str(k), lower_is_better=lower_is_better, what=what, **kw)
-                for k, v in samples.items() if k != top}
+    verdicts = {
+        k: compare(samples[top], v, str(top), str(k), lower_is_better=lower_is_better, what=what, **kw)
+        for k, v in samples.items()
+        if k != top
+    }
     tied = (top,) + tuple(k for k, v in verdicts.items() if v.outcome != "better")
     return Best(label=top, tied=tied, verdicts=verdicts)
 

@@ -2,6 +2,7 @@
 
 Tests marked `cuda` run only where CUDA is (`pytest -m cuda` selects them: the GPU check kit's tests stage);
 elsewhere they are skipped with that reason."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,9 +23,18 @@ def cifar_root(tmp_path_factory):
 @pytest.fixture
 def tiny_cfg(cifar_root, tmp_path):
     """A config that trains the tiny ResNet for a few CPU batches and writes results under tmp_path."""
-    return RunConfig(task="test", data_root=str(cifar_root), results_dir=str(tmp_path / "results"),
-                     model="resnet_tiny", batch_size=32, epochs=2, max_batches=3, num_workers=0,
-                     device="cpu", progress="none")
+    return RunConfig(
+        task="test",
+        data_root=str(cifar_root),
+        results_dir=str(tmp_path / "results"),
+        model="resnet_tiny",
+        batch_size=32,
+        epochs=2,
+        max_batches=3,
+        num_workers=0,
+        device="cpu",
+        progress="none",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

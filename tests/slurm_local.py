@@ -10,6 +10,7 @@ follows what 22.05 accepts on a machine without systemd: proctrack/linuxproc, ta
 a cgroup.conf with CgroupPlugin=autodetect and IgnoreSystemd=yes. No accounting daemon: the job state comes
 from jobcomp/filetxt, the job's output from its --output file.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 from pathlib import Path
 
 from hpml_lab.report.guards import alive
@@ -66,7 +67,10 @@ class LocalSlurm:
     @property
     def env(self) -> dict[str, str]:
         """A user's shell (no HPML_ variables a test may have set) pointed at this cluster."""
-        return {**{k: v for k, v in os.environ.items() if not k.startswith("HPML_")}, "SLURM_CONF": str(self.conf)}
+        return {
+            **{k: v for k, v in os.environ.items() if not k.startswith("HPML_")},
+            "SLURM_CONF": str(self.conf),
+        }
 
     def _write_config(self) -> None:
         r = self.root
@@ -77,7 +81,9 @@ class LocalSlurm:
         key.chmod(0o600)
         nodes = "\n".join(
             f"NodeName={n} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={free_port()} CPUs={CPUS_PER_NODE} "
-            f"RealMemory=2000 State=UNKNOWN" for n in NODES)
+            f"RealMemory=2000 State=UNKNOWN"
+            for n in NODES
+        )
         self.conf.write_text(f"""\
 ClusterName=hpmltest
 SlurmctldHost={self.host}(127.0.0.1)
@@ -115,9 +121,18 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     def start(self, timeout_s: float = 60) -> None:
         self._write_config()
         r = self.root
-        run = lambda *cmd: subprocess.run(cmd, env=self.env, check=True, capture_output=True, text=True, timeout=60)
-        run("munged", f"--socket={r}/munge.sock", f"--pid-file={r}/munged.pid", f"--key-file={r}/munge.key",
-            f"--log-file={r}/log/munged.log", f"--seed-file={r}/munge.seed", "--force")
+        run = lambda *cmd: subprocess.run(
+            cmd, env=self.env, check=True, capture_output=True, text=True, timeout=60
+        )
+        run(
+            "munged",
+            f"--socket={r}/munge.sock",
+            f"--pid-file={r}/munged.pid",
+            f"--key-file={r}/munge.key",
+            f"--log-file={r}/log/munged.log",
+            f"--seed-file={r}/munge.seed",
+            "--force",
+        )
         run("slurmctld", "-f", str(self.conf), "-i")
         for n in NODES:
             run("slurmd", "-f", str(self.conf), "-N", n)
@@ -125,16 +140,23 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         deadline = time.monotonic() + timeout_s
         states = ""
         while time.monotonic() < deadline:
-            p = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True, text=True)
+            p = subprocess.run(
+                ["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True, text=True
+            )
             states = p.stdout.strip()
-            if p.returncode == 0 and len(states.splitlines()) == len(NODES) and \
-                    all(line.split()[1] == "idle" for line in states.splitlines()):
+            if (
+                p.returncode == 0
+                and len(states.splitlines()) == len(NODES)
+                and all(line.split()[1] == "idle" for line in states.splitlines())
+            ):
                 return
             time.sleep(0.5)
         raise RuntimeError(f"the local Slurm did not come up in {timeout_s} s: {states!r}\n{self.logs()}")
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n" + p.read_text()[-3000:] for p in sorted((self.root / "log").glob("*.log")))
+        return "\n".join(
+            f"--- {p.name}\n" + p.read_text()[-3000:] for p in sorted((self.root / "log").glob("*.log"))
+        )
 
     def stop(self) -> None:
         """Cancel what still runs, then SIGTERM to every daemon by its PID file, SIGKILL after 15 s."""
@@ -154,36 +176,60 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         for pid in pids:
             _signal(pid, signal.SIGKILL)
 
-    def submit(self, script: Path, cwd: Path, *sbatch_args: str, env: dict | None = None,
-               timeout_s: float = 300, while_running: Callable[[int], None] | None = None) -> Job:
+    def submit(
+        self,
+        script: Path,
+        cwd: Path,
+        *sbatch_args: str,
+        env: dict | None = None,
+        timeout_s: float = 300,
+        while_running: Callable[[int], None] | None = None,
+    ) -> Job:
         """sbatch, then wait for the job's line in the job-completion log (polled every 0.2 s: `sbatch --wait`
         polls at 2, 4, 8, 16, 32 s intervals and would add up to half a minute per job); `while_running(job_id)`
         is called at every poll. A job that has not ended after timeout_s is cancelled and the test fails: no
         step may hang."""
         t0 = time.monotonic()
-        p = subprocess.run(["sbatch", "--parsable", *sbatch_args, str(script)], cwd=cwd,
-                           env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=60)
+        p = subprocess.run(
+            ["sbatch", "--parsable", *sbatch_args, str(script)],
+            cwd=cwd,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert p.returncode == 0, f"sbatch did not submit: {p.stdout} {p.stderr}\n{self.logs()}"
         job_id = int(p.stdout.strip().split(";")[0])
         found = self._completion(job_id, timeout_s, while_running)
         if found is None:
             subprocess.run(["scancel", str(job_id)], env=self.env)
-            raise AssertionError(f"job {job_id} did not end in {timeout_s} s (a hung step?)\n"
-                                 + self._output(cwd, job_id)[-4000:])
+            raise AssertionError(
+                f"job {job_id} did not end in {timeout_s} s (a hung step?)\n"
+                + self._output(cwd, job_id)[-4000:]
+            )
         state, code = found
-        return Job(job_id, int(code.split(":")[0]), state, code, time.monotonic() - t0, self._output(cwd, job_id))
+        return Job(
+            job_id, int(code.split(":")[0]), state, code, time.monotonic() - t0, self._output(cwd, job_id)
+        )
 
     @staticmethod
     def _output(cwd: Path, job_id: int) -> str:
-        return "\n".join(f.read_text(errors="replace") for f in sorted(Path(cwd).glob(f"slurm-*-{job_id}.out")))
+        return "\n".join(
+            f.read_text(errors="replace") for f in sorted(Path(cwd).glob(f"slurm-*-{job_id}.out"))
+        )
 
     def signal_batch(self, job_id: int, name: str) -> None:
         """Signal the job's batch shell, as Slurm does with `--signal=B:NAME@...` before a time limit."""
-        subprocess.run(["scancel", "--batch", f"--signal={name}", str(job_id)], env=self.env,
-                       capture_output=True, timeout=30)
+        subprocess.run(
+            ["scancel", "--batch", f"--signal={name}", str(job_id)],
+            env=self.env,
+            capture_output=True,
+            timeout=30,
+        )
 
-    def _completion(self, job_id: int, wait_s: float,
-                    while_running: Callable[[int], None] | None = None) -> tuple[str, str] | None:
+    def _completion(
+        self, job_id: int, wait_s: float, while_running: Callable[[int], None] | None = None
+    ) -> tuple[str, str] | None:
         log = self.root / "jobcomp.txt"
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
@@ -192,7 +238,9 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             text = log.read_text() if log.exists() else ""
             for line in text.splitlines():
                 if line.startswith(f"JobId={job_id} "):
-                    return re.search(r"JobState=(\S+)", line).group(1), re.search(r" ExitCode=(\S+)", line).group(1)
+                    return re.search(r"JobState=(\S+)", line).group(1), re.search(
+                        r" ExitCode=(\S+)", line
+                    ).group(1)
             time.sleep(0.2)
         return None
 

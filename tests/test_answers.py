@@ -1,4 +1,5 @@
 """Answer records: no number without provenance, statuses with what is missing, one-line answers."""
+
 import json
 
 import pytest
@@ -27,8 +28,12 @@ def test_every_number_needs_a_provenance_tag():
     # an exact count or a setting has no n, but says how it was counted or which setting it is
     with pytest.raises(RecordError, match="counted number 'parameters' does not say its source"):
         answers.write(_rec(Number("parameters", 78002, "values", "counted")))
-    answers.write(_rec(Number("parameters", 78002, "values", "counted", source="counted in resnet_tiny"),
-                       Number("latency", 50.0, "ms", "setting", source="the task's latency")))
+    answers.write(
+        _rec(
+            Number("parameters", 78002, "values", "counted", source="counted in resnet_tiny"),
+            Number("latency", 50.0, "ms", "setting", source="the task's latency"),
+        )
+    )
 
 
 def test_partial_must_say_what_is_missing_and_answers_are_one_line():
@@ -39,11 +44,27 @@ def test_partial_must_say_what_is_missing_and_answers_are_one_line():
 
 
 def test_written_record_round_trips_with_status_and_summary():
-    p = answers.write(Record("c9", "C9", [
-        Answer("Q1?", "compiled is 1.3x faster", "answered",
-               [Number("step", 17.3, "ms", "measured", n=5, spread=0.4)]),
-        Answer("Q2?", "4 GPUs predicted 3.7x", "partial", [Number("4 GPUs", 3.7, "x", "predicted", source="ring model")],
-               missing="needs 4 GPUs")]))
+    p = answers.write(
+        Record(
+            "c9",
+            "C9",
+            [
+                Answer(
+                    "Q1?",
+                    "compiled is 1.3x faster",
+                    "answered",
+                    [Number("step", 17.3, "ms", "measured", n=5, spread=0.4)],
+                ),
+                Answer(
+                    "Q2?",
+                    "4 GPUs predicted 3.7x",
+                    "partial",
+                    [Number("4 GPUs", 3.7, "x", "predicted", source="ring model")],
+                    missing="needs 4 GPUs",
+                ),
+            ],
+        )
+    )
     data = json.loads(p.read_text())
     assert p.name == "c9.answer.json" and data["status"] == "partial"
     assert data["summary"] == "compiled is 1.3x faster (+1 more answer)"
@@ -60,15 +81,25 @@ def test_tables_and_the_load_average_are_shown_for_a_reader():
 
     from hpml_lab.report import notebook
 
-    df = pd.DataFrame({"per_gpu_batch": [8, 16], "epoch_s_excl_io": [3842.8769, 80.54], "data_share": [0.142, None]})
+    df = pd.DataFrame(
+        {"per_gpu_batch": [8, 16], "epoch_s_excl_io": [3842.8769, 80.54], "data_share": [0.142, None]}
+    )
     html = notebook.table(df, percent=("data_share",)).to_html()
     for shown in ("per-GPU batch", "epoch excl. I/O (s)", "3,843", "80.5", "14.2%", ">-<"):
         assert shown in html, shown
     assert "per_gpu_batch" not in html and "3842.8769" not in html
     assert [answers.readable(x) for x in ("images_per_s", "epoch_s_incl_io", "busbw_GBps")] == [
-        "images/s", "epoch incl. I/O (s)", "busbw (GB/s)"]  # lab5's tables said 'images per (s)', 'incl I/O
+        "images/s",
+        "epoch incl. I/O (s)",
+        "busbw (GB/s)",
+    ]  # lab5's tables said 'images per (s)', 'incl I/O
     assert [notebook.number_text(x) for x in (50000, 0.0323, 3309.2, float("nan"), "sgd")] == [
-        "50,000", "0.0323", "3,309", "-", "sgd"]
+        "50,000",
+        "0.0323",
+        "3,309",
+        "-",
+        "sgd",
+    ]
     text = notebook._load_text({"load1": 4.123456789, "cores": 2, "steal_pct": 0.0})
     assert text == "load average 4.12 on 2 usable cores, CPU steal 0%"
     assert notebook._load_text({"cores": 2}).startswith("load average not recorded")

@@ -1,4 +1,5 @@
 """Benchmarks: the JSON shape and where it is saved, at minimal size. No speed is asserted (machine-dependent)."""
+
 import json
 
 import pytest
@@ -15,10 +16,34 @@ def run_bench(cifar_root, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
 
     def run(name: str, steps: int = 1, repeats: int = 1, warmup: int = 0, *more: str) -> dict:
-        assert cli.main(["bench", name, "--data-root", str(cifar_root), "--model", "resnet_tiny", "--batch-size", "8",
-                         "--steps", str(steps), "--repeats", str(repeats), "--warmup", str(warmup), "--device", "cpu",
-                         "--num-workers", "0", *more]) == 0
+        assert (
+            cli.main(
+                [
+                    "bench",
+                    name,
+                    "--data-root",
+                    str(cifar_root),
+                    "--model",
+                    "resnet_tiny",
+                    "--batch-size",
+                    "8",
+                    "--steps",
+                    str(steps),
+                    "--repeats",
+                    str(repeats),
+                    "--warmup",
+                    str(warmup),
+                    "--device",
+                    "cpu",
+                    "--num-workers",
+                    "0",
+                    *more,
+                ]
+            )
+            == 0
+        )
         return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
     return run
 
 
@@ -58,11 +83,13 @@ def test_bench_unknown_name_is_one_line(capsys, tmp_path, monkeypatch):
 
 def test_bench_options_out_of_range_are_one_line_before_any_work(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    for args, what in ((["--batch-size", "0"], "--batch-size must be from 1 to 1,048,576, got 0"),
-                       (["--batch-size", "1000000000"], "--batch-size must be from 1 to 1,048,576"),
-                       (["--num-workers", "-1"], "--num-workers must be from 0 to 1,024"),
-                       (["--repeats", "0"], "--repeats must be from 1 to"),
-                       (["--steps", "0"], "--steps must be at least 1; leave it out for the device's default")):
+    for args, what in (
+        (["--batch-size", "0"], "--batch-size must be from 1 to 1,048,576, got 0"),
+        (["--batch-size", "1000000000"], "--batch-size must be from 1 to 1,048,576"),
+        (["--num-workers", "-1"], "--num-workers must be from 0 to 1,024"),
+        (["--repeats", "0"], "--repeats must be from 1 to"),
+        (["--steps", "0"], "--steps must be at least 1; leave it out for the device's default"),
+    ):
         assert cli.main(["bench", "loader", "--data-root", str(tmp_path / "no-data"), *args]) == 2
         err = capsys.readouterr().err
         assert what in err and err.count("\n") == 1, err  # before the (missing) data is even looked at
@@ -98,9 +125,13 @@ def test_bench_precision_option_reaches_the_fast_path(run_bench):
     assert rec["config"]["precision"] == "bf16" and rec["settings"]["precision"] == "bf16"
 
 
-def test_a_benchmark_that_runs_out_of_host_memory_is_a_result_not_a_traceback(cifar_root, tmp_path, monkeypatch):
+def test_a_benchmark_that_runs_out_of_host_memory_is_a_result_not_a_traceback(
+    cifar_root, tmp_path, monkeypatch
+):
     """The CPU allocator's failure (a real one: 1 PiB asked) is recorded as out_of_memory, like CUDA's."""
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    monkeypatch.setitem(bench.BENCHES, "loader", lambda opts, device: {"x": torch.empty(1 << 50, dtype=torch.uint8)})
+    monkeypatch.setitem(
+        bench.BENCHES, "loader", lambda opts, device: {"x": torch.empty(1 << 50, dtype=torch.uint8)}
+    )
     rec = bench.run("loader", data_root=str(cifar_root), device="cpu")
     assert rec["status"] == "out_of_memory" and rec["error"].startswith("out of memory: ")

@@ -7,6 +7,7 @@ failed, a widget progress bar rendered with loss and accuracy in it, and the fig
 kept in the test's temporary folder (jupyterlab-c1.png). Marked `browser`; skipped with the reason without
 Chromium or Playwright (`.ci/run` installs Debian's chromium).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -22,22 +23,41 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from hpml_lab.report import runner
 from slurm_local import free_port  # the tests' helper for a free loopback port
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium")
-                 if p and Path(p).exists()), None)
-_PLAYWRIGHT = ("" if importlib.util.find_spec("playwright")
-               else "Playwright's Python package is not installed (pip install playwright)")
+from hpml_lab.report import runner
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"),
-              pytest.mark.skipif(bool(_PLAYWRIGHT), reason=_PLAYWRIGHT or "-")]
+CHROMIUM = next(
+    (
+        p
+        for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium")
+        if p and Path(p).exists()
+    ),
+    None,
+)
+_PLAYWRIGHT = (
+    ""
+    if importlib.util.find_spec("playwright")
+    else "Playwright's Python package is not installed (pip install playwright)"
+)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"),
+    pytest.mark.skipif(bool(_PLAYWRIGHT), reason=_PLAYWRIGHT or "-"),
+]
 
 # Chromium as root on a closed network: no sandbox, no GPU, no background connections (they are refused here).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-                 "--disable-background-networking", "--disable-component-update"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-background-networking",
+    "--disable-component-update",
+]
 
 
 def _get(url: str, timeout: float = 5):
@@ -52,20 +72,43 @@ def lab(tmp_path, cifar_root):
     root.mkdir()
     nb = nbformat.read(str(runner.notebooks_dir() / "c1_training.ipynb"), as_version=4)
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    tiny = {"data_root": str(cifar_root), "model": "resnet_tiny", "epochs": 2, "max_batches": 3, "batch_size": 8,
-            "num_workers": 0}
+    tiny = {
+        "data_root": str(cifar_root),
+        "model": "resnet_tiny",
+        "epochs": 2,
+        "max_batches": 3,
+        "batch_size": 8,
+        "num_workers": 0,
+    }
     lines = [ln for ln in cell.source.splitlines() if ln.split("=")[0].strip() not in tiny]
     cell.source = "\n".join(lines + [f"{k} = {v!r}" for k, v in tiny.items()])  # as a student edits it
     nbformat.write(nb, str(root / "c1_training.ipynb"))
     port, token = free_port(), secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPML_")}
-    env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "jcfg"), JUPYTER_RUNTIME_DIR=str(tmp_path / "jrun"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "jws"), HPML_OUTPUT_DIR=str(tmp_path / "out"))
+    env.update(
+        JUPYTER_CONFIG_DIR=str(tmp_path / "jcfg"),
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "jrun"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "jws"),
+        HPML_OUTPUT_DIR=str(tmp_path / "out"),
+    )
     log = open(tmp_path / "jupyterlab.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-                             f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
-                             f"--ServerApp.root_dir={root}", "--allow-root"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--allow-root",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -75,7 +118,9 @@ def lab(tmp_path, cifar_root):
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("JupyterLab did not start:\n" + (tmp_path / "jupyterlab.log").read_text()[-3000:])
+                    raise RuntimeError(
+                        "JupyterLab did not start:\n" + (tmp_path / "jupyterlab.log").read_text()[-3000:]
+                    )
                 time.sleep(0.5)
         yield base, token, root
     finally:
@@ -105,7 +150,9 @@ def test_c1_runs_in_jupyterlab_in_chromium(lab, tmp_path):
             _wait_until_run(page, base, token)
             widget = page.locator(".jp-OutputArea .widget-hprogress")
             labels = page.locator(".jp-OutputArea .jupyter-widgets").all_inner_texts()
-            figures = page.locator(".jp-OutputArea-output img")  # figures are shown as <img> with alt text (nb.save_figure)
+            figures = page.locator(
+                ".jp-OutputArea-output img"
+            )  # figures are shown as <img> with alt text (nb.save_figure)
             n_widgets, n_figures = widget.count(), figures.count()
             page.screenshot(path=str(shot))
             page.keyboard.press("Control+s")  # save, so the executed notebook can be read back from disk

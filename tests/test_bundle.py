@@ -1,6 +1,6 @@
 """The hand-in from reports already rendered: nothing re-run, missing reports named, the missing PDF explained,
 trace links that still open when the reports folder is handed in elsewhere."""
-import json
+
 import shutil
 import time
 from pathlib import Path
@@ -18,9 +18,20 @@ def _rendered(reports, tid, link=""):
     nb.cells.append(cell)
     (reports / "executed").mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(reports / "executed" / f"{tid}.ipynb"))
-    answers.write(answers.Record(tid, tasks.TASKS[tid].title, [answers.Answer(
-        "What is the epoch time?", "the median epoch takes 1.25 s.", "answered",
-        [answers.Number("epoch", 1.25, "s", "measured", n=3)])]))
+    answers.write(
+        answers.Record(
+            tid,
+            tasks.TASKS[tid].title,
+            [
+                answers.Answer(
+                    "What is the epoch time?",
+                    "the median epoch takes 1.25 s.",
+                    "answered",
+                    [answers.Number("epoch", 1.25, "s", "measured", n=3)],
+                )
+            ],
+        )
+    )
 
 
 @pytest.fixture
@@ -42,7 +53,10 @@ def test_bundle_from_rendered_reports_runs_nothing_and_names_what_is_missing(rep
     assert bundle.NO_PDF in out and out.count("no PDF made") == 1
     page = (reports / "bundle.html").read_text()
     assert "<section class='task' id='c1'>" in page and "<section class='task' id='c3'>" in page
-    assert "the median epoch takes 1.25 s." in page and f"Not in this bundle (not rendered): {missing[0]}" in page
+    assert (
+        "the median epoch takes 1.25 s." in page
+        and f"Not in this bundle (not rendered): {missing[0]}" in page
+    )
     assert not (reports.parent / "results").exists() and took < 30  # nothing ran: no results folder, seconds
     assert not (reports / "bundle.pdf").exists()
     assert 'href="bundle.html"' in (reports / "index.html").read_text()  # the index links the hand-in
@@ -50,14 +64,32 @@ def test_bundle_from_rendered_reports_runs_nothing_and_names_what_is_missing(rep
 
 def test_lab_order_and_the_index_says_what_was_reused(reports):
     assert runner.lab_order(["c1", "c2", "memory", "c3", "c10", "questions", "lab5"]) == [
-        "c1", "c2", "c3", "c10", "questions", "memory", "lab5"]
+        "c1",
+        "c2",
+        "c3",
+        "c10",
+        "questions",
+        "memory",
+        "lab5",
+    ]
     for tid in ("memory", "c3", "questions", "c1"):
         _rendered(reports, tid)
     rec = answers.load("c3")
-    answers.write(answers.Record(**{**{k: rec[k] for k in ("task", "title", "flags")}, "answers": [answers.Answer(
-        "Which worker count?", "a tie.", "answered")], "reused": 4}))
-    outcomes = [runner.Outcome(t, tasks.TASKS[t].title, "ok", 1.0, "tiny", {}, "cpu", "cifar10 (synthetic)",
-                               f"{t}.html", "") for t in ("memory", "c3", "questions", "c1")]
+    answers.write(
+        answers.Record(
+            **{
+                **{k: rec[k] for k in ("task", "title", "flags")},
+                "answers": [answers.Answer("Which worker count?", "a tie.", "answered")],
+                "reused": 4,
+            }
+        )
+    )
+    outcomes = [
+        runner.Outcome(
+            t, tasks.TASKS[t].title, "ok", 1.0, "tiny", {}, "cpu", "cifar10 (synthetic)", f"{t}.html", ""
+        )
+        for t in ("memory", "c3", "questions", "c1")
+    ]
     page = runner.write_index(outcomes).read_text()
     at = [page.index(f'href="{t}.html"') for t in ("c1", "c3", "questions", "memory")]
     assert at == sorted(at)  # the lab's order, not the order the tasks ran in
@@ -86,6 +118,7 @@ def test_trace_links_still_open_when_the_folder_is_handed_in(reports, tmp_path):
 
 def test_figures_say_what_they_show_and_name_a_stand_in_model(tmp_path, monkeypatch):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from PIL import Image
@@ -99,7 +132,10 @@ def test_figures_say_what_they_show_and_name_a_stand_in_model(tmp_path, monkeypa
     ax.plot([1, 2], [3, 5], label="adam")
     ax.legend()
     ax.set(title="training loss", xlabel="step", ylabel="loss")
-    assert notebook.alt_text(fig, "c6_curves") == "Figure c6_curves: training loss: loss against step (sgd, adam)."
+    assert (
+        notebook.alt_text(fig, "c6_curves")
+        == "Figure c6_curves: training loss: loss against step (sgd, adam)."
+    )
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     monkeypatch.setitem(notebook._RUN, "model", "resnet_tiny")
     notebook.save_figure(fig, "c6_curves")
@@ -120,11 +156,15 @@ def test_reports_name_no_folder_of_the_machine(tmp_path, monkeypatch):
     assert notebook.shown_path(project_root() / "data") == "data"
     assert notebook.shown_path("data") == "data"
     assert notebook.shown_path(Path(os.path.expanduser("~")) / "lab" / "data").startswith("~/")
-    monkeypatch.chdir("/")  # no checkout above: the project root is the current folder, here the filesystem's root
+    monkeypatch.chdir(
+        "/"
+    )  # no checkout above: the project root is the current folder, here the filesystem's root
     monkeypatch.delenv("HPML_LAB_HOME", raising=False)
     monkeypatch.delenv("HPML_OUTPUT_DIR", raising=False)
     assert notebook.shown_path(tmp_path / "x" / "data") == ".../x/data"
-    notice = notebook.data_notice({"kind": "synthetic", "name": "cifar10", "root": str(tmp_path / "x" / "data")})
+    notice = notebook.data_notice(
+        {"kind": "synthetic", "name": "cifar10", "root": str(tmp_path / "x" / "data")}
+    )
     assert str(tmp_path) not in notice
 
 
@@ -139,21 +179,32 @@ def test_headers_and_values_for_a_reader():
 def test_training_logs_are_folded_away():
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("train()")
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="".join(f"step {i}\n" for i in range(40))),
-                    nbformat.v4.new_output("stream", name="stdout", text="done\n")]
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="".join(f"step {i}\n" for i in range(40))),
+        nbformat.v4.new_output("stream", name="stdout", text="done\n"),
+    ]
     nb.cells.append(cell)
     out = bundle.fold_logs(nb).cells[0].outputs
     assert out[0]["output_type"] == "display_data"
-    assert out[0]["data"]["text/html"].startswith("<details><summary>training log (40 lines)</summary><pre>step 0")
+    assert out[0]["data"]["text/html"].startswith(
+        "<details><summary>training log (40 lines)</summary><pre>step 0"
+    )
     assert out[1]["text"] == "done\n"  # one line is a result, not a log
 
 
 def test_one_settings_table_per_page():
-    rec = answers.Record("c5", "C5", [answers.Answer("q", "a tie.", "answered")],
-                         flags=[{"kind": "settings differ", "message": "settings differ from the lab's: batch_size 32"}],
-                         ran_vs_lab=[{"setting": "batch_size", "ran": "32", "lab": "128"}])
+    rec = answers.Record(
+        "c5",
+        "C5",
+        [answers.Answer("q", "a tie.", "answered")],
+        flags=[{"kind": "settings differ", "message": "settings differ from the lab's: batch_size 32"}],
+        ran_vs_lab=[{"setting": "batch_size", "ran": "32", "lab": "128"}],
+    )
     box = answers.box_html({**__import__("dataclasses").asdict(rec), "status": rec.status})
-    assert "<table" not in box and "<b>settings differ</b>: settings differ from the lab&#x27;s: batch_size 32" in box
+    assert (
+        "<table" not in box
+        and "<b>settings differ</b>: settings differ from the lab&#x27;s: batch_size 32" in box
+    )
 
 
 def test_scrub_paths_takes_this_machines_folders_out(tmp_path, monkeypatch):
@@ -162,8 +213,10 @@ def test_scrub_paths_takes_this_machines_folders_out(tmp_path, monkeypatch):
     from hpml_lab.config import project_root
 
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    text = (f"File {project_root() / 'hpml_lab' / 'training.py'}, line 3; {tmp_path / 'results' / 'c1'}; "
-            f"{os.path.expanduser('~')}/lab/x.py")
+    text = (
+        f"File {project_root() / 'hpml_lab' / 'training.py'}, line 3; {tmp_path / 'results' / 'c1'}; "
+        f"{os.path.expanduser('~')}/lab/x.py"
+    )
     assert answers.scrub_paths(text) == "File hpml_lab/training.py, line 3; results/c1; ~/lab/x.py"
     import tempfile
 

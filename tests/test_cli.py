@@ -1,4 +1,5 @@
 """Bad input: one line, non-zero exit, nothing written, before any compute."""
+
 import subprocess
 import sys
 
@@ -8,17 +9,25 @@ from hpml_lab.report import cli
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "hpml_lab.report.cli", *args], capture_output=True, text=True,
-                          timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "hpml_lab.report.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["run", "c9"], "unknown task 'c9'"),
-    (["run", "c1", "-p", "batchsize=3"], "unknown parameter 'batchsize'"),
-    (["run", "c1", "-p", "epochs=two"], "parameter 'epochs' must be int"),
-    (["run", "c1", "-p", "optimizer=lbfgs"], "valid values"),
-    (["run", "c2", "-p", "momentum=0.5"], "task c2 does not take parameter 'momentum'"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["run", "c9"], "unknown task 'c9'"),
+        (["run", "c1", "-p", "batchsize=3"], "unknown parameter 'batchsize'"),
+        (["run", "c1", "-p", "epochs=two"], "parameter 'epochs' must be int"),
+        (["run", "c1", "-p", "optimizer=lbfgs"], "valid values"),
+        (["run", "c2", "-p", "momentum=0.5"], "task c2 does not take parameter 'momentum'"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     assert cli.main(args) == 2
@@ -70,9 +79,14 @@ def test_binary_parameters_file_is_one_line(tmp_path):
 def test_file_system_errors_are_one_line(tmp_path):
     a_file = tmp_path / "afile"
     a_file.write_text("x")
-    for args in (["data", "synth", "cifar10", "--root", str(a_file)], ["slurm", "c1", "--gpus", "1", "-o", str(a_file / "x")]):
+    for args in (
+        ["data", "synth", "cifar10", "--root", str(a_file)],
+        ["slurm", "c1", "--gpus", "1", "-o", str(a_file / "x")],
+    ):
         r = run_cli(*args)
-        assert r.returncode == 2 and r.stderr.startswith("hpml-lab: error:") and r.stderr.count("\n") == 1, r.stderr
+        assert r.returncode == 2 and r.stderr.startswith("hpml-lab: error:") and r.stderr.count("\n") == 1, (
+            r.stderr
+        )
         assert "Traceback" not in r.stderr
 
 

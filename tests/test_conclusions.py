@@ -1,6 +1,7 @@
 """Every branch of every study's conclusion, from canned results built by hand (no training): faster, slower, tie,
 too few samples (n < 3: no direction, no spread), diverged, predicted vs measured, a model that misses its own
 measurements, a busy machine. Sweeps are real result folders written with results.write_derived."""
+
 import dataclasses
 import re
 from types import SimpleNamespace
@@ -11,9 +12,16 @@ import pytest
 from hpml_lab import results
 from hpml_lab.config import RunConfig
 from hpml_lab.report import claims
-from hpml_lab.studies import dataloading_answers, lab2_answers, memory, memory_answers, scaling_answers
-from hpml_lab.studies import questions_answers, tinyimagenet_answers
-from hpml_lab.studies import _conclude
+from hpml_lab.studies import (
+    _conclude,
+    dataloading_answers,
+    lab2_answers,
+    memory,
+    memory_answers,
+    questions_answers,
+    scaling_answers,
+    tinyimagenet_answers,
+)
 from hpml_lab.studies._conclude import num
 
 IDLE = {"load1": 0.1, "cores": 2, "steal_pct": 0.0}
@@ -23,9 +31,20 @@ BUSY = {"load1": 6.5, "cores": 2, "steal_pct": 0.0}
 def batches(train, data=0.001, loss=1.0, acc=0.5, epochs=2, images=32):
     """A per-batch table: `train` seconds per step repeated over `epochs` (epoch 1 is warm-up)."""
     train = list(train)
-    rows = [{"epoch": e, "batch": i, "step": i, "images": images, "loss": loss, "acc": acc,
-             "data_s": data if not callable(data) else data(i), "train_s": t}
-            for e in range(1, epochs + 1) for i, t in enumerate(train)]
+    rows = [
+        {
+            "epoch": e,
+            "batch": i,
+            "step": i,
+            "images": images,
+            "loss": loss,
+            "acc": acc,
+            "data_s": data if not callable(data) else data(i),
+            "train_s": t,
+        }
+        for e in range(1, epochs + 1)
+        for i, t in enumerate(train)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -42,10 +61,24 @@ def sweep(tmp_path, by, tables, machine=IDLE):
 def run(losses, acc=None, epochs_s=(2.0, 1.0, 1.0, 1.0), meta=None):
     n = len(losses)
     per = max(1, n // len(epochs_s))
-    b = pd.DataFrame({"epoch": [1 + i // per for i in range(n)], "batch": range(n), "loss": losses,
-                      "acc": acc if acc is not None else [0.1] * n, "data_s": [0.01] * n, "train_s": [0.1] * n})
-    e = pd.DataFrame({"epoch": range(1, len(epochs_s) + 1), "total_s": list(epochs_s),
-                      "data_s": [0.1] * len(epochs_s), "train_s": [0.8 * t for t in epochs_s]})
+    b = pd.DataFrame(
+        {
+            "epoch": [1 + i // per for i in range(n)],
+            "batch": range(n),
+            "loss": losses,
+            "acc": acc if acc is not None else [0.1] * n,
+            "data_s": [0.01] * n,
+            "train_s": [0.1] * n,
+        }
+    )
+    e = pd.DataFrame(
+        {
+            "epoch": range(1, len(epochs_s) + 1),
+            "total_s": list(epochs_s),
+            "data_s": [0.1] * len(epochs_s),
+            "train_s": [0.8 * t for t in epochs_s],
+        }
+    )
     return SimpleNamespace(batches=b, epochs=e, meta=meta if meta is not None else {"machine": IDLE})
 
 
@@ -55,6 +88,8 @@ CFG = RunConfig(task="c1")
 def holds(answers) -> list[str]:
     """What the claims check (report/claims.py) finds in answers as the record stores them: [] when all hold."""
     return [p for a in answers for p in claims.check_answer(dataclasses.asdict(a))]
+
+
 FAST = [0.010, 0.011, 0.0105, 0.0102, 0.0108, 0.0101]
 SLOW = [0.020, 0.021, 0.0205, 0.0202, 0.0208, 0.0201]
 
@@ -70,7 +105,10 @@ def test_c1_learned_from_loss_and_top1_above_chance():
     acc = [0.1 + 0.01 * i for i in range(40)]
     answers, flags = lab2_answers.c1(CFG, run([2.3 - 0.03 * i for i in range(40)], acc))
     assert answers[0].text.startswith("The run learned") and "above chance" in answers[0].text
-    assert answers[0].verdict["loss"]["outcome"] == "better" and answers[0].verdict["top1"]["outcome"] == "better"
+    assert (
+        answers[0].verdict["loss"]["outcome"] == "better"
+        and answers[0].verdict["top1"]["outcome"] == "better"
+    )
     assert holds(answers) == []
 
 
@@ -82,8 +120,13 @@ def test_c1_loss_fell_but_top1_at_chance_says_no_learning_in_accuracy():
 
 def test_c1_too_few_batches_neither_learning_nor_not():
     # 10 batches: 1 at each end, a tie for too few samples; top-1 rose but no direction is stated
-    answers, _ = lab2_answers.c1(CFG, run([2.3, 2.2, 2.1, 2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4],
-                                          [0.14, 0.2, 0.2, 0.25, 0.3, 0.3, 0.3, 0.32, 0.33, 0.345]))
+    answers, _ = lab2_answers.c1(
+        CFG,
+        run(
+            [2.3, 2.2, 2.1, 2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4],
+            [0.14, 0.2, 0.2, 0.25, 0.3, 0.3, 0.3, 0.32, 0.33, 0.345],
+        ),
+    )
     text = answers[0].text
     assert "with 1 batch at each end there are too few samples to tell whether the run learned" in text
     assert "14.0% to 34.5% (chance 10%)" in text and holds(answers) == []  # chance is recorded, the tie said
@@ -97,15 +140,21 @@ def test_c1_flat_loss_did_not_learn():
 
 def test_c1_loss_rose_says_so_with_its_verdict():
     answers, _ = lab2_answers.c1(CFG, run([2.0 + 0.005 * i for i in range(40)]))
-    assert answers[0].text.startswith("The run did not learn: the training loss rose from 2.007 over the first 4")
+    assert answers[0].text.startswith(
+        "The run did not learn: the training loss rose from 2.007 over the first 4"
+    )
     assert answers[0].verdict["loss"]["outcome"] == "worse" and holds(answers) == []
 
 
 def test_c1_loss_rose_while_top1_rose_says_the_loss_rose():
     """A review found 'no measurable change' said of a loss whose own verdict says it rose."""
-    answers, _ = lab2_answers.c1(CFG, run([2.0 + 0.005 * i for i in range(40)], [0.1 + 0.01 * i for i in range(40)]))
+    answers, _ = lab2_answers.c1(
+        CFG, run([2.0 + 0.005 * i for i in range(40)], [0.1 + 0.01 * i for i in range(40)])
+    )
     text = answers[0].text
-    assert answers[0].verdict["loss"]["outcome"] == "worse" and answers[0].verdict["top1"]["outcome"] == "better"
+    assert (
+        answers[0].verdict["loss"]["outcome"] == "worse" and answers[0].verdict["top1"]["outcome"] == "better"
+    )
     assert "the training loss rose from 2.007" in text and "no measurable change" not in text, text
     assert holds(answers) == []
 
@@ -150,15 +199,23 @@ def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
 
 
 def _mfu_run(machine, mfu):
-    r = run([2.0] * 12, meta={"machine": machine, "flops": {"precision": "fp32", "peak_tflops": 0.1,
-                                                             "peak_source": "measured"}})
+    r = run(
+        [2.0] * 12,
+        meta={
+            "machine": machine,
+            "flops": {"precision": "fp32", "peak_tflops": 0.1, "peak_source": "measured"},
+        },
+    )
     r.epochs["mfu"] = mfu
     return r
 
 
 def test_c2_mfu_from_a_busy_peak_carries_a_caveat():
     busy, _ = lab2_answers.c2(CFG.replace(task="c2"), _mfu_run(BUSY, 0.429))
-    assert "42.9% of this device's fp32 peak" in busy[0].text and "measured while the machine was busy" in busy[0].text
+    assert (
+        "42.9% of this device's fp32 peak" in busy[0].text
+        and "measured while the machine was busy" in busy[0].text
+    )
     idle, _ = lab2_answers.c2(CFG.replace(task="c2"), _mfu_run(IDLE, 0.429))
     assert "machine was busy" not in idle[0].text
     assert holds(busy) == [] and holds(idle) == []  # the peak's TFLOP/s is recorded (measured here: n = 1)
@@ -184,15 +241,22 @@ def _c3_rows(times):
 
 
 def test_c3_tie_and_clear_best(tmp_path):
-    tie = _c3_rows({0: [0.2955, 0.2960, 0.2950, 0.2958], 2: [0.2956, 0.2961, 0.2949, 0.2957], 4: [0.6, 0.61, 0.59, 0.62]})
+    tie = _c3_rows(
+        {0: [0.2955, 0.2960, 0.2950, 0.2958], 2: [0.2956, 0.2961, 0.2949, 0.2957], 4: [0.6, 0.61, 0.59, 0.62]}
+    )
     answers, flags = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=tie, items=[]))
     assert "a tie, so no single best count" in answers[0].text and set(answers[0].verdict["tied"]) == {0, 2}
     clear = _c3_rows({0: [0.9, 0.91, 0.92], 2: [0.30, 0.31, 0.29]})
     items = sweep(tmp_path, "num_workers", {2: batches(FAST)}, machine=BUSY)
     answers, flags = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=clear, items=items))
     assert answers[0].text.startswith("Best count: 2 workers") and "machine busy" in {f.kind for f in flags}
-    assert holds(answers) == [] and [n.name for n in answers[0].numbers] == ["0 workers, epoch", "2 workers, epoch"]
-    one = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=_c3_rows({1: [0.3] * 3, 0: [0.9] * 3}), items=[]))
+    assert holds(answers) == [] and [n.name for n in answers[0].numbers] == [
+        "0 workers, epoch",
+        "2 workers, epoch",
+    ]
+    one = lab2_answers.c3(
+        RunConfig(task="c3"), SimpleNamespace(rows=_c3_rows({1: [0.3] * 3, 0: [0.9] * 3}), items=[])
+    )
     assert [n.name for n in one[0][0].numbers] == ["0 workers, epoch", "1 worker, epoch"]  # not "1 workers"
 
 
@@ -211,7 +275,9 @@ def test_c3_rows_of_reads_the_sweep_or_says_none(tmp_path):
         d = tmp_path / f"loader-{n}"
         results.write_derived(d, {"loader": _c3_rows({n: [0.1, 0.2, 0.3]})}, {"config": {}})
         runs.append(d.name)
-    results.write_derived(tmp_path / "summary", {"summary": pd.DataFrame({"a": [1]})}, {"config": {}, "runs": runs})
+    results.write_derived(
+        tmp_path / "summary", {"summary": pd.DataFrame({"a": [1]})}, {"config": {}, "runs": runs}
+    )
     assert len(lab2_answers.c3_rows_of(str(tmp_path / "summary"))) == 6
     assert lab2_answers.c3_rows_of(str(tmp_path / "missing")) is None
 
@@ -238,30 +304,46 @@ def test_c4_best_is_one_worker(tmp_path):
 def test_c4_best_one_worker_is_compared_with_c3s_next_best(tmp_path):
     """C3's best is 1 worker: C4 compares 1 worker with C3's runner-up instead of with nothing."""
     tie = _c3_rows({0: [0.80, 0.81, 0.79], 1: [0.51, 0.52, 0.50], 2: [1.1, 1.2, 1.0]})
-    assert lab2_answers.runner_up(tie, 1) == 0 and lab2_answers.runner_up(tie, 0) == 1 \
+    assert (
+        lab2_answers.runner_up(tie, 1) == 0
+        and lab2_answers.runner_up(tie, 0) == 1
         and lab2_answers.runner_up(None, 1) is None
+    )
     items = sweep(tmp_path, "num_workers", {0: batches(SLOW, data=0.02), 1: batches(FAST, data=0.001)})
     out = SimpleNamespace(best=1, against=0, items=items, c3_rows=tie)
     answers, _ = lab2_answers.c4(RunConfig(task="c4"), out)
-    assert "compared with C3's next best count, 0 workers" in answers[0].text and "compared with nothing" not in \
-        answers[0].text
-    assert answers[0].verdict["against"] == 0 and answers[0].verdict["compute"]["outcome"] in ("better", "worse")
+    assert (
+        "compared with C3's next best count, 0 workers" in answers[0].text
+        and "compared with nothing" not in answers[0].text
+    )
+    assert answers[0].verdict["against"] == 0 and answers[0].verdict["compute"]["outcome"] in (
+        "better",
+        "worse",
+    )
 
 
 # ------------------------------------------------------------------ C5
 def test_c5_cpu_only_is_partial_and_trend_is_said(tmp_path):
     ep = pd.DataFrame({"device": ["cpu"] * 4, "epoch": [1, 2, 3, 4], "total_s": [1.0, 1.5, 2.5, 4.0]})
-    answers, flags = lab2_answers.c5(RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cpu"], items=[]))
+    answers, flags = lab2_answers.c5(
+        RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cpu"], items=[])
+    )
     assert answers[0].status == "partial" and "never settled" in answers[0].text
     steady = pd.DataFrame({"device": ["cpu"] * 4, "epoch": [1, 2, 3, 4], "total_s": [1.0, 1.0, 1.01, 1.0]})
-    answers, _ = lab2_answers.c5(RunConfig(task="c5"), SimpleNamespace(epochs=steady, devices=["cpu"], items=[]))
+    answers, _ = lab2_answers.c5(
+        RunConfig(task="c5"), SimpleNamespace(epochs=steady, devices=["cpu"], items=[])
+    )
     assert answers[0].text.startswith("A CPU epoch took")
 
 
 def test_c5_gpu_against_cpu_is_a_verdict(tmp_path):
-    ep = pd.DataFrame({"device": ["cpu"] * 3 + ["cuda"] * 3, "epoch": [1, 2, 3] * 2, "total_s": [2.0] * 3 + [1.0] * 3})
+    ep = pd.DataFrame(
+        {"device": ["cpu"] * 3 + ["cuda"] * 3, "epoch": [1, 2, 3] * 2, "total_s": [2.0] * 3 + [1.0] * 3}
+    )
     items = sweep(tmp_path, "device", {"cuda": batches(FAST), "cpu": batches(SLOW)})
-    answers, _ = lab2_answers.c5(RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cpu", "cuda"], items=items))
+    answers, _ = lab2_answers.c5(
+        RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cpu", "cuda"], items=items)
+    )
     assert answers[0].status == "answered" and answers[0].verdict["outcome"] == "better"
 
 
@@ -269,47 +351,74 @@ def test_c5_gpu_against_cpu_is_a_verdict(tmp_path):
 def _training_sweep(losses: dict, status=None):
     rows = []
     for v, ls in losses.items():
-        rows += [{"optimizer": v, "epoch": 1 + i * 2 // len(ls), "loss": x, "train_s": 0.01} for i, x in enumerate(ls)]
-    summary = pd.DataFrame({"optimizer": list(losses) + list(status or {}),
-                            "status": ["complete"] * len(losses) + list((status or {}).values())})
+        rows += [
+            {"optimizer": v, "epoch": 1 + i * 2 // len(ls), "loss": x, "train_s": 0.01}
+            for i, x in enumerate(ls)
+        ]
+    summary = pd.DataFrame(
+        {
+            "optimizer": list(losses) + list(status or {}),
+            "status": ["complete"] * len(losses) + list((status or {}).values()),
+        }
+    )
     return SimpleNamespace(batches=pd.DataFrame(rows), summary=summary)
 
 
 def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
     cfg = RunConfig(task="c6", model="resnet_tiny")
-    clear = _training_sweep({"sgd": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "adam": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]})
+    clear = _training_sweep(
+        {"sgd": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "adam": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]}
+    )
     answers, flags = lab2_answers.training_sweep(cfg, clear, "optimizer", "C6?")
     assert "lower than every other setting" in answers[0].text and "stand-in model" in {f.kind for f in flags}
     assert holds(answers) == []  # a loss verdict's direction is "lower", its winner named
-    tie = _training_sweep({"sgd": [2.0] * 4 + [0.5, 0.6, 0.4, 0.5], "adam": [2.0] * 4 + [0.5, 0.6, 0.4, 0.5]},
-                          status={"adagrad": "failed"})
+    tie = _training_sweep(
+        {"sgd": [2.0] * 4 + [0.5, 0.6, 0.4, 0.5], "adam": [2.0] * 4 + [0.5, 0.6, 0.4, 0.5]},
+        status={"adagrad": "failed"},
+    )
     answers, _ = lab2_answers.training_sweep(cfg, tie, "optimizer", "C6?")
-    assert "(a tie)" in answers[0].text and "adagrad: not usable (failed)." in lab2_answers.sweep_notes(cfg, tie, "optimizer")
+    assert "(a tie)" in answers[0].text and "adagrad: not usable (failed)." in lab2_answers.sweep_notes(
+        cfg, tie, "optimizer"
+    )
     assert holds(answers) == []
     bad = _training_sweep({"sgd": [2.3] * 8, "adam": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 30.0]})
     answers, flags = lab2_answers.training_sweep(cfg, bad, "optimizer", "C6?")
     lines = lab2_answers.sweep_notes(cfg, bad, "optimizer")
     assert answers[0].status == "partial" and "diverged" in {f.kind for f in flags}
-    assert any(line.startswith("sgd did not get clearly below chance (mean loss over the last fifth 2.30")
-               for line in lines) and "adam diverged" in answers[0].text
+    assert (
+        any(
+            line.startswith("sgd did not get clearly below chance (mean loss over the last fifth 2.30")
+            for line in lines
+        )
+        and "adam diverged" in answers[0].text
+    )
 
 
 def test_every_diverged_setting_keeps_its_flag():
-    bad = _training_sweep({"sgd": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "adam": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 30.0],
-                           "adagrad": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 31.0]})
+    bad = _training_sweep(
+        {
+            "sgd": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5],
+            "adam": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 30.0],
+            "adagrad": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 31.0],
+        }
+    )
     _, flags = lab2_answers.training_sweep(RunConfig(task="c6"), bad, "optimizer", "C6?")
     diverged = [f.message.split(":")[0] for f in flags if f.kind == "diverged"]
     assert diverged == ["adam", "adagrad"] and [f.kind for f in flags].count("stand-in model") <= 1
 
 
 def test_c7_names_its_settings_for_a_reader():
-    rows = _training_sweep({"bn": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "none": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]})
+    rows = _training_sweep(
+        {"bn": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "none": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]}
+    )
     rows.batches = rows.batches.rename(columns={"optimizer": "norm"})
     rows.summary = rows.summary.rename(columns={"optimizer": "norm"})
     answers, _ = lab2_answers.training_sweep(RunConfig(task="c7"), rows, "norm", "C7?")
     assert answers[0].text.startswith("Lowest last-epoch training loss: BatchNorm, lower than every other")
-    assert [n.name for n in answers[0].numbers][::2] == ["BatchNorm: last-epoch batch loss",
-                                                        "no BatchNorm: last-epoch batch loss"]
+    assert [n.name for n in answers[0].numbers][::2] == [
+        "BatchNorm: last-epoch batch loss",
+        "no BatchNorm: last-epoch batch loss",
+    ]
     assert holds(answers) == [] and answers[0].verdict["best"] == "BatchNorm"
 
 
@@ -323,14 +432,18 @@ def test_twin_tasks_same_configuration_far_apart_is_a_noisy_machine(tmp_path):
     # c6's sgd and c7's bn are one configuration: epoch medians 1.40 vs 4.46 s say the machine moved, not a setting
     same = RunConfig(task="c7").to_dict()
     mine = _epochs_run(tmp_path / "c7-bn", same, [9.0, 4.4, 4.46, 4.5])
-    c6_sgd = _epochs_run(tmp_path / "c6-sgd", {**same, "task": "c6", "results_dir": "elsewhere"}, [3.0, 1.4, 1.38, 1.41])
+    c6_sgd = _epochs_run(
+        tmp_path / "c6-sgd", {**same, "task": "c6", "results_dir": "elsewhere"}, [3.0, 1.4, 1.38, 1.41]
+    )
     items = [SimpleNamespace(run_dir=mine.path, complete=True)]
     flag = _conclude.twin_noise(RunConfig(task="c7"), items, "norm", other_runs=[c6_sgd])
     assert flag.kind == "noisy machine" and "c7's bn" in flag.message and "c6's sgd" in flag.message
     assert "4.46 and 1.4" in flag.message
     close = _epochs_run(tmp_path / "c6-close", {**same, "task": "c6"}, [3.0, 4.0, 4.1, 4.2])
     assert _conclude.twin_noise(RunConfig(task="c7"), items, "norm", other_runs=[close]) is None
-    other_cfg = _epochs_run(tmp_path / "c6-adam", {**same, "task": "c6", "optimizer": "adam"}, [3.0, 1.4, 1.4])
+    other_cfg = _epochs_run(
+        tmp_path / "c6-adam", {**same, "task": "c6", "optimizer": "adam"}, [3.0, 1.4, 1.4]
+    )
     assert _conclude.twin_noise(RunConfig(task="c7"), items, "norm", other_runs=[other_cfg]) is None
     assert _conclude.twin_noise(RunConfig(task="c8"), items, "norm", other_runs=[c6_sgd]) is None  # no twin
     assert _conclude.twin_noise(RunConfig(task="c7"), [], "norm") is None  # nothing ran: nothing read
@@ -386,19 +499,37 @@ def test_questions_from_a_real_count():
 def _loading(threads_lo, first_batch_threads=0.01):
     rows = []
     for lat in (0.0, 20.0):
-        for loader, t in (("baseline", 1.0), ("more workers", 0.9), ("threads", 0.3 if lat else threads_lo),
-                          ("tensor-resident", 0.01)):
+        for loader, t in (
+            ("baseline", 1.0),
+            ("more workers", 0.9),
+            ("threads", 0.3 if lat else threads_lo),
+            ("tensor-resident", 0.01),
+        ):
             times = [t * (1 + 0.01 * i) for i in range(4)]
-            rows.append({"latency_ms": lat, "loader": loader, "epoch_s": times[1], "passes": 4, "files": 100,
-                         "one_time_s": 2.0, "first_batch_s": first_batch_threads if loader == "threads" else 0.5,
-                         "pass_times_s": ";".join(map(str, times))})
+            rows.append(
+                {
+                    "latency_ms": lat,
+                    "loader": loader,
+                    "epoch_s": times[1],
+                    "passes": 4,
+                    "files": 100,
+                    "one_time_s": 2.0,
+                    "first_batch_s": first_batch_threads if loader == "threads" else 0.5,
+                    "pass_times_s": ";".join(map(str, times)),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_dataloading_threads_faster_and_the_start_up_share():
-    answers, flags = dataloading_answers.conclude(RunConfig(task="dataloading"), _loading(0.5), {"machine": BUSY})
+    answers, flags = dataloading_answers.conclude(
+        RunConfig(task="dataloading"), _loading(0.5), {"machine": BUSY}
+    )
     assert "Threads is" in answers[0].text and answers[0].verdict["threads_high"]["outcome"] == "better"
-    assert any("most of the gain at no latency is start-up" in line for line in dataloading_answers.notes(_loading(0.5)))
+    assert any(
+        "most of the gain at no latency is start-up" in line
+        for line in dataloading_answers.notes(_loading(0.5))
+    )
     assert "machine busy" in {f.kind for f in flags}
     # the simulated latency is a setting the record holds: "at 20 ms per file" is a stated number that holds
     assert holds(answers) == [] and "At 20 ms per file" in answers[0].text
@@ -412,43 +543,115 @@ def test_dataloading_threads_faster_and_the_start_up_share():
 
 # ------------------------------------------------------------------ memory
 def _mem_res(times_ck, cuda=False, losses=None, segments=2):
-    t = pd.DataFrame([
-        {"model": "resnet18", "family": "ResNet", "depth": 18, "baseline": "resnet18", "act_bytes_per_sample": 4e6,
-         "act_MB_per_sample": 4.0, "times_s": "0.1;0.1;0.1", "time_vs_baseline": 1.0, "repeats": 3},
-        {"model": "resnet18 ck", "family": "ResNet + checkpointing", "depth": 18, "baseline": "resnet18",
-         "act_bytes_per_sample": 1e6, "act_MB_per_sample": 1.0, "times_s": ";".join(map(str, times_ck)),
-         "time_vs_baseline": times_ck[0] / 0.1, "repeats": len(times_ck)},
-        {"model": "revnet 3", "family": "RevNet", "depth": 38, "baseline": "revnet 3", "act_bytes_per_sample": 1e6,
-         "act_MB_per_sample": 1.0, "times_s": "0.2;0.2;0.2", "time_vs_baseline": 1.0, "repeats": 3},
-        {"model": "revnet 9", "family": "RevNet", "depth": 110, "baseline": "revnet 3", "act_bytes_per_sample": 1.1e6,
-         "act_MB_per_sample": 1.1, "times_s": "0.5;0.5;0.5", "time_vs_baseline": 2.5, "repeats": 3},
-        {"model": "revnet 3 plain", "family": "RevNet, ordinary autograd", "depth": 38, "baseline": "revnet 3 plain",
-         "act_bytes_per_sample": 3e6, "act_MB_per_sample": 3.0, "times_s": "0.2;0.2;0.2", "time_vs_baseline": 1.0,
-         "repeats": 3},
-        {"model": "revnet 9 plain", "family": "RevNet, ordinary autograd", "depth": 110, "baseline": "revnet 3 plain",
-         "act_bytes_per_sample": 9e6, "act_MB_per_sample": 9.0, "times_s": "0.2;0.2;0.2", "time_vs_baseline": 1.0,
-         "repeats": 3}])
-    t = t.assign(params=1000, peak_MB=float("nan"), s_per_batch=[float(x.split(";")[0]) for x in t.times_s], s_iqr=0.0)
+    t = pd.DataFrame(
+        [
+            {
+                "model": "resnet18",
+                "family": "ResNet",
+                "depth": 18,
+                "baseline": "resnet18",
+                "act_bytes_per_sample": 4e6,
+                "act_MB_per_sample": 4.0,
+                "times_s": "0.1;0.1;0.1",
+                "time_vs_baseline": 1.0,
+                "repeats": 3,
+            },
+            {
+                "model": "resnet18 ck",
+                "family": "ResNet + checkpointing",
+                "depth": 18,
+                "baseline": "resnet18",
+                "act_bytes_per_sample": 1e6,
+                "act_MB_per_sample": 1.0,
+                "times_s": ";".join(map(str, times_ck)),
+                "time_vs_baseline": times_ck[0] / 0.1,
+                "repeats": len(times_ck),
+            },
+            {
+                "model": "revnet 3",
+                "family": "RevNet",
+                "depth": 38,
+                "baseline": "revnet 3",
+                "act_bytes_per_sample": 1e6,
+                "act_MB_per_sample": 1.0,
+                "times_s": "0.2;0.2;0.2",
+                "time_vs_baseline": 1.0,
+                "repeats": 3,
+            },
+            {
+                "model": "revnet 9",
+                "family": "RevNet",
+                "depth": 110,
+                "baseline": "revnet 3",
+                "act_bytes_per_sample": 1.1e6,
+                "act_MB_per_sample": 1.1,
+                "times_s": "0.5;0.5;0.5",
+                "time_vs_baseline": 2.5,
+                "repeats": 3,
+            },
+            {
+                "model": "revnet 3 plain",
+                "family": "RevNet, ordinary autograd",
+                "depth": 38,
+                "baseline": "revnet 3 plain",
+                "act_bytes_per_sample": 3e6,
+                "act_MB_per_sample": 3.0,
+                "times_s": "0.2;0.2;0.2",
+                "time_vs_baseline": 1.0,
+                "repeats": 3,
+            },
+            {
+                "model": "revnet 9 plain",
+                "family": "RevNet, ordinary autograd",
+                "depth": 110,
+                "baseline": "revnet 3 plain",
+                "act_bytes_per_sample": 9e6,
+                "act_MB_per_sample": 9.0,
+                "times_s": "0.2;0.2;0.2",
+                "time_vs_baseline": 1.0,
+                "repeats": 3,
+            },
+        ]
+    )
+    t = t.assign(
+        params=1000, peak_MB=float("nan"), s_per_batch=[float(x.split(";")[0]) for x in t.times_s], s_iqr=0.0
+    )
     if not segments:
         t = t[t.family != "ResNet + checkpointing"]
     losses = losses or {"resnet18": [2.3, 2.0, 1.5, 1.2, 1.0], "revnet38": [2.3, 2.0, 1.6, 1.3, 1.1]}
-    runs = {k: SimpleNamespace(batches=pd.DataFrame({"loss": v, "train_s": 0.1}), meta={"parameters": 10})
-            for k, v in losses.items()}
-    return SimpleNamespace(table=t, cuda=cuda, budget_bytes=16 * 2 ** 30, runs=runs,
-                           max_batch=[{"model": "resnet18 ck", "method": "predicted", "recompute_MB_per_sample": 2.0},
-                                      {"model": "resnet18", "method": "measured" if cuda else "predicted",
-                                       "recompute_MB_per_sample": 0.0}],
-                           largest={"resnet18": 100, "resnet18 ck": 300})
+    runs = {
+        k: SimpleNamespace(batches=pd.DataFrame({"loss": v, "train_s": 0.1}), meta={"parameters": 10})
+        for k, v in losses.items()
+    }
+    return SimpleNamespace(
+        table=t,
+        cuda=cuda,
+        budget_bytes=16 * 2**30,
+        runs=runs,
+        max_batch=[
+            {"model": "resnet18 ck", "method": "predicted", "recompute_MB_per_sample": 2.0},
+            {
+                "model": "resnet18",
+                "method": "measured" if cuda else "predicted",
+                "recompute_MB_per_sample": 0.0,
+            },
+        ],
+        largest={"resnet18": 100, "resnet18 ck": 300},
+    )
 
 
 def test_memory_answer_table_and_figure_agree_on_the_working_set():
     res = _mem_res([0.13, 0.131, 0.129])
-    answers, flags = memory_answers.conclude(RunConfig(task="memory", checkpoint_segments=2), memory.Settings(), res)
+    answers, flags = memory_answers.conclude(
+        RunConfig(task="memory", checkpoint_segments=2), memory.Settings(), res
+    )
     lines = memory_answers.cost_lines(res)
     share = [n for n in answers[1].numbers if "saved + working set" in n.name][0]
     table = memory_answers.report_table(res).set_index("model")
     assert share.value == pytest.approx(0.75) == table.loc["resnet18 ck", "saved + working set vs plain"]
-    assert memory_answers.at_peak(res).set_index("model").loc["resnet18 ck", "peak_act_MB_per_sample"] == pytest.approx(3.0)
+    assert memory_answers.at_peak(res).set_index("model").loc[
+        "resnet18 ck", "peak_act_MB_per_sample"
+    ] == pytest.approx(3.0)
     assert answers[1].status == "partial" and share.provenance == "predicted"
     assert "Both trained" in answers[3].text and "baseline" not in lines[0]
     assert answers[2].verdict["resnet18 ck"]["outcome"] == "better"  # the plain network is faster
@@ -465,20 +668,31 @@ def test_memory_no_spread_for_two_rounds_and_training_outcomes():
     assert answers[1].status == "answered" and "Neither got clearly below chance" in answers[3].text
     assert memory_answers.report_table(res).set_index("model")["IQR (s)"].isna()["resnet18 ck"]
     assert memory_answers.fits_table(res).set_index("model").loc["resnet18", "how"] == "measured"
-    res = _mem_res([0.1], losses={"resnet18": [2.3, 2.0, 1.5, 1.2, 1.0], "revnet38": [2.3, 9.0, 14.0, 20.0, 30.0]})
+    res = _mem_res(
+        [0.1], losses={"resnet18": [2.3, 2.0, 1.5, 1.2, 1.0], "revnet38": [2.3, 9.0, 14.0, 20.0, 30.0]}
+    )
     answers, flags = memory_answers.conclude(RunConfig(task="memory"), memory.Settings(), res)
-    assert answers[3].text.startswith("Only resnet18 got below chance") and [f.kind for f in flags] == ["diverged"]
+    assert answers[3].text.startswith("Only resnet18 got below chance") and [f.kind for f in flags] == [
+        "diverged"
+    ]
     # a loss above chance is not 'below chance' (the tiny report said 'Only resnet_tiny got below chance' at 2.716)
-    res = _mem_res([0.1], losses={"resnet18": [2.3, 2.5, 2.6, 2.7, 2.716], "revnet38": [2.3, 2.0, 1.5, 1.2, 1.0]})
+    res = _mem_res(
+        [0.1], losses={"resnet18": [2.3, 2.5, 2.6, 2.7, 2.716], "revnet38": [2.3, 2.0, 1.5, 1.2, 1.0]}
+    )
     answers, _ = memory_answers.conclude(RunConfig(task="memory"), memory.Settings(), res)
-    assert answers[3].text.startswith("Only revnet38 got below chance") and "resnet18 did not" in answers[3].text
+    assert (
+        answers[3].text.startswith("Only revnet38 got below chance") and "resnet18 did not" in answers[3].text
+    )
     assert holds(answers) == []
     # ... nor is a loss within 5% of chance (the smoke report's ResNet at 2.43 and RevNet at 2.205 against 2.30)
-    res = _mem_res([0.1], losses={"resnet18": [2.3, 2.4, 2.43, 2.43, 2.43], "revnet38": [2.3, 2.2, 2.2, 2.2, 2.205]})
+    res = _mem_res(
+        [0.1], losses={"resnet18": [2.3, 2.4, 2.43, 2.43, 2.43], "revnet38": [2.3, 2.2, 2.2, 2.2, 2.205]}
+    )
     answers, _ = memory_answers.conclude(RunConfig(task="memory"), memory.Settings(), res)
     assert answers[3].text.startswith("Neither got clearly below chance"), answers[3].text
-    answers, _ = memory_answers.conclude(RunConfig(task="memory", checkpoint_segments=0), memory.Settings(),
-                                    _mem_res([0.1], segments=0))
+    answers, _ = memory_answers.conclude(
+        RunConfig(task="memory", checkpoint_segments=0), memory.Settings(), _mem_res([0.1], segments=0)
+    )
     assert answers[1].text.startswith("Checkpointing was not run")
     assert holds(answers) == []
 
@@ -498,14 +712,39 @@ def _rec(train, data):
 
 
 def _tin(ck_train, base_train=FAST, data0=0.05, datan=0.001, skipped=False):
-    timing = pd.DataFrame([{"variant": "baseline", "s/batch": 0.01, "estimated epoch (s)": 10.0,
-                            "actual epoch (s)": 12.0, "note": ""}]
-                          + ([{"variant": "ddp", "s/batch": float("nan"), "estimated epoch (s)": float("nan"),
-                               "actual epoch (s)": float("nan"), "note": "needs 2 GPUs"}] if skipped else []))
-    return SimpleNamespace(workers={0: _rec(base_train, data0), 2: _rec(base_train, datan)},
-                           variants={"checkpointing": _rec(ck_train, datan)}, budget_bytes=2 ** 30,
-                           memory=pd.DataFrame({"variant": ["baseline", "checkpointing"],
-                                                "largest batch (predicted)": [100, 250]}), timing=timing)
+    timing = pd.DataFrame(
+        [
+            {
+                "variant": "baseline",
+                "s/batch": 0.01,
+                "estimated epoch (s)": 10.0,
+                "actual epoch (s)": 12.0,
+                "note": "",
+            }
+        ]
+        + (
+            [
+                {
+                    "variant": "ddp",
+                    "s/batch": float("nan"),
+                    "estimated epoch (s)": float("nan"),
+                    "actual epoch (s)": float("nan"),
+                    "note": "needs 2 GPUs",
+                }
+            ]
+            if skipped
+            else []
+        )
+    )
+    return SimpleNamespace(
+        workers={0: _rec(base_train, data0), 2: _rec(base_train, datan)},
+        variants={"checkpointing": _rec(ck_train, datan)},
+        budget_bytes=2**30,
+        memory=pd.DataFrame(
+            {"variant": ["baseline", "checkpointing"], "largest batch (predicted)": [100, 250]}
+        ),
+        timing=timing,
+    )
 
 
 def test_tinyimagenet_share_from_the_table_and_the_bottleneck_moves():
@@ -514,24 +753,32 @@ def test_tinyimagenet_share_from_the_table_and_the_bottleneck_moves():
     assert tinyimagenet_answers.share_pct(data_n / (data_n + comp_n)) in answers[0].text
     assert "moves from loading" in answers[0].text
     wt = tinyimagenet_answers.worker_table(_tin(SLOW)).set_index("workers")
-    assert wt.loc[2, "data ms/batch"] == pytest.approx(data_n) and wt.loc[2, "copy + compute ms/batch"] == pytest.approx(comp_n)
+    assert wt.loc[2, "data ms/batch"] == pytest.approx(data_n) and wt.loc[
+        2, "copy + compute ms/batch"
+    ] == pytest.approx(comp_n)
     assert answers[1].text.startswith("the baseline is") and "pay-off" in answers[1].text
-    assert {n.provenance for n in answers[2].numbers} == {"predicted", "measured"} and answers[2].status == "answered"
-    assert all(n.provenance == "predicted" for n in answers[2].numbers if n.unit == "x")  # the estimate's ratio
+    assert {n.provenance for n in answers[2].numbers} == {"predicted", "measured"} and answers[
+        2
+    ].status == "answered"
+    assert all(
+        n.provenance == "predicted" for n in answers[2].numbers if n.unit == "x"
+    )  # the estimate's ratio
     assert holds(answers) == []  # shares, per-batch totals, estimated and actual epochs: all recorded
 
 
 def test_tinyimagenet_tie_is_said_before_any_ratio_and_skipped_variants_are_partial():
-    answers, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin([0.0101] * 2, [0.01] * 2, skipped=True,
-                                                                            data0=0.001))
+    answers, _ = tinyimagenet_answers.conclude(
+        RunConfig(task="tinyimagenet"), _tin([0.0101] * 2, [0.01] * 2, skipped=True, data0=0.001)
+    )
     assert answers[1].text.startswith("Checkpointing's time per batch cannot be told apart")
     assert "Loading is not the bottleneck here even with 0 workers" in answers[0].text
     assert answers[2].status == "partial" and "needs 2 GPUs" in answers[2].missing
     moved, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"), _tin(SLOW, data0=2.0, datan=4.0))
     assert "did not move" in moved[0].text and "2,000 of 2,010 ms" in moved[0].text  # 2 workers waited longer
     # a tie on data wait cannot say whether the bottleneck moved (the smoke report said "did not move" at 53% -> 6.5%)
-    tied, _ = tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet"),
-                                            _tin(SLOW, data0=2.0, datan=lambda i: (0.001, 4.0)[i % 2]))
+    tied, _ = tinyimagenet_answers.conclude(
+        RunConfig(task="tinyimagenet"), _tin(SLOW, data0=2.0, datan=lambda i: (0.001, 4.0)[i % 2])
+    )
     assert "whether 2 move it to compute, this run cannot tell" in tied[0].text, tied[0].text
     assert holds(tied) == []
     assert holds(answers) == [] and holds(moved) == []
@@ -539,8 +786,16 @@ def test_tinyimagenet_tie_is_said_before_any_ratio_and_skipped_variants_are_part
 
 # ------------------------------------------------------------------ Lab 5
 def _q1(step_times: dict, oom=()):
-    rows = [{"per_gpu_batch": b, "status": "ok", "batches_timed": len(t), "epoch_s_excl_io": 3842.8769,
-             "step_times_s": ";".join(map(str, t))} for b, t in step_times.items()]
+    rows = [
+        {
+            "per_gpu_batch": b,
+            "status": "ok",
+            "batches_timed": len(t),
+            "epoch_s_excl_io": 3842.8769,
+            "step_times_s": ";".join(map(str, t)),
+        }
+        for b, t in step_times.items()
+    ]
     return pd.DataFrame(rows + [{"per_gpu_batch": b, "status": "OOM"} for b in oom])
 
 
@@ -560,28 +815,60 @@ def _ddp_rec(step, n, b, epochs_loss=1.5):
     bt = batches([step] * 6 + [step * 3], images=n * b)  # the last, partial batch is left out of the verdict
     bt.loc[bt.index[-1], "images"] = n * b // 3
     ep = pd.DataFrame({"epoch": [1, 2], "loss": [2.0, epochs_loss], "acc": [0.2, 0.4]})
-    return SimpleNamespace(table=lambda name: bt if name == "batches" else ep,
-                           meta={"distributed": {"global_batch": n * b}, "config": {"batch_size": b}})
+    return SimpleNamespace(
+        table=lambda name: bt if name == "batches" else ep,
+        meta={"distributed": {"global_batch": n * b}, "config": {"batch_size": b}},
+    )
 
 
 def _lab5(predicted_2=100.0, measured_2=110.0, step2=0.012, runs=True, backend="gloo", on_gpu=False):
-    table = pd.DataFrame([
-        {"workers": 1, "per_gpu_batch": 16, "measured_s": 200.0, "predicted_s": None, "compute_s": 150.0, "comm_s": 0.0},
-        {"workers": 2, "per_gpu_batch": 16, "measured_s": measured_2 if runs else None, "predicted_s": predicted_2,
-         "compute_s": 75.0, "comm_s": 5.0, "run": 0 if runs else None},
-        {"workers": 4, "per_gpu_batch": 16, "measured_s": None, "predicted_s": 50.0, "compute_s": 37.5, "comm_s": 6.0}])
+    table = pd.DataFrame(
+        [
+            {
+                "workers": 1,
+                "per_gpu_batch": 16,
+                "measured_s": 200.0,
+                "predicted_s": None,
+                "compute_s": 150.0,
+                "comm_s": 0.0,
+            },
+            {
+                "workers": 2,
+                "per_gpu_batch": 16,
+                "measured_s": measured_2 if runs else None,
+                "predicted_s": predicted_2,
+                "compute_s": 75.0,
+                "comm_s": 5.0,
+                "run": 0 if runs else None,
+            },
+            {
+                "workers": 4,
+                "per_gpu_batch": 16,
+                "measured_s": None,
+                "predicted_s": 50.0,
+                "compute_s": 37.5,
+                "comm_s": 6.0,
+            },
+        ]
+    )
     table["epoch_s"] = table.measured_s.fillna(table.predicted_s)
     table["source"] = ["measured" if m == m and m is not None else "predicted" for m in table.measured_s]
     table["speedup"] = 200.0 / table.epoch_s
     return SimpleNamespace(
-        q1=_q1({16: [0.010, 0.0101, 0.0099, 0.0102, 0.0098]}), table=table, workers_here=2, on_gpu=on_gpu,
+        q1=_q1({16: [0.010, 0.0101, 0.0099, 0.0102, 0.0098]}),
+        table=table,
+        workers_here=2,
+        on_gpu=on_gpu,
         allreduce=pd.DataFrame({"backend": [backend], "n": [10]}),
         fit={"busbw_Bps": 2e9, "latency_s": 5e-4, "world_size": 2, "method": "least squares"},
-        runs=[_ddp_rec(step2, 2, 16)] if runs else [])
+        runs=[_ddp_rec(step2, 2, 16)] if runs else [],
+    )
 
 
 def test_lab5_measured_speedup_is_a_verdict_and_predicted_provenance():
-    answers, flags = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), _lab5())
+    answers, flags = scaling_answers.conclude(
+        RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), _lab5()
+    )
     q2 = answers[1]
     assert "extrapolated from 6 timed steps" in q2.text and q2.verdict["2x16"]["outcome"] == "better"
     assert all(n.provenance == "predicted" for n in q2.numbers) and q2.status == "partial"
@@ -592,9 +879,11 @@ def test_lab5_measured_speedup_is_a_verdict_and_predicted_provenance():
 
 
 def test_lab5_model_that_misses_its_own_measurement_says_so():
-    answers, flags = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000),
-                                                 _lab5(predicted_2=2041.0, measured_2=3309.0, step2=0.03,
-                                                       on_gpu=True))
+    answers, flags = scaling_answers.conclude(
+        RunConfig(task="lab5"),
+        SimpleNamespace(n_images=50_000),
+        _lab5(predicted_2=2041.0, measured_2=3309.0, step2=0.03, on_gpu=True),
+    )
     assert "model disagrees" in {f.kind for f in flags} and "settings differ" in {f.kind for f in flags}
     assert "not reliable" in answers[1].text and "predicted 2,041 s vs timed 3,309 s" in answers[1].text
     four = [n for n in answers[1].numbers if n.name.startswith("4 workers")][0]
@@ -606,8 +895,9 @@ def test_lab5_model_that_misses_its_own_measurement_says_so():
 
 
 def test_lab5_without_runs_predicts_everything():
-    answers, _ = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000),
-                                             _lab5(runs=False))
+    answers, _ = scaling_answers.conclude(
+        RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), _lab5(runs=False)
+    )
     assert "the model's prediction" in answers[1].text and answers[1].verdict is None
     assert answers[3].text.startswith("No multi-worker run here")
     assert holds(answers) == []
@@ -620,8 +910,9 @@ def test_a_study_module_with_a_task_registers_it_once():
     from hpml_lab.config import ConfigError
     from hpml_lab.report import tasks
 
-    study = SimpleNamespace(TASK={"id": "canned-task", "notebook": "canned.ipynb", "title": "Canned",
-                                  "smoke": {"epochs": 1}})
+    study = SimpleNamespace(
+        TASK={"id": "canned-task", "notebook": "canned.ipynb", "title": "Canned", "smoke": {"epochs": 1}}
+    )
     try:
         assert tasks.register_studies([study, SimpleNamespace()]) == ["canned-task"]
         assert tasks.get("canned-task").profile("smoke") == {"epochs": 1}
@@ -636,11 +927,23 @@ def test_lab5_notes_and_tables():
 
     res = _lab5()
     res.sizes, res.grad_bytes = [8, 16], 4_000_000
-    res.allreduce = pd.DataFrame({"world_size": [2], "backend": ["gloo"], "bytes": [4e6], "time_s": [0.002],
-                                  "iqr_s": [0.0001], "n": [10], "algbw_GBps": [2.0], "busbw_GBps": [2.0]})
+    res.allreduce = pd.DataFrame(
+        {
+            "world_size": [2],
+            "backend": ["gloo"],
+            "bytes": [4e6],
+            "time_s": [0.002],
+            "iqr_s": [0.0001],
+            "n": [10],
+            "algbw_GBps": [2.0],
+            "busbw_GBps": [2.0],
+        }
+    )
     res.reference, res.reference_fit = scaling.reference_check()
     cfg = RunConfig(task="lab5", max_batches=2)
-    assert "extrapolated to 50,000 images" in scaling_answers.setup_note(cfg, SimpleNamespace(n_images=50_000), res)
+    assert "extrapolated to 50,000 images" in scaling_answers.setup_note(
+        cfg, SimpleNamespace(n_images=50_000), res
+    )
     assert "busbw 2.00 GB/s (gloo, 2 processes)" in scaling_answers.fit_note(res)
     assert scaling_answers.allreduce_table(res).loc[0, "time_ms"] == pytest.approx(2.0)
     assert "against the reference's 5.02 s" in scaling_answers.reference_note(res)
@@ -661,26 +964,37 @@ def test_stored_notebooks_narrate_and_carry_no_outputs():
 
     for p in sorted(Path(__file__).resolve().parents[1].joinpath("notebooks").glob("*.ipynb")):
         code = [c for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code"]
-        lines = sum(len([x for x in "".join(c["source"]).splitlines() if x.strip()]) for c in code
-                    if "parameters" not in c.get("metadata", {}).get("tags", []))
-        assert lines <= 40, f"{p.name}: {lines} code lines besides its parameters; move the work into its study"
+        lines = sum(
+            len([x for x in "".join(c["source"]).splitlines() if x.strip()])
+            for c in code
+            if "parameters" not in c.get("metadata", {}).get("tags", [])
+        )
+        assert lines <= 40, (
+            f"{p.name}: {lines} code lines besides its parameters; move the work into its study"
+        )
         assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), p.name
 
 
 def test_trace_sentence_and_headers():
     from hpml_lab import tracing
 
-    tr = SimpleNamespace(steps=3, warmup=1, top_ops=pd.DataFrame({"operator": ["conv"], "self_cpu_ms": [1.0]}))
-    assert tracing.recorded(tr) == ("`torch.profiler` recorded 3 training step(s) after 1 warm-up step(s) that "
-                                    "were not kept.")
+    tr = SimpleNamespace(
+        steps=3, warmup=1, top_ops=pd.DataFrame({"operator": ["conv"], "self_cpu_ms": [1.0]})
+    )
+    assert tracing.recorded(tr) == (
+        "`torch.profiler` recorded 3 training step(s) after 1 warm-up step(s) that were not kept."
+    )
     assert list(tracing.top_ops_table(tr).columns) == ["operator", "self CPU (ms)"]
 
 
 def test_busy_machine_is_flagged_from_the_busiest_run_of_a_sweep(tmp_path):
-    items = sweep(tmp_path, "compile", {False: batches(FAST)}) + sweep(tmp_path / "b", "compile", {True: batches(FAST)},
-                                                                       machine=BUSY)
+    items = sweep(tmp_path, "compile", {False: batches(FAST)}) + sweep(
+        tmp_path / "b", "compile", {True: batches(FAST)}, machine=BUSY
+    )
     items.append(SimpleNamespace(run_dir=tmp_path / "missing", complete=False))
-    _, flags = lab2_answers.c8(RunConfig(task="c8"), SimpleNamespace(items=items[:1] + items[2:], message="x"))
+    _, flags = lab2_answers.c8(
+        RunConfig(task="c8"), SimpleNamespace(items=items[:1] + items[2:], message="x")
+    )
     assert "machine busy" not in {f.kind for f in flags}
     _, flags = lab2_answers.c8(RunConfig(task="c8"), SimpleNamespace(items=items, message=""))
     assert "machine busy" in {f.kind for f in flags}

@@ -7,7 +7,13 @@ from hpml_lab.config import ConfigError, RunConfig, StudySettings
 
 def test_defaults_are_the_lab_settings():
     cfg = RunConfig()
-    assert (cfg.model, cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay) == ("resnet18", "sgd", 0.1, 0.9, 5e-4)
+    assert (cfg.model, cfg.optimizer, cfg.lr, cfg.momentum, cfg.weight_decay) == (
+        "resnet18",
+        "sgd",
+        0.1,
+        0.9,
+        5e-4,
+    )
     assert (cfg.batch_size, cfg.epochs, cfg.num_workers) == (128, 5, 2)
 
 
@@ -24,17 +30,26 @@ def test_wrong_type_is_rejected(params):
         RunConfig(**params)
 
 
-@pytest.mark.parametrize("params, word", [
-    ({"batch_size": 0}, "from 1 to"), ({"optimizer": "sgdd"}, "valid values"), ({"lr": -0.1}, "positive"),
-    ({"num_workers": -1}, "from 0 to"), ({"model": "resnet19"}, "valid models"), ({"momentum": 1.5}, "below 1"),
-])
+@pytest.mark.parametrize(
+    "params, word",
+    [
+        ({"batch_size": 0}, "from 1 to"),
+        ({"optimizer": "sgdd"}, "valid values"),
+        ({"lr": -0.1}, "positive"),
+        ({"num_workers": -1}, "from 0 to"),
+        ({"model": "resnet19"}, "valid models"),
+        ({"momentum": 1.5}, "below 1"),
+    ],
+)
 def test_bad_value_is_rejected(params, word):
     with pytest.raises(ConfigError, match=word):
         RunConfig(**params)
 
 
 def test_coercion_from_command_line_strings():
-    cfg = RunConfig.from_dict({"batch_size": "64", "augment": "false", "lr": "1e-3", "device": "cpu"}, coerce=True)
+    cfg = RunConfig.from_dict(
+        {"batch_size": "64", "augment": "false", "lr": "1e-3", "device": "cpu"}, coerce=True
+    )
     assert cfg.batch_size == 64 and cfg.augment is False and cfg.lr == 0.001
     with pytest.raises(ConfigError, match="true or false"):
         RunConfig.from_dict({"augment": "maybe"}, coerce=True)
@@ -84,8 +99,12 @@ def test_runner_checks_a_tasks_study_settings_before_running(tmp_path, monkeypat
     from hpml_lab.report import runner, tasks
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("epochs = 1\nrev_stages = (3, 5)\nbudget_gb = 16.0\nlabel = 'x'",
-                                          metadata={"tags": ["parameters"]})]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "epochs = 1\nrev_stages = (3, 5)\nbudget_gb = 16.0\nlabel = 'x'",
+            metadata={"tags": ["parameters"]},
+        )
+    ]
     nb.metadata["kernelspec"] = {"name": "hpml-lab", "display_name": "hpml-lab", "language": "python"}
     nbformat.write(nb, tmp_path / "study.ipynb")
     monkeypatch.setattr(runner, "notebooks_dir", lambda: tmp_path)
@@ -98,12 +117,20 @@ def test_runner_checks_a_tasks_study_settings_before_running(tmp_path, monkeypat
         runner.resolve_parameters(task, "smoke", cli_params={"rev_stage": "3"})
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("lr", float("inf"), "'lr' must be a finite number"), ("momentum", float("nan"), "'momentum' must be a finite"),
-    ("weight_decay", float("inf"), "'weight_decay' must be a finite"), ("task", "..", "'task' must be a plain name"),
-    ("run_id", "..", "'run_id' must be a plain folder name"), ("run_id", "a/../../b", "'run_id' must be a plain"),
-    ("seed", 2 ** 40, r"'seed' must be from 0 to 4294967295"),
-    ("data_root", "", "'data_root' is empty; name a folder"), ("results_dir", " ", "'results_dir' is empty")])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("lr", float("inf"), "'lr' must be a finite number"),
+        ("momentum", float("nan"), "'momentum' must be a finite"),
+        ("weight_decay", float("inf"), "'weight_decay' must be a finite"),
+        ("task", "..", "'task' must be a plain name"),
+        ("run_id", "..", "'run_id' must be a plain folder name"),
+        ("run_id", "a/../../b", "'run_id' must be a plain"),
+        ("seed", 2**40, r"'seed' must be from 0 to 4294967295"),
+        ("data_root", "", "'data_root' is empty; name a folder"),
+        ("results_dir", " ", "'results_dir' is empty"),
+    ],
+)
 def test_values_that_would_run_nonsense_or_write_outside_results_are_refused(field, value, message):
     with pytest.raises(ConfigError, match=message):
         RunConfig(**{field: value})
@@ -118,16 +145,28 @@ def test_a_stem_the_model_lacks_is_refused_and_revnets_take_autocast():
 
 
 # ---- issue 22: values that passed the checks and crashed (or misled) later; names that hid or escaped a run
-@pytest.mark.parametrize("field, value, message", [
-    ("batch_size", 10 ** 20, "'batch_size' must be from 1 to"), ("epochs", 10 ** 9, "'epochs' must be from 1 to"),
-    ("num_workers", 10 ** 6, "'num_workers' must be from 0 to"), ("max_batches", 2 ** 63, "'max_batches' must be"),
-    ("lr", 1e300, "at most 1000"), ("checkpoint_segments", 1000, "has 8 residual blocks; use 1 to 8"),
-    ("run_id", "..foo", "plain folder name"), ("run_id", ".hidden", "plain folder name"),
-    ("run_id", "x" * 300, r"plain folder name .*\.\.\. \(302 characters\)"), ("run_id", "a\nb", "plain folder name"),
-    ("run_id", "-rf", "plain folder name"), ("run_id", "caf\u00e9", "plain folder name"),
-    ("task", "c1\n", "plain name"), ("task", "../../etc", "plain name"), ("task", "a b", "plain name"),
-    ("task", "", "plain name"), ("task", "c1\x00", "plain name"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("batch_size", 10**20, "'batch_size' must be from 1 to"),
+        ("epochs", 10**9, "'epochs' must be from 1 to"),
+        ("num_workers", 10**6, "'num_workers' must be from 0 to"),
+        ("max_batches", 2**63, "'max_batches' must be"),
+        ("lr", 1e300, "at most 1000"),
+        ("checkpoint_segments", 1000, "has 8 residual blocks; use 1 to 8"),
+        ("run_id", "..foo", "plain folder name"),
+        ("run_id", ".hidden", "plain folder name"),
+        ("run_id", "x" * 300, r"plain folder name .*\.\.\. \(302 characters\)"),
+        ("run_id", "a\nb", "plain folder name"),
+        ("run_id", "-rf", "plain folder name"),
+        ("run_id", "caf\u00e9", "plain folder name"),
+        ("task", "c1\n", "plain name"),
+        ("task", "../../etc", "plain name"),
+        ("task", "a b", "plain name"),
+        ("task", "", "plain name"),
+        ("task", "c1\x00", "plain name"),
+    ],
+)
 def test_hostile_values_are_refused_in_one_short_line(field, value, message):
     with pytest.raises(ConfigError, match=message) as err:
         RunConfig(**{field: value})
@@ -135,8 +174,10 @@ def test_hostile_values_are_refused_in_one_short_line(field, value, message):
 
 
 def test_settings_that_cannot_apply_are_recorded_as_what_runs():
-    assert (RunConfig(loader="tensor", num_workers=4, persistent_workers=True).num_workers,
-            RunConfig(loader="tensor", num_workers=4, persistent_workers=True).persistent_workers) == (0, False)
+    assert (
+        RunConfig(loader="tensor", num_workers=4, persistent_workers=True).num_workers,
+        RunConfig(loader="tensor", num_workers=4, persistent_workers=True).persistent_workers,
+    ) == (0, False)
     assert RunConfig(persistent_workers=True, num_workers=0).persistent_workers is False
     assert RunConfig(persistent_workers=True, num_workers=2).persistent_workers is True
     assert RunConfig(checkpoint_segments=8).checkpoint_segments == 8
@@ -159,5 +200,5 @@ def test_study_counts_have_a_ceiling():
     from hpml_lab.studies.memory import Settings
 
     with pytest.raises(ConfigError, match="'rev_stages' must be a finite number of sensible size"):
-        Settings(rev_stages=(3, 10 ** 12))
+        Settings(rev_stages=(3, 10**12))
     assert Settings(rev_stages=(3, 5)).rev_stages == (3, 5)

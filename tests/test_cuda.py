@@ -1,4 +1,5 @@
 """Every CUDA path, checked where a GPU is (`pytest -m cuda`, the GPU check kit's tests stage); skipped elsewhere."""
+
 import pickle
 import subprocess
 import sys
@@ -33,17 +34,24 @@ def test_peak_minus_resident_memory_of_a_step_covers_its_activations():
     step = memory.cuda_peak_step(net, 64)
     # what the step adds above the weights, gradients and optimizer state it starts from holds at least the
     # tensors saved for backward (measured by the saved-tensor hooks)
-    assert step["peak_allocated"] - step["resident_before"] >= memory.activation_bytes(net, 64, device="cuda") * 64
+    assert (
+        step["peak_allocated"] - step["resident_before"]
+        >= memory.activation_bytes(net, 64, device="cuda") * 64
+    )
 
 
 def test_out_of_memory_is_raised_inside_the_model_and_is_a_row():
     free, _ = torch.cuda.mem_get_info()
-    big = int(0.4 * free) // (3 * 32 * 32 * 4)  # its input alone takes 40% of free memory: the step's OOM is the model's
+    big = int(0.4 * free) // (
+        3 * 32 * 32 * 4
+    )  # its input alone takes 40% of free memory: the step's OOM is the model's
     per_sample = memory.activation_bytes(models.build("resnet_tiny").cuda(), 4, device="cuda")
     assert big * per_sample > free  # the activations cannot fit beside it
     rows = memory.cuda_max_batch(lambda: models.build("resnet_tiny"), [8, big])
     assert [r["status"] for r in rows] == ["ok", "oom"] and "out of memory" in rows[1]["error"].lower()
-    assert memory.cuda_peak_step(models.build("resnet_tiny").cuda(), 8)["peak_allocated"] > 0  # memory was freed
+    assert (
+        memory.cuda_peak_step(models.build("resnet_tiny").cuda(), 8)["peak_allocated"] > 0
+    )  # memory was freed
 
 
 def test_bf16_autocast_loss_is_close_to_fp32():
@@ -81,9 +89,15 @@ def test_fast_path_step_runs_convolutions_in_bf16_on_channels_last_input():
     model = build_model(cfg, torch.device("cuda"))
     seen = []
     conv = next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d))
-    conv.register_forward_hook(lambda m, inp, out: seen.append(
-        (out.dtype, inp[0].is_contiguous(memory_format=torch.channels_last), m.weight.is_contiguous(
-            memory_format=torch.channels_last))))
+    conv.register_forward_hook(
+        lambda m, inp, out: seen.append(
+            (
+                out.dtype,
+                inp[0].is_contiguous(memory_format=torch.channels_last),
+                m.weight.is_contiguous(memory_format=torch.channels_last),
+            )
+        )
+    )
     opt = build_optimizer(cfg, model.parameters())
     x, y = torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))
     train_step(model, opt, torch.nn.CrossEntropyLoss(), x, y, cfg, torch.device("cuda"))
@@ -96,7 +110,9 @@ def test_the_data_sheet_peak_is_the_one_for_this_gpu():
     name = torch.cuda.get_device_name(0)
     sheet = flops.data_sheet(name)
     pk = flops.peak(torch.device("cuda"), "bf16")
-    if sheet is None or "bf16" not in sheet[0]:  # outside the table, or no bf16 units: measured, never borrowed
+    if (
+        sheet is None or "bf16" not in sheet[0]
+    ):  # outside the table, or no bf16 units: measured, never borrowed
         assert pk.measured and pk.source.startswith("measured")
     else:
         assert not pk.measured and pk.tflops == sheet[0]["bf16"] and pk.source == f"{sheet[1]}: {name}"
@@ -107,23 +123,64 @@ def test_the_data_sheet_peak_is_the_one_for_this_gpu():
 def test_timing_invariants_hold_with_sync_each_step_off(cifar_root, tmp_path):
     from hpml_lab.training import train
 
-    cfg = RunConfig(task="t", data_root=str(cifar_root), results_dir=str(tmp_path), model="resnet_tiny",
-                    batch_size=32, epochs=2, max_batches=5, num_workers=0, device="cuda", progress="none",
-                    loader="tensor", sync_each_step=False)
+    cfg = RunConfig(
+        task="t",
+        data_root=str(cifar_root),
+        results_dir=str(tmp_path),
+        model="resnet_tiny",
+        batch_size=32,
+        epochs=2,
+        max_batches=5,
+        num_workers=0,
+        device="cuda",
+        progress="none",
+        loader="tensor",
+        sync_each_step=False,
+    )
     run = train(cfg, write=False)
     ep = run.epochs
     assert (ep["train_s"] > 0).all() and (ep["data_s"] >= 0).all()
-    assert (ep["data_s"] + ep["train_s"] <= ep["total_s"] * 1.001 + 1e-4).all(), ep[["data_s", "train_s", "total_s"]]
+    assert (ep["data_s"] + ep["train_s"] <= ep["total_s"] * 1.001 + 1e-4).all(), ep[
+        ["data_s", "train_s", "total_s"]
+    ]
     assert len(run.batches) == 10 and (run.batches["train_s"] > 0).all()
 
 
 def test_torchrun_with_one_rank_on_cuda(cifar_root, tmp_path):
     # world size 1 starts no process group (NCCL is never started for one rank): the run is a plain CUDA run
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=1", "--rdzv-backend=c10d",
-                        "--rdzv-endpoint=localhost:0", "-m", "hpml_lab", "--data-root", str(cifar_root),
-                        "--results-dir", str(tmp_path), "--model", "resnet_tiny", "--epochs", "1", "--max-batches", "2",
-                        "--batch-size", "8", "--num-workers", "0", "--device", "cuda", "--progress", "none"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node=1",
+            "--rdzv-backend=c10d",
+            "--rdzv-endpoint=localhost:0",
+            "-m",
+            "hpml_lab",
+            "--data-root",
+            str(cifar_root),
+            "--results-dir",
+            str(tmp_path),
+            "--model",
+            "resnet_tiny",
+            "--epochs",
+            "1",
+            "--max-batches",
+            "2",
+            "--batch-size",
+            "8",
+            "--num-workers",
+            "0",
+            "--device",
+            "cuda",
+            "--progress",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     meta = next(tmp_path.rglob("meta.json")).read_text()
     assert '"status": "complete"' in meta and '"device": "cuda' in meta

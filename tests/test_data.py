@@ -19,7 +19,8 @@ def test_synthetic_files_read_back_with_plain_pickle(cifar_root):
         meta = pickle.load(f, encoding="bytes")
     assert meta[b"label_names"][0] == b"airplane" and len(meta[b"label_names"]) == 10
     assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == sorted(  # .hpml-* caches
-        cifar.TRAIN_FILES + cifar.TEST_FILES + [cifar.META_FILE, cifar.MARKER])
+        cifar.TRAIN_FILES + cifar.TEST_FILES + [cifar.META_FILE, cifar.MARKER]
+    )
 
 
 def test_synthesis_is_deterministic_and_marked(tmp_path, cifar_root):
@@ -75,7 +76,10 @@ def test_synthetic_files_also_load_like_python2_files_with_latin1(cifar_root):
     folder = cifar_root / "cifar-10-batches-py"
     with open(folder / "data_batch_2", "rb") as f:
         d = pickle.load(f, encoding="latin1")
-    assert set(d) == {"data", "labels", "filenames", "batch_label"} and d["batch_label"] == "training batch 2 of 5"
+    assert (
+        set(d) == {"data", "labels", "filenames", "batch_label"}
+        and d["batch_label"] == "training batch 2 of 5"
+    )
     with open(folder / "batches.meta", "rb") as f:
         assert pickle.load(f, encoding="latin1")[CIFAR10.meta["key"]][:2] == ["airplane", "automobile"]
 
@@ -95,12 +99,15 @@ def test_a_copy_without_the_marker_is_unverified_not_real(cifar_root, tmp_path):
     assert cifar.kind(cifar_root) == "synthetic"
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda e: {**e, b"labels": e[b"labels"][:-1]}, "labels for"),
-    (lambda e: {**e, b"labels": [12] + list(e[b"labels"][1:])}, "label 12 is not a class 0..9"),
-    (lambda e: {**e, b"data": e[b"data"][:, :100]}, "not N x 3072"),
-    (lambda e: {b"data": e[b"data"]}, "no 'data' or no 'labels'"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda e: {**e, b"labels": e[b"labels"][:-1]}, "labels for"),
+        (lambda e: {**e, b"labels": [12] + list(e[b"labels"][1:])}, "label 12 is not a class 0..9"),
+        (lambda e: {**e, b"data": e[b"data"][:, :100]}, "not N x 3072"),
+        (lambda e: {b"data": e[b"data"]}, "no 'data' or no 'labels'"),
+    ],
+)
 def test_malformed_batch_files_are_one_line_naming_the_file(cifar_root, tmp_path, edit, message):
     root = _copy_without_marker(cifar_root, tmp_path)
     path = root / cifar.FOLDER / "data_batch_1"

@@ -1,4 +1,5 @@
 """Data-loading study pieces: the file dataset, concurrent fetching inside a worker, the preload."""
+
 import threading
 
 import numpy as np
@@ -6,7 +7,13 @@ import torch
 from torch.utils.data import DataLoader
 
 from hpml_lab.data import cifar, lab_transform
-from hpml_lab.studies.dataloading import FileImageDataset, ThreadedFileDataset, preload, time_passes, write_image_files
+from hpml_lab.studies.dataloading import (
+    FileImageDataset,
+    ThreadedFileDataset,
+    preload,
+    time_passes,
+    write_image_files,
+)
 
 
 class CountingThreaded(ThreadedFileDataset):
@@ -49,7 +56,9 @@ def test_files_round_trip_and_threads_fetch_concurrently(cifar_root, tmp_path):
 def test_time_passes_counts_every_batch(cifar_root, tmp_path):
     src = cifar.CIFAR10Files(cifar_root)
     paths = write_image_files(src.data[:10], src.targets[:10], tmp_path / "files")
-    passes = time_passes(DataLoader(FileImageDataset(paths, latency_s=0.01), batch_size=4), 2, torch.device("cpu"))
+    passes = time_passes(
+        DataLoader(FileImageDataset(paths, latency_s=0.01), batch_size=4), 2, torch.device("cpu")
+    )
     assert len(passes) == 2 and all(len(p["waits"]) == 3 for p in passes)
     # 10 files at 10 ms each in the main process: every pass waits at least 0.1 s in total, 40 ms per full batch
     assert all(sum(p["waits"]) >= 0.1 and min(p["waits"][:2]) >= 0.04 for p in passes)

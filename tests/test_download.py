@@ -1,4 +1,5 @@
 """The real CIFAR-10 download path (torchvision, md5-checked) against a local HTTP server."""
+
 import functools
 import http.server
 import tarfile
@@ -70,7 +71,9 @@ def test_a_stalled_mirror_times_out_with_one_line(tmp_path):
     t0 = time.time()
     try:
         with pytest.raises(DatasetError, match=r"no data for 0.5 s, 2 tries"):
-            cifar.download(tmp_path, url=f"http://127.0.0.1:{listener.getsockname()[1]}/x.tar.gz", timeout=0.5)
+            cifar.download(
+                tmp_path, url=f"http://127.0.0.1:{listener.getsockname()[1]}/x.tar.gz", timeout=0.5
+            )
     finally:
         stop.set()
         for c in conns:

@@ -2,6 +2,7 @@
 
 Grouped by class: lost data (a rerun never destroys a complete run; SIGTERM and SIGKILL mid-sweep), output paths
 checked before compute."""
+
 import json
 import os
 import signal
@@ -18,8 +19,17 @@ from hpml_lab.training import train
 
 @pytest.fixture
 def cfg(cifar_root, tmp_path):
-    return RunConfig(task="faults", data_root=str(cifar_root), results_dir=str(tmp_path / "results"),
-                     model="resnet_tiny", epochs=2, max_batches=2, batch_size=8, num_workers=0, progress="none")
+    return RunConfig(
+        task="faults",
+        data_root=str(cifar_root),
+        results_dir=str(tmp_path / "results"),
+        model="resnet_tiny",
+        epochs=2,
+        max_batches=2,
+        batch_size=8,
+        num_workers=0,
+        progress="none",
+    )
 
 
 class Boom(RuntimeError):
@@ -47,9 +57,26 @@ class BreaksAfter:
 
 
 def _cli(cfg, *extra):
-    return [sys.executable, "-m", "hpml_lab", "--task", cfg.task, "--data-root", cfg.data_root, "--results-dir",
-            cfg.results_dir, "--model", cfg.model, "--batch-size", "8", "--num-workers", "0", "--progress", "none",
-            *extra]
+    return [
+        sys.executable,
+        "-m",
+        "hpml_lab",
+        "--task",
+        cfg.task,
+        "--data-root",
+        cfg.data_root,
+        "--results-dir",
+        cfg.results_dir,
+        "--model",
+        cfg.model,
+        "--batch-size",
+        "8",
+        "--num-workers",
+        "0",
+        "--progress",
+        "none",
+        *extra,
+    ]
 
 
 def test_failed_rerun_keeps_the_complete_run(cfg):
@@ -82,7 +109,9 @@ def test_sigterm_marks_the_run_interrupted_and_keeps_finished_epochs(cfg, worker
     # With workers, SIGTERM goes to the whole process tree, as Slurm sends it at a time limit: a DataLoader worker
     # killed by it used to make the run 'failed' ("worker ... is killed by signal: Terminated")
     extra = ["--num-workers", str(workers), "--persistent-workers", "true"] if workers else []
-    p = subprocess.Popen(_cli(cfg, "--epochs", "5000", "--max-batches", "2", *extra), stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        _cli(cfg, "--epochs", "5000", "--max-batches", "2", *extra), stderr=subprocess.PIPE, text=True
+    )
     run_dir = cfg.replace(epochs=5000, num_workers=workers, persistent_workers=bool(workers)).run_dir()
     deadline = time.time() + 120
     while time.time() < deadline:  # wait until the first epoch is on disk (in the attempt folder)
@@ -133,13 +162,35 @@ def test_a_signal_as_the_run_lands_leaves_it_complete_and_the_cli_says_so(cfg, m
             os.kill(os.getpid(), signal.SIGTERM)
 
     monkeypatch.setattr(results, "write_meta", write_then_signal)
-    code = main(["--task", cfg.task, "--data-root", cfg.data_root, "--results-dir", cfg.results_dir,
-              "--model", cfg.model, "--batch-size", "8", "--num-workers", "0", "--progress", "none",
-              "--epochs", "2", "--max-batches", "2"])
+    code = main(
+        [
+            "--task",
+            cfg.task,
+            "--data-root",
+            cfg.data_root,
+            "--results-dir",
+            cfg.results_dir,
+            "--model",
+            cfg.model,
+            "--batch-size",
+            "8",
+            "--num-workers",
+            "0",
+            "--progress",
+            "none",
+            "--epochs",
+            "2",
+            "--max-batches",
+            "2",
+        ]
+    )
     run = results.read_run(cfg.run_dir())
     assert code == 143 and run.status == "complete" and run.meta["epochs_done"] == 2
     err = capsys.readouterr().err
-    assert f"{run.path} has status 'complete' (the signal came as it landed)" in err and "'interrupted'" not in err
+    assert (
+        f"{run.path} has status 'complete' (the signal came as it landed)" in err
+        and "'interrupted'" not in err
+    )
 
 
 def test_an_error_a_held_signal_lands_on_is_the_one_recorded(cfg, monkeypatch):
@@ -157,7 +208,9 @@ def test_an_error_a_held_signal_lands_on_is_the_one_recorded(cfg, monkeypatch):
     with pytest.raises(results.Interrupted) as caught:
         train(cfg.replace(epochs=3))
     run = results.read_run(cfg.replace(epochs=3).run_dir())
-    assert run.status == "failed" and run.meta["error"].startswith("OSError: [Errno 28] No space left on device")
+    assert run.status == "failed" and run.meta["error"].startswith(
+        "OSError: [Errno 28] No space left on device"
+    )
     assert "then Interrupted: signal SIGTERM" in run.meta["error"]
     assert caught.value.run_outcome == (run.path, "failed")
 
@@ -176,12 +229,16 @@ def test_sigkill_mid_rerun_leaves_the_complete_run(cfg):
     done = train(cfg.replace(run_id="fixed"))
     before = (done.run_dir / "batches.csv").read_bytes()
     # a rerun into the same folder (same run_id), long enough to be killed mid-way
-    p = subprocess.Popen(_cli(cfg, "--run-id", "fixed", "--epochs", "5000", "--max-batches", "2"),
-                         stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        _cli(cfg, "--run-id", "fixed", "--epochs", "5000", "--max-batches", "2"), stderr=subprocess.DEVNULL
+    )
     time.sleep(4)
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=60)
-    assert results.read_run(done.run_dir).status == "complete" and (done.run_dir / "batches.csv").read_bytes() == before
+    assert (
+        results.read_run(done.run_dir).status == "complete"
+        and (done.run_dir / "batches.csv").read_bytes() == before
+    )
 
 
 def _under_a_file(d):
@@ -189,7 +246,9 @@ def _under_a_file(d):
     return d / "f.txt" / "m.pt"
 
 
-@pytest.mark.parametrize("make, message", [(lambda d: d, "is a folder"), (_under_a_file, "is a file, not a folder")])
+@pytest.mark.parametrize(
+    "make, message", [(lambda d: d, "is a folder"), (_under_a_file, "is a file, not a folder")]
+)
 def test_save_model_path_is_checked_before_any_compute(cfg, tmp_path, make, message):
     target = make(tmp_path)
     t0 = time.time()
@@ -201,16 +260,34 @@ def test_save_model_path_is_checked_before_any_compute(cfg, tmp_path, make, mess
 @pytest.mark.slow
 def test_sigterm_during_a_task_updates_the_index_and_exits_143(cifar_root, tmp_path):
     env = {**__import__("os").environ, "HPML_OUTPUT_DIR": str(tmp_path)}
-    p = subprocess.Popen([sys.executable, "-m", "hpml_lab.report.cli", "run", "c1", "--profile", "tiny", "-p",
-                          f"data_root={cifar_root}", "-p", "epochs=5000"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                         text=True, env=env)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hpml_lab.report.cli",
+            "run",
+            "c1",
+            "--profile",
+            "tiny",
+            "-p",
+            f"data_root={cifar_root}",
+            "-p",
+            "epochs=5000",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
     # papermill writes the notebook it runs to a hidden per-process file (report/guards.py), landed when it ends
     running = f".c1.running-{p.pid}.ipynb"
     executed = tmp_path / "reports" / "executed" / running
     deadline = time.time() + 120
     while time.time() < deadline and not (executed.exists() and "epoch 1 done" in executed.read_text()):
         time.sleep(0.5)
-    assert time.time() < deadline, "the run never reached epoch 1's end"  # else SIGTERM would test nothing in training
+    assert time.time() < deadline, (
+        "the run never reached epoch 1's end"
+    )  # else SIGTERM would test nothing in training
     p.send_signal(signal.SIGTERM)
     err = p.communicate(timeout=120)[1]
     # (the kernel, shut down mid-cell, logs its own complaints to stderr around ours: look for our line)
@@ -238,8 +315,11 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
     import pandas as pd
 
     def sweep(results_dir, kill_after=None, sig=signal.SIGKILL):
-        p = subprocess.Popen([sys.executable, "-c", SWEEP, str(cifar_root), str(results_dir)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            [sys.executable, "-c", SWEEP, str(cifar_root), str(results_dir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         if kill_after is not None:
             time.sleep(kill_after)
             p.send_signal(sig)
@@ -254,7 +334,9 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
     clean, broken = tmp_path / "clean", tmp_path / "broken"
     sweep(clean)
     rng = random.Random(0)
-    for k in range(4):  # kill at random points, alternating SIGKILL and SIGTERM; what was complete stays complete
+    for k in range(
+        4
+    ):  # kill at random points, alternating SIGKILL and SIGTERM; what was complete stays complete
         before = {lr: t.copy() for lr, t in finished(broken).items()}
         sweep(broken, kill_after=rng.uniform(2.0, 6.0), sig=signal.SIGKILL if k % 2 == 0 else signal.SIGTERM)
         after = finished(broken)

@@ -1,6 +1,7 @@
 """Each report's decisions from canned results: a clear win, a tie, a diverged run, a trend, n = 2.
 
 The sentences a report shows are assembled here from verdicts and flags; these tests pin both."""
+
 from types import SimpleNamespace
 
 import pandas as pd
@@ -12,11 +13,27 @@ from hpml_lab.studies import lab2_answers, scaling_answers
 def _run(losses, epochs_s=(2.0, 1.0, 1.0, 1.0), per_epoch=None):
     n = len(losses)
     per_epoch = per_epoch or max(1, n // len(epochs_s))
-    b = pd.DataFrame({"epoch": [1 + i // per_epoch for i in range(n)], "batch": range(n), "loss": losses,
-                      "acc": [0.1] * n, "data_s": [0.01] * n, "train_s": [0.1] * n})
-    e = pd.DataFrame({"epoch": range(1, len(epochs_s) + 1), "total_s": list(epochs_s),
-                      "data_s": [0.1] * len(epochs_s), "train_s": [0.8 * t for t in epochs_s]})
-    return SimpleNamespace(batches=b, epochs=e, meta={"machine": {"load1": 0.1, "cores": 2, "steal_pct": 0.0}})
+    b = pd.DataFrame(
+        {
+            "epoch": [1 + i // per_epoch for i in range(n)],
+            "batch": range(n),
+            "loss": losses,
+            "acc": [0.1] * n,
+            "data_s": [0.01] * n,
+            "train_s": [0.1] * n,
+        }
+    )
+    e = pd.DataFrame(
+        {
+            "epoch": range(1, len(epochs_s) + 1),
+            "total_s": list(epochs_s),
+            "data_s": [0.1] * len(epochs_s),
+            "train_s": [0.8 * t for t in epochs_s],
+        }
+    )
+    return SimpleNamespace(
+        batches=b, epochs=e, meta={"machine": {"load1": 0.1, "cores": 2, "steal_pct": 0.0}}
+    )
 
 
 CFG = RunConfig(task="c1")
@@ -48,9 +65,25 @@ def test_c2_trend_and_too_few_epochs_are_flagged():
 
 
 def test_c3_tie_between_worker_counts_is_called_a_tie():
-    rows = pd.DataFrame({"num_workers": [0] * 4 + [2] * 4 + [4] * 4,
-                         "seconds": [0.2955, 0.2960, 0.2950, 0.2958, 0.2956, 0.2961, 0.2949, 0.2957,
-                                     0.60, 0.61, 0.59, 0.62]})
+    rows = pd.DataFrame(
+        {
+            "num_workers": [0] * 4 + [2] * 4 + [4] * 4,
+            "seconds": [
+                0.2955,
+                0.2960,
+                0.2950,
+                0.2958,
+                0.2956,
+                0.2961,
+                0.2949,
+                0.2957,
+                0.60,
+                0.61,
+                0.59,
+                0.62,
+            ],
+        }
+    )
     sweep = SimpleNamespace(rows=rows, items=[])
     answers, _ = lab2_answers.c3(RunConfig(task="c3"), sweep)
     assert "cannot be told apart from 2" in answers[0].text and "a tie" in answers[0].text
@@ -64,15 +97,26 @@ def test_c3_clear_best():
 
 
 def _q1(step_times: dict[int, list[float]], oom=()) -> pd.DataFrame:
-    rows = [{"per_gpu_batch": b, "status": "ok", "batches_timed": len(t), "epoch_s_excl_io": 10.0,
-             "step_times_s": ";".join(map(str, t))} for b, t in step_times.items()]
+    rows = [
+        {
+            "per_gpu_batch": b,
+            "status": "ok",
+            "batches_timed": len(t),
+            "epoch_s_excl_io": 10.0,
+            "step_times_s": ";".join(map(str, t)),
+        }
+        for b, t in step_times.items()
+    ]
     return pd.DataFrame(rows + [{"per_gpu_batch": b, "status": "OOM"} for b in oom])
 
 
 def test_lab5_q1_best_batch_is_a_verdict():
     # batch 64 clearly has the highest images/s over 8 steps each: named as the peak
     clear = scaling_answers.lab5_q1(_q1({16: [0.010] * 8, 64: [0.020, 0.021] * 4}, oom=[256]))
-    assert clear.text.startswith("Throughput peaks at per-worker batch 64 (3,1") and "95% confidence" in clear.text
+    assert (
+        clear.text.startswith("Throughput peaks at per-worker batch 64 (3,1")
+        and "95% confidence" in clear.text
+    )
     assert clear.text.endswith("out of memory at 256.") and clear.verdict["tied"] == [64]
     # two timed steps each (a smoke run): too few to separate, so a tie, not a peak
     few = scaling_answers.lab5_q1(_q1({16: [0.010, 0.011], 64: [0.020, 0.021]}))

@@ -1,4 +1,5 @@
 """FLOPs of a training step, the peak table and the MFU arithmetic."""
+
 import math
 import time
 
@@ -14,7 +15,8 @@ def test_resnet18_training_step_is_3_33_gflop_per_cifar_image():
     assert flops.step_flops_per_image("resnet18") == pytest.approx(3.33e9, rel=0.01)
     # FLOPs per image grow with the input: 64x64 Tiny ImageNet through the CIFAR stem is 4x the pixels
     assert flops.step_flops_per_image("resnet_tiny", 200, "cifar", "bn", 64) == pytest.approx(
-        4 * flops.step_flops_per_image("resnet_tiny", 200, "cifar", "bn", 32), rel=0.02)
+        4 * flops.step_flops_per_image("resnet_tiny", 200, "cifar", "bn", 32), rel=0.02
+    )
 
 
 def test_mfu_arithmetic():
@@ -30,17 +32,26 @@ def test_peak_table_and_precision():
     keys = list(flops.GPU_PEAKS)
     assert keys.index("H100 PCIe") < keys.index("H100")
     sheet = lambda name: (flops.data_sheet(name) or (None, None))[1]  # noqa: E731
-    assert sheet("NVIDIA H100 80GB HBM3").startswith("NVIDIA H100 SXM") and sheet("NVIDIA H100 PCIe").startswith(
-        "NVIDIA H100 PCIe") and sheet("NVIDIA A100-SXM4-80GB").startswith("NVIDIA A100")
+    assert (
+        sheet("NVIDIA H100 80GB HBM3").startswith("NVIDIA H100 SXM")
+        and sheet("NVIDIA H100 PCIe").startswith("NVIDIA H100 PCIe")
+        and sheet("NVIDIA A100-SXM4-80GB").startswith("NVIDIA A100")
+    )
     assert sheet("NVIDIA L4").startswith("NVIDIA L4") and sheet("Tesla T4").startswith("NVIDIA T4")
     # other products whose names contain a key: measured, not given another GPU's figures
-    assert [sheet(n) for n in ("NVIDIA L40S", "NVIDIA H100 NVL", "NVIDIA RTX 5000 Ada Generation")] == [None] * 3
+    assert [sheet(n) for n in ("NVIDIA L40S", "NVIDIA H100 NVL", "NVIDIA RTX 5000 Ada Generation")] == [
+        None
+    ] * 3
     cpu = flops.peak(torch.device("cpu"), "fp32")
     assert cpu.measured and cpu.tflops > 0 and cpu.source.startswith("measured")
     # the precision setting names the peak: fp16 and bf16 as asked, tf32 only where there is TF32 (CUDA)
     cpu = torch.device("cpu")
     assert [flops.precision_of(RunConfig(precision=p), cpu) for p in ("fp32", "tf32", "bf16", "fp16")] == [
-        "fp32", "fp32", "bf16", "fp16"]
+        "fp32",
+        "fp32",
+        "bf16",
+        "fp16",
+    ]
     assert flops.precision_of(RunConfig(precision="tf32"), torch.device("cuda")) == "tf32"
     assert flops.precision_of(RunConfig(amp=True), cpu) == "bf16"  # the deprecated spelling of bf16
     # fp16 has its own figures, equal to bf16's where a data sheet gives both; Volta/Turing have no bf16 figure
@@ -53,8 +64,19 @@ def test_peak_table_and_precision():
 def test_epoch_rows_carry_tflops_and_mfu(cifar_root, tmp_path):
     from hpml_lab import train
 
-    run = train(RunConfig(task="f", data_root=str(cifar_root), results_dir=str(tmp_path), model="resnet_tiny",
-                          epochs=1, max_batches=2, batch_size=8, num_workers=0, progress="none"))
+    run = train(
+        RunConfig(
+            task="f",
+            data_root=str(cifar_root),
+            results_dir=str(tmp_path),
+            model="resnet_tiny",
+            epochs=1,
+            max_batches=2,
+            batch_size=8,
+            num_workers=0,
+            progress="none",
+        )
+    )
     e = run.epochs.iloc[0]
     per = run.meta["flops"]["per_image"]
     assert e.tflops == pytest.approx(per * e.images / e.train_s / 1e12)
@@ -65,14 +87,18 @@ def test_epoch_rows_carry_tflops_and_mfu(cifar_root, tmp_path):
 def test_memory_task_models_are_counted(name):
     # RevNet's reversible backward cannot run under the counter: it is counted as the same net under autograd
     n = flops.step_flops_per_image(name)
-    assert n > 1e8 and (name != "revnet38" or n == flops.step_flops_per_image("revnet38", 10, "cifar", "bn", 32))
+    assert n > 1e8 and (
+        name != "revnet38" or n == flops.step_flops_per_image("revnet38", 10, "cifar", "bn", 32)
+    )
 
 
 def test_counting_leaves_the_random_stream_alone():
     torch.manual_seed(3)
     expected = torch.rand(3)
     torch.manual_seed(3)
-    flops.step_flops_per_image("resnet_tiny", 7, "cifar", "bn", 16)  # an uncached shape: it builds and runs a model
+    flops.step_flops_per_image(
+        "resnet_tiny", 7, "cifar", "bn", 16
+    )  # an uncached shape: it builds and runs a model
     flops.peak(torch.device("cpu"), "fp32")
     assert torch.equal(torch.rand(3), expected)
 
@@ -137,7 +163,9 @@ def test_precision_tf32_turns_tf32_on_for_the_run_only_and_through_the_new_api()
     before = m.fp32_precision, conv.fp32_precision
     try:
         m.fp32_precision = conv.fp32_precision = "ieee"
-        with fastpath.matmul_precision(RunConfig(precision="tf32"), torch.device("cuda")):  # flags only: no GPU used
+        with fastpath.matmul_precision(
+            RunConfig(precision="tf32"), torch.device("cuda")
+        ):  # flags only: no GPU used
             assert flops.tf32_state() == {"matmul": True, "cudnn": True}
         assert (m.fp32_precision, conv.fp32_precision) == ("ieee", "ieee")
         with fastpath.matmul_precision(RunConfig(precision="fp32"), torch.device("cuda")):

@@ -1,5 +1,6 @@
 """Tensor-resident loader: same augmentation distribution as the lab's PIL pipeline, same outputs at fixed
 crop/flip, DataLoader-like iteration; and the fast-path options of train()."""
+
 import numpy as np
 import pytest
 import torch
@@ -25,7 +26,7 @@ def coded_images(n: int) -> np.ndarray:
 def recover(out: torch.Tensor):
     """Crop offsets into the padded image and flip flags, read back from un-normalised outputs (x 255)."""
     v = torch.round(out * 255).long()
-    row16 = (v[:, 0, 16, 16] - 1) // 7           # source row of output row 16 = top + 12
+    row16 = (v[:, 0, 16, 16] - 1) // 7  # source row of output row 16 = top + 12
     col16, col17 = (v[:, 1, 16, 16] - 1) // 7, (v[:, 1, 16, 17] - 1) // 7
     flip = col17 < col16
     top = row16 - 12
@@ -89,8 +90,12 @@ def test_loader_iterates_like_a_dataloader(cifar_root, tiny_cfg):
     assert not torch.equal(seen, first)  # reshuffled each epoch
     again = TensorLoader.from_config(tiny_cfg.replace(subset=100, batch_size=32), "cpu")
     torch.testing.assert_close(next(iter(again))[0], x)  # seeded: reproducible
-    noaug = TensorLoader.from_config(tiny_cfg.replace(subset=8, batch_size=8, augment=False, shuffle=False), "cpu")
-    ref = torch.stack([lab_transform(False)(Image.fromarray(a)) for a in cifar.CIFAR10Files(cifar_root).data[:8]])
+    noaug = TensorLoader.from_config(
+        tiny_cfg.replace(subset=8, batch_size=8, augment=False, shuffle=False), "cpu"
+    )
+    ref = torch.stack(
+        [lab_transform(False)(Image.fromarray(a)) for a in cifar.CIFAR10Files(cifar_root).data[:8]]
+    )
     torch.testing.assert_close(next(iter(noaug))[0], ref, atol=1e-5, rtol=0)
 
 
@@ -98,7 +103,13 @@ def test_fast_path_options_off_by_default_and_train(tiny_cfg):
     from hpml_lab.config import ConfigError, RunConfig
 
     d = RunConfig()
-    assert (d.channels_last, d.precision, d.compile, d.persistent_workers, d.loader) == (False, "fp32", False, False, "pil")
+    assert (d.channels_last, d.precision, d.compile, d.persistent_workers, d.loader) == (
+        False,
+        "fp32",
+        False,
+        False,
+        "pil",
+    )
     with pytest.raises(ConfigError, match="valid values: pil, tensor"):
         RunConfig(loader="gpu")
     run = train(tiny_cfg.replace(loader="tensor", channels_last=True, precision="bf16"), write=False)
@@ -151,5 +162,7 @@ def test_tensor_loader_on_cuda_matches_cpu(tiny_cfg):
 
 @cuda
 def test_fast_path_trains_on_cuda(tiny_cfg):
-    run = train(tiny_cfg.replace(device="cuda", loader="tensor", channels_last=True, precision="bf16"), write=False)
+    run = train(
+        tiny_cfg.replace(device="cuda", loader="tensor", channels_last=True, precision="bf16"), write=False
+    )
     assert np.isfinite(run.batches["loss"]).all() and (run.epochs["train_s"] > 0).all()

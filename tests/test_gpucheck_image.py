@@ -6,6 +6,7 @@ step, then every stage with DEVICE=cpu at the tiny size, packed as for $OUT and 
 The wheels are cached in build/gpu-wheels-cpXY (or $HPML_GPU_WHEEL_CACHE) and reused; the first run downloads them
 (about 24 MiB from the package index).
 """
+
 import importlib.metadata as md
 import json
 import os
@@ -43,10 +44,26 @@ def _image_python(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheels():
-    cache = Path(os.environ.get("HPML_GPU_WHEEL_CACHE") or ROOT / "build" / f"gpu-wheels-cp{sys.version_info.major}{sys.version_info.minor}")
-    r = subprocess.run([sys.executable, "-m", "hpml_lab.report.gpucheck", "wheels", "--dest", str(cache),
-                        "--python-version", PY], capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    cache = Path(
+        os.environ.get("HPML_GPU_WHEEL_CACHE")
+        or ROOT / "build" / f"gpu-wheels-cp{sys.version_info.major}{sys.version_info.minor}"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpml_lab.report.gpucheck",
+            "wheels",
+            "--dest",
+            str(cache),
+            "--python-version",
+            PY,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 0, r.stderr
     return cache
 
@@ -61,10 +78,19 @@ def test_wheels_follow_extras_and_take_a_python_version():
 @pytest.mark.slow
 def test_every_stage_runs_on_the_image_package_set(tmp_path, wheels, cifar_root):
     py = _image_python(tmp_path)
-    bare = subprocess.run([str(py), "-c", "import torch, pandas, matplotlib, yaml, tqdm, pytest\n"
-                           "try:\n import nbconvert\nexcept ImportError: print('no nbconvert')"],
-                          capture_output=True, text=True)
-    assert bare.returncode == 0 and bare.stdout.strip() == "no nbconvert", bare.stderr  # the image, not the .venv
+    bare = subprocess.run(
+        [
+            str(py),
+            "-c",
+            "import torch, pandas, matplotlib, yaml, tqdm, pytest\n"
+            "try:\n import nbconvert\nexcept ImportError: print('no nbconvert')",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert bare.returncode == 0 and bare.stdout.strip() == "no nbconvert", (
+        bare.stderr
+    )  # the image, not the .venv
     proj = tmp_path / "proj"  # a scratch checkout: the code linked, its own data and outputs
     proj.mkdir()
     for name in ("hpml_lab", "notebooks", "tests", "pyproject.toml"):
@@ -74,9 +100,27 @@ def test_every_stage_runs_on_the_image_package_set(tmp_path, wheels, cifar_root)
     out = tmp_path / "OUT"  # the device tool's return folder
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "HPML_", "VIRTUAL_ENV"))}
     env.update(PYTHONPATH=str(proj), HPML_LAB_HOME=str(proj), OUT=str(out), TMPDIR=str(tmp_path))
-    r = subprocess.run([str(py), "-m", "hpml_lab.report.gpucheck", "run", "--site", str(tmp_path / "site"),
-                        "--wheels", str(wheels), "--stage", "all", "--device", "cpu"],
-                       cwd=proj, env=env, capture_output=True, text=True, timeout=1200)
+    r = subprocess.run(
+        [
+            str(py),
+            "-m",
+            "hpml_lab.report.gpucheck",
+            "run",
+            "--site",
+            str(tmp_path / "site"),
+            "--wheels",
+            str(wheels),
+            "--stage",
+            "all",
+            "--device",
+            "cpu",
+        ],
+        cwd=proj,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     result = proj / "reports" / "gpu" / "cpu-dry-run"
     manifest = json.loads((result / "manifest.json").read_text())
@@ -103,7 +147,9 @@ def test_pack_drops_traces_to_fit_and_unpack_refuses_escapes(tmp_path):
     (src / "reports" / "c1.html").write_text("<html>c1</html>")
     (src / "manifest.json").write_text("{}")
     (src / "trace.json.gz").write_bytes(os.urandom(300_000))  # incompressible
-    a = gpucheck.pack(src, tmp_path / "o" / "x.tests.tar.gz", prefix="H100", limit=200_000, log=lambda *a: None)
+    a = gpucheck.pack(
+        src, tmp_path / "o" / "x.tests.tar.gz", prefix="H100", limit=200_000, log=lambda *a: None
+    )
     with tarfile.open(a) as tar:
         assert sorted(tar.getnames()) == ["H100/manifest.json", "H100/reports/c1.html"]
     gpucheck.unpack(a, tmp_path / "home", log=lambda *a: None)
@@ -121,21 +167,37 @@ def test_plan_fits_the_lease_with_a_basis_for_every_stage(capsys):
     assert gpucheck.main(["plan"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert [s["name"] for s in plan["stages"]] == list(gpuplan.STAGES)
-    assert all(s["estimate_s"] < 540 and s["basis"] and s["command"] == f"make gpu-check STAGE={s['name']}"
-               for s in plan["stages"])
+    assert all(
+        s["estimate_s"] < 540 and s["basis"] and s["command"] == f"make gpu-check STAGE={s['name']}"
+        for s in plan["stages"]
+    )
     assert plan["total_s"] < 1500 and plan["total_s"] > sum(s["estimate_s"] for s in plan["stages"])
 
 
 def test_a_failing_stage_is_recorded_and_the_next_one_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr(gpucheck, "project_root", lambda: tmp_path)  # no data there: every benchmark and task fails
+    monkeypatch.setattr(
+        gpucheck, "project_root", lambda: tmp_path
+    )  # no data there: every benchmark and task fails
     monkeypatch.setattr(gpucheck, "_data", lambda root, device, log: None)
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))  # run() points it at its folder; restored afterwards
-    out = gpucheck.run(("bench", "reports-2"), "cpu", tmp_path / "gpu" / "x", ["c8"], log=lambda *a: None,
-                       pack_to=tmp_path / "OUT")
+    out = gpucheck.run(
+        ("bench", "reports-2"),
+        "cpu",
+        tmp_path / "gpu" / "x",
+        ["c8"],
+        log=lambda *a: None,
+        pack_to=tmp_path / "OUT",
+    )
     stages = json.loads((out / "manifest.json").read_text())["stages"]
     assert {s: v["status"] for s, v in stages.items()} == {"bench": "failed", "reports-2": "failed"}
-    assert stages["bench"]["result"]["failed"] == list(__import__("hpml_lab.studies.bench", fromlist=["N"]).NAMES)
-    assert stages["reports-2"]["result"]["failed"] == ["c8"] and "data" in stages["reports-2"]["result"]["tasks"][
-        "c8"]["error"].lower()
-    assert sorted(p.name for p in (tmp_path / "OUT").iterdir()) == ["cpu-dry-run.bench.tar.gz",
-                                                                   "cpu-dry-run.reports-2.tar.gz"]
+    assert stages["bench"]["result"]["failed"] == list(
+        __import__("hpml_lab.studies.bench", fromlist=["N"]).NAMES
+    )
+    assert (
+        stages["reports-2"]["result"]["failed"] == ["c8"]
+        and "data" in stages["reports-2"]["result"]["tasks"]["c8"]["error"].lower()
+    )
+    assert sorted(p.name for p in (tmp_path / "OUT").iterdir()) == [
+        "cpu-dry-run.bench.tar.gz",
+        "cpu-dry-run.reports-2.tar.gz",
+    ]

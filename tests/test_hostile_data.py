@@ -1,6 +1,7 @@
 """Issue 22, the data layer: hostile and faulty datasets and `hpml-lab data` options, driven through the real
 CLI where a user would meet them. Each case ends in one line on stderr and exit status 2 (or the documented
 behaviour), before any compute, with nothing that was complete changed."""
+
 import io
 import os
 import pickle
@@ -35,8 +36,10 @@ def _one_line_exit_2(argv, capsys, *needles):
 
 def _snapshot(root: Path) -> dict:
     """Every file under root (hidden ones included) with its bytes: what 'nothing changed' compares."""
-    return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
-            for p in sorted(root.rglob("*"))}
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+        for p in sorted(root.rglob("*"))
+    }
 
 
 # ------------------------------------------------------------------ malformed CIFAR-10 batches
@@ -67,7 +70,10 @@ BATCH_EDITS = {
     "labels an int": (lambda e: {**e, b"labels": 5}, "labels are a int"),
     "labels a dict": (lambda e: {**e, b"labels": {0: 1}}, "labels are a dict"),
     "labels bytes": (lambda e: {**e, b"labels": bytes(_n(e))}, "labels are a bytes"),
-    "labels a 2-d array": (lambda e: {**e, b"labels": np.zeros((_n(e), 2), np.int64)}, "not a list of integers"),
+    "labels a 2-d array": (
+        lambda e: {**e, b"labels": np.zeros((_n(e), 2), np.int64)},
+        "not a list of integers",
+    ),
     "pixels 1000 (int64)": (lambda e: {**e, b"data": e[b"data"].astype(np.int64) + 1000}, "outside 0..255"),
     "pixels negative": (lambda e: {**e, b"data": e[b"data"].astype(np.int16) - 1}, "outside 0..255"),
     "NaN pixels": (lambda e: {**e, b"data": np.full((_n(e), 3072), np.nan)}, "dtype float64"),
@@ -75,7 +81,10 @@ BATCH_EDITS = {
     "label -1": (lambda e: {**e, b"labels": [-1] + list(e[b"labels"][1:])}, "label -1 is not a class"),
     "label True": (lambda e: {**e, b"labels": [True] + list(e[b"labels"][1:])}, "label True is not a class"),
     "label 3.0": (lambda e: {**e, b"labels": [3.0] + list(e[b"labels"][1:])}, "label 3.0 is not a class"),
-    "empty batch": (lambda e: {**e, b"data": np.zeros((0, 3072), np.uint8), b"labels": []}, "holds no images"),
+    "empty batch": (
+        lambda e: {**e, b"data": np.zeros((0, 3072), np.uint8), b"labels": []},
+        "holds no images",
+    ),
     "not a dict": (lambda e: [e], "holds a list, not a batch dictionary"),
 }
 
@@ -85,8 +94,9 @@ def test_malformed_cifar_batch_is_refused_before_compute(cifar_copy, capsys, cas
     edit, message = BATCH_EDITS[case]
     _edit_batch(cifar_copy / cifar.FOLDER / "data_batch_1", edit)
     before = _snapshot(cifar_copy)
-    _one_line_exit_2(["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"], capsys,
-                     "data_batch_1", message)
+    _one_line_exit_2(
+        ["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"], capsys, "data_batch_1", message
+    )
     after = _snapshot(cifar_copy)
     after.pop(f"{cifar.FOLDER}/{cifar.VERIFIED}", None)  # the md5 cache may say 'unverified': true
     assert after == before  # no file changed, no cache claims the contents passed
@@ -94,8 +104,10 @@ def test_malformed_cifar_batch_is_refused_before_compute(cifar_copy, capsys, cas
 
 def test_all_batches_empty_is_refused(cifar_copy, capsys):
     for name in cifar.TRAIN_FILES + cifar.TEST_FILES:
-        _edit_batch(cifar_copy / cifar.FOLDER / name, lambda e: {**e, b"data": np.zeros((0, 3072), np.uint8),
-                                                                 b"labels": []})
+        _edit_batch(
+            cifar_copy / cifar.FOLDER / name,
+            lambda e: {**e, b"data": np.zeros((0, 3072), np.uint8), b"labels": []},
+        )
     from hpml_lab.__main__ import main as train_main
 
     rc = train_main(["--data-root", str(cifar_copy), "--epochs", "1", "--max-batches", "1"])
@@ -104,9 +116,15 @@ def test_all_batches_empty_is_refused(cifar_copy, capsys):
 
 
 META_EDITS = {
-    "no label_names": (lambda e: {k: v for k, v in e.items() if k != b"label_names"}, "label_names is missing"),
+    "no label_names": (
+        lambda e: {k: v for k, v in e.items() if k != b"label_names"},
+        "label_names is missing",
+    ),
     "label_names a number": (lambda e: {**e, b"label_names": 7}, "label_names is int"),
-    "three label_names": (lambda e: {**e, b"label_names": e[b"label_names"][:3]}, "not a list of 10 class names"),
+    "three label_names": (
+        lambda e: {**e, b"label_names": e[b"label_names"][:3]},
+        "not a list of 10 class names",
+    ),
     "label_names of ints": (lambda e: {**e, b"label_names": list(range(10))}, "not a list of 10 class names"),
 }
 
@@ -115,14 +133,21 @@ META_EDITS = {
 def test_malformed_batches_meta_is_refused(cifar_copy, capsys, case):
     edit, message = META_EDITS[case]
     _edit_batch(cifar_copy / cifar.FOLDER / cifar.META_FILE, edit)
-    _one_line_exit_2(["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"], capsys,
-                     "batches.meta", message)
+    _one_line_exit_2(
+        ["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"], capsys, "batches.meta", message
+    )
 
 
 HUGE = 2**62
 RAW_PICKLES = {  # bytes written as data_batch_2, what the one line says
-    "declared length 2^62 (BINBYTES8)": (b"\x80\x04\x8e" + struct.pack("<Q", HUGE) + b"abc", "more data than memory"),
-    "declared length 2^62 (BINUNICODE8)": (b"\x80\x04\x8d" + struct.pack("<Q", HUGE) + b"abc", "more data than"),
+    "declared length 2^62 (BINBYTES8)": (
+        b"\x80\x04\x8e" + struct.pack("<Q", HUGE) + b"abc",
+        "more data than memory",
+    ),
+    "declared length 2^62 (BINUNICODE8)": (
+        b"\x80\x04\x8d" + struct.pack("<Q", HUGE) + b"abc",
+        "more data than",
+    ),
     "truncated": (None, "not a readable batch file"),
     "empty file": (b"", "EOFError"),
     "a reduce that raises": (b"cbuiltins\nint\n(S'x'\ntR.", "ValueError"),
@@ -136,8 +161,9 @@ def test_hostile_pickle_is_one_line(cifar_copy, capsys, case):
     raw, message = RAW_PICKLES[case]
     path = cifar_copy / cifar.FOLDER / "data_batch_2"
     path.write_bytes(path.read_bytes()[:5000] if raw is None else raw)
-    _one_line_exit_2(["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"], capsys,
-                     "data_batch_2", message)
+    _one_line_exit_2(
+        ["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"], capsys, "data_batch_2", message
+    )
 
 
 def test_batch_file_that_is_a_folder_or_a_link_outside(cifar_copy, tmp_path_factory, capsys):
@@ -145,12 +171,16 @@ def test_batch_file_that_is_a_folder_or_a_link_outside(cifar_copy, tmp_path_fact
     outside = tmp_path_factory.mktemp("elsewhere") / "data_batch_3"
     shutil.move(folder / "data_batch_3", outside)
     (folder / "data_batch_3").symlink_to(outside)
-    _one_line_exit_2(["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"], capsys,
-                     "is a link to", "outside")
+    _one_line_exit_2(
+        ["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"], capsys, "is a link to", "outside"
+    )
     (folder / "data_batch_3").unlink()
     (folder / "data_batch_3").mkdir()
-    _one_line_exit_2(["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"], capsys,
-                     "data_batch_3 is not a regular file")
+    _one_line_exit_2(
+        ["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"],
+        capsys,
+        "data_batch_3 is not a regular file",
+    )
 
 
 def test_a_link_inside_the_folder_is_read(cifar_copy):
@@ -166,7 +196,9 @@ def test_unreadable_cifar_is_one_line(cifar_copy, capsys, what):
     target = cifar_copy / cifar.FOLDER / ("data_batch_1" if what == "file" else "")
     target.chmod(0)
     try:
-        _one_line_exit_2(["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"], capsys, "cannot be read")
+        _one_line_exit_2(
+            ["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"], capsys, "cannot be read"
+        )
     finally:
         target.chmod(0o755)
 
@@ -205,9 +237,9 @@ def _patch_central(data: bytes, member: str, offset: int, value: bytes) -> bytes
     buf = bytearray(data)
     at = buf.find(b"PK\x01\x02")
     while at >= 0:
-        n = struct.unpack("<H", buf[at + 28:at + 30])[0]
-        if buf[at + 46:at + 46 + n].decode() == member:
-            buf[at + offset:at + offset + len(value)] = value
+        n = struct.unpack("<H", buf[at + 28 : at + 30])[0]
+        if buf[at + 46 : at + 46 + n].decode() == member:
+            buf[at + offset : at + offset + len(value)] = value
             return bytes(buf)
         at = buf.find(b"PK\x01\x02", at + 4)
     raise AssertionError(member)
@@ -221,7 +253,7 @@ def _jpeg_with_size(w: int, h: int) -> bytes:
     Image.new("RGB", (64, 64), (9, 9, 9)).save(buf, format="JPEG")
     raw = bytearray(buf.getvalue())
     sof = raw.find(b"\xff\xc0")
-    raw[sof + 5:sof + 9] = struct.pack(">HH", h, w)
+    raw[sof + 5 : sof + 9] = struct.pack(">HH", h, w)
     return bytes(raw)
 
 
@@ -241,38 +273,85 @@ def _first_train(name):
 
 
 ARCHIVE_CASES = {  # crafted archive, what the one line says
-    "non-UTF-8 wnids.txt": (lambda d: _rewrite(d, lambda n, b: (n, b"\xff" + b) if n.endswith("wnids.txt")
-                                                else (n, b)), "wnids.txt is not UTF-8"),
-    "non-UTF-8 val_annotations": (lambda d: _rewrite(d, lambda n, b: (n, b.replace(b"\t0\t", b"\t\xe9\t", 1))
-                                                     if n.endswith("val_annotations.txt") else (n, b)), "not UTF-8"),
+    "non-UTF-8 wnids.txt": (
+        lambda d: _rewrite(d, lambda n, b: (n, b"\xff" + b) if n.endswith("wnids.txt") else (n, b)),
+        "wnids.txt is not UTF-8",
+    ),
+    "non-UTF-8 val_annotations": (
+        lambda d: _rewrite(
+            d,
+            lambda n, b: (
+                (n, b.replace(b"\t0\t", b"\t\xe9\t", 1)) if n.endswith("val_annotations.txt") else (n, b)
+            ),
+        ),
+        "not UTF-8",
+    ),
     "encrypted member": (lambda d: _patch_central(d, T + "wnids.txt", 8, struct.pack("<H", 1)), "encrypted"),
-    "deflate64 member": (lambda d: _patch_central(d, T + "wnids.txt", 10, struct.pack("<H", 9)),
-                         "compression method 9"),
-    "text named .JPEG": (lambda d: _rewrite(d, lambda n, b: (n, b"not an image") if _first_train(n) else (n, b)),
-                         "is not an image"),
-    "PNG named .JPEG": (lambda d: _rewrite(d, lambda n, b: (n, _png()) if _first_train(n) else (n, b)),
-                        "is a PNG"),
-    "truncated JPEG": (lambda d: _rewrite(d, lambda n, b: (n, b[:len(b) // 3]) if _first_train(n) else (n, b)),
-                       "does not decode"),
-    "decompression bomb": (lambda d: _rewrite(d, lambda n, b: (n, _jpeg_with_size(60000, 60000))
-                                              if _first_train(n) else (n, b)), "decompression bomb"),
-    "JPEG of 4096 x 4096": (lambda d: _rewrite(d, lambda n, b: (n, _jpeg_with_size(4096, 4096))
-                                               if _first_train(n) else (n, b)), "not a 64 x 64 JPEG"),
-    "duplicated wnid": (lambda d: _rewrite(d, lambda n, b: (n, b + b.split(b"\n")[0] + b"\n")
-                                           if n.endswith("wnids.txt") else (n, b)), "twice"),
-    "duplicate member names": (lambda d: _rewrite(d, lambda n, b: (n, b),
-                                                  extra=[(T + "wnids.txt", b"n1\n")]), "more than once"),
-    "zip bomb (7.5 GiB declared)": (lambda d: _patch_central(_patch_central(d, T + "wnids.txt", 24, b"\0\0\0\xf0"),
-                                                             T + "words.txt", 24, b"\0\0\0\xf0"), "zip bomb"),
-    "a folder named .JPEG": (lambda d: _rewrite(d, lambda n, b: (n, b), extra=[(T + "train/n90000001/images/z.JPEG/x",
-                                                                                 b"1")]), "z.JPEG is not an image"),
-    "a 301-character wnid": (lambda d: _rewrite(d, lambda n, b: (n.replace("n90000000", "n" + "9" * 300),
-                                                                 b.replace(b"n90000000", b"n" + b"9" * 300))),
-                             "File name too long"),
-    "a val image annotated twice": (lambda d: _rewrite(d, lambda n, b: (n, b + b.split(b"\n")[0] + b"\n")
-                                                       if n.endswith("val_annotations.txt") else (n, b)), "twice"),
-    "empty class folder": (lambda d: _rewrite(d, lambda n, b: None if "/train/n90000001/images/" in n else (n, b)),
-                           "have no training images"),
+    "deflate64 member": (
+        lambda d: _patch_central(d, T + "wnids.txt", 10, struct.pack("<H", 9)),
+        "compression method 9",
+    ),
+    "text named .JPEG": (
+        lambda d: _rewrite(d, lambda n, b: (n, b"not an image") if _first_train(n) else (n, b)),
+        "is not an image",
+    ),
+    "PNG named .JPEG": (
+        lambda d: _rewrite(d, lambda n, b: (n, _png()) if _first_train(n) else (n, b)),
+        "is a PNG",
+    ),
+    "truncated JPEG": (
+        lambda d: _rewrite(d, lambda n, b: (n, b[: len(b) // 3]) if _first_train(n) else (n, b)),
+        "does not decode",
+    ),
+    "decompression bomb": (
+        lambda d: _rewrite(d, lambda n, b: (n, _jpeg_with_size(60000, 60000)) if _first_train(n) else (n, b)),
+        "decompression bomb",
+    ),
+    "JPEG of 4096 x 4096": (
+        lambda d: _rewrite(d, lambda n, b: (n, _jpeg_with_size(4096, 4096)) if _first_train(n) else (n, b)),
+        "not a 64 x 64 JPEG",
+    ),
+    "duplicated wnid": (
+        lambda d: _rewrite(
+            d, lambda n, b: (n, b + b.split(b"\n")[0] + b"\n") if n.endswith("wnids.txt") else (n, b)
+        ),
+        "twice",
+    ),
+    "duplicate member names": (
+        lambda d: _rewrite(d, lambda n, b: (n, b), extra=[(T + "wnids.txt", b"n1\n")]),
+        "more than once",
+    ),
+    "zip bomb (7.5 GiB declared)": (
+        lambda d: _patch_central(
+            _patch_central(d, T + "wnids.txt", 24, b"\0\0\0\xf0"), T + "words.txt", 24, b"\0\0\0\xf0"
+        ),
+        "zip bomb",
+    ),
+    "a folder named .JPEG": (
+        lambda d: _rewrite(d, lambda n, b: (n, b), extra=[(T + "train/n90000001/images/z.JPEG/x", b"1")]),
+        "z.JPEG is not an image",
+    ),
+    "a 301-character wnid": (
+        lambda d: _rewrite(
+            d,
+            lambda n, b: (
+                n.replace("n90000000", "n" + "9" * 300),
+                b.replace(b"n90000000", b"n" + b"9" * 300),
+            ),
+        ),
+        "File name too long",
+    ),
+    "a val image annotated twice": (
+        lambda d: _rewrite(
+            d,
+            lambda n, b: (n, b + b.split(b"\n")[0] + b"\n") if n.endswith("val_annotations.txt") else (n, b),
+        ),
+        "twice",
+    ),
+    "empty class folder": (
+        lambda d: _rewrite(d, lambda n, b: None if "/train/n90000001/images/" in n else (n, b)),
+        "have no training images",
+    ),
 }
 
 
@@ -284,7 +363,9 @@ def test_hostile_tiny_imagenet_archive_is_refused(small_zip, tmp_path, capsys, c
     root.mkdir()
     (root / tin.ARCHIVE).write_bytes(craft(small_zip))  # an archive in ROOT is prepared, not fetched
     before = _snapshot(root)
-    _one_line_exit_2(["data", "download", "tinyimagenet", "--root", root], capsys, message, str(root / tin.ARCHIVE))
+    _one_line_exit_2(
+        ["data", "download", "tinyimagenet", "--root", root], capsys, message, str(root / tin.ARCHIVE)
+    )
     assert _snapshot(root) == before  # nothing extracted, no hidden folder left
 
 
@@ -296,10 +377,14 @@ def test_archive_that_is_a_folder_is_one_line(tmp_path, capsys):
 @pytest.mark.parametrize("variant", ["CRLF text files", "a non-ASCII wnid"])
 def test_harmless_archive_variants_prepare(small_zip, tmp_path, variant):
     if variant == "CRLF text files":
-        blob = _rewrite(small_zip, lambda n, b: (n, b.replace(b"\n", b"\r\n")) if n.endswith(".txt") else (n, b))
+        blob = _rewrite(
+            small_zip, lambda n, b: (n, b.replace(b"\n", b"\r\n")) if n.endswith(".txt") else (n, b)
+        )
     else:
-        blob = _rewrite(small_zip, lambda n, b: (n.replace("n90000000", "n9\u00e9"),
-                                                 b.replace(b"n90000000", "n9\u00e9".encode())))
+        blob = _rewrite(
+            small_zip,
+            lambda n, b: (n.replace("n90000000", "n9\u00e9"), b.replace(b"n90000000", "n9\u00e9".encode())),
+        )
     (tmp_path / tin.ARCHIVE).write_bytes(blob)
     tin.download(tmp_path, log=lambda s: None)
     assert tin.record(tmp_path)["counts"] == {"classes": 3, "train": 9, "val": 6}
@@ -312,11 +397,19 @@ def test_prepared_record_counts_only_classes_that_exist(small_zip, tmp_path):
     assert len(tin.wnids(tmp_path)) == 3
 
 
-@pytest.mark.parametrize("damage", ["PREPARED.json not JSON", "PREPARED.json a list", "train/ removed",
-                                    "no training images", "wnids.txt not UTF-8"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "PREPARED.json not JSON",
+        "PREPARED.json a list",
+        "train/ removed",
+        "no training images",
+        "wnids.txt not UTF-8",
+    ],
+)
 def test_a_prepared_copy_damaged_later_is_one_line(small_zip, tmp_path, damage):
-    from hpml_lab.data import train_dataset
     from hpml_lab.config import RunConfig
+    from hpml_lab.data import train_dataset
 
     (tmp_path / tin.ARCHIVE).write_bytes(small_zip)
     folder = tin.download(tmp_path, log=lambda s: None)
@@ -352,8 +445,12 @@ def test_tiny_synth_keeps_a_real_folder(tmp_path, capsys, state, force):
     else:
         _real_folder(tmp_path, prepared=state == "real prepared folder")
     before = _snapshot(tmp_path)
-    _one_line_exit_2(["data", "synth", "tinyimagenet", "--root", tmp_path, "--classes", 2, "--per-class", 1, *force],
-                     capsys, "not a synthetic copy", str(tmp_path / tin.FOLDER))
+    _one_line_exit_2(
+        ["data", "synth", "tinyimagenet", "--root", tmp_path, "--classes", 2, "--per-class", 1, *force],
+        capsys,
+        "not a synthetic copy",
+        str(tmp_path / tin.FOLDER),
+    )
     assert _snapshot(tmp_path) == before
 
 
@@ -361,16 +458,47 @@ def test_tiny_synth_keeps_a_real_folder(tmp_path, capsys, state, force):
 @pytest.mark.parametrize("force", [[], ["--force"]])
 @pytest.mark.parametrize("real", ["official-like zip", "not a zip"])
 def test_tiny_synth_keeps_a_real_archive(small_zip, tmp_path, capsys, archive_only, force, real):
-    blob = _rewrite(small_zip, lambda n, b: None if n.endswith(tin.MARKER) else (n, b)) if real != "not a zip" \
+    blob = (
+        _rewrite(small_zip, lambda n, b: None if n.endswith(tin.MARKER) else (n, b))
+        if real != "not a zip"
         else b"my thesis data"
+    )
     (tmp_path / tin.ARCHIVE).write_bytes(blob)
-    _one_line_exit_2(["data", "synth", "tinyimagenet", "--root", tmp_path, "--classes", 2, "--per-class", 1,
-                      *archive_only, *force], capsys, "not a synthetic archive", str(tmp_path / tin.ARCHIVE))
+    _one_line_exit_2(
+        [
+            "data",
+            "synth",
+            "tinyimagenet",
+            "--root",
+            tmp_path,
+            "--classes",
+            2,
+            "--per-class",
+            1,
+            *archive_only,
+            *force,
+        ],
+        capsys,
+        "not a synthetic archive",
+        str(tmp_path / tin.ARCHIVE),
+    )
     assert (tmp_path / tin.ARCHIVE).read_bytes() == blob and not (tmp_path / tin.FOLDER).exists()
 
 
 def test_tiny_synth_rewrites_a_synthetic_copy_only_with_force(tmp_path, capsys):
-    argv = ["data", "synth", "tinyimagenet", "--root", tmp_path, "--classes", 2, "--per-class", 1, "--seed", 1]
+    argv = [
+        "data",
+        "synth",
+        "tinyimagenet",
+        "--root",
+        tmp_path,
+        "--classes",
+        2,
+        "--per-class",
+        1,
+        "--seed",
+        1,
+    ]
     assert cli.main([str(a) for a in argv]) == 0
     first = (tmp_path / tin.ARCHIVE).read_bytes()
     _one_line_exit_2(argv[:-1] + [2], capsys, "pass --force")
@@ -382,14 +510,21 @@ def test_tiny_synth_rewrites_a_synthetic_copy_only_with_force(tmp_path, capsys):
 
 def test_cifar_synth_keeps_a_real_copy(cifar_copy, capsys):
     before = _snapshot(cifar_copy)
-    _one_line_exit_2(["data", "synth", "cifar10", "--root", cifar_copy, "--force", "--n-train", 50, "--n-test", 10],
-                     capsys, "not a synthetic copy")
+    _one_line_exit_2(
+        ["data", "synth", "cifar10", "--root", cifar_copy, "--force", "--n-train", 50, "--n-test", 10],
+        capsys,
+        "not a synthetic copy",
+    )
     assert _snapshot(cifar_copy) == before
 
 
 # ------------------------------------------------------------------ every numeric option has a range
 # one case a line: the `data` arguments (shell quoting) | a part of the one-line error they get
-OPTIONS = [(shlex.split(args), message) for args, message in (line.split(" | ", 1) for line in """
+OPTIONS = [
+    (shlex.split(args), message)
+    for args, message in (
+        line.split(" | ", 1)
+        for line in """
 synth cifar10 --seed 1e23                             | --seed must be a whole number
 synth cifar10 --seed 100000000000000000000000         | --seed 1e+23 is out of range
 synth cifar10 --seed -1                               | --seed -1 is out of range
@@ -417,7 +552,9 @@ download tinyimagenet --url 'http://a b/x'            | no spaces
 synth cifar10 --url http://example.org/x              | --url applies to `data download` only
 download tinyimagenet --source kaggle --dataset ../x  | needs --dataset OWNER/NAME
 download tinyimagenet --source kaggle --dataset a/b/c | needs --dataset OWNER/NAME
-""".strip().splitlines())]
+""".strip().splitlines()
+    )
+]
 
 
 @pytest.mark.parametrize("argv, message", OPTIONS, ids=[" ".join(a) for a, _ in OPTIONS])
@@ -429,7 +566,9 @@ def test_data_options_out_of_range_are_one_line(tmp_path, capsys, argv, message)
 
 def test_root_that_is_a_file_is_one_line(tmp_path, capsys):
     (tmp_path / "f").write_text("mine")
-    _one_line_exit_2(["data", "synth", "cifar10", "--root", tmp_path / "f"], capsys, "is a file, not a folder")
+    _one_line_exit_2(
+        ["data", "synth", "cifar10", "--root", tmp_path / "f"], capsys, "is a file, not a folder"
+    )
     assert (tmp_path / "f").read_text() == "mine"
 
 
@@ -439,24 +578,43 @@ def _temporaries(root: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("argv, appears, sig", [
-    (["synth", "cifar10"], ".cifar-synth-", signal.SIGTERM),
-    (["synth", "cifar10"], ".cifar-synth-", signal.SIGINT),
-    (["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"], ".tiny-imagenet-200.zip.", signal.SIGTERM),
-    (["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"], ".tinyimagenet-extract-", signal.SIGINT),
-], ids=["cifar-TERM", "cifar-INT", "tin-archive-TERM", "tin-extract-INT"])
+@pytest.mark.parametrize(
+    "argv, appears, sig",
+    [
+        (["synth", "cifar10"], ".cifar-synth-", signal.SIGTERM),
+        (["synth", "cifar10"], ".cifar-synth-", signal.SIGINT),
+        (
+            ["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"],
+            ".tiny-imagenet-200.zip.",
+            signal.SIGTERM,
+        ),
+        (
+            ["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"],
+            ".tinyimagenet-extract-",
+            signal.SIGINT,
+        ),
+    ],
+    ids=["cifar-TERM", "cifar-INT", "tin-archive-TERM", "tin-extract-INT"],
+)
 def test_signal_during_synth_leaves_no_temporary_folder(tmp_path, argv, appears, sig):
     root = tmp_path / "root"
     root.mkdir()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen([sys.executable, "-m", "hpml_lab.report.cli", "data", *argv, "--root", str(root)],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpml_lab.report.cli", "data", *argv, "--root", str(root)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
     deadline = time.monotonic() + 240
     while not any(n.startswith(appears) for n in _temporaries(root)):
         assert proc.poll() is None and time.monotonic() < deadline, f"{appears} never appeared"
         time.sleep(0.01)
     if appears == ".tiny-imagenet-200.zip.":
-        time.sleep(0.2)  # past io.atomic_file's mkstemp, whose name is not yet held for clean-up (see the report)
+        time.sleep(
+            0.2
+        )  # past io.atomic_file's mkstemp, whose name is not yet held for clean-up (see the report)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + sig, err
@@ -487,6 +645,10 @@ def test_disk_full_mid_synth_names_the_target_and_leaves_nothing(tmp_path, capsy
         real(obj, path)
 
     monkeypatch.setattr(cifar, "_atomic_pickle", fill_up)
-    err = _one_line_exit_2(["data", "synth", "cifar10", "--root", tmp_path, "--n-train", 50, "--n-test", 10], capsys,
-                           "No space left on device", str(tmp_path / cifar.FOLDER))
+    err = _one_line_exit_2(
+        ["data", "synth", "cifar10", "--root", tmp_path, "--n-train", 50, "--n-test", 10],
+        capsys,
+        "No space left on device",
+        str(tmp_path / cifar.FOLDER),
+    )
     assert "data_batch_3" not in err and list(tmp_path.iterdir()) == []

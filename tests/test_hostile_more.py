@@ -2,6 +2,7 @@
 failed downloads, killed data commands, the atomic write's signal window, argparse errors, and the dataset's
 content in a run's identity. Each ends in one line on stderr and exit 2, or in the documented behaviour,
 with nothing complete changed."""
+
 import json
 import os
 
@@ -31,14 +32,25 @@ def test_a_sweep_where_every_run_fails_says_why_per_run(study, field, n, cifar_r
     from hpml_lab.sweeps import SweepFailed
 
     _no_cuda()
-    cfg = RunConfig(task=study[:2], data_root=str(cifar_root), results_dir=str(tmp_path / "r"), model="resnet_tiny",
-                    batch_size=8, epochs=1, max_batches=1, num_workers=0, device="cuda", progress="none")
+    cfg = RunConfig(
+        task=study[:2],
+        data_root=str(cifar_root),
+        results_dir=str(tmp_path / "r"),
+        model="resnet_tiny",
+        batch_size=8,
+        epochs=1,
+        max_batches=1,
+        num_workers=0,
+        device="cuda",
+        progress="none",
+    )
     with pytest.raises(SweepFailed) as err:
         getattr(lab2, study)(cfg, log=None)
     lines = str(err.value).splitlines()
     assert lines[0].startswith(f"every run of {study[:2]} failed ({n} of {n})")
-    assert len(lines) == n + 1 and all(ln.startswith(f"{field}=") and "CUDA is not available" in ln
-                                       for ln in lines[1:])
+    assert len(lines) == n + 1 and all(
+        ln.startswith(f"{field}=") and "CUDA is not available" in ln for ln in lines[1:]
+    )
 
 
 @pytest.mark.slow
@@ -50,7 +62,9 @@ def test_a_report_whose_every_run_fails_renders_and_says_why(task, cifar_root, o
 
     _no_cuda()
     monkeypatch.setattr(runner, "preflight", lambda task, cfg: None)
-    o = runner.run_task(task, "tiny", cli_params={"data_root": str(cifar_root), "device": "cuda"}, log=lambda s: None)
+    o = runner.run_task(
+        task, "tiny", cli_params={"data_root": str(cifar_root), "device": "cuda"}, log=lambda s: None
+    )
     assert o.status == "failed" and o.error.startswith(f"SweepFailed: every run of {task} failed"), o.error
     page = (out / "reports" / f"{task}.html").read_text()
     assert "every run of" in page and "CUDA is not available" in page and "KeyError:" not in page
@@ -70,7 +84,9 @@ def test_a_signal_right_after_mkstemp_leaves_no_temporary_file(sig, tmp_path, mo
 
     def mkstemp_then_signal(*a, **k):
         made = real(*a, **k)
-        os.kill(os.getpid(), getattr(signal, sig))  # arrives as mkstemp returns: before the caller records the name
+        os.kill(
+            os.getpid(), getattr(signal, sig)
+        )  # arrives as mkstemp returns: before the caller records the name
         return made
 
     monkeypatch.setattr(tempfile, "mkstemp", mkstemp_then_signal)
@@ -80,22 +96,26 @@ def test_a_signal_right_after_mkstemp_leaves_no_temporary_file(sig, tmp_path, mo
 
 
 # ---- argparse errors: one line and exit 2, never the usage block
-@pytest.mark.parametrize("argv, prog, needle", [
-    (["run"], "hpml-lab run", "required: task"),
-    (["run", "c1", "--profile", "bogus"], "hpml-lab run", "invalid choice: 'bogus'"),
-    (["run", "c1", "-p"], "hpml-lab run", "expected one argument"),
-    (["data"], "hpml-lab data", "required: action, dataset"),
-    (["data", "unpack", "cifar10"], "hpml-lab data", "invalid choice: 'unpack'"),
-    (["data", "synth", "cifar10", "--source", "ftp"], "hpml-lab data", "invalid choice: 'ftp'"),
-    (["bench"], "hpml-lab bench", "required: NAME"),
-    (["bench", "loader", "--repeats", "x"], "hpml-lab bench", "invalid int value: 'x'"),
-    (["bench", "loader", "--device", "tpu"], "hpml-lab bench", "invalid choice: 'tpu'"),
-    (["slurm", "c1", "--gpus", "1.5"], "hpml-lab slurm", "invalid int value: '1.5'"),
-    (["report", "--only"], "hpml-lab report", "expected one argument"),
-    ([], "hpml-lab", "required: command"),
-    (["bogus"], "hpml-lab", "invalid choice: 'bogus'"),
-    (["tasks", "extra"], "hpml-lab", "unrecognized arguments: extra"),
-], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+@pytest.mark.parametrize(
+    "argv, prog, needle",
+    [
+        (["run"], "hpml-lab run", "required: task"),
+        (["run", "c1", "--profile", "bogus"], "hpml-lab run", "invalid choice: 'bogus'"),
+        (["run", "c1", "-p"], "hpml-lab run", "expected one argument"),
+        (["data"], "hpml-lab data", "required: action, dataset"),
+        (["data", "unpack", "cifar10"], "hpml-lab data", "invalid choice: 'unpack'"),
+        (["data", "synth", "cifar10", "--source", "ftp"], "hpml-lab data", "invalid choice: 'ftp'"),
+        (["bench"], "hpml-lab bench", "required: NAME"),
+        (["bench", "loader", "--repeats", "x"], "hpml-lab bench", "invalid int value: 'x'"),
+        (["bench", "loader", "--device", "tpu"], "hpml-lab bench", "invalid choice: 'tpu'"),
+        (["slurm", "c1", "--gpus", "1.5"], "hpml-lab slurm", "invalid int value: '1.5'"),
+        (["report", "--only"], "hpml-lab report", "expected one argument"),
+        ([], "hpml-lab", "required: command"),
+        (["bogus"], "hpml-lab", "invalid choice: 'bogus'"),
+        (["tasks", "extra"], "hpml-lab", "unrecognized arguments: extra"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
 def test_argument_errors_are_one_line(argv, prog, needle, capsys):
     with pytest.raises(SystemExit) as ex:
         cli.main(argv)
@@ -104,11 +124,14 @@ def test_argument_errors_are_one_line(argv, prog, needle, capsys):
     assert err.startswith(f"{prog}: error: ") and needle in err, err
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--epochs"], "--epochs: expected one argument"),
-    (["--save-model"], "--save-model: expected one argument"),
-    (["--if-missing"], "--if-missing: expected one argument"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--epochs"], "--epochs: expected one argument"),
+        (["--save-model"], "--save-model: expected one argument"),
+        (["--if-missing"], "--if-missing: expected one argument"),
+    ],
+)
 def test_training_cli_argument_errors_are_one_line(argv, needle, capsys):
     from hpml_lab.__main__ import main
 
@@ -149,8 +172,18 @@ def test_other_data_at_the_same_path_is_a_new_run_and_the_old_one_is_kept(tmp_pa
 
     data = tmp_path / "data"
     shutil.copytree(cifar_root, data)
-    cfg = RunConfig(task="t", data_root=str(data), results_dir=str(tmp_path / "r"), model="resnet_tiny",
-                    batch_size=16, epochs=1, max_batches=2, num_workers=0, device="cpu", progress="none")
+    cfg = RunConfig(
+        task="t",
+        data_root=str(data),
+        results_dir=str(tmp_path / "r"),
+        model="resnet_tiny",
+        batch_size=16,
+        epochs=1,
+        max_batches=2,
+        num_workers=0,
+        device="cpu",
+        progress="none",
+    )
     first = run_sweep([cfg], train, log=None)[0]
     before = {p.name: p.read_bytes() for p in first.run_dir.iterdir()}
     fp = dataset_info(cfg)["fingerprint"]
@@ -201,6 +234,7 @@ def _limited(limit):
     def apply():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return apply
 
 
@@ -210,14 +244,34 @@ def test_a_full_disk_while_the_notebook_is_written_keeps_nothing_cut_short(cifar
     import sys
 
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
-    r = subprocess.run([sys.executable, "-m", "hpml_lab.report.cli", "run", "c1", "--profile", "tiny", "-p",
-                        f"data_root={cifar_root}"], preexec_fn=_limited(30_000), capture_output=True, text=True,
-                       env=env, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpml_lab.report.cli",
+            "run",
+            "c1",
+            "--profile",
+            "tiny",
+            "-p",
+            f"data_root={cifar_root}",
+        ],
+        preexec_fn=_limited(30_000),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 1, r.stderr[-2000:]
     executed = out / "reports" / "executed"
     rec = json.loads((executed / "c1.json").read_text())
-    assert rec["status"] == "failed" and f"executed notebook {executed / 'c1.ipynb'} could not be written" in rec["error"]
-    assert sorted(p.name for p in executed.iterdir()) == ["c1.json"]  # no cut-short notebook, no hidden partial
+    assert (
+        rec["status"] == "failed"
+        and f"executed notebook {executed / 'c1.ipynb'} could not be written" in rec["error"]
+    )
+    assert sorted(p.name for p in executed.iterdir()) == [
+        "c1.json"
+    ]  # no cut-short notebook, no hidden partial
     assert not (out / "reports" / "c1.html").exists()
     metas = [json.loads(p.read_text()) for p in (out / "results").rglob("meta.json")]
     assert metas and all(m["status"] != "running" for m in metas)
@@ -269,7 +323,9 @@ def test_an_outcome_that_cannot_be_written_puts_the_previous_report_back(out, mo
     monkeypatch.setattr(io, "atomic_write_json", full)
     with pytest.raises(ConfigError) as err:
         guards.write_outcome(reports / "executed" / "c1.json", {"task": "c1", "status": "ok"}, aside)
-    assert "No space left on device" in str(err.value) and str(reports / "executed" / "c1.json") in str(err.value)
+    assert "No space left on device" in str(err.value) and str(reports / "executed" / "c1.json") in str(
+        err.value
+    )
     assert (reports / "c1.html").read_text() == "old page" and not aside.exists()
     assert (reports / "executed" / "c1.json").read_text() == '{"old": 1}'
 
@@ -293,14 +349,16 @@ class _Blob:
                 if not self.path.endswith(".zip"):
                     self.send_error(404)
                     return
-                start = int(self.headers["Range"].split("=")[1].rstrip("-")) if self.headers.get("Range") else 0
+                start = (
+                    int(self.headers["Range"].split("=")[1].rstrip("-")) if self.headers.get("Range") else 0
+                )
                 body = blob[start:]
                 self.send_response(206 if start else 200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 try:
                     for i in range(0, len(body), 1 << 16):
-                        self.wfile.write(body[i:i + (1 << 16)])
+                        self.wfile.write(body[i : i + (1 << 16)])
                         time.sleep(outer.slow)
                 except OSError:
                     pass
@@ -329,13 +387,23 @@ def _data_cli(args, **kw):
     import sys
 
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
-    return subprocess.Popen([sys.executable, "-m", "hpml_lab.report.cli", "data", *map(str, args)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "hpml_lab.report.cli", "data", *map(str, args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("where", ["bad path", "no server"])
 def test_a_download_that_fails_before_a_byte_leaves_no_root(where, tmp_path, capsys, blob_server):
-    url = blob_server(b"x" * 10).url.replace(".zip", ".txt") if where == "bad path" else "http://127.0.0.1:9/x.zip"
+    url = (
+        blob_server(b"x" * 10).url.replace(".zip", ".txt")
+        if where == "bad path"
+        else "http://127.0.0.1:9/x.zip"
+    )
     root = tmp_path / "new" / "root"
     assert cli.main(["data", "download", "tinyimagenet", "--root", str(root), "--url", url]) == 2
     err = capsys.readouterr().err
@@ -350,10 +418,14 @@ def test_a_full_disk_mid_download_leaves_no_part_file_and_no_root(tmp_path, blob
     file this run made is removed, and so is the ROOT it made."""
     server = blob_server(os.urandom(3 << 20))
     root = tmp_path / "root"
-    p = _data_cli(["download", "tinyimagenet", "--root", root, "--url", server.url], preexec_fn=_limited(1 << 20))
+    p = _data_cli(
+        ["download", "tinyimagenet", "--root", root, "--url", server.url], preexec_fn=_limited(1 << 20)
+    )
     _, err = p.communicate(timeout=120)
     assert p.returncode == 2 and err.count("\n") == 1, err
-    assert f"cannot write {root / 'tiny-imagenet-200.zip'} (File too large)" in err and "resume" not in err, err
+    assert f"cannot write {root / 'tiny-imagenet-200.zip'} (File too large)" in err and "resume" not in err, (
+        err
+    )
     assert "MB free" in err and not root.exists()
 
 
@@ -364,7 +436,9 @@ def test_a_full_disk_while_resuming_keeps_the_earlier_part_as_it_was(tmp_path, b
     root = tmp_path / "root"
     root.mkdir()
     (root / "tiny-imagenet-200.zip.part").write_bytes(blob[:500_000])
-    p = _data_cli(["download", "tinyimagenet", "--root", root, "--url", server.url], preexec_fn=_limited(1 << 20))
+    p = _data_cli(
+        ["download", "tinyimagenet", "--root", root, "--url", server.url], preexec_fn=_limited(1 << 20)
+    )
     _, err = p.communicate(timeout=120)
     assert p.returncode == 2 and "earlier partial download (500,000 bytes) is kept" in err, err
     assert (root / "tiny-imagenet-200.zip.part").read_bytes() == blob[:500_000]
@@ -396,11 +470,15 @@ def test_sigterm_mid_download_keeps_a_part_that_really_resumes(tmp_path, blob_se
 
 # ---- kill -9 of a data command: the next one removes the temporary folder it left, and only that
 @pytest.mark.slow
-@pytest.mark.parametrize("argv, appears", [
-    (["synth", "cifar10"], ".cifar-synth-"),
-    (["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"], ".tinyimagenet-extract-"),
-    (["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"], ".tiny-imagenet-200.zip."),
-], ids=["cifar-synth", "tin-extract", "tin-archive"])
+@pytest.mark.parametrize(
+    "argv, appears",
+    [
+        (["synth", "cifar10"], ".cifar-synth-"),
+        (["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"], ".tinyimagenet-extract-"),
+        (["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"], ".tiny-imagenet-200.zip."),
+    ],
+    ids=["cifar-synth", "tin-extract", "tin-archive"],
+)
 def test_a_data_command_killed_with_sigkill_leaves_nothing_the_next_one_keeps(argv, appears, tmp_path):
     import signal
     import time
@@ -447,25 +525,45 @@ def test_a_temporary_folder_of_a_live_process_is_kept(tmp_path):
 
 
 # ---- variants found by hand (issue 22's closing note lists them)
-@pytest.mark.parametrize("argv, needle", [
-    (["data", "synth", "cifar10", "--root", ""], "--root needs a folder, got ''"),
-    (["data", "download", "tinyimagenet", "--root", "R", "--url", "http://user:secret@127.0.0.1:9/x.zip"],
-     "user name or password is refused"),
-    (["data", "download", "cifar10", "--root", "R", "--url", "https://:pw@example.org/c.tgz"],
-     "user name or password is refused"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["data", "synth", "cifar10", "--root", ""], "--root needs a folder, got ''"),
+        (
+            [
+                "data",
+                "download",
+                "tinyimagenet",
+                "--root",
+                "R",
+                "--url",
+                "http://user:secret@127.0.0.1:9/x.zip",
+            ],
+            "user name or password is refused",
+        ),
+        (
+            ["data", "download", "cifar10", "--root", "R", "--url", "https://:pw@example.org/c.tgz"],
+            "user name or password is refused",
+        ),
+    ],
+)
 def test_data_option_variants_are_one_line(argv, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and needle in err and "secret" not in err.replace("http://user:secret", ""), err
+    assert err.count("\n") == 1 and needle in err and "secret" not in err.replace("http://user:secret", ""), (
+        err
+    )
     assert list(tmp_path.iterdir()) == []  # nothing written into the current folder
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("epochs: 1\nepochs: 2\n", "sets 'epochs' twice (line 2)"),
-    ("data_root: a\nx:\n  k: 1\n  k: 2\n", "sets 'k' twice (line 4)"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("epochs: 1\nepochs: 2\n", "sets 'epochs' twice (line 2)"),
+        ("data_root: a\nx:\n  k: 1\n  k: 2\n", "sets 'k' twice (line 4)"),
+    ],
+)
 def test_a_parameter_given_twice_in_a_params_file_is_refused(text, needle, tmp_path, capsys, out):
     (tmp_path / "p.yaml").write_text(text)
     assert cli.main(["run", "c1", "-f", str(tmp_path / "p.yaml")]) == 2
@@ -494,7 +592,9 @@ def test_a_results_folder_under_a_file_names_the_run_folder_not_the_attempt(tmp_
     assert err.value.filename == str(tmp_path / "f" / "t" / "run") and ".attempt-" not in str(err.value)
 
 
-@pytest.mark.parametrize("what", ["meta is /dev/zero", "epochs.csv is a FIFO", "meta too big", "answer is a FIFO"])
+@pytest.mark.parametrize(
+    "what", ["meta is /dev/zero", "epochs.csv is a FIFO", "meta too big", "answer is a FIFO"]
+)
 def test_result_files_that_would_block_or_never_end_are_refused(what, tmp_path, monkeypatch):
     """Each read here used to block (a FIFO) or grow without end (/dev/zero); a worker thread bounds the wait."""
     import threading
@@ -517,9 +617,14 @@ def test_result_files_that_would_block_or_never_end_are_refused(what, tmp_path, 
         answers.path_for("c1").parent.mkdir(parents=True)
         os.mkfifo(answers.path_for("c1"))
     got = {}
-    t = threading.Thread(target=lambda: got.update(
-        complete=results.is_complete(run), runs=results.load_runs("t", tmp_path), answer=answers.load("c1")),
-        daemon=True)
+    t = threading.Thread(
+        target=lambda: got.update(
+            complete=results.is_complete(run),
+            runs=results.load_runs("t", tmp_path),
+            answer=answers.load("c1"),
+        ),
+        daemon=True,
+    )
     t.start()
     t.join(30)
     assert not t.is_alive(), f"{what}: still reading after 30 s"
@@ -534,11 +639,34 @@ def test_sighup_ends_a_training_run_interrupted_not_running(tmp_path, cifar_root
     import sys
     import time
 
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-           "HPML_OUTPUT_DIR": str(tmp_path)}
-    p = subprocess.Popen([sys.executable, "-m", "hpml_lab", "--data-root", str(cifar_root), "--model", "resnet_tiny",
-                          "--epochs", "200", "--batch-size", "8", "--num-workers", "0", "--progress", "none"],
-                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        "HPML_OUTPUT_DIR": str(tmp_path),
+    }
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hpml_lab",
+            "--data-root",
+            str(cifar_root),
+            "--model",
+            "resnet_tiny",
+            "--epochs",
+            "200",
+            "--batch-size",
+            "8",
+            "--num-workers",
+            "0",
+            "--progress",
+            "none",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not list(tmp_path.rglob("epochs.csv")):
         assert p.poll() is None and time.monotonic() < deadline
@@ -569,7 +697,9 @@ def test_an_attempt_left_running_by_a_killed_process_is_marked_failed(tmp_path):
     dead_here.wait()
     elsewhere = tmp_path / "t" / f".r.attempt-{dead_here.pid}"
     elsewhere.mkdir()
-    (elsewhere / "meta.json").write_text(json.dumps({"status": "running", "environment": {"hostname": "node-b"}}))
+    (elsewhere / "meta.json").write_text(
+        json.dumps({"status": "running", "environment": {"hostname": "node-b"}})
+    )
     with results.RunFolder(run) as rf:
         rf.complete({"task": "t", "status": "running", "config": {}})
     meta = json.loads((stale / "meta.json").read_text())
@@ -591,11 +721,36 @@ def test_an_image_damaged_after_preparation_is_one_line(workers, tmp_path):
     tin.synthesize(tmp_path, classes=5, per_class=8, val_per_class=2, n_test=2, seed=0)
     for img in sorted((tmp_path / tin.FOLDER / "train").glob("*/images/*.JPEG"))[:3]:
         img.write_bytes(b"")
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-           "HPML_OUTPUT_DIR": str(tmp_path / "out")}
-    r = subprocess.run([sys.executable, "-m", "hpml_lab", "--dataset", "tinyimagenet", "--data-root", str(tmp_path),
-                        "--model", "resnet_tiny", "--epochs", "1", "--batch-size", "40", "--num-workers", str(workers),
-                        "--progress", "none"], env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        "HPML_OUTPUT_DIR": str(tmp_path / "out"),
+    }
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpml_lab",
+            "--dataset",
+            "tinyimagenet",
+            "--data-root",
+            str(tmp_path),
+            "--model",
+            "resnet_tiny",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "40",
+            "--num-workers",
+            str(workers),
+            "--progress",
+            "none",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "does not decode" in r.stderr and "delete" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
@@ -603,16 +758,24 @@ def test_an_image_damaged_after_preparation_is_one_line(workers, tmp_path):
 def test_a_dataset_error_from_a_worker_is_its_own_line():
     from hpml_lab.data import DatasetError
 
-    wrapped = ("Caught DatasetError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
-               '  File "x.py", line 1, in f\nhpml_lab.data.errors.DatasetError: image a.JPEG does not decode\n')
+    wrapped = (
+        "Caught DatasetError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\nhpml_lab.data.errors.DatasetError: image a.JPEG does not decode\n'
+    )
     assert str(DatasetError(wrapped)) == "image a.JPEG does not decode"
     assert str(DatasetError("plain")) == "plain"
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["data", "synth", "cifar10", "--root", "a\nb"], "--root 'a\\nb' holds a control character"),
-    (["run", "c1", "--profile", "tiny", "-p", "data_root=/nowhere/x\ny"], "CIFAR-10 not found in /nowhere/x\\ny"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["data", "synth", "cifar10", "--root", "a\nb"], "--root 'a\\nb' holds a control character"),
+        (
+            ["run", "c1", "--profile", "tiny", "-p", "data_root=/nowhere/x\ny"],
+            "CIFAR-10 not found in /nowhere/x\\ny",
+        ),
+    ],
+)
 def test_a_newline_in_a_path_keeps_the_error_one_line(argv, needle, capsys, out, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli.main(argv) == 2
@@ -652,9 +815,12 @@ def test_an_atomic_write_to_a_device_or_kernel_file_is_refused(target, tmp_path)
     assert not os.path.exists("/dev/hpml-test-new-file")
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["slurm", "c1", "-o", "/dev/stdout"], "is a device or a kernel file"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["slurm", "c1", "-o", "/dev/stdout"], "is a device or a kernel file"),
+    ],
+)
 def test_cli_outputs_into_dev_are_one_line(argv, needle, capsys, out):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
@@ -664,7 +830,10 @@ def test_cli_outputs_into_dev_are_one_line(argv, needle, capsys, out):
 def test_save_model_to_dev_stdout_is_refused_before_training(tmp_path, cifar_root, capsys):
     from hpml_lab.__main__ import main
 
-    assert main(["--data-root", str(cifar_root), "--save-model", "/dev/stdout", "--results-dir", str(tmp_path)]) == 2
+    assert (
+        main(["--data-root", str(cifar_root), "--save-model", "/dev/stdout", "--results-dir", str(tmp_path)])
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--save-model /dev/stdout is a device or a kernel file" in err, err
     assert not any(tmp_path.iterdir())

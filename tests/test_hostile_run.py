@@ -2,6 +2,7 @@
 status 2 before any kernel starts, or in the documented behaviour, with nothing complete changed.
 
 Pure validation cases call the CLI's main() in process (quick); the few that need a process are marked slow."""
+
 import json
 import os
 import signal
@@ -30,22 +31,25 @@ def out(tmp_path, monkeypatch):
 
 
 # ---- values that passed the checks and crashed later: refused before any kernel
-@pytest.mark.parametrize("args, needle", [
-    (["run", "c1", "-p", "batch_size=100000000000000000000"], "'batch_size' must be from 1 to"),
-    (["run", "c1", "-p", "batch_size=1e20"], "'batch_size' must be int"),
-    (["run", "c1", "-p", "epochs=99999999999"], "'epochs' must be from 1 to"),
-    (["run", "c1", "-p", "num_workers=100000"], "'num_workers' must be from 0 to"),
-    (["run", "c1", "-p", "lr=1e400"], "'lr' must be a finite number"),
-    (["run", "memory", "-p", "budget_gb=inf"], "'budget_gb' must be a finite number"),
-    (["run", "memory", "-p", "budget_gb=nan"], "'budget_gb' must be a finite number"),
-    (["run", "memory", "-p", "checkpoint_segments=1000"], "has 8 residual blocks"),
-    (["run", "c1", "-p", "device=cuda"], "no CUDA device is visible"),
-    (["run", "c8", "-p", "compile_backend=bogus"], "'compile_backend' is 'bogus'; valid backends"),
-    (["report", "--only", ""], "--only needs task ids"),
-    (["report", "--only", "c1,,c2"], "--only needs task ids"),
-    (["report", "--only", "c1,c1"], "names a task twice"),
-    (["run", "c1", "-p", "x" * 5000 + "=1"], "unknown parameter"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["run", "c1", "-p", "batch_size=100000000000000000000"], "'batch_size' must be from 1 to"),
+        (["run", "c1", "-p", "batch_size=1e20"], "'batch_size' must be int"),
+        (["run", "c1", "-p", "epochs=99999999999"], "'epochs' must be from 1 to"),
+        (["run", "c1", "-p", "num_workers=100000"], "'num_workers' must be from 0 to"),
+        (["run", "c1", "-p", "lr=1e400"], "'lr' must be a finite number"),
+        (["run", "memory", "-p", "budget_gb=inf"], "'budget_gb' must be a finite number"),
+        (["run", "memory", "-p", "budget_gb=nan"], "'budget_gb' must be a finite number"),
+        (["run", "memory", "-p", "checkpoint_segments=1000"], "has 8 residual blocks"),
+        (["run", "c1", "-p", "device=cuda"], "no CUDA device is visible"),
+        (["run", "c8", "-p", "compile_backend=bogus"], "'compile_backend' is 'bogus'; valid backends"),
+        (["report", "--only", ""], "--only needs task ids"),
+        (["report", "--only", "c1,,c2"], "--only needs task ids"),
+        (["report", "--only", "c1,c1"], "names a task twice"),
+        (["run", "c1", "-p", "x" * 5000 + "=1"], "unknown parameter"),
+    ],
+)
 def test_values_that_crashed_later_are_refused_up_front(args, needle, capsys, out, cifar_root):
     if needle == "no CUDA device is visible":
         import torch
@@ -69,15 +73,18 @@ def test_yaml_alias_bomb_is_refused_quickly(tmp_path, capsys, out):
     assert time.perf_counter() - t0 < 5
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("data_root: [" + ", ".join(["1"] * 20000) + "]", "'data_root' must be str, got list [1, 1"),
-    ("epochs: " + "[" * 5000 + "]" * 5000, "nested too deeply"),
-    ("epochs: " + "[" * 50 + "]" * 50, "must be int"),
-    ("x: 1\n" * 10, "sets 'x' twice (line 2)"),  # refused as a duplicate before its name is checked
-    ("a" * (2 << 20), "holds at most"),
-    (None, "is not a regular file"),
-    ("x: !!python/object/apply:os.system [echo pwned]", "is not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("data_root: [" + ", ".join(["1"] * 20000) + "]", "'data_root' must be str, got list [1, 1"),
+        ("epochs: " + "[" * 5000 + "]" * 5000, "nested too deeply"),
+        ("epochs: " + "[" * 50 + "]" * 50, "must be int"),
+        ("x: 1\n" * 10, "sets 'x' twice (line 2)"),  # refused as a duplicate before its name is checked
+        ("a" * (2 << 20), "holds at most"),
+        (None, "is not a regular file"),
+        ("x: !!python/object/apply:os.system [echo pwned]", "is not valid YAML"),
+    ],
+)
 def test_params_file_errors_stay_one_short_line(tmp_path, capsys, out, text, needle):
     f = tmp_path / "p.yaml"
     if text is None:
@@ -102,14 +109,19 @@ def test_a_full_disk_is_refused_before_the_kernel(out, monkeypatch, capsys, cifa
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10 << 30, 10 << 30, 6 << 10))
-    err = _one_line_exit_2(["run", "c1", "-p", f"data_root={cifar_root}"], capsys, "MiB free; a run needs at least")
+    err = _one_line_exit_2(
+        ["run", "c1", "-p", f"data_root={cifar_root}"], capsys, "MiB free; a run needs at least"
+    )
     assert "run again" not in err
     assert not list((out / "reports" / "executed").glob("*.ipynb"))
 
 
 def test_slurm_output_over_a_device_or_folder_is_refused(out, capsys, tmp_path):
-    _one_line_exit_2(["slurm", "c1", "-o", "/dev/null"], capsys,
-                     "is a device or a kernel file, or a link to one; give a plain file name: /dev/null")
+    _one_line_exit_2(
+        ["slurm", "c1", "-o", "/dev/null"],
+        capsys,
+        "is a device or a kernel file, or a link to one; give a plain file name: /dev/null",
+    )
     _one_line_exit_2(["slurm", "c1", "-o", str(tmp_path)], capsys, "exists and is not a regular file")
     assert not os.path.isfile("/dev/null")
 
@@ -121,36 +133,60 @@ def test_results_folder_that_is_a_file_is_refused(out, capsys, cifar_root):
 
 
 # ---- python -m hpml_lab: OSError and --save-model before compute
-@pytest.mark.parametrize("extra, needle", [
-    (["--save-model", ""], "--save-model needs a file path"),
-    (["--save-model", "{tmp}"], "is a folder"),
-    (["--save-model", "/dev/null"], "--save-model /dev/null is a device or a kernel file"),
-    (["--results-dir", "{file}/r"], "error:"),
-    (["--run-id", "..foo"], "plain folder name"),
-    (["--loader", "tensor", "--checkpoint-segments", "1000"], "has 8 residual blocks"),
-])
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--save-model", ""], "--save-model needs a file path"),
+        (["--save-model", "{tmp}"], "is a folder"),
+        (["--save-model", "/dev/null"], "--save-model /dev/null is a device or a kernel file"),
+        (["--results-dir", "{file}/r"], "error:"),
+        (["--run-id", "..foo"], "plain folder name"),
+        (["--loader", "tensor", "--checkpoint-segments", "1000"], "has 8 residual blocks"),
+    ],
+)
 def test_training_cli_refuses_before_compute(tmp_path, capsys, cifar_root, extra, needle):
     from hpml_lab.__main__ import main
 
     a_file = tmp_path / "afile"
     a_file.write_text("x")
     extra = [e.format(tmp=tmp_path, file=a_file) for e in extra]
-    args = ["--data-root", str(cifar_root), "--results-dir", str(tmp_path / "results"), "--model", "resnet18",
-            "--epochs", "1", "--max-batches", "1", "--batch-size", "4", "--num-workers", "0", "--progress", "none",
-            *extra]
+    args = [
+        "--data-root",
+        str(cifar_root),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--model",
+        "resnet18",
+        "--epochs",
+        "1",
+        "--max-batches",
+        "1",
+        "--batch-size",
+        "4",
+        "--num-workers",
+        "0",
+        "--progress",
+        "none",
+        *extra,
+    ]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err, err
     assert not (tmp_path / "results" / "adhoc").exists() or not any(
-        (p / "meta.json").exists() for p in (tmp_path / "results" / "adhoc").iterdir())
+        (p / "meta.json").exists() for p in (tmp_path / "results" / "adhoc").iterdir()
+    )
 
 
 # ---- a rerun killed -9: the report's files are replaced together
 def test_report_files_of_a_killed_rerun_are_put_back(out, monkeypatch):
     reports = out / "reports"
     (reports / "executed").mkdir(parents=True)
-    files = {reports / "c1.html": "old page", reports / "c1.answer.json": '{"old": 1}',
-             reports / "executed" / "c1.ipynb": "old nb", reports / "executed" / "c1.json": '{"status": "ok"}'}
+    files = {
+        reports / "c1.html": "old page",
+        reports / "c1.answer.json": '{"old": 1}',
+        reports / "executed" / "c1.ipynb": "old nb",
+        reports / "executed" / "c1.json": '{"status": "ok"}',
+    }
     for p, text in files.items():
         p.write_text(text)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -171,12 +207,31 @@ def test_sigterm_to_a_run_is_one_line_and_no_kernel_folder_is_left(cifar_root, t
     import tempfile
 
     env = {**os.environ, "HPML_OUTPUT_DIR": str(tmp_path / "out"), "TMPDIR": str(tmp_path)}
-    p = subprocess.Popen([sys.executable, "-m", "hpml_lab.report.cli", "run", "c1", "--profile", "tiny", "-p",
-                          f"data_root={cifar_root}", "-p", "epochs=50"], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hpml_lab.report.cli",
+            "run",
+            "c1",
+            "--profile",
+            "tiny",
+            "-p",
+            f"data_root={cifar_root}",
+            "-p",
+            "epochs=50",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
-    while time.time() < deadline and not list((tmp_path / "out" / "results" / "c1").glob("*/meta.json")) \
-            and not list((tmp_path / "out" / "results" / "c1").glob(".*/meta.json")):
+    while (
+        time.time() < deadline
+        and not list((tmp_path / "out" / "results" / "c1").glob("*/meta.json"))
+        and not list((tmp_path / "out" / "results" / "c1").glob(".*/meta.json"))
+    ):
         time.sleep(0.5)
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=120)
@@ -198,25 +253,53 @@ def test_cxx_naming_no_compiler_fails_the_pre_check(monkeypatch, cxx, tmp_path):
     assert "is not an executable file" in fastpath.compile_available("inductor", "cpu")
 
 
-def test_training_with_compile_and_a_missing_cxx_is_one_line_before_compute(tmp_path, capsys, cifar_root,
-                                                                           monkeypatch):
+def test_training_with_compile_and_a_missing_cxx_is_one_line_before_compute(
+    tmp_path, capsys, cifar_root, monkeypatch
+):
     from hpml_lab.__main__ import main
 
     monkeypatch.setenv("CXX", "/nonexistent/g++")
-    assert main(["--data-root", str(cifar_root), "--results-dir", str(tmp_path / "r"), "--model", "resnet_tiny",
-                 "--epochs", "1", "--max-batches", "1", "--batch-size", "4", "--num-workers", "0", "--device", "cpu",
-                 "--progress", "none", "--compile", "true"]) == 2
+    assert (
+        main(
+            [
+                "--data-root",
+                str(cifar_root),
+                "--results-dir",
+                str(tmp_path / "r"),
+                "--model",
+                "resnet_tiny",
+                "--epochs",
+                "1",
+                "--max-batches",
+                "1",
+                "--batch-size",
+                "4",
+                "--num-workers",
+                "0",
+                "--device",
+                "cpu",
+                "--progress",
+                "none",
+                "--compile",
+                "true",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "$CXX is '/nonexistent/g++'" in err and err.count("\n") == 1
     assert not list((tmp_path / "r").glob("*/*/meta.json"))
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["slurm", "c1", "--train", "task=../../etc"], "--train task=... is not a setting"),
-    (["slurm", "c1", "--time", "0:00"], "--time must be at least 00:01"),
-    (["slurm", "c1", "--time", "\u0661\u0662:00"], "ASCII digits"),
-    (["slurm", "c1", "--save-model", ""], "--save-model needs a file path"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["slurm", "c1", "--train", "task=../../etc"], "--train task=... is not a setting"),
+        (["slurm", "c1", "--time", "0:00"], "--time must be at least 00:01"),
+        (["slurm", "c1", "--time", "\u0661\u0662:00"], "ASCII digits"),
+        (["slurm", "c1", "--save-model", ""], "--save-model needs a file path"),
+    ],
+)
 def test_slurm_values_that_would_fail_in_the_job_are_refused(args, needle, capsys, out):
     _one_line_exit_2(args + ["-o", str(out / "s.sbatch")], capsys, needle)
     assert not (out / "s.sbatch").exists()
@@ -228,15 +311,35 @@ def test_a_rerun_killed_with_sigkill_leaves_the_previous_report_whole(cifar_root
     notebook and outcome come back byte for byte (the rerun had deleted c1.answer.json under an ok page), and
     the dead run's /tmp kernel folder is removed by the next run."""
     env = {**os.environ, "HPML_OUTPUT_DIR": str(tmp_path / "out"), "TMPDIR": str(tmp_path)}
-    cmd = [sys.executable, "-m", "hpml_lab.report.cli", "run", "c1", "--profile", "tiny", "-p",
-           f"data_root={cifar_root}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpml_lab.report.cli",
+        "run",
+        "c1",
+        "--profile",
+        "tiny",
+        "-p",
+        f"data_root={cifar_root}",
+    ]
     assert subprocess.run(cmd, env=env, capture_output=True, timeout=300).returncode == 0
     reports = tmp_path / "out" / "reports"
-    files = {p: p.read_bytes() for p in [reports / "c1.html", reports / "c1.answer.json",
-                                         reports / "executed" / "c1.ipynb", reports / "executed" / "c1.json"]}
-    p = subprocess.Popen(cmd + ["-p", "epochs=50"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    files = {
+        p: p.read_bytes()
+        for p in [
+            reports / "c1.html",
+            reports / "c1.answer.json",
+            reports / "executed" / "c1.ipynb",
+            reports / "executed" / "c1.json",
+        ]
+    }
+    p = subprocess.Popen(
+        cmd + ["-p", "epochs=50"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 120
-    while time.time() < deadline and not list((tmp_path / "out" / "results" / "c1").glob(".*attempt*/meta.json")):
+    while time.time() < deadline and not list(
+        (tmp_path / "out" / "results" / "c1").glob(".*attempt*/meta.json")
+    ):
         time.sleep(0.3)
     p.kill()
     p.wait()

@@ -1,4 +1,5 @@
 """Atomic writes: whole files or none, and readable as the umask says (not mkstemp's 0600)."""
+
 import os
 import stat
 

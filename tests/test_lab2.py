@@ -1,14 +1,15 @@
 """Lab 2 experiments C3 to C8 on tiny settings: rows written, resumable, honest about what is missing."""
+
 import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from hpml_lab.studies import lab2
 from hpml_lab import results
-from hpml_lab.results import drop_warmup
 from hpml_lab.config import ConfigError
+from hpml_lab.results import drop_warmup
+from hpml_lab.studies import lab2
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def test_c3_loader_sweep_writes_rows_summary_and_resumes(cfg):
     c = cfg.replace(task="c3")
     sweep = lab2.c3_loader_sweep(c, max_workers=2, log=None)
     counts = list(sweep.summary["num_workers"])
-    assert counts == [0, 1, 2][:len(counts)] and len(counts) >= 2  # 0, 1, 2, ... in order, capped at 2
+    assert counts == [0, 1, 2][: len(counts)] and len(counts) >= 2  # 0, 1, 2, ... in order, capped at 2
     assert (sweep.summary["n"] == 2).all() and (sweep.rows["batches"] == 2).all()
     assert sweep.best_workers in set(sweep.summary["num_workers"]) and sweep.cores >= 1
     assert sweep.summary["best"].sum() == 1
@@ -40,7 +41,13 @@ def test_c4_reads_best_from_c3_and_writes_trace(cfg):
     assert (out.summary["data_median_s"] >= 0).all() and (out.summary["n"] == 1).all()  # epoch 1 excluded
     trace = json.loads(out.trace.path.read_text())
     names = {e.get("name") for e in trace["traceEvents"]}
-    assert {"data", "copy", "forward", "backward", "optimizer"} <= names  # train_step's parts, copy apart from data
+    assert {
+        "data",
+        "copy",
+        "forward",
+        "backward",
+        "optimizer",
+    } <= names  # train_step's parts, copy apart from data
     assert len(out.trace.top_ops) > 0 and "aten::" in " ".join(out.trace.top_ops["operator"])
 
 
@@ -88,7 +95,9 @@ def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
 def test_c5_has_a_gpu_row_with_cuda(cfg):
     out = lab2.c5_devices(cfg.replace(task="c5"), log=None)
     assert list(out.summary["device"]) == ["cpu", "cuda"] and out.note == ""
-    assert (out.summary["epoch_speedup_vs_cpu"] > 0).all() and (out.summary["compute_speedup_vs_cpu"] > 0).all()
+    assert (out.summary["epoch_speedup_vs_cpu"] > 0).all() and (
+        out.summary["compute_speedup_vs_cpu"] > 0
+    ).all()
 
 
 def test_compile_needs_the_compiler_inductor_or_triton_looks_for_and_python_headers(monkeypatch):
@@ -98,7 +107,7 @@ def test_compile_needs_the_compiler_inductor_or_triton_looks_for_and_python_head
     from hpml_lab import fastpath
 
     assert fastpath.compile_available("inductor", "cpu") == ""  # this machine has g++ and Python.h
-    assert fastpath.compile_available("eager", "cpu") == ""     # builds nothing
+    assert fastpath.compile_available("eager", "cpu") == ""  # builds nothing
     real_which = shutil.which
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.delenv("CXX", raising=False)
@@ -121,6 +130,8 @@ def test_compile_without_its_compiler_is_one_line_before_any_compute(cfg, monkey
     from hpml_lab.training import train
 
     monkeypatch.setattr(fastpath, "compile_available", lambda backend, device: "no C++ compiler here")
-    with pytest.raises(ConfigError, match="compile=true cannot run: no C.. compiler here; or set compile=false"):
+    with pytest.raises(
+        ConfigError, match="compile=true cannot run: no C.. compiler here; or set compile=false"
+    ):
         train(cfg.replace(compile=True))
     assert not list(Path(cfg.results_dir).rglob("meta.json"))  # nothing ran, nothing written

@@ -1,12 +1,13 @@
 """Memory task: RevNet and checkpointing give the same gradients, and save the memory they claim."""
+
 import pytest
 import torch
 from torch import nn
 
 from hpml_lab import memory, models, training
-from hpml_lab.studies import memory as memory_study
 from hpml_lab.config import ConfigError, RunConfig
 from hpml_lab.models.revnet import RevUnit
+from hpml_lab.studies import memory as memory_study
 
 SMALL_REV = dict(stages=(2, 3, 2), widths=(8, 8, 16, 24))
 
@@ -84,6 +85,7 @@ def test_checkpointing_trains_early_layers_when_the_input_needs_no_grad():
 
 def test_activation_bytes_revnet_flat_with_depth_resnets_grow():
     """The issue's done-when check."""
+
     def act_bytes(name, **kw):  # 16x16 images keep it quick; the depth trend does not depend on size
         return memory.activation_bytes(models.build(name, **kw), 2, image_size=16)
 
@@ -123,8 +125,9 @@ def test_reference_parameter_counts():
     reference = {3: 476_020, 5: 796_468, 9: 1_437_364, 18: 2_879_380}
     for n, count in reference.items():
         assert models.count_parameters(models.build(f"revnet{12 * n + 2}", num_classes=100)) == count
-    assert [models.count_parameters(models.build(f"resnet{d}_adjusted", num_classes=100)) for d in (18, 34, 50)] == [
-        746_436, 1_393_476, 1_581_700]
+    assert [
+        models.count_parameters(models.build(f"resnet{d}_adjusted", num_classes=100)) for d in (18, 34, 50)
+    ] == [746_436, 1_393_476, 1_581_700]
 
 
 def test_state_bytes_and_prediction():
@@ -136,9 +139,16 @@ def test_state_bytes_and_prediction():
 
 
 def test_measure_rows_have_times_and_overheads():
-    specs = [{"label": "tiny", "family": "ResNet", "name": "resnet_tiny", "kwargs": {}, "baseline": "tiny"},
-             {"label": "tiny ckpt2", "family": "ResNet + checkpointing", "name": "resnet_tiny",
-              "kwargs": {"checkpoint_segments": 2}, "baseline": "tiny"}]
+    specs = [
+        {"label": "tiny", "family": "ResNet", "name": "resnet_tiny", "kwargs": {}, "baseline": "tiny"},
+        {
+            "label": "tiny ckpt2",
+            "family": "ResNet + checkpointing",
+            "name": "resnet_tiny",
+            "kwargs": {"checkpoint_segments": 2},
+            "baseline": "tiny",
+        },
+    ]
     rows = memory_study.measure(specs, batch_size=2, repeats=2, warmup=1, act_batch=2, log=lambda *a: None)
     assert [r["model"] for r in rows] == ["tiny", "tiny ckpt2"]
     assert rows[0]["time_vs_baseline"] == 1.0 and rows[1]["s_per_batch"] > 0 and rows[1]["repeats"] == 2
@@ -182,7 +192,9 @@ def test_cuda_peak_and_oom_rows(tmp_path):
 
 
 def test_a_setting_the_revnet_run_refuses_is_one_line_before_any_measurement(cifar_root, tmp_path):
-    cfg = RunConfig(task="memory", stem="imagenet", data_root=str(cifar_root), results_dir=str(tmp_path / "results"))
+    cfg = RunConfig(
+        task="memory", stem="imagenet", data_root=str(cifar_root), results_dir=str(tmp_path / "results")
+    )
     with pytest.raises(ConfigError, match="'stem' is 'imagenet'; 'revnet38' supports cifar"):
         memory_study.run(cfg, memory_study.Settings())
     assert not (tmp_path / "results").exists()

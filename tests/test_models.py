@@ -40,9 +40,16 @@ def test_imagenet_stem_accepts_64px():
 
 
 # Parameter counts where the lab or a reference publishes them (10 classes unless said).
-KNOWN = {("resnet18", 10): 11_173_962, ("resnet18_adjusted", 100): 746_436, ("resnet34_adjusted", 100): 1_393_476,
-         ("resnet50_adjusted", 100): 1_581_700, ("revnet38", 100): 476_020, ("revnet62", 100): 796_468,
-         ("revnet110", 100): 1_437_364, ("revnet218", 100): 2_879_380}
+KNOWN = {
+    ("resnet18", 10): 11_173_962,
+    ("resnet18_adjusted", 100): 746_436,
+    ("resnet34_adjusted", 100): 1_393_476,
+    ("resnet50_adjusted", 100): 1_581_700,
+    ("revnet38", 100): 476_020,
+    ("revnet62", 100): 796_468,
+    ("revnet110", 100): 1_437_364,
+    ("revnet218", 100): 2_879_380,
+}
 
 
 @pytest.mark.parametrize("name", models.available())

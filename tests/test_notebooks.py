@@ -1,4 +1,5 @@
 """Notebook hygiene, and each task's notebook executed once through papermill with tiny parameters."""
+
 import json
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def test_notebook_executes_and_renders(task_id, cifar_root, outdir, request):
     dataset, fixture = TASK_DATA.get(task_id, ("cifar10", None))
     root = request.getfixturevalue(fixture) if fixture else cifar_root
     params = {"data_root": str(root), **({"dataset": dataset} if fixture else {})}
-    outcome = runner.run_task(task_id, "tiny", cli_params=params, log=lambda *a: None)  # tasks.py's tiny profile
+    outcome = runner.run_task(
+        task_id, "tiny", cli_params=params, log=lambda *a: None
+    )  # tasks.py's tiny profile
     assert outcome.status == "ok", outcome.error
     html = (outdir / "reports" / f"{task_id}.html").read_text()
     assert "Synthetic data" in html and "data:image/png;base64" in html
@@ -79,7 +82,7 @@ def test_notebook_executes_and_renders(task_id, cifar_root, outdir, request):
     pending = PENDING_CLAIMS.get(task_id, ())
     assert [p for p in problems if not any(k in p for k in pending)] == []
     assert not pending or problems, f"{task_id}'s claims hold now: remove it from PENDING_CLAIMS"
-    body = html[html.index("<body"):]  # (the page style holds images of its own)
+    body = html[html.index("<body") :]  # (the page style holds images of its own)
     assert body.index("hpml-answer") < body.index("data:image/png;base64") and "index.html" in body
     assert f"<title>hpml-lab {tasks.TASKS[task_id].title}" in html
 
@@ -105,13 +108,20 @@ def test_failed_notebook_is_kept_and_shown_failed(cifar_root, outdir, tmp_path, 
 
 @pytest.mark.slow
 def test_bundle_holds_every_task_answer_first(cifar_root, outdir):
-    from hpml_lab.report import bundle
-
     import os
 
-    before = {k: os.environ.get(k) for k in ("HPML_LAB_HOME", "HPML_PROGRESS", "HPML_RENDERING", "PYTHONPATH")}
+    from hpml_lab.report import bundle
+
+    before = {
+        k: os.environ.get(k) for k in ("HPML_LAB_HOME", "HPML_PROGRESS", "HPML_RENDERING", "PYTHONPATH")
+    }
     for tid in ("c1", "questions"):
-        assert runner.run_task(tid, "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda *a: None).status == "ok"
+        assert (
+            runner.run_task(
+                tid, "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda *a: None
+            ).status
+            == "ok"
+        )
     # the kernel's environment was the task's alone: the caller's is as it was
     assert {k: os.environ.get(k) for k in before} == before
     page = bundle.write_bundle(outdir / "reports", log=lambda *a: None).read_text()
@@ -135,16 +145,24 @@ def test_plain_papermill_with_a_misspelt_parameter_is_refused(cifar_root, tmp_pa
     from papermill.exceptions import PapermillExecutionError
 
     with pytest.raises(PapermillExecutionError, match="unknown parameter 'batchsize' for task c1"):
-        papermill.execute_notebook(str(runner.notebooks_dir() / "c1_training.ipynb"), str(tmp_path / "out.ipynb"),
-                                   parameters={"batchsize": 64, "data_root": str(cifar_root)}, kernel_name=runner.KERNEL,
-                                   progress_bar=False, cwd=str(tmp_path))
+        papermill.execute_notebook(
+            str(runner.notebooks_dir() / "c1_training.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            parameters={"batchsize": 64, "data_root": str(cifar_root)},
+            kernel_name=runner.KERNEL,
+            progress_bar=False,
+            cwd=str(tmp_path),
+        )
 
 
 def test_injected_names_come_only_from_papermills_cell():
     from hpml_lab.report import notebook as nb
 
-    hist = ["", "# Parameters (papermill overrides these; keep literals only)\nepochs = 5\n",
-            "# Parameters\nbatchsize = 64\nepochs = 2\n"]
+    hist = [
+        "",
+        "# Parameters (papermill overrides these; keep literals only)\nepochs = 5\n",
+        "# Parameters\nbatchsize = 64\nepochs = 2\n",
+    ]
     assert nb.injected_names({"In": hist}) == ["batchsize", "epochs"]
     assert nb.injected_names({"In": hist[:2]}) == [] and nb.injected_names({}) == []
 
@@ -159,11 +177,40 @@ def test_plain_papermill_gets_log_lines_not_widgets_or_warnings(cifar_root, tmp_
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPML_")}
     out = tmp_path / "out.ipynb"
-    r = subprocess.run([str(Path(sys.executable).parent / "papermill"), str(runner.notebooks_dir() / "c1_training.ipynb"),
-                        str(out), "-k", runner.KERNEL, "--cwd", str(tmp_path), "-p", "data_root", str(cifar_root),
-                        "-p", "model", "resnet_tiny", "-p", "epochs", "1", "-p", "max_batches", "2",
-                        "-p", "batch_size", "8", "-p", "num_workers", "0"],
-                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "papermill"),
+            str(runner.notebooks_dir() / "c1_training.ipynb"),
+            str(out),
+            "-k",
+            runner.KERNEL,
+            "--cwd",
+            str(tmp_path),
+            "-p",
+            "data_root",
+            str(cifar_root),
+            "-p",
+            "model",
+            "resnet_tiny",
+            "-p",
+            "epochs",
+            "1",
+            "-p",
+            "max_batches",
+            "2",
+            "-p",
+            "batch_size",
+            "8",
+            "-p",
+            "num_workers",
+            "0",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     nb = nbformat.read(str(out), as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]

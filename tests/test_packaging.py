@@ -1,4 +1,5 @@
 """One dependency list (pyproject.toml); environment.yml and the Makefile only point at it."""
+
 import os
 import subprocess
 import sys
@@ -21,10 +22,26 @@ def test_environment_yml_installs_the_project_and_lists_no_packages():
 
 def test_pyproject_lists_every_dependency_and_constraints_pin_the_pair():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    names = {d.split(";")[0].split("=")[0].split(">")[0].split("<")[0].strip().lower() for d in meta["dependencies"]}
-    assert {"torch", "torchvision", "papermill", "nbconvert", "ipykernel", "jupyterlab", "matplotlib", "pandas",
-            "tqdm", "kaggle", "pyyaml"} <= names
-    pins = [l.strip() for l in (ROOT / "constraints.txt").read_text().splitlines() if l.strip() and l[0] != "#"]
+    names = {
+        d.split(";")[0].split("=")[0].split(">")[0].split("<")[0].strip().lower()
+        for d in meta["dependencies"]
+    }
+    assert {
+        "torch",
+        "torchvision",
+        "papermill",
+        "nbconvert",
+        "ipykernel",
+        "jupyterlab",
+        "matplotlib",
+        "pandas",
+        "tqdm",
+        "kaggle",
+        "pyyaml",
+    } <= names
+    pins = [
+        l.strip() for l in (ROOT / "constraints.txt").read_text().splitlines() if l.strip() and l[0] != "#"
+    ]
     assert "torch==2.11.0" in pins and "torchvision==0.26.0" in pins
 
 
@@ -56,27 +73,52 @@ def test_a_plain_install_runs_a_task_from_an_empty_folder(tmp_path, cifar_root):
     site, work, src = tmp_path / "site", tmp_path / "work", tmp_path / "src"
     work.mkdir()
     src.mkdir()
-    for name in ("pyproject.toml", "README.md", "hpml_lab", "notebooks"):  # a copy: the build writes build/ there
+    for name in (
+        "pyproject.toml",
+        "README.md",
+        "hpml_lab",
+        "notebooks",
+    ):  # a copy: the build writes build/ there
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, src / name)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(src)],
-                   check=True, capture_output=True)
-    env = {k: v for k, v in os.environ.items()  # a user's shell: no variables an earlier run in this process set
-           if k not in ("HPML_OUTPUT_DIR", "HPML_LAB_HOME", "HPML_PROGRESS", "HPML_RENDERING")}
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(src)],
+        check=True,
+        capture_output=True,
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()  # a user's shell: no variables an earlier run in this process set
+        if k not in ("HPML_OUTPUT_DIR", "HPML_LAB_HOME", "HPML_PROGRESS", "HPML_RENDERING")
+    }
     env["PYTHONPATH"] = str(site)
     cli = [sys.executable, "-m", "hpml_lab.report.cli"]
-    r = subprocess.run([*cli, "run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_root}"], cwd=work, env=env,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [*cli, "run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_root}"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert (work / "reports" / "c1.html").is_file() and (work / "reports" / "c1.answer.json").is_file()
-    assert r.stderr == "", r.stderr[-2000:]  # no warning from the kernel (it runs over Unix sockets) or anything else
-    r = subprocess.run([*cli, "report", "--bundle"], cwd=work, env=env, capture_output=True, text=True,
-                       timeout=300)  # the hand-in from what reports/ holds
+    assert r.stderr == "", r.stderr[
+        -2000:
+    ]  # no warning from the kernel (it runs over Unix sockets) or anything else
+    r = subprocess.run(
+        [*cli, "report", "--bundle"], cwd=work, env=env, capture_output=True, text=True, timeout=300
+    )  # the hand-in from what reports/ holds
     assert r.returncode == 0, r.stderr[-2000:]
     assert "<section class='task' id='c1'>" in (work / "reports" / "bundle.html").read_text()
     r = subprocess.run([*cli, "init", "mine"], cwd=work, env=env, capture_output=True, text=True)
     assert r.returncode == 0 and (work / "mine" / "notebooks" / "c1_training.ipynb").is_file()
-    r = subprocess.run([*cli, "slurm", "c1", "--gpus", "1", "-p", f"data_root={cifar_root}"], cwd=work, env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [*cli, "slurm", "c1", "--gpus", "1", "-p", f"data_root={cifar_root}"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     script = work / "slurm" / "c1-1x1.sbatch"
     assert script.is_file() and "hpml_lab.report.cli run c1" in script.read_text()

@@ -1,4 +1,5 @@
 """profiling's timers and statistics, checked against known sleeps and hand-computed quartiles."""
+
 import time
 
 import pytest

@@ -1,4 +1,5 @@
 """Lab 2 written questions answered by code: the lab's numbers for ResNet-18."""
+
 from hpml_lab import models
 from hpml_lab.studies import questions
 
@@ -10,7 +11,11 @@ def test_answers_for_resnet18():
     assert df["conv layers, all (answer, shortcuts counted)"] == 20
     assert df["input features of the last linear layer"] == 512
     sgd = {k.split(": ", 1)[1]: v for k, v in df.items() if k.startswith("SGD")}
-    assert sgd == {"parameters": 11_173_962, "gradients": 11_173_962, "optimizer state momentum_buffer": 11_173_962}
+    assert sgd == {
+        "parameters": 11_173_962,
+        "gradients": 11_173_962,
+        "optimizer state momentum_buffer": 11_173_962,
+    }
     adam = {k.split(": ", 1)[1]: v for k, v in df.items() if k.startswith("Adam")}
     assert adam["parameters"] == adam["gradients"] == adam["optimizer state exp_avg"] == 11_173_962
     assert adam["optimizer state exp_avg_sq"] == 11_173_962

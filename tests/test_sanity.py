@@ -1,4 +1,5 @@
 """Sanity flags from canned runs: a diverged run, a trend, n=2, a busy machine, a stand-in model, a live plot."""
+
 import math
 
 from hpml_lab import sanity
@@ -43,12 +44,19 @@ def test_stand_in_and_settings_that_differ():
     kinds = [f.kind for f in sanity.run_flags(cfg)]
     assert kinds == ["stand-in model", "settings differ"]
     rows = {r["setting"]: (r["ran"], r["lab"]) for r in sanity.ran_vs_lab(cfg)}
-    assert rows == {"model": ("resnet_tiny", "resnet18"), "lr": ("0.025", "0.1"), "batch_size": ("32", "128"),
-                    "epochs": ("3", "5"), "max_batches": ("6", "all")}
+    assert rows == {
+        "model": ("resnet_tiny", "resnet18"),
+        "lr": ("0.025", "0.1"),
+        "batch_size": ("32", "128"),
+        "epochs": ("3", "5"),
+        "max_batches": ("6", "all"),
+    }
     assert sanity.run_flags(RunConfig()) == []  # the lab's own settings raise nothing
     # a live plot's redraws count in total_s: flagged from what the run did (meta.json), else from the config
     assert [f.kind for f in sanity.run_flags(RunConfig(progress="plot"))] == ["live plot"]
-    assert sanity.run_flags(RunConfig(progress="plot"), meta={"progress": "bar"}) == []  # outside a kernel: a bar
+    assert (
+        sanity.run_flags(RunConfig(progress="plot"), meta={"progress": "bar"}) == []
+    )  # outside a kernel: a bar
     assert [f.kind for f in sanity.run_flags(RunConfig(), meta={"progress": "plot"})] == ["live plot"]
 
 
@@ -56,8 +64,12 @@ def test_busy_threshold_is_per_core_and_stated():
     # 2 cores: 2.0 is exactly one per core (not above), 4.0 is the load the reviewed reports ran at
     assert sanity.busy({"load1": 2.0, "cores": 2, "steal_pct": 0.0}) is None
     f = sanity.busy({"load1": 4.0, "cores": 2, "steal_pct": 0.0})
-    assert f.kind == "machine busy" and "4.0 on 2 usable cores" in f.message and "above 1 per core" in f.message
-    assert sanity.busy({"load1": 4.0, "cores": 8, "steal_pct": None}) is None  # the same load on 8 cores is fine
+    assert (
+        f.kind == "machine busy" and "4.0 on 2 usable cores" in f.message and "above 1 per core" in f.message
+    )
+    assert (
+        sanity.busy({"load1": 4.0, "cores": 8, "steal_pct": None}) is None
+    )  # the same load on 8 cores is fine
     assert "steal 25%, above 10%" in sanity.busy({"load1": None, "cores": 2, "steal_pct": 25.0}).message
     assert sanity.busy(None) is None and sanity.busy({}) is None
 
@@ -86,8 +98,10 @@ def test_noise_between_identical_configurations():
 
 def test_no_box_for_fewer_than_three_values():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     from hpml_lab.report import plots
 
     fig, ax = plt.subplots()
@@ -111,9 +125,13 @@ def test_every_report_says_busy_and_settings_differ(tmp_path, monkeypatch):
     notebook.answer(cfg, {"kind": "synthetic"}, [], title="C6")
     assert [f["kind"] for f in answers.load("c6")["flags"]] == ["settings differ"]
     sanity.observe({"load1": 5.0, "cores": 2, "steal_pct": 0.0})
-    notebook.answer(cfg, {"kind": "synthetic"}, [], flags=[sanity.Flag("settings differ", "given")], title="C6")
+    notebook.answer(
+        cfg, {"kind": "synthetic"}, [], flags=[sanity.Flag("settings differ", "given")], title="C6"
+    )
     rec = answers.load("c6")
     assert [f["kind"] for f in rec["flags"]] == ["settings differ", "machine busy"]
     assert rec["ran_vs_lab"] == [{"setting": "batch_size", "ran": "32", "lab": "128"}]
-    notebook.answer(RunConfig(task="c6"), {"kind": "real"}, [], title="C6")  # the lab's settings: no table, no flag
+    notebook.answer(
+        RunConfig(task="c6"), {"kind": "real"}, [], title="C6"
+    )  # the lab's settings: no table, no flag
     assert [f["kind"] for f in answers.load("c6")["flags"]] == ["machine busy"]

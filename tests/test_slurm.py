@@ -1,11 +1,12 @@
 """`hpml-lab slurm`: sbatch scripts for one node (torchrun --standalone) and several (srun + torchrun, c10d), GPU and
 CPU nodes. What the scripts say; tests/test_slurm_real.py submits them to a real Slurm."""
+
 import subprocess
 
 import pytest
 
-from hpml_lab.report import cli, slurm
 from hpml_lab.config import ConfigError
+from hpml_lab.report import cli, slurm
 
 
 def _bash_n(path):
@@ -15,15 +16,34 @@ def _bash_n(path):
 
 def test_one_node_script(tmp_path):
     out = tmp_path / "one.sbatch"
-    assert cli.main(["slurm", "c1", "--gpus", "2", "--time", "00:30", "--partition", "gpu",
-                     "-p", "batch_size=512", "-o", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "slurm",
+                "c1",
+                "--gpus",
+                "2",
+                "--time",
+                "00:30",
+                "--partition",
+                "gpu",
+                "-p",
+                "batch_size=512",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     _bash_n(out)
     text = out.read_text()
     assert "#SBATCH --gpus-per-node=2" in text and "#SBATCH --nodes=1" in text
     assert "#SBATCH --time=00:30:00" in text and "#SBATCH --partition=gpu" in text
     assert "torch.distributed.run --standalone --nproc-per-node=2" in text and "srun" not in text
     assert "--batch-size 512" in text and "--task c1" in text
-    assert "hpml_lab.report.cli run c1 --profile full -p batch_size=512" in text  # papermill + HTML at the end
+    assert (
+        "hpml_lab.report.cli run c1 --profile full -p batch_size=512" in text
+    )  # papermill + HTML at the end
     assert "HPML_PROGRESS=log" in text and "check_dataset" in text
 
 
@@ -40,27 +60,38 @@ def test_multi_node_script(tmp_path):
     assert text.index("-m hpml_lab") < text.index("hpml_lab.report.cli run c1")
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"time": "90 minutes"}, "--time"), ({"gpus": -1}, "--gpus"), ({"partition": "a b"}, "--partition"),
-    ({"params": {"batch_sise": "3"}}, "unknown parameter"), ({"params": {"epochs": "x"}}, "epochs"),
-    ({"gpus": 2, "ntasks_per_node": 2}, "--ntasks-per-node is for CPU jobs"),
-    ({"gpus": 0, "ntasks_per_node": 0}, "--ntasks-per-node must be at least 1"),
-    ({"gpus": 0, "params": {"device": "cuda"}}, "--gpus 0 asks for CPU nodes"),
-    ({"time": "00:02", "signal_lead_s": 120}, "--signal-lead"), ({"signal_lead_s": 0}, "--signal-lead"),
-    ({"train_params": {"lodaer": "tensor"}}, "unknown parameter 'lodaer'"),
-    ({"train_params": {"loader": "gpu"}}, "loader"),
-    ({"train": False, "report": False}, "nothing to run"),
-    ({"gpus": 0, "cpus_per_task": 0}, "--cpus-per-task"),
-    ({"gpus": 0, "train_params": {"device": "cuda"}}, "--train device=cuda"),
-    # issue 22: values written into the script that fail only when the job runs, or blame the wrong option
-    ({"train_params": {"task": "../../etc"}}, "--train task=... is not a setting"),
-    ({"params": {"task": "c2"}}, "-p task=... is not a setting"),
-    ({"time": "0:00"}, "--time must be at least 00:01"), ({"time": "00:00:30"}, "--time must be at least 00:01"),
-    ({"time": "\u0661\u0662:00"}, "ASCII digits"), ({"time": "01:75"}, "below 60"),
-    ({"save_model": ""}, "--save-model needs a file path"), ({"nodes": 10 ** 9}, "--nodes 1 to 10000"),
-    ({"gpus": 10 ** 6}, "--gpus must be 0"), ({"train_params": {"batch_size": "1e20"}}, "'batch_size' must be int"),
-    ({"train_params": {"run_id": "..x"}}, "plain folder name"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"time": "90 minutes"}, "--time"),
+        ({"gpus": -1}, "--gpus"),
+        ({"partition": "a b"}, "--partition"),
+        ({"params": {"batch_sise": "3"}}, "unknown parameter"),
+        ({"params": {"epochs": "x"}}, "epochs"),
+        ({"gpus": 2, "ntasks_per_node": 2}, "--ntasks-per-node is for CPU jobs"),
+        ({"gpus": 0, "ntasks_per_node": 0}, "--ntasks-per-node must be at least 1"),
+        ({"gpus": 0, "params": {"device": "cuda"}}, "--gpus 0 asks for CPU nodes"),
+        ({"time": "00:02", "signal_lead_s": 120}, "--signal-lead"),
+        ({"signal_lead_s": 0}, "--signal-lead"),
+        ({"train_params": {"lodaer": "tensor"}}, "unknown parameter 'lodaer'"),
+        ({"train_params": {"loader": "gpu"}}, "loader"),
+        ({"train": False, "report": False}, "nothing to run"),
+        ({"gpus": 0, "cpus_per_task": 0}, "--cpus-per-task"),
+        ({"gpus": 0, "train_params": {"device": "cuda"}}, "--train device=cuda"),
+        # issue 22: values written into the script that fail only when the job runs, or blame the wrong option
+        ({"train_params": {"task": "../../etc"}}, "--train task=... is not a setting"),
+        ({"params": {"task": "c2"}}, "-p task=... is not a setting"),
+        ({"time": "0:00"}, "--time must be at least 00:01"),
+        ({"time": "00:00:30"}, "--time must be at least 00:01"),
+        ({"time": "\u0661\u0662:00"}, "ASCII digits"),
+        ({"time": "01:75"}, "below 60"),
+        ({"save_model": ""}, "--save-model needs a file path"),
+        ({"nodes": 10**9}, "--nodes 1 to 10000"),
+        ({"gpus": 10**6}, "--gpus must be 0"),
+        ({"train_params": {"batch_size": "1e20"}}, "'batch_size' must be int"),
+        ({"train_params": {"run_id": "..x"}}, "plain folder name"),
+    ],
+)
 def test_bad_input_is_one_line(kw, match):
     with pytest.raises(ConfigError, match=match):
         slurm.render("c1", **kw)
@@ -91,12 +122,14 @@ def test_time_limit_warning_and_resumable_steps(tmp_path):
     text = slurm.render("c3", gpus=1, time="02:00", signal_lead_s=300)
     assert "#SBATCH --signal=B:USR1@300" in text and "trap stop_step USR1" in text
     assert "#SBATCH --signal=B:USR1@180" in slurm.render("c3", gpus=1, time="02:00")  # the default
-    assert "#SBATCH --signal=B:USR1@30" in slurm.render("c3", gpus=1, time="00:02")  # a quarter of a short limit
+    assert "#SBATCH --signal=B:USR1@30" in slurm.render(
+        "c3", gpus=1, time="00:02"
+    )  # a quarter of a short limit
     # both steps run under `step` (in the background, so the trap acts at once); training skips a complete run
     assert 'step "$PY" -m torch.distributed.run' in text and "--if-missing true" in text
     assert 'step "$PY" -m hpml_lab.report.cli run c3' in text
     # study settings (C3's tolerance, patience, max_workers) go to the notebook, never to the training step
-    train_line = text[text.index("-m hpml_lab --task c3"):].splitlines()[0]
+    train_line = text[text.index("-m hpml_lab --task c3") :].splitlines()[0]
     assert "--tolerance" not in train_line and "--max-workers" not in train_line
     no_train = slurm.render("c3", gpus=1, train=False)
     assert "torch.distributed.run" not in no_train and "hpml_lab.report.cli run c3" in no_train
@@ -113,13 +146,17 @@ def test_step_stops_the_running_step_on_the_warning_signal(tmp_path):
     import time
 
     text = slurm.render("c1", gpus=1)
-    functions = text[text.index('STEP_PID=""'):text.index("# 1. The dataset")]
+    functions = text[text.index('STEP_PID=""') : text.index("# 1. The dataset")]
     marker = tmp_path / "second-step-ran"
     script = tmp_path / "s.sh"
-    script.write_text("set -euo pipefail\n" + functions + f"""
+    script.write_text(
+        "set -euo pipefail\n"
+        + functions
+        + f"""
 step bash -c 'trap "echo child got TERM; exit 143" TERM; sleep 60 & wait'
 step touch {marker}
-""")
+"""
+    )
     p = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)
     t0 = time.monotonic()
@@ -131,7 +168,9 @@ step touch {marker}
     # the step's own status comes back, also for a step that ends while the shell handles the signal
     quick = tmp_path / "q.sh"
     quick.write_text("set -uo pipefail\n" + functions + "\nstep bash -c 'exit 7'; echo status=$?\n")
-    assert "status=7" in subprocess.run(["bash", str(quick)], capture_output=True, text=True, timeout=30).stdout
+    assert (
+        "status=7" in subprocess.run(["bash", str(quick)], capture_output=True, text=True, timeout=30).stdout
+    )
 
 
 def test_notebooks_without_a_device_parameter_still_get_cpu_jobs(tmp_path):

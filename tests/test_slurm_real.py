@@ -4,6 +4,7 @@ running on this host (tests/slurm_local.py: munged, slurmctld, two slurmd daemon
 Marked `slurm`; skipped with the reason where Slurm is not installed or the tests do not run as root
 (`.ci/run` installs Debian's slurm-wlm and munge in CI). Each job trains the tiny ResNet on CPU with gloo.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,16 +16,34 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from slurm_local import LocalSlurm, free_port, unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.slurm, pytest.mark.slow,
-              pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "-")]
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "-"),
+]
 
 # The training step's settings, and a single process's at the same global batch: DDP must give its weights.
-TINY = ["--model", "resnet_tiny", "--epochs", "2", "--max-batches", "2", "--num-workers", "0", "--norm", "none",
-        "--device", "cpu", "--augment", "false", "--shuffle", "false"]
+TINY = [
+    "--model",
+    "resnet_tiny",
+    "--epochs",
+    "2",
+    "--max-batches",
+    "2",
+    "--num-workers",
+    "0",
+    "--norm",
+    "none",
+    "--device",
+    "cpu",
+    "--augment",
+    "false",
+    "--shuffle",
+    "false",
+]
 
 
 @pytest.fixture(scope="module")
@@ -41,26 +60,55 @@ def cluster(tmp_path_factory):
 def reference(cifar_root, tmp_path_factory):
     """One process at batch 32 (the global batch of 2 ranks at 16), no Slurm: its final weights."""
     work = tmp_path_factory.mktemp("reference")
-    r = subprocess.run([sys.executable, "-m", "hpml_lab", *TINY, "--batch-size", "32", "--task", "ref",
-                        "--data-root", str(cifar_root), "--progress", "none", "--save-model", "one.pt"],
-                       cwd=work, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpml_lab",
+            *TINY,
+            "--batch-size",
+            "32",
+            "--task",
+            "ref",
+            "--data-root",
+            str(cifar_root),
+            "--progress",
+            "none",
+            "--save-model",
+            "one.pt",
+        ],
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return torch.load(work / "one.pt")
 
 
 def _job_env() -> dict[str, str]:
     # sbatch passes the submitting environment on (--export=ALL): the job uses this interpreter and checkout
-    return {"HPML_PYTHON": sys.executable, "PYTHONPATH": str(ROOT), "RDZV_PORT": str(free_port()),
-            "HPML_DIST_TIMEOUT_S": "120"}
+    return {
+        "HPML_PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT),
+        "RDZV_PORT": str(free_port()),
+        "HPML_DIST_TIMEOUT_S": "120",
+    }
 
 
 def _write_script(work: Path, *args: str) -> Path:
     """`hpml-lab slurm ARGS` run in `work` from a user's shell: the job works (and writes) there."""
     script = work / "job.sbatch"
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPML_")}
-    r = subprocess.run([sys.executable, "-m", "hpml_lab.report.cli", "slurm", *args, "-o", str(script)], cwd=work,
-                       env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "hpml_lab.report.cli", "slurm", *args, "-o", str(script)],
+        cwd=work,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert f"cd {work}" in script.read_text()
     return script
@@ -82,10 +130,28 @@ def _runs(work: Path, task: str) -> list[dict]:
 def _c1_job(cluster, cifar_root, tmp_path, reference, *shape: str, world: int, report: bool = True):
     work = tmp_path / "work"
     work.mkdir()
-    script = _write_script(work, "c1", "--gpus", "0", *shape, *([] if report else ["--no-report"]),
-                           "--profile", "tiny", "--time", "00:10",
-                           "-p", f"data_root={cifar_root}", "-p", "norm=none", "--train", "augment=false",
-                           "--train", "shuffle=false", "--save-model", "ddp.pt")
+    script = _write_script(
+        work,
+        "c1",
+        "--gpus",
+        "0",
+        *shape,
+        *([] if report else ["--no-report"]),
+        "--profile",
+        "tiny",
+        "--time",
+        "00:10",
+        "-p",
+        f"data_root={cifar_root}",
+        "-p",
+        "norm=none",
+        "--train",
+        "augment=false",
+        "--train",
+        "shuffle=false",
+        "--save-model",
+        "ddp.pt",
+    )
     job = cluster.submit(script, work, env=_job_env(), timeout_s=400)
     assert (job.returncode, job.state) == (0, "COMPLETED"), job.output[-6000:] + cluster.logs()[-3000:]
     # The torchrun step: `world` ranks over the allocation, weights equal to one process at the same global batch.
@@ -118,8 +184,20 @@ def test_cpu_job_across_two_nodes(cluster, cifar_root, tmp_path, reference):
     """Two slurmd daemons on this host are two nodes: srun starts one torchrun on each (not one per task of the
     allocation), each starts 2 ranks, c10d rendezvous on the first node's NodeAddr: 4 ranks at batch 8 equal one
     process at 32. The notebook step is left out (--no-report): the test above covers it."""
-    job = _c1_job(cluster, cifar_root, tmp_path, reference, "--nodes", "2", "--ntasks-per-node", "2",
-                  "-p", "batch_size=8", world=4, report=False)
+    job = _c1_job(
+        cluster,
+        cifar_root,
+        tmp_path,
+        reference,
+        "--nodes",
+        "2",
+        "--ntasks-per-node",
+        "2",
+        "-p",
+        "batch_size=8",
+        world=4,
+        report=False,
+    )
     assert "rendezvous on n1 (127.0.0.1:" in job.output
     print(f"{cluster.version}: 2 nodes x 2 ranks, job {job.id} took {job.seconds:.0f} s")
 
@@ -133,24 +211,52 @@ def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_r
     the first job completed, and finishes."""
     work = tmp_path / "work"
     work.mkdir()
-    script = _write_script(work, "c6", "--gpus", "0", "--ntasks-per-node", "2", "--profile", "tiny", "--time", "00:04",
-                           "--signal-lead", "60",
-                           "-p", f"data_root={cifar_root}", "-p", "epochs=3", "-p", "max_batches=0")
+    script = _write_script(
+        work,
+        "c6",
+        "--gpus",
+        "0",
+        "--ntasks-per-node",
+        "2",
+        "--profile",
+        "tiny",
+        "--time",
+        "00:04",
+        "--signal-lead",
+        "60",
+        "-p",
+        f"data_root={cifar_root}",
+        "-p",
+        "epochs=3",
+        "-p",
+        "max_batches=0",
+    )
     sent, started = [], time.monotonic()
 
     def warn_after_the_first_sweep_run(job_id):
-        if not sent and any(m["status"] == "complete" for m in _runs(work, "c6") if not m["run_id"].startswith("ddp")):
+        if not sent and any(
+            m["status"] == "complete" for m in _runs(work, "c6") if not m["run_id"].startswith("ddp")
+        ):
             cluster.signal_batch(job_id, "USR1")
             sent.append(time.monotonic() - started)
 
-    first = cluster.submit(script, work, env=_job_env(), timeout_s=300, while_running=warn_after_the_first_sweep_run)
-    assert first.state == "FAILED" and first.returncode != 0, (first.state, first.output[-4000:])  # not TIMEOUT
+    first = cluster.submit(
+        script, work, env=_job_env(), timeout_s=300, while_running=warn_after_the_first_sweep_run
+    )
+    assert first.state == "FAILED" and first.returncode != 0, (
+        first.state,
+        first.output[-4000:],
+    )  # not TIMEOUT
     assert sent and "SIGUSR1, the time limit is near" in first.output and first.seconds < 150
     runs = _runs(work, "c6")
     statuses = [m["status"] for m in runs]
-    assert set(statuses) <= {"complete", "interrupted"}, statuses  # nothing left "running", nothing half-written
+    assert set(statuses) <= {"complete", "interrupted"}, (
+        statuses
+    )  # nothing left "running", nothing half-written
     assert [m["status"] for m in runs if m["run_id"].startswith("ddp")] == ["complete"]  # the training step
-    done_first = sorted(m["run_id"] for m in runs if m["status"] == "complete" and not m["run_id"].startswith("ddp"))
+    done_first = sorted(
+        m["run_id"] for m in runs if m["status"] == "complete" and not m["run_id"].startswith("ddp")
+    )
     assert 1 <= len(done_first) < 5, done_first  # the warning came while the sweep ran
     outcome = json.loads((work / "reports" / "executed" / "c6.json").read_text())
     assert outcome["status"] == "interrupted", outcome
@@ -158,12 +264,17 @@ def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_r
     second = cluster.submit(script, work, "--time=10", env=_job_env(), timeout_s=400)
     assert (second.returncode, second.state) == (0, "COMPLETED"), second.output[-4000:]
     assert "complete already: " in second.output  # the training step went straight on (--if-missing)
-    reused = sorted(line.split("] ")[1].split(":")[0].split("/")[1]
-                    for line in second.output.splitlines() if "complete from an earlier run, skipped" in line)
+    reused = sorted(
+        line.split("] ")[1].split(":")[0].split("/")[1]
+        for line in second.output.splitlines()
+        if "complete from an earlier run, skipped" in line
+    )
     assert reused == done_first  # resumed where it stopped: what was complete is reused, nothing else
     runs = _runs(work, "c6")
     assert len(runs) == 6 and all(m["status"] == "complete" for m in runs)
     assert json.loads((work / "reports" / "executed" / "c6.json").read_text())["status"] == "ok"
-    print(f"time limit: the first job stopped after {first.seconds:.0f} s (the test's USR1 sent {sent[0]:.0f} s in) "
-          f"with the training run and "
-          f"{len(done_first)} of 5 sweep runs complete; the second reused them and finished in {second.seconds:.0f} s")
+    print(
+        f"time limit: the first job stopped after {first.seconds:.0f} s (the test's USR1 sent {sent[0]:.0f} s in) "
+        f"with the training run and "
+        f"{len(done_first)} of 5 sweep runs complete; the second reused them and finished in {second.seconds:.0f} s"
+    )

@@ -1,12 +1,13 @@
 """Sweeps resume: an interrupted sweep run again skips what is complete and loses nothing."""
+
 import json
 
 import pytest
 
 from hpml_lab import results
 from hpml_lab.config import RunConfig
-from hpml_lab.sweeps import run_sweep, tables
 from hpml_lab.io import atomic_write_csv
+from hpml_lab.sweeps import run_sweep, tables
 
 
 class Boom(Exception):
@@ -14,8 +15,10 @@ class Boom(Exception):
 
 
 def _configs(tmp_path):
-    return [RunConfig(task="sw", results_dir=str(tmp_path / "results"), model="resnet_tiny", optimizer=o)
-            for o in ("sgd", "sgd_nesterov", "adagrad", "adadelta", "adam")]
+    return [
+        RunConfig(task="sw", results_dir=str(tmp_path / "results"), model="resnet_tiny", optimizer=o)
+        for o in ("sgd", "sgd_nesterov", "adagrad", "adadelta", "adam")
+    ]
 
 
 def _fake_run(calls, fail_at=None):
@@ -28,6 +31,7 @@ def _fake_run(calls, fail_at=None):
         atomic_write_csv(cfg.run_dir() / "epochs.csv", [{"epoch": 1, "loss": len(calls)}])
         results.write_meta(cfg.run_dir(), {"status": "complete", "config": cfg.to_dict()})
         return cfg.optimizer
+
     return run_one
 
 
@@ -86,8 +90,9 @@ def test_complete_run_on_other_data_is_not_reused(tmp_path, cifar_root):
 
     def run_one(cfg):
         calls.append(cfg.data_root)
-        results.write_meta(cfg.run_dir(), {"status": "complete", "config": cfg.to_dict(),
-                                           "dataset": dataset_info(cfg)})
+        results.write_meta(
+            cfg.run_dir(), {"status": "complete", "config": cfg.to_dict(), "dataset": dataset_info(cfg)}
+        )
 
     base = RunConfig(task="sw", results_dir=str(tmp_path / "results"), data_root=str(cifar_root))
     run_sweep([base], run_one, log=None)
@@ -145,7 +150,9 @@ def test_a_complete_run_whose_files_disagree_is_not_reused(tmp_path, capsys, cut
     assert results.is_complete(cfg.run_dir())
 
 
-@pytest.mark.parametrize("text", ["[]", "null", "3", '{"status": "complete", "config": []}', '{"status": "comp'])
+@pytest.mark.parametrize(
+    "text", ["[]", "null", "3", '{"status": "complete", "config": []}', '{"status": "comp']
+)
 def test_a_meta_json_that_is_no_record_is_not_complete_and_breaks_no_reader(tmp_path, text):
     cfg = _configs(tmp_path)[0]
     cfg.run_dir().mkdir(parents=True)

@@ -1,5 +1,6 @@
 """Tiny ImageNet: the synthetic archive, the real downloader against a local HTTP server (resume,
 truncated and corrupted archives, partial copies), the loaders, Kaggle's credential message, train()."""
+
 import http.server
 import sys
 import threading
@@ -9,14 +10,21 @@ from pathlib import Path
 import pytest
 
 from hpml_lab.config import RunConfig
-from hpml_lab.data import DatasetError, tinyimagenet as tin
+from hpml_lab.data import DatasetError
+from hpml_lab.data import tinyimagenet as tin
 
 
 @pytest.fixture(scope="session")
 def archive_bytes(tmp_path_factory):
     """A synthetic tiny-imagenet-200.zip: 200 classes x 2 train, 1 val each, 4 test images."""
-    path = tin.synthesize_archive(tmp_path_factory.mktemp("zip") / tin.ARCHIVE, classes=200, per_class=2,
-                                  val_per_class=1, n_test=4, seed=1)
+    path = tin.synthesize_archive(
+        tmp_path_factory.mktemp("zip") / tin.ARCHIVE,
+        classes=200,
+        per_class=2,
+        val_per_class=1,
+        n_test=4,
+        seed=1,
+    )
     return path.read_bytes()
 
 
@@ -49,7 +57,9 @@ class _Server:
                 body = outer.blob[start:]
                 self.send_response(206 if rng else 200)
                 if rng:
-                    self.send_header("Content-Range", f"bytes {start}-{len(outer.blob) - 1}/{len(outer.blob)}")
+                    self.send_header(
+                        "Content-Range", f"bytes {start}-{len(outer.blob) - 1}/{len(outer.blob)}"
+                    )
                 if outer.length:  # without it (HTTP/1.0) the body ends when the connection closes
                     self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -103,13 +113,23 @@ def test_synthetic_archive_has_the_official_layout(archive_bytes, tmp_path):
     wnids = zipfile.ZipFile(tmp_path / "z.zip").read(top + "wnids.txt").decode().split()
     assert len(wnids) == 200
     w = wnids[0]
-    for n in ("wnids.txt", "words.txt", f"train/{w}/images/{w}_0.JPEG", f"train/{w}/{w}_boxes.txt",
-              "val/images/val_0.JPEG", "val/val_annotations.txt", "test/images/test_0.JPEG"):
+    for n in (
+        "wnids.txt",
+        "words.txt",
+        f"train/{w}/images/{w}_0.JPEG",
+        f"train/{w}/{w}_boxes.txt",
+        "val/images/val_0.JPEG",
+        "val/val_annotations.txt",
+        "test/images/test_0.JPEG",
+    ):
         assert top + n in names, n
-    from PIL import Image
     import io
 
-    img = Image.open(io.BytesIO(zipfile.ZipFile(tmp_path / "z.zip").read(f"{top}train/{w}/images/{w}_1.JPEG")))
+    from PIL import Image
+
+    img = Image.open(
+        io.BytesIO(zipfile.ZipFile(tmp_path / "z.zip").read(f"{top}train/{w}/images/{w}_1.JPEG"))
+    )
     assert img.format == "JPEG" and img.size == (64, 64)
 
 
@@ -157,7 +177,7 @@ def test_bad_archive_is_a_clear_error_and_leaves_nothing(archive_bytes, serve, t
     else:  # flip bytes inside a stored JPEG: the zip directory is intact, a CRC is not
         blob = bytearray(archive_bytes)
         mid = len(blob) // 2
-        blob[mid:mid + 64] = bytes(b ^ 0xFF for b in blob[mid:mid + 64])
+        blob[mid : mid + 64] = bytes(b ^ 0xFF for b in blob[mid : mid + 64])
         blob = bytes(blob)
     server = serve(blob)
     root = tmp_path / "data"
@@ -192,7 +212,9 @@ def test_kaggle_without_credentials_is_one_line(tmp_path, monkeypatch, how):
     fake = tmp_path / "fake"
     (fake / "kaggle").mkdir(parents=True)
     body = "raise SystemExit(1)" if how == "exit" else "raise OSError('Could not find kaggle.json')"
-    (fake / "kaggle" / "__init__.py").write_text(f"print('Authentication required ... pages of help')\n{body}\n")
+    (fake / "kaggle" / "__init__.py").write_text(
+        f"print('Authentication required ... pages of help')\n{body}\n"
+    )
     monkeypatch.syspath_prepend(str(fake))
     monkeypatch.delitem(sys.modules, "kaggle", raising=False)
     with pytest.raises(DatasetError) as err:
@@ -204,16 +226,44 @@ def test_kaggle_without_credentials_is_one_line(tmp_path, monkeypatch, how):
 
 
 def test_cli_synth_then_train_with_200_classes(tmp_path, monkeypatch):
-    from hpml_lab.report import cli
     from hpml_lab import train
+    from hpml_lab.report import cli
 
     root = tmp_path / "data"
-    assert cli.main(["data", "synth", "tinyimagenet", "--root", str(root), "--classes", "200", "--per-class", "1",
-                     "--val-per-class", "0", "--n-test-images", "0"]) == 0
+    assert (
+        cli.main(
+            [
+                "data",
+                "synth",
+                "tinyimagenet",
+                "--root",
+                str(root),
+                "--classes",
+                "200",
+                "--per-class",
+                "1",
+                "--val-per-class",
+                "0",
+                "--n-test-images",
+                "0",
+            ]
+        )
+        == 0
+    )
     assert cli.main(["data", "synth", "tinyimagenet", "--root", str(root)]) == 2  # exists: needs --force
-    cfg = RunConfig(task="t", dataset="tinyimagenet", data_root=str(root), model="resnet_tiny", batch_size=8,
-                    epochs=1, max_batches=1, num_workers=0, device="cpu", progress="none",
-                    results_dir=str(tmp_path / "results"))
+    cfg = RunConfig(
+        task="t",
+        dataset="tinyimagenet",
+        data_root=str(root),
+        model="resnet_tiny",
+        batch_size=8,
+        epochs=1,
+        max_batches=1,
+        num_workers=0,
+        device="cpu",
+        progress="none",
+        results_dir=str(tmp_path / "results"),
+    )
     run = train(cfg)
     assert run.model.linear.out_features == 200
     assert run.meta["dataset"]["kind"] == "synthetic"

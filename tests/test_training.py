@@ -1,10 +1,9 @@
 import json
 import subprocess
 import sys
-
-import pandas as pd
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -67,7 +66,9 @@ def test_epochs_csv_carries_each_epochs_peak_memory(tiny_cfg):
     ep = pd.read_csv(run.run_dir / "epochs.csv")
     assert list(ep.columns[-4:]) == MEMORY_COLUMNS
     rss = ep["peak_rss_mb"]
-    assert (rss > 10).all() and (rss < 1e5).all(), rss  # a Python process with torch loaded: tens of MB at least
+    assert (rss > 10).all() and (rss < 1e5).all(), (
+        rss
+    )  # a Python process with torch loaded: tens of MB at least
     assert ep[["peak_allocated_mb", "peak_reserved_mb", "alloc_retries"]].isna().all().all()  # no CUDA here
     assert "peak_rss_mb" in run.meta["memory_note"]
 
@@ -79,8 +80,14 @@ def test_the_reports_memory_table_shows_what_was_measured_with_units(monkeypatch
     shown = []
     monkeypatch.setattr(nb, "display", lambda obj: shown.append(getattr(obj, "data", obj)))
     nan = float("nan")
-    cpu = pd.DataFrame({"device": "cpu", "epoch": [1, 2], **dict.fromkeys(MEMORY_COLUMNS[:3], nan),
-                        "peak_rss_mb": [900.25, 901.5]})
+    cpu = pd.DataFrame(
+        {
+            "device": "cpu",
+            "epoch": [1, 2],
+            **dict.fromkeys(MEMORY_COLUMNS[:3], nan),
+            "peak_rss_mb": [900.25, 901.5],
+        }
+    )
     html = nb.memory_table(cpu, by=("device",)).to_html()
     assert "process peak RSS (MB)" in html and "900.2" in html and "MB)" in html
     assert "CUDA" not in html  # the columns no epoch measured are left out of the table ...
@@ -155,9 +162,29 @@ def test_cuda_request_without_cuda_is_a_clear_error(tiny_cfg):
 @pytest.mark.slow
 def test_module_entry_point_saves_model(tiny_cfg, tmp_path):
     out = tmp_path / "w.pt"
-    args = [sys.executable, "-m", "hpml_lab", "--data-root", tiny_cfg.data_root, "--results-dir",
-            tiny_cfg.results_dir, "--model", "resnet_tiny", "--epochs", "1", "--max-batches", "2",
-            "--batch-size", "8", "--num_workers", "0", "--augment", "false", "--save-model", str(out)]
+    args = [
+        sys.executable,
+        "-m",
+        "hpml_lab",
+        "--data-root",
+        tiny_cfg.data_root,
+        "--results-dir",
+        tiny_cfg.results_dir,
+        "--model",
+        "resnet_tiny",
+        "--epochs",
+        "1",
+        "--max-batches",
+        "2",
+        "--batch-size",
+        "8",
+        "--num_workers",
+        "0",
+        "--augment",
+        "false",
+        "--save-model",
+        str(out),
+    ]
     p = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "RuntimeWarning" not in p.stderr
@@ -172,9 +199,30 @@ def test_if_missing_skips_a_complete_run_of_the_same_settings(tiny_cfg, capsys):
 
     from hpml_lab.__main__ import _main
 
-    args = ["--data-root", tiny_cfg.data_root, "--results-dir", tiny_cfg.results_dir, "--model", "resnet_tiny",
-            "--epochs", "1", "--max-batches", "1", "--batch-size", "8", "--num-workers", "0", "--progress", "none",
-            "--device", "cpu", "--task", "again", "--if-missing", "true"]
+    args = [
+        "--data-root",
+        tiny_cfg.data_root,
+        "--results-dir",
+        tiny_cfg.results_dir,
+        "--model",
+        "resnet_tiny",
+        "--epochs",
+        "1",
+        "--max-batches",
+        "1",
+        "--batch-size",
+        "8",
+        "--num-workers",
+        "0",
+        "--progress",
+        "none",
+        "--device",
+        "cpu",
+        "--task",
+        "again",
+        "--if-missing",
+        "true",
+    ]
     assert _main(args) == 0
     run = next((Path(tiny_cfg.results_dir) / "again").iterdir())
     started = json.loads((run / "meta.json").read_text())["started_at"]
@@ -191,8 +239,9 @@ def test_if_missing_skips_a_complete_run_of_the_same_settings(tiny_cfg, capsys):
 
 @pytest.mark.slow
 def test_module_entry_point_rejects_unknown_flag(tiny_cfg):
-    p = subprocess.run([sys.executable, "-m", "hpml_lab", "--batchsize", "3"], capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "hpml_lab", "--batchsize", "3"], capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 2 and "unknown parameter 'batchsize'" in p.stderr
 
 
@@ -201,8 +250,10 @@ def test_the_cpu_allocators_failure_counts_as_out_of_memory():
 
     from hpml_lab.device import is_oom
 
-    with pytest.raises(RuntimeError) as err:  # the real allocator's refusal, as a batch too large would meet it
-        torch.empty(2 ** 60, dtype=torch.uint8)
+    with pytest.raises(
+        RuntimeError
+    ) as err:  # the real allocator's refusal, as a batch too large would meet it
+        torch.empty(2**60, dtype=torch.uint8)
     assert is_oom(err.value) and not is_oom(RuntimeError("shape mismatch"))
 
 
@@ -214,10 +265,15 @@ def test_compiled_runs_in_one_process_each_compile_afresh_and_stay_compiled(tiny
 
     counts = [dynamo.utils.counters["stats"]["unique_graphs"]]  # graphs compiled so far in this process
     for b in (3, 6, 7, 8, 9):  # 20 images: a smaller last batch at every size but none
-        train(tiny_cfg.replace(compile=True, compile_backend="eager", subset=20, max_batches=0, epochs=1,
-                               batch_size=b))
+        train(
+            tiny_cfg.replace(
+                compile=True, compile_backend="eager", subset=20, max_batches=0, epochs=1, batch_size=b
+            )
+        )
         counts.append(dynamo.utils.counters["stats"]["unique_graphs"])  # graphs compiled so far
-    assert dynamo.config.fail_on_recompile_limit_hit  # should one run pass the limit: an error, not eager code
+    assert (
+        dynamo.config.fail_on_recompile_limit_hit
+    )  # should one run pass the limit: an error, not eager code
     # each run compiles its two graphs (full batch, last batch) itself: none is served by an earlier run's cache
     assert [b - a for a, b in zip(counts, counts[1:])] == [2] * 5, counts
 
@@ -245,15 +301,19 @@ run = train(RunConfig(**{cfg.to_dict()!r}), write=False)
 print(json.dumps({{"draws": draws, "loss": run.batches["loss"].tolist(), "acc": run.batches["acc"].tolist()}}))
 """
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
-    NotebookClient(nb, kernel_name=runner.KERNEL, timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, kernel_name=runner.KERNEL, timeout=300, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     outputs = nb.cells[0].outputs
     errors = [o for o in outputs if o.output_type == "error"]
     assert not errors, errors[0].get("traceback") if errors else None
     shown = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.data]
     assert len(shown) == 1, "one figure, redrawn in place, not one per draw"
-    assert not any("live loss and accuracy plot appears" in o.get("data", {}).get("text/markdown", "")
-                   for o in outputs), "the placeholder is replaced by the figure"
+    assert not any(
+        "live loss and accuracy plot appears" in o.get("data", {}).get("text/markdown", "") for o in outputs
+    ), "the placeholder is replaced by the figure"
     import base64
+
     assert base64.b64decode(shown[0].data["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream" and o.name == "stdout")
     record = json.loads(text.strip().splitlines()[-1])
@@ -261,14 +321,18 @@ print(json.dumps({{"draws": draws, "loss": run.batches["loss"].tolist(), "acc": 
     steps, loss, acc = draws[-1]
     assert steps == [1, 2, 3, 4, 5, 6] and len(record["loss"]) == 6  # steps continue over the two epochs
     assert loss == pytest.approx(record["loss"]) and acc == pytest.approx([100 * a for a in record["acc"]])
-    assert len(draws) >= 6 and all(d[0] == list(range(1, len(d[0]) + 1)) and len(d[1]) == len(d[2]) == len(d[0])
-                                   for d in draws)
+    assert len(draws) >= 6 and all(
+        d[0] == list(range(1, len(d[0]) + 1)) and len(d[1]) == len(d[2]) == len(d[0]) for d in draws
+    )
 
 
 def test_live_plot_outside_a_kernel_falls_back_with_one_line(capsys, monkeypatch):
     from hpml_lab.progress import progress_mode
 
     assert progress_mode("plot") == "log"  # pytest's stderr is no terminal: what auto gives in a batch log
-    assert capsys.readouterr().err.strip() == "progress=plot draws in a Jupyter kernel only; progress=log instead"
+    assert (
+        capsys.readouterr().err.strip()
+        == "progress=plot draws in a Jupyter kernel only; progress=log instead"
+    )
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert progress_mode("plot") == "bar"

@@ -1,4 +1,5 @@
 """Verdicts from canned samples: a clear win, a clear loss, a tie, too few samples, best-of with ties."""
+
 import math
 
 import pytest

@@ -1,9 +1,10 @@
 """Datasets and loaders, chosen by RunConfig.
 
-    from hpml_lab.data import build_train_loader, dataset_info
-    loader = build_train_loader(cfg, device)
-    dataset_info(cfg)   # {"name": "cifar10", "kind": "synthetic", "root": ..., "fingerprint": "16 hex digits"}
+from hpml_lab.data import build_train_loader, dataset_info
+loader = build_train_loader(cfg, device)
+dataset_info(cfg)   # {"name": "cifar10", "kind": "synthetic", "root": ..., "fingerprint": "16 hex digits"}
 """
+
 from __future__ import annotations
 
 import os
@@ -15,12 +16,21 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from . import cifar, tinyimagenet
 from ..config import ConfigError
+from . import cifar, tinyimagenet
 from .errors import DatasetError
 
-__all__ = ["DatasetError", "build_loader", "build_train_loader", "dataset_info", "train_dataset", "check_dataset", "lab_transform",
-           "num_classes", "worker_init"]
+__all__ = [
+    "DatasetError",
+    "build_loader",
+    "build_train_loader",
+    "dataset_info",
+    "train_dataset",
+    "check_dataset",
+    "lab_transform",
+    "num_classes",
+    "worker_init",
+]
 
 NUM_CLASSES = {"cifar10": 10, "tinyimagenet": 200}
 
@@ -50,8 +60,12 @@ def check_dataset(cfg) -> str:
 def dataset_info(cfg) -> dict[str, Any]:
     """What a run records about its data, and what makes two runs' data the same (sweeps.same_run): name, kind,
     folder and a content fingerprint, so data replaced under the same path is other data."""
-    return {"name": cfg.dataset, "kind": check_dataset(cfg), "root": str(cfg.data_path()),
-            "fingerprint": fingerprint(cfg)}
+    return {
+        "name": cfg.dataset,
+        "kind": check_dataset(cfg),
+        "root": str(cfg.data_path()),
+        "fingerprint": fingerprint(cfg),
+    }
 
 
 def fingerprint(cfg) -> str:
@@ -62,25 +76,43 @@ def fingerprint(cfg) -> str:
 
     if cfg.dataset == "cifar10":
         folder = cfg.data_path() / cifar.FOLDER
-        return content_fingerprint(folder, cifar.TRAIN_FILES + cifar.TEST_FILES + [cifar.META_FILE], "CIFAR-10 file")
+        return content_fingerprint(
+            folder, cifar.TRAIN_FILES + cifar.TEST_FILES + [cifar.META_FILE], "CIFAR-10 file"
+        )
     folder = cfg.data_path() / tinyimagenet.FOLDER
-    texts = [n for n in (tinyimagenet.RECORD, "wnids.txt", "val/val_annotations.txt") if (folder / n).is_file()]
-    dirs = sorted(str(d.relative_to(folder)) for top in ("train", "val", "test") if (folder / top).is_dir()
-                  for d in [folder / top, *(folder / top).glob("*"), *(folder / top).glob("*/images")] if d.is_dir())
+    texts = [
+        n for n in (tinyimagenet.RECORD, "wnids.txt", "val/val_annotations.txt") if (folder / n).is_file()
+    ]
+    dirs = sorted(
+        str(d.relative_to(folder))
+        for top in ("train", "val", "test")
+        if (folder / top).is_dir()
+        for d in [folder / top, *(folder / top).glob("*"), *(folder / top).glob("*/images")]
+        if d.is_dir()
+    )
     from .guards import stamp
 
-    return content_fingerprint(folder, texts, "Tiny ImageNet file", also=stamp(folder, dirs, "Tiny ImageNet folder"))
+    return content_fingerprint(
+        folder, texts, "Tiny ImageNet file", also=stamp(folder, dirs, "Tiny ImageNet folder")
+    )
 
 
 def train_dataset(cfg, transform=None) -> Dataset:
     if cfg.dataset == "tinyimagenet":  # 64x64 JPEG folders; subset spread over the classes
-        ds = tinyimagenet.train_set(cfg.data_path(), transform if transform is not None else lab_transform(
-            cfg.augment, tinyimagenet.MEAN, tinyimagenet.STD, size=tinyimagenet.SIZE))
+        ds = tinyimagenet.train_set(
+            cfg.data_path(),
+            transform
+            if transform is not None
+            else lab_transform(cfg.augment, tinyimagenet.MEAN, tinyimagenet.STD, size=tinyimagenet.SIZE),
+        )
         return Subset(ds, tinyimagenet.spread_indices(len(ds), cfg.subset)) if cfg.subset else ds
     if cfg.dataset != "cifar10":
         check_dataset(cfg)
-    ds = cifar.CIFAR10Files(cfg.data_path(), train=True,
-                            transform=transform if transform is not None else lab_transform(cfg.augment))
+    ds = cifar.CIFAR10Files(
+        cfg.data_path(),
+        train=True,
+        transform=transform if transform is not None else lab_transform(cfg.augment),
+    )
     if cfg.subset:
         ds = Subset(ds, range(min(cfg.subset, len(ds))))
     return ds
@@ -105,8 +137,13 @@ def build_train_loader(cfg, device: torch.device, dataset: Dataset | None = None
     ds = dataset if dataset is not None else train_dataset(cfg)
     gen = torch.Generator().manual_seed(cfg.seed)
     kwargs: dict[str, Any] = dict(
-        batch_size=cfg.batch_size, shuffle=cfg.shuffle, num_workers=cfg.num_workers,
-        pin_memory=device.type == "cuda", generator=gen, worker_init_fn=worker_init, drop_last=False,
+        batch_size=cfg.batch_size,
+        shuffle=cfg.shuffle,
+        num_workers=cfg.num_workers,
+        pin_memory=device.type == "cuda",
+        generator=gen,
+        worker_init_fn=worker_init,
+        drop_last=False,
     )
     kwargs.update(overrides)
     return DataLoader(ds, **kwargs)

@@ -12,6 +12,7 @@ batches.meta holds b'label_names'. Read with pickle.load(f, encoding="bytes").
 A synthetic copy carries SYNTHETIC.json (generator, seed, md5 of each file):
 its integrity record and the marker that makes every result say "synthetic".
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,8 @@ import os
 import pickle
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -29,8 +30,19 @@ from torch.utils.data import Dataset
 
 from ..io import atomic_file, publish_dir
 from .errors import DatasetError
-from .guards import (SEED_MAX, first_line, free_space, http_url, in_range, inside, signals_deferred, stamp,
-                     temp_prefix, undo_on_failure, written_to)
+from .guards import (
+    SEED_MAX,
+    first_line,
+    free_space,
+    http_url,
+    in_range,
+    inside,
+    signals_deferred,
+    stamp,
+    temp_prefix,
+    undo_on_failure,
+    written_to,
+)
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
@@ -64,11 +76,15 @@ def _load_pickle(path: Path) -> dict:
     except OSError as e:
         raise DatasetError(f"CIFAR-10 file {path} cannot be read ({e.strerror or first_line(e)})") from None
     except MemoryError:
-        raise DatasetError(f"CIFAR-10 file {path} declares more data than memory holds (corrupted or hostile); "
-                           "delete it and prepare the data again") from None
+        raise DatasetError(
+            f"CIFAR-10 file {path} declares more data than memory holds (corrupted or hostile); "
+            "delete it and prepare the data again"
+        ) from None
     except Exception as e:  # a pickle can raise anything while it is built: it is not a batch file
-        raise DatasetError(f"CIFAR-10 file {path} is not a readable batch file ({type(e).__name__}: "
-                           f"{first_line(e)}); delete it and prepare the data again") from None
+        raise DatasetError(
+            f"CIFAR-10 file {path} is not a readable batch file ({type(e).__name__}: "
+            f"{first_line(e)}); delete it and prepare the data again"
+        ) from None
     if not isinstance(entry, dict):
         raise DatasetError(f"CIFAR-10 file {path} holds a {type(entry).__name__}, not a batch dictionary")
     # Real (Python 2) and synthetic files both give bytes keys; normalise to str.
@@ -84,24 +100,37 @@ def _batch(path: Path) -> tuple[np.ndarray, list[int]]:
         raise DatasetError(f"CIFAR-10 file {path} has no 'data' or no 'labels' entry")
     data, labels = entry["data"], entry["labels"]
     if not isinstance(data, np.ndarray):
-        raise DatasetError(f"CIFAR-10 file {path}: data is a {type(data).__name__}, not an N x 3072 uint8 array")
+        raise DatasetError(
+            f"CIFAR-10 file {path}: data is a {type(data).__name__}, not an N x 3072 uint8 array"
+        )
     if data.dtype.kind not in "ui":
-        raise DatasetError(f"CIFAR-10 file {path}: data has dtype {data.dtype}, not uint8 pixel values 0..255")
+        raise DatasetError(
+            f"CIFAR-10 file {path}: data has dtype {data.dtype}, not uint8 pixel values 0..255"
+        )
     if data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
         raise DatasetError(f"CIFAR-10 file {path}: data has shape {data.shape}, not N x 3072")
     if data.shape[0] == 0:
         raise DatasetError(f"CIFAR-10 file {path} holds no images; delete it and prepare the data again")
     if data.dtype != np.uint8 and (int(data.min()) < 0 or int(data.max()) > 255):
-        raise DatasetError(f"CIFAR-10 file {path}: pixel values {int(data.min())}..{int(data.max())} "
-                           "lie outside 0..255")
+        raise DatasetError(
+            f"CIFAR-10 file {path}: pixel values {int(data.min())}..{int(data.max())} lie outside 0..255"
+        )
     if isinstance(labels, np.ndarray) and (labels.ndim != 1 or labels.dtype.kind not in "ui"):
-        raise DatasetError(f"CIFAR-10 file {path}: labels are a {labels.dtype} array of shape {labels.shape}, "
-                           "not a list of integers")
+        raise DatasetError(
+            f"CIFAR-10 file {path}: labels are a {labels.dtype} array of shape {labels.shape}, "
+            "not a list of integers"
+        )
     if not isinstance(labels, (list, tuple, np.ndarray)):
-        raise DatasetError(f"CIFAR-10 file {path}: labels are a {type(labels).__name__}, not a list of integers")
+        raise DatasetError(
+            f"CIFAR-10 file {path}: labels are a {type(labels).__name__}, not a list of integers"
+        )
     if len(labels) != data.shape[0]:
         raise DatasetError(f"CIFAR-10 file {path}: {len(labels)} labels for {data.shape[0]} images")
-    bad = [x for x in labels if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not 0 <= int(x) <= 9]
+    bad = [
+        x
+        for x in labels
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not 0 <= int(x) <= 9
+    ]
     if bad:
         raise DatasetError(f"CIFAR-10 file {path}: label {bad[0]!r} is not a class 0..9")
     return data.astype(np.uint8, copy=False).reshape(-1, 3, 32, 32), [int(x) for x in labels]
@@ -110,7 +139,11 @@ def _batch(path: Path) -> tuple[np.ndarray, list[int]]:
 def _label_names(path: Path) -> list[str]:
     """batches.meta's label_names: ten names (bytes in the official file)."""
     names = _load_pickle(path).get("label_names")
-    if not isinstance(names, (list, tuple)) or len(names) != 10 or not all(isinstance(n, (str, bytes)) for n in names):
+    if (
+        not isinstance(names, (list, tuple))
+        or len(names) != 10
+        or not all(isinstance(n, (str, bytes)) for n in names)
+    ):
         what = type(names).__name__ if names is not None else "missing"
         raise DatasetError(f"CIFAR-10 file {path}: label_names is {what}, not a list of 10 class names")
     return [n.decode("latin1") if isinstance(n, bytes) else n for n in names]
@@ -161,7 +194,11 @@ def kind(root: str | os.PathLike) -> str:
     except (OSError, ValueError, AttributeError):
         pass
     expected = _expected_md5(folder, "real")
-    result = "real" if len(now) == len(names) and all(md5(folder / n) == expected[n] for n in names) else "unverified"
+    result = (
+        "real"
+        if len(now) == len(names) and all(md5(folder / n) == expected[n] for n in names)
+        else "unverified"
+    )
     try:
         (folder / VERIFIED).write_text(json.dumps({"kind": result, "stamp": now}))
     except OSError:  # a read-only shared copy: verified again next time
@@ -183,8 +220,10 @@ def check(root: str | os.PathLike, verify_md5: bool = False) -> str:
         raise DatasetError(f"CIFAR-10 {what} in {folder}; " + PREPARE_HINT.format(root=root))
     odd = [n for n in names if not (folder / n).is_file()]
     if odd:
-        raise DatasetError(f"CIFAR-10 file {folder / odd[0]} is not a regular file (a folder or a device?); "
-                           f"delete {folder} and " + PREPARE_HINT.format(root=root))
+        raise DatasetError(
+            f"CIFAR-10 file {folder / odd[0]} is not a regular file (a folder or a device?); "
+            f"delete {folder} and " + PREPARE_HINT.format(root=root)
+        )
     k = kind(root)
     if verify_md5:
         expected = _expected_md5(folder, k)
@@ -203,7 +242,9 @@ def _expected_md5(folder: Path, k: str) -> dict[str, str]:
         try:
             return {n: str(v) for n, v in json.loads((folder / MARKER).read_text())["md5"].items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise DatasetError(f"{folder / MARKER} is not a readable synthetic-data record; delete {folder}") from None
+            raise DatasetError(
+                f"{folder / MARKER} is not a readable synthetic-data record; delete {folder}"
+            ) from None
     from torchvision.datasets import CIFAR10
 
     return {name: digest for name, digest in CIFAR10.train_list + CIFAR10.test_list} | {
@@ -219,7 +260,7 @@ class CIFAR10Files(Dataset):
     and `.targets` the labels, for loaders that skip PIL altogether.
     """
 
-    def __init__(self, root: str | os.PathLike, train: bool = True, transform: Optional[Callable] = None):
+    def __init__(self, root: str | os.PathLike, train: bool = True, transform: Callable | None = None):
         self.root = Path(root)
         self.kind = check(self.root)
         folder = self.root / FOLDER
@@ -300,8 +341,9 @@ def _atomic_pickle(obj: dict, path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_test: int = 10_000,
-               force: bool = False) -> Path:
+def synthesize(
+    root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_test: int = 10_000, force: bool = False
+) -> Path:
     """Write a synthetic CIFAR-10 in the real format under ROOT/cifar-10-batches-py.
 
     Deterministic from `seed`. Written into a temporary folder then renamed, so an
@@ -314,15 +356,19 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
     target = root / FOLDER
     if target.exists():
         if not (target / MARKER).is_file() and (not target.is_dir() or any(target.iterdir())):
-            raise DatasetError(f"{target} holds data that is not a synthetic copy (real CIFAR-10?); refusing to "
-                               "overwrite it with synthetic data")
+            raise DatasetError(
+                f"{target} holds data that is not a synthetic copy (real CIFAR-10?); refusing to "
+                "overwrite it with synthetic data"
+            )
         if not force:
             raise DatasetError(f"{target} exists; pass --force to rewrite it")
     if n_train % 5:
         raise DatasetError(f"--n-train {n_train} is not a multiple of 5 (five batch files of equal size)")
     gen = torch.Generator().manual_seed(seed)
     protos = {
-        "freq": torch.tensor([2.0, 3.0, 4.0, 5.0, 2.5, 3.5, 4.5, 1.5, 5.5, 3.0])[torch.randperm(10, generator=gen)],
+        "freq": torch.tensor([2.0, 3.0, 4.0, 5.0, 2.5, 3.5, 4.5, 1.5, 5.5, 3.0])[
+            torch.randperm(10, generator=gen)
+        ],
         "angle": torch.rand(10, generator=gen) * torch.pi,
         "color": torch.nn.functional.normalize(torch.rand(10, 3, generator=gen) * 2 - 1, dim=1),
     }
@@ -336,17 +382,23 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
         for name, count, label in batches:
             labels = (torch.arange(count) % 10)[torch.randperm(count, generator=gen)].numpy()
             data = _render_images(labels, gen, protos)
-            _atomic_pickle({
-                "batch_label": label,
-                "labels": [int(x) for x in labels],
-                "data": data,
-                "filenames": [f"synthetic_{CLASSES[c]}_{name}_{i}.png" for i, c in enumerate(labels)],
-            }, tmpdir / name)
-        _atomic_pickle({"num_cases_per_batch": per_batch, "label_names": CLASSES, "num_vis": 3072},
-                       tmpdir / META_FILE)
+            _atomic_pickle(
+                {
+                    "batch_label": label,
+                    "labels": [int(x) for x in labels],
+                    "data": data,
+                    "filenames": [f"synthetic_{CLASSES[c]}_{name}_{i}.png" for i, c in enumerate(labels)],
+                },
+                tmpdir / name,
+            )
+        _atomic_pickle(
+            {"num_cases_per_batch": per_batch, "label_names": CLASSES, "num_vis": 3072}, tmpdir / META_FILE
+        )
         record = {
             "generator": "hpml-lab synthetic CIFAR-10 v1",
-            "seed": seed, "n_train": n_train, "n_test": n_test,
+            "seed": seed,
+            "n_train": n_train,
+            "n_test": n_test,
             "md5": {p.name: md5(p) for p in sorted(tmpdir.iterdir())},
             "note": "Synthetic images with learnable class structure; not the real CIFAR-10.",
         }
@@ -362,7 +414,7 @@ def synthesize(root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_
 
 
 # ---------------------------------------------------------------- download
-def download(root: str | os.PathLike, url: Optional[str] = None, timeout: float = 60.0, tries: int = 2) -> Path:
+def download(root: str | os.PathLike, url: str | None = None, timeout: float = 60.0, tries: int = 2) -> Path:
     """Fetch the real CIFAR-10 with torchvision (download=True; archive and files md5-checked).
 
     `url` points at a mirror serving the same cifar-10-python.tar.gz. Every network read gives up after
@@ -387,10 +439,12 @@ def download(root: str | os.PathLike, url: Optional[str] = None, timeout: float 
                     break
                 except RuntimeError as e:  # torchvision: "Dataset not found or corrupted..."
                     raise DatasetError(f"CIFAR-10 download into {root} failed the md5 check: {e}") from None
-                except (TimeoutError, socket.timeout):
+                except TimeoutError:
                     if attempt == tries:
-                        raise DatasetError(f"CIFAR-10 download from {cls.url}: no data for {timeout:g} s, {tries} "
-                                           "tries (a stalled server); try later or pass --url with a mirror") from None
+                        raise DatasetError(
+                            f"CIFAR-10 download from {cls.url}: no data for {timeout:g} s, {tries} "
+                            "tries (a stalled server); try later or pass --url with a mirror"
+                        ) from None
                 except OSError as e:
                     raise DatasetError(f"CIFAR-10 download from {cls.url} failed: {e}") from None
     finally:

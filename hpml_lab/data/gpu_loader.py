@@ -30,10 +30,11 @@ second one seeded per rank (reproducible, different on each rank). With
 augmentation off, W ranks at batch B/W see exactly the images one process sees
 at batch B (tests/test_distributed.py trains both and compares the weights).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -53,9 +54,16 @@ def sample_params(n: int, generator: torch.Generator, size: int = 32, padding: i
     return top, left, flip
 
 
-def augment_batch(images: torch.Tensor, top: torch.Tensor, left: torch.Tensor, flip: torch.Tensor,
-                  scale: torch.Tensor, shift: torch.Tensor, padding: int = PAD,
-                  memory_format: torch.memory_format = torch.contiguous_format) -> torch.Tensor:
+def augment_batch(
+    images: torch.Tensor,
+    top: torch.Tensor,
+    left: torch.Tensor,
+    flip: torch.Tensor,
+    scale: torch.Tensor,
+    shift: torch.Tensor,
+    padding: int = PAD,
+    memory_format: torch.memory_format = torch.contiguous_format,
+) -> torch.Tensor:
     """Crop (after zero padding), flip and normalise a uint8 batch B x C x H x W in a few batched ops.
 
     `top`, `left` (offsets into the padded image) and `flip` are per image; `scale` and `shift` are
@@ -64,9 +72,9 @@ def augment_batch(images: torch.Tensor, top: torch.Tensor, left: torch.Tensor, f
     b, c, h, w = images.shape
     dev = images.device
     padded = F.pad(images, (padding, padding, padding, padding)) if padding else images
-    rows = top.to(dev)[:, None] + torch.arange(h, device=dev)                # B x H
-    cols = left.to(dev)[:, None] + torch.arange(w, device=dev)               # B x W
-    cols = torch.where(flip.to(dev)[:, None], cols.flip(1), cols)            # flip = read columns backwards
+    rows = top.to(dev)[:, None] + torch.arange(h, device=dev)  # B x H
+    cols = left.to(dev)[:, None] + torch.arange(w, device=dev)  # B x W
+    cols = torch.where(flip.to(dev)[:, None], cols.flip(1), cols)  # flip = read columns backwards
     # One gather: index rows and columns of each image's own window (flattened H*W of the padded image).
     pw = w + 2 * padding
     flat = (rows[:, :, None] * pw + cols[:, None, :]).reshape(b, 1, h * w).expand(b, c, h * w)
@@ -89,16 +97,32 @@ class TensorLoader:
         rank, world_size: this process's share under DDP (items rank, rank+world_size, ... of each epoch).
     """
 
-    def __init__(self, images, labels: Sequence[int] | torch.Tensor, batch_size: int, device: torch.device | str = "cpu",
-                 *, shuffle: bool = True, augment: bool = True, drop_last: bool = False,
-                 mean: Sequence[float] = cifar.MEAN, std: Sequence[float] = cifar.STD, seed: int = 0,
-                 channels_last: bool = False, padding: int = PAD, rank: int = 0, world_size: int = 1):
+    def __init__(
+        self,
+        images,
+        labels: Sequence[int] | torch.Tensor,
+        batch_size: int,
+        device: torch.device | str = "cpu",
+        *,
+        shuffle: bool = True,
+        augment: bool = True,
+        drop_last: bool = False,
+        mean: Sequence[float] = cifar.MEAN,
+        std: Sequence[float] = cifar.STD,
+        seed: int = 0,
+        channels_last: bool = False,
+        padding: int = PAD,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
         self.device = torch.device(device)
         x = torch.as_tensor(np.asarray(images)) if not torch.is_tensor(images) else images
         if x.dtype != torch.uint8 or x.dim() != 4:
-            raise ValueError(f"images must be a uint8 N x H x W x C or N x C x H x W array, got {x.dtype} {tuple(x.shape)}")
+            raise ValueError(
+                f"images must be a uint8 N x H x W x C or N x C x H x W array, got {x.dtype} {tuple(x.shape)}"
+            )
         if x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
             x = x.permute(0, 3, 1, 2)  # N H W C -> N C H W
         self.images = x.contiguous().to(self.device)
@@ -119,13 +143,23 @@ class TensorLoader:
         self.pin = self.device.type == "cuda"
 
     @classmethod
-    def from_config(cls, cfg, device: torch.device | str, rank: int = 0, world_size: int = 1) -> "TensorLoader":
+    def from_config(cls, cfg, device: torch.device | str, rank: int = 0, world_size: int = 1) -> TensorLoader:
         """The training set of cfg (subset applied) with cfg's batch size, seed, augment and shuffle; under DDP
         this rank's share."""
         ds = cifar.CIFAR10Files(cfg.data_path(), train=True)
         n = min(cfg.subset, len(ds)) if cfg.subset else len(ds)
-        return cls(ds.data[:n], ds.targets[:n], cfg.batch_size, device, shuffle=cfg.shuffle, augment=cfg.augment,
-                   seed=cfg.seed, channels_last=cfg.channels_last, rank=rank, world_size=world_size)
+        return cls(
+            ds.data[:n],
+            ds.targets[:n],
+            cfg.batch_size,
+            device,
+            shuffle=cfg.shuffle,
+            augment=cfg.augment,
+            seed=cfg.seed,
+            channels_last=cfg.channels_last,
+            rank=rank,
+            world_size=world_size,
+        )
 
     def per_rank(self) -> int:
         """Items this rank sees an epoch: all of them in one process, ceil(N / W) under DDP (DistributedSampler's)."""
@@ -142,8 +176,8 @@ class TensorLoader:
         if self.world_size > 1:
             total = self.per_rank() * self.world_size
             if total > n:  # pad with the first items, as DistributedSampler(drop_last=False) does
-                order = torch.cat([order, order.repeat(math.ceil(total / n))[:total - n]])
-            order = order[self.rank:total:self.world_size]
+                order = torch.cat([order, order.repeat(math.ceil(total / n))[: total - n]])
+            order = order[self.rank : total : self.world_size]
         return order
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -170,7 +204,9 @@ class TensorLoader:
         k = x.shape[0]
         if self.augment:
             if params is None:
-                params = tuple(t.to(self.device) for t in sample_params(k, self.generator, padding=self.padding))
+                params = tuple(
+                    t.to(self.device) for t in sample_params(k, self.generator, padding=self.padding)
+                )
             top, left, flip = params
             return augment_batch(x, top, left, flip, self.scale, self.shift, self.padding, self.memory_format)
         out = x.to(torch.float32, memory_format=self.memory_format)

@@ -6,6 +6,7 @@ URLs, one-line exception text, and whether image files really are the images the
     guards.verify_images(paths, size=64)            # headers of all, full decode of a sample
     guards.zip_members(zipfile.ZipFile(p), p)        # names once each, safe, unencrypted, readable methods, CRCs
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -13,8 +14,8 @@ import os
 import re
 import urllib.parse
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 from ..io import signals_deferred  # noqa: F401  (the data commands' name for it)
 from .errors import DatasetError
@@ -39,7 +40,7 @@ def in_range(option: str, value, lo: int, hi: int) -> int:
     return value
 
 
-def http_url(url: Optional[str], option: str = "--url") -> Optional[str]:
+def http_url(url: str | None, option: str = "--url") -> str | None:
     """None, or an http(s) URL with a host. Other schemes (file://, ftp://, data:) are refused: a download
     reads from the network, never from a local path dressed as a mirror."""
     if url is None:
@@ -54,8 +55,10 @@ def http_url(url: Optional[str], option: str = "--url") -> Optional[str]:
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise DatasetError(f"{option} {url!r} is not an http:// or https:// URL with a host")
     if parts.username is not None or parts.password is not None:  # shown in every message: a secret leaked
-        raise DatasetError(f"{option}: a URL with a user name or password is refused (it would be printed in "
-                           "messages and logs); use a mirror that needs none")
+        raise DatasetError(
+            f"{option}: a URL with a user name or password is refused (it would be printed in "
+            "messages and logs); use a mirror that needs none"
+        )
     return url
 
 
@@ -63,8 +66,10 @@ def inside(folder: Path, path: Path, what: str) -> Path:
     """path, unless it (through links) lies outside folder: data is read only from the folder the user named."""
     real, top = path.resolve(), folder.resolve()
     if real != top and top not in real.parents:
-        raise DatasetError(f"{what} {path} is a link to {real}, outside {folder}; only files inside the folder "
-                           "you name are read")
+        raise DatasetError(
+            f"{what} {path} is a link to {real}, outside {folder}; only files inside the folder "
+            "you name are read"
+        )
     return path
 
 
@@ -81,12 +86,15 @@ def verify_images(paths: Iterable[Path], size: int, sample: Iterable[Path] = (),
             with Image.open(path) as img:
                 fmt, dims = img.format, img.size
         except Image.DecompressionBombError:
-            raise DatasetError(f"image {shown} declares more pixels than an image may have (a decompression bomb)"
-                               ) from None
+            raise DatasetError(
+                f"image {shown} declares more pixels than an image may have (a decompression bomb)"
+            ) from None
         except (OSError, ValueError, SyntaxError) as e:
             raise DatasetError(f"{shown} is not an image ({_named(e, path, shown)})") from None
         if fmt != "JPEG" or dims != (size, size):
-            raise DatasetError(f"{shown} is a {fmt} of {dims[0]} x {dims[1]} pixels, not a {size} x {size} JPEG")
+            raise DatasetError(
+                f"{shown} is a {fmt} of {dims[0]} x {dims[1]} pixels, not a {size} x {size} JPEG"
+            )
         n += 1
     for path in sample:
         shown = f"{where}{path.name}" if where else str(path)
@@ -111,7 +119,9 @@ def free_space(folder: Path, need: int, what: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(folder).free
     if free < need * 1.1:
-        raise DatasetError(f"{what} needs about {need / 1e6:,.0f} MB in {folder}, which has {free / 1e6:,.0f} MB free")
+        raise DatasetError(
+            f"{what} needs about {need / 1e6:,.0f} MB in {folder}, which has {free / 1e6:,.0f} MB free"
+        )
 
 
 def copy_download(resp, part: Path, have: int, url: str, final: Path) -> int:
@@ -137,8 +147,10 @@ def copy_download(resp, part: Path, have: int, url: str, final: Path) -> int:
             f.flush()
             os.fsync(f.fileno())
     except _Broke as e:
-        raise DatasetError(f"download of {url} broke off at {got:,} bytes ({e}); the partial file {part.name} is "
-                           "kept: run the same command again to resume") from None
+        raise DatasetError(
+            f"download of {url} broke off at {got:,} bytes ({e}); the partial file {part.name} is "
+            "kept: run the same command again to resume"
+        ) from None
     except OSError as e:
         with contextlib.suppress(OSError):
             if have:
@@ -147,8 +159,10 @@ def copy_download(resp, part: Path, have: int, url: str, final: Path) -> int:
                 part.unlink()
         free = shutil.disk_usage(part.parent).free / 1e6 if part.parent.exists() else 0.0
         kept = f"the earlier partial download ({have:,} bytes) is kept" if have else "nothing of it is kept"
-        raise DatasetError(f"cannot write {final} ({e.strerror or first_line(e)}) after {got:,} bytes; {kept}; "
-                           f"{part.parent} has {free:,.0f} MB free: free space, then run the command again") from None
+        raise DatasetError(
+            f"cannot write {final} ({e.strerror or first_line(e)}) after {got:,} bytes; {kept}; "
+            f"{part.parent} has {free:,.0f} MB free: free space, then run the command again"
+        ) from None
     return got
 
 
@@ -182,7 +196,11 @@ def undo_on_failure(root: Path, names: Iterable[str]):
         raise
 
 
-TEMP_KINDS = ("cifar-synth", "tinyimagenet-extract", "kaggle")  # .<kind>-<pid>-<random>: folders only these make
+TEMP_KINDS = (
+    "cifar-synth",
+    "tinyimagenet-extract",
+    "kaggle",
+)  # .<kind>-<pid>-<random>: folders only these make
 _STALE = re.compile(r"\.(?:(?:%s)-(\d+)-|tiny-imagenet-200\.zip\.(\d+)-)[A-Za-z0-9_]+" % "|".join(TEMP_KINDS))
 
 
@@ -226,8 +244,13 @@ def written_to(target: Path, e: OSError) -> DatasetError:
 def plain_name(name: str, what: str) -> str:
     """A name read from an archive (a file name, a class id) must be one plain path component, so that nothing
     it names can lie outside its folder ("../../x", "/etc/x", "a/b", "..")."""
-    if (not name or name in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip()
-            or (len(name) > 1 and name[1] == ":")):
+    if (
+        not name
+        or name in (".", "..")
+        or any(c in name for c in "/\\\0")
+        or name != name.strip()
+        or (len(name) > 1 and name[1] == ":")
+    ):
         raise DatasetError(f"{what} {name!r} is not a plain file or folder name; refusing this archive")
     return name
 
@@ -236,6 +259,7 @@ def stamp(folder: Path, names: list[str], what: str) -> dict:
     """Each file's size, modification time and change time: what a cached check is keyed by. The change time
     cannot be set back (`touch -r` restores the modification time only), so an edited file that kept its size
     and time is still seen as changed. Unreadable: one line."""
+
     def one(p: Path) -> list[int]:
         st = p.stat()
         return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
@@ -290,7 +314,9 @@ def readable_text(path: Path, what: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise DatasetError(f"{what} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
+        raise DatasetError(
+            f"{what} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})"
+        ) from None
     except OSError as e:
         raise DatasetError(f"{what} cannot be read ({e.strerror or first_line(e)})") from None
 
@@ -307,19 +333,50 @@ def zip_members(z: zipfile.ZipFile, archive: Path) -> list[str]:
         if n.startswith(("/", "\\")) or "\\" in n or ".." in Path(n).parts or (len(n) > 1 and n[1] == ":"):
             raise DatasetError(f"archive {archive} has an unsafe member path {n!r}; refusing to extract")
         if info.flag_bits & 0x1:
-            raise DatasetError(f"archive {archive}: member {n} is encrypted; use an archive without a password")
-        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
-            raise DatasetError(f"archive {archive}: member {n} uses compression method {info.compress_type}, "
-                               "which cannot be read here (stored, deflate, bzip2 and lzma can)")
+            raise DatasetError(
+                f"archive {archive}: member {n} is encrypted; use an archive without a password"
+            )
+        if info.compress_type not in (
+            zipfile.ZIP_STORED,
+            zipfile.ZIP_DEFLATED,
+            zipfile.ZIP_BZIP2,
+            zipfile.ZIP_LZMA,
+        ):
+            raise DatasetError(
+                f"archive {archive}: member {n} uses compression method {info.compress_type}, "
+                "which cannot be read here (stored, deflate, bzip2 and lzma can)"
+            )
     total = sum(info.file_size for info in z.infolist())  # zipfile never reads past a member's declared size
     if total > MAX_UNZIPPED:
-        raise DatasetError(f"archive {archive} declares {total / 2**30:,.1f} GiB unpacked, more than the "
-                           f"{MAX_UNZIPPED / 2**30:.0f} GiB a Tiny ImageNet can be (a zip bomb?); refusing to extract")
+        raise DatasetError(
+            f"archive {archive} declares {total / 2**30:,.1f} GiB unpacked, more than the "
+            f"{MAX_UNZIPPED / 2**30:.0f} GiB a Tiny ImageNet can be (a zip bomb?); refusing to extract"
+        )
     bad = z.testzip()  # reads every member and checks its CRC
     if bad is not None:
-        raise DatasetError(f"archive {archive} is corrupted (CRC error in {bad}); delete it and download again")
+        raise DatasetError(
+            f"archive {archive} is corrupted (CRC error in {bad}); delete it and download again"
+        )
     return names
 
 
-__all__ = ["SEED_MAX", "content_fingerprint", "copy_download", "first_line", "free_space", "http_url", "in_range",
-           "inside", "plain_name", "readable_text", "remove_stale", "signals_deferred", "temp_prefix", "stamp", "undo_on_failure", "verify_images", "written_to", "zip_members"]
+__all__ = [
+    "SEED_MAX",
+    "content_fingerprint",
+    "copy_download",
+    "first_line",
+    "free_space",
+    "http_url",
+    "in_range",
+    "inside",
+    "plain_name",
+    "readable_text",
+    "remove_stale",
+    "signals_deferred",
+    "temp_prefix",
+    "stamp",
+    "undo_on_failure",
+    "verify_images",
+    "written_to",
+    "zip_members",
+]

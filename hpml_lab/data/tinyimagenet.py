@@ -17,6 +17,7 @@ to ROOT/tiny-imagenet-200, so an interrupted or failed run leaves nothing
 half-extracted. PREPARED.json records the counts, whether the copy is partial and
 whether it is synthetic (SYNTHETIC.json, written by the synthesizer, says so too).
 """
+
 from __future__ import annotations
 
 import io
@@ -30,15 +31,27 @@ import urllib.error
 import urllib.request
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
 
 from ..io import publish_dir
 from .errors import DatasetError
-from .guards import (copy_download, first_line, free_space, http_url, plain_name, readable_text, signals_deferred,
-                     temp_prefix, undo_on_failure, verify_images, written_to, zip_members)
+from .guards import (
+    copy_download,
+    first_line,
+    free_space,
+    http_url,
+    plain_name,
+    readable_text,
+    signals_deferred,
+    temp_prefix,
+    undo_on_failure,
+    verify_images,
+    written_to,
+    zip_members,
+)
 from .tinyimagenet_synth import FOLDER, MARKER, SIZE, check_options, is_synthetic_zip, synthesize_archive
 
 ARCHIVE = "tiny-imagenet-200.zip"
@@ -47,8 +60,10 @@ OFFICIAL = {"classes": 200, "train": 100_000, "val": 10_000}
 RECORD = "PREPARED.json"
 MEAN = (0.4802, 0.4481, 0.3975)  # Tiny ImageNet training-set statistics
 STD = (0.2770, 0.2691, 0.2821)
-PREPARE_HINT = ("prepare it with `hpml-lab data synth tinyimagenet --root {root}` (synthetic, offline) or "
-                "`hpml-lab data download tinyimagenet --root {root}` (the real one, about 240 MB)")
+PREPARE_HINT = (
+    "prepare it with `hpml-lab data synth tinyimagenet --root {root}` (synthetic, offline) or "
+    "`hpml-lab data download tinyimagenet --root {root}` (the real one, about 240 MB)"
+)
 
 
 # ---------------------------------------------------------------- checks
@@ -64,8 +79,10 @@ def check(root: str | os.PathLike) -> str:
     except ValueError:
         ok = False
     if not ok:
-        raise DatasetError(f"Tiny ImageNet in {folder} is damaged (PREPARED.json unreadable or train/ missing); "
-                           f"delete {folder} and " + PREPARE_HINT.format(root=root))
+        raise DatasetError(
+            f"Tiny ImageNet in {folder} is damaged (PREPARED.json unreadable or train/ missing); "
+            f"delete {folder} and " + PREPARE_HINT.format(root=root)
+        )
     return "synthetic" if (folder / MARKER).is_file() else "real"
 
 
@@ -84,8 +101,10 @@ def _archive_prefix(names: list[str]) -> str:
 
 def _wnids(folder: Path) -> list[str]:
     """wnids.txt's class ids: UTF-8, plain names, each once (a duplicate would count a class that is not there)."""
-    wnids = [plain_name(w, "wnids.txt names a class")
-             for w in readable_text(folder / "wnids.txt", "wnids.txt").split()]
+    wnids = [
+        plain_name(w, "wnids.txt names a class")
+        for w in readable_text(folder / "wnids.txt", "wnids.txt").split()
+    ]
     seen: set[str] = set()
     for w in wnids:
         if w in seen:
@@ -96,9 +115,11 @@ def _wnids(folder: Path) -> list[str]:
 
 def _count(folder: Path) -> dict[str, int]:
     wnids = _wnids(folder)
-    return {"classes": len(wnids),
-            "train": sum(1 for _ in (folder / "train").glob("*/images/*.JPEG")),
-            "val": sum(1 for _ in (folder / "val").glob("*/images/*.JPEG"))}
+    return {
+        "classes": len(wnids),
+        "train": sum(1 for _ in (folder / "train").glob("*/images/*.JPEG")),
+        "val": sum(1 for _ in (folder / "val").glob("*/images/*.JPEG")),
+    }
 
 
 def _check_images(folder: Path, wnids: list[str]) -> None:
@@ -107,7 +128,9 @@ def _check_images(folder: Path, wnids: list[str]) -> None:
     a *.JPEG that is no image is found here, not in training."""
     empty = [w for w in wnids if not any((folder / "train" / w / "images").glob("*.JPEG"))]
     if empty:
-        raise DatasetError(f"{len(empty)} classes of wnids.txt have no training images (e.g. train/{empty[0]}/images)")
+        raise DatasetError(
+            f"{len(empty)} classes of wnids.txt have no training images (e.g. train/{empty[0]}/images)"
+        )
     for split in ("train", "val"):
         for w in wnids:
             images = sorted((folder / split / w / "images").glob("*.JPEG"))
@@ -127,7 +150,9 @@ def _reorganise_val(folder: Path) -> None:
             continue
         parts = line.split("\t")
         if len(parts) < 2 or parts[1] not in wnids:
-            raise DatasetError(f"val_annotations.txt line {line_no} is malformed or names an unknown class: {line!r}")
+            raise DatasetError(
+                f"val_annotations.txt line {line_no} is malformed or names an unknown class: {line!r}"
+            )
         plain_name(parts[0], f"val_annotations.txt line {line_no} names the image")
         src = val / "images" / parts[0]
         if parts[0] in seen:
@@ -145,8 +170,13 @@ def _reorganise_val(folder: Path) -> None:
         (val / "images").rmdir()
 
 
-def prepare(archive: str | os.PathLike, root: str | os.PathLike, allow_partial: bool = False,
-            source: str = "", log: Callable[[str], None] = print) -> Path:
+def prepare(
+    archive: str | os.PathLike,
+    root: str | os.PathLike,
+    allow_partial: bool = False,
+    source: str = "",
+    log: Callable[[str], None] = print,
+) -> Path:
     """Check, extract, reorganise and count an archive; rename into ROOT/tiny-imagenet-200 only if all is well."""
     archive, root = Path(archive), Path(root)
     target = root / FOLDER
@@ -170,46 +200,74 @@ def prepare(archive: str | os.PathLike, root: str | os.PathLike, allow_partial: 
                     raise DatasetError(f"archive {archive} holds no training images")
                 missing = [w for w in _wnids(folder) if not (folder / "train" / w).is_dir()]
                 if missing:
-                    raise DatasetError(f"archive {archive}: {len(missing)} classes of wnids.txt have no train folder "
-                                       f"(e.g. {missing[0]})")
+                    raise DatasetError(
+                        f"archive {archive}: {len(missing)} classes of wnids.txt have no train folder "
+                        f"(e.g. {missing[0]})"
+                    )
                 _check_images(folder, _wnids(folder))
                 if partial and not (allow_partial or synthetic):
                     raise DatasetError(
                         f"archive {archive} holds {counts['classes']} classes, {counts['train']} train and "
                         f"{counts['val']} val images, not the official {OFFICIAL['classes']}, {OFFICIAL['train']:,} "
-                        f"and {OFFICIAL['val']:,}; pass --allow-partial to accept a smaller copy")
-                rec = {"counts": counts, "official": OFFICIAL, "partial": partial, "synthetic": synthetic,
-                       "source": source or str(archive), "archive": archive.name,
-                       "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                        f"and {OFFICIAL['val']:,}; pass --allow-partial to accept a smaller copy"
+                    )
+                rec = {
+                    "counts": counts,
+                    "official": OFFICIAL,
+                    "partial": partial,
+                    "synthetic": synthetic,
+                    "source": source or str(archive),
+                    "archive": archive.name,
+                    "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
                 (folder / RECORD).write_text(json.dumps(rec, indent=2))
                 publish_dir(folder, target)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     except zipfile.BadZipFile as e:
-        raise DatasetError(f"archive {archive} is not a readable zip (truncated or corrupted: {e}); "
-                           "delete it and download again") from None
+        raise DatasetError(
+            f"archive {archive} is not a readable zip (truncated or corrupted: {e}); "
+            "delete it and download again"
+        ) from None
     except (EOFError, zlib.error) as e:
-        raise DatasetError(f"archive {archive} is truncated or corrupted ({type(e).__name__}: {e}); "
-                           "delete it and download again") from None
+        raise DatasetError(
+            f"archive {archive} is truncated or corrupted ({type(e).__name__}: {e}); "
+            "delete it and download again"
+        ) from None
     except DatasetError as e:  # a check of the extracted copy: say which archive, never the temporary folder
         if str(archive) in str(e):
             raise
         raise DatasetError(f"archive {archive}: {e}") from None
-    except (RuntimeError, NotImplementedError) as e:  # (after DatasetError, a RuntimeError) zipfile's own refusals
+    except (
+        RuntimeError,
+        NotImplementedError,
+    ) as e:  # (after DatasetError, a RuntimeError) zipfile's own refusals
         raise DatasetError(f"archive {archive} cannot be extracted here ({first_line(e)})") from None
     except OSError as e:
-        raise DatasetError(f"archive {archive} cannot be prepared into {target} ({e.strerror or first_line(e)}"
-                           f"{': ' + Path(e.filename).name if e.filename else ''})") from None
+        raise DatasetError(
+            f"archive {archive} cannot be prepared into {target} ({e.strerror or first_line(e)}"
+            f"{': ' + Path(e.filename).name if e.filename else ''})"
+        ) from None
     if partial:
-        log(f"note: accepted a partial Tiny ImageNet ({counts['classes']} classes, {counts['train']} train, "
+        log(
+            f"note: accepted a partial Tiny ImageNet ({counts['classes']} classes, {counts['train']} train, "
             f"{counts['val']} val; official {OFFICIAL['classes']}, {OFFICIAL['train']:,}, {OFFICIAL['val']:,})"
-            + (": it is synthetic" if synthetic else " because --allow-partial was given"))
+            + (": it is synthetic" if synthetic else " because --allow-partial was given")
+        )
     return target
 
 
-def synthesize(root: str | os.PathLike, classes: int = 200, per_class: int = 10, val_per_class: int = 2,
-               n_test: int = 20, seed: int = 0, force: bool = False, archive_only: bool = False,
-               log: Callable[[str], None] = print) -> Path:
+def synthesize(
+    root: str | os.PathLike,
+    classes: int = 200,
+    per_class: int = 10,
+    val_per_class: int = 2,
+    n_test: int = 20,
+    seed: int = 0,
+    force: bool = False,
+    archive_only: bool = False,
+    log: Callable[[str], None] = print,
+) -> Path:
     """Write ROOT/tiny-imagenet-200.zip (synthetic) and, unless archive_only, prepare it like a download.
 
     Like the CIFAR-10 synth: a real (not synthetic: no SYNTHETIC.json) tiny-imagenet-200 folder, prepared or
@@ -220,14 +278,18 @@ def synthesize(root: str | os.PathLike, classes: int = 200, per_class: int = 10,
     target, zpath = root / FOLDER, root / ARCHIVE
     if zpath.exists() or zpath.is_symlink():
         if not zpath.is_file() or zpath.is_symlink() or not is_synthetic_zip(zpath):
-            raise DatasetError(f"{zpath} is not a synthetic archive (a real download?); refusing to overwrite it "
-                               "with synthetic data: move it away or choose another --root")
+            raise DatasetError(
+                f"{zpath} is not a synthetic archive (a real download?); refusing to overwrite it "
+                "with synthetic data: move it away or choose another --root"
+            )
         if not force:
             raise DatasetError(f"{zpath} exists; pass --force to rewrite it")
     if (target.exists() or target.is_symlink()) and not archive_only:
         if not target.is_dir() or target.is_symlink() or not (target / MARKER).is_file():
-            raise DatasetError(f"{target} holds data that is not a synthetic copy (real Tiny ImageNet?); refusing "
-                               "to overwrite it with synthetic data: move it away or choose another --root")
+            raise DatasetError(
+                f"{target} holds data that is not a synthetic copy (real Tiny ImageNet?); refusing "
+                "to overwrite it with synthetic data: move it away or choose another --root"
+            )
         if not force:
             raise DatasetError(f"{target} exists; pass --force to rewrite it")
     images = classes * (per_class + val_per_class) + n_test
@@ -252,9 +314,13 @@ def fetch(url: str, dest: Path, timeout: float = 60.0, log: Callable[[str], None
     (a full disk) leaves dest.part as it found it (guards.copy_download). dest appears only when complete.
     """
     part = dest.with_name(dest.name + ".part")
-    dest.parent.mkdir(parents=True, exist_ok=True)  # also when the server sends no Content-Length (no space check)
+    dest.parent.mkdir(
+        parents=True, exist_ok=True
+    )  # also when the server sends no Content-Length (no space check)
     if (part.exists() or part.is_symlink()) and (part.is_symlink() or not part.is_file()):  # appending would
-        raise DatasetError(f"{part} is not a plain file (a link or a folder); remove it and run again")  # go there
+        raise DatasetError(
+            f"{part} is not a plain file (a link or a folder); remove it and run again"
+        )  # go there
     have = part.stat().st_size if part.exists() else 0
     req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
     try:
@@ -274,17 +340,25 @@ def fetch(url: str, dest: Path, timeout: float = 60.0, log: Callable[[str], None
         else:
             expected, have = int(length) if length else None, 0
         if expected is not None:  # the archive, then about twice its size unpacked and prepared beside it
-            free_space(dest.parent, (expected - have) + 2 * expected, f"downloading and preparing {dest.name}")
+            free_space(
+                dest.parent, (expected - have) + 2 * expected, f"downloading and preparing {dest.name}"
+            )
         got = copy_download(resp, part, have, url, dest)
     if expected is not None and got < expected:
-        raise DatasetError(f"download of {url} broke off at {got:,} of {expected:,} bytes; "
-                           "run the same command again to resume")
+        raise DatasetError(
+            f"download of {url} broke off at {got:,} of {expected:,} bytes; "
+            "run the same command again to resume"
+        )
     os.replace(part, dest)
     return dest
 
 
-def download(root: str | os.PathLike, url: Optional[str] = None, allow_partial: bool = False,
-             log: Callable[[str], None] = print) -> Path:
+def download(
+    root: str | os.PathLike,
+    url: str | None = None,
+    allow_partial: bool = False,
+    log: Callable[[str], None] = print,
+) -> Path:
     """Fetch (resumably), check, extract, reorganise and count the official archive (or a mirror)."""
     http_url(url)
     root = Path(root)
@@ -301,25 +375,37 @@ def download(root: str | os.PathLike, url: Optional[str] = None, allow_partial: 
         except DatasetError as e:
             if "truncated or corrupted" in str(e) or "is corrupted" in str(e):
                 archive.unlink(missing_ok=True)  # a resume cannot repair it; the next run fetches afresh
-                raise DatasetError(str(e).replace("delete it and download again", "it was deleted; run the same "
-                                                  "command to download it again")) from None
+                raise DatasetError(
+                    str(e).replace(
+                        "delete it and download again",
+                        "it was deleted; run the same command to download it again",
+                    )
+                ) from None
             raise
 
 
-def download_kaggle(root: str | os.PathLike, dataset: str, allow_partial: bool = False,
-                    log: Callable[[str], None] = print) -> Path:
+def download_kaggle(
+    root: str | os.PathLike, dataset: str, allow_partial: bool = False, log: Callable[[str], None] = print
+) -> Path:
     """Fetch a Kaggle copy (OWNER/NAME) with the kaggle package, then prepare it like the official zip."""
-    if (not isinstance(dataset, str) or dataset.count("/") != 1
-            or not all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", part) for part in dataset.split("/"))):
+    if (
+        not isinstance(dataset, str)
+        or dataset.count("/") != 1
+        or not all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", part) for part in dataset.split("/"))
+    ):
         raise DatasetError("--source kaggle needs --dataset OWNER/NAME (e.g. akash2sharma/tiny-imagenet)")
-    hint = ("Kaggle credentials missing or invalid: run `kaggle auth login`, or set KAGGLE_API_TOKEN, "
-            "or put kaggle.json in ~/.kaggle/ (or KAGGLE_CONFIG_DIR), or set KAGGLE_USERNAME and KAGGLE_KEY")
+    hint = (
+        "Kaggle credentials missing or invalid: run `kaggle auth login`, or set KAGGLE_API_TOKEN, "
+        "or put kaggle.json in ~/.kaggle/ (or KAGGLE_CONFIG_DIR), or set KAGGLE_USERNAME and KAGGLE_KEY"
+    )
     chatter = io.StringIO()  # kaggle prints pages of login help; we say it in one line instead
 
     def fail(what: str, e: BaseException) -> DatasetError:
         said = chatter.getvalue()
         brief = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
-        if isinstance(e, SystemExit) or any(k in said + brief for k in ("uthenticat", "401", "403", "kaggle.json")):
+        if isinstance(e, SystemExit) or any(
+            k in said + brief for k in ("uthenticat", "401", "403", "kaggle.json")
+        ):
             return DatasetError(f"{hint} ({what}: {brief})")
         return DatasetError(f"Kaggle {what} failed: {brief}")
 
@@ -334,8 +420,10 @@ def download_kaggle(root: str | os.PathLike, dataset: str, allow_partial: bool =
             try:
                 import kaggle  # authenticates at import: OSError (1.x) or SystemExit (2.x) without credentials
             except ImportError:
-                raise DatasetError("the kaggle package is not installed (pip install kaggle); "
-                                   "or use the official archive without --source kaggle") from None
+                raise DatasetError(
+                    "the kaggle package is not installed (pip install kaggle); "
+                    "or use the official archive without --source kaggle"
+                ) from None
             except (OSError, SystemExit) as e:
                 raise fail("import", e) from None
             try:
@@ -367,22 +455,28 @@ def _folder_dataset(path: Path, wnids: list[str], transform):
         try:
             return default_loader(file)
         except (OSError, ValueError, SyntaxError) as e:
-            raise DatasetError(f"image {file} does not decode ({type(e).__name__}); the prepared copy is "
-                               f"damaged: delete {path.parent} and prepare it again") from None
+            raise DatasetError(
+                f"image {file} does not decode ({type(e).__name__}); the prepared copy is "
+                f"damaged: delete {path.parent} and prepare it again"
+            ) from None
 
     return WnidFolder(str(path), transform=transform, loader=load, allow_empty=True)
 
 
 def wnids(root: str | os.PathLike) -> list[str]:
-    return sorted(set(readable_text(Path(root) / FOLDER / "wnids.txt", f"{Path(root) / FOLDER / 'wnids.txt'}").split()))
+    return sorted(
+        set(readable_text(Path(root) / FOLDER / "wnids.txt", f"{Path(root) / FOLDER / 'wnids.txt'}").split())
+    )
 
 
 def train_set(root: str | os.PathLike, transform=None):
     check(root)
     ds = _folder_dataset(Path(root) / FOLDER / "train", wnids(root), transform)
     if len(ds) == 0:
-        raise DatasetError(f"Tiny ImageNet in {Path(root) / FOLDER} has no training images; delete it and "
-                           + PREPARE_HINT.format(root=root))
+        raise DatasetError(
+            f"Tiny ImageNet in {Path(root) / FOLDER} has no training images; delete it and "
+            + PREPARE_HINT.format(root=root)
+        )
     return ds
 
 

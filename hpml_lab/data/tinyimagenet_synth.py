@@ -3,6 +3,7 @@ learnable class pattern. tinyimagenet.synthesize writes it and prepares it like 
 
     synthesize_archive("data/tiny-imagenet-200.zip", classes=10, per_class=20)
 """
+
 from __future__ import annotations
 
 import io
@@ -21,14 +22,20 @@ FOLDER = "tiny-imagenet-200"
 MARKER = "SYNTHETIC.json"
 SIZE = 64
 # synth options: (flag, lowest, highest); the real set has 200 classes, 500 train, 50 val each, 10,000 test
-LIMITS = {"classes": ("--classes", 1, 200), "per_class": ("--per-class", 1, 1000),
-          "val_per_class": ("--val-per-class", 0, 100), "n_test": ("--n-test-images", 0, 20_000),
-          "seed": ("--seed", 0, SEED_MAX)}
+LIMITS = {
+    "classes": ("--classes", 1, 200),
+    "per_class": ("--per-class", 1, 1000),
+    "val_per_class": ("--val-per-class", 0, 100),
+    "n_test": ("--n-test-images", 0, 20_000),
+    "seed": ("--seed", 0, SEED_MAX),
+}
 
 
 class _Zip(zipfile.ZipFile):
     def writestr(self, *args, **kwargs):
-        with signals_deferred():  # interrupted inside, zipfile's close() raises ValueError, not the interruption
+        with (
+            signals_deferred()
+        ):  # interrupted inside, zipfile's close() raises ValueError, not the interruption
             super().writestr(*args, **kwargs)
 
 
@@ -73,8 +80,14 @@ def _jpeg(arr: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def synthesize_archive(path: str | os.PathLike, classes: int = 200, per_class: int = 10, val_per_class: int = 2,
-                       n_test: int = 20, seed: int = 0) -> Path:
+def synthesize_archive(
+    path: str | os.PathLike,
+    classes: int = 200,
+    per_class: int = 10,
+    val_per_class: int = 2,
+    n_test: int = 20,
+    seed: int = 0,
+) -> Path:
     """Write a synthetic tiny-imagenet-200.zip in the official layout with real 64x64 JPEGs.
 
     Deterministic from `seed`; written to a temporary name then renamed.
@@ -83,9 +96,11 @@ def synthesize_archive(path: str | os.PathLike, classes: int = 200, per_class: i
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(seed)
-    protos = {"freq": 1.0 + 7.0 * torch.rand(classes, generator=gen),
-              "angle": torch.rand(classes, generator=gen) * torch.pi,
-              "color": torch.nn.functional.normalize(torch.rand(classes, 3, generator=gen) * 2 - 1, dim=1)}
+    protos = {
+        "freq": 1.0 + 7.0 * torch.rand(classes, generator=gen),
+        "angle": torch.rand(classes, generator=gen) * torch.pi,
+        "color": torch.nn.functional.normalize(torch.rand(classes, 3, generator=gen) * 2 - 1, dim=1),
+    }
     wnids = [f"n{90000000 + i:08d}" for i in range(classes)]  # not real WordNet ids, on purpose
     top = FOLDER + "/"
     with atomic_file(path) as tmp:  # a whole archive or none
@@ -95,7 +110,9 @@ def synthesize_archive(path: str | os.PathLike, classes: int = 200, per_class: i
             chunk = max(1, 2048 // per_class)  # whole classes per render call: few, large tensor ops
             for c0 in range(0, classes, chunk):
                 cs = np.arange(c0, min(c0 + chunk, classes))
-                imgs = _render(np.repeat(cs, per_class), protos, gen).reshape(len(cs), per_class, SIZE, SIZE, 3)
+                imgs = _render(np.repeat(cs, per_class), protos, gen).reshape(
+                    len(cs), per_class, SIZE, SIZE, 3
+                )
                 for c, per in zip(cs, imgs):
                     w, boxes = wnids[c], []
                     for i, arr in enumerate(per):
@@ -113,9 +130,19 @@ def synthesize_archive(path: str | os.PathLike, classes: int = 200, per_class: i
             test_labels = torch.randint(0, classes, (n_test,), generator=gen).numpy()
             for i, arr in enumerate(_render(test_labels, protos, gen)):
                 z.writestr(f"{top}test/images/test_{i}.JPEG", _jpeg(arr))
-            z.writestr(top + MARKER, json.dumps({
-                "generator": "hpml-lab synthetic Tiny ImageNet v1", "seed": seed, "classes": classes,
-                "per_class": per_class, "val_per_class": val_per_class, "n_test": n_test,
-                "note": "Synthetic 64x64 JPEGs with learnable class structure; not the real Tiny ImageNet.",
-            }, indent=2))
+            z.writestr(
+                top + MARKER,
+                json.dumps(
+                    {
+                        "generator": "hpml-lab synthetic Tiny ImageNet v1",
+                        "seed": seed,
+                        "classes": classes,
+                        "per_class": per_class,
+                        "val_per_class": val_per_class,
+                        "n_test": n_test,
+                        "note": "Synthetic 64x64 JPEGs with learnable class structure; not the real Tiny ImageNet.",
+                    },
+                    indent=2,
+                ),
+            )
     return path

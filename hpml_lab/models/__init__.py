@@ -6,9 +6,11 @@
 
 A new variant is one `register(...)` line, not a copy of a network.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from torch import nn
 
@@ -60,24 +62,76 @@ STANDARD = (64, 128, 256, 512)
 ADJUSTED = (32, 32, 64, 128)
 REVNET_WIDTHS = (32, 32, 64, 112)
 
-register("resnet18", ResNet, "ResNet-18, the lab's model (11,173,962 parameters)", block="basic",
-         num_blocks=(2, 2, 2, 2), widths=STANDARD)
-register("resnet34", ResNet, "ResNet-34 (BasicBlock 3-4-6-3)", block="basic",
-         num_blocks=(3, 4, 6, 3), widths=STANDARD)
-register("resnet50", ResNet, "ResNet-50 (Bottleneck 3-4-6-3)", block="bottleneck",
-         num_blocks=(3, 4, 6, 3), widths=STANDARD)
-register("resnet_tiny", ResNet, "4-stage ResNet, one narrow block a stage: tests and smoke runs",
-         block="basic", num_blocks=(1, 1, 1, 1), widths=(8, 16, 32, 64))
+register(
+    "resnet18",
+    ResNet,
+    "ResNet-18, the lab's model (11,173,962 parameters)",
+    block="basic",
+    num_blocks=(2, 2, 2, 2),
+    widths=STANDARD,
+)
+register(
+    "resnet34",
+    ResNet,
+    "ResNet-34 (BasicBlock 3-4-6-3)",
+    block="basic",
+    num_blocks=(3, 4, 6, 3),
+    widths=STANDARD,
+)
+register(
+    "resnet50",
+    ResNet,
+    "ResNet-50 (Bottleneck 3-4-6-3)",
+    block="bottleneck",
+    num_blocks=(3, 4, 6, 3),
+    widths=STANDARD,
+)
+register(
+    "resnet_tiny",
+    ResNet,
+    "4-stage ResNet, one narrow block a stage: tests and smoke runs",
+    block="basic",
+    num_blocks=(1, 1, 1, 1),
+    widths=(8, 16, 32, 64),
+)
 
 # Memory task: the reference's narrower ResNets, and RevNets with n-n-n stages (depth 12n + 2).
-register("resnet18_adjusted", ResNet, "ResNet-18 at the reference code's adjusted widths 32-32-64-128", block="basic",
-         num_blocks=(2, 2, 2, 2), widths=ADJUSTED)
-register("resnet34_adjusted", ResNet, "ResNet-34 at the reference code's adjusted widths 32-32-64-128", block="basic",
-         num_blocks=(3, 4, 6, 3), widths=ADJUSTED)
-register("resnet50_adjusted", ResNet, "ResNet-50 (Bottleneck) at the reference code's adjusted widths 32-32-64-128",
-         block="bottleneck", num_blocks=(3, 4, 6, 3), widths=ADJUSTED)
-register("revnet", RevNet, "RevNet, CIFAR design; stages=(n, n, n), memory_saving=True|False",
-         stages=(3, 3, 3), widths=REVNET_WIDTHS)
+register(
+    "resnet18_adjusted",
+    ResNet,
+    "ResNet-18 at the reference code's adjusted widths 32-32-64-128",
+    block="basic",
+    num_blocks=(2, 2, 2, 2),
+    widths=ADJUSTED,
+)
+register(
+    "resnet34_adjusted",
+    ResNet,
+    "ResNet-34 at the reference code's adjusted widths 32-32-64-128",
+    block="basic",
+    num_blocks=(3, 4, 6, 3),
+    widths=ADJUSTED,
+)
+register(
+    "resnet50_adjusted",
+    ResNet,
+    "ResNet-50 (Bottleneck) at the reference code's adjusted widths 32-32-64-128",
+    block="bottleneck",
+    num_blocks=(3, 4, 6, 3),
+    widths=ADJUSTED,
+)
+register(
+    "revnet",
+    RevNet,
+    "RevNet, CIFAR design; stages=(n, n, n), memory_saving=True|False",
+    stages=(3, 3, 3),
+    widths=REVNET_WIDTHS,
+)
 for _n in (3, 5, 9, 18):
-    register(f"revnet{12 * _n + 2}", RevNet, f"RevNet {_n}-{_n}-{_n} (stem 32, stages 32-64-112)",
-             stages=(_n, _n, _n), widths=REVNET_WIDTHS)
+    register(
+        f"revnet{12 * _n + 2}",
+        RevNet,
+        f"RevNet {_n}-{_n}-{_n} (stem 32, stages 32-64-112)",
+        stages=(_n, _n, _n),
+        widths=REVNET_WIDTHS,
+    )

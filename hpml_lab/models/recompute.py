@@ -10,10 +10,11 @@ not require grad (the TinyImageNet reference project's silent bug). Every one of
 is checkpointed: only each segment's input is kept for backward, and the segment
 is run again during the backward pass.
 """
+
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import nn
@@ -28,8 +29,11 @@ def frozen_norm_stats(module: nn.Module) -> Iterator[None]:
     recomputed for backward would update them twice per step. The buffers are copied
     before and restored after, so the running statistics match an ordinary step.
     """
-    norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
-             and m.training and m.track_running_stats]
+    norms = [
+        m
+        for m in module.modules()
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats
+    ]
     saved = [(m, m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone()) for m in norms]
     try:
         yield
@@ -52,6 +56,10 @@ def checkpoint_blocks(blocks: Sequence[nn.Module], segments: int, x: torch.Tenso
     """Run blocks in order, each of `segments` segments under non-reentrant checkpointing."""
     for a, b in split_segments(len(blocks), segments):
         part = nn.Sequential(*blocks[a:b])
-        x = checkpoint(part, x, use_reentrant=False,
-                       context_fn=lambda part=part: (contextlib.nullcontext(), frozen_norm_stats(part)))
+        x = checkpoint(
+            part,
+            x,
+            use_reentrant=False,
+            context_fn=lambda part=part: (contextlib.nullcontext(), frozen_norm_stats(part)),
+        )
     return x

@@ -7,9 +7,10 @@ With 10 classes and BatchNorm it has 11,173,962 trainable parameters.
 ResNet-34 and ResNet-50 (Bottleneck) and other widths are configurations of the
 same class; see hpml_lab.models for the registry.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -116,11 +117,15 @@ class ResNet(nn.Module):
         use_bias = norm == "none"
         if stem == "cifar":
             self.stem = nn.Sequential(
-                nn.Conv2d(3, widths[0], 3, 1, 1, bias=use_bias), norm_layer(norm, widths[0]), nn.ReLU(inplace=True)
+                nn.Conv2d(3, widths[0], 3, 1, 1, bias=use_bias),
+                norm_layer(norm, widths[0]),
+                nn.ReLU(inplace=True),
             )
         elif stem == "imagenet":
             self.stem = nn.Sequential(
-                nn.Conv2d(3, widths[0], 7, 2, 3, bias=use_bias), norm_layer(norm, widths[0]), nn.ReLU(inplace=True),
+                nn.Conv2d(3, widths[0], 7, 2, 3, bias=use_bias),
+                norm_layer(norm, widths[0]),
+                nn.ReLU(inplace=True),
                 nn.MaxPool2d(3, 2, 1),
             )
         else:

@@ -26,9 +26,10 @@ Widths follow the reference's RevNet filters (32, 32, 64, 112): a 32-channel ste
 then stages of 32, 64 and 112 channels. With 100 classes this reproduces the reference's
 parameter counts exactly (476,020 for 3-3-3 up to 2,879,380 for 18-18-18).
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -40,8 +41,12 @@ from .resnet import norm_layer
 
 def _residual(in_ch: int, out_ch: int, stride: int, norm: str, preact: bool) -> nn.Sequential:
     layers: list[nn.Module] = [norm_layer(norm, in_ch), nn.ReLU()] if preact else []
-    layers += [nn.Conv2d(in_ch, out_ch, 3, stride, 1), norm_layer(norm, out_ch), nn.ReLU(),
-               nn.Conv2d(out_ch, out_ch, 3, 1, 1)]
+    layers += [
+        nn.Conv2d(in_ch, out_ch, 3, stride, 1),
+        norm_layer(norm, out_ch),
+        nn.ReLU(),
+        nn.Conv2d(out_ch, out_ch, 3, 1, 1),
+    ]
     return nn.Sequential(*layers)
 
 
@@ -107,8 +112,11 @@ class _ReversibleSequence(torch.autograd.Function):
         for unit in reversed(ctx.units):
             g_params = [p for p in unit.g.parameters() if p.requires_grad]
             f_params = [p for p in unit.f.parameters() if p.requires_grad]
-            with torch.enable_grad(), frozen_norm_stats(unit), \
-                    torch.autocast(ctx.device_type, dtype=ctx.autocast_dtype, enabled=ctx.autocast):
+            with (
+                torch.enable_grad(),
+                frozen_norm_stats(unit),
+                torch.autocast(ctx.device_type, dtype=ctx.autocast_dtype, enabled=ctx.autocast),
+            ):
                 # y2 = x2 + G(y1): G evaluated once gives both x2 and the gradients through G.
                 z1 = y1.detach().requires_grad_(True)
                 gz = unit.g(z1)
@@ -143,8 +151,15 @@ class RevNet(nn.Module):
 
     STEMS = ("cifar",)
 
-    def __init__(self, stages: Sequence[int] = (3, 3, 3), widths: Sequence[int] = (32, 32, 64, 112),
-                 num_classes: int = 10, norm: str = "bn", memory_saving: bool = True, stem: str = "cifar"):
+    def __init__(
+        self,
+        stages: Sequence[int] = (3, 3, 3),
+        widths: Sequence[int] = (32, 32, 64, 112),
+        num_classes: int = 10,
+        norm: str = "bn",
+        memory_saving: bool = True,
+        stem: str = "cifar",
+    ):
         super().__init__()
         if len(widths) != len(stages) + 1:
             raise ValueError("widths needs the stem's channels plus one entry per stage")
@@ -159,7 +174,9 @@ class RevNet(nn.Module):
         for i, n in enumerate(stages):
             stride = 1 if i == 0 else 2
             self.downs.append(RevUnit(widths[i], widths[i + 1], stride, norm, preact=False))
-            self.revs.append(nn.ModuleList(RevUnit(widths[i + 1], widths[i + 1], 1, norm) for _ in range(n - 1)))
+            self.revs.append(
+                nn.ModuleList(RevUnit(widths[i + 1], widths[i + 1], 1, norm) for _ in range(n - 1))
+            )
         self.linear = nn.Linear(widths[-1], num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ missing in `missing`, e.g. "needs a GPU"), `not answered`. A record with a numbe
 predicted/reference number without its source, is refused when written, so no report can show one.
 The runner puts the box at the top of the rendered page and the one-line answers on reports/index.html.
 """
+
 from __future__ import annotations
 
 import html
@@ -25,14 +26,34 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..answers import PROVENANCE, STATUSES, Answer, Number, Record, RecordError, check  # noqa: F401 (re-exported)
 from ..config import output_path
 from ..io import atomic_write_json
-from ..answers import PROVENANCE, STATUSES, Answer, Number, Record, RecordError, check  # noqa: F401 (re-exported)
 
-
-WORDS = {"gpu": "GPU", "cpu": "CPU", "io": "I/O", "lr": "learning rate", "num": "", "pct": "%", "mfu": "MFU",
-         "iqr": "IQR", "bn": "BN", "per": "per", "max": "max", "min": "min"}
-UNIT_SUFFIX = {"s": "(s)", "ms": "(ms)", "gbps": "(GB/s)", "pct": "(%)", "mb": "(MB)", "gb": "(GB)", "mib": "(MiB)", "gib": "(GiB)"}
+WORDS = {
+    "gpu": "GPU",
+    "cpu": "CPU",
+    "io": "I/O",
+    "lr": "learning rate",
+    "num": "",
+    "pct": "%",
+    "mfu": "MFU",
+    "iqr": "IQR",
+    "bn": "BN",
+    "per": "per",
+    "max": "max",
+    "min": "min",
+}
+UNIT_SUFFIX = {
+    "s": "(s)",
+    "ms": "(ms)",
+    "gbps": "(GB/s)",
+    "pct": "(%)",
+    "mb": "(MB)",
+    "gb": "(GB)",
+    "mib": "(MiB)",
+    "gib": "(GiB)",
+}
 
 
 def readable(name: str) -> str:
@@ -44,7 +65,7 @@ def readable(name: str) -> str:
     at = next((i for i, p in enumerate(parts) if i and p.lower() in UNIT_SUFFIX), None)
     unit = UNIT_SUFFIX[parts[at].lower()] if at is not None else None
     if at is not None:
-        parts = parts[:at] + parts[at + 1:]
+        parts = parts[:at] + parts[at + 1 :]
     words = [WORDS.get(p.lower(), p + "." if p.lower() in ("excl", "incl") else p) for p in parts]
     text = " ".join(w for w in words if w).replace("per GPU", "per-GPU").replace("per CPU", "per-CPU")
     return f"{text} {unit}" if unit else text
@@ -57,8 +78,12 @@ def scrub_paths(text: str) -> str:
 
     from ..config import project_root
 
-    for base, short in ((output_path("."), ""), (project_root(), ""), (Path(os.path.expanduser("~")), "~/"),
-                        (Path(tempfile.gettempdir()), "$TMPDIR/")):
+    for base, short in (
+        (output_path("."), ""),
+        (project_root(), ""),
+        (Path(os.path.expanduser("~")), "~/"),
+        (Path(tempfile.gettempdir()), "$TMPDIR/"),
+    ):
         b = str(Path(base).resolve())
         if len(Path(b).parts) > 1:  # not inside base64 (a figure's bytes may spell '/tmp/' by chance)
             text = re.sub(r"(?<![A-Za-z0-9+/])" + re.escape(b + os.sep), short.replace("\\", r"\\"), text)
@@ -69,7 +94,6 @@ def percent(fraction_or_pct: float, of_one: bool = True, digits: int = 1) -> str
     """'14.2%' from 0.142 (or from 14.2 with of_one=False): a share as a reader writes it."""
     v = float(fraction_or_pct) * (100.0 if of_one else 1.0)
     return f"{v:.{digits}f}%"
-
 
 
 def path_for(task: str) -> Path:
@@ -104,25 +128,34 @@ def box_html(rec: dict[str, Any]) -> str:
     for a in rec["answers"]:
         nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
         missing = f" <i>(missing: {html.escape(a['missing'])})</i>" if a.get("missing") else ""
-        items.append(f"<li><b>{html.escape(a['question'])}</b> "
-                     f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span> "
-                     f"{html.escape(a['text'])}{missing}<ul style='font-size:0.9em'>{nums}</ul></li>")
-    flags = "".join(f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>" for f in rec["flags"])
+        items.append(
+            f"<li><b>{html.escape(a['question'])}</b> "
+            f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span> "
+            f"{html.escape(a['text'])}{missing}<ul style='font-size:0.9em'>{nums}</ul></li>"
+        )
+    flags = "".join(
+        f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>" for f in rec["flags"]
+    )
     notes = []
     if rec.get("synthetic_data"):
         notes.append("computed on <b>synthetic data</b> in the real on-disk format")
     if rec.get("stand_in_model"):
         notes.append(f"model <b>{html.escape(rec['stand_in_model'])}</b> stands in for the lab's")
-    diff_table = ""  # one settings table per page: the report's own ran-vs-lab table; the box says it in a flag
+    diff_table = (
+        ""  # one settings table per page: the report's own ran-vs-lab table; the box says it in a flag
+    )
     status = rec["status"]
-    return (f"<div class='hpml-answer' style='border:2px solid {STATUS_COLOR[status]};padding:10px 14px;"
-            f"margin:10px 0;background:#fafafa'><h2 style='margin-top:0'>Answer "
-            f"<span style='color:{STATUS_COLOR[status]}'>({status})</span></h2>"
-            + (f"<p>{'; '.join(notes)}.</p>" if notes else "")
-            + f"<ul>{''.join(items)}</ul>"
-            + (f"<p><b>Flags</b></p><ul>{flags}</ul>" if flags else "") + diff_table
-            + "<p style='font-size:0.85em'>Every number is tagged: measured (this run), predicted (a model, "
-              "named), reference (a published figure, cited), counted (exact), setting (given to the run).</p></div>")
+    return (
+        f"<div class='hpml-answer' style='border:2px solid {STATUS_COLOR[status]};padding:10px 14px;"
+        f"margin:10px 0;background:#fafafa'><h2 style='margin-top:0'>Answer "
+        f"<span style='color:{STATUS_COLOR[status]}'>({status})</span></h2>"
+        + (f"<p>{'; '.join(notes)}.</p>" if notes else "")
+        + f"<ul>{''.join(items)}</ul>"
+        + (f"<p><b>Flags</b></p><ul>{flags}</ul>" if flags else "")
+        + diff_table
+        + "<p style='font-size:0.85em'>Every number is tagged: measured (this run), predicted (a model, "
+        "named), reference (a published figure, cited), counted (exact), setting (given to the run).</p></div>"
+    )
 
 
 def show(rec: Record) -> Path:
@@ -147,8 +180,16 @@ def fold_logs(nb, min_lines: int = 3):
             text = o.get("text", "") if o.get("output_type") == "stream" else None
             if text is not None and text.count("\n") >= min_lines:
                 n = text.count("\n")
-                outs.append(nbformat.v4.new_output("display_data", data={"text/html": (
-                    f"<details><summary>training log ({n} lines)</summary><pre>{html.escape(text)}</pre></details>")}))
+                outs.append(
+                    nbformat.v4.new_output(
+                        "display_data",
+                        data={
+                            "text/html": (
+                                f"<details><summary>training log ({n} lines)</summary><pre>{html.escape(text)}</pre></details>"
+                            )
+                        },
+                    )
+                )
             else:
                 outs.append(o)
         if "outputs" in cell:

@@ -7,6 +7,7 @@ Chromium is installed), built from the executed notebooks and answer records tha
 Figures are embedded PNGs (as in the reports); traces and snapshots stay linked by relative paths
 (artifacts/<file>, beside bundle.html), so they still open when the reports folder is handed in as a whole.
 """
+
 from __future__ import annotations
 
 import html
@@ -41,35 +42,47 @@ def write_bundle(reports: Path, log=print) -> Path:
     """reports/bundle.html from reports/executed/<task>.ipynb and reports/<task>.answer.json, in task order."""
     from .runner import lab_order
 
-    present = [tasks.TASKS[t] for t in lab_order(tasks.TASKS) if (reports / "executed" / f"{t}.ipynb").is_file()]
+    present = [
+        tasks.TASKS[t] for t in lab_order(tasks.TASKS) if (reports / "executed" / f"{t}.ipynb").is_file()
+    ]
     if not present:
         from ..config import ConfigError
 
-        raise ConfigError(f"nothing to bundle in {reports}: run `hpml-lab report` (or `hpml-lab run TASK`) first")
+        raise ConfigError(
+            f"nothing to bundle in {reports}: run `hpml-lab report` (or `hpml-lab run TASK`) first"
+        )
     missing = [t for t in lab_order(tasks.TASKS) if tasks.TASKS[t] not in present]
     if missing:
-        log(f"bundle: missing {', '.join(missing)} (not rendered yet: `hpml-lab run TASK`, or "
-            "`hpml-lab report --bundle --rerun` for every task)")
+        log(
+            f"bundle: missing {', '.join(missing)} (not rendered yet: `hpml-lab run TASK`, or "
+            "`hpml-lab report --bundle --rerun` for every task)"
+        )
     toc, boxes, sections = [], [], []
     for t in present:
         rec = answers.load(t.id)
         status = rec["status"] if rec else "no answer record"
         toc.append(f"<li><a href='#{t.id}'>{html.escape(t.title)}</a> ({status})</li>")
-        boxes.append(f"<h3><a href='#{t.id}'>{html.escape(t.id)}</a></h3>"
-                     + (answers.box_html(rec) if rec else "<p>No answer record: the notebook did not finish.</p>"))
-        sections.append(f"<section class='task' id='{t.id}'><h1>{html.escape(t.title)}</h1>"
-                        f"{_report_body(reports / 'executed' / f'{t.id}.ipynb')}</section>")
+        boxes.append(
+            f"<h3><a href='#{t.id}'>{html.escape(t.id)}</a></h3>"
+            + (answers.box_html(rec) if rec else "<p>No answer record: the notebook did not finish.</p>")
+        )
+        sections.append(
+            f"<section class='task' id='{t.id}'><h1>{html.escape(t.title)}</h1>"
+            f"{_report_body(reports / 'executed' / f'{t.id}.ipynb')}</section>"
+        )
     env = environment()
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpml-lab: all reports</title>"
-            f"<style>{CSS}</style></head><body><h1>hpml-lab: all reports</h1>"
-            f"<p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit <code>{env['commit'][:10]}"
-            f"</code>{' (uncommitted changes)' if env['dirty'] else ''}. Each report's environment table is at its "
-            f"end.</p><h2>Contents</h2><ol>{''.join(toc)}</ol><h2>Answers</h2>{''.join(boxes)}"
-            + (f"<p>Not in this bundle (not rendered): {html.escape(', '.join(missing))}.</p>" if missing else "")
-            + f"{''.join(sections)}</body></html>")
+    page = (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpml-lab: all reports</title>"
+        f"<style>{CSS}</style></head><body><h1>hpml-lab: all reports</h1>"
+        f"<p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit <code>{env['commit'][:10]}"
+        f"</code>{' (uncommitted changes)' if env['dirty'] else ''}. Each report's environment table is at its "
+        f"end.</p><h2>Contents</h2><ol>{''.join(toc)}</ol><h2>Answers</h2>{''.join(boxes)}"
+        + (f"<p>Not in this bundle (not rendered): {html.escape(', '.join(missing))}.</p>" if missing else "")
+        + f"{''.join(sections)}</body></html>"
+    )
     path = reports / "bundle.html"
     atomic_write_text(path, answers.scrub_paths(page))  # no folder of this machine in the hand-in
-    log(f"bundle: {path} ({path.stat().st_size / 1024 ** 2:.1f} MB, {len(present)} reports)")
+    log(f"bundle: {path} ({path.stat().st_size / 1024**2:.1f} MB, {len(present)} reports)")
     pdf = to_pdf(path)
     if pdf:
         log(f"bundle: {pdf}")
@@ -78,12 +91,16 @@ def write_bundle(reports: Path, log=print) -> Path:
     return path
 
 
-NO_PDF = ("bundle: no PDF made: Chromium is not installed (apt-get install chromium, or print bundle.html to PDF "
-          "from any browser; then `hpml-lab report --bundle` again)")
+NO_PDF = (
+    "bundle: no PDF made: Chromium is not installed (apt-get install chromium, or print bundle.html to PDF "
+    "from any browser; then `hpml-lab report --bundle` again)"
+)
 
 
 def chromium() -> str | None:
-    return next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+    return next(
+        (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None
+    )
 
 
 def to_pdf(page: Path) -> Path | None:
@@ -99,9 +116,20 @@ def to_pdf(page: Path) -> Path | None:
     part = page.with_name(f".{pdf.name}.{os.getpid()}.part")
     with tempfile.TemporaryDirectory(prefix="hpml-chromium-") as profile:
         # no sandbox (root in containers), no GPU, no background connections (refused on closed networks)
-        cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-               f"--print-to-pdf={part}", "--no-pdf-header-footer", page.resolve().as_uri()]
+        cmd = [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            f"--print-to-pdf={part}",
+            "--no-pdf-header-footer",
+            page.resolve().as_uri(),
+        ]
         try:
             subprocess.run(cmd, capture_output=True, timeout=300)
         except subprocess.TimeoutExpired:

@@ -16,23 +16,33 @@ For each answer of a record (report/answers.py):
   direction.
 Integers without a unit (2 workers, batch 128, 5 epochs) are settings, not claims, and are not checked.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..sanity import MIN_SAMPLES
 
 UNITS = r"(?:ms|us|µs|s|min|h|MB|MiB|GB|GiB|KB|KiB|images/s|img/s|samples/s|[GT]?FLOP/s|GFLOP|W)"
 # "2 x 8", "1 x B": a spaced x between two operands is a product of settings, never a ratio ("1.21x")
 PRODUCT = r"(?!\s+[x×]\s+\w)"
-NUMBER = re.compile(r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:" + PRODUCT + r"\s*(x|×|%)|\s+(" + UNITS
-                    + r")(?![\w]))?(?![\w])")
-DIRECTION = re.compile(r"\b(faster|slower|better|worse|higher than|lower than|pays? (?:off|back)|outperforms?|"
-                       r"beats?|speeds? up|'s best|(?:is|was|trains|works) best|best:)(?!\w)", re.I)
+NUMBER = re.compile(
+    r"(?<![\w.\-/])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:"
+    + PRODUCT
+    + r"\s*(x|×|%)|\s+("
+    + UNITS
+    + r")(?![\w]))?(?![\w])"
+)
+DIRECTION = re.compile(
+    r"\b(faster|slower|better|worse|higher than|lower than|pays? (?:off|back)|outperforms?|"
+    r"beats?|speeds? up|'s best|(?:is|was|trains|works) best|best:)(?!\w)",
+    re.I,
+)
 TIE = re.compile(r"\b(cannot be told apart|can't tell|tie[sd]?|too few samples)\b", re.I)
 # "too few to tell whether compiling pays back", "whether it is faster": an open question, not a direction stated
 QUESTIONED = re.compile(r"\bwhether\b[^.;:]*", re.I)
@@ -66,18 +76,18 @@ def _candidates(answer: Mapping[str, Any]) -> list[float]:
     for num in answer.get("numbers", []):
         v = num.get("value")
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            vals += [float(v), 100.0 * float(v)]          # a fraction may be stated as a percentage
+            vals += [float(v), 100.0 * float(v)]  # a fraction may be stated as a percentage
             if num.get("spread") is not None:
                 vals.append(float(num["spread"]))
     for v in verdicts_of(answer.get("verdict")):
         if isinstance(v.get("confidence"), (int, float)):
-            vals.append(100.0 * v["confidence"])                # "95% CI"
+            vals.append(100.0 * v["confidence"])  # "95% CI"
         for key in ("ratio", "ci_low", "ci_high", "median_a", "median_b"):
             x = v.get(key)
             if isinstance(x, (int, float)) and math.isfinite(x) and x:
                 vals += [float(x)] + ([1.0 / x] if key in ("ratio", "ci_low", "ci_high") else [])
                 if key == "ratio":
-                    vals.append(100.0 * (x - 1.0))              # "31% faster" from a 1.31x ratio
+                    vals.append(100.0 * (x - 1.0))  # "31% faster" from a 1.31x ratio
     return vals
 
 
@@ -88,7 +98,7 @@ def _value(token: str) -> tuple[float, int]:
 
 
 def _matches(value: float, decimals: int, candidates: list[float]) -> bool:
-    tol = 0.5 * 10.0 ** -decimals * 1.001 + 1e-12
+    tol = 0.5 * 10.0**-decimals * 1.001 + 1e-12
     if value == 0:  # "0%" for 0.335% rounds a measured share away: zero is said only of zero
         return any(c == 0 for c in candidates)
     return any(abs(value - c) <= tol or abs(value - round(c, decimals)) <= 1e-9 for c in candidates)
@@ -104,10 +114,14 @@ def check_answer(answer: Mapping[str, Any], where: str = "") -> list[str]:
         if not _matches(value, decimals, pool):
             problems.append(f"{at}states {value:g}{suffix and ' ' + suffix} which is no number of its record")
     direction, tie = DIRECTION.search(QUESTIONED.sub("", text)), TIE.search(text)
-    modelled = [float(n["value"]) for n in answer.get("numbers", []) if n.get("provenance") != "measured"
-                and isinstance(n.get("value"), (int, float))]
-    ratio = next((m for m in RATIO.finditer(text) if not _matches(*_value(m.group(0)), modelled)),
-                 None)  # a predicted or cited ratio is no comparison of measurements
+    modelled = [
+        float(n["value"])
+        for n in answer.get("numbers", [])
+        if n.get("provenance") != "measured" and isinstance(n.get("value"), (int, float))
+    ]
+    ratio = next(
+        (m for m in RATIO.finditer(text) if not _matches(*_value(m.group(0)), modelled)), None
+    )  # a predicted or cited ratio is no comparison of measurements
     if (direction or tie or ratio) and not v:
         problems.append(f"{at}compares ({(direction or tie or ratio).group(0)!r}) without a verdict")
     verdicts = verdicts_of(v)
@@ -121,14 +135,20 @@ def check_answer(answer: Mapping[str, Any], where: str = "") -> list[str]:
             problems.append(f"{at}does not say its verdict is a tie")
     for x in directional:
         if min(x.get("n_a", 0), x.get("n_b", 0)) < MIN_SAMPLES:
-            problems.append(f"{at}states a direction from fewer than {MIN_SAMPLES} samples "
-                            f"(n = {x.get('n_a')} and {x.get('n_b')})")
+            problems.append(
+                f"{at}states a direction from fewer than {MIN_SAMPLES} samples "
+                f"(n = {x.get('n_a')} and {x.get('n_b')})"
+            )
     for x in directional if len(verdicts) == 1 else []:
         problems += _direction_problems(text, x, at)
-    if len(verdicts) > 1 and direction and directional:  # one line over several verdicts: what it states holds
+    if (
+        len(verdicts) > 1 and direction and directional
+    ):  # one line over several verdicts: what it states holds
         named = [x for x in directional if not _direction_problems(text, x, at)]
         if not named:
-            problems.append(f"{at}states {direction.group(0)!r} but names no separated verdict's winner and direction")
+            problems.append(
+                f"{at}states {direction.group(0)!r} but names no separated verdict's winner and direction"
+            )
     return problems + _number_problems(answer, at)
 
 
@@ -137,8 +157,10 @@ def _direction_problems(text: str, x: Mapping[str, Any], at: str) -> list[str]:
     up, down = _words(x)
     winner = x.get("label_a") if x.get("outcome") == "better" else x.get("label_b")
     if not re.search(rf"\b({up}|{down})\b", text, re.I):
-        problems.append(f"{at}does not state its verdict's direction ({up.replace('|', ', ')} or "
-                        f"{down.replace('|', ', ')})")
+        problems.append(
+            f"{at}does not state its verdict's direction ({up.replace('|', ', ')} or "
+            f"{down.replace('|', ', ')})"
+        )
     if winner is not None and not re.search(rf"(?<!\w){re.escape(str(winner))}(?!\w)", text, re.I):
         problems.append(f"{at}does not name the verdict's winner {winner!r}")
     return problems
@@ -178,7 +200,7 @@ def check_reports(reports: Path) -> dict[str, list[str]]:
     """check_record over every answer record in a reports folder; a record that cannot be read is a problem."""
     out = {}
     for path in sorted(Path(reports).glob("*.answer.json")):
-        task = path.name[:-len(".answer.json")]
+        task = path.name[: -len(".answer.json")]
         try:
             out[task] = check_record(json.loads(path.read_text()))
         except (OSError, ValueError) as e:

@@ -14,6 +14,7 @@
 
 Bad input is one line on stderr and exit status 2, before any compute.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,10 @@ def _cmd_init(args) -> int:
     target.mkdir(parents=True, exist_ok=True)
     for nb in sorted(notebooks_dir().glob("*.ipynb")):
         shutil.copyfile(nb, target / nb.name)
-    print(f"copied {len(list(target.glob('*.ipynb')))} notebooks to {target}; open them with: "
-          f"jupyter lab --notebook-dir={target}")
+    print(
+        f"copied {len(list(target.glob('*.ipynb')))} notebooks to {target}; open them with: "
+        f"jupyter lab --notebook-dir={target}"
+    )
     return 0
 
 
@@ -62,7 +65,7 @@ def _file_params(args) -> dict:
 
 
 def _cmd_run(args) -> int:
-    from .runner import parse_assignments, run_task, write_index, load_outcomes
+    from .runner import load_outcomes, parse_assignments, run_task, write_index
 
     outcome = run_task(args.task, args.profile, _file_params(args), parse_assignments(args.param or []))
     write_index(load_outcomes())
@@ -82,8 +85,10 @@ def _cmd_report(args) -> int:
     only = [t.strip() for t in args.only.split(",")] if args.only is not None else None  # '' is refused
     outcomes = run_all(args.profile, _file_params(args), parse_assignments(args.param or []), only)
     failed = [o.task for o in outcomes if o.status != "ok"]
-    print(f"index: {reports_dir() / 'index.html'} ({len(outcomes) - len(failed)} ok"
-          + (f", failed: {', '.join(failed)})" if failed else ")"))
+    print(
+        f"index: {reports_dir() / 'index.html'} ({len(outcomes) - len(failed)} ok"
+        + (f", failed: {', '.join(failed)})" if failed else ")")
+    )
     if args.bundle or args.bundle_only:
         from .bundle import write_bundle
         from .runner import load_outcomes, write_index
@@ -93,8 +98,15 @@ def _cmd_report(args) -> int:
     return 1 if failed else 0
 
 
-_DATA_INTS = {"seed": "--seed", "n_train": "--n-train", "n_test": "--n-test", "classes": "--classes",
-              "per_class": "--per-class", "val_per_class": "--val-per-class", "n_test_images": "--n-test-images"}
+_DATA_INTS = {
+    "seed": "--seed",
+    "n_train": "--n-train",
+    "n_test": "--n-test",
+    "classes": "--classes",
+    "per_class": "--per-class",
+    "val_per_class": "--val-per-class",
+    "n_test_images": "--n-test-images",
+}
 
 
 def _cmd_data(args) -> int:
@@ -105,7 +117,10 @@ def _cmd_data(args) -> int:
     from ..config import resolve_path
     from ..results import sigterm_interrupts
 
-    for key, option in _DATA_INTS.items():  # read as text so that "1e23" is one line, not argparse's usage page
+    for (
+        key,
+        option,
+    ) in _DATA_INTS.items():  # read as text so that "1e23" is one line, not argparse's usage page
         value = getattr(args, key)
         if isinstance(value, str):
             try:
@@ -118,7 +133,9 @@ def _cmd_data(args) -> int:
         raise ConfigError("--url applies to `data download` only")
     if not str(args.root).strip():  # '' would be the current folder, silently
         raise ConfigError("--root needs a folder, got ''")
-    if not str(args.root).isprintable():  # a newline or a control character: a typo, and a name no message shows
+    if not str(
+        args.root
+    ).isprintable():  # a newline or a control character: a typo, and a name no message shows
         raise ConfigError(f"--root {args.root!r} holds a control character (a newline?); name a plain folder")
     root = resolve_path(args.root)
     if root.exists() and not root.is_dir():
@@ -135,10 +152,16 @@ def _cmd_data(args) -> int:
     except KeyboardInterrupt as e:
         term = type(e).__name__ == "Interrupted"
         part = root / "tiny-imagenet-200.zip.part"  # a download's partial file stays: the next run resumes it
-        kept = (f"; the partial download {part} is kept: the same command resumes it"
-                if args.action == "download" and part.is_file() else "")
-        print(f"hpml-lab: error: data {args.action} {args.dataset} {'terminated' if term else 'interrupted'}; "
-              f"nothing half-written is left in {root}, what was there before is unchanged{kept}", file=sys.stderr)
+        kept = (
+            f"; the partial download {part} is kept: the same command resumes it"
+            if args.action == "download" and part.is_file()
+            else ""
+        )
+        print(
+            f"hpml-lab: error: data {args.action} {args.dataset} {'terminated' if term else 'interrupted'}; "
+            f"nothing half-written is left in {root}, what was there before is unchanged{kept}",
+            file=sys.stderr,
+        )
         return 128 + (int(getattr(e, "signum", signal.SIGTERM)) if term else signal.SIGINT)
 
 
@@ -148,15 +171,21 @@ def _cmd_data_cifar(args, root) -> int:
     if args.dataset != "cifar10":
         raise ConfigError(f"dataset {args.dataset!r} is not available; valid: cifar10, tinyimagenet")
     if args.source != "http" or args.kaggle_dataset or args.allow_partial:
-        raise ConfigError("--source, --dataset and --allow-partial apply to tinyimagenet only; CIFAR-10 comes "
-                          "through torchvision (--url for a mirror)")
+        raise ConfigError(
+            "--source, --dataset and --allow-partial apply to tinyimagenet only; CIFAR-10 comes "
+            "through torchvision (--url for a mirror)"
+        )
     if args.action == "synth":
         if args.if_missing and (root / cifar.FOLDER).exists():
             kind = cifar.check(root)
             print(f"{root / cifar.FOLDER} already holds {kind} CIFAR-10; nothing to do")
             return 0
-        path = cifar.synthesize(root, seed=args.seed, n_train=args.n_train, n_test=args.n_test, force=args.force)
-        print(f"wrote synthetic CIFAR-10 ({args.n_train} train + {args.n_test} test, seed {args.seed}) to {path}")
+        path = cifar.synthesize(
+            root, seed=args.seed, n_train=args.n_train, n_test=args.n_test, force=args.force
+        )
+        print(
+            f"wrote synthetic CIFAR-10 ({args.n_train} train + {args.n_test} test, seed {args.seed}) to {path}"
+        )
     else:
         path = cifar.download(root, url=args.url)
         print(f"CIFAR-10 ready and md5-checked in {path}")
@@ -168,13 +197,24 @@ def _cmd_data_tinyimagenet(args, root) -> int:
 
     if args.action == "synth":
         if args.if_missing and (root / tinyimagenet.FOLDER / tinyimagenet.RECORD).exists():
-            print(f"{root / tinyimagenet.FOLDER} already holds {tinyimagenet.check(root)} Tiny ImageNet; nothing to do")
+            print(
+                f"{root / tinyimagenet.FOLDER} already holds {tinyimagenet.check(root)} Tiny ImageNet; nothing to do"
+            )
             return 0
-        path = tinyimagenet.synthesize(root, classes=args.classes, per_class=args.per_class,
-                                       val_per_class=args.val_per_class, n_test=args.n_test_images, seed=args.seed,
-                                       force=args.force, archive_only=args.archive_only)
-        print(f"wrote synthetic Tiny ImageNet ({args.classes} classes x {args.per_class} train, "
-              f"{args.val_per_class} val each, seed {args.seed}): {path}")
+        path = tinyimagenet.synthesize(
+            root,
+            classes=args.classes,
+            per_class=args.per_class,
+            val_per_class=args.val_per_class,
+            n_test=args.n_test_images,
+            seed=args.seed,
+            force=args.force,
+            archive_only=args.archive_only,
+        )
+        print(
+            f"wrote synthetic Tiny ImageNet ({args.classes} classes x {args.per_class} train, "
+            f"{args.val_per_class} val each, seed {args.seed}): {path}"
+        )
     elif args.source == "kaggle":
         path = tinyimagenet.download_kaggle(root, args.kaggle_dataset, allow_partial=args.allow_partial)
         print(f"Tiny ImageNet ready in {path} (from Kaggle {args.kaggle_dataset})")
@@ -190,12 +230,23 @@ def _cmd_slurm(args) -> int:
     from . import slurm
     from .runner import parse_assignments
 
-    path = slurm.write(args.task, out=args.output, gpus=args.gpus, nodes=args.nodes, time=args.time,
-                       partition=args.partition, params=parse_assignments(args.param or []), profile=args.profile,
-                       ntasks_per_node=args.ntasks_per_node, cpus_per_task=args.cpus_per_task,
-                       signal_lead_s=args.signal_lead, train=not args.no_train,
-                       train_params=parse_assignments(args.train or []), save_model=args.save_model,
-                       report=not args.no_report)
+    path = slurm.write(
+        args.task,
+        out=args.output,
+        gpus=args.gpus,
+        nodes=args.nodes,
+        time=args.time,
+        partition=args.partition,
+        params=parse_assignments(args.param or []),
+        profile=args.profile,
+        ntasks_per_node=args.ntasks_per_node,
+        cpus_per_task=args.cpus_per_task,
+        signal_lead_s=args.signal_lead,
+        train=not args.no_train,
+        train_params=parse_assignments(args.train or []),
+        save_model=args.save_model,
+        report=not args.no_report,
+    )
     print(f"wrote {path}; submit it with: sbatch {path}")
     return 0
 
@@ -203,8 +254,20 @@ def _cmd_slurm(args) -> int:
 def _cmd_bench(args) -> int:
     from ..studies import bench
 
-    opts = {k: getattr(args, k) for k in ("data_root", "device", "repeats", "warmup", "model", "batch_size",
-                                          "num_workers", "steps", "precision")}
+    opts = {
+        k: getattr(args, k)
+        for k in (
+            "data_root",
+            "device",
+            "repeats",
+            "warmup",
+            "model",
+            "batch_size",
+            "num_workers",
+            "steps",
+            "precision",
+        )
+    }
     return bench.main(args.names, **opts)
 
 
@@ -215,18 +278,30 @@ def _cmd_train(args, rest: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="hpml-lab", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    p = OneLineParser(
+        prog="hpml-lab",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("tasks", help="list the lab tasks")
     ini = sub.add_parser("init", help="copy the task notebooks into DIR/notebooks to edit them")
     ini.add_argument("dir", nargs="?", default=".")
 
     def run_options(sp):
-        sp.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="set a parameter (repeatable)")
-        sp.add_argument("-f", "--file", action="append", metavar="PARAMS.yaml", help="YAML file of parameters")
-        sp.add_argument("--profile", default="smoke", choices=list(PROFILES),
-                        help="smoke: seconds on 2 CPU cores; full: the lab's setting, for a GPU (default smoke)")
+        sp.add_argument(
+            "-p", "--param", action="append", metavar="KEY=VALUE", help="set a parameter (repeatable)"
+        )
+        sp.add_argument(
+            "-f", "--file", action="append", metavar="PARAMS.yaml", help="YAML file of parameters"
+        )
+        sp.add_argument(
+            "--profile",
+            default="smoke",
+            choices=list(PROFILES),
+            help="smoke: seconds on 2 CPU cores; full: the lab's setting, for a GPU (default smoke)",
+        )
 
     r = sub.add_parser("run", help="run one task's notebook and render its HTML report")
     r.add_argument("task")
@@ -234,8 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="run every task and write reports/index.html")
     run_options(rep)
     rep.add_argument("--only", metavar="IDS", help="comma-separated task ids")
-    rep.add_argument("--bundle", action="store_true", help="write reports/bundle.html (+ .pdf with Chromium) from the "
-                     "reports already rendered, in seconds: nothing is run; it says which reports are missing")
+    rep.add_argument(
+        "--bundle",
+        action="store_true",
+        help="write reports/bundle.html (+ .pdf with Chromium) from the "
+        "reports already rendered, in seconds: nothing is run; it says which reports are missing",
+    )
     rep.add_argument("--rerun", action="store_true", help="with --bundle: run every task first, then bundle")
     rep.add_argument("--bundle-only", action="store_true", help=argparse.SUPPRESS)  # the old name of --bundle
 
@@ -249,37 +328,72 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--force", action="store_true", help="synth: rewrite an existing synthetic copy")
     d.add_argument("--if-missing", action="store_true", help="synth: do nothing when the dataset is there")
     d.add_argument("--url", help="download: a mirror of the official archive")
-    d.add_argument("--allow-partial", action="store_true",
-                   help="tinyimagenet download: accept fewer than the official 200 classes / 100,000 / 10,000 images")
-    d.add_argument("--source", choices=["http", "kaggle"], default="http", help="tinyimagenet download: where from")
+    d.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="tinyimagenet download: accept fewer than the official 200 classes / 100,000 / 10,000 images",
+    )
+    d.add_argument(
+        "--source", choices=["http", "kaggle"], default="http", help="tinyimagenet download: where from"
+    )
     d.add_argument("--dataset", dest="kaggle_dataset", metavar="OWNER/NAME", help="with --source kaggle")
     d.add_argument("--classes", default=200, help="tinyimagenet synth: classes (1 to 200)")
     d.add_argument("--per-class", default=10, help="tinyimagenet synth: training images per class")
     d.add_argument("--val-per-class", default=2, help="tinyimagenet synth: validation images per class")
     d.add_argument("--n-test-images", default=20, help="tinyimagenet synth: unlabelled test images")
-    d.add_argument("--archive-only", action="store_true", help="tinyimagenet synth: write the zip, do not prepare it")
+    d.add_argument(
+        "--archive-only", action="store_true", help="tinyimagenet synth: write the zip, do not prepare it"
+    )
 
-    sl = sub.add_parser("slurm", help="write an sbatch script: torchrun training, then the notebook and its HTML")
+    sl = sub.add_parser(
+        "slurm", help="write an sbatch script: torchrun training, then the notebook and its HTML"
+    )
     sl.add_argument("task")
-    sl.add_argument("--gpus", type=int, default=1, help="GPUs per node (default 1; 0: CPU nodes, gloo, no --gres)")
-    sl.add_argument("--ntasks-per-node", type=int, help="with --gpus 0: training processes per node (default 1)")
-    sl.add_argument("--cpus-per-task", type=int, default=1, help="with --gpus 0: CPUs per process (default 1)")
-    sl.add_argument("--signal-lead", type=int, metavar="SECONDS",
-                    help="Slurm's warning signal this long before the limit: the job stops cleanly "
-                         "(default 180, or a quarter of a shorter limit)")
-    sl.add_argument("--no-train", action="store_true", help="leave out the torchrun training step (sweep-only tasks)")
-    sl.add_argument("--no-report", action="store_true", help="leave out the notebook step (DDP training only)")
-    sl.add_argument("--train", action="append", metavar="KEY=VALUE",
-                    help="a RunConfig setting for the training step only, e.g. loader=tensor (repeatable)")
+    sl.add_argument(
+        "--gpus", type=int, default=1, help="GPUs per node (default 1; 0: CPU nodes, gloo, no --gres)"
+    )
+    sl.add_argument(
+        "--ntasks-per-node", type=int, help="with --gpus 0: training processes per node (default 1)"
+    )
+    sl.add_argument(
+        "--cpus-per-task", type=int, default=1, help="with --gpus 0: CPUs per process (default 1)"
+    )
+    sl.add_argument(
+        "--signal-lead",
+        type=int,
+        metavar="SECONDS",
+        help="Slurm's warning signal this long before the limit: the job stops cleanly "
+        "(default 180, or a quarter of a shorter limit)",
+    )
+    sl.add_argument(
+        "--no-train", action="store_true", help="leave out the torchrun training step (sweep-only tasks)"
+    )
+    sl.add_argument(
+        "--no-report", action="store_true", help="leave out the notebook step (DDP training only)"
+    )
+    sl.add_argument(
+        "--train",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a RunConfig setting for the training step only, e.g. loader=tensor (repeatable)",
+    )
     sl.add_argument("--save-model", metavar="PATH", help="the training step writes its final weights here")
     sl.add_argument("--nodes", type=int, default=1, help="nodes (default 1; more uses srun + torchrun c10d)")
     sl.add_argument("--time", default="01:00", help="wall-time limit HH:MM (default 01:00)")
     sl.add_argument("--partition", help="Slurm partition")
-    sl.add_argument("-p", "--param", action="append", metavar="KEY=VALUE", help="set a parameter (repeatable)")
-    sl.add_argument("--profile", default="full", choices=list(PROFILES), help="parameter profile (default full)")
-    sl.add_argument("-o", "--output", metavar="PATH", help="script path (default slurm/TASK-NODESxGPUS.sbatch)")
+    sl.add_argument(
+        "-p", "--param", action="append", metavar="KEY=VALUE", help="set a parameter (repeatable)"
+    )
+    sl.add_argument(
+        "--profile", default="full", choices=list(PROFILES), help="parameter profile (default full)"
+    )
+    sl.add_argument(
+        "-o", "--output", metavar="PATH", help="script path (default slurm/TASK-NODESxGPUS.sbatch)"
+    )
 
-    b = sub.add_parser("bench", help="run benchmarks; each prints one JSON line and saves it under benchmarks/results/")
+    b = sub.add_parser(
+        "bench", help="run benchmarks; each prints one JSON line and saves it under benchmarks/results/"
+    )
     b.add_argument("names", nargs="+", metavar="NAME", help="loader, step, overhead, stall or all")
     b.add_argument("--data-root", default="data", help="CIFAR-10 folder (default: data/)")
     b.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -288,9 +402,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--model", default="resnet18")
     b.add_argument("--batch-size", type=int, default=128)
     b.add_argument("--num-workers", type=int, default=2, help="baseline DataLoader workers")
-    b.add_argument("--steps", type=int, default=None, help="training steps per timed repeat (default: by device)")
-    b.add_argument("--precision", default="auto", choices=["auto", "fp32", "tf32", "bf16", "fp16"],
-                   help="the fast path's precision (default auto: bf16 on CUDA, fp32 on a CPU)")
+    b.add_argument(
+        "--steps", type=int, default=None, help="training steps per timed repeat (default: by device)"
+    )
+    b.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "fp32", "tf32", "bf16", "fp16"],
+        help="the fast path's precision (default auto: bf16 on CUDA, fp32 on a CPU)",
+    )
 
     sub.add_parser("train", help="train one run (flags: python -m hpml_lab --help)", add_help=False)
     return p
@@ -302,8 +422,15 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "train":
         return _cmd_train(None, argv[1:])
     args = parser.parse_args(argv)
-    handlers = {"tasks": _cmd_tasks, "init": _cmd_init, "run": _cmd_run, "report": _cmd_report, "data": _cmd_data, "slurm": _cmd_slurm,
-                "bench": _cmd_bench}
+    handlers = {
+        "tasks": _cmd_tasks,
+        "init": _cmd_init,
+        "run": _cmd_run,
+        "report": _cmd_report,
+        "data": _cmd_data,
+        "slurm": _cmd_slurm,
+        "bench": _cmd_bench,
+    }
     try:
         return handlers[args.command](args)
     except (ConfigError, DatasetError) as e:
@@ -314,7 +441,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hpml-lab: error: {one_line(f'{e.strerror or e}{where}')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted, e.g. a Slurm time limit)
-        print("hpml-lab: interrupted; completed results are kept, the index says which task stopped", file=sys.stderr)
+        print(
+            "hpml-lab: interrupted; completed results are kept, the index says which task stopped",
+            file=sys.stderr,
+        )
         return 128 + int(getattr(e, "signum", 15)) if type(e).__name__ == "Interrupted" else 130
 
 

@@ -17,6 +17,7 @@ driver, versions, commit and each stage's time and status (a failing stage is re
 With $OUT set (the device tool's return folder) each stage packs what it wrote into $OUT/<gpu-name>.<stage>.tar.gz
 (under 16 MiB: traces dropped, largest first, until it fits), since nothing else leaves the machine.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,10 +43,18 @@ ROOTS = ["papermill", "nbconvert", "nbformat", "nbclient", "ipykernel", "jupyter
 # Requirements not followed: Holistic Trace Analysis (traceinsight) lists JupyterLab and pytest, which its analysis
 # code never imports (checked in hta/, 0.6.1); carrying JupyterLab would triple the wheels.
 SKIP_REQUIRES = {"traceinsight": {"jupyterlab", "pytest"}}
-ARCHIVE_LIMIT = 16 * 1024 ** 2  # one file the device tool brings back
+ARCHIVE_LIMIT = 16 * 1024**2  # one file the device tool brings back
 TRACE_SUFFIXES = (".json.gz", ".pickle", ".pt.trace.json", "trace.json")
-PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-             "manylinux1_x86_64", "manylinux_2_24_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64"]
+PLATFORMS = [
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_34_x86_64",
+]
 STAGES = tuple(gpuplan.STAGES)
 
 
@@ -61,8 +70,14 @@ def wheel_list(roots=ROOTS, python: str = GPU_PYTHON) -> list[tuple[str, str]]:
     from packaging.requirements import Requirement
 
     full = python if python.count(".") == 2 else f"{python}.0"
-    env = {**default_environment(), "python_version": ".".join(full.split(".")[:2]), "python_full_version": full,
-           "sys_platform": "linux", "platform_system": "Linux", "implementation_name": "cpython"}
+    env = {
+        **default_environment(),
+        "python_version": ".".join(full.split(".")[:2]),
+        "python_full_version": full,
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "implementation_name": "cpython",
+    }
     seen: dict[str, str] = {}
     done: set[tuple[str, str]] = set()  # (package, extra) whose requirements were followed; "" is the base
     todo: list[tuple[str, str]] = [(r, "") for r in roots]
@@ -80,7 +95,8 @@ def wheel_list(roots=ROOTS, python: str = GPU_PYTHON) -> list[tuple[str, str]]:
                 applies = extra == ""
             else:  # a requirement of this extra (or of the base, when its marker names no extra)
                 applies = r.marker.evaluate({**env, "extra": extra}) and (
-                    extra == "" or not r.marker.evaluate({**env, "extra": ""}))
+                    extra == "" or not r.marker.evaluate({**env, "extra": ""})
+                )
             if applies and _norm(r.name) not in SKIP_REQUIRES.get(name, ()):
                 todo += [(r.name, "")] + [(r.name, _norm(x)) for x in r.extras]
     return sorted(seen.items())
@@ -92,19 +108,37 @@ def download_wheels(dest: str | os.PathLike = ".whl", log=print, python: str = G
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     for name, version in wheel_list(python=python):
-        if list(dest.glob(f"{name.replace('-', '_')}-{version}-*.whl")) or list(dest.glob(f"{name}-{version}-*.whl")):
+        if list(dest.glob(f"{name.replace('-', '_')}-{version}-*.whl")) or list(
+            dest.glob(f"{name}-{version}-*.whl")
+        ):
             continue
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-               "--python-version", python, "--implementation", "cp", "-d", str(dest), f"{name}=={version}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            python,
+            "--implementation",
+            "cp",
+            "-d",
+            str(dest),
+            f"{name}=={version}",
+        ]
         for p in PLATFORMS:
             cmd += ["--platform", p]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
-            raise ConfigError(f"no CPython {python} manylinux wheel of {name}=={version}: "
-                              f"{(r.stderr.strip().splitlines() or [''])[-1]}")
+            raise ConfigError(
+                f"no CPython {python} manylinux wheel of {name}=={version}: "
+                f"{(r.stderr.strip().splitlines() or [''])[-1]}"
+            )
         log(f"[gpu-wheels] {name}=={version}")
     wheels = sorted(dest.glob("*.whl"))
-    total = sum(w.stat().st_size for w in wheels) / 1024 ** 2
+    total = sum(w.stat().st_size for w in wheels) / 1024**2
     log(f"[gpu-wheels] {len(wheels)} wheels, {total:.1f} MiB in {dest}")
     if total > 64:
         raise ConfigError(f"the wheels take {total:.0f} MiB, over the 64 MiB a device call can carry")
@@ -121,8 +155,15 @@ def gpu_name(device: str) -> str:
 
 def _driver() -> str:
     try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         return "none"
 
@@ -132,15 +173,23 @@ def _ensure_kernel() -> None:
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     try:  # one found must start this very Python (a user-wide one may point at another virtualenv)
-        if Path(KernelSpecManager().get_kernel_spec("hpml-lab").argv[0]).resolve() == Path(sys.executable).resolve():
+        if (
+            Path(KernelSpecManager().get_kernel_spec("hpml-lab").argv[0]).resolve()
+            == Path(sys.executable).resolve()
+        ):
             return
     except NoSuchKernel:
         pass
     tag = hashlib.sha1(sys.executable.encode()).hexdigest()[:8]
     prefix = Path(os.environ.get("TMPDIR", "/tmp")) / f"hpml-lab-kernel-{tag}"
-    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(prefix), "--name", "hpml-lab"],
-                   check=True, capture_output=True)
-    os.environ["JUPYTER_PATH"] = str(prefix / "share" / "jupyter") + os.pathsep + os.environ.get("JUPYTER_PATH", "")
+    subprocess.run(
+        [sys.executable, "-m", "ipykernel", "install", "--prefix", str(prefix), "--name", "hpml-lab"],
+        check=True,
+        capture_output=True,
+    )
+    os.environ["JUPYTER_PATH"] = (
+        str(prefix / "share" / "jupyter") + os.pathsep + os.environ.get("JUPYTER_PATH", "")
+    )
 
 
 def _data(root: Path, device: str, log) -> None:
@@ -162,16 +211,36 @@ def install(wheels: str | os.PathLike, site: str | os.PathLike, log=print) -> Pa
     site = Path(site).resolve()
     files = sorted(Path(wheels).glob("*.whl"))
     if not files:
-        raise ConfigError(f"no wheels in {wheels}: run `make gpu-wheels` here and carry .whl to the GPU machine")
+        raise ConfigError(
+            f"no wheels in {wheels}: run `make gpu-wheels` here and carry .whl to the GPU machine"
+        )
     stamp = site / ".hpml-wheels"
     names = "\n".join(f.name for f in files)
     if not (stamp.is_file() and stamp.read_text() == names):
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile",
-                            "--no-cache-dir", "--upgrade", "--target", str(site), *map(str, files)],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-index",
+                "--no-deps",
+                "--no-compile",
+                "--no-cache-dir",
+                "--upgrade",
+                "--target",
+                str(site),
+                *map(str, files),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
-            raise ConfigError(f"pip could not install the carried wheels: {(r.stderr.strip().splitlines() or [''])[-1]}")
+            raise ConfigError(
+                f"pip could not install the carried wheels: {(r.stderr.strip().splitlines() or [''])[-1]}"
+            )
         stamp.write_text(names)
         log(f"[gpu-check] installed {len(files)} wheels into {site} in {time.perf_counter() - t0:.0f} s")
     activate(site)
@@ -189,8 +258,22 @@ def activate(site: Path) -> None:
 
 
 def stage_tests(out: Path, device: str, log) -> dict:
-    r = subprocess.run([sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider",
-                        "--durations=10", str(project_root() / "tests")], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "cuda",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--durations=10",
+            str(project_root() / "tests"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     (out / "tests.txt").write_text(r.stdout + r.stderr)
     last = (r.stdout.strip().splitlines() or [""])[-1]
     log(f"[gpu-check] tests: {last}")
@@ -210,13 +293,24 @@ def stage_reports(out: Path, device: str, data_root: Path, tasks_: list[str], lo
             params["device"] = device
         try:
             o = runner.run_task(tid, profile, cli_params=params, log=log)
-            done[tid] = {"status": o.status, "seconds": round(o.seconds, 1), "error": o.error,
-                         "html": bool(o.html)}
+            done[tid] = {
+                "status": o.status,
+                "seconds": round(o.seconds, 1),
+                "error": o.error,
+                "html": bool(o.html),
+            }
         except Exception as e:  # a task refused before compute (or the runner itself failing): recorded
-            done[tid] = {"status": "failed", "seconds": 0.0, "error": f"{type(e).__name__}: {e}", "html": False}
+            done[tid] = {
+                "status": "failed",
+                "seconds": 0.0,
+                "error": f"{type(e).__name__}: {e}",
+                "html": False,
+            }
             log(f"[gpu-check] {tid}: {done[tid]['error']}")
     runner.write_index(runner.load_outcomes())
-    for trace in output_path("results").rglob("trace.json"):  # the reports link gzipped copies (reports/artifacts)
+    for trace in output_path("results").rglob(
+        "trace.json"
+    ):  # the reports link gzipped copies (reports/artifacts)
         trace.unlink()
     bad = [t for t, d in done.items() if d["status"] != "ok" or not d["html"]]
     return {"status": "failed" if bad else "ok", "failed": bad, "tasks": done}
@@ -227,8 +321,16 @@ def stage_bench(out: Path, device: str, data_root: Path, log) -> dict:
 
     opts = {"data_root": str(data_root), "device": device, "repeats": gpuplan.BENCH_REPEATS}
     if device == "cpu":  # the dry run: every benchmark once, at the smallest size
-        opts.update(model="resnet_tiny", batch_size=8, repeats=1, warmup=0, steps=1, pil_batches=1, tensor_batches=2,
-                    num_workers=0)
+        opts.update(
+            model="resnet_tiny",
+            batch_size=8,
+            repeats=1,
+            warmup=0,
+            steps=1,
+            pil_batches=1,
+            tensor_batches=2,
+            num_workers=0,
+        )
     recs, bad = {}, []
     for name in bench.NAMES:
         try:
@@ -250,8 +352,14 @@ def _run_stage(stage: str, out: Path, device: str, data_root: Path, tasks_: list
     return stage_reports(out, device, data_root, tasks_ or gpuplan.STAGES[stage], log)
 
 
-def run(stages=STAGES, device: str = "cuda", out: str | os.PathLike | None = None, tasks_: list[str] | None = None,
-        log=print, pack_to: str | os.PathLike | None = None) -> Path:
+def run(
+    stages=STAGES,
+    device: str = "cuda",
+    out: str | os.PathLike | None = None,
+    tasks_: list[str] | None = None,
+    log=print,
+    pack_to: str | os.PathLike | None = None,
+) -> Path:
     """Run the stages; outputs (HPML_OUTPUT_DIR) and the manifest go under reports/gpu/<gpu-name>/. A stage that
     fails (or raises) is recorded in the manifest with its error, and the next stage runs. With pack_to, each stage
     ends by packing the files it wrote into pack_to/<gpu-name>.<stage>.tar.gz."""
@@ -277,27 +385,48 @@ def run(stages=STAGES, device: str = "cuda", out: str | os.PathLike | None = Non
         try:
             result = _run_stage(stage, out, device, data_root, tasks_, log)
         except Exception as e:  # recorded; the next stage runs
-            result = {"status": "failed", "error": f"{type(e).__name__}: {e}",
-                      "traceback": traceback.format_exc(limit=8)}
+            result = {
+                "status": "failed",
+                "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(limit=8),
+            }
             log(f"[gpu-check] stage {stage} failed: {result['error']}")
-        manifest["stages"][stage] = {"seconds": round(time.perf_counter() - t0, 1), "status": result["status"],
-                                     "result": result}
+        manifest["stages"][stage] = {
+            "seconds": round(time.perf_counter() - t0, 1),
+            "status": result["status"],
+            "result": result,
+        }
         env = environment(torch.device(device))
-        manifest.update(gpu=(env.get("gpu") or {}).get("name", "none"), gpu_dir=name, driver=_driver(),
-                        device=device, python=env["python"], torch=env["torch"], torchvision=env["torchvision"],
-                        cuda=env["cuda"], commit=env["commit"], dirty=env["dirty"])
+        manifest.update(
+            gpu=(env.get("gpu") or {}).get("name", "none"),
+            gpu_dir=name,
+            driver=_driver(),
+            device=device,
+            python=env["python"],
+            torch=env["torch"],
+            torchvision=env["torchvision"],
+            cuda=env["cuda"],
+            commit=env["commit"],
+            dirty=env["dirty"],
+        )
         atomic_write_json(manifest_path, manifest)
         if pack_to:
             pack(out, Path(pack_to) / f"{name}.{stage}.tar.gz", since=wall0, prefix=name, log=log)
     return out
 
 
-def pack(folder: Path, archive: Path, since: float = 0.0, prefix: str = "", limit: int = ARCHIVE_LIMIT,
-         log=print) -> Path:
+def pack(
+    folder: Path, archive: Path, since: float = 0.0, prefix: str = "", limit: int = ARCHIVE_LIMIT, log=print
+) -> Path:
     """The files under `folder` modified since `since` (and manifest.json) into one tar.gz at `archive`, each under
     `prefix/`; traces and snapshots are left out, largest first, until the archive fits `limit` bytes."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()
-                   and (p.stat().st_mtime >= since - 1 or p.name == "manifest.json"))
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file()
+        and not p.is_symlink()
+        and (p.stat().st_mtime >= since - 1 or p.name == "manifest.json")
+    )
     dropped: list[str] = []
     archive.parent.mkdir(parents=True, exist_ok=True)
     while True:
@@ -306,16 +435,20 @@ def pack(folder: Path, archive: Path, since: float = 0.0, prefix: str = "", limi
                 for f in files:
                     tar.add(f, arcname=str(Path(prefix) / f.relative_to(folder)), recursive=False)
         size = archive.stat().st_size
-        traces = sorted((f for f in files if f.name.endswith(TRACE_SUFFIXES) or "snapshot" in f.name),
-                        key=lambda f: f.stat().st_size)
+        traces = sorted(
+            (f for f in files if f.name.endswith(TRACE_SUFFIXES) or "snapshot" in f.name),
+            key=lambda f: f.stat().st_size,
+        )
         if size <= limit or not traces:
             break
         files.remove(traces[-1])
         dropped.append(str(traces[-1].relative_to(folder)))
     if size > limit:
-        raise ConfigError(f"{archive.name} is {size / 1024 ** 2:.1f} MiB without traces, over the return limit")
-    log(f"[gpu-check] packed {len(files)} files, {size / 1024 ** 2:.1f} MiB, into {archive}"
-        + (f" (left out to fit: {', '.join(dropped)})" if dropped else ""))
+        raise ConfigError(f"{archive.name} is {size / 1024**2:.1f} MiB without traces, over the return limit")
+    log(
+        f"[gpu-check] packed {len(files)} files, {size / 1024**2:.1f} MiB, into {archive}"
+        + (f" (left out to fit: {', '.join(dropped)})" if dropped else "")
+    )
     return archive
 
 
@@ -336,7 +469,9 @@ def unpack(path: str | os.PathLike, dest: str | os.PathLike | None = None, log=p
                 for m in members:
                     target = (root / m.name).resolve()
                     if not (m.isfile() or m.isdir()) or root not in target.parents or m.name.startswith("/"):
-                        raise ConfigError(f"{a.name}: member {m.name!r} is not a plain file inside {dest}; refused")
+                        raise ConfigError(
+                            f"{a.name}: member {m.name!r} is not a plain file inside {dest}; refused"
+                        )
                 for m in members:
                     if m.isfile():
                         target = root / m.name
@@ -355,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("wheels", help="download the wheels the GPU image lacks")
     w.add_argument("--dest", default=".whl")
-    w.add_argument("--python-version", default=GPU_PYTHON, help=f"the Python the wheels are for ({GPU_PYTHON})")
+    w.add_argument(
+        "--python-version", default=GPU_PYTHON, help=f"the Python the wheels are for ({GPU_PYTHON})"
+    )
     r = sub.add_parser("run", help="run check stages")
     r.add_argument("--stage", default="plan", help=f"{', '.join(STAGES)}, comma-separated, or all")
     r.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
@@ -363,7 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--tasks", default="", help="comma-separated task ids (default: the stage's tasks)")
     r.add_argument("--site", help="install the carried wheels here first (pip --target) and use them")
     r.add_argument("--wheels", default=".whl")
-    r.add_argument("--pack", default=os.environ.get("OUT") or None, help="pack each stage here (default: $OUT)")
+    r.add_argument(
+        "--pack", default=os.environ.get("OUT") or None, help="pack each stage here (default: $OUT)"
+    )
     sub.add_parser("plan", help="print the stages with their estimates (JSON)")
     u = sub.add_parser("unpack", help="extract archives that came home into reports/gpu/")
     u.add_argument("archive")
@@ -385,8 +524,13 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"unknown stage {bad[0]!r}; valid: {', '.join(STAGES)}, all, plan")
             if args.site:
                 install(args.wheels, args.site)
-            out = run(stages, args.device, args.out, [t for t in args.tasks.split(",") if t] or None,
-                      pack_to=args.pack)
+            out = run(
+                stages,
+                args.device,
+                args.out,
+                [t for t in args.tasks.split(",") if t] or None,
+                pack_to=args.pack,
+            )
             print(f"[gpu-check] done: {out}")
     except ConfigError as e:
         print(f"gpu-check: error: {e}", file=sys.stderr)

@@ -8,6 +8,7 @@ predicted figures, computed from the FLOPs of the `gpu` profile's training steps
 H100, the PIL loader's cost measured on a CPU here, and reference figures from the review (notes/gpu-review.md);
 the first GPU run's manifest.json measures each stage and replaces them.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,8 @@ from typing import Any
 
 # Packages the GPU image holds (notes/gpu-machine.md, its whole list): never carried. The kit's CPU test builds a
 # Python with exactly these (those of them installed here) to run the kit as the GPU machine would.
-IMAGE_HAS = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch
+IMAGE_HAS = set(
+    """absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch
 build certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
 cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers
 flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize
@@ -33,7 +35,8 @@ scikit-build-core scikit-image scikit-learn scipy seaborn sentencepiece sentence
 simplejson six sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-server tensorstore
 threadpoolctl tifffile tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics
 torchvision tqdm transformers treescope triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig
-werkzeug wheel wrapt xarray xxhash yarl zipp""".split())
+werkzeug wheel wrapt xarray xxhash yarl zipp""".split()
+)
 GPU_PYTHON = "3.12.3"  # the GPU image's Python (a Requires-Python such as >=3.12.1 needs the micro version)
 
 # reference: bf16 8192^3 products measured 769-798 TFLOP/s on the lent H100 (notes/gpu-machine.md)
@@ -57,8 +60,21 @@ LIMIT_S, LEASE_S = 540.0, 1500.0  # each command under 9 minutes; the whole kit 
 
 # Training epochs each task runs at the gpu profile (configurations x epochs, from its notebook), and the extra
 # seconds of what is not a training epoch, each with why.
-RUNS = {"c1": 1, "c2": 1, "c3": 0, "c4": 2, "c5": 1, "c6": 5, "c7": 2, "c8": 2, "questions": 0, "memory": 3,
-        "tinyimagenet": 4, "lab5": 0, "dataloading": 0}
+RUNS = {
+    "c1": 1,
+    "c2": 1,
+    "c3": 0,
+    "c4": 2,
+    "c5": 1,
+    "c6": 5,
+    "c7": 2,
+    "c8": 2,
+    "questions": 0,
+    "memory": 3,
+    "tinyimagenet": 4,
+    "lab5": 0,
+    "dataloading": 0,
+}
 EXTRA = {
     "c3": (60.0, "loader sweep, no model: up to 5 worker counts x 3 epochs x 100 batches of PIL decoding"),
     "c4": (20.0, "the profiler trace and its analysis"),
@@ -68,19 +84,25 @@ EXTRA = {
     "memory": (60.0, "the OOM batch sweep and the memory snapshots (python stacks)"),
     "tinyimagenet": (60.0, "DataParallel/DDP set-up on one GPU and the 64x64 data"),
     "lab5": (150.0, "the batch sweep up to 8192 and the all-reduce measurement (review)"),
-    "dataloading": (None, "simulated storage sleeps: files x (0+5+20+50) ms x passes / workers, for the loaders"),
+    "dataloading": (
+        None,
+        "simulated storage sleeps: files x (0+5+20+50) ms x passes / workers, for the loaders",
+    ),
 }
 
 # Each stage is one device command; report tasks are grouped so that each group fits one command.
 STAGES: dict[str, list[str]] = {
-    "tests": [], "bench": [],
+    "tests": [],
+    "bench": [],
     # questions reads C6's results: the same stage (a bare machine keeps nothing between commands)
     "reports-1": ["c1", "c2", "memory", "c3", "c4", "c5", "c6", "c7", "questions"],
     "reports-2": ["c8", "dataloading"],
     "reports-3": ["tinyimagenet", "lab5"],
 }
-FIXED = {"tests": (180.0, "reference (review): pytest -m cuda, about 3 min"),
-         "bench": (200.0, "reference (review): hpml-lab bench all on CUDA, 4-6 min at 5 repeats; the kit runs 3")}
+FIXED = {
+    "tests": (180.0, "reference (review): pytest -m cuda, about 3 min"),
+    "bench": (200.0, "reference (review): hpml-lab bench all on CUDA, 4-6 min at 5 repeats; the kit runs 3"),
+}
 BENCH_REPEATS = 3
 
 
@@ -101,24 +123,32 @@ def task_estimate(task_id: str) -> tuple[float, str]:
     steps = math.ceil(n_images / batch)
     if p.get("max_batches"):
         steps = min(steps, int(p["max_batches"]))
-    fpi = (flops.step_flops_per_image("resnet18", 200, "imagenet", "bn", 64) if tiny_imagenet
-           else flops.step_flops_per_image("resnet18"))
+    fpi = (
+        flops.step_flops_per_image("resnet18", 200, "imagenet", "bn", 64)
+        if tiny_imagenet
+        else flops.step_flops_per_image("resnet18")
+    )
     compute = step_seconds(fpi * batch)
     workers = max(1, int(p.get("num_workers", 0) or 1))
     loader = batch * PIL_S_PER_IMAGE / workers
     epoch = steps * max(compute, loader) + EPOCH_OVERHEAD_S
     runs = RUNS.get(task_id, 1) * int(p.get("epochs", 1))
     seconds = KERNEL_S + runs * epoch
-    basis = (f"{runs} epochs x ({steps} steps x max(compute {1000 * compute:.1f} ms = {fpi * batch / 1e12:.2f} TFLOP"
-             f" / {H100_BF16_TFLOPS * EAGER_SHARE:.0f} TFLOP/s, loader {1000 * loader:.1f} ms = {batch} x"
-             f" {PIL_S_PER_IMAGE * 1e6:.0f} us / {workers} workers) + {EPOCH_OVERHEAD_S:.0f} s) + kernel {KERNEL_S:.0f} s"
-             if runs else f"kernel {KERNEL_S:.0f} s")
+    basis = (
+        f"{runs} epochs x ({steps} steps x max(compute {1000 * compute:.1f} ms = {fpi * batch / 1e12:.2f} TFLOP"
+        f" / {H100_BF16_TFLOPS * EAGER_SHARE:.0f} TFLOP/s, loader {1000 * loader:.1f} ms = {batch} x"
+        f" {PIL_S_PER_IMAGE * 1e6:.0f} us / {workers} workers) + {EPOCH_OVERHEAD_S:.0f} s) + kernel {KERNEL_S:.0f} s"
+        if runs
+        else f"kernel {KERNEL_S:.0f} s"
+    )
     extra, why = EXTRA.get(task_id, (0.0, ""))
     if task_id == "c5":
         extra = int(p.get("epochs", 1)) * steps * CPU_STEP_S
     elif task_id == "dataloading":
         files, passes = int(p.get("subset", 0)), int(p.get("epochs", 1))
-        extra = files * 0.075 * passes / workers * 2  # the baseline and the worker loader sleep; threads overlap
+        extra = (
+            files * 0.075 * passes / workers * 2
+        )  # the baseline and the worker loader sleep; threads overlap
     if extra:
         seconds += extra
         basis += f" + {extra:.0f} s {why}"
@@ -137,10 +167,22 @@ def plan(stages: list[str] | None = None) -> dict[str, Any]:
             est = sum(s for _, s, _ in parts)
             basis = "; ".join(f"{t} {s:.0f} s: {b}" for t, s, b in parts)
         est += call
-        rows.append({"name": name, "estimate_s": round(est), "command": f"make gpu-check STAGE={name}",
-                     "basis": f"set-up {call:.0f} s ({'first command' if i == 0 else 'warm machine'}) + " + basis, "provenance": "predicted",
-                     "fits": est < LIMIT_S})
+        rows.append(
+            {
+                "name": name,
+                "estimate_s": round(est),
+                "command": f"make gpu-check STAGE={name}",
+                "basis": f"set-up {call:.0f} s ({'first command' if i == 0 else 'warm machine'}) + " + basis,
+                "provenance": "predicted",
+                "fits": est < LIMIT_S,
+            }
+        )
     total = START_S + sum(r["estimate_s"] for r in rows)
-    return {"stages": rows, "total_s": round(total), "limit_per_stage_s": LIMIT_S, "lease_s": LEASE_S,
-            "total_basis": f"machine start {START_S:.0f} s once + the stages (each with its set-up), run back to back",
-            "fits": total < LEASE_S and all(r["fits"] for r in rows)}
+    return {
+        "stages": rows,
+        "total_s": round(total),
+        "limit_per_stage_s": LIMIT_S,
+        "lease_s": LEASE_S,
+        "total_basis": f"machine start {START_S:.0f} s once + the stages (each with its set-up), run back to back",
+        "fits": total < LEASE_S and all(r["fits"] for r in rows),
+    }

@@ -7,6 +7,7 @@
 
 Every refusal is a ConfigError with one line, shown as it is by the CLI with exit status 2.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,9 +16,8 @@ from typing import Any
 
 import yaml
 
-from .. import results
-from ..io import alive, signals_deferred  # noqa: F401  (alive: the one liveness check, re-exported)
 from ..config import ConfigError, RunConfig, output_path
+from ..io import alive, signals_deferred  # noqa: F401  (alive: the one liveness check, re-exported)
 from . import answers, tasks
 
 
@@ -35,8 +35,10 @@ class _NoAliases(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.events.AliasEvent):
             mark = self.peek_event().start_mark
-            raise ConfigError(f"uses a YAML alias (line {mark.line + 1}); aliases and anchors are not allowed "
-                              "in a parameters file: write each value out")
+            raise ConfigError(
+                f"uses a YAML alias (line {mark.line + 1}); aliases and anchors are not allowed "
+                "in a parameters file: write each value out"
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
@@ -45,8 +47,9 @@ class _NoAliases(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise ConfigError(f"sets {key!r} twice (line {key_node.start_mark.line + 1}); give each "
-                                  "parameter once")
+                raise ConfigError(
+                    f"sets {key!r} twice (line {key_node.start_mark.line + 1}); give each parameter once"
+                )
             if isinstance(key, (str, int, float, bool)):
                 seen.add(key)
         return super().construct_mapping(node, deep=deep)
@@ -59,8 +62,10 @@ def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
     if not p.is_file():  # a folder, /dev/zero, a FIFO: reading it would fail or never end
         raise ConfigError(f"parameters file {p} is not a regular file")
     if p.stat().st_size > PARAMS_FILE_MAX:
-        raise ConfigError(f"parameters file {p} is {p.stat().st_size} bytes; a parameters file holds at most "
-                          f"{PARAMS_FILE_MAX} bytes")
+        raise ConfigError(
+            f"parameters file {p} is {p.stat().st_size} bytes; a parameters file holds at most "
+            f"{PARAMS_FILE_MAX} bytes"
+        )
     try:
         data = yaml.load(p.read_text(encoding="utf-8"), Loader=_NoAliases) or {}  # noqa: S506 (safe, no aliases)
     except UnicodeDecodeError:
@@ -92,11 +97,15 @@ def check_writable(folder: Path) -> None:
             f.flush()
         free = shutil.disk_usage(folder).free
     except OSError as e:
-        raise ConfigError(f"output folder {folder} is not writable: {e.strerror or e}"
-                          + (f" ({e.filename})" if e.filename and str(e.filename) != str(folder) else "")) from None
+        raise ConfigError(
+            f"output folder {folder} is not writable: {e.strerror or e}"
+            + (f" ({e.filename})" if e.filename and str(e.filename) != str(folder) else "")
+        ) from None
     if free < MIN_FREE_BYTES:
-        raise ConfigError(f"output folder {folder} has {free // (1 << 20)} MiB free; a run needs at least "
-                          f"{MIN_FREE_BYTES >> 20} MiB: free some space or set HPML_OUTPUT_DIR elsewhere")
+        raise ConfigError(
+            f"output folder {folder} has {free // (1 << 20)} MiB free; a run needs at least "
+            f"{MIN_FREE_BYTES >> 20} MiB: free some space or set HPML_OUTPUT_DIR elsewhere"
+        )
 
 
 def preflight(task: tasks.Task, cfg: RunConfig) -> None:
@@ -108,8 +117,10 @@ def preflight(task: tasks.Task, cfg: RunConfig) -> None:
         import torch
 
         if not torch.cuda.is_available():
-            raise ConfigError("parameter 'device' is 'cuda' but no CUDA device is visible here; "
-                              "use device=auto or device=cpu")
+            raise ConfigError(
+                "parameter 'device' is 'cuda' but no CUDA device is visible here; "
+                "use device=auto or device=cpu"
+            )
     if cfg.compile or cfg.compile_backend != "inductor":
         from ..fastpath import check_backend, compile_available
 
@@ -122,8 +133,12 @@ def preflight(task: tasks.Task, cfg: RunConfig) -> None:
 def _report_files(task_id: str) -> list[Path]:
     """The files that make one task's report, replaced together: page, answer record, executed notebook, outcome."""
     out = reports_dir()
-    return [out / f"{task_id}.html", answers.path_for(task_id), out / "executed" / f"{task_id}.ipynb",
-            out / "executed" / f"{task_id}.json"]
+    return [
+        out / f"{task_id}.html",
+        answers.path_for(task_id),
+        out / "executed" / f"{task_id}.ipynb",
+        out / "executed" / f"{task_id}.json",
+    ]
 
 
 def set_aside(task_id: str) -> Path:
@@ -156,7 +171,11 @@ def land_executed(partial: Path, executed: Path) -> str:
         return ""
     except Exception as e:  # noqa: BLE001 (NotJSONError, a cut-short file, an OSError: all mean not whole)
         partial.unlink(missing_ok=True)
-        why = e.strerror if isinstance(e, OSError) and e.strerror else "cut short: the disk filled or a limit hit"
+        why = (
+            e.strerror
+            if isinstance(e, OSError) and e.strerror
+            else "cut short: the disk filled or a limit hit"
+        )
         return f"the executed notebook {executed} could not be written whole ({why}); nothing of it is kept"
 
 
@@ -169,8 +188,10 @@ def write_outcome(path: Path, record: dict, aside: Path) -> None:
         atomic_write_json(path, record)
     except OSError as e:
         _put_back(record["task"], aside)
-        raise ConfigError(f"cannot write {path} ({e.strerror or e}); the task ended {record['status']} and its "
-                          "previous report is kept: free some space and run it again") from None
+        raise ConfigError(
+            f"cannot write {path} ({e.strerror or e}); the task ended {record['status']} and its "
+            "previous report is kept: free some space and run it again"
+        ) from None
 
 
 def _put_back(task_id: str, aside: Path) -> None:

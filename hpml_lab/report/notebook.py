@@ -9,17 +9,19 @@ In a notebook, right after the `parameters` cell:
     ...
     nb.answer(cfg, info, *lab2_answers.c1(cfg, run))   # the answer record and box (studies/lab2_answers.py)
 """
+
 from __future__ import annotations
 
 import html
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
+from .. import sanity
 from ..config import RunConfig, check_keys, output_path
 from ..data import dataset_info
 from ..envinfo import environment, hardware_label
-from .. import sanity
 from ..studies._conclude import short
 
 try:
@@ -39,8 +41,12 @@ def config(task: str, namespace: Mapping[str, Any]) -> RunConfig:
 
     t = tasks.TASKS.get(task)
     study = t.settings.field_names() if t is not None and t.settings is not None else []
-    check_keys(sorted(injected_names(namespace)), also=study, where=f" for task {task}",
-               shown=sorted({*RunConfig.field_names(), *study}))
+    check_keys(
+        sorted(injected_names(namespace)),
+        also=study,
+        where=f" for task {task}",
+        shown=sorted({*RunConfig.field_names(), *study}),
+    )
     params = {k: namespace[k] for k in RunConfig.field_names() if k in namespace and k != "task"}
     cfg = RunConfig(task=task, **params)
     _RUN["model"] = cfg.model
@@ -97,12 +103,16 @@ def data_notice(info: Mapping[str, Any]) -> str:
             f"not comparable with published {html.escape(info['name'])} numbers.</div>"
         )
     if info["kind"] == "unverified":
-        return ('<div style="border:2px solid #c60;background:#fff4e5;padding:10px 14px;margin:8px 0">'
-                f"<b>Unverified data.</b> The {html.escape(info['name'])} in {html.escape(info['root'])} carries no "
-                "synthetic marker, but its files do not match the published md5s: it is neither the real dataset nor "
-                "this kit's synthetic one, so its losses and accuracies are not comparable with published numbers.</div>")
-    return (f'<div style="border:1px solid #2a7;padding:8px 14px;margin:8px 0">Dataset: real '
-            f"{html.escape(info['name'])} from {html.escape(info['root'])} (md5s verified).</div>")
+        return (
+            '<div style="border:2px solid #c60;background:#fff4e5;padding:10px 14px;margin:8px 0">'
+            f"<b>Unverified data.</b> The {html.escape(info['name'])} in {html.escape(info['root'])} carries no "
+            "synthetic marker, but its files do not match the published md5s: it is neither the real dataset nor "
+            "this kit's synthetic one, so its losses and accuracies are not comparable with published numbers.</div>"
+        )
+    return (
+        f'<div style="border:1px solid #2a7;padding:8px 14px;margin:8px 0">Dataset: real '
+        f"{html.escape(info['name'])} from {html.escape(info['root'])} (md5s verified).</div>"
+    )
 
 
 def header(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> dict[str, Any]:
@@ -112,15 +122,24 @@ def header(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> dict[str, Any
     display(HTML(data_notice(info)))
     display(HTML(settings_notice(cfg, lab)))
     env = environment()
-    display(Markdown(f"**Hardware:** {hardware_label(env)} &nbsp;·&nbsp; **torch** {env['torch']} "
-                     f"&nbsp;·&nbsp; **commit** `{env['commit'][:10]}`{' (uncommitted changes)' if env['dirty'] else ''}"))
+    display(
+        Markdown(
+            f"**Hardware:** {hardware_label(env)} &nbsp;·&nbsp; **torch** {env['torch']} "
+            f"&nbsp;·&nbsp; **commit** `{env['commit'][:10]}`{' (uncommitted changes)' if env['dirty'] else ''}"
+        )
+    )
     return info
 
 
 def warn(text: str) -> None:
     """A highlighted notice in the report (what is missing, what to read with care)."""
-    display(HTML('<div style="border:2px solid #c60;background:#fff4e5;padding:8px 12px;margin:6px 0">'
-                 + text + "</div>"))
+    display(
+        HTML(
+            '<div style="border:2px solid #c60;background:#fff4e5;padding:8px 12px;margin:6px 0">'
+            + text
+            + "</div>"
+        )
+    )
 
 
 _REUSED = 0  # configurations reused from an earlier run in this kernel (reused_note), for the answer record
@@ -132,8 +151,12 @@ def reused_note(items) -> None:
     n = sum(getattr(i, "status", "") == "skipped" for i in items)
     _REUSED += n  # the answer record says it too, and the index from it
     if n:
-        display(Markdown(f"*{n} configuration(s) were complete from an earlier run and were reused (resumed sweep); "
-                         "their start time is in their meta.json.*"))
+        display(
+            Markdown(
+                f"*{n} configuration(s) were complete from an earlier run and were reused (resumed sweep); "
+                "their start time is in their meta.json.*"
+            )
+        )
 
 
 def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
@@ -146,16 +169,27 @@ def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
     flag = sanity.stand_in(cfg, lab["model"]) if "model" in lab else None
     from .answers import readable
 
-    cells = "".join(f"<tr><td>{html.escape(readable(r['setting']))}</td><td><b>{html.escape(r['ran'])}</b></td>"
-                    f"<td>{html.escape(r['lab'])}</td></tr>" for r in rows)
-    return ("<div style='border:1px solid #c60;padding:8px 14px;margin:8px 0'>"
-            + (f"<p><b>Stand-in model.</b> {html.escape(flag.message)}.</p>" if flag else "")
-            + "<p>This run's settings differ from the lab's; every number below is for the settings that ran:</p>"
-            f"<table><tr><th>setting</th><th>ran</th><th>lab</th></tr>{cells}</table></div>")
+    cells = "".join(
+        f"<tr><td>{html.escape(readable(r['setting']))}</td><td><b>{html.escape(r['ran'])}</b></td>"
+        f"<td>{html.escape(r['lab'])}</td></tr>"
+        for r in rows
+    )
+    return (
+        "<div style='border:1px solid #c60;padding:8px 14px;margin:8px 0'>"
+        + (f"<p><b>Stand-in model.</b> {html.escape(flag.message)}.</p>" if flag else "")
+        + "<p>This run's settings differ from the lab's; every number below is for the settings that ran:</p>"
+        f"<table><tr><th>setting</th><th>ran</th><th>lab</th></tr>{cells}</table></div>"
+    )
 
 
-def answer(cfg: RunConfig, info: Mapping[str, Any], items: list, flags=(), title: str = "",
-           lab: Mapping[str, Any] = sanity.LAB) -> None:
+def answer(
+    cfg: RunConfig,
+    info: Mapping[str, Any],
+    items: list,
+    flags=(),
+    title: str = "",
+    lab: Mapping[str, Any] = sanity.LAB,
+) -> None:
     """Build this report's answer record (answers.Record) from computed answers and flags, write it to
     reports/<task>.answer.json and show it (at the top of the rendered page)."""
     from . import answers, tasks
@@ -168,14 +202,29 @@ def answer(cfg: RunConfig, info: Mapping[str, Any], items: list, flags=(), title
     if busy and all(f.kind != "machine busy" for f in flags):
         flags.append(busy)
     differ = sanity.ran_vs_lab(cfg, lab) if lab else []
-    if differ and all(f.kind != "settings differ" for f in flags):  # the table shows a difference: so does a flag
-        flags.append(sanity.Flag("settings differ", "settings differ from the lab's: " + ", ".join(
-            f"{r['setting']} {r['ran']} (lab {r['lab']})" for r in differ)))
+    if differ and all(
+        f.kind != "settings differ" for f in flags
+    ):  # the table shows a difference: so does a flag
+        flags.append(
+            sanity.Flag(
+                "settings differ",
+                "settings differ from the lab's: "
+                + ", ".join(f"{r['setting']} {r['ran']} (lab {r['lab']})" for r in differ),
+            )
+        )
     task_title = title or (tasks.TASKS[cfg.task].title if cfg.task in tasks.TASKS else cfg.task)
-    answers.show(answers.Record(cfg.task, task_title, list(items), [f.as_dict() for f in flags],
-                                synthetic_data=info.get("kind") == "synthetic",
-                                stand_in_model=cfg.model if stand_in else "", ran_vs_lab=differ,
-                                reused=_REUSED))
+    answers.show(
+        answers.Record(
+            cfg.task,
+            task_title,
+            list(items),
+            [f.as_dict() for f in flags],
+            synthetic_data=info.get("kind") == "synthetic",
+            stand_in_model=cfg.model if stand_in else "",
+            ran_vs_lab=differ,
+            reused=_REUSED,
+        )
+    )
 
 
 def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
@@ -183,15 +232,26 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     env = meta["environment"]
     sanity.observe(meta.get("machine"))  # a run shown on this report counts for its 'machine busy' flag
     rows = {
-        "hardware": hardware_label(env), "device used": meta["device"], "cpu": env["cpu"],
-        "cpu cores usable": env["cpu_cores"], "gpu": (env["gpu"] or {}).get("name", "none"),
-        "python": env["python"], "torch": env["torch"], "torchvision": env["torchvision"],
-        "cuda": env["cuda"] or "n/a", "git commit": env["commit"] + (" (dirty)" if env["dirty"] else ""),
-        "dataset": f"{meta['dataset']['name']} ({meta['dataset']['kind']})", "seed": meta["seed"],
-        "started (UTC)": meta["started_at"], "run folder": meta["run_id"],
+        "hardware": hardware_label(env),
+        "device used": meta["device"],
+        "cpu": env["cpu"],
+        "cpu cores usable": env["cpu_cores"],
+        "gpu": (env["gpu"] or {}).get("name", "none"),
+        "python": env["python"],
+        "torch": env["torch"],
+        "torchvision": env["torchvision"],
+        "cuda": env["cuda"] or "n/a",
+        "git commit": env["commit"] + (" (dirty)" if env["dirty"] else ""),
+        "dataset": f"{meta['dataset']['name']} ({meta['dataset']['kind']})",
+        "seed": meta["seed"],
+        "started (UTC)": meta["started_at"],
+        "run folder": meta["run_id"],
         "machine load before the run": _load_text(meta.get("machine")),
-        "config": ", ".join(f"{k}={shown_path(v) if k.endswith('_root') else v}" for k, v in meta["config"].items()
-                            if k not in ("task", "results_dir", "run_id", "progress", "log_every")),
+        "config": ", ".join(
+            f"{k}={shown_path(v) if k.endswith('_root') else v}"
+            for k, v in meta["config"].items()
+            if k not in ("task", "results_dir", "run_id", "progress", "log_every")
+        ),
     }
     # a Styler renders every cell whole (a DataFrame's HTML cuts long cells, and the config row is long)
     return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows.keys())).style
@@ -214,7 +274,8 @@ def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, 
     """A table as the report shows it: column names through answers.readable ('per_gpu_batch' -> 'per-GPU
     batch'), numbers through number_text, the `percent` columns (fractions, or percentages with of_one=False)
     through answers.percent ('14.2%'); no index."""
-    from .answers import percent as pct, readable
+    from .answers import percent as pct
+    from .answers import readable
 
     shown = df.copy()
     for c in shown.columns:
@@ -234,8 +295,10 @@ def _load_text(load: Mapping[str, Any] | None) -> str:
     return f"load average {shown} on {load.get('cores')} usable cores{steal}"
 
 
-HOW_TO_OPEN = {"trace": "a gzipped Chrome-trace JSON: open it at https://ui.perfetto.dev (Open trace file)",
-               "snapshot": "a CUDA memory snapshot: open it at https://pytorch.org/memory_viz (drag the file in)"}
+HOW_TO_OPEN = {
+    "trace": "a gzipped Chrome-trace JSON: open it at https://ui.perfetto.dev (Open trace file)",
+    "snapshot": "a CUDA memory snapshot: open it at https://pytorch.org/memory_viz (drag the file in)",
+}
 
 
 def artifact(path, kind: str, task: str) -> str:
@@ -248,11 +311,13 @@ def artifact(path, kind: str, task: str) -> str:
 
     src = Path(path)
     gz = kind == "trace"  # Perfetto opens gzipped traces; they shrink about tenfold
-    target = output_path("reports") / "artifacts" / f"{task}-{src.parent.name}-{src.name}{'.gz' if gz else ''}"
+    target = (
+        output_path("reports") / "artifacts" / f"{task}-{src.parent.name}-{src.name}{'.gz' if gz else ''}"
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(src, "rb") as f, (gzip.open(target, "wb") if gz else open(target, "wb")) as g:
+    with open(src, "rb") as f, gzip.open(target, "wb") if gz else open(target, "wb") as g:
         shutil.copyfileobj(f, g)
-    size = target.stat().st_size / 1024 ** 2
+    size = target.stat().st_size / 1024**2
     return f"[{target.name}](artifacts/{target.name}) ({size:.1f} MB), {HOW_TO_OPEN[kind]}"
 
 
@@ -277,8 +342,9 @@ def alt_text(fig, name: str) -> str:
             continue
         what = ax.get_title() or "a panel"
         ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
-        axes = f"{ax.get_ylabel() or 'value'} " + (f"against {ax.get_xlabel()}" if ax.get_xlabel() else
-                                                   f"for {', '.join(ticks)}" if ticks else "")
+        axes = f"{ax.get_ylabel() or 'value'} " + (
+            f"against {ax.get_xlabel()}" if ax.get_xlabel() else f"for {', '.join(ticks)}" if ticks else ""
+        )
         legend = ax.get_legend()
         names = [t.get_text() for t in legend.get_texts()] if legend else []
         parts.append(f"{what}: {axes}" + (f" ({', '.join(names)})" if names else ""))
@@ -320,8 +386,12 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
 
 
 # the per-epoch memory columns of epochs.csv (profiling.MEMORY_COLUMNS) as a table shows them, units in the header
-MEMORY_HEADERS = {"peak_allocated_mb": "CUDA peak allocated (MB)", "peak_reserved_mb": "CUDA peak reserved (MB)",
-                  "alloc_retries": "CUDA allocation retries (count)", "peak_rss_mb": "process peak RSS (MB)"}
+MEMORY_HEADERS = {
+    "peak_allocated_mb": "CUDA peak allocated (MB)",
+    "peak_reserved_mb": "CUDA peak reserved (MB)",
+    "alloc_retries": "CUDA allocation retries (count)",
+    "peak_rss_mb": "process peak RSS (MB)",
+}
 
 
 def memory_table(epochs: pd.DataFrame, by: tuple[str, ...] = ()) -> Any:
@@ -330,8 +400,16 @@ def memory_table(epochs: pd.DataFrame, by: tuple[str, ...] = ()) -> Any:
     (CUDA's on a CPU, all of them in runs older than the measurement) are left out, and a line says which."""
     shown = [c for c in MEMORY_HEADERS if c in epochs and epochs[c].notna().any()]
     left_out = [MEMORY_HEADERS[c] for c in MEMORY_HEADERS if c not in shown]
-    display(Markdown("**Peak memory per epoch** (measured; the peaks are reset at the start of each epoch)."
-                     + (f" Not measured in these runs (the CUDA ones are measured on a GPU only), so left out: {', '.join(left_out)}." if left_out else "")))
+    display(
+        Markdown(
+            "**Peak memory per epoch** (measured; the peaks are reset at the start of each epoch)."
+            + (
+                f" Not measured in these runs (the CUDA ones are measured on a GPU only), so left out: {', '.join(left_out)}."
+                if left_out
+                else ""
+            )
+        )
+    )
     table = epochs[[*by, "epoch", *shown]].rename(columns=MEMORY_HEADERS)
     fmt = {MEMORY_HEADERS[c]: "{:.0f}" if c == "alloc_retries" else "{:.1f}" for c in shown}
     return table.style.hide(axis="index").format(fmt, na_rep="-")

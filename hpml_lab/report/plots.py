@@ -1,9 +1,10 @@
 """Figures the reports share. Each function returns a matplotlib Figure; save with notebook.save_figure.
 
-    from hpml_lab.report import plots
-    plots.loss_accuracy(run.batches)
-    plots.epoch_timing(run.epochs)
+from hpml_lab.report import plots
+plots.loss_accuracy(run.batches)
+plots.epoch_timing(run.epochs)
 """
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -44,7 +45,9 @@ def loss_accuracy(batches: pd.DataFrame, title: str = "", smooth: int = 0) -> pl
         y = batches[col] * (100 if col == "acc" else 1)
         ax.plot(batches["step"], y, lw=0.9, alpha=0.5 if smooth > 1 else 1.0, label="per batch")
         if smooth > 1:
-            ax.plot(batches["step"], y.rolling(smooth, min_periods=1).mean(), lw=1.8, label=f"mean of {smooth}")
+            ax.plot(
+                batches["step"], y.rolling(smooth, min_periods=1).mean(), lw=1.8, label=f"mean of {smooth}"
+            )
             ax.legend(frameon=False)
         _epoch_boundaries(ax, batches)
         ax.set_xlabel("step (batch)")
@@ -62,8 +65,12 @@ def epoch_timing(epochs: pd.DataFrame, title: str = "") -> plt.Figure:
     other = (epochs["total_s"] - epochs["data_s"] - epochs["train_s"]).clip(lower=0)
     x = epochs["epoch"].astype(str)
     ax.bar(x, epochs["data_s"], label="data loading (waiting on loader)", color="#d95f02")
-    ax.bar(x, epochs["train_s"], bottom=epochs["data_s"], label="training (copy+fwd+bwd+step)", color="#1b9e77")
-    ax.bar(x, other, bottom=epochs["data_s"] + epochs["train_s"], label="other (loop, metrics)", color="#bbbbbb")
+    ax.bar(
+        x, epochs["train_s"], bottom=epochs["data_s"], label="training (copy+fwd+bwd+step)", color="#1b9e77"
+    )
+    ax.bar(
+        x, other, bottom=epochs["data_s"] + epochs["train_s"], label="other (loop, metrics)", color="#bbbbbb"
+    )
     ax.set_xlabel("epoch")
     ax.set_ylabel("seconds")
     ax.legend(frameon=False, fontsize=8)
@@ -73,6 +80,7 @@ def epoch_timing(epochs: pd.DataFrame, title: str = "") -> plt.Figure:
     fig.tight_layout()
     return fig
 
+
 def loader_sweep(sweep, verdict: dict | None = None) -> plt.Figure:
     """C3: seconds per loader epoch against worker count: every repeat, median line, min-max whiskers; the
     lowest median is called best only when C3's verdict (lab2_answers.c3's answer) names no tie."""
@@ -80,24 +88,50 @@ def loader_sweep(sweep, verdict: dict | None = None) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 3.8))
     x = range(len(s))
     pos = dict(zip(s["num_workers"], x))
-    ax.scatter([pos[n] for n in rows["num_workers"]], rows["seconds"], s=14, color="0.5", zorder=3,
-               label="each timed epoch")
-    ax.errorbar(list(x), s["median_s"], yerr=[s["median_s"] - s["min_s"], s["max_s"] - s["median_s"]],
-                fmt="o-", color="#1b9e77", capsize=4, label="median, min-max")
+    ax.scatter(
+        [pos[n] for n in rows["num_workers"]],
+        rows["seconds"],
+        s=14,
+        color="0.5",
+        zorder=3,
+        label="each timed epoch",
+    )
+    ax.errorbar(
+        list(x),
+        s["median_s"],
+        yerr=[s["median_s"] - s["min_s"], s["max_s"] - s["median_s"]],
+        fmt="o-",
+        color="#1b9e77",
+        capsize=4,
+        label="median, min-max",
+    )
     if verdict is not None:
         best = s.index[s["num_workers"] == verdict["best"]][0]
         tied = [str(t) for t in verdict["tied"] if t != verdict["best"]]
-        label = (f"lowest median: {verdict['best']} workers, a tie with {', '.join(tied)}" if tied
-                 else f"best: {verdict['best']} workers (verdict)")
+        label = (
+            f"lowest median: {verdict['best']} workers, a tie with {', '.join(tied)}"
+            if tied
+            else f"best: {verdict['best']} workers (verdict)"
+        )
     else:
         best = s[s["best"]].index[0]
         label = f"lowest median: {int(s.loc[best, 'num_workers'])} workers"
-    ax.scatter([best], [s.loc[best, "median_s"]], s=160, facecolors="none", edgecolors="#d95f02", lw=2,
-               label=label, zorder=4)
+    ax.scatter(
+        [best],
+        [s.loc[best, "median_s"]],
+        s=160,
+        facecolors="none",
+        edgecolors="#d95f02",
+        lw=2,
+        label=label,
+        zorder=4,
+    )
     if sweep.cores in pos:
         ax.axvline(pos[sweep.cores], color="0.7", ls="--")
     ax.set_xticks(list(x), [str(n) for n in s["num_workers"]])
-    ax.set_xlabel(f"DataLoader workers ({sweep.cores} usable cores" + (", dashed)" if sweep.cores in pos else ")"))
+    ax.set_xlabel(
+        f"DataLoader workers ({sweep.cores} usable cores" + (", dashed)" if sweep.cores in pos else ")")
+    )
     ax.set_ylabel(f"DataLoader seconds per epoch (n={int(s['n'].iloc[0])} each)")
     ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.3)
@@ -111,12 +145,27 @@ def phase_bars(summary: pd.DataFrame, by: str, xlabel: str) -> plt.Figure:
     x = summary[by].astype(str)
     other = (summary["total_median_s"] - summary["data_median_s"] - summary["train_median_s"]).clip(lower=0)
     ax.bar(x, summary["data_median_s"], color="#d95f02", label="data loading (waiting on loader)")
-    ax.bar(x, summary["train_median_s"], bottom=summary["data_median_s"], color="#1b9e77",
-           label="compute (copy+fwd+bwd+step)")
-    ax.bar(x, other, bottom=summary["data_median_s"] + summary["train_median_s"], color="#bbbbbb", label="other")
-    ax.errorbar(x, summary["total_median_s"], yerr=[summary["total_median_s"] - summary["total_min_s"],
-                                                    summary["total_max_s"] - summary["total_median_s"]],
-                fmt="none", color="k", capsize=4)
+    ax.bar(
+        x,
+        summary["train_median_s"],
+        bottom=summary["data_median_s"],
+        color="#1b9e77",
+        label="compute (copy+fwd+bwd+step)",
+    )
+    ax.bar(
+        x, other, bottom=summary["data_median_s"] + summary["train_median_s"], color="#bbbbbb", label="other"
+    )
+    ax.errorbar(
+        x,
+        summary["total_median_s"],
+        yerr=[
+            summary["total_median_s"] - summary["total_min_s"],
+            summary["total_max_s"] - summary["total_median_s"],
+        ],
+        fmt="none",
+        color="k",
+        capsize=4,
+    )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"median seconds per epoch (n={int(summary['n'].min())} epochs)")
     ax.legend(frameon=False, fontsize=8)
@@ -125,14 +174,21 @@ def phase_bars(summary: pd.DataFrame, by: str, xlabel: str) -> plt.Figure:
     return fig
 
 
-def median_bars(summary: pd.DataFrame, label: str, epochs: pd.DataFrame | None = None,
-                ylabel: str = "seconds per epoch") -> plt.Figure:
+def median_bars(
+    summary: pd.DataFrame, label: str, epochs: pd.DataFrame | None = None, ylabel: str = "seconds per epoch"
+) -> plt.Figure:
     """C5, C8: median steady epoch time per row with min-max whiskers (and each epoch as a dot)."""
     fig, ax = plt.subplots(figsize=(6, 3.6))
     x = list(range(len(summary)))
     ax.bar(x, summary["median_s"], color="#7570b3", alpha=0.8)
-    ax.errorbar(x, summary["median_s"], yerr=[summary["median_s"] - summary["min_s"],
-                                              summary["max_s"] - summary["median_s"]], fmt="none", color="k", capsize=4)
+    ax.errorbar(
+        x,
+        summary["median_s"],
+        yerr=[summary["median_s"] - summary["min_s"], summary["max_s"] - summary["median_s"]],
+        fmt="none",
+        color="k",
+        capsize=4,
+    )
     if epochs is not None:
         for i, key in enumerate(summary[label]):
             vals = epochs[epochs[label] == key]["total_s"]
@@ -177,7 +233,9 @@ def memory_counts(answers: pd.DataFrame) -> plt.Figure:
     ax.set_ylabel("millions of float values kept")
     mb = ax.secondary_yaxis("right", functions=(lambda m: m * 4, lambda mb: mb / 4))
     mb.set_ylabel("MB as float32 (4 bytes a value)")
-    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.18, 1))  # beside the bars, not on them
+    ax.legend(
+        frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.18, 1)
+    )  # beside the bars, not on them
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -191,8 +249,14 @@ def depth_figure(table, column: str = "act_MB_per_sample", label: str = "saved f
     for family, part in table.groupby("family", sort=False):
         part = part.sort_values("depth")
         a1.plot(part["depth"], part[column], "o-", label=family)
-        a2.errorbar(part["depth"], part["s_per_batch"], yerr=[part["s_per_batch"] - part["s_min"],
-                    part["s_max"] - part["s_per_batch"]], fmt="o-", capsize=3, label=family)
+        a2.errorbar(
+            part["depth"],
+            part["s_per_batch"],
+            yerr=[part["s_per_batch"] - part["s_min"], part["s_max"] - part["s_per_batch"]],
+            fmt="o-",
+            capsize=3,
+            label=family,
+        )
     a1.set_ylabel(label)
     a2.set_ylabel(f"s per batch (median, min-max), batch {int(table['batch_size'].iloc[0])}")
     for ax in (a1, a2):
@@ -209,15 +273,21 @@ def loss_curves(runs, smooth: int = 5):
 
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for label, batches in runs.items():
-        line, = ax.plot(batches["step"], batches["loss"], lw=0.8, alpha=0.4)
-        ax.plot(batches["step"], batches["loss"].rolling(smooth, min_periods=1).mean(), lw=1.8,
-                color=line.get_color(), label=f"{label} (mean of {smooth})")
+        (line,) = ax.plot(batches["step"], batches["loss"], lw=0.8, alpha=0.4)
+        ax.plot(
+            batches["step"],
+            batches["loss"].rolling(smooth, min_periods=1).mean(),
+            lw=1.8,
+            color=line.get_color(),
+            label=f"{label} (mean of {smooth})",
+        )
     ax.set_xlabel("step (batch)")
     ax.set_ylabel("training loss")
     ax.grid(alpha=0.3)
     ax.legend(frameon=False)
     fig.tight_layout()
     return fig
+
 
 def latency_figure(df):
     """Images/s (median pass; bars: fastest to slowest pass) and batch loading time against latency."""
@@ -229,13 +299,27 @@ def latency_figure(df):
             continue
         lo = d["files"] / d["epoch_max_s"]
         hi = d["files"] / d["epoch_min_s"]
-        a1.errorbar(d["latency_ms"], d["images_per_s"], yerr=[d["images_per_s"] - lo, hi - d["images_per_s"]],
-                    marker="o", capsize=3, label=name)
+        a1.errorbar(
+            d["latency_ms"],
+            d["images_per_s"],
+            yerr=[d["images_per_s"] - lo, hi - d["images_per_s"]],
+            marker="o",
+            capsize=3,
+            label=name,
+        )
         a2.plot(d["latency_ms"], 1000 * d["batch_s"], marker="o", label=name)
-    a1.set(xlabel="simulated storage latency per file (ms)", ylabel="images/s (log)", yscale="log",
-           title="Loading throughput (one pass, start-up included)")
-    a2.set(xlabel="simulated storage latency per file (ms)", ylabel="ms per batch (log)", yscale="log",
-           title="Batch loading time (pass time / batches)")
+    a1.set(
+        xlabel="simulated storage latency per file (ms)",
+        ylabel="images/s (log)",
+        yscale="log",
+        title="Loading throughput (one pass, start-up included)",
+    )
+    a2.set(
+        xlabel="simulated storage latency per file (ms)",
+        ylabel="ms per batch (log)",
+        yscale="log",
+        title="Batch loading time (pass time / batches)",
+    )
     a1.legend(frameon=False, fontsize=8)
     fig.tight_layout()
     return fig
@@ -263,11 +347,16 @@ def scaling_figure(table: pd.DataFrame) -> plt.Figure:
     for b, g in table.groupby("per_gpu_batch"):
         g = g.sort_values("workers")
         meas, pred = g[g.source == "measured"], g[g.source != "measured"]
-        line, = ax.plot(meas.workers, meas.epoch_s, "o-", label=f"batch {b}/worker, from timed steps")
+        (line,) = ax.plot(meas.workers, meas.epoch_s, "o-", label=f"batch {b}/worker, from timed steps")
         if len(pred):
             start = meas.tail(1)
-            ax.plot(list(start.workers) + list(pred.workers), list(start.epoch_s) + list(pred.epoch_s), "--",
-                    color=line.get_color(), label=f"batch {b}/worker, model")
+            ax.plot(
+                list(start.workers) + list(pred.workers),
+                list(start.epoch_s) + list(pred.epoch_s),
+                "--",
+                color=line.get_color(),
+                label=f"batch {b}/worker, model",
+            )
             ax.plot(pred.workers, pred.epoch_s, "o", mfc="white", color=line.get_color())
     ax.set_xlabel("workers")
     ax.set_ylabel("epoch time (s), incl. data loading")

@@ -9,6 +9,7 @@ reports/executed/<task>.ipynb (also when it fails), the report is
 reports/<task>.html with code hidden, and reports/executed/<task>.json records
 the outcome for the index.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,17 +23,18 @@ import re
 import sys
 import time
 import typing
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .. import results
-from . import answers, guards, tasks
-from .guards import preflight, recover_reports, set_aside
 from ..config import ConfigError, RunConfig, _short, check_keys, coerce_value, output_path, project_root
 from ..data import check_dataset
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_text
+from . import answers, guards, tasks
+from .guards import preflight, recover_reports, set_aside
 
 KERNEL = "hpml-lab"
 
@@ -50,7 +52,7 @@ class Outcome:
     html: str
     executed: str
     error: str = ""
-    finished_at: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    finished_at: str = field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
 
 
 def notebooks_dir() -> Path:
@@ -93,8 +95,12 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
     return out
 
 
-def resolve_parameters(task: tasks.Task, profile: str, file_params: Mapping[str, Any] | None = None,
-                       cli_params: Mapping[str, str] | None = None) -> tuple[dict[str, Any], RunConfig]:
+def resolve_parameters(
+    task: tasks.Task,
+    profile: str,
+    file_params: Mapping[str, Any] | None = None,
+    cli_params: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], RunConfig]:
     """Profile < params file < -p, checked against the notebook and RunConfig. No compute happens here.
     A profile only sets the parameters the notebook has; -p and -f names must all be the notebook's."""
     nb_params = notebook_parameters(notebooks_dir() / task.notebook)
@@ -106,9 +112,14 @@ def resolve_parameters(task: tasks.Task, profile: str, file_params: Mapping[str,
     check_keys(merged, also=study, shown=sorted(nb_params))
     for key in merged:
         if key not in nb_params:
-            raise ConfigError(f"task {task.id} does not take parameter {_short(key)}; "
-                              f"it takes: {', '.join(sorted(nb_params))}")
-    typed = {k: coerce_value(k, v, hints[k]) if k in valid else task.settings.coerce(k, v) for k, v in merged.items()}
+            raise ConfigError(
+                f"task {task.id} does not take parameter {_short(key)}; "
+                f"it takes: {', '.join(sorted(nb_params))}"
+            )
+    typed = {
+        k: coerce_value(k, v, hints[k]) if k in valid else task.settings.coerce(k, v)
+        for k, v in merged.items()
+    }
     if task.settings:  # the study's own settings, checked here too: one line before any kernel starts
         task.settings(**{k: v for k, v in {**nb_params, **typed}.items() if k in study})
         typed = {k: list(v) if isinstance(v, tuple) else v for k, v in typed.items()}  # papermill takes lists
@@ -128,13 +139,17 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
     # training logs folded away (a closed <details>), and no folder of this machine named on the page
-    body, _ = exporter.from_notebook_node(answers.fold_logs(nbformat.read(str(executed), as_version=4)),
-                                          resources={"metadata": {"name": f"hpml-lab {task.title}"}})
+    body, _ = exporter.from_notebook_node(
+        answers.fold_logs(nbformat.read(str(executed), as_version=4)),
+        resources={"metadata": {"name": f"hpml-lab {task.title}"}},
+    )
     rec = answers.load(task.id)
-    top = ("<nav style='margin:8px 0'><a href='index.html'>&larr; all reports (index)</a></nav>"
-           + (answers.box_html(rec) if rec else
-              "<p style='border:2px solid #cf222e;padding:8px'>This run wrote no answer record: its notebook "
-              "stopped before answering (see the error below).</p>"))
+    top = "<nav style='margin:8px 0'><a href='index.html'>&larr; all reports (index)</a></nav>" + (
+        answers.box_html(rec)
+        if rec
+        else "<p style='border:2px solid #cf222e;padding:8px'>This run wrote no answer record: its notebook "
+        "stopped before answering (see the error below).</p>"
+    )
     i = body.find("<main")
     i = body.find(">", i if i >= 0 else body.find("<body")) + 1
     atomic_write_text(target, answers.scrub_paths(body[:i] + top + body[i:]))
@@ -146,21 +161,26 @@ def _ipc_sockets():
     temporary folder, not TCP on localhost, so nothing else on a shared node can connect to it (and ipykernel 7
     does not warn that it runs unencrypted). The folder is per task and removed after it: no socket file is
     left in the working folder, also when a run is killed, and two jobs sharing a folder never collide."""
+    import shutil
     import tempfile
 
     from traitlets.config import Config
-
-    import shutil
 
     for stale in Path(tempfile.gettempdir()).glob("hpml-kernel-*-*"):  # left by a run killed with -9
         pid = stale.name.split("-")[2]
         if pid.isdigit() and not guards.alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix=f"hpml-kernel-{os.getpid()}-") as folder:  # short: a socket path has 107 bytes
+    with tempfile.TemporaryDirectory(
+        prefix=f"hpml-kernel-{os.getpid()}-"
+    ) as folder:  # short: a socket path has 107 bytes
         # a kernel stopped while it runs a cell (SIGTERM, Ctrl-C) is killed, not asked to shut down: asked, it closes
         # its sockets under the running cell and prints a ZMQError traceback
-        yield Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "k")},
-                      "NotebookClient": {"shutdown_kernel": "immediate"}})
+        yield Config(
+            {
+                "KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "k")},
+                "NotebookClient": {"shutdown_kernel": "immediate"},
+            }
+        )
 
 
 @contextlib.contextmanager
@@ -170,8 +190,12 @@ def _kernel_env():
     a test) keeps its own environment."""
     root = str(project_root())
     path = os.environ.get("PYTHONPATH", "")
-    want = {"HPML_PROGRESS": "log", "HPML_RENDERING": "1", "HPML_LAB_HOME": root,
-            "PYTHONPATH": path if root in path.split(os.pathsep) else root + (os.pathsep + path if path else "")}
+    want = {
+        "HPML_PROGRESS": "log",
+        "HPML_RENDERING": "1",
+        "HPML_LAB_HOME": root,
+        "PYTHONPATH": path if root in path.split(os.pathsep) else root + (os.pathsep + path if path else ""),
+    }
     saved = {k: os.environ.get(k) for k in want}
     os.environ.update(want)
     try:
@@ -184,8 +208,14 @@ def _kernel_env():
                 os.environ[k] = v
 
 
-def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any] | None = None,
-             cli_params: Mapping[str, str] | None = None, kernel: str = KERNEL, log=print) -> Outcome:
+def run_task(
+    task_id: str,
+    profile: str = "smoke",
+    file_params: Mapping[str, Any] | None = None,
+    cli_params: Mapping[str, str] | None = None,
+    kernel: str = KERNEL,
+    log=print,
+) -> Outcome:
     """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute."""
     import shutil
 
@@ -199,12 +229,19 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
     out_dir = reports_dir()
     executed = out_dir / "executed" / f"{task.id}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
-    partial = guards.partial_notebook(task.id)  # papermill writes here; it lands on `executed` only when whole
+    partial = guards.partial_notebook(
+        task.id
+    )  # papermill writes here; it lands on `executed` only when whole
     target = out_dir / f"{task.id}.html"
-    log(f"[{task.id}] {task.title}: running notebooks/{task.notebook} ({profile} profile"
-        + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else "") + ")")
+    log(
+        f"[{task.id}] {task.title}: running notebooks/{task.notebook} ({profile} profile"
+        + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else "")
+        + ")"
+    )
     recover_reports()
-    aside = set_aside(task.id)  # a failed run must not show the previous run's answer; a killed one gets it back
+    aside = set_aside(
+        task.id
+    )  # a failed run must not show the previous run's answer; a killed one gets it back
     t0 = time.perf_counter()
     status, error = "ok", ""
     interrupted: KeyboardInterrupt | None = None
@@ -212,9 +249,16 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
         # SIGTERM (Slurm's time limit) ends the task like Ctrl-C
         with results.sigterm_interrupts(), _kernel_env(), _ipc_sockets() as kernel_config:
             papermill.execute_notebook(
-                str(notebooks_dir() / task.notebook), str(partial), parameters=params, kernel_name=kernel,
-                cwd=str(project_root()), log_output=True, progress_bar=False, stdout_file=sys.stdout,
-                stderr_file=sys.stderr, config=kernel_config,
+                str(notebooks_dir() / task.notebook),
+                str(partial),
+                parameters=params,
+                kernel_name=kernel,
+                cwd=str(project_root()),
+                log_output=True,
+                progress_bar=False,
+                stdout_file=sys.stdout,
+                stderr_file=sys.stderr,
+                config=kernel_config,
             )
     except KeyboardInterrupt as e:  # record it, render what ran, update the index; then stop
         status, error, interrupted = "interrupted", f"interrupted ({e or 'Ctrl-C'})", e
@@ -224,7 +268,10 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
     except PapermillExecutionError as e:
         status, error = "failed", f"{e.ename}: {e.evalue}"
     except Exception as e:  # dead kernel (e.g. killed for memory), missing kernel, ...
-        status, error = "failed", f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        status, error = (
+            "failed",
+            f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
+        )
     seconds = time.perf_counter() - t0
     error = error.replace(str(partial), str(executed))  # a write error names the file the user knows
     broken = guards.land_executed(partial, executed)  # a full disk cut it short: not kept, not rendered
@@ -234,10 +281,28 @@ def run_task(task_id: str, profile: str = "smoke", file_params: Mapping[str, Any
         try:  # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
             _render_html(executed, target, task)
         except Exception as e:  # the first error stays first: a render that fails after it is its consequence
-            said = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.strerror else str(e).strip()[:300]
-            status, error = "failed", (f"{error}; " if error else "") + f"HTML render: {type(e).__name__}: {said}"
-    outcome = Outcome(task.id, task.title, status, seconds, profile, params, hardware_label(environment()),
-                      f"{cfg.dataset} ({kind})", target.name if target.exists() else "", str(executed), error)
+            said = (
+                f"{e.strerror}: {e.filename}"
+                if isinstance(e, OSError) and e.strerror
+                else str(e).strip()[:300]
+            )
+            status, error = (
+                "failed",
+                (f"{error}; " if error else "") + f"HTML render: {type(e).__name__}: {said}",
+            )
+    outcome = Outcome(
+        task.id,
+        task.title,
+        status,
+        seconds,
+        profile,
+        params,
+        hardware_label(environment()),
+        f"{cfg.dataset} ({kind})",
+        target.name if target.exists() else "",
+        str(executed),
+        error,
+    )
     guards.write_outcome(executed.with_suffix(".json"), asdict(outcome), aside)
     shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
     log(f"[{task.id}] {status} in {seconds:.1f} s -> {target}" + (f" ({error})" if error else ""))
@@ -268,8 +333,10 @@ def write_index(outcomes: list[Outcome]) -> Path:
         status = o.status if o.status != "ok" else (rec["status"] if rec else "no answer record")
         answer = html.escape(rec["summary"]) if rec else html.escape(answers.scrub_paths(o.error))
         if rec and rec.get("reused"):
-            answer += (f" <i>({rec['reused']} run(s) reused from an earlier run of this task, not made for this "
-                       "report: their start time is in the report)</i>")
+            answer += (
+                f" <i>({rec['reused']} run(s) reused from an earlier run of this task, not made for this "
+                "report: their start time is in the report)</i>"
+            )
         if rec and rec.get("synthetic_data") or "synthetic" in o.dataset:
             synthetic.append(tid)
         if rec and rec.get("stand_in_model"):
@@ -280,34 +347,44 @@ def write_index(outcomes: list[Outcome]) -> Path:
             f"<tr><td>{link}</td><td>{html.escape(o.title)}</td>"
             f'<td style="color:{color};font-weight:bold">{status}</td><td>{answer}</td>'
             f"<td>{html.escape(o.hardware)}</td><td>{html.escape(o.dataset)}</td><td>{o.profile}</td>"
-            f"<td style='text-align:right'>{o.seconds:.1f} s</td><td>{html.escape(o.finished_at)}</td></tr>")
+            f"<td style='text-align:right'>{o.seconds:.1f} s</td><td>{html.escape(o.finished_at)}</td></tr>"
+        )
     notices = []
     if synthetic:
         every = "All reports" if len(synthetic) == len(rows) else "These reports"
-        notices.append(f"{every} were computed on <b>synthetic data</b> in the real on-disk format (their accuracies "
-                       f"are not the real dataset's): {', '.join(synthetic)}.")
+        notices.append(
+            f"{every} were computed on <b>synthetic data</b> in the real on-disk format (their accuracies "
+            f"are not the real dataset's): {', '.join(synthetic)}."
+        )
     if stand_in:
-        notices.append(f"These reports ran a <b>stand-in model</b> instead of the lab's: {', '.join(stand_in)}.")
-    notice = "".join(f'<p style="border:2px solid #c60;background:#fff4e5;padding:8px">{n}</p>' for n in notices)
+        notices.append(
+            f"These reports ran a <b>stand-in model</b> instead of the lab's: {', '.join(stand_in)}."
+        )
+    notice = "".join(
+        f'<p style="border:2px solid #c60;background:#fff4e5;padding:8px">{n}</p>' for n in notices
+    )
     made = reports_dir() / "bundle.html"
-    notice += ("<p><b>Hand-in:</b> <a href=\"bundle.html\">bundle.html</a>" + (
-        " and <a href=\"bundle.pdf\">bundle.pdf</a>" if made.with_suffix(".pdf").is_file() else "")
+    notice += (
+        '<p><b>Hand-in:</b> <a href="bundle.html">bundle.html</a>'
+        + (' and <a href="bundle.pdf">bundle.pdf</a>' if made.with_suffix(".pdf").is_file() else "")
         + ": every answer first, then every report, in one file (hand in the reports folder with it: its traces "
-          "are linked from artifacts/).</p>" if made.is_file() else
-        "<p><b>Hand-in:</b> not made yet: <code>hpml-lab report --bundle</code> writes bundle.html from these "
-        "reports in seconds.</p>")
+        "are linked from artifacts/).</p>"
+        if made.is_file()
+        else "<p><b>Hand-in:</b> not made yet: <code>hpml-lab report --bundle</code> writes bundle.html from these "
+        "reports in seconds.</p>"
+    )
     env = environment()
     page = f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>hpml-lab reports</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1300px}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}} th{{background:#f3f3f3}}</style></head>
 <body><h1>hpml-lab reports</h1>{notice}
-<p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit <code>{env['commit'][:10]}</code>
-{'(uncommitted changes)' if env['dirty'] else ''}. Status is the report's own: <i>answered</i>, <i>partial</i> (what
+<p>Machine: {html.escape(hardware_label(env))}; torch {env["torch"]}; commit <code>{env["commit"][:10]}</code>
+{"(uncommitted changes)" if env["dirty"] else ""}. Status is the report's own: <i>answered</i>, <i>partial</i> (what
 is missing is said in the report), <i>not answered</i>, or <i>failed</i> (the notebook did not run through).</p>
 <table><tr><th>task</th><th>what</th><th>status</th><th>answer</th><th>hardware</th><th>dataset</th><th>profile</th>
 <th>time taken</th><th>finished (UTC)</th></tr>
-{''.join(rows)}
+{"".join(rows)}
 </table></body></html>
 """
     path = reports_dir() / "index.html"
@@ -327,12 +404,20 @@ def load_outcomes() -> list[Outcome]:
             try:
                 out.append(Outcome(**json.loads(p.read_text())))
             except (OSError, ValueError, TypeError) as e:
-                print(f"hpml-lab: warning: ignoring unreadable outcome {p} ({type(e).__name__})", file=sys.stderr)
+                print(
+                    f"hpml-lab: warning: ignoring unreadable outcome {p} ({type(e).__name__})",
+                    file=sys.stderr,
+                )
     return out
 
 
-def run_all(profile: str = "smoke", file_params: Mapping[str, Any] | None = None,
-            cli_params: Mapping[str, str] | None = None, only: list[str] | None = None, log=print) -> list[Outcome]:
+def run_all(
+    profile: str = "smoke",
+    file_params: Mapping[str, Any] | None = None,
+    cli_params: Mapping[str, str] | None = None,
+    only: list[str] | None = None,
+    log=print,
+) -> list[Outcome]:
     """Every task in order; a failing task is recorded and the others still run.
 
     Shared parameters (-p) go to the tasks whose notebook takes them.
@@ -347,8 +432,12 @@ def run_all(profile: str = "smoke", file_params: Mapping[str, Any] | None = None
     for tid in ids:
         task = tasks.get(tid)
         nb_params = notebook_parameters(notebooks_dir() / task.notebook)
-        fp = {k: v for k, v in (file_params or {}).items() if k in nb_params or k not in RunConfig.field_names()}
-        cp = {k: v for k, v in (cli_params or {}).items() if k in nb_params or k not in RunConfig.field_names()}
+        fp = {
+            k: v for k, v in (file_params or {}).items() if k in nb_params or k not in RunConfig.field_names()
+        }
+        cp = {
+            k: v for k, v in (cli_params or {}).items() if k in nb_params or k not in RunConfig.field_names()
+        }
         _, cfg = resolve_parameters(task, profile, fp, cp)  # validate all before running any
         check_dataset(cfg)
         preflight(task, cfg)

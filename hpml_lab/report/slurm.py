@@ -29,17 +29,19 @@ notebook reuses its complete runs. Parameters (-p) are checked against the task'
 notebook and RunConfig when the script is written, not when the job starts.
 Run for real in tests/test_slurm_real.py on a localhost Slurm 22.05 (one and two nodes).
 """
+
 from __future__ import annotations
 
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
-from . import tasks
 from ..config import ConfigError, output_path, project_root
 from ..io import atomic_write_text
+from . import tasks
 
 _TIME = re.compile(r"^(\d{1,3}-)?\d{1,3}:[0-5]\d(:[0-5]\d)?$", re.ASCII)  # ASCII digits: what Slurm reads
 _NAME = re.compile(r"^[A-Za-z0-9_.,-]+$")
@@ -73,29 +75,44 @@ step() {  # run "$@" in the background and wait for it, also across the trap; it
 }""".strip("\n")
 
 
-def _check(task_id: str, gpus: int, nodes: int, time: str, partition: Optional[str],
-           ntasks_per_node: Optional[int], signal_lead_s: Optional[int], cpus_per_task: int = 1) -> tasks.Task:
+def _check(
+    task_id: str,
+    gpus: int,
+    nodes: int,
+    time: str,
+    partition: str | None,
+    ntasks_per_node: int | None,
+    signal_lead_s: int | None,
+    cpus_per_task: int = 1,
+) -> tasks.Task:
     task = tasks.get(task_id)
     if not (0 <= gpus <= 64 and 1 <= nodes <= 10_000):
-        raise ConfigError(f"--gpus must be 0 (CPU nodes) to 64 and --nodes 1 to 10000, got {gpus} and {nodes}")
+        raise ConfigError(
+            f"--gpus must be 0 (CPU nodes) to 64 and --nodes 1 to 10000, got {gpus} and {nodes}"
+        )
     if not 1 <= cpus_per_task <= 1024:
         raise ConfigError(f"--cpus-per-task must be 1 to 1024, got {cpus_per_task}")
     if ntasks_per_node is not None:
         if gpus:
-            raise ConfigError(f"--ntasks-per-node is for CPU jobs (--gpus 0); with GPUs there is one process per "
-                              f"GPU, got --gpus {gpus} --ntasks-per-node {ntasks_per_node}")
+            raise ConfigError(
+                f"--ntasks-per-node is for CPU jobs (--gpus 0); with GPUs there is one process per "
+                f"GPU, got --gpus {gpus} --ntasks-per-node {ntasks_per_node}"
+            )
         if not 1 <= ntasks_per_node <= 1024:
             raise ConfigError(f"--ntasks-per-node must be at least 1 (at most 1024), got {ntasks_per_node}")
     if not _TIME.match(time):
-        raise ConfigError(f"--time must be HH:MM, HH:MM:SS or D-HH:MM in ASCII digits, minutes and seconds below 60, "
-                          f"got {time[:40]!r}")
+        raise ConfigError(
+            f"--time must be HH:MM, HH:MM:SS or D-HH:MM in ASCII digits, minutes and seconds below 60, "
+            f"got {time[:40]!r}"
+        )
     if _seconds(time) < 60:  # 0:00 is no limit to Slurm, and no time to run here
         raise ConfigError(f"--time must be at least 00:01 (one minute), got {time!r}")
     if partition is not None and not _NAME.match(partition):
         raise ConfigError(f"--partition must be a plain name, got {partition!r}")
     if signal_lead_s is None or signal_lead_s < 1 or signal_lead_s >= _seconds(time):
-        raise ConfigError(f"--signal-lead must be between 1 s and the time limit ({_seconds(time)} s), "
-                          f"got {signal_lead_s}")
+        raise ConfigError(
+            f"--signal-lead must be between 1 s and the time limit ({_seconds(time)} s), got {signal_lead_s}"
+        )
     return task
 
 
@@ -109,11 +126,24 @@ def _flag_value(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", partition: Optional[str] = None,
-           params: Optional[Mapping[str, str]] = None, profile: str = "full", workdir: Optional[str] = None,
-           cpus_per_gpu: int = 4, ntasks_per_node: Optional[int] = None, cpus_per_task: int = 1,
-           signal_lead_s: Optional[int] = None, train: bool = True, train_params: Optional[Mapping[str, str]] = None,
-           save_model: Optional[str] = None, report: bool = True) -> str:
+def render(
+    task_id: str,
+    gpus: int = 1,
+    nodes: int = 1,
+    time: str = "01:00",
+    partition: str | None = None,
+    params: Mapping[str, str] | None = None,
+    profile: str = "full",
+    workdir: str | None = None,
+    cpus_per_gpu: int = 4,
+    ntasks_per_node: int | None = None,
+    cpus_per_task: int = 1,
+    signal_lead_s: int | None = None,
+    train: bool = True,
+    train_params: Mapping[str, str] | None = None,
+    save_model: str | None = None,
+    report: bool = True,
+) -> str:
     """The sbatch script's text for TASK on `nodes` nodes with `gpus` GPUs each, or with gpus=0 on CPU nodes
     with `ntasks_per_node` gloo processes each (`cpus_per_task` CPUs per process).
 
@@ -134,11 +164,17 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
     params = dict(params or {})
     train_params = dict(train_params or {})
     for where, given in (("-p", params), ("--train", train_params)):
-        if "task" in given:  # the script's steps file under TASK; a second --task would fail only when the job runs
-            raise ConfigError(f"{where} task=... is not a setting: the task is the command's TASK argument ({task_id})")
+        if (
+            "task" in given
+        ):  # the script's steps file under TASK; a second --task would fail only when the job runs
+            raise ConfigError(
+                f"{where} task=... is not a setting: the task is the command's TASK argument ({task_id})"
+            )
     if save_model is not None and not save_model.strip():
         raise ConfigError("--save-model needs a file path, got ''; leave the flag out to save nothing")
-    if gpus == 0:  # CPU nodes: the training step and, where the notebook has the parameter, the notebook on CPU
+    if (
+        gpus == 0
+    ):  # CPU nodes: the training step and, where the notebook has the parameter, the notebook on CPU
         for where, given in (("-p", params), ("--train", train_params)):
             if given.get("device", "cpu") != "cpu":
                 raise ConfigError(f"--gpus 0 asks for CPU nodes, but {where} device={given['device']}")
@@ -147,11 +183,17 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
             params["device"] = "cpu"
     typed, cfg = resolve_parameters(task, profile, None, params)  # ConfigError before anything
     fields = RunConfig.field_names()
-    merged = {k: v for k, v in {**task.profile(profile), **typed}.items() if k in fields}  # not study settings
+    merged = {
+        k: v for k, v in {**task.profile(profile), **typed}.items() if k in fields
+    }  # not study settings
     merged.update(train_params)
     check_keys(train_params)
-    RunConfig.from_dict({**merged, "task": task.id}, coerce=True)  # the training step's settings: one line if wrong
-    train_flags = " ".join(f"--{k.replace('_', '-')} {shlex.quote(_flag_value(v))}" for k, v in merged.items())
+    RunConfig.from_dict(
+        {**merged, "task": task.id}, coerce=True
+    )  # the training step's settings: one line if wrong
+    train_flags = " ".join(
+        f"--{k.replace('_', '-')} {shlex.quote(_flag_value(v))}" for k, v in merged.items()
+    )
     if save_model:
         train_flags += f" --save-model {shlex.quote(save_model)}"
     run_params = " ".join(f"-p {shlex.quote(f'{k}={_flag_value(v)}')}" for k, v in params.items())
@@ -191,10 +233,12 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
         _STEP_FUNCTIONS,
         "",
         "# 1. The dataset must be prepared before launch (never downloaded by several ranks at once).",
-        "\"$PY\" -c " + shlex.quote(
+        '"$PY" -c '
+        + shlex.quote(
             "from hpml_lab.config import RunConfig; from hpml_lab.data import check_dataset; "
             f"print({json.dumps('dataset:')}, check_dataset(RunConfig(dataset={json.dumps(cfg.dataset)}, "
-            f"data_root={json.dumps(cfg.data_root)})))"),
+            f"data_root={json.dumps(cfg.data_root)})))"
+        ),
         "",
     ]
     if not train:
@@ -203,7 +247,7 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
         launch = [
             f"# 2. Distributed training, results under results/{task.id}/ (written by rank 0 only; skipped when",
             "#    that run is already complete, so a resubmitted job goes straight on).",
-            f"step \"$PY\" -m torch.distributed.run --standalone --nproc-per-node={per_node} \\",
+            f'step "$PY" -m torch.distributed.run --standalone --nproc-per-node={per_node} \\',
             f"    -m hpml_lab --task {task.id} {train_flags} --if-missing true",
         ]
     else:
@@ -212,32 +256,40 @@ def render(task_id: str, gpus: int = 1, nodes: int = 1, time: str = "01:00", par
             "#    that run is already complete, so a resubmitted job goes straight on).",
             'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
             "HEAD_ADDR=$(scontrol show node \"$HEAD_NODE\" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2 || true)",
-            'HEAD_ADDR=${HEAD_ADDR:-$HEAD_NODE}',
+            "HEAD_ADDR=${HEAD_ADDR:-$HEAD_NODE}",
             f"RDZV_PORT=${{RDZV_PORT:-{RDZV_PORT}}}",
             'echo "rendezvous on $HEAD_NODE ($HEAD_ADDR:$RDZV_PORT) for $SLURM_NNODES nodes"',
             "# one task per node (the job's SLURM_NTASKS would otherwise set the task count), holding the node's CPUs",
-            f"step srun --nodes=\"$SLURM_NNODES\" --ntasks=\"$SLURM_NNODES\" --ntasks-per-node=1 "
+            f'step srun --nodes="$SLURM_NNODES" --ntasks="$SLURM_NNODES" --ntasks-per-node=1 '
             f"--cpus-per-task={cpus_per_gpu * gpus if gpus else per_node * cpus_per_task} \\",
-            f"    \"$PY\" -m torch.distributed.run --nnodes=\"$SLURM_NNODES\" --nproc-per-node={per_node} \\",
-            "    --rdzv-id=\"$SLURM_JOB_ID\" --rdzv-backend=c10d --rdzv-endpoint=\"$HEAD_ADDR:$RDZV_PORT\" \\",
+            f'    "$PY" -m torch.distributed.run --nnodes="$SLURM_NNODES" --nproc-per-node={per_node} \\',
+            '    --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --rdzv-endpoint="$HEAD_ADDR:$RDZV_PORT" \\',
             f"    -m hpml_lab --task {task.id} {train_flags} --if-missing true",
         ]
-    tail = [
-        "",
-        "# 3. The notebook through papermill (log output), then its HTML report; one process, never a rank.",
-        f"step \"$PY\" -m hpml_lab.report.cli run {task.id} --profile {profile} {run_params}".rstrip(),
-        f"echo \"report: reports/{task.id}.html\"",
-        "",
-    ] if report else ["", "# 3. (no notebook step: --no-report)", ""]
+    tail = (
+        [
+            "",
+            "# 3. The notebook through papermill (log output), then its HTML report; one process, never a rank.",
+            f'step "$PY" -m hpml_lab.report.cli run {task.id} --profile {profile} {run_params}'.rstrip(),
+            f'echo "report: reports/{task.id}.html"',
+            "",
+        ]
+        if report
+        else ["", "# 3. (no notebook step: --no-report)", ""]
+    )
     return "\n".join(head + launch + tail)
 
 
-def write(task_id: str, out: Optional[str] = None, **kw) -> Path:
+def write(task_id: str, out: str | None = None, **kw) -> Path:
     """Render and write the script (atomically); returns its path (default slurm/<task>-<nodes>x<gpus>.sbatch,
     <task>-<nodes>x<N>cpu.sbatch for CPU jobs)."""
     text = render(task_id, **kw)
     gpus = kw.get("gpus", 1)
-    shape = f"{kw.get('nodes', 1)}x{gpus}" if gpus else f"{kw.get('nodes', 1)}x{kw.get('ntasks_per_node') or 1}cpu"
+    shape = (
+        f"{kw.get('nodes', 1)}x{gpus}"
+        if gpus
+        else f"{kw.get('nodes', 1)}x{kw.get('ntasks_per_node') or 1}cpu"
+    )
     path = Path(out) if out else output_path("slurm") / f"{task_id}-{shape}.sbatch"
     atomic_write_text(path, text)
     path.chmod(0o755)

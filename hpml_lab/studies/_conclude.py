@@ -1,6 +1,7 @@
 """Shared pieces of the studies' conclusions (each study's conclude() lives beside its run()): a measured median
 as a tagged Number, flags without repeats, per-batch tables of a sweep and a verdict between two of its settings.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -33,7 +34,9 @@ def share(fraction: float) -> str:
 def workers(counts) -> str:
     """Worker counts as a sentence says them: '1 worker', '0 workers', '0 or 2 workers' (never 'worker(s)')."""
     counts = [int(c) for c in (counts if isinstance(counts, (list, tuple, set)) else [counts])]
-    said = " or ".join([", ".join(map(str, counts[:-1])), str(counts[-1])] if len(counts) > 1 else [str(counts[0])])
+    said = " or ".join(
+        [", ".join(map(str, counts[:-1])), str(counts[-1])] if len(counts) > 1 else [str(counts[0])]
+    )
     return f"{said} worker{'' if counts == [1] else 's'}"
 
 
@@ -68,8 +71,9 @@ def steady_batches(items, by: str) -> pd.DataFrame:
     return drop_warmup(tables(items, "batches", with_config=(by,)))
 
 
-def compare_configs(batches: pd.DataFrame, by: str, a, b, column: str, what: str, label_a: str = "",
-                    label_b: str = ""):
+def compare_configs(
+    batches: pd.DataFrame, by: str, a, b, column: str, what: str, label_a: str = "", label_b: str = ""
+):
     """Verdict of configuration `a` against `b` (values of `by`) on a per-batch column (seconds: lower is better)."""
     xa = list(batches.loc[batches[by] == a, column])
     xb = list(batches.loc[batches[by] == b, column])
@@ -89,7 +93,7 @@ def dedupe(flags) -> list[sanity.Flag]:
 
 
 # tasks whose sweeps share a configuration: C6's sgd and C7's bn are the same training (the lab's defaults)
-TWINS = {"c6": ("c7", "norm"), "c7": ("c6", "optimizer")}   # task -> its twin and the field the twin sweeps
+TWINS = {"c6": ("c7", "norm"), "c7": ("c6", "optimizer")}  # task -> its twin and the field the twin sweeps
 NOT_SETTINGS = ("task", "results_dir", "run_id", "progress", "log_every", "data_root")
 
 

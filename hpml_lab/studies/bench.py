@@ -16,6 +16,7 @@ holds the command: its options (Settings), running one benchmark, saving and pri
 the measurements themselves are in bench_measure.py.
 Not part of `make test`: speeds depend on the machine; tests check the JSON shape only.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -41,6 +42,7 @@ NAMES = tuple(BENCHES)
 @dataclass(frozen=True)
 class Settings(StudySettings):
     """A benchmark run's options, typed and range-checked before any data is read or model built."""
+
     data_root: str = "data"
     device: str = "auto"
     repeats: int = 5  # timed repeats (median and spread over them)
@@ -56,11 +58,22 @@ class Settings(StudySettings):
     channels_last: str = "auto"
 
     def check(self) -> None:
-        for name, low in (("repeats", 1), ("warmup", 0), ("batch_size", 1), ("num_workers", 0), ("steps", 0),
-                          ("pil_batches", 1), ("tensor_batches", 1)):
-            high = INT_RANGES.get(name, (0, 100_000))[1]  # past it no benchmark exists: a huge value would crash late
+        for name, low in (
+            ("repeats", 1),
+            ("warmup", 0),
+            ("batch_size", 1),
+            ("num_workers", 0),
+            ("steps", 0),
+            ("pil_batches", 1),
+            ("tensor_batches", 1),
+        ):
+            high = INT_RANGES.get(name, (0, 100_000))[
+                1
+            ]  # past it no benchmark exists: a huge value would crash late
             if not low <= getattr(self, name) <= high:
-                raise ConfigError(f"--{name.replace('_', '-')} must be from {low} to {high:,}, got {getattr(self, name)}")
+                raise ConfigError(
+                    f"--{name.replace('_', '-')} must be from {low} to {high:,}, got {getattr(self, name)}"
+                )
         for name in ("compile", "channels_last"):
             if getattr(self, name) not in ("auto", "on", "off"):
                 raise ConfigError(f"{name} must be auto, on or off, got {getattr(self, name)!r}")
@@ -70,16 +83,20 @@ class Settings(StudySettings):
             raise ConfigError(f"--device must be auto, cpu or cuda, got {self.device!r}")
 
     @classmethod
-    def of(cls, **options: Any) -> "Settings":
+    def of(cls, **options: Any) -> Settings:
         """From keyword options (None: the default; compile/channels_last also as True/False)."""
         opts = {k: v for k, v in options.items() if v is not None}
         if opts.get("steps") == 0:  # 0 is the default's meaning ("by device"): said, not silently taken
-            raise ConfigError("--steps must be at least 1; leave it out for the device's default "
-                              f"({'; '.join(f'{d}: ' + ', '.join(f'{b} {n}' for b, n in v.items()) for d, v in STEPS.items())})")
+            raise ConfigError(
+                "--steps must be at least 1; leave it out for the device's default "
+                f"({'; '.join(f'{d}: ' + ', '.join(f'{b} {n}' for b, n in v.items()) for d, v in STEPS.items())})"
+            )
         unknown = set(opts) - set(cls.field_names())
         if unknown:
-            raise ConfigError(f"unknown benchmark option(s) {', '.join(sorted(unknown))}; "
-                              f"valid: {', '.join(cls.field_names())}")
+            raise ConfigError(
+                f"unknown benchmark option(s) {', '.join(sorted(unknown))}; "
+                f"valid: {', '.join(cls.field_names())}"
+            )
         for k in ("compile", "channels_last"):
             if isinstance(opts.get(k), bool):
                 opts[k] = "on" if opts[k] else "off"
@@ -105,24 +122,37 @@ def run(name: str, save: bool = True, **options: Any) -> dict[str, Any]:
         opts["steps"] = STEPS[device.type].get(name, 1)
     if device.type == "cuda" and opts["warmup"] < 3 and name in ("step", "stall"):
         opts["warmup"] = 3  # cuDNN autotuning and torch.compile happen in the first steps
-    started = _dt.datetime.now(_dt.timezone.utc)
+    started = _dt.datetime.now(_dt.UTC)
     log(f"{name} on {device} ({opts['repeats']} repeats after {opts['warmup']} warm-up)")
     t0 = time.perf_counter()
     try:
         body = BENCHES[name](opts, device)
         status = "complete"
-    except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as e:  # out of memory is a result, not a crash
+    except (
+        torch.cuda.OutOfMemoryError,
+        MemoryError,
+        RuntimeError,
+    ) as e:  # out of memory is a result, not a crash
         if not is_oom(e):
             raise
-        body, status = {"error": f"out of memory: {(str(e).splitlines() or [type(e).__name__])[0][:300]}"}, "out_of_memory"
+        body, status = (
+            {"error": f"out of memory: {(str(e).splitlines() or [type(e).__name__])[0][:300]}"},
+            "out_of_memory",
+        )
     if status == "out_of_memory":  # outside the handler, so the exception and its tensors are gone
         free_cuda_memory()
     env = environment(device)
-    record = {"benchmark": name, "status": status, **body, "device": str(device),
-              "settings": {k: v for k, v in opts.items() if k != "device"},
-              "warmup_note": f"{opts['warmup']} untimed warm-up repeat(s) per variant are excluded",
-              "started_at": started.isoformat(timespec="seconds"), "seconds": round(time.perf_counter() - t0, 2),
-              "environment": env}
+    record = {
+        "benchmark": name,
+        "status": status,
+        **body,
+        "device": str(device),
+        "settings": {k: v for k, v in opts.items() if k != "device"},
+        "warmup_note": f"{opts['warmup']} untimed warm-up repeat(s) per variant are excluded",
+        "started_at": started.isoformat(timespec="seconds"),
+        "seconds": round(time.perf_counter() - t0, 2),
+        "environment": env,
+    }
     if save:
         host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:40] or "host"
         stamp = started.strftime("%Y%m%dT%H%M%SZ")

@@ -8,11 +8,13 @@ Compared variants take turns (profiling.interleaved_timed), so slow drift of a s
 headline ratio is a ratio of medians, and per-round ratios give its spread. Timing goes through hpml_lab.profiling
 (synchronized wall clocks; CUDA events inside train()).
 """
+
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -20,14 +22,17 @@ from torch import nn
 from .. import flops
 from ..config import RunConfig
 from ..data import build_loader, cifar, lab_transform
-from ..device import configure as configure_device, seed_everything
+from ..device import configure as configure_device
+from ..device import seed_everything
 from ..profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
 from ..training import build_model, build_optimizer, train_step
 from ..verdict import compare, target_met
 
-TARGETS = {"loader": "tensor augmentation >= 10x PIL images/s per core (2 CPU cores)",
-           "overhead": "instrumented step time <= 1.02x plain",
-           "stall": "fast path: data wait <= 5% of step time (one H100)"}
+TARGETS = {
+    "loader": "tensor augmentation >= 10x PIL images/s per core (2 CPU cores)",
+    "overhead": "instrumented step time <= 1.02x plain",
+    "stall": "fast path: data wait <= 5% of step time (one H100)",
+}
 
 
 def log(msg: str) -> None:
@@ -44,21 +49,32 @@ def _threads(n: int):
         torch.set_num_threads(old)
 
 
-def fast_overrides(device: torch.device, precision: str | None = None, compile: bool | None = None,
-                   channels_last: bool | None = None) -> dict[str, Any]:
+def fast_overrides(
+    device: torch.device,
+    precision: str | None = None,
+    compile: bool | None = None,
+    channels_last: bool | None = None,
+) -> dict[str, Any]:
     """The fast path's RunConfig fields; None picks by device. On CUDA every option (precision bf16); on CPU the
     tensor-resident loader only, unless asked: bf16 autocast is slower on CPUs without bf16 units, channels_last
     was no clear win for fp32 on the 2-core development machine, and compilation costs minutes there."""
     on_gpu = device.type == "cuda"
     pick = lambda v: on_gpu if v is None else v  # noqa: E731
-    return {"loader": "tensor", "persistent_workers": True, "channels_last": pick(channels_last),
-            "precision": precision or ("bf16" if on_gpu else "fp32"), "compile": pick(compile)}
+    return {
+        "loader": "tensor",
+        "persistent_workers": True,
+        "channels_last": pick(channels_last),
+        "precision": precision or ("bf16" if on_gpu else "fp32"),
+        "compile": pick(compile),
+    }
 
 
 def _fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **changes: Any) -> RunConfig:
     """The baseline with the fast path's fields (opts' precision, compile, channels_last; None: by device)."""
-    return base.replace(**changes, **fast_overrides(device, opts.get("precision"), opts.get("compile"),
-                                                    opts.get("channels_last")))
+    return base.replace(
+        **changes,
+        **fast_overrides(device, opts.get("precision"), opts.get("compile"), opts.get("channels_last")),
+    )
 
 
 class _Trainer:
@@ -104,8 +120,15 @@ class _Trainer:
 def _base_cfg(opts: dict[str, Any], device: torch.device) -> RunConfig:
     """The baseline: the lab's defaults (ResNet-18, batch 128, fp32 weights (TF32 convolutions on CUDA, torch's
     default), NCHW, PIL loader, 2 workers)."""
-    params = {"task": "bench", "data_root": opts["data_root"], "device": device.type, "progress": "none",
-              "model": opts["model"], "batch_size": opts["batch_size"], "num_workers": opts["num_workers"]}
+    params = {
+        "task": "bench",
+        "data_root": opts["data_root"],
+        "device": device.type,
+        "progress": "none",
+        "model": opts["model"],
+        "batch_size": opts["batch_size"],
+        "num_workers": opts["num_workers"],
+    }
     return RunConfig(**params)
 
 
@@ -126,7 +149,7 @@ def bench_loader(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     def pil_run():
         idx = torch.randint(0, len(ds), (pil_images,), generator=rng).tolist()
         for s in range(0, pil_images, b):
-            torch.stack([tf(Image.fromarray(ds.data[i])) for i in idx[s:s + b]])
+            torch.stack([tf(Image.fromarray(ds.data[i])) for i in idx[s : s + b]])
 
     def tensor_run():
         it = iter(tloader)
@@ -134,18 +157,25 @@ def bench_loader(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
             next(it)
 
     with _threads(1):
-        pil_s, tensor_s = _interleaved([pil_run, tensor_run], torch.device("cpu"), opts["repeats"], opts["warmup"])
+        pil_s, tensor_s = _interleaved(
+            [pil_run, tensor_run], torch.device("cpu"), opts["repeats"], opts["warmup"]
+        )
     pil_rate = [pil_images / t for t in pil_s]
     tensor_rate = [tensor_batches * b / t for t in tensor_s]
     ratios = [t / p for t, p in zip(tensor_rate, pil_rate)]
     out: dict[str, Any] = {
         "unit": "images/s on one core (torch threads = 1, no worker processes)",
-        "pil_images_per_s": summarize(pil_rate), "tensor_images_per_s": summarize(tensor_rate),
-        "ratio": summarize(ratios)["median"], "ratio_spread": summarize(ratios),
+        "pil_images_per_s": summarize(pil_rate),
+        "tensor_images_per_s": summarize(tensor_rate),
+        "ratio": summarize(ratios)["median"],
+        "ratio_spread": summarize(ratios),
         "target": TARGETS["loader"],
         # met only when the whole 95% interval of the ratio clears 10x; None when the run cannot tell
-        "meets_target": target_met(compare(tensor_rate, pil_rate, "tensor", "PIL", lower_is_better=False,
-                                           what="images/s per core"), 10.0, at_least=True),
+        "meets_target": target_met(
+            compare(tensor_rate, pil_rate, "tensor", "PIL", lower_is_better=False, what="images/s per core"),
+            10.0,
+            at_least=True,
+        ),
         "images_per_repeat": {"pil": pil_images, "tensor": tensor_batches * b},
     }
     if device.type == "cuda":  # the same loader resident on the GPU: not per core, stated separately
@@ -190,25 +220,41 @@ def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     achieved = {}
     # The baseline's steps wait on the PIL loader (2 workers): an MFU of them would measure the loader. It gets
     # throughput only; MFU is the fast path's (device-resident tensor loader).
-    achieved["baseline"] = {"images_per_s": base.batch_size / rows["baseline"]["median"], "mfu": None,
-                            "precision": flops.precision_of(base, device),
-                            "note": "loader-bound steps (PIL loader): throughput, not MFU"}
+    achieved["baseline"] = {
+        "images_per_s": base.batch_size / rows["baseline"]["median"],
+        "mfu": None,
+        "precision": flops.precision_of(base, device),
+        "note": "loader-bound steps (PIL loader): throughput, not MFU",
+    }
     for name, cfg in (("fast", fast),):
         pk = flops.peak(device, flops.precision_of(cfg, device))
         step_flops = per_image * cfg.batch_size
-        achieved[name] = {"tflops": flops.tflops(step_flops, rows[name]["median"]), "precision": pk.precision,
-                          "peak_tflops": pk.tflops, "peak_source": pk.source,
-                          "mfu": flops.mfu(step_flops, rows[name]["median"], pk.tflops),
-                          # the epoch at the peak: how far this path is from the hardware's limit
-                          "ideal_epoch_s": per_image * 50_000 / (pk.tflops * 1e12),
-                          "epoch_s_at_this_rate": 50_000 / cfg.batch_size * rows[name]["median"]}
-    return {"unit": "seconds per step", "baseline_step_s": rows["baseline"], "fast_step_s": rows["fast"],
-            "flops_per_image": per_image, "achieved": achieved,
-            "ratio": summarize(ratios)["median"], "ratio_spread": summarize(ratios),
-            "ratio_meaning": "baseline step time / fast step time (speedup)",
-            "baseline_config": _cfg_fields(base), "fast_config": _cfg_fields(fast),
-            "images_per_s": {"baseline": base.batch_size / rows["baseline"]["median"],
-                             "fast": fast.batch_size / rows["fast"]["median"]}}
+        achieved[name] = {
+            "tflops": flops.tflops(step_flops, rows[name]["median"]),
+            "precision": pk.precision,
+            "peak_tflops": pk.tflops,
+            "peak_source": pk.source,
+            "mfu": flops.mfu(step_flops, rows[name]["median"], pk.tflops),
+            # the epoch at the peak: how far this path is from the hardware's limit
+            "ideal_epoch_s": per_image * 50_000 / (pk.tflops * 1e12),
+            "epoch_s_at_this_rate": 50_000 / cfg.batch_size * rows[name]["median"],
+        }
+    return {
+        "unit": "seconds per step",
+        "baseline_step_s": rows["baseline"],
+        "fast_step_s": rows["fast"],
+        "flops_per_image": per_image,
+        "achieved": achieved,
+        "ratio": summarize(ratios)["median"],
+        "ratio_spread": summarize(ratios),
+        "ratio_meaning": "baseline step time / fast step time (speedup)",
+        "baseline_config": _cfg_fields(base),
+        "fast_config": _cfg_fields(fast),
+        "images_per_s": {
+            "baseline": base.batch_size / rows["baseline"]["median"],
+            "fast": fast.batch_size / rows["fast"]["median"],
+        },
+    }
 
 
 def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
@@ -242,9 +288,12 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
                     synchronize(device)
                 (out.detach().argmax(1) == yb).sum()
             work.intervals()  # reading the events is part of the cost
+
         return run
 
-    rounds = 3 * opts["repeats"]  # short interleaved rounds: on a shared machine the noise is larger than the effect
+    rounds = (
+        3 * opts["repeats"]
+    )  # short interleaved rounds: on a shared machine the noise is larger than the effect
     plain_s, timers_s, full_s = _interleaved([plain, make(False), make(True)], device, rounds, opts["warmup"])
     r_full = [a / b for a, b in zip(full_s, plain_s)]
     # Ratio of medians: robust to the sporadic interference of a shared machine; per-round ratios give the spread.
@@ -256,7 +305,11 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
     clock = WallClock(device)
     clock.start()
     for _ in range(n):
-        wait.start(); wait.stop(); work.start(); work.stop(); synchronize(device)
+        wait.start()
+        wait.stop()
+        work.start()
+        work.stop()
+        synchronize(device)
     work.intervals()
     cost = clock.stop() / n
     plain_median = summarize([t / steps for t in plain_s])["median"]
@@ -264,19 +317,31 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
     # missed only when it lies wholly above; otherwise this run cannot resolve 2% and says so (None).
     v = compare(plain_s, full_s, "plain", "instrumented", what="step time")
     met = target_met(v, 1.02, at_least=False)
-    return {"unit": "seconds per step", "rounds": rounds, "plain_step_s": summarize([t / steps for t in plain_s]),
-            "timers_step_s": summarize([t / steps for t in timers_s]),
-            "instrumented_step_s": summarize([t / steps for t in full_s]),
-            "ratio": ratio, "ratio_spread": summarize(r_full), "ratio_timers_only": summarize(timers_s)["median"] / summarize(plain_s)["median"],
-            "overhead_percent": 100 * (ratio - 1), "target": TARGETS["overhead"], "meets_target": met,
-            "instrumentation_cost_s_per_step": cost, "direct_overhead_percent": 100 * cost / plain_median,
-            # Fastest repeat of each: the least disturbed by other processes (timeit's estimator).
-            "ratio_of_minimums": min(full_s) / min(plain_s),
-            # Can this run resolve a 2% effect at all? Only if the per-round ratios scatter less than that.
-            "conclusive": met is not None, "verdict": v.as_dict(),
-            "note": ("on CPU synchronize is a no-op, so 'instrumented' = timers only; on CUDA it adds the "
-                     "per-step synchronize of sync_each_step=True"),
-            "config": _cfg_fields(cfg)}
+    return {
+        "unit": "seconds per step",
+        "rounds": rounds,
+        "plain_step_s": summarize([t / steps for t in plain_s]),
+        "timers_step_s": summarize([t / steps for t in timers_s]),
+        "instrumented_step_s": summarize([t / steps for t in full_s]),
+        "ratio": ratio,
+        "ratio_spread": summarize(r_full),
+        "ratio_timers_only": summarize(timers_s)["median"] / summarize(plain_s)["median"],
+        "overhead_percent": 100 * (ratio - 1),
+        "target": TARGETS["overhead"],
+        "meets_target": met,
+        "instrumentation_cost_s_per_step": cost,
+        "direct_overhead_percent": 100 * cost / plain_median,
+        # Fastest repeat of each: the least disturbed by other processes (timeit's estimator).
+        "ratio_of_minimums": min(full_s) / min(plain_s),
+        # Can this run resolve a 2% effect at all? Only if the per-round ratios scatter less than that.
+        "conclusive": met is not None,
+        "verdict": v.as_dict(),
+        "note": (
+            "on CPU synchronize is a no-op, so 'instrumented' = timers only; on CUDA it adds the "
+            "per-step synchronize of sync_each_step=True"
+        ),
+        "config": _cfg_fields(cfg),
+    }
 
 
 def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
@@ -318,17 +383,37 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ plumbing
-def _interleaved(fns: list[Callable[[], object]], device: torch.device, repeats: int, warmup: int) -> list[list[float]]:
+def _interleaved(
+    fns: list[Callable[[], object]], device: torch.device, repeats: int, warmup: int
+) -> list[list[float]]:
     """profiling.interleaved_timed with a log line per round."""
-    return interleaved_timed(fns, device, repeats, warmup, on_round=lambda r, out: log(
-        f"repeat {r + 1}/{repeats}: " + ", ".join(f"{t[-1]:.4f}s" for t in out)))
+    return interleaved_timed(
+        fns,
+        device,
+        repeats,
+        warmup,
+        on_round=lambda r, out: log(f"repeat {r + 1}/{repeats}: " + ", ".join(f"{t[-1]:.4f}s" for t in out)),
+    )
 
 
 def _cfg_fields(cfg: RunConfig) -> dict[str, Any]:
-    keys = ("model", "batch_size", "num_workers", "loader", "channels_last", "precision", "compile", "persistent_workers",
-            "device")
+    keys = (
+        "model",
+        "batch_size",
+        "num_workers",
+        "loader",
+        "channels_last",
+        "precision",
+        "compile",
+        "persistent_workers",
+        "device",
+    )
     return {k: getattr(cfg, k) for k in keys}
 
 
 BENCHES: dict[str, Callable[[dict[str, Any], torch.device], dict[str, Any]]] = {
-    "loader": bench_loader, "step": bench_step, "overhead": bench_overhead, "stall": bench_stall}
+    "loader": bench_loader,
+    "step": bench_step,
+    "overhead": bench_overhead,
+    "stall": bench_stall,
+}

@@ -23,6 +23,7 @@ the loader's own epoch time: images/s = files / median pass time, batch loading 
 batches, spread over passes; the first batch's wait (start-up and pipeline fill) is also reported.
 Rows go to results/dataloading/<run-id>/loading.csv.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,9 +33,10 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,15 +46,33 @@ from torch.utils.data import DataLoader, Dataset
 from .. import results
 from ..data import cifar, lab_transform, worker_init
 from ..data.gpu_loader import TensorLoader
-from ..profiling import WallClock, summarize
 from ..io import atomic_write_csv
+from ..profiling import WallClock, summarize
 
 LATENCIES_MS = (0, 5, 20, 50)
-THREADS = 8            # concurrent file fetches per worker (threads configuration)
-PRELOAD_THREADS = 32   # concurrent fetches for the one-time load of the tensor-resident loader
-COLUMNS = ["latency_ms", "loader", "workers", "threads", "batch_size", "files", "passes", "epoch_s", "epoch_q1_s",
-           "epoch_q3_s", "epoch_min_s", "epoch_max_s", "batch_s", "first_batch_s", "wait_median_s", "wait_iqr_s",
-           "images_per_s", "one_time_s", "pass_times_s"]
+THREADS = 8  # concurrent file fetches per worker (threads configuration)
+PRELOAD_THREADS = 32  # concurrent fetches for the one-time load of the tensor-resident loader
+COLUMNS = [
+    "latency_ms",
+    "loader",
+    "workers",
+    "threads",
+    "batch_size",
+    "files",
+    "passes",
+    "epoch_s",
+    "epoch_q1_s",
+    "epoch_q3_s",
+    "epoch_min_s",
+    "epoch_max_s",
+    "batch_s",
+    "first_batch_s",
+    "wait_median_s",
+    "wait_iqr_s",
+    "images_per_s",
+    "one_time_s",
+    "pass_times_s",
+]
 
 
 def write_image_files(images: np.ndarray, labels: Sequence[int], folder: str | os.PathLike) -> list[Path]:
@@ -150,19 +170,37 @@ def time_passes(loader, passes: int, device: torch.device) -> list[dict[str, flo
 def _row(latency_ms, name, workers, threads, batch_size, n_files, passes, one_time=0.0) -> dict[str, Any]:
     epoch = summarize([p["epoch_s"] for p in passes])
     later = [w for p in passes for w in p["waits"][1:]]  # waits after the first batch of each pass
-    return {"latency_ms": latency_ms, "loader": name, "workers": workers, "threads": threads,
-            "batch_size": batch_size, "files": n_files, "passes": len(passes),
-            "epoch_s": epoch["median"], "epoch_q1_s": epoch["q1"], "epoch_q3_s": epoch["q3"],
-            "epoch_min_s": epoch["min"], "epoch_max_s": epoch["max"],
-            "batch_s": epoch["median"] / len(passes[0]["waits"]),
-            "first_batch_s": summarize([p["first_batch_s"] for p in passes])["median"],
-            "wait_median_s": summarize(later)["median"], "wait_iqr_s": summarize(later)["iqr"],
-            "images_per_s": n_files / epoch["median"], "one_time_s": one_time,
-            "pass_times_s": ";".join(f"{p['epoch_s']:.6f}" for p in passes)}  # the samples verdicts compare
+    return {
+        "latency_ms": latency_ms,
+        "loader": name,
+        "workers": workers,
+        "threads": threads,
+        "batch_size": batch_size,
+        "files": n_files,
+        "passes": len(passes),
+        "epoch_s": epoch["median"],
+        "epoch_q1_s": epoch["q1"],
+        "epoch_q3_s": epoch["q3"],
+        "epoch_min_s": epoch["min"],
+        "epoch_max_s": epoch["max"],
+        "batch_s": epoch["median"] / len(passes[0]["waits"]),
+        "first_batch_s": summarize([p["first_batch_s"] for p in passes])["median"],
+        "wait_median_s": summarize(later)["median"],
+        "wait_iqr_s": summarize(later)["iqr"],
+        "images_per_s": n_files / epoch["median"],
+        "one_time_s": one_time,
+        "pass_times_s": ";".join(f"{p['epoch_s']:.6f}" for p in passes),
+    }  # the samples verdicts compare
 
 
-def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THREADS,
-          more_workers: int | None = None, log=print, write: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def study(
+    cfg,
+    latencies_ms: Sequence[float] = LATENCIES_MS,
+    threads: int = THREADS,
+    more_workers: int | None = None,
+    log=print,
+    write: bool = True,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Measure the four loaders at each latency; returns (rows, meta) and writes them under cfg.run_dir().
 
     cfg fields used: data_root, subset (number of files; 0 means 2048), batch_size, epochs (passes per
@@ -173,7 +211,9 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
     if cfg.dataset != "cifar10":
         from ..config import ConfigError
 
-        raise ConfigError(f"the data-loading study writes its files from CIFAR-10; dataset {cfg.dataset!r} is not supported")
+        raise ConfigError(
+            f"the data-loading study writes its files from CIFAR-10; dataset {cfg.dataset!r} is not supported"
+        )
     device = resolve_device(cfg.device)
     src = cifar.CIFAR10Files(cfg.data_path(), train=True)
     n_files = min(cfg.subset or 2048, len(src))
@@ -188,15 +228,26 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
     workers = cfg.num_workers
     more = more_workers if more_workers is not None else 4 * max(workers, 1)
     run_dir = cfg.run_dir()
-    meta: dict[str, Any] = results.new_meta(cfg, device, **{
-        "run_dir": str(run_dir), "files": n_files, "latencies_ms": list(latencies_ms),
-        "threads": threads, "more_workers": more, "preload_threads": PRELOAD_THREADS, "passes": passes,
-        "timing_note": ("per configuration, `epochs` full passes over the files, each from a fresh iterator, so worker "
-                        "start-up is inside every pass as in a training epoch; the first batch's wait is also "
-                        "reported alone; the tensor-resident loader's one-time load is reported apart (one_time_s), and on "
-                        "CPU its passes run with one torch thread, as a DataLoader worker does; "
-                        "synchronized wall clocks (hpml_lab.profiling.WallClock)"),
-    })
+    meta: dict[str, Any] = results.new_meta(
+        cfg,
+        device,
+        **{
+            "run_dir": str(run_dir),
+            "files": n_files,
+            "latencies_ms": list(latencies_ms),
+            "threads": threads,
+            "more_workers": more,
+            "preload_threads": PRELOAD_THREADS,
+            "passes": passes,
+            "timing_note": (
+                "per configuration, `epochs` full passes over the files, each from a fresh iterator, so worker "
+                "start-up is inside every pass as in a training epoch; the first batch's wait is also "
+                "reported alone; the tensor-resident loader's one-time load is reported apart (one_time_s), and on "
+                "CPU its passes run with one torch thread, as a DataLoader worker does; "
+                "synchronized wall clocks (hpml_lab.profiling.WallClock)"
+            ),
+        },
+    )
     rows: list[dict[str, Any]] = []
     base = Path(tempfile.mkdtemp(prefix="dataloading-files-"))
     # The run lifecycle (results.RunFolder): an attempt folder, landed only when complete, so a rerun that fails
@@ -214,16 +265,28 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
                 s = lat / 1000.0
                 plain = FileImageDataset(paths, s)
                 threaded = ThreadedFileDataset(paths, s, threads=threads)
-                configs = [("baseline", plain, workers, 1), ("more workers", plain, more, 1),
-                           ("threads", threaded, workers, threads)]
+                configs = [
+                    ("baseline", plain, workers, 1),
+                    ("more workers", plain, more, 1),
+                    ("threads", threaded, workers, threads),
+                ]
                 for name, ds, w, t in configs:
                     with warnings.catch_warnings():  # more workers than cores is the point of the comparison
                         warnings.filterwarnings("ignore", message="This DataLoader will create")
-                        loader = DataLoader(ds, batch_size=b, shuffle=True, num_workers=w, generator=gen(),
-                                            pin_memory=device.type == "cuda", worker_init_fn=worker_init)
+                        loader = DataLoader(
+                            ds,
+                            batch_size=b,
+                            shuffle=True,
+                            num_workers=w,
+                            generator=gen(),
+                            pin_memory=device.type == "cuda",
+                            worker_init_fn=worker_init,
+                        )
                         rows.append(_row(lat, name, w, t, b, n_files, time_passes(loader, passes, device)))
-                    log(f"[dataloading] {lat:g} ms, {name} ({w} workers x {t} threads): "
-                        f"{rows[-1]['images_per_s']:.0f} img/s")
+                    log(
+                        f"[dataloading] {lat:g} ms, {name} ({w} workers x {t} threads): "
+                        f"{rows[-1]['images_per_s']:.0f} img/s"
+                    )
                 clock = WallClock(device)
                 clock.start()
                 images, labels = preload(plain)
@@ -240,8 +303,10 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
                 finally:
                     torch.set_num_threads(threads_before)
                 rows.append(_row(lat, "tensor-resident", 0, PRELOAD_THREADS, b, n_files, tr_passes, once))
-                log(f"[dataloading] {lat:g} ms, tensor-resident: {rows[-1]['images_per_s']:.0f} img/s "
-                    f"after a one-time load of {once:.2f} s")
+                log(
+                    f"[dataloading] {lat:g} ms, tensor-resident: {rows[-1]['images_per_s']:.0f} img/s "
+                    f"after a one-time load of {once:.2f} s"
+                )
                 if write:  # after every latency, so an interrupted study keeps what it measured
                     atomic_write_csv(rf.path / "loading.csv", rows, COLUMNS)
         finally:
@@ -254,7 +319,6 @@ def study(cfg, latencies_ms: Sequence[float] = LATENCIES_MS, threads: int = THRE
 
 
 ORDER = ["baseline", "more workers", "threads", "tensor-resident"]
-
 
 
 def pass_times(row) -> list[float]:

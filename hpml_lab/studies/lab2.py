@@ -13,43 +13,55 @@ meta.json says when and where they ran) and computes only the rest. All timing
 goes through hpml_lab.profiling; epoch 1 (warm-up) is kept in the rows and
 excluded from the steady-state statistics, which say so.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pandas as pd
 import torch
 
 from .. import results
-from ..results import drop_warmup
 from ..config import OPTIMIZERS, ConfigError, RunConfig, StudySettings
 from ..data import build_loader, build_train_loader
-from ..envinfo import usable_cores
-from ..profiling import WallClock, summarize
-from ..sweeps import SweepItem, require_one_complete, run_sweep, tables
-from ..training import build_model, build_optimizer, train
 from ..device import resolve_device, seed_everything
+from ..envinfo import usable_cores
 from ..fastpath import check_backend, compile_available
 from ..io import atomic_write_csv
+from ..profiling import WallClock, summarize
+from ..results import drop_warmup
+from ..sweeps import SweepItem, require_one_complete, run_sweep, tables
+from ..training import build_model, build_optimizer, train
 
 LOADER_COLUMNS = ["num_workers", "repeat", "seconds", "batches", "images", "images_per_s"]
-LOADER_NOTE = ("Total DataLoader time per epoch: a fresh iterator (so worker start-up is included, as in "
-               "training) drained of every batch (or max_batches), no model. One untimed warm-up epoch per "
-               "worker count (file cache, first imports in the workers) is excluded; then the timed repeats (the report says how many).")
+LOADER_NOTE = (
+    "Total DataLoader time per epoch: a fresh iterator (so worker start-up is included, as in "
+    "training) drained of every batch (or max_batches), no model. One untimed warm-up epoch per "
+    "worker count (file cache, first imports in the workers) is excluded; then the timed repeats (the report says how many)."
+)
 MAX_WORKERS = 64
 
 
 def stats_row(values, **labels: Any) -> dict[str, Any]:
     """labels + n, median, IQR, min, max, mean of `values` (seconds)."""
     s = summarize(values)
-    return {**labels, "n": s["n"], "median_s": s["median"], "iqr_s": s["iqr"] if s["n"] >= 3 else float("nan"), "min_s": s["min"],
-            "max_s": s["max"], "mean_s": s["mean"]}
+    return {
+        **labels,
+        "n": s["n"],
+        "median_s": s["median"],
+        "iqr_s": s["iqr"] if s["n"] >= 3 else float("nan"),
+        "min_s": s["min"],
+        "max_s": s["max"],
+        "mean_s": s["mean"],
+    }
 
 
-WARMUP_NOTE = ("Epoch 1 of every run is warm-up (worker start-up, allocator growth, kernel selection) and is excluded "
-               "from the steady-state figures; a run of one epoch has nothing else, so there it is reported as is.")
+WARMUP_NOTE = (
+    "Epoch 1 of every run is warm-up (worker start-up, allocator growth, kernel selection) and is excluded "
+    "from the steady-state figures; a run of one epoch has nothing else, so there it is reported as is."
+)
 
 
 # ------------------------------------------------------------------ C3: loader workers
@@ -76,8 +88,16 @@ def time_loader_epochs(cfg: RunConfig) -> list[dict[str, Any]]:
         del it  # shuts the workers down: their start and stop belong to the epoch
         seconds = clock.stop()
         if rep > 0:
-            rows.append({"num_workers": cfg.num_workers, "repeat": rep, "seconds": seconds, "batches": batches,
-                         "images": images, "images_per_s": images / seconds})
+            rows.append(
+                {
+                    "num_workers": cfg.num_workers,
+                    "repeat": rep,
+                    "seconds": seconds,
+                    "batches": batches,
+                    "images": images,
+                    "images_per_s": images / seconds,
+                }
+            )
     return rows
 
 
@@ -94,8 +114,8 @@ def _run_loader(cfg: RunConfig) -> None:
 
 @dataclass
 class LoaderSweep:
-    summary: pd.DataFrame      # one row per worker count: n, median_s, iqr_s, min_s, max_s, ...
-    rows: pd.DataFrame         # every timed epoch
+    summary: pd.DataFrame  # one row per worker count: n, median_s, iqr_s, min_s, max_s, ...
+    rows: pd.DataFrame  # every timed epoch
     best_workers: int
     cores: int
     stop_reason: str
@@ -114,17 +134,21 @@ def worker_counts(limit: int = MAX_WORKERS):
 @dataclass(frozen=True)
 class C3Settings(StudySettings):
     """C3's own parameters: the sweep's stopping rule (notebook parameters, -p like RunConfig's)."""
-    max_workers: int = MAX_WORKERS   # the largest worker count tried
-    tolerance: float = 0.03          # a count improves when its median is this much below the best so far
-    patience: int = 1                # counts in a row allowed not to improve, beyond the first, before stopping
+
+    max_workers: int = MAX_WORKERS  # the largest worker count tried
+    tolerance: float = 0.03  # a count improves when its median is this much below the best so far
+    patience: int = 1  # counts in a row allowed not to improve, beyond the first, before stopping
 
     def check(self) -> None:
         if self.max_workers < 1 or not 0 <= self.tolerance < 1 or self.patience < 0:
-            raise ConfigError("parameters: 'max_workers' must be 1 or more, 'tolerance' in [0, 1), 'patience' 0 or more")
+            raise ConfigError(
+                "parameters: 'max_workers' must be 1 or more, 'tolerance' in [0, 1), 'patience' 0 or more"
+            )
 
 
-def c3_loader_sweep(cfg: RunConfig, max_workers: int = MAX_WORKERS, tolerance: float = 0.03,
-                    patience: int = 1, log=print) -> LoaderSweep:
+def c3_loader_sweep(
+    cfg: RunConfig, max_workers: int = MAX_WORKERS, tolerance: float = 0.03, patience: int = 1, log=print
+) -> LoaderSweep:
     """DataLoader time per epoch for 0, 1, 2, 4, 8, ... workers until it stops improving.
 
     A count "improves" when its median epoch time is more than `tolerance` (3%) below the best so
@@ -144,18 +168,37 @@ def c3_loader_sweep(cfg: RunConfig, max_workers: int = MAX_WORKERS, tolerance: f
             continue
         misses.append(n)
         if len(misses) > patience:
-            reason = (f"{' and '.join(map(str, misses))} workers were not faster than {best_n} by more than "
-                      f"{tolerance:.0%} (best median {best_median:.3g} s)")
+            reason = (
+                f"{' and '.join(map(str, misses))} workers were not faster than {best_n} by more than "
+                f"{tolerance:.0%} (best median {best_median:.3g} s)"
+            )
             break
     rows = tables(items, "loader")
-    summary = pd.DataFrame([stats_row(g["seconds"], num_workers=n, images=int(g["images"].iloc[0]))
-                            for n, g in rows.groupby("num_workers")])
+    summary = pd.DataFrame(
+        [
+            stats_row(g["seconds"], num_workers=n, images=int(g["images"].iloc[0]))
+            for n, g in rows.groupby("num_workers")
+        ]
+    )
     summary["images_per_s"] = summary["images"] / summary["median_s"]
     summary["best"] = summary["num_workers"] == best_n
-    sdir = cfg.run_dir().parent / f"loader-summary-b{cfg.batch_size}-{cfg.replace(num_workers=0).config_hash()}"
-    results.write_derived(sdir, {"summary": summary}, results.new_meta(
-        cfg.replace(num_workers=best_n), torch.device("cpu"), kind="loader_summary", best_workers=best_n,
-        cpu_cores=cores, stop_reason=reason, timing_note=LOADER_NOTE, runs=[it.run_dir.name for it in items]))
+    sdir = (
+        cfg.run_dir().parent / f"loader-summary-b{cfg.batch_size}-{cfg.replace(num_workers=0).config_hash()}"
+    )
+    results.write_derived(
+        sdir,
+        {"summary": summary},
+        results.new_meta(
+            cfg.replace(num_workers=best_n),
+            torch.device("cpu"),
+            kind="loader_summary",
+            best_workers=best_n,
+            cpu_cores=cores,
+            stop_reason=reason,
+            timing_note=LOADER_NOTE,
+            runs=[it.run_dir.name for it in items],
+        ),
+    )
     return LoaderSweep(summary, rows, best_n, cores, reason, items, sdir)
 
 
@@ -164,8 +207,11 @@ def best_workers_from_c3(cfg: RunConfig, c3_task: str = "c3") -> tuple[int, str]
     """(best count, summary run folder) from the newest complete C3 summary with this batch size and dataset."""
     for run in results.load_runs(c3_task, cfg.results_dir):
         m = run.meta
-        if (m.get("kind") == "loader_summary" and m["config"]["batch_size"] == cfg.batch_size
-                and m["config"]["dataset"] == cfg.dataset):
+        if (
+            m.get("kind") == "loader_summary"
+            and m["config"]["batch_size"] == cfg.batch_size
+            and m["config"]["dataset"] == cfg.dataset
+        ):
             return int(m["best_workers"]), str(run.path)
     return None
 
@@ -173,29 +219,34 @@ def best_workers_from_c3(cfg: RunConfig, c3_task: str = "c3") -> tuple[int, str]
 @dataclass
 class C4Result:
     """C4: 1 worker against the best count; `summary` per worker count, `trace` of a few steps."""
+
     epochs: pd.DataFrame
     summary: pd.DataFrame
     best: int
-    source: str             # where the best count came from (C3's results, or measured now)
-    trace: Any              # tracing.Trace
-    items: list             # sweeps.SweepItem per configuration
-    c3_rows: Optional[pd.DataFrame] = None  # C3's timed epochs behind `best` (None when given): its verdict
-    against: Optional[int] = None  # the count 1 worker is compared with: `best`, or C3's next best when best is 1
+    source: str  # where the best count came from (C3's results, or measured now)
+    trace: Any  # tracing.Trace
+    items: list  # sweeps.SweepItem per configuration
+    c3_rows: pd.DataFrame | None = None  # C3's timed epochs behind `best` (None when given): its verdict
+    against: int | None = (
+        None  # the count 1 worker is compared with: `best`, or C3's next best when best is 1
+    )
 
 
 @dataclass
 class C5Result:
     """C5: epoch times on every device present."""
+
     epochs: pd.DataFrame
     summary: pd.DataFrame
     devices: list
-    note: str               # what could not run here (no CUDA), for the report
+    note: str  # what could not run here (no CUDA), for the report
     items: list
 
 
 @dataclass
 class TrainingSweep:
     """C6 and C7: one training run per value of a setting (optimizer, norm)."""
+
     epochs: pd.DataFrame
     batches: pd.DataFrame
     summary: pd.DataFrame
@@ -205,14 +256,15 @@ class TrainingSweep:
 @dataclass
 class C8Result:
     """C8: eager against torch.compile."""
+
     epochs: pd.DataFrame
     summary: pd.DataFrame
-    speedup: Optional[float]      # per-step compute, eager / compiled; None when only eager ran
-    compile_cost_s: Optional[float]
-    message: str                  # why compile did not run, or ""
+    speedup: float | None  # per-step compute, eager / compiled; None when only eager ran
+    compile_cost_s: float | None
+    message: str  # why compile did not run, or ""
     backend: str
     trace: Any
-    traced_mode: str              # "compile" or "eager"
+    traced_mode: str  # "compile" or "eager"
     items: list
 
 
@@ -229,7 +281,11 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
             best, source, c3_rows = found[0], f"read from C3's results ({found[1]})", c3_rows_of(found[1])
         else:
             sweep = c3_loader_sweep(cfg.replace(task="c3", run_id=""), log=log)
-            best, source, c3_rows = sweep.best_workers, f"measured now with C3's sweep ({sweep.summary_dir})", sweep.rows
+            best, source, c3_rows = (
+                sweep.best_workers,
+                f"measured now with C3's sweep ({sweep.summary_dir})",
+                sweep.rows,
+            )
     against = best if best != 1 else runner_up(c3_rows, best)
     counts = sorted({1, against if against is not None else 1})
     items = run_sweep([cfg.replace(num_workers=n, run_id="") for n in counts], train, log=log)
@@ -241,10 +297,22 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
     model = build_model(cfg, device)  # as timed: channels-last, compile, checkpointing as cfg asks
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
-    tr = _trace(model, build_loader(cfg.replace(num_workers=best), device), device, opt,
-                tdir / "trace.json", steps=trace_steps, cfg=cfg)
-    results.write_derived(tdir, {"top_ops": tr.top_ops}, results.new_meta(
-        cfg.replace(num_workers=best), device, kind="trace", steps=tr.steps, warmup_steps=tr.warmup))
+    tr = _trace(
+        model,
+        build_loader(cfg.replace(num_workers=best), device),
+        device,
+        opt,
+        tdir / "trace.json",
+        steps=trace_steps,
+        cfg=cfg,
+    )
+    results.write_derived(
+        tdir,
+        {"top_ops": tr.top_ops},
+        results.new_meta(
+            cfg.replace(num_workers=best), device, kind="trace", steps=tr.steps, warmup_steps=tr.warmup
+        ),
+    )
     return C4Result(epochs, summary, best, source, tr, items, c3_rows, against)
 
 
@@ -253,10 +321,19 @@ def _phase_summary(steady_epochs: pd.DataFrame, by: str) -> pd.DataFrame:
     rows = []
     for key, g in steady_epochs.groupby(by, sort=False):
         tot = summarize(g["total_s"])
-        rows.append({by: key, "n": tot["n"], "data_median_s": g["data_s"].median(),
-                     "train_median_s": g["train_s"].median(), "total_median_s": tot["median"],
-                     "total_iqr_s": tot["iqr"] if tot["n"] >= 3 else float("nan"),  # n < 3: no spread
-                     "total_min_s": tot["min"], "total_max_s": tot["max"], "data_share": g["data_s"].sum() / g["total_s"].sum()})
+        rows.append(
+            {
+                by: key,
+                "n": tot["n"],
+                "data_median_s": g["data_s"].median(),
+                "train_median_s": g["train_s"].median(),
+                "total_median_s": tot["median"],
+                "total_iqr_s": tot["iqr"] if tot["n"] >= 3 else float("nan"),  # n < 3: no spread
+                "total_min_s": tot["min"],
+                "total_max_s": tot["max"],
+                "data_share": g["data_s"].sum() / g["total_s"].sum(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -274,17 +351,25 @@ def c5_devices(cfg: RunConfig, log=print) -> C5Result:
     rows = []
     for d in devs:
         g, all_g, b = st[st["device"] == d], epochs[epochs["device"] == d], st_b[st_b["device"] == d]
-        rows.append({**stats_row(g["total_s"], device=d), "warmup_epoch_s": all_g["total_s"].iloc[0],
-                     "images_per_s": g["images"].sum() / g["total_s"].sum(),
-                     # the epoch holds data loading too: its share, and the step's own compute apart
-                     "data_share": g["data_s"].sum() / g["total_s"].sum(),
-                     "step_compute_ms": 1000 * summarize(b["train_s"])["median"],
-                     # training compute's share of this device's peak (hpml_lab.flops), median of the steady epochs
-                     "mfu_pct": 100 * float(g["mfu"].median()) if "mfu" in g and len(g) else float("nan")})
+        rows.append(
+            {
+                **stats_row(g["total_s"], device=d),
+                "warmup_epoch_s": all_g["total_s"].iloc[0],
+                "images_per_s": g["images"].sum() / g["total_s"].sum(),
+                # the epoch holds data loading too: its share, and the step's own compute apart
+                "data_share": g["data_s"].sum() / g["total_s"].sum(),
+                "step_compute_ms": 1000 * summarize(b["train_s"])["median"],
+                # training compute's share of this device's peak (hpml_lab.flops), median of the steady epochs
+                "mfu_pct": 100 * float(g["mfu"].median()) if "mfu" in g and len(g) else float("nan"),
+            }
+        )
     summary = pd.DataFrame(rows)
-    note = ("" if "cuda" in devs else
-            "No CUDA GPU is present on this machine, so only the CPU was measured; there is no GPU row. "
-            "Run this task on a GPU machine (device=auto) to add one.")
+    note = (
+        ""
+        if "cuda" in devs
+        else "No CUDA GPU is present on this machine, so only the CPU was measured; there is no GPU row. "
+        "Run this task on a GPU machine (device=auto) to add one."
+    )
     if len(devs) == 2:  # a loader-bound GPU epoch hides the compute speedup: both ratios, each named
         summary["epoch_speedup_vs_cpu"] = summary["median_s"].iloc[0] / summary["median_s"]
         summary["compute_speedup_vs_cpu"] = summary["step_compute_ms"].iloc[0] / summary["step_compute_ms"]
@@ -293,8 +378,9 @@ def c5_devices(cfg: RunConfig, log=print) -> C5Result:
 
 # ------------------------------------------------------------------ C6 / C7: training sweeps
 def _training_sweep(cfg: RunConfig, field_name: str, values, log=print) -> TrainingSweep:
-    items = run_sweep([cfg.replace(**{field_name: v, "run_id": ""}) for v in values], train,
-                      on_error="record", log=log)
+    items = run_sweep(
+        [cfg.replace(**{field_name: v, "run_id": ""}) for v in values], train, on_error="record", log=log
+    )
     require_one_complete(items, cfg.task, field_name)  # every run failed: one line each on why
     epochs = tables(items, "epochs", with_config=(field_name,))
     batches = tables(items, "batches", with_config=(field_name,))
@@ -308,10 +394,18 @@ def _training_sweep(cfg: RunConfig, field_name: str, values, log=print) -> Train
         e, s = epochs[epochs[field_name] == v], st[st[field_name] == v]
         last = e.iloc[-1]
         finite = bool(pd.Series(e["loss"]).notna().all() and (e["loss"].abs() < float("inf")).all())
-        rows.append({field_name: v, "status": "complete" if finite else "diverged (loss not finite)",
-                     "epochs": len(e), "final_loss": last["loss"], "final_acc": last["acc"],
-                     "mean_loss": e["loss"].mean(), "mean_acc": e["acc"].mean(),
-                     **{k: val for k, val in stats_row(s["total_s"]).items()}})
+        rows.append(
+            {
+                field_name: v,
+                "status": "complete" if finite else "diverged (loss not finite)",
+                "epochs": len(e),
+                "final_loss": last["loss"],
+                "final_acc": last["acc"],
+                "mean_loss": e["loss"].mean(),
+                "mean_acc": e["acc"].mean(),
+                **{k: val for k, val in stats_row(s["total_s"]).items()},
+            }
+        )
     return TrainingSweep(epochs, batches, pd.DataFrame(rows), items)
 
 
@@ -357,8 +451,10 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     else:
         items += run_sweep([comp_cfg], run_compiled, on_error="record", log=log)
         if not items[-1].complete:
-            message = (f"torch.compile (backend {backend}) failed: {items[-1].error}. "
-                       f"Only the eager row is shown; the error is recorded in {items[-1].run_dir}/meta.json.")
+            message = (
+                f"torch.compile (backend {backend}) failed: {items[-1].error}. "
+                f"Only the eager row is shown; the error is recorded in {items[-1].run_dir}/meta.json."
+            )
     for it in items:
         it_mode = "eager" if it.cfg.run_id.startswith("eager") else f"compile ({backend})"
         it.value = it_mode
@@ -370,13 +466,22 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     rows = []
     for run_id, mode in modes.items():
         e, s = epochs[epochs["run_id"] == run_id], st[st["run_id"] == run_id]
-        rows.append({**stats_row(s["total_s"], mode=mode), "first_epoch_s": e["total_s"].iloc[0],
-                     "first_minus_steady_s": e["total_s"].iloc[0] - summarize(s["total_s"])["median"]})
+        rows.append(
+            {
+                **stats_row(s["total_s"], mode=mode),
+                "first_epoch_s": e["total_s"].iloc[0],
+                "first_minus_steady_s": e["total_s"].iloc[0] - summarize(s["total_s"])["median"],
+            }
+        )
     summary = pd.DataFrame(rows)
     speedup = compile_cost = None
     if len(summary) == 2:
         eager, comp = summary.iloc[0], summary.iloc[1]
-        step = drop_warmup(tables([it for it in items if it.complete], "batches")).groupby("run_id")["train_s"].median()
+        step = (
+            drop_warmup(tables([it for it in items if it.complete], "batches"))
+            .groupby("run_id")["train_s"]
+            .median()
+        )
         ids = list(modes)
         speedup = float(step[ids[0]] / step[ids[1]])  # per-step compute: the data wait is not compile's doing
         compile_cost = comp["first_minus_steady_s"] - eager["first_minus_steady_s"]
@@ -387,9 +492,21 @@ def c8_compile(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     model = compiled_model["m"] if traced else build_model(cfg.replace(compile=False), device)
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"
-    tr = _trace(model, build_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg)
-    results.write_derived(tdir, {"top_ops": tr.top_ops}, results.new_meta(
-        cfg, device, kind="trace", traced_mode="compile" if traced else "eager", steps=tr.steps,
-        warmup_steps=tr.warmup))
-    return C8Result(epochs, summary, speedup, compile_cost, message, backend, tr, "compile" if traced else "eager",
-                    items)
+    tr = _trace(
+        model, build_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg
+    )
+    results.write_derived(
+        tdir,
+        {"top_ops": tr.top_ops},
+        results.new_meta(
+            cfg,
+            device,
+            kind="trace",
+            traced_mode="compile" if traced else "eager",
+            steps=tr.steps,
+            warmup_steps=tr.warmup,
+        ),
+    )
+    return C8Result(
+        epochs, summary, speedup, compile_cost, message, backend, tr, "compile" if traced else "eager", items
+    )

@@ -9,24 +9,32 @@
 The measurements themselves (activation bytes, CUDA peak, largest batch, snapshots) are in
 hpml_lab.memory; this module picks the networks, runs them and builds the report's tables.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
-
 import torch
 from torch import nn
 
 from .. import models, results
 from ..config import ConfigError, StudySettings
-from ..device import configure, resolve_device
+from ..device import configure, free_cuda_memory, resolve_device
 from ..io import atomic_write_csv
-from ..device import free_cuda_memory
-from ..memory import (MB, activation_bytes, cuda_max_batch, cuda_memory_snapshot, cuda_peak_step, make_step,
-                      predicted_max_batch, state_bytes)
+from ..memory import (
+    MB,
+    activation_bytes,
+    cuda_max_batch,
+    cuda_memory_snapshot,
+    cuda_peak_step,
+    make_step,
+    predicted_max_batch,
+    state_bytes,
+)
 from ..profiling import interleaved_timed, summarize
 
 
@@ -37,17 +45,42 @@ def variants(resnets: Sequence[str], rev_stages: Sequence[int], segments: int) -
     for name in resnets:
         digits = "".join(c for c in name.split("_")[0] if c.isdigit())
         depth = int(digits) if digits else 0
-        out.append({"label": name, "family": "ResNet", "name": name, "kwargs": {}, "baseline": name,
-                    "depth": depth})
+        out.append(
+            {"label": name, "family": "ResNet", "name": name, "kwargs": {}, "baseline": name, "depth": depth}
+        )
         if segments:
-            out.append({"label": f"{name} ckpt{segments}", "family": "ResNet + checkpointing", "name": name,
-                        "kwargs": {"checkpoint_segments": segments}, "baseline": name, "depth": depth})
+            out.append(
+                {
+                    "label": f"{name} ckpt{segments}",
+                    "family": "ResNet + checkpointing",
+                    "name": name,
+                    "kwargs": {"checkpoint_segments": segments},
+                    "baseline": name,
+                    "depth": depth,
+                }
+            )
     for n in rev_stages:
         plain = f"revnet {n}-{n}-{n} (no saving)"
-        out.append({"label": plain, "family": "RevNet, ordinary autograd", "name": "revnet",
-                    "kwargs": {"stages": (n, n, n), "memory_saving": False}, "baseline": plain, "depth": 12 * n + 2})
-        out.append({"label": f"revnet {n}-{n}-{n}", "family": "RevNet", "name": "revnet",
-                    "kwargs": {"stages": (n, n, n)}, "baseline": plain, "depth": 12 * n + 2})
+        out.append(
+            {
+                "label": plain,
+                "family": "RevNet, ordinary autograd",
+                "name": "revnet",
+                "kwargs": {"stages": (n, n, n), "memory_saving": False},
+                "baseline": plain,
+                "depth": 12 * n + 2,
+            }
+        )
+        out.append(
+            {
+                "label": f"revnet {n}-{n}-{n}",
+                "family": "RevNet",
+                "name": "revnet",
+                "kwargs": {"stages": (n, n, n)},
+                "baseline": plain,
+                "depth": 12 * n + 2,
+            }
+        )
     return out
 
 
@@ -56,9 +89,16 @@ def _build(spec: Mapping[str, Any], norm: str) -> nn.Module:
     return models.build(spec["name"], num_classes=10, norm=norm, **spec["kwargs"])
 
 
-def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.device | str = "cpu",
-            repeats: int = 5, warmup: int = 2, act_batch: int = 4, norm: str = "bn",
-            log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+def measure(
+    specs: Sequence[Mapping[str, Any]],
+    batch_size: int,
+    device: torch.device | str = "cpu",
+    repeats: int = 5,
+    warmup: int = 2,
+    act_batch: int = 4,
+    norm: str = "bn",
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
     """One row per network: parameters, activation bytes per sample, time per batch
     (median and spread over `repeats` interleaved rounds after `warmup` untimed ones)
     and, on CUDA, the peak allocated MB of a training step (each network alone on the device)."""
@@ -68,10 +108,18 @@ def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.d
     for spec in specs:
         model = _build(spec, norm).to(device)
         act = activation_bytes(model, act_batch, device=device)
-        row = {"model": spec["label"], "family": spec["family"], "baseline": spec["baseline"],
-               "depth": spec.get("depth", 0), "params": models.count_parameters(model), "act_bytes_per_sample": act,
-               "act_MB_per_sample": act / MB, "batch_size": batch_size, "peak_MB": float("nan"),
-               "device": str(device)}
+        row = {
+            "model": spec["label"],
+            "family": spec["family"],
+            "baseline": spec["baseline"],
+            "depth": spec.get("depth", 0),
+            "params": models.count_parameters(model),
+            "act_bytes_per_sample": act,
+            "act_MB_per_sample": act / MB,
+            "batch_size": batch_size,
+            "peak_MB": float("nan"),
+            "device": str(device),
+        }
         if device.type == "cuda":
             row["peak_MB"] = cuda_peak_step(model, batch_size, device)["peak_allocated"] / MB
         rows.append(row)
@@ -84,8 +132,15 @@ def measure(specs: Sequence[Mapping[str, Any]], batch_size: int, device: torch.d
     free_cuda_memory()
     for row, t in zip(rows, times):
         s = summarize(t)
-        row.update(s_per_batch=s["median"], s_iqr=s["iqr"], s_min=s["min"], s_max=s["max"],
-                   repeats=s["n"], warmup=warmup, times_s=";".join(f"{x:.6f}" for x in t))
+        row.update(
+            s_per_batch=s["median"],
+            s_iqr=s["iqr"],
+            s_min=s["min"],
+            s_max=s["max"],
+            repeats=s["n"],
+            warmup=warmup,
+            times_s=";".join(f"{x:.6f}" for x in t),
+        )
         log(f"[memory] {row['model']}: {s['median']:.3f} s/batch (IQR {s['iqr']:.3f})")
     for row in rows:  # compute overhead against the plain network of the same depth
         base = next(r for r in rows if r["model"] == row["baseline"])
@@ -109,9 +164,14 @@ def recompute_bytes(spec: Mapping[str, Any], rows_by_label: Mapping[str, Mapping
     return 0.0
 
 
-def max_batch_rows(specs: Sequence[Mapping[str, Any]], table: Sequence[Mapping[str, Any]],
-                   budget_bytes: int, device: torch.device | str = "cpu",
-                   cuda_batches: Sequence[int] = (), norm: str = "bn") -> list[dict[str, Any]]:
+def max_batch_rows(
+    specs: Sequence[Mapping[str, Any]],
+    table: Sequence[Mapping[str, Any]],
+    budget_bytes: int,
+    device: torch.device | str = "cpu",
+    cuda_batches: Sequence[int] = (),
+    norm: str = "bn",
+) -> list[dict[str, Any]]:
     """Largest batch within the budget for each network: measured on CUDA (OOM rows kept),
     predicted from activation bytes + parameter/gradient/optimizer state otherwise."""
     device = torch.device(device)
@@ -124,9 +184,18 @@ def max_batch_rows(specs: Sequence[Mapping[str, Any]], table: Sequence[Mapping[s
         act = by_label[spec["label"]]["act_bytes_per_sample"]
         work = recompute_bytes(spec, by_label)
         pred = predicted_max_batch(act + work, fixed, budget_bytes)
-        rows.append({"model": spec["label"], "method": "predicted", "batch_size": pred, "status": "predicted",
-                     "peak_MB": float("nan"), "budget_MB": budget_bytes / MB, "error": "",
-                     "recompute_MB_per_sample": work / MB})
+        rows.append(
+            {
+                "model": spec["label"],
+                "method": "predicted",
+                "batch_size": pred,
+                "status": "predicted",
+                "peak_MB": float("nan"),
+                "budget_MB": budget_bytes / MB,
+                "error": "",
+                "recompute_MB_per_sample": work / MB,
+            }
+        )
         if device.type == "cuda":
             build = lambda spec=spec: _build(spec, norm)
             for r in cuda_max_batch(build, cuda_batches, device):
@@ -147,40 +216,45 @@ def largest_fitting(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return out
 
 
-
-
 # ------------------------------------------------------------------ the study
 @dataclass(frozen=True)
 class Settings(StudySettings):
     """The memory task's own parameters (notebook parameters, -p / -f like RunConfig's)."""
+
     resnets: tuple[str, ...] = ("resnet18_adjusted", "resnet34_adjusted", "resnet50_adjusted")
-    rev_stages: tuple[int, ...] = (3, 5, 9, 18)   # RevNet n-n-n: RevNet-38, -62, -110, -218
-    repeats: int = 5                               # timed rounds per network
-    warmup: int = 2                                # untimed rounds before them
-    budget_gb: float = 16.0                        # CPU only: the budget the largest batch is predicted for
-    cpu_threads: int = 1                           # CPU only: intra-op threads for every timed step
+    rev_stages: tuple[int, ...] = (3, 5, 9, 18)  # RevNet n-n-n: RevNet-38, -62, -110, -218
+    repeats: int = 5  # timed rounds per network
+    warmup: int = 2  # untimed rounds before them
+    budget_gb: float = 16.0  # CPU only: the budget the largest batch is predicted for
+    cpu_threads: int = 1  # CPU only: intra-op threads for every timed step
 
     def check(self) -> None:
         bad = [m for m in self.resnets if m not in models.available()]
         if bad:
-            raise ConfigError(f"parameter 'resnets' names unknown models {bad}; valid: {', '.join(models.available())}")
+            raise ConfigError(
+                f"parameter 'resnets' names unknown models {bad}; valid: {', '.join(models.available())}"
+            )
         if not self.resnets or not self.rev_stages or min(self.rev_stages) < 1:
-            raise ConfigError("parameters 'resnets' and 'rev_stages' need at least one entry, stages of 1 or more")
+            raise ConfigError(
+                "parameters 'resnets' and 'rev_stages' need at least one entry, stages of 1 or more"
+            )
         if self.repeats < 1 or self.warmup < 0 or self.budget_gb <= 0 or self.cpu_threads < 1:
-            raise ConfigError("parameters 'repeats' and 'cpu_threads' must be 1 or more, 'warmup' 0 or more, "
-                              "'budget_gb' positive")
+            raise ConfigError(
+                "parameters 'repeats' and 'cpu_threads' must be 1 or more, 'warmup' 0 or more, "
+                "'budget_gb' positive"
+            )
 
 
 @dataclass
 class MemoryResult:
-    table: pd.DataFrame                 # one row per network (measure())
-    max_batch: list[dict[str, Any]]     # max_batch_rows(): predicted rows, and measured / OOM rows on CUDA
-    largest: dict[str, int]             # largest_fitting()
+    table: pd.DataFrame  # one row per network (measure())
+    max_batch: list[dict[str, Any]]  # max_batch_rows(): predicted rows, and measured / OOM rows on CUDA
+    largest: dict[str, int]  # largest_fitting()
     budget_bytes: int
     cuda: bool
-    sweep: list[int]                    # batch sizes tried on CUDA (empty elsewhere)
+    sweep: list[int]  # batch sizes tried on CUDA (empty elsewhere)
     snapshots: list[Path] = field(default_factory=list)
-    runs: dict[str, Any] = field(default_factory=dict)   # convergence runs: model -> results.Run
+    runs: dict[str, Any] = field(default_factory=dict)  # convergence runs: model -> results.Run
     run_dir: Path | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -199,22 +273,41 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
         torch.set_num_threads(settings.cpu_threads)
     specs = variants(settings.resnets, settings.rev_stages, cfg.checkpoint_segments)
     # the study's own folder, apart from the training runs it makes (the first of which has the same config)
-    run_dir = cfg.replace(checkpoint_segments=0, run_id=f"study-{cfg.replace(checkpoint_segments=0).config_hash()}").run_dir()
+    run_dir = cfg.replace(
+        checkpoint_segments=0, run_id=f"study-{cfg.replace(checkpoint_segments=0).config_hash()}"
+    ).run_dir()
     meta = results.new_meta(cfg, device, run_id=run_dir.name, settings=dict(vars(settings)))
-    with results.sigterm_interrupts(), results.RunFolder(run_dir) as rf:  # a complete run is replaced only on success
+    with (
+        results.sigterm_interrupts(),
+        results.RunFolder(run_dir) as rf,
+    ):  # a complete run is replaced only on success
         rf.write_meta(meta)
-        rows = measure(specs, cfg.batch_size, device, repeats=settings.repeats, warmup=settings.warmup,
-                       log=lambda line: None)
+        rows = measure(
+            specs,
+            cfg.batch_size,
+            device,
+            repeats=settings.repeats,
+            warmup=settings.warmup,
+            log=lambda line: None,
+        )
         atomic_write_csv(rf.path / "memory.csv", rows)
         cuda = device.type == "cuda"
-        budget = torch.cuda.get_device_properties(device).total_memory if cuda else int(settings.budget_gb * 1024 ** 3)
-        sweep = [2 ** k for k in range(6, 16)] if cuda else []
+        budget = (
+            torch.cuda.get_device_properties(device).total_memory
+            if cuda
+            else int(settings.budget_gb * 1024**3)
+        )
+        sweep = [2**k for k in range(6, 16)] if cuda else []
         mb_rows = max_batch_rows(specs, rows, budget, device, cuda_batches=sweep)
         atomic_write_csv(rf.path / "max_batch.csv", mb_rows)
         snaps = []
         if cuda:
             last_rev = settings.rev_stages[-1]
-            for spec in [s for s in specs if s["label"] in (settings.resnets[-1], f"revnet {last_rev}-{last_rev}-{last_rev}")]:
+            for spec in [
+                s
+                for s in specs
+                if s["label"] in (settings.resnets[-1], f"revnet {last_rev}-{last_rev}-{last_rev}")
+            ]:
                 net = _build(spec, "bn").to(device)
                 name = f"snapshot_{spec['label'].replace(' ', '_')}.pickle"
                 cuda_memory_snapshot(net, cfg.batch_size, rf.path / name)
@@ -222,19 +315,28 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
                 del net
                 free_cuda_memory()
         runs = {name: train(c, extra_meta={"memory_run": run_dir.name}) for name, c in train_cfgs.items()}
-        meta.update(finished_at=results.now(), repeats=settings.repeats, warmup_rounds=settings.warmup,
-                    batch_size=cfg.batch_size)
+        meta.update(
+            finished_at=results.now(),
+            repeats=settings.repeats,
+            warmup_rounds=settings.warmup,
+            batch_size=cfg.batch_size,
+        )
         rf.complete(meta)
         meta["status"] = "complete"
-    return MemoryResult(pd.DataFrame(rows), mb_rows, largest_fitting(mb_rows), budget, cuda, sweep, snaps, runs,
-                        run_dir, meta)
+    return MemoryResult(
+        pd.DataFrame(rows), mb_rows, largest_fitting(mb_rows), budget, cuda, sweep, snaps, runs, run_dir, meta
+    )
 
 
-REFERENCE_MEMORY = [("resnet18_adjusted", {}, 746_436, 743, 0.3), ("resnet34_adjusted", {}, 1_393_476, 1158, 0.4),
-                    ("resnet50_adjusted", {}, 1_581_700, 3494, 0.57), ("revnet", {"stages": (3, 3, 3)}, 476_020, 466, 0.4),
-                    ("revnet", {"stages": (5, 5, 5)}, 796_468, 468, 0.84),
-                    ("revnet", {"stages": (9, 9, 9)}, 1_437_364, 470, 0.98),
-                    ("revnet", {"stages": (18, 18, 18)}, 2_879_380, 476, 1.8)]
+REFERENCE_MEMORY = [
+    ("resnet18_adjusted", {}, 746_436, 743, 0.3),
+    ("resnet34_adjusted", {}, 1_393_476, 1158, 0.4),
+    ("resnet50_adjusted", {}, 1_581_700, 3494, 0.57),
+    ("revnet", {"stages": (3, 3, 3)}, 476_020, 466, 0.4),
+    ("revnet", {"stages": (5, 5, 5)}, 796_468, 468, 0.84),
+    ("revnet", {"stages": (9, 9, 9)}, 1_437_364, 470, 0.98),
+    ("revnet", {"stages": (18, 18, 18)}, 2_879_380, 476, 1.8),
+]
 
 
 def reference_counts() -> pd.DataFrame:
@@ -242,10 +344,19 @@ def reference_counts() -> pd.DataFrame:
     parameter counts at 100 classes."""
     from .. import models
 
-    out = pd.DataFrame([{"model": name + (" {0}-{0}-{0}".format(kw["stages"][0]) if kw else ""),
-                         "reference params": p,
-                         "params here, 100 classes": models.count_parameters(models.build(name, num_classes=100, **kw)),
-                         "reference MB (reserved)": mb, "reference s per batch": s}
-                        for name, kw, p, mb, s in REFERENCE_MEMORY])
+    out = pd.DataFrame(
+        [
+            {
+                "model": name + (" {0}-{0}-{0}".format(kw["stages"][0]) if kw else ""),
+                "reference params": p,
+                "params here, 100 classes": models.count_parameters(
+                    models.build(name, num_classes=100, **kw)
+                ),
+                "reference MB (reserved)": mb,
+                "reference s per batch": s,
+            }
+            for name, kw, p, mb, s in REFERENCE_MEMORY
+        ]
+    )
     out["same count"] = out["reference params"] == out["params here, 100 classes"]
     return out

@@ -11,10 +11,10 @@ training step, so they exist; parameters, gradients and each kind of optimizer s
 are kept apart and named (SGD with momentum keeps a momentum buffer; Adam keeps
 exp_avg and exp_avg_sq, the first and second moments, plus a scalar step count per tensor).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import Any
 
 import pandas as pd
@@ -43,12 +43,21 @@ def last_linear(model: nn.Module) -> nn.Linear:
     return [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
 
 
-def memory_after_one_step(model: nn.Module, optimizer_name: str, lr: float = 0.1, momentum: float = 0.9,
-                          weight_decay: float = 5e-4, batch: int = 2, size: int = 32) -> dict[str, int]:
+def memory_after_one_step(
+    model: nn.Module,
+    optimizer_name: str,
+    lr: float = 0.1,
+    momentum: float = 0.9,
+    weight_decay: float = 5e-4,
+    batch: int = 2,
+    size: int = 32,
+) -> dict[str, int]:
     """Element counts of trainable parameters, gradients and each optimizer-state entry after one real step."""
     torch.manual_seed(0)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = build_optimizer(RunConfig(optimizer=optimizer_name, lr=lr, momentum=momentum, weight_decay=weight_decay), params)
+    opt = build_optimizer(
+        RunConfig(optimizer=optimizer_name, lr=lr, momentum=momentum, weight_decay=weight_decay), params
+    )
     model.train()
     x, y = torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
     train_step(model, opt, nn.CrossEntropyLoss(), x, y, None, torch.device("cpu"))
@@ -69,18 +78,36 @@ def answers(model_name: str = "resnet18", norm: str = "bn", stem: str = "cifar")
     conv = conv_layers(model)
     lin = last_linear(model)
     rows: list[dict[str, Any]] = [
-        {"question": "Q1", "quantity": "conv layers, main path (stem + 2 per BasicBlock)", "value": conv["main"],
-         "note": "3x3 convolutions on the main path"},
-        {"question": "Q1", "quantity": "conv layers, 1x1 projection shortcuts", "value": conv["shortcut"],
-         "note": "where a stage changes width or stride"},
-        {"question": "Q1", "quantity": "conv layers, all (answer, shortcuts counted)", "value": conv["total"],
-         "note": f"{conv['main']} + {conv['shortcut']}; the classifier is a linear layer, not counted "
-                 f"(the '{conv['main'] + conv['linear']}-layer' name counts the main-path convs plus the linear)"},
-        {"question": "Q2", "quantity": "input features of the last linear layer", "value": lin.in_features,
-         "note": f"global average pool of the last stage: {lin.in_features} channels x 1 x 1"},
+        {
+            "question": "Q1",
+            "quantity": "conv layers, main path (stem + 2 per BasicBlock)",
+            "value": conv["main"],
+            "note": "3x3 convolutions on the main path",
+        },
+        {
+            "question": "Q1",
+            "quantity": "conv layers, 1x1 projection shortcuts",
+            "value": conv["shortcut"],
+            "note": "where a stage changes width or stride",
+        },
+        {
+            "question": "Q1",
+            "quantity": "conv layers, all (answer, shortcuts counted)",
+            "value": conv["total"],
+            "note": f"{conv['main']} + {conv['shortcut']}; the classifier is a linear layer, not counted "
+            f"(the '{conv['main'] + conv['linear']}-layer' name counts the main-path convs plus the linear)",
+        },
+        {
+            "question": "Q2",
+            "quantity": "input features of the last linear layer",
+            "value": lin.in_features,
+            "note": f"global average pool of the last stage: {lin.in_features} channels x 1 x 1",
+        },
     ]
     for q, opt_name in (("Q3", "sgd"), ("Q4", "adam")):
-        counts = memory_after_one_step(models.build(model_name, num_classes=10, norm=norm, stem=stem), opt_name)
+        counts = memory_after_one_step(
+            models.build(model_name, num_classes=10, norm=norm, stem=stem), opt_name
+        )
         label = "SGD (momentum 0.9, the lab's default)" if opt_name == "sgd" else "Adam"
         for key, value in counts.items():
             note = {
@@ -91,14 +118,21 @@ def answers(model_name: str = "resnet18", norm: str = "bn", stem: str = "cifar")
                 "state:exp_avg_sq": "Adam's second moment (running mean of squared gradients): optimizer state",
                 "state:step": "Adam's step count, one scalar per parameter tensor",
             }.get(key, "optimizer state")
-            rows.append({"question": q, "quantity": f"{label}: {key.replace('state:', 'optimizer state ')}",
-                         "value": value, "note": note})
+            rows.append(
+                {
+                    "question": q,
+                    "quantity": f"{label}: {key.replace('state:', 'optimizer state ')}",
+                    "value": value,
+                    "note": note,
+                }
+            )
     return pd.DataFrame(rows, columns=["question", "quantity", "value", "note"])
 
 
 @dataclass
 class QuestionsResult:
     """The answers table (question, quantity, value, note) and the meta.json written with it."""
+
     table: pd.DataFrame
     meta: dict[str, Any]
 
@@ -107,8 +141,12 @@ def run(cfg) -> QuestionsResult:
     """answers() for cfg.model, written to results/<task>/<run-id>/answers.csv with meta.json."""
     df = answers(cfg.model, cfg.norm, cfg.stem)
     run_dir = cfg.run_dir()
-    meta = results.new_meta(cfg, "cpu", status="complete",
-                            note="counts after one real training step on a random batch of 2 (so gradients and state exist)")
+    meta = results.new_meta(
+        cfg,
+        "cpu",
+        status="complete",
+        note="counts after one real training step on a random batch of 2 (so gradients and state exist)",
+    )
     meta["finished_at"] = meta["started_at"]
     results.write_derived(run_dir, {"answers": df}, meta)
     return QuestionsResult(df, meta)

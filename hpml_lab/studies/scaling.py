@@ -17,6 +17,7 @@ and busbw the measured bus bandwidth; algbw = G / t and busbw = algbw x 2 (n - 1
 It ignores overlap of communication with backward (DDP buckets do overlap), so it
 is an upper bound on time when the bandwidth is right.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,18 +26,18 @@ import os
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from pathlib import Path
 
 import pandas as pd
 import torch
 
-from ..cliargs import OneLineParser
 from .. import distributed, results
+from ..cliargs import OneLineParser
 from ..config import ConfigError, RunConfig, StudySettings, project_root
-from ..profiling import repeat_timed, summarize
 from ..io import atomic_write_json
+from ..profiling import repeat_timed, summarize
 
 # Reference (HPML Lab 5 as run on 4 V100s): epoch seconds it reported.
 REFERENCE_EPOCHS = [
@@ -58,21 +59,39 @@ def allreduce_time(grad_bytes: float, n: int, busbw: float, latency_s: float = 0
     return latency_s + 2 * (n - 1) / n * grad_bytes / busbw
 
 
-def predict_epoch(t_step: float, n: int, per_gpu_batch: int, n_images: int, grad_bytes: float, busbw: float,
-                  latency_s: float = 0.0) -> dict[str, float]:
+def predict_epoch(
+    t_step: float,
+    n: int,
+    per_gpu_batch: int,
+    n_images: int,
+    grad_bytes: float,
+    busbw: float,
+    latency_s: float = 0.0,
+) -> dict[str, float]:
     """Epoch time at n workers from the 1-worker step time and the all-reduce model."""
     steps = math.ceil(n_images / (n * per_gpu_batch))
     comm = allreduce_time(grad_bytes, n, busbw, latency_s)
-    return {"steps": steps, "compute_s": steps * t_step, "comm_s": steps * comm, "epoch_s": steps * (t_step + comm)}
+    return {
+        "steps": steps,
+        "compute_s": steps * t_step,
+        "comm_s": steps * comm,
+        "epoch_s": steps * (t_step + comm),
+    }
 
 
 # ------------------------------------------------------------------ all-reduce measurement
-def _allreduce_worker(sizes: list[int], repeats: int, warmup: int, out: str, device_type: str = "auto") -> None:
+def _allreduce_worker(
+    sizes: list[int], repeats: int, warmup: int, out: str, device_type: str = "auto"
+) -> None:
     if device_type == "auto":
         device_type = "cuda" if torch.cuda.is_available() else "cpu"
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if device_type == "cuda" and world > torch.cuda.device_count():  # never two ranks on one GPU (NCCL refuses)
-        raise SystemExit(f"error: {world} ranks but {torch.cuda.device_count()} GPU(s): measure with device=cpu (gloo)")
+    if (
+        device_type == "cuda" and world > torch.cuda.device_count()
+    ):  # never two ranks on one GPU (NCCL refuses)
+        raise SystemExit(
+            f"error: {world} ranks but {torch.cuda.device_count()} GPU(s): measure with device=cpu (gloo)"
+        )
     env = distributed.setup(torch.device(device_type))
     device = torch.device(env.device)
     rows = []
@@ -82,15 +101,30 @@ def _allreduce_worker(sizes: list[int], repeats: int, warmup: int, out: str, dev
             buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
             # a barrier before each timed all-reduce: a rank that arrives late would otherwise add its lag to the
             # others' times (nccl-tests starts its clock after a barrier too)
-            times = repeat_timed(lambda b=buf: torch.distributed.all_reduce(b), device, repeats, warmup,
-                                 before=distributed.barrier)
+            times = repeat_timed(
+                lambda b=buf: torch.distributed.all_reduce(b),
+                device,
+                repeats,
+                warmup,
+                before=distributed.barrier,
+            )
             # the collective ends when the slowest rank does
             times = distributed.all_reduce_max(torch.tensor(times, dtype=torch.float64)).tolist()
             s = summarize(times)
             algbw = buf.numel() * 4 / s["median"]
-            rows.append({"world_size": env.world_size, "backend": env.backend, "bytes": buf.numel() * 4,
-                         "time_s": s["median"], "iqr_s": s["iqr"], "n": s["n"], "warmup": warmup,
-                         "algbw_GBps": algbw / 1e9, "busbw_GBps": bus_bandwidth(algbw, env.world_size) / 1e9})
+            rows.append(
+                {
+                    "world_size": env.world_size,
+                    "backend": env.backend,
+                    "bytes": buf.numel() * 4,
+                    "time_s": s["median"],
+                    "iqr_s": s["iqr"],
+                    "n": s["n"],
+                    "warmup": warmup,
+                    "algbw_GBps": algbw / 1e9,
+                    "busbw_GBps": bus_bandwidth(algbw, env.world_size) / 1e9,
+                }
+            )
             del buf
         if env.is_main:
             atomic_write_json(out, rows)
@@ -101,25 +135,61 @@ def _allreduce_worker(sizes: list[int], repeats: int, warmup: int, out: str, dev
 
 def _torchrun(nproc: int, module_args: list[str], timeout: float) -> subprocess.CompletedProcess:
     root = str(project_root())
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("HPML_RANK_THREADS", "1"),
-           "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""), "HPML_PROGRESS": "none"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--rdzv-backend=c10d",
-           "--rdzv-endpoint=localhost:0", "-m", *module_args]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": os.environ.get("HPML_RANK_THREADS", "1"),
+        "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "HPML_PROGRESS": "none",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=localhost:0",
+        "-m",
+        *module_args,
+    ]
     r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         tail = (r.stderr or r.stdout).strip().splitlines()[-15:]
-        raise RuntimeError(f"torchrun {' '.join(module_args[:2])} failed (exit {r.returncode}):\n" + "\n".join(tail))
+        raise RuntimeError(
+            f"torchrun {' '.join(module_args[:2])} failed (exit {r.returncode}):\n" + "\n".join(tail)
+        )
     return r
 
 
-def measure_allreduce(sizes: Iterable[int], nproc: int = 2, repeats: int = 10, warmup: int = 3,
-                      timeout: float = 300, device: str = "auto") -> pd.DataFrame:
+def measure_allreduce(
+    sizes: Iterable[int],
+    nproc: int = 2,
+    repeats: int = 10,
+    warmup: int = 3,
+    timeout: float = 300,
+    device: str = "auto",
+) -> pd.DataFrame:
     """All-reduce times over `nproc` local processes launched by torchrun: gloo on CPU (device="cpu"), NCCL on
     GPUs (device="cuda", one GPU per rank: more ranks than GPUs is refused); "auto" picks CUDA when present."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "allreduce.json"
-        _torchrun(nproc, ["hpml_lab.studies.scaling", "allreduce", "--bytes", *map(str, sizes), "--repeats", str(repeats),
-                          "--warmup", str(warmup), "--out", str(out), "--device", device], timeout)
+        _torchrun(
+            nproc,
+            [
+                "hpml_lab.studies.scaling",
+                "allreduce",
+                "--bytes",
+                *map(str, sizes),
+                "--repeats",
+                str(repeats),
+                "--warmup",
+                str(warmup),
+                "--out",
+                str(out),
+                "--device",
+                device,
+            ],
+            timeout,
+        )
         return pd.DataFrame(json.loads(out.read_text()))
 
 
@@ -141,8 +211,12 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
     from ..sweeps import run_sweep
     from ..training import train
 
-    items = run_sweep([cfg.replace(batch_size=b, run_id=f"q1-b{b}-{cfg.config_hash()}") for b in batch_sizes],
-                      train, on_error="raise", log=None)
+    items = run_sweep(
+        [cfg.replace(batch_size=b, run_id=f"q1-b{b}-{cfg.config_hash()}") for b in batch_sizes],
+        train,
+        on_error="raise",
+        log=None,
+    )
     rows = []
     for it in items:
         b = it.cfg.batch_size
@@ -153,15 +227,27 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
         ep = rec.table("epochs").iloc[-1]
         bt = rec.table("batches")
         last = bt[bt.epoch == bt.epoch.max()]
-        full = last[last.images == b]  # full-batch steps only: the epoch's partial last batch is not a step of b
+        full = last[
+            last.images == b
+        ]  # full-batch steps only: the epoch's partial last batch is not a step of b
         full = full if len(full) else last
         per_step, data_step = float(full.train_s.mean()), float(full.data_s.mean())
-        overhead = ep.total_s / float(last.train_s.sum() + last.data_s.sum())  # the loop's own share, as measured
-        rows.append({"per_gpu_batch": b, "status": "ok", "batches_timed": len(full),
-                     "step_s": per_step, "data_s_per_step": data_step,
-                     "epoch_s_excl_io": per_step * math.ceil(n_images / b),
-                     "epoch_s_incl_io": (per_step + data_step) * overhead * math.ceil(n_images / b),
-                     "images_per_s": b / per_step, "step_times_s": ";".join(f"{x:.6f}" for x in full.train_s)})
+        overhead = ep.total_s / float(
+            last.train_s.sum() + last.data_s.sum()
+        )  # the loop's own share, as measured
+        rows.append(
+            {
+                "per_gpu_batch": b,
+                "status": "ok",
+                "batches_timed": len(full),
+                "step_s": per_step,
+                "data_s_per_step": data_step,
+                "epoch_s_excl_io": per_step * math.ceil(n_images / b),
+                "epoch_s_incl_io": (per_step + data_step) * overhead * math.ceil(n_images / b),
+                "images_per_s": b / per_step,
+                "step_times_s": ";".join(f"{x:.6f}" for x in full.train_s),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -170,15 +256,25 @@ N_IMAGES = 50_000  # CIFAR-10 training images: epoch times are per full epoch
 # Peak unidirectional bandwidth per GPU of the link an all-reduce between GPUs of one node uses (GB/s), from the
 # vendors' data sheets: NVLink 4 (H100/H200 SXM) 900 GB/s total = 450 each way; A100 NVLink 3 600 = 300; V100
 # NVLink 2 300 = 150; PCIe 4.0 x16 about 32, PCIe 5.0 x16 about 64 each way.
-LINK_PEAK_GBPS = {"H100 SXM": 450.0, "H100 80GB HBM3": 450.0, "H200": 450.0, "A100-SXM4": 300.0, "V100-SXM2": 150.0,
-                  "V100-SXM3": 150.0,
-                  "H100 PCIe": 64.0, "A100-PCIE": 32.0, "L4": 32.0, "T4": 16.0}
+LINK_PEAK_GBPS = {
+    "H100 SXM": 450.0,
+    "H100 80GB HBM3": 450.0,
+    "H200": 450.0,
+    "A100-SXM4": 300.0,
+    "V100-SXM2": 150.0,
+    "V100-SXM3": 150.0,
+    "H100 PCIe": 64.0,
+    "A100-PCIE": 32.0,
+    "L4": 32.0,
+    "T4": 16.0,
+}
 
 
 @dataclass(frozen=True)
 class Settings(StudySettings):
     """Lab 5's own parameters."""
-    lab_sizes: tuple[int, ...] = (32, 128, 512, 2048, 8192)   # per-worker batches, up to batch_size
+
+    lab_sizes: tuple[int, ...] = (32, 128, 512, 2048, 8192)  # per-worker batches, up to batch_size
     n_images: int = N_IMAGES
 
     def check(self) -> None:
@@ -201,8 +297,12 @@ def fit_allreduce(ar: pd.DataFrame) -> dict[str, float]:
     # Noise larger than the size effect (a busy machine, tiny messages): no usable line. Fall back to the
     # largest message's own bus bandwidth and the smallest message's time as the latency, and say so.
     big, small = ar.loc[ar.bytes.idxmax()], ar.loc[ar.bytes.idxmin()]
-    return {"latency_s": float(small.time_s), "busbw_Bps": float(big.busbw_GBps) * 1e9, "world_size": n,
-            "method": "largest message (no usable fit)"}
+    return {
+        "latency_s": float(small.time_s),
+        "busbw_Bps": float(big.busbw_GBps) * 1e9,
+        "world_size": n,
+        "method": "largest message (no usable fit)",
+    }
 
 
 def link_peak(gpu_name: str | None) -> float | None:
@@ -221,13 +321,13 @@ class Lab5Result:
     q1: pd.DataFrame
     allreduce: pd.DataFrame
     fit: dict[str, float]
-    table: pd.DataFrame                 # one row per (workers, per-worker batch): measured or predicted
-    strong: pd.DataFrame                # fixed global batch
-    weak: pd.DataFrame                  # fixed per-worker batch: step time with n workers vs 1
+    table: pd.DataFrame  # one row per (workers, per-worker batch): measured or predicted
+    strong: pd.DataFrame  # fixed global batch
+    weak: pd.DataFrame  # fixed per-worker batch: step time with n workers vs 1
     reference: pd.DataFrame
     reference_fit: dict[str, float]
-    runs: list = field(default_factory=list)   # every DDP record of this execution
-    meta: dict = field(default_factory=dict)   # provenance of the newest run of the study
+    runs: list = field(default_factory=list)  # every DDP record of this execution
+    meta: dict = field(default_factory=dict)  # provenance of the newest run of the study
 
 
 def allreduce_note(res: Lab5Result, gpu_name: str | None) -> str:
@@ -236,11 +336,16 @@ def allreduce_note(res: Lab5Result, gpu_name: str | None) -> str:
     backend = res.allreduce.backend.iloc[0]
     peak = link_peak(gpu_name) if backend == "nccl" else None
     if backend == "nccl":
-        return (f"Link peak for this GPU: {peak:g} GB/s (data sheet)." if peak else
-                "No data-sheet link peak is known for this GPU, so no utilisation is given.")
+        return (
+            f"Link peak for this GPU: {peak:g} GB/s (data sheet)."
+            if peak
+            else "No data-sheet link peak is known for this GPU, so no utilisation is given."
+        )
     if res.on_gpu:
-        return (f"Only {res.workers_here} GPU here: the all-reduce ran with gloo between CPU processes on this host "
-                "(loopback), not over the GPUs' link, and the predicted multi-GPU rows below inherit that bandwidth.")
+        return (
+            f"Only {res.workers_here} GPU here: the all-reduce ran with gloo between CPU processes on this host "
+            "(loopback), not over the GPUs' link, and the predicted multi-GPU rows below inherit that bandwidth."
+        )
     return "No link peak applies: the processes share one host (loopback), so no utilisation is given."
 
 
@@ -251,7 +356,9 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     from ..envinfo import usable_cores
 
     sizes = [s for s in settings.lab_sizes if s < cfg.batch_size] + [cfg.batch_size]
-    if len(sizes) == 1 and cfg.batch_size >= 2:  # small runs: also half of it, so a fixed global batch compares
+    if (
+        len(sizes) == 1 and cfg.batch_size >= 2
+    ):  # small runs: also half of it, so a fixed global batch compares
         sizes = [cfg.batch_size // 2, cfg.batch_size]
     on_gpu = torch.cuda.is_available() and cfg.device != "cpu"
     workers_here = torch.cuda.device_count() if on_gpu else min(2, usable_cores())
@@ -264,18 +371,40 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     # NCCL across the GPUs when there are 2 or more; else gloo between 2 CPU processes, labelled by its backend
     ar_dev = "cuda" if on_gpu and workers_here >= 2 else "cpu"
     ar_n = min(workers_here, 4) if ar_dev == "cuda" else 2
-    ar = measure_allreduce([grad_bytes // 100, grad_bytes // 10, grad_bytes], nproc=ar_n, repeats=10, warmup=3,
-                           device=ar_dev)
+    ar = measure_allreduce(
+        [grad_bytes // 100, grad_bytes // 10, grad_bytes], nproc=ar_n, repeats=10, warmup=3, device=ar_dev
+    )
     fit = fit_allreduce(ar)
     rows, runs = [], []
     for b, q in ok.iterrows():
-        rows.append({"workers": 1, "per_gpu_batch": b, "measured_s": q.epoch_s_incl_io, "predicted_s": None,
-                     "compute_s": q.step_s * math.ceil(settings.n_images / b), "comm_s": 0.0})
+        rows.append(
+            {
+                "workers": 1,
+                "per_gpu_batch": b,
+                "measured_s": q.epoch_s_incl_io,
+                "predicted_s": None,
+                "compute_s": q.step_s * math.ceil(settings.n_images / b),
+                "comm_s": 0.0,
+            }
+        )
         for n in (2, 4):
-            p = predict_epoch(q.step_s + q.data_s_per_step, n, int(b), settings.n_images, grad_bytes,
-                              fit["busbw_Bps"], fit["latency_s"])
-            row = {"workers": n, "per_gpu_batch": b, "measured_s": None, "predicted_s": p["epoch_s"],
-                   "compute_s": q.step_s * p["steps"], "comm_s": p["comm_s"]}
+            p = predict_epoch(
+                q.step_s + q.data_s_per_step,
+                n,
+                int(b),
+                settings.n_images,
+                grad_bytes,
+                fit["busbw_Bps"],
+                fit["latency_s"],
+            )
+            row = {
+                "workers": n,
+                "per_gpu_batch": b,
+                "measured_s": None,
+                "predicted_s": p["epoch_s"],
+                "compute_s": q.step_s * p["steps"],
+                "comm_s": p["comm_s"],
+            }
             if n <= workers_here:
                 rec = run_ddp(cfg2.replace(batch_size=int(b)), nproc=n)
                 runs.append(rec)
@@ -289,22 +418,54 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     one = table[table.workers == 1].set_index("per_gpu_batch").epoch_s
     table["speedup"] = [one[b] / t for b, t in zip(table.per_gpu_batch, table.epoch_s)]
     idx = table.set_index(["workers", "per_gpu_batch"])
-    strong = pd.DataFrame([{"global batch": B, "workers": n, "1-worker epoch (s)": idx.loc[(1, B), "epoch_s"],
-                            "n-worker epoch (s)": idx.loc[(n, B // n), "epoch_s"],
-                            "speedup": idx.loc[(1, B), "epoch_s"] / idx.loc[(n, B // n), "epoch_s"],
-                            "source": idx.loc[(n, B // n), "source"]}
-                           for n in (2, 4) for B in sorted(ok.index)
-                           if B % n == 0 and (1, B) in idx.index and (n, B // n) in idx.index])
-    weak = pd.DataFrame([{"per-worker batch": b, "workers": n,
-                          "1-worker step (s)": idx.loc[(1, b), "epoch_s"] / math.ceil(settings.n_images / b),
-                          "n-worker step (s)": idx.loc[(n, b), "epoch_s"] / math.ceil(settings.n_images / (n * b)),
-                          "source": idx.loc[(n, b), "source"]} for n in (2, 4) for b in ok.index])
+    strong = pd.DataFrame(
+        [
+            {
+                "global batch": B,
+                "workers": n,
+                "1-worker epoch (s)": idx.loc[(1, B), "epoch_s"],
+                "n-worker epoch (s)": idx.loc[(n, B // n), "epoch_s"],
+                "speedup": idx.loc[(1, B), "epoch_s"] / idx.loc[(n, B // n), "epoch_s"],
+                "source": idx.loc[(n, B // n), "source"],
+            }
+            for n in (2, 4)
+            for B in sorted(ok.index)
+            if B % n == 0 and (1, B) in idx.index and (n, B // n) in idx.index
+        ]
+    )
+    weak = pd.DataFrame(
+        [
+            {
+                "per-worker batch": b,
+                "workers": n,
+                "1-worker step (s)": idx.loc[(1, b), "epoch_s"] / math.ceil(settings.n_images / b),
+                "n-worker step (s)": idx.loc[(n, b), "epoch_s"] / math.ceil(settings.n_images / (n * b)),
+                "source": idx.loc[(n, b), "source"],
+            }
+            for n in (2, 4)
+            for b in ok.index
+        ]
+    )
     if len(weak):
         weak["efficiency"] = weak["1-worker step (s)"] / weak["n-worker step (s)"]
     ref, ref_fit = reference_check(settings.n_images)
     newest = results.load_runs(cfg.task, cfg.results_dir)
-    return Lab5Result(sizes, workers_here, on_gpu, grad_bytes, q1, ar, fit, table, strong, weak, ref, ref_fit, runs,
-                      runs[-1].meta if runs else (newest[0].meta if newest else {}))
+    return Lab5Result(
+        sizes,
+        workers_here,
+        on_gpu,
+        grad_bytes,
+        q1,
+        ar,
+        fit,
+        table,
+        strong,
+        weak,
+        ref,
+        ref_fit,
+        runs,
+        runs[-1].meta if runs else (newest[0].meta if newest else {}),
+    )
 
 
 def reference_check(n_images: int = N_IMAGES) -> tuple[pd.DataFrame, dict[str, float]]:
@@ -315,14 +476,25 @@ def reference_check(n_images: int = N_IMAGES) -> tuple[pd.DataFrame, dict[str, f
     busbw = G * 2 * (2 - 1) / 2 / t_comm2 if t_comm2 > 0 else float("nan")
     rows = []
     for r in REFERENCE_EPOCHS:
-        p = predict_epoch(t_step_512 * r["per_gpu_batch"] / 512, r["gpus"], r["per_gpu_batch"], n_images, G, busbw)
-        rows.append({"gpus": r["gpus"], "per-GPU batch": r["per_gpu_batch"], "reference epoch (s)": r["epoch_s"],
-                     "model (s)": p["epoch_s"], "compute (s)": p["compute_s"], "all-reduce (s)": p["comm_s"],
-                     "used to fit": r["gpus"] < 4, "error (%)": 100 * (p["epoch_s"] - r["epoch_s"]) / r["epoch_s"]})
+        p = predict_epoch(
+            t_step_512 * r["per_gpu_batch"] / 512, r["gpus"], r["per_gpu_batch"], n_images, G, busbw
+        )
+        rows.append(
+            {
+                "gpus": r["gpus"],
+                "per-GPU batch": r["per_gpu_batch"],
+                "reference epoch (s)": r["epoch_s"],
+                "model (s)": p["epoch_s"],
+                "compute (s)": p["compute_s"],
+                "all-reduce (s)": p["comm_s"],
+                "used to fit": r["gpus"] < 4,
+                "error (%)": 100 * (p["epoch_s"] - r["epoch_s"]) / r["epoch_s"],
+            }
+        )
     return pd.DataFrame(rows), {"t_step_512_s": t_step_512, "t_comm2_s": t_comm2, "busbw_Bps": busbw}
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog="python -m hpml_lab.studies.scaling")
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("allreduce", help="time all-reduce of the given sizes (run under torchrun)")
