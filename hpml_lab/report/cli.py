@@ -10,6 +10,7 @@
     hpml-lab train --epochs 1 --max-batches 10       # one run, flags = RunConfig fields
     hpml-lab slurm c1 --gpus 4 [--nodes 2] [--time 01:00] [--partition P] [-p key=value]   # sbatch script
     hpml-lab slurm c1 --gpus 0 --ntasks-per-node 2                                         # CPU nodes, gloo
+    hpml-lab slurm c2 --container lab.sif --overlay overlay.ext3:ro [--bind SRC:DST]       # inside apptainer
     hpml-lab bench loader|step|overhead|stall|all    # ratios as one JSON line (hpml_lab.studies.bench)
 
 Bad input is one line on stderr and exit status 2, before any compute.
@@ -246,6 +247,9 @@ def _cmd_slurm(args) -> int:
         train_params=parse_assignments(args.train or []),
         save_model=args.save_model,
         report=not args.no_report,
+        container=args.container,
+        overlay=args.overlay,
+        binds=args.bind,
     )
     print(f"wrote {path}; submit it with: sbatch {path}")
     return 0
@@ -378,6 +382,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="a RunConfig setting for the training step only, e.g. loader=tensor (repeatable)",
     )
     sl.add_argument("--save-model", metavar="PATH", help="the training step writes its final weights here")
+    sl.add_argument(
+        "--container",
+        metavar="IMAGE.sif",
+        help="run every step inside this image with apptainer exec (or singularity exec), --nv with GPUs",
+    )
+    sl.add_argument(
+        "--overlay", metavar="FILE[:ro]", help="with --container: an overlay image (e.g. overlay.ext3:ro)"
+    )
+    sl.add_argument(
+        "--bind",
+        action="append",
+        metavar="SRC[:DST[:ro]]",
+        help="with --container: a folder bound into the container (repeatable)",
+    )
     sl.add_argument("--nodes", type=int, default=1, help="nodes (default 1; more uses srun + torchrun c10d)")
     sl.add_argument("--time", default="01:00", help="wall-time limit HH:MM (default 01:00)")
     sl.add_argument("--partition", help="Slurm partition")

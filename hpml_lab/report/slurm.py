@@ -28,11 +28,23 @@ the training step skips a run that is already complete (`--if-missing`), the
 notebook reuses its complete runs. Parameters (-p) are checked against the task's
 notebook and RunConfig when the script is written, not when the job starts.
 Run for real in tests/test_slurm_real.py on a localhost Slurm 22.05 (one and two nodes).
+
+Containers (the course's clusters run Singularity or Apptainer images with an overlay):
+
+    hpml-lab slurm c2 --container lab.sif --overlay overlay.ext3:ro --bind /scratch/data:/data
+
+runs every step inside `apptainer exec --nv` (or `singularity exec --nv`, whichever the node has, apptainer
+first; `--nv` only when GPUs are asked for), the multi-node torchrun too (srun starts one container per node,
+torchrun starts the ranks inside it). The script checks that the image and overlay exist, and that a container
+command is on PATH, before the first step; the job's environment passes into the container (no --cleanenv:
+the steps need HPML_*, SLURM_*, OMP_NUM_THREADS). Inside it the interpreter is `python3` from the image's PATH
+unless HPML_PYTHON names another (e.g. a conda env in the overlay).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Mapping
@@ -46,6 +58,7 @@ from . import tasks
 _TIME = re.compile(r"^(\d{1,3}-)?\d{1,3}:[0-5]\d(:[0-5]\d)?$", re.ASCII)  # ASCII digits: what Slurm reads
 _NAME = re.compile(r"^[A-Za-z0-9_.,-]+$")
 RDZV_PORT = 29500
+_OVERLAY_MODES = ("ro", "rw")
 SIGNAL_LEAD_S = 180
 
 # Bash run by the script: each step in the background so the shell can act on Slurm's warning signal at once
@@ -116,6 +129,79 @@ def _check(
     return task
 
 
+def _plain_path(path: str, what: str) -> str:
+    """A path the container command can take: not empty, no control characters; absolute (the script cds to the
+    work folder, the user meant their own folder)."""
+    if not path or not path.strip():
+        raise ConfigError(f"{what} needs a file path, got {path!r}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        raise ConfigError(f"{what} must not contain control characters, got {path!r}")
+    if "://" in path:
+        raise ConfigError(
+            f"{what} must be a file on the cluster (pull the image first: apptainer pull lab.sif URI), got {path!r}"
+        )
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def container_command(
+    container: str, overlay: str | None = None, binds: list[str] | None = None, gpus: int = 1
+) -> tuple[list[str], list[str]]:
+    """What goes after the container command (`apptainer` or `singularity`, chosen on the node) to run a step
+    inside the image: ["exec", "--nv", "--overlay", FILE:MODE, "--bind", SPEC, ..., IMAGE]; and the files the
+    job checks before its first step (the image, the overlay, each bind source)."""
+    image = _plain_path(container, "--container")
+    args, files = ["exec", *(["--nv"] if gpus else [])], [image]
+    if overlay is not None:
+        file, sep, mode = overlay.rpartition(":")
+        if not sep or mode not in _OVERLAY_MODES:
+            file, mode = overlay, ""
+        file = _plain_path(file, "--overlay")
+        if ":" in file or "," in file:
+            raise ConfigError(f"--overlay: apptainer cannot take a file name with ':' or ',', got {file!r}")
+        args += ["--overlay", f"{file}:{mode}" if mode else file]
+        files.append(file)
+    for spec in binds or []:
+        parts = spec.split(":")
+        if len(parts) > 3 or not all(parts[:2]) or "," in spec:
+            raise ConfigError(
+                f"--bind takes SRC[:DST[:ro|rw]] (no ',' and no ':' inside a path), got {spec!r}"
+            )
+        if len(parts) == 3 and parts[2] not in _OVERLAY_MODES:
+            raise ConfigError(f"--bind's options are ro or rw, got {parts[2]!r} in {spec!r}")
+        src = _plain_path(parts[0], "--bind")
+        if len(parts) > 1 and not parts[1].startswith("/"):
+            raise ConfigError(
+                f"--bind's destination must be an absolute path inside the container, got {spec!r}"
+            )
+        args += ["--bind", ":".join([src, *parts[1:]])]
+        files.append(src)
+    args.append(image)
+    return args, files
+
+
+def _container_lines(args: list[str], files: list[str]) -> list[str]:
+    """Bash that picks the container command, checks the files and defines IN, the prefix of every step."""
+    checks = [
+        f"for f in {' '.join(shlex.quote(f) for f in files)}; do",
+        '    if [ ! -e "$f" ]; then',
+        '        echo "hpml-lab: $f does not exist on $(hostname): no step was started" >&2; exit 2',
+        "    fi",
+        "done",
+    ]
+    return [
+        "# 0. The container: apptainer, else singularity (the same flags); its image and overlay must exist.",
+        "if command -v apptainer >/dev/null 2>&1; then CONTAINER_CMD=apptainer",
+        "elif command -v singularity >/dev/null 2>&1; then CONTAINER_CMD=singularity",
+        'else echo "hpml-lab: neither apptainer nor singularity is on PATH on $(hostname) '
+        '(module load apptainer?): no step was started" >&2; exit 2',
+        "fi",
+        *checks,
+        f'IN=("$CONTAINER_CMD" {" ".join(shlex.quote(a) for a in args)})',
+        'echo "container: ${IN[*]}"',
+        "",
+    ]
+
+
 def _seconds(time: str) -> int:
     days, _, clock = time.rpartition("-")
     parts = [int(x) for x in clock.split(":")] + ([0] if clock.count(":") == 1 else [])
@@ -143,6 +229,9 @@ def render(
     train_params: Mapping[str, str] | None = None,
     save_model: str | None = None,
     report: bool = True,
+    container: str | None = None,
+    overlay: str | None = None,
+    binds: list[str] | None = None,
 ) -> str:
     """The sbatch script's text for TASK on `nodes` nodes with `gpus` GPUs each, or with gpus=0 on CPU nodes
     with `ntasks_per_node` gloo processes each (`cpus_per_task` CPUs per process).
@@ -150,6 +239,8 @@ def render(
     `params` go to the notebook and the training step; `train_params` (any RunConfig field, e.g.
     loader=tensor or augment=false) to the training step only; `save_model` is where that step writes its
     final weights. `train=False` leaves the training step out, `report=False` the notebook step.
+    `container` (an image file), `overlay` (FILE or FILE:ro) and `binds` (SRC[:DST[:ro]]) run every step
+    inside `apptainer exec` or `singularity exec` (see the module's docstring).
     """
     from ..config import RunConfig, check_keys
     from .runner import notebook_parameters, notebooks_dir, resolve_parameters
@@ -159,6 +250,10 @@ def render(
     if signal_lead_s is None and _TIME.match(time):  # 3 minutes, or a quarter of a shorter limit
         signal_lead_s = max(1, min(SIGNAL_LEAD_S, _seconds(time) // 4))
     task = _check(task_id, gpus, nodes, time, partition, ntasks_per_node, signal_lead_s, cpus_per_task)
+    if container is None and (overlay is not None or binds):
+        raise ConfigError("--overlay and --bind go with --container IMAGE")
+    inside = container_command(container, overlay, binds, gpus) if container is not None else None
+    run_in = '"${IN[@]}" ' if inside else ""
     if not (train or report):
         raise ConfigError("--no-train and --no-report together leave nothing to run")
     params = dict(params or {})
@@ -226,14 +321,18 @@ def render(
         f"profile {profile}.",
         "set -euo pipefail",
         f"cd {shlex.quote(workdir)}",
-        'PY="${HPML_PYTHON:-.venv/bin/python}"',
+        'PY="${HPML_PYTHON:-python3}"          # inside the container: its python3 unless HPML_PYTHON says'
+        if inside
+        else 'PY="${HPML_PYTHON:-.venv/bin/python}"',
         "export HPML_PROGRESS=log                # periodic log lines, no progress bars, in batch logs",
         "export HPML_DIST_TIMEOUT_S=${HPML_DIST_TIMEOUT_S:-600}",
         f"export OMP_NUM_THREADS=${{OMP_NUM_THREADS:-{4 if gpus else cpus_per_task}}}",
         _STEP_FUNCTIONS,
         "",
+        *(_container_lines(*inside) if inside else []),
         "# 1. The dataset must be prepared before launch (never downloaded by several ranks at once).",
-        '"$PY" -c '
+        run_in
+        + '"$PY" -c '
         + shlex.quote(
             "from hpml_lab.config import RunConfig; from hpml_lab.data import check_dataset; "
             f"print({json.dumps('dataset:')}, check_dataset(RunConfig(dataset={json.dumps(cfg.dataset)}, "
@@ -247,7 +346,7 @@ def render(
         launch = [
             f"# 2. Distributed training, results under results/{task.id}/ (written by rank 0 only; skipped when",
             "#    that run is already complete, so a resubmitted job goes straight on).",
-            f'step "$PY" -m torch.distributed.run --standalone --nproc-per-node={per_node} \\',
+            f'step {run_in}"$PY" -m torch.distributed.run --standalone --nproc-per-node={per_node} \\',
             f"    -m hpml_lab --task {task.id} {train_flags} --if-missing true",
         ]
     else:
@@ -262,7 +361,7 @@ def render(
             "# one task per node (the job's SLURM_NTASKS would otherwise set the task count), holding the node's CPUs",
             f'step srun --nodes="$SLURM_NNODES" --ntasks="$SLURM_NNODES" --ntasks-per-node=1 '
             f"--cpus-per-task={cpus_per_gpu * gpus if gpus else per_node * cpus_per_task} \\",
-            f'    "$PY" -m torch.distributed.run --nnodes="$SLURM_NNODES" --nproc-per-node={per_node} \\',
+            f'    {run_in}"$PY" -m torch.distributed.run --nnodes="$SLURM_NNODES" --nproc-per-node={per_node} \\',
             '    --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --rdzv-endpoint="$HEAD_ADDR:$RDZV_PORT" \\',
             f"    -m hpml_lab --task {task.id} {train_flags} --if-missing true",
         ]
@@ -270,7 +369,7 @@ def render(
         [
             "",
             "# 3. The notebook through papermill (log output), then its HTML report; one process, never a rank.",
-            f'step "$PY" -m hpml_lab.report.cli run {task.id} --profile {profile} {run_params}'.rstrip(),
+            f'step {run_in}"$PY" -m hpml_lab.report.cli run {task.id} --profile {profile} {run_params}'.rstrip(),
             f'echo "report: reports/{task.id}.html"',
             "",
         ]
