@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     return distributed.leave(_main(argv))
 
 
-def _main(argv: list[str] | None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The flags of `python -m hpml_lab` (also read by tests/test_docs_commands.py to check the docs' commands)."""
     parser = OneLineParser(prog="python -m hpml_lab", description="Train one run; see RunConfig.")
     add_config_flags(parser)
     parser.add_argument("--save-model", metavar="PATH", help="write the final weights (state_dict) here")
@@ -84,6 +85,11 @@ def _main(argv: list[str] | None) -> int:
         help="true: do nothing when this run's folder already holds a complete run of the same "
         "settings and data (a resubmitted job goes straight on)",
     )
+    return parser
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     try:
         if unknown:

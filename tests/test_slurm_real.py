@@ -278,3 +278,81 @@ def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_r
         f"with the training run and "
         f"{len(done_first)} of 5 sweep runs complete; the second reused them and finished in {second.seconds:.0f} s"
     )
+
+
+STAND_IN = """#!{python}
+# A stand-in for `apptainer` (not packaged for Debian): records its arguments, checks what apptainer would
+# (exec, its flags, the image and overlay files), then runs the command on the host.
+import json, os, sys
+
+args = sys.argv[1:]
+with open(os.environ["CT_LOG"], "a") as log:
+    log.write(json.dumps({{"host": os.uname().nodename, "args": args}}) + "\\n")
+assert args[0] == "exec", args
+i = 1
+while args[i].startswith("-"):
+    flag = args[i]
+    if flag in ("--overlay", "--bind", "-B"):
+        value = args[i + 1]
+        if not os.path.exists(value.split(":")[0]):
+            sys.exit(f"apptainer stand-in: {{flag}} {{value}}: no such file")
+        i += 2
+    elif flag in ("--nv", "--cleanenv", "-e"):
+        i += 1
+    else:
+        sys.exit(f"apptainer stand-in: unknown flag {{flag}}")
+image, command = args[i], args[i + 1 :]
+if not os.path.isfile(image):
+    sys.exit(f"apptainer stand-in: image {{image}} not found")
+os.execvp(command[0], command)
+"""
+
+
+def test_container_job_runs_every_step_through_the_container_command(cluster, cifar_root, tmp_path):
+    """`hpml-lab slurm c2 --container lab.sif --overlay overlay.ext3:ro` (CPU nodes here, 2 ranks) under the real
+    Slurm, with a stand-in `apptainer` on PATH that records its arguments and runs the command: the dataset
+    check, the torchrun step and the notebook step each go through it with the image and overlay, and the job
+    completes with its report. Apptainer itself, images and --nv on GPUs are not run here."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "lab.sif").write_text("a stand-in image")
+    (work / "overlay.ext3").write_text("a stand-in overlay")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "apptainer").write_text(STAND_IN.format(python=sys.executable))
+    (bin_dir / "apptainer").chmod(0o755)
+    script = _write_script(
+        work,
+        "c2",
+        "--container",
+        "lab.sif",
+        "--overlay",
+        "overlay.ext3:ro",
+        "--gpus",
+        "0",
+        "--ntasks-per-node",
+        "2",
+        "--profile",
+        "tiny",
+        "--time",
+        "00:10",
+        "-p",
+        f"data_root={cifar_root}",
+    )
+    log = tmp_path / "apptainer.log"
+    env = {**_job_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "CT_LOG": str(log)}
+    job = cluster.submit(script, work, env=env, timeout_s=400)
+    assert (job.returncode, job.state) == (0, "COMPLETED"), job.output[-6000:] + cluster.logs()[-3000:]
+    calls = [json.loads(line)["args"] for line in log.read_text().splitlines()]
+    head = ["exec", "--overlay", f"{work}/overlay.ext3:ro", f"{work}/lab.sif", sys.executable]
+    assert len(calls) == 3 and all(c[:5] == head for c in calls), calls
+    assert calls[0][5] == "-c" and "check_dataset" in calls[0][6]
+    assert calls[1][5:8] == ["-m", "torch.distributed.run", "--standalone"]
+    assert calls[2][5:9] == ["-m", "hpml_lab.report.cli", "run", "c2"]
+    ddp = [m for m in _runs(work, "c2") if m["run_id"].startswith("ddp2-")]
+    assert len(ddp) == 1 and ddp[0]["status"] == "complete"
+    assert json.loads((work / "reports" / "executed" / "c2.json").read_text())["status"] == "ok"
+    assert "container: apptainer exec --overlay" in job.output and "report: reports/c2.html" in job.output
+    print(
+        f"{cluster.version}: c2 in a stand-in container, 1 node x 2 ranks, job {job.id} took {job.seconds:.0f} s"
+    )

@@ -1,0 +1,281 @@
+"""Every command in README.md and docs/*.md stays runnable: shell blocks (fenced or indented) and inline commands
+parse (`bash -n`), every `make` target exists in the Makefile, every `hpml-lab` subcommand and flag is accepted by
+the real argparse parsers (`hpml-lab`'s and `python -m hpml_lab`'s, also under torchrun), every `python -m`
+module imports, Python blocks compile and their `hpml_lab` imports resolve, and every linked file exists."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import io
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# an inline code span is a command when it starts with one of these (after VAR=value assignments)
+COMMAND_WORDS = (
+    "make",
+    "hpml-lab",
+    "python",
+    "python3",
+    "torchrun",
+    "sbatch",
+    "apptainer",
+    "singularity",
+    "pip",
+)
+_FENCE = re.compile(r"^\s*```(\w*)\s*$")
+_SPAN = re.compile(r"`([^`\n]+)`")
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+_SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", ";;"}
+
+
+@dataclass
+class Found:
+    shell: list[tuple[str, str]] = field(default_factory=list)  # (where, text)
+    python: list[tuple[str, str]] = field(default_factory=list)
+    links: list[tuple[str, str]] = field(default_factory=list)
+
+
+def extract(text: str, name: str) -> Found:
+    """Shell and Python blocks, inline commands and links of one markdown text."""
+    found, lines = Found(), text.split("\n")
+    i = 0
+    prose: list[str] = []
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if m:
+            j = i + 1
+            while j < len(lines) and not _FENCE.match(lines[j]):
+                j += 1
+            body = "\n".join(lines[i + 1 : j])
+            lang = m.group(1).lower()
+            if lang == "python":
+                found.python.append((f"{name}:{i + 1}", body))
+            elif lang in ("bash", "sh", "shell", ""):
+                found.shell.append((f"{name}:{i + 1}", body))
+            i = j + 1
+            continue
+        if lines[i].startswith("    ") and (i == 0 or not lines[i - 1].strip()):  # an indented code block
+            j = i
+            while j < len(lines) and (lines[j].startswith("    ") or not lines[j].strip()):
+                j += 1
+            found.shell.append((f"{name}:{i + 1}", "\n".join(x[4:] for x in lines[i:j])))
+            i = j
+            continue
+        prose.append((i + 1, lines[i]))
+        i += 1
+    for n, line in prose:
+        for span in _SPAN.findall(line):
+            words = span.split()
+            while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
+                words = words[1:]
+            if words and (words[0] in COMMAND_WORDS or words[0].endswith("/hpml-lab")):
+                found.shell.append((f"{name}:{n}", span))
+        found.links += [(f"{name}:{n}", target) for target in _LINK.findall(line)]
+    return found
+
+
+def simple_commands(text: str) -> list[list[str]]:
+    """The simple commands of a shell text as word lists (comments, `VAR=value` prefixes and `...` dropped)."""
+    commands = []
+    for line in text.replace("\\\n", " ").split("\n"):
+        lex = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lex.whitespace_split = True
+        lex.commenters = "#"
+        current: list[str] = []
+        for token in list(lex) + [";"]:
+            if token in _SEPARATORS:
+                while current and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", current[0]):
+                    current = current[1:]
+                if current:
+                    commands.append([w for w in current if w not in ("...", "…")])
+                current = []
+            else:
+                current.append(token)
+    return commands
+
+
+def _makefile_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text()
+    return {m.group(1) for m in re.finditer(r"^([A-Za-z0-9_.-]+)\s*:(?!=)", text, re.M)}
+
+
+def _parses(parser, argv: list[str], known: bool = False) -> str | None:
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            if known:
+                _, unknown = parser.parse_known_args(argv)
+                if unknown:
+                    return f"unknown flags {unknown}"
+            else:
+                parser.parse_args(argv)
+    except SystemExit as e:
+        return err.getvalue().strip() or f"exit {e.code}"
+    return None
+
+
+def _module_problem(module: str) -> str | None:
+    try:
+        importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - any failure to import is the finding
+        return f"python -m {module}: does not import ({type(e).__name__}: {e})"
+    return None
+
+
+def check_python_m(module: str, args: list[str]) -> list[str]:
+    from hpml_lab.__main__ import build_parser as train_parser
+    from hpml_lab.report.cli import build_parser
+
+    problem = _module_problem(module)
+    if problem:
+        return [problem]
+    if module == "hpml_lab":
+        bad = _parses(train_parser(), args, known=True)
+    elif module == "hpml_lab.report.cli":
+        bad = _parses(build_parser(), args)
+    elif module == "torch.distributed.run":
+        return check_torchrun(args)
+    else:
+        bad = None
+    return [f"python -m {module} {' '.join(args)}: {bad}"] if bad else []
+
+
+def check_torchrun(args: list[str]) -> list[str]:
+    if "-m" not in args:
+        return [f"torchrun {' '.join(args)}: no -m MODULE"]
+    k = args.index("-m")
+    return check_python_m(args[k + 1], args[k + 2 :])
+
+
+def check_command(words: list[str], targets: set[str]) -> list[str]:
+    """What is wrong with one simple command (nothing for commands this test does not know)."""
+    from hpml_lab.report.cli import build_parser
+
+    cmd, args = words[0], words[1:]
+    if cmd == "make":
+        missing = [a for a in args if "=" not in a and not a.startswith("-") and a not in targets]
+        return [f"make {' '.join(args)}: no target {m!r} in the Makefile" for m in missing]
+    if cmd == "hpml-lab" or cmd.endswith("/hpml-lab"):
+        if args[:1] == ["train"]:
+            return check_python_m("hpml_lab", args[1:])
+        bad = _parses(build_parser(), args)
+        if bad and "arguments are required" in bad and not any(a.startswith("-") for a in args):
+            bad = None  # a span that names a command (`hpml-lab run`): its words exist, nothing more is said
+        return [f"hpml-lab {' '.join(args)}: {bad}"] if bad else []
+    if cmd in ("python", "python3") or cmd.endswith("/python"):
+        if "-m" in args:
+            k = args.index("-m")
+            return check_python_m(args[k + 1], args[k + 2 :])
+        return []
+    if cmd == "torchrun":
+        return check_torchrun(args)
+    return []
+
+
+def check_shell(where: str, text: str, targets: set[str]) -> tuple[list[str], int]:
+    r = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True, timeout=30)
+    if r.returncode:
+        return [f"{where}: bash -n: {r.stderr.strip()}"], 0
+    problems, commands = [], simple_commands(text)
+    for words in commands:
+        problems += [f"{where}: {p}" for p in check_command(words, targets)]
+    return problems, len(commands)
+
+
+def check_python_block(where: str, text: str) -> list[str]:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        return [f"{where}: Python block does not compile: {e}"]
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hpml_lab"):
+            mod = importlib.import_module(node.module)
+            problems += [
+                f"{where}: {node.module} has no {a.name}" for a in node.names if not hasattr(mod, a.name)
+            ]
+    return problems
+
+
+def check_docs(docs: list[Path]) -> tuple[list[str], dict[str, int]]:
+    targets, problems = _makefile_targets(), []
+    counts = {"shell": 0, "commands": 0, "links": 0, "python": 0}
+    for path in docs:
+        name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+        found = extract(path.read_text(), name)
+        for where, text in found.shell:
+            bad, n = check_shell(where, text, targets)
+            problems += bad
+            counts["shell"] += 1
+            counts["commands"] += n
+        for where, text in found.python:
+            problems += check_python_block(where, text)
+            counts["python"] += 1
+        for where, target in found.links:
+            if re.match(r"^[a-z]+:", target):  # https:, mailto:
+                continue
+            counts["links"] += 1
+            file = target.split("#", 1)[0]
+            if file and not (path.parent / file).exists():
+                problems.append(f"{where}: links to {target}, which does not exist")
+    return problems, counts
+
+
+def test_every_command_and_link_in_the_readme_and_docs_works():
+    problems, counts = check_docs(DOCS)
+    assert not problems, "\n".join(problems)
+    # the extraction found what is there (an empty harvest would pass anything)
+    assert counts["commands"] >= 60 and counts["links"] >= 11 and counts["python"] >= 1, counts
+
+
+def test_the_checker_finds_each_kind_of_broken_command(tmp_path):
+    doc = tmp_path / "bad.md"
+    doc.write_text(
+        "Run `make reprot` then `hpml-lab run c1 --proflie full`.\n\n"
+        "```bash\nhpml-lab slurm c2 --containr lab.sif\npython -m hpml_lab.nope\n"
+        "torchrun --standalone -m hpml_lab --epochz 2\nhpml-lab bogus\n```\n\n"
+        "    make test && hpml-lab run c1 -p x=1 'unclosed\n\n"
+        "See [the page](missing.md), `hpml-lab train --batch-sise 8`.\n\n"
+        "```python\nfrom hpml_lab import NoSuchName\n```\n"
+    )
+    problems, _ = check_docs([doc])
+    text = "\n".join(problems)
+    for expected in (
+        "no target 'reprot'",
+        "--proflie",
+        "--containr",
+        "hpml_lab.nope: does not import",
+        "--epochz",
+        "invalid choice: 'bogus'",
+        "bash -n",
+        "missing.md, which does not exist",
+        "--batch-sise",
+        "hpml_lab has no NoSuchName",
+    ):
+        assert expected in text, (expected, problems)
+    assert len(problems) == 10, problems
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("make gpu-check STAGE=tests   # on the GPU", [["make", "gpu-check", "STAGE=tests"]]),
+        (
+            "PYTHONPATH=. python -m hpml_lab --epochs 1 && make test",
+            [["python", "-m", "hpml_lab", "--epochs", "1"], ["make", "test"]],
+        ),
+        ("torchrun --standalone \\\n  -m hpml_lab ...", [["torchrun", "--standalone", "-m", "hpml_lab"]]),
+        ("#SBATCH --time=01:00\ncd $X; hpml-lab tasks", [["cd", "$X"], ["hpml-lab", "tasks"]]),
+    ],
+)
+def test_simple_commands(text, words):
+    assert simple_commands(text) == words
