@@ -356,3 +356,56 @@ def test_container_job_runs_every_step_through_the_container_command(cluster, ci
     print(
         f"{cluster.version}: c2 in a stand-in container, 1 node x 2 ranks, job {job.id} took {job.seconds:.0f} s"
     )
+
+
+def test_container_job_across_two_nodes(cluster, cifar_root, tmp_path, reference):
+    """The multi-node training in the container: srun starts the container command once per node (n1, n2), and
+    torchrun inside each starts 2 ranks (c10d rendezvous): 4 ranks at batch 8 give one process's weights at 32."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "lab.sif").write_text("a stand-in image")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "apptainer").write_text(STAND_IN.format(python=sys.executable))
+    (bin_dir / "apptainer").chmod(0o755)
+    script = _write_script(
+        work,
+        "c1",
+        "--container",
+        "lab.sif",
+        "--gpus",
+        "0",
+        "--nodes",
+        "2",
+        "--ntasks-per-node",
+        "2",
+        "--no-report",
+        "--profile",
+        "tiny",
+        "--time",
+        "00:10",
+        "-p",
+        f"data_root={cifar_root}",
+        "-p",
+        "norm=none",
+        "-p",
+        "batch_size=8",
+        "--train",
+        "augment=false",
+        "--train",
+        "shuffle=false",
+        "--save-model",
+        "ddp.pt",
+    )
+    log = tmp_path / "apptainer.log"
+    env = {**_job_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "CT_LOG": str(log)}
+    job = cluster.submit(script, work, env=env, timeout_s=400)
+    assert (job.returncode, job.state) == (0, "COMPLETED"), job.output[-6000:] + cluster.logs()[-3000:]
+    calls = [json.loads(line)["args"] for line in log.read_text().splitlines()]
+    torchruns = [c for c in calls if c[3:5] == ["-m", "torch.distributed.run"]]
+    assert len(calls) == 3 and len(torchruns) == 2, calls  # the dataset check, one torchrun per node
+    assert all(c[:3] == ["exec", f"{work}/lab.sif", sys.executable] for c in calls), calls
+    _assert_same_weights(work / "ddp.pt", reference)
+    print(
+        f"{cluster.version}: c1 in a stand-in container, 2 nodes x 2 ranks, job {job.id} took {job.seconds:.0f} s"
+    )
