@@ -279,3 +279,22 @@ def test_the_checker_finds_each_kind_of_broken_command(tmp_path):
 )
 def test_simple_commands(text, words):
     assert simple_commands(text) == words
+
+
+def test_the_readme_task_table_names_every_task_and_its_slurm_command_writes_a_job(tmp_path, monkeypatch):
+    """Each task's row gives a command that writes a job for the lab's settings (not only one that parses)."""
+    from hpml_lab.report import cli, tasks
+
+    monkeypatch.chdir(tmp_path)
+    rows = [
+        line for line in (ROOT / "README.md").read_text().split("\n") if re.match(r"^\| [a-z0-9]+ \| `", line)
+    ]
+    table = {row.split("|")[1].strip(): row for row in rows}
+    assert set(table) == set(tasks.TASKS), set(table) ^ set(tasks.TASKS)
+    for task, row in table.items():
+        command = re.findall(r"`(hpml-lab slurm [^`]+)`", row)
+        assert len(command) == 1, row
+        argv = shlex.split(command[0])[1:]
+        assert argv[1] == task and "--profile" not in argv  # the default profile: full, the lab's settings
+        assert cli.main([*argv, "-o", str(tmp_path / f"{task}.sbatch")]) == 0, row
+        assert "--profile full" in (tmp_path / f"{task}.sbatch").read_text()
