@@ -206,6 +206,12 @@ def check_python_block(where: str, text: str) -> list[str]:
     return problems
 
 
+def _anchors(text: str) -> set[str]:
+    """The anchors GitHub makes of a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#{1,6} (.+)$", re.sub(r"```.*?```", "", text, flags=re.S), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
 def check_docs(docs: list[Path]) -> tuple[list[str], dict[str, int]]:
     targets, problems = _makefile_targets(), []
     counts = {"shell": 0, "commands": 0, "links": 0, "python": 0}
@@ -224,9 +230,12 @@ def check_docs(docs: list[Path]) -> tuple[list[str], dict[str, int]]:
             if re.match(r"^[a-z]+:", target):  # https:, mailto:
                 continue
             counts["links"] += 1
-            file = target.split("#", 1)[0]
-            if file and not (path.parent / file).exists():
+            file, _, anchor = target.partition("#")
+            linked = path.parent / file if file else path
+            if not linked.exists():
                 problems.append(f"{where}: links to {target}, which does not exist")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked.read_text()):
+                problems.append(f"{where}: links to {target}, but {linked.name} has no such heading")
     return problems, counts
 
 
@@ -244,7 +253,7 @@ def test_the_checker_finds_each_kind_of_broken_command(tmp_path):
         "```bash\nhpml-lab slurm c2 --containr lab.sif\npython -m hpml_lab.nope\n"
         "torchrun --standalone -m hpml_lab --epochz 2\nhpml-lab bogus\n```\n\n"
         "    make test && hpml-lab run c1 -p x=1 'unclosed\n\n"
-        "See [the page](missing.md), `hpml-lab train --batch-sise 8`.\n\n"
+        "See [the page](missing.md), [here](#nowhere), `hpml-lab train --batch-sise 8`.\n\n"
         "```python\nfrom hpml_lab import NoSuchName\n```\n"
     )
     problems, _ = check_docs([doc])
@@ -260,9 +269,10 @@ def test_the_checker_finds_each_kind_of_broken_command(tmp_path):
         "missing.md, which does not exist",
         "--batch-sise",
         "hpml_lab has no NoSuchName",
+        "#nowhere, but bad.md has no such heading",
     ):
         assert expected in text, (expected, problems)
-    assert len(problems) == 10, problems
+    assert len(problems) == 11, problems
 
 
 @pytest.mark.parametrize(
