@@ -172,3 +172,13 @@ def test_singularity_is_used_where_apptainer_is_missing_and_a_missing_image_stop
 def test_bad_container_options_are_one_line(kw, match):
     with pytest.raises(ConfigError, match=match):
         slurm.render("c1", **kw)
+
+
+def test_writing_the_job_notes_files_this_machine_lacks(tmp_path, monkeypatch, capsys):
+    """Written on a login node for another node: a missing image is a note (the job checks it), not an error."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lab.sif").write_text("x")
+    out = str(tmp_path / "j.sbatch")
+    assert cli.main(["slurm", "c1", "--container", "lab.sif", "--overlay", "gone.ext3:ro", "-o", out]) == 0
+    printed = capsys.readouterr().out
+    assert f"note: {tmp_path}/gone.ext3 is not on this machine" in printed and "lab.sif is not" not in printed

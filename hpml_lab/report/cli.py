@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..cliargs import OneLineParser, one_line
 from ..config import ConfigError
@@ -252,6 +253,13 @@ def _cmd_slurm(args) -> int:
         binds=args.bind,
     )
     print(f"wrote {path}; submit it with: sbatch {path}")
+    if args.container is not None:  # written on a login node, run on another: a note, not an error
+        _, files = slurm.container_command(args.container, args.overlay, args.bind, args.gpus)
+        for f in files:
+            if not Path(f).exists():
+                print(
+                    f"note: {f} is not on this machine; the job checks it on its node before the first step"
+                )
     return 0
 
 
