@@ -247,7 +247,10 @@ def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_r
         first.state,
         first.output[-4000:],
     )  # not TIMEOUT
-    assert sent and "SIGUSR1, the time limit is near" in first.output and first.seconds < 150
+    assert sent and "SIGUSR1, the time limit is near" in first.output
+    # stopped promptly on the warning, wherever the warning fell: at load average 20 the first sweep run was
+    # complete only 140 s in and the job stopped at 153 s, past an absolute bound of 150 s but 13 s after USR1
+    assert first.seconds < sent[0] + 60, (first.seconds, sent)
     runs = _runs(work, "c6")
     statuses = [m["status"] for m in runs]
     assert set(statuses) <= {"complete", "interrupted"}, (
