@@ -33,7 +33,7 @@ from ..config import ConfigError, RunConfig, _short, check_keys, coerce_value, o
 from ..data import check_dataset
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_text
-from . import answers, guards, tasks
+from . import answers, guards, tasks, watch
 from .guards import preflight, recover_reports, set_aside
 
 KERNEL = "hpml-lab"
@@ -215,8 +215,10 @@ def run_task(
     cli_params: Mapping[str, str] | None = None,
     kernel: str = KERNEL,
     log=print,
+    watcher: watch.Watch | None = None,
 ) -> Outcome:
-    """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute."""
+    """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute.
+    `watcher` (run_all's) says the task's start, heartbeat and end; without one, a Watch of this task alone."""
     import shutil
 
     import papermill
@@ -233,10 +235,12 @@ def run_task(
         task.id
     )  # papermill writes here; it lands on `executed` only when whole
     target = out_dir / f"{task.id}.html"
-    log(
-        f"[{task.id}] {task.title}: running notebooks/{task.notebook} ({profile} profile"
-        + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else "")
-        + ")"
+    watcher = watcher or watch.Watch([task.id], profile, log, watch.times_file(out_dir))
+    streams = watcher.start(
+        task.id,
+        task.title,
+        f"notebooks/{task.notebook}, {profile} profile"
+        + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""),
     )
     recover_reports()
     aside = set_aside(
@@ -254,10 +258,10 @@ def run_task(
                 parameters=params,
                 kernel_name=kernel,
                 cwd=str(project_root()),
-                log_output=True,
+                log_output=False,  # papermill would log the kernel's stderr as warnings on ours
                 progress_bar=False,
-                stdout_file=sys.stdout,
-                stderr_file=sys.stderr,
+                stdout_file=streams.out,  # read for the heartbeat, kept in the notebook, not printed
+                stderr_file=streams.err,
                 config=kernel_config,
             )
     except KeyboardInterrupt as e:  # record it, render what ran, update the index; then stop
@@ -305,7 +309,7 @@ def run_task(
     )
     guards.write_outcome(executed.with_suffix(".json"), asdict(outcome), aside)
     shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
-    log(f"[{task.id}] {status} in {seconds:.1f} s -> {target}" + (f" ({error})" if error else ""))
+    watcher.end(task.id, status, seconds, error, str(target) if target.exists() else "")
     if interrupted is not None:
         write_index(load_outcomes())
         raise interrupted
@@ -443,7 +447,9 @@ def run_all(
         preflight(task, cfg)
         plans.append((tid, fp, cp))
     outcomes = []
+    watcher = watch.Watch([tid for tid, _, _ in plans], profile, log, watch.times_file(reports_dir()))
     for tid, fp, cp in plans:
-        outcomes.append(run_task(tid, profile, fp, cp, log=log))
+        outcomes.append(run_task(tid, profile, fp, cp, log=log, watcher=watcher))
         write_index(load_outcomes())
+    watcher.finish()
     return outcomes
