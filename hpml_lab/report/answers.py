@@ -122,39 +122,57 @@ def load(task: str) -> dict[str, Any] | None:
 STATUS_COLOR = {"answered": "#1a7f37", "partial": "#9a6700", "not answered": "#cf222e", "failed": "#cf222e"}
 
 
-def box_html(rec: dict[str, Any]) -> str:
-    """The answer box: status, each question's one-line answer and its tagged numbers, and the flags."""
+# notices a bundle states once at its top rather than in every answer box (box_html(rec, shared=True))
+SHARED_FLAGS = ("stand-in model", "machine busy")
+LEGEND = (
+    "Every number is tagged: measured (this run), predicted (a model, named), reference (a published figure, "
+    "cited), counted (exact), setting (given to the run)."
+)
+
+
+def box_html(rec: dict[str, Any], shared: bool = False) -> str:
+    """The answer box: status; each question with its headline (the line a grader reads first), the details
+    under it and its tagged numbers folded; the flags. `shared`: leave out what a bundle says once for every
+    report (synthetic data, stand-in model, busy machine, the legend of the tags)."""
+    from .pages import headline
+
     items = []
     for a in rec["answers"]:
         nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
         missing = f" <i>(missing: {html.escape(a['missing'])})</i>" if a.get("missing") else ""
+        head, details = headline(a)
         items.append(
-            f"<li><b>{html.escape(a['question'])}</b> "
-            f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span> "
-            f"{html.escape(a['text'])}{missing}<ul style='font-size:0.9em'>{nums}</ul></li>"
+            f"<li class='hpml-item'><p class='hpml-question'>{html.escape(a['question'])} "
+            f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span></p>"
+            f"<p class='hpml-headline'>{html.escape(head)}</p>"
+            + (f"<p class='hpml-details'>{html.escape(details)}{missing}</p>" if details or missing else "")
+            + (
+                f"<details><summary>its numbers ({len(a['numbers'])}, tagged)</summary><ul>{nums}</ul></details>"
+                if nums
+                else ""
+            )
+            + "</li>"
         )
     flags = "".join(
-        f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>" for f in rec["flags"]
+        f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>"
+        for f in rec["flags"]
+        if not (shared and f["kind"] in SHARED_FLAGS)
     )
     notes = []
-    if rec.get("synthetic_data"):
+    if rec.get("synthetic_data") and not shared:
         notes.append("computed on <b>synthetic data</b> in the real on-disk format")
-    if rec.get("stand_in_model"):
+    if rec.get("stand_in_model") and not shared:
         notes.append(f"model <b>{html.escape(rec['stand_in_model'])}</b> stands in for the lab's")
-    diff_table = (
-        ""  # one settings table per page: the report's own ran-vs-lab table; the box says it in a flag
-    )
     status = rec["status"]
+    # one settings table per page: the report's own ran-vs-lab table; the box says it in a flag
     return (
-        f"<div class='hpml-answer' style='border:2px solid {STATUS_COLOR[status]};padding:10px 14px;"
-        f"margin:10px 0;background:#fafafa'><h2 style='margin-top:0'>Answer "
+        f"<div class='hpml-answer' style='border-color:{STATUS_COLOR[status]}'><h2>Answer "
         f"<span style='color:{STATUS_COLOR[status]}'>({status})</span></h2>"
         + (f"<p>{'; '.join(notes)}.</p>" if notes else "")
-        + f"<ul>{''.join(items)}</ul>"
-        + (f"<p><b>Flags</b></p><ul>{flags}</ul>" if flags else "")
-        + diff_table
-        + "<p style='font-size:0.85em'>Every number is tagged: measured (this run), predicted (a model, "
-        "named), reference (a published figure, cited), counted (exact), setting (given to the run).</p></div>"
+        + f"<ul class='hpml-items'>{''.join(items)}</ul>"
+        + (f"<p><b>Flags</b></p><ul class='hpml-flags'>{flags}</ul>" if flags else "")
+        + ("" if shared else f"<p class='hpml-legend'>{LEGEND}</p>")
+        + "</div>"
     )
 
 

@@ -130,26 +130,34 @@ def resolve_parameters(
 
 def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     """The report page: code hidden, titled with the task, a link back to the index, and the task's answer
-    box (reports/<task>.answer.json, written by the notebook) at the top, before the notebook's outputs."""
+    box (reports/<task>.answer.json, written by the notebook) right after the notebook's title, in the page's
+    own type (pages.PAGE_CSS), before the notebook's outputs."""
     import nbformat
     from nbconvert import HTMLExporter
+
+    from .pages import PAGE_CSS, box_after_title
 
     exporter = HTMLExporter()
     exporter.exclude_input = True
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
-    # training logs folded away (a closed <details>), and no folder of this machine named on the page
-    body, _ = exporter.from_notebook_node(
-        answers.fold_logs(nbformat.read(str(executed), as_version=4)),
-        resources={"metadata": {"name": f"hpml-lab {task.title}"}},
-    )
     rec = answers.load(task.id)
-    top = "<nav style='margin:8px 0'><a href='index.html'>&larr; all reports (index)</a></nav>" + (
+    box = (
         answers.box_html(rec)
         if rec
-        else "<p style='border:2px solid #cf222e;padding:8px'>This run wrote no answer record: its notebook "
-        "stopped before answering (see the error below).</p>"
+        else "<div class='hpml-banner'>This run wrote no answer record: its notebook stopped before answering "
+        "(see the error below).</div>"
     )
+    # training logs folded away (a closed <details>), and no folder of this machine named on the page
+    nb = box_after_title(answers.fold_logs(nbformat.read(str(executed), as_version=4)), box)
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": f"hpml-lab {task.title}"}})
+    body = body.replace(
+        "</head>",
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<style>{PAGE_CSS}</style></head>",
+        1,
+    )
+    top = "<nav style='margin:8px 0'><a href='index.html'>&larr; all reports (index)</a></nav>"
     i = body.find("<main")
     i = body.find(">", i if i >= 0 else body.find("<body")) + 1
     atomic_write_text(target, answers.scrub_paths(body[:i] + top + body[i:]))
