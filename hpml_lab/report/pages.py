@@ -29,7 +29,7 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere}
 .hpml-answer ul.hpml-items{list-style:none;padding-left:0;margin:0}
 .hpml-answer li.hpml-item{margin:0 0 12px}
 .hpml-answer .hpml-question{font-size:0.9em;color:#57606a;margin:0}
-.hpml-answer .hpml-headline{font-size:1.12em;font-weight:600;margin:2px 0 4px}
+.hpml-answer .hpml-headline{font-size:1.08em;font-weight:600;margin:2px 0 4px}
 .hpml-answer .hpml-details{margin:0 0 4px}
 .hpml-answer details{font-size:0.9em;color:#444}
 .hpml-answer .hpml-legend{font-size:0.85em;color:#57606a}
@@ -44,7 +44,8 @@ td,th{text-align:left;vertical-align:top}
 td.hpml-num,th.hpml-num{text-align:right;font-variant-numeric:tabular-nums}
 .hpml-scroll{overflow-x:auto;max-width:100%}
 @media (max-width:600px){body{margin:0}main,body>.hpml-page{padding:0 8px}
-  .hpml-answer{padding:8px 10px}table{font-size:13px}}
+  .hpml-answer{padding:8px 10px}table{font-size:13px;display:block;overflow-x:auto;max-width:100%}
+  .hpml-scroll table{display:table}code{overflow-wrap:anywhere}}
 """
 
 

@@ -331,19 +331,32 @@ def lab_order(ids) -> list[str]:
     return lab + [t for t in ids if t == "questions"] + [t for t in ids if t not in lab and t != "questions"]
 
 
+def _answer_cell(rec: dict[str, Any]) -> str:
+    """The index's answer: each answer's headline (its first line), one per line."""
+    from .pages import headline
+
+    heads = [html.escape(headline(a)[0]) for a in rec.get("answers", [])]
+    return "<br>".join(heads) if heads else html.escape(rec.get("summary", ""))
+
+
 def write_index(outcomes: list[Outcome]) -> Path:
-    """reports/index.html: one row per task, in task order, with its one-line answer and status (from the
-    answer record; "failed" when the notebook failed), hardware, dataset, profile, time taken and a link; a
-    notice that names exactly the reports computed on synthetic data or with a stand-in model."""
+    """reports/index.html: one row per task, in task order, with each answer's headline and its status (from
+    the answer record; "failed" when the notebook failed), time taken and a link. The machine, dataset and
+    profile are said once above the table (a column only for what differs between rows); a banner says when
+    the runs were on a busy machine, and a notice names exactly the reports computed on synthetic data or with
+    a stand-in model."""
+    from .pages import PAGE_CSS
+    from .watch import duration
+
     by_id = {o.task: o for o in outcomes}
-    rows, synthetic, stand_in = [], [], []
-    for tid in lab_order(tasks.TASKS):
-        o = by_id.get(tid)
-        if o is None:
-            continue
+    shown = [by_id[t] for t in lab_order(tasks.TASKS) if t in by_id]
+    same = {what: len({getattr(o, what) for o in shown}) <= 1 for what in ("hardware", "dataset", "profile")}
+    rows, synthetic, stand_in, busy = [], [], [], []
+    for o in shown:
+        tid = o.task
         rec = answers.load(tid) if o.status == "ok" else None
         status = o.status if o.status != "ok" else (rec["status"] if rec else "no answer record")
-        answer = html.escape(rec["summary"]) if rec else html.escape(answers.scrub_paths(o.error))
+        answer = _answer_cell(rec) if rec else html.escape(answers.scrub_paths(o.error))
         if rec and rec.get("reused"):
             answer += (
                 f" <i>({rec['reused']} run(s) reused from an earlier run of this task, not made for this "
@@ -353,28 +366,41 @@ def write_index(outcomes: list[Outcome]) -> Path:
             synthetic.append(tid)
         if rec and rec.get("stand_in_model"):
             stand_in.append(f"{tid} ({rec['stand_in_model']})")
+        if rec and any(f.get("kind") == "machine busy" for f in rec.get("flags", [])):
+            busy.append(tid)
         link = f'<a href="{html.escape(o.html)}">{html.escape(tid)}</a>' if o.html else html.escape(tid)
         color = answers.STATUS_COLOR.get(status, "#cf222e")
+        differ = "".join(f"<td>{html.escape(str(getattr(o, what)))}</td>" for what in same if not same[what])
         rows.append(
             f"<tr><td>{link}</td><td>{html.escape(o.title)}</td>"
-            f'<td style="color:{color};font-weight:bold">{status}</td><td>{answer}</td>'
-            f"<td>{html.escape(o.hardware)}</td><td>{html.escape(o.dataset)}</td><td>{o.profile}</td>"
-            f"<td style='text-align:right'>{o.seconds:.1f} s</td><td>{html.escape(o.finished_at)}</td></tr>"
+            f'<td style="color:{color};font-weight:bold">{status}</td><td class="hpml-head">{answer}</td>'
+            f"{differ}<td class='hpml-num' style='white-space:nowrap'>{duration(o.seconds)}</td>"
+            f"<td style='white-space:nowrap'>{html.escape(o.finished_at.replace('T', ' ').split('+')[0])}</td></tr>"
         )
     notices = []
+    if busy:
+        every = "Every run was" if len(busy) == len(rows) else f"{len(busy)} of {len(rows)} runs were"
+        notices.append(
+            f"<p class='hpml-banner'><b>Busy machine.</b> {every} made on a busy machine (load average above 1 per "
+            "core before the run): their times are slower and noisier than on an idle machine, and a comparison of "
+            "times may not separate"
+            + ("" if len(busy) == len(rows) else f" ({', '.join(busy)})")
+            + ". Run again on an idle machine for times to hand in.</p>"
+        )
     if synthetic:
         every = "All reports" if len(synthetic) == len(rows) else "These reports"
         notices.append(
-            f"{every} were computed on <b>synthetic data</b> in the real on-disk format (their accuracies "
-            f"are not the real dataset's): {', '.join(synthetic)}."
+            f"<p class='hpml-notice'>{every} were computed on <b>synthetic data</b> in the real on-disk format "
+            "(their accuracies are not the real dataset's)"
+            + (f": {', '.join(synthetic)}" if every == "These reports" else "")
+            + ".</p>"
         )
     if stand_in:
         notices.append(
-            f"These reports ran a <b>stand-in model</b> instead of the lab's: {', '.join(stand_in)}."
+            f"<p class='hpml-notice'>These reports ran a <b>stand-in model</b> instead of the lab's: "
+            f"{', '.join(stand_in)}.</p>"
         )
-    notice = "".join(
-        f'<p style="border:2px solid #c60;background:#fff4e5;padding:8px">{n}</p>' for n in notices
-    )
+    notice = "".join(notices)
     made = reports_dir() / "bundle.html"
     notice += (
         '<p><b>Hand-in:</b> <a href="bundle.html">bundle.html</a>'
@@ -386,18 +412,31 @@ def write_index(outcomes: list[Outcome]) -> Path:
         "reports in seconds.</p>"
     )
     env = environment()
+    context = [
+        f"<b>Machine:</b> {html.escape(shown[0].hardware if shown and same['hardware'] else hardware_label(env))}"
+    ]
+    if shown and same["dataset"]:
+        context.append(f"<b>dataset:</b> {html.escape(shown[0].dataset)}")
+    if shown and same["profile"]:
+        context.append(f"<b>profile:</b> {html.escape(shown[0].profile)}")
+    context.append(f"torch {env['torch']}; commit <code>{env['commit'][:10]}</code>")
+    heads = "".join(f"<th>{what}</th>" for what in same if not same[what])
     page = f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>hpml-lab reports</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1300px}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}} th{{background:#f3f3f3}}</style></head>
-<body><h1>hpml-lab reports</h1>{notice}
-<p>Machine: {html.escape(hardware_label(env))}; torch {env["torch"]}; commit <code>{env["commit"][:10]}</code>
-{"(uncommitted changes)" if env["dirty"] else ""}. Status is the report's own: <i>answered</i>, <i>partial</i> (what
-is missing is said in the report), <i>not answered</i>, or <i>failed</i> (the notebook did not run through).</p>
-<table><tr><th>task</th><th>what</th><th>status</th><th>answer</th><th>hardware</th><th>dataset</th><th>profile</th>
+<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>hpml-lab reports</title>
+<style>{PAGE_CSS}
+td,th{{border:1px solid #d0d7de;padding:4px 8px}} th{{background:#f3f3f3}} td.hpml-head{{min-width:18em}}
+</style></head>
+<body><div class="hpml-page"><h1>hpml-lab reports</h1>
+<p class="hpml-context">{" &middot; ".join(context)}{" (uncommitted changes)" if env["dirty"] else ""}</p>
+{notice}
+<p>Status is the report's own: <i>answered</i>, <i>partial</i> (what is missing is said in the report),
+<i>not answered</i>, or <i>failed</i> (the notebook did not run through). The answer is each report's headline:
+its details, numbers and flags are in the report.</p>
+<div class="hpml-scroll"><table><tr><th>task</th><th>what</th><th>status</th><th>answer</th>{heads}
 <th>time taken</th><th>finished (UTC)</th></tr>
 {"".join(rows)}
-</table></body></html>
+</table></div></div></body></html>
 """
     path = reports_dir() / "index.html"
     atomic_write_text(path, page)
