@@ -14,8 +14,8 @@ from typing import Any
 
 TRUE, FALSE = "✓", "✗"
 
-# One look for every page: the system's sans-serif type (JupyterLab's own, so the answer box and the notebook's
-# outputs share it), tables left-aligned with their text at the left (JupyterLab's pages right-align every cell,
+# One look for every page: the system's sans-serif type (on a report page the answer box inherits JupyterLab's own,
+# so the box and the notebook's outputs share it), tables left-aligned with their text at the left (JupyterLab's pages right-align every cell,
 # which put the environment table's values at the far right), numbers right-aligned where a table marks them.
 PAGE_CSS = """
 :root{--hpml-font:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
@@ -23,7 +23,7 @@ body{font-family:var(--hpml-font);line-height:1.45;color:#1f2328}
 main,body>.hpml-page{max-width:1100px;margin:0 auto;padding:0 16px;box-sizing:border-box}
 img{max-width:100%;height:auto}
 pre{white-space:pre-wrap;overflow-wrap:anywhere}
-.hpml-answer{font-family:var(--hpml-font);font-size:15px;border:2px solid #1a7f37;border-radius:6px;
+.hpml-answer{font-size:15px;border:2px solid #1a7f37;border-radius:6px;
   padding:10px 16px;margin:12px 0 18px;background:#f6f8fa}
 .hpml-answer h2{margin:0 0 6px;font-size:1.2em}
 .hpml-answer ul.hpml-items{list-style:none;padding-left:0;margin:0}

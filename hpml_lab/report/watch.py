@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -192,6 +193,7 @@ class Watch:
     def _say(self, line: str) -> None:
         with self._lock:
             self.log(line)
+            sys.stdout.flush()  # seen now also through a pipe (make report | tee log)
             self.last_said = self.clock()
 
     def _tag(self, tid: str) -> str:
