@@ -101,3 +101,35 @@ def test_a_sweeps_log_says_how_each_run_ended(tmp_path):
     lines = []
     run_sweep(cfgs, run_one, log=lines.append)
     assert [line.split(": ")[1].split(" in ")[0] for line in lines] == ["running", "done"] * 5
+
+
+def test_run_task_prints_the_watch_lines_and_keeps_the_kernels_output_out(
+    cifar_root, tmp_path, monkeypatch, capsys
+):
+    """The runner's hook: papermill gets the watch's streams, so a kernel's warnings and log lines are not printed
+    (papermill keeps them in the executed notebook), and the task's start and end lines are."""
+    import nbformat
+    import papermill
+
+    from hpml_lab.report import runner
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+
+    def fake_execute(source, target, stdout_file=None, stderr_file=None, **kw):
+        stdout_file.write("[c7] epoch 1/1 batch 1/2 loss 2.3 acc 10.0% 5 img/s\n")
+        stderr_file.write("UserWarning: This DataLoader will create 8 worker processes in total.\n")
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# C7")]), target)
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    outcome = runner.run_task("c7", "tiny", cli_params={"data_root": str(cifar_root)})
+    out, err = capsys.readouterr()
+    assert outcome.status == "ok"
+    assert "DataLoader" not in out + err and "img/s" not in out + err
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("[1/1] c7 ") and "tiny profile" in lines[0]
+    assert (
+        lines[-1].startswith("[1/1] c7 ... ok in ")
+        and "1 warning line(s) kept in its executed notebook" in lines[-1]
+    )
+    times = json.loads((tmp_path / "out" / "reports" / "executed" / "durations.json").read_text())
+    assert set(times["tiny"]) == {"c7"}
