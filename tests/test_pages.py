@@ -82,10 +82,11 @@ def test_the_environment_table_is_left_aligned():
         "seed": 0,
         "started_at": "now",
         "run_id": "r",
-        "config": {"epochs": 1},
+        "config": {"epochs": 1, "augment": True, "amp": False},
     }
     page = notebook.environment_table(meta).to_html()
     assert "text-align: left" in page.split("</style>")[0] and "right" not in page
+    assert "augment=✓, amp=✗" in page and "True" not in page and "False" not in page
 
 
 def test_the_headline_is_the_records_own_else_its_first_sentence():

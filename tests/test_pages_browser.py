@@ -3,7 +3,7 @@ made by a real tiny run of C1 and C3, at a laptop's width (1280 px) and a phone'
 the test's temporary folder (<page>-<width>.png, the first screen and the whole page). Checked: the answer box is
 below the title, in the page's own sans-serif type, and its headline is within the first screen; nothing is wider
 than a phone's screen (a wide table scrolls inside its own box); the index's first headline is on its first
-screen at 1280 px. Marked `browser` and `slow`; skipped without Chromium or Playwright, as tests/test_browser.py.
+screen at 1280 px and whole at 390 px (each row a card). Marked `browser` and `slow`; skipped without Chromium or Playwright, as tests/test_browser.py.
 """
 
 from __future__ import annotations
@@ -93,6 +93,10 @@ def test_the_pages_in_chromium_at_a_laptops_and_a_phones_width(rendered, tmp_pat
             assert s["scroll"] <= s["inner"] + 1, (
                 f"{name} is wider than the screen at {width} px: {s['scroll']}"
             )
+    phone = seen["index", 390][
+        "cell"
+    ]  # on a phone each row is a card: the headline is not cut off at the right
+    assert phone["left"] >= 0 and phone["right"] <= 391, phone
     index = seen["index", 1280]
     assert index["cell"] is not None and index["cell"]["bottom"] < WIDTHS[1280], "first headline on screen 1"
     assert all(

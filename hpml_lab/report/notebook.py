@@ -248,7 +248,7 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         "run folder": meta["run_id"],
         "machine load before the run": _load_text(meta.get("machine")),
         "config": ", ".join(
-            f"{k}={shown_path(v) if k.endswith('_root') else v}"
+            f"{k}={shown_path(v) if k.endswith('_root') else number_text(v) if isinstance(v, bool) else v}"
             for k, v in meta["config"].items()
             if k not in ("task", "results_dir", "run_id", "progress", "log_every")
         ),

@@ -45,7 +45,10 @@ td.hpml-num,th.hpml-num{text-align:right;font-variant-numeric:tabular-nums}
 .hpml-scroll{overflow-x:auto;max-width:100%}
 @media (max-width:600px){body{margin:0}main,body>.hpml-page{padding:0 8px}
   .hpml-answer{padding:8px 10px}table{font-size:13px;display:block;overflow-x:auto;max-width:100%}
-  .hpml-scroll table{display:table}code{overflow-wrap:anywhere}}
+  code{overflow-wrap:anywhere}
+  table.hpml-index,table.hpml-index tbody,table.hpml-index tr,table.hpml-index td{display:block;width:auto}
+  table.hpml-index tr:first-child{display:none}table.hpml-index tr{border:1px solid #d0d7de;margin:0 0 10px}
+  table.hpml-index td{border:none;padding:2px 8px}table.hpml-index td.hpml-head{min-width:0}}
 """
 
 

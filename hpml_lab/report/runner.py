@@ -433,7 +433,7 @@ td,th{{border:1px solid #d0d7de;padding:4px 8px}} th{{background:#f3f3f3}} td.hp
 <p>Status is the report's own: <i>answered</i>, <i>partial</i> (what is missing is said in the report),
 <i>not answered</i>, or <i>failed</i> (the notebook did not run through). The answer is each report's headline:
 its details, numbers and flags are in the report.</p>
-<div class="hpml-scroll"><table><tr><th>task</th><th>what</th><th>status</th><th>answer</th>{heads}
+<div class="hpml-scroll"><table class="hpml-index"><tr><th>task</th><th>what</th><th>status</th><th>answer</th>{heads}
 <th>time taken</th><th>finished (UTC)</th></tr>
 {"".join(rows)}
 </table></div></div></body></html>
