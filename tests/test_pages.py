@@ -166,7 +166,10 @@ def test_the_index_shows_headlines_and_its_context_once(reports):
     assert "Busy machine." in page and "2 of 3 runs were" in page and "(c1, c2)" in page
     # rows that differ say it per row, in a column of their own
     mixed = runner.write_index([_outcome("c1"), _outcome("c2", profile="smoke"), _outcome("c3")]).read_text()
-    assert "<th>profile</th>" in mixed and "<b>profile:</b>" not in mixed and "<th>hardware</th>" not in mixed
+    assert (
+        "<th>profile</th>" in mixed and "<b>profile:</b> tiny" in mixed and "<th>hardware</th>" not in mixed
+    )
+    assert mixed.count("<td>smoke</td>") == 1 and "<td>tiny</td>" not in mixed  # only the row that differs
     for tid in ("c1", "c2", "c3"):
         _rendered(reports, tid, busy=True)
     assert "Every run was made on a busy machine" in runner.write_index([_outcome("c1")]).read_text()

@@ -23,6 +23,7 @@ import re
 import sys
 import time
 import typing
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -350,7 +351,12 @@ def write_index(outcomes: list[Outcome]) -> Path:
 
     by_id = {o.task: o for o in outcomes}
     shown = [by_id[t] for t in lab_order(tasks.TASKS) if t in by_id]
-    same = {what: len({getattr(o, what) for o in shown}) <= 1 for what in ("hardware", "dataset", "profile")}
+    # machine, dataset and profile: the most common value said once above the table; a row says its own only
+    # where it differs (a column only when some row does)
+    fields = ("hardware", "dataset", "profile")
+    usual = {w: Counter(getattr(o, w) for o in shown).most_common(1)[0][0] if shown else "" for w in fields}
+    same = {w: all(getattr(o, w) == usual[w] for o in shown) for w in fields}
+    days = {o.finished_at[:10] for o in shown}
     rows, synthetic, stand_in, busy = [], [], [], []
     for o in shown:
         tid = o.task
@@ -370,12 +376,17 @@ def write_index(outcomes: list[Outcome]) -> Path:
             busy.append(tid)
         link = f'<a href="{html.escape(o.html)}">{html.escape(tid)}</a>' if o.html else html.escape(tid)
         color = answers.STATUS_COLOR.get(status, "#cf222e")
-        differ = "".join(f"<td>{html.escape(str(getattr(o, what)))}</td>" for what in same if not same[what])
+        differ = "".join(
+            f"<td>{html.escape(str(getattr(o, w))) if getattr(o, w) != usual[w] else ''}</td>"
+            for w in fields
+            if not same[w]
+        )
+        finished = o.finished_at.replace("T", " ").split("+")[0]
         rows.append(
             f"<tr><td>{link}</td><td>{html.escape(o.title)}</td>"
             f'<td style="color:{color};font-weight:bold">{status}</td><td class="hpml-head">{answer}</td>'
             f"{differ}<td class='hpml-num' style='white-space:nowrap'>{duration(o.seconds)}</td>"
-            f"<td style='white-space:nowrap'>{html.escape(o.finished_at.replace('T', ' ').split('+')[0])}</td></tr>"
+            f"<td style='white-space:nowrap'>{html.escape(finished[11:] if len(days) == 1 else finished)}</td></tr>"
         )
     notices = []
     if busy:
@@ -412,15 +423,15 @@ def write_index(outcomes: list[Outcome]) -> Path:
         "reports in seconds.</p>"
     )
     env = environment()
-    context = [
-        f"<b>Machine:</b> {html.escape(shown[0].hardware if shown and same['hardware'] else hardware_label(env))}"
-    ]
-    if shown and same["dataset"]:
-        context.append(f"<b>dataset:</b> {html.escape(shown[0].dataset)}")
-    if shown and same["profile"]:
-        context.append(f"<b>profile:</b> {html.escape(shown[0].profile)}")
+    context = [f"<b>Machine:</b> {html.escape(usual['hardware'] if shown else hardware_label(env))}"]
+    if shown:
+        context.append(f"<b>dataset:</b> {html.escape(usual['dataset'])}")
+        context.append(f"<b>profile:</b> {html.escape(usual['profile'])}")
+    if not all(same.values()):
+        context.append("a row names its own where it differs")
     context.append(f"torch {env['torch']}; commit <code>{env['commit'][:10]}</code>")
-    heads = "".join(f"<th>{what}</th>" for what in same if not same[what])
+    heads = "".join(f"<th>{w}</th>" for w in fields if not same[w])
+    day = f", {days.pop()}" if len(days) == 1 else ""
     page = f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>hpml-lab reports</title>
@@ -434,7 +445,7 @@ td,th{{border:1px solid #d0d7de;padding:4px 8px}} th{{background:#f3f3f3}} td.hp
 <i>not answered</i>, or <i>failed</i> (the notebook did not run through). The answer is each report's headline:
 its details, numbers and flags are in the report.</p>
 <div class="hpml-scroll"><table class="hpml-index"><tr><th>task</th><th>what</th><th>status</th><th>answer</th>{heads}
-<th>time taken</th><th>finished (UTC)</th></tr>
+<th>time taken</th><th>finished (UTC{day})</th></tr>
 {"".join(rows)}
 </table></div></div></body></html>
 """
