@@ -50,6 +50,16 @@ def test_lines_per_task_with_times_and_what_is_left(tmp_path):
     assert json.loads(times.read_text())["tiny"]["c2"] == 90  # a failed run's time is no estimate
 
 
+def test_the_estimate_reads_the_outcomes_earlier_runs_left(tmp_path):
+    for tid, profile, seconds in (("c1", "tiny", 100), ("c2", "smoke", 50), ("c3", "tiny", 80)):
+        outcome = {"task": tid, "profile": profile, "status": "ok", "seconds": seconds}
+        (tmp_path / f"{tid}.json").write_text(json.dumps(outcome))
+    (tmp_path / "c4.json").write_text("{not json")
+    (tmp_path / "durations.json").write_text(json.dumps({"tiny": {"c3": 40}}))
+    w = watch.Watch(["c1"], "tiny", [].append, tmp_path / "durations.json", heartbeat_s=0)
+    assert w.recorded == {"c1": 100.0, "c3": 40.0}
+
+
 def test_smoke_estimate_falls_back_to_the_measured_figures(tmp_path):
     lines = []
     watch.Watch(["c1", "c7"], "smoke", lines.append, tmp_path / "none.json", heartbeat_s=0)

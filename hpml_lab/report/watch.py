@@ -128,13 +128,27 @@ class Watch:
 
     # the estimate ----------------------------------------------------------------------------------------------
     def _read_times(self) -> dict[str, float]:
-        if self.times_file is None or not self.times_file.is_file():
+        """Each task's last successful time at this profile: durations.json, else the outcome the task's last
+        run left beside it (executed/<task>.json, written before this module kept times). A damaged file only
+        loses the estimate."""
+        if self.times_file is None:
             return {}
+        times: dict[str, float] = {}
+        for outcome in sorted(self.times_file.parent.glob("*.json")):
+            if outcome == self.times_file:
+                continue
+            try:
+                o = json.loads(outcome.read_text())
+                if o.get("profile") == self.profile and o.get("status") == "ok":
+                    times[str(o["task"])] = float(o["seconds"])
+            except (OSError, ValueError, TypeError, AttributeError, KeyError):
+                pass
         try:
-            data = json.loads(self.times_file.read_text())
-            return {k: float(v) for k, v in data.get(self.profile, {}).items()}
+            data = json.loads(self.times_file.read_text()) if self.times_file.is_file() else {}
+            times.update({k: float(v) for k, v in data.get(self.profile, {}).items()})
         except (OSError, ValueError, TypeError, AttributeError):
-            return {}  # a damaged file only loses the estimate
+            pass
+        return times
 
     def _record_time(self, tid: str, seconds: float) -> None:
         if self.times_file is None:
