@@ -75,8 +75,10 @@ def test_heartbeat_states_the_epoch_and_batch_from_the_progress_lines(tmp_path):
     clock.t += 5
     assert (
         w.heartbeat()
-        == "    c1 running 5 s: no training progress line yet; no estimate yet (no earlier tiny run recorded a time)"
+        == "    c1 running 5 s: starting its kernel; no estimate yet (no earlier tiny run recorded a time)"
     )
+    streams.out.write("loading data\n")
+    assert "no training progress line yet (1 line(s) of output)" in w.heartbeat()
     streams.out.write("[sweep 2/5] c1/resnet_tiny-x: running\n[c1] epoch 1/2 batch 2")  # a line in two writes
     streams.out.write("0/97 loss 2.3 acc 10.0% 44 img/s\n")
     clock.t += 40

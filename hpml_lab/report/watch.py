@@ -239,7 +239,12 @@ class Watch:
         """The line said while a task runs: how long it has run, where it is, what is left."""
         tid = self.current or ""
         running = self.clock() - self.task_t0
-        where = ", ".join(w for w in (self.sweep, self.state) if w) or "no training progress line yet"
+        printed = self.streams.out.lines if self.streams else 0
+        where = ", ".join(w for w in (self.sweep, self.state) if w) or (
+            f"no training progress line yet ({printed} line(s) of output)"
+            if printed
+            else "starting its kernel"
+        )
         left = self.ids[self.ids.index(tid) :] if tid in self.ids else [tid]
         return f"    {tid} running {duration(running)}: {where}; {self._left_text(left, running)}"
 
