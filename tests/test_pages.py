@@ -173,3 +173,35 @@ def test_the_index_shows_headlines_and_its_context_once(reports):
     for tid in ("c1", "c2", "c3"):
         _rendered(reports, tid, busy=True)
     assert "Every run was made on a busy machine" in runner.write_index([_outcome("c1")]).read_text()
+
+
+def test_a_findings_record_shows_its_own_headline_tagged_and_its_background_apart(reports):
+    from hpml_lab.answers import Answer, Number, Record
+    from hpml_lab.findings import Background, say
+
+    ratio = Number("speedup", 1.4, "x", "measured", n=5)
+    epoch = Number("epoch", 2.5, "s", "measured", n=5)
+    answers.write(
+        Record(
+            "c3",
+            tasks.TASKS["c3"].title,
+            [
+                Answer(
+                    "Which worker count is best?",
+                    say("more workers are {r} faster than none.", r=ratio),
+                    [say("An epoch took {e}. It had warm-up.", e=epoch)],
+                    [Background("More workers usually hide loading behind compute.")],
+                )
+            ],
+        )
+    )
+    rec = answers.load("c3")
+    box = answers.box_html(rec)
+    head = box.split("class='hpml-headline'>")[1].split("</p>")[0]
+    assert 'data-number="speedup"' in head and "faster than none." in head and "warm-up" not in head
+    assert (
+        "It had warm-up." in box.split("class='hpml-details'>")[1]
+    )  # the details: a finding of two sentences
+    assert "In general (not a finding of this run):</i> More workers usually" in box
+    page = runner.write_index([_outcome("c3")]).read_text()
+    assert "more workers are 1.4x faster than none." in page and "It had warm-up" not in page

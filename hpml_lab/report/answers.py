@@ -139,12 +139,17 @@ def box_html(rec: dict[str, Any], shared: bool = False) -> str:
     for a in rec["answers"]:
         nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
         missing = f" <i>(missing: {html.escape(a['missing'])})</i>" if a.get("missing") else ""
-        head, details = headline(a)
+        head, details = headline(a, "html")
+        background = "".join(
+            f"<p class='hpml-background'><i>In general (not a finding of this run):</i> {html.escape(b)}</p>"
+            for b in a.get("background") or []
+        )
         items.append(
             f"<li class='hpml-item'><p class='hpml-question'>{html.escape(a['question'])} "
             f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span></p>"
-            f"<p class='hpml-headline'>{html.escape(head)}</p>"
-            + (f"<p class='hpml-details'>{html.escape(details)}{missing}</p>" if details or missing else "")
+            f"<p class='hpml-headline'>{head}</p>"
+            + (f"<p class='hpml-details'>{details}{missing}</p>" if details or missing else "")
+            + background
             + (
                 f"<details><summary>its numbers ({len(a['numbers'])}, tagged)</summary><ul>{nums}</ul></details>"
                 if nums

@@ -9,6 +9,7 @@ answer box right after the report's title; each answer as one headline line with
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -31,6 +32,7 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere}
 .hpml-answer .hpml-question{font-size:0.9em;color:#57606a;margin:0}
 .hpml-answer .hpml-headline{font-size:1.08em;font-weight:600;margin:2px 0 4px}
 .hpml-answer .hpml-details{margin:0 0 4px}
+.hpml-answer .hpml-background{margin:0 0 4px;font-size:0.9em;color:#57606a}
 .hpml-answer details{font-size:0.9em;color:#444}
 .hpml-answer .hpml-legend{font-size:0.85em;color:#57606a}
 .hpml-notice{border:2px solid #c60;background:#fff4e5;padding:8px 12px;margin:8px 0;border-radius:4px}
@@ -64,24 +66,26 @@ def mark(value: Any) -> Any:
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 
 
-def _text(value: Any) -> str:
-    """A record's finding as text: a string, or the core's finding as JSON (its plain text)."""
+def _text(value: Any, key: str = "plain") -> str:
+    """A record's finding as text: a string, or a finding as the record holds it ({"plain", "html"})."""
     if isinstance(value, dict):
-        return str(value.get("plain") or value.get("text") or "")
-    return str(value or "")
+        return str(value.get(key) or "")
+    return str(value or "") if key == "plain" else html.escape(str(value or ""))
 
 
-def headline(answer: dict[str, Any]) -> tuple[str, str]:
-    """(headline, details) of one answer of a record: the record's own `headline` and `details` when it has them,
-    else its text's first sentence and the rest."""
-    if answer.get("headline"):
+def headline(answer: dict[str, Any], key: str = "plain") -> tuple[str, str]:
+    """(headline, details) of one answer of a record: the record's own `headline` and `details` (findings.py's
+    Answer), else, for an answer written as one paragraph (a legacy record), its first sentence and the rest.
+    key="html": each as HTML (its numbers tagged <span data-number>; a legacy answer's text escaped)."""
+    if answer.get("headline") and not answer.get("legacy"):
         details = answer.get("details") or []
-        if isinstance(details, str):
+        if isinstance(details, (str, dict)):
             details = [details]
-        return _text(answer["headline"]), " ".join(_text(d) for d in details)
+        return _text(answer["headline"], key), " ".join(_text(d, key) for d in details)
     text = str(answer.get("text", "")).strip()
     parts = _SENTENCE_END.split(text, maxsplit=1)
-    return parts[0].strip(), parts[1].strip() if len(parts) > 1 else ""
+    head, rest = parts[0].strip(), parts[1].strip() if len(parts) > 1 else ""
+    return (html.escape(head), html.escape(rest)) if key == "html" else (head, rest)
 
 
 def box_after_title(nb, box_html: str):
