@@ -205,3 +205,12 @@ def test_a_findings_record_shows_its_own_headline_tagged_and_its_background_apar
     assert "In general (not a finding of this run):</i> More workers usually" in box
     page = runner.write_index([_outcome("c3")]).read_text()
     assert "more workers are 1.4x faster than none." in page and "It had warm-up" not in page
+
+
+def test_a_log_printed_line_by_line_is_folded_as_one():
+    outs = [
+        nbformat.v4.new_output("stream", name="stdout", text=f"[c1] epoch {i}/5 done\n") for i in range(1, 6)
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("train()", outputs=outs)])
+    folded = answers.fold_logs(nb).cells[0].outputs
+    assert len(folded) == 1 and "training log (5 lines)" in folded[0]["data"]["text/html"]

@@ -197,8 +197,20 @@ def fold_logs(nb, min_lines: int = 3):
     import nbformat
 
     for cell in nb.cells:
-        outs = []
+        merged: list = []  # a log printed line by line arrives as many stream outputs: one log, one fold
         for o in cell.get("outputs", []):
+            last = merged[-1] if merged else None
+            if (
+                o.get("output_type") == "stream"
+                and last is not None
+                and last.get("output_type") == "stream"
+                and last.get("name") == o.get("name")
+            ):
+                last["text"] = last.get("text", "") + o.get("text", "")
+            else:
+                merged.append(nbformat.from_dict(dict(o)) if o.get("output_type") == "stream" else o)
+        outs = []
+        for o in merged:
             text = o.get("text", "") if o.get("output_type") == "stream" else None
             if text is not None and text.count("\n") >= min_lines:
                 n = text.count("\n")
