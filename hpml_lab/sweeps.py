@@ -16,6 +16,7 @@ nothing is counted twice. Out-of-memory is recorded as a result ("oom"), not a c
 from __future__ import annotations
 
 import datetime as _dt
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +123,7 @@ def run_sweep(
             items.append(SweepItem(cfg, run_dir, "skipped"))
             continue
         say(f"{tag}: running")
+        t0 = time.perf_counter()
         oom, msg = False, ""
         try:
             value = run_one(cfg)
@@ -144,6 +146,7 @@ def run_sweep(
         if not results.is_complete(run_dir):
             raise RuntimeError(f"{tag}: run_one returned but did not mark {run_dir}/meta.json complete")
         items.append(SweepItem(cfg, run_dir, "ran", value=value))
+        say(f"{tag}: done in {time.perf_counter() - t0:.1f} s")  # a log that says running says how it ended
     return items
 
 

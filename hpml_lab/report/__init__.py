@@ -7,6 +7,8 @@ notebooks call, figures, Slurm scripts and the `hpml-lab` command.
 |---|---|
 | tasks | the one list of tasks: id, notebook, title, parameter profiles |
 | runner | parameter checks, papermill, nbconvert, reports/index.html |
+| watch | what a run prints while it runs: a line per task with its time, what is left, a heartbeat |
+| pages | how the pages look: one type and table style, the answer box after the title, headlines first |
 | notebook | what a notebook calls: config, header, data notice, environment table, figure saving |
 | plots | every figure the reports draw |
 | slurm | sbatch scripts for a task |

@@ -22,7 +22,6 @@ import html
 import json
 import os
 import re
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +101,7 @@ def path_for(task: str) -> Path:
 
 def write(rec: Record) -> Path:
     check(rec)
-    data = {**asdict(rec), "status": rec.status, "summary": rec.summary()}
+    data = rec.as_dict()
     p = path_for(rec.task)
     atomic_write_json(p, data)
     return p
@@ -122,39 +121,62 @@ def load(task: str) -> dict[str, Any] | None:
 STATUS_COLOR = {"answered": "#1a7f37", "partial": "#9a6700", "not answered": "#cf222e", "failed": "#cf222e"}
 
 
-def box_html(rec: dict[str, Any]) -> str:
-    """The answer box: status, each question's one-line answer and its tagged numbers, and the flags."""
+# notices a bundle states once at its top rather than in every answer box (box_html(rec, shared=True))
+SHARED_FLAGS = ("stand-in model", "machine busy")
+LEGEND = (
+    "Every number is tagged: measured (this run), predicted (a model, named), reference (a published figure, "
+    "cited), counted (exact), setting (given to the run)."
+)
+
+
+def box_html(rec: dict[str, Any], shared: bool = False) -> str:
+    """The answer box: status; each question with its headline (the line a grader reads first), the details
+    under it and its tagged numbers folded; the flags. `shared`: leave out what a bundle says once for every
+    report (synthetic data, stand-in model, busy machine, the legend of the tags)."""
+    from .pages import headline
+
     items = []
     for a in rec["answers"]:
         nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
         missing = f" <i>(missing: {html.escape(a['missing'])})</i>" if a.get("missing") else ""
+        head, details = headline(a, "html")
+        background = "".join(
+            f"<p class='hpml-background'><i>In general (not a finding of this run):</i> {html.escape(b)}</p>"
+            for b in a.get("background") or []
+        )
         items.append(
-            f"<li><b>{html.escape(a['question'])}</b> "
-            f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span> "
-            f"{html.escape(a['text'])}{missing}<ul style='font-size:0.9em'>{nums}</ul></li>"
+            f"<li class='hpml-item'><p class='hpml-question'>{html.escape(a['question'])} "
+            f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span></p>"
+            f"<p class='hpml-headline'>{head}</p>"
+            + (f"<p class='hpml-details'>{details}{missing}</p>" if details or missing else "")
+            + background
+            + (
+                f"<details><summary>its numbers ({len(a['numbers'])}, tagged)</summary><ul>{nums}</ul></details>"
+                if nums
+                else ""
+            )
+            + "</li>"
         )
     flags = "".join(
-        f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>" for f in rec["flags"]
+        f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>"
+        for f in rec["flags"]
+        if not (shared and f["kind"] in SHARED_FLAGS)
     )
     notes = []
-    if rec.get("synthetic_data"):
+    if rec.get("synthetic_data") and not shared:
         notes.append("computed on <b>synthetic data</b> in the real on-disk format")
-    if rec.get("stand_in_model"):
+    if rec.get("stand_in_model") and not shared:
         notes.append(f"model <b>{html.escape(rec['stand_in_model'])}</b> stands in for the lab's")
-    diff_table = (
-        ""  # one settings table per page: the report's own ran-vs-lab table; the box says it in a flag
-    )
     status = rec["status"]
+    # one settings table per page: the report's own ran-vs-lab table; the box says it in a flag
     return (
-        f"<div class='hpml-answer' style='border:2px solid {STATUS_COLOR[status]};padding:10px 14px;"
-        f"margin:10px 0;background:#fafafa'><h2 style='margin-top:0'>Answer "
+        f"<div class='hpml-answer' style='border-color:{STATUS_COLOR[status]}'><h2>Answer "
         f"<span style='color:{STATUS_COLOR[status]}'>({status})</span></h2>"
         + (f"<p>{'; '.join(notes)}.</p>" if notes else "")
-        + f"<ul>{''.join(items)}</ul>"
-        + (f"<p><b>Flags</b></p><ul>{flags}</ul>" if flags else "")
-        + diff_table
-        + "<p style='font-size:0.85em'>Every number is tagged: measured (this run), predicted (a model, "
-        "named), reference (a published figure, cited), counted (exact), setting (given to the run).</p></div>"
+        + f"<ul class='hpml-items'>{''.join(items)}</ul>"
+        + (f"<p><b>Flags</b></p><ul class='hpml-flags'>{flags}</ul>" if flags else "")
+        + ("" if shared else f"<p class='hpml-legend'>{LEGEND}</p>")
+        + "</div>"
     )
 
 
@@ -175,8 +197,20 @@ def fold_logs(nb, min_lines: int = 3):
     import nbformat
 
     for cell in nb.cells:
-        outs = []
+        merged: list = []  # a log printed line by line arrives as many stream outputs: one log, one fold
         for o in cell.get("outputs", []):
+            last = merged[-1] if merged else None
+            if (
+                o.get("output_type") == "stream"
+                and last is not None
+                and last.get("output_type") == "stream"
+                and last.get("name") == o.get("name")
+            ):
+                last["text"] = last.get("text", "") + o.get("text", "")
+            else:
+                merged.append(nbformat.from_dict(dict(o)) if o.get("output_type") == "stream" else o)
+        outs = []
+        for o in merged:
             text = o.get("text", "") if o.get("output_type") == "stream" else None
             if text is not None and text.count("\n") >= min_lines:
                 n = text.count("\n")

@@ -26,6 +26,42 @@ th{background:#f3f3f3}img{max-width:100%}section.task{page-break-before:always;b
 margin-top:2em}pre{white-space:pre-wrap;font-size:0.85em}"""
 
 
+def shared_notices(recs: dict[str, dict]) -> str:
+    """What the answers have in common, said once at the top of the bundle instead of in every box: synthetic
+    data, a stand-in model, a busy machine (each naming its reports, or 'every report'), the tags' legend."""
+    n = len(recs)
+
+    def which(ids: list[str]) -> str:
+        return "every report" if len(ids) == n else ", ".join(ids)
+
+    out = []
+    synthetic = [t for t, r in recs.items() if r.get("synthetic_data")]
+    if synthetic:
+        out.append(
+            f"<p class='hpml-notice'><b>Synthetic data</b> ({which(synthetic)}): computed on a synthetic dataset in "
+            "the real on-disk format; timings reflect the real pipeline, losses and accuracies are not the real "
+            "dataset's.</p>"
+        )
+    stand_in: dict[str, list[str]] = {}
+    for t, r in recs.items():
+        if r.get("stand_in_model"):
+            stand_in.setdefault(r["stand_in_model"], []).append(t)
+    for model, ids in stand_in.items():
+        out.append(
+            f"<p class='hpml-notice'><b>Stand-in model</b> ({which(ids)}): {html.escape(model)} ran instead of the "
+            "lab's model: its times, memory and accuracies are not the lab model's.</p>"
+        )
+    busy = [t for t, r in recs.items() if any(f.get("kind") == "machine busy" for f in r.get("flags", []))]
+    if busy:
+        out.append(
+            f"<p class='hpml-banner'><b>Busy machine</b> ({which(busy)}): the load average was above 1 per core "
+            "before the run; times are slower and noisier than on an idle machine (each report's flag gives its "
+            "load).</p>"
+        )
+    out.append(f"<p class='hpml-legend'>{answers.LEGEND}</p>")
+    return "".join(out)
+
+
 def _report_body(executed: Path) -> str:
     import nbformat
     from nbconvert import HTMLExporter
@@ -57,14 +93,22 @@ def write_bundle(reports: Path, log=print) -> Path:
             f"bundle: missing {', '.join(missing)} (not rendered yet: `hpml-lab run TASK`, or "
             "`hpml-lab report --bundle --rerun` for every task)"
         )
-    toc, boxes, sections = [], [], []
+    from .pages import PAGE_CSS
+
+    toc, boxes, sections, recs = [], [], [], {}
     for t in present:
         rec = answers.load(t.id)
         status = rec["status"] if rec else "no answer record"
+        if rec:
+            recs[t.id] = rec
         toc.append(f"<li><a href='#{t.id}'>{html.escape(t.title)}</a> ({status})</li>")
         boxes.append(
             f"<h3><a href='#{t.id}'>{html.escape(t.id)}</a></h3>"
-            + (answers.box_html(rec) if rec else "<p>No answer record: the notebook did not finish.</p>")
+            + (
+                answers.box_html(rec, shared=True)  # the notices they share are said once, above them
+                if rec
+                else "<p>No answer record: the notebook did not finish.</p>"
+            )
         )
         sections.append(
             f"<section class='task' id='{t.id}'><h1>{html.escape(t.title)}</h1>"
@@ -73,12 +117,13 @@ def write_bundle(reports: Path, log=print) -> Path:
     env = environment()
     page = (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpml-lab: all reports</title>"
-        f"<style>{CSS}</style></head><body><h1>hpml-lab: all reports</h1>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<style>{CSS}{PAGE_CSS}</style></head><body><div class='hpml-page'><h1>hpml-lab: all reports</h1>"
         f"<p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit <code>{env['commit'][:10]}"
         f"</code>{' (uncommitted changes)' if env['dirty'] else ''}. Each report's environment table is at its "
-        f"end.</p><h2>Contents</h2><ol>{''.join(toc)}</ol><h2>Answers</h2>{''.join(boxes)}"
+        f"end.</p><h2>Contents</h2><ol>{''.join(toc)}</ol><h2>Answers</h2>{shared_notices(recs)}{''.join(boxes)}"
         + (f"<p>Not in this bundle (not rendered): {html.escape(', '.join(missing))}.</p>" if missing else "")
-        + f"{''.join(sections)}</body></html>"
+        + f"{''.join(sections)}</div></body></html>"
     )
     path = reports / "bundle.html"
     atomic_write_text(path, answers.scrub_paths(page))  # no folder of this machine in the hand-in

@@ -248,24 +248,33 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         "run folder": meta["run_id"],
         "machine load before the run": _load_text(meta.get("machine")),
         "config": ", ".join(
-            f"{k}={shown_path(v) if k.endswith('_root') else v}"
+            f"{k}={shown_path(v) if k.endswith('_root') else number_text(v) if isinstance(v, bool) else v}"
             for k, v in meta["config"].items()
             if k not in ("task", "results_dir", "run_id", "progress", "log_every")
         ),
     }
     # a Styler renders every cell whole (a DataFrame's HTML cuts long cells, and the config row is long)
-    return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows.keys())).style
+    # left-aligned, the names beside their values (a page that right-aligns cells put them at the far right)
+    return (
+        pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows.keys()))
+        .style.set_properties(**{"text-align": "left"})
+        .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}])
+    )
 
 
 def number_text(x: Any, na: str = "-") -> str:
     """A table value for a reader: whole numbers with thousands separators (50,000), others with 3 significant
-    digits (0.0323, 14.2, 3,309), missing ones as `na`; text as it is."""
+    digits (0.0323, 14.2, 3,309), missing ones as `na`, booleans as marks (✓, ✗); text as it is."""
     import math
     import numbers
 
-    if x is None or (isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isnan(float(x))):
+    from .pages import mark
+
+    if type(x).__name__ in ("bool", "bool_"):  # Python's and numpy's: a mark, never True/False
+        return mark(bool(x))
+    if x is None or (isinstance(x, numbers.Real) and math.isnan(float(x))):
         return na
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+    if not isinstance(x, numbers.Real):
         return str(x)
     return short(float(x))  # as the conclusions' sentences state numbers, so a table and its sentence agree
 
@@ -274,16 +283,30 @@ def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, 
     """A table as the report shows it: column names through answers.readable ('per_gpu_batch' -> 'per-GPU
     batch'), numbers through number_text, the `percent` columns (fractions, or percentages with of_one=False)
     through answers.percent ('14.2%'); no index."""
+    import numbers
+
     from .answers import percent as pct
     from .answers import readable
 
     shown = df.copy()
+    numeric = []  # columns of numbers: right-aligned, so their digits line up (text stays at the left)
     for c in shown.columns:
+        values = [v for v in shown[c] if v is not None and v == v]
+        if values and all(
+            isinstance(v, numbers.Real) and type(v).__name__ not in ("bool", "bool_") for v in values
+        ):
+            numeric.append(readable(c))
         if c in percent:
             shown[c] = [na if v is None or v != v else pct(v, of_one=of_one) for v in shown[c]]
         else:
             shown[c] = [number_text(v, na) for v in shown[c]]
-    return shown.rename(columns={c: readable(c) for c in shown.columns}).style.hide(axis="index")
+    styler = shown.rename(columns={c: readable(c) for c in shown.columns}).style.hide(axis="index")
+    if numeric:
+        styler = styler.set_properties(subset=numeric, **{"text-align": "right"})
+        styler = styler.set_table_styles(
+            {c: [{"selector": "th", "props": [("text-align", "right")]}] for c in numeric}, overwrite=False
+        )
+    return styler
 
 
 def _load_text(load: Mapping[str, Any] | None) -> str:

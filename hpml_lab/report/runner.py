@@ -23,6 +23,7 @@ import re
 import sys
 import time
 import typing
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from ..config import ConfigError, RunConfig, _short, check_keys, coerce_value, o
 from ..data import check_dataset
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_text
-from . import answers, guards, tasks
+from . import answers, guards, tasks, watch
 from .guards import preflight, recover_reports, set_aside
 
 KERNEL = "hpml-lab"
@@ -130,26 +131,34 @@ def resolve_parameters(
 
 def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     """The report page: code hidden, titled with the task, a link back to the index, and the task's answer
-    box (reports/<task>.answer.json, written by the notebook) at the top, before the notebook's outputs."""
+    box (reports/<task>.answer.json, written by the notebook) right after the notebook's title, in the page's
+    own type (pages.PAGE_CSS), before the notebook's outputs."""
     import nbformat
     from nbconvert import HTMLExporter
+
+    from .pages import PAGE_CSS, box_after_title
 
     exporter = HTMLExporter()
     exporter.exclude_input = True
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
-    # training logs folded away (a closed <details>), and no folder of this machine named on the page
-    body, _ = exporter.from_notebook_node(
-        answers.fold_logs(nbformat.read(str(executed), as_version=4)),
-        resources={"metadata": {"name": f"hpml-lab {task.title}"}},
-    )
     rec = answers.load(task.id)
-    top = "<nav style='margin:8px 0'><a href='index.html'>&larr; all reports (index)</a></nav>" + (
+    box = (
         answers.box_html(rec)
         if rec
-        else "<p style='border:2px solid #cf222e;padding:8px'>This run wrote no answer record: its notebook "
-        "stopped before answering (see the error below).</p>"
+        else "<div class='hpml-banner'>This run wrote no answer record: its notebook stopped before answering "
+        "(see the error below).</div>"
     )
+    # training logs folded away (a closed <details>), and no folder of this machine named on the page
+    nb = box_after_title(answers.fold_logs(nbformat.read(str(executed), as_version=4)), box)
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": f"hpml-lab {task.title}"}})
+    body = body.replace(
+        "</head>",
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<style>{PAGE_CSS}</style></head>",
+        1,
+    )
+    top = "<nav style='margin:8px 0'><a href='index.html'>&larr; all reports (index)</a></nav>"
     i = body.find("<main")
     i = body.find(">", i if i >= 0 else body.find("<body")) + 1
     atomic_write_text(target, answers.scrub_paths(body[:i] + top + body[i:]))
@@ -215,8 +224,10 @@ def run_task(
     cli_params: Mapping[str, str] | None = None,
     kernel: str = KERNEL,
     log=print,
+    watcher: watch.Watch | None = None,
 ) -> Outcome:
-    """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute."""
+    """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute.
+    `watcher` (run_all's) says the task's start, heartbeat and end; without one, a Watch of this task alone."""
     import shutil
 
     import papermill
@@ -233,10 +244,12 @@ def run_task(
         task.id
     )  # papermill writes here; it lands on `executed` only when whole
     target = out_dir / f"{task.id}.html"
-    log(
-        f"[{task.id}] {task.title}: running notebooks/{task.notebook} ({profile} profile"
-        + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else "")
-        + ")"
+    watcher = watcher or watch.Watch([task.id], profile, log, watch.times_file(out_dir))
+    streams = watcher.start(
+        task.id,
+        task.title,
+        f"notebooks/{task.notebook}, {profile} profile"
+        + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""),
     )
     recover_reports()
     aside = set_aside(
@@ -254,10 +267,10 @@ def run_task(
                 parameters=params,
                 kernel_name=kernel,
                 cwd=str(project_root()),
-                log_output=True,
+                log_output=False,  # papermill would log the kernel's stderr as warnings on ours
                 progress_bar=False,
-                stdout_file=sys.stdout,
-                stderr_file=sys.stderr,
+                stdout_file=streams.out,  # read for the heartbeat, kept in the notebook, not printed
+                stderr_file=streams.err,
                 config=kernel_config,
             )
     except KeyboardInterrupt as e:  # record it, render what ran, update the index; then stop
@@ -305,7 +318,7 @@ def run_task(
     )
     guards.write_outcome(executed.with_suffix(".json"), asdict(outcome), aside)
     shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
-    log(f"[{task.id}] {status} in {seconds:.1f} s -> {target}" + (f" ({error})" if error else ""))
+    watcher.end(task.id, status, seconds, error, str(target) if target.exists() else "")
     if interrupted is not None:
         write_index(load_outcomes())
         raise interrupted
@@ -319,19 +332,37 @@ def lab_order(ids) -> list[str]:
     return lab + [t for t in ids if t == "questions"] + [t for t in ids if t not in lab and t != "questions"]
 
 
+def _answer_cell(rec: dict[str, Any]) -> str:
+    """The index's answer: each answer's headline (its first line), one per line."""
+    from .pages import headline
+
+    heads = [html.escape(headline(a)[0]) for a in rec.get("answers", [])]
+    return "<br>".join(heads) if heads else html.escape(rec.get("summary", ""))
+
+
 def write_index(outcomes: list[Outcome]) -> Path:
-    """reports/index.html: one row per task, in task order, with its one-line answer and status (from the
-    answer record; "failed" when the notebook failed), hardware, dataset, profile, time taken and a link; a
-    notice that names exactly the reports computed on synthetic data or with a stand-in model."""
+    """reports/index.html: one row per task, in task order, with each answer's headline and its status (from
+    the answer record; "failed" when the notebook failed), time taken and a link. The machine, dataset and
+    profile are said once above the table (a column only for what differs between rows); a banner says when
+    the runs were on a busy machine, and a notice names exactly the reports computed on synthetic data or with
+    a stand-in model."""
+    from .pages import PAGE_CSS
+    from .watch import duration
+
     by_id = {o.task: o for o in outcomes}
-    rows, synthetic, stand_in = [], [], []
-    for tid in lab_order(tasks.TASKS):
-        o = by_id.get(tid)
-        if o is None:
-            continue
+    shown = [by_id[t] for t in lab_order(tasks.TASKS) if t in by_id]
+    # machine, dataset and profile: the most common value said once above the table; a row says its own only
+    # where it differs (a column only when some row does)
+    fields = ("hardware", "dataset", "profile")
+    usual = {w: Counter(getattr(o, w) for o in shown).most_common(1)[0][0] if shown else "" for w in fields}
+    same = {w: all(getattr(o, w) == usual[w] for o in shown) for w in fields}
+    days = {o.finished_at[:10] for o in shown}
+    rows, synthetic, stand_in, busy = [], [], [], []
+    for o in shown:
+        tid = o.task
         rec = answers.load(tid) if o.status == "ok" else None
         status = o.status if o.status != "ok" else (rec["status"] if rec else "no answer record")
-        answer = html.escape(rec["summary"]) if rec else html.escape(answers.scrub_paths(o.error))
+        answer = _answer_cell(rec) if rec else html.escape(answers.scrub_paths(o.error))
         if rec and rec.get("reused"):
             answer += (
                 f" <i>({rec['reused']} run(s) reused from an earlier run of this task, not made for this "
@@ -341,28 +372,46 @@ def write_index(outcomes: list[Outcome]) -> Path:
             synthetic.append(tid)
         if rec and rec.get("stand_in_model"):
             stand_in.append(f"{tid} ({rec['stand_in_model']})")
+        if rec and any(f.get("kind") == "machine busy" for f in rec.get("flags", [])):
+            busy.append(tid)
         link = f'<a href="{html.escape(o.html)}">{html.escape(tid)}</a>' if o.html else html.escape(tid)
         color = answers.STATUS_COLOR.get(status, "#cf222e")
+        differ = "".join(
+            f"<td>{html.escape(str(getattr(o, w))) if getattr(o, w) != usual[w] else ''}</td>"
+            for w in fields
+            if not same[w]
+        )
+        finished = o.finished_at.replace("T", " ").split("+")[0]
         rows.append(
             f"<tr><td>{link}</td><td>{html.escape(o.title)}</td>"
-            f'<td style="color:{color};font-weight:bold">{status}</td><td>{answer}</td>'
-            f"<td>{html.escape(o.hardware)}</td><td>{html.escape(o.dataset)}</td><td>{o.profile}</td>"
-            f"<td style='text-align:right'>{o.seconds:.1f} s</td><td>{html.escape(o.finished_at)}</td></tr>"
+            f'<td style="color:{color};font-weight:bold">{status}</td><td class="hpml-head">{answer}</td>'
+            f"{differ}<td class='hpml-num' style='white-space:nowrap'>{duration(o.seconds)}</td>"
+            f"<td style='white-space:nowrap'>{html.escape(finished[11:] if len(days) == 1 else finished)}</td></tr>"
         )
     notices = []
+    if busy:
+        every = "Every run was" if len(busy) == len(rows) else f"{len(busy)} of {len(rows)} runs were"
+        notices.append(
+            f"<p class='hpml-banner'><b>Busy machine.</b> {every} made on a busy machine (load average above 1 per "
+            "core before the run): their times are slower and noisier than on an idle machine, and a comparison of "
+            "times may not separate"
+            + ("" if len(busy) == len(rows) else f" ({', '.join(busy)})")
+            + ". Run again on an idle machine for times to hand in.</p>"
+        )
     if synthetic:
         every = "All reports" if len(synthetic) == len(rows) else "These reports"
         notices.append(
-            f"{every} were computed on <b>synthetic data</b> in the real on-disk format (their accuracies "
-            f"are not the real dataset's): {', '.join(synthetic)}."
+            f"<p class='hpml-notice'>{every} were computed on <b>synthetic data</b> in the real on-disk format "
+            "(their accuracies are not the real dataset's)"
+            + (f": {', '.join(synthetic)}" if every == "These reports" else "")
+            + ".</p>"
         )
     if stand_in:
         notices.append(
-            f"These reports ran a <b>stand-in model</b> instead of the lab's: {', '.join(stand_in)}."
+            f"<p class='hpml-notice'>These reports ran a <b>stand-in model</b> instead of the lab's: "
+            f"{', '.join(stand_in)}.</p>"
         )
-    notice = "".join(
-        f'<p style="border:2px solid #c60;background:#fff4e5;padding:8px">{n}</p>' for n in notices
-    )
+    notice = "".join(notices)
     made = reports_dir() / "bundle.html"
     notice += (
         '<p><b>Hand-in:</b> <a href="bundle.html">bundle.html</a>'
@@ -374,18 +423,31 @@ def write_index(outcomes: list[Outcome]) -> Path:
         "reports in seconds.</p>"
     )
     env = environment()
+    context = [f"<b>Machine:</b> {html.escape(usual['hardware'] if shown else hardware_label(env))}"]
+    if shown:
+        context.append(f"<b>dataset:</b> {html.escape(usual['dataset'])}")
+        context.append(f"<b>profile:</b> {html.escape(usual['profile'])}")
+    if not all(same.values()):
+        context.append("a row names its own where it differs")
+    context.append(f"torch {env['torch']}; commit <code>{env['commit'][:10]}</code>")
+    heads = "".join(f"<th>{w}</th>" for w in fields if not same[w])
+    day = f", {days.pop()}" if len(days) == 1 else ""
     page = f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>hpml-lab reports</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:1300px}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}} th{{background:#f3f3f3}}</style></head>
-<body><h1>hpml-lab reports</h1>{notice}
-<p>Machine: {html.escape(hardware_label(env))}; torch {env["torch"]}; commit <code>{env["commit"][:10]}</code>
-{"(uncommitted changes)" if env["dirty"] else ""}. Status is the report's own: <i>answered</i>, <i>partial</i> (what
-is missing is said in the report), <i>not answered</i>, or <i>failed</i> (the notebook did not run through).</p>
-<table><tr><th>task</th><th>what</th><th>status</th><th>answer</th><th>hardware</th><th>dataset</th><th>profile</th>
-<th>time taken</th><th>finished (UTC)</th></tr>
+<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>hpml-lab reports</title>
+<style>{PAGE_CSS}
+td,th{{border:1px solid #d0d7de;padding:4px 8px}} th{{background:#f3f3f3}} td.hpml-head{{min-width:18em}}
+</style></head>
+<body><div class="hpml-page"><h1>hpml-lab reports</h1>
+<p class="hpml-context">{" &middot; ".join(context)}{" (uncommitted changes)" if env["dirty"] else ""}</p>
+{notice}
+<p>Status is the report's own: <i>answered</i>, <i>partial</i> (what is missing is said in the report),
+<i>not answered</i>, or <i>failed</i> (the notebook did not run through). The answer is each report's headline:
+its details, numbers and flags are in the report.</p>
+<div class="hpml-scroll"><table class="hpml-index"><tr><th>task</th><th>what</th><th>status</th><th>answer</th>{heads}
+<th>time taken</th><th>finished (UTC{day})</th></tr>
 {"".join(rows)}
-</table></body></html>
+</table></div></div></body></html>
 """
     path = reports_dir() / "index.html"
     atomic_write_text(path, page)
@@ -443,7 +505,9 @@ def run_all(
         preflight(task, cfg)
         plans.append((tid, fp, cp))
     outcomes = []
+    watcher = watch.Watch([tid for tid, _, _ in plans], profile, log, watch.times_file(reports_dir()))
     for tid, fp, cp in plans:
-        outcomes.append(run_task(tid, profile, fp, cp, log=log))
+        outcomes.append(run_task(tid, profile, fp, cp, log=log, watcher=watcher))
         write_index(load_outcomes())
+    watcher.finish()
     return outcomes

@@ -1,0 +1,216 @@
+"""Pages for a grader (issue 31): the answer box after the title in the page's own type, each answer's headline
+first, the index's headlines with its context said once and a busy banner, notices once per bundle, booleans as
+marks, tables aligned. Their look in a real browser: tests/test_pages_browser.py."""
+
+from __future__ import annotations
+
+import nbformat
+import pandas as pd
+import pytest
+
+from hpml_lab.report import answers, bundle, notebook, pages, runner, tasks
+
+
+@pytest.fixture
+def reports(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+    return tmp_path / "out" / "reports"
+
+
+def _record(tid, text="The median epoch takes 1.25 s. The first epoch was longer (warm-up).", busy=True):
+    flags = [{"kind": "machine busy", "message": "the machine was busy (load average 3.0 on 2 usable cores)"}]
+    flags.append({"kind": "stand-in model", "message": "model resnet_tiny stands in for the lab's resnet18"})
+    flags.append({"kind": "diverged", "message": f"{tid}: the loss rose"})
+    return answers.Record(
+        tid,
+        tasks.TASKS[tid].title,
+        [
+            answers.Answer(
+                "What is the epoch time?",
+                text,
+                "answered",
+                [answers.Number("epoch", 1.25, "s", "measured", n=3)],
+            )
+        ],
+        flags=flags if busy else flags[1:],
+        synthetic_data=True,
+        stand_in_model="resnet_tiny",
+    )
+
+
+def _rendered(reports, tid, **kw):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(f"# {tid} title line\n\nWhat the task asks, a long paragraph."),
+        nbformat.v4.new_code_cell("1", outputs=[nbformat.v4.new_output("stream", text="[c1] epoch 1/1\n")]),
+    ]
+    (reports / "executed").mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(reports / "executed" / f"{tid}.ipynb"))
+    answers.write(_record(tid, **kw))
+    return reports / "executed" / f"{tid}.ipynb"
+
+
+def test_booleans_are_marks_and_only_numbers_are_right_aligned():
+    import numpy as np
+
+    assert notebook.number_text(True) == "✓" and notebook.number_text(np.bool_(False)) == "✗"
+    assert notebook.number_text(1234.0) == "1,234"
+    df = pd.DataFrame({"num_workers": [0, 2], "best": [True, False], "how": ["plain", "ckpt"]})
+    page = notebook.table(df).to_html()
+    assert "True" not in page and "False" not in page and "✓" in page and "✗" in page
+    # the numbers' column (workers, col0) is right-aligned, the text and the marks are not
+    assert "#T_" in page and "_row0_col0, " in page and "text-align: right" in page
+    assert "_col1" not in page.split("</style>")[0] and "_col2" not in page.split("</style>")[0]
+
+
+def test_the_environment_table_is_left_aligned():
+    meta = {
+        "environment": {
+            "cpu": "x",
+            "cpu_cores": 2,
+            "gpu": None,
+            "python": "3.11",
+            "torch": "2",
+            "torchvision": "0",
+            "cuda": None,
+            "commit": "abc",
+            "dirty": False,
+            "hostname": "h",
+        },
+        "device": "cpu",
+        "dataset": {"name": "cifar10", "kind": "synthetic"},
+        "seed": 0,
+        "started_at": "now",
+        "run_id": "r",
+        "config": {"epochs": 1, "augment": True, "amp": False},
+    }
+    page = notebook.environment_table(meta).to_html()
+    assert "text-align: left" in page.split("</style>")[0] and "right" not in page
+    assert "augment=✓, amp=✗" in page and "True" not in page and "False" not in page
+
+
+def test_the_headline_is_the_records_own_else_its_first_sentence():
+    a = {"text": "C3 cannot tell 0 from 2 workers (ratio 1.1x). Each count ran 3 epochs. More here."}
+    assert pages.headline(a) == (
+        "C3 cannot tell 0 from 2 workers (ratio 1.1x).",
+        "Each count ran 3 epochs. More here.",
+    )
+    assert pages.headline({"text": "0.0951 s per epoch; 13.4% waiting."}) == (
+        "0.0951 s per epoch; 13.4% waiting.",
+        "",
+    )
+    own = {
+        "text": "x. y.",
+        "headline": {"plain": "2 workers are 1.4x faster"},
+        "details": [{"plain": "d1"}, "d2"],
+    }
+    assert pages.headline(own) == ("2 workers are 1.4x faster", "d1 d2")
+
+
+def test_the_report_page_has_the_box_after_the_title_in_the_pages_type(reports):
+    executed = _rendered(reports, "c1")
+    target = reports / "c1.html"
+    runner._render_html(executed, target, tasks.get("c1"))
+    page = target.read_text()
+    title, box, asks = (
+        page.index("c1 title line<"),
+        page.replace('"', "'").index("class='hpml-answer'"),
+        page.index("What the task"),
+    )
+    assert title < box < asks  # title, then the answer, then the notebook
+    assert page.index("</head>") > page.index(".hpml-answer{")  # styled; its type is the page's prose's
+    head, details = page.index("The median epoch takes 1.25 s."), page.index("The first epoch was longer")
+    assert "class='hpml-headline'>The median epoch" in page.replace('"', "'") and head < details
+    assert "training log" not in page or "<details>" in page
+
+
+def test_a_notebook_without_a_title_gets_the_box_first():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("no title here")]
+    out = pages.box_after_title(nb, "<div>box</div>")
+    assert out.cells[0].outputs[0]["data"]["text/html"] == "<div>box</div>" and len(out.cells) == 2
+
+
+def test_the_bundle_says_shared_notices_once(reports, monkeypatch):
+    monkeypatch.setattr(bundle, "chromium", lambda: None)
+    for tid in ("c1", "c2", "c3"):
+        _rendered(reports, tid)
+    page = bundle.write_bundle(reports, log=lambda *_: None).read_text()
+    answers_part = page.split("<section")[0]
+    assert answers_part.count("Synthetic data") == 1 and "(every report)" in answers_part
+    assert answers_part.count("Stand-in model") == 1 and answers_part.count("Busy machine") == 1
+    assert answers_part.count("Every number is tagged") == 1
+    assert answers_part.count("<b>diverged</b>") == 3  # a report's own flag stays in its box
+    assert "<b>machine busy</b>" not in answers_part and "<b>stand-in model</b>" not in answers_part
+    # a single report's page keeps them: it is read alone
+    alone = answers.box_html(answers.load("c1"))
+    assert "synthetic data" in alone and "<b>machine busy</b>" in alone and "Every number is tagged" in alone
+
+
+def _outcome(tid, hardware="CPU: x (2 cores)", dataset="cifar10 (synthetic)", profile="tiny"):
+    return runner.Outcome(
+        tid, tasks.TASKS[tid].title, "ok", 119.0, profile, {}, hardware, dataset, f"{tid}.html", ""
+    )
+
+
+def test_the_index_shows_headlines_and_its_context_once(reports):
+    for tid in ("c1", "c2", "c3"):
+        _rendered(reports, tid, busy=tid != "c3")
+    page = runner.write_index([_outcome(t) for t in ("c1", "c2", "c3")]).read_text()
+    assert page.count("CPU: x (2 cores)") == 1 and page.count("cifar10 (synthetic)") == 1
+    assert (
+        "<b>profile:</b> tiny" in page and "<th>hardware</th>" not in page and "<th>profile</th>" not in page
+    )
+    assert page.count("The median epoch takes 1.25 s.") == 3 and "The first epoch was longer" not in page
+    assert "1 min 59 s" in page
+    assert "Busy machine." in page and "2 of 3 runs were" in page and "(c1, c2)" in page
+    # rows that differ say it per row, in a column of their own
+    mixed = runner.write_index([_outcome("c1"), _outcome("c2", profile="smoke"), _outcome("c3")]).read_text()
+    assert (
+        "<th>profile</th>" in mixed and "<b>profile:</b> tiny" in mixed and "<th>hardware</th>" not in mixed
+    )
+    assert mixed.count("<td>smoke</td>") == 1 and "<td>tiny</td>" not in mixed  # only the row that differs
+    for tid in ("c1", "c2", "c3"):
+        _rendered(reports, tid, busy=True)
+    assert "Every run was made on a busy machine" in runner.write_index([_outcome("c1")]).read_text()
+
+
+def test_a_findings_record_shows_its_own_headline_tagged_and_its_background_apart(reports):
+    from hpml_lab.answers import Answer, Number, Record
+    from hpml_lab.findings import Background, say
+
+    ratio = Number("speedup", 1.4, "x", "measured", n=5)
+    epoch = Number("epoch", 2.5, "s", "measured", n=5)
+    answers.write(
+        Record(
+            "c3",
+            tasks.TASKS["c3"].title,
+            [
+                Answer(
+                    "Which worker count is best?",
+                    say("more workers are {r} faster than none.", r=ratio),
+                    [say("An epoch took {e}. It had warm-up.", e=epoch)],
+                    [Background("More workers usually hide loading behind compute.")],
+                )
+            ],
+        )
+    )
+    rec = answers.load("c3")
+    box = answers.box_html(rec)
+    head = box.split("class='hpml-headline'>")[1].split("</p>")[0]
+    assert 'data-number="speedup"' in head and "faster than none." in head and "warm-up" not in head
+    assert (
+        "It had warm-up." in box.split("class='hpml-details'>")[1]
+    )  # the details: a finding of two sentences
+    assert "In general (not a finding of this run):</i> More workers usually" in box
+    page = runner.write_index([_outcome("c3")]).read_text()
+    assert "more workers are 1.4x faster than none." in page and "It had warm-up" not in page
+
+
+def test_a_log_printed_line_by_line_is_folded_as_one():
+    outs = [
+        nbformat.v4.new_output("stream", name="stdout", text=f"[c1] epoch {i}/5 done\n") for i in range(1, 6)
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("train()", outputs=outs)])
+    folded = answers.fold_logs(nb).cells[0].outputs
+    assert len(folded) == 1 and "training log (5 lines)" in folded[0]["data"]["text/html"]

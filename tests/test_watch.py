@@ -1,0 +1,147 @@
+"""A run a person can watch (report/watch.py): a line per task as it starts and ends, an estimate of what is left
+from earlier runs' times, a heartbeat with the epoch and batch while a task runs, the kernel's warnings kept out."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from hpml_lab.report import watch
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_durations_read_as_a_person_says_them():
+    assert watch.duration(41.4) == "41 s"
+    assert watch.duration(119) == "1 min 59 s"
+    assert watch.duration(120) == "2 min"
+    assert watch.duration(3780) == "1 h 3 min"
+    assert watch.about(43) == "about 45 s"
+    assert watch.about(200) == "about 3 min"
+
+
+def test_lines_per_task_with_times_and_what_is_left(tmp_path):
+    times = tmp_path / "durations.json"
+    times.write_text(json.dumps({"tiny": {"c1": 30, "c2": 90}, "smoke": {"c3": 999}}))
+    lines, clock = [], Clock()
+    w = watch.Watch(["c1", "c2", "c3"], "tiny", lines.append, times, heartbeat_s=0, clock=clock)
+    # c3 has no tiny time: the estimate says so instead of guessing
+    assert lines[0].startswith("3 tasks (tiny profile), about 2 min left (from earlier runs), plus c3")
+    streams = w.start("c1", "C1: training")
+    assert lines[-1] == "[1/3] c1 C1: training ..."
+    streams.err.write("UserWarning: This DataLoader will create 4 worker processes\n  warnings.warn(\n")
+    clock.t += 119
+    w.end("c1", "ok", 119.2, target="reports/c1.html")
+    assert lines[-1] == (
+        "[1/3] c1 ... ok in 1 min 59 s -> reports/c1.html; 2 warning line(s) kept in its executed notebook; "
+        "about 2 min left (from earlier runs), plus c3 (no time recorded yet)"
+    )
+    assert not any("DataLoader" in line for line in lines)  # the warning itself is not printed
+    assert json.loads(times.read_text()) == {"tiny": {"c1": 119.2, "c2": 90}, "smoke": {"c3": 999}}
+    w.start("c2", "C2")
+    w.end("c2", "failed", 5, error="ZeroDivisionError: x")
+    assert lines[-1].startswith("[2/3] c2 ... failed in 5 s (ZeroDivisionError: x)")
+    assert json.loads(times.read_text())["tiny"]["c2"] == 90  # a failed run's time is no estimate
+
+
+def test_the_estimate_reads_the_outcomes_earlier_runs_left(tmp_path):
+    for tid, profile, seconds in (("c1", "tiny", 100), ("c2", "smoke", 50), ("c3", "tiny", 80)):
+        outcome = {"task": tid, "profile": profile, "status": "ok", "seconds": seconds}
+        (tmp_path / f"{tid}.json").write_text(json.dumps(outcome))
+    (tmp_path / "c4.json").write_text("{not json")
+    (tmp_path / "durations.json").write_text(json.dumps({"tiny": {"c3": 40}}))
+    w = watch.Watch(["c1"], "tiny", [].append, tmp_path / "durations.json", heartbeat_s=0)
+    assert w.recorded == {"c1": 100.0, "c3": 40.0}
+
+
+def test_smoke_estimate_falls_back_to_the_measured_figures(tmp_path):
+    lines = []
+    watch.Watch(["c1", "c7"], "smoke", lines.append, tmp_path / "none.json", heartbeat_s=0)
+    assert lines[0].startswith(
+        "2 tasks (smoke profile), about 50 s left (from a fresh clone on 2 idle cores)"
+    )
+
+
+def test_heartbeat_states_the_epoch_and_batch_from_the_progress_lines(tmp_path):
+    lines, clock = [], Clock()
+    w = watch.Watch(["c1"], "tiny", lines.append, None, heartbeat_s=0, clock=clock)
+    streams = w.start("c1", "C1")
+    clock.t += 5
+    assert (
+        w.heartbeat()
+        == "    c1 running 5 s: starting its kernel; no estimate yet (no earlier tiny run recorded a time)"
+    )
+    streams.out.write("loading data\n")
+    assert "no training progress line yet (1 line(s) of output)" in w.heartbeat()
+    streams.out.write("[sweep 2/5] c1/resnet_tiny-x: running\n[c1] epoch 1/2 batch 2")  # a line in two writes
+    streams.out.write("0/97 loss 2.3 acc 10.0% 44 img/s\n")
+    clock.t += 40
+    assert w.heartbeat().startswith("    c1 running 45 s: run 2 of 5, epoch 1/2, batch 20/97;")
+
+
+def test_the_heartbeat_thread_is_never_silent_longer_than_its_interval():
+    lines = []
+    w = watch.Watch(["c1", "c2"], "tiny", lines.append, None, heartbeat_s=0.2)
+    streams = w.start("c1", "C1")
+    streams.out.write("[c1] epoch 2/2 batch 3/4 loss 1 acc 1% 1 img/s\n")
+    time.sleep(0.75)
+    w.end("c1", "ok", 0.75)
+    beats = [line for line in lines if line.startswith("    c1 running")]
+    assert len(beats) >= 2, lines
+    assert all("epoch 2/2, batch 3/4" in b for b in beats)
+    n = len(lines)
+    time.sleep(0.4)
+    assert len(lines) == n  # the heartbeat stops with the task
+
+
+def test_a_sweeps_log_says_how_each_run_ended(tmp_path):
+    """Each '[sweep i/n] ...: running' line is followed by its end ('done in ... s'); five runs, five of each."""
+    from hpml_lab import results
+    from hpml_lab.config import RunConfig
+    from hpml_lab.sweeps import run_sweep
+
+    def run_one(cfg):
+        results.write_meta(cfg.run_dir(), {"status": "complete", "config": cfg.to_dict()})
+
+    cfgs = [RunConfig(task="sw", results_dir=str(tmp_path), model="resnet_tiny", seed=s) for s in range(5)]
+    lines = []
+    run_sweep(cfgs, run_one, log=lines.append)
+    assert [line.split(": ")[1].split(" in ")[0] for line in lines] == ["running", "done"] * 5
+
+
+def test_run_task_prints_the_watch_lines_and_keeps_the_kernels_output_out(
+    cifar_root, tmp_path, monkeypatch, capsys
+):
+    """The runner's hook: papermill gets the watch's streams, so a kernel's warnings and log lines are not printed
+    (papermill keeps them in the executed notebook), and the task's start and end lines are."""
+    import nbformat
+    import papermill
+
+    from hpml_lab.report import runner
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+
+    def fake_execute(source, target, stdout_file=None, stderr_file=None, **kw):
+        stdout_file.write("[c7] epoch 1/1 batch 1/2 loss 2.3 acc 10.0% 5 img/s\n")
+        stderr_file.write("UserWarning: This DataLoader will create 8 worker processes in total.\n")
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# C7")]), target)
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    outcome = runner.run_task("c7", "tiny", cli_params={"data_root": str(cifar_root)})
+    out, err = capsys.readouterr()
+    assert outcome.status == "ok"
+    assert "DataLoader" not in out + err and "img/s" not in out + err
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("[1/1] c7 ") and "tiny profile" in lines[0]
+    assert (
+        lines[-1].startswith("[1/1] c7 ... ok in ")
+        and "1 warning line(s) kept in its executed notebook" in lines[-1]
+    )
+    times = json.loads((tmp_path / "out" / "reports" / "executed" / "durations.json").read_text())
+    assert set(times["tiny"]) == {"c7"}
