@@ -50,19 +50,17 @@ CHECK_LIMIT_S = 1500.0  # all commands within 25 minutes, starts included
 MAX_COMMANDS = 3
 START_S = 120.0  # reference (notes/gpu-machine.md): a bare machine's start, 60-120 s, counted at 120 s every command
 
-# Set-up on a bare machine, measured on this project's 2-core development machine on 2026-11-25 (figures as
-# seconds of CPU time, user + sys, one process: the GPU machine's 16 idle cores give each its own core; the wall
-# time here at load 6-16 was 2-3 times longer). Replace with the manifest's own figures after the first run.
+# Set-up on a bare machine, measured on this project's 2-core development machine on 2026-11-25 as CPU time (user +
+# sys) of one process, since the GPU machine's 16 idle cores give each its own core (the wall time here, at load
+# 18-20 from other work, was 9-17 times longer), then planned at about 1.5 times that for disk and a slower core.
+# The manifest of the first run measures them (node-part<N>.json, each unit's seconds).
 INSTALL_S = (
-    14.0,
-    "pip install --no-index --no-deps --target of the 46 carried wheels: 14 s CPU measured here",
+    10.0,
+    "the 46 carried wheels (23 MiB) by pip --target with Python 3.12.1: 4.4 s CPU measured here, planned 10 s",
 )
 DATA_S = {
-    "cifar10": (
-        19.0,
-        "synthetic CIFAR-10, 50,000 + 10,000 images: 18.6 s CPU measured here (319 s wall at load 20)",
-    ),
-    "tinyimagenet": (3.0, "synthetic Tiny ImageNet at its default size: 3 s CPU measured here"),
+    "cifar10": (30.0, "synthetic CIFAR-10, 60,000 images: 18.6 s CPU measured here, planned 30 s"),
+    "tinyimagenet": (15.0, "synthetic Tiny ImageNet, 2,400 images: 8.9 s CPU measured here, planned 15 s"),
 }
 NODE_RECORD_S = (5.0, "nvidia-smi, df /dev/shm, versions: a few seconds (predicted)")
 
