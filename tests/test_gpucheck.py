@@ -196,6 +196,11 @@ def test_pack_drops_traces_to_fit_and_unpack_refuses_escapes(tmp_path):
     (src / "trace.json.gz").write_bytes(os.urandom(300_000))  # incompressible
     a = gpucheck.pack(src, tmp_path / "o" / "x.part1.tar.gz", prefix="H100", limit=200_000, **QUIET)
     assert _members(a) == ["H100/manifest.json", "H100/reports/c1.html"]
+    (src / "reports" / "big.csv").write_bytes(os.urandom(300_000))  # no trace to drop: over the limit
+    with pytest.raises(gpucheck.ConfigError, match="over the return limit"):
+        gpucheck.pack(src, a, prefix="H100", limit=200_000, **QUIET)
+    assert _members(a) == ["H100/manifest.json", "H100/reports/c1.html"]  # the last archive that fitted stays
+    assert [p.name for p in a.parent.iterdir()] == [a.name]
     evil = tmp_path / "evil.tar.gz"
     with tarfile.open(evil, "w:gz") as tar:
         tar.add(src / "manifest.json", arcname="../escaped.json")

@@ -447,7 +447,13 @@ def run(
         command["packed_at"] = manifest["packed_at"] = time.time()
         atomic_write_json(manifest_path, manifest)
         if archive:
-            pack(out, archive, since=wall0, prefix=name, log=log)
+            try:
+                pack(out, archive, since=wall0, prefix=name, log=log)
+            except (
+                ConfigError
+            ) as e:  # over the return limit: the archive before this unit stays; the next unit runs
+                command["pack_error"] = str(e)
+                log(f"[gpu-check] not packed: {e}")
 
     command["node"] = record_node(out, label)
     save()
@@ -500,12 +506,14 @@ def pack(
     )
     dropped: list[str] = []
     archive.parent.mkdir(parents=True, exist_ok=True)
+    tmp = archive.with_name(
+        archive.name + ".tmp"
+    )  # checked before it replaces the archive: never one over limit
     while True:
-        with atomic_file(archive) as tmp:
-            with tarfile.open(tmp, "w:gz") as tar:
-                for f in files:
-                    tar.add(f, arcname=str(Path(prefix) / f.relative_to(folder)), recursive=False)
-        size = archive.stat().st_size
+        with tarfile.open(tmp, "w:gz") as tar:
+            for f in files:
+                tar.add(f, arcname=str(Path(prefix) / f.relative_to(folder)), recursive=False)
+        size = tmp.stat().st_size
         traces = sorted(
             (f for f in files if f.name.endswith(TRACE_SUFFIXES) or "snapshot" in f.name),
             key=lambda f: f.stat().st_size,
@@ -515,7 +523,11 @@ def pack(
         files.remove(traces[-1])
         dropped.append(str(traces[-1].relative_to(folder)))
     if size > limit:
+        tmp.unlink()
         raise ConfigError(f"{archive.name} is {size / 1024**2:.1f} MiB without traces, over the return limit")
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, archive)
     log(
         f"[gpu-check] packed {len(files)} files, {size / 1024**2:.1f} MiB, into {archive}"
         + (f" (left out to fit: {', '.join(dropped)})" if dropped else "")
