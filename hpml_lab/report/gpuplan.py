@@ -317,6 +317,10 @@ def text(p: dict[str, Any] | None = None) -> str:
     lines.append(
         f"# total about {p['total_s']} s of {p['check_limit_s']:.0f}, a 2-minute start counted for each command"
     )
+    lines.append(
+        "# each command first records the machine (node-part<N>.json: nvidia-smi, /dev/shm's size, Python, torch"
+        " and CUDA versions, make, gcc, Python.h) and packs into $OUT after every unit"
+    )
     if p["left_out"]:
         lines.append(
             "# not in this check (would not fit): "
