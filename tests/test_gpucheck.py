@@ -261,3 +261,21 @@ def test_a_failing_unit_is_recorded_and_the_next_one_runs(tmp_path, monkeypatch)
     assert units["bench"]["status"] == "failed" and "injected" in units["bench"]["error"]
     assert units["c8"]["status"] == "failed" and "data" in (units["c8"]["error"] or "").lower()
     assert [p.name for p in out_within_limits(tmp_path / "OUT")] == ["cpu-dry-run.partx.tar.gz"]
+
+
+def test_the_last_command_runs_what_was_left_while_its_time_allows(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpuplan, "parts", lambda: ([["a"], ["b"]], ["c", "d"]))
+    monkeypatch.setattr(gpuplan, "unit_estimate", lambda u: (100.0 if u == "d" else 10.0, "test"))
+    monkeypatch.setattr(gpuplan, "COMMAND_LIMIT_S", gpuplan.START_S + 60)  # 60 s for units after the start
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    ran = []
+    monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "failed"})
+    out = gpucheck.run(1, "cpu", tmp_path / "gpu", **QUIET)
+    assert ran == ["a"]  # its own units only: nothing of part 1 or the left-out ones runs in part 1
+    out = gpucheck.run(2, "cpu", out, **QUIET)
+    # part 1 came home unfinished (a failed), c fits the time left, d (100 s) would not
+    assert ran == ["a", "b", "a", "c"]
+    last = json.loads((out / "manifest.json").read_text())["commands"]
+    assert list(last.values())[-1]["units"]["d"] == "deferred: would not fit this command"
+    with pytest.raises(gpucheck.ConfigError, match="--part must be 1 to 2"):
+        gpucheck.run(3, "cpu", out, **QUIET)

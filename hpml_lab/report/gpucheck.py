@@ -380,15 +380,16 @@ def run_unit(unit: str, out: Path, device: str, data_root: Path, log) -> dict:
 
 
 def _units_of(part: int | None, units: list[str] | None, manifest: dict) -> tuple[list[str], list[str]]:
-    """(this command's own units, units of earlier commands that came home unfinished: run if time is left)."""
+    """(this command's own units, those to run if time is left: earlier commands' units that came home unfinished,
+    and in the last command the units the plan left out)."""
     if units:
         return list(units), []
-    cmds, _ = gpuplan.parts()
+    cmds, left = gpuplan.parts()
     if not part or not 1 <= part <= len(cmds):
         raise ConfigError(f"--part must be 1 to {len(cmds)} (python3 -m hpml_lab.report.gpucheck plan)")
     ran = {c.get("part") for c in manifest.get("commands", {}).values()}
     earlier = [u for i, c in enumerate(cmds[: part - 1], 1) if i in ran for u in c]
-    return list(cmds[part - 1]), earlier
+    return list(cmds[part - 1]), earlier + (list(left) if part == len(cmds) else [])
 
 
 def run(
@@ -486,6 +487,7 @@ def run(
         }
         command["units"][unit] = result["status"]
         save()
+    save()  # what was skipped or deferred after the last unit
     return out
 
 

@@ -323,8 +323,9 @@ def text(p: dict[str, Any] | None = None) -> str:
     )
     if p["left_out"]:
         lines.append(
-            "# not in this check (would not fit): "
+            "# not planned (would not fit): "
             + ", ".join(f"{u} ({s} s)" for u, s in p["left_out"].items())
+            + f"; part {len(p['commands'])} runs them if its own units end early"
         )
     lines.append("# basis of every figure: python3 -m hpml_lab.report.gpucheck plan --json")
     return "\n".join(lines)
