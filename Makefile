@@ -47,12 +47,12 @@ lab: setup
 bench: setup
 	$(BIN)/hpml-lab bench all
 
-# The GPU check kit (hpml_lab/report/gpucheck.py). Here: fetch the wheels the GPU image lacks, print the plan, unpack
-# what came home. On the GPU machine (no .venv there, its python3 has torch), one stage per device command: the kit
-# installs the carried wheels privately (pip --target), runs the stage and packs its outputs into $OUT.
-# DEVICE=cpu: the dry run here. STAGE defaults to plan: the stages, their estimates and commands.
+# The GPU check kit (hpml_lab/report/gpucheck.py, docs/gpu-node.md). Here: fetch the wheels the GPU image lacks (and
+# record this tree's commit beside them: .git does not travel), print the plan, unpack what came home. On the GPU
+# machine make may be missing: run the plan's own `python3 -m hpml_lab.report.gpucheck run --part N` lines; the
+# targets below are the same commands. STAGE=plan (the default) prints the plan; STAGE=N runs part N;
+# DEVICE=cpu UNITS=c1,bench: the dry run of some units on this CPU.
 GPU_PY ?= python3
-GPU_SITE ?= /tmp/hpml-site
 STAGE ?= plan
 DEVICE ?= cuda
 ARCHIVE ?= gpu-out
@@ -65,9 +65,9 @@ ifeq ($(STAGE),plan)
 	@PYTHONPATH=$(CURDIR) $(if $(wildcard $(BIN)/python),$(BIN)/python,$(GPU_PY)) -m hpml_lab.report.gpucheck plan
 else ifeq ($(DEVICE),cpu)
 	@$(MAKE) --no-print-directory setup
-	$(BIN)/python -m hpml_lab.report.gpucheck run --stage $(STAGE) --device cpu $(if $(TASKS),--tasks $(TASKS))
+	$(BIN)/python -m hpml_lab.report.gpucheck run --device cpu $(if $(UNITS),--units $(UNITS),--part $(STAGE))
 else
-	PYTHONPATH=$(CURDIR) $(GPU_PY) -m hpml_lab.report.gpucheck run --site $(GPU_SITE) --wheels .whl --stage $(STAGE) --device $(DEVICE) $(if $(TASKS),--tasks $(TASKS))
+	$(GPU_PY) -m hpml_lab.report.gpucheck run --device $(DEVICE) $(if $(UNITS),--units $(UNITS),--part $(STAGE))
 endif
 
 gpu-unpack: setup

@@ -6,11 +6,13 @@ environment()   # {'python': '3.11.7', 'torch': '2.11.0', 'cpu': ..., 'gpu': Non
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import socket
 import subprocess
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,26 +33,34 @@ def _cpu_model() -> str:
 
 @lru_cache(maxsize=1)
 def git_commit() -> dict[str, Any]:
-    """Commit of the hpml-lab checkout in use and whether it had uncommitted changes."""
+    """Commit of the hpml-lab checkout in use and whether it had uncommitted changes (tracked files). Where the
+    tree is no git checkout of its own (a copy sent to a GPU machine without .git), the provenance file that
+    `make gpu-wheels` wrote beside the carried wheels says it (HPML_PROVENANCE, else .whl/provenance.json)."""
     from .config import project_root
 
     root = project_root()
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10
         ).stdout.strip()
-        dirty = (
-            subprocess.run(
-                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.strip()
-            != ""
-        )
+
+    try:  # the tree's own checkout only: a copy inside some other repository is not that repository's commit
+        top = git("rev-parse", "--show-toplevel")
+        sha = git("rev-parse", "HEAD") if top and Path(top).resolve() == root.resolve() else ""
+        dirty = sha != "" and git("status", "--porcelain", "--untracked-files=no") != ""
     except (OSError, subprocess.SubprocessError):
         sha, dirty = "", False
-    return {"commit": sha or "unknown", "dirty": dirty if sha else None}
+    if sha:
+        return {"commit": sha, "dirty": dirty}
+    for path in (os.environ.get("HPML_PROVENANCE"), root / ".whl" / "provenance.json"):
+        try:
+            rec = json.loads(Path(path).read_text()) if path else None
+        except (OSError, ValueError):
+            rec = None
+        if isinstance(rec, dict) and rec.get("commit"):
+            return {"commit": str(rec["commit"]), "dirty": rec.get("dirty")}
+    return {"commit": "unknown", "dirty": None}
 
 
 def usable_cores() -> int:

@@ -10,9 +10,14 @@
 Per batch it records loss and top-1 accuracy; per epoch the time spent waiting
 on the DataLoader (data_s), the time of copy + forward + backward + step
 (train_s, CUDA events on a GPU) and the synchronized wall time of the whole
-epoch (total_s). With sync_each_step (the default) the device is synchronized
-after every step, so data_s and train_s are disjoint intervals and
-data_s + train_s <= total_s; the rest is loop overhead.
+epoch (total_s). On a GPU the step's events are recorded on the stream as the
+step is queued and read once, at the epoch's end: nothing waits for the device
+between steps, so the host prepares the next batch while the GPU still works on
+this one, as in real training, and total_s is the epoch a user's loop takes.
+train_s is then the GPU's time per step and data_s the host's wait for the
+loader: they may overlap. sync_each_step=True (off by default) synchronizes
+after every step, which makes them disjoint (data_s + train_s <= total_s) at the
+price of that overlap. On the CPU work is synchronous and both ways agree.
 
 Read top to bottom: train() sets up and writes the run, _epochs is the loop, train_step the one step, and
 _reduce_epoch combines the ranks' numbers under DDP; below them, how the model, optimizer and FLOPs record
@@ -68,7 +73,8 @@ EPOCH_COLUMNS = [
 TIMING_NOTE = (
     "data_s: host time waiting on the DataLoader (includes starting its workers in the first batch); "
     "train_s: host-to-device copy, forward, backward and optimizer step (CUDA events on a GPU, "
-    "perf_counter on CPU); total_s: synchronized wall time of the epoch. Every epoch is recorded; "
+    "perf_counter on CPU; on a GPU read at the epoch's end, so steps overlap the loader as in real training, "
+    "unless sync_each_step); total_s: synchronized wall time of the epoch. Every epoch is recorded; "
     "epoch 1 includes warm-up (worker start, cuDNN autotuning, allocator growth): summaries that "
     "exclude it say so."
 )

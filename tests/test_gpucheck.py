@@ -1,7 +1,37 @@
-"""The GPU check kit's wheel list. Its stages run on CPU in tests/test_gpucheck_image.py, on the GPU image's package
-set (the dry run in the project's .venv that stood here could not catch what that Python lacks)."""
+"""The GPU check kit without a GPU: its plan for bare machines, results packed as each unit finishes (a command
+killed half-way), unpacking that merges in any order, provenance without .git, the machine's record. The kit on
+the GPU image's package set, command by command, is tests/test_gpucheck_image.py."""
 
-from hpml_lab.report import gpucheck
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from hpml_lab import envinfo
+from hpml_lab.config import project_root
+from hpml_lab.report import gpucheck, gpuplan
+
+ROOT = project_root()
+QUIET = {"log": lambda *a: None}
+
+
+def out_within_limits(out: Path) -> list[Path]:
+    """$OUT as the device tool brings it back: at most 8 files, 16 MiB each, 64 MiB together, 2 folders deep,
+    plain names; returns the files."""
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert len(files) <= 8, files
+    assert all(p.stat().st_size <= 16 * 2**20 for p in files)
+    assert sum(p.stat().st_size for p in files) <= 64 * 2**20
+    assert all(len(p.relative_to(out).parts) <= 3 for p in files)  # 2 folders, then the file
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", p.name) for p in files), files
+    return files
 
 
 def test_wheel_list_covers_the_notebook_machinery_and_skips_what_the_image_has():
@@ -10,5 +40,242 @@ def test_wheel_list_covers_the_notebook_machinery_and_skips_what_the_image_has()
     assert "pyzmq" in names and "tornado" in names  # dependencies, found through the metadata
     assert {"traceinsight", "plotly", "pydot"} <= set(
         names
-    ) and "jupyterlab" not in names  # HTA, without JupyterLab
+    ) and "jupyterlab" not in names  # HTA, no JupyterLab
     assert not set(names) & {"torch", "numpy", "pandas", "matplotlib", "pyyaml", "tqdm"}
+
+
+def test_plan_is_at_most_3_plain_commands_that_fit_bare_machines(capsys):
+    p = gpuplan.plan()
+    assert p["fits"] and 1 <= len(p["commands"]) <= 3
+    for i, c in enumerate(p["commands"], 1):
+        assert c["command"] == f"python3 -m hpml_lab.report.gpucheck run --part {i}"  # no make
+        assert c["estimate_s"] <= 480 and c["setup_s"] >= gpuplan.START_S + gpuplan.INSTALL_S[0]
+        assert (
+            "measured here" in c["basis"] and "start 120 s" in c["basis"]
+        )  # every command on a bare machine
+    assert p["total_s"] <= 1500 and p["total_s"] >= 3 * 0 + len(p["commands"]) * gpuplan.START_S
+    every = [u for c in p["commands"] for u in c["units"]] + list(p["left_out"])
+    assert sorted(every) == sorted(gpuplan.units())  # each unit planned once, or named as left out
+    c6 = next(c for c in p["commands"] if "c6" in c["units"])
+    assert "questions" in c6["units"]  # it reads C6's results: same command
+    assert gpucheck.main(["plan"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line and not line.startswith("#")]
+    assert lines == [c["command"] for c in p["commands"]]
+    assert gpucheck.main(["plan", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["commands"][0]["basis"]
+
+
+def test_plan_leaves_out_what_does_not_fit_and_says_so(monkeypatch):
+    monkeypatch.setitem(gpuplan.FIXED, "bench", (400.0, "made slow for the test"))
+    p = gpuplan.plan()
+    assert "bench" in p["left_out"] and all(c["estimate_s"] <= 480 for c in p["commands"])
+    assert "bench" in gpuplan.text(p).splitlines()[-2]
+
+
+KILLED = """
+import sys, time
+from hpml_lab.report import gpucheck
+
+def fake(unit, out, device, data_root, log):
+    if unit == "slow":
+        time.sleep(300)
+    (out / "reports").mkdir(exist_ok=True)
+    (out / "reports" / f"{unit}.html").write_text(f"<html>{unit}</html>")
+    return {"status": "ok"}
+
+gpucheck.run_unit = fake
+gpucheck.run(None, "cpu", sys.argv[1], ["c1", "c2", "slow"], pack_to=sys.argv[2])
+"""
+
+
+def _members(archive: Path) -> list[str]:
+    with tarfile.open(archive) as tar:
+        return sorted(tar.getnames())
+
+
+def test_a_command_killed_half_way_brings_home_its_finished_units_and_the_next_skips_them(
+    tmp_path, monkeypatch
+):
+    out, node = tmp_path / "OUT", tmp_path / "node" / "cpu-dry-run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HPML_LAB_HOME": str(tmp_path / "node")}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(node), str(out)], env=env)
+    archive = out / "cpu-dry-run.partx.tar.gz"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if archive.is_file() and "cpu-dry-run/reports/c2.html" in _members(archive):
+            break
+        time.sleep(0.5)
+    time.sleep(1)
+    proc.send_signal(signal.SIGKILL)  # the limit: no clean-up runs
+    proc.wait()
+    assert [p.name for p in out_within_limits(out)] == [archive.name]
+    names = _members(archive)
+    assert {"cpu-dry-run/reports/c1.html", "cpu-dry-run/reports/c2.html", "cpu-dry-run/manifest.json"} <= set(
+        names
+    )
+    assert "cpu-dry-run/node-partx.json" in names
+    home = tmp_path / "home"
+    gpucheck.unpack(out, home, **QUIET)
+    units = json.loads((home / "cpu-dry-run" / "manifest.json").read_text())["units"]
+    assert {u: r["status"] for u, r in units.items()} == {"c1": "ok", "c2": "ok"}  # `slow` never finished
+    ran = []  # the next command, on the tree that carries what came home: finished units are skipped
+    monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    gpucheck.run(None, "cpu", home / "cpu-dry-run", ["c1", "c2", "slow"], pack_to=tmp_path / "OUT2", **QUIET)
+    assert ran == ["slow"]
+
+
+def _command(tmp_path, monkeypatch, gpu: str, part: int, units: dict[str, str], out: Path) -> None:
+    """One fake command on a fresh node for GPU `gpu`: units finish with the given statuses, packed into out."""
+    node = tmp_path / f"node-{gpu}-{part}-{time.monotonic_ns()}"
+
+    def fake(unit, folder, device, data_root, log):
+        (folder / "reports").mkdir(exist_ok=True)
+        (folder / "reports" / f"{unit}.html").write_text(f"<html>{unit} part {part}</html>")
+        return {"status": units[unit]}
+
+    monkeypatch.setattr(gpucheck, "run_unit", fake)
+    monkeypatch.setattr(gpucheck, "gpu_name", lambda device: gpu)
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    gpucheck.run(part, "cpu", node, list(units), pack_to=out, **QUIET)
+    time.sleep(0.01)
+
+
+def test_unpack_merges_any_archives_in_any_order_into_one_manifest_and_index(tmp_path, monkeypatch):
+    plan, _ = gpuplan.parts()
+    p1, p2 = plan[0], plan[1]
+    out = tmp_path / "OUT"
+    _command(tmp_path, monkeypatch, "NVIDIA-H100", 1, {p1[0]: "failed", p1[1]: "ok"}, out / "a")
+    _command(tmp_path, monkeypatch, "NVIDIA-H100", 2, {p2[0]: "ok"}, out / "b")
+    _command(tmp_path, monkeypatch, "NVIDIA-H100", 1, {p1[0]: "ok"}, out / "c")  # a rerun: now ok
+    _command(tmp_path, monkeypatch, "NVIDIA-H200", 1, {p1[0]: "ok"}, out / "d")
+    archives = sorted(out.rglob("*.tar.gz"))
+    assert len(archives) == 4
+    results = []
+    for order, dest in ((archives, tmp_path / "home1"), (archives[::-1], tmp_path / "home2")):
+        for a in order:  # one at a time, as they came home
+            gpucheck.unpack(a, dest, **QUIET)
+        results.append(dest)
+    for gpu in ("NVIDIA-H100", "NVIDIA-H200"):
+        m1, m2 = (json.loads((d / gpu / "manifest.json").read_text()) for d in results)
+        assert m1 == m2
+        i1, i2 = ((d / gpu / "reports" / "index.html").read_text() for d in results)
+        assert i1 == i2
+    m = json.loads((results[0] / "NVIDIA-H100" / "manifest.json").read_text())
+    assert sorted(m["stages"]) == [f"part{i}" for i in range(1, len(plan) + 1)]
+    for i, us in enumerate(plan, 1):  # every stage lists every unit of the plan, with its status
+        assert sorted(m["stages"][f"part{i}"]["units"]) == sorted(us)
+    assert m["stages"]["part1"]["units"][p1[0]] == "ok" and m["stages"]["part1"]["units"][p1[1]] == "ok"
+    assert m["stages"]["part2"]["units"][p2[0]] == "ok" and m["stages"]["part2"]["status"] in (
+        "ok",
+        "incomplete",
+    )
+    assert m["stages"][f"part{len(plan)}"]["units"][plan[-1][-1]] in ("not run", "ok")
+    assert (
+        results[0] / "NVIDIA-H100" / "reports" / f"{p1[0]}.html"
+    ).read_text() == f"<html>{p1[0]} part 1</html>"
+    index = (results[0] / "NVIDIA-H100" / "reports" / "index.html").read_text()
+    for u in (p1[0], p1[1], p2[0]):  # every report that came home is linked
+        assert f"<a href='{u}.html'>" in index
+    assert len(re.findall(r"<a href='[^']+\.html'>", index)) == 3
+    h200 = json.loads((results[0] / "NVIDIA-H200" / "manifest.json").read_text())
+    assert {u for u, r in h200["units"].items()} == {p1[0]}
+    # a folder of archives at once gives the same
+    gpucheck.unpack(out / "a", tmp_path / "home3", **QUIET)
+    gpucheck.unpack(out / "c", tmp_path / "home3", **QUIET)
+    gpucheck.unpack(out / "b", tmp_path / "home3", **QUIET)
+    assert json.loads((tmp_path / "home3" / "NVIDIA-H100" / "manifest.json").read_text()) == m
+
+
+def test_pack_drops_traces_to_fit_and_unpack_refuses_escapes(tmp_path):
+    src = tmp_path / "src"
+    (src / "reports").mkdir(parents=True)
+    (src / "reports" / "c1.html").write_text("<html>c1</html>")
+    (src / "reports" / "index.html").write_text("<html>this command's own index</html>")
+    (src / "manifest.json").write_text("{}")
+    (src / "trace.json.gz").write_bytes(os.urandom(300_000))  # incompressible
+    a = gpucheck.pack(src, tmp_path / "o" / "x.part1.tar.gz", prefix="H100", limit=200_000, **QUIET)
+    assert _members(a) == ["H100/manifest.json", "H100/reports/c1.html"]
+    (src / "reports" / "big.csv").write_bytes(os.urandom(300_000))  # no trace to drop: over the limit
+    with pytest.raises(gpucheck.ConfigError, match="over the return limit"):
+        gpucheck.pack(src, a, prefix="H100", limit=200_000, **QUIET)
+    assert _members(a) == ["H100/manifest.json", "H100/reports/c1.html"]  # the last archive that fitted stays
+    assert [p.name for p in a.parent.iterdir()] == [a.name]
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        tar.add(src / "manifest.json", arcname="../escaped.json")
+    with pytest.raises(gpucheck.ConfigError, match="refused"):
+        gpucheck.unpack(evil, tmp_path / "home2", **QUIET)
+    assert not (tmp_path / "escaped.json").exists() and not (tmp_path / "home2").exists()
+    assert gpucheck.main(["unpack", str(tmp_path / "missing")]) == 2
+
+
+def test_records_made_without_git_carry_the_commit_from_gpu_wheels(tmp_path, monkeypatch):
+    here = envinfo.git_commit()
+    assert re.fullmatch(r"[0-9a-f]{40}", here["commit"])
+    path = gpucheck.write_provenance(tmp_path / "whl")
+    assert json.loads(path.read_text())["commit"] == here["commit"]
+    copy = tmp_path / "copy"  # a tree without .git, as the GPU machine gets it
+    (copy / "hpml_lab").mkdir(parents=True)
+    (copy / "pyproject.toml").write_text("")
+    monkeypatch.setenv("HPML_LAB_HOME", str(copy))
+    monkeypatch.delenv("HPML_PROVENANCE", raising=False)
+    envinfo.git_commit.cache_clear()
+    try:
+        assert envinfo.git_commit() == {"commit": "unknown", "dirty": None}
+        envinfo.git_commit.cache_clear()
+        gpucheck.use_provenance(tmp_path / "whl")
+        assert envinfo.git_commit() == here
+        assert envinfo.environment("cpu")["commit"] == here["commit"]
+    finally:
+        envinfo.git_commit.cache_clear()
+
+
+def test_the_machine_record_says_what_the_node_has(tmp_path):
+    r = gpucheck.record_node(tmp_path, 1)
+    rec = json.loads((tmp_path / "node-part1.json").read_text())
+    assert r["status"] == "ok" and rec["python"] and rec["torch"] and "cuda" in rec
+    assert "total_mib" in rec["dev_shm"] or "error" in rec["dev_shm"]
+    assert "make" in rec and "nvidia_smi" in rec and "python_h" in rec and rec["commit"]
+
+
+def test_a_failing_unit_is_recorded_and_the_next_one_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpucheck, "project_root", lambda: tmp_path)  # no data there: the task fails
+    monkeypatch.setattr(gpucheck, "_data", lambda root, device, sets, log: None)
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    calls = []
+    real = gpucheck.run_unit
+
+    def spy(unit, *a):
+        calls.append(unit)
+        if unit == "bench":
+            raise RuntimeError("injected")
+        return real(unit, *a)
+
+    monkeypatch.setattr(gpucheck, "run_unit", spy)
+    out = gpucheck.run(
+        None, "cpu", tmp_path / "gpu" / "x", ["bench", "c8"], pack_to=tmp_path / "OUT", **QUIET
+    )
+    units = json.loads((out / "manifest.json").read_text())["units"]
+    assert calls == ["bench", "c8"]
+    assert units["bench"]["status"] == "failed" and "injected" in units["bench"]["error"]
+    assert units["c8"]["status"] == "failed" and "data" in (units["c8"]["error"] or "").lower()
+    assert [p.name for p in out_within_limits(tmp_path / "OUT")] == ["cpu-dry-run.partx.tar.gz"]
+
+
+def test_the_last_command_runs_what_was_left_while_its_time_allows(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpuplan, "parts", lambda: ([["a"], ["b"]], ["c", "d"]))
+    monkeypatch.setattr(gpuplan, "unit_estimate", lambda u: (100.0 if u == "d" else 10.0, "test"))
+    monkeypatch.setattr(gpuplan, "COMMAND_LIMIT_S", gpuplan.START_S + 60)  # 60 s for units after the start
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    ran = []
+    monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "failed"})
+    out = gpucheck.run(1, "cpu", tmp_path / "gpu", **QUIET)
+    assert ran == ["a"]  # its own units only: nothing of part 1 or the left-out ones runs in part 1
+    out = gpucheck.run(2, "cpu", out, **QUIET)
+    # part 1 came home unfinished (a failed), c fits the time left, d (100 s) would not
+    assert ran == ["a", "b", "a", "c"]
+    last = json.loads((out / "manifest.json").read_text())["commands"]
+    assert list(last.values())[-1]["units"]["d"] == "deferred: would not fit this command"
+    with pytest.raises(gpucheck.ConfigError, match="--part must be 1 to 2"):
+        gpucheck.run(3, "cpu", out, **QUIET)

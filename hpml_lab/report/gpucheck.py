@@ -1,21 +1,20 @@
-"""The GPU check kit: every CUDA path verified by one command on a lent GPU machine, and a CPU dry run of the same
-stages that the test suite runs, so the kit cannot rot while no GPU is lent.
+"""The GPU check kit: every CUDA path verified on a GPU machine without internet, in commands that each fit a short
+job, with every finished result brought home; and a CPU dry run of the same code that the tests run.
 
-    make gpu-wheels                       # here: the wheels the GPU image lacks, into .whl/ (CPython 3.12)
-    make gpu-check STAGE=plan             # the stages, each one device command, with estimates (JSON)
-    make gpu-check STAGE=tests            # on the GPU machine: pytest -m cuda (then bench, reports-1, ...)
-    make gpu-check DEVICE=cpu STAGE=...   # the dry run: the same stages at the `tiny` size on this CPU
-    make gpu-unpack ARCHIVE=DIR|FILE      # here: what came home under $OUT, into reports/gpu/<gpu-name>/
+    make gpu-wheels     # here: the wheels the GPU image lacks into .whl/ (CPython 3.12), and .whl/provenance.json
+                        # (this tree's commit and whether it is dirty: .git does not travel)
+    python3 -m hpml_lab.report.gpucheck plan           # the commands to run (at most 3), with estimates; --json: basis
+    python3 -m hpml_lab.report.gpucheck run --part N   # on the GPU machine, from the tree's root (no make needed)
+    python3 -m hpml_lab.report.gpucheck run --units c1,bench --device cpu    # the dry run of some units here
+    python3 -m hpml_lab.report.gpucheck unpack DIR     # here: every archive that came home, merged
 
-    python -m hpml_lab.report.gpucheck wheels [--dest .whl] [--python-version 3.12]
-    python -m hpml_lab.report.gpucheck run --stage NAME[,NAME] --device cuda|cpu [--site DIR --wheels .whl]
-    python -m hpml_lab.report.gpucheck plan | unpack PATH
-
-Everything a run produces goes under reports/gpu/<gpu-name>/ (cpu-dry-run/ for the dry run): the rendered reports
-and their answer records, the result CSVs, the benchmark JSON, gzipped traces, and manifest.json naming the GPU,
-driver, versions, commit and each stage's time and status (a failing stage is recorded and the next one runs).
-With $OUT set (the device tool's return folder) each stage packs what it wrote into $OUT/<gpu-name>.<stage>.tar.gz
-(under 16 MiB: traces dropped, largest first, until it fits), since nothing else leaves the machine.
+A command installs the carried wheels privately (pip --target, no index), records the machine (node-part<N>.json:
+nvidia-smi, /dev/shm, versions, make, gcc, Python.h), then runs its units one by one: the CUDA tests, the
+benchmarks, the lab tasks. Outputs go under reports/gpu/<gpu-name>/; after every unit the folder's new files are
+packed into $OUT/<gpu-name>.part<N>.tar.gz (one archive per command, rewritten, under 16 MiB: traces dropped,
+largest first), so a command killed at its limit brings home every unit it finished. A unit whose `ok` came home
+(unpacked into the tree, which travels with the next command) is skipped. `unpack` merges any number of archives,
+in any order, into one manifest.json and one reports/index.html per GPU.
 """
 
 from __future__ import annotations
@@ -55,7 +54,6 @@ PLATFORMS = [
     "manylinux_2_31_x86_64",
     "manylinux_2_34_x86_64",
 ]
-STAGES = tuple(gpuplan.STAGES)
 
 
 def _norm(name: str) -> str:
@@ -192,13 +190,14 @@ def _ensure_kernel() -> None:
     )
 
 
-def _data(root: Path, device: str, log) -> None:
+def _data(root: Path, device: str, sets: list[str], log) -> None:
+    """The synthetic data sets `sets` under root, written once (a later unit finds them)."""
     from ..data import cifar, tinyimagenet
 
-    if not (root / "cifar-10-batches-py").is_dir():
+    if "cifar10" in sets and not (root / "cifar-10-batches-py").is_dir():
         log("[gpu-check] writing the synthetic CIFAR-10")
         cifar.synthesize(root)
-    if not (root / tinyimagenet.FOLDER).is_dir():
+    if "tinyimagenet" in sets and not (root / tinyimagenet.FOLDER).is_dir():
         log("[gpu-check] writing the synthetic Tiny ImageNet")
         kw = {} if device == "cuda" else {"classes": 200, "per_class": 2, "val_per_class": 1, "n_test": 2}
         tinyimagenet.synthesize(root, log=lambda m: None, **kw)
@@ -257,6 +256,51 @@ def activate(site: Path) -> None:
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
 
 
+def record_node(out: Path, part: int | str) -> dict:
+    """What the machine is, before anything runs: nvidia-smi, /dev/shm's size, Python, torch and CUDA versions,
+    whether make, gcc and Python.h exist (torch.compile's Triton needs the last two); into node-part<N>.json."""
+    import platform
+    import shutil
+    import sysconfig
+
+    import torch
+
+    from ..envinfo import git_commit
+
+    def cmd(*argv: str) -> str:
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            return (r.stdout + r.stderr).strip()
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"not run: {type(e).__name__}: {e}"
+
+    try:
+        st = os.statvfs("/dev/shm")
+        shm = {
+            "total_mib": round(st.f_blocks * st.f_frsize / 2**20),
+            "free_mib": round(st.f_bavail * st.f_frsize / 2**20),
+        }
+    except OSError as e:
+        shm = {"error": str(e)}
+    include = Path(sysconfig.get_paths().get("include", ""))
+    rec = {
+        "part": part,
+        "nvidia_smi": cmd("nvidia-smi"),
+        "dev_shm": shm,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "make": shutil.which("make"),
+        "gcc": shutil.which("gcc") or shutil.which("cc"),
+        "python_h": (include / "Python.h").is_file(),
+        "cpu_cores": os.cpu_count(),
+        **git_commit(),
+    }
+    atomic_write_json(out / f"node-part{part}.json", rec)
+    return {"status": "ok", "make": rec["make"], "dev_shm": shm, "python": rec["python"], "cuda": rec["cuda"]}
+
+
 def stage_tests(out: Path, device: str, log) -> dict:
     r = subprocess.run(
         [
@@ -282,38 +326,19 @@ def stage_tests(out: Path, device: str, log) -> dict:
     return {"status": status, "summary": last, "exit": r.returncode}
 
 
-def stage_reports(out: Path, device: str, data_root: Path, tasks_: list[str], log) -> dict:
+def stage_task(out: Path, device: str, data_root: Path, tid: str, log) -> dict:
+    """One lab task at the gpu profile (tiny on the CPU dry run); its traces are left to the gzipped copies."""
     from . import runner, tasks
 
     profile = "gpu" if device == "cuda" else "tiny"
-    done = {}
-    for tid in tasks_:
-        params = {"data_root": str(data_root)}
-        if "device" in runner.notebook_parameters(runner.notebooks_dir() / tasks.TASKS[tid].notebook):
-            params["device"] = device
-        try:
-            o = runner.run_task(tid, profile, cli_params=params, log=log)
-            done[tid] = {
-                "status": o.status,
-                "seconds": round(o.seconds, 1),
-                "error": o.error,
-                "html": bool(o.html),
-            }
-        except Exception as e:  # a task refused before compute (or the runner itself failing): recorded
-            done[tid] = {
-                "status": "failed",
-                "seconds": 0.0,
-                "error": f"{type(e).__name__}: {e}",
-                "html": False,
-            }
-            log(f"[gpu-check] {tid}: {done[tid]['error']}")
-    runner.write_index(runner.load_outcomes())
-    for trace in output_path("results").rglob(
-        "trace.json"
-    ):  # the reports link gzipped copies (reports/artifacts)
+    params = {"data_root": str(data_root)}
+    if "device" in runner.notebook_parameters(runner.notebooks_dir() / tasks.TASKS[tid].notebook):
+        params["device"] = device
+    o = runner.run_task(tid, profile, cli_params=params, log=log)
+    for trace in output_path("results").rglob("trace.json"):  # the reports link gzipped copies
         trace.unlink()
-    bad = [t for t, d in done.items() if d["status"] != "ok" or not d["html"]]
-    return {"status": "failed" if bad else "ok", "failed": bad, "tasks": done}
+    ok = o.status == "ok" and bool(o.html)
+    return {"status": "ok" if ok else "failed", "error": o.error, "html": bool(o.html)}
 
 
 def stage_bench(out: Path, device: str, data_root: Path, log) -> dict:
@@ -339,102 +364,158 @@ def stage_bench(out: Path, device: str, data_root: Path, log) -> dict:
         except Exception as e:  # one benchmark failing does not stop the others
             recs[name] = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
             bad.append(name)
+    atomic_write_json(out / "bench.json", recs)
     return {"status": "failed" if bad else "ok", "failed": bad, "benchmarks": recs}
 
 
-def _run_stage(stage: str, out: Path, device: str, data_root: Path, tasks_: list[str] | None, log) -> dict:
-    if stage == "tests":
+def run_unit(unit: str, out: Path, device: str, data_root: Path, log) -> dict:
+    """One unit of the plan: `tests`, `bench` or a lab task id. Returns its record ({"status": ..., ...})."""
+    if unit == "tests":
         return stage_tests(out, device, log)
-    _data(data_root, device, log)
-    if stage == "bench":
+    _data(data_root, device, gpuplan.data_needed(unit), log)
+    if unit == "bench":
         return stage_bench(out, device, data_root, log)
     _ensure_kernel()
-    return stage_reports(out, device, data_root, tasks_ or gpuplan.STAGES[stage], log)
+    return stage_task(out, device, data_root, unit, log)
+
+
+def _units_of(part: int | None, units: list[str] | None, manifest: dict) -> tuple[list[str], list[str]]:
+    """(this command's own units, those to run if time is left: earlier commands' units that came home unfinished,
+    and in the last command the units the plan left out)."""
+    if units:
+        return list(units), []
+    cmds, left = gpuplan.parts()
+    if not part or not 1 <= part <= len(cmds):
+        raise ConfigError(f"--part must be 1 to {len(cmds)} (python3 -m hpml_lab.report.gpucheck plan)")
+    ran = {c.get("part") for c in manifest.get("commands", {}).values()}
+    earlier = [u for i, c in enumerate(cmds[: part - 1], 1) if i in ran for u in c]
+    return list(cmds[part - 1]), earlier + (list(left) if part == len(cmds) else [])
 
 
 def run(
-    stages=STAGES,
+    part: int | None = None,
     device: str = "cuda",
     out: str | os.PathLike | None = None,
-    tasks_: list[str] | None = None,
+    units: list[str] | None = None,
     log=print,
     pack_to: str | os.PathLike | None = None,
 ) -> Path:
-    """Run the stages; outputs (HPML_OUTPUT_DIR) and the manifest go under reports/gpu/<gpu-name>/. A stage that
-    fails (or raises) is recorded in the manifest with its error, and the next stage runs. With pack_to, each stage
-    ends by packing the files it wrote into pack_to/<gpu-name>.<stage>.tar.gz."""
+    """One command of the check: the node record, then each unit of plan part `part` (or `units`) that has not
+    already come home (status ok in the manifest the tree carried), then earlier parts' unfinished units while the
+    plan's 8 minutes allow. Outputs (HPML_OUTPUT_DIR) and manifest.json go under reports/gpu/<gpu-name>/; with
+    pack_to ($OUT), that folder's new files are packed into pack_to/<gpu-name>.part<N>.tar.gz after every unit,
+    so a command killed at its limit still brings home every unit it finished."""
     import torch
 
     from ..envinfo import environment
 
-    unknown = [s for s in stages if s not in STAGES]
-    if unknown:
-        raise ConfigError(f"unknown stage {unknown[0]!r}; valid: {', '.join(STAGES)}, all, plan")
     if device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("gpu-check: no CUDA device here; use DEVICE=cpu for the dry run")
+        raise ConfigError("gpu-check: no CUDA device here; use --device cpu for the dry run")
+    t_start, wall0 = time.monotonic(), time.time()
     name = gpu_name(device)
     out = Path(out) if out else project_root() / "reports" / "gpu" / name
     out.mkdir(parents=True, exist_ok=True)
     os.environ["HPML_OUTPUT_DIR"] = str(out)
+    root = str(project_root())  # the kernels papermill starts import hpml_lab from the tree
+    if root not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     data_root = project_root() / "data"
     manifest_path = out / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"stages": {}}
-    for stage in stages:
-        t0, wall0 = time.perf_counter(), time.time()
-        log(f"[gpu-check] stage {stage} on {device}")
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    manifest.setdefault("units", {})
+    manifest.setdefault("commands", {})
+    own, earlier = _units_of(part, units, manifest)
+    label = part if part else "x"
+    key = f"part{label}@{wall0:.3f}"
+    env = environment(torch.device(device))
+    manifest.update(
+        gpu=(env.get("gpu") or {}).get("name", "none"),
+        gpu_dir=name,
+        driver=_driver(),
+        device=device,
+        python=env["python"],
+        torch=env["torch"],
+        torchvision=env["torchvision"],
+        cuda=env["cuda"],
+        commit=env["commit"],
+        dirty=env["dirty"],
+    )
+    command = manifest["commands"][key] = {"part": part, "started_at": wall0, "units": {}}
+    archive = Path(pack_to) / f"{name}.part{label}.tar.gz" if pack_to else None
+
+    def save() -> None:
+        command["seconds"] = round(time.monotonic() - t_start, 1)
+        command["packed_at"] = manifest["packed_at"] = time.time()
+        atomic_write_json(manifest_path, manifest)
+        if archive:
+            try:
+                pack(out, archive, since=wall0, prefix=name, log=log)
+            except (
+                ConfigError
+            ) as e:  # over the return limit: the archive before this unit stays; the next unit runs
+                command["pack_error"] = str(e)
+                log(f"[gpu-check] not packed: {e}")
+
+    command["node"] = record_node(out, label)
+    save()
+    budget = gpuplan.COMMAND_LIMIT_S - gpuplan.START_S
+    home = {u for u, r in manifest["units"].items() if r.get("status") == "ok"}
+    for unit in own + [u for u in earlier if u not in own]:
+        if unit in home:
+            log(f"[gpu-check] {unit}: came home already (ok in the manifest), skipped")
+            command["units"][unit] = "skipped: came home"
+            continue
+        if unit not in own and time.monotonic() - t_start + gpuplan.unit_estimate(unit)[0] > budget:
+            command["units"][unit] = "deferred: would not fit this command"
+            continue
+        log(f"[gpu-check] {unit} on {device}")
+        t0 = time.monotonic()
         try:
-            result = _run_stage(stage, out, device, data_root, tasks_, log)
-        except Exception as e:  # recorded; the next stage runs
+            result = run_unit(unit, out, device, data_root, log)
+        except Exception as e:  # recorded; the next unit runs
             result = {
                 "status": "failed",
                 "error": f"{type(e).__name__}: {e}",
                 "traceback": traceback.format_exc(limit=8),
             }
-            log(f"[gpu-check] stage {stage} failed: {result['error']}")
-        manifest["stages"][stage] = {
-            "seconds": round(time.perf_counter() - t0, 1),
-            "status": result["status"],
-            "result": result,
+            log(f"[gpu-check] {unit} failed: {result['error']}")
+        manifest["units"][unit] = {
+            **result,
+            "seconds": round(time.monotonic() - t0, 1),
+            "part": part,
+            "finished_at": time.time(),
         }
-        env = environment(torch.device(device))
-        manifest.update(
-            gpu=(env.get("gpu") or {}).get("name", "none"),
-            gpu_dir=name,
-            driver=_driver(),
-            device=device,
-            python=env["python"],
-            torch=env["torch"],
-            torchvision=env["torchvision"],
-            cuda=env["cuda"],
-            commit=env["commit"],
-            dirty=env["dirty"],
-        )
-        atomic_write_json(manifest_path, manifest)
-        if pack_to:
-            pack(out, Path(pack_to) / f"{name}.{stage}.tar.gz", since=wall0, prefix=name, log=log)
+        command["units"][unit] = result["status"]
+        save()
+    save()  # what was skipped or deferred after the last unit
     return out
 
 
 def pack(
     folder: Path, archive: Path, since: float = 0.0, prefix: str = "", limit: int = ARCHIVE_LIMIT, log=print
 ) -> Path:
-    """The files under `folder` modified since `since` (and manifest.json) into one tar.gz at `archive`, each under
-    `prefix/`; traces and snapshots are left out, largest first, until the archive fits `limit` bytes."""
+    """The files under `folder` modified since `since` (and manifest.json) into one tar.gz at `archive` (rewritten
+    whole, atomically: a kill while it is written leaves the previous one), each under `prefix/`; traces and
+    snapshots are left out, largest first, until the archive fits `limit` bytes. The per-command reports/index.html
+    is left out: unpack writes one index of everything that came home."""
     files = sorted(
         p
         for p in folder.rglob("*")
         if p.is_file()
         and not p.is_symlink()
+        and p.relative_to(folder).as_posix() != "reports/index.html"
         and (p.stat().st_mtime >= since - 1 or p.name == "manifest.json")
     )
     dropped: list[str] = []
     archive.parent.mkdir(parents=True, exist_ok=True)
+    tmp = archive.with_name(
+        archive.name + ".tmp"
+    )  # checked before it replaces the archive: never one over limit
     while True:
-        with atomic_file(archive) as tmp:
-            with tarfile.open(tmp, "w:gz") as tar:
-                for f in files:
-                    tar.add(f, arcname=str(Path(prefix) / f.relative_to(folder)), recursive=False)
-        size = archive.stat().st_size
+        with tarfile.open(tmp, "w:gz") as tar:
+            for f in files:
+                tar.add(f, arcname=str(Path(prefix) / f.relative_to(folder)), recursive=False)
+        size = tmp.stat().st_size
         traces = sorted(
             (f for f in files if f.name.endswith(TRACE_SUFFIXES) or "snapshot" in f.name),
             key=lambda f: f.stat().st_size,
@@ -444,7 +525,11 @@ def pack(
         files.remove(traces[-1])
         dropped.append(str(traces[-1].relative_to(folder)))
     if size > limit:
+        tmp.unlink()
         raise ConfigError(f"{archive.name} is {size / 1024**2:.1f} MiB without traces, over the return limit")
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, archive)
     log(
         f"[gpu-check] packed {len(files)} files, {size / 1024**2:.1f} MiB, into {archive}"
         + (f" (left out to fit: {', '.join(dropped)})" if dropped else "")
@@ -452,59 +537,210 @@ def pack(
     return archive
 
 
+def _read_archive(a: Path, root: Path) -> tuple[dict, list[tarfile.TarInfo]]:
+    """(the archive's manifest, its members), every member checked to be a plain file or folder inside root."""
+    try:
+        with tarfile.open(a, "r:gz") as tar:
+            members = tar.getmembers()
+            for m in members:
+                target = (root / m.name).resolve()
+                if not (m.isfile() or m.isdir()) or root not in target.parents or m.name.startswith("/"):
+                    raise ConfigError(
+                        f"{a.name}: member {m.name!r} is not a plain file inside {root}; refused"
+                    )
+            found = [m for m in members if m.isfile() and Path(m.name).parts[1:] == ("manifest.json",)]
+            manifest = json.load(tar.extractfile(found[0])) if found else {}
+    except (tarfile.TarError, EOFError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{a.name} is not a readable tar.gz archive ({e})") from e
+    return manifest, members
+
+
+def merge_manifests(manifests: list[dict]) -> dict:
+    """One manifest from every command's (in any order): each unit's record is its best one (ok before not ok, then
+    the latest finished), the machine's facts are the latest command's, and every stage (plan part) lists each of
+    its units with its status, `not run` where nothing came home."""
+    ordered = sorted(manifests, key=lambda m: (m.get("packed_at", 0), json.dumps(m, sort_keys=True)))
+    merged: dict = {}
+    for m in ordered:
+        merged.update({k: v for k, v in m.items() if k not in ("units", "commands", "stages")})
+    commands = {k: v for m in ordered for k, v in m.get("commands", {}).items()}
+    units: dict = {}
+    for m in ordered:
+        for u, r in m.get("units", {}).items():
+            old = units.get(u)
+            if old is None or (r.get("status") == "ok", r.get("finished_at", 0)) >= (
+                old.get("status") == "ok",
+                old.get("finished_at", 0),
+            ):
+                units[u] = r
+    cmds, left = gpuplan.parts()
+    stages = {}
+    for i, us in enumerate(cmds, 1):
+        st = {u: units.get(u, {}).get("status", "not run") for u in us}
+        whole = (
+            "ok"
+            if all(v == "ok" for v in st.values())
+            else "not run"
+            if all(v == "not run" for v in st.values())
+            else "incomplete"
+        )
+        stages[f"part{i}"] = {"command": gpuplan.command_line(i), "status": whole, "units": st}
+    extra = sorted(set(units) - {u for us in cmds for u in us})
+    if extra:
+        stages["other"] = {
+            "command": "--units",
+            "status": "ran",
+            "units": {u: units[u]["status"] for u in extra},
+        }
+    merged.update(
+        stages=stages,
+        units=dict(sorted(units.items())),
+        commands=dict(sorted(commands.items())),
+        left_out_of_plan=left,
+    )
+    merged.pop("packed_at", None)
+    return merged
+
+
+def write_gpu_index(folder: Path, manifest: dict) -> Path:
+    """reports/index.html under a GPU's folder: every stage and unit with its status, linking every report that
+    came home (the report pages link back to it)."""
+    import html
+
+    def link(unit: str) -> str:
+        for rel, href in (
+            (f"reports/{unit}.html", f"{unit}.html"),
+            ("tests.txt" if unit == "tests" else "", "../tests.txt"),
+            ("bench.json" if unit == "bench" else "", "../bench.json"),
+        ):
+            if rel and (folder / rel).is_file():
+                return f"<a href='{html.escape(href)}'>{html.escape(unit)}</a>"
+        return html.escape(unit)
+
+    rows = []
+    for sname, st in manifest.get("stages", {}).items():
+        for u, status in st["units"].items():
+            secs = manifest["units"].get(u, {}).get("seconds", "")
+            rows.append(
+                f"<tr><td>{html.escape(sname)}</td><td>{link(u)}</td><td>{html.escape(str(status))}</td>"
+                f"<td>{html.escape(str(secs))}</td></tr>"
+            )
+    nodes = sorted(p.name for p in folder.glob("node-part*.json"))
+    body = (
+        f"<h1>GPU check: {html.escape(str(manifest.get('gpu', '?')))}</h1>"
+        f"<p>commit {html.escape(str(manifest.get('commit')))} (dirty: {html.escape(str(manifest.get('dirty')))}),"
+        f" torch {html.escape(str(manifest.get('torch')))}, CUDA {html.escape(str(manifest.get('cuda')))},"
+        f" driver {html.escape(str(manifest.get('driver')))}</p>"
+        "<table><tr><th>stage</th><th>unit</th><th>status</th><th>seconds</th></tr>"
+        + "".join(rows)
+        + "</table>"
+        "<p>machine records: "
+        + ", ".join(f"<a href='../{html.escape(n)}'>{html.escape(n)}</a>" for n in nodes)
+        + " &middot; <a href='../manifest.json'>manifest.json</a></p>"
+    )
+    path = folder / "reports" / "index.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path) as tmp:
+        Path(tmp).write_text(f"<!doctype html><meta charset='utf-8'><title>GPU check</title>{body}\n")
+    return path
+
+
 def unpack(path: str | os.PathLike, dest: str | os.PathLike | None = None, log=print) -> list[Path]:
-    """Extract every archive at `path` (a .tar.gz or a folder of them) under dest (reports/gpu/): members must be
-    regular files or folders inside dest, else the archive is refused before anything is written."""
+    """Every archive at `path` (a .tar.gz or a folder of them, any number, in any order, from any GPU) into
+    dest/<gpu-name>/ (dest: reports/gpu/): files extracted oldest command first, so a later command's file wins
+    whatever order the archives are given in; then one merged manifest.json (with the manifest already there) and
+    one reports/index.html per GPU. Every member must be a plain file or folder inside dest, else the archive is
+    refused before anything of it is written."""
     path = Path(path)
     dest = Path(dest) if dest else project_root() / "reports" / "gpu"
     archives = sorted(path.glob("*.tar.gz")) if path.is_dir() else [path]
     if not archives or not all(a.is_file() for a in archives):
         raise ConfigError(f"no archive at {path}")
     root = dest.resolve()
-    written = []
-    for a in archives:
-        try:
-            with tarfile.open(a, "r:gz") as tar:
-                members = tar.getmembers()
-                for m in members:
-                    target = (root / m.name).resolve()
-                    if not (m.isfile() or m.isdir()) or root not in target.parents or m.name.startswith("/"):
-                        raise ConfigError(
-                            f"{a.name}: member {m.name!r} is not a plain file inside {dest}; refused"
-                        )
-                for m in members:
-                    if m.isfile():
-                        target = root / m.name
-                        target.parent.mkdir(parents=True, exist_ok=True)
-                        with atomic_file(target) as tmp, tar.extractfile(m) as src:
-                            Path(tmp).write_bytes(src.read())
-                        written.append(target)
-        except (tarfile.TarError, EOFError) as e:
-            raise ConfigError(f"{a.name} is not a readable tar.gz archive ({e})") from e
-        log(f"[gpu-unpack] {a.name}: {sum(1 for m in members if m.isfile())} files into {dest}")
+    read = [(a, *_read_archive(a, root)) for a in archives]
+    read.sort(key=lambda r: (r[1].get("packed_at", 0), r[0].name))
+    written: list[Path] = []
+    manifests: dict[str, list[dict]] = {}
+    for a, manifest, _members in read:
+        n = 0
+        with tarfile.open(a, "r:gz") as tar:
+            for m in tar.getmembers():
+                parts = Path(m.name).parts
+                if not m.isfile():
+                    continue
+                if parts[1:] == ("manifest.json",):
+                    manifests.setdefault(parts[0], []).append(manifest)
+                    continue
+                target = root / m.name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with atomic_file(target) as tmp, tar.extractfile(m) as src:
+                    Path(tmp).write_bytes(src.read())
+                written.append(target)
+                n += 1
+        log(f"[gpu-unpack] {a.name}: {n} files into {dest}")
+    for gpu, ms in manifests.items():
+        existing = root / gpu / "manifest.json"
+        if existing.is_file():  # what came home before (merged again: the same result whatever came first)
+            ms = [*ms, json.loads(existing.read_text())]
+        merged = merge_manifests(ms)
+        merged["packed_at"] = max(m.get("packed_at", 0) for m in ms)
+        atomic_write_json(existing, merged)
+        write_gpu_index(root / gpu, merged)
     return written
 
 
+def write_provenance(dest: str | os.PathLike) -> Path:
+    """dest/provenance.json: the commit of this tree and whether it is dirty, for records made where .git does not
+    travel (envinfo reads it through HPML_PROVENANCE when git cannot say)."""
+    from ..envinfo import git_commit
+
+    rec = {**git_commit(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if rec["commit"] == "unknown":
+        raise ConfigError("gpu-wheels: this tree has no git commit to record (run it in a git checkout)")
+    path = Path(dest) / "provenance.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, rec)
+    return path
+
+
+def use_provenance(wheels: str | os.PathLike) -> None:
+    """Point envinfo (and the kernels this process starts) at the carried provenance.json, if there is one."""
+    from .. import envinfo
+
+    path = Path(wheels) / "provenance.json"
+    if path.is_file():
+        os.environ["HPML_PROVENANCE"] = str(path.resolve())
+        envinfo.git_commit.cache_clear()
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = OneLineParser(prog="python -m hpml_lab.report.gpucheck", description=__doc__.splitlines()[0])
+    import importlib.util
+    import tempfile
+
+    p = OneLineParser(prog="python3 -m hpml_lab.report.gpucheck", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    w = sub.add_parser("wheels", help="download the wheels the GPU image lacks")
+    w = sub.add_parser(
+        "wheels", help="download the wheels the GPU image lacks; record the commit beside them"
+    )
     w.add_argument("--dest", default=".whl")
     w.add_argument(
         "--python-version", default=GPU_PYTHON, help=f"the Python the wheels are for ({GPU_PYTHON})"
     )
-    r = sub.add_parser("run", help="run check stages")
-    r.add_argument("--stage", default="plan", help=f"{', '.join(STAGES)}, comma-separated, or all")
+    r = sub.add_parser("run", help="run one command of the plan (--part N) or the units named (--units)")
+    r.add_argument(
+        "--part", type=int, help="the plan's command number (python3 -m hpml_lab.report.gpucheck plan)"
+    )
+    r.add_argument("--units", default="", help="comma-separated units instead: tests, bench, task ids")
     r.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     r.add_argument("--out")
-    r.add_argument("--tasks", default="", help="comma-separated task ids (default: the stage's tasks)")
-    r.add_argument("--site", help="install the carried wheels here first (pip --target) and use them")
-    r.add_argument("--wheels", default=".whl")
     r.add_argument(
-        "--pack", default=os.environ.get("OUT") or None, help="pack each stage here (default: $OUT)"
+        "--site", default=os.path.join(tempfile.gettempdir(), "hpml-site"), help="where the wheels go"
     )
-    sub.add_parser("plan", help="print the stages with their estimates (JSON)")
-    u = sub.add_parser("unpack", help="extract archives that came home into reports/gpu/")
+    r.add_argument("--wheels", default=".whl")
+    r.add_argument("--pack", default=os.environ.get("OUT") or None, help="pack after each unit here ($OUT)")
+    pl = sub.add_parser("plan", help="print the commands of the check with their estimates")
+    pl.add_argument("--json", action="store_true", help="the whole plan with every figure's basis, as JSON")
+    u = sub.add_parser("unpack", help="merge archives that came home into reports/gpu/<gpu-name>/")
     u.add_argument("archive")
     u.add_argument("--dest")
     args = p.parse_args(argv)
@@ -513,24 +749,23 @@ def main(argv: list[str] | None = None) -> int:
             if not re.fullmatch(r"3\.\d{1,2}(\.\d{1,2})?", args.python_version):
                 raise ConfigError(f"--python-version must look like 3.12.3, not {args.python_version!r}")
             download_wheels(args.dest, python=args.python_version)
-        elif args.cmd == "plan" or getattr(args, "stage", "") == "plan":
-            print(json.dumps(gpuplan.plan(), indent=1))
+            print(f"[gpu-wheels] provenance: {write_provenance(args.dest)}")
+        elif args.cmd == "plan":
+            print(json.dumps(gpuplan.plan(), indent=1) if args.json else gpuplan.text())
         elif args.cmd == "unpack":
             unpack(args.archive, args.dest)
         else:
-            stages = STAGES if args.stage == "all" else tuple(s for s in args.stage.split(",") if s)
-            bad = [s for s in stages if s not in STAGES]
-            if bad:
-                raise ConfigError(f"unknown stage {bad[0]!r}; valid: {', '.join(STAGES)}, all, plan")
-            if args.site:
+            units = [t for t in args.units.split(",") if t] or None
+            if not units and not args.part:
+                raise ConfigError("say --part N (see the plan) or --units a,b")
+            if Path(args.wheels).is_dir() and any(Path(args.wheels).glob("*.whl")):
                 install(args.wheels, args.site)
-            out = run(
-                stages,
-                args.device,
-                args.out,
-                [t for t in args.tasks.split(",") if t] or None,
-                pack_to=args.pack,
-            )
+            elif importlib.util.find_spec("papermill") is None:
+                raise ConfigError(
+                    f"no wheels in {args.wheels} and no papermill here: carry .whl (make gpu-wheels)"
+                )
+            use_provenance(args.wheels)
+            out = run(args.part, args.device, args.out, units, pack_to=args.pack)
             print(f"[gpu-check] done: {out}")
     except ConfigError as e:
         print(f"gpu-check: error: {e}", file=sys.stderr)
