@@ -44,7 +44,7 @@ def chart(result):
         if row["status"] != "measured":
             ax.text(
                 i,
-                1,
+                0.02,
                 "not run",
                 ha="center",
                 va="bottom",
