@@ -3,7 +3,6 @@ hand-built results, and the notebook rendered once at the tiny profile."""
 
 import json
 import time
-from dataclasses import asdict
 from types import SimpleNamespace
 
 import pandas as pd
@@ -173,7 +172,8 @@ def _ladder(rates: dict[str, list[float] | None], reason: str = "not run at this
             rung=name,
             label=f"L{i}",
             change=f"change {i}",
-            batch_size=16,
+            batch_size=64 if name == "big_batch" else 16,
+            num_workers=2 if name == "pil" else 0,
             peak_precision="fp32",
             peak_source="measured",
         )
@@ -182,8 +182,10 @@ def _ladder(rates: dict[str, list[float] | None], reason: str = "not run at this
         else:
             samples[name] = r
             med = float(pd.Series(r).median())
+            q1, q3 = (float(x) for x in pd.Series(r).quantile([0.25, 0.75]))
+            row.update(status="measured", reason="", images_per_s=med, images_per_s_q1=q1, images_per_s_q3=q3)
             row.update(
-                status="measured", reason="", images_per_s=med, mfu=med / 1000, ideal_images_per_s=1000.0
+                step_s=16 / med, step_iqr_s=16 / q1 - 16 / q3, mfu=med / 1000, ideal_images_per_s=1000.0
             )
         rows.append(row)
     meta = {"device": "cpu", "repeats": 5, "load_before": None, "load_after": None}
@@ -203,28 +205,48 @@ RATES = {
 def test_each_rung_gets_its_verdict_against_the_rung_before(base):
     answers, flags = speed.conclude(base, _ladder(RATES))
     top, tensor, cl, bf16, comp, big = answers
-    assert tensor.verdict["outcome"] == "better" and "L1 is 3.0" in tensor.text and "L0" in tensor.text
-    assert cl.verdict["outcome"] == "tie" and "cannot tell" in cl.text
-    assert bf16.verdict["outcome"] == "worse" and "does not help on cpu" in bf16.text
-    assert comp.status == "not answered" and "not run at this profile" in comp.text and comp.verdict is None
+    assert tensor.verdict["outcome"] == "better"
+    assert tensor.headline.plain().startswith("L1 is 3.01x higher than PIL loader, 2 workers on images/s")
+    assert cl.verdict["outcome"] == "tie" and cl.headline.plain().endswith(
+        "this run cannot tell whether the rung helps."
+    )
+    assert (
+        bf16.verdict["outcome"] == "worse" and "this rung does not help on this CPU" in bf16.headline.plain()
+    )
+    assert (comp.status, comp.missing, comp.verdict) == (
+        "not answered",
+        "not run at this profile (compile_rung=off)",
+        None,
+    )
     assert big.verdict["label_b"] == "L3"  # against bf16: the compile rung did not run
-    assert "L5" in top.text and top.verdict["label_b"] == "L0"
+    assert top.headline.plain().startswith("+ batch 64 is 4x higher than PIL loader, 2 workers")
+    assert top.verdict["label_b"] == "PIL loader, 2 workers"
+    # every rung's why is general background, apart from the findings; the numbers are the findings' own
+    assert [bool(a.background) for a in answers] == [True] * 6
+    assert "big_batch: images/s" in [n.name for n in top.numbers] and "big_batch: MFU" in [
+        n.name for n in top.numbers
+    ]
     assert flags == []
 
 
 def test_a_rung_that_ties_with_the_best_is_named_in_the_headline(base):
-    rates = {**RATES, "big_batch": [300, 302, 299, 301, 303]}
+    rates = {**RATES, "big_batch": [303, 305, 304, 302, 306]}  # within 2% of L1 and L2
     top = speed.conclude(base, _ladder(rates))[0][0]
-    assert "cannot be told apart from" in top.text
+    assert "It cannot be told apart from L1 or L2." in top.text
 
 
 def test_the_conclusions_hold_against_their_own_record(base):
+    from hpml_lab.answers import check
     from hpml_lab.report import claims
 
     answers, flags = speed.conclude(base, _ladder(RATES))
     rec = Record("speed", "Speed ladder", answers, [f.as_dict() for f in flags])
-    data = {**asdict(rec), "status": rec.status, "summary": rec.summary()}
-    assert claims.check_record(json.loads(json.dumps(data))) == []
+    check(rec)  # every number tagged, one name per number
+    data = json.loads(json.dumps(rec.as_dict()))
+    assert claims.check_record(data) == []
+    assert not any(a["legacy"] for a in data["answers"])  # findings, not text with numbers beside it
+    html = data["answers"][1]["headline"]["html"]
+    assert '<span data-number="tensor vs pil: ratio">3.01x</span>' in html
 
 
 def test_too_few_repeats_are_flagged(base):
