@@ -88,6 +88,16 @@ TASK = {
     "gpu": {**_LADDER, "num_workers": 8, "repeats": 5, "warmup": 2, "steps": 40, "compile_rung": "on"},
 }
 
+# What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted; report/gpuplan.py does not
+# read it yet: the study protocol's Task is to carry it). No training epoch: 7 rounds x 40 steps x 6 rungs take
+# seconds; the time is two cold torch.compile builds (the compile rung, then the larger batch's shapes).
+GPU_PLAN = {
+    "runs": 0,
+    "extra_s": 270.0,
+    "basis": "two torch.compile builds of ResNet-18 (c8's 150 s cold, the second about 90 s with warm caches), "
+    "5 loads of the dataset and 1,680 timed steps (about 20 s)",
+}
+
 
 def run(cfg: RunConfig, settings: Settings) -> Ladder:
     """Plan the rungs for cfg, time them, and write ladder.csv, samples.json and meta.json to cfg.run_dir()."""

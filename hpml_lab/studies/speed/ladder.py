@@ -179,9 +179,12 @@ def _precision_refused(cfg: RunConfig, device: torch.device) -> str:
 
 
 def _too_big(cfg: RunConfig) -> str:
-    """Why a batch this large cannot run: more images than the (subset) dataset holds, so no full batch exists."""
+    """Why a batch this large cannot run: more images than the (subset) dataset holds, so no full batch exists.
+    (The dataset is read only when the subset does not already settle it.)"""
     from ...data import cifar
 
+    if cfg.subset and cfg.batch_size <= cfg.subset:
+        return ""
     n = len(cifar.CIFAR10Files(cfg.data_path(), train=True).targets)
     n = min(n, cfg.subset) if cfg.subset else n
     return f"batch {cfg.batch_size} is larger than the {n:,} training images" if cfg.batch_size > n else ""
