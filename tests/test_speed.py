@@ -162,6 +162,23 @@ def test_rungs_take_turns_warm_up_left_out_and_prefetched_batches_drained(base, 
     assert res.meta["sampling"] == "interleaved" and "left out" in res.meta["warmup_note"]
 
 
+def test_a_measured_low_precision_peak_below_fp32_gives_way_to_fp32(base, monkeypatch):
+    # a CPU without bf16 units: its bf16 matrix products crawl, so the fp32 rate bounds the bf16 rung
+    rates = {"fp32": 0.1, "bf16": 0.001}
+    monkeypatch.setattr(
+        flops,
+        "peak",
+        lambda device, precision: flops.Peak(rates[precision], precision, "measured here", True),
+    )
+    pk = ladder.peak_for(base.replace(precision="bf16"), CPU)
+    assert (pk.tflops, pk.precision) == (0.1, "fp32") and "fp32 bounds bf16" in pk.source
+    rates["bf16"] = 0.5  # faster units for it: its own peak
+    assert ladder.peak_for(base.replace(precision="bf16"), CPU).precision == "bf16"
+    sheet = flops.Peak(0.001, "bf16", "data sheet", False)  # a data sheet's figure is kept as it is
+    monkeypatch.setattr(flops, "peak", lambda device, precision: sheet)
+    assert ladder.peak_for(base.replace(precision="bf16"), CPU) is sheet
+
+
 # ------------------------------------------------------------------ the conclusions, on hand-built results
 def _ladder(rates: dict[str, list[float] | None], reason: str = "not run at this profile (compile_rung=off)"):
     rows, samples = [], {}
@@ -247,6 +264,13 @@ def test_the_conclusions_hold_against_their_own_record(base):
     assert not any(a["legacy"] for a in data["answers"])  # findings, not text with numbers beside it
     html = data["answers"][1]["headline"]["html"]
     assert '<span data-number="tensor vs pil: ratio">3.01x</span>' in html
+
+
+def test_an_mfu_above_the_measured_peak_is_flagged(base):
+    res = _ladder(RATES)
+    res.table.loc[res.table["rung"] == "big_batch", "mfu"] = 1.5
+    _, flags = speed.conclude(base, res)
+    assert [f.kind for f in flags] == ["MFU above 100%"] and "L5 reached more" in flags[0].message
 
 
 def test_too_few_repeats_are_flagged(base):

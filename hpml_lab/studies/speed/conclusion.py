@@ -211,6 +211,18 @@ def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
     return Answer(QUESTION_TOP, headline, details, [Background(MFU_WHY)], "answered", verdict=record)
 
 
+def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
+    """A rung whose MFU passed 100%: its peak was measured here and is no bound (a busy machine measured it low)."""
+    over = [str(r["label"]) for r in table.to_dict("records") if r["status"] == "measured" and r["mfu"] > 1]
+    if not over:
+        return None
+    return sanity.Flag(
+        "MFU above 100%",
+        f"{', '.join(over)} reached more FLOP/s than the peak measured for its precision: that peak (the best of "
+        "a few matrix products, measured on this machine while it was shared) is no bound, so read MFU with care",
+    )
+
+
 def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
     """(answers, flags): the top answer, then one per rung after the baseline; flags for few repeats and a busy
     machine."""
@@ -221,5 +233,6 @@ def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
     flags = [
         sanity.too_few(int(result.meta.get("repeats", 0)), "timed repeats per rung"),
         sanity.busiest_seen([result.meta.get("load_before"), result.meta.get("load_after")]),
+        above_peak(result.table),
     ]
     return answers, [f for f in flags if f is not None]

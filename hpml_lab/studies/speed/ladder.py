@@ -307,10 +307,26 @@ def _stats(rate: list[float], step_s: list[float]) -> dict[str, float]:
     }
 
 
+def peak_for(cfg: RunConfig, device: torch.device) -> flops.Peak:
+    """The peak that bounds a rung: its precision's (flops.peak). Where that is measured and below the fp32 rate
+    (a CPU without bf16 units: its bf16 matrix products crawl, while autocast's convolutions convert and compute
+    at about the fp32 rate), the device has no faster units for it, so its fp32 peak bounds the rung instead; else
+    an MFU above 100% would read as the hardware's limit broken."""
+    pk = flops.peak(device, flops.precision_of(cfg, device))
+    if pk.measured and pk.precision in ("bf16", "fp16"):
+        fp32 = flops.peak(device, "fp32")
+        if fp32.tflops > pk.tflops:
+            source = (
+                f"{fp32.source} (the measured {pk.precision} rate is below it, so fp32 bounds {pk.precision})"
+            )
+            return flops.Peak(fp32.tflops, "fp32", source, True)
+    return pk
+
+
 def _hardware(cfg: RunConfig, device: torch.device, per_image: int, images_per_s: float) -> dict[str, Any]:
     """Achieved TFLOP/s, the peak for the rung's precision (data sheet, else measured), MFU and the images/s the
     device would reach at that peak (its ideal). MFU counts the whole step time, data waits included."""
-    pk = flops.peak(device, flops.precision_of(cfg, device))
+    pk = peak_for(cfg, device)
     achieved = per_image * images_per_s
     return {
         "flops_per_image": per_image,
