@@ -10,6 +10,8 @@ import math
 
 import pandas as pd
 
+from ...findings import fmt_value
+
 
 def chart(result):
     """One figure, two panels sharing the rungs. Left: images/s (median bar, interquartile whisker) on a log axis,
@@ -54,12 +56,17 @@ def chart(result):
             )
         elif isinstance(row["mfu"], float) and math.isfinite(row["mfu"]):
             ax.text(
-                i, row["images_per_s"], f"MFU {100 * row['mfu']:.2g}%", ha="center", va="bottom", fontsize=8
+                i,
+                row["images_per_s"],
+                "MFU " + fmt_value(100 * row["mfu"], "%"),
+                ha="center",
+                va="bottom",
+                fontsize=8,
             )
     finite = [v for v in list(ips) + list(table["ideal_images_per_s"]) if isinstance(v, float) and v > 0]
     if finite:
         ax.set_yscale("log")
-        ax.set_ylim(min(finite) / 3, max(finite) * 3)
+        ax.set_ylim(min(finite) / 3, max(finite) * 60)  # room for the legend above the ideal
     ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
     ax.set_ylabel("images/s (log scale)")
     ax.set_title("Throughput per rung, and the device's ideal")
