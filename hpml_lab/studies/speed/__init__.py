@@ -53,7 +53,9 @@ class Settings(StudySettings):
             raise ConfigError(f"parameter 'compile_rung' must be on or off, got {self.compile_rung!r}")
 
 
-# Registered by report/tasks.py (register_studies reads a study's TASK: a dict of its Task's fields).
+# REGISTRATION HOOK (today's way, no edit elsewhere): report/tasks.register_studies() finds this package and builds
+# Task(**TASK) from this dict of report.tasks.Task's fields. When the study protocol lands (hpml_lab/protocol.py,
+# hpml_lab.studies.registry()), this becomes `TASK = Task(...)` with the same fields, GPU_PLAN below folded in.
 _LADDER = {"data_root": "data", "model": "resnet18", "batch_size": 128, "subset": 0, "lr": 0.1}
 TASK = {
     "id": "speed",
