@@ -174,6 +174,8 @@ def check_command(words: list[str], targets: set[str]) -> list[str]:
     if cmd in ("python", "python3") or cmd.endswith("/python"):
         if "-m" in args:
             k = args.index("-m")
+            if k + 1 == len(args):
+                return []  # a span that names the form (`python3 -m`), no module to check
             return check_python_m(args[k + 1], args[k + 2 :])
         return []
     if cmd == "torchrun":

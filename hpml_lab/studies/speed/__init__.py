@@ -1,0 +1,116 @@
+"""The speed ladder: from the lab's baseline to the fastest this machine allows, one measured rung at a time.
+
+    hpml-lab run speed --profile smoke          # notebooks/speed.ipynb
+    from hpml_lab.studies import speed
+    result = speed.run(cfg, speed.Settings())   # every rung timed, written to results/speed/<run-id>/
+    answers, flags = speed.conclude(cfg, result)
+    fig = speed.chart(result)
+
+PIL loader with workers -> tensor-resident loader -> channels_last -> bf16 autocast (fp16 with a GradScaler on a
+GPU without bf16) -> torch.compile -> a larger batch with the learning rate scaled. Per rung: images/s and the step
+time (median and spread over interleaved repeats, warm-up left out), MFU and the images/s the device's peak would
+allow; per rung a verdict against the rung before it, so the ladder says which optimisations pay here and which do
+not (on a CPU several do not). How the rungs are built and timed: ladder.py; what the report concludes:
+conclusion.py; the figure: chart.py.
+
+This folder is the whole task: TASK registers it (report/tasks.py reads a study's TASK), run() measures, conclude()
+states the findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ...config import ConfigError, RunConfig, StudySettings
+from ...device import resolve_device
+from ...io import atomic_write_csv, atomic_write_json
+from ...results import new_meta
+from .chart import chart
+from .conclusion import conclude
+from .ladder import COLUMNS, RUNGS, Ladder, Rung, measure, plan
+
+__all__ = ["TASK", "Settings", "run", "conclude", "chart", "Ladder", "Rung", "RUNGS", "plan", "measure"]
+
+
+@dataclass(frozen=True)
+class Settings(StudySettings):
+    """The ladder's own parameters (notebook parameters, -p / -f like RunConfig's)."""
+
+    repeats: int = 5  # timed rounds: every rung runs once a round
+    warmup: int = 1  # untimed rounds before them (compiles, autotunes, starts workers)
+    steps: int = 0  # training steps per timed run; 0: by device (ladder.STEPS)
+    batch_factor: int = 4  # the last rung's batch (and learning rate) over the baseline's
+    compile_rung: str = (
+        "on"  # "off" leaves torch.compile out (its CPU build takes minutes), said in the report
+    )
+
+    def check(self) -> None:
+        if self.repeats < 1 or self.warmup < 0 or self.steps < 0 or self.batch_factor < 2:
+            raise ConfigError(
+                "parameters 'repeats' must be 1 or more, 'warmup' and 'steps' 0 or more, 'batch_factor' 2 or more"
+            )
+        if self.compile_rung not in ("on", "off"):
+            raise ConfigError(f"parameter 'compile_rung' must be on or off, got {self.compile_rung!r}")
+
+
+# REGISTRATION HOOK (today's way, no edit elsewhere): report/tasks.register_studies() finds this package and builds
+# Task(**TASK) from this dict of report.tasks.Task's fields. When the study protocol lands (hpml_lab/protocol.py,
+# hpml_lab.studies.registry()), this becomes `TASK = Task(...)` with the same fields, GPU_PLAN below folded in.
+_LADDER = {"data_root": "data", "model": "resnet18", "batch_size": 128, "subset": 0, "lr": 0.1}
+TASK = {
+    "id": "speed",
+    "notebook": "speed.ipynb",
+    "title": "Speed ladder: from the lab's baseline to the fastest this machine allows",
+    "settings": Settings,
+    # seconds on 2 CPU cores: the tiny network, no compile rung (its inductor build alone takes 1-2 minutes)
+    "tiny": {
+        "model": "resnet_tiny",
+        "batch_size": 16,
+        "subset": 256,
+        "num_workers": 1,
+        "repeats": 3,
+        "warmup": 1,
+        "steps": 1,
+        "batch_factor": 2,
+        "compile_rung": "off",
+    },
+    "smoke": {
+        "model": "resnet_tiny",
+        "batch_size": 32,
+        "subset": 2048,
+        "num_workers": 2,
+        "lr": 0.025,
+        "repeats": 5,
+        "warmup": 1,
+        "steps": 2,
+        "batch_factor": 4,
+        "compile_rung": "off",
+    },
+    "full": {**_LADDER, "num_workers": 2, "repeats": 5, "warmup": 2, "steps": 0, "compile_rung": "on"},
+    "gpu": {**_LADDER, "num_workers": 8, "repeats": 5, "warmup": 2, "steps": 40, "compile_rung": "on"},
+}
+
+# What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted; report/gpuplan.py does not
+# read it yet: the study protocol's Task is to carry it). No training epoch: 7 rounds x 40 steps x 6 rungs take
+# seconds; the time is two cold torch.compile builds (the compile rung, then the larger batch's shapes).
+GPU_PLAN = {
+    "runs": 0,
+    "extra_s": 270.0,
+    "basis": "two torch.compile builds of ResNet-18 (c8's 150 s cold, the second about 90 s with warm caches), "
+    "5 loads of the dataset and 1,680 timed steps (about 20 s)",
+}
+
+
+def run(cfg: RunConfig, settings: Settings) -> Ladder:
+    """Plan the rungs for cfg, time them, and write ladder.csv, samples.json and meta.json to cfg.run_dir()."""
+    device = resolve_device(cfg.device)
+    rungs = plan(cfg, settings, device)
+    meta = new_meta(cfg, device, settings=asdict(settings), status="complete")
+    result = measure(rungs, settings, device)
+    result.meta = {**meta, **result.meta, "run_dir": str(cfg.run_dir())}
+    folder = cfg.run_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_csv(folder / "ladder.csv", result.table.to_dict("records"), COLUMNS)
+    atomic_write_json(folder / "samples.json", result.samples)
+    atomic_write_json(folder / "meta.json", result.meta)
+    return result

@@ -1,0 +1,238 @@
+"""What the speed ladder concludes: per rung a verdict against the rung before it, and how far the rung with the
+most images/s is from the device's ideal.
+
+    from hpml_lab.studies.speed import conclude
+    answers, flags = conclude(cfg, result)      # result: ladder.Ladder
+
+Every comparison is a verdict (hpml_lab.verdict.compare, told that the samples were interleaved and the load of
+each round) on the images/s of the timed runs, stated by Verdict.finding: a rung that ran slower than the one
+before says it does not help here, a rung the data cannot separate from the one before says this run cannot tell,
+and a rung that did not run here says so (why: the answer's `missing`, and the table). Every number is a named
+Number of the record (findings.say); the why of each rung is general Background, shown apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ... import sanity
+from ...answers import Answer, Number
+from ...findings import Background, Finding, join, say
+from ...verdict import best, compare, sample_record
+
+QUESTION_TOP = "How fast does this machine train, and how far is that from the hardware?"
+
+WHY = {
+    "tensor": "A DataLoader worker decodes, crops, flips and normalises one image at a time in Python; a resident "
+    "dataset is augmented a whole batch at a time in a few tensor operations, and no worker process competes with "
+    "the training step for the CPU.",
+    "channels_last": "Convolution libraries (cuDNN on a GPU, oneDNN on a CPU) have faster kernels for the NHWC "
+    "layout, above all for bf16 or fp16 on tensor cores; in fp32 the gain is often small or none.",
+    "bf16": "On a GPU with tensor cores bf16 matrix products run several times faster than fp32 and move half the "
+    "bytes. A CPU without bf16 units (AMX, AVX512-BF16) converts and computes slowly, so bf16 autocast is usually "
+    "slower there than fp32.",
+    "fp16": "On a GPU without bf16 (a V100), fp16 autocast uses the tensor cores; fp16's narrow exponent range lets "
+    "small gradients underflow, so a GradScaler scales the loss and adapts the scale as training goes.",
+    "compile": "torch.compile fuses element-wise work (BatchNorm, ReLU, the residual add) into fewer kernels and "
+    "removes Python overhead per operation; it pays a build of a minute or more once, left out of the timing here.",
+    "big_batch": "A larger batch gives every kernel more work, so the fixed costs of a step (kernel launches, the "
+    "optimizer step, Python) weigh less per image; the linear scaling rule (Goyal et al.) multiplies the learning "
+    "rate by the same factor so that the update per image stays alike, usually with a warm-up.",
+}
+MFU_WHY = (
+    "MFU is the model's FLOPs per second over the device's peak for the precision used. A small ResNet on small "
+    "images stays far below the peak: many of its kernels are limited by memory bandwidth, not arithmetic, and "
+    "every step pays fixed costs that do not grow with the batch."
+)
+
+
+def neighbours(table: pd.DataFrame) -> list[tuple[dict, dict | None]]:
+    """(rung, the last measured rung before it) for every rung after the first; None when none before it ran."""
+    out, prev = [], None
+    for i, row in enumerate(table.to_dict("records")):
+        if i:
+            out.append((row, prev))
+        if row["status"] == "measured":
+            prev = row
+    return out
+
+
+def label(row: dict) -> Finding | str:
+    """The rung's label as a finding: its numbers (workers, batch) are Numbers of the record, its words words."""
+    if row["rung"] == "pil":
+        w = Number("pil: workers", int(row["num_workers"]), "", "setting", source="num_workers")
+        return say("PIL loader, {w} worker" + ("" if w.value == 1 else "s"), w=w)
+    if row["rung"] == "big_batch":
+        b = Number(
+            "big_batch: batch size", int(row["batch_size"]), "", "setting", source="batch_size x batch_factor"
+        )
+        return say("+ batch {b}", b=b)
+    return str(row["label"])
+
+
+class Numbers:
+    """Each measured rung's Numbers, made once so that every answer that states one states the same object."""
+
+    def __init__(self, table: pd.DataFrame, samples: dict[str, list[float]]):
+        self.rows = {r["rung"]: r for r in table.to_dict("records")}
+        self.samples = samples
+
+    def ips(self, rung: str) -> Number:
+        return self._get(rung, "images/s")
+
+    def step(self, rung: str) -> Number:
+        return self._get(rung, "step")
+
+    def mfu(self, rung: str) -> Number:
+        return self._get(rung, "MFU")
+
+    def ideal(self, rung: str) -> Number:
+        return self._get(rung, "ideal")
+
+    def _get(self, rung: str, what: str) -> Number:
+        key = f"_{rung}_{what}"
+        if key not in self.__dict__:
+            self.__dict__[key] = self._make(rung, what)
+        return self.__dict__[key]
+
+    def _make(self, rung: str, what: str) -> Number:
+        r, s = self.rows[rung], self.samples[rung]
+        n = len(s)
+        spread = n >= 3
+        if what == "images/s":
+            iqr = float(r["images_per_s_q3"] - r["images_per_s_q1"]) if spread else None
+            return Number(
+                f"{rung}: images/s", float(r["images_per_s"]), "images/s", "measured", n=n, spread=iqr
+            )
+        if what == "step":
+            iqr = 1000 * float(r["step_iqr_s"]) if spread else None
+            return Number(f"{rung}: step time", 1000 * float(r["step_s"]), "ms", "measured", n=n, spread=iqr)
+        if what == "MFU":
+            return Number(f"{rung}: MFU", 100 * float(r["mfu"]), "%", "measured", n=n)
+        return Number(
+            f"{rung}: ideal images/s",
+            float(r["ideal_images_per_s"]),
+            "images/s",
+            "predicted",
+            source=f"FLOPs per image at the {r['peak_precision']} peak ({r['peak_source']})",
+        )
+
+    def line(self, rung: str) -> Finding:
+        """'<label>: <images/s>, step <ms>, MFU <%> of the <precision> peak (ideal <images/s>)'."""
+        return say(
+            "{label}: {ips}, step {step}, MFU {mfu} of the {prec} peak (ideal {ideal}).",
+            label=label(self.rows[rung]),
+            ips=self.ips(rung),
+            step=self.step(rung),
+            mfu=self.mfu(rung),
+            prec=str(self.rows[rung]["peak_precision"]),
+            ideal=self.ideal(rung),
+        )
+
+
+def _loads(meta: dict) -> list[float]:
+    """The machine's load average per core after each round (the rounds interleave every rung)."""
+    cores = ((meta.get("load_before") or {}).get("cores")) or 1
+    return [x / cores for x in meta.get("load_per_round") or [] if x is not None]
+
+
+def verdict_of(a: dict, b: dict, samples: dict[str, list[float]], meta: dict):
+    """Rung a's images/s against rung b's (higher is better): 'better' means a has more."""
+    loads = _loads(meta)
+    return compare(
+        samples[a["rung"]],
+        samples[b["rung"]],
+        str(label(a)),  # as the finding states it
+        str(label(b)),
+        lower_is_better=False,
+        what="images/s",
+        interleaved=True,
+        load_a=loads,
+        load_b=loads,
+    )
+
+
+def rung_answer(row: dict, prev: dict | None, nums: Numbers, meta: dict, device: str) -> Answer:
+    question = f"What does {row['change']} buy here?"
+    why = [Background(WHY[row["rung"]])] if row["rung"] in WHY else []
+    if row["status"] != "measured":
+        return Answer(
+            question,
+            say("{label}: not run here.", label=label(row)),
+            [],
+            why,
+            "not answered",
+            str(row["reason"]),
+        )
+    if prev is None:
+        return Answer(
+            question,
+            say("{label}: no rung before it ran, so there is nothing to compare it with.", label=label(row)),
+            [nums.line(row["rung"])],
+            why,
+            "not answered",
+            "the rungs before it did not run",
+        )
+    v = verdict_of(row, prev, nums.samples, meta)
+    stated = v.finding(f"{row['rung']} vs {prev['rung']}", label(row), label(prev))
+    if v.outcome == "worse":
+        stated = say("{v}: this rung does not help on this {device}.", v=stated, device=device)
+    elif v.outcome == "tie":
+        stated = say("{v}: this run cannot tell whether the rung helps.", v=stated)
+    else:
+        stated = say("{v}.", v=stated)
+    details = [nums.line(row["rung"]), nums.line(prev["rung"])]
+    record = sample_record(v, nums.samples[row["rung"]], nums.samples[prev["rung"]])
+    return Answer(question, stated.up(), details, why, "answered", verdict=record)
+
+
+def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
+    rows = nums.rows
+    measured = [k for k in rows if rows[k]["status"] == "measured"]
+    if not measured:
+        return Answer(QUESTION_TOP, say("No rung ran."), status="not answered", missing="every rung")
+    b = best({k: nums.samples[k] for k in measured}, lower_is_better=False, what="images/s")
+    top, base = rows[b.label], rows[measured[0]]
+    details = [nums.line(top["rung"])]
+    others = [label(rows[k]) for k in b.tied if k != b.label]
+    if others:
+        details.append(say("It cannot be told apart from {others}.", others=join(others, ", ", " or ")))
+    if top["rung"] == base["rung"]:
+        headline = say(
+            "The baseline, {label}, has the most images/s of the rungs that ran.", label=label(top)
+        )
+        return Answer(QUESTION_TOP, headline, details, [Background(MFU_WHY)], "answered")
+    v = verdict_of(top, base, nums.samples, meta)
+    headline = say("{v}.", v=v.finding(f"top: {top['rung']} vs {base['rung']}", label(top), label(base)).up())
+    details.append(nums.line(base["rung"]))
+    record = sample_record(v, nums.samples[top["rung"]], nums.samples[base["rung"]])
+    return Answer(QUESTION_TOP, headline, details, [Background(MFU_WHY)], "answered", verdict=record)
+
+
+def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
+    """A rung whose MFU passed 100%: its peak was measured here and is no bound (a busy machine measured it low)."""
+    over = [str(r["label"]) for r in table.to_dict("records") if r["status"] == "measured" and r["mfu"] > 1]
+    if not over:
+        return None
+    return sanity.Flag(
+        "MFU above 100%",
+        f"{', '.join(over)} reached more FLOP/s than the peak measured for its precision: that peak (the best of "
+        "a few matrix products, measured on this machine while it was shared) is no bound, so read MFU with care",
+    )
+
+
+def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
+    """(answers, flags): the top answer, then one per rung after the baseline; flags for few repeats and a busy
+    machine."""
+    nums = Numbers(result.table, result.samples)
+    device = "GPU" if str(result.meta.get("device", cfg.device)).startswith("cuda") else "CPU"
+    answers = [top_answer(result.table, nums, result.meta)]
+    answers += [rung_answer(row, prev, nums, result.meta, device) for row, prev in neighbours(result.table)]
+    flags = [
+        sanity.too_few(int(result.meta.get("repeats", 0)), "timed repeats per rung"),
+        sanity.busiest_seen([result.meta.get("load_before"), result.meta.get("load_after")]),
+        above_peak(result.table),
+    ]
+    return answers, [f for f in flags if f is not None]

@@ -1,0 +1,307 @@
+"""The speed ladder (hpml_lab/studies/speed): each rung's configuration, the interleaved timing, the conclusions on
+hand-built results, and the notebook rendered once at the tiny profile."""
+
+import json
+import time
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+
+from hpml_lab import RunConfig, flops
+from hpml_lab.answers import Record
+from hpml_lab.config import ConfigError
+from hpml_lab.studies import speed
+from hpml_lab.studies.speed import ladder
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def base(cifar_root, tmp_path):
+    return RunConfig(
+        task="speed",
+        data_root=str(cifar_root),
+        results_dir=str(tmp_path / "results"),
+        model="resnet_tiny",
+        batch_size=16,
+        num_workers=2,
+        lr=0.05,
+        device="cpu",
+    )
+
+
+# ------------------------------------------------------------------ the rungs
+def test_each_rung_adds_one_change_to_the_one_before(base):
+    rungs = ladder.plan(base, speed.Settings(compile_rung="off", batch_factor=4), CPU)
+    assert [r.name for r in rungs] == list(ladder.RUNGS)
+    pil, tensor, cl, bf16, comp, big = (r.cfg for r in rungs)
+    assert (pil.loader, pil.num_workers, pil.persistent_workers, pil.precision) == ("pil", 2, True, "fp32")
+    assert (tensor.loader, tensor.num_workers, tensor.channels_last) == ("tensor", 0, False)
+    assert cl.channels_last and cl.loader == "tensor" and cl.precision == "fp32"
+    assert bf16.precision == "bf16" and bf16.channels_last and not bf16.compile
+    assert comp.compile and rungs[4].skipped.startswith("not run at this profile")
+    # the compile rung did not run: the larger batch builds on bf16, the last rung that ran
+    assert (big.batch_size, big.lr, big.compile, big.precision) == (64, pytest.approx(0.2), False, "bf16")
+    assert [bool(r.skipped) for r in rungs] == [False, False, False, False, True, False]
+
+
+def test_compile_rung_that_cannot_build_here_says_why_and_the_next_builds_on(base, monkeypatch):
+    monkeypatch.setattr(ladder, "compile_available", lambda backend, device: "no C++ compiler here")
+    rungs = {r.name: r for r in ladder.plan(base, speed.Settings(compile_rung="on"), CPU)}
+    assert rungs["compile"].skipped == "no C++ compiler here"
+    assert not rungs["big_batch"].cfg.compile
+    monkeypatch.setattr(ladder, "compile_available", lambda backend, device: "")
+    rungs = {r.name: r for r in ladder.plan(base, speed.Settings(compile_rung="on"), CPU)}
+    assert not rungs["compile"].skipped and rungs["big_batch"].cfg.compile
+
+
+def test_fp16_with_a_scaler_stands_in_for_bf16_on_a_gpu_without_it(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert ladder.low_precision(torch.device("cuda")) == "fp16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert ladder.low_precision(torch.device("cuda")) == "bf16"
+    assert ladder.low_precision(CPU) == "bf16"  # the CPU runs bf16 autocast (slowly without bf16 units)
+
+
+def test_a_precision_torch_refuses_is_a_rung_not_run(base, monkeypatch):
+    def refuse(cfg, device):
+        raise ConfigError("precision=bf16 is not supported on cpu")
+
+    monkeypatch.setattr(ladder, "check_precision", refuse)
+    rungs = {r.name: r for r in ladder.plan(base, speed.Settings(compile_rung="off"), CPU)}
+    assert "not supported" in rungs["bf16"].skipped
+    assert rungs["big_batch"].cfg.precision == "fp32"
+
+
+def test_a_batch_larger_than_the_dataset_is_not_run(base):
+    rungs = ladder.plan(base.replace(subset=40), speed.Settings(compile_rung="off", batch_factor=4), CPU)
+    assert rungs[-1].skipped == "batch 64 is larger than the 40 training images"
+
+
+def test_settings_are_checked():
+    with pytest.raises(ConfigError, match="compile_rung"):
+        speed.Settings(compile_rung="maybe")
+    with pytest.raises(ConfigError, match="batch_factor"):
+        speed.Settings(batch_factor=1)
+    assert speed.Settings().repeats == 5
+
+
+def test_the_task_registers_itself_with_a_tiny_profile_that_leaves_compile_out():
+    from hpml_lab.report import tasks
+
+    task = tasks.get("speed")
+    assert task.notebook == "speed.ipynb" and task.settings is speed.Settings
+    assert task.profile("tiny")["compile_rung"] == "off" and task.profile("gpu")["compile_rung"] == "on"
+    for name in ("tiny", "smoke", "full", "gpu"):  # every key a profile sets is a parameter of the notebook
+        assert set(task.profile(name)) <= set(RunConfig.field_names()) | set(speed.Settings.field_names())
+
+
+# ------------------------------------------------------------------ the timing
+class FakeTrainer:
+    """A trainer whose step takes a set time per rung (by batch size), recording the order of the calls."""
+
+    calls: list = []
+
+    def __init__(self, cfg, device):
+        self.cfg = cfg
+        self.loader = SimpleNamespace(
+            prefetch_factor=2 if cfg.num_workers else None, num_workers=cfg.num_workers
+        )
+        self.delay = {"pil": 0.02, "tensor": 0.005}.get(cfg.loader, 0.005)
+        self.fetched = 0
+
+    def next_batch(self):
+        self.fetched += 1
+        return torch.zeros(self.cfg.batch_size, 1), torch.zeros(self.cfg.batch_size)
+
+    def step(self, x, y):
+        FakeTrainer.calls.append(
+            (self.cfg.loader, self.cfg.channels_last, self.cfg.precision, self.cfg.batch_size)
+        )
+        time.sleep(self.delay)
+
+    def close(self):
+        pass
+
+
+def test_rungs_take_turns_warm_up_left_out_and_prefetched_batches_drained(base, monkeypatch):
+    peaks = {"fp32": 2.0, "bf16": 8.0}
+    monkeypatch.setattr(
+        flops, "peak", lambda device, precision: flops.Peak(peaks[precision], precision, "test", True)
+    )
+    FakeTrainer.calls = []
+    made = {}
+
+    def make(cfg, device):
+        made[cfg.loader, cfg.channels_last, cfg.precision, cfg.batch_size] = t = FakeTrainer(cfg, device)
+        return t
+
+    rungs = ladder.plan(base, speed.Settings(compile_rung="off"), CPU)
+    s = speed.Settings(repeats=3, warmup=1, steps=2, compile_rung="off")
+    res = ladder.measure(rungs, s, CPU, log=lambda m: None, trainer=make)
+    active = [r for r in rungs if not r.skipped]
+    keys = [(r.cfg.loader, r.cfg.channels_last, r.cfg.precision, r.cfg.batch_size) for r in active]
+    # 4 rounds (1 warm-up + 3 timed), each rung 2 steps a round, the starting rung rotated each round
+    firsts = [FakeTrainer.calls[i * 2 * len(active)] for i in range(4)]
+    assert firsts == [keys[0], keys[1], keys[2], keys[3]]
+    assert len(FakeTrainer.calls) == 4 * 2 * len(active)
+    assert {k: len(v) for k, v in res.samples.items()} == {r.name: 3 for r in active}  # warm-up not a sample
+    # the worker-fed rung: 2 x 2 prefetched batches drained before each of its 4 runs, then its 2 steps
+    assert made[keys[0]].fetched == 4 * (4 + 2) and made[keys[1]].fetched == 4 * 2
+    t = res.table.set_index("rung")
+    assert t.loc["compile", "status"] == "not run" and pd.isna(t.loc["compile", "images_per_s"])
+    assert 0.2 * 16 / 0.02 < t.loc["pil", "images_per_s"] <= 16 / 0.02  # a sleep of 20 ms a step, or longer
+    assert t.loc["tensor", "images_per_s"] > t.loc["pil", "images_per_s"]
+    per_image = res.meta["flops_per_image"]
+    row = t.loc["bf16"]
+    assert row["peak_tflops"] == 8.0 and row["ideal_images_per_s"] == pytest.approx(8e12 / per_image)
+    assert row["mfu"] == pytest.approx(row["images_per_s"] * per_image / 8e12)
+    assert t.loc["pil", "peak_precision"] == "fp32" and t.loc["big_batch", "batch_size"] == 64
+    assert res.meta["sampling"] == "interleaved" and "left out" in res.meta["warmup_note"]
+
+
+def test_a_measured_low_precision_peak_below_fp32_gives_way_to_fp32(base, monkeypatch):
+    # a CPU without bf16 units: its bf16 matrix products crawl, so the fp32 rate bounds the bf16 rung
+    rates = {"fp32": 0.1, "bf16": 0.001}
+    monkeypatch.setattr(
+        flops,
+        "peak",
+        lambda device, precision: flops.Peak(rates[precision], precision, "measured here", True),
+    )
+    pk = ladder.peak_for(base.replace(precision="bf16"), CPU)
+    assert (pk.tflops, pk.precision) == (0.1, "fp32") and "fp32 bounds bf16" in pk.source
+    rates["bf16"] = 0.5  # faster units for it: its own peak
+    assert ladder.peak_for(base.replace(precision="bf16"), CPU).precision == "bf16"
+    sheet = flops.Peak(0.001, "bf16", "data sheet", False)  # a data sheet's figure is kept as it is
+    monkeypatch.setattr(flops, "peak", lambda device, precision: sheet)
+    assert ladder.peak_for(base.replace(precision="bf16"), CPU) is sheet
+
+
+# ------------------------------------------------------------------ the conclusions, on hand-built results
+def _ladder(rates: dict[str, list[float] | None], reason: str = "not run at this profile (compile_rung=off)"):
+    rows, samples = [], {}
+    for i, name in enumerate(ladder.RUNGS):
+        r = rates.get(name)
+        row = {c: float("nan") for c in ladder.COLUMNS}
+        row.update(
+            rung=name,
+            label=f"L{i}",
+            change=f"change {i}",
+            batch_size=64 if name == "big_batch" else 16,
+            num_workers=2 if name == "pil" else 0,
+            peak_precision="fp32",
+            peak_source="measured",
+        )
+        if r is None:
+            row.update(status="not run", reason=reason)
+        else:
+            samples[name] = r
+            med = float(pd.Series(r).median())
+            q1, q3 = (float(x) for x in pd.Series(r).quantile([0.25, 0.75]))
+            row.update(status="measured", reason="", images_per_s=med, images_per_s_q1=q1, images_per_s_q3=q3)
+            row.update(
+                step_s=16 / med, step_iqr_s=16 / q1 - 16 / q3, mfu=med / 1000, ideal_images_per_s=1000.0
+            )
+        rows.append(row)
+    meta = {"device": "cpu", "repeats": 5, "load_before": None, "load_after": None}
+    return ladder.Ladder(pd.DataFrame(rows, columns=ladder.COLUMNS), samples, meta)
+
+
+RATES = {
+    "pil": [100, 101, 99, 100, 102],
+    "tensor": [300, 305, 298, 302, 301],  # faster than pil
+    "channels_last": [301, 299, 303, 300, 298],  # a tie with tensor
+    "bf16": [150, 149, 151, 152, 150],  # slower than channels_last
+    "compile": None,  # not run
+    "big_batch": [400, 402, 398, 401, 399],  # compared with bf16, the last rung that ran
+}
+
+
+def test_each_rung_gets_its_verdict_against_the_rung_before(base):
+    answers, flags = speed.conclude(base, _ladder(RATES))
+    top, tensor, cl, bf16, comp, big = answers
+    assert tensor.verdict["outcome"] == "better"
+    said = tensor.headline.plain()  # the verdict's own words (verdict.py), its ratio and both labels
+    assert "3.01x" in said and "L1" in said and "PIL loader, 2 workers" in said
+    assert cl.verdict["outcome"] == "tie" and cl.headline.plain().endswith(
+        "this run cannot tell whether the rung helps."
+    )
+    assert (
+        bf16.verdict["outcome"] == "worse" and "this rung does not help on this CPU" in bf16.headline.plain()
+    )
+    assert (comp.status, comp.missing, comp.verdict) == (
+        "not answered",
+        "not run at this profile (compile_rung=off)",
+        None,
+    )
+    assert big.verdict["label_b"] == "L3"  # against bf16: the compile rung did not run
+    assert "+ batch 64" in top.headline.plain() and "4x" in top.headline.plain()
+    assert (top.verdict["label_a"], top.verdict["label_b"]) == ("+ batch 64", "PIL loader, 2 workers")
+    # every rung's why is general background, apart from the findings; the numbers are the findings' own
+    assert [bool(a.background) for a in answers] == [True] * 6
+    assert "big_batch: images/s" in [n.name for n in top.numbers] and "big_batch: MFU" in [
+        n.name for n in top.numbers
+    ]
+    assert flags == []
+
+
+def test_a_rung_that_ties_with_the_best_is_named_in_the_headline(base):
+    rates = {**RATES, "big_batch": [303, 305, 304, 302, 306]}  # within 2% of L1 and L2
+    top = speed.conclude(base, _ladder(rates))[0][0]
+    assert "It cannot be told apart from L1 or L2." in top.text
+
+
+def test_the_conclusions_hold_against_their_own_record(base):
+    from hpml_lab.answers import check
+    from hpml_lab.report import claims
+
+    answers, flags = speed.conclude(base, _ladder(RATES))
+    rec = Record("speed", "Speed ladder", answers, [f.as_dict() for f in flags])
+    check(rec)  # every number tagged, one name per number
+    data = json.loads(json.dumps(rec.as_dict()))
+    assert claims.check_record(data) == []
+    assert not any(a["legacy"] for a in data["answers"])  # findings, not text with numbers beside it
+    html = data["answers"][1]["headline"]["html"]
+    assert '<span data-number="tensor vs pil: ratio">3.01x</span>' in html
+
+
+def test_an_mfu_above_the_measured_peak_is_flagged(base):
+    res = _ladder(RATES)
+    res.table.loc[res.table["rung"] == "big_batch", "mfu"] = 1.5
+    _, flags = speed.conclude(base, res)
+    assert [f.kind for f in flags] == ["MFU above 100%"] and "L5 reached more" in flags[0].message
+
+
+def test_too_few_repeats_are_flagged(base):
+    res = _ladder({k: (v[:2] if v else v) for k, v in RATES.items()})
+    res.meta["repeats"] = 2
+    answers, flags = speed.conclude(base, res)
+    assert [f.kind for f in flags] == ["too few samples"]
+    assert all(a.verdict is None or a.verdict["outcome"] == "tie" for a in answers)
+
+
+def test_the_chart_keeps_a_place_for_a_rung_not_run():
+    fig = speed.chart(_ladder(RATES))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"L{i}" for i in range(6)]
+    assert "not run" in [t.get_text() for t in ax.texts]
+    assert ax.get_yscale() == "log"
+
+
+# ------------------------------------------------------------------ the notebook, once
+@pytest.mark.slow
+def test_the_notebook_renders_at_tiny(cifar_root, tmp_path, monkeypatch):
+    from hpml_lab.report import runner
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    outcome = runner.run_task("speed", "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda *a: None)
+    assert outcome.status == "ok", outcome.error
+    html = (tmp_path / "reports" / "speed.html").read_text()
+    assert "torch.compile" in html and "not run at this profile" in html
+    rec = json.loads((tmp_path / "reports" / "speed.answer.json").read_text())
+    assert len(rec["answers"]) == len(ladder.RUNGS)  # the headline and one per rung after the baseline
+    table = pd.read_csv(next((tmp_path / "results" / "speed").glob("*/ladder.csv")))
+    assert list(table["rung"]) == list(ladder.RUNGS)
+    assert (tmp_path / "figures" / "speed_ladder.png").is_file()
