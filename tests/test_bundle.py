@@ -181,15 +181,19 @@ def test_training_logs_are_folded_away():
     cell = nbformat.v4.new_code_cell("train()")
     cell.outputs = [
         nbformat.v4.new_output("stream", name="stdout", text="".join(f"step {i}\n" for i in range(40))),
-        nbformat.v4.new_output("stream", name="stdout", text="done\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="done\n"),  # the same log, printed on
     ]
-    nb.cells.append(cell)
-    out = bundle.fold_logs(nb).cells[0].outputs
-    assert out[0]["output_type"] == "display_data"
+    result = nbformat.v4.new_code_cell("print(best)")
+    result.outputs = [nbformat.v4.new_output("stream", name="stdout", text="best: 2 workers\n")]
+    nb.cells += [cell, result]
+    folded = bundle.fold_logs(nb).cells
+    out = folded[0].outputs
+    assert len(out) == 1 and out[0]["output_type"] == "display_data"
     assert out[0]["data"]["text/html"].startswith(
-        "<details><summary>training log (40 lines)</summary><pre>step 0"
+        "<details><summary>training log (41 lines)</summary><pre>step 0"
     )
-    assert out[1]["text"] == "done\n"  # one line is a result, not a log
+    assert "done" in out[0]["data"]["text/html"]  # a log ends in its 'done', inside the fold
+    assert folded[1].outputs[0]["text"] == "best: 2 workers\n"  # one line is a result, not a log
 
 
 def test_one_settings_table_per_page():
