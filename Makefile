@@ -1,8 +1,9 @@
 # hpml-lab: two commands do everything on a fresh machine.
 #   make report   # setup if needed, synthesize the default data, run every task, render HTML
 #   make test     # setup if needed, run the test suite
-#   make test-fast  # the developer's loop: all but slow, slurm, browser and cuda tests (under 2 min on 2 cores)
-# PYTHON picks the interpreter for the virtual environment (3.11 or newer).
+#   make test-fast  # the developer's loop: all but slow, slurm, browser and cuda tests (under 60 s on 2 cores)
+# PYTHON picks the interpreter for the virtual environment (3.11 or newer). JOBS: pytest-xdist's worker processes
+# (auto: one per core; JOBS=0 runs the tests in one process).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -10,6 +11,7 @@ BIN := $(VENV)/bin
 PROFILE ?= smoke
 DATA ?= data
 STAMP := $(VENV)/.hpml-installed
+JOBS ?= auto
 
 .PHONY: setup test test-fast lint report lab data bench clean-results gpu-wheels gpu-check gpu-unpack
 
@@ -18,21 +20,21 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hpml-lab needs Python 3.11 or newer; run: make PYTHON=python3.11 ...")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -c constraints.txt -e '.[test]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name hpml-lab --display-name "Python (hpml-lab)"
 	@touch $@
 
-# the conclusion code's branch coverage (pyproject's [tool.coverage]) is printed and must stay at 95% or more
+# the conclusion code's branch coverage (pyproject's [tool.coverage]), combined from every xdist worker, is
+# printed and must stay at 95% or more. --dist loadgroup: tests marked xdist_group run on one worker.
 test: setup
-	$(BIN)/python -m pytest -q --cov --cov-branch --cov-report=term:skip-covered --cov-fail-under=95
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --cov --cov-branch --cov-report=term:skip-covered --cov-fail-under=95
 
 lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow and not slurm and not browser and not cuda"
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup -m "not slow and not slurm and not browser and not cuda"
 
 data: setup
 	$(BIN)/hpml-lab data synth cifar10 --root $(DATA) --if-missing

@@ -1,12 +1,20 @@
-"""Shared fixtures: a small synthetic CIFAR-10 written once per session, and tiny configs.
+"""Shared fixtures: a small synthetic CIFAR-10 written once per session, tiny configs, and every task's
+notebook rendered once per test run at the tiny profile (`rendered`), shared by every test that reads a
+rendered report, across pytest-xdist's worker processes too.
 
 Tests marked `cuda` run only where CUDA is (`pytest -m cuda` selects them: the GPU check kit's tests stage);
 elsewhere they are skipped with that reason."""
 
 from __future__ import annotations
 
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 import torch
+from filelock import FileLock
 
 from hpml_lab.config import RunConfig
 from hpml_lab.data import cifar
@@ -37,7 +45,110 @@ def tiny_cfg(cifar_root, tmp_path):
     )
 
 
+@pytest.fixture(scope="session")
+def tinyimagenet_root(tmp_path_factory):
+    """A synthetic Tiny ImageNet, prepared: 200 classes x 2 train images, 1 val each (seconds to write)."""
+    from hpml_lab.data import tinyimagenet
+
+    root = tmp_path_factory.mktemp("tin")
+    tinyimagenet.synthesize(root, classes=200, per_class=2, val_per_class=1, n_test=2, log=lambda m: None)
+    return root
+
+
+# Tasks whose notebook needs another dataset: (the dataset parameter, the fixture that writes its tiny copy).
+TASK_DATA = {"tinyimagenet": ("tinyimagenet", "tinyimagenet_root")}
+# What a task's run must leave the caller's environment as it found it (runner._kernel_env puts them back)
+KERNEL_ENV = ("HPML_OUTPUT_DIR", "HPML_LAB_HOME", "HPML_PROGRESS", "HPML_RENDERING", "PYTHONPATH")
+
+
+def shared_dir(tmp_path_factory) -> Path:
+    """A folder every process of this test run sees: the session's base temporary folder, or under
+    pytest-xdist (each worker's base is <run's base>/popen-gwN) the run's base shared by the workers."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One task's notebook run by `hpml-lab run TASK --profile tiny` into `out` (HPML_OUTPUT_DIR: reports/,
+    figures/, results/): read it, never write there (copy it first). `outcome` is runner.Outcome as a dict;
+    `env_kept` whether the caller's environment (KERNEL_ENV) was the same after the run as before."""
+
+    task: str
+    out: Path
+    outcome: dict
+    env_kept: bool
+    params: dict
+
+    @property
+    def reports(self) -> Path:
+        return self.out / "reports"
+
+
+@pytest.fixture(scope="session")
+def rendered(tmp_path_factory, request):
+    """rendered(task_id) -> Rendered: the task's notebook executed and rendered once per test run at the tiny
+    profile, on the synthetic data, whichever test (or xdist worker) asks first; the others wait on a file
+    lock and read the same folder (pytest-xdist's documented pattern for a session fixture run once)."""
+    from dataclasses import asdict
+
+    from hpml_lab.report import runner
+
+    folder = shared_dir(tmp_path_factory) / "rendered"
+    folder.mkdir(exist_ok=True)
+    seen: dict[str, Rendered] = {}
+
+    def render(task_id: str) -> Rendered:
+        if task_id in seen:
+            return seen[task_id]
+        out, done = folder / task_id, folder / f"{task_id}.json"
+        with FileLock(str(folder / f"{task_id}.lock")):
+            if not done.is_file():
+                dataset, fixture = TASK_DATA.get(task_id, ("cifar10", "cifar_root"))
+                root = request.getfixturevalue(fixture)
+                params = {"data_root": str(root), **({"dataset": dataset} if dataset != "cifar10" else {})}
+                before = {k: os.environ.get(k) for k in KERNEL_ENV}
+                os.environ["HPML_OUTPUT_DIR"] = str(out)
+                try:
+                    outcome = asdict(runner.run_task(task_id, "tiny", cli_params=params, log=lambda *a: None))
+                finally:
+                    kept = {k: os.environ.get(k) for k in KERNEL_ENV} == {
+                        **before,
+                        "HPML_OUTPUT_DIR": str(out),
+                    }
+                    if before["HPML_OUTPUT_DIR"] is None:
+                        os.environ.pop("HPML_OUTPUT_DIR", None)
+                    else:
+                        os.environ["HPML_OUTPUT_DIR"] = before["HPML_OUTPUT_DIR"]
+                record = {"outcome": outcome, "env_kept": kept, "params": params}
+                done.write_text(json.dumps(record))
+            record = json.loads(done.read_text())
+        seen[task_id] = Rendered(task_id, out, record["outcome"], record["env_kept"], record["params"])
+        return seen[task_id]
+
+    return render
+
+
+# Under pytest-xdist the longest tests start first, so that no worker is left with one of them at the end while
+# the others are idle: the files whose single test takes minutes, then the other real-Slurm, browser and slow ones.
+LONGEST = ("tests/test_gpucheck_image.py", "tests/test_slurm_real.py", "tests/test_browser.py")
+
+
+def _start_order(item) -> int:
+    if item.nodeid.startswith(LONGEST):
+        return 0
+    return 1 if {"slow", "slurm", "browser"} & set(item.keywords) else 2
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks added here
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if (
+            "slurm" in item.keywords
+        ):  # one local Slurm cluster (test_slurm_real's module fixture) on one worker
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts alike (the order xdist hands tests out in)
+        items.sort(key=_start_order)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA (marked cuda)")

@@ -9,18 +9,6 @@ import pytest
 from hpml_lab.report import answers, claims, runner, tasks
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
-# Tasks whose notebook needs another dataset: its tiny synthetic copy comes from the fixture named here.
-TASK_DATA = {"tinyimagenet": ("tinyimagenet", "tinyimagenet_root")}
-
-
-@pytest.fixture(scope="session")
-def tinyimagenet_root(tmp_path_factory):
-    """A synthetic Tiny ImageNet, prepared: 200 classes x 2 train images, 1 val each (seconds to write)."""
-    from hpml_lab.data import tinyimagenet
-
-    root = tmp_path_factory.mktemp("tin")
-    tinyimagenet.synthesize(root, classes=200, per_class=2, val_per_class=1, n_test=2, log=lambda m: None)
-    return root
 
 
 def test_every_task_has_a_notebook_and_every_notebook_a_task():
@@ -56,14 +44,14 @@ def outdir(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task_id", list(tasks.TASKS))
-def test_notebook_executes_and_renders(task_id, cifar_root, outdir, request):
-    dataset, fixture = TASK_DATA.get(task_id, ("cifar10", None))
-    root = request.getfixturevalue(fixture) if fixture else cifar_root
-    params = {"data_root": str(root), **({"dataset": dataset} if fixture else {})}
-    outcome = runner.run_task(
-        task_id, "tiny", cli_params=params, log=lambda *a: None
-    )  # tasks.py's tiny profile
-    assert outcome.status == "ok", outcome.error
+def test_notebook_executes_and_renders(task_id, rendered):
+    """The task's run at the tiny profile (conftest's `rendered`, made once per test run): its page, figures,
+    executed notebook and answer record."""
+    run = rendered(task_id)
+    dataset = run.params.get("dataset", "cifar10")
+    outdir = run.out
+    assert run.outcome["status"] == "ok", run.outcome["error"]
+    assert run.outcome["profile"] == "tiny" and run.outcome["dataset"] == f"{dataset} (synthetic)"
     html = (outdir / "reports" / f"{task_id}.html").read_text()
     assert "Synthetic data" in html and "data:image/png;base64" in html
     assert "<table" in html and "torchvision" in html  # a table and the environment section
@@ -85,14 +73,18 @@ def test_notebook_executes_and_renders(task_id, cifar_root, outdir, request):
     body = html[html.index("<body") :]  # (the page style holds images of its own)
     assert body.index("hpml-answer") < body.index("data:image/png;base64") and "index.html" in body
     assert f"<title>hpml-lab {tasks.TASKS[task_id].title}" in html
+    # the kernel's environment was the task's alone: the caller's is as it was after the run
+    assert run.env_kept
 
 
 @pytest.mark.slow
 def test_failed_notebook_is_kept_and_shown_failed(cifar_root, outdir, tmp_path, monkeypatch):
     # Bad parameters are refused before a kernel starts (guards.preflight), so the failure is made inside the
-    # kernel: a copy of c1 whose last cell raises.
+    # kernel: a copy of c1 with a cell that raises right after its parameters (papermill injects the run's
+    # parameters after the tagged cell, so they run first; the training that would follow is not needed).
     nb = nbformat.read(str(runner.notebooks_dir() / "c1_training.ipynb"), as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell("raise RuntimeError('the notebook fails here')"))
+    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell("raise RuntimeError('the notebook fails here')"))
     folder = tmp_path / "notebooks"
     folder.mkdir()
     nbformat.write(nb, str(folder / "c1_training.ipynb"))
@@ -101,35 +93,32 @@ def test_failed_notebook_is_kept_and_shown_failed(cifar_root, outdir, tmp_path, 
     assert outcome.status == "failed" and "the notebook fails here" in outcome.error
     executed = nbformat.read(str(outdir / "reports" / "executed" / "c1.ipynb"), as_version=4)
     assert any(o.get("output_type") == "error" for c in executed.cells for o in c.get("outputs", []))
+    injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and injected[0].execution_count  # the run's parameters ran before the failing cell
     assert (outdir / "reports" / "c1.html").is_file()
     index = runner.write_index(runner.load_outcomes()).read_text()
     assert "failed" in index and "c1.html" in index
 
 
 @pytest.mark.slow
-def test_bundle_holds_every_task_answer_first(cifar_root, outdir):
-    import os
+def test_bundle_holds_every_task_answer_first(rendered, outdir):
+    """The hand-in made from every task's rendered report (conftest's `rendered`, copied: it is shared)."""
+    import html
+    import shutil
 
     from hpml_lab.report import bundle
 
-    before = {
-        k: os.environ.get(k) for k in ("HPML_LAB_HOME", "HPML_PROGRESS", "HPML_RENDERING", "PYTHONPATH")
-    }
-    for tid in ("c1", "questions"):
-        assert (
-            runner.run_task(
-                tid, "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda *a: None
-            ).status
-            == "ok"
-        )
-    # the kernel's environment was the task's alone: the caller's is as it was
-    assert {k: os.environ.get(k) for k in before} == before
+    runs = [rendered(t) for t in runner.lab_order(tasks.TASKS)]
+    for run in runs:
+        assert run.outcome["status"] == "ok", run.outcome["error"]
+        shutil.copytree(run.reports, outdir / "reports", dirs_exist_ok=True)
     page = bundle.write_bundle(outdir / "reports", log=lambda *a: None).read_text()
-    for tid in ("c1", "questions"):
-        rec = json.loads((outdir / "reports" / f"{tid}.answer.json").read_text())
+    for run in runs:
+        rec = json.loads((outdir / "reports" / f"{run.task}.answer.json").read_text())
         first = rec["answers"][0]["text"]
-        assert page.index(__import__("html").escape(first)) < page.index(f"<section class='task' id='{tid}'>")
-    assert page.count("data:image/png;base64") >= 2 and "<section class='task' id='c1'>" in page
+        section = f"<section class='task' id='{run.task}'>"
+        assert page.count(section) == 1 and page.index(html.escape(first)) < page.index(section)
+    assert page.count("data:image/png;base64") >= len(runs) and "Not in this bundle" not in page
     pdf = outdir / "reports" / "bundle.pdf"
     if bundle.chromium():  # the same, printed by Chromium (CI installs it): a real PDF of several pages
         data = pdf.read_bytes()
