@@ -27,6 +27,7 @@ from typing import Any
 
 from ..answers import PROVENANCE, STATUSES, Answer, Number, Record, RecordError, check  # noqa: F401 (re-exported)
 from ..config import output_path
+from ..findings import fmt_value
 from ..io import atomic_write_json
 
 WORDS = {
@@ -89,10 +90,10 @@ def scrub_paths(text: str) -> str:
     return text
 
 
-def percent(fraction_or_pct: float, of_one: bool = True, digits: int = 1) -> str:
-    """'14.2%' from 0.142 (or from 14.2 with of_one=False): a share as a reader writes it."""
-    v = float(fraction_or_pct) * (100.0 if of_one else 1.0)
-    return f"{v:.{digits}f}%"
+def percent(fraction_or_pct: float, of_one: bool = True) -> str:
+    """'14.2%' from 0.142 (or from 14.2 with of_one=False): a share as a reader writes it, through the one
+    formatter (findings.fmt_value), so a table and its sentence agree."""
+    return fmt_value(float(fraction_or_pct) * (100.0 if of_one else 1.0), "%")
 
 
 def path_for(task: str) -> Path:
@@ -121,17 +122,34 @@ def load(task: str) -> dict[str, Any] | None:
 STATUS_COLOR = {"answered": "#1a7f37", "partial": "#9a6700", "not answered": "#cf222e", "failed": "#cf222e"}
 
 
-def box_html(rec: dict[str, Any]) -> str:
-    """The answer box: status, each question's one-line answer and its tagged numbers, and the flags."""
-    items = []
-    for a in rec["answers"]:
-        nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
-        missing = f" <i>(missing: {html.escape(a['missing'])})</i>" if a.get("missing") else ""
-        items.append(
-            f"<li><b>{html.escape(a['question'])}</b> "
-            f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span> "
-            f"{html.escape(a['text'])}{missing}<ul style='font-size:0.9em'>{nums}</ul></li>"
+def answer_html(a: dict[str, Any]) -> str:
+    """One answer in the box: the question and status, the headline first, the details under it, the background
+    apart and labelled as general, then its tagged numbers. Every number of a finding sits in its
+    <span data-number="NAME"> (findings.py), NAME being the Number's name in the record."""
+    headline = a["headline"]["html"] if "headline" in a else html.escape(a.get("text", ""))
+    details = "".join(f"<li>{d['html']}</li>" for d in a.get("details", []))
+    background = "".join(f"<li>{html.escape(b)}</li>" for b in a.get("background", []))
+    nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
+    missing = f" <i>(missing: {html.escape(a['missing'])})</i>" if a.get("missing") else ""
+    return (
+        f"<li><b>{html.escape(a['question'])}</b> "
+        f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span> "
+        f"<span class='hpml-headline'>{headline}</span>{missing}"
+        + (f"<ul class='hpml-details'>{details}</ul>" if details else "")
+        + (
+            "<div class='hpml-background' style='margin:4px 0;padding:4px 8px;border-left:3px solid #bbb;"
+            "color:#555'><b>In general</b> (background, not a finding of this run):"
+            f"<ul>{background}</ul></div>"
+            if background
+            else ""
         )
+        + f"<ul style='font-size:0.9em'>{nums}</ul></li>"
+    )
+
+
+def box_html(rec: dict[str, Any]) -> str:
+    """The answer box: status, each question's answer (answer_html), and the flags."""
+    items = [answer_html(a) for a in rec["answers"]]
     flags = "".join(
         f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>" for f in rec["flags"]
     )

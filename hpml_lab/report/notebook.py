@@ -22,7 +22,7 @@ from .. import sanity
 from ..config import RunConfig, check_keys, output_path
 from ..data import dataset_info
 from ..envinfo import environment, hardware_label
-from ..studies._conclude import short
+from ..findings import fmt_value
 
 try:
     from IPython.display import HTML, Markdown, display
@@ -267,7 +267,7 @@ def number_text(x: Any, na: str = "-") -> str:
         return na
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
         return str(x)
-    return short(float(x))  # as the conclusions' sentences state numbers, so a table and its sentence agree
+    return fmt_value(x)  # the one formatter the findings use too, so a table and its sentence agree
 
 
 def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, na: str = "-"):
