@@ -572,7 +572,7 @@ def test_questions_from_a_real_count():
     qa, flags = questions_answers.conclude(RunConfig(task="questions", model="resnet_tiny"), table)
     assert [a.question[:2] for a in qa] == ["Q1", "Q2", "Q3", "Q4"] and flags
     # counts are exact ("counted", no n), the float32 size and momentum are recorded: every stated number holds
-    assert holds(qa) == [] and "0.3 MB as float32" in qa[2].text
+    assert holds(qa) == [] and "MB as float32 each" in qa[2].text and "1x1" not in qa[0].text
     assert {n.provenance for a in qa for n in a.numbers} == {"counted", "setting"}
     assert questions_answers.conclude(RunConfig(task="questions"), questions.answers("resnet18"))[1] == []
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from .. import sanity
 from ..answers import Answer, Number
+from ..findings import say
 
 
 def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -24,60 +25,62 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
     adam = {k.split(": ", 1)[1]: int(x) for k, x in v.items() if k.startswith("Adam")}
     src = f"counted in {cfg.model}"
 
-    def n(name, value, unit="values"):  # exact counts: no n, no spread (answers.PROVENANCE)
+    def n(
+        name, value, unit=""
+    ):  # a count (the sentence names what it counts)  # exact counts: no n, no spread (answers.PROVENANCE)
         return Number(name, value, unit, "counted", source=src)
 
     def size(name, values):
         return Number(f"{name} as float32", values * 4 / 1e6, "MB", "counted", source="values x 4 bytes")
 
-    def mb(x):
-        return f"{x * 4 / 1e6:.1f} MB as float32"
-
     mom = sgd.get("optimizer state momentum_buffer", 0)
+    momentum = Number("momentum", 0.9, "", "setting", source="the lab's SGD momentum")
+    sgd_p, adam_p = n("SGD parameters", sgd["parameters"]), n("Adam parameters", adam["parameters"])
     return [
         Answer(
             "Q1: how many convolutional layers?",
-            f"{main + sc} counting the {sc} 1x1 projection shortcuts ({main} on the "
-            "main path); the classifier is linear, not counted.",
-            "answered",
-            [
-                n("conv layers", main + sc, "layers"),
-                n("conv layers, main path", main, "layers"),
-                n("1x1 shortcut convs", sc, "layers"),
-            ],
+            say(
+                "{all} counting the {sc} projection shortcuts (one-by-one convolutions; {main} on the main path); "
+                "the classifier is linear, not counted",
+                all=n("conv layers", main + sc, "layers"),
+                sc=n("shortcut convs", sc),
+                main=n("conv layers, main path", main),
+            ),
         ),
         Answer(
             "Q2: input size of the last linear layer?",
-            f"{int(v['input features of the last linear layer'])} features.",
-            "answered",
-            [n("last linear in_features", int(v["input features of the last linear layer"]), "")],
+            say(
+                "{k}",
+                k=n("last linear in_features", int(v["input features of the last linear layer"]), "features"),
+            ),
         ),
         Answer(
             "Q3: trainable parameters and gradients with SGD?",
-            f"{sgd['parameters']:,} parameters and {sgd['gradients']:,} gradients ({mb(sgd['parameters'])} each); "
-            f"momentum 0.9 adds a {mom:,}-value momentum buffer, which is optimizer state, not gradients.",
-            "answered",
+            say(
+                "{p} parameters and {g} gradients ({size} as float32 each)",
+                p=sgd_p,
+                g=n("SGD gradients", sgd["gradients"]),
+                size=size("SGD parameters", sgd["parameters"]),
+            ),
             [
-                n("SGD parameters", sgd["parameters"]),
-                n("SGD gradients", sgd["gradients"]),
-                n("SGD momentum buffer", mom),
-                size("SGD parameters", sgd["parameters"]),
-                Number("momentum", 0.9, "", "setting", source="the lab's SGD momentum"),
+                say(
+                    "Momentum {m} adds a momentum buffer of {buf} values, which is optimizer state, not gradients",
+                    m=momentum,
+                    buf=n("SGD momentum buffer", mom),
+                )
             ],
         ),
         Answer(
             "Q4: the same with Adam?",
-            f"{adam['parameters']:,} parameters, {adam['gradients']:,} gradients, and optimizer state of "
-            f"{adam['optimizer state exp_avg']:,} (exp_avg) + {adam['optimizer state exp_avg_sq']:,} (exp_avg_sq) "
-            f"values ({mb(adam['parameters'])} each), plus {adam['optimizer state step']} step counters.",
-            "answered",
-            [
-                n("Adam parameters", adam["parameters"]),
-                n("Adam gradients", adam["gradients"]),
-                n("Adam exp_avg", adam["optimizer state exp_avg"]),
-                n("Adam exp_avg_sq", adam["optimizer state exp_avg_sq"]),
-                size("Adam parameters", adam["parameters"]),
-                n("Adam step counters", adam["optimizer state step"], "counters"),
-            ],
+            say(
+                "{p} parameters, {g} gradients, and optimizer state of {m} (exp_avg) + {v} (exp_avg_sq) values ({size} "
+                "as float32 each), plus {steps}",
+                p=adam_p,
+                g=n("Adam gradients", adam["gradients"]),
+                m=n("Adam exp_avg", adam["optimizer state exp_avg"]),
+                v=n("Adam exp_avg_sq", adam["optimizer state exp_avg_sq"]),
+                size=size("Adam parameters", adam["parameters"]),
+                steps=n("Adam step counters", adam["optimizer state step"], "step counters"),
+            ),
         ),
     ], [sanity.stand_in(cfg)] if cfg.model != sanity.LAB["model"] else []
