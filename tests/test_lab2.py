@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from hpml_lab import results
-from hpml_lab.config import ConfigError
+from hpml_lab.config import ConfigError, RunConfig
 from hpml_lab.results import drop_warmup
 from hpml_lab.studies import lab2
 
@@ -135,3 +135,22 @@ def test_compile_without_its_compiler_is_one_line_before_any_compute(cfg, monkey
     ):
         train(cfg.replace(compile=True))
     assert not list(Path(cfg.results_dir).rglob("meta.json"))  # nothing ran, nothing written
+
+
+def test_config_reads_only_the_parameters_cell():
+    """Issue 28: `from hpml_lab.studies import precision` in a notebook was read as the parameter 'precision'."""
+    import types
+
+    from hpml_lab.report import notebook as nb
+
+    params = "# Parameters (papermill overrides these; keep literals only)\nepochs = 3\nbatch_size = 16\n"
+    injected = "# Parameters\nepochs = 2\n"
+    namespace = {
+        "In": ["", params, injected, "from hpml_lab.studies import precision"],
+        "epochs": 2,
+        "batch_size": 16,
+        "precision": types.ModuleType("precision"),  # a module named like a RunConfig field
+    }
+    cfg = nb.config("c1", namespace)
+    assert cfg.epochs == 2 and cfg.batch_size == 16 and cfg.precision == RunConfig().precision
+    assert nb.parameter_names({"In": ["x = 1"]}) is None

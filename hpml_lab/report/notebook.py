@@ -47,10 +47,37 @@ def config(task: str, namespace: Mapping[str, Any]) -> RunConfig:
         where=f" for task {task}",
         shown=sorted({*RunConfig.field_names(), *study}),
     )
-    params = {k: namespace[k] for k in RunConfig.field_names() if k in namespace and k != "task"}
+    given = parameter_names(namespace)
+    params = {
+        k: namespace[k]
+        for k in RunConfig.field_names()
+        if k in namespace and k != "task" and (given is None or k in given)
+    }
     cfg = RunConfig(task=task, **params)
     _RUN["model"] = cfg.model
     return cfg
+
+
+def parameter_names(namespace: Mapping[str, Any]) -> set[str] | None:
+    """The names the notebook's parameters cell and papermill's injected cell assign (both start with
+    '# Parameters'): the only names config() reads, so that `from hpml_lab.studies import precision` in a later
+    cell is never taken for a parameter. None outside a kernel with input history (then every RunConfig name is
+    read, modules left out)."""
+    import ast
+
+    cells = [
+        src
+        for src in namespace.get("In", []) or []
+        if isinstance(src, str) and src.lstrip().startswith("# Parameters")
+    ]
+    if not cells:
+        return None
+    names: set[str] = set()
+    for src in cells:
+        for node in ast.parse(src).body:
+            if isinstance(node, ast.Assign):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
 
 
 def injected_names(namespace: Mapping[str, Any]) -> list[str]:
