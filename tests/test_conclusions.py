@@ -13,17 +13,14 @@ from hpml_lab.answers import Number
 from hpml_lab.config import RunConfig
 from hpml_lab.findings import fmt
 from hpml_lab.report import claims
-from hpml_lab.studies import (
-    _conclude,
-    dataloading_answers,
-    lab2_answers,
-    memory,
-    memory_answers,
-    questions_answers,
-    scaling_answers,
-    tinyimagenet_answers,
-)
+from hpml_lab.studies import _conclude, lab2_answers
 from hpml_lab.studies._conclude import num
+from hpml_lab.studies.dataloading import dataloading_answers
+from hpml_lab.studies.lab5 import scaling_answers
+from hpml_lab.studies.memory import memory_answers
+from hpml_lab.studies.memory import memory_study as memory
+from hpml_lab.studies.questions import questions_answers
+from hpml_lab.studies.tinyimagenet import tinyimagenet_answers
 
 IDLE = {"load1": 0.1, "cores": 2, "steal_pct": 0.0}
 BUSY = {"load1": 6.5, "cores": 2, "steal_pct": 0.0}
@@ -566,7 +563,7 @@ def test_c8_only_eager_is_partial(tmp_path):
 
 # ------------------------------------------------------------------ questions
 def test_questions_from_a_real_count():
-    from hpml_lab.studies import questions
+    from hpml_lab.studies.questions import questions_study as questions
 
     table = questions.answers("resnet_tiny")
     qa, flags = questions_answers.conclude(RunConfig(task="questions", model="resnet_tiny"), table)
@@ -1005,7 +1002,7 @@ def test_a_study_module_with_a_task_registers_it_once():
 
 
 def test_lab5_notes_and_tables():
-    from hpml_lab.studies import scaling
+    from hpml_lab.studies.lab5 import scaling
 
     res = _lab5()
     res.sizes, res.grad_bytes = [8, 16], 4_000_000

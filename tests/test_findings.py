@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pandas as pd
 
 from hpml_lab.config import RunConfig
-from hpml_lab.studies import lab2_answers, scaling_answers
+from hpml_lab.studies import lab2_answers
+from hpml_lab.studies.lab5 import scaling_answers
 
 
 def _run(losses, epochs_s=(2.0, 1.0, 1.0, 1.0), per_epoch=None):

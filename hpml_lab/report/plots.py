@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..sanity import MIN_SAMPLES
-from ..studies.dataloading import ORDER
+from ..studies.dataloading.dataloading_study import ORDER
 
 
 def spread(ax, groups, labels) -> str:

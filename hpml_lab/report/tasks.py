@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ConfigError, StudySettings
-from ..studies import lab2, memory, scaling
+from ..studies import lab2
+from ..studies.lab5 import scaling
+from ..studies.memory import memory_study as memory
 
 FULL_LAB = {"epochs": 5, "batch_size": 128, "max_batches": 0, "subset": 0, "num_workers": 2}
 # Smoke runs use batch 32: the lab's lr 0.1 (for batch 128) scaled linearly to it, so that the short runs

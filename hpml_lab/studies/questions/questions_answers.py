@@ -1,7 +1,7 @@
 """What the questions report (Lab 2 Q1-Q4) concludes, computed from questions.answers()'s table: counts read from
 the model and from real optimizers after one step, each an exact count (provenance "counted": no n, no spread).
 
-    from hpml_lab.studies import questions, questions_answers
+    from hpml_lab.studies.questions import questions_answers, questions_study as questions
     qa, flags = questions_answers.conclude(cfg, questions.answers(cfg.model))
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import sanity
-from ..answers import Answer, Number
-from ..findings import say
+from ... import sanity
+from ...answers import Answer, Number
+from ...findings import say
 
 
 def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]:

@@ -1,0 +1,1 @@
+"""The dataloading task: its study and what its report concludes."""

@@ -1,0 +1,1 @@
+"""The lab5 task: its study and what its report concludes."""

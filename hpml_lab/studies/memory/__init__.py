@@ -1,0 +1,1 @@
+"""The memory task: its study and what its report concludes."""

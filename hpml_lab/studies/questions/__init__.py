@@ -1,0 +1,1 @@
+"""The questions task: its study and what its report concludes."""

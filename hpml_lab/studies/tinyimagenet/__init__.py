@@ -1,0 +1,1 @@
+"""The tinyimagenet task: its study and what its report concludes."""
