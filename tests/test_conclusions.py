@@ -984,19 +984,22 @@ def test_lab5_without_runs_predicts_everything():
     assert list(scaling_answers.lr_table(50_000)["steps per epoch"]) == [391, 98, 25, 7, 2]
 
 
-# ------------------------------------------------------------------ a task registers itself from its study
-def test_a_study_module_with_a_task_registers_it_once():
+# ------------------------------------------------------------------ a task registers itself from its folder
+def test_every_task_folder_registers_its_task_in_lab_order():
     from hpml_lab.config import ConfigError
+    from hpml_lab.protocol import Task
     from hpml_lab.report import tasks
+    from hpml_lab.studies import registry
 
-    study = SimpleNamespace(
-        TASK={"id": "canned-task", "notebook": "canned.ipynb", "title": "Canned", "smoke": {"epochs": 1}}
-    )
+    reg = registry()
+    assert list(reg)[:9] == ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "questions"]
+    assert {"memory", "tinyimagenet", "lab5", "dataloading"} <= set(reg) and tasks.TASKS.keys() == reg.keys()
+    assert all(t.conclude is not None for t in reg.values())
+    canned = Task("canned-task", "canned.ipynb", "Canned", smoke={"epochs": 1})
     try:
-        assert tasks.register_studies([study, SimpleNamespace()]) == ["canned-task"]
-        assert tasks.get("canned-task").profile("smoke") == {"epochs": 1}
+        assert tasks.register(canned) is canned and tasks.get("canned-task").profile("smoke") == {"epochs": 1}
         with pytest.raises(ConfigError, match="registered twice"):
-            tasks.register_studies([study])
+            tasks.register(canned)
     finally:
         tasks.TASKS.pop("canned-task", None)
 

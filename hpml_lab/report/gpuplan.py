@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from . import tasks
+
 # Packages the GPU image holds (notes/gpu-machine.md, its whole list): never carried. The kit's CPU test builds a
 # Python with exactly these (those of them installed here) to run the kit as the GPU machine would.
 IMAGE_HAS = set(
@@ -58,47 +60,17 @@ START_S = 120.0  # reference (review): the machine's start, once, 1-2 min
 FIRST_CALL_S, WARM_CALL_S = 75.0, 15.0
 LIMIT_S, LEASE_S = 540.0, 1500.0  # each command under 9 minutes; the whole kit under 25 minutes
 
-# Training epochs each task runs at the gpu profile (configurations x epochs, from its notebook), and the extra
-# seconds of what is not a training epoch, each with why.
-RUNS = {
-    "c1": 1,
-    "c2": 1,
-    "c3": 0,
-    "c4": 2,
-    "c5": 1,
-    "c6": 5,
-    "c7": 2,
-    "c8": 2,
-    "questions": 0,
-    "memory": 3,
-    "tinyimagenet": 4,
-    "lab5": 0,
-    "dataloading": 0,
-}
-EXTRA = {
-    "c3": (60.0, "loader sweep, no model: up to 5 worker counts x 3 epochs x 100 batches of PIL decoding"),
-    "c4": (20.0, "the profiler trace and its analysis"),
-    "c5": (None, "the CPU row: epochs x max_batches steps at the CPU step time"),
-    "c8": (150.0, "torch.compile of ResNet-18 (review: 1.5-2.5 min cold)"),
-    "questions": (15.0, "reads the other tasks' results"),
-    "memory": (60.0, "the OOM batch sweep and the memory snapshots (python stacks)"),
-    "tinyimagenet": (60.0, "DataParallel/DDP set-up on one GPU and the 64x64 data"),
-    "lab5": (150.0, "the batch sweep up to 8192 and the all-reduce measurement (review)"),
-    "dataloading": (
-        None,
-        "simulated storage sleeps: files x (0+5+20+50) ms x passes / workers, for the loaders",
-    ),
-}
+# Training epochs each task runs at the gpu profile (configurations x epochs, from its notebook), the extra seconds
+# of what is not a training epoch, each with why, and the device command (stage) it runs in: each task declares
+# them in its TASK (hpml_lab.protocol.Task gpu_runs, gpu_extra, gpu_stage).
+RUNS = {t.id: t.gpu_runs for t in tasks.TASKS.values()}
+EXTRA = {t.id: t.gpu_extra for t in tasks.TASKS.values() if t.gpu_extra is not None}
 
-# Each stage is one device command; report tasks are grouped so that each group fits one command.
-STAGES: dict[str, list[str]] = {
-    "tests": [],
-    "bench": [],
-    # questions reads C6's results: the same stage (a bare machine keeps nothing between commands)
-    "reports-1": ["c1", "c2", "memory", "c3", "c4", "c5", "c6", "c7", "questions"],
-    "reports-2": ["c8", "dataloading"],
-    "reports-3": ["tinyimagenet", "lab5"],
-}
+# Each stage is one device command; report tasks are grouped so that each group fits one command (in lab order:
+# questions reads C6's results, so it shares C6's stage, since a bare machine keeps nothing between commands).
+STAGES: dict[str, list[str]] = {"tests": [], "bench": []}
+for _t in tasks.TASKS.values():
+    STAGES.setdefault(_t.gpu_stage, []).append(_t.id)
 FIXED = {
     "tests": (180.0, "reference (review): pytest -m cuda, about 3 min"),
     "bench": (200.0, "reference (review): hpml-lab bench all on CUDA, 4-6 min at 5 repeats; the kit runs 3"),
@@ -114,7 +86,6 @@ def step_seconds(flops_per_step: float) -> float:
 def task_estimate(task_id: str) -> tuple[float, str]:
     """(seconds, basis) of one task at the gpu profile on an H100."""
     from .. import flops
-    from . import tasks
 
     p = tasks.TASKS[task_id].profile("gpu")
     tiny_imagenet = p.get("dataset") == "tinyimagenet"

@@ -20,3 +20,24 @@
 
 Each is run by its notebook (`hpml-lab run TASK`) or from Python.
 """
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+
+def registry() -> dict:
+    """{task id: Task} of every task folder under hpml_lab/studies/ (its __init__.py's TASK), in lab order: the one
+    way a task is registered (hpml_lab.protocol)."""
+    found = []
+    for m in pkgutil.iter_modules(__path__):
+        if m.ispkg and not m.name.startswith("_"):
+            task = getattr(importlib.import_module(f"{__name__}.{m.name}"), "TASK", None)
+            if task is not None:
+                found.append(task)
+    ids = [t.id for t in found]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"tasks registered twice: {dup}")
+    return {t.id: t for t in sorted(found, key=lambda t: (t.order, t.id))}
