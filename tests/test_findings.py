@@ -222,3 +222,39 @@ def test_answer_numbers_come_from_its_findings_and_names_are_unique_per_record()
     clash = Answer("Q2?", say("epoch {a}", a=N("epoch", 9.0)))
     with pytest.raises(RecordError, match="named 'epoch'"):
         check(Record("c9", "t", [ans, clash]))
+
+
+# No finding number is formatted outside findings.fmt (issue 27): a grep over the conclusions moved onto findings and
+# their notebooks' code cells. A format spec ('{x:.3g}', '{n:,}', '%.2f') in them would print a number the record's
+# formatter did not.
+FORMAT_SPEC = __import__("re").compile(r":[<>^]?\d*(?:,|,?\.\d+[fgde%]?|[fgde%])\}|%\.\d+[fgde]\b|\.format\(")
+
+
+def _code_cells(path):
+    import json
+
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def test_no_number_is_formatted_outside_the_one_formatter():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    sources = {
+        p.name: p.read_text()
+        for p in [
+            root / "hpml_lab/studies/lab2_answers.py",
+            root / "hpml_lab/studies/questions/questions_answers.py",
+        ]
+    }
+    for nb in [*sorted((root / "notebooks").glob("c[1-8]_*.ipynb")), root / "notebooks/questions.ipynb"]:
+        for i, cell in enumerate(_code_cells(nb)):
+            sources[f"{nb.name} cell {i}"] = cell
+    found = {
+        where: line
+        for where, text in sources.items()
+        for line in text.splitlines()
+        if FORMAT_SPEC.search(line) and "settings.tolerance" not in line  # c3's stopping rule: a setting
+    }
+    assert found == {}
+    assert FORMAT_SPEC.search('f"{x:.3g} s"') and FORMAT_SPEC.search('f"{n:,} images"')

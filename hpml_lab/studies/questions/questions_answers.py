@@ -11,7 +11,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import say
+from ...findings import Background, say
 
 
 def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -46,6 +46,13 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
                 sc=n("shortcut convs", sc),
                 main=n("conv layers, main path", main),
             ),
+            background=[
+                Background(
+                    "Convention: every Conv2d counts once, the shortcut convolutions included; the final linear layer "
+                    "is not a convolution. The usual name of the network counts the main-path convolutions plus the "
+                    "linear classifier."
+                )
+            ],
         ),
         Answer(
             "Q2: input size of the last linear layer?",
@@ -82,5 +89,28 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
                 size=size("Adam parameters", adam["parameters"]),
                 steps=n("Adam step counters", adam["optimizer state step"], "step counters"),
             ),
+            [
+                say(
+                    "In total Adam keeps {ratio} the parameter count in float values during training",
+                    ratio=Number(
+                        "Adam float values per parameter",
+                        (
+                            adam["parameters"]
+                            + adam["gradients"]
+                            + adam["optimizer state exp_avg"]
+                            + adam["optimizer state exp_avg_sq"]
+                        )
+                        / adam["parameters"],
+                        "x",
+                        "counted",
+                        source="(parameters + gradients + exp_avg + exp_avg_sq) / parameters",
+                    ),
+                )
+            ],
+            [
+                Background(
+                    "Optimizer state is neither parameters nor gradients; plain SGD without momentum keeps none."
+                )
+            ],
         ),
     ], [sanity.stand_in(cfg)] if cfg.model != sanity.LAB["model"] else []
