@@ -154,3 +154,28 @@ def test_config_reads_only_the_parameters_cell():
     cfg = nb.config("c1", namespace)
     assert cfg.epochs == 2 and cfg.batch_size == 16 and cfg.precision == RunConfig().precision
     assert nb.parameter_names({"In": ["x = 1"]}) is None
+
+
+def test_c4_figure_draws_no_caps_on_one_epoch_and_keeps_its_legend_off_the_data():
+    """Grader (issue 27): c4's min-max caps were drawn on n = 1 and its legend sat on the bars."""
+    import pandas as pd
+
+    from hpml_lab.report import plots
+
+    summary = pd.DataFrame(
+        {
+            "num_workers": [1, 2],
+            "n": [1, 3],
+            "data_median_s": [0.5, 0.1],
+            "train_median_s": [1.0, 1.1],
+            "total_median_s": [1.6, 1.3],
+            "total_min_s": [1.6, 1.2],
+            "total_max_s": [1.6, 1.5],
+        }
+    )
+    fig = plots.phase_bars(summary, "num_workers", "workers")
+    ax = fig.axes[0]
+    caps = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+    assert len(caps) == 1 and len(caps[0].lines[2][0].get_segments()) == 1  # only the n = 3 bar has a range
+    legend = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
+    assert legend.x0 >= ax.get_window_extent(fig.canvas.get_renderer()).x1 - 1  # right of the plot area
