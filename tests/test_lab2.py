@@ -179,3 +179,27 @@ def test_c4_figure_draws_no_caps_on_one_epoch_and_keeps_its_legend_off_the_data(
     assert len(caps) == 1 and len(caps[0].lines[2][0].get_segments()) == 1  # only the n = 3 bar has a range
     legend = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
     assert legend.x0 >= ax.get_window_extent(fig.canvas.get_renderer()).x1 - 1  # right of the plot area
+
+
+def test_the_stand_in_caption_does_not_overlap_the_plot(tmp_path, monkeypatch):
+    """Grader (issue 27): the stand-in caption overlapped the plots of c6, c7, c8."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hpml_lab.report import notebook as nb
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    monkeypatch.setitem(nb._RUN, "model", "resnet_tiny")
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+    for ax in axes:
+        ax.set_title("loss per batch")
+        ax.plot([0, 1], [0, 1])
+    fig.tight_layout()
+    nb.save_figure(fig, "caption-check")
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    caption = fig._suptitle.get_window_extent(r)
+    assert "stand-in" in fig._suptitle.get_text()
+    assert all(caption.y0 >= ax.title.get_window_extent(r).y1 - 1 for ax in axes)

@@ -392,6 +392,9 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
         head = sup.get_text() if sup is not None else ""
         if label not in head:
             fig.suptitle((head + "\n" if head else "") + f"({label})", fontsize=9)
+            engine = fig.get_layout_engine()
+            if type(engine).__name__ != "ConstrainedLayoutEngine":  # constrained layout makes room by itself
+                fig.tight_layout()  # make room for the caption: it was added after the layout and sat on the plot
     path = output_path(folder) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
