@@ -1084,3 +1084,13 @@ def test_busy_machine_is_flagged_from_the_busiest_run_of_a_sweep(tmp_path):
     res.meta = {"machine": BUSY}
     _, flags = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), res)
     assert "machine busy" in {f.kind for f in flags}
+
+
+def test_c8_figure_is_per_step_as_its_text(tmp_path):
+    """Grader (issue 27): c8's figure showed seconds per epoch while its answer states compute per step."""
+    out = _c8(tmp_path, FAST, SLOW)
+    steps = lab2_answers.c8_steps(out).set_index("mode")
+    answers, _ = lab2_answers.c8(RunConfig(task="c8"), out)
+    by_name = {n.name: n for n in answers[0].numbers}
+    assert steps.loc["eager", "median_s"] == pytest.approx(by_name["eager: compute per step"].value)
+    assert steps.loc["compiled", "median_s"] == pytest.approx(by_name["compiled: compute per step"].value)

@@ -809,3 +809,22 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         )
     ]
     return [Answer(question, head, details, background, verdict=sample_record(v, comp, eag))], dedupe(flags)
+
+
+def c8_steps(out) -> pd.DataFrame:
+    """C8's figure data, per training step as its answer states it (not per epoch): for eager and compiled, the
+    median, min and max compute per step in ms after warm-up (columns median_s/min_s/max_s hold ms, n the steps)."""
+    bt = steady_batches([it for it in out.items if it.complete], "compile")
+    rows = []
+    for flag, g in bt.groupby("compile", sort=True):
+        ms = 1000 * g["train_s"]
+        rows.append(
+            {
+                "mode": "compiled" if flag else "eager",
+                "median_s": ms.median(),
+                "min_s": ms.min(),
+                "max_s": ms.max(),
+                "n": len(ms),
+            }
+        )
+    return pd.DataFrame(rows)
