@@ -203,3 +203,9 @@ def test_the_stand_in_caption_does_not_overlap_the_plot(tmp_path, monkeypatch):
     caption = fig._suptitle.get_window_extent(r)
     assert "stand-in" in fig._suptitle.get_text()
     assert all(caption.y0 >= ax.title.get_window_extent(r).y1 - 1 for ax in axes)
+
+
+def test_c3_notebook_claims_no_unchecked_equivalence():
+    """Grader (issue 27): c3 said its doubling grid 'finds the same turning point with fewer runs' (never checked)."""
+    text = (Path(__file__).resolve().parent.parent / "notebooks/c3_io.ipynb").read_text()
+    assert "finds the same turning point" not in text and "is not checked here" in text
