@@ -304,7 +304,8 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
             med=nums[b.label],
             k=counted("other counts tried", separated),
         )
-    details = [say("Per count (median epoch): {all}", all=join(list(nums.values()), ", "))]
+    per_count = [say("{w} {t}", w=labels[n], t=nums[n]) for n in sorted(nums)]
+    details = [say("Per count (median epoch): {all}", all=join(per_count, ", "))]
     details += best_findings(b, labels, "C3")
     details.append(
         say(
