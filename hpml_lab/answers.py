@@ -46,6 +46,12 @@ class Number:
         return f"{self.name}: {shown}" + f" [{tag}{'; ' + ', '.join(extra) if extra else ''}]"
 
 
+def sentence(text: str) -> str:
+    """A finding as a sentence: ends with a full stop unless it ends with one already (or ? !)."""
+    text = text.strip()
+    return text if not text or text.endswith((".", "?", "!")) else text + "."
+
+
 @dataclass(frozen=True)
 class _Legacy(Finding):
     """An answer text written before findings (a plain string and its numbers beside it). Kept so that code not yet
@@ -99,8 +105,8 @@ class Answer:
 
     @property
     def text(self) -> str:
-        """The plain text: the headline, then the details (for the index and old callers)."""
-        return " ".join(f.plain().strip() for f in self.findings if f.plain().strip())
+        """The plain text: the headline, then the details, each a sentence (for the index and old callers)."""
+        return " ".join(sentence(f.plain()) for f in self.findings if f.plain().strip())
 
     @property
     def numbers(self) -> list[Number]:
@@ -120,8 +126,8 @@ class Answer:
             "numbers": [asdict(n) for n in self.numbers],
             "missing": self.missing,
             "verdict": self.verdict,
-            "headline": {"plain": self.headline.plain(), "html": self.headline.html()},
-            "details": [{"plain": d.plain(), "html": d.html()} for d in self.details],
+            "headline": {"plain": sentence(self.headline.plain()), "html": sentence(self.headline.html())},
+            "details": [{"plain": sentence(d.plain()), "html": sentence(d.html())} for d in self.details],
             "background": [b.text for b in self.background],
             "legacy": isinstance(self.headline, _Legacy),
         }

@@ -26,6 +26,7 @@ ratio, interval and counts are Numbers of the answer record, named from `name`; 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 
 MIN_SAMPLES = 3
+TIMED = re.compile(r"\b(time|times|per step|per batch|per pass|per epoch|wait|seconds|latency)\b", re.I)
 LOAD_MARGIN = 0.5  # load per core two sequential sides may differ by and still be compared
 
 
@@ -63,7 +65,14 @@ class Verdict:
         return {"better": self.label_a, "worse": self.label_b}.get(self.outcome)
 
     def words(self) -> tuple[str, str]:
-        return ("faster", "slower") if self.lower_is_better else ("higher", "lower")
+        if not self.lower_is_better:
+            return ("higher", "lower")
+        return ("faster", "slower") if self.timed else ("lower", "higher")
+
+    @property
+    def timed(self) -> bool:
+        """Whether the samples are times (said faster/slower) rather than another lower-is-better value (a loss)."""
+        return not self.what or bool(TIMED.search(self.what))
 
     def sentence(self) -> str:
         """The comparison in one sentence, with its numbers; a tie is called a tie."""
@@ -151,8 +160,13 @@ class Verdict:
         if self.outcome in ("better", "worse"):
             win, lose = (a, b) if self.outcome == "better" else (b, a)
             up, _ = self.words()
+            template = (
+                "{win} is {ratio} {up} than {lose} on {what} ({conf} CI {low} to {high}; n = {na} and {nb})"
+                if self.timed and self.lower_is_better
+                else "{what} is {up} for {win} than for {lose} by {ratio} ({conf} CI {low} to {high}; n = {na} and {nb})"
+            )
             f = say(
-                "{win} is {ratio} {up} than {lose} on {what} ({conf} CI {low}-{high}; n = {na} and {nb})",
+                template,
                 win=win,
                 lose=lose,
                 up=up,
@@ -174,7 +188,7 @@ class Verdict:
             f = say(
                 "{a} and {b} cannot be told apart on {what}: their runs were made one after the other while the "
                 "machine's load per core moved between {lo} and {hi}, more than the {margin} such a comparison "
-                "allows (ratio {ratio}, {conf} CI {low}-{high}; n = {na} and {nb})",
+                "allows (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
                 a=a,
                 b=b,
                 what=self.what,
@@ -187,7 +201,7 @@ class Verdict:
         elif self.reason == "load not recorded":
             f = say(
                 "{a} and {b} cannot be told apart on {what}: their runs were made one after the other and the "
-                "machine's load during them was not recorded (ratio {ratio}, {conf} CI {low}-{high}; n = {na} and {nb})",
+                "machine's load during them was not recorded (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
                 a=a,
                 b=b,
                 what=self.what,
@@ -196,7 +210,7 @@ class Verdict:
             )
         elif self.reason == "within twin noise":
             f = say(
-                "{a} and {b} cannot be told apart on {what}: the difference (ratio {ratio}, {conf} CI {low}-{high}; "
+                "{a} and {b} cannot be told apart on {what}: the difference (ratio {ratio}, {conf} CI {low} to {high}; "
                 "n = {na} and {nb}) is within the {noise} by which twin configurations of this machine differed",
                 a=a,
                 b=b,
@@ -207,7 +221,7 @@ class Verdict:
             )
         else:
             f = say(
-                "{a} and {b} cannot be told apart on {what} (ratio {ratio}, {conf} CI {low}-{high}; n = {na} and {nb})",
+                "{a} and {b} cannot be told apart on {what} (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
                 a=a,
                 b=b,
                 what=self.what,

@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from hpml_lab.data import cifar, lab_transform
-from hpml_lab.studies.dataloading import (
+from hpml_lab.studies.dataloading.dataloading_study import (
     FileImageDataset,
     ThreadedFileDataset,
     preload,

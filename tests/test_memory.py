@@ -7,7 +7,7 @@ from torch import nn
 from hpml_lab import memory, models, training
 from hpml_lab.config import ConfigError, RunConfig
 from hpml_lab.models.revnet import RevUnit
-from hpml_lab.studies import memory as memory_study
+from hpml_lab.studies.memory import memory_study
 
 SMALL_REV = dict(stages=(2, 3, 2), widths=(8, 8, 16, 24))
 

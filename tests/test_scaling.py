@@ -5,7 +5,7 @@ import math
 import pytest
 
 from hpml_lab import memory, models
-from hpml_lab.studies import scaling
+from hpml_lab.studies.lab5 import scaling
 
 
 def test_bus_bandwidth_and_ring_allreduce_model():
@@ -44,7 +44,7 @@ def test_first_activation_matches_the_seeds_back_of_envelope():
 def test_allreduce_fit_recovers_latency_and_bandwidth_and_falls_back_on_noise():
     import pandas as pd
 
-    from hpml_lab.studies import scaling
+    from hpml_lab.studies.lab5 import scaling
 
     sizes = [1e5, 1e6, 1e7]
     exact = pd.DataFrame(
@@ -102,7 +102,7 @@ def test_link_peak_matches_gpu_names_as_whole_words():
 def test_q1_counts_full_batch_steps_only(tiny_cfg):
     """An epoch of 40 images at batch 16 ends with an 8-image step: it is no step of batch 16, so Q1 leaves it out
     (counted, it read as twice the throughput)."""
-    from hpml_lab.studies.scaling import compute_sweep
+    from hpml_lab.studies.lab5.scaling import compute_sweep
 
     q1 = compute_sweep(
         tiny_cfg.replace(task="lab5", subset=40, max_batches=0, batch_size=16), [16], n_images=160

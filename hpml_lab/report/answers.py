@@ -27,6 +27,7 @@ from typing import Any
 
 from ..answers import PROVENANCE, STATUSES, Answer, Number, Record, RecordError, check  # noqa: F401 (re-exported)
 from ..config import output_path
+from ..findings import fmt_value
 from ..io import atomic_write_json
 
 WORDS = {
@@ -89,10 +90,10 @@ def scrub_paths(text: str) -> str:
     return text
 
 
-def percent(fraction_or_pct: float, of_one: bool = True, digits: int = 1) -> str:
-    """'14.2%' from 0.142 (or from 14.2 with of_one=False): a share as a reader writes it."""
-    v = float(fraction_or_pct) * (100.0 if of_one else 1.0)
-    return f"{v:.{digits}f}%"
+def percent(fraction_or_pct: float, of_one: bool = True) -> str:
+    """'14.2%' from 0.142 (or from 14.2 with of_one=False): a share as a reader writes it, through the one
+    formatter (findings.fmt_value), so a table and its sentence agree."""
+    return fmt_value(float(fraction_or_pct) * (100.0 if of_one else 1.0), "%")
 
 
 def path_for(task: str) -> Path:
@@ -129,34 +130,38 @@ LEGEND = (
 )
 
 
-def box_html(rec: dict[str, Any], shared: bool = False) -> str:
-    """The answer box: status; each question with its headline (the line a grader reads first), the details
-    under it and its tagged numbers folded; the flags. `shared`: leave out what a bundle says once for every
-    report (synthetic data, stand-in model, busy machine, the legend of the tags)."""
+def answer_html(a: dict[str, Any]) -> str:
+    """One answer in the box: the question and status, the headline (the line a grader reads first), the details
+    under it, the background apart and labelled as general, then its tagged numbers folded. Every number of a
+    finding sits in its <span data-number="NAME"> (findings.py), NAME being the Number's name in the record."""
     from .pages import headline
 
-    items = []
-    for a in rec["answers"]:
-        nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
-        missing = f" <i>(missing: {html.escape(a['missing'])})</i>" if a.get("missing") else ""
-        head, details = headline(a, "html")
-        background = "".join(
-            f"<p class='hpml-background'><i>In general (not a finding of this run):</i> {html.escape(b)}</p>"
-            for b in a.get("background") or []
+    nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
+    missing = f" <i>(missing: {html.escape(a['missing'])})</i>" if a.get("missing") else ""
+    head, details = headline(a, "html")
+    background = "".join(
+        f"<p class='hpml-background'><i>In general (not a finding of this run):</i> {html.escape(b)}</p>"
+        for b in a.get("background") or []
+    )
+    return (
+        f"<li class='hpml-item'><p class='hpml-question'>{html.escape(a['question'])} "
+        f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span></p>"
+        f"<p class='hpml-headline'>{head}</p>"
+        + (f"<p class='hpml-details'>{details}{missing}</p>" if details or missing else "")
+        + background
+        + (
+            f"<details><summary>its numbers ({len(a['numbers'])}, tagged)</summary><ul>{nums}</ul></details>"
+            if nums
+            else ""
         )
-        items.append(
-            f"<li class='hpml-item'><p class='hpml-question'>{html.escape(a['question'])} "
-            f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span></p>"
-            f"<p class='hpml-headline'>{head}</p>"
-            + (f"<p class='hpml-details'>{details}{missing}</p>" if details or missing else "")
-            + background
-            + (
-                f"<details><summary>its numbers ({len(a['numbers'])}, tagged)</summary><ul>{nums}</ul></details>"
-                if nums
-                else ""
-            )
-            + "</li>"
-        )
+        + "</li>"
+    )
+
+
+def box_html(rec: dict[str, Any], shared: bool = False) -> str:
+    """The answer box: status, each question's answer (answer_html), and the flags. `shared`: leave out what a
+    bundle says once for every report (synthetic data, stand-in model, busy machine, the legend of the tags)."""
+    items = [answer_html(a) for a in rec["answers"]]
     flags = "".join(
         f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>"
         for f in rec["flags"]

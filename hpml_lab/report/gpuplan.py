@@ -79,37 +79,6 @@ EPOCH_OVERHEAD_S = 1.5
 KERNEL_S = 10.0
 BENCH_REPEATS = 2
 
-# Training epochs each task runs at the gpu profile (configurations x epochs, from its notebook), and the extra
-# seconds of what is not a training epoch, each with why.
-RUNS = {
-    "c1": 1,
-    "c2": 1,
-    "c3": 0,
-    "c4": 2,
-    "c5": 1,
-    "c6": 5,
-    "c7": 2,
-    "c8": 2,
-    "questions": 0,
-    "memory": 3,
-    "tinyimagenet": 4,
-    "lab5": 0,
-    "dataloading": 0,
-}
-EXTRA = {
-    "c3": (60.0, "loader sweep, no model: up to 5 worker counts x 3 epochs x 100 batches of PIL decoding"),
-    "c4": (20.0, "the profiler trace and its analysis"),
-    "c5": (None, "the CPU row: epochs x max_batches steps at the CPU step time"),
-    "c8": (150.0, "torch.compile of ResNet-18 (review: 1.5-2.5 min cold)"),
-    "questions": (15.0, "reads the other tasks' results"),
-    "memory": (60.0, "the OOM batch sweep and the memory snapshots (python stacks)"),
-    "tinyimagenet": (60.0, "DataParallel/DDP set-up on one GPU and the 64x64 data"),
-    "lab5": (150.0, "the batch sweep up to 8192 and the all-reduce measurement (review)"),
-    "dataloading": (
-        None,
-        "simulated storage sleeps: files x (0+5+20+50) ms x passes / workers, for the loaders",
-    ),
-}
 FIXED = {
     "tests": (180.0, "reference (review): pytest -m cuda, about 3 min"),
     "bench": (
@@ -118,42 +87,27 @@ FIXED = {
         f" the kit runs {BENCH_REPEATS}",
     ),
 }
-# Units that must share a command (a bare machine keeps nothing between commands): questions reads C6's results.
-TOGETHER = {"questions": "c6"}
-# What to learn first when the check may be cut short (notes/gpu-review.md: check these first): the node, the CUDA
-# tests, the fast path (c8), the timed epochs (c2, c5), lab5's expected failure, then the rest.
-PRIORITY = [
-    "tests",
-    "c8",
-    "c2",
-    "c5",
-    "lab5",
-    "bench",
-    "memory",
-    "c4",
-    "c1",
-    "c6",
-    "questions",
-    "c7",
-    "c3",
-    "tinyimagenet",
-    "dataloading",
-]
+# The kit's own units, before and among the lab tasks in priority order (notes/gpu-review.md: check these first):
+# the node and the CUDA tests first, the benchmarks after the first timed tasks. Each task's priority, and the task
+# whose command it must share, are its TASK's (gpu_priority, gpu_with): no per-task table here.
+SPECIAL_PRIORITY = {"tests": 0, "bench": 50}
 SPECIAL = ("tests", "bench")  # units that are not lab tasks
 
 
 def task_inputs() -> dict[str, dict[str, Any]]:
     """Every lab task's inputs to the plan: {task id: {"profile": its gpu profile, "runs": training runs per
-    epoch setting, "extra_s": seconds beside the epochs or None (computed), "why": what those are}}. The one
-    place that reads the task table (to be repointed at the tasks' own TASK objects)."""
+    epoch setting, "extra_s": seconds beside the epochs or None (computed), "why": what those are, "priority",
+    "with": a task whose command it shares}}, from each task's TASK."""
     from . import tasks
 
     return {
         tid: {
             "profile": t.profile("gpu"),
-            "runs": RUNS.get(tid, 1),
-            "extra_s": EXTRA.get(tid, (0.0, ""))[0],
-            "why": EXTRA.get(tid, (0.0, ""))[1],
+            "runs": t.gpu_runs,
+            "extra_s": (t.gpu_extra or (0.0, ""))[0],
+            "why": (t.gpu_extra or (0.0, ""))[1],
+            "priority": t.gpu_priority,
+            "with": t.gpu_with,
         }
         for tid, t in tasks.TASKS.items()
     }
@@ -220,9 +174,17 @@ def unit_estimate(unit: str) -> tuple[float, str]:
 
 
 def units() -> list[str]:
-    """Every unit of a full check, in priority order (tasks missing from PRIORITY come last, in table order)."""
-    every = list(SPECIAL) + list(task_inputs())
-    return [u for u in PRIORITY if u in every] + [u for u in every if u not in PRIORITY]
+    """Every unit of a full check, in priority order (the kit's own units by SPECIAL_PRIORITY, tasks by their
+    TASK's gpu_priority; ties in lab order)."""
+    inputs = task_inputs()
+    every = list(SPECIAL) + list(inputs)
+    rank = {**{u: inputs[u]["priority"] for u in inputs}, **SPECIAL_PRIORITY}
+    return sorted(every, key=lambda u: rank[u])
+
+
+def together() -> dict[str, str]:
+    """{task: the task whose device command it must share} (questions reads C6's results)."""
+    return {tid: i["with"] for tid, i in task_inputs().items() if i["with"]}
 
 
 def command_line(part: int) -> str:
@@ -246,8 +208,9 @@ def parts() -> tuple[list[list[str]], list[str]]:
     fits in none."""
     groups: list[list[str]] = []
     for u in units():
-        if u in TOGETHER and any(TOGETHER[u] in g for g in groups):
-            next(g for g in groups if TOGETHER[u] in g).append(u)
+        with_ = together().get(u)
+        if with_ and any(with_ in g for g in groups):
+            next(g for g in groups if with_ in g).append(u)
         else:
             groups.append([u])
     cmds: list[list[str]] = []

@@ -22,7 +22,7 @@ from .. import sanity
 from ..config import RunConfig, check_keys, output_path
 from ..data import dataset_info
 from ..envinfo import environment, hardware_label
-from ..studies._conclude import short
+from ..findings import fmt_value
 
 try:
     from IPython.display import HTML, Markdown, display
@@ -47,10 +47,37 @@ def config(task: str, namespace: Mapping[str, Any]) -> RunConfig:
         where=f" for task {task}",
         shown=sorted({*RunConfig.field_names(), *study}),
     )
-    params = {k: namespace[k] for k in RunConfig.field_names() if k in namespace and k != "task"}
+    given = parameter_names(namespace)
+    params = {
+        k: namespace[k]
+        for k in RunConfig.field_names()
+        if k in namespace and k != "task" and (given is None or k in given)
+    }
     cfg = RunConfig(task=task, **params)
     _RUN["model"] = cfg.model
     return cfg
+
+
+def parameter_names(namespace: Mapping[str, Any]) -> set[str] | None:
+    """The names the notebook's parameters cell and papermill's injected cell assign (both start with
+    '# Parameters'): the only names config() reads, so that `from hpml_lab.studies import precision` in a later
+    cell is never taken for a parameter. None outside a kernel with input history (then every RunConfig name is
+    read, modules left out)."""
+    import ast
+
+    cells = [
+        src
+        for src in namespace.get("In", []) or []
+        if isinstance(src, str) and src.lstrip().startswith("# Parameters")
+    ]
+    if not cells:
+        return None
+    names: set[str] = set()
+    for src in cells:
+        for node in ast.parse(src).body:
+            if isinstance(node, ast.Assign):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
 
 
 def injected_names(namespace: Mapping[str, Any]) -> list[str]:
@@ -276,7 +303,7 @@ def number_text(x: Any, na: str = "-") -> str:
         return na
     if not isinstance(x, numbers.Real):
         return str(x)
-    return short(float(x))  # as the conclusions' sentences state numbers, so a table and its sentence agree
+    return fmt_value(x)  # the one formatter the findings use too, so a table and its sentence agree
 
 
 def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, na: str = "-"):
@@ -388,6 +415,9 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
         head = sup.get_text() if sup is not None else ""
         if label not in head:
             fig.suptitle((head + "\n" if head else "") + f"({label})", fontsize=9)
+            engine = fig.get_layout_engine()
+            if type(engine).__name__ != "ConstrainedLayoutEngine":  # constrained layout makes room by itself
+                fig.tight_layout()  # make room for the caption: it was added after the layout and sat on the plot
     path = output_path(folder) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..sanity import MIN_SAMPLES
-from ..studies.dataloading import ORDER
+from ..studies.dataloading.dataloading_study import ORDER
 
 
 def spread(ax, groups, labels) -> str:
@@ -155,20 +155,24 @@ def phase_bars(summary: pd.DataFrame, by: str, xlabel: str) -> plt.Figure:
     ax.bar(
         x, other, bottom=summary["data_median_s"] + summary["train_median_s"], color="#bbbbbb", label="other"
     )
-    ax.errorbar(
-        x,
-        summary["total_median_s"],
-        yerr=[
-            summary["total_median_s"] - summary["total_min_s"],
-            summary["total_max_s"] - summary["total_median_s"],
-        ],
-        fmt="none",
-        color="k",
-        capsize=4,
-    )
+    spread = summary["n"] > 1  # a min-max range of one epoch is no spread: no caps on n = 1
+    if spread.any():
+        ax.errorbar(
+            x[spread],
+            summary.loc[spread, "total_median_s"],
+            yerr=[
+                (summary["total_median_s"] - summary["total_min_s"])[spread],
+                (summary["total_max_s"] - summary["total_median_s"])[spread],
+            ],
+            fmt="none",
+            color="k",
+            capsize=4,
+        )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"median seconds per epoch (n={int(summary['n'].min())} epochs)")
-    ax.legend(frameon=False, fontsize=8)
+    ax.legend(
+        frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0)
+    )  # beside the bars, not on them
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig

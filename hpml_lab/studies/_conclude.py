@@ -9,6 +9,7 @@ import pandas as pd
 from .. import sanity
 from ..answers import Number
 from ..data import num_classes
+from ..findings import Finding, fmt_value, join, say
 from ..profiling import summarize
 from ..results import drop_warmup
 from ..verdict import compare
@@ -21,14 +22,51 @@ def num(name: str, values, unit: str, scale: float = 1.0) -> Number:
 
 
 def short(x: float) -> str:
-    """A value for a sentence: 3 significant digits, whole numbers with thousands separators from 1000 up (never
-    '3.31e+03')."""
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+    """(Kept for conclusions not yet on findings) a value through the one formatter, findings.fmt_value."""
+    return fmt_value(float(x))
 
 
 def share(fraction: float) -> str:
-    """A share as a sentence states it, 3 significant digits, so 0.15% is never rounded to '0%'."""
-    return f"{100 * fraction:.3g}%"
+    """(Kept for conclusions not yet on findings) a share through the one formatter: '0.15%', never '0%'."""
+    return fmt_value(100 * float(fraction), "%")
+
+
+def setting(name: str, value, unit: str = "", source: str = "the run's settings") -> Number:
+    """A value the run was given (a worker count, a batch size), as a Number a finding can state."""
+    return Number(name, value, unit, "setting", source=source)
+
+
+def counted(name: str, value: int, unit: str = "", source: str = "counted in the results") -> Number:
+    return Number(name, int(value), unit, "counted", source=source)
+
+
+def worker_label(n: int, name: str = "") -> Finding:
+    """'2 workers' / '1 worker' as a Finding whose count is a setting Number (named `name`, default 'workers: n')."""
+    num = setting(name or f"worker count {int(n)}", int(n))
+    return say("{n} worker" if int(n) == 1 else "{n} workers", n=num)
+
+
+def workers_list(counts, name: str = "worker count") -> Finding:
+    """Several worker counts: '0 or 2 workers'."""
+    counts = [int(c) for c in counts]
+    nums = [say("{n}", n=setting(f"{name} {c}", c)) for c in counts]
+    return say("{counts} workers", counts=join(nums, ", ", " or "))
+
+
+def loads_by(items, by: str) -> dict:
+    """The machine's load per core recorded before each run of a sweep, by the value of `by` in its config."""
+    from ..results import read_run
+
+    out: dict = {}
+    for it in items or ():
+        try:
+            meta = read_run(it.run_dir).meta
+        except (OSError, ValueError):
+            continue
+        m, value = meta.get("machine") or {}, (meta.get("config") or {}).get(by)
+        if m.get("load1") is not None and m.get("cores"):
+            out.setdefault(value, []).append(float(m["load1"]) / float(m["cores"]))
+    return out
 
 
 def workers(counts) -> str:
@@ -72,12 +110,23 @@ def steady_batches(items, by: str) -> pd.DataFrame:
 
 
 def compare_configs(
-    batches: pd.DataFrame, by: str, a, b, column: str, what: str, label_a: str = "", label_b: str = ""
+    batches: pd.DataFrame,
+    by: str,
+    a,
+    b,
+    column: str,
+    what: str,
+    label_a: str = "",
+    label_b: str = "",
+    loads: dict | None = None,
 ):
-    """Verdict of configuration `a` against `b` (values of `by`) on a per-batch column (seconds: lower is better)."""
+    """Verdict of configuration `a` against `b` (values of `by`) on a per-batch column (seconds: lower is better).
+    With `loads` (loads_by: value -> load per core of its runs) the runs are known to have been made one after the
+    other, and the verdict cannot tell when the load moved between them."""
     xa = list(batches.loc[batches[by] == a, column])
     xb = list(batches.loc[batches[by] == b, column])
-    return compare(xa, xb, label_a or f"{by} {a}", label_b or f"{by} {b}", what=what), xa, xb
+    design = {} if loads is None else {"interleaved": False, "load_a": loads.get(a), "load_b": loads.get(b)}
+    return compare(xa, xb, label_a or f"{by} {a}", label_b or f"{by} {b}", what=what, **design), xa, xb
 
 
 def dedupe(flags) -> list[sanity.Flag]:

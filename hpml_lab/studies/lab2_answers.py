@@ -18,258 +18,328 @@ import pandas as pd
 from .. import sanity
 from ..answers import Answer, Number
 from ..data import num_classes
+from ..findings import Background, Finding, join, say
 from ..profiling import summarize
 from ..results import drop_warmup, read_run
 from ..verdict import best, compare, sample_record
 from ._conclude import (
     compare_configs,
+    counted,
     dedupe,
-    first_up,
+    loads_by,
     meta_machine,
     num,
-    short,
+    setting,
     steady_batches,
     training_flags,
     twin_noise,
+    worker_label,
     workers,
+    workers_list,
 )
 
 
+def _ends(k: Number, which: str) -> Finding:
+    """'the last 4 batches' / 'the first batch', the count a Number of the record."""
+    return say(f"the {which} batch") if k.value == 1 else say(f"the {which} {{k}} batches", k=k)
+
+
 def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Per-batch loss and top-1: where they started and ended, and one learning sentence decided from verdicts of
-    the last batches against the first (loss and top-1) and top-1 against chance; diverged runs are not a result."""
+    """Per-batch loss and top-1: where they started and ended, and one learning headline decided from verdicts of
+    the last batches against the first (loss and top-1) and top-1 against chance; diverged runs are not a result.
+    The headline states the verdict that decided it; a loss that did not measurably change says so as a verdict."""
     b = run.batches
     k = max(1, len(b) // 10)
     first, last = b.head(k), b.tail(k)
     classes = num_classes(cfg.dataset)
-    chance = 100 / classes
     flags = training_flags(cfg, b, run.epochs, run.meta)
     diverged = any(f.kind == "diverged" for f in flags)
-    batches = "batch" if k == 1 else f"{k} batches"
-    v = compare(
-        last["loss"], first["loss"], f"the last {batches}", f"the first {batches}", what="training loss"
+    kn = counted("batches at each end", k)
+    la, lb = _ends(kn, "last"), _ends(kn, "first")
+    v = compare(last["loss"], first["loss"], la.plain(), lb.plain(), what="training loss")
+    va = compare(last["acc"], first["acc"], la.plain(), lb.plain(), what="top-1", lower_is_better=False)
+    l0 = Number("mean loss, first batches", float(first["loss"].mean()), "", "measured", n=k)
+    l1 = Number("mean loss, last batches", float(last["loss"].mean()), "", "measured", n=k)
+    top0 = Number("top-1, first batches", float(100 * first["acc"].mean()), "%", "measured", n=k)
+    top1 = Number("top-1, last batches", float(100 * last["acc"].mean()), "%", "measured", n=k)
+    chance = Number(
+        "chance top-1", 100 / classes, "%", "predicted", source=f"1 / {classes} classes: a uniform guess"
     )
-    va = compare(
-        last["acc"],
-        first["acc"],
-        f"the last {batches}",
-        f"the first {batches}",
-        what="top-1",
-        lower_is_better=False,
-    )
-    top0, top1 = 100 * first["acc"].mean(), 100 * last["acc"].mean()
-    rise = f"top-1 went from {top0:.1f}% to {top1:.1f}% (chance {chance:.0f}%) over {len(b)} batches"
-    l0, l1 = first["loss"].mean(), last["loss"].mean()
-    ends = f"from {l0:.3f} over the first {batches} to {l1:.3f} over the last {batches}"  # names both verdict sides
+    total = counted("batches", len(b))
+    loss_v, acc_v = v.finding("C1 loss", la, lb), va.finding("C1 top-1", la, lb)
+    rise = say("top-1 went from {a} to {b} over {n} batches (chance {c})", a=top0, b=top1, n=total, c=chance)
+    above = top1.value > chance.value
+    details: list = []
     if diverged:
-        text = (
-            f"Training diverged: the loss ended at {l1:.2f}, above chance "
-            f"({sanity.chance_loss(classes):.2f}); these curves are not a result."
+        cl = Number(
+            "chance loss",
+            sanity.chance_loss(classes),
+            "",
+            "predicted",
+            source=f"ln {classes}: a uniform guess",
         )
-    elif (v.outcome == "better" or va.outcome == "better") and top1 > chance:
-        loss = (
-            f"the training loss fell {ends}"
-            if v.outcome == "better"
-            else f"the training loss rose {ends}"
-            if v.outcome == "worse"
-            else f"the training loss went from {l0:.3f} to {l1:.3f} (no measurable change)"
+        head = say(
+            "Training diverged: the loss ended at {l1}, above the chance loss {cl}; these curves are not a result",
+            l1=l1,
+            cl=cl,
         )
-        text = f"The run learned: {loss} and {rise}, above chance."
+    elif (v.outcome == "better" or va.outcome == "better") and above:
+        decided, other = (loss_v, acc_v) if v.outcome == "better" else (acc_v, loss_v)
+        head = say("The run learned: {v}", v=decided)
+        details = [say("{v}", v=other).up(), say("{r}: above chance", r=rise).up()]
     elif v.outcome == "better":
-        text = (
-            f"The training loss fell {ends}, but {rise}: not above chance, so no learning shows in the accuracy "
-            "yet."
-        )
+        head = say("No learning shows in the accuracy yet: {r}, not above chance", r=rise)
+        details = [say("{v}", v=loss_v).up()]
     elif v.reason == "too few samples":
-        text = (
-            f"The training loss went from {l0:.3f} to {l1:.3f} and {rise}, but with {k} "
-            f"{'batch' if k == 1 else 'batches'} at each end there are too few samples to tell whether the run "
-            "learned."
-        )
+        head = say("Too few batches at each end to tell whether the run learned: {v}", v=loss_v)
+        details = [say("The mean loss went from {l0} to {l1}, and {r}", l0=l0, l1=l1, r=rise)]
     elif v.outcome == "worse":
-        text = f"The run did not learn: the training loss rose {ends} and {rise}."
+        head = say("The run did not learn: {v}", v=loss_v)
+        details = [say("{r}", r=rise).up()]
     else:
-        text = f"The run did not measurably learn: {v.sentence().rstrip('.')}, and {rise}."
-    nums = [
-        Number("mean loss, first batches", float(l0), "", "measured", n=k),
-        Number("mean loss, last batches", float(l1), "", "measured", n=k),
-        Number("top-1, first batches", float(top0), "%", "measured", n=k),
-        Number("top-1, last batches", float(top1), "%", "measured", n=k),
-        Number("chance top-1", chance, "%", "predicted", source=f"1 / {classes} classes: a uniform guess"),
+        head = say("The run did not measurably learn: {v}", v=loss_v)
+        details = [say("{r}", r=rise).up()]
+    background = [
+        Background(
+            "This is training accuracy on augmented images, not test accuracy; one seed says nothing about "
+            "run-to-run spread."
+        )
     ]
-    if diverged:
-        nums.append(
-            Number(
-                "chance loss",
-                sanity.chance_loss(classes),
-                "",
-                "predicted",
-                source=f"ln {classes}: the loss of a uniform guess",
-            )
-        )
+    verdict = None
+    if not diverged:
+        verdict = {
+            "loss": sample_record(v, last["loss"], first["loss"]),
+            "top1": sample_record(va, last["acc"], first["acc"]),
+        }
     return [
-        Answer(
-            "C1: per-batch training loss and top-1 accuracy",
-            text,
-            "answered",
-            nums,
-            verdict=None
-            if diverged
-            else {
-                "loss": sample_record(v, last["loss"], first["loss"]),
-                "top1": sample_record(va, last["acc"], first["acc"]),
-            },
-        )
+        Answer("C1: per-batch training loss and top-1 accuracy", head, details, background, verdict=verdict)
     ], flags
 
 
-def busy_peak_note(fl: dict, machine: dict | None) -> str:
+def busy_peak_note(fl: dict, machine: dict | None) -> Finding | None:
     """The caveat an MFU needs when its peak was measured on a busy machine (or its load is unknown)."""
     peak_load = (fl or {}).get("machine") or machine
     if sanity.busy(peak_load):
-        return (
-            " The peak was measured while the machine was busy, so this share is uncertain: a peak measured at "
-            "another load gives another share."
+        return say(
+            "The peak was measured while the machine was busy, so this share is uncertain: a peak measured at "
+            "another load gives another share"
         )
-    return ""
+    return None
 
 
 def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Data-loading, training and total time per epoch, the first epoch kept out of the summary, and whether that
-    first epoch was slower (a verdict, stated only when it was)."""
+    """Data-loading, training and total time per epoch, the first epoch kept out of the summary; whether that first
+    epoch took longer, said only when the later epochs were steady; the first step of each epoch against the rest
+    (a verdict); the causes a small CPU usually has, as background."""
     ep = run.epochs
     steady = drop_warmup(ep)
-    share = float(steady["data_s"].sum() / steady["total_s"].sum())
     flags = training_flags(cfg, run.batches, ep, run.meta)
     few = sanity.too_few(len(steady), "epochs after warm-up")
     if few:
         flags.append(few)
-    nums = [
-        num("data loading per epoch", steady["data_s"], "s"),
-        num("training per epoch", steady["train_s"], "s"),
-        num("total per epoch", steady["total_s"], "s"),
-        Number("data-loading share of the epoch", 100 * share, "%", "measured", n=len(steady)),
+    data = num("data loading per epoch", steady["data_s"], "s")
+    train = num("training per epoch", steady["train_s"], "s")
+    total = num("total per epoch", steady["total_s"], "s")
+    share = Number(
+        "data-loading share of the epoch",
+        float(100 * steady["data_s"].sum() / steady["total_s"].sum()),
+        "%",
+        "measured",
+        n=len(steady),
+    )
+    other = Number(
+        "other share of the epoch (neither timer)",
+        float(
+            100 * (steady["total_s"] - steady["data_s"] - steady["train_s"]).sum() / steady["total_s"].sum()
+        ),
+        "%",
+        "measured",
+        n=len(steady),
+    )
+    which = (
+        say("the one epoch after the first")
+        if len(steady) == 1
+        else say("median of the {n} after the first", n=counted("epochs after the first", len(steady)))
+    )
+    head = say(
+        "Per epoch ({which}): data loading {data}, training {train}, total {total}; waiting for data is {share} "
+        "of the epoch",
+        which=which,
+        data=data,
+        train=train,
+        total=total,
+        share=share,
+    )
+    details = [
+        say("The rest of the epoch, {other}, is time outside both timers (the loop's own work)", other=other)
+    ]
+    background = [
+        Background(
+            "A first epoch often holds one-time costs (worker start-up, allocator growth, kernel selection), which "
+            "is why every summary here leaves it out."
+        )
     ]
     fl = (run.meta or {}).get("flops")
-    mfu_text = ""
     if fl and "mfu" in steady:
         measured_peak = str(fl.get("peak_source", "")).startswith("measured")
-        nums.append(
-            Number(
-                f"this device's {fl['precision']} peak",
-                float(fl["peak_tflops"]),
-                "TFLOP/s",
-                "measured" if measured_peak else "reference",
-                n=1 if measured_peak else None,
-                source="" if measured_peak else str(fl.get("peak_source", "")),
+        peak = Number(
+            f"this device's {fl['precision']} peak",
+            float(fl["peak_tflops"]),
+            "TFLOP/s",
+            "measured" if measured_peak else "reference",
+            n=1 if measured_peak else None,
+            source=str(fl.get("peak_source", "")),
+        )
+        mfu = num("training compute, share of this device's peak", steady["mfu"], "%", 100)
+        details.append(
+            say("The training compute ran at {mfu} of this device's peak ({peak})", mfu=mfu, peak=peak)
+        )
+        if mfu.value > 100:
+            details.append(say("That is more than the whole peak: the peak was measured under another load"))
+            background.append(
+                Background(
+                    "A share above the whole peak means the peak was measured while the machine was busier than "
+                    "during training: read it as near this CPU's own matrix-product speed."
+                )
+            )
+        note = busy_peak_note(fl, (run.meta or {}).get("machine"))
+        if note is not None:
+            details.append(note)
+    details += warmup_findings(ep)
+    step = first_step_finding(run.batches)
+    if step is not None:
+        details.append(step)
+        background.append(
+            Background(
+                "On a small CPU the loader's worker processes start at each epoch and share the cores with "
+                "training, so part of their start-up can land in the first step's training time."
             )
         )
-        nums.append(num("training compute, share of this device's peak", steady["mfu"], "%", 100))
-        mfu_text = (
-            f" The training compute ran at {nums[-1].value:.3g}% of this device's {fl['precision']} peak "
-            f"({fl['peak_tflops']:.3g} TFLOP/s; {fl['peak_source']})"
-            + (
-                ": above 100% because the peak was measured while the machine was busier than during training, "
-                "so read it as 'near this CPU's own matrix-product speed'."
-                if nums[-1].value > 100
-                else "."
-            )
-            + busy_peak_note(fl, (run.meta or {}).get("machine"))
-        )
-    nums += warmup_numbers(ep)
-    which = (
-        "the one epoch after the first"
-        if len(steady) == 1
-        else f"median of the {len(steady)} after the first"
-    )
-    text = (
-        f"Per epoch ({which}): data loading "
-        f"{nums[0].value:.3g} s, training {nums[1].value:.3g} s, total {nums[2].value:.3g} s; waiting for data "
-        f"is {share_text(100 * share)} of the epoch." + mfu_text + " " + warmup_sentence(ep)
-    )
-    return [
-        Answer("C2: data-loading, training and total time per epoch", text.strip(), "answered", nums)
-    ], flags
+    return [Answer("C2: data-loading, training and total time per epoch", head, details, background)], flags
 
 
-def share_text(pct: float) -> str:
-    """A percentage as the answer box shows it: 3 significant digits, so 0.335% is never rounded to 0%."""
-    return f"{pct:.3g}%"
+STEADY_SPREAD = 1.1  # later epochs whose longest is more than this times the shortest are not steady
 
 
-def warmup_sentence(ep: pd.DataFrame) -> str:
-    """Why the first epoch is left out, said only as far as the data show it: slower than every later one, or not."""
-    if len(ep) < 2:
-        return ""
-    first, later = float(ep.iloc[0].total_s), list(ep.iloc[1:].total_s)
-    if first > max(later):  # single values side by side, no verdict: "took longer than each", not "slower"
-        return (
-            f"The first epoch took {first:.3g} s, longer than each later one (at most {max(later):.3g} s): it "
-            "likely includes warm-up (worker start-up, allocator growth), which is why the summary leaves it out."
-        )
-    span = f"{later[0]:.3g} s" if len(later) == 1 else f"{min(later):.3g}-{max(later):.3g} s"
-    return (
-        f"The first epoch took {first:.3g} s, no longer than the later ones ({span}): "
-        "no warm-up shows in this run; the summary leaves it out only to be the same for every run."
-    )
-
-
-def warmup_numbers(ep: pd.DataFrame) -> list[Number]:
-    """The epoch times warmup_sentence states: the first epoch's, and the shortest and longest later one's."""
+def warmup_findings(ep: pd.DataFrame) -> list[Finding]:
+    """Whether the first epoch took longer, as far as the data show it: said only when the later epochs were steady
+    (a climbing load makes later epochs longer, and a warm-up then cannot be seen)."""
     if len(ep) < 2:
         return []
     later = list(ep.iloc[1:].total_s)
+    first = Number("first epoch", float(ep.iloc[0].total_s), "s", "measured", n=1)
+    lo = Number("shortest later epoch", float(min(later)), "s", "measured", n=1)
+    hi = Number("longest later epoch", float(max(later)), "s", "measured", n=1)
+    if first.value > hi.value:  # single values side by side, no verdict: "took longer than each"
+        return [
+            say("The first epoch took {first}, longer than each later one (at most {hi})", first=first, hi=hi)
+        ]
+    if len(later) > 1 and hi.value > STEADY_SPREAD * lo.value:
+        return [
+            say(
+                "The first epoch took {first}, but the later epochs were not steady ({lo} to {hi}), so this run "
+                "cannot show whether the first holds a warm-up",
+                first=first,
+                lo=lo,
+                hi=hi,
+            )
+        ]
+    span = say("{lo}", lo=lo) if len(later) == 1 else say("{lo} to {hi}", lo=lo, hi=hi)
     return [
-        Number("first epoch", float(ep.iloc[0].total_s), "s", "measured", n=1),
-        Number("shortest later epoch", float(min(later)), "s", "measured", n=1),
-        Number("longest later epoch", float(max(later)), "s", "measured", n=1),
+        say(
+            "The first epoch took {first}, no longer than the later ones ({span}): no warm-up shows in this run",
+            first=first,
+            span=span,
+        )
     ]
 
 
-def first_step_note(batches: pd.DataFrame, cores: int) -> str:
-    """Whether each epoch's first training step is slower than the rest, and by how much (computed), with
-    the cause it points to on a small CPU (a loader worker starting up shares the cores)."""
+def first_step_finding(batches: pd.DataFrame) -> Finding | None:
+    """Each epoch's first training step against the later steps: a verdict."""
     firsts = batches.groupby("epoch")["train_s"].first()
     rest = batches[batches.groupby("epoch").cumcount() > 0]["train_s"]
     if rest.empty:
-        return ""
-    v = compare(list(rest), list(firsts), "later steps", "first step of an epoch", what="training time")
-    if v.outcome != "better":
-        return f"The first training step of an epoch is not measurably slower than the others: {v.sentence()}"
-    return (
-        f"{v.sentence()} On {cores} CPU cores the loader's worker processes start at each epoch and share the "
-        "cores with training, so part of the loader's start-up cost lands in 'training' here."
-    )
+        return None
+    v = compare(list(rest), list(firsts), "later steps", "the first step of an epoch", what="training time")
+    return say("Per step: {v}", v=v.finding("C2 first step"))
 
 
 # C3 times the loader alone: no model, optimizer or lr to compare, but the lab's batch and whole dataset
 C3_LAB = {"batch_size": 128, "max_batches": 0, "subset": 0}
 
 
+def best_findings(b, labels: dict, name: str) -> list[Finding]:
+    """Each verdict of a verdict.best() (the best against every other label) as a Finding: a summary over several
+    comparisons states them all, never only the first."""
+    return [
+        say(
+            "Against {other}: {v}", other=labels[k], v=v.finding(f"{name} vs {k}", labels[b.label], labels[k])
+        )
+        for k, v in b.verdicts.items()
+    ]
+
+
 def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
-    """The best DataLoader worker count, with every count the data cannot separate from it called a tie."""
+    """The best DataLoader worker count, with every count the data cannot separate from it called a tie; each
+    comparison stated; the counts ran one after the other (a fact of the design, said); what more counts than
+    cores usually cost is background, not a finding of this run."""
     samples = {int(n): list(g["seconds"]) for n, g in sweep.rows.groupby("num_workers")}
     b = best(samples, what="DataLoader time per epoch")
-    top = samples[b.label]
-    med = summarize(top)["median"]
+    labels = {n: worker_label(n, f"C3 worker count {n}") for n in samples}
+    nums = {n: num(f"{n} worker{'' if n == 1 else 's'}, epoch", v, "s") for n, v in sorted(samples.items())}
     tied = [n for n in b.tied if n != b.label]
+    separated = len(b.verdicts) - len(tied)
     if tied:
-        text = (
-            f"{workers(b.label)} had the lowest median ({med:.3g} s per epoch) but cannot be told apart from "
-            f"{workers(tied)}: a tie, so no single best count is shown by this run."
+        head = say(
+            "{best} had the lowest median ({med} per epoch) but cannot be told apart from {tied}: a tie, so this "
+            "run shows no single best count",
+            best=labels[b.label],
+            med=nums[b.label],
+            tied=join([labels[n] for n in tied], ", ", " and "),
         )
     else:
-        text = f"Best count: {workers(b.label)}, {med:.3g} s per epoch (median), faster than every other count tried."
-    nums = [num(f"{n} worker{'' if n == 1 else 's'}, epoch", v, "s") for n, v in sorted(samples.items())]
+        head = say(
+            "Best count: {best}, {med} per epoch (median), separated from each of the {k} other counts tried",
+            best=labels[b.label],
+            med=nums[b.label],
+            k=counted("other counts tried", separated),
+        )
+    per_count = [say("{w} {t}", w=labels[n], t=nums[n]) for n in sorted(nums)]
+    details = [say("Per count (median epoch): {all}", all=join(per_count, ", "))]
+    details += best_findings(b, labels, "C3")
+    details.append(
+        say(
+            "The counts ran one after the other, smallest first, so a change in the machine's load during the "
+            "sweep shows up as a difference between counts"
+        )
+    )
+    cores = getattr(sweep, "cores", None)
+    over = [n for n in samples if cores and n > cores]
+    if over:
+        details.append(
+            say(
+                "This process may use {cores} CPU cores; {over} of the counts tried exceed that",
+                cores=setting("usable CPU cores", int(cores), source="os.sched_getaffinity"),
+                over=counted("counts above the usable cores", len(over)),
+            )
+        )
+    background = [
+        Background(
+            "Worker processes beyond the usable cores time-share them: they usually add start-up and scheduling "
+            "cost without adding compute. Every epoch pays the workers' start-up (non-persistent workers), which "
+            "weighs more the shorter the epoch; in training the workers also compete with the training process, "
+            "so the best count for training can differ from this loader-only one (C4 checks it)."
+        )
+    ]
     flags = [sanity.busy(meta_machine(sweep))]
     few = min(len(v) for v in samples.values())
     flags.append(sanity.too_few(few, "timed epochs per worker count"))
     verdicts = {str(k): v.as_dict() for k, v in b.verdicts.items()}
     ans = Answer(
         "C3: DataLoader time per epoch against workers; the best count",
-        text,
-        "answered",
-        nums,
+        head,
+        details,
+        background,
         verdict={
             "best": b.label,
             "tied": list(b.tied),
@@ -298,30 +368,28 @@ def runner_up(rows: pd.DataFrame | None, best: int) -> int | None:
     return int(medians.idxmin()) if len(medians) else None
 
 
-def c3_tag(best_n: int, rows: pd.DataFrame | None) -> str:
+def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
     """How C3 stands behind the count C4 uses: its verdict's best, a count tied with others, or given."""
     if rows is None or rows.empty:
-        return "the count given"
+        return say("the count given")
     b = best(
         {int(n): list(g["seconds"]) for n, g in rows.groupby("num_workers")}, what="DataLoader time per epoch"
     )
-    others = [str(n) for n in b.tied if n != best_n]
+    others = [n for n in b.tied if n != best_n]
     if best_n == b.label and not others:
-        return "C3's best"
+        return say("C3's best")
     if best_n in b.tied:
-        return f"C3's stopping rule; C3 could not tell it from {workers(others)}: a tie"
-    return f"C3's stopping rule; C3's verdict favours {workers(b.label)}"
-
-
-NOT_INTERLEAVED = (
-    "The two counts ran one after the other, not interleaved, so a change in the machine's load "
-    "between them shows up as a difference."
-)
+        return say(
+            "C3's stopping rule; C3 could not tell it from {others}: a tie",
+            others=workers_list(others, "C3 tied count"),
+        )
+    return say("C3's stopping rule; C3's verdict favours {w}", w=worker_label(b.label, "C3 favoured count"))
 
 
 def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Data loading vs compute per step with 1 worker and with the count C3 chose (named a best only when C3's
-    verdict named one), each difference a verdict, said to come from runs made one after the other."""
+    verdict named one), each difference a verdict that knows the counts ran one after the other (and cannot tell
+    when the load moved between them); the data share per count as findings; what workers usually do, background."""
     best_n = int(out.best)
     bt = steady_batches(out.items, "num_workers")
     flags: list = []
@@ -330,43 +398,85 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             cfg.replace(num_workers=int(n)), g["loss"], [], None, num_classes(cfg.dataset)
         )
     flags.append(sanity.busy(meta_machine(out)))
-    nums = []
+    waits, computes = {}, {}
     for n, g in bt.groupby("num_workers"):
-        nums += [
-            num(f"{workers(n)}: data wait per step", g["data_s"], "ms", 1000),
-            num(f"{workers(n)}: compute per step", g["train_s"], "ms", 1000),
-        ]
+        waits[int(n)] = num(f"{workers(n)}: data wait per step", g["data_s"], "ms", 1000)
+        computes[int(n)] = num(f"{workers(n)}: compute per step", g["train_s"], "ms", 1000)
+    labels = {n: worker_label(n, f"C4 worker count {n}") for n in waits}
     tag = c3_tag(best_n, getattr(out, "c3_rows", None))
+    shares = []
+    summary = getattr(out, "summary", None)
+    if summary is not None and "data_share" in summary:
+        for n, r in summary.set_index("num_workers").iterrows():
+            if int(n) in labels:
+                share = Number(
+                    f"{workers(n)}: data share of the epoch",
+                    float(100 * r["data_share"]),
+                    "%",
+                    "measured",
+                    n=int(r.get("n", 1) or 1),
+                )
+                shares.append(say("{share} with {w}", share=share, w=labels[int(n)]))
+    details = [say("Waiting for data is a share of the epoch of {s}", s=join(shares, ", "))] if shares else []
+    background = [
+        Background(
+            "With one worker a single process decodes and augments every image; when that takes longer than a "
+            "step, the loop waits. Workers share the CPU cores with the training computation, so more workers can "
+            "also slow the compute down; on a GPU node compute is usually fast and loading can dominate unless "
+            "enough workers feed it."
+        )
+    ]
     against = getattr(out, "against", None)
     against = best_n if against is None and best_n != 1 else against
+    question = "C4: data loading vs compute, 1 worker vs the best"
     if against is None or against == 1:
-        text = f"The count C3 gave is 1 worker ({tag}), so 1 worker is compared with nothing: " + (
-            f"data wait {short(nums[0].value)} ms and compute {short(nums[1].value)} ms per step (medians)."
+        one = next(iter(waits))
+        head = say(
+            "The count C3 gave is {one} ({tag}), so it is compared with nothing: data wait {wait} and compute "
+            "{compute} per step (medians)",
+            one=labels[one],
+            tag=tag,
+            wait=waits[one],
+            compute=computes[one],
         )
-        return [Answer("C4: data loading vs compute, 1 worker vs the best", text, "answered", nums)], dedupe(
-            flags
-        )
-    labels = (workers(against), "1 worker")
-    vd, da, db = compare_configs(bt, "num_workers", against, 1, "data_s", "data wait per step", *labels)
-    vc, ca, cb = compare_configs(bt, "num_workers", against, 1, "train_s", "compute per step", *labels)
-    lead = (
-        f"{workers(against)} ({tag}) against 1 worker."
-        if against == best_n
-        else f"The count C3 gave is 1 worker ({tag}), so 1 worker is compared with C3's next best count, "
-        f"{workers(against)}."
+        return [Answer(question, head, details, background)], dedupe(flags)
+    loads = loads_by(out.items, "num_workers")
+    names = (workers(against), "1 worker")
+    vd, da, db = compare_configs(
+        bt, "num_workers", against, 1, "data_s", "data wait per step", *names, loads=loads
     )
-    text = f"{lead} Data wait: {vd.sentence()} Compute: {vc.sentence()} " + NOT_INTERLEAVED
+    vc, ca, cb = compare_configs(
+        bt, "num_workers", against, 1, "train_s", "compute per step", *names, loads=loads
+    )
+    lab = (labels[against], labels[1])
+    lead = (
+        say("{w} ({tag}) against {one}", w=labels[against], tag=tag, one=labels[1])
+        if against == best_n
+        else say(
+            "The count C3 gave is {one} ({tag}), so it is compared with C3's next best count, {w}",
+            one=labels[1],
+            tag=tag,
+            w=labels[against],
+        )
+    )
+    head = say("{lead}. Data wait: {d}", lead=lead, d=vd.finding("C4 data wait", *lab))
+    details = [say("Compute: {c}", c=vc.finding("C4 compute", *lab)), *details]
+    details.append(
+        say(
+            "Both are per training step, from every batch after each run's warm-up epoch; the counts ran one after the other, not interleaved"
+        )
+    )
     return [
         Answer(
-            "C4: data loading vs compute, 1 worker vs the best",
-            text,
-            "answered",
-            nums,
+            question,
+            head,
+            details,
+            background,
             verdict={
                 "data": sample_record(vd, da, db),
                 "compute": sample_record(vc, ca, cb),
                 "interleaved": False,
-                "c3": tag,
+                "c3": tag.plain(),
                 "against": against,
             },
         )
@@ -374,7 +484,8 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
 
 
 def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU)."""
+    """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU); the
+    devices ran one after the other, which the verdict knows."""
     ep = out.epochs
     flags: list = [sanity.busy(meta_machine(out))]
     nums = []
@@ -386,91 +497,143 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     cpu = nums[0]
     trending = any(f is not None and f.kind == "no steady state" for f in flags)
     lead = (
-        f"The CPU epochs never settled (see the flag), so no typical CPU epoch time can be given; their median is "
-        f"{cpu.value:.3g} s."
+        say(
+            "The CPU epochs never settled (see the flag), so no typical CPU epoch time can be given; their median is {cpu}",
+            cpu=cpu,
+        )
         if trending
-        else f"A CPU epoch took {cpu.value:.3g} s (median after warm-up)."
+        else say("A CPU epoch took {cpu} (median after warm-up)", cpu=cpu)
     )
+    question = "C5: average epoch time on GPU vs CPU"
     if "cuda" not in out.devices:
-        ans = Answer(
-            "C5: average epoch time on GPU vs CPU",
-            lead + " No GPU was present: no GPU time, no speedup.",
-            "partial",
-            nums,
-            missing="a GPU: run this task on a CUDA machine",
-        )
-        return [ans], dedupe(flags)
+        head = say("{lead}. No GPU was present: no GPU time, no speedup", lead=lead)
+        return [
+            Answer(question, head, status="partial", missing="a GPU: run this task on a CUDA machine")
+        ], dedupe(flags)
     bt = steady_batches(out.items, "device")
-    v, xa, xb = compare_configs(bt, "device", "cuda", "cpu", "train_s", "compute per step", "GPU", "CPU")
-    if cfg.max_batches:  # e.g. the GPU kit's profile: the CPU row would otherwise take most of a lease
-        lead += (
-            f" Every epoch, on both devices, was cut at {cfg.max_batches} batches: these are partial epochs, "
-            f"and the comparison below is of compute per step."
-        )
-    ans = Answer(
-        "C5: average epoch time on GPU vs CPU",
-        lead + " " + v.sentence(),
-        "answered",
-        nums,
-        verdict=sample_record(v, xa, xb),
+    v, xa, xb = compare_configs(
+        bt,
+        "device",
+        "cuda",
+        "cpu",
+        "train_s",
+        "compute per step",
+        "GPU",
+        "CPU",
+        loads=loads_by(out.items, "device"),
     )
-    return [ans], dedupe(flags)
+    head = say("{v}", v=v.finding("C5 compute")).up()
+    details = [say("{lead}", lead=lead), *[say("{x}", x=x) for x in nums[1:]]]
+    if cfg.max_batches:  # e.g. the GPU kit's profile: the CPU row would otherwise take most of a lease
+        details.append(
+            say(
+                "Every epoch, on both devices, was cut at {m} batches: these are partial epochs, and the "
+                "comparison is of compute per step",
+                m=setting("max_batches", int(cfg.max_batches)),
+            )
+        )
+    background = [
+        Background(
+            "On a GPU the epoch's wall time is synchronized with the device at both ends and each step's work is "
+            "timed with CUDA events, so asynchronous launches are not mistaken for finished work."
+        )
+    ]
+    return [Answer(question, head, details, background, verdict=sample_record(v, xa, xb))], dedupe(flags)
 
 
 def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], list[sanity.Flag]]:
     """C6/C7: which setting of `field` trains best (last-epoch batch losses, a verdict with ties), how fast each
-    is per step, and which diverged or stayed at chance (said in sweep_notes); a run of the twin task with the
-    same configuration whose epochs differ a lot flags the machine as noisy."""
+    is per step, and which diverged or stayed at chance (sweep_notes). A winner is named first only when it is
+    separated and has learned: when a setting did not get below chance the headline says so; a tie opens as a tie.
+    A run of the twin task with the same configuration whose epochs differ a lot flags the machine as noisy."""
     b = out.batches
     flags: list = [
         sanity.stand_in(cfg),
         sanity.busy(meta_machine(out)),
         twin_noise(cfg, getattr(out, "items", None), field),
     ]
-    nums = []
     raw = _usable(cfg, out, field, flags)
     samples = {shown_setting(field, v): x for v, x in raw.items()}  # "no BatchNorm", not "none"
+    per_step = []
     for v in raw:
-        nums.append(num(f"{shown_setting(field, v)}: last-epoch batch loss", raw[v], ""))
-        nums.append(
-            num(
-                f"{shown_setting(field, v)}: compute per step (after warm-up)",
-                drop_warmup(b[b[field] == v])["train_s"],
-                "ms",
-                1000,
-            )
+        name = shown_setting(field, v)
+        step = num(
+            f"{name}: compute per step (after warm-up)", drop_warmup(b[b[field] == v])["train_s"], "ms", 1000
         )
+        per_step.append(say("{name} {step}", name=name, step=step))
     flags.append(
         sanity.too_few(min((len(x) for x in samples.values()), default=0), "last-epoch batches per setting")
     )
-    if len(samples) >= 2:
-        bst = best(samples, what="last-epoch training loss")
-        tied = [str(t) for t in bst.tied if t != bst.label]
-        text = (
-            f"Lowest last-epoch training loss: {bst.label}"
-            + (
-                f", but it cannot be told apart from {', '.join(tied)} (a tie)."
-                if tied
-                else ", lower than every other setting at 95% confidence."
+    notes = sweep_notes(cfg, out, field)
+    classes = num_classes(cfg.dataset)
+    at_chance = [
+        shown_setting(field, v) for v in raw if sanity.at_chance(list(b.loc[b[field] == v, "loss"]), classes)
+    ]
+    epochs = setting("epochs", int(cfg.epochs))
+    background = [
+        Background(
+            "One seed and a few epochs of training-set statistics show early training, not which setting "
+            "generalises best."
+        ),
+        Background(
+            "The runs took turns on a shared machine, so their per-step times compare only through the spreads "
+            "shown."
+        ),
+    ]
+    if len(samples) < 2:
+        head = say("Fewer than two settings trained without diverging, so none can be compared")
+        return [
+            Answer(
+                question,
+                head,
+                notes,
+                background,
+                status="partial",
+                missing="two settings that train without diverging",
             )
-        ) + (
-            f" One seed, {cfg.epochs} epoch(s) of training-set statistics: early training, not which generalises best."
+        ], dedupe(flags)
+    bst = best(samples, what="last-epoch training loss")
+    tied = [t for t in bst.tied if t != bst.label]
+    finals = {k: num(f"{k}: last-epoch batch loss", x, "") for k, x in samples.items()}
+    if at_chance:
+        head = say(
+            "No winner can be named: {names} did not get clearly below chance loss in {e} epochs, so which "
+            "setting trains best is not shown by this run",
+            names=", ".join(at_chance),
+            e=epochs,
         )
-        verdict = {
-            "best": str(bst.label),
-            "tied": [str(t) for t in bst.tied],
-            "against": {
-                str(k): sample_record(v, samples[bst.label], samples[k]) for k, v in bst.verdicts.items()
-            },
-        }
-        status, missing = "answered", ""
+    elif tied:
+        head = say(
+            "The settings cannot be told apart on last-epoch training loss: a tie ({best} had the lowest median, "
+            "{loss})",
+            best=bst.label,
+            loss=finals[bst.label],
+        )
     else:
-        text = (
-            f"Fewer than two settings trained without diverging, so none can be compared: "
-            f"{' '.join(sweep_notes(cfg, out, field)[:-1])}"
-        ).rstrip(": ")
-        verdict, status, missing = None, "partial", "two settings that train without diverging"
-    return [Answer(question, text, status, nums, missing=missing, verdict=verdict)], dedupe(flags)
+        head = say(
+            "Lowest last-epoch training loss: {best} ({loss}), separated from each other setting after {e} epochs",
+            best=bst.label,
+            loss=finals[bst.label],
+            e=epochs,
+        )
+    labels = {k: k for k in samples}
+    details = [
+        say(
+            "Last-epoch batch loss (median): {all}",
+            all=join([say("{k} {x}", k=k, x=x) for k, x in finals.items()], ", "),
+        )
+    ]
+    details += best_findings(bst, labels, "last-epoch loss")
+    details.append(say("Compute per step after warm-up: {all}", all=join(per_step, ", ")))
+    details += notes
+    verdict = {
+        "best": str(bst.label),
+        "tied": [str(t) for t in bst.tied],
+        "against": {
+            str(k): sample_record(v, samples[bst.label], samples[k]) for k, v in bst.verdicts.items()
+        },
+    }
+    return [Answer(question, head, details, background, verdict=verdict)], dedupe(flags)
 
 
 SHOWN_SETTINGS = {("norm", "bn"): "BatchNorm", ("norm", "none"): "no BatchNorm"}
@@ -499,52 +662,100 @@ def _usable(cfg, out, field: str, flags: list | None = None) -> dict:
     return samples
 
 
-def sweep_notes(cfg, out, field: str) -> list[str]:
-    """C6/C7's prose beyond the answer: which settings failed, diverged or ended at chance, and how to read the
-    per-step times."""
+def sweep_notes(cfg, out, field: str) -> list[Finding]:
+    """C6/C7's findings beyond the verdict: which settings failed, diverged or ended at chance (their numbers in the
+    record), and C7's averages over all epochs."""
     b, s = out.batches, out.summary
     classes = num_classes(cfg.dataset)
+    chance = Number(
+        "chance loss", sanity.chance_loss(classes), "", "predicted", source=f"ln {classes}: a uniform guess"
+    )
     lines = [
-        f"{shown_setting(field, r[field])}: not usable ({r['status']})."
+        say("{name}: not usable ({status})", name=shown_setting(field, r[field]), status=str(r["status"]))
         for _, r in s[s["status"] != "complete"].iterrows()
     ]
     for v in s[s["status"] == "complete"][field]:
         losses = list(b.loc[b[field] == v, "loss"])
         name = shown_setting(field, v)
         if sanity.diverged(losses, classes):
-            lines.append(f"{name} diverged (loss {losses[-1]:.2f} at the end): not a result.")
+            end = Number(f"{name}: last batch loss", float(losses[-1]), "", "measured", n=1)
+            lines.append(say("{name} diverged (loss {end} at the end): not a result", name=name, end=end))
         elif sanity.at_chance(losses, classes):
             tail = losses[-max(1, len(losses) // 5) :]
-            lines.append(
-                f"{name} did not get clearly below chance (mean loss over the last fifth "
-                f"{sum(tail) / len(tail):.2f} against ln {classes} = {sanity.chance_loss(classes):.2f}): it has "
-                "not learned in this run."
+            mean = Number(
+                f"{name}: mean loss over the last fifth", sum(tail) / len(tail), "", "measured", n=len(tail)
             )
-    return lines + [
-        "Times are per training step after each run's warm-up epoch; the runs took turns on a shared "
-        "machine, so compare them only through the spreads shown."
-    ]
+            lines.append(
+                say(
+                    "{name} did not get clearly below chance (mean loss over the last fifth {mean} against the "
+                    "chance loss {chance}): it has not learned in this run",
+                    name=name,
+                    mean=mean,
+                    chance=chance,
+                )
+            )
+    if field == "norm" and "mean_loss" in s and {"bn", "none"} <= set(s["norm"]):
+        r = s.set_index("norm")
+        avg = {
+            k: (
+                Number(
+                    f"{shown_setting(field, k)}: mean loss over all epochs",
+                    float(r.loc[k, "mean_loss"]),
+                    "",
+                    "measured",
+                    n=int(cfg.epochs),
+                ),
+                Number(
+                    f"{shown_setting(field, k)}: mean top-1 over all epochs",
+                    float(100 * r.loc[k, "mean_acc"]),
+                    "%",
+                    "measured",
+                    n=int(cfg.epochs),
+                ),
+            )
+            for k in ("bn", "none")
+        }
+        lines.insert(
+            0,
+            say(
+                "Average over all epochs: with BatchNorm loss {bl}, top-1 {ba}; without it loss {nl}, top-1 {na}",
+                bl=avg["bn"][0],
+                ba=avg["bn"][1],
+                nl=avg["none"][0],
+                na=avg["none"][1],
+            ),
+        )
+    return lines
 
 
 def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Compiled vs eager per training step (compute only: the data wait is not the question), the compile cost
-    from the first epoch, and after how many steps compiling pays back."""
+    """Compiled vs eager per training step (compute only: the data wait is not the question), a verdict that knows
+    the two ran one after the other (and cannot tell when the load moved between them), the compile cost from the
+    first epoch, and after how many steps compiling pays back (only from a separated verdict)."""
     flags: list = [sanity.stand_in(cfg), sanity.busy(meta_machine(out))]
     done = [it for it in out.items if it.complete]
     bt = steady_batches(done, "compile")
+    question = "C8: does torch.compile pay off?"
     if bt["compile"].nunique() < 2:
         eager = num("eager: compute per step", bt["train_s"], "ms", 1000)
-        ans = Answer(
-            "C8: does torch.compile pay off?",
-            f"Only eager ran ({out.message or 'no compiled run'}): "
-            f"{eager.value:.3g} ms per step; no comparison.",
-            "partial",
-            [eager],
-            missing="a compiled run (see the notice above)",
+        head = say(
+            "Only eager ran ({why}): {eager} per step; no comparison",
+            why=out.message or "no compiled run",
+            eager=eager,
         )
-        return [ans], dedupe(flags)
+        return [
+            Answer(question, head, status="partial", missing="a compiled run (see the notice above)")
+        ], dedupe(flags)
     v, comp, eag = compare_configs(
-        bt, "compile", True, False, "train_s", "compute per step", "compiled", "eager"
+        bt,
+        "compile",
+        True,
+        False,
+        "train_s",
+        "compute per step",
+        "compiled",
+        "eager",
+        loads=loads_by(done, "compile"),
     )
     from ..sweeps import tables
 
@@ -555,36 +766,66 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     cost = float(
         first[True] - first[False] - n_first * (med_c - med_e)
     )  # extra epoch-1 time beyond the step gap
-    nums = [
-        num("eager: compute per step", eag, "ms", 1000),
-        num("compiled: compute per step", comp, "ms", 1000),
-    ]
+    e_step = num("eager: compute per step", eag, "ms", 1000)
+    c_step = num("compiled: compute per step", comp, "ms", 1000)
+    head = say("{v}", v=v.finding("C8 step")).up()
+    details = [say("Per step after warm-up: eager {e}, compiled {c}", e=e_step, c=c_step)]
     if cost > 0:
-        nums.append(Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1))
-        text = first_up(v.sentence()) + f" Compiling cost about {cost:.3g} s in epoch 1."
+        cost_n = Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1)
+        details.append(say("Compiling cost about {cost} in the first epoch", cost=cost_n))
     else:  # epoch 1 was no slower than the step gap explains: no cost is measurable, and none is a number to state
-        text = (
-            first_up(v.sentence())
-            + " Compiling added no measurable time to epoch 1 beyond the per-step difference."
+        details.append(
+            say("Compiling added no measurable time to the first epoch beyond the per-step difference")
         )
     if v.outcome == "better" and cost > 0:
         steps = cost / (med_e - med_c)
-        nums.append(
-            Number(
-                "break-even",
-                steps,
-                "steps",
-                "predicted",
-                source="compile cost / (eager step - compiled step), from the medians above",
+        src = "compile cost / (eager step - compiled step), from the medians above"
+        even = Number("break-even", steps, "steps", "predicted", source=src)
+        images = Number(
+            "break-even images", steps * cfg.batch_size, "images", "predicted", source=src + " x batch size"
+        )
+        batch = setting("batch_size", int(cfg.batch_size))
+        details.append(
+            say(
+                "It pays back after about {even} ({images} at batch {batch})",
+                even=even,
+                images=images,
+                batch=batch,
             )
         )
-        text += f" It pays back after about {steps:,.0f} steps ({steps * cfg.batch_size:,.0f} images at batch {cfg.batch_size})."
     elif v.outcome == "better":
-        text += " It pays back from the first steps."
+        details.append(say("It pays back from the first steps"))
     elif v.reason == "too few samples":
-        text += " Too few steps to tell whether compiling pays back."
+        details.append(say("Too few steps to tell whether compiling pays back"))
     else:
-        text += " With no measurable gain per step, compiling does not pay back at this size and setting."
-    return [
-        Answer("C8: does torch.compile pay off?", text, "answered", nums, verdict=sample_record(v, comp, eag))
-    ], dedupe(flags)
+        details.append(
+            say(
+                "With no measurable gain per step, this run does not show compiling paying back at this size and setting"
+            )
+        )
+    background = [
+        Background(
+            "Compiling costs time once, on the first steps, and can pay back later when each compiled step is "
+            "cheaper; on a CPU and a small model the gain per step is often small."
+        )
+    ]
+    return [Answer(question, head, details, background, verdict=sample_record(v, comp, eag))], dedupe(flags)
+
+
+def c8_steps(out) -> pd.DataFrame:
+    """C8's figure data, per training step as its answer states it (not per epoch): for eager and compiled, the
+    median, min and max compute per step in ms after warm-up (columns median_s/min_s/max_s hold ms, n the steps)."""
+    bt = steady_batches([it for it in out.items if it.complete], "compile")
+    rows = []
+    for flag, g in bt.groupby("compile", sort=True):
+        ms = 1000 * g["train_s"]
+        rows.append(
+            {
+                "mode": "compiled" if flag else "eager",
+                "median_s": ms.median(),
+                "min_s": ms.min(),
+                "max_s": ms.max(),
+                "n": len(ms),
+            }
+        )
+    return pd.DataFrame(rows)

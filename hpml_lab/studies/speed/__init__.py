@@ -13,8 +13,8 @@ allow; per rung a verdict against the rung before it, so the ladder says which o
 not (on a CPU several do not). How the rungs are built and timed: ladder.py; what the report concludes:
 conclusion.py; the figure: chart.py.
 
-This folder is the whole task: TASK registers it (report/tasks.py reads a study's TASK), run() measures, conclude()
-states the findings.
+This folder is the whole task: TASK registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it), run()
+measures, conclude() states the findings.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from ...config import ConfigError, RunConfig, StudySettings
 from ...device import resolve_device
 from ...io import atomic_write_csv, atomic_write_json
+from ...protocol import Task
 from ...results import new_meta
 from .chart import chart
 from .conclusion import conclude
@@ -53,17 +54,26 @@ class Settings(StudySettings):
             raise ConfigError(f"parameter 'compile_rung' must be on or off, got {self.compile_rung!r}")
 
 
-# REGISTRATION HOOK (today's way, no edit elsewhere): report/tasks.register_studies() finds this package and builds
-# Task(**TASK) from this dict of report.tasks.Task's fields. When the study protocol lands (hpml_lab/protocol.py,
-# hpml_lab.studies.registry()), this becomes `TASK = Task(...)` with the same fields, GPU_PLAN below folded in.
 _LADDER = {"data_root": "data", "model": "resnet18", "batch_size": 128, "subset": 0, "lr": 0.1}
-TASK = {
-    "id": "speed",
-    "notebook": "speed.ipynb",
-    "title": "Speed ladder: from the lab's baseline to the fastest this machine allows",
-    "settings": Settings,
+# What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted). No training epoch:
+# 7 rounds x 40 steps x 6 rungs take seconds; the time is two cold torch.compile builds (the compile rung, then the
+# larger batch's shapes).
+GPU_EXTRA = (
+    270.0,
+    "two torch.compile builds of ResNet-18 (c8's 150 s cold, the second about 90 s with warm caches), "
+    "5 loads of the dataset and 1,680 timed steps (about 20 s)",
+)
+TASK = Task(
+    "speed",
+    "speed.ipynb",
+    "Speed ladder: from the lab's baseline to the fastest this machine allows",
+    order=14,
+    settings=Settings,
+    gpu_runs=0,
+    gpu_extra=GPU_EXTRA,
+    gpu_priority=65,
     # seconds on 2 CPU cores: the tiny network, no compile rung (its inductor build alone takes 1-2 minutes)
-    "tiny": {
+    tiny={
         "model": "resnet_tiny",
         "batch_size": 16,
         "subset": 256,
@@ -74,7 +84,7 @@ TASK = {
         "batch_factor": 2,
         "compile_rung": "off",
     },
-    "smoke": {
+    smoke={
         "model": "resnet_tiny",
         "batch_size": 32,
         "subset": 2048,
@@ -86,19 +96,11 @@ TASK = {
         "batch_factor": 4,
         "compile_rung": "off",
     },
-    "full": {**_LADDER, "num_workers": 2, "repeats": 5, "warmup": 2, "steps": 0, "compile_rung": "on"},
-    "gpu": {**_LADDER, "num_workers": 8, "repeats": 5, "warmup": 2, "steps": 40, "compile_rung": "on"},
-}
-
-# What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted; report/gpuplan.py does not
-# read it yet: the study protocol's Task is to carry it). No training epoch: 7 rounds x 40 steps x 6 rungs take
-# seconds; the time is two cold torch.compile builds (the compile rung, then the larger batch's shapes).
-GPU_PLAN = {
-    "runs": 0,
-    "extra_s": 270.0,
-    "basis": "two torch.compile builds of ResNet-18 (c8's 150 s cold, the second about 90 s with warm caches), "
-    "5 loads of the dataset and 1,680 timed steps (about 20 s)",
-}
+    full={**_LADDER, "num_workers": 2, "repeats": 5, "warmup": 2, "steps": 0, "compile_rung": "on"},
+    gpu={**_LADDER, "num_workers": 8, "repeats": 5, "warmup": 2, "steps": 40, "compile_rung": "on"},
+    run=lambda cfg, settings: run(cfg, settings),
+    conclude=lambda cfg, result: conclude(cfg, result),
+)
 
 
 def run(cfg: RunConfig, settings: Settings) -> Ladder:

@@ -1,7 +1,7 @@
 """Lab 2 written questions Q1 to Q4, answered by inspecting the model and real optimizers.
 
     hpml-lab run questions
-    from hpml_lab.studies import questions
+    from hpml_lab.studies.questions import questions_study as questions
     questions.answers("resnet18")     # a DataFrame: question, quantity, value, how it was counted
 
 Q1 conv layers (convention stated: main-path 3x3 convs vs 1x1 projection shortcuts),
@@ -21,9 +21,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .. import models, results
-from ..config import RunConfig
-from ..training import build_optimizer, train_step
+from ... import models, results
+from ...config import RunConfig
+from ...training import build_optimizer, train_step
 
 
 def conv_layers(model: nn.Module) -> dict[str, int]:

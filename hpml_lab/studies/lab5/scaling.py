@@ -1,7 +1,7 @@
 """Lab 5 scaling study: measured compute time, measured all-reduce bandwidth, DDP runs, and the
 scaling model that predicts the rows this machine cannot run.
 
-    from hpml_lab.studies import scaling
+    from hpml_lab.studies.lab5 import scaling
     ar = scaling.measure_allreduce([grad_bytes], nproc=2)      # torchrun + gloo (NCCL on GPUs)
     ddp = scaling.run_ddp(cfg, nproc=2)                         # torchrun -m hpml_lab, read back
     scaling.predict_epoch(t_step, n=4, per_gpu_batch=512, n_images=50_000, grad_bytes=..., busbw=...)
@@ -33,11 +33,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .. import distributed, results
-from ..cliargs import OneLineParser
-from ..config import ConfigError, RunConfig, StudySettings, project_root
-from ..io import atomic_write_json
-from ..profiling import repeat_timed, summarize
+from ... import distributed, results
+from ...cliargs import OneLineParser
+from ...config import ConfigError, RunConfig, StudySettings, project_root
+from ...io import atomic_write_json
+from ...profiling import repeat_timed, summarize
 
 # Reference (HPML Lab 5 as run on 4 V100s): epoch seconds it reported.
 REFERENCE_EPOCHS = [
@@ -208,8 +208,8 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
     """Q1: one worker, each per-worker batch size, 2 epochs; the 2nd epoch's full-batch step time (copy, forward,
     backward, update; data loading excluded) and its extrapolation to a whole epoch of n_images.
     A resumable sweep (hpml_lab.sweeps): out of memory is a row with status "OOM", not a crash."""
-    from ..sweeps import run_sweep
-    from ..training import train
+    from ...sweeps import run_sweep
+    from ...training import train
 
     items = run_sweep(
         [cfg.replace(batch_size=b, run_id=f"q1-b{b}-{cfg.config_hash()}") for b in batch_sizes],
@@ -307,7 +307,7 @@ def fit_allreduce(ar: pd.DataFrame) -> dict[str, float]:
 
 def link_peak(gpu_name: str | None) -> float | None:
     """The link's peak bandwidth (GB/s, one way) for a GPU model name, or None when unknown or on CPU."""
-    from ..flops import by_gpu_name
+    from ...flops import by_gpu_name
 
     return by_gpu_name(LINK_PEAK_GBPS, gpu_name)
 
@@ -352,8 +352,8 @@ def allreduce_note(res: Lab5Result, gpu_name: str | None) -> str:
 def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     """Q1 (compute sweep), the all-reduce measurement and fit, DDP runs where workers exist and the model's
     prediction where they do not, strong and weak scaling, and the model checked against the reference."""
-    from .. import models
-    from ..envinfo import usable_cores
+    from ... import models
+    from ...envinfo import usable_cores
 
     sizes = [s for s in settings.lab_sizes if s < cfg.batch_size] + [cfg.batch_size]
     if (

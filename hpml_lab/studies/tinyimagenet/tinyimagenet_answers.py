@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import sanity
-from ..answers import Answer, Number
-from ..profiling import summarize
-from ..verdict import compare, sample_record
-from ._conclude import dedupe, num
+from ... import sanity
+from ...answers import Answer, Number
+from ...profiling import summarize
+from ...verdict import compare, sample_record
+from .._conclude import dedupe, num
 
 
 def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:

@@ -2,7 +2,7 @@
 
     hpml-lab run memory --profile smoke          # the notebook notebooks/memory.ipynb
 
-    from hpml_lab.studies import memory
+    from hpml_lab.studies.memory import memory_study as memory
     specs = memory.variants(["resnet18_adjusted"], rev_stages=[3], segments=2)
     rows = memory.measure(specs, batch_size=8)   # activation MB/sample, s/batch, CUDA peak MB
 
@@ -21,11 +21,11 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .. import models, results
-from ..config import ConfigError, StudySettings
-from ..device import configure, free_cuda_memory, resolve_device
-from ..io import atomic_write_csv
-from ..memory import (
+from ... import models, results
+from ...config import ConfigError, StudySettings
+from ...device import configure, free_cuda_memory, resolve_device
+from ...io import atomic_write_csv
+from ...memory import (
     MB,
     activation_bytes,
     cuda_max_batch,
@@ -35,7 +35,7 @@ from ..memory import (
     predicted_max_batch,
     state_bytes,
 )
-from ..profiling import interleaved_timed, summarize
+from ...profiling import interleaved_timed, summarize
 
 
 def variants(resnets: Sequence[str], rev_stages: Sequence[int], segments: int) -> list[dict[str, Any]]:
@@ -263,7 +263,7 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
     """The whole memory task: the comparison table, the largest batch (measured on CUDA, else predicted),
     CUDA memory snapshots, and ResNet against RevNet-38 trained on the same steps. Files under
     results/memory/<run-id>/ (memory.csv, max_batch.csv, meta.json; snapshots on CUDA)."""
-    from ..training import train
+    from ...training import train
 
     device = resolve_device(cfg.device)
     # the two convergence runs at the end, checked now: a setting one of them refuses (a stem RevNet lacks) is one
@@ -342,7 +342,7 @@ REFERENCE_MEMORY = [
 def reference_counts() -> pd.DataFrame:
     """The resnet-50-performance reference's table (ImageNet-100, batch 8, reserved MB) beside this package's
     parameter counts at 100 classes."""
-    from .. import models
+    from ... import models
 
     out = pd.DataFrame(
         [

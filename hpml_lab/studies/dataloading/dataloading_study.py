@@ -1,7 +1,7 @@
 """The data-loading study: one image per file, simulated storage latency, four ways to load batches.
 
     hpml-lab run dataloading                       # notebooks/dataloading.ipynb, smoke profile
-    from hpml_lab.studies.dataloading import study
+    from hpml_lab.studies.dataloading.dataloading_study import study
     rows, meta = study(cfg, latencies_ms=(0, 5, 20, 50))
 
 After "Profiling and improving the PyTorch DataLoader for high-latency storage" (Svogor et al.,
@@ -43,11 +43,11 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from .. import results
-from ..data import cifar, lab_transform, worker_init
-from ..data.gpu_loader import TensorLoader
-from ..io import atomic_write_csv
-from ..profiling import WallClock, summarize
+from ... import results
+from ...data import cifar, lab_transform, worker_init
+from ...data.gpu_loader import TensorLoader
+from ...io import atomic_write_csv
+from ...profiling import WallClock, summarize
 
 LATENCIES_MS = (0, 5, 20, 50)
 THREADS = 8  # concurrent file fetches per worker (threads configuration)
@@ -206,10 +206,10 @@ def study(
     cfg fields used: data_root, subset (number of files; 0 means 2048), batch_size, epochs (passes per
     configuration), num_workers (baseline), device, seed.
     """
-    from ..device import resolve_device
+    from ...device import resolve_device
 
     if cfg.dataset != "cifar10":
-        from ..config import ConfigError
+        from ...config import ConfigError
 
         raise ConfigError(
             f"the data-loading study writes its files from CIFAR-10; dataset {cfg.dataset!r} is not supported"
@@ -219,7 +219,7 @@ def study(
     n_files = min(cfg.subset or 2048, len(src))
     b = cfg.batch_size
     if n_files < 2 * b:
-        from ..config import ConfigError
+        from ...config import ConfigError
 
         raise ConfigError(f"parameter 'subset' ({n_files} files) must hold at least two batches of {b}")
     passes = cfg.epochs

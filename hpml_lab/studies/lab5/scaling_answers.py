@@ -9,12 +9,12 @@ import math
 
 import pandas as pd
 
-from .. import sanity
-from ..answers import Answer, Number
-from ..data import num_classes
-from ..profiling import summarize
-from ..verdict import best, compare, sample_record
-from ._conclude import dedupe, num, share, short
+from ... import sanity
+from ...answers import Answer, Number
+from ...data import num_classes
+from ...profiling import summarize
+from ...verdict import best, compare, sample_record
+from .._conclude import dedupe, num, share, short
 
 
 def lab5_q1(q1: pd.DataFrame) -> Answer:

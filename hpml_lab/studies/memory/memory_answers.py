@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import sanity
-from ..answers import Answer, Number
-from ..data import num_classes
-from ..verdict import compare
-from ._conclude import dedupe
+from ... import sanity
+from ...answers import Answer, Number
+from ...data import num_classes
+from ...verdict import compare
+from .._conclude import dedupe
 
 # the memory task's lab settings: the reference's table is at batch 8 with its adjusted ResNet-18; the rest as Lab 2
 COUNTED = "bytes of the tensors autograd saves for backward, counted over one forward pass"

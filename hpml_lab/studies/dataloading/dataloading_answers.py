@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import sanity
-from ..answers import Answer, Number
-from ..verdict import compare, sample_record
-from ._conclude import first_up
-from .dataloading import pass_times
+from ... import sanity
+from ...answers import Answer, Number
+from ...verdict import compare, sample_record
+from .._conclude import first_up
+from .dataloading_study import pass_times
 
 REFERENCE_DATALOADING = (
     "resnet-50-performance reference: data loading 703 s with its baseline vs 1052 s with "

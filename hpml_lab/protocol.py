@@ -1,0 +1,66 @@
+"""The study protocol: what a lab task declares about itself, in one place beside its code.
+
+    # hpml_lab/studies/<task_id>/__init__.py
+    from ...protocol import Task
+    TASK = Task("c9", "c9_precision.ipynb", "C9: bf16 vs fp32", order=9, smoke={...}, gpu_runs=2)
+
+`hpml_lab.studies.registry()` finds every `studies/<task_id>/` folder and returns {id: TASK} in lab order; the task
+table of `hpml-lab tasks`, the GPU plan's inputs (report/gpuplan.py), the lab order of the index and the bundle are
+all built from it: a new task is its folder, its notebook and its tests. A task's `run(cfg, settings) -> result` and
+`conclude(cfg, result) -> (answers, flags)` live in its folder too (`Task.run`, `Task.conclude` where the notebook
+calls them through the protocol).
+
+Profiles: `smoke` fits 2 CPU cores in seconds (small subset, few batches, the same code path); `full` is the lab's
+real setting (5 epochs, the whole dataset, batch 128), meant for a GPU; `tiny` takes seconds per task (tests, dry
+runs); `gpu` is the GPU check kit's size. Profiles only set parameters the notebook has; -p and -f override them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import ConfigError, StudySettings
+
+FULL_LAB = {"epochs": 5, "batch_size": 128, "max_batches": 0, "subset": 0, "num_workers": 2}
+# Smoke runs use batch 32: the lab's lr 0.1 (for batch 128) scaled linearly to it, so that the short runs
+# learn instead of diverging (lr 0.1 at batch 32 reached losses of 8-15). Each report shows this as a setting
+# that differs from the lab's; full profiles keep lr 0.1.
+SMOKE_LR = 0.1 * 32 / 128
+PROFILES = ("smoke", "full", "tiny", "gpu")
+# gpu: the GPU check kit's size (report/gpucheck.py): the lab's settings on the whole dataset, 2 epochs where the
+# lab's 5 add only time, so that every task together fits one 30-minute GPU lease. Estimates until a GPU run says.
+GPU = {"epochs": 2, "batch_size": 128, "max_batches": 0, "subset": 0, "num_workers": 8}
+# tiny: seconds per task, for the test suite and dry runs (the runner keeps the keys a notebook takes)
+TINY = {"model": "resnet_tiny", "epochs": 2, "max_batches": 2, "batch_size": 16, "num_workers": 0}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One lab task. `order`: its place in the lab (index, bundle, `hpml-lab tasks`). What the GPU plan needs to
+    estimate it: `gpu_runs` (training configurations run at the gpu profile, each for its epochs), `gpu_extra`
+    (seconds beyond training epochs and why; None seconds: computed by the plan), `gpu_priority` (lower runs
+    earlier, in case the check is cut short) and `gpu_with` (a task whose device command it must share: a bare
+    machine keeps nothing between commands)."""
+
+    id: str
+    notebook: str
+    title: str
+    order: int = 100
+    smoke: dict[str, Any] = field(default_factory=dict)
+    full: dict[str, Any] = field(default_factory=lambda: dict(FULL_LAB))
+    settings: type[StudySettings] | None = None  # the study's own parameters, beside RunConfig's
+    tiny: dict[str, Any] = field(default_factory=lambda: dict(TINY))
+    gpu: dict[str, Any] = field(default_factory=lambda: dict(GPU))
+    gpu_runs: int = 1
+    gpu_extra: tuple[float | None, str] | None = None
+    gpu_priority: int = 100
+    gpu_with: str = ""
+    run: Callable[..., Any] | None = None  # run(cfg, settings) -> result
+    conclude: Callable[..., Any] | None = None  # conclude(cfg, result) -> (answers, flags)
+
+    def profile(self, name: str) -> dict[str, Any]:
+        if name not in PROFILES:
+            raise ConfigError(f"unknown profile {name!r}; valid profiles: {', '.join(PROFILES)}")
+        return dict({"smoke": self.smoke, "full": self.full, "tiny": self.tiny, "gpu": self.gpu}[name])

@@ -1,0 +1,21 @@
+"""Task C1: training, per-batch loss and top-1 accuracy
+
+Its study code is shared by Lab 2's tasks (training.train runs it, studies/lab2_answers.py concludes it); this
+folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+"""
+
+from ...protocol import SMOKE_LR, Task
+from ...training import train
+from .. import lab2_answers
+
+TASK = Task(
+    "c1",
+    "c1_training.ipynb",
+    "C1: training, per-batch loss and top-1 accuracy",
+    order=1,
+    smoke={"epochs": 2, "batch_size": 32, "max_batches": 20, "num_workers": 1, "lr": SMOKE_LR},
+    gpu_runs=1,
+    gpu_priority=80,
+    run=lambda cfg, settings=None: train(cfg),
+    conclude=lab2_answers.c1,
+)

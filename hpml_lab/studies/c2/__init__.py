@@ -1,0 +1,21 @@
+"""Task C2: time per epoch: data loading, training, total
+
+Its study code is shared by Lab 2's tasks (training.train runs it, studies/lab2_answers.py concludes it); this
+folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+"""
+
+from ...protocol import SMOKE_LR, Task
+from ...training import train
+from .. import lab2_answers
+
+TASK = Task(
+    "c2",
+    "c2_timing.ipynb",
+    "C2: time per epoch: data loading, training, total",
+    order=2,
+    smoke={"epochs": 3, "batch_size": 32, "max_batches": 12, "num_workers": 1, "lr": SMOKE_LR},
+    gpu_runs=1,
+    gpu_priority=20,
+    run=lambda cfg, settings=None: train(cfg),
+    conclude=lab2_answers.c2,
+)

@@ -1,0 +1,22 @@
+"""Task C4: data loading vs compute, 1 worker vs the best; profiler trace
+
+Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2_answers.py concludes it); this
+folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+"""
+
+from ...protocol import FULL_LAB, SMOKE_LR, Task
+from .. import lab2, lab2_answers
+
+TASK = Task(
+    "c4",
+    "c4_profiling.ipynb",
+    "C4: data loading vs compute, 1 worker vs the best; profiler trace",
+    order=4,
+    smoke={"epochs": 2, "batch_size": 32, "max_batches": 3, "lr": SMOKE_LR},
+    full={k: v for k, v in FULL_LAB.items() if k != "num_workers"},
+    gpu_runs=2,
+    gpu_priority=70,
+    gpu_extra=(20.0, "the profiler trace and its analysis"),
+    run=lambda cfg, settings=None: lab2.c4_data_vs_compute(cfg),
+    conclude=lab2_answers.c4,
+)

@@ -1,0 +1,23 @@
+"""Task C5: epoch time on every device present (GPU vs CPU)
+
+Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2_answers.py concludes it); this
+folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+"""
+
+from ...protocol import GPU, SMOKE_LR, Task
+from .. import lab2, lab2_answers
+
+TASK = Task(
+    "c5",
+    "c5_devices.ipynb",
+    "C5: epoch time on every device present (GPU vs CPU)",
+    order=5,
+    smoke={"epochs": 4, "batch_size": 32, "max_batches": 5, "num_workers": 1, "lr": SMOKE_LR},
+    # 10 batches an epoch: the CPU row costs about 1.3 s a step even on a 16-core CPU (GPU kit, gpuplan.py)
+    gpu={**GPU, "epochs": 2, "max_batches": 10},
+    gpu_runs=1,
+    gpu_priority=30,
+    gpu_extra=(None, "the CPU row: epochs x max_batches steps at the CPU step time"),
+    run=lambda cfg, settings=None: lab2.c5_devices(cfg),
+    conclude=lab2_answers.c5,
+)

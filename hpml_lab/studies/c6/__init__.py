@@ -1,0 +1,29 @@
+"""Task C6: SGD, Nesterov, Adagrad, Adadelta, Adam
+
+Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2_answers.py concludes it); this
+folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+"""
+
+from ...protocol import SMOKE_LR, Task
+from .. import lab2, lab2_answers
+
+QUESTION = "C6: which optimizer trains best, and how long each epoch takes"
+
+TASK = Task(
+    "c6",
+    "c6_optimizers.ipynb",
+    "C6: SGD, Nesterov, Adagrad, Adadelta, Adam",
+    order=6,
+    smoke={
+        "model": "resnet_tiny",
+        "epochs": 3,
+        "batch_size": 32,
+        "max_batches": 6,
+        "num_workers": 0,
+        "lr": SMOKE_LR,
+    },
+    gpu_runs=5,
+    gpu_priority=90,
+    run=lambda cfg, settings=None: lab2.c6_optimizers(cfg),
+    conclude=lambda cfg, out: lab2_answers.training_sweep(cfg, out, "optimizer", QUESTION),
+)

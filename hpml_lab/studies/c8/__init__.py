@@ -1,0 +1,29 @@
+"""Task C8: torch.compile vs eager; profiler trace
+
+Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2_answers.py concludes it); this
+folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+"""
+
+from ...protocol import SMOKE_LR, TINY, Task
+from .. import lab2, lab2_answers
+
+TASK = Task(
+    "c8",
+    "c8_compile.ipynb",
+    "C8: torch.compile vs eager; profiler trace",
+    order=8,
+    tiny={**TINY, "compile_backend": "eager"},  # graph capture without a C++ build: seconds, not a minute
+    smoke={
+        "model": "resnet_tiny",
+        "epochs": 3,
+        "batch_size": 32,
+        "max_batches": 8,
+        "num_workers": 0,
+        "lr": SMOKE_LR,
+    },
+    gpu_runs=2,
+    gpu_priority=10,
+    gpu_extra=(150.0, "torch.compile of ResNet-18 (review: 1.5-2.5 min cold)"),
+    run=lambda cfg, settings=None: lab2.c8_compile(cfg),
+    conclude=lab2_answers.c8,
+)

@@ -1,0 +1,22 @@
+"""The dataloading task: its study and what its report concludes."""
+
+from ...protocol import Task
+from . import dataloading_answers, dataloading_study
+
+TASK = Task(
+    "dataloading",
+    "dataloading.ipynb",
+    "Data loading from high-latency storage: workers, threads, tensor-resident",
+    order=13,
+    tiny={"batch_size": 16, "subset": 48, "epochs": 1, "num_workers": 0},
+    # 128 PNG files, 3 passes per loader at 0/5/20/50 ms per file: about a minute on 2 cores
+    smoke={"batch_size": 16, "subset": 128, "epochs": 3, "num_workers": 2},
+    full={"batch_size": 128, "subset": 2560, "epochs": 3, "num_workers": 2},
+    # the simulated sleeps need no GPU: the GPU kit runs a tenth of the files, 2 passes
+    gpu={"batch_size": 128, "subset": 256, "epochs": 2, "num_workers": 2},
+    gpu_runs=0,
+    gpu_priority=140,
+    gpu_extra=(None, "simulated storage sleeps: files x (0+5+20+50) ms x passes / workers, for the loaders"),
+    run=lambda cfg, settings=None: dataloading_study.study(cfg),
+    conclude=dataloading_answers.conclude,
+)

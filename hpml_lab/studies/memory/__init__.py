@@ -1,0 +1,22 @@
+"""The memory task: its study and what its report concludes."""
+
+from ...protocol import GPU, TINY, Task
+from . import memory_answers, memory_study
+
+TASK = Task(
+    "memory",
+    "memory.ipynb",
+    "Memory: RevNet and gradient checkpointing against ResNet",
+    order=10,
+    settings=memory_study.Settings,
+    tiny={**TINY, "epochs": 1, "batch_size": 2},
+    gpu={**GPU, "epochs": 1, "max_batches": 200},
+    # batch 8 as in the reference's table; 25 steps per network for the loss curves, lr scaled down
+    # from 0.1 at batch 128 (lr 0.03 at batch 8 made the RevNet's loss jump in the first steps)
+    smoke={"epochs": 1, "batch_size": 8, "max_batches": 25, "num_workers": 0, "lr": 0.01},
+    gpu_runs=3,
+    gpu_priority=60,
+    gpu_extra=(60.0, "the OOM batch sweep and the memory snapshots (python stacks)"),
+    run=memory_study.run,
+    conclude=memory_answers.conclude,
+)

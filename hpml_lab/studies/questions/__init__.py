@@ -1,0 +1,19 @@
+"""The questions task: its study and what its report concludes."""
+
+from ...protocol import Task
+from . import questions_answers, questions_study
+
+TASK = Task(
+    "questions",
+    "questions.ipynb",
+    "Lab 2 questions Q1-Q4 from the model and optimizers",
+    order=9,
+    smoke={},
+    full={},
+    gpu_runs=0,
+    gpu_priority=100,
+    gpu_with="c6",
+    gpu_extra=(15.0, "reads the other tasks' results"),
+    run=lambda cfg, settings=None: questions_study.run(cfg),
+    conclude=lambda cfg, res: questions_answers.conclude(cfg, res.table),
+)
