@@ -365,6 +365,7 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
         head = sup.get_text() if sup is not None else ""
         if label not in head:
             fig.suptitle((head + "\n" if head else "") + f"({label})", fontsize=9)
+            fig.tight_layout()  # make room for the caption: added after the figure's own layout, it overlapped
     path = output_path(folder) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")

@@ -95,6 +95,11 @@ def convergence_table(res) -> pd.DataFrame:
     )
 
 
+def chance_loss(cfg) -> float:
+    """The loss of a uniform guess over the run's classes: the line the convergence answer and figure judge by."""
+    return sanity.chance_loss(num_classes(cfg.dataset))
+
+
 def _times(row) -> list[float]:
     return [float(x) for x in str(row["times_s"]).split(";") if x and x != "nan"]
 
