@@ -1,5 +1,6 @@
 """The answer types every conclusion returns: Number (a value tagged measured/predicted/reference/counted/setting),
-Answer (one lab question's one-line answer), Record (a report's answers and flags) and check(), which refuses a
+Answer (one lab question's answer: a headline Finding, detail Findings and general Background, whose numbers are
+the findings' numbers; see findings.py), Record (a report's answers and flags) and check(), which refuses a
 record with an untagged or unexplained number. They live in the core so that studies/ can build answers without importing
 report/; report/answers.py writes and shows records.
 """
@@ -7,7 +8,10 @@ report/; report/answers.py writes and shows records.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from .findings import Background, Finding, fmt_value
 
 # measured: timed or observed, with its n; predicted: from a model (source says which); reference: a publication;
 # counted: an exact count (parameters, FLOPs, bytes saved for backward): no n, no spread, source says how counted;
@@ -31,31 +35,96 @@ class Number:
     source: str = ""  # model (predicted) or publication (reference); optional for measured
 
     def text(self) -> str:
-        v = self.value
-        num = (
-            f"{v:,.0f}"
-            if isinstance(v, (int, float)) and abs(v) >= 1000
-            else (f"{v:.3g}" if isinstance(v, float) else str(v))
-        )
+        """The number as the answer box lists it: 'epoch: 1.25 s [measured; n = 5, IQR 0.1]'."""
         extra = []
         if self.n is not None:
             extra.append(f"n = {self.n}")
         if self.spread is not None and (self.n or 0) >= 3:
-            extra.append(f"IQR {self.spread:.3g}")
+            extra.append(f"IQR {fmt_value(self.spread)}")
         tag = self.provenance + (f": {self.source}" if self.source else "")
-        return (
-            f"{self.name}: {num} {self.unit}".rstrip() + f" [{tag}{'; ' + ', '.join(extra) if extra else ''}]"
-        )
+        shown = fmt_value(self.value, self.unit)
+        return f"{self.name}: {shown}" + f" [{tag}{'; ' + ', '.join(extra) if extra else ''}]"
+
+
+@dataclass(frozen=True)
+class _Legacy(Finding):
+    """An answer text written before findings (a plain string and its numbers beside it). Kept so that code not yet
+    moved onto templates still runs; the claims check finds its digits outside number slots."""
+
+    bound: tuple = ()
+
+    def plain(self) -> str:
+        return self.template
+
+    def html(self) -> str:
+        import html
+
+        return html.escape(self.template, quote=False)
+
+    def numbers(self) -> list:
+        return list(self.bound)
 
 
 @dataclass
 class Answer:
+    """One lab question's answer. `headline`: the one line a grader reads first (the verdict, about 25 words at
+    most); `details`: further findings of this run; `background`: general explanations, shown apart. Its numbers
+    are its findings' numbers. (The old form Answer(question, text, status, numbers) still builds, as a legacy
+    text the claims check does not accept.)"""
+
     question: str
-    text: str  # one line, assembled from computed values
-    status: str
-    numbers: list[Number] = field(default_factory=list)
+    headline: Finding
+    details: list = field(default_factory=list)
+    background: list = field(default_factory=list)
+    status: str = "answered"
     missing: str = ""  # what a partial / not answered status lacks
     verdict: dict | None = None  # verdict.Verdict.as_dict() (with samples) behind a comparison
+
+    def __post_init__(self):
+        if isinstance(self.headline, str):  # legacy: Answer(question, text, status, numbers)
+            status = self.details if isinstance(self.details, str) else self.status
+            nums = self.background if isinstance(self.details, str) else []
+            self.headline = _Legacy(self.headline.strip(), {}, bound=tuple(nums or ()))
+            self.details, self.background, self.status = [], [], status
+        if isinstance(self.details, Finding):
+            self.details = [self.details]
+        if isinstance(self.background, Background):
+            self.background = [self.background]
+        self.details = [d for d in self.details if d is not None]
+        self.background = [b if isinstance(b, Background) else Background(b) for b in self.background if b]
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [self.headline, *self.details]
+
+    @property
+    def text(self) -> str:
+        """The plain text: the headline, then the details (for the index and old callers)."""
+        return " ".join(f.plain().strip() for f in self.findings if f.plain().strip())
+
+    @property
+    def numbers(self) -> list[Number]:
+        """Every Number its findings state (each once), in the order stated."""
+        out: list = []
+        for f in self.findings:
+            out += [n for n in f.numbers() if not any(n is m for m in out)]
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """The answer as reports/<task>.answer.json holds it: the plain text and numbers as before, plus each
+        finding's plain and html text and the background."""
+        return {
+            "question": self.question,
+            "text": self.text,
+            "status": self.status,
+            "numbers": [asdict(n) for n in self.numbers],
+            "missing": self.missing,
+            "verdict": self.verdict,
+            "headline": {"plain": self.headline.plain(), "html": self.headline.html()},
+            "details": [{"plain": d.plain(), "html": d.html()} for d in self.details],
+            "background": [b.text for b in self.background],
+            "legacy": isinstance(self.headline, _Legacy),
+        }
 
 
 @dataclass
@@ -78,16 +147,25 @@ class Record:
             return "not answered"
         return "partial"
 
+    def as_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "answers"}
+        answers = [a.as_dict() for a in self.answers]
+        return {**data, "answers": answers, "status": self.status, "summary": self.summary()}
+
     def summary(self) -> str:
         """One line for the index: the first answer's text (and how many more there are)."""
         if not self.answers:
             return "no answer"
         more = len(self.answers) - 1
-        return self.answers[0].text + (f" (+{more} more answer{'s' if more > 1 else ''})" if more else "")
+        return self.answers[0].headline.plain().strip() + (
+            f" (+{more} more answer{'s' if more > 1 else ''})" if more else ""
+        )
 
 
 def check(rec: Record) -> None:
-    """Refuse a record whose numbers lack provenance, whose statuses are unknown, or whose text is not one line."""
+    """Refuse a record whose numbers lack provenance or share a name, whose statuses are unknown, or whose text is
+    not one line."""
+    seen: dict[str, Number] = {}
     for a in rec.answers:
         if a.status not in STATUSES:
             raise RecordError(
@@ -100,6 +178,11 @@ def check(rec: Record) -> None:
         if "\n" in a.text.strip():
             raise RecordError(f"{rec.task}: answer {a.question!r} is not one line")
         for num in a.numbers:
+            if seen.setdefault(num.name, num) is not num and asdict(seen[num.name]) != asdict(num):
+                raise RecordError(
+                    f"{rec.task}: two different numbers are named {num.name!r}: a number's name is its slot in the "
+                    "page, one per record"
+                )
             if num.provenance not in PROVENANCE:
                 raise RecordError(
                     f"{rec.task}: number {num.name!r} has provenance {num.provenance!r}; "

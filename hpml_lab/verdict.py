@@ -14,6 +14,13 @@ report renders the same verdict every time), the ratio of medians recomputed `n_
 is "better" or "worse" only when the whole interval lies on one side of 1 (beyond `min_effect`, so a
 0.5% difference on a noisy machine is a tie); with fewer than three samples on either side it is a tie
 ("too few samples"), since two values give no spread to judge by.
+
+A verdict knows how its samples were taken: `interleaved=True` (A B A B repeats, so the load hits both alike),
+`interleaved=False` (one side's runs after the other's) with the machine's load per core during each side
+(`load_a`, `load_b`). Runs one after the other whose load moved by more than `load_margin` (load per core), or
+whose load was not recorded, cannot be told apart; nor can a difference within `noise`, the ratio by which two
+twin configurations of this machine differed. `Verdict.finding(name)` states the comparison as a Finding whose
+ratio, interval and counts are Numbers of the answer record, named from `name`; direction words come only from it.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any
 import numpy as np
 
 MIN_SAMPLES = 3
+LOAD_MARGIN = 0.5  # load per core two sequential sides may differ by and still be compared
 
 
 @dataclass(frozen=True)
@@ -43,7 +51,12 @@ class Verdict:
     n_b: int
     lower_is_better: bool
     what: str
-    reason: str = ""  # why a tie: "too few samples", "interval includes no difference", ...
+    reason: str = ""  # why a tie: "too few samples", "interval includes no difference", "load moved", ...
+    interleaved: bool | None = None  # None: how the samples were taken was not said
+    load_a: tuple = ()  # the machine's load per core during A's samples (sequential designs)
+    load_b: tuple = ()
+    load_margin: float = LOAD_MARGIN
+    noise: float | None = None  # twin-configuration noise (a ratio >= 1) the difference must exceed
 
     @property
     def winner(self) -> str | None:
@@ -75,6 +88,134 @@ class Verdict:
         )
         return f"{win} is {r:.2f}x {up} than {lose} on {self.what} ({pct} {lo:.2f}-{hi:.2f}x; {n})."
 
+    def numbers(self, name: str) -> dict[str, Any]:
+        """The verdict's values as Numbers of the record, named from `name` (the ratio and interval as stated:
+        winner over loser)."""
+        from .answers import Number
+
+        src = "verdict.compare: ratio of medians, percentile bootstrap interval"
+        flip = self.outcome == "worse"
+        r, lo, hi = (
+            (1 / self.ratio, 1 / self.ci_high, 1 / self.ci_low)
+            if flip
+            else (self.ratio, self.ci_low, self.ci_high)
+        )
+        n = min(self.n_a, self.n_b)
+        nums = {
+            "ratio": Number(f"{name}: ratio", r, "x", "measured", n=n, source=src),
+            "low": Number(f"{name}: interval low", lo, "x", "measured", n=n, source=src),
+            "high": Number(f"{name}: interval high", hi, "x", "measured", n=n, source=src),
+            "conf": Number(f"{name}: confidence", round(100 * self.confidence), "%", "setting", source=src),
+            "na": Number(
+                f"{name}: samples of {self.label_a}", self.n_a, "", "counted", source="samples compared"
+            ),
+            "nb": Number(
+                f"{name}: samples of {self.label_b}", self.n_b, "", "counted", source="samples compared"
+            ),
+            "min": Number(
+                f"{name}: samples needed", MIN_SAMPLES, "", "setting", source="verdict.MIN_SAMPLES"
+            ),
+        }
+        loads = [*self.load_a, *self.load_b]
+        if loads:
+            lsrc = "the machine's load average per core, read with each run"
+            nums["load_lo"] = Number(
+                f"{name}: lowest load per core", min(loads), "", "measured", n=len(loads), source=lsrc
+            )
+            nums["load_hi"] = Number(
+                f"{name}: highest load per core", max(loads), "", "measured", n=len(loads), source=lsrc
+            )
+            nums["margin"] = Number(
+                f"{name}: load margin", self.load_margin, "", "setting", source="verdict.LOAD_MARGIN"
+            )
+        if self.noise is not None:
+            nums["noise"] = Number(
+                f"{name}: twin noise",
+                self.noise,
+                "x",
+                "setting",
+                source="how far twin configurations of this machine differed",
+            )
+        return nums
+
+    def finding(self, name: str, label_a=None, label_b=None):
+        """The comparison as a Finding over the Numbers of numbers(name); `label_a`/`label_b` (a word or a
+        Finding such as say("{w} workers", w=...)) replace the labels where they hold digits."""
+        from .findings import say
+
+        a = label_a if label_a is not None else self.label_a
+        b = label_b if label_b is not None else self.label_b
+        x = self.numbers(name)
+        ns = {"na": x["na"], "nb": x["nb"]}
+        interval = {"ratio": x["ratio"], "conf": x["conf"], "low": x["low"], "high": x["high"]}
+        if self.outcome in ("better", "worse"):
+            win, lose = (a, b) if self.outcome == "better" else (b, a)
+            up, _ = self.words()
+            f = say(
+                "{win} is {ratio} {up} than {lose} on {what} ({conf} CI {low}-{high}; n = {na} and {nb})",
+                win=win,
+                lose=lose,
+                up=up,
+                what=self.what,
+                **interval,
+                **ns,
+            )
+        elif self.reason == "too few samples":
+            f = say(
+                "{a} and {b} cannot be told apart on {what}: too few samples (n = {na} and {nb}; at least {min} "
+                "each are needed for a spread)",
+                a=a,
+                b=b,
+                what=self.what,
+                min=x["min"],
+                **ns,
+            )
+        elif self.reason == "load moved":
+            f = say(
+                "{a} and {b} cannot be told apart on {what}: their runs were made one after the other while the "
+                "machine's load per core moved between {lo} and {hi}, more than the {margin} such a comparison "
+                "allows (ratio {ratio}, {conf} CI {low}-{high}; n = {na} and {nb})",
+                a=a,
+                b=b,
+                what=self.what,
+                lo=x["load_lo"],
+                hi=x["load_hi"],
+                margin=x["margin"],
+                **interval,
+                **ns,
+            )
+        elif self.reason == "load not recorded":
+            f = say(
+                "{a} and {b} cannot be told apart on {what}: their runs were made one after the other and the "
+                "machine's load during them was not recorded (ratio {ratio}, {conf} CI {low}-{high}; n = {na} and {nb})",
+                a=a,
+                b=b,
+                what=self.what,
+                **interval,
+                **ns,
+            )
+        elif self.reason == "within twin noise":
+            f = say(
+                "{a} and {b} cannot be told apart on {what}: the difference (ratio {ratio}, {conf} CI {low}-{high}; "
+                "n = {na} and {nb}) is within the {noise} by which twin configurations of this machine differed",
+                a=a,
+                b=b,
+                what=self.what,
+                noise=x["noise"],
+                **interval,
+                **ns,
+            )
+        else:
+            f = say(
+                "{a} and {b} cannot be told apart on {what} (ratio {ratio}, {conf} CI {low}-{high}; n = {na} and {nb})",
+                a=a,
+                b=b,
+                what=self.what,
+                **interval,
+                **ns,
+            )
+        return f.marked(name)
+
     def as_dict(self) -> dict[str, Any]:
         """Everything needed to recompute the verdict (the samples are added by compare)."""
         return asdict(self)
@@ -97,6 +238,11 @@ def compare(
     n_boot: int = 2000,
     min_effect: float = 0.02,
     seed: int = 0,
+    interleaved: bool | None = None,
+    load_a: Sequence[float] | None = None,
+    load_b: Sequence[float] | None = None,
+    load_margin: float = LOAD_MARGIN,
+    noise: float | None = None,
 ) -> Verdict:
     """Compare two samples (e.g. per-step seconds from interleaved repeats). See the module docstring."""
     xa, xb = _clean(a), _clean(b)
@@ -118,6 +264,11 @@ def compare(
         n_b=int(xb.size),
         lower_is_better=lower_is_better,
         what=what,
+        interleaved=interleaved,
+        load_a=tuple(float(x) for x in load_a or ()),
+        load_b=tuple(float(x) for x in load_b or ()),
+        load_margin=load_margin,
+        noise=noise,
     )
     if xa.size < MIN_SAMPLES or xb.size < MIN_SAMPLES or not math.isfinite(ratio):
         return Verdict(outcome="tie", ci_low=math.nan, ci_high=math.nan, reason="too few samples", **common)
@@ -136,7 +287,24 @@ def compare(
     else:
         outcome = "tie"
         reason = "interval includes no difference" if lo <= 1 <= hi else f"difference under {min_effect:.0%}"
+    if outcome != "tie":
+        outcome, reason = _design(outcome, lo, hi, common)
     return Verdict(outcome=outcome, ci_low=lo, ci_high=hi, reason=reason, **common)
+
+
+def _design(outcome: str, lo: float, hi: float, common: dict) -> tuple[str, str]:
+    """A separated verdict kept only where its design allows it: sequential runs on a steady, recorded load, and a
+    difference beyond the twin-configuration noise."""
+    loads = [*common["load_a"], *common["load_b"]]
+    if common["interleaved"] is False:
+        if not common["load_a"] or not common["load_b"]:
+            return "tie", "load not recorded"
+        if max(loads) - min(loads) > common["load_margin"]:
+            return "tie", "load moved"
+    noise = common["noise"]
+    if noise is not None and (lo if outcome == "better" else 1 / hi) <= noise:
+        return "tie", "within twin noise"
+    return outcome, ""
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,7 @@ def test_one_settings_table_per_page():
         flags=[{"kind": "settings differ", "message": "settings differ from the lab's: batch_size 32"}],
         ran_vs_lab=[{"setting": "batch_size", "ran": "32", "lab": "128"}],
     )
-    box = answers.box_html({**__import__("dataclasses").asdict(rec), "status": rec.status})
+    box = answers.box_html(rec.as_dict())
     assert (
         "<table" not in box
         and "<b>settings differ</b>: settings differ from the lab&#x27;s: batch_size 32" in box

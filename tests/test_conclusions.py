@@ -2,7 +2,6 @@
 too few samples (n < 3: no direction, no spread), diverged, predicted vs measured, a model that misses its own
 measurements, a busy machine. Sweeps are real result folders written with results.write_derived."""
 
-import dataclasses
 import re
 from types import SimpleNamespace
 
@@ -87,7 +86,7 @@ CFG = RunConfig(task="c1")
 
 def holds(answers) -> list[str]:
     """What the claims check (report/claims.py) finds in answers as the record stores them: [] when all hold."""
-    return [p for a in answers for p in claims.check_answer(dataclasses.asdict(a))]
+    return [p for a in answers for p in claims.check_answer(a.as_dict())]
 
 
 FAST = [0.010, 0.011, 0.0105, 0.0102, 0.0108, 0.0101]

@@ -122,3 +122,102 @@ def test_lab5_q1_best_batch_is_a_verdict():
     few = scaling_answers.lab5_q1(_q1({16: [0.010, 0.011], 64: [0.020, 0.021]}))
     assert "Throughput peaks" not in few.text and "cannot be told apart from batch 16: a tie" in few.text
     assert few.verdict["best"] == 64 and set(few.verdict["tied"]) == {16, 64}
+
+
+# The one way to write a finding (issue 27): hpml_lab/findings.py on hand-built values.
+import pytest  # noqa: E402
+
+from hpml_lab.answers import Answer, Number, Record, RecordError, check  # noqa: E402
+from hpml_lab.findings import Background, fmt, fmt_value, join, say, stray_digits  # noqa: E402
+
+
+def N(name, value, unit="s", prov="measured", **kw):
+    return Number(name, value, unit, prov, **({"n": 5} if prov == "measured" else {"source": "given"}) | kw)
+
+
+@pytest.mark.parametrize(
+    "value,unit,shown",
+    [
+        (1.25, "s", "1.25 s"),
+        (0.0323, "", "0.0323"),
+        (14.24, "%", "14.2%"),
+        (0.15, "%", "0.15%"),  # never rounded to '0%'
+        (1.314, "x", "1.31x"),
+        (3309.4, "images/s", "3,309 images/s"),  # whole from 1,000 up, never '3.31e+03'
+        (50000, "", "50,000"),  # an int keeps every digit
+        (999.96, "", "1,000"),  # rounds up into the thousands, not '1e+03'
+        (0.0000123, "s", "0.0000123 s"),  # never an exponent
+        (0.0, "s", "0 s"),
+        (-0.5, "", "-0.5"),
+        (float("nan"), "s", "n/a"),
+    ],
+)
+def test_fmt_every_branch(value, unit, shown):
+    assert fmt(N("x", value, unit)) == shown
+    assert fmt_value("adam") == "adam" and fmt_value(True) == "True"
+
+
+def test_say_binds_numbers_plain_and_html():
+    data, train = N("data-loading epoch", 1.25), N("training epoch", 3.5)
+    f = say("data loading {data}, training {train} per epoch", data=data, train=train)
+    assert f.plain() == "data loading 1.25 s, training 3.5 s per epoch"
+    assert f.html() == (
+        'data loading <span data-number="data-loading epoch">1.25 s</span>, '
+        'training <span data-number="training epoch">3.5 s</span> per epoch'
+    )
+    assert f.numbers() == [data, train]
+
+
+def test_say_refuses_typed_digits_specs_and_unbound_slots():
+    x = N("x", 1.0)
+    for bad in ("loss fell by 2 {x}", "{x:.2f}", "{x!r}", "{x} and {y}"):
+        with pytest.raises(ValueError):
+            say(bad, x=x)
+    with pytest.raises(ValueError):
+        say("{x}", x=x, y=x)  # a slot the template does not use
+    with pytest.raises(ValueError):
+        say("{x} with {label}", x=x, label="2 workers")  # a digit inside a word slot
+    with pytest.raises(ValueError):
+        say("{x}", x=2.5)  # a bare float is no Number
+    assert say("top-1 of ResNet-18 in bf16: {x}", x=x).plain() == "top-1 of ResNet-18 in bf16: 1 s"
+    assert stray_digits("top-1 ResNet-18 bf16 L2") == [] and stray_digits("9,999 images") == list("9999")
+
+
+def test_html_escapes_text_words_and_names():
+    x = N("a<b>", 1.0, "s")
+    f = say("<b>{w}</b> & {x}", w="<i>", x=x)
+    assert f.html() == '&lt;b&gt;&lt;i&gt;&lt;/b&gt; &amp; <span data-number="a&lt;b&gt;">1 s</span>'
+    assert f.plain() == "<b><i></b> & 1 s"
+
+
+def test_nested_findings_and_join_keep_every_number_once():
+    a, b = N("a", 1.0), N("b", 2.0)
+    inner = say("{a} then {b}", a=a, b=b)
+    outer = say("{inner}; again {a}", inner=inner, a=a)
+    assert outer.plain() == "1 s then 2 s; again 1 s" and outer.numbers() == [a, b]
+    assert '<span data-number="b">2 s</span>' in outer.html()
+    assert join([say("x"), say("y"), say("z")], ", ", " and ").plain() == "x, y and z"
+    assert say("{f}", f=say("eager is {a}", a=a)).up().plain() == "Eager is 1 s"
+    marked = say("{f}", f=say("eager {a}", a=a).marked("v")).up().html()
+    assert marked.startswith('<span data-verdict="v">Eager <span data-number="a">')  # the letter, not the tag
+
+
+def test_background_states_no_number():
+    assert Background("Workers time-share the cores.").html() == "Workers time-share the cores."
+    with pytest.raises(ValueError):
+        Background("On a GPU node 4 workers are needed.")
+
+
+def test_answer_numbers_come_from_its_findings_and_names_are_unique_per_record():
+    a, b = N("epoch", 1.0), N("step", 2.0)
+    ans = Answer(
+        "Q?", say("epoch {a}", a=a), [say("step {b}, epoch {a}", b=b, a=a)], [Background("General.")]
+    )
+    assert ans.numbers == [a, b] and ans.text == "epoch 1 s step 2 s, epoch 1 s"
+    d = ans.as_dict()
+    assert d["headline"]["html"] == 'epoch <span data-number="epoch">1 s</span>'
+    assert d["background"] == ["General."] and [n["name"] for n in d["numbers"]] == ["epoch", "step"]
+    check(Record("c9", "t", [ans]))
+    clash = Answer("Q2?", say("epoch {a}", a=N("epoch", 9.0)))
+    with pytest.raises(RecordError, match="named 'epoch'"):
+        check(Record("c9", "t", [ans, clash]))

@@ -67,3 +67,67 @@ def test_a_target_is_met_only_when_the_interval_clears_it():
     big = compare(FAST, SLOW, "tensor", "PIL")  # tensor 1.5x faster: ratio 1.5
     assert target_met(big, 10.0) is False and target_met(big, 1.2) is True
     assert target_met(compare([1, 2], [3, 4]), 1.0) is None  # too few samples
+
+
+# How the samples were taken (issue 27): a verdict knows its design.
+def test_interleaved_samples_keep_their_direction():
+    v = compare(FAST, SLOW, "compiled", "eager", interleaved=True)
+    assert v.outcome == "better" and v.interleaved is True
+
+
+def test_sequential_runs_on_a_steady_recorded_load_keep_their_direction():
+    v = compare(FAST, SLOW, "compiled", "eager", interleaved=False, load_a=[1.0, 1.1], load_b=[1.2, 1.3])
+    assert v.outcome == "better" and v.reason == ""
+
+
+def test_sequential_runs_while_the_load_moved_cannot_tell():
+    v = compare(FAST, SLOW, "compiled", "eager", interleaved=False, load_a=[0.4, 0.5], load_b=[2.0, 2.6])
+    assert v.outcome == "tie" and v.reason == "load moved"
+    text = v.finding("c8 step").plain()
+    assert "cannot be told apart" in text and "between 0.4 and 2.6, more than the 0.5" in text
+    assert "faster" not in text
+
+
+def test_sequential_runs_without_a_recorded_load_cannot_tell():
+    v = compare(FAST, SLOW, "compiled", "eager", interleaved=False)
+    assert v.outcome == "tie" and v.reason == "load not recorded"
+    assert "was not recorded" in v.finding("x").plain()
+
+
+def test_a_difference_within_the_twin_noise_cannot_tell():
+    v = compare(FAST, SLOW, "compiled", "eager", interleaved=True, noise=1.91)
+    assert v.outcome == "tie" and v.reason == "within twin noise"
+    assert "within the 1.91x by which twin configurations" in v.finding("x").plain()
+    # the same samples beyond a smaller noise keep the direction, in either order
+    assert compare(FAST, SLOW, interleaved=True, noise=1.1).outcome == "better"
+    assert compare(SLOW, FAST, interleaved=True, noise=1.1).outcome == "worse"
+    assert compare(SLOW, FAST, interleaved=True, noise=1.6).reason == "within twin noise"
+
+
+def test_the_finding_states_the_records_numbers_and_marks_the_verdict():
+    v = compare(SLOW, FAST, "eager", "compiled", what="time per step")  # A loses: the ratio is stated flipped
+    f = v.finding("c8 step")
+    by_name = {n.name: n for n in f.numbers()}
+    assert by_name["c8 step: ratio"].value == pytest.approx(1 / v.ratio)
+    assert by_name["c8 step: interval low"].value == pytest.approx(1 / v.ci_high)
+    assert f.plain().startswith("compiled is 1.5x faster than eager on time per step (95% CI ")
+    html = f.html()
+    assert (
+        html.startswith('<span data-verdict="c8 step">')
+        and '<span data-number="c8 step: ratio">1.5x</span>' in html
+    )
+    few = compare([1.0, 1.1], [2.0, 2.1], "a", "b").finding("few")
+    assert "too few samples (n = 2 and 2; at least 3 each" in few.plain()
+    assert all(math.isfinite(n.value) for n in few.numbers())  # no nan ratio enters the record
+
+
+def test_labels_with_digits_are_findings_of_their_own():
+    from hpml_lab.answers import Number
+    from hpml_lab.findings import say
+
+    v = compare(FAST, SLOW, "0 workers", "2 workers")
+    with pytest.raises(ValueError):
+        v.finding("w")  # '0 workers' would type a digit
+    w0, w2 = (Number(f"workers {i}", i, "", "setting", source="sweep") for i in (0, 2))
+    f = v.finding("w", say("{w} workers", w=w0), say("{w} workers", w=w2))
+    assert f.plain().startswith("0 workers is 1.5x faster than 2 workers")

@@ -22,7 +22,6 @@ import html
 import json
 import os
 import re
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +101,7 @@ def path_for(task: str) -> Path:
 
 def write(rec: Record) -> Path:
     check(rec)
-    data = {**asdict(rec), "status": rec.status, "summary": rec.summary()}
+    data = rec.as_dict()
     p = path_for(rec.task)
     atomic_write_json(p, data)
     return p
