@@ -48,7 +48,7 @@ def _against_baseline(rows, loader: str, lat: float):
 
 
 def _said(v, name: str, lat: float) -> Finding:
-    return say("At {lat}: {v}.", lat=latency(lat), v=v.finding(name).up())
+    return say("At {lat}: {v}.", lat=latency(lat), v=v.finding(name))
 
 
 def _pass(rows, lat, name) -> Number:
