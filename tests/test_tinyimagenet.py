@@ -324,8 +324,9 @@ def _answers_ok(answers, task="tinyimagenet"):
 
 
 def _rec(train, data, load=0.5, last_images=32, images=32):
-    import pandas as pd
     from types import SimpleNamespace
+
+    import pandas as pd
 
     rows = [
         {
@@ -353,8 +354,9 @@ SLOW = [0.020, 0.0202, 0.0198, 0.0201, 0.0199]
 def _tin(
     ck=SLOW, data0=0.05, datan=0.001, loads=(0.5, 0.5, 0.5, 0.5), ddp_s=0.6267, last_images=32, skipped=True
 ):
-    import pandas as pd
     from types import SimpleNamespace
+
+    import pandas as pd
 
     timing = [
         {
