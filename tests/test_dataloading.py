@@ -3,6 +3,7 @@
 import threading
 
 import numpy as np
+import study_checks  # the tests' page check, tests/study_checks.py
 import torch
 from torch.utils.data import DataLoader
 
@@ -92,19 +93,6 @@ def _loading(threads_lo, first_batch_threads=0.01):
     return pd.DataFrame(rows)
 
 
-def _answers_ok(answers):
-    import re
-
-    from hpml_lab.answers import Record, check
-    from hpml_lab.findings import stray_digits
-
-    check(Record("dataloading", "t", answers))
-    for a in answers:
-        for f in a.findings:
-            bare = re.sub(r"<[^>]+>", "", re.sub(r'<span data-number="[^"]*">[^<]*</span>', "", f.html()))
-            assert stray_digits(bare) == [], f.plain()
-
-
 def test_dataloading_sentences_against_the_table_and_general_explanations_apart():
     from hpml_lab.config import RunConfig
     from hpml_lab.studies import dataloading_answers
@@ -128,7 +116,7 @@ def test_dataloading_sentences_against_the_table_and_general_explanations_apart(
     assert "single process" not in text and any("single process" in b.text for b in a.background)
     assert not any(ch.isdigit() for b in a.background for ch in b.text)
     assert "machine busy" in {f.kind for f in flags}
-    _answers_ok(answers)
+    study_checks.holds(answers)
     little, _ = dataloading_answers.conclude(RunConfig(task="dataloading"), _loading(0.5, 0.49), {})
     assert "start-up explains little of the 0.505 s" in little[0].text
     tie, flags = dataloading_answers.conclude(RunConfig(task="dataloading"), _loading(1.0), {})

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import study_checks  # noqa: E402  (the tests' page check, tests/study_checks.py)
 import torch
 from torch import nn
 
@@ -294,21 +295,6 @@ def _conclude(res, segments=2):
     )
 
 
-def _record_ok(answers):
-    """Every number an answer states is a Number of the record, each name once (answers.check), and every digit of
-    the page's text lies in a number slot."""
-    import re
-
-    from hpml_lab.answers import Record, check
-    from hpml_lab.findings import stray_digits
-
-    check(Record("memory", "t", answers))
-    for a in answers:
-        for f in a.findings:
-            bare = re.sub(r"<[^>]+>", "", re.sub(r'<span data-number="[^"]*">[^<]*</span>', "", f.html()))
-            assert stray_digits(bare) == [], f.plain()
-
-
 def test_memory_cost_says_how_many_comparisons_went_which_way_never_only_the_first():
     """The grader's item: 7 comparisons summarised by the first (a tie) while 3 of 7 were clear 1.45-1.56x
     slowdowns."""
@@ -323,7 +309,7 @@ def test_memory_cost_says_how_many_comparisons_went_which_way_never_only_the_fir
     assert sum("is 1.5" in d.plain() or "is 1.4" in d.plain() for d in cost.details) == 3
     assert all(v["interleaved"] is True for v in cost.verdict.values())  # the rounds took turns
     assert cost.background and not any(ch.isdigit() for b in cost.background for ch in b.text)
-    _record_ok(answers)
+    study_checks.holds(answers)
 
 
 def test_memory_cost_one_way_each_and_a_faster_one():
@@ -333,7 +319,7 @@ def test_memory_cost_one_way_each_and_a_faster_one():
     slow = [t * 1.5 for t in BASE]
     answers, _ = _conclude(_res(slow=(1.5, 1.5, 1.5, 1.5), first=slow, ck=slow))
     assert answers[2].headline.plain().endswith(": 7 slower (1.5x).")  # a range of one value is one value
-    _record_ok(answers)
+    study_checks.holds(answers)
 
 
 def test_memory_revnet_checkpoint_and_convergence_answers():
@@ -346,7 +332,7 @@ def test_memory_revnet_checkpoint_and_convergence_answers():
     assert ck.headline.plain().startswith("With 2 segments, a checkpointed ResNet holds between")
     assert ck.status == "partial" and len(ck.details) == 3 and "largest batch 3x" in ck.details[0].plain()
     assert conv.headline.plain().startswith("Both got clearly below chance") and "chance 2.3" in conv.text
-    _record_ok(answers)
+    study_checks.holds(answers)
     neither, _ = _conclude(_res(losses={"resnet18": [2.3] * 5, "revnet38": [2.3] * 5}))
     assert neither[3].headline.plain().startswith("Neither got clearly below chance")
     one, flags = _conclude(
@@ -357,7 +343,7 @@ def test_memory_revnet_checkpoint_and_convergence_answers():
     none, _ = _conclude(_res(segments=0), segments=0)
     assert none[1].headline.plain() == "Checkpointing was not run: checkpoint_segments was 0."
     for got in (neither, one, none):
-        _record_ok(got)
+        study_checks.holds(got)
 
 
 def test_memory_budget_note_is_a_finding_over_the_record():

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+import study_checks  # noqa: E402  (the tests' page check, tests/study_checks.py)
 
 from hpml_lab import memory, models
 from hpml_lab.studies import scaling
@@ -112,26 +113,14 @@ def test_q1_counts_full_batch_steps_only(tiny_cfg):
 
 
 # ------------------------------------------------------------------ the report's answers, from canned results
-import re  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 import pandas as pd  # noqa: E402
 
-from hpml_lab.answers import Record, check  # noqa: E402
 from hpml_lab.config import RunConfig  # noqa: E402
-from hpml_lab.findings import stray_digits  # noqa: E402
 from hpml_lab.studies import scaling_answers  # noqa: E402
 
 LAB_SIZES = (32, 128, 512, 2048, 8192)
-
-
-def _record_ok(answers, task="lab5"):
-    """Every stated number is a Number of the record (names once) and every digit of the page sits in a slot."""
-    check(Record(task, "t", answers))
-    for a in answers:
-        for f in a.findings:
-            bare = re.sub(r"<[^>]+>", "", re.sub(r'<span data-number="[^"]*">[^<]*</span>', "", f.html()))
-            assert stray_digits(bare) == [], f.plain()
 
 
 def _q1(step_times: dict, oom=(), loads=None):
@@ -160,7 +149,7 @@ def test_lab5_q1_partial_while_the_lab_sizes_were_not_all_run():
     done = scaling_answers.lab5_q1(_q1(steps, oom=[128]), LAB_SIZES)  # ran until out of memory: answered
     assert done.status == "answered" and done.headline.plain().endswith("out of memory at 128.")
     assert "epoch excluding data I/O 3,843 s, extrapolated from 4 timed steps" in done.text
-    _record_ok([short])
+    study_checks.holds([short])
 
 
 def test_lab5_q1_sizes_run_one_after_the_other_while_the_load_moved_cannot_be_told_apart():
@@ -172,7 +161,7 @@ def test_lab5_q1_sizes_run_one_after_the_other_while_the_load_moved_cannot_be_to
     assert "load during them was not recorded" in unknown.text
     one = scaling_answers.lab5_q1(_q1({16: [0.01] * 4}), LAB_SIZES)
     assert one.headline.plain().startswith("Only per-worker batch 16 ran") and one.verdict is None
-    _record_ok([moved])
+    study_checks.holds([moved])
 
 
 def _ddp_rec(step, n, b, loss=1.5, acc=0.4, batch_losses=None):
@@ -290,7 +279,7 @@ def test_lab5_model_that_misses_its_own_measurements_is_not_used_for_more_worker
         "4 workers" not in q3.text and "data loading" not in q3.text
     )  # the rest is not said to be data loading
     assert any("data loading" in b.text for b in q3.background)
-    _record_ok(answers)
+    study_checks.holds(answers)
 
 
 def test_lab5_model_that_agrees_gives_its_predictions_as_predictions():
@@ -301,7 +290,7 @@ def test_lab5_model_that_agrees_gives_its_predictions_as_predictions():
     assert "4 workers at batch 16: compute" in answers[2].text
     # the 2-worker runs came after the 1-worker sweep: each verdict knows it, with both loads
     assert all(v["interleaved"] is False for v in q2.verdict.values())
-    _record_ok(answers)
+    study_checks.holds(answers)
 
 
 def test_lab5_q4_at_chance_is_said_to_say_nothing():
@@ -316,7 +305,7 @@ def test_lab5_q4_at_chance_is_said_to_say_nothing():
     assert "against chance 2.3 and 10%" in trained[3].headline.plain()
     assert "196x fewer optimizer steps" in trained[3].text
     assert any("Goyal" in b.text for b in trained[3].background)
-    _record_ok(answers)
+    study_checks.holds(answers)
 
 
 def test_lab5_notes_are_findings_and_the_notebook_settles_no_argument():

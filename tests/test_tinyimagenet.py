@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import study_checks  # noqa: E402  (the tests' page check, tests/study_checks.py)
 
 from hpml_lab.config import RunConfig
 from hpml_lab.data import DatasetError
@@ -309,18 +310,6 @@ def test_crafted_archive_cannot_touch_files_outside_its_folder(archive_bytes, tm
 
 
 # ------------------------------------------------------------------ the report's answers, from canned results
-def _answers_ok(answers, task="tinyimagenet"):
-    """Every stated number is a Number of the record (each name once); every digit of the page sits in a slot."""
-    import re
-
-    from hpml_lab.answers import Record, check
-    from hpml_lab.findings import stray_digits
-
-    check(Record(task, "t", answers))
-    for a in answers:
-        for f in a.findings:
-            bare = re.sub(r"<[^>]+>", "", re.sub(r'<span data-number="[^"]*">[^<]*</span>', "", f.html()))
-            assert stray_digits(bare) == [], f.plain()
 
 
 def _rec(train, data, load=0.5, last_images=32, images=32):
@@ -428,7 +417,7 @@ def test_tinyimagenet_ddp_beyond_its_processes_is_said_not_to_be_ddp():
     ]
     near, _ = _conclude(_tin(ddp_s=4.7))  # twice the images per batch in the same time: 2x with 2 processes
     assert "DDP ran at 2x the baseline's images per second." in near[2].text
-    _answers_ok(answers)
+    study_checks.holds(answers)
 
 
 def test_tinyimagenet_outside_the_batches_only_what_was_measured():
@@ -445,7 +434,7 @@ def test_tinyimagenet_outside_the_batches_only_what_was_measured():
     assert answers[2].status == "partial" and "DataParallel" in answers[2].missing
     partial, _ = _conclude(_tin(last_images=8))
     assert "(its first batch waited 0.001 s for the loader; its last batch held 8 images)" in partial[2].text
-    _answers_ok(partial)
+    study_checks.holds(partial)
 
 
 def test_tinyimagenet_bottleneck_branches_and_sequential_verdicts():
@@ -464,7 +453,7 @@ def test_tinyimagenet_bottleneck_branches_and_sequential_verdicts():
     grew, _ = _conclude(_tin(data0=2.0, datan=4.0))
     assert grew[0].headline.plain().startswith("The bottleneck did not move")
     for got in (answers, moved, shifted, grew):
-        _answers_ok(got)
+        study_checks.holds(got)
 
 
 def test_tinyimagenet_checkpointing_cost_and_notes():
@@ -491,4 +480,4 @@ def test_tinyimagenet_checkpointing_cost_and_notes():
         note.startswith("Static memory (weights, gradients, momentum) 1.2 MB; budget 16 GiB")
         and "0.401 MB" in note
     )
-    _answers_ok(answers)
+    study_checks.holds(answers)

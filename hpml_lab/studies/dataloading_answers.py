@@ -139,11 +139,14 @@ def notes(df: pd.DataFrame) -> list[Finding]:
     if vt_lo.outcome == "better":
         fb_t, fb_b = rows[(lo, "threads")]["first_batch_s"], rows[(lo, "baseline")]["first_batch_s"]
         gain = rows[(lo, "baseline")]["epoch_s"] - rows[(lo, "threads")]["epoch_s"]
+        n_lo = int(
+            min(rows[(lo, "threads")]["passes"], rows[(lo, "baseline")]["passes"])
+        )  # medians of passes
         first = {
-            "t": Number(f"threads at {_ms(lo)} ms: first batch", float(fb_t), "s", "measured"),
-            "b": Number(f"baseline at {_ms(lo)} ms: first batch", float(fb_b), "s", "measured"),
+            "t": Number(f"threads at {_ms(lo)} ms: first batch", float(fb_t), "s", "measured", n=n_lo),
+            "b": Number(f"baseline at {_ms(lo)} ms: first batch", float(fb_b), "s", "measured", n=n_lo),
             "gain": Number(
-                f"threads vs baseline at {_ms(lo)} ms: pass time saved", float(gain), "s", "measured"
+                f"threads vs baseline at {_ms(lo)} ms: pass time saved", float(gain), "s", "measured", n=n_lo
             ),
         }
         lines.append(

@@ -314,11 +314,13 @@ def cost_answer(res) -> Answer:
         one = len(ratios) == 1 or fmt(ratios[0]) == fmt(
             ratios[-1]
         )  # a range of one shown value is that value
-        parts.append(
+        part = (
             say("{k} {word} ({x})", k=k, word=word, x=ratios[-1])
             if one
             else say("{k} {word} ({lo} to {hi})", k=k, word=word, lo=ratios[0], hi=ratios[-1])
         )
+        # a count of the verdicts' own outcomes, in their words: the statement of those verdicts (data-verdict)
+        parts.append(part.marked("cost: " + ", ".join(m for m, _ in got)))
     if groups["tie"]:
         parts.append(
             say("{k} could not be told apart", k=_count("cost comparisons: cannot tell", len(groups["tie"])))
