@@ -354,3 +354,26 @@ def test_memory_budget_note_is_a_finding_over_the_record():
     assert [n.provenance for n in cpu.numbers()] == ["setting"]
     gpu = memory_answers.budget_note(_res(cuda=True))
     assert "(128) is a lower bound" in gpu.plain()
+
+
+def test_memory_answer_and_tables_state_one_value_per_quantity():
+    """The working-set share the answer states is the table's and the figure's column; fewer than 3 rounds show no
+    spread; a GPU's largest batch is measured."""
+    from hpml_lab.studies import memory_answers
+
+    res = _res()
+    answers, _ = _conclude(res)
+    share = next(n for n in answers[1].numbers if n.name == "resnet18 ck: saved + working set vs plain")
+    table = memory_answers.report_table(res).set_index("model")
+    assert share.value == pytest.approx(0.65) == table.loc["resnet18 ck", "saved + working set vs plain"]
+    assert memory_answers.at_peak(res).set_index("model").loc["resnet18 ck", "peak_act_MB_per_sample"] == 1.3
+    assert (
+        set(memory_answers.fits_table(res)["how"]) == {"predicted"}
+        and len(memory_answers.convergence_table(res)) == 2
+    )
+    few = _res(first=[0.1, 0.1])
+    assert memory_answers.report_table(few).set_index("model")["IQR (s)"].isna()["resnet18 ck"]
+    gpu = _res(cuda=True)
+    gpu.max_batch.append({"model": "resnet18", "method": "measured", "status": "ok", "batch_size": 512})
+    assert memory_answers.fits_table(gpu).set_index("model").loc["resnet18", "how"] == "measured"
+    assert _conclude(gpu)[0][1].status == "answered"

@@ -333,3 +333,25 @@ def test_lab5_notes_are_findings_and_the_notebook_settles_no_argument():
     nb = Path(__file__).resolve().parents[1] / "notebooks" / "lab5_ddp_scaling.ipynb"
     text = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"])
     assert "settled" not in text and ":.2f" not in text and ":," not in text
+
+
+def test_lab5_without_multi_worker_runs_says_every_speedup_is_predicted():
+    res = _lab5(miss=False)
+    res.runs = []
+    res.table = res.table[res.table.workers != 2].assign(
+        source=lambda t: ["measured" if w == 1 else "predicted" for w in t.workers]
+    )
+    answers, _ = _conclude(res)
+    assert (
+        answers[1].headline.plain()
+        == "No multi-worker run here: every speedup below is the scaling model's prediction."
+    )
+    assert answers[1].verdict is None and "Predicted by the scaling model (not run): 3.73x" in answers[1].text
+    assert (
+        answers[3]
+        .headline.plain()
+        .startswith("No multi-worker run here. At 32,768 a fixed number of epochs takes 196x")
+    )
+    assert scaling_answers.model_misses(res.table) == []
+    assert list(scaling_answers.lr_table(50_000)["steps per epoch"]) == [391, 98, 25, 7, 2]
+    study_checks.holds(answers)

@@ -481,3 +481,15 @@ def test_tinyimagenet_checkpointing_cost_and_notes():
         and "0.401 MB" in note
     )
     study_checks.holds(answers)
+
+
+def test_tinyimagenet_worker_table_holds_the_answers_medians():
+    from hpml_lab.studies import tinyimagenet_answers
+
+    res = _tin()
+    answers, _ = _conclude(res)
+    nums = {n.name: n.value for n in answers[0].numbers}
+    wt = tinyimagenet_answers.worker_table(res).set_index("workers")
+    assert wt.loc[0, "data ms/batch"] == pytest.approx(nums["0 workers: data wait per batch"])
+    total = wt.loc[2, "data ms/batch"] + wt.loc[2, "copy + compute ms/batch"]
+    assert total == pytest.approx(nums["2 workers: data wait + copy + compute per batch"])
