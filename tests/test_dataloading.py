@@ -97,7 +97,7 @@ def test_dataloading_sentences_against_the_table_and_general_explanations_apart(
     from hpml_lab.config import RunConfig
     from hpml_lab.studies import dataloading_answers
 
-    busy = {"machine": {"load1": 6.5, "cores": 2, "steal_pct": 0.0}}
+    busy = {"machine": {"load1": 6.5, "cores": 2, "steal_pct": 0.0}, "files": 100, "passes": 4}
     answers, flags = dataloading_answers.conclude(RunConfig(task="dataloading"), _loading(0.5), busy)
     a = answers[0]
     assert a.headline.plain().startswith(
@@ -117,9 +117,13 @@ def test_dataloading_sentences_against_the_table_and_general_explanations_apart(
     assert not any(ch.isdigit() for b in a.background for ch in b.text)
     assert "machine busy" in {f.kind for f in flags}
     study_checks.holds(answers)
-    little, _ = dataloading_answers.conclude(RunConfig(task="dataloading"), _loading(0.5, 0.49), {})
+    little, _ = dataloading_answers.conclude(
+        RunConfig(task="dataloading"), _loading(0.5, 0.49), {"files": 100, "passes": 4}
+    )
     assert "start-up explains little of the 0.505 s" in little[0].text
-    tie, flags = dataloading_answers.conclude(RunConfig(task="dataloading"), _loading(1.0), {})
+    tie, flags = dataloading_answers.conclude(
+        RunConfig(task="dataloading"), _loading(1.0), {"files": 100, "passes": 4}
+    )
     assert (
         "first batch" not in tie[0].text
         and "At 0 ms: threads and the baseline cannot be told apart" in tie[0].text

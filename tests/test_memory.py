@@ -330,7 +330,7 @@ def test_memory_revnet_checkpoint_and_convergence_answers():
         "(1x for 5.74x the depth)" in rev.headline.plain()
     )  # the formatter's digits, as the table shows them
     assert ck.headline.plain().startswith("With 2 segments, a checkpointed ResNet holds between")
-    assert ck.status == "partial" and len(ck.details) == 3 and "largest batch 3x" in ck.details[0].plain()
+    assert ck.status == "partial" and len(ck.details) == 4 and "largest batch 3x" in ck.details[0].plain()
     assert conv.headline.plain().startswith("Both got clearly below chance") and "chance 2.3" in conv.text
     study_checks.holds(answers)
     neither, _ = _conclude(_res(losses={"resnet18": [2.3] * 5, "revnet38": [2.3] * 5}))

@@ -239,7 +239,10 @@ def _lab5(miss=True, speedups=(1.31, 1.13), four=(3.73, 3.86), loss=1.5, acc=0.4
         table=table,
         workers_here=2,
         on_gpu=False,
-        allreduce=pd.DataFrame({"backend": ["gloo"], "n": [10]}),
+        allreduce=pd.DataFrame({"backend": ["gloo"], "n": [10], "world_size": [2], "bytes": [4e6]}),
+        grad_bytes=4_000_000,
+        reference=scaling.reference_check()[0],
+        reference_fit=scaling.reference_check()[1],
         fit={"busbw_Bps": 2e9, "latency_s": 5e-4, "world_size": 2, "method": "fit"},
         runs=[
             _ddp_rec(0.012, 2, 16, loss, acc, batch_losses),

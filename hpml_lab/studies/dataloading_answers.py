@@ -76,6 +76,7 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
                 threads=_pass(rows, hi, "threads"),
             ),
             *notes(df),
+            setup(cfg, meta),
         ],
         [
             Background(

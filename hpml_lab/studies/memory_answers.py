@@ -414,6 +414,7 @@ def budget_note(res) -> Finding:
         res.budget_bytes / 1024**3,
         "GiB",
         "measured" if res.cuda else "setting",
+        n=1 if res.cuda else None,
         source="" if res.cuda else "the task's budget_gb setting",
     )
     if res.cuda:
@@ -432,4 +433,6 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     went which way), and whether both networks trained."""
     a4, flags = convergence_answer(cfg, res)
     flags = [sanity.busy((getattr(res, "meta", None) or {}).get("machine"))] + flags
-    return [revnet_answer(res), checkpoint_answer(cfg, res), cost_answer(res), a4], dedupe(flags)
+    a2 = checkpoint_answer(cfg, res)
+    a2.details.append(budget_note(res))  # the budget the largest batches are for, shown in the body too
+    return [revnet_answer(res), a2, cost_answer(res), a4], dedupe(flags)

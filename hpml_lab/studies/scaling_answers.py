@@ -507,13 +507,12 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     which), each measured speedup a verdict that knows its runs were sequential, and a model that misses its own
     measurements is not used for the rows it would predict."""
     backend = res.allreduce.backend.iloc[0]
-    answers = [
-        lab5_q1(res.q1, getattr(settings, "lab_sizes", ())),
-        lab5_q2(res),
-        lab5_q3(res),
-        lab5_q4(cfg, settings, res),
-        *SHORT_ANSWERS,
-    ]
+    q1, q2, q3 = lab5_q1(res.q1, getattr(settings, "lab_sizes", ())), lab5_q2(res), lab5_q3(res)
+    # what ran, the all-reduce fit and the model against the reference: shown in the report's body, held here
+    q1.details.insert(0, setup_note(cfg, settings, res))
+    q2.details.append(reference_note(res))
+    q3.details.append(fit_note(res))
+    answers = [q1, q2, q3, lab5_q4(cfg, settings, res), *SHORT_ANSWERS]
     flags = [
         sanity.too_few(int(res.q1[res.q1.status == "ok"].batches_timed.min()), "timed batches per Q1 size"),
         sanity.busy((getattr(res, "meta", None) or {}).get("machine")),

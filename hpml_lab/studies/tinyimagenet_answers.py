@@ -268,7 +268,10 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
     ]
     for rec in list(res.workers.values()) + [res.variants.get("checkpointing")]:
         flags.append(sanity.diverged(rec.table("batches")["loss"], CLASSES_TIN))
-    return [bottleneck_answer(res), checkpoint_answer(res), epochs_answer(res)], dedupe(flags)
+    a2, a3 = checkpoint_answer(res), epochs_answer(res)
+    a2.details.insert(0, memory_note(cfg, res))  # shown in the body too: the record holds its numbers
+    a3.details.insert(0, setup(cfg, res))
+    return [bottleneck_answer(res), a2, a3], dedupe(flags)
 
 
 def setup(cfg, res) -> Finding:
