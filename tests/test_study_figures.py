@@ -127,3 +127,25 @@ def test_tinyimagenet_bars_legend_and_stand_in_caption_clear_of_the_plot(monkeyp
     assert caption is not None and "stand-in" in caption.get_text()
     for ax in fig.axes:
         assert not _overlap(caption.get_window_extent(r), ax.get_tightbbox(r))
+
+
+def test_report_body_shows_the_records_findings_and_background_apart(monkeypatch):
+    """notebook.said: what the four reports' bodies show is the record's own html (numbers in data-number slots),
+    never numbers formatted again; background follows, labelled as general."""
+    import IPython.display
+
+    from hpml_lab.answers import Answer, Number
+    from hpml_lab.findings import Background, say
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.data))
+    a = Answer(
+        "Q?",
+        say("epoch {e}", e=Number("epoch", 1.234, "s", "measured", n=3)),
+        background=[Background("Workers usually overlap loading with compute.")],
+    )
+    notebook.said(a, questions=True)
+    assert shown == [
+        '<p><b>Q?</b> epoch <span data-number="epoch">1.23 s</span></p>'
+        "<p><i>In general (not measured in this run):</i> Workers usually overlap loading with compute.</p>"
+    ]
