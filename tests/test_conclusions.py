@@ -16,7 +16,6 @@ from hpml_lab.studies import (
     lab2_answers,
     memory_answers,
     questions_answers,
-    scaling_answers,
 )
 from hpml_lab.studies._conclude import num
 
@@ -499,75 +498,6 @@ def test_memory_lab_settings_cover_every_lab_setting():
     assert {"epochs", "max_batches", "lr"} <= differ and "batch_size" not in differ
 
 
-# ------------------------------------------------------------------ Lab 5
-def _q1(step_times: dict, oom=()):
-    rows = [
-        {
-            "per_gpu_batch": b,
-            "status": "ok",
-            "batches_timed": len(t),
-            "epoch_s_excl_io": 3842.8769,
-            "step_times_s": ";".join(map(str, t)),
-        }
-        for b, t in step_times.items()
-    ]
-    return pd.DataFrame(rows + [{"per_gpu_batch": b, "status": "OOM"} for b in oom])
-
-
-def _ddp_rec(step, n, b, epochs_loss=1.5):
-    bt = batches([step] * 6 + [step * 3], images=n * b)  # the last, partial batch is left out of the verdict
-    bt.loc[bt.index[-1], "images"] = n * b // 3
-    ep = pd.DataFrame({"epoch": [1, 2], "loss": [2.0, epochs_loss], "acc": [0.2, 0.4]})
-    return SimpleNamespace(
-        table=lambda name: bt if name == "batches" else ep,
-        meta={"distributed": {"global_batch": n * b}, "config": {"batch_size": b}},
-    )
-
-
-def _lab5(predicted_2=100.0, measured_2=110.0, step2=0.012, runs=True, backend="gloo", on_gpu=False):
-    table = pd.DataFrame(
-        [
-            {
-                "workers": 1,
-                "per_gpu_batch": 16,
-                "measured_s": 200.0,
-                "predicted_s": None,
-                "compute_s": 150.0,
-                "comm_s": 0.0,
-            },
-            {
-                "workers": 2,
-                "per_gpu_batch": 16,
-                "measured_s": measured_2 if runs else None,
-                "predicted_s": predicted_2,
-                "compute_s": 75.0,
-                "comm_s": 5.0,
-                "run": 0 if runs else None,
-            },
-            {
-                "workers": 4,
-                "per_gpu_batch": 16,
-                "measured_s": None,
-                "predicted_s": 50.0,
-                "compute_s": 37.5,
-                "comm_s": 6.0,
-            },
-        ]
-    )
-    table["epoch_s"] = table.measured_s.fillna(table.predicted_s)
-    table["source"] = ["measured" if m == m and m is not None else "predicted" for m in table.measured_s]
-    table["speedup"] = 200.0 / table.epoch_s
-    return SimpleNamespace(
-        q1=_q1({16: [0.010, 0.0101, 0.0099, 0.0102, 0.0098]}),
-        table=table,
-        workers_here=2,
-        on_gpu=on_gpu,
-        allreduce=pd.DataFrame({"backend": [backend], "n": [10]}),
-        fit={"busbw_Bps": 2e9, "latency_s": 5e-4, "world_size": 2, "method": "least squares"},
-        runs=[_ddp_rec(step2, 2, 16)] if runs else [],
-    )
-
-
 # ------------------------------------------------------------------ a task registers itself from its study
 def test_a_study_module_with_a_task_registers_it_once():
     from hpml_lab.config import ConfigError
@@ -624,8 +554,4 @@ def test_busy_machine_is_flagged_from_the_busiest_run_of_a_sweep(tmp_path):
     )
     assert "machine busy" not in {f.kind for f in flags}
     _, flags = lab2_answers.c8(RunConfig(task="c8"), SimpleNamespace(items=items, message=""))
-    assert "machine busy" in {f.kind for f in flags}
-    res = _lab5()
-    res.meta = {"machine": BUSY}
-    _, flags = scaling_answers.conclude(RunConfig(task="lab5"), SimpleNamespace(n_images=50_000), res)
     assert "machine busy" in {f.kind for f in flags}

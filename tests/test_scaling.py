@@ -358,3 +358,11 @@ def test_lab5_without_multi_worker_runs_says_every_speedup_is_predicted():
     assert scaling_answers.model_misses(res.table) == []
     assert list(scaling_answers.lr_table(50_000)["steps per epoch"]) == [391, 98, 25, 7, 2]
     study_checks.holds(answers)
+
+
+def test_lab5_busy_machine_is_flagged():
+    res = _lab5()
+    res.meta = {"machine": {"load1": 6.5, "cores": 2, "steal_pct": 0.0}}
+    assert "machine busy" in {f.kind for f in _conclude(res)[1]}
+    res.meta = {"machine": {"load1": 0.1, "cores": 2, "steal_pct": 0.0}}
+    assert "machine busy" not in {f.kind for f in _conclude(res)[1]}
