@@ -411,9 +411,9 @@ def test_tinyimagenet_ddp_beyond_its_processes_is_said_not_to_be_ddp():
     answers, _ = _conclude(_tin(loads=(0.5, 0.5, 0.5, 4.0)))
     ddp = [d.plain() for d in answers[2].details if d.plain().startswith("DDP")]
     assert ddp == [
-        "DDP ran at 15x the baseline's images per second with 2 processes: more than 2 processes can give, so the "
-        "difference is not the method's; the runs were made one after the other (load per core 0.5 and 4 at their "
-        "starts)."
+        "DDP ran at 15x the baseline's images per second with 2 processes: more than 2 processes can give by "
+        "running side by side, so the excess is not the method's doing; the runs were made one after the other (load "
+        "per core 0.5 and 4 at their starts)."
     ]
     near, _ = _conclude(_tin(ddp_s=4.7))  # twice the images per batch in the same time: 2x with 2 processes
     assert "DDP ran at 2x the baseline's images per second." in near[2].text

@@ -192,7 +192,8 @@ def throughput_findings(res) -> list[Finding]:
             p = Number(f"{v}: processes", procs, "", "setting", source="the run's processes")
             text = (
                 "{v} ran at {ratio} the baseline's images per second with {p} processes: more than {p} processes "
-                "can give, so the difference is not the method's; the runs were made one after the other"
+                "can give by running side by side, so the excess is not the method's doing; the runs were made one "
+                "after the other"
             )
             slots = {"v": v, "ratio": ratio, "p": p}
             if len(loads) == 2:
