@@ -133,6 +133,8 @@ def test_dataloading_sentences_against_the_table_and_general_explanations_apart(
         RunConfig(task="dataloading", batch_size=16), {"files": 128, "passes": 3}
     )
     assert setup.plain().startswith("128 files, batch 16, 3 passes per file-based loader (taking turns)")
+    one = dataloading_answers.setup(RunConfig(task="dataloading", batch_size=16), {"files": 48, "passes": 1})
+    assert one.plain().startswith("48 files, batch 16, 1 pass per file-based loader")
 
 
 def test_the_file_based_loaders_take_their_passes_in_turns(cifar_root, tmp_path, monkeypatch):

@@ -184,13 +184,14 @@ def notes(df: pd.DataFrame) -> list[Finding]:
 def setup(cfg, meta: dict) -> Finding:
     """What ran: files, batch, passes per loader, and where the results are."""
     return say(
-        "{files} files, batch {b}, {passes} passes per file-based loader (taking turns), each pass from a fresh "
+        "{files} files, batch {b}, {passes} {word} per file-based loader (taking turns), each pass from a fresh "
         "iterator so worker start-up is inside it, as in an epoch without persistent workers.",
         files=Number("files", int(meta["files"]), "", "setting", source="the run's subset"),
         b=Number("batch size", int(cfg.batch_size), "", "setting", source="the run's config"),
         passes=Number(
             "passes per file-based loader", int(meta["passes"]), "", "setting", source="the run's epochs"
         ),
+        word="pass" if int(meta["passes"]) == 1 else "passes",
     )
 
 
