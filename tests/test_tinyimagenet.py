@@ -462,7 +462,7 @@ def test_tinyimagenet_checkpointing_cost_and_notes():
     answers, _ = _conclude(_tin())
     ck = answers[1]
     assert ck.headline.plain().startswith(
-        "the baseline is 2x faster than checkpointing on copy + compute per batch"
+        "The baseline is 2x faster than checkpointing on copy + compute per batch"
     )
     assert (
         ck.details[1].plain()

@@ -148,7 +148,7 @@ def checkpoint_answer(res) -> Answer:
         + ("its pay-off." if gain.value >= 1.1 else "too little to call a pay-off."),
         gain=gain,
     )
-    time = say("{v}.", v=vt.finding("checkpointing vs baseline: copy + compute per batch"))
+    time = say("{v}.", v=vt.finding("checkpointing vs baseline: copy + compute per batch").up())
     return Answer(
         "What does checkpointing cost in time, and what does it buy in batch size?",
         time,
@@ -205,9 +205,9 @@ def throughput_findings(res) -> list[Finding]:
                     ),
                     "lb": Number(f"{v}: load per core at start", loads[1], "", "measured", n=1, source=lsrc),
                 }
-            out.append(say(text + ".", **slots))
+            out.append(say(text + ".", **slots).up())
         else:
-            out.append(say("{v} ran at {ratio} the baseline's images per second.", v=v, ratio=ratio))
+            out.append(say("{v} ran at {ratio} the baseline's images per second.", v=v, ratio=ratio).up())
     return out
 
 
