@@ -110,6 +110,10 @@ def test_q1_counts_full_batch_steps_only(tiny_cfg):
     )
     row = q1.iloc[0]
     assert row.status == "ok" and row.batches_timed == 2 and len(row.step_times_s.split(";")) == 2
+    # the table's images/s is the median per-step throughput Q1's sentence states, not batch / mean step
+    per_step = sorted(16 / float(t) for t in row.step_times_s.split(";"))
+    assert row.images_per_s == pytest.approx((per_step[0] + per_step[1]) / 2, rel=1e-4)
+    assert row.load_per_core == row.load_per_core  # the run's load, recorded for Q1's sequential verdicts
 
 
 # ------------------------------------------------------------------ the report's answers, from canned results
