@@ -187,7 +187,7 @@ def throughput_findings(res) -> list[Finding]:
             if "processes" in t and t.loc[v, "processes"] == t.loc[v, "processes"]
             else 1
         )
-        if ratio.value > procs:
+        if procs > 1 and ratio.value > procs:  # a parallel method's gain is bounded by its processes
             loads = [x for r in (res.workers[max(res.workers)], res.variants.get(v)) for x in _load(r)]
             p = Number(f"{v}: processes", procs, "", "setting", source="the run's processes")
             text = (
