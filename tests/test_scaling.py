@@ -293,6 +293,10 @@ def test_lab5_model_that_agrees_gives_its_predictions_as_predictions():
     answers, flags = _conclude(_lab5(miss=False))
     q2 = answers[1]
     assert "Predicted by the scaling model (not run): 3.73x with 4 workers at batch 16" in q2.text
+    assert (
+        "For the runs made, the same model predicts 1.46x with 2 workers at batch 16 (timed steps: 1.31x)"
+        in q2.text
+    )
     assert "model disagrees" not in {f.kind for f in flags} and q2.status == "partial"
     assert "4 workers at batch 16: compute" in answers[2].text
     # the 2-worker runs came after the 1-worker sweep: each verdict knows it, with both loads

@@ -311,6 +311,32 @@ def lab5_q2(res) -> Answer:
                 ),
             )
         )
+        checked = meas[meas.predicted_s.notna()]
+        if len(checked):  # what the same model says of the runs that were made, beside what they gave
+            one = t[t.workers == 1].set_index("per_gpu_batch").epoch_s
+            details.append(
+                say(
+                    "For the runs made, the same model predicts {items}.",
+                    items=join(
+                        [
+                            say(
+                                "{p} with {at} (timed steps: {m})",
+                                p=Number(
+                                    f"{int(r.workers)} workers x {int(r.per_gpu_batch)}: model's speedup",
+                                    float(one[r.per_gpu_batch] / r.predicted_s),
+                                    "x",
+                                    "predicted",
+                                    source="1-worker epoch / the model's epoch",
+                                ),
+                                at=_at(r.workers, r.per_gpu_batch),
+                                m=_speedup(r, "both extrapolated from timed steps"),
+                            )
+                            for r in checked.itertuples()
+                        ],
+                        "; ",
+                    ),
+                )
+            )
     missing = ""
     if len(pred):
         missing = "runs with more workers than this machine has" + (
