@@ -360,7 +360,7 @@ def scaling_figure(table: pd.DataFrame) -> plt.Figure:
     on solid lines; the scaling model's predictions: hollow points on a dashed line of their own (the model's
     points only, never joined to a timed one); the ideal, the 1-worker epoch / n: a dotted line. None of them is
     a measured epoch: the legend says "from timed steps", "model" and "ideal"."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(9.5, 4))
     for b, g in table.groupby("per_gpu_batch"):
         g = g.sort_values("workers")
         meas = g[g.source == "measured"]
