@@ -374,3 +374,14 @@ def test_lab5_busy_machine_is_flagged():
     assert "machine busy" in {f.kind for f in _conclude(res)[1]}
     res.meta = {"machine": {"load1": 0.1, "cores": 2, "steal_pct": 0.0}}
     assert "machine busy" not in {f.kind for f in _conclude(res)[1]}
+
+
+def test_lab5_speedup_beyond_its_workers_is_said_not_to_be_ddp():
+    """The tiny report: 2.02x with 2 workers, stated as DDP's speedup."""
+    answers, _ = _conclude(_lab5(speedups=(2.02, 1.75), miss=False))
+    assert (
+        "2.02x with 2 workers at batch 16 is more than 2 workers can give by running side by side, so the excess is "
+        "not DDP's doing; the runs were made one after the other (load per core 0.5 and 0.5 at their starts)."
+    ) in answers[1].text
+    assert "1.75x with 2 workers at batch 32 is more" not in answers[1].text
+    study_checks.holds(answers)

@@ -242,6 +242,42 @@ def speedup_verdicts(res) -> dict[tuple[int, int], tuple]:
     return out
 
 
+def beyond_bound(res, meas: pd.DataFrame) -> list[Finding]:
+    """A speedup beyond its workers at a fixed per-worker batch (n workers, n times the images per step) cannot come
+    from running side by side: said so, with both runs' load (the 1-worker sweep and the DDP run were sequential)."""
+    q1 = res.q1[res.q1.status == "ok"].set_index("per_gpu_batch")
+    out = []
+    for r in meas[meas.speedup > meas.workers].itertuples():
+        la = _loads(q1.loc[r.per_gpu_batch].get("load_per_core") if "load_per_core" in q1 else None)
+        lb = _loads(getattr(r, "load_per_core", None))
+        text = (
+            "{s} with {at} is more than {w} can give by running side by side, so the excess is not DDP's doing; the "
+            "runs were made one after the other"
+        )
+        slots = {
+            "s": _speedup(r, "both extrapolated from timed steps"),
+            "at": _at(r.workers, r.per_gpu_batch),
+            "w": _workers(r.workers),
+        }
+        if la and lb:
+            lsrc = "the machine's load average per core when each run started"
+            at = f"{int(r.workers)} workers x {int(r.per_gpu_batch)}"
+            text += " (load per core {la} and {lb} at their starts)"
+            slots |= {
+                "la": Number(
+                    f"batch {int(r.per_gpu_batch)}: 1-worker load per core",
+                    la[0],
+                    "",
+                    "measured",
+                    n=1,
+                    source=lsrc,
+                ),
+                "lb": Number(f"{at}: load per core", lb[0], "", "measured", n=1, source=lsrc),
+            }
+        out.append(say(text + ".", **slots))
+    return out
+
+
 def _speedup(r, how: str) -> Number:
     at = f"{int(r.workers)} workers x {int(r.per_gpu_batch)}"
     return Number(
@@ -285,6 +321,7 @@ def lab5_q2(res) -> Answer:
         )
         for (n, b), (v, _, _) in verdicts.items()
     ]
+    details += beyond_bound(res, meas)
     if misses:
         details.append(
             say(
