@@ -411,34 +411,54 @@ def lab5_q3(res) -> Answer:
     for r in rows.itertuples():
         at = f"{int(r.workers)} workers x {int(r.per_gpu_batch)}"
         src = "as in Q2" if r.source == "measured" else "the scaling model"
-        items.append(
-            say(
-                "{at}: compute {c} and all-reduce {a} of an epoch of {e}; {u} of it neither explains",
-                at=_at(r.workers, r.per_gpu_batch),
-                c=Number(
-                    f"{at}: compute per epoch",
-                    float(r.compute_s),
-                    "s",
-                    "predicted",
-                    source="Q1's step time x steps",
-                ),
-                a=Number(
-                    f"{at}: all-reduce per epoch",
-                    float(r.comm_s),
-                    "s",
-                    "predicted",
-                    source="the fitted all-reduce model",
-                ),
-                e=Number(f"{at}: epoch", float(r.epoch_s), "s", "predicted", source=src),
-                u=Number(
-                    f"{at}: unexplained share",
-                    100 * max(0.0, 1 - float((r.compute_s + r.comm_s) / r.epoch_s)),
-                    "%",
-                    "predicted",
-                    source="1 - (compute + all-reduce) / epoch",
-                ),
+        parts = {
+            "at": _at(r.workers, r.per_gpu_batch),
+            "c": Number(
+                f"{at}: compute per epoch",
+                float(r.compute_s),
+                "s",
+                "predicted",
+                source="Q1's step time x steps",
+            ),
+            "a": Number(
+                f"{at}: all-reduce per epoch",
+                float(r.comm_s),
+                "s",
+                "predicted",
+                source="the fitted all-reduce model",
+            ),
+            "e": Number(f"{at}: epoch", float(r.epoch_s), "s", "predicted", source=src),
+        }
+        rest = 1 - float((r.compute_s + r.comm_s) / r.epoch_s)
+        if rest >= 0:
+            items.append(
+                say(
+                    "{at}: compute {c} and all-reduce {a} of an epoch of {e}; {u} of it neither explains",
+                    u=Number(
+                        f"{at}: unexplained share",
+                        100 * rest,
+                        "%",
+                        "predicted",
+                        source="1 - (compute + all-reduce) / epoch",
+                    ),
+                    **parts,
+                )
             )
-        )
+        else:  # the parts exceed the whole: Q1's step time and this run were timed one after the other
+            items.append(
+                say(
+                    "{at}: compute {c} and all-reduce {a} add up to {over} more than its epoch of {e}, so they do "
+                    "not split it (Q1's step time and this run were timed one after the other)",
+                    over=Number(
+                        f"{at}: compute + all-reduce over the epoch",
+                        -100 * rest,
+                        "%",
+                        "predicted",
+                        source="(compute + all-reduce) / epoch - 1",
+                    ),
+                    **parts,
+                )
+            )
     head = (
         say("Per epoch, with the all-reduce at the fitted {bw}: {items}.", bw=busbw, items=join(items, "; "))
         if items
