@@ -416,8 +416,8 @@ def test_tinyimagenet_ddp_beyond_its_processes_is_said_not_to_be_ddp():
         "per core 0.5 and 4 at their starts)."
     ]
     one = _tin()
-    one.timing.loc[one.timing.variant == "checkpointing", "s/batch"] = 4.0  # faster alone: no bound applies
-    assert "Checkpointing ran at 1.18x the baseline's images per second." in _conclude(one)[0][2].text
+    one.timing.loc[one.timing.variant == "checkpointing", "s/batch"] = 4.0  # one process: its verdict says it
+    assert "Checkpointing ran at" not in _conclude(one)[0][2].text
     near, _ = _conclude(_tin(ddp_s=4.7))  # twice the images per batch in the same time: 2x with 2 processes
     assert "DDP ran at 2x the baseline's images per second." in near[2].text
     study_checks.holds(answers)

@@ -172,7 +172,10 @@ def throughput_findings(res) -> list[Finding]:
     base_ips = float(t.loc["baseline", "global batch"] / t.loc["baseline", "s/batch"])
     out = []
     for v in t.index:
-        if v == "baseline":
+        procs_v = t.loc[v, "processes"] if "processes" in t else 1
+        if (
+            v == "baseline" or not procs_v > 1
+        ):  # a one-process variant is compared by its verdict, not a ratio
             continue
         ratio = Number(
             f"{v}: throughput vs baseline",
