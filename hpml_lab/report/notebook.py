@@ -483,3 +483,21 @@ def trace_breakdown(path) -> Any:
         display(Markdown("GPU idle time by cause (Holistic Trace Analysis, summed over streams):"))
         display(bd.idle.rename(columns={"time_ms": "time (ms)"}).style.hide(axis="index").format(fmt))
     return bd
+
+
+def said(*items: Any, questions: bool = False) -> None:
+    """Shows answers (their headline and details) or findings in the report's body as the record holds them: each
+    number in its <span data-number> slot, never formatted again here; an answer's background follows apart, labelled
+    as general. `questions`: each answer's question first, in bold."""
+    from IPython.display import HTML, display
+
+    parts, general = [], []
+    for it in items:
+        findings = getattr(it, "findings", None) or [it]
+        q = f"<b>{html.escape(it.question)}</b> " if questions and getattr(it, "question", "") else ""
+        parts.append(q + " ".join(f.html() for f in findings))
+        general += [b.html() for b in getattr(it, "background", [])]
+    body = "".join(f"<p>{p}</p>" for p in parts)
+    if general:
+        body += "<p><i>In general (not measured in this run):</i> " + " ".join(general) + "</p>"
+    display(HTML(body))

@@ -245,34 +245,47 @@ def memory_counts(answers: pd.DataFrame) -> plt.Figure:
     return fig
 
 
+def legend_outside(ax, fontsize: int = 8) -> None:
+    """The legend to the right of the axes, never over the data (saved with bbox_inches="tight", it is kept)."""
+    ax.legend(frameon=False, fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+
+
 def depth_figure(table, column: str = "act_MB_per_sample", label: str = "saved for backward (MB per sample)"):
     """Activation MB per sample (`column`: e.g. saved + recompute working set) and seconds per batch against depth,
-    one line per family."""
+    one line per family; min-max bars only where a network had at least MIN_SAMPLES timed rounds."""
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    spread_shown = bool(len(table)) and int(table["repeats"].min()) >= MIN_SAMPLES
     for family, part in table.groupby("family", sort=False):
         part = part.sort_values("depth")
         a1.plot(part["depth"], part[column], "o-", label=family)
-        a2.errorbar(
-            part["depth"],
-            part["s_per_batch"],
-            yerr=[part["s_per_batch"] - part["s_min"], part["s_max"] - part["s_per_batch"]],
-            fmt="o-",
-            capsize=3,
-            label=family,
-        )
+        if spread_shown:
+            a2.errorbar(
+                part["depth"],
+                part["s_per_batch"],
+                yerr=[part["s_per_batch"] - part["s_min"], part["s_max"] - part["s_per_batch"]],
+                fmt="o-",
+                capsize=3,
+                label=family,
+            )
+        else:
+            a2.plot(part["depth"], part["s_per_batch"], "o-", label=family)
     a1.set_ylabel(label)
-    a2.set_ylabel(f"s per batch (median, min-max), batch {int(table['batch_size'].iloc[0])}")
+    a2.set_ylabel(
+        f"s per batch ({'median, min-max' if spread_shown else 'median, too few rounds for a spread'}), "
+        f"batch {int(table['batch_size'].iloc[0])}"
+    )
     for ax in (a1, a2):
         ax.set_xlabel("depth (layers)")
         ax.grid(alpha=0.3)
-    a1.legend(frameon=False, fontsize=8)
+    legend_outside(a2)
     fig.tight_layout()
     return fig
 
 
-def loss_curves(runs, smooth: int = 5):
-    """Per-batch training loss of several train() runs on the same steps: {label: batches df}."""
+def loss_curves(runs, smooth: int = 5, chance: float | None = None):
+    """Per-batch training loss of several train() runs on the same steps: {label: batches df}; `chance`: the loss
+    of a uniform guess (ln classes), drawn as a line because the text judges the runs against it."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.8))
@@ -285,10 +298,12 @@ def loss_curves(runs, smooth: int = 5):
             color=line.get_color(),
             label=f"{label} (mean of {smooth})",
         )
+    if chance is not None:
+        ax.axhline(chance, color="0.3", ls=":", lw=1.2, label="chance (uniform guess, ln classes)")
     ax.set_xlabel("step (batch)")
     ax.set_ylabel("training loss")
     ax.grid(alpha=0.3)
-    ax.legend(frameon=False)
+    legend_outside(ax)
     fig.tight_layout()
     return fig
 
@@ -303,12 +318,13 @@ def latency_figure(df):
             continue
         lo = d["files"] / d["epoch_max_s"]
         hi = d["files"] / d["epoch_min_s"]
+        few = int(d["passes"].min()) < MIN_SAMPLES  # no spread from fewer passes: points only, no caps
         a1.errorbar(
             d["latency_ms"],
             d["images_per_s"],
-            yerr=[d["images_per_s"] - lo, hi - d["images_per_s"]],
+            yerr=None if few else [d["images_per_s"] - lo, hi - d["images_per_s"]],
             marker="o",
-            capsize=3,
+            capsize=0 if few else 3,
             label=name,
         )
         a2.plot(d["latency_ms"], 1000 * d["batch_s"], marker="o", label=name)
@@ -324,7 +340,7 @@ def latency_figure(df):
         yscale="log",
         title="Batch loading time (pass time / batches)",
     )
-    a1.legend(frameon=False, fontsize=8)
+    legend_outside(a2)
     fig.tight_layout()
     return fig
 
@@ -338,34 +354,47 @@ def stacked_bars(table: pd.DataFrame, by: str, parts: list[str], xlabel: str) ->
         ax.barh(labels, table[col], left=left, label=col)
         left = left + table[col]
     ax.set_xlabel(xlabel)
-    ax.legend(frameon=False, fontsize=8)
+    legend_outside(ax)
     fig.tight_layout()
     return fig
 
 
 def scaling_figure(table: pd.DataFrame) -> plt.Figure:
-    """Lab 5: epoch time against workers per per-worker batch; epochs extrapolated from timed steps filled on solid
-    lines, the model's predictions hollow on dashed lines (from the last timed point), so the two are never read as
-    one curve. Neither is a measured epoch: the legend says "from timed steps" and "model"."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    """Lab 5: epoch time against workers per per-worker batch. Epochs extrapolated from timed steps: filled points
+    on solid lines; the scaling model's predictions: hollow points on a dashed line of their own (the model's
+    points only, never joined to a timed one); the ideal, the 1-worker epoch / n: a dotted line. None of them is
+    a measured epoch: the legend says "from timed steps", "model" and "ideal"."""
+    fig, ax = plt.subplots(figsize=(9.5, 4))
     for b, g in table.groupby("per_gpu_batch"):
         g = g.sort_values("workers")
-        meas, pred = g[g.source == "measured"], g[g.source != "measured"]
+        meas = g[g.source == "measured"]
+        model = g[g.predicted_s.notna()] if "predicted_s" in g else g[g.source != "measured"]
+        model_s = model.predicted_s if "predicted_s" in model else model.epoch_s
         (line,) = ax.plot(meas.workers, meas.epoch_s, "o-", label=f"batch {b}/worker, from timed steps")
-        if len(pred):
-            start = meas.tail(1)
+        if len(model):
             ax.plot(
-                list(start.workers) + list(pred.workers),
-                list(start.epoch_s) + list(pred.epoch_s),
-                "--",
+                model.workers,
+                model_s,
+                "o--",
+                mfc="white",
                 color=line.get_color(),
                 label=f"batch {b}/worker, model",
             )
-            ax.plot(pred.workers, pred.epoch_s, "o", mfc="white", color=line.get_color())
+        one = g[g.workers == 1]
+        if len(one):
+            n = sorted(g.workers.unique())
+            ax.plot(
+                n,
+                [float(one.epoch_s.iloc[0]) / k for k in n],
+                ":",
+                color=line.get_color(),
+                alpha=0.7,
+                label=f"batch {b}/worker, ideal (1-worker epoch / n)",
+            )
     ax.set_xlabel("workers")
     ax.set_ylabel("epoch time (s), incl. data loading")
     ax.set_xticks(sorted(table.workers.unique()))
     ax.set_yscale("log")
-    ax.legend(frameon=False, fontsize=7)
+    legend_outside(ax, fontsize=7)
     fig.tight_layout()
     return fig

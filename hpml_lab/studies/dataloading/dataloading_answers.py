@@ -1,6 +1,7 @@
-"""What the data-loading report concludes, computed from the study's table (dataloading.run): each loader against
-the baseline at the same storage latency (verdicts over the timed passes) and the tensor-resident loader with and
-without its one-time load.
+"""What the data-loading report concludes, computed from the study's table (dataloading.study): each loader against
+the baseline at the same storage latency (verdicts over passes the loaders took in turns) and the tensor-resident
+loader with and without its one-time load. Every number a sentence states is a Number of the record, bound to a
+template (hpml_lab.findings); what usually happens is Background, apart.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
+from ...findings import Background, Finding, say
 from ...verdict import compare, sample_record
-from .._conclude import first_up
 from .dataloading_study import pass_times
 
 REFERENCE_DATALOADING = (
@@ -25,94 +26,179 @@ def _rows(df: pd.DataFrame):
     return rows, lats[-1], lats[0]
 
 
+def _ms(lat: float) -> str:
+    """A latency as a Number's name holds it: '50', '2.5'."""
+    return str(int(lat)) if float(lat).is_integer() else str(lat)
+
+
+def latency(lat: float) -> Number:
+    return Number(
+        f"simulated storage latency {_ms(lat)} ms",
+        float(lat),
+        "ms",
+        "setting",
+        source="the task's latency setting (dataloading.LATENCIES_MS)",
+    )
+
+
 def _against_baseline(rows, loader: str, lat: float):
+    """The loader against the baseline at one latency; the file-based loaders took their passes in turns."""
     a, b = pass_times(rows[(lat, loader)]), pass_times(rows[(lat, "baseline")])
-    return compare(a, b, loader, "the baseline", what=f"time per pass at {lat:g} ms per file"), a, b
+    return compare(a, b, loader, "the baseline", what="time per pass", interleaved=True), a, b
+
+
+def _said(v, name: str, lat: float) -> Finding:
+    return say("At {lat}: {v}.", lat=latency(lat), v=v.finding(name))
+
+
+def _pass(rows, lat, name) -> Number:
+    r = rows[(lat, name)]
+    return Number(f"{name} at {_ms(lat)} ms: pass", float(r["epoch_s"]), "s", "measured", n=int(r["passes"]))
 
 
 def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sanity.Flag]]:
     """Loaders from high-latency storage: each against the baseline at the same latency, by verdicts over the
-    timed passes; the tensor-resident loader with and without its one-time load (its prose: notes())."""
+    interleaved passes; the tensor-resident loader with and without its one-time load (its prose: notes())."""
     rows, hi, lo = _rows(df)
     vt_hi, a1, b1 = _against_baseline(rows, "threads", hi)
     vw_hi, a2, b2 = _against_baseline(rows, "more workers", hi)
     vt_lo, a3, b3 = _against_baseline(rows, "threads", lo)
-    tr = rows[(hi, "tensor-resident")]
-    per_pass_with_load = tr["epoch_s"] + tr["one_time_s"] / tr["passes"]
-    nums = [
-        Number(
-            f"{name} at {hi:g} ms: pass",
-            rows[(hi, name)]["epoch_s"],
-            "s",
-            "measured",
-            n=int(rows[(hi, name)]["passes"]),
-        )
-        for name in ("baseline", "more workers", "threads", "tensor-resident")
-    ]
-    nums += [
-        Number(f"tensor-resident one-time load at {hi:g} ms", tr["one_time_s"], "s", "measured", n=1),
-        Number(
-            f"tensor-resident at {hi:g} ms incl. its load over {int(tr['passes'])} passes",
-            per_pass_with_load,
-            "s per pass",
-            "measured",
-            n=int(tr["passes"]),
-        ),
-        Number("reference: data loading, baseline", 703, "s", "reference", source=REFERENCE_DATALOADING),
-        Number(
-            "reference: data loading, parallel workers", 1052, "s", "reference", source=REFERENCE_DATALOADING
-        ),
-        Number(
-            "simulated storage latency per file",
-            float(hi),
-            "ms",
-            "setting",
-            source="the task's latency setting (dataloading.Settings)",
-        ),
-    ]
-    text = f"At {hi:g} ms per file: {first_up(vt_hi.sentence())} {first_up(vw_hi.sentence())}"
-    few = sanity.too_few(int(df["passes"].min()), "passes per loader")
-    verdicts = {
-        "threads_high": sample_record(vt_hi, a1, b1),
-        "workers_high": sample_record(vw_hi, a2, b2),
-        "threads_low": sample_record(vt_lo, a3, b3),
-    }
     ans = Answer(
         "Does fetching concurrently inside workers speed up loading from high-latency storage?",
-        text,
-        "answered",
-        nums,
-        verdict=verdicts,
+        _said(vt_hi, f"threads vs baseline at {_ms(hi)} ms", hi),
+        [
+            _said(vw_hi, f"more workers vs baseline at {_ms(hi)} ms", hi),
+            say(
+                "Median pass at {lat}: baseline {base}, more workers {more}, threads {threads}.",
+                lat=latency(hi),
+                base=_pass(rows, hi, "baseline"),
+                more=_pass(rows, hi, "more workers"),
+                threads=_pass(rows, hi, "threads"),
+            ),
+            *notes(df),
+            setup(cfg, meta),
+        ],
+        [
+            Background(
+                "Concurrent fetches inside a worker overlap the waits on storage, which is why they help when each "
+                "file waits on slow storage and help little when files come at once."
+            ),
+            *BACKGROUND,
+        ],
+        verdict={
+            "threads_high": sample_record(vt_hi, a1, b1),
+            "workers_high": sample_record(vw_hi, a2, b2),
+            "threads_low": sample_record(vt_lo, a3, b3),
+        },
     )
+    few = sanity.too_few(int(df["passes"].min()), "passes per loader")
     return [ans], [f for f in [few, sanity.busy(meta.get("machine"))] if f]
 
 
-def notes(df: pd.DataFrame) -> list[str]:
-    """The report's prose beyond the answer: the tensor-resident loader's one-time load spread over the passes,
-    the threads at no latency (and how much of that is start-up), and the reference's opposite finding."""
+def notes(df: pd.DataFrame) -> list[Finding]:
+    """The report's findings beyond the answer: the tensor-resident loader's one-time load spread over the passes,
+    the threads at no latency (and how much of that is start-up, measured by the first batch), and the reference's
+    own numbers."""
     rows, hi, lo = _rows(df)
     vt_lo = _against_baseline(rows, "threads", lo)[0]
     tr, base = rows[(hi, "tensor-resident")], rows[(hi, "baseline")]
-    per_pass_with_load = tr["epoch_s"] + tr["one_time_s"] / tr["passes"]
+    at = f"{_ms(hi)} ms"
+    with_load = Number(
+        f"tensor-resident at {at} incl. its load over {int(tr['passes'])} passes",
+        float(tr["epoch_s"] + tr["one_time_s"] / tr["passes"]),
+        "s",
+        "measured",
+        n=int(tr["passes"]),
+    )
     lines = [
-        f"The tensor-resident loader reads storage once ({tr['one_time_s']:.2f} s for {int(tr['files'])} files), "
-        f"then a pass takes {1000 * tr['epoch_s']:.1f} ms; with that load spread over the {int(tr['passes'])} "
-        f"passes run it is {per_pass_with_load:.3f} s per pass against {base['epoch_s']:.3f} s for the baseline "
-        f"({base['epoch_s'] / per_pass_with_load:.1f}x), more the more passes (epochs) share the load.",
-        f"At {lo:g} ms (files at once): {first_up(vt_lo.sentence())}",
+        say(
+            "At {lat} the tensor-resident loader reads storage once ({once} for {files} files), then a pass takes "
+            "{tr_pass}; with that load spread over the {passes} passes run it is {with_load} per pass against "
+            "{base} for the baseline, whose pass takes {ratio} as long.",
+            lat=latency(hi),
+            once=Number(
+                f"tensor-resident one-time load at {at}", float(tr["one_time_s"]), "s", "measured", n=1
+            ),
+            files=Number("files", int(tr["files"]), "", "setting", source="the run's subset"),
+            tr_pass=_pass(rows, hi, "tensor-resident"),
+            passes=Number(
+                "tensor-resident passes", int(tr["passes"]), "", "setting", source="dataloading.study"
+            ),
+            with_load=with_load,
+            base=_pass(rows, hi, "baseline"),
+            ratio=Number(
+                f"baseline vs tensor-resident incl. load at {at}",
+                float(base["epoch_s"] / with_load.value),
+                "x",
+                "measured",
+                n=int(tr["passes"]),
+                source="baseline pass / tensor-resident pass incl. its load",
+            ),
+        ),
+        _said(vt_lo, f"threads vs baseline at {_ms(lo)} ms", lo),
     ]
     if vt_lo.outcome == "better":
         fb_t, fb_b = rows[(lo, "threads")]["first_batch_s"], rows[(lo, "baseline")]["first_batch_s"]
+        gain = rows[(lo, "baseline")]["epoch_s"] - rows[(lo, "threads")]["epoch_s"]
+        n_lo = int(
+            min(rows[(lo, "threads")]["passes"], rows[(lo, "baseline")]["passes"])
+        )  # medians of passes
+        first = {
+            "t": Number(f"threads at {_ms(lo)} ms: first batch", float(fb_t), "s", "measured", n=n_lo),
+            "b": Number(f"baseline at {_ms(lo)} ms: first batch", float(fb_b), "s", "measured", n=n_lo),
+            "gain": Number(
+                f"threads vs baseline at {_ms(lo)} ms: pass time saved", float(gain), "s", "measured", n=n_lo
+            ),
+        }
         lines.append(
-            f"Its first batch took {fb_t:.3f} s against {fb_b:.3f} s for the baseline (medians): "
-            + (
-                "most of the gain at no latency is start-up, not decoding."
-                if fb_b - fb_t > 0.5 * (rows[(lo, "baseline")]["epoch_s"] - rows[(lo, "threads")]["epoch_s"])
-                else "start-up explains little of it; the rest is files fetched in parallel."
+            say(
+                "Its first batch took {t} against {b} for the baseline (medians), "
+                + (
+                    "so most of the {gain} it saves per pass at no latency is start-up."
+                    if fb_b - fb_t > 0.5 * gain
+                    else "so start-up explains little of the {gain} it saves per pass at no latency."
+                ),
+                **first,
             )
         )
     lines.append(
-        "The reference project saw no gain from parallel workers; these numbers cannot say why (its storage "
-        "latency and worker counts were not recorded)."
+        say(
+            "The reference project measured {ref_base} of data loading with its baseline and {ref_par} with "
+            "parallel workers; its storage latency and worker counts were not recorded, so these numbers cannot "
+            "say why.",
+            ref_base=Number(
+                "reference: data loading, baseline", 703, "s", "reference", source=REFERENCE_DATALOADING
+            ),
+            ref_par=Number(
+                "reference: data loading, parallel workers",
+                1052,
+                "s",
+                "reference",
+                source=REFERENCE_DATALOADING,
+            ),
+        )
     )
     return lines
+
+
+def setup(cfg, meta: dict) -> Finding:
+    """What ran: files, batch, passes per loader, and where the results are."""
+    return say(
+        "{files} files, batch {b}, {passes} {word} per file-based loader (taking turns), each pass from a fresh "
+        "iterator so worker start-up is inside it, as in an epoch without persistent workers.",
+        files=Number("files", int(meta["files"]), "", "setting", source="the run's subset"),
+        b=Number("batch size", int(cfg.batch_size), "", "setting", source="the run's config"),
+        passes=Number(
+            "passes per file-based loader", int(meta["passes"]), "", "setting", source="the run's epochs"
+        ),
+        word="pass" if int(meta["passes"]) == 1 else "passes",
+    )
+
+
+BACKGROUND = [
+    Background(
+        "Latency is simulated with a sleep per file: waiting without CPU work, as on remote storage. With that, a "
+        "single process that decodes and augments every image waits on each file in turn; more workers or threads "
+        "overlap the waits, and a dataset held in memory waits once."
+    )
+]

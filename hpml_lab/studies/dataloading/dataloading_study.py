@@ -240,7 +240,8 @@ def study(
             "preload_threads": PRELOAD_THREADS,
             "passes": passes,
             "timing_note": (
-                "per configuration, `epochs` full passes over the files, each from a fresh iterator, so worker "
+                "per configuration, `epochs` full passes over the files, the file-based loaders taking turns pass "
+                "by pass (interleaved), each pass from a fresh iterator, so worker "
                 "start-up is inside every pass as in a training epoch; the first batch's wait is also "
                 "reported alone; the tensor-resident loader's one-time load is reported apart (one_time_s), and on "
                 "CPU its passes run with one torch thread, as a DataLoader worker does; "
@@ -270,10 +271,11 @@ def study(
                     ("more workers", plain, more, 1),
                     ("threads", threaded, workers, threads),
                 ]
-                for name, ds, w, t in configs:
-                    with warnings.catch_warnings():  # more workers than cores is the point of the comparison
-                        warnings.filterwarnings("ignore", message="This DataLoader will create")
-                        loader = DataLoader(
+                loaders = {}
+                with warnings.catch_warnings():  # more workers than cores is the point of the comparison
+                    warnings.filterwarnings("ignore", message="This DataLoader will create")
+                    for name, ds, w, _t in configs:
+                        loaders[name] = DataLoader(
                             ds,
                             batch_size=b,
                             shuffle=True,
@@ -282,7 +284,14 @@ def study(
                             pin_memory=device.type == "cuda",
                             worker_init_fn=worker_init,
                         )
-                        rows.append(_row(lat, name, w, t, b, n_files, time_passes(loader, passes, device)))
+                    # The loaders take turns pass by pass (A B C A B C ...), so a change in the machine's load hits
+                    # them alike and each verdict between them compares interleaved samples.
+                    got: dict[str, list] = {name: [] for name, *_ in configs}
+                    for k in range(passes):
+                        for name, *_ in configs[k % len(configs) :] + configs[: k % len(configs)]:
+                            got[name] += time_passes(loaders[name], 1, device)
+                for name, _ds, w, t in configs:
+                    rows.append(_row(lat, name, w, t, b, n_files, got[name]))
                     log(
                         f"[dataloading] {lat:g} ms, {name} ({w} workers x {t} threads): "
                         f"{rows[-1]['images_per_s']:.0f} img/s"

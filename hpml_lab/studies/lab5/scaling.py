@@ -7,7 +7,7 @@ scaling model that predicts the rows this machine cannot run.
     scaling.predict_epoch(t_step, n=4, per_gpu_batch=512, n_images=50_000, grad_bytes=..., busbw=...)
 
     # the all-reduce worker torchrun starts (one JSON written by rank 0):
-    torchrun --nproc-per-node=2 -m hpml_lab.studies.scaling allreduce --bytes 44695848 --out ar.json
+    torchrun --nproc-per-node=2 -m hpml_lab.studies.lab5.scaling allreduce --bytes 44695848 --out ar.json
 
 The model (Q3): an epoch at n workers and per-worker batch b takes
     steps x (t_compute(b) + t_allreduce(n, G)),  steps = ceil(N / (n b)),
@@ -175,7 +175,7 @@ def measure_allreduce(
         _torchrun(
             nproc,
             [
-                "hpml_lab.studies.scaling",
+                "hpml_lab.studies.lab5.scaling",
                 "allreduce",
                 "--bytes",
                 *map(str, sizes),
@@ -202,6 +202,12 @@ def run_ddp(cfg: RunConfig, nproc: int, timeout: float = 600) -> results.Run:
         flags += [f"--{k.replace('_', '-')}", str(v).lower() if isinstance(v, bool) else str(v)]
     _torchrun(nproc, ["hpml_lab", *flags], timeout)
     return results.read_run(cfg.run_dir())
+
+
+def load_per_core(meta: dict) -> float:
+    """The machine's load average per usable core when a run started (its meta), NaN when not recorded."""
+    m = (meta or {}).get("machine") or {}
+    return m["load1"] / max(1, m.get("cores") or 1) if m.get("load1") is not None else float("nan")
 
 
 def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50_000) -> pd.DataFrame:
@@ -244,8 +250,11 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
                 "data_s_per_step": data_step,
                 "epoch_s_excl_io": per_step * math.ceil(n_images / b),
                 "epoch_s_incl_io": (per_step + data_step) * overhead * math.ceil(n_images / b),
-                "images_per_s": b / per_step,
+                "images_per_s": summarize([b / t for t in full.train_s])["median"],  # as Q1 states it
                 "step_times_s": ";".join(f"{x:.6f}" for x in full.train_s),
+                "load_per_core": load_per_core(
+                    rec.meta
+                ),  # the sizes run one after the other: a verdict needs it
             }
         )
     return pd.DataFrame(rows)
@@ -330,23 +339,30 @@ class Lab5Result:
     meta: dict = field(default_factory=dict)  # provenance of the newest run of the study
 
 
-def allreduce_note(res: Lab5Result, gpu_name: str | None) -> str:
-    """What the measured all-reduce stands for: the GPUs' interconnect (NCCL, with the link's data-sheet peak when
-    known) or gloo between CPU processes on one host, which says nothing about a GPU link."""
+def allreduce_note(res: Lab5Result, gpu_name: str | None):
+    """What the measured all-reduce stands for (a Finding): the GPUs' interconnect (NCCL, with the link's data-sheet
+    peak when known) or gloo between CPU processes on one host, which says nothing about a GPU link."""
+    from ...answers import Number
+    from ...findings import say
+
     backend = res.allreduce.backend.iloc[0]
     peak = link_peak(gpu_name) if backend == "nccl" else None
     if backend == "nccl":
         return (
-            f"Link peak for this GPU: {peak:g} GB/s (data sheet)."
+            say(
+                "Link peak for this GPU: {peak} (data sheet).",
+                peak=Number("link peak", peak, "GB/s", "reference", source=f"data sheet of {gpu_name}"),
+            )
             if peak
-            else "No data-sheet link peak is known for this GPU, so no utilisation is given."
+            else say("No data-sheet link peak is known for this GPU, so no utilisation is given.")
         )
     if res.on_gpu:
-        return (
-            f"Only {res.workers_here} GPU here: the all-reduce ran with gloo between CPU processes on this host "
-            "(loopback), not over the GPUs' link, and the predicted multi-GPU rows below inherit that bandwidth."
+        return say(
+            "Only {n} GPU here: the all-reduce ran with gloo between CPU processes on this host (loopback), not over "
+            "the GPUs' link, and the predicted multi-GPU rows below inherit that bandwidth.",
+            n=Number("GPUs here", res.workers_here, "", "measured", n=1),
         )
-    return "No link peak applies: the processes share one host (loopback), so no utilisation is given."
+    return say("No link peak applies: the processes share one host (loopback), so no utilisation is given.")
 
 
 def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
@@ -411,6 +427,7 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
                 row["run"] = len(runs) - 1
                 ep = rec.table("epochs").iloc[-1]
                 row["measured_s"] = ep.total_s / ep.batches * p["steps"]
+                row["load_per_core"] = load_per_core(rec.meta)
             rows.append(row)
     table = pd.DataFrame(rows)
     table["epoch_s"] = table.measured_s.fillna(table.predicted_s)
@@ -495,7 +512,7 @@ def reference_check(n_images: int = N_IMAGES) -> tuple[pd.DataFrame, dict[str, f
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = OneLineParser(prog="python -m hpml_lab.studies.scaling")
+    p = OneLineParser(prog="python -m hpml_lab.studies.lab5.scaling")
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("allreduce", help="time all-reduce of the given sizes (run under torchrun)")
     a.add_argument("--bytes", type=int, nargs="+", required=True)

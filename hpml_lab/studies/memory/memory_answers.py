@@ -10,6 +10,7 @@ import pandas as pd
 from ... import sanity
 from ...answers import Answer, Number
 from ...data import num_classes
+from ...findings import Background, Finding, fmt, join, say
 from ...verdict import compare
 from .._conclude import dedupe
 
@@ -95,175 +96,343 @@ def convergence_table(res) -> pd.DataFrame:
     )
 
 
+def chance_loss(cfg) -> float:
+    """The loss of a uniform guess over the run's classes: the line the convergence answer and figure judge by."""
+    return sanity.chance_loss(num_classes(cfg.dataset))
+
+
 def _times(row) -> list[float]:
     return [float(x) for x in str(row["times_s"]).split(";") if x and x != "nan"]
 
 
-def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
-    """RevNet and checkpointing against the plain networks: activation memory (with the recomputation's own
-    working set), the largest batch, the time it costs (verdicts over interleaved rounds), and whether both
-    networks trained."""
+def _counted(name: str, value: float, unit: str = "MB/sample") -> Number:
+    return Number(name, float(value), unit, "counted", source=COUNTED)
+
+
+def revnet_answer(res) -> Answer:
+    """Activation memory of the shallowest and deepest RevNet, with and without its memory saving."""
+    rev = res.table[res.table.family == "RevNet"].sort_values("depth")
+    plain = res.table[res.table.family == "RevNet, ordinary autograd"].sort_values("depth")
+    lo, hi = rev.iloc[0], rev.iloc[-1]
+    nums = {
+        "lo": _counted(f"{lo.model}: saved for backward", lo.act_MB_per_sample),
+        "hi": _counted(f"{hi.model}: saved for backward", hi.act_MB_per_sample),
+        "growth": _counted(
+            "RevNet: deepest vs shallowest, saved for backward",
+            hi.act_bytes_per_sample / lo.act_bytes_per_sample,
+            "x",
+        ),
+        "deeper": Number(
+            "RevNet: deepest vs shallowest, depth",
+            hi.depth / lo.depth,
+            "x",
+            "setting",
+            source="the depths run",
+        ),
+        "plain_lo": _counted(f"{plain.iloc[0].model}: saved for backward", plain.iloc[0].act_MB_per_sample),
+        "plain_hi": _counted(f"{plain.iloc[-1].model}: saved for backward", plain.iloc[-1].act_MB_per_sample),
+        "plain_growth": _counted(
+            "ordinary autograd: deepest vs shallowest, saved for backward",
+            plain.iloc[-1].act_bytes_per_sample / plain.iloc[0].act_bytes_per_sample,
+            "x",
+        ),
+    }
+    return Answer(
+        "Does a RevNet keep activation memory flat as depth grows?",
+        say(
+            "RevNet saved {lo} for backward at the shallowest depth and {hi} at the deepest ({growth} for "
+            "{deeper} the depth); the same networks under ordinary autograd: {plain_lo} and {plain_hi} "
+            "({plain_growth}).",
+            **nums,
+        ),
+        background=[
+            Background(
+                "A reversible unit recomputes its input from its output in the backward pass, so it need not "
+                "keep activations for backward; ordinary autograd keeps them for every layer."
+            )
+        ],
+    )
+
+
+def checkpoint_answer(cfg, res) -> Answer:
+    """What checkpointing holds at the peak of backward (saved + the recomputation's working set) against the plain
+    network, and the largest batch that follows; one finding per ResNet, the range in the headline."""
     t = res.table.set_index("model")
     work = working_set(res)
-    rev = res.table[res.table.family == "RevNet"].sort_values("depth")
-    plain_rev = res.table[res.table.family == "RevNet, ordinary autograd"].sort_values("depth")
-    r_lo, r_hi = rev.iloc[0], rev.iloc[-1]
-    growth = r_hi.act_bytes_per_sample / r_lo.act_bytes_per_sample
-    deeper = r_hi.depth / r_lo.depth
-    plain_growth = plain_rev.iloc[-1].act_bytes_per_sample / plain_rev.iloc[0].act_bytes_per_sample
-    a1 = Answer(
-        "Does a RevNet keep activation memory flat as depth grows?",
-        f"RevNet activation memory went from {r_lo.act_MB_per_sample:.3f} to {r_hi.act_MB_per_sample:.3f} MB per "
-        f"sample ({growth:.2f}x) for {deeper:.1f}x the depth; under ordinary autograd the same "
-        f"networks grow {plain_growth:.1f}x.",
-        "answered",
-        [
-            Number(
-                f"{r.model}: saved for backward", r.act_MB_per_sample, "MB/sample", "counted", source=COUNTED
-            )
-            for r in pd.concat([rev, plain_rev]).itertuples()
-        ]
-        + [
-            Number(
-                "RevNet: deepest vs shallowest, saved for backward", growth, "x", "counted", source=COUNTED
+    ck = res.table[res.table.family == "ResNet + checkpointing"]
+    if ck.empty:
+        return Answer(
+            "What does gradient checkpointing save, its recomputation counted?",
+            say(
+                "Checkpointing was not run: checkpoint_segments was {segments}.",
+                segments=Number(
+                    "checkpoint segments", cfg.checkpoint_segments, "", "setting", source="the run's config"
+                ),
             ),
-            Number("RevNet: deepest vs shallowest, depth", deeper, "x", "setting", source="the depths run"),
-            Number(
-                "ordinary autograd: deepest vs shallowest, saved for backward",
-                plain_growth,
-                "x",
-                "counted",
-                source=COUNTED,
-            ),
-        ],
-    )
-    nums, ck_parts = [], []
-    for r in res.table[res.table.family == "ResNet + checkpointing"].itertuples():
-        base = t.loc[r.baseline]
-        share = (r.act_MB_per_sample + work.get(r.model, 0.0)) / base.act_MB_per_sample
-        gain = res.largest[r.model] / res.largest[r.baseline]
-        ck_parts.append(
-            f"{r.baseline}: {share:.2f}x of the plain network's activation memory at the peak of backward "
-            f"(saved {r.act_MB_per_sample:.3f} + recompute working set {work.get(r.model, 0.0):.3f} MB per "
-            f"sample, against {base.act_MB_per_sample:.3f}), largest batch {gain:.2f}x"
         )
-        nums += [
-            Number(
-                f"{r.model}: saved for backward", r.act_MB_per_sample, "MB/sample", "counted", source=COUNTED
-            ),
-            Number(
-                f"{r.model}: recompute working set",
-                work.get(r.model, 0.0),
-                "MB/sample",
-                "predicted",
-                source="plain network's saved bytes / segments",
-            ),
-            Number(
-                f"{r.baseline}: saved for backward",
-                base.act_MB_per_sample,
-                "MB/sample",
-                "counted",
-                source=COUNTED,
-            ),
-            Number(
-                f"{r.model}: saved + working set vs plain",
-                share,
-                "x",
-                "predicted",
-                source="activation bytes measured; working set = plain / segments",
-            ),
-            Number(
-                f"{r.model}: largest batch vs plain",
-                gain,
-                "x",
-                "counted" if res.cuda else "predicted",  # a search's outcome on this GPU: exact, no n
-                source="the largest batches that fitted on this GPU, each network alone"
-                if res.cuda
-                else f"budget {res.budget_bytes / 1024**3:.0f} GiB, from bytes per sample",
-            ),
-        ]
-    a2 = Answer(
+    segments = Number(
+        "checkpoint segments", cfg.checkpoint_segments, "", "setting", source="the run's config"
+    )
+    details, shares = [], []
+    for r in ck.itertuples():
+        base = t.loc[r.baseline]
+        share = Number(
+            f"{r.model}: saved + working set vs plain",
+            (r.act_MB_per_sample + work.get(r.model, 0.0)) / base.act_MB_per_sample,
+            "x",
+            "predicted",
+            source="activation bytes counted; working set = plain / segments",
+        )
+        shares.append(share)
+        details.append(
+            say(
+                "{base}: saved {saved} + recompute working set {work} against {plain} for the plain network "
+                "({share} of it); largest batch {gain} the plain network's.",
+                base=r.baseline,
+                saved=_counted(f"{r.model}: saved for backward", r.act_MB_per_sample),
+                work=Number(
+                    f"{r.model}: recompute working set",
+                    work.get(r.model, 0.0),
+                    "MB/sample",
+                    "predicted",
+                    source="plain network's saved bytes / segments",
+                ),
+                plain=_counted(f"{r.baseline}: saved for backward", base.act_MB_per_sample),
+                share=share,
+                gain=Number(
+                    f"{r.model}: largest batch vs plain",
+                    res.largest[r.model] / res.largest[r.baseline],
+                    "x",
+                    "counted" if res.cuda else "predicted",  # a search's outcome on this GPU: exact, no n
+                    source="the largest batches that fitted on this GPU, each network alone"
+                    if res.cuda
+                    else "from bytes per sample and the stated budget",
+                ),
+            )
+        )
+    lo, hi = min(shares, key=lambda n: n.value), max(shares, key=lambda n: n.value)
+    headline = (
+        say(
+            "With {segments} segments, a checkpointed ResNet holds {share} of its plain network's activation "
+            "memory at the peak of backward, its recomputation counted.",
+            segments=segments,
+            share=lo,
+        )
+        if lo is hi
+        else say(
+            "With {segments} segments, a checkpointed ResNet holds between {lo} and {hi} of its plain network's "
+            "activation memory at the peak of backward, its recomputation counted.",
+            segments=segments,
+            lo=lo,
+            hi=hi,
+        )
+    )
+    return Answer(
         "What does gradient checkpointing save, its recomputation counted?",
-        ("With " + f"{cfg.checkpoint_segments} segments: " + "; ".join(ck_parts) + ".")
-        if ck_parts
-        else "Checkpointing was not run (checkpoint_segments = 0).",
-        "answered" if res.cuda else "partial",
-        nums,
+        headline,
+        details,
+        [
+            Background(
+                "Checkpointing keeps only each segment's input for backward and recomputes the segment's "
+                "activations there, holding one segment's worth again while it does."
+            )
+        ],
+        status="answered" if res.cuda else "partial",
         missing="" if res.cuda else "a GPU: peak allocated memory and the largest batch are predicted here",
     )
-    cost = cost_lines(res)
-    verdicts = {m: v.as_dict() for m, v in cost_verdicts(res).items()}
-    a3 = Answer(
-        "What does the memory saving cost in time?",
-        f"{len(cost)} comparisons, each a verdict over "
-        f"{settings.repeats} interleaved rounds; first: {cost[0] if cost else 'none'}",
-        "answered",
-        [
-            Number(f"{r.model}: time vs plain", r.time_vs_baseline, "x", "measured", n=int(r.repeats))
-            for r in res.table.itertuples()
-            if r.model != r.baseline
-        ],
-        verdict=verdicts,
-    )
-    classes = num_classes(cfg.dataset)
-    trained, flags = [], [sanity.busy((getattr(res, "meta", None) or {}).get("machine"))]
-    tail = {k: float(v.batches.tail(max(1, len(v.batches) // 5))["loss"].mean()) for k, v in res.runs.items()}
-    for name, run in res.runs.items():
-        d = sanity.diverged(list(run.batches["loss"]), classes)
-        if d:
-            flags.append(sanity.Flag("diverged", f"{name}: {d.message}"))
-        elif not sanity.at_chance(
-            list(run.batches["loss"]), classes
-        ):  # clearly below chance: above it is no training
-            trained.append(name)
-    said = ", ".join(f"{k} {x:.3f}" for k, x in tail.items())
-    chance = f"chance {sanity.chance_loss(classes):.2f}"
-    if len(trained) == len(res.runs):
-        conv = f"Both trained (mean loss over the last fifth: {said}; {chance})."
-    elif not trained:
-        conv = (
-            f"Neither got clearly below chance in this run (mean loss over the last fifth: {said}; {chance}): "
-            "too few steps to show training, so no convergence comparison can be made."
-        )
-    else:
-        conv = (
-            f"Only {', '.join(trained)} got below chance (mean loss over the last fifth: {said}; {chance}); "
-            f"{', '.join(sorted(set(res.runs) - set(trained)))} did not in this run."
-        )
-    a4 = Answer(
-        "Do ResNet and RevNet both train on the same steps?",
-        conv,
-        "answered",
-        [
-            Number(f"{k}: mean loss, last fifth", x, "", "measured", n=max(1, len(res.runs[k].batches) // 5))
-            for k, x in tail.items()
-        ]
-        + [
-            Number(
-                "chance loss",
-                sanity.chance_loss(classes),
-                "",
-                "predicted",
-                source=f"ln {classes}: the loss of a uniform guess",
-            )
-        ],
-    )
-    return [a1, a2, a3, a4], dedupe(flags)
+
+
+def _load_per_core(res) -> float | None:
+    m = (getattr(res, "meta", None) or {}).get("machine") or {}
+    return m["load1"] / max(1, m.get("cores") or 1) if m.get("load1") is not None else None
 
 
 def cost_verdicts(res) -> dict:
-    """Each memory-saving network -> the verdict of its time per training step against its plain network's
-    (interleaved rounds)."""
+    """Each memory-saving network -> the verdict of its time per training step against its plain network's. The
+    networks took turns in every timed round (profiling.interleaved_timed): an interleaved design."""
     t = res.table.set_index("model")
     return {
         r.model: compare(
-            _times(t.loc[r.baseline]), _times(r._asdict()), r.baseline, r.model, what="time per training step"
+            _times(t.loc[r.baseline]),
+            _times(r._asdict()),
+            r.baseline,
+            r.model,
+            what="time per training step",
+            interleaved=True,
         )
         for r in res.table.itertuples()
         if r.model != r.baseline
     }
 
 
-def cost_lines(res) -> list[str]:
-    """One sentence per memory-saving network: what it costs in time, its verdict's own words."""
-    return [f"{m}: " + v.sentence() for m, v in cost_verdicts(res).items()]
+def tally(verdicts: dict) -> dict[str, list]:
+    """The comparisons by outcome: 'slower' (the memory-saving network lost to its plain one), 'faster', 'tie'."""
+    out = {"slower": [], "faster": [], "tie": []}
+    for model, v in verdicts.items():
+        out[{"better": "slower", "worse": "faster"}.get(v.outcome, "tie")].append((model, v))
+    return out
+
+
+def _count(name: str, k: int) -> Number:
+    return Number(name, k, "", "counted", source="memory-saving networks against their plain network")
+
+
+def cost_answer(res) -> Answer:
+    """What the memory saving costs in time: how many comparisons went which way (never only the first), the
+    range of the clear slowdowns, then every comparison's own verdict."""
+    verdicts = cost_verdicts(res)
+    if not verdicts:
+        return Answer(
+            "What does the memory saving cost in time?",
+            say("No memory-saving network was timed against its plain network."),
+            status="not answered",
+            missing="a memory-saving network and its plain network, timed in the same rounds",
+        )
+    groups = tally(verdicts)
+    words = next(iter(verdicts.values())).words()  # ("faster", "slower"): the verdicts' own direction words
+    n = _count("cost comparisons", len(verdicts))
+    parts = []
+    for key, word in (("slower", words[1]), ("faster", words[0])):
+        got = groups[key]
+        if not got:
+            continue
+        ratios = sorted(
+            (
+                Number(
+                    f"{m}: time vs plain",
+                    v.ratio if key == "slower" else 1 / v.ratio,
+                    "x",
+                    "measured",
+                    n=min(v.n_a, v.n_b),
+                    source="ratio of medians, the slower over the faster",
+                )
+                for m, v in got
+            ),
+            key=lambda x: x.value,
+        )
+        k = _count(f"cost comparisons: memory-saving network {word}", len(got))
+        one = len(ratios) == 1 or fmt(ratios[0]) == fmt(
+            ratios[-1]
+        )  # a range of one shown value is that value
+        part = (
+            say("{k} {word} ({x})", k=k, word=word, x=ratios[-1])
+            if one
+            else say("{k} {word} ({lo} to {hi})", k=k, word=word, lo=ratios[0], hi=ratios[-1])
+        )
+        # a count of the verdicts' own outcomes, in their words: the statement of those verdicts (data-verdict)
+        parts.append(part.marked("cost: " + ", ".join(m for m, _ in got)))
+    if groups["tie"]:
+        parts.append(
+            say("{k} could not be told apart", k=_count("cost comparisons: cannot tell", len(groups["tie"])))
+        )
+    headline = say(
+        "Of {n} memory-saving networks timed against their plain network per training step: {parts}.",
+        n=n,
+        parts=join(parts, "; "),
+    )
+    details = [say("{v}.", v=v.finding(f"{m} vs {v.label_a}: time per step")) for m, v in verdicts.items()]
+    return Answer(
+        "What does the memory saving cost in time?",
+        headline,
+        details,
+        [
+            Background(
+                "Both methods redo forward work in the backward pass, so a step usually costs about one extra "
+                "forward; on a busy machine the rounds' spread can hide that."
+            )
+        ],
+        verdict={m: v.as_dict() for m, v in verdicts.items()},
+    )
+
+
+def convergence_answer(cfg, res) -> tuple[Answer, list[sanity.Flag]]:
+    """Whether both networks got clearly below chance on the same steps (the mean loss over the last fifth)."""
+    classes = num_classes(cfg.dataset)
+    chance = Number(
+        "chance loss",
+        sanity.chance_loss(classes),
+        "",
+        "predicted",
+        source="ln classes: the loss of a uniform guess",
+    )
+    trained, flags = [], []
+    tails = {}
+    for name, run in res.runs.items():
+        fifth = max(1, len(run.batches) // 5)
+        tails[name] = Number(
+            f"{name}: mean loss, last fifth",
+            float(run.batches.tail(fifth)["loss"].mean()),
+            "",
+            "measured",
+            n=fifth,
+        )
+        d = sanity.diverged(list(run.batches["loss"]), classes)
+        if d:
+            flags.append(sanity.Flag("diverged", f"{name}: {d.message}"))
+        elif not sanity.at_chance(list(run.batches["loss"]), classes):
+            trained.append(name)
+    said = join([say("{name} {x}", name=k, x=x) for k, x in tails.items()], ", ")
+    others = sorted(set(res.runs) - set(trained))
+    if len(trained) == len(res.runs):
+        head = say(
+            "Both got clearly below chance (mean loss over the last fifth: {said}; chance {chance}).",
+            said=said,
+            chance=chance,
+        )
+    elif not trained:
+        head = say(
+            "Neither got clearly below chance (mean loss over the last fifth: {said}; chance {chance}): too few "
+            "steps to show training, so no convergence comparison can be made.",
+            said=said,
+            chance=chance,
+        )
+    else:
+        head = say(
+            "Only {ok} got clearly below chance (mean loss over the last fifth: {said}; chance {chance}); {rest} "
+            "did not in this run.",
+            ok=", ".join(trained),
+            rest=", ".join(others),
+            said=said,
+            chance=chance,
+        )
+    return (
+        Answer(
+            "Do ResNet and RevNet both train on the same steps?",
+            head,
+            background=[
+                Background("One seed per network: a difference within the curves' noise is no evidence.")
+            ],
+        ),
+        flags,
+    )
+
+
+def budget_note(res) -> Finding:
+    """The memory budget the largest batch is searched or predicted for."""
+    budget = Number(
+        "memory budget",
+        res.budget_bytes / 1024**3,
+        "GiB",
+        "measured" if res.cuda else "setting",
+        n=1 if res.cuda else None,
+        source="" if res.cuda else "the task's budget_gb setting",
+    )
+    if res.cuda:
+        return say(
+            "Budget: {budget}, the GPU's memory. A measured value equal to the sweep's largest size ({top}) is a "
+            "lower bound.",
+            budget=budget,
+            top=Number("largest batch tried", res.sweep[-1], "", "setting", source="the sweep's batch sizes"),
+        )
+    return say("Budget: {budget}, stated: no GPU here, so every largest batch is predicted.", budget=budget)
+
+
+def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
+    """RevNet and checkpointing against the plain networks: activation memory (with the recomputation's own
+    working set), the largest batch, the time it costs (verdicts over interleaved rounds, summarised by how many
+    went which way), and whether both networks trained."""
+    a4, flags = convergence_answer(cfg, res)
+    flags = [sanity.busy((getattr(res, "meta", None) or {}).get("machine"))] + flags
+    a2 = checkpoint_answer(cfg, res)
+    a2.details.append(budget_note(res))  # the budget the largest batches are for, shown in the body too
+    return [revnet_answer(res), a2, cost_answer(res), a4], dedupe(flags)

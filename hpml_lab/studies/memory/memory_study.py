@@ -60,7 +60,8 @@ def variants(resnets: Sequence[str], rev_stages: Sequence[int], segments: int) -
                 }
             )
     for n in rev_stages:
-        plain = f"revnet {n}-{n}-{n} (no saving)"
+        # named by depth (revnet38 = 3-3-3), as the registry names them: a label a sentence can state as a word
+        plain = f"revnet{12 * n + 2} (no saving)"
         out.append(
             {
                 "label": plain,
@@ -73,7 +74,7 @@ def variants(resnets: Sequence[str], rev_stages: Sequence[int], segments: int) -
         )
         out.append(
             {
-                "label": f"revnet {n}-{n}-{n}",
+                "label": f"revnet{12 * n + 2}",
                 "family": "RevNet",
                 "name": "revnet",
                 "kwargs": {"stages": (n, n, n)},
@@ -304,9 +305,7 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
         if cuda:
             last_rev = settings.rev_stages[-1]
             for spec in [
-                s
-                for s in specs
-                if s["label"] in (settings.resnets[-1], f"revnet {last_rev}-{last_rev}-{last_rev}")
+                s for s in specs if s["label"] in (settings.resnets[-1], f"revnet{12 * last_rev + 2}")
             ]:
                 net = _build(spec, "bn").to(device)
                 name = f"snapshot_{spec['label'].replace(' ', '_')}.pickle"
@@ -347,7 +346,7 @@ def reference_counts() -> pd.DataFrame:
     out = pd.DataFrame(
         [
             {
-                "model": name + (" {0}-{0}-{0}".format(kw["stages"][0]) if kw else ""),
+                "model": name + (str(12 * kw["stages"][0] + 2) if kw else ""),  # revnet38: as the table above
                 "reference params": p,
                 "params here, 100 classes": models.count_parameters(
                     models.build(name, num_classes=100, **kw)

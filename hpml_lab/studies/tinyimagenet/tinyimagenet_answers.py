@@ -1,6 +1,9 @@
 """What the Tiny ImageNet report concludes, computed from tinyimagenet.TinResult: where the bottleneck is with 0 and
-N workers (shares from the same medians the table shows), what checkpointing costs and buys (a tie said as a tie),
-and the estimated against the actual epoch time (a prediction, tagged so).
+N workers (shares from the same medians the table shows; the two runs made one after the other, so the verdicts
+carry their loads), what checkpointing costs and buys (a tie said as a tie), each variant's throughput against the
+baseline's (a DDP row beyond what its processes can give is said to be no DDP effect), and the estimated against
+the actual epoch time with what was measured outside the batches. Every number a sentence states is a Number of
+the record, bound to a template (hpml_lab.findings); what usually happens is Background, apart.
 """
 
 from __future__ import annotations
@@ -9,157 +12,315 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
+from ...findings import Background, Finding, join, say
 from ...profiling import summarize
 from ...verdict import compare, sample_record
 from .._conclude import dedupe, num
 
+CLASSES_TIN = 200
 
-def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Bottleneck (0 vs N workers), checkpointing's cost in time and gain in batch, estimated vs actual epochs."""
+
+def _load(rec) -> list[float]:
+    """The machine's load per core when a run started (its meta), as a verdict's load for that side."""
+    m = (getattr(rec, "meta", None) or {}).get("machine") or {}
+    if m.get("load1") is None:
+        return []
+    return [m["load1"] / max(1, m.get("cores") or 1)]
+
+
+def _workers(w: int) -> Finding:
+    return say(
+        "{w} workers", w=Number(f"loader workers: {w}", int(w), "", "setting", source="the run's config")
+    )
+
+
+def _last_epoch(rec) -> pd.DataFrame:
+    b = rec.table("batches")
+    return b[b.epoch == b.epoch.max()]
+
+
+def bottleneck_answer(res) -> Answer:
+    """Data wait against copy + compute with 0 and N loader workers (the last epoch's medians)."""
     (w0, r0), (wn, rn) = sorted(res.workers.items())
-
-    def last_epoch(rec):
-        b = rec.table("batches")
-        return b[b.epoch == b.epoch.max()]
-
-    b0, bn = last_epoch(r0), last_epoch(rn)
+    b0, bn = _last_epoch(r0), _last_epoch(rn)
+    design = dict(interleaved=False, load_a=_load(rn), load_b=_load(r0))  # one run after the other
     vd = compare(
-        list(bn.data_s), list(b0.data_s), f"{wn} workers", f"{w0} workers", what="data wait per batch"
+        list(bn.data_s),
+        list(b0.data_s),
+        f"{wn} workers",
+        f"{w0} workers",
+        what="data wait per batch",
+        **design,
     )
     vc = compare(
-        list(bn.train_s), list(b0.train_s), f"{wn} workers", f"{w0} workers", what="copy + compute per batch"
+        list(bn.train_s),
+        list(b0.train_s),
+        f"{wn} workers",
+        f"{w0} workers",
+        what="copy + compute per batch",
+        **design,
     )
-    nums = [
-        num(f"{w0} workers: data wait per batch", b0.data_s, "ms", 1000),
-        num(f"{wn} workers: data wait per batch", bn.data_s, "ms", 1000),
-        num(f"{w0} workers: copy + compute per batch", b0.train_s, "ms", 1000),
-        num(f"{wn} workers: copy + compute per batch", bn.train_s, "ms", 1000),
-    ]
-    # the share from the same medians the table shows, so the sentence and the table agree
-    share0 = nums[0].value / (nums[0].value + nums[2].value)
-    sharen = nums[1].value / (nums[1].value + nums[3].value)
-    moved = vd.outcome == "better" and share0 > 0.5 > sharen
-    per_batch = [
-        (w0, nums[0].value + nums[2].value, share0, len(b0)),
-        (wn, nums[1].value + nums[3].value, sharen, len(bn)),
-    ]
-    for w, total, share, n in per_batch:  # what the sentence states, from the medians above
-        nums += [
-            Number(f"{w} workers: data wait + copy + compute per batch", total, "ms", "measured", n=n),
-            Number(f"{w} workers: data wait share of a batch", 100 * share, "%", "measured", n=n),
-        ]
-    a1 = Answer(
+    d0 = num(f"{w0} workers: data wait per batch", b0.data_s, "ms", 1000)
+    dn = num(f"{wn} workers: data wait per batch", bn.data_s, "ms", 1000)
+    c0 = num(f"{w0} workers: copy + compute per batch", b0.train_s, "ms", 1000)
+    cn = num(f"{wn} workers: copy + compute per batch", bn.train_s, "ms", 1000)
+    share0, sharen = d0.value / (d0.value + c0.value), dn.value / (dn.value + cn.value)
+
+    def part(w, d, c, share, n):
+        return say(
+            "{share} with {w} ({d} of {total})",
+            share=Number(f"{w} workers: data wait share of a batch", 100 * share, "%", "measured", n=n),
+            w=_workers(w),
+            d=d,
+            total=Number(
+                f"{w} workers: data wait + copy + compute per batch", d.value + c.value, "ms", "measured", n=n
+            ),
+        )
+
+    shares = say(
+        "from the per-batch medians, data wait is {p0} and {pn} of a batch.",
+        p0=part(w0, d0, c0, share0, len(b0)),
+        pn=part(wn, dn, cn, sharen, len(bn)),
+    )
+    w0f, wnf = _workers(w0), _workers(wn)
+    if vd.outcome == "better" and share0 > 0.5 > sharen:
+        head = say("The bottleneck moves from loading to the copy and compute: {shares}", shares=shares)
+    elif share0 <= 0.5:
+        head = say("Loading is not the bottleneck here, even with {w}: {shares}", w=w0f, shares=shares)
+    elif vd.outcome == "tie":
+        head = say(
+            "Loading is the bottleneck with {w0}; whether {wn} move it to compute, this run cannot tell (its data-wait "
+            "verdict is a tie): {shares}",
+            w0=w0f,
+            wn=wnf,
+            shares=shares,
+        )
+    else:
+        head = say("The bottleneck did not move from loading to compute in this run: {shares}", shares=shares)
+    return Answer(
         "Where is the bottleneck with 0 and with N workers?",
-        f"From the per-batch medians, data wait is {share_pct(share0)} of a batch with {w0} workers "
-        f"({ms(nums[0].value)} of {ms(nums[0].value + nums[2].value)} ms) and {share_pct(sharen)} with {wn} "
-        f"({ms(nums[1].value)} of {ms(nums[1].value + nums[3].value)} ms). "
-        + vd.sentence()
-        + (
-            " The bottleneck moves from loading to the copy and compute."
-            if moved
-            else f" Loading is not the bottleneck here even with {w0} workers."
-            if share0 <= 0.5
-            else f" Loading is the bottleneck with {w0} workers; whether {wn} move it to compute, this "
-            "run cannot tell (its data-wait verdict is a tie)."
-            if vd.outcome == "tie"
-            else " The bottleneck did not move from loading to compute in this run."
-        ),
-        "answered",
-        nums,
+        head,
+        [
+            say("{v}.", v=vd.finding("data wait per batch", label_a=wnf, label_b=w0f)),
+            say("{v}.", v=vc.finding("copy + compute per batch", label_a=wnf, label_b=w0f)),
+        ],
+        [
+            Background(
+                "Without workers the training process decodes and augments every image itself, so the loop waits "
+                "for each batch; workers prepare batches in other processes, which on a machine with few cores "
+                "also take cores from the training step."
+            )
+        ],
         verdict={
             "data": sample_record(vd, bn.data_s, b0.data_s),
             "compute": sample_record(vc, bn.train_s, b0.train_s),
         },
     )
-    ck = res.variants.get("checkpointing")
-    bc = last_epoch(ck)
+
+
+def checkpoint_answer(res) -> Answer:
+    """Checkpointing's time per batch against the baseline's (runs one after the other) and its batch gain."""
+    wn = max(res.workers)
+    bn, bc = _last_epoch(res.workers[wn]), _last_epoch(res.variants["checkpointing"])
     vt = compare(
-        list(bn.train_s), list(bc.train_s), "the baseline", "checkpointing", what="copy + compute per batch"
+        list(bn.train_s),
+        list(bc.train_s),
+        "the baseline",
+        "checkpointing",
+        what="copy + compute per batch",
+        interleaved=False,
+        load_a=_load(res.workers[wn]),
+        load_b=_load(res.variants["checkpointing"]),
     )
     m = res.memory.set_index("variant")
-    gain = (
-        m.loc["checkpointing", "largest batch (predicted)"] / m.loc["baseline", "largest batch (predicted)"]
+    gain = Number(
+        "largest batch, checkpointing / baseline",
+        float(
+            m.loc["checkpointing", "largest batch (predicted)"]
+            / m.loc["baseline", "largest batch (predicted)"]
+        ),
+        "x",
+        "predicted",
+        source=f"activation bytes per image and the stated budget of {res.budget_note}",
     )
-    slow = summarize(bc.train_s)["median"] / summarize(bn.train_s)["median"]
-    a2 = Answer(
+    said_gain = say(
+        "It allows a {gain} larger batch (predicted from bytes per image), "
+        + ("its pay-off." if gain.value >= 1.1 else "too little to call a pay-off."),
+        gain=gain,
+    )
+    time = say("{v}.", v=vt.finding("checkpointing vs baseline: copy + compute per batch").up())
+    return Answer(
         "What does checkpointing cost in time, and what does it buy in batch size?",
-        (
-            f"Checkpointing's time per batch cannot be told apart from the baseline's: {vt.sentence()} "
-            if vt.outcome == "tie"
-            else f"{vt.sentence()} (one extra forward predicts about 1.33x.) "
-        )
-        + f"It allows a {gain:.2f}x larger batch (predicted from bytes per image)"
-        + (": that is its pay-off." if gain >= 1.1 else ": too little to call a pay-off."),
-        "answered",
+        time,
+        [said_gain],
         [
-            Number("checkpointing / baseline time per batch", slow, "x", "measured", n=len(bc)),
-            Number(
-                "expected from one extra forward",
-                1.33,
-                "x",
-                "predicted",
-                source="step = forward + backward of about 2x forward; +1 forward",
-            ),
-            Number(
-                "largest batch, checkpointing / baseline",
-                gain,
-                "x",
-                "predicted",
-                source=f"activation bytes per image, budget {res.budget_bytes / 2**30:.0f} GiB",
-            ),
+            Background(
+                "Checkpointing recomputes each segment's forward pass during backward, so a step usually costs about "
+                "one extra forward; what it buys is activation memory, hence a larger batch."
+            )
         ],
         verdict=sample_record(vt, bn.train_s, bc.train_s),
     )
+
+
+def throughput_findings(res) -> list[Finding]:
+    """Each run variant's images per second against the baseline's, from the timing table's median batch time and
+    global batch. A ratio beyond the processes a variant used cannot come from them: said so, with both runs' load."""
+    t = res.timing.dropna(subset=["s/batch"]).set_index("variant")
+    if "baseline" not in t.index:
+        return []
+    base_ips = float(t.loc["baseline", "global batch"] / t.loc["baseline", "s/batch"])
+    out = []
+    for v in t.index:
+        procs_v = t.loc[v, "processes"] if "processes" in t else 1
+        if (
+            v == "baseline" or not procs_v > 1
+        ):  # a one-process variant is compared by its verdict, not a ratio
+            continue
+        ratio = Number(
+            f"{v}: throughput vs baseline",
+            float(t.loc[v, "global batch"] / t.loc[v, "s/batch"]) / base_ips,
+            "x",
+            "measured",
+            n=1,
+            source="(global batch / median time per batch) over the baseline's",
+        )
+        procs = (
+            int(t.loc[v, "processes"])
+            if "processes" in t and t.loc[v, "processes"] == t.loc[v, "processes"]
+            else 1
+        )
+        if procs > 1 and ratio.value > procs:  # a parallel method's gain is bounded by its processes
+            loads = [x for r in (res.workers[max(res.workers)], res.variants.get(v)) for x in _load(r)]
+            p = Number(f"{v}: processes", procs, "", "setting", source="the run's processes")
+            text = (
+                "{v} ran at {ratio} the baseline's images per second with {p} processes: more than {p} processes "
+                "can give by running side by side, so the excess is not the method's doing; the runs were made one "
+                "after the other"
+            )
+            slots = {"v": v, "ratio": ratio, "p": p}
+            if len(loads) == 2:
+                text += " (load per core {la} and {lb} at their starts)"
+                lsrc = "the machine's load average per core when each run started"
+                slots |= {
+                    "la": Number(
+                        "baseline: load per core at start", loads[0], "", "measured", n=1, source=lsrc
+                    ),
+                    "lb": Number(f"{v}: load per core at start", loads[1], "", "measured", n=1, source=lsrc),
+                }
+            out.append(say(text + ".", **slots).up())
+        else:
+            out.append(say("{v} ran at {ratio} the baseline's images per second.", v=v, ratio=ratio).up())
+    return out
+
+
+def epochs_answer(res) -> Answer:
+    """Estimated (N / B x median time per batch) against actual epoch time per variant, and what this run measured
+    outside the batches: the first batch's wait (loader start) and whether the last batch was partial."""
     t = res.timing.dropna(subset=["s/batch"]).set_index("variant")
     src = "N / B x median time per batch"
-    est = [
-        x
-        for n in t.index
-        for x in (
-            Number(
-                f"{n}: estimated epoch", float(t.loc[n, "estimated epoch (s)"]), "s", "predicted", source=src
-            ),
-            Number(f"{n}: actual epoch", float(t.loc[n, "actual epoch (s)"]), "s", "measured", n=1),
-            Number(
-                f"{n}: estimated / actual epoch",
-                float(t.loc[n, "estimated epoch (s)"] / t.loc[n, "actual epoch (s)"]),
-                "x",
-                "predicted",
-                source=f"estimate {src}, over one measured epoch",
-            ),
+    runs = {
+        "baseline": res.workers[max(res.workers)],
+        **{k: v for k, v in res.variants.items() if v is not None},
+    }
+    items = []
+    for n in t.index:
+        est = Number(
+            f"{n}: estimated epoch", float(t.loc[n, "estimated epoch (s)"]), "s", "predicted", source=src
         )
-    ]
+        act = Number(f"{n}: actual epoch", float(t.loc[n, "actual epoch (s)"]), "s", "measured", n=1)
+        slots = {"n": n, "est": est, "act": act}
+        text = "{n}: estimate {est} against actual {act}"
+        rec = runs.get(n)
+        if rec is not None:
+            last = _last_epoch(rec)
+            slots["first"] = Number(
+                f"{n}: first batch's data wait, last epoch", float(last.data_s.iloc[0]), "s", "measured", n=1
+            )
+            text += " (its first batch waited {first} for the loader)"
+            full = int(t.loc[n, "global batch"])
+            if "images" in last and int(last.images.iloc[-1]) < full:
+                slots["part"] = Number(
+                    f"{n}: images in the last batch",
+                    int(last.images.iloc[-1]),
+                    "",
+                    "counted",
+                    source="the batches table",
+                )
+                text = text[:-1] + "; its last batch held {part} images)"
+        items.append(say(text, **slots))
     skipped = res.timing[res.timing["s/batch"].isna()] if "s/batch" in res.timing else res.timing.iloc[0:0]
-    a3 = Answer(
+    return Answer(
         "Estimated (N / B x time per batch) vs actual epoch time, per variant",
-        "; ".join(
-            f"{n}: estimate {t.loc[n, 'estimated epoch (s)']:.2f} s vs actual {t.loc[n, 'actual epoch (s)']:.2f} s"
-            for n in t.index
-        )
-        + ".",
-        "partial" if len(skipped) else "answered",
-        est,
+        say("{items}.", items=join(items, "; ")) if items else say("No variant ran."),
+        throughput_findings(res),
+        [
+            Background(
+                "An epoch estimated from the median batch leaves out what happens outside the batches, such as the "
+                "loader's start and a partial last batch, and any batch slower than the median."
+            )
+        ],
+        status="partial" if len(skipped) else "answered",
         missing="; ".join(f"{r.variant}: {r.note}" for r in skipped.itertuples()),
     )
+
+
+def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
+    """Bottleneck (0 vs N workers), checkpointing's cost in time and gain in batch, estimated vs actual epochs."""
     flags = [sanity.stand_in(cfg)] + [
         sanity.busy(getattr(r, "meta", {}).get("machine")) for r in res.workers.values()
     ]
-    for rec in list(res.workers.values()) + [ck]:
+    for rec in list(res.workers.values()) + [res.variants.get("checkpointing")]:
         flags.append(sanity.diverged(rec.table("batches")["loss"], CLASSES_TIN))
-    return [a1, a2, a3], dedupe(flags)
+    a2, a3 = checkpoint_answer(res), epochs_answer(res)
+    a2.details.insert(0, memory_note(cfg, res))  # shown in the body too: the record holds its numbers
+    a3.details.insert(0, setup(cfg, res))
+    return [bottleneck_answer(res), a2, a3], dedupe(flags)
 
 
-CLASSES_TIN = 200
+def setup(cfg, res) -> Finding:
+    """The training set the run had, its stem and batch."""
+    return say(
+        "Training set here: {n} images ({classes} classes{partial}); stem {stem}, batch {b}.",
+        n=Number("training images", int(res.n_train), "", "counted", source="the dataset read"),
+        classes=Number("classes", CLASSES_TIN, "", "setting", source="Tiny ImageNet"),
+        partial=", a partial copy" if res.partial_copy else "",
+        stem=cfg.stem,
+        b=Number("batch size", int(cfg.batch_size), "", "setting", source="the run's config"),
+    )
 
 
-def ms(x: float) -> str:
-    """Milliseconds for a sentence: 3 significant digits, whole thousands with a separator."""
-    return f"{x:,.0f}" if x >= 1000 else f"{x:.3g}"
-
-
-def share_pct(x: float) -> str:
-    """A share as a percentage with 2 significant digits (4.6%, 0.34%), never rounded to 0%."""
-    return f"{100 * x:.2g}%"
+def memory_note(cfg, res) -> Finding:
+    """Static memory, the budget, and the first activation here and at the reference's 224 x 224."""
+    first = res.first_activation
+    return say(
+        "Static memory (weights, gradients, momentum) {static}; budget {budget} ({note}). First activation with the "
+        "{stem} stem: {f64} per image here, {f224} at the reference's input size, and all activations {all224} per "
+        "image there.",
+        static=Number(
+            "static memory", res.static_bytes / 1e6, "MB", "counted", source="parameters, gradients, momentum"
+        ),
+        budget=Number("memory budget", res.budget_bytes / 2**30, "GiB", "setting", source=res.budget_note),
+        note=res.budget_note,
+        stem=cfg.stem,
+        f64=Number(
+            "first activation per image", first["64"] / 1e6, "MB", "counted", source="its output bytes"
+        ),
+        f224=Number(
+            "first activation per image at 224",
+            first["224"] / 1e6,
+            "MB",
+            "counted",
+            source="its output bytes",
+        ),
+        all224=Number(
+            "all activations per image at 224",
+            first["224_all"] / 1e6,
+            "MB",
+            "counted",
+            source="saved for backward",
+        ),
+    )
 
 
 def worker_table(res) -> pd.DataFrame:
@@ -167,13 +328,12 @@ def worker_table(res) -> pd.DataFrame:
     bottleneck answer uses (epoch 1 is warm-up)."""
     rows = []
     for w, rec in res.workers.items():
-        b = rec.table("batches")
-        b = b[b.epoch == b.epoch.max()]
+        b = _last_epoch(rec)
         rows.append(
             {
                 "workers": w,
-                "data ms/batch": 1000 * b.data_s.median(),
-                "copy + compute ms/batch": 1000 * b.train_s.median(),
+                "data ms/batch": summarize(1000 * b.data_s)["median"],
+                "copy + compute ms/batch": summarize(1000 * b.train_s)["median"],
             }
         )
     return pd.DataFrame(rows)

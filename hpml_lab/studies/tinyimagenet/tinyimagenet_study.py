@@ -117,6 +117,7 @@ def run(cfg, log: Callable[[str], None] = print) -> TinResult:
                     }
                 )
     variants: dict[str, Any] = {"baseline": (workers[w2], cfg.batch_size, f"{w2} workers")}
+    procs = {"baseline": 1, "checkpointing": 1}  # training processes per variant (DDP: its ranks)
     variants["checkpointing"] = (
         _record(train(cfg.replace(checkpoint_segments=SEGMENTS))),
         cfg.batch_size,
@@ -132,9 +133,11 @@ def run(cfg, log: Callable[[str], None] = print) -> TinResult:
         if gpus >= 2
         else (None, None, f"skipped: DataParallel needs 2 or more GPUs, {gpus} here")
     )
+    procs["DataParallel"] = 1  # one process driving every GPU
     n_ddp = gpus if on_gpu else min(2, usable_cores())
     if n_ddp >= 2:
         ddp = scaling.run_ddp(cfg, nproc=n_ddp)
+        procs["DDP"] = n_ddp
         variants["DDP"] = (
             ddp,
             cfg.batch_size * n_ddp,
@@ -157,6 +160,7 @@ def run(cfg, log: Callable[[str], None] = print) -> TinResult:
                 "s/batch": per_batch,
                 "estimated epoch (s)": int(ep.batches) * per_batch,
                 "actual epoch (s)": float(ep.total_s),
+                "processes": procs.get(name, 1),
                 "note": note,
             }
         )
@@ -167,7 +171,7 @@ def run(cfg, log: Callable[[str], None] = print) -> TinResult:
         mem,
         static,
         budget,
-        "this GPU's memory" if on_gpu else "the reference's RTX 5000 (16 GiB); an estimate, no GPU here",
+        "this GPU's memory" if on_gpu else "the memory of the reference's GPU; an estimate, no GPU here",
         first,
         pd.DataFrame(peaks),
         pd.DataFrame(rows),

@@ -1,0 +1,151 @@
+"""The figures of the memory, Lab 5, data-loading and Tiny ImageNet reports, from hand-built tables: legends beside
+the data (never on it), no min-max caps on fewer than three samples, the chance level the text judges by, Lab 5's
+model on a line of its own with the ideal 1/n beside it, and a stand-in caption clear of the plot."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from hpml_lab.report import notebook, plots  # noqa: E402
+
+
+def _overlap(a, b) -> bool:
+    return not (a.x1 <= b.x0 or b.x1 <= a.x0 or a.y1 <= b.y0 or b.y1 <= a.y0)
+
+
+def _legends_clear_of_data(fig) -> None:
+    """Every legend of the figure lies outside every axes' plotting area."""
+    r = fig.canvas.get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert legends, "the figure has no legend"
+    for leg in legends:
+        for ax in fig.axes:
+            assert not _overlap(leg.get_window_extent(r), ax.get_window_extent(r)), leg
+
+
+def _caps(ax) -> int:
+    """How many error-bar caps an axes draws (a cap is a marker line of errorbar)."""
+    return sum(len(c.lines[1]) for c in ax.containers if hasattr(c, "has_yerr") and c.has_yerr)
+
+
+def _depth_table(repeats: int) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "family": ["ResNet", "ResNet", "RevNet", "RevNet"],
+            "depth": [18, 34, 38, 62],
+            "peak_act_MB_per_sample": [1.0, 2.0, 1.1, 1.1],
+            "s_per_batch": [0.2, 0.4, 0.3, 0.5],
+            "s_min": [0.1, 0.3, 0.2, 0.4],
+            "s_max": [0.3, 0.5, 0.4, 0.6],
+            "batch_size": 8,
+            "repeats": repeats,
+        }
+    )
+
+
+@pytest.mark.parametrize("repeats, caps", [(5, True), (2, False), (1, False)])
+def test_memory_depth_figure_draws_min_max_caps_only_from_three_rounds(repeats, caps):
+    fig = plots.depth_figure(_depth_table(repeats), "peak_act_MB_per_sample", "MB")
+    assert (_caps(fig.axes[1]) > 0) is caps
+    assert ("min-max" in fig.axes[1].get_ylabel()) is caps
+    _legends_clear_of_data(fig)
+
+
+def test_memory_convergence_figure_draws_the_chance_line_its_text_judges_by():
+    runs = {"resnet": pd.DataFrame({"step": range(10), "loss": [2.3 - 0.05 * i for i in range(10)]})}
+    fig = plots.loss_curves(runs, chance=2.302585)
+    ax = fig.axes[0]
+    chance = [ln for ln in ax.get_lines() if ln.get_label().startswith("chance")]
+    assert len(chance) == 1 and list(chance[0].get_ydata()) == [2.302585, 2.302585]
+    _legends_clear_of_data(fig)
+    without = plots.loss_curves(runs)
+    assert not [ln for ln in without.axes[0].get_lines() if ln.get_label().startswith("chance")]
+
+
+def _scaling_table() -> pd.DataFrame:
+    t = pd.DataFrame(
+        {
+            "workers": [1, 2, 4],
+            "per_gpu_batch": [16, 16, 16],
+            "measured_s": [200.0, 150.0, None],
+            "predicted_s": [None, 100.0, 55.0],
+        }
+    )
+    t["epoch_s"] = t.measured_s.fillna(t.predicted_s)
+    t["source"] = ["measured", "measured", "predicted"]
+    return t
+
+
+def test_lab5_figure_model_line_is_its_own_and_the_ideal_is_drawn():
+    fig = plots.scaling_figure(_scaling_table())
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    timed = lines["batch 16/worker, from timed steps"]
+    model = lines["batch 16/worker, model"]
+    ideal = lines["batch 16/worker, ideal (1-worker epoch / n)"]
+    assert list(timed.get_xdata()) == [1, 2] and list(timed.get_ydata()) == [200.0, 150.0]
+    # the model's own predictions only: 100 s at 2 workers, not the timed 150 s it used to start from
+    assert list(model.get_xdata()) == [2, 4] and list(model.get_ydata()) == [100.0, 55.0]
+    assert list(ideal.get_xdata()) == [1, 2, 4] and list(ideal.get_ydata()) == [200.0, 100.0, 50.0]
+    _legends_clear_of_data(fig)
+
+
+def test_dataloading_figure_bars_only_from_three_passes_and_legend_beside():
+    rows = []
+    for loader in ("baseline", "threads"):
+        for lat in (0.0, 20.0):
+            rows.append(
+                {
+                    "loader": loader,
+                    "latency_ms": lat,
+                    "files": 100,
+                    "epoch_min_s": 0.9,
+                    "epoch_max_s": 1.2,
+                    "images_per_s": 100.0,
+                    "batch_s": 0.01,
+                }
+            )
+    for passes, caps in ((3, True), (2, False)):
+        fig = plots.latency_figure(pd.DataFrame(rows).assign(passes=passes))
+        assert (_caps(fig.axes[0]) > 0) is caps
+        _legends_clear_of_data(fig)
+
+
+def test_tinyimagenet_bars_legend_and_stand_in_caption_clear_of_the_plot(monkeypatch, tmp_path):
+    wt = pd.DataFrame(
+        {"workers": [0, 2], "data ms/batch": [50.0, 1.0], "copy + compute ms/batch": [40.0, 41.0]}
+    )
+    fig = plots.stacked_bars(wt, "workers", ["data ms/batch", "copy + compute ms/batch"], "ms per batch")
+    _legends_clear_of_data(fig)
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    monkeypatch.setitem(notebook._RUN, "model", "resnet_tiny")
+    notebook.save_figure(fig, "bars")
+    r = fig.canvas.get_renderer()
+    caption = fig._suptitle
+    assert caption is not None and "stand-in" in caption.get_text()
+    for ax in fig.axes:
+        assert not _overlap(caption.get_window_extent(r), ax.get_tightbbox(r))
+
+
+def test_report_body_shows_the_records_findings_and_background_apart(monkeypatch):
+    """notebook.said: what the four reports' bodies show is the record's own html (numbers in data-number slots),
+    never numbers formatted again; background follows, labelled as general."""
+    import IPython.display
+
+    from hpml_lab.answers import Answer, Number
+    from hpml_lab.findings import Background, say
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.data))
+    a = Answer(
+        "Q?",
+        say("epoch {e}", e=Number("epoch", 1.234, "s", "measured", n=3)),
+        background=[Background("Workers usually overlap loading with compute.")],
+    )
+    notebook.said(a, questions=True)
+    assert shown == [
+        '<p><b>Q?</b> epoch <span data-number="epoch">1.23 s</span></p>'
+        "<p><i>In general (not measured in this run):</i> Workers usually overlap loading with compute.</p>"
+    ]
