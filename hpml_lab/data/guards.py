@@ -270,6 +270,54 @@ def stamp(folder: Path, names: list[str], what: str) -> dict:
         raise DatasetError(f"{what} {e.filename} cannot be read ({e.strerror})") from None
 
 
+CACHE_MAX = 1 << 20  # a cache file holds a few stamps: a larger one was not written by hpml-lab
+
+
+def read_cache(path: Path) -> dict | None:
+    """A data folder's cache file (.hpml-checked.json, .hpml-verified.json, .hpml-fingerprint.json) as a dict,
+    or None when it is missing, damaged or too large (it is then computed again). A link, FIFO, device or
+    folder in its place is refused with one DatasetError line: a data folder may be shared by a class, and a
+    link planted there would make the next run overwrite the file it names, a FIFO would block the run and
+    /dev/zero would read until memory runs out."""
+    import json
+
+    from ..io import PlantedFile, read_own
+
+    try:
+        text = read_own(path, CACHE_MAX)
+    except PlantedFile as e:
+        raise planted(path, e) from None
+    except (OSError, ValueError):
+        return None
+    try:
+        data = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_cache(path: Path, data: dict) -> None:
+    """Write a data folder's cache file atomically, never through a link planted in its place (refused with
+    one DatasetError line); a read-only folder or a full disk only means no cache (checked again next time)."""
+    import json
+
+    from ..io import PlantedFile, atomic_write_text
+
+    try:
+        atomic_write_text(path, json.dumps(data))
+    except PlantedFile as e:
+        raise planted(path, e) from None
+    except OSError:
+        pass
+
+
+def planted(path: Path, e: OSError) -> DatasetError:
+    """The line for a link or special file found where hpml-lab keeps one of its own files."""
+    return DatasetError(
+        f"{path} {e.strerror}; it is not a file hpml-lab wrote, so nothing was read from or written to it"
+    )
+
+
 FINGERPRINT = ".hpml-fingerprint.json"  # cache of content_fingerprint(), keyed by the files' stamp
 _FINGERPRINTS: dict = {}  # the same, in this process
 
@@ -286,12 +334,9 @@ def content_fingerprint(folder: Path, names: list[str], what: str, also: dict | 
     if key in _FINGERPRINTS:  # this process hashed these very files already (a read-only folder has no cache)
         return _FINGERPRINTS[key]
     cache = folder / FINGERPRINT
-    try:
-        cached = json.loads(cache.read_text())
-        if cached.get("stamp") == now:
-            return cached["fingerprint"]
-    except (OSError, ValueError, AttributeError, KeyError, TypeError):
-        pass
+    cached = read_cache(cache) or {}
+    if cached.get("stamp") == now and isinstance(cached.get("fingerprint"), str):
+        return cached["fingerprint"]
     h = hashlib.sha256(json.dumps(also or {}, sort_keys=True).encode())
     try:
         for n in names:
@@ -302,10 +347,7 @@ def content_fingerprint(folder: Path, names: list[str], what: str, also: dict | 
     except OSError as e:
         raise DatasetError(f"{what} {e.filename} cannot be read ({e.strerror})") from None
     fp = _FINGERPRINTS[key] = h.hexdigest()[:16]
-    try:
-        cache.write_text(json.dumps({"stamp": now, "fingerprint": fp}))
-    except OSError:
-        pass
+    write_cache(cache, {"stamp": now, "fingerprint": fp})
     return fp
 
 

@@ -368,12 +368,14 @@ def download(
     url = url or URL
     archive = root / ARCHIVE
     with undo_on_failure(root, [FOLDER]):  # a failure leaves no ROOT it made empty (the archive lands whole)
-        if not archive.exists():
+        fetched = not (archive.exists() or archive.is_symlink())
+        if fetched:
             fetch(url, archive, log=log)
         try:
             return prepare(archive, root, allow_partial=allow_partial, source=url, log=log)
         except DatasetError as e:
-            if "truncated or corrupted" in str(e) or "is corrupted" in str(e):
+            # only an archive this command downloaded is deleted: one the user put in ROOT is theirs to keep
+            if fetched and ("truncated or corrupted" in str(e) or "is corrupted" in str(e)):
                 archive.unlink(missing_ok=True)  # a resume cannot repair it; the next run fetches afresh
                 raise DatasetError(
                     str(e).replace(

@@ -15,9 +15,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from ..data.guards import first_line
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_text
-from . import answers, tasks
+from . import answers, guards, tasks
 from .answers import fold_logs  # noqa: F401 (bundle.fold_logs: the pages and the bundle fold alike)
 
 CSS = """body{font-family:sans-serif;margin:2em auto;max-width:1100px;line-height:1.4}
@@ -51,24 +52,36 @@ def write_bundle(reports: Path, log=print) -> Path:
         raise ConfigError(
             f"nothing to bundle in {reports}: run `hpml-lab report` (or `hpml-lab run TASK`) first"
         )
-    missing = [t for t in lab_order(tasks.TASKS) if tasks.TASKS[t] not in present]
-    if missing:
-        log(
-            f"bundle: missing {', '.join(missing)} (not rendered yet: `hpml-lab run TASK`, or "
-            "`hpml-lab report --bundle --rerun` for every task)"
-        )
-    toc, boxes, sections = [], [], []
+    toc, boxes, sections, damaged = [], [], [], []
     for t in present:
-        rec = answers.load(t.id)
+        executed = reports / "executed" / f"{t.id}.ipynb"
+        rec, problem = guards.read_record(t.id)
+        try:
+            body = _report_body(executed) if not problem else ""
+        except Exception as e:  # noqa: BLE001 (cut short, '{}', not a notebook: that report is missing, not the bundle)
+            problem = f"{executed} is not a whole notebook ({type(e).__name__}: {first_line(e)[:80]})"
+        if problem:
+            log(f"bundle: {answers.scrub_paths(problem)}; {t.id} is bundled as missing")
+            damaged.append(t.id)
+            continue
         status = rec["status"] if rec else "no answer record"
-        toc.append(f"<li><a href='#{t.id}'>{html.escape(t.title)}</a> ({status})</li>")
+        toc.append(f"<li><a href='#{t.id}'>{html.escape(t.title)}</a> ({html.escape(status)})</li>")
         boxes.append(
             f"<h3><a href='#{t.id}'>{html.escape(t.id)}</a></h3>"
             + (answers.box_html(rec) if rec else "<p>No answer record: the notebook did not finish.</p>")
         )
-        sections.append(
-            f"<section class='task' id='{t.id}'><h1>{html.escape(t.title)}</h1>"
-            f"{_report_body(reports / 'executed' / f'{t.id}.ipynb')}</section>"
+        sections.append(f"<section class='task' id='{t.id}'><h1>{html.escape(t.title)}</h1>{body}</section>")
+    missing = [t for t in lab_order(tasks.TASKS) if tasks.TASKS[t] not in present or t in damaged]
+    if len(damaged) == len(present):
+        from ..config import ConfigError
+
+        raise ConfigError(
+            f"nothing to bundle in {reports}: every report there is damaged (see the lines above)"
+        )
+    if missing:
+        log(
+            f"bundle: missing {', '.join(missing)} (not rendered yet or damaged: `hpml-lab run TASK`, or "
+            "`hpml-lab report --bundle --rerun` for every task)"
         )
     env = environment()
     page = (
@@ -82,7 +95,7 @@ def write_bundle(reports: Path, log=print) -> Path:
     )
     path = reports / "bundle.html"
     atomic_write_text(path, answers.scrub_paths(page))  # no folder of this machine in the hand-in
-    log(f"bundle: {path} ({path.stat().st_size / 1024**2:.1f} MB, {len(present)} reports)")
+    log(f"bundle: {path} ({path.stat().st_size / 1024**2:.1f} MB, {len(present) - len(damaged)} reports)")
     pdf = to_pdf(path)
     if pdf:
         log(f"bundle: {pdf}")

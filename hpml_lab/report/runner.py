@@ -16,7 +16,6 @@ import ast
 import contextlib
 import datetime as _dt
 import html
-import json
 import logging
 import os
 import re
@@ -143,7 +142,9 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
         answers.fold_logs(nbformat.read(str(executed), as_version=4)),
         resources={"metadata": {"name": f"hpml-lab {task.title}"}},
     )
-    rec = answers.load(task.id)
+    rec, problem = guards.read_record(task.id)
+    if problem:
+        print(f"hpml-lab: warning: {answers.scrub_paths(problem)}", file=sys.stderr)
     top = "<nav style='margin:8px 0'><a href='index.html'>&larr; all reports (index)</a></nav>" + (
         answers.box_html(rec)
         if rec
@@ -217,15 +218,23 @@ def run_task(
     log=print,
 ) -> Outcome:
     """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute."""
+    task = tasks.get(task_id)
+    params, cfg = resolve_parameters(task, profile, file_params, cli_params)
+    kind = check_dataset(cfg)
+    preflight(task, cfg)
+    with guards.task_lock(task.id):  # one run of a task per reports folder at a time
+        return _execute(task, params, cfg, kind, profile, kernel, log)
+
+
+def _execute(
+    task: tasks.Task, params: dict, cfg: RunConfig, kind: str, profile: str, kernel: str, log
+) -> Outcome:
+    """run_task's work once its checks passed and it holds the task's lock."""
     import shutil
 
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    task = tasks.get(task_id)
-    params, cfg = resolve_parameters(task, profile, file_params, cli_params)
-    kind = check_dataset(cfg)
-    preflight(task, cfg)
     out_dir = reports_dir()
     executed = out_dir / "executed" / f"{task.id}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
@@ -329,7 +338,9 @@ def write_index(outcomes: list[Outcome]) -> Path:
         o = by_id.get(tid)
         if o is None:
             continue
-        rec = answers.load(tid) if o.status == "ok" else None
+        rec, problem = guards.read_record(tid) if o.status == "ok" else (None, "")
+        if problem:
+            print(f"hpml-lab: warning: {answers.scrub_paths(problem)}", file=sys.stderr)
         status = o.status if o.status != "ok" else (rec["status"] if rec else "no answer record")
         answer = html.escape(rec["summary"]) if rec else html.escape(answers.scrub_paths(o.error))
         if rec and rec.get("reused"):
@@ -341,12 +352,13 @@ def write_index(outcomes: list[Outcome]) -> Path:
             synthetic.append(tid)
         if rec and rec.get("stand_in_model"):
             stand_in.append(f"{tid} ({rec['stand_in_model']})")
-        link = f'<a href="{html.escape(o.html)}">{html.escape(tid)}</a>' if o.html else html.escape(tid)
+        page = guards.page_link(o.html)  # a relative page inside reports/, never javascript: or a URL
+        link = f'<a href="{html.escape(page)}">{html.escape(tid)}</a>' if page else html.escape(tid)
         color = answers.STATUS_COLOR.get(status, "#cf222e")
         rows.append(
             f"<tr><td>{link}</td><td>{html.escape(o.title)}</td>"
-            f'<td style="color:{color};font-weight:bold">{status}</td><td>{answer}</td>'
-            f"<td>{html.escape(o.hardware)}</td><td>{html.escape(o.dataset)}</td><td>{o.profile}</td>"
+            f'<td style="color:{color};font-weight:bold">{html.escape(status)}</td><td>{answer}</td>'
+            f"<td>{html.escape(o.hardware)}</td><td>{html.escape(o.dataset)}</td><td>{html.escape(o.profile)}</td>"
             f"<td style='text-align:right'>{o.seconds:.1f} s</td><td>{html.escape(o.finished_at)}</td></tr>"
         )
     notices = []
@@ -400,14 +412,11 @@ def load_outcomes() -> list[Outcome]:
     out = []
     for t in tasks.TASKS.values():
         p = reports_dir() / "executed" / f"{t.id}.json"
-        if p.is_file():
-            try:
-                out.append(Outcome(**json.loads(p.read_text())))
-            except (OSError, ValueError, TypeError) as e:
-                print(
-                    f"hpml-lab: warning: ignoring unreadable outcome {p} ({type(e).__name__})",
-                    file=sys.stderr,
-                )
+        data, problem = guards.read_outcome(p)
+        if data is not None:
+            out.append(Outcome(**{k: v for k, v in data.items() if k in Outcome.__dataclass_fields__}))
+        elif problem:
+            print(f"hpml-lab: warning: ignoring {answers.scrub_paths(problem)}", file=sys.stderr)
     return out
 
 
