@@ -311,6 +311,25 @@ def write_cache(path: Path, data: dict) -> None:
         pass
 
 
+def no_planted_caches(folder: Path, names: list[str]) -> None:
+    """Before a run: each cache file in the data folder is a regular file or absent (a link, FIFO, device or
+    folder there is one DatasetError line), so a planted one stops the run before its kernel, not inside it."""
+    import stat
+
+    for n in names:
+        try:
+            st = os.lstat(folder / n)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise DatasetError(
+                f"{folder / n} is a link; hpml-lab never reads or writes its own files through a link (one "
+                "planted in a shared folder could name any file): remove the link"
+            )
+        if not stat.S_ISREG(st.st_mode):
+            raise DatasetError(f"{folder / n} is not a regular file (a FIFO, device or folder?): remove it")
+
+
 def planted(path: Path, e: OSError) -> DatasetError:
     """The line for a link or special file found where hpml-lab keeps one of its own files."""
     return DatasetError(

@@ -116,6 +116,9 @@ def chromium() -> str | None:
     )
 
 
+PDF_SECONDS = 120  # a bundle of every report prints in about 10 s; Chromium blocked by a dialog never ends
+
+
 def to_pdf(page: Path) -> Path | None:
     """The page printed to PDF by headless Chromium, when it is installed; None otherwise (or if printing
     failed, which is said). Written under a temporary name and renamed: never a half-written bundle.pdf."""
@@ -144,9 +147,17 @@ def to_pdf(page: Path) -> Path | None:
             page.resolve().as_uri(),
         ]
         try:
-            subprocess.run(cmd, capture_output=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            pass
+            subprocess.run(cmd, capture_output=True, timeout=PDF_SECONDS, stdin=subprocess.DEVNULL)
+        except (
+            subprocess.TimeoutExpired
+        ):  # e.g. a page that opens a dialog (alert()) blocks the print for ever
+            part.unlink(missing_ok=True)
+            print(
+                f"warning: {exe} did not print {page.name} to PDF within {PDF_SECONDS} s (stopped); "
+                "the HTML bundle is complete: print it from a browser",
+                flush=True,
+            )
+            return None
     if not part.is_file() or not part.read_bytes()[:5] == b"%PDF-":
         part.unlink(missing_ok=True)
         print(f"warning: {exe} did not print {page.name} to PDF; the HTML bundle is complete", flush=True)

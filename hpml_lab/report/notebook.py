@@ -254,7 +254,12 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         ),
     }
     # a Styler renders every cell whole (a DataFrame's HTML cuts long cells, and the config row is long)
-    return pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows.keys())).style
+    # escape: a value is text from the user or a file (a data folder named '<img onerror=...>'), never markup
+    return (
+        pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows.keys()))
+        .style.format(escape="html")
+        .format_index(escape="html")
+    )
 
 
 def number_text(x: Any, na: str = "-") -> str:
@@ -283,7 +288,12 @@ def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, 
             shown[c] = [na if v is None or v != v else pct(v, of_one=of_one) for v in shown[c]]
         else:
             shown[c] = [number_text(v, na) for v in shown[c]]
-    return shown.rename(columns={c: readable(c) for c in shown.columns}).style.hide(axis="index")
+    return (  # every value escaped: a cell may hold text from a file or the user
+        shown.rename(columns={c: readable(c) for c in shown.columns})
+        .style.hide(axis="index")
+        .format(escape="html")
+        .format_index(escape="html", axis=1)
+    )
 
 
 def _load_text(load: Mapping[str, Any] | None) -> str:

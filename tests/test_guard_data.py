@@ -652,3 +652,140 @@ def test_disk_full_mid_synth_names_the_target_and_leaves_nothing(tmp_path, capsy
         str(tmp_path / cifar.FOLDER),
     )
     assert "data_batch_3" not in err and list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ issue 30: files planted in a shared data folder
+def _tin_copy(small_zip, root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / tin.ARCHIVE).write_bytes(small_zip)
+    tin.prepare(root / tin.ARCHIVE, root, log=lambda m: None)
+    return root
+
+
+def _refresh(dataset, root):
+    """What a run does with its data folder: the check (contents and kind, cached) and the fingerprint."""
+    from types import SimpleNamespace
+
+    from hpml_lab.data import check_dataset, fingerprint
+
+    cfg = SimpleNamespace(dataset=dataset, data_path=lambda: Path(root))
+    check_dataset(cfg)
+    return fingerprint(cfg)
+
+
+CACHES = {  # dataset, cache file, folder
+    "checked": ("cifar10", cifar.CHECKED),
+    "verified": ("cifar10", cifar.VERIFIED),
+    "cifar fingerprint": ("cifar10", ".hpml-fingerprint.json"),
+    "tinyimagenet fingerprint": ("tinyimagenet", ".hpml-fingerprint.json"),
+}
+
+
+@pytest.mark.parametrize("case", list(CACHES))
+@pytest.mark.parametrize("plant", ["link to a file", "dangling link", "fifo", "link to /dev/zero"])
+def test_a_cache_file_planted_in_the_data_folder_is_refused_never_written_through(
+    case, plant, cifar_copy, small_zip, tmp_path
+):
+    """Issue 30: a link in place of a cache made the next run overwrite the file it names with the cache's JSON;
+    a FIFO blocked the run for ever; /dev/zero read until memory ran out. Each is one line, nothing written."""
+    from hpml_lab.data import DatasetError
+    from hpml_lab.data import guards as dguards
+
+    dataset, name = CACHES[case]
+    root = cifar_copy if dataset == "cifar10" else _tin_copy(small_zip, tmp_path / "tin")
+    folder = root / (cifar.FOLDER if dataset == "cifar10" else tin.FOLDER)
+    _refresh(dataset, root)  # the caches exist, as in any used folder
+    dguards._FINGERPRINTS.clear()
+    (folder / name).unlink()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("a classmate's file")
+    if plant == "link to a file":
+        (folder / name).symlink_to(victim)
+    elif plant == "dangling link":
+        (folder / name).symlink_to(tmp_path / "made-by-the-run")
+    elif plant == "fifo":
+        os.mkfifo(folder / name)
+    else:
+        (folder / name).symlink_to("/dev/zero")
+    (
+        folder / cifar.TRAIN_FILES[0]
+    ).touch() if dataset == "cifar10" else None  # the stamp moved: caches rewritten
+    got = []
+
+    def attempt():  # in a thread: a FIFO once blocked the read for ever, /dev/zero read until memory ran out
+        try:
+            _refresh(dataset, root)
+            got.append(None)
+        except DatasetError as e:
+            got.append(e)
+
+    import threading
+
+    t = threading.Thread(target=attempt, daemon=True)
+    t.start()
+    t.join(30)
+    assert got and isinstance(got[0], DatasetError), "no one-line refusal within 30 s"
+    msg = str(got[0])
+    assert "\n" not in msg and str(folder / name) in msg and ("is a link" in msg or "not a regular" in msg), (
+        msg
+    )
+    assert victim.read_text() == "a classmate's file"
+    assert not (tmp_path / "made-by-the-run").exists()
+    assert (folder / name).is_symlink() or plant == "fifo"  # left as it was: the user removes it
+
+
+@pytest.mark.parametrize("cache", [cifar.CHECKED, ".hpml-fingerprint.json"])
+def test_the_cache_functions_themselves_never_write_through_a_link(cache, cifar_copy, tmp_path):
+    """Below the run's up-front check: validate() and content_fingerprint() refuse the link on their own."""
+    from hpml_lab.data import DatasetError
+    from hpml_lab.data import guards as dguards
+
+    folder = cifar_copy / cifar.FOLDER
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (folder / cache).symlink_to(victim)
+    names = cifar.TRAIN_FILES + cifar.TEST_FILES + [cifar.META_FILE]
+    dguards._FINGERPRINTS.clear()
+    with pytest.raises(DatasetError, match="is a link"):
+        cifar.validate(cifar_copy) if cache == cifar.CHECKED else dguards.content_fingerprint(
+            folder, names, "f"
+        )
+    assert victim.read_text() == "keep"
+
+
+def test_a_run_with_a_planted_cache_link_stops_before_its_kernel(cifar_copy, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (cifar_copy / cifar.FOLDER / ".hpml-fingerprint.json").symlink_to(victim)
+    _one_line_exit_2(
+        ["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"],
+        capsys,
+        "is a link",
+        "fingerprint",
+    )
+    assert victim.read_text() == "keep" and not (tmp_path / "out" / "reports" / "executed").exists()
+
+
+@pytest.mark.parametrize("damage", ["crc error", "cut short"])
+def test_a_zip_the_user_put_in_root_is_never_deleted(damage, small_zip, tmp_path, capsys):
+    """Issue 30: `data download --allow-partial` deleted a damaged Tiny ImageNet zip the user had put in ROOT
+    (only an archive the command downloaded itself is removed so that a rerun fetches it afresh)."""
+    blob = bytearray(small_zip)
+    if damage == "cut short":
+        blob = blob[: len(blob) * 2 // 3]
+    else:
+        at = blob.find(
+            b"\xff\xd8\xff"
+        )  # inside the first stored JPEG: the directory is intact, its CRC is not
+        blob[at + 40 : at + 60] = bytes(b ^ 0xFF for b in blob[at + 40 : at + 60])
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / tin.ARCHIVE).write_bytes(bytes(blob))
+    err = _one_line_exit_2(
+        ["data", "download", "tinyimagenet", "--root", root, "--allow-partial"],
+        capsys,
+        str(root / tin.ARCHIVE),
+    )
+    assert "was deleted" not in err
+    assert (root / tin.ARCHIVE).read_bytes() == bytes(blob)
