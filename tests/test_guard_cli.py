@@ -796,7 +796,7 @@ def test_an_atomic_write_through_a_link_keeps_the_link(tmp_path):
 
     (tmp_path / "real.txt").write_text("old")
     (tmp_path / "link.txt").symlink_to(tmp_path / "real.txt")
-    atomic_write_text(tmp_path / "link.txt", "new")
+    atomic_write_text(tmp_path / "link.txt", "new", follow_links=True)  # a file the user named (-o)
     assert (tmp_path / "link.txt").is_symlink() and (tmp_path / "real.txt").read_text() == "new"
 
 

@@ -23,6 +23,7 @@ import sys
 from ..cliargs import OneLineParser, one_line
 from ..config import ConfigError
 from ..data import DatasetError
+from ..io import PlantedFile
 from .tasks import PROFILES
 
 
@@ -435,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[args.command](args)
     except (ConfigError, DatasetError) as e:
         print(f"hpml-lab: error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except PlantedFile as e:  # a link or FIFO where hpml-lab keeps its own file: named first, then why
+        print(f"hpml-lab: error: {one_line(f'{e.filename} {e.strerror}')}", file=sys.stderr)
         return 2
     except OSError as e:  # a folder that is a file, a read-only or full disk, a path that does not exist
         where = f": {e.filename}" if e.filename else ""
