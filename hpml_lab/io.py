@@ -98,6 +98,7 @@ def own_target(path: Path) -> Path:
             17, "is a device or a kernel file, or a link to one; give a plain file name", str(path)
         )
     if p.is_symlink():
+        plain_target(path)  # a link into /dev or /proc says so first
         raise PlantedFile(
             17,
             "is a link; hpml-lab never writes its own files through a link (one planted in a shared folder "
