@@ -5,6 +5,7 @@ with nothing complete changed."""
 
 import json
 import os
+import time
 
 import pytest
 
@@ -852,3 +853,46 @@ def test_a_part_file_that_is_a_link_or_folder_is_refused_not_appended_to(kind, t
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is not a plain file" in err, err
     assert victim.read_text() == "precious"
+
+
+# ---- issue 30: values that can run only in a range, refused before compute; the cheap checks first
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (
+            ["run", "memory", "-p", "rev_stages=3,1000000"],
+            "'rev_stages' 1000000 is out of range: use 1 to 200",
+        ),
+        (["run", "memory", "-p", "cpu_threads=1000000000"], "'cpu_threads' 1000000000 is out of range"),
+        (["run", "memory", "-p", "budget_gb=1e-300"], "'budget_gb' 1e-300 is out of range"),
+        (["run", "c2", "-p", "epochs=1"], "task c2 needs epochs of 2 or more"),
+        (["run", "c5", "-p", "epochs=1"], "task c5 needs epochs of 2 or more"),
+        (["run", "tinyimagenet", "-p", "dataset=cifar10"], "runs on dataset=tinyimagenet only"),
+    ],
+)
+def test_values_that_cannot_run_are_refused_before_compute(argv, needle, capsys, out, tmp_path):
+    """rev_stages=1e6 ended in a MemoryError after 86 s in the kernel, cpu_threads=1e9 killed it, budget_gb=1e-300
+    a ZeroDivisionError; c2 and c5 with one epoch described a warm-up epoch as measured; cifar10 in the Tiny
+    ImageNet task was a BatchNorm ValueError. Each is one line before the dataset is even looked at."""
+    t0 = time.monotonic()
+    assert cli.main([*argv, "-p", f"data_root={tmp_path / 'no-data-here'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and "not found" not in err, err
+    assert time.monotonic() - t0 < 30 and not (out / "reports" / "executed").exists()
+
+
+def test_save_model_pointing_at_a_folder_is_refused_before_the_dataset_check(tmp_path, capsys):
+    from hpml_lab.__main__ import main
+
+    rc = main(
+        [
+            "--data-root",
+            str(tmp_path / "no-data"),
+            "--save-model",
+            str(tmp_path),
+            "--results-dir",
+            str(tmp_path),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "is a folder" in err and "CIFAR-10" not in err, err

@@ -220,8 +220,8 @@ def run_task(
     """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute."""
     task = tasks.get(task_id)
     params, cfg = resolve_parameters(task, profile, file_params, cli_params)
+    preflight(task, cfg)  # the cheap checks (arguments, output folders) before the dataset scan
     kind = check_dataset(cfg)
-    preflight(task, cfg)
     with guards.task_lock(task.id):  # one run of a task per reports folder at a time
         return _execute(task, params, cfg, kind, profile, kernel, log)
 
@@ -448,8 +448,8 @@ def run_all(
             k: v for k, v in (cli_params or {}).items() if k in nb_params or k not in RunConfig.field_names()
         }
         _, cfg = resolve_parameters(task, profile, fp, cp)  # validate all before running any
-        check_dataset(cfg)
         preflight(task, cfg)
+        check_dataset(cfg)
         plans.append((tid, fp, cp))
     outcomes = []
     for tid, fp, cp in plans:
