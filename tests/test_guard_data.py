@@ -789,3 +789,64 @@ def test_a_zip_the_user_put_in_root_is_never_deleted(damage, small_zip, tmp_path
     )
     assert "was deleted" not in err
     assert (root / tin.ARCHIVE).read_bytes() == bytes(blob)
+
+
+# ------------------------------------------------------------------ issue 30: servers that do not speak HTTP
+def _raw_server(answer: bytes) -> str:
+    """A server on 127.0.0.1 that answers every connection with `answer`, raw, then closes (for 20 s at most)."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(20)
+
+    def serve():
+        try:
+            while True:
+                conn, _ = srv.accept()
+                with conn:
+                    conn.settimeout(5)
+                    try:
+                        conn.recv(65536)
+                        conn.sendall(answer)
+                    except OSError:
+                        pass
+        except OSError:
+            pass
+        finally:
+            srv.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}/cifar-10-python.tar.gz"
+
+
+@pytest.mark.parametrize(
+    "dataset, answer, needle",
+    [
+        ("tinyimagenet", b"SSH-2.0-OpenSSH_9.6\r\n", "not HTTP"),
+        ("cifar10", b"SSH-2.0-OpenSSH_9.6\r\n", "not valid HTTP"),
+        ("tinyimagenet", b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nxyz", "Content-Length 'abc'"),
+    ],
+    ids=[
+        "tinyimagenet not http",
+        "cifar10 not http",
+        "content-length abc",
+    ],  # cifar10: torchvision ignores it
+)
+def test_a_server_that_does_not_speak_http_is_one_line(dataset, answer, needle, tmp_path, capsys):
+    """Issue 30: bytes that are not HTTP were a BadStatusLine traceback, a Content-Length of 'abc' a
+    ValueError one. Nothing is left in a ROOT the command made."""
+    root = tmp_path / "root"
+    url = _raw_server(answer)
+    err = _one_line_exit_2(["data", "download", dataset, "--root", root, "--url", url], capsys, "failed")
+    assert needle in err or "not valid HTTP" in err, err
+    assert not root.exists() or not any(root.iterdir())
+
+
+def test_a_root_under_an_unknown_user_is_one_line(capsys, tmp_path, monkeypatch):
+    """Issue 30: `data synth --root '~nosuchuser/x'` was a traceback."""
+    monkeypatch.chdir(tmp_path)
+    _one_line_exit_2(["data", "synth", "cifar10", "--root", "~nosuchuser-hpml/x"], capsys, "~nosuchuser-hpml")
+    assert not any(tmp_path.iterdir())

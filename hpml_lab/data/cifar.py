@@ -16,6 +16,7 @@ its integrity record and the marker that makes every result say "synthetic".
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import pickle
@@ -437,6 +438,11 @@ def download(root: str | os.PathLike, url: str | None = None, timeout: float = 6
                         ) from None
                 except OSError as e:
                     raise DatasetError(f"CIFAR-10 download from {cls.url} failed: {e}") from None
+                except (http.client.HTTPException, ValueError) as e:  # not HTTP, a Content-Length of 'abc'
+                    raise DatasetError(
+                        f"CIFAR-10 download from {cls.url} failed: the server's answer is not valid HTTP "
+                        f"({type(e).__name__}: {first_line(e)[:80]})"
+                    ) from None
     finally:
         socket.setdefaulttimeout(previous)
     check(root, verify_md5=True)
