@@ -896,3 +896,28 @@ def test_save_model_pointing_at_a_folder_is_refused_before_the_dataset_check(tmp
     )
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "is a folder" in err and "CIFAR-10" not in err, err
+
+
+def test_a_bench_batch_larger_than_the_dataset_is_one_line(tmp_path, capsys):
+    """Issue 30: `bench loader --batch-size 600` on 500 images was a StopIteration traceback."""
+    from hpml_lab.data import cifar
+
+    cifar.synthesize(tmp_path, n_train=500, n_test=100)
+    assert cli.main(["bench", "loader", "--data-root", str(tmp_path), "--batch-size", "600"]) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # after the '[bench] loader on cpu' line
+    assert "Traceback" not in err and "--batch-size 600 is larger than the 500 training images" in last, err
+
+
+def test_a_benchmark_asking_for_more_batches_than_an_epoch_has_starts_another_epoch():
+    from hpml_lab.studies.bench_measure import _take
+
+    drawn = []
+
+    class OneBatch:
+        def __iter__(self):
+            drawn.append(1)
+            return iter([0])
+
+    _take(OneBatch(), 3)
+    assert len(drawn) == 3

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .. import flops
-from ..config import RunConfig
+from ..config import ConfigError, RunConfig
 from ..data import build_loader, cifar, lab_transform
 from ..device import configure as configure_device
 from ..device import seed_everything
@@ -140,6 +140,11 @@ def bench_loader(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
 
     ds = cifar.CIFAR10Files(opts["data_root"], train=True)
     b = opts["batch_size"]
+    if b > len(ds):  # a batch larger than the dataset: no batch at all (it was a StopIteration traceback)
+        raise ConfigError(
+            f"--batch-size {b:,} is larger than the {len(ds):,} training images in {opts['data_root']}; "
+            f"use {len(ds):,} or fewer"
+        )
     tf = lab_transform(True)
     pil_images = b * opts["pil_batches"]
     tensor_batches = opts["tensor_batches"]
@@ -152,9 +157,7 @@ def bench_loader(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
             torch.stack([tf(Image.fromarray(ds.data[i])) for i in idx[s : s + b]])
 
     def tensor_run():
-        it = iter(tloader)
-        for _ in range(tensor_batches):
-            next(it)
+        _take(tloader, tensor_batches)
 
     with _threads(1):
         pil_s, tensor_s = _interleaved(
@@ -182,13 +185,23 @@ def bench_loader(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         gl = fastpath_tensor_loader(ds, b, device)
 
         def gpu_run():
-            it = iter(gl)
-            for _ in range(tensor_batches):
-                next(it)
+            _take(gl, tensor_batches)
 
         gpu_s = _interleaved([gpu_run], device, opts["repeats"], opts["warmup"])[0]
         out["tensor_images_per_s_on_device"] = summarize([tensor_batches * b / t for t in gpu_s])
     return out
+
+
+def _take(loader, n: int) -> None:
+    """Draw n batches from loader, starting another epoch when one ends (a small dataset has fewer batches
+    per epoch than a benchmark asks for)."""
+    it = iter(loader)
+    for _ in range(n):
+        try:
+            next(it)
+        except StopIteration:
+            it = iter(loader)
+            next(it)
 
 
 def fastpath_tensor_loader(ds, batch_size: int, device: torch.device):
