@@ -392,3 +392,55 @@ def test_a_full_disk_mid_run_ends_the_attempt_failed(tmp_path, monkeypatch):
             rf.write_meta({"status": "running"})  # the disk fills up as an epoch is written
     meta = json.loads((tmp_path / "t" / "r" / "meta.json").read_text())
     assert meta["status"] == "failed" and "No space left on device" in meta["error"]
+
+
+# ---- issue 30: switching data back and forth restores the kept run instead of piling up .data- copies
+def test_switching_data_back_restores_the_kept_run_and_piles_up_no_copies(tmp_path, cifar_root):
+    import shutil
+
+    from hpml_lab import results
+    from hpml_lab.config import RunConfig
+    from hpml_lab.data import dataset_info
+    from hpml_lab.sweeps import run_sweep
+    from hpml_lab.training import train
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    from hpml_lab.data import cifar
+
+    shutil.copytree(cifar_root, a)
+    cifar.synthesize(b, n_train=100, n_test=20, seed=1)  # other bytes: another fingerprint
+    base = dict(
+        task="t",
+        results_dir=str(tmp_path / "r"),
+        model="resnet_tiny",
+        batch_size=16,
+        epochs=1,
+        max_batches=2,
+        num_workers=0,
+        device="cpu",
+        progress="none",
+    )
+    # the same folder name for both copies: swap which copy the path names
+    data = tmp_path / "data"
+    cfg = RunConfig(data_root=str(data), **base)
+    data.symlink_to(a)
+    first = run_sweep([cfg], train, log=None)[0]
+    made_on_a = results.read_run(first.run_dir).meta["started_at"]
+    fp_a = dataset_info(cfg)["fingerprint"]
+    data.unlink()
+    data.symlink_to(b)
+    assert run_sweep([cfg], train, log=None)[0].status == "ran"  # other data: a new run, A's kept
+    said = []
+    for target in (a, b, a):
+        from hpml_lab.data import guards as dguards
+
+        dguards._FINGERPRINTS.clear()
+        data.unlink()
+        data.symlink_to(target)
+        item = run_sweep([cfg], train, log=said.append)[0]
+        assert item.status == "skipped", said  # restored, not computed again
+    assert "restored from" in said[-1], said
+    meta = results.read_run(first.run_dir).meta
+    assert meta["dataset"]["fingerprint"] == fp_a and meta["started_at"] == made_on_a
+    kept = sorted(q.name for q in first.run_dir.parent.iterdir() if ".data-" in q.name)
+    assert len(kept) == 1, kept  # B's run, once: no pile of copies
