@@ -62,6 +62,12 @@ def _files(reports: Path, tid: str) -> dict:
 
 
 @pytest.fixture
+def out(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+    return tmp_path / "out"
+
+
+@pytest.fixture
 def reports(tmp_path, monkeypatch):
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
     monkeypatch.setattr(bundle, "chromium", lambda: None)
@@ -279,3 +285,110 @@ def test_a_pdf_print_that_hangs_is_stopped_with_one_line(reports, tmp_path, monk
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "within 2 s" in out, out
     assert not page.with_suffix(".pdf").exists() and not list(reports.glob(".*.part"))
+
+
+# ==== moved from test_hostile_more.py (issue 22's second pass)
+# ---- a full disk mid-notebook: no cut-short executed notebook, no broken report, the task ends failed
+def _limited(limit):
+    """For a subprocess: files can grow to `limit` bytes, then a write fails with EFBIG (RLIMIT_FSIZE, SIGXFSZ
+    ignored). This is the real write path failing as on a full disk (ENOSPC) without root or a small mount."""
+    import resource
+    import signal
+
+    def apply():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_the_notebook_is_written_keeps_nothing_cut_short(cifar_root, out):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpml_lab.report.cli",
+            "run",
+            "c1",
+            "--profile",
+            "tiny",
+            "-p",
+            f"data_root={cifar_root}",
+        ],
+        preexec_fn=_limited(30_000),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stderr[-2000:]
+    executed = out / "reports" / "executed"
+    rec = json.loads((executed / "c1.json").read_text())
+    assert (
+        rec["status"] == "failed"
+        and f"executed notebook {executed / 'c1.ipynb'} could not be written" in rec["error"]
+    )
+    assert sorted(p.name for p in executed.iterdir()) == [
+        "c1.json"
+    ]  # no cut-short notebook, no hidden partial
+    assert not (out / "reports" / "c1.html").exists()
+    metas = [json.loads(p.read_text()) for p in (out / "results").rglob("meta.json")]
+    assert metas and all(m["status"] != "running" for m in metas)
+
+
+def test_a_cut_short_notebook_is_not_landed(tmp_path):
+    from hpml_lab.report import guards
+
+    partial, executed = tmp_path / ".c1.running-1.ipynb", tmp_path / "c1.ipynb"
+    executed.write_text("previous")
+    partial.write_text('{\n "cells": [\n  {\n   "cell_type": "m')
+    assert "could not be written whole" in guards.land_executed(partial, executed)
+    assert not partial.exists() and executed.read_text() == "previous"
+    assert guards.land_executed(partial, executed) == ""  # nothing written at all: nothing to land
+
+
+def test_a_killed_runs_partial_notebook_is_removed(out):
+    import subprocess
+
+    from hpml_lab.report import guards
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    folder = out / "reports" / "executed"
+    folder.mkdir(parents=True)
+    (folder / f".c1.running-{dead.pid}.ipynb").write_text("{")
+    (folder / f".c2.running-{os.getpid()}.ipynb").write_text("{")  # a live run's: kept
+    guards.recover_reports()
+    assert [p.name for p in folder.iterdir()] == [f".c2.running-{os.getpid()}.ipynb"]
+
+
+def test_an_outcome_that_cannot_be_written_puts_the_previous_report_back(out, monkeypatch):
+    import errno
+
+    from hpml_lab import io
+    from hpml_lab.config import ConfigError
+    from hpml_lab.report import guards
+
+    reports = out / "reports"
+    (reports / "executed").mkdir(parents=True)
+    (reports / "c1.html").write_text("old page")
+    (reports / "executed" / "c1.json").write_text('{"old": 1}')
+    aside = guards.set_aside("c1")
+    (reports / "c1.html").write_text("new page")
+
+    def full(path, obj):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(io, "atomic_write_json", full)
+    with pytest.raises(ConfigError) as err:
+        guards.write_outcome(reports / "executed" / "c1.json", {"task": "c1", "status": "ok"}, aside)
+    assert "No space left on device" in str(err.value) and str(reports / "executed" / "c1.json") in str(
+        err.value
+    )
+    assert (reports / "c1.html").read_text() == "old page" and not aside.exists()
+    assert (reports / "executed" / "c1.json").read_text() == '{"old": 1}'

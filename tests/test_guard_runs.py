@@ -12,7 +12,15 @@ import time
 
 import pytest
 
+from hpml_lab.config import RunConfig
 from hpml_lab.report import cli, guards
+
+
+def _no_cuda():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is here: device=cuda would not fail")
 
 
 def _one_line_exit_2(args, capsys, needle):
@@ -444,3 +452,151 @@ def test_switching_data_back_restores_the_kept_run_and_piles_up_no_copies(tmp_pa
     assert meta["dataset"]["fingerprint"] == fp_a and meta["started_at"] == made_on_a
     kept = sorted(q.name for q in first.run_dir.parent.iterdir() if ".data-" in q.name)
     assert len(kept) == 1, kept  # B's run, once: no pile of copies
+
+
+# ==== moved from test_hostile_more.py (issue 22's second pass)
+# ---- every run of a sweep fails: one line per run, never a KeyError from an empty table
+@pytest.mark.parametrize("study, field, n", [("c6_optimizers", "optimizer", 5), ("c7_batchnorm", "norm", 2)])
+def test_a_sweep_where_every_run_fails_says_why_per_run(study, field, n, cifar_root, tmp_path):
+    from hpml_lab.studies import lab2
+    from hpml_lab.sweeps import SweepFailed
+
+    _no_cuda()
+    cfg = RunConfig(
+        task=study[:2],
+        data_root=str(cifar_root),
+        results_dir=str(tmp_path / "r"),
+        model="resnet_tiny",
+        batch_size=8,
+        epochs=1,
+        max_batches=1,
+        num_workers=0,
+        device="cuda",
+        progress="none",
+    )
+    with pytest.raises(SweepFailed) as err:
+        getattr(lab2, study)(cfg, log=None)
+    lines = str(err.value).splitlines()
+    assert lines[0].startswith(f"every run of {study[:2]} failed ({n} of {n})")
+    assert len(lines) == n + 1 and all(
+        ln.startswith(f"{field}=") and "CUDA is not available" in ln for ln in lines[1:]
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["c6", "c7"])
+def test_a_report_whose_every_run_fails_renders_and_says_why(task, cifar_root, out, monkeypatch):
+    """The kernel reaches the all-failed path (the up-front device check is bypassed so that every run fails
+    inside it): the task ends failed with the sweep's own lines, the page renders, no KeyError anywhere."""
+    from hpml_lab.report import runner
+
+    _no_cuda()
+    monkeypatch.setattr(runner, "preflight", lambda task, cfg: None)
+    o = runner.run_task(
+        task, "tiny", cli_params={"data_root": str(cifar_root), "device": "cuda"}, log=lambda s: None
+    )
+    assert o.status == "failed" and o.error.startswith(f"SweepFailed: every run of {task} failed"), o.error
+    page = (out / "reports" / f"{task}.html").read_text()
+    assert "every run of" in page and "CUDA is not available" in page and "KeyError:" not in page
+    rec = json.loads((out / "reports" / "executed" / f"{task}.json").read_text())
+    assert rec["status"] == "failed"
+
+
+# ---- io.atomic_file: a signal right after mkstemp leaves no temporary file
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_right_after_mkstemp_leaves_no_temporary_file(sig, tmp_path, monkeypatch):
+    import signal
+    import tempfile
+
+    from hpml_lab import io, results
+
+    real = tempfile.mkstemp
+
+    def mkstemp_then_signal(*a, **k):
+        made = real(*a, **k)
+        os.kill(
+            os.getpid(), getattr(signal, sig)
+        )  # arrives as mkstemp returns: before the caller records the name
+        return made
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp_then_signal)
+    with results.sigterm_interrupts(), pytest.raises(KeyboardInterrupt):
+        io.atomic_write_text(tmp_path / "x.json", "{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- SIGHUP (a closed terminal) ends a run like SIGTERM; an attempt whose process was killed says so
+@pytest.mark.slow
+def test_sighup_ends_a_training_run_interrupted_not_running(tmp_path, cifar_root):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        "HPML_OUTPUT_DIR": str(tmp_path),
+    }
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hpml_lab",
+            "--data-root",
+            str(cifar_root),
+            "--model",
+            "resnet_tiny",
+            "--epochs",
+            "200",
+            "--batch-size",
+            "8",
+            "--num-workers",
+            "0",
+            "--progress",
+            "none",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.rglob("epochs.csv")):
+        assert p.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    p.send_signal(signal.SIGHUP)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 128 + signal.SIGHUP and "interrupted (signal SIGHUP)" in err, err
+    metas = [json.loads(m.read_text()) for m in tmp_path.rglob("meta.json")]
+    assert [m["status"] for m in metas] == ["interrupted"]
+
+
+def test_an_attempt_left_running_by_a_killed_process_is_marked_failed(tmp_path):
+    import subprocess
+
+    from hpml_lab import results
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    run = tmp_path / "t" / "r"
+    stale = tmp_path / "t" / f".r.attempt-{dead.pid}"
+    stale.mkdir(parents=True)
+    (stale / "meta.json").write_text(json.dumps({"task": "t", "run_id": "r", "status": "running"}))
+    live = tmp_path / "t" / f".r.attempt-{os.getppid()}"  # a live process's attempt (made after it started)
+    live.mkdir()
+    (live / "meta.json").write_text(json.dumps({"task": "t", "run_id": "r", "status": "running"}))
+    # another node's attempt in a results/ shared by Slurm nodes: its pid (dead here) says nothing about it
+    dead_here = subprocess.Popen(["true"])
+    dead_here.wait()
+    elsewhere = tmp_path / "t" / f".r.attempt-{dead_here.pid}"
+    elsewhere.mkdir()
+    (elsewhere / "meta.json").write_text(
+        json.dumps({"status": "running", "environment": {"hostname": "node-b"}})
+    )
+    with results.RunFolder(run) as rf:
+        rf.complete({"task": "t", "status": "running", "config": {}})
+    meta = json.loads((stale / "meta.json").read_text())
+    assert meta["status"] == "failed" and f"process {dead.pid} ended" in meta["error"]
+    assert json.loads((live / "meta.json").read_text())["status"] == "running"
+    assert json.loads((elsewhere / "meta.json").read_text())["status"] == "running"
