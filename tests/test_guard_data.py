@@ -1199,3 +1199,56 @@ def test_a_part_file_that_is_a_link_or_folder_is_refused_not_appended_to(kind, t
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is not a plain file" in err, err
     assert victim.read_text() == "precious"
+
+
+# ------------------------------------------------------------------ issue 30: unreadable files, as a user who is not root
+def _as_nobody() -> list[str]:
+    """The command prefix that runs a process as `nobody` without root's capabilities, or a skip saying why not
+    (CI runs as root, and root reads every file: an unreadable-file case means nothing as root)."""
+    prefix = [
+        "setpriv",
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv is not installed: cannot run as nobody")
+    try:
+        probe = subprocess.run([*prefix, sys.executable, "-c", "pass"], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        pytest.skip(f"cannot run a process as nobody here ({e})")
+    if probe.returncode != 0:
+        pytest.skip(
+            f"nobody cannot run {sys.executable} here (its interpreter lies in a folder only root may enter: "
+            f"{probe.stderr.decode(errors='replace').strip()[:120]})"
+        )
+    return prefix
+
+
+@pytest.mark.slow
+def test_an_unreadable_batch_file_is_one_line_for_a_user_who_is_not_root(tmp_path_factory):
+    import tempfile
+
+    prefix = _as_nobody()
+    tmp_path = Path(tempfile.mkdtemp(prefix="hpml-nobody-"))  # pytest's own folders are root's alone (0700)
+    tmp_path.chmod(0o777)
+    root = tmp_path / "data"
+    cifar.synthesize(root, n_train=100, n_test=20)
+    for p in [tmp_path, *tmp_path.rglob("*")]:
+        p.chmod(0o777 if p.is_dir() else 0o644)
+    (root / cifar.FOLDER / cifar.TRAIN_FILES[1]).chmod(0o000)
+    env = {**os.environ, "HOME": str(tmp_path), "HPML_OUTPUT_DIR": str(tmp_path / "out")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    r = subprocess.run(
+        [*prefix, sys.executable, "-m", "hpml_lab.report.cli", "run", "c1", "--profile", "tiny"]
+        + ["-p", f"data_root={root}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    assert "Permission denied" in r.stderr and cifar.TRAIN_FILES[1] in r.stderr, r.stderr
