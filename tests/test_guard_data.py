@@ -1252,3 +1252,21 @@ def test_an_unreadable_batch_file_is_one_line_for_a_user_who_is_not_root(tmp_pat
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     shutil.rmtree(tmp_path, ignore_errors=True)
     assert "Permission denied" in r.stderr and cifar.TRAIN_FILES[1] in r.stderr, r.stderr
+
+
+def test_two_data_commands_into_one_root_at_once_the_second_is_refused(tmp_path, capsys):
+    """Issue 30: two `data synth` at once into one folder both exited 0, and the first named a seed the folder
+    does not hold. While one writes (it holds the folder's lock), the other is one line."""
+    from hpml_lab.data.guards import one_data_command
+
+    root = tmp_path / "root"
+    with one_data_command(root):
+        _one_line_exit_2(
+            ["data", "synth", "cifar10", "--root", root, "--n-train", 50, "--n-test", 10, "--seed", 7],
+            capsys,
+            "another hpml-lab data command is writing into",
+        )
+    assert not root.exists()
+    assert (
+        cli.main(["data", "synth", "cifar10", "--root", str(root), "--n-train", "50", "--n-test", "10"]) == 0
+    )

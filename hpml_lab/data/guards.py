@@ -236,6 +236,36 @@ def remove_stale(root: Path) -> list[str]:
     return gone
 
 
+@contextlib.contextmanager
+def one_data_command(root: Path):
+    """Held while a data command writes into ROOT: a second one into the same ROOT on this host is refused with
+    one line (two `data synth` at once both exited 0, and the first named a seed the folder did not hold). An
+    flock on a file in the temporary folder, named by ROOT's real path (ROOT gets no file of it): it ends with
+    the process, also when it is killed with -9. Commands on other nodes of a shared folder are not seen."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"hpml-data-{key}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError:  # no lock to be had (a read-only temporary folder): go on as before
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DatasetError(
+                f"another hpml-lab data command is writing into {root} now; wait for it to end, then run "
+                "this one again"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def written_to(target: Path, e: OSError) -> DatasetError:
     """An OSError while writing into a temporary place, said about the target the user named."""
     return DatasetError(f"cannot write {target} ({e.strerror or first_line(e)}); nothing was changed there")

@@ -141,12 +141,12 @@ def _cmd_data(args) -> int:
     root = resolve_path(args.root)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--root {root} is a file, not a folder")
-    from ..data.guards import remove_stale
+    from ..data.guards import one_data_command, remove_stale
 
-    for name in remove_stale(root):  # left by a data command killed with -9
-        print(f"removed {root / name}, left by a data command that was killed")
     try:
-        with sigterm_interrupts():
+        with one_data_command(root), sigterm_interrupts():
+            for name in remove_stale(root):  # left by a data command killed with -9
+                print(f"removed {root / name}, left by a data command that was killed")
             if args.dataset == "tinyimagenet":
                 return _cmd_data_tinyimagenet(args, root)
             return _cmd_data_cifar(args, root)
