@@ -317,3 +317,13 @@ def test_a_benchmark_asking_for_more_batches_than_an_epoch_has_starts_another_ep
 
     _take(OneBatch(), 3)
     assert len(drawn) == 3
+
+
+def test_a_stall_ratio_over_a_share_within_noise_is_no_ratio_with_its_reason():
+    """Issue 30: `bench stall --model revnet38 --batch-size 1` printed a ratio of 5e11 with no caveat (a fast
+    stall share of about 1e-12)."""
+    from hpml_lab.studies.bench_measure import stall_ratio
+
+    ratio, note = stall_ratio(0.5, 1e-12)
+    assert ratio is None and "within timing noise" in note and "50.00%" in note
+    assert stall_ratio(0.5, 0.1) == (5.0, "")
