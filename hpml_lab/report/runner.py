@@ -416,7 +416,10 @@ def load_outcomes() -> list[Outcome]:
         if data is not None:
             out.append(Outcome(**{k: v for k, v in data.items() if k in Outcome.__dataclass_fields__}))
         elif problem:
-            print(f"hpml-lab: warning: ignoring {answers.scrub_paths(problem)}", file=sys.stderr)
+            print(
+                f"hpml-lab: warning: ignoring unreadable outcome: {answers.scrub_paths(problem)}",
+                file=sys.stderr,
+            )
     return out
 
 
