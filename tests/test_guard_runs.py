@@ -936,3 +936,34 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
     assert sorted(got) == sorted(want) == [0.01, 0.02, 0.03, 0.04]
     for lr in want:
         pd.testing.assert_frame_equal(got[lr], want[lr])  # the same numbers as a run never interrupted
+
+
+def test_sigterm_while_the_page_renders_arrives_after_the_outcome_is_written(cifar_root, out, monkeypatch):
+    """Issue 30: SIGTERM while the page rendered exited 143 with no outcome and an index linking a missing
+    page. Now the signal waits until the page and the outcome are written, then arrives as before."""
+    import nbformat
+    import papermill
+
+    from hpml_lab.report import runner
+
+    def fake_execute(src, dst, **kw):  # the notebook ran through (no kernel here)
+        nbformat.write(nbformat.v4.new_notebook(), dst)
+
+    got = []
+
+    def render_then_signal(executed, target, task):
+        os.kill(os.getpid(), signal.SIGTERM)
+        target.write_text("<p>page</p>")
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    monkeypatch.setattr(runner, "_render_html", render_then_signal)
+    previous = signal.signal(
+        signal.SIGTERM,
+        lambda s, f: got.append(runner.reports_dir().joinpath("executed", "c1.json").is_file()),
+    )
+    try:
+        runner.run_task("c1", "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda m: None)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert got == [True]  # delivered once, after the outcome was written
+    assert (out / "reports" / "c1.html").is_file()

@@ -31,7 +31,7 @@ from .. import results
 from ..config import ConfigError, RunConfig, _short, check_keys, coerce_value, output_path, project_root
 from ..data import check_dataset
 from ..envinfo import environment, hardware_label
-from ..io import atomic_write_text
+from ..io import atomic_write_text, signals_deferred
 from . import answers, guards, tasks
 from .guards import preflight, recover_reports, set_aside
 
@@ -281,39 +281,44 @@ def _execute(
             "failed",
             f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
         )
-    seconds = time.perf_counter() - t0
-    error = error.replace(str(partial), str(executed))  # a write error names the file the user knows
-    broken = guards.land_executed(partial, executed)  # a full disk cut it short: not kept, not rendered
-    if broken:
-        status, error = "failed", (f"{error}; " if error else "") + broken
-    if executed.exists():
-        try:  # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
-            _render_html(executed, target, task)
-        except Exception as e:  # the first error stays first: a render that fails after it is its consequence
-            said = (
-                f"{e.strerror}: {e.filename}"
-                if isinstance(e, OSError) and e.strerror
-                else str(e).strip()[:300]
-            )
-            status, error = (
-                "failed",
-                (f"{error}; " if error else "") + f"HTML render: {type(e).__name__}: {said}",
-            )
-    outcome = Outcome(
-        task.id,
-        task.title,
-        status,
-        seconds,
-        profile,
-        params,
-        hardware_label(environment()),
-        f"{cfg.dataset} ({kind})",
-        target.name if target.exists() else "",
-        str(executed),
-        error,
-    )
-    guards.write_outcome(executed.with_suffix(".json"), asdict(outcome), aside)
-    shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
+    # a SIGTERM or Ctrl-C while the page renders waits until the outcome is written: it once ended the run with
+    # exit 143, no outcome and an index that linked a missing page
+    with signals_deferred():
+        seconds = time.perf_counter() - t0
+        error = error.replace(str(partial), str(executed))  # a write error names the file the user knows
+        broken = guards.land_executed(partial, executed)  # a full disk cut it short: not kept, not rendered
+        if broken:
+            status, error = "failed", (f"{error}; " if error else "") + broken
+        if executed.exists():
+            try:  # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
+                _render_html(executed, target, task)
+            except (
+                Exception
+            ) as e:  # the first error stays first: a render that fails after it is its consequence
+                said = (
+                    f"{e.strerror}: {e.filename}"
+                    if isinstance(e, OSError) and e.strerror
+                    else str(e).strip()[:300]
+                )
+                status, error = (
+                    "failed",
+                    (f"{error}; " if error else "") + f"HTML render: {type(e).__name__}: {said}",
+                )
+        outcome = Outcome(
+            task.id,
+            task.title,
+            status,
+            seconds,
+            profile,
+            params,
+            hardware_label(environment()),
+            f"{cfg.dataset} ({kind})",
+            target.name if target.exists() else "",
+            str(executed),
+            error,
+        )
+        guards.write_outcome(executed.with_suffix(".json"), asdict(outcome), aside)
+        shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
     log(f"[{task.id}] {status} in {seconds:.1f} s -> {target}" + (f" ({error})" if error else ""))
     if interrupted is not None:
         write_index(load_outcomes())
