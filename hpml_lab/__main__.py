@@ -99,6 +99,10 @@ def _main(argv: list[str] | None) -> int:
         cfg = config_from_args(args)
         if args.save_model is not None and not args.save_model.strip():
             raise ConfigError("--save-model needs a file path, got ''; leave the flag out to save nothing")
+        if args.save_model is not None:  # an output path is checked before the dataset scan (issue 30)
+            from .training import check_output_file
+
+            check_output_file(args.save_model, "--save-model")
         if coerce_value("--if-missing", args.if_missing, bool) and _complete_already(cfg):
             return 0
         run = train(cfg, save_model=args.save_model)

@@ -338,8 +338,19 @@ def project_root() -> Path:
     return here
 
 
+def home_expanded(path: str | os.PathLike) -> Path:
+    """`path` with a leading ~ or ~user expanded; a user that does not exist is one ConfigError line (pathlib
+    raises RuntimeError), not a traceback."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        raise ConfigError(
+            f"{str(path).split('/')[0]!r} in {str(path)!r} names no user of this machine; give a path"
+        ) from None
+
+
 def resolve_path(path: str | os.PathLike) -> Path:
-    p = Path(path).expanduser()
+    p = home_expanded(path)
     return p if p.is_absolute() else project_root() / p
 
 

@@ -22,14 +22,19 @@ from typing import Any
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_file(path: str | os.PathLike, follow_links: bool = False) -> Iterator[Path]:
     """A temporary path in the target's folder to write to; renamed over `path` when the block
     ends without error, deleted otherwise, so readers see the old file or the whole new one.
+
+    A link at `path` is refused (an OSError naming it), unless follow_links: hpml-lab's own files (reports,
+    results, data-folder caches) lie in folders others may write to, and a link planted there would make the
+    write land on whatever file it names. follow_links is for a file the user named on the command line
+    (--save-model, -o): the file the link leads to is written and the link kept.
 
         with atomic_file("model.pt") as tmp:
             torch.save(state, tmp)
     """
-    path = plain_target(Path(path))
+    path = plain_target(Path(path)) if follow_links else own_target(Path(path))
     tmp = ""
     if (
         path.exists() and not path.is_file()
@@ -79,6 +84,67 @@ def plain_target(path: Path) -> Path:
         p = Path(os.path.abspath(p.parent / target))
 
 
+class PlantedFile(FileExistsError):
+    """A link, FIFO, device or folder where hpml-lab writes or reads one of its own files."""
+
+
+def own_target(path: Path) -> Path:
+    """`path` for a write of one of hpml-lab's own files: a link there (even a dangling one), or anything but a
+    regular file, is refused with one line (PlantedFile, an OSError naming `path`). Devices are refused as
+    plain_target does."""
+    p = Path(os.path.abspath(path))
+    if any(p == Path(s) or Path(s) in p.parents for s in _SPECIAL):
+        raise PlantedFile(
+            17, "is a device or a kernel file, or a link to one; give a plain file name", str(path)
+        )
+    if p.is_symlink():
+        plain_target(path)  # a link into /dev or /proc says so first
+        raise PlantedFile(
+            17,
+            "is a link; hpml-lab never writes its own files through a link (one planted in a shared folder "
+            "would make it overwrite the file it names): remove the link",
+            str(path),
+        )
+    return p
+
+
+def read_own(path: Path, limit: int = 1 << 20) -> str | None:
+    """The text of one of hpml-lab's own small files (a cache, a record), read without following a link or
+    blocking: None when it is missing. A link, FIFO, device or folder there is refused (PlantedFile naming
+    it): a FIFO would block the read forever, /dev/zero would read until memory runs out. A file larger than
+    `limit` bytes is refused as well (ValueError naming it)."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno == 40 or os.path.islink(path):  # ELOOP: O_NOFOLLOW met a link
+            raise PlantedFile(
+                17,
+                "is a link; hpml-lab never reads or writes its own files through a link (one planted in a "
+                "shared folder could name any file): remove the link",
+                str(path),
+            ) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise PlantedFile(17, "is not a regular file (a FIFO, device or folder?): remove it", str(path))
+        if st.st_size > limit:
+            raise ValueError(
+                f"{path} is {st.st_size:,} bytes, more than this file can be (at most {limit:,})"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while read
+        raise ValueError(f"{path} is more than {limit:,} bytes, more than this file can be")
+    return data.decode("utf-8", errors="replace")
+
+
 def alive(pid: int) -> bool:
     """Whether process `pid` still runs: a zombie (ended, not reaped yet) has ended."""
     try:
@@ -124,9 +190,10 @@ def regular_file(path: Path, limit: int | None = None) -> Path:
     return path
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target."""
-    with atomic_file(path) as tmp, open(tmp, "w", newline="") as f:
+def atomic_write_text(path: str | os.PathLike, text: str, follow_links: bool = False) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over the target (a link there: see
+    atomic_file)."""
+    with atomic_file(path, follow_links=follow_links) as tmp, open(tmp, "w", newline="") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())

@@ -112,7 +112,15 @@ class StudySettings:
                         f"parameter {f.name!r} must be a finite number of sensible size (at most 1e6 "
                         f"for a float, 1e9 for a count), got {_short(v)}"
                     )
+        for name, (lo, hi, why) in self.RANGES.items():  # what can run, refused before compute
+            for v in _numbers(getattr(self, name)):
+                if not lo <= v <= hi:
+                    raise ConfigError(
+                        f"parameter {name!r} {_short(v)} is out of range: use {_short(lo)} to {_short(hi)} ({why})"
+                    )
         self.check()
+
+    RANGES: typing.ClassVar[dict[str, tuple[float, float, str]]] = {}  # name: (lowest, highest, why)
 
     def check(self) -> None:
         """Value checks beyond types (override; raise ConfigError with one line)."""

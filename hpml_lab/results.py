@@ -19,7 +19,7 @@ import shutil
 import signal
 import socket
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -381,12 +381,7 @@ class RunFolder:
             return None
         if not isinstance(mine, dict) or not isinstance(theirs, dict) or same_data(theirs, mine):
             return None
-        tag = "".join(c for c in str(theirs.get("fingerprint") or "unknown") if c.isalnum())[:16] or "unknown"
-        home, n = self.final.parent / f"{self.final.name}.data-{tag}", 1
-        while home.exists():
-            n += 1
-            home = self.final.parent / f"{self.final.name}.data-{tag}-{n}"
-        return home
+        return data_home(self.final, theirs)
 
     def __exit__(self, kind, e, tb) -> None:
         if self.done or not self.path.exists():
@@ -425,3 +420,42 @@ class RunFolder:
             return None
         self.where = self.final  # nothing complete to protect: the failed run is the one to show
         return self._land()
+
+
+def data_home(final: Path, dataset: Mapping[str, Any]) -> Path:
+    """Where a complete run in `final` made from other data is kept: <name>.data-<its fingerprint> (a free
+    name: -2, -3 ... after it when taken)."""
+    tag = "".join(c for c in str(dataset.get("fingerprint") or "unknown") if c.isalnum())[:16] or "unknown"
+    home, n = final.parent / f"{final.name}.data-{tag}", 1
+    while home.exists() or home.is_symlink():
+        n += 1
+        home = final.parent / f"{final.name}.data-{tag}-{n}"
+    return home
+
+
+def restore_kept(final: Path, matches: Callable[[Path], bool]) -> Path | None:
+    """Switching back to data a run was made from earlier: the complete run kept as <name>.data-<fingerprint>
+    whose data and settings `matches` takes comes back into `final` (and returns the folder it came from); the
+    complete run in `final`, made from other data, is kept in its own .data- folder in exchange. Nothing is
+    computed again and no further copy piles up. None when no kept run matches."""
+    import shutil
+
+    for kept in sorted(final.parent.glob(f"{final.name}.data-*")):
+        if kept.is_symlink() or not kept.is_dir() or not is_complete(kept):
+            continue
+        try:
+            if not matches(kept):
+                continue
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        with signals_deferred():
+            if final.exists() and is_complete(final):
+                theirs = read_run(final).meta.get("dataset")
+                os.replace(final, data_home(final, theirs if isinstance(theirs, dict) else {}))
+            elif final.exists():  # a failed or interrupted run: nothing complete is lost
+                aside = final.parent / f".{final.name}.replaced-{os.getpid()}"
+                os.replace(final, aside)
+                shutil.rmtree(aside, ignore_errors=True)
+            os.replace(kept, final)
+        return kept
+    return None

@@ -122,6 +122,11 @@ def run_sweep(
             say(f"{tag}: complete from an earlier run, skipped")
             items.append(SweepItem(cfg, run_dir, "skipped"))
             continue
+        kept = results.restore_kept(run_dir, lambda d, cfg=cfg: same_run(cfg, d))  # data switched back
+        if kept is not None:
+            say(f"{tag}: complete from an earlier run on this data, restored from {kept.name}")
+            items.append(SweepItem(cfg, run_dir, "skipped"))
+            continue
         say(f"{tag}: running")
         t0 = time.perf_counter()
         oom, msg = False, ""

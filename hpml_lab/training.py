@@ -459,5 +459,5 @@ def _save_model(model: nn.Module, target, attempt: Path | None, run_dir: Path) -
 def _atomic_save_model(model: nn.Module, path: str | os.PathLike) -> None:
     """CPU copies of the weights, so the file loads on a machine without the GPU it was trained on."""
     state = {k: v.detach().cpu() for k, v in fastpath.unwrap(model).state_dict().items()}
-    with atomic_file(path) as tmp:
+    with atomic_file(path, follow_links=True) as tmp:  # a file the user named: a link of theirs is followed
         torch.save(state, tmp)

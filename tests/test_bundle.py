@@ -55,7 +55,7 @@ def test_bundle_from_rendered_reports_runs_nothing_and_names_what_is_missing(rep
     assert "<section class='task' id='c1'>" in page and "<section class='task' id='c3'>" in page
     assert (
         "the median epoch takes 1.25 s." in page
-        and f"Not in this bundle (not rendered): {missing[0]}" in page
+        and f"Not in this bundle (not rendered or damaged): {missing[0]}" in page
     )
     assert not (reports.parent / "results").exists() and took < 30  # nothing ran: no results folder, seconds
     assert not (reports / "bundle.pdf").exists()

@@ -39,7 +39,7 @@ def test_lines_per_task_with_times_and_what_is_left(tmp_path):
     clock.t += 119
     w.end("c1", "ok", 119.2, target="reports/c1.html")
     assert lines[-1] == (
-        "[1/3] c1 ... ok in 1 min 59 s -> reports/c1.html; 2 warning line(s) kept in its executed notebook; "
+        "[1/3] c1 ... ok in 1 min 59 s -> reports/c1.html; 2 line(s) on stderr kept in its executed notebook; "
         "about 2 min left (from earlier runs), plus c3 (no time recorded yet)"
     )
     assert not any("DataLoader" in line for line in lines)  # the warning itself is not printed
@@ -75,14 +75,30 @@ def test_heartbeat_states_the_epoch_and_batch_from_the_progress_lines(tmp_path):
     clock.t += 5
     assert (
         w.heartbeat()
-        == "    c1 running 5 s: starting its kernel; no estimate yet (no earlier tiny run recorded a time)"
+        == "    c1 running 5 s: no output yet; no estimate yet (no earlier tiny run recorded a time)"
     )
     streams.out.write("loading data\n")
-    assert "no training progress line yet (1 line(s) of output)" in w.heartbeat()
+    assert "no progress line yet (1 line(s) of output)" in w.heartbeat()
     streams.out.write("[sweep 2/5] c1/resnet_tiny-x: running\n[c1] epoch 1/2 batch 2")  # a line in two writes
     streams.out.write("0/97 loss 2.3 acc 10.0% 44 img/s\n")
     clock.t += 40
     assert w.heartbeat().startswith("    c1 running 45 s: run 2 of 5, epoch 1/2, batch 20/97;")
+
+
+def test_progress_on_stderr_is_read_too_and_a_stopped_watch_beats_no_more():
+    lines, clock = [], Clock()
+    w = watch.Watch(["speed"], "tiny", lines.append, None, heartbeat_s=0, clock=clock)
+    streams = w.start("speed", "Speed ladder")
+    streams.err.write("[speed] warm-up 1/4 done\n")
+    assert ": warm-up 1/4 done;" in w.heartbeat()
+    streams.err.write("[speed] round 3/4 done\n")
+    assert ": round 3/4 done;" in w.heartbeat()
+    beating = watch.Watch(["c1"], "tiny", lines.append, None, heartbeat_s=0.05)
+    beating.start("c1", "C1")
+    beating.stop()  # what run_task does when its task ends by an exception
+    said = len(lines)
+    time.sleep(0.2)
+    assert len(lines) == said and beating._thread is None
 
 
 def test_the_heartbeat_thread_is_never_silent_longer_than_its_interval():
@@ -141,7 +157,7 @@ def test_run_task_prints_the_watch_lines_and_keeps_the_kernels_output_out(
     assert lines[0].startswith("[1/1] c7 ") and "tiny profile" in lines[0]
     assert (
         lines[-1].startswith("[1/1] c7 ... ok in ")
-        and "1 warning line(s) kept in its executed notebook" in lines[-1]
+        and "1 line(s) on stderr kept in its executed notebook" in lines[-1]
     )
     times = json.loads((tmp_path / "out" / "reports" / "executed" / "durations.json").read_text())
     assert set(times["tiny"]) == {"c7"}

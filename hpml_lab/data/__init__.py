@@ -50,9 +50,13 @@ def lab_transform(augment: bool = True, mean=cifar.MEAN, std=cifar.STD, size: in
 
 def check_dataset(cfg) -> str:
     """Fail fast (DatasetError naming the command that prepares it); returns 'real' or 'synthetic'."""
+    from .guards import FINGERPRINT, no_planted_caches
+
     if cfg.dataset == "cifar10":
+        no_planted_caches(cfg.data_path() / cifar.FOLDER, [cifar.CHECKED, cifar.VERIFIED, FINGERPRINT])
         return cifar.check(cfg.data_path())
     if cfg.dataset == "tinyimagenet":
+        no_planted_caches(cfg.data_path() / tinyimagenet.FOLDER, [FINGERPRINT])
         return tinyimagenet.check(cfg.data_path())
     raise DatasetError(f"dataset {cfg.dataset!r} is not available in this version of hpml-lab")
 

@@ -16,6 +16,7 @@ its integrity record and the marker that makes every result say "synthetic".
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import pickle
@@ -37,10 +38,12 @@ from .guards import (
     http_url,
     in_range,
     inside,
+    read_cache,
     signals_deferred,
     stamp,
     temp_prefix,
     undo_on_failure,
+    write_cache,
     written_to,
 )
 
@@ -162,18 +165,12 @@ def validate(root: str | os.PathLike) -> None:
     for n in names:
         inside(folder, folder / n, "CIFAR-10 file")
     now = stamp(folder, names, "CIFAR-10 file")
-    try:
-        if json.loads((folder / CHECKED).read_text()).get("stamp") == now:
-            return
-    except (OSError, ValueError, AttributeError):
-        pass
+    if (read_cache(folder / CHECKED) or {}).get("stamp") == now:
+        return
     for n in TRAIN_FILES + TEST_FILES:
         _batch(folder / n)
     _label_names(folder / META_FILE)
-    try:
-        (folder / CHECKED).write_text(json.dumps({"stamp": now}))
-    except OSError:  # a read-only shared copy: checked again next time
-        pass
+    write_cache(folder / CHECKED, {"stamp": now})  # a read-only shared copy: checked again next time
 
 
 VERIFIED = ".hpml-verified.json"  # cache of the md5 check of a copy without the synthetic marker
@@ -187,22 +184,16 @@ def kind(root: str | os.PathLike) -> str:
         return "synthetic"
     names = TRAIN_FILES + TEST_FILES + [META_FILE]
     now = stamp(folder, [n for n in names if (folder / n).is_file()], "CIFAR-10 file")
-    try:
-        cached = json.loads((folder / VERIFIED).read_text())
-        if cached.get("stamp") == now:
-            return cached["kind"]
-    except (OSError, ValueError, AttributeError):
-        pass
+    cached = read_cache(folder / VERIFIED) or {}
+    if cached.get("stamp") == now and cached.get("kind") in ("real", "unverified"):
+        return cached["kind"]
     expected = _expected_md5(folder, "real")
     result = (
         "real"
         if len(now) == len(names) and all(md5(folder / n) == expected[n] for n in names)
         else "unverified"
     )
-    try:
-        (folder / VERIFIED).write_text(json.dumps({"kind": result, "stamp": now}))
-    except OSError:  # a read-only shared copy: verified again next time
-        pass
+    write_cache(folder / VERIFIED, {"kind": result, "stamp": now})  # read-only: verified again next time
     return result
 
 
@@ -447,6 +438,11 @@ def download(root: str | os.PathLike, url: str | None = None, timeout: float = 6
                         ) from None
                 except OSError as e:
                     raise DatasetError(f"CIFAR-10 download from {cls.url} failed: {e}") from None
+                except (http.client.HTTPException, ValueError) as e:  # not HTTP, a Content-Length of 'abc'
+                    raise DatasetError(
+                        f"CIFAR-10 download from {cls.url} failed: the server's answer is not valid HTTP "
+                        f"({type(e).__name__}: {first_line(e)[:80]})"
+                    ) from None
     finally:
         socket.setdefaulttimeout(previous)
     check(root, verify_md5=True)

@@ -236,6 +236,36 @@ def remove_stale(root: Path) -> list[str]:
     return gone
 
 
+@contextlib.contextmanager
+def one_data_command(root: Path):
+    """Held while a data command writes into ROOT: a second one into the same ROOT on this host is refused with
+    one line (two `data synth` at once both exited 0, and the first named a seed the folder did not hold). An
+    flock on a file in the temporary folder, named by ROOT's real path (ROOT gets no file of it): it ends with
+    the process, also when it is killed with -9. Commands on other nodes of a shared folder are not seen."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"hpml-data-{key}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError:  # no lock to be had (a read-only temporary folder): go on as before
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DatasetError(
+                f"another hpml-lab data command is writing into {root} now; wait for it to end, then run "
+                "this one again"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def written_to(target: Path, e: OSError) -> DatasetError:
     """An OSError while writing into a temporary place, said about the target the user named."""
     return DatasetError(f"cannot write {target} ({e.strerror or first_line(e)}); nothing was changed there")
@@ -270,6 +300,73 @@ def stamp(folder: Path, names: list[str], what: str) -> dict:
         raise DatasetError(f"{what} {e.filename} cannot be read ({e.strerror})") from None
 
 
+CACHE_MAX = 1 << 20  # a cache file holds a few stamps: a larger one was not written by hpml-lab
+
+
+def read_cache(path: Path) -> dict | None:
+    """A data folder's cache file (.hpml-checked.json, .hpml-verified.json, .hpml-fingerprint.json) as a dict,
+    or None when it is missing, damaged or too large (it is then computed again). A link, FIFO, device or
+    folder in its place is refused with one DatasetError line: a data folder may be shared by a class, and a
+    link planted there would make the next run overwrite the file it names, a FIFO would block the run and
+    /dev/zero would read until memory runs out."""
+    import json
+
+    from ..io import PlantedFile, read_own
+
+    try:
+        text = read_own(path, CACHE_MAX)
+    except PlantedFile as e:
+        raise planted(path, e) from None
+    except (OSError, ValueError):
+        return None
+    try:
+        data = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_cache(path: Path, data: dict) -> None:
+    """Write a data folder's cache file atomically, never through a link planted in its place (refused with
+    one DatasetError line); a read-only folder or a full disk only means no cache (checked again next time)."""
+    import json
+
+    from ..io import PlantedFile, atomic_write_text
+
+    try:
+        atomic_write_text(path, json.dumps(data))
+    except PlantedFile as e:
+        raise planted(path, e) from None
+    except OSError:
+        pass
+
+
+def no_planted_caches(folder: Path, names: list[str]) -> None:
+    """Before a run: each cache file in the data folder is a regular file or absent (a link, FIFO, device or
+    folder there is one DatasetError line), so a planted one stops the run before its kernel, not inside it."""
+    import stat
+
+    for n in names:
+        try:
+            st = os.lstat(folder / n)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise DatasetError(
+                f"{folder / n} is a link; hpml-lab never reads or writes its own files through a link (one "
+                "planted in a shared folder could name any file): remove the link"
+            )
+        if not stat.S_ISREG(st.st_mode):
+            raise DatasetError(f"{folder / n} is not a regular file (a FIFO, device or folder?): remove it")
+
+
+def planted(path: Path, e: OSError) -> DatasetError:
+    """The line for a link or special file found where hpml-lab keeps one of its own files."""
+    return DatasetError(
+        f"{path} {e.strerror}; it is not a file hpml-lab wrote, so nothing was read from or written to it"
+    )
+
+
 FINGERPRINT = ".hpml-fingerprint.json"  # cache of content_fingerprint(), keyed by the files' stamp
 _FINGERPRINTS: dict = {}  # the same, in this process
 
@@ -286,12 +383,9 @@ def content_fingerprint(folder: Path, names: list[str], what: str, also: dict | 
     if key in _FINGERPRINTS:  # this process hashed these very files already (a read-only folder has no cache)
         return _FINGERPRINTS[key]
     cache = folder / FINGERPRINT
-    try:
-        cached = json.loads(cache.read_text())
-        if cached.get("stamp") == now:
-            return cached["fingerprint"]
-    except (OSError, ValueError, AttributeError, KeyError, TypeError):
-        pass
+    cached = read_cache(cache) or {}
+    if cached.get("stamp") == now and isinstance(cached.get("fingerprint"), str):
+        return cached["fingerprint"]
     h = hashlib.sha256(json.dumps(also or {}, sort_keys=True).encode())
     try:
         for n in names:
@@ -302,10 +396,7 @@ def content_fingerprint(folder: Path, names: list[str], what: str, also: dict | 
     except OSError as e:
         raise DatasetError(f"{what} {e.filename} cannot be read ({e.strerror})") from None
     fp = _FINGERPRINTS[key] = h.hexdigest()[:16]
-    try:
-        cache.write_text(json.dumps({"stamp": now, "fingerprint": fp}))
-    except OSError:
-        pass
+    write_cache(cache, {"stamp": now, "fingerprint": fp})
     return fp
 
 

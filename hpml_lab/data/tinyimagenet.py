@@ -20,6 +20,7 @@ whether it is synthetic (SYNTHETIC.json, written by the synthesizer, says so too
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
 import os
@@ -332,8 +333,17 @@ def fetch(url: str, dest: Path, timeout: float = 60.0, log: Callable[[str], None
         raise DatasetError(f"download of {url} failed: HTTP {e.code} {e.reason}") from None
     except (urllib.error.URLError, OSError) as e:
         raise DatasetError(f"download of {url} failed: {getattr(e, 'reason', e)}") from None
+    except http.client.HTTPException as e:  # BadStatusLine and the like: bytes that are not an HTTP answer
+        raise DatasetError(
+            f"download of {url} failed: the server's answer is not HTTP ({type(e).__name__}); check the URL"
+        ) from None
     with resp:
         length = resp.headers.get("Content-Length")
+        if length is not None and not length.strip().isdigit():
+            raise DatasetError(
+                f"download of {url} failed: the server sent Content-Length {length[:40]!r}, not a number "
+                "of bytes; check the URL or use another mirror"
+            )
         if resp.status == 206:
             expected = (have + int(length)) if length else None
             log(f"resuming {dest.name} at {have:,} bytes")
@@ -368,12 +378,14 @@ def download(
     url = url or URL
     archive = root / ARCHIVE
     with undo_on_failure(root, [FOLDER]):  # a failure leaves no ROOT it made empty (the archive lands whole)
-        if not archive.exists():
+        fetched = not (archive.exists() or archive.is_symlink())
+        if fetched:
             fetch(url, archive, log=log)
         try:
             return prepare(archive, root, allow_partial=allow_partial, source=url, log=log)
         except DatasetError as e:
-            if "truncated or corrupted" in str(e) or "is corrupted" in str(e):
+            # only an archive this command downloaded is deleted: one the user put in ROOT is theirs to keep
+            if fetched and ("truncated or corrupted" in str(e) or "is corrupted" in str(e)):
                 archive.unlink(missing_ok=True)  # a resume cannot repair it; the next run fetches afresh
                 raise DatasetError(
                     str(e).replace(

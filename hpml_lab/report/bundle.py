@@ -15,9 +15,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from ..data.guards import first_line
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_text
-from . import answers, tasks
+from . import answers, guards, tasks
 from .answers import fold_logs  # noqa: F401 (bundle.fold_logs: the pages and the bundle fold alike)
 
 CSS = """body{font-family:sans-serif;margin:2em auto;max-width:1100px;line-height:1.4}
@@ -87,21 +88,24 @@ def write_bundle(reports: Path, log=print) -> Path:
         raise ConfigError(
             f"nothing to bundle in {reports}: run `hpml-lab report` (or `hpml-lab run TASK`) first"
         )
-    missing = [t for t in lab_order(tasks.TASKS) if tasks.TASKS[t] not in present]
-    if missing:
-        log(
-            f"bundle: missing {', '.join(missing)} (not rendered yet: `hpml-lab run TASK`, or "
-            "`hpml-lab report --bundle --rerun` for every task)"
-        )
     from .pages import PAGE_CSS
 
-    toc, boxes, sections, recs = [], [], [], {}
+    toc, boxes, sections, damaged, recs = [], [], [], [], {}
     for t in present:
-        rec = answers.load(t.id)
+        executed = reports / "executed" / f"{t.id}.ipynb"
+        rec, problem = guards.read_record(t.id)
+        try:
+            body = _report_body(executed) if not problem else ""
+        except Exception as e:  # noqa: BLE001 (cut short, '{}', not a notebook: that report is missing, not the bundle)
+            problem = f"{executed} is not a whole notebook ({type(e).__name__}: {first_line(e)[:80]})"
+        if problem:
+            log(f"bundle: {answers.scrub_paths(problem)}; {t.id} is bundled as missing")
+            damaged.append(t.id)
+            continue
         status = rec["status"] if rec else "no answer record"
         if rec:
             recs[t.id] = rec
-        toc.append(f"<li><a href='#{t.id}'>{html.escape(t.title)}</a> ({status})</li>")
+        toc.append(f"<li><a href='#{t.id}'>{html.escape(t.title)}</a> ({html.escape(status)})</li>")
         boxes.append(
             f"<h3><a href='#{t.id}'>{html.escape(t.id)}</a></h3>"
             + (
@@ -110,9 +114,18 @@ def write_bundle(reports: Path, log=print) -> Path:
                 else "<p>No answer record: the notebook did not finish.</p>"
             )
         )
-        sections.append(
-            f"<section class='task' id='{t.id}'><h1>{html.escape(t.title)}</h1>"
-            f"{_report_body(reports / 'executed' / f'{t.id}.ipynb')}</section>"
+        sections.append(f"<section class='task' id='{t.id}'><h1>{html.escape(t.title)}</h1>{body}</section>")
+    missing = [t for t in lab_order(tasks.TASKS) if tasks.TASKS[t] not in present or t in damaged]
+    if len(damaged) == len(present):
+        from ..config import ConfigError
+
+        raise ConfigError(
+            f"nothing to bundle in {reports}: every report there is damaged (see the lines above)"
+        )
+    if missing:
+        log(
+            f"bundle: missing {', '.join(missing)} (not rendered yet or damaged: `hpml-lab run TASK`, or "
+            "`hpml-lab report --bundle --rerun` for every task)"
         )
     env = environment()
     page = (
@@ -122,12 +135,16 @@ def write_bundle(reports: Path, log=print) -> Path:
         f"<p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit <code>{env['commit'][:10]}"
         f"</code>{' (uncommitted changes)' if env['dirty'] else ''}. Each report's environment table is at its "
         f"end.</p><h2>Contents</h2><ol>{''.join(toc)}</ol><h2>Answers</h2>{shared_notices(recs)}{''.join(boxes)}"
-        + (f"<p>Not in this bundle (not rendered): {html.escape(', '.join(missing))}.</p>" if missing else "")
+        + (
+            f"<p>Not in this bundle (not rendered or damaged): {html.escape(', '.join(missing))}.</p>"
+            if missing
+            else ""
+        )
         + f"{''.join(sections)}</div></body></html>"
     )
     path = reports / "bundle.html"
     atomic_write_text(path, answers.scrub_paths(page))  # no folder of this machine in the hand-in
-    log(f"bundle: {path} ({path.stat().st_size / 1024**2:.1f} MB, {len(present)} reports)")
+    log(f"bundle: {path} ({path.stat().st_size / 1024**2:.1f} MB, {len(present) - len(damaged)} reports)")
     pdf = to_pdf(path)
     if pdf:
         log(f"bundle: {pdf}")
@@ -146,6 +163,9 @@ def chromium() -> str | None:
     return next(
         (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None
     )
+
+
+PDF_SECONDS = 120  # a bundle of every report prints in about 10 s; Chromium blocked by a dialog never ends
 
 
 def to_pdf(page: Path) -> Path | None:
@@ -176,9 +196,17 @@ def to_pdf(page: Path) -> Path | None:
             page.resolve().as_uri(),
         ]
         try:
-            subprocess.run(cmd, capture_output=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            pass
+            subprocess.run(cmd, capture_output=True, timeout=PDF_SECONDS, stdin=subprocess.DEVNULL)
+        except (
+            subprocess.TimeoutExpired
+        ):  # e.g. a page that opens a dialog (alert()) blocks the print for ever
+            part.unlink(missing_ok=True)
+            print(
+                f"warning: {exe} did not print {page.name} to PDF within {PDF_SECONDS} s (stopped); "
+                "the HTML bundle is complete: print it from a browser",
+                flush=True,
+            )
+            return None
     if not part.is_file() or not part.read_bytes()[:5] == b"%PDF-":
         part.unlink(missing_ok=True)
         print(f"warning: {exe} did not print {page.name} to PDF; the HTML bundle is complete", flush=True)

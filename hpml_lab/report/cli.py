@@ -25,6 +25,7 @@ from pathlib import Path
 from ..cliargs import OneLineParser, one_line
 from ..config import ConfigError
 from ..data import DatasetError
+from ..io import PlantedFile
 from .tasks import PROFILES
 
 
@@ -142,12 +143,12 @@ def _cmd_data(args) -> int:
     root = resolve_path(args.root)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--root {root} is a file, not a folder")
-    from ..data.guards import remove_stale
+    from ..data.guards import one_data_command, remove_stale
 
-    for name in remove_stale(root):  # left by a data command killed with -9
-        print(f"removed {root / name}, left by a data command that was killed")
     try:
-        with sigterm_interrupts():
+        with one_data_command(root), sigterm_interrupts():
+            for name in remove_stale(root):  # left by a data command killed with -9
+                print(f"removed {root / name}, left by a data command that was killed")
             if args.dataset == "tinyimagenet":
                 return _cmd_data_tinyimagenet(args, root)
             return _cmd_data_cifar(args, root)
@@ -461,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[args.command](args)
     except (ConfigError, DatasetError) as e:
         print(f"hpml-lab: error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except PlantedFile as e:  # a link or FIFO where hpml-lab keeps its own file: named first, then why
+        print(f"hpml-lab: error: {one_line(f'{e.filename} {e.strerror}')}", file=sys.stderr)
         return 2
     except OSError as e:  # a folder that is a file, a read-only or full disk, a path that does not exist
         where = f": {e.filename}" if e.filename else ""

@@ -10,6 +10,7 @@ Every refusal is a ConfigError with one line, shown as it is by the CLI with exi
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -108,9 +109,31 @@ def check_writable(folder: Path) -> None:
         )
 
 
+TASK_NEEDS = [  # (task, what its config must satisfy, the one line when it does not): refused before compute
+    (
+        "c2",
+        lambda cfg: cfg.epochs >= 2,
+        "needs epochs of 2 or more: its first epoch is the warm-up, and the timing is of the epochs after it",
+    ),
+    (
+        "c5",
+        lambda cfg: cfg.epochs >= 2,
+        "needs epochs of 2 or more: it compares the median epoch after the warm-up epoch on each device",
+    ),
+    (
+        "tinyimagenet",
+        lambda cfg: cfg.dataset == "tinyimagenet",
+        "runs on dataset=tinyimagenet only (its model and answers are for 64 x 64 images of 200 classes)",
+    ),
+]
+
+
 def preflight(task: tasks.Task, cfg: RunConfig) -> None:
     """What can be known before a kernel starts and would otherwise fail inside it (exit 1 after minutes):
     the output folders, a device that is not here, a compile backend torch does not know or cannot build."""
+    for tid, need, why in TASK_NEEDS:
+        if task.id == tid and not need(cfg):
+            raise ConfigError(f"task {tid} {why}")
     check_writable(reports_dir() / "executed")
     check_writable(output_path(cfg.results_dir) / cfg.task)
     if cfg.device == "cuda":
@@ -194,19 +217,44 @@ def write_outcome(path: Path, record: dict, aside: Path) -> None:
         ) from None
 
 
-def _put_back(task_id: str, aside: Path) -> None:
+def _put_back(task_id: str, aside: Path, only_newer: bool = False) -> None:
     """The report files set aside in `aside` back in place; a file of this run with no previous one to pair
-    with is removed."""
+    with is removed. only_newer (a killed run's folder, found later): a file with no previous one is removed
+    only when it was written after the folder was made (an empty folder planted in reports/, or left by a run
+    that had no previous report, never removes an older, complete report); and when the task's outcome record
+    is whole and newer than the folder, the report in place is a later complete one (another run that ended
+    after this one was killed): it is kept and the folder dropped."""
     import shutil
 
+    if only_newer and _completed_after(task_id, aside):
+        shutil.rmtree(aside, ignore_errors=True)
+        return
+    made = aside.lstat().st_mtime_ns if only_newer else 0
     with signals_deferred():
         for i, p in enumerate(_report_files(task_id)):
             kept = aside / f"{i}-{p.name}"
-            if kept.exists():
+            if kept.is_file() and not kept.is_symlink():
                 os.replace(kept, p)
-            elif p.exists():
+            elif p.is_file() and not p.is_symlink() and p.lstat().st_mtime_ns >= made:
                 p.unlink()
     shutil.rmtree(aside, ignore_errors=True)
+
+
+def _completed_after(task_id: str, aside: Path) -> bool:
+    """Whether the task's outcome record in place is a whole JSON object written after `aside` was made."""
+    import json
+
+    from ..io import read_own
+
+    outcome = reports_dir() / "executed" / f"{task_id}.json"
+    try:
+        newer = outcome.lstat().st_mtime_ns > aside.lstat().st_mtime_ns
+        return newer and isinstance(json.loads(read_own(outcome, OUTCOME_MAX) or "null"), dict)
+    except (OSError, ValueError, RecursionError):
+        return False
+
+
+OUTCOME_MAX = 1 << 20  # an outcome record is a few hundred bytes
 
 
 def recover_reports() -> None:
@@ -219,6 +267,132 @@ def recover_reports() -> None:
             partial.unlink(missing_ok=True)
     for aside in reports_dir().glob(".*.previous-*"):
         task_id, _, pid = aside.name[1:].rpartition(".previous-")
-        if not pid.isdigit() or alive(int(pid)):
+        if not pid.isdigit() or alive(int(pid)) or not aside.is_dir() or aside.is_symlink():
             continue
-        _put_back(task_id, aside)
+        _put_back(task_id, aside, only_newer=True)
+
+
+@contextlib.contextmanager
+def task_lock(task_id: str):
+    """Held while one task runs with these reports: a second `hpml-lab run` of the same task in the same
+    output folder is refused with one line, instead of the two runs setting each other's report files aside
+    (one killed run's set-aside folder, put back later, deleted the other's finished report). An flock: it
+    ends with the process, also when the process is killed with -9."""
+    import fcntl
+
+    folder = reports_dir() / "executed"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f".{task_id}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError as e:
+        raise ConfigError(f"cannot open the lock file {path} ({e.strerror or e}): remove it") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"task {task_id} is already running with the reports in {reports_dir()} (another hpml-lab "
+                "run or report); wait for it to end, or set HPML_OUTPUT_DIR to another folder"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+RECORD_MAX = (
+    8 << 20
+)  # an answer record is a few kB; a larger one was not written by a run (read it whole: no)
+OUTCOMES = ("ok", "failed", "interrupted")
+
+
+def read_record(task_id: str) -> tuple[dict | None, str]:
+    """A task's answer record as the index and the bundle show it, and '' ; or None and one line naming the file
+    and what is wrong with it ('' when there is none): read capped in size, never through a link or from a FIFO
+    or device, and only when it has the shape a run writes (answers, statuses, numbers) and its box renders."""
+    import json
+
+    from ..io import PlantedFile, read_own
+
+    p = answers.path_for(task_id)
+    try:
+        text = read_own(p, RECORD_MAX)
+    except PlantedFile as e:
+        return None, f"{p} {e.strerror}"
+    except ValueError as e:
+        return None, str(e)
+    except OSError as e:
+        return None, f"{p} cannot be read ({e.strerror or e})"
+    if text is None:
+        return None, ""
+    try:
+        rec = json.loads(text)
+    except RecursionError:
+        return None, f"{p} is nested too deeply to be an answer record"
+    except ValueError as e:
+        return None, f"{p} is not JSON ({str(e)[:80]})"
+    problem = _record_problem(rec)
+    if not problem:
+        try:
+            answers.box_html(rec)
+        except Exception as e:  # noqa: BLE001 (any shape the box cannot show is a damaged record)
+            problem = f"cannot be shown ({type(e).__name__}: {str(e)[:80]})"
+    return (None, f"{p} {problem}") if problem else (rec, "")
+
+
+def _record_problem(rec: Any) -> str:
+    from ..answers import STATUSES
+
+    if not isinstance(rec, dict):
+        return f"holds a {type(rec).__name__}, not an answer record"
+    if not isinstance(rec.get("answers"), list) or not all(isinstance(a, dict) for a in rec["answers"]):
+        return "has no list of answers"
+    if rec.get("status") not in STATUSES or any(a.get("status") not in STATUSES for a in rec["answers"]):
+        return f"has a status that is not one of {', '.join(STATUSES)}"
+    if not isinstance(rec.get("summary"), str) or not isinstance(rec.get("flags", []), list):
+        return "has no one-line summary"
+    return ""
+
+
+def read_outcome(path: Path) -> tuple[dict | None, str]:
+    """A task's outcome record (reports/executed/<task>.json) as a dict of Outcome's fields with their types,
+    or None and one line naming the file and what is wrong with it."""
+    import json
+    import math
+
+    from ..io import PlantedFile, read_own
+
+    try:
+        text = read_own(path, OUTCOME_MAX)
+        data = json.loads(text or "null")
+    except PlantedFile as e:
+        return None, f"{path} {e.strerror}"
+    except RecursionError:
+        return None, f"{path} is nested too deeply to be an outcome record"
+    except (OSError, ValueError) as e:
+        return None, f"{path} cannot be read ({type(e).__name__}: {str(e)[:80]})"
+    if text is None:
+        return None, ""
+    if not isinstance(data, dict):
+        return None, f"{path} holds a {type(data).__name__}, not an outcome record"
+    texts = ("task", "title", "status", "profile", "hardware", "dataset", "html", "executed")
+    bad = [k for k in texts if not isinstance(data.get(k), str)]
+    sec = data.get("seconds")
+    if isinstance(sec, bool) or not isinstance(sec, (int, float)) or not math.isfinite(sec) or sec < 0:
+        bad.append("seconds")
+    if not isinstance(data.get("parameters"), dict):
+        bad.append("parameters")
+    bad += [k for k in ("error", "finished_at") if k in data and not isinstance(data[k], str)]
+    if bad:
+        return None, f"{path} is damaged ({', '.join(bad)} missing or of the wrong type)"
+    if data["status"] not in OUTCOMES:
+        return None, f"{path} has status {data['status'][:40]!r}, not one of {', '.join(OUTCOMES)}"
+    return data, ""
+
+
+def page_link(name: str) -> str:
+    """`name` if it is a plain page name inside reports/ (c1.html), else '': an outcome's link is never a URL
+    (javascript:, http:), an absolute path or a path out of the folder."""
+    import re
+
+    return name if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.html", name or "") else ""

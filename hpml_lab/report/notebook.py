@@ -281,10 +281,13 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         ),
     }
     # a Styler renders every cell whole (a DataFrame's HTML cuts long cells, and the config row is long)
-    # left-aligned, the names beside their values (a page that right-aligns cells put them at the far right)
+    # left-aligned, the names beside their values (a page that right-aligns cells put them at the far right);
+    # escaped: a value is text from the user or a file (a data folder named '<img onerror=...>'), never markup
     return (
         pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows.keys()))
-        .style.set_properties(**{"text-align": "left"})
+        .style.format(escape="html")
+        .format_index(escape="html")
+        .set_properties(**{"text-align": "left"})
         .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}])
     )
 
@@ -327,7 +330,12 @@ def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, 
             shown[c] = [na if v is None or v != v else pct(v, of_one=of_one) for v in shown[c]]
         else:
             shown[c] = [number_text(v, na) for v in shown[c]]
-    styler = shown.rename(columns={c: readable(c) for c in shown.columns}).style.hide(axis="index")
+    styler = (  # every value escaped: a cell may hold text from a file or the user
+        shown.rename(columns={c: readable(c) for c in shown.columns})
+        .style.hide(axis="index")
+        .format(escape="html")
+        .format_index(escape="html", axis=1)
+    )
     if numeric:
         styler = styler.set_properties(subset=numeric, **{"text-align": "right"})
         styler = styler.set_table_styles(

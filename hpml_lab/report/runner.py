@@ -16,7 +16,6 @@ import ast
 import contextlib
 import datetime as _dt
 import html
-import json
 import logging
 import os
 import re
@@ -33,7 +32,7 @@ from .. import results
 from ..config import ConfigError, RunConfig, _short, check_keys, coerce_value, output_path, project_root
 from ..data import check_dataset
 from ..envinfo import environment, hardware_label
-from ..io import atomic_write_text
+from ..io import atomic_write_text, signals_deferred
 from . import answers, guards, tasks, watch
 from .guards import preflight, recover_reports, set_aside
 
@@ -142,7 +141,9 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     exporter.exclude_input = True
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
-    rec = answers.load(task.id)
+    rec, problem = guards.read_record(task.id)  # a damaged record is one line, the page says no answer
+    if problem:
+        print(f"hpml-lab: warning: {answers.scrub_paths(problem)}", file=sys.stderr)
     box = (
         answers.box_html(rec)
         if rec
@@ -228,15 +229,34 @@ def run_task(
 ) -> Outcome:
     """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute.
     `watcher` (run_all's) says the task's start, heartbeat and end; without one, a Watch of this task alone."""
+    task = tasks.get(task_id)
+    params, cfg = resolve_parameters(task, profile, file_params, cli_params)
+    preflight(task, cfg)  # the cheap checks (arguments, output folders) before the dataset scan
+    kind = check_dataset(cfg)
+    watcher = watcher or watch.Watch([task.id], profile, log, watch.times_file(reports_dir()))
+    with guards.task_lock(task.id):  # one run of a task per reports folder at a time
+        try:
+            return _execute(task, params, cfg, kind, profile, kernel, log, watcher)
+        finally:
+            watcher.stop()  # the heartbeat ends with its task, also when the task ends by an exception
+
+
+def _execute(
+    task: tasks.Task,
+    params: dict,
+    cfg: RunConfig,
+    kind: str,
+    profile: str,
+    kernel: str,
+    log,
+    watcher: watch.Watch,
+) -> Outcome:
+    """run_task's work once its checks passed and it holds the task's lock."""
     import shutil
 
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    task = tasks.get(task_id)
-    params, cfg = resolve_parameters(task, profile, file_params, cli_params)
-    kind = check_dataset(cfg)
-    preflight(task, cfg)
     out_dir = reports_dir()
     executed = out_dir / "executed" / f"{task.id}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
@@ -244,7 +264,6 @@ def run_task(
         task.id
     )  # papermill writes here; it lands on `executed` only when whole
     target = out_dir / f"{task.id}.html"
-    watcher = watcher or watch.Watch([task.id], profile, log, watch.times_file(out_dir))
     streams = watcher.start(
         task.id,
         task.title,
@@ -285,39 +304,44 @@ def run_task(
             "failed",
             f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
         )
-    seconds = time.perf_counter() - t0
-    error = error.replace(str(partial), str(executed))  # a write error names the file the user knows
-    broken = guards.land_executed(partial, executed)  # a full disk cut it short: not kept, not rendered
-    if broken:
-        status, error = "failed", (f"{error}; " if error else "") + broken
-    if executed.exists():
-        try:  # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
-            _render_html(executed, target, task)
-        except Exception as e:  # the first error stays first: a render that fails after it is its consequence
-            said = (
-                f"{e.strerror}: {e.filename}"
-                if isinstance(e, OSError) and e.strerror
-                else str(e).strip()[:300]
-            )
-            status, error = (
-                "failed",
-                (f"{error}; " if error else "") + f"HTML render: {type(e).__name__}: {said}",
-            )
-    outcome = Outcome(
-        task.id,
-        task.title,
-        status,
-        seconds,
-        profile,
-        params,
-        hardware_label(environment()),
-        f"{cfg.dataset} ({kind})",
-        target.name if target.exists() else "",
-        str(executed),
-        error,
-    )
-    guards.write_outcome(executed.with_suffix(".json"), asdict(outcome), aside)
-    shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
+    # a SIGTERM or Ctrl-C while the page renders waits until the outcome is written: it once ended the run with
+    # exit 143, no outcome and an index that linked a missing page
+    with signals_deferred():
+        seconds = time.perf_counter() - t0
+        error = error.replace(str(partial), str(executed))  # a write error names the file the user knows
+        broken = guards.land_executed(partial, executed)  # a full disk cut it short: not kept, not rendered
+        if broken:
+            status, error = "failed", (f"{error}; " if error else "") + broken
+        if executed.exists():
+            try:  # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
+                _render_html(executed, target, task)
+            except (
+                Exception
+            ) as e:  # the first error stays first: a render that fails after it is its consequence
+                said = (
+                    f"{e.strerror}: {e.filename}"
+                    if isinstance(e, OSError) and e.strerror
+                    else str(e).strip()[:300]
+                )
+                status, error = (
+                    "failed",
+                    (f"{error}; " if error else "") + f"HTML render: {type(e).__name__}: {said}",
+                )
+        outcome = Outcome(
+            task.id,
+            task.title,
+            status,
+            seconds,
+            profile,
+            params,
+            hardware_label(environment()),
+            f"{cfg.dataset} ({kind})",
+            target.name if target.exists() else "",
+            str(executed),
+            error,
+        )
+        guards.write_outcome(executed.with_suffix(".json"), asdict(outcome), aside)
+        shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
     watcher.end(task.id, status, seconds, error, str(target) if target.exists() else "")
     if interrupted is not None:
         write_index(load_outcomes())
@@ -360,21 +384,24 @@ def write_index(outcomes: list[Outcome]) -> Path:
     rows, synthetic, stand_in, busy = [], [], [], []
     for o in shown:
         tid = o.task
-        rec = answers.load(tid) if o.status == "ok" else None
+        rec, problem = guards.read_record(tid) if o.status == "ok" else (None, "")
+        if problem:
+            print(f"hpml-lab: warning: {answers.scrub_paths(problem)}", file=sys.stderr)
         status = o.status if o.status != "ok" else (rec["status"] if rec else "no answer record")
         answer = _answer_cell(rec) if rec else html.escape(answers.scrub_paths(o.error))
         if rec and rec.get("reused"):
             answer += (
-                f" <i>({rec['reused']} run(s) reused from an earlier run of this task, not made for this "
+                f" <i>({html.escape(str(rec['reused']))} run(s) reused from an earlier run of this task, not made for this "
                 "report: their start time is in the report)</i>"
             )
         if rec and rec.get("synthetic_data") or "synthetic" in o.dataset:
             synthetic.append(tid)
         if rec and rec.get("stand_in_model"):
-            stand_in.append(f"{tid} ({rec['stand_in_model']})")
+            stand_in.append(html.escape(f"{tid} ({rec['stand_in_model']})"))
         if rec and any(f.get("kind") == "machine busy" for f in rec.get("flags", [])):
             busy.append(tid)
-        link = f'<a href="{html.escape(o.html)}">{html.escape(tid)}</a>' if o.html else html.escape(tid)
+        page = guards.page_link(o.html)  # a relative page inside reports/, never javascript: or a URL
+        link = f'<a href="{html.escape(page)}">{html.escape(tid)}</a>' if page else html.escape(tid)
         color = answers.STATUS_COLOR.get(status, "#cf222e")
         differ = "".join(
             f"<td>{html.escape(str(getattr(o, w))) if getattr(o, w) != usual[w] else ''}</td>"
@@ -384,7 +411,8 @@ def write_index(outcomes: list[Outcome]) -> Path:
         finished = o.finished_at.replace("T", " ").split("+")[0]
         rows.append(
             f"<tr><td>{link}</td><td>{html.escape(o.title)}</td>"
-            f'<td style="color:{color};font-weight:bold">{status}</td><td class="hpml-head">{answer}</td>'
+            f'<td style="color:{color};font-weight:bold">{html.escape(status)}</td>'
+            f'<td class="hpml-head">{answer}</td>'
             f"{differ}<td class='hpml-num' style='white-space:nowrap'>{duration(o.seconds)}</td>"
             f"<td style='white-space:nowrap'>{html.escape(finished[11:] if len(days) == 1 else finished)}</td></tr>"
         )
@@ -462,14 +490,14 @@ def load_outcomes() -> list[Outcome]:
     out = []
     for t in tasks.TASKS.values():
         p = reports_dir() / "executed" / f"{t.id}.json"
-        if p.is_file():
-            try:
-                out.append(Outcome(**json.loads(p.read_text())))
-            except (OSError, ValueError, TypeError) as e:
-                print(
-                    f"hpml-lab: warning: ignoring unreadable outcome {p} ({type(e).__name__})",
-                    file=sys.stderr,
-                )
+        data, problem = guards.read_outcome(p)
+        if data is not None:
+            out.append(Outcome(**{k: v for k, v in data.items() if k in Outcome.__dataclass_fields__}))
+        elif problem:
+            print(
+                f"hpml-lab: warning: ignoring unreadable outcome: {answers.scrub_paths(problem)}",
+                file=sys.stderr,
+            )
     return out
 
 
@@ -501,8 +529,8 @@ def run_all(
             k: v for k, v in (cli_params or {}).items() if k in nb_params or k not in RunConfig.field_names()
         }
         _, cfg = resolve_parameters(task, profile, fp, cp)  # validate all before running any
-        check_dataset(cfg)
         preflight(task, cfg)
+        check_dataset(cfg)
         plans.append((tid, fp, cp))
     outcomes = []
     watcher = watch.Watch([tid for tid, _, _ in plans], profile, log, watch.times_file(reports_dir()))

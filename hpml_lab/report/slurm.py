@@ -390,6 +390,6 @@ def write(task_id: str, out: str | None = None, **kw) -> Path:
         else f"{kw.get('nodes', 1)}x{kw.get('ntasks_per_node') or 1}cpu"
     )
     path = Path(out) if out else output_path("slurm") / f"{task_id}-{shape}.sbatch"
-    atomic_write_text(path, text)
+    atomic_write_text(path, text, follow_links=bool(out))  # -o names the user's own file: a link is theirs
     path.chmod(0o755)
     return path

@@ -48,6 +48,9 @@ _PROGRESS = re.compile(
 )
 _EPOCH_DONE = re.compile(r"\[(?P<task>[^\]]+)\] epoch (?P<epoch>\d+) done")
 _SWEEP = re.compile(r"\[sweep (?P<i>\d+)/(?P<n>\d+)\]")
+_ROUND = re.compile(
+    r"\[(?P<task>[^\]]+)\] (?P<what>(?:warm-up|round) \d+/\d+) done"
+)  # the speed ladder's rounds
 
 
 def duration(seconds: float) -> str:
@@ -92,7 +95,9 @@ class Streams:
 
     def __init__(self, watch: Watch):
         self.out = _Stream(watch._stdout_line)
-        self.err = _Stream(lambda _line: None)
+        self.err = _Stream(
+            watch._stdout_line
+        )  # progress may come on stderr too (the speed ladder logs there)
 
 
 class Watch:
@@ -234,16 +239,16 @@ class Watch:
             self.state = f"epoch {m['epoch']} done"
         elif m := _SWEEP.search(line):
             self.sweep, self.state = f"run {m['i']} of {m['n']}", ""
+        elif m := _ROUND.search(line):
+            self.state = f"{m['what']} done"
 
     def heartbeat(self) -> str:
         """The line said while a task runs: how long it has run, where it is, what is left."""
         tid = self.current or ""
         running = self.clock() - self.task_t0
-        printed = self.streams.out.lines if self.streams else 0
+        printed = (self.streams.out.lines + self.streams.err.lines) if self.streams else 0
         where = ", ".join(w for w in (self.sweep, self.state) if w) or (
-            f"no training progress line yet ({printed} line(s) of output)"
-            if printed
-            else "starting its kernel"
+            f"no progress line yet ({printed} line(s) of output)" if printed else "no output yet"
         )
         left = self.ids[self.ids.index(tid) :] if tid in self.ids else [tid]
         return f"    {tid} running {duration(running)}: {where}; {self._left_text(left, running)}"
@@ -253,12 +258,17 @@ class Watch:
             if self.clock() - self.last_said >= self.heartbeat_s:
                 self._say(self.heartbeat())
 
-    def end(self, tid: str, status: str, seconds: float, error: str = "", target: str = "") -> None:
-        """Stop the heartbeat; say the task's outcome and time, and what is left."""
+    def stop(self) -> None:
+        """Stop the heartbeat (end() does; run_task also does when its task ends by an exception, so no beat of
+        a finished task goes on beside the next one's)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+
+    def end(self, tid: str, status: str, seconds: float, error: str = "", target: str = "") -> None:
+        """Stop the heartbeat; say the task's outcome and time, and what is left."""
+        self.stop()
         self.done[tid] = seconds
         if status == "ok":
             self._record_time(tid, seconds)
@@ -268,7 +278,7 @@ class Watch:
         if error:
             line += f" ({error})"
         if warned:
-            line += f"; {warned} warning line(s) kept in its executed notebook"
+            line += f"; {warned} line(s) on stderr kept in its executed notebook"
         if rest:
             line += f"; {self._left_text(rest)}"
         self._say(line)

@@ -177,6 +177,10 @@ def main(names: list[str], **options: Any) -> int:
             raise ConfigError(f"unknown benchmark {n!r}; valid: {', '.join(NAMES)}, all")
     for n in names:
         rec = run(n, **options)
-        log(f"{n}: ratio {rec.get('ratio', float('nan')):.3g} -> {rec.get('saved_to')}")
+        ratio = rec.get("ratio")
+        said = (
+            f"ratio {ratio:.3g}" if isinstance(ratio, (int, float)) else rec.get("ratio_note") or "no ratio"
+        )
+        log(f"{n}: {said} -> {rec.get('saved_to')}")
         print(json.dumps(rec, sort_keys=True, default=str), flush=True)
     return 0

@@ -229,6 +229,12 @@ class Settings(StudySettings):
     budget_gb: float = 16.0  # CPU only: the budget the largest batch is predicted for
     cpu_threads: int = 1  # CPU only: intra-op threads for every timed step
 
+    RANGES = {  # issue 30: rev_stages=1e6 ended in a MemoryError after 86 s, cpu_threads=1e9 killed the kernel
+        "rev_stages": (1, 200, "RevNet-1202, the deepest net of the ResNet paper, has 200 per stage"),
+        "cpu_threads": (1, 1024, "more threads than any node has cores"),
+        "budget_gb": (0.01, 100_000, "a memory budget in GB"),
+    }
+
     def check(self) -> None:
         bad = [m for m in self.resnets if m not in models.available()]
         if bad:

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_guard_reports import _limited  # the file-size limit a full disk is simulated with
 
+from hpml_lab.config import RunConfig
 from hpml_lab.data import cifar
 from hpml_lab.data import tinyimagenet as tin
 from hpml_lab.report import cli
@@ -652,3 +654,619 @@ def test_disk_full_mid_synth_names_the_target_and_leaves_nothing(tmp_path, capsy
         str(tmp_path / cifar.FOLDER),
     )
     assert "data_batch_3" not in err and list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ issue 30: files planted in a shared data folder
+def _tin_copy(small_zip, root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / tin.ARCHIVE).write_bytes(small_zip)
+    tin.prepare(root / tin.ARCHIVE, root, log=lambda m: None)
+    return root
+
+
+def _refresh(dataset, root):
+    """What a run does with its data folder: the check (contents and kind, cached) and the fingerprint."""
+    from types import SimpleNamespace
+
+    from hpml_lab.data import check_dataset, fingerprint
+
+    cfg = SimpleNamespace(dataset=dataset, data_path=lambda: Path(root))
+    check_dataset(cfg)
+    return fingerprint(cfg)
+
+
+CACHES = {  # dataset, cache file, folder
+    "checked": ("cifar10", cifar.CHECKED),
+    "verified": ("cifar10", cifar.VERIFIED),
+    "cifar fingerprint": ("cifar10", ".hpml-fingerprint.json"),
+    "tinyimagenet fingerprint": ("tinyimagenet", ".hpml-fingerprint.json"),
+}
+
+
+@pytest.mark.parametrize("case", list(CACHES))
+@pytest.mark.parametrize("plant", ["link to a file", "dangling link", "fifo", "link to /dev/zero"])
+def test_a_cache_file_planted_in_the_data_folder_is_refused_never_written_through(
+    case, plant, cifar_copy, small_zip, tmp_path
+):
+    """Issue 30: a link in place of a cache made the next run overwrite the file it names with the cache's JSON;
+    a FIFO blocked the run for ever; /dev/zero read until memory ran out. Each is one line, nothing written."""
+    from hpml_lab.data import DatasetError
+    from hpml_lab.data import guards as dguards
+
+    dataset, name = CACHES[case]
+    root = cifar_copy if dataset == "cifar10" else _tin_copy(small_zip, tmp_path / "tin")
+    folder = root / (cifar.FOLDER if dataset == "cifar10" else tin.FOLDER)
+    _refresh(dataset, root)  # the caches exist, as in any used folder
+    dguards._FINGERPRINTS.clear()
+    (folder / name).unlink()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("a classmate's file")
+    if plant == "link to a file":
+        (folder / name).symlink_to(victim)
+    elif plant == "dangling link":
+        (folder / name).symlink_to(tmp_path / "made-by-the-run")
+    elif plant == "fifo":
+        os.mkfifo(folder / name)
+    else:
+        (folder / name).symlink_to("/dev/zero")
+    (
+        folder / cifar.TRAIN_FILES[0]
+    ).touch() if dataset == "cifar10" else None  # the stamp moved: caches rewritten
+    got = []
+
+    def attempt():  # in a thread: a FIFO once blocked the read for ever, /dev/zero read until memory ran out
+        try:
+            _refresh(dataset, root)
+            got.append(None)
+        except DatasetError as e:
+            got.append(e)
+
+    import threading
+
+    t = threading.Thread(target=attempt, daemon=True)
+    t.start()
+    t.join(30)
+    assert got and isinstance(got[0], DatasetError), "no one-line refusal within 30 s"
+    msg = str(got[0])
+    assert "\n" not in msg and str(folder / name) in msg and ("is a link" in msg or "not a regular" in msg), (
+        msg
+    )
+    assert victim.read_text() == "a classmate's file"
+    assert not (tmp_path / "made-by-the-run").exists()
+    assert (folder / name).is_symlink() or plant == "fifo"  # left as it was: the user removes it
+
+
+@pytest.mark.parametrize("cache", [cifar.CHECKED, ".hpml-fingerprint.json"])
+def test_the_cache_functions_themselves_never_write_through_a_link(cache, cifar_copy, tmp_path):
+    """Below the run's up-front check: validate() and content_fingerprint() refuse the link on their own."""
+    from hpml_lab.data import DatasetError
+    from hpml_lab.data import guards as dguards
+
+    folder = cifar_copy / cifar.FOLDER
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (folder / cache).symlink_to(victim)
+    names = cifar.TRAIN_FILES + cifar.TEST_FILES + [cifar.META_FILE]
+    dguards._FINGERPRINTS.clear()
+    with pytest.raises(DatasetError, match="is a link"):
+        cifar.validate(cifar_copy) if cache == cifar.CHECKED else dguards.content_fingerprint(
+            folder, names, "f"
+        )
+    assert victim.read_text() == "keep"
+
+
+def test_a_run_with_a_planted_cache_link_stops_before_its_kernel(cifar_copy, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (cifar_copy / cifar.FOLDER / ".hpml-fingerprint.json").symlink_to(victim)
+    _one_line_exit_2(
+        ["run", "c1", "--profile", "tiny", "-p", f"data_root={cifar_copy}"],
+        capsys,
+        "is a link",
+        "fingerprint",
+    )
+    assert victim.read_text() == "keep" and not list((tmp_path / "out" / "reports").rglob("*.ipynb"))
+
+
+@pytest.mark.parametrize("damage", ["crc error", "cut short"])
+def test_a_zip_the_user_put_in_root_is_never_deleted(damage, small_zip, tmp_path, capsys):
+    """Issue 30: `data download --allow-partial` deleted a damaged Tiny ImageNet zip the user had put in ROOT
+    (only an archive the command downloaded itself is removed so that a rerun fetches it afresh)."""
+    blob = bytearray(small_zip)
+    if damage == "cut short":
+        blob = blob[: len(blob) * 2 // 3]
+    else:
+        at = blob.find(
+            b"\xff\xd8\xff"
+        )  # inside the first stored JPEG: the directory is intact, its CRC is not
+        blob[at + 40 : at + 60] = bytes(b ^ 0xFF for b in blob[at + 40 : at + 60])
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / tin.ARCHIVE).write_bytes(bytes(blob))
+    err = _one_line_exit_2(
+        ["data", "download", "tinyimagenet", "--root", root, "--allow-partial"],
+        capsys,
+        str(root / tin.ARCHIVE),
+    )
+    assert "was deleted" not in err
+    assert (root / tin.ARCHIVE).read_bytes() == bytes(blob)
+
+
+# ------------------------------------------------------------------ issue 30: servers that do not speak HTTP
+def _raw_server(answer: bytes) -> str:
+    """A server on 127.0.0.1 that answers every connection with `answer`, raw, then closes (for 20 s at most)."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(20)
+
+    def serve():
+        try:
+            while True:
+                conn, _ = srv.accept()
+                with conn:
+                    conn.settimeout(5)
+                    try:
+                        conn.recv(65536)
+                        conn.sendall(answer)
+                    except OSError:
+                        pass
+        except OSError:
+            pass
+        finally:
+            srv.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}/cifar-10-python.tar.gz"
+
+
+@pytest.mark.parametrize(
+    "dataset, answer, needle",
+    [
+        ("tinyimagenet", b"SSH-2.0-OpenSSH_9.6\r\n", "not HTTP"),
+        ("cifar10", b"SSH-2.0-OpenSSH_9.6\r\n", "not valid HTTP"),
+        ("tinyimagenet", b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nxyz", "Content-Length 'abc'"),
+    ],
+    ids=[
+        "tinyimagenet not http",
+        "cifar10 not http",
+        "content-length abc",
+    ],  # cifar10: torchvision ignores it
+)
+def test_a_server_that_does_not_speak_http_is_one_line(dataset, answer, needle, tmp_path, capsys):
+    """Issue 30: bytes that are not HTTP were a BadStatusLine traceback, a Content-Length of 'abc' a
+    ValueError one. Nothing is left in a ROOT the command made."""
+    root = tmp_path / "root"
+    url = _raw_server(answer)
+    err = _one_line_exit_2(["data", "download", dataset, "--root", root, "--url", url], capsys, "failed")
+    assert needle in err or "not valid HTTP" in err, err
+    assert not root.exists() or not any(root.iterdir())
+
+
+def test_a_root_under_an_unknown_user_is_one_line(capsys, tmp_path, monkeypatch):
+    """Issue 30: `data synth --root '~nosuchuser/x'` was a traceback."""
+    monkeypatch.chdir(tmp_path)
+    _one_line_exit_2(["data", "synth", "cifar10", "--root", "~nosuchuser-hpml/x"], capsys, "~nosuchuser-hpml")
+    assert not any(tmp_path.iterdir())
+
+
+# ==== moved from test_hostile_more.py (issue 22's second pass)
+# ---- the dataset's content is part of a run's identity
+def _set_first_label(folder, label=None):
+    """The first label of data_batch_1 changed in place (to `label`, or to the next class), the file's size and
+    modification time kept, as an edit followed by `touch -r` leaves them: only its bytes and change time differ.
+    The synthesizer writes protocol-2 pickles: the labels list is `(` then one `K <byte>` per label."""
+    p = folder / "cifar-10-batches-py" / "data_batch_1"
+    st = p.stat()
+    raw = bytearray(p.read_bytes())
+    j = raw.index(b"(K", raw.index(b"labels")) + 2
+    raw[j] = (raw[j] + 1) % 10 if label is None else label
+    p.write_bytes(bytes(raw))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert p.stat().st_size == st.st_size
+
+
+def test_other_data_at_the_same_path_is_a_new_run_and_the_old_one_is_kept(tmp_path, cifar_root):
+    import shutil
+
+    from hpml_lab import results
+    from hpml_lab.data import dataset_info
+    from hpml_lab.sweeps import run_sweep
+    from hpml_lab.training import train
+
+    data = tmp_path / "data"
+    shutil.copytree(cifar_root, data)
+    cfg = RunConfig(
+        task="t",
+        data_root=str(data),
+        results_dir=str(tmp_path / "r"),
+        model="resnet_tiny",
+        batch_size=16,
+        epochs=1,
+        max_batches=2,
+        num_workers=0,
+        device="cpu",
+        progress="none",
+    )
+    first = run_sweep([cfg], train, log=None)[0]
+    before = {p.name: p.read_bytes() for p in first.run_dir.iterdir()}
+    fp = dataset_info(cfg)["fingerprint"]
+    assert run_sweep([cfg], train, log=None)[0].status == "skipped"  # same data: reused
+
+    _set_first_label(data)
+    assert dataset_info(cfg)["fingerprint"] != fp
+    second = run_sweep([cfg], train, log=None)[0]
+    assert second.status == "ran" and second.run_dir == first.run_dir
+    assert results.read_run(second.run_dir).meta["dataset"]["fingerprint"] == dataset_info(cfg)["fingerprint"]
+    kept = first.run_dir.parent / f"{first.run_dir.name}.data-{fp}"
+    assert {p.name: p.read_bytes() for p in kept.iterdir()} == before  # the old complete run, byte for byte
+    assert len(results.load_runs("t", tmp_path / "r")) == 2
+
+
+def test_a_run_recorded_before_fingerprints_is_still_the_same_data():
+    from hpml_lab.results import same_data
+
+    new = {"name": "cifar10", "kind": "synthetic", "root": "/d", "fingerprint": "ab"}
+    assert same_data({k: v for k, v in new.items() if k != "fingerprint"}, new)
+    assert not same_data({**new, "fingerprint": "cd"}, new) and not same_data({**new, "root": "/e"}, new)
+    assert not same_data("cifar10", new)
+
+
+def test_a_stale_check_cache_does_not_pass_edited_data(tmp_path, cifar_root, capsys):
+    """Bad data (a label of 10) written with the file's size and time kept: the check's cache, keyed also by
+    the change time, reads it again and refuses it up front (one line, exit 2) instead of every run failing."""
+    import shutil
+
+    from hpml_lab.data import cifar
+
+    data = tmp_path / "data"
+    shutil.copytree(cifar_root, data)
+    cifar.check(data)  # cached as good
+    _set_first_label(data, 10)
+    assert cli.main(["run", "c6", "--profile", "tiny", "-p", f"data_root={data}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "label 10 is not a class" in err, err
+
+
+# ---- a failed download: no empty ROOT, no half archive, "resume" only where a rerun resumes
+class _Blob:
+    """`blob` over HTTP on 127.0.0.1, with Content-Length and Range; `slow` seconds between 64 KiB pieces."""
+
+    def __init__(self, blob: bytes, slow: float = 0.0):
+        import http.server
+        import threading
+        import time
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                if not self.path.endswith(".zip"):
+                    self.send_error(404)
+                    return
+                start = (
+                    int(self.headers["Range"].split("=")[1].rstrip("-")) if self.headers.get("Range") else 0
+                )
+                body = blob[start:]
+                self.send_response(206 if start else 200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    for i in range(0, len(body), 1 << 16):
+                        self.wfile.write(body[i : i + (1 << 16)])
+                        time.sleep(outer.slow)
+                except OSError:
+                    pass
+
+        self.slow = slow
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/tiny-imagenet-200.zip"
+
+
+@pytest.fixture
+def blob_server():
+    servers = []
+
+    def start(blob, slow=0.0):
+        servers.append(_Blob(blob, slow))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.httpd.shutdown()
+
+
+def _data_cli(args, **kw):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    return subprocess.Popen(
+        [sys.executable, "-m", "hpml_lab.report.cli", "data", *map(str, args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+@pytest.mark.parametrize("where", ["bad path", "no server"])
+def test_a_download_that_fails_before_a_byte_leaves_no_root(where, tmp_path, capsys, blob_server):
+    url = (
+        blob_server(b"x" * 10).url.replace(".zip", ".txt")
+        if where == "bad path"
+        else "http://127.0.0.1:9/x.zip"
+    )
+    root = tmp_path / "new" / "root"
+    assert cli.main(["data", "download", "tinyimagenet", "--root", str(root), "--url", url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "resume" not in err and "download of" in err, err
+    assert not (tmp_path / "new").exists() or not root.exists()
+    assert not root.exists()
+
+
+@pytest.mark.slow
+def test_a_full_disk_mid_download_leaves_no_part_file_and_no_root(tmp_path, blob_server):
+    """The real write path fails (RLIMIT_FSIZE: EFBIG, what ENOSPC is to a full disk): no 'resume', the part
+    file this run made is removed, and so is the ROOT it made."""
+    server = blob_server(os.urandom(3 << 20))
+    root = tmp_path / "root"
+    p = _data_cli(
+        ["download", "tinyimagenet", "--root", root, "--url", server.url], preexec_fn=_limited(1 << 20)
+    )
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and err.count("\n") == 1, err
+    assert f"cannot write {root / 'tiny-imagenet-200.zip'} (File too large)" in err and "resume" not in err, (
+        err
+    )
+    assert "MB free" in err and not root.exists()
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_resuming_keeps_the_earlier_part_as_it_was(tmp_path, blob_server):
+    blob = os.urandom(3 << 20)
+    server = blob_server(blob)
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "tiny-imagenet-200.zip.part").write_bytes(blob[:500_000])
+    p = _data_cli(
+        ["download", "tinyimagenet", "--root", root, "--url", server.url], preexec_fn=_limited(1 << 20)
+    )
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "earlier partial download (500,000 bytes) is kept" in err, err
+    assert (root / "tiny-imagenet-200.zip.part").read_bytes() == blob[:500_000]
+    assert sorted(x.name for x in root.iterdir()) == ["tiny-imagenet-200.zip.part"]
+
+
+@pytest.mark.slow
+def test_sigterm_mid_download_keeps_a_part_that_really_resumes(tmp_path, blob_server):
+    import signal
+    import time
+
+    blob = os.urandom(2 << 20)
+    server = blob_server(blob, slow=0.05)
+    root = tmp_path / "root"
+    p = _data_cli(["download", "tinyimagenet", "--root", root, "--url", server.url])
+    part = root / "tiny-imagenet-200.zip.part"
+    deadline = time.monotonic() + 60
+    while not (part.exists() and part.stat().st_size > 0):
+        assert p.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + signal.SIGTERM and err.count("\n") == 1, err
+    assert f"{part} is kept" in err and "resumes" in err, err
+    have = part.stat().st_size
+    assert 0 < have < len(blob) and part.read_bytes() == blob[:have]
+    assert not [x for x in root.iterdir() if x.name.startswith(".")]
+
+
+# ---- kill -9 of a data command: the next one removes the temporary folder it left, and only that
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "argv, appears",
+    [
+        (["synth", "cifar10"], ".cifar-synth-"),
+        (["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"], ".tinyimagenet-extract-"),
+        (["synth", "tinyimagenet", "--classes", "60", "--per-class", "20"], ".tiny-imagenet-200.zip."),
+    ],
+    ids=["cifar-synth", "tin-extract", "tin-archive"],
+)
+def test_a_data_command_killed_with_sigkill_leaves_nothing_the_next_one_keeps(argv, appears, tmp_path):
+    import signal
+    import time
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / ".mine").mkdir()  # the user's own hidden folder: never touched
+    p = _data_cli([*argv, "--root", root])
+    deadline = time.monotonic() + 240
+    while not [x for x in root.iterdir() if x.name.startswith(appears)]:
+        assert p.poll() is None and time.monotonic() < deadline, f"{appears} never appeared"
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=60)
+    left = [x.name for x in root.iterdir() if x.name.startswith(appears)]
+    assert left  # kill -9 cannot clean up: the next command must
+    q = _data_cli(["synth", "cifar10", "--root", root, "--n-train", 50, "--n-test", 10])
+    stdout, err = q.communicate(timeout=120)
+    assert q.returncode == 0, err
+    assert all(f"removed {root / n}" in stdout for n in left), stdout
+    assert sorted(x.name for x in root.iterdir() if x.name.startswith(".")) == [".mine"]
+
+
+def test_a_temporary_folder_of_a_live_process_is_kept(tmp_path):
+    import subprocess
+    import time
+
+    from hpml_lab.data.guards import remove_stale, temp_prefix
+
+    mine = tmp_path / f"{temp_prefix('cifar-synth')}abc"
+    mine.mkdir()
+    young = subprocess.Popen(["sleep", "30"])  # a live process that started after the folder below was made
+    try:
+        reused = tmp_path / f".kaggle-{young.pid}-xyz"
+        reused.mkdir()
+        os.utime(reused, (time.time() - 3600, time.time() - 3600))
+        other = tmp_path / ".kaggle-notapid-xyz"
+        other.mkdir()
+        assert remove_stale(tmp_path) == [reused.name]
+        assert mine.exists() and other.exists() and not reused.exists()
+    finally:
+        young.kill()
+        young.wait()
+
+
+# ---- an image damaged after preparation, a worker's dataset error: one line
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_image_damaged_after_preparation_is_one_line(workers, tmp_path):
+    """A JPEG emptied after preparation (a disk error, a bad copy): training ends in one line naming it, also
+    when a DataLoader worker meets it (torch re-raises with the worker's traceback in the message)."""
+    import subprocess
+    import sys
+
+    from hpml_lab.data import tinyimagenet as tin
+
+    tin.synthesize(tmp_path, classes=5, per_class=8, val_per_class=2, n_test=2, seed=0)
+    for img in sorted((tmp_path / tin.FOLDER / "train").glob("*/images/*.JPEG"))[:3]:
+        img.write_bytes(b"")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        "HPML_OUTPUT_DIR": str(tmp_path / "out"),
+    }
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpml_lab",
+            "--dataset",
+            "tinyimagenet",
+            "--data-root",
+            str(tmp_path),
+            "--model",
+            "resnet_tiny",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "40",
+            "--num-workers",
+            str(workers),
+            "--progress",
+            "none",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "does not decode" in r.stderr and "delete" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_dataset_error_from_a_worker_is_its_own_line():
+    from hpml_lab.data import DatasetError
+
+    wrapped = (
+        "Caught DatasetError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\nhpml_lab.data.errors.DatasetError: image a.JPEG does not decode\n'
+    )
+    assert str(DatasetError(wrapped)) == "image a.JPEG does not decode"
+    assert str(DatasetError("plain")) == "plain"
+
+
+# ---- a download's .part file that is a link or a folder is refused
+@pytest.mark.parametrize("kind", ["link", "folder"])
+def test_a_part_file_that_is_a_link_or_folder_is_refused_not_appended_to(kind, tmp_path, capsys, blob_server):
+    server = blob_server(b"z" * 1000)
+    root = tmp_path / "root"
+    root.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    part = root / "tiny-imagenet-200.zip.part"
+    part.symlink_to(victim) if kind == "link" else part.mkdir()
+    assert cli.main(["data", "download", "tinyimagenet", "--root", str(root), "--url", server.url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a plain file" in err, err
+    assert victim.read_text() == "precious"
+
+
+# ------------------------------------------------------------------ issue 30: unreadable files, as a user who is not root
+def _as_nobody() -> list[str]:
+    """The command prefix that runs a process as `nobody` without root's capabilities, or a skip saying why not
+    (CI runs as root, and root reads every file: an unreadable-file case means nothing as root)."""
+    prefix = [
+        "setpriv",
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+    ]
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv is not installed: cannot run as nobody")
+    try:
+        probe = subprocess.run([*prefix, sys.executable, "-c", "pass"], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        pytest.skip(f"cannot run a process as nobody here ({e})")
+    if probe.returncode != 0:
+        pytest.skip(
+            f"nobody cannot run {sys.executable} here (its interpreter lies in a folder only root may enter: "
+            f"{probe.stderr.decode(errors='replace').strip()[:120]})"
+        )
+    return prefix
+
+
+@pytest.mark.slow
+def test_an_unreadable_batch_file_is_one_line_for_a_user_who_is_not_root(tmp_path_factory):
+    import tempfile
+
+    prefix = _as_nobody()
+    tmp_path = Path(tempfile.mkdtemp(prefix="hpml-nobody-"))  # pytest's own folders are root's alone (0700)
+    tmp_path.chmod(0o777)
+    root = tmp_path / "data"
+    cifar.synthesize(root, n_train=100, n_test=20)
+    for p in [tmp_path, *tmp_path.rglob("*")]:
+        p.chmod(0o777 if p.is_dir() else 0o644)
+    (root / cifar.FOLDER / cifar.TRAIN_FILES[1]).chmod(0o000)
+    env = {**os.environ, "HOME": str(tmp_path), "HPML_OUTPUT_DIR": str(tmp_path / "out")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    r = subprocess.run(
+        [*prefix, sys.executable, "-m", "hpml_lab.report.cli", "run", "c1", "--profile", "tiny"]
+        + ["-p", f"data_root={root}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    assert "Permission denied" in r.stderr and cifar.TRAIN_FILES[1] in r.stderr, r.stderr
+
+
+def test_two_data_commands_into_one_root_at_once_the_second_is_refused(tmp_path, capsys):
+    """Issue 30: two `data synth` at once into one folder both exited 0, and the first named a seed the folder
+    does not hold. While one writes (it holds the folder's lock), the other is one line."""
+    from hpml_lab.data.guards import one_data_command
+
+    root = tmp_path / "root"
+    with one_data_command(root):
+        _one_line_exit_2(
+            ["data", "synth", "cifar10", "--root", root, "--n-train", 50, "--n-test", 10, "--seed", 7],
+            capsys,
+            "another hpml-lab data command is writing into",
+        )
+    assert not root.exists()
+    assert (
+        cli.main(["data", "synth", "cifar10", "--root", str(root), "--n-train", "50", "--n-test", "10"]) == 0
+    )
