@@ -63,7 +63,7 @@ gpu-wheels: setup
 	$(BIN)/python -m hpml_lab.report.gpucheck wheels --dest .whl
 
 gpu-check:
-ifeq ($(STAGE),plan)
+ifeq ($(STAGE)$(UNITS),plan)
 	@PYTHONPATH=$(CURDIR) $(if $(wildcard $(BIN)/python),$(BIN)/python,$(GPU_PY)) -m hpml_lab.report.gpucheck plan
 else ifeq ($(DEVICE),cpu)
 	@$(MAKE) --no-print-directory setup

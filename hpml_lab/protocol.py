@@ -57,6 +57,9 @@ class Task:
     gpu_extra: tuple[float | None, str] | None = None
     gpu_priority: int = 100
     gpu_with: str = ""
+    # seconds `make report` (smoke) took for it in a fresh clone on 2 idle cores (measured; None: not yet): the
+    # first estimate `hpml-lab report` gives of what is left, before a run of its own recorded a time
+    smoke_s: float | None = None
     run: Callable[..., Any] | None = None  # run(cfg, settings) -> result
     conclude: Callable[..., Any] | None = None  # conclude(cfg, result) -> (answers, flags)
 

@@ -279,3 +279,22 @@ def test_the_last_command_runs_what_was_left_while_its_time_allows(tmp_path, mon
     assert list(last.values())[-1]["units"]["d"] == "deferred: would not fit this command"
     with pytest.raises(gpucheck.ConfigError, match="--part must be 1 to 2"):
         gpucheck.run(3, "cpu", out, **QUIET)
+
+
+def test_make_gpu_check_runs_the_units_it_is_given_and_prints_the_plan_otherwise():
+    # docs/gpu-node.md's dry run: `make gpu-check DEVICE=cpu UNITS=c1,bench` once printed the plan (STAGE's default)
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    make = shutil.which("make") or pytest.skip("make is not installed")
+    root = Path(__file__).resolve().parents[1]
+
+    def planned(*args):
+        return subprocess.run(
+            [make, "-n", "gpu-check", *args], cwd=root, capture_output=True, text=True
+        ).stdout
+
+    assert "--units c1,bench" in planned("DEVICE=cpu", "UNITS=c1,bench")
+    assert "gpucheck plan" in planned() and "gpucheck run" not in planned()
+    assert "--part 2" in planned("STAGE=2")

@@ -214,3 +214,18 @@ def test_a_log_printed_line_by_line_is_folded_as_one():
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("train()", outputs=outs)])
     folded = answers.fold_logs(nb).cells[0].outputs
     assert len(folded) == 1 and "training log (5 lines)" in folded[0]["data"]["text/html"]
+
+
+def test_a_stored_finding_shows_its_number_slots_and_nothing_else_as_markup():
+    from hpml_lab.report import pages
+
+    stored = (
+        '<span data-verdict="v">A &lt;b&gt; is <span data-number="a: ratio">1.5x</span> faster</span>'
+        "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    )
+    shown = pages.finding_html(stored)
+    assert '<span data-number="a: ratio">1.5x</span>' in shown and '<span data-verdict="v">' in shown
+    assert "<script>" not in shown and "<img" not in shown and "&lt;script&gt;" in shown
+    assert "A &lt;b&gt; is" in shown  # text that was escaped stays escaped, once
+    head, _ = pages.headline({"headline": {"plain": "x", "html": stored}, "details": []}, "html")
+    assert head == shown

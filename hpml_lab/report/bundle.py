@@ -55,9 +55,8 @@ def shared_notices(recs: dict[str, dict]) -> str:
     busy = [t for t, r in recs.items() if any(f.get("kind") == "machine busy" for f in r.get("flags", []))]
     if busy:
         out.append(
-            f"<p class='hpml-banner'><b>Busy machine</b> ({which(busy)}): the load average was above 1 per core "
-            "before the run; times are slower and noisier than on an idle machine (each report's flag gives its "
-            "load).</p>"
+            f"<p class='hpml-banner'><b>Busy machine</b> ({which(busy)}): times are slower and noisier than on an idle "
+            "machine (each report's flag says how it was busy: its load average or CPU steal).</p>"
         )
     out.append(f"<p class='hpml-legend'>{answers.LEGEND}</p>")
     return "".join(out)

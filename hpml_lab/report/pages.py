@@ -66,10 +66,22 @@ def mark(value: Any) -> Any:
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 
 
+_SLOT = re.compile(r"&lt;span data-(number|verdict)=&quot;(.*?)&quot;&gt;")
+
+
+def finding_html(stored: str) -> str:
+    """A finding's stored html made safe to show: everything escaped except the slots findings.py writes
+    (<span data-number="NAME">, <span data-verdict="NAME"> and their </span>). The record is a file that may have
+    been edited or damaged; a <script> in it stays text."""
+    text = html.escape(html.unescape(str(stored)))
+    return _SLOT.sub(r'<span data-\1="\2">', text).replace("&lt;/span&gt;", "</span>")
+
+
 def _text(value: Any, key: str = "plain") -> str:
     """A record's finding as text: a string, or a finding as the record holds it ({"plain", "html"})."""
     if isinstance(value, dict):
-        return str(value.get(key) or "")
+        got = str(value.get(key) or "")
+        return finding_html(got) if key == "html" else got
     return str(value or "") if key == "plain" else html.escape(str(value or ""))
 
 

@@ -420,8 +420,8 @@ def write_index(outcomes: list[Outcome]) -> Path:
     if busy:
         every = "Every run was" if len(busy) == len(rows) else f"{len(busy)} of {len(rows)} runs were"
         notices.append(
-            f"<p class='hpml-banner'><b>Busy machine.</b> {every} made on a busy machine (load average above 1 per "
-            "core before the run): their times are slower and noisier than on an idle machine, and a comparison of "
+            f"<p class='hpml-banner'><b>Busy machine.</b> {every} made on a busy machine (each report's flag says how: "
+            "its load average or CPU steal): their times are slower and noisier than on an idle machine, and a comparison of "
             "times may not separate"
             + ("" if len(busy) == len(rows) else f" ({', '.join(busy)})")
             + ". Run again on an idle machine for times to hand in.</p>"

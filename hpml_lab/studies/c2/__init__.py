@@ -16,6 +16,7 @@ TASK = Task(
     smoke={"epochs": 3, "batch_size": 32, "max_batches": 12, "num_workers": 1, "lr": SMOKE_LR},
     gpu_runs=1,
     gpu_priority=20,
+    smoke_s=41,
     run=lambda cfg, settings=None: train(cfg),
     conclude=lab2_answers.c2,
 )

@@ -18,6 +18,7 @@ TASK = Task(
     full={"epochs": 3, "batch_size": 128, "max_batches": 0, "subset": 0},
     gpu_runs=0,
     gpu_priority=120,
+    smoke_s=17,
     gpu_extra=(
         60.0,
         "loader sweep, no model: up to 5 worker counts x 3 epochs x 100 batches of PIL decoding",

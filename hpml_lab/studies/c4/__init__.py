@@ -16,6 +16,7 @@ TASK = Task(
     full={k: v for k, v in FULL_LAB.items() if k != "num_workers"},
     gpu_runs=2,
     gpu_priority=70,
+    smoke_s=30,
     gpu_extra=(20.0, "the profiler trace and its analysis"),
     run=lambda cfg, settings=None: lab2.c4_data_vs_compute(cfg),
     conclude=lab2_answers.c4,

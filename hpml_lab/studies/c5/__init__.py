@@ -17,6 +17,7 @@ TASK = Task(
     gpu={**GPU, "epochs": 2, "max_batches": 10},
     gpu_runs=1,
     gpu_priority=30,
+    smoke_s=29,
     gpu_extra=(None, "the CPU row: epochs x max_batches steps at the CPU step time"),
     run=lambda cfg, settings=None: lab2.c5_devices(cfg),
     conclude=lab2_answers.c5,

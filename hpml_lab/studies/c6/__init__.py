@@ -24,6 +24,7 @@ TASK = Task(
     },
     gpu_runs=5,
     gpu_priority=90,
+    smoke_s=19,
     run=lambda cfg, settings=None: lab2.c6_optimizers(cfg),
     conclude=lambda cfg, out: lab2_answers.training_sweep(cfg, out, "optimizer", QUESTION),
 )

@@ -24,6 +24,7 @@ TASK = Task(
     },
     gpu_runs=2,
     gpu_priority=110,
+    smoke_s=10,
     run=lambda cfg, settings=None: lab2.c7_batchnorm(cfg),
     conclude=lambda cfg, out: lab2_answers.training_sweep(cfg, out, "norm", QUESTION),
 )

@@ -23,6 +23,7 @@ TASK = Task(
     },
     gpu_runs=2,
     gpu_priority=10,
+    smoke_s=50,
     gpu_extra=(150.0, "torch.compile of ResNet-18 (review: 1.5-2.5 min cold)"),
     run=lambda cfg, settings=None: lab2.c8_compile(cfg),
     conclude=lab2_answers.c8,

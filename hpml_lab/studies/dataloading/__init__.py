@@ -16,6 +16,7 @@ TASK = Task(
     gpu={"batch_size": 128, "subset": 256, "epochs": 2, "num_workers": 2},
     gpu_runs=0,
     gpu_priority=140,
+    smoke_s=33,
     gpu_extra=(None, "simulated storage sleeps: files x (0+5+20+50) ms x passes / workers, for the loaders"),
     run=lambda cfg, settings=None: dataloading_study.study(cfg),
     conclude=dataloading_answers.conclude,

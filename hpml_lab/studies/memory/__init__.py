@@ -16,6 +16,7 @@ TASK = Task(
     smoke={"epochs": 1, "batch_size": 8, "max_batches": 25, "num_workers": 0, "lr": 0.01},
     gpu_runs=3,
     gpu_priority=60,
+    smoke_s=45,
     gpu_extra=(60.0, "the OOM batch sweep and the memory snapshots (python stacks)"),
     run=memory_study.run,
     conclude=memory_answers.conclude,

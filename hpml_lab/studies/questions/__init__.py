@@ -12,6 +12,7 @@ TASK = Task(
     full={},
     gpu_runs=0,
     gpu_priority=100,
+    smoke_s=6,
     gpu_with="c6",
     gpu_extra=(15.0, "reads the other tasks' results"),
     run=lambda cfg, settings=None: questions_study.run(cfg),

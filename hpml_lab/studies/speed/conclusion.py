@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, Finding, join, say
+from ...findings import Background, Finding, say
 from ...verdict import best, compare, sample_record
 
 QUESTION_TOP = "How fast does this machine train, and how far is that from the hardware?"
@@ -193,21 +194,40 @@ def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
     measured = [k for k in rows if rows[k]["status"] == "measured"]
     if not measured:
         return Answer(QUESTION_TOP, say("No rung ran."), status="not answered", missing="every rung")
-    b = best({k: nums.samples[k] for k in measured}, lower_is_better=False, what="images/s")
+    loads = _loads(meta)
+    b = best(
+        {k: nums.samples[k] for k in measured},
+        lower_is_better=False,
+        what="images/s",
+        interleaved=True,
+        load_a=loads,
+        load_b=loads,
+    )
     top, base = rows[b.label], rows[measured[0]]
-    details = [nums.line(top["rung"])]
-    others = [label(rows[k]) for k in b.tied if k != b.label]
-    if others:
-        details.append(say("It cannot be told apart from {others}.", others=join(others, ", ", " or ")))
-    if top["rung"] == base["rung"]:
+    if len(measured) == 1:
+        headline = say("Only {label} ran: there is nothing to compare it with.", label=label(top))
+        return Answer(QUESTION_TOP, headline, [nums.line(top["rung"])], [Background(MFU_WHY)], "answered")
+
+    def against(k: str):  # the best rung's verdict against rung k, stated with its numbers
+        return b.verdicts[k].finding(f"top: {b.label} vs {k}", label(top), label(rows[k]))
+
+    if top["rung"] == base["rung"]:  # no later rung has a higher median: compare with the nearest one
+        near = max((k for k in measured if k != b.label), key=lambda k: float(np.median(nums.samples[k])))
+        v = b.verdicts[near]
         headline = say(
-            "The baseline, {label}, has the most images/s of the rungs that ran.", label=label(top)
+            "{v}: no rung after the baseline added images/s that this run can tell.", v=against(near).up()
         )
-        return Answer(QUESTION_TOP, headline, details, [Background(MFU_WHY)], "answered")
-    v = verdict_of(top, base, nums.samples, meta)
-    headline = say("{v}.", v=v.finding(f"top: {top['rung']} vs {base['rung']}", label(top), label(base)).up())
-    details.append(nums.line(base["rung"]))
-    record = sample_record(v, nums.samples[top["rung"]], nums.samples[base["rung"]])
+        shown = near
+    else:
+        v = verdict_of(top, base, nums.samples, meta)
+        headline = say(
+            "{v}.", v=v.finding(f"top: {top['rung']} vs {base['rung']}", label(top), label(base)).up()
+        )
+        shown = base["rung"]
+    details = [nums.line(top["rung"]), nums.line(shown)]
+    # every other rung the best cannot be told apart from, each by its own verdict (a tie is the verdict's word)
+    details += [against(k) for k in b.tied if k not in (b.label, shown)]
+    record = sample_record(v, nums.samples[top["rung"]], nums.samples[shown])
     return Answer(QUESTION_TOP, headline, details, [Background(MFU_WHY)], "answered", verdict=record)
 
 

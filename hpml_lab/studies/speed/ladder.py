@@ -133,7 +133,12 @@ def plan(cfg: RunConfig, settings, device: torch.device) -> list[Rung]:
             last = cfg_
 
     workers = f"{base.num_workers} worker{'' if base.num_workers == 1 else 's'}"
-    add("pil", f"PIL loader, {workers}", f"the lab's baseline: per-sample PIL pipeline, {workers}", base)
+    add(
+        "pil",
+        f"PIL loader, {workers}",
+        "the lab's baseline: the per-sample PIL pipeline with its workers",
+        base,
+    )
     add(
         "tensor",
         "tensor-resident loader",
@@ -153,7 +158,7 @@ def plan(cfg: RunConfig, settings, device: torch.device) -> list[Rung]:
     )
     compiled = last.replace(compile=True)
     why = (
-        "not run at this profile (compile_rung=off: an inductor build of the step takes minutes on a CPU)"
+        "not run at this profile (compile_rung is off: an inductor build of the step takes minutes on a CPU)"
         if settings.compile_rung == "off"
         else compile_available(compiled.compile_backend, device.type)
     )
@@ -163,7 +168,7 @@ def plan(cfg: RunConfig, settings, device: torch.device) -> list[Rung]:
     add(
         "big_batch",
         f"+ batch {big.batch_size}",
-        f"batch x{k} with the learning rate x{k} (linear scaling)",
+        "a larger batch with the learning rate scaled with it (linear scaling)",
         big,
         _too_big(big),
     )
@@ -187,7 +192,8 @@ def _too_big(cfg: RunConfig) -> str:
         return ""
     n = len(cifar.CIFAR10Files(cfg.data_path(), train=True).targets)
     n = min(n, cfg.subset) if cfg.subset else n
-    return f"batch {cfg.batch_size} is larger than the {n:,} training images" if cfg.batch_size > n else ""
+    # said without its numbers: the rung's label states the batch, the report's settings the data's size
+    return "the batch is larger than the training set, so no full batch exists" if cfg.batch_size > n else ""
 
 
 def _log(msg: str) -> None:

@@ -38,6 +38,7 @@ TASK = Task(
     },
     gpu_runs=4,
     gpu_priority=130,
+    smoke_s=18,
     gpu_extra=(60.0, "DataParallel/DDP set-up on one GPU and the 64x64 data"),
     run=lambda cfg, settings=None: tinyimagenet_study.run(cfg),
     conclude=tinyimagenet_answers.conclude,
