@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The flags of `python -m hpml_lab` (also read by tests/test_docs_commands.py to check the docs' commands)."""
+    """The flags of `python -m hpml_lab` (also read by tests/unit/test_docs_commands.py to check the docs' commands)."""
     parser = OneLineParser(prog="python -m hpml_lab", description="Train one run; see RunConfig.")
     add_config_flags(parser)
     parser.add_argument("--save-model", metavar="PATH", help="write the final weights (state_dict) here")

@@ -131,7 +131,11 @@ def rendered(tmp_path_factory, request):
 
 # Under pytest-xdist the longest tests start first, so that no worker is left with one of them at the end while
 # the others are idle: the files whose single test takes minutes, then the other real-Slurm, browser and slow ones.
-LONGEST = ("tests/test_gpucheck_image.py", "tests/test_slurm_real.py", "tests/test_browser.py")
+LONGEST = (
+    "tests/notebooks/test_gpucheck_image.py",
+    "tests/cluster/test_slurm_real.py",
+    "tests/browser/test_browser.py",
+)
 
 
 def _start_order(item) -> int:

@@ -13,7 +13,7 @@ flip at once, and a fused uint8 -> float conversion with normalisation
 (x * 1/(255 std) - mean/std). The augmentation distribution is the lab's:
 crop offsets uniform over the 9 x 9 = 81 positions of a 40 x 40 padded image,
 flip with probability one half, padding pixels 0 before normalisation
-(tests/test_gpu_loader.py checks both statistically and against the PIL
+(tests/unit/test_gpu_loader.py checks both statistically and against the PIL
 pipeline at fixed offsets).
 
 Randomness comes from a CPU torch.Generator seeded with cfg.seed (epoch order,
@@ -28,7 +28,7 @@ items r, r+W, r+2W, ... The permutation comes from a generator seeded with
 cfg.seed on every rank (so all ranks agree on it), the crops and flips from a
 second one seeded per rank (reproducible, different on each rank). With
 augmentation off, W ranks at batch B/W see exactly the images one process sees
-at batch B (tests/test_distributed.py trains both and compares the weights).
+at batch B (tests/cluster/test_distributed.py trains both and compares the weights).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ interrupted, the job stops. Submitted again, the job goes on where it stopped:
 the training step skips a run that is already complete (`--if-missing`), the
 notebook reuses its complete runs. Parameters (-p) are checked against the task's
 notebook and RunConfig when the script is written, not when the job starts.
-Run for real in tests/test_slurm_real.py on a localhost Slurm 22.05 (one and two nodes).
+Run for real in tests/cluster/test_slurm_real.py on a localhost Slurm 22.05 (one and two nodes).
 
 Containers (the course's clusters run Singularity or Apptainer images with an overlay):
 

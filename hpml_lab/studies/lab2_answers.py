@@ -6,7 +6,7 @@ result (lab2.C4Result, lab2.TrainingSweep, ...; a results.Run for C1 and C2) int
     nb.answer(cfg, info, *lab2_answers.c1(cfg, run))     # at the end of the C1 notebook
 
 No sentence here states a direction it did not compute: comparisons come from hpml_lab.verdict, flags from
-hpml_lab.sanity. tests/test_conclusions.py and test_findings.py feed canned results to every branch.
+hpml_lab.sanity. tests/studies/test_conclusions.py and test_findings.py feed canned results to every branch.
 """
 
 from __future__ import annotations

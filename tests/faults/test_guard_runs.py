@@ -537,7 +537,7 @@ def test_sighup_ends_a_training_run_interrupted_not_running(tmp_path, cifar_root
 
     env = {
         **os.environ,
-        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
         "HPML_OUTPUT_DIR": str(tmp_path),
     }
     p = subprocess.Popen(

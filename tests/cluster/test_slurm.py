@@ -1,5 +1,5 @@
 """`hpml-lab slurm`: sbatch scripts for one node (torchrun --standalone) and several (srun + torchrun, c10d), GPU and
-CPU nodes. What the scripts say; tests/test_slurm_real.py submits them to a real Slurm."""
+CPU nodes. What the scripts say; tests/cluster/test_slurm_real.py submits them to a real Slurm."""
 
 import subprocess
 

@@ -601,7 +601,7 @@ def _temporaries(root: Path) -> list[str]:
 def test_signal_during_synth_leaves_no_temporary_folder(tmp_path, argv, appears, sig):
     root = tmp_path / "root"
     root.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpml_lab.report.cli", "data", *argv, "--root", str(root)],
         stderr=subprocess.PIPE,
@@ -988,7 +988,10 @@ def _data_cli(args, **kw):
     import subprocess
     import sys
 
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    }
     return subprocess.Popen(
         [sys.executable, "-m", "hpml_lab.report.cli", "data", *map(str, args)],
         env=env,
@@ -1142,7 +1145,7 @@ def test_an_image_damaged_after_preparation_is_one_line(workers, tmp_path):
         img.write_bytes(b"")
     env = {
         **os.environ,
-        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
         "HPML_OUTPUT_DIR": str(tmp_path / "out"),
     }
     r = subprocess.run(
@@ -1240,7 +1243,7 @@ def test_an_unreadable_batch_file_is_one_line_for_a_user_who_is_not_root(tmp_pat
         p.chmod(0o777 if p.is_dir() else 0o644)
     (root / cifar.FOLDER / cifar.TRAIN_FILES[1]).chmod(0o000)
     env = {**os.environ, "HOME": str(tmp_path), "HPML_OUTPUT_DIR": str(tmp_path / "out")}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     r = subprocess.run(
         [*prefix, sys.executable, "-m", "hpml_lab.report.cli", "run", "c1", "--profile", "tiny"]
         + ["-p", f"data_root={root}"],

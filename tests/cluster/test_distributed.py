@@ -17,7 +17,7 @@ import torch
 
 from hpml_lab import distributed
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_read_env_torchrun_slurm_and_single():

@@ -1,6 +1,6 @@
 """The GPU check kit without a GPU: its plan for bare machines, results packed as each unit finishes (a command
 killed half-way), unpacking that merges in any order, provenance without .git, the machine's record. The kit on
-the GPU image's package set, command by command, is tests/test_gpucheck_image.py."""
+the GPU image's package set, command by command, is tests/notebooks/test_gpucheck_image.py."""
 
 import json
 import os
@@ -288,7 +288,7 @@ def test_make_gpu_check_runs_the_units_it_is_given_and_prints_the_plan_otherwise
     from pathlib import Path
 
     make = shutil.which("make") or pytest.skip("make is not installed")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
 
     def planned(*args):
         return subprocess.run(

@@ -341,7 +341,7 @@ def test_lab5_notes_are_findings_and_the_notebook_settles_no_argument():
     assert "extrapolated to 50,000 images" in note and "Per-worker batch sizes: 16, 32" in note
     assert "busbw 2 GB/s (gloo, 2 processes; fit)" in scaling_answers.fit_note(res).plain()
     assert "against the reference's 5.02 s" in scaling_answers.reference_note(res).plain()
-    nb = Path(__file__).resolve().parents[1] / "notebooks" / "lab5_ddp_scaling.ipynb"
+    nb = Path(__file__).resolve().parents[2] / "notebooks" / "lab5_ddp_scaling.ipynb"
     text = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"])
     assert "settled" not in text and ":.2f" not in text and ":," not in text
 

@@ -602,7 +602,7 @@ def test_stored_notebooks_narrate_and_carry_no_outputs():
     import json
     from pathlib import Path
 
-    for p in sorted(Path(__file__).resolve().parents[1].joinpath("notebooks").glob("*.ipynb")):
+    for p in sorted(Path(__file__).resolve().parents[2].joinpath("notebooks").glob("*.ipynb")):
         code = [c for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code"]
         lines = sum(
             len([x for x in "".join(c["source"]).splitlines() if x.strip()])

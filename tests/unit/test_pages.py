@@ -1,6 +1,6 @@
 """Pages for a grader (issue 31): the answer box after the title in the page's own type, each answer's headline
 first, the index's headlines with its context said once and a busy banner, notices once per bundle, booleans as
-marks, tables aligned. Their look in a real browser: tests/test_pages_browser.py."""
+marks, tables aligned. Their look in a real browser: tests/browser/test_pages_browser.py."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ made by a real tiny run of C1 and C3, at a laptop's width (1280 px) and a phone'
 the test's temporary folder (<page>-<width>.png, the first screen and the whole page). Checked: the answer box is
 below the title, in the page's own sans-serif type, and its headline is within the first screen; nothing is wider
 than a phone's screen (a wide table scrolls inside its own box); the index's first headline is on its first
-screen at 1280 px and whole at 390 px (each row a card). Marked `browser` and `slow`; skipped without Chromium or Playwright, as tests/test_browser.py.
+screen at 1280 px and whole at 390 px (each row a card). Marked `browser` and `slow`; skipped without Chromium or Playwright, as tests/browser/test_browser.py.
 """
 
 from __future__ import annotations

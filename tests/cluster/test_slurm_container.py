@@ -2,7 +2,7 @@
 `apptainer exec` (or `singularity exec`). Apptainer is not installed here, so the scripts are run by bash with a
 stand-in container command on PATH that records its arguments: the exact command lines, the checks before the
 first step, and hostile paths (spaces, quotes, `$(...)`) reaching the container command intact.
-tests/test_slurm_real.py runs such a job under a real Slurm."""
+tests/cluster/test_slurm_real.py runs such a job under a real Slurm."""
 
 import os
 import shlex

@@ -207,5 +207,5 @@ def test_the_stand_in_caption_does_not_overlap_the_plot(tmp_path, monkeypatch):
 
 def test_c3_notebook_claims_no_unchecked_equivalence():
     """Grader (issue 27): c3 said its doubling grid 'finds the same turning point with fewer runs' (never checked)."""
-    text = (Path(__file__).resolve().parent.parent / "notebooks/c3_io.ipynb").read_text()
+    text = (Path(__file__).resolve().parents[2] / "notebooks/c3_io.ipynb").read_text()
     assert "finds the same turning point" not in text and "is not checked here" in text

@@ -224,7 +224,7 @@ def _code_cells(path):
 def test_no_number_is_formatted_outside_the_one_formatter():
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     sources = {
         p.name: p.read_text()
         for p in [

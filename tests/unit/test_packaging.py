@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_environment_yml_installs_the_project_and_lists_no_packages():
@@ -80,6 +80,7 @@ def test_a_plain_install_runs_a_task_from_an_empty_folder(tmp_path, cifar_root):
     src.mkdir()
     for name in (
         "pyproject.toml",
+        "setup.py",  # finds the packages (every task folder)
         "README.md",
         "hpml_lab",
         "notebooks",

@@ -18,7 +18,7 @@ import pytest
 import torch
 from slurm_local import LocalSlurm, free_port, unavailable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
     pytest.mark.slurm,
     pytest.mark.slow,
@@ -267,9 +267,16 @@ def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_r
     second = cluster.submit(script, work, "--time=10", env=_job_env(), timeout_s=400)
     assert (second.returncode, second.state) == (0, "COMPLETED"), second.output[-4000:]
     assert "complete already: " in second.output  # the training step went straight on (--if-missing)
+    # the sweep's lines are kept in the executed notebook, not printed in the job's log (report/watch.py)
+    kept = "".join(
+        "".join(o.get("text", ""))
+        for c in json.loads((work / "reports" / "executed" / "c6.ipynb").read_text())["cells"]
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream"
+    )
     reused = sorted(
         line.split("] ")[1].split(":")[0].split("/")[1]
-        for line in second.output.splitlines()
+        for line in kept.splitlines()
         if "complete from an earlier run, skipped" in line
     )
     assert reused == done_first  # resumed where it stopped: what was complete is reused, nothing else

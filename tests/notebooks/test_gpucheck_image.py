@@ -26,7 +26,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from test_gpucheck import out_within_limits
+from unit.test_gpucheck import out_within_limits  # tests/unit/test_gpucheck.py (tests/ is on the path)
 
 from hpml_lab import envinfo
 from hpml_lab.config import project_root
