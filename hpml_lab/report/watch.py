@@ -176,6 +176,13 @@ class Watch:
                 return None, ""
         return None, ""
 
+    def pace(self) -> float:
+        """This run's time over the estimates' for the tasks it has finished (1.0 before any): a busy machine
+        runs slower than the figures, and what is left is said at this run's pace."""
+        pairs = [(s, self.expected(t)[0]) for t, s in self.done.items()]
+        pairs = [(s, e) for s, e in pairs if e]
+        return sum(s for s, _ in pairs) / sum(e for _, e in pairs) if pairs else 1.0
+
     def _left_text(self, ids: list[str], running_for: float = 0.0) -> str:
         known, unknown, sources = 0.0, [], set()
         for i, tid in enumerate(ids):
@@ -189,7 +196,11 @@ class Watch:
             return "nothing left"
         if not known and unknown:
             return f"no estimate yet (no earlier {self.profile} run recorded a time)"
-        text = f"{about(known)} left (from {' and '.join(sorted(sources))})"
+        pace = self.pace()
+        if not 0.8 <= pace <= 1.25:  # far from the figures: say it at this run's pace
+            text = f"{about(known * pace)} left (from {' and '.join(sorted(sources))}, at this run's pace: {pace:.1f}x)"
+        else:
+            text = f"{about(known)} left (from {' and '.join(sorted(sources))})"
         if unknown:
             text += f", plus {', '.join(unknown)} (no time recorded yet)"
         return text

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from hpml_lab.report import watch
 
 
@@ -40,7 +42,7 @@ def test_lines_per_task_with_times_and_what_is_left(tmp_path):
     w.end("c1", "ok", 119.2, target="reports/c1.html")
     assert lines[-1] == (
         "[1/3] c1 ... ok in 1 min 59 s -> reports/c1.html; 2 line(s) on stderr kept in its executed notebook; "
-        "about 2 min left (from earlier runs), plus c3 (no time recorded yet)"
+        "about 6 min left (from earlier runs, at this run's pace: 4.0x), plus c3 (no time recorded yet)"
     )
     assert not any("DataLoader" in line for line in lines)  # the warning itself is not printed
     assert json.loads(times.read_text()) == {"tiny": {"c1": 119.2, "c2": 90}, "smoke": {"c3": 999}}
@@ -161,3 +163,20 @@ def test_run_task_prints_the_watch_lines_and_keeps_the_kernels_output_out(
     )
     times = json.loads((tmp_path / "out" / "reports" / "executed" / "durations.json").read_text())
     assert set(times["tiny"]) == {"c7"}
+
+
+def test_what_is_left_is_said_at_this_runs_pace_when_it_is_far_from_the_figures():
+    lines, clock = [], Clock()
+    w = watch.Watch(["c1", "c2", "c3"], "smoke", lines.append, None, heartbeat_s=0, clock=clock)
+    expected = {t: w.expected(t)[0] for t in ("c2", "c3")}
+    w.start("c1", "C1")
+    w.end("c1", "ok", 5 * w.expected("c1")[0])  # a busy machine: five times the measured figure
+    assert w.pace() == pytest.approx(5.0)
+    assert lines[-1].endswith(
+        f"{watch.about(5 * (expected['c2'] + expected['c3']))} left "
+        "(from a fresh clone on 2 idle cores, at this run's pace: 5.0x)"
+    )
+    steady = watch.Watch(["c1", "c2"], "smoke", lines.append, None, heartbeat_s=0, clock=clock)
+    steady.start("c1", "C1")
+    steady.end("c1", "ok", steady.expected("c1")[0])
+    assert steady.pace() == pytest.approx(1.0) and "pace" not in lines[-1]
