@@ -239,6 +239,23 @@ def signals_deferred() -> Iterator[None]:
             signal.raise_signal(s)
 
 
+@contextlib.contextmanager
+def temp_folder(prefix: str, dir: str | os.PathLike) -> Iterator[Path]:
+    """A fresh folder in `dir`, removed with everything in it when the block ends, however it ends. Made with
+    signals held and named inside the `try`: a Ctrl-C that arrives while it is being made is delivered once the
+    name is held for clean-up, so the folder never outlives the process."""
+    import shutil
+
+    tmp = ""
+    try:
+        with signals_deferred():
+            tmp = tempfile.mkdtemp(prefix=prefix, dir=dir)
+        yield Path(tmp)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _umask() -> int:
     """The process umask (read by setting and restoring it: the only portable way)."""
     mask = os.umask(0o022)

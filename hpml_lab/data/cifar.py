@@ -21,7 +21,6 @@ import json
 import os
 import pickle
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..io import atomic_file, publish_dir
+from ..io import atomic_file, publish_dir, temp_folder
 from .errors import DatasetError
 from .guards import (
     SEED_MAX,
@@ -39,7 +38,6 @@ from .guards import (
     in_range,
     inside,
     read_cache,
-    signals_deferred,
     stamp,
     temp_prefix,
     undo_on_failure,
@@ -364,43 +362,43 @@ def synthesize(
         "color": torch.nn.functional.normalize(torch.rand(10, 3, generator=gen) * 2 - 1, dim=1),
     }
     free_space(root, (n_train + n_test) * 3200, "synthetic CIFAR-10")
-    with signals_deferred():  # a signal between mkdtemp and `try` would leave the folder behind
-        tmpdir = Path(tempfile.mkdtemp(prefix=temp_prefix("cifar-synth"), dir=root))
-    try:
-        per_batch = n_train // 5
-        batches = [(name, per_batch, f"training batch {i + 1} of 5") for i, name in enumerate(TRAIN_FILES)]
-        batches.append(("test_batch", n_test, "testing batch 1 of 1"))
-        for name, count, label in batches:
-            labels = (torch.arange(count) % 10)[torch.randperm(count, generator=gen)].numpy()
-            data = _render_images(labels, gen, protos)
+    with temp_folder(temp_prefix("cifar-synth"), root) as tmpdir:
+        try:
+            per_batch = n_train // 5
+            batches = [
+                (name, per_batch, f"training batch {i + 1} of 5") for i, name in enumerate(TRAIN_FILES)
+            ]
+            batches.append(("test_batch", n_test, "testing batch 1 of 1"))
+            for name, count, label in batches:
+                labels = (torch.arange(count) % 10)[torch.randperm(count, generator=gen)].numpy()
+                data = _render_images(labels, gen, protos)
+                _atomic_pickle(
+                    {
+                        "batch_label": label,
+                        "labels": [int(x) for x in labels],
+                        "data": data,
+                        "filenames": [f"synthetic_{CLASSES[c]}_{name}_{i}.png" for i, c in enumerate(labels)],
+                    },
+                    tmpdir / name,
+                )
             _atomic_pickle(
-                {
-                    "batch_label": label,
-                    "labels": [int(x) for x in labels],
-                    "data": data,
-                    "filenames": [f"synthetic_{CLASSES[c]}_{name}_{i}.png" for i, c in enumerate(labels)],
-                },
-                tmpdir / name,
+                {"num_cases_per_batch": per_batch, "label_names": CLASSES, "num_vis": 3072},
+                tmpdir / META_FILE,
             )
-        _atomic_pickle(
-            {"num_cases_per_batch": per_batch, "label_names": CLASSES, "num_vis": 3072}, tmpdir / META_FILE
-        )
-        record = {
-            "generator": "hpml-lab synthetic CIFAR-10 v1",
-            "seed": seed,
-            "n_train": n_train,
-            "n_test": n_test,
-            "md5": {p.name: md5(p) for p in sorted(tmpdir.iterdir())},
-            "note": "Synthetic images with learnable class structure; not the real CIFAR-10.",
-        }
-        (tmpdir / MARKER).write_text(json.dumps(record, indent=2))
-        if target.exists():
-            shutil.rmtree(target)
-        publish_dir(tmpdir, target)
-    except OSError as e:  # a full disk: name the target, not the temporary folder
-        raise written_to(target, e) from None
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+            record = {
+                "generator": "hpml-lab synthetic CIFAR-10 v1",
+                "seed": seed,
+                "n_train": n_train,
+                "n_test": n_test,
+                "md5": {p.name: md5(p) for p in sorted(tmpdir.iterdir())},
+                "note": "Synthetic images with learnable class structure; not the real CIFAR-10.",
+            }
+            (tmpdir / MARKER).write_text(json.dumps(record, indent=2))
+            if target.exists():
+                shutil.rmtree(target)
+            publish_dir(tmpdir, target)
+        except OSError as e:  # a full disk: name the target, not the temporary folder
+            raise written_to(target, e) from None
     return target
 
 

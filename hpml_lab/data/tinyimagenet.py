@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import publish_dir
+from ..io import publish_dir, temp_folder
 from .errors import DatasetError
 from .guards import (
     copy_download,
@@ -46,7 +45,6 @@ from .guards import (
     http_url,
     plain_name,
     readable_text,
-    signals_deferred,
     temp_prefix,
     undo_on_failure,
     verify_images,
@@ -188,9 +186,7 @@ def prepare(
             names = zip_members(z, archive)
             prefix = _archive_prefix(names)
             root.mkdir(parents=True, exist_ok=True)
-            with signals_deferred():  # a signal between mkdtemp and `try` would leave the folder behind
-                tmp = Path(tempfile.mkdtemp(prefix=temp_prefix("tinyimagenet-extract"), dir=root))
-            try:
+            with temp_folder(temp_prefix("tinyimagenet-extract"), root) as tmp:
                 z.extractall(tmp, members=[n for n in names if n.startswith(prefix)])
                 folder = tmp / prefix if prefix else tmp
                 _reorganise_val(folder)
@@ -223,8 +219,6 @@ def prepare(
                 }
                 (folder / RECORD).write_text(json.dumps(rec, indent=2))
                 publish_dir(folder, target)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
     except zipfile.BadZipFile as e:
         raise DatasetError(
             f"archive {archive} is not a readable zip (truncated or corrupted: {e}); "
@@ -425,9 +419,7 @@ def download_kaggle(
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    with signals_deferred():
-        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix("kaggle"), dir=root))
-    try:
+    with temp_folder(temp_prefix("kaggle"), root) as tmp:
         with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
             try:
                 import kaggle  # authenticates at import: OSError (1.x) or SystemExit (2.x) without credentials
@@ -446,8 +438,6 @@ def download_kaggle(
         if not zips:
             raise DatasetError(f"Kaggle dataset {dataset} gave no zip archive")
         return prepare(zips[0], root, allow_partial=allow_partial, source=f"kaggle:{dataset}", log=log)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- loading

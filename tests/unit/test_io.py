@@ -5,6 +5,7 @@ import stat
 
 import pytest
 
+from hpml_lab import io
 from hpml_lab.io import atomic_file, atomic_write_text
 
 
@@ -38,3 +39,33 @@ def test_synthesized_dataset_folder_follows_the_umask(tmp_path, mask, mode):
     finally:
         os.umask(old)
     assert stat.S_IMODE(folder.stat().st_mode) == mode  # not mkdtemp's 0700
+
+
+def test_a_ctrl_c_while_a_temporary_folder_is_made_leaves_no_folder(tmp_path, monkeypatch):
+    """The signal lands inside the held block (as it did in CI, sent the moment the folder appeared): it is
+    delivered once the folder's name is held for clean-up, so the folder goes with the interruption."""
+    import signal
+    import tempfile
+
+    made = tempfile.mkdtemp
+
+    def mkdtemp_then_interrupted(**kw):
+        path = made(**kw)
+        signal.raise_signal(signal.SIGINT)
+        return path
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with io.temp_folder(".x-", tmp_path):
+            raise AssertionError("the block must not start: the interruption comes first")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_temporary_folder_goes_however_its_block_ends(tmp_path):
+    with io.temp_folder(".x-", tmp_path) as d:
+        (d / "a").write_text("x")
+    with pytest.raises(ValueError):
+        with io.temp_folder(".y-", tmp_path) as d:
+            (d / "b").mkdir()
+            raise ValueError
+    assert list(tmp_path.iterdir()) == []
