@@ -2,7 +2,7 @@
 Answer (one lab question's answer: a headline Finding, detail Findings and general Background, whose numbers are
 the findings' numbers; see findings.py), Record (a report's answers and flags) and check(), which refuses a
 record with an untagged or unexplained number. They live in the core so that studies/ can build answers without importing
-report/; report/answers.py writes and shows records.
+report/; report/answer_box.py writes and shows records.
 """
 
 from __future__ import annotations

@@ -256,6 +256,28 @@ def temp_folder(prefix: str, dir: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class LockBusy(Exception):
+    """Another process holds the lock (not an OSError: a file that cannot be opened is one)."""
+
+
+@contextlib.contextmanager
+def held_lock(path: str | os.PathLike) -> Iterator[None]:
+    """An exclusive flock on `path` (made if missing, never followed as a link) held until the block ends. The
+    kernel ends it with the process, also one killed with -9, so a crash leaves no stale lock to clear by hand.
+    LockBusy at once when another process holds it; OSError when the file cannot be opened."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LockBusy(str(path)) from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def _umask() -> int:
     """The process umask (read by setting and restoring it: the only portable way)."""
     mask = os.umask(0o022)

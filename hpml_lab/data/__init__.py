@@ -50,7 +50,7 @@ def lab_transform(augment: bool = True, mean=cifar.MEAN, std=cifar.STD, size: in
 
 def check_dataset(cfg) -> str:
     """Fail fast (DatasetError naming the command that prepares it); returns 'real' or 'synthetic'."""
-    from .guards import FINGERPRINT, no_planted_caches
+    from .checks import FINGERPRINT, no_planted_caches
 
     if cfg.dataset == "cifar10":
         no_planted_caches(cfg.data_path() / cifar.FOLDER, [cifar.CHECKED, cifar.VERIFIED, FINGERPRINT])
@@ -76,7 +76,7 @@ def fingerprint(cfg) -> str:
     """CIFAR-10: a hash of every batch file's bytes (cached by their sizes and times). Tiny ImageNet: of its
     preparation record and text files, and of the stamps of its class folders (an image replaced in place,
     keeping its folder's times, is not seen)."""
-    from .guards import content_fingerprint
+    from .checks import content_fingerprint
 
     if cfg.dataset == "cifar10":
         folder = cfg.data_path() / cifar.FOLDER
@@ -94,7 +94,7 @@ def fingerprint(cfg) -> str:
         for d in [folder / top, *(folder / top).glob("*"), *(folder / top).glob("*/images")]
         if d.is_dir()
     )
-    from .guards import stamp
+    from .checks import stamp
 
     return content_fingerprint(
         folder, texts, "Tiny ImageNet file", also=stamp(folder, dirs, "Tiny ImageNet folder")

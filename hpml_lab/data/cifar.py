@@ -29,8 +29,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..io import atomic_file, publish_dir, temp_folder
-from .errors import DatasetError
-from .guards import (
+from .checks import (
     SEED_MAX,
     first_line,
     free_space,
@@ -44,6 +43,7 @@ from .guards import (
     write_cache,
     written_to,
 )
+from .errors import DatasetError
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]

@@ -37,8 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io import publish_dir, temp_folder
-from .errors import DatasetError
-from .guards import (
+from .checks import (
     copy_download,
     first_line,
     free_space,
@@ -51,6 +50,7 @@ from .guards import (
     written_to,
     zip_members,
 )
+from .errors import DatasetError
 from .tinyimagenet_synth import FOLDER, MARKER, SIZE, check_options, is_synthetic_zip, synthesize_archive
 
 ARCHIVE = "tiny-imagenet-200.zip"
@@ -306,7 +306,7 @@ def fetch(url: str, dest: Path, timeout: float = 60.0, log: Callable[[str], None
 
     A server that ignores Range (200 instead of 206) gets a fresh download. A connection that ends before
     Content-Length bytes leaves dest.part for the next run to resume and raises DatasetError; a write that fails
-    (a full disk) leaves dest.part as it found it (guards.copy_download). dest appears only when complete.
+    (a full disk) leaves dest.part as it found it (checks.copy_download). dest appears only when complete.
     """
     part = dest.with_name(dest.name + ".part")
     dest.parent.mkdir(

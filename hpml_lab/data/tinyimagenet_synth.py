@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..io import atomic_file
-from .guards import SEED_MAX, in_range, signals_deferred
+from .checks import SEED_MAX, in_range, signals_deferred
 
 FOLDER = "tiny-imagenet-200"
 MARKER = "SYNTHETIC.json"

@@ -14,7 +14,7 @@ notebooks call, figures, Slurm scripts and the `hpml-lab` command.
 | slurm | sbatch scripts for a task |
 | cli | the `hpml-lab` command |
 | guards | checks before a kernel starts; a report's files replaced as one set |
-| answers | the answer record: every number tagged measured, predicted or reference |
+| answer_box | the answer record: every number tagged measured, predicted or reference |
 | claims | the claims check: every number a sentence states is in its record, every comparison names its verdict |
 | bundle | the one-file hand-in (HTML, PDF with Chromium) |
 | gpucheck | the GPU check kit (`make gpu-wheels`, `make gpu-check`, `make gpu-unpack`) |

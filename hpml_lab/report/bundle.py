@@ -15,11 +15,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..data.guards import first_line
+from ..data.checks import first_line
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_text
-from . import answers, guards, tasks
-from .answers import fold_logs  # noqa: F401 (bundle.fold_logs: the pages and the bundle fold alike)
+from . import answer_box, guards, tasks
+from .answer_box import fold_logs  # noqa: F401 (bundle.fold_logs: the pages and the bundle fold alike)
 
 CSS = """body{font-family:sans-serif;margin:2em auto;max-width:1100px;line-height:1.4}
 table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ccc;padding:3px 7px;text-align:left}
@@ -58,7 +58,7 @@ def shared_notices(recs: dict[str, dict]) -> str:
             f"<p class='hpml-banner'><b>Busy machine</b> ({which(busy)}): times are slower and noisier than on an idle "
             "machine (each report's flag says how it was busy: its load average or CPU steal).</p>"
         )
-    out.append(f"<p class='hpml-legend'>{answers.LEGEND}</p>")
+    out.append(f"<p class='hpml-legend'>{answer_box.LEGEND}</p>")
     return "".join(out)
 
 
@@ -98,7 +98,7 @@ def write_bundle(reports: Path, log=print) -> Path:
         except Exception as e:  # noqa: BLE001 (cut short, '{}', not a notebook: that report is missing, not the bundle)
             problem = f"{executed} is not a whole notebook ({type(e).__name__}: {first_line(e)[:80]})"
         if problem:
-            log(f"bundle: {answers.scrub_paths(problem)}; {t.id} is bundled as missing")
+            log(f"bundle: {answer_box.scrub_paths(problem)}; {t.id} is bundled as missing")
             damaged.append(t.id)
             continue
         status = rec["status"] if rec else "no answer record"
@@ -108,7 +108,7 @@ def write_bundle(reports: Path, log=print) -> Path:
         boxes.append(
             f"<h3><a href='#{t.id}'>{html.escape(t.id)}</a></h3>"
             + (
-                answers.box_html(rec, shared=True)  # the notices they share are said once, above them
+                answer_box.box_html(rec, shared=True)  # the notices they share are said once, above them
                 if rec
                 else "<p>No answer record: the notebook did not finish.</p>"
             )
@@ -142,7 +142,7 @@ def write_bundle(reports: Path, log=print) -> Path:
         + f"{''.join(sections)}</div></body></html>"
     )
     path = reports / "bundle.html"
-    atomic_write_text(path, answers.scrub_paths(page))  # no folder of this machine in the hand-in
+    atomic_write_text(path, answer_box.scrub_paths(page))  # no folder of this machine in the hand-in
     log(f"bundle: {path} ({path.stat().st_size / 1024**2:.1f} MB, {len(present) - len(damaged)} reports)")
     pdf = to_pdf(path)
     if pdf:

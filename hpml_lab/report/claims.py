@@ -1,7 +1,7 @@
 """The claims check: a report's answers against the record they came from, by structure, not by reading prose.
 
     from hpml_lab.report import claims
-    problems = claims.check_record(answers.load("c8"))     # [] when every claim holds
+    problems = claims.check_record(answer_box.load("c8"))     # [] when every claim holds
     claims.check_reports(Path("reports"))                  # {task: problems} over every reports/<task>.answer.json
 
 Each finding of an answer is stored as html in which every number is a `<span data-number="NAME">` (findings.py).

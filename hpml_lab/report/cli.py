@@ -143,7 +143,7 @@ def _cmd_data(args) -> int:
     root = resolve_path(args.root)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--root {root} is a file, not a folder")
-    from ..data.guards import one_data_command, remove_stale
+    from ..data.checks import one_data_command, remove_stale
 
     try:
         with one_data_command(root), sigterm_interrupts():

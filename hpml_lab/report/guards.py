@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from ..config import ConfigError, RunConfig, output_path
-from ..io import alive, signals_deferred  # noqa: F401  (alive: the one liveness check, re-exported)
-from . import answers, tasks
+from ..io import LockBusy, alive, held_lock, signals_deferred  # noqa: F401  (alive: the one liveness check, re-exported)
+from . import answer_box, tasks
 
 
 def reports_dir() -> Path:
@@ -158,7 +158,7 @@ def _report_files(task_id: str) -> list[Path]:
     out = reports_dir()
     return [
         out / f"{task_id}.html",
-        answers.path_for(task_id),
+        answer_box.path_for(task_id),
         out / "executed" / f"{task_id}.ipynb",
         out / "executed" / f"{task_id}.json",
     ]
@@ -278,26 +278,20 @@ def task_lock(task_id: str):
     output folder is refused with one line, instead of the two runs setting each other's report files aside
     (one killed run's set-aside folder, put back later, deleted the other's finished report). An flock: it
     ends with the process, also when the process is killed with -9."""
-    import fcntl
-
     folder = reports_dir() / "executed"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f".{task_id}.lock"
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
-    except OSError as e:
-        raise ConfigError(f"cannot open the lock file {path} ({e.strerror or e}): remove it") from None
-    try:
+    with contextlib.ExitStack() as held:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            held.enter_context(held_lock(path))
+        except OSError as e:
+            raise ConfigError(f"cannot open the lock file {path} ({e.strerror or e}): remove it") from None
+        except LockBusy:
             raise ConfigError(
                 f"task {task_id} is already running with the reports in {reports_dir()} (another hpml-lab "
                 "run or report); wait for it to end, or set HPML_OUTPUT_DIR to another folder"
             ) from None
         yield
-    finally:
-        os.close(fd)
 
 
 RECORD_MAX = (
@@ -314,7 +308,7 @@ def read_record(task_id: str) -> tuple[dict | None, str]:
 
     from ..io import PlantedFile, read_own
 
-    p = answers.path_for(task_id)
+    p = answer_box.path_for(task_id)
     try:
         text = read_own(p, RECORD_MAX)
     except PlantedFile as e:
@@ -334,7 +328,7 @@ def read_record(task_id: str) -> tuple[dict | None, str]:
     problem = _record_problem(rec)
     if not problem:
         try:
-            answers.box_html(rec)
+            answer_box.box_html(rec)
         except Exception as e:  # noqa: BLE001 (any shape the box cannot show is a damaged record)
             problem = f"cannot be shown ({type(e).__name__}: {str(e)[:80]})"
     return (None, f"{p} {problem}") if problem else (rec, "")

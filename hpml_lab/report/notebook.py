@@ -194,7 +194,7 @@ def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
     if not rows:
         return "<p>Settings: the lab's.</p>"
     flag = sanity.stand_in(cfg, lab["model"]) if "model" in lab else None
-    from .answers import readable
+    from .answer_box import readable
 
     cells = "".join(
         f"<tr><td>{html.escape(readable(r['setting']))}</td><td><b>{html.escape(r['ran'])}</b></td>"
@@ -217,9 +217,9 @@ def answer(
     title: str = "",
     lab: Mapping[str, Any] = sanity.LAB,
 ) -> None:
-    """Build this report's answer record (answers.Record) from computed answers and flags, write it to
+    """Build this report's answer record (answer_box.Record) from computed answers and flags, write it to
     reports/<task>.answer.json and show it (at the top of the rendered page)."""
-    from . import answers, tasks
+    from . import answer_box, tasks
 
     stand_in = sanity.stand_in(cfg, lab["model"]) if "model" in lab else None
     flags = [f for f in flags if f is not None]
@@ -240,8 +240,8 @@ def answer(
             )
         )
     task_title = title or (tasks.TASKS[cfg.task].title if cfg.task in tasks.TASKS else cfg.task)
-    answers.show(
-        answers.Record(
+    answer_box.show(
+        answer_box.Record(
             cfg.task,
             task_title,
             list(items),
@@ -310,13 +310,13 @@ def number_text(x: Any, na: str = "-") -> str:
 
 
 def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, na: str = "-"):
-    """A table as the report shows it: column names through answers.readable ('per_gpu_batch' -> 'per-GPU
+    """A table as the report shows it: column names through answer_box.readable ('per_gpu_batch' -> 'per-GPU
     batch'), numbers through number_text, the `percent` columns (fractions, or percentages with of_one=False)
-    through answers.percent ('14.2%'); no index."""
+    through answer_box.percent ('14.2%'); no index."""
     import numbers
 
-    from .answers import percent as pct
-    from .answers import readable
+    from .answer_box import percent as pct
+    from .answer_box import readable
 
     shown = df.copy()
     numeric = []  # columns of numbers: right-aligned, so their digits line up (text stays at the left)

@@ -33,7 +33,7 @@ from ..config import ConfigError, RunConfig, _short, check_keys, coerce_value, o
 from ..data import check_dataset
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_text, signals_deferred
-from . import answers, guards, tasks, watch
+from . import answer_box, guards, tasks, watch
 from .guards import preflight, recover_reports, set_aside
 
 KERNEL = "hpml-lab"
@@ -143,15 +143,15 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     exporter.exclude_output_prompt = True
     rec, problem = guards.read_record(task.id)  # a damaged record is one line, the page says no answer
     if problem:
-        print(f"hpml-lab: warning: {answers.scrub_paths(problem)}", file=sys.stderr)
+        print(f"hpml-lab: warning: {answer_box.scrub_paths(problem)}", file=sys.stderr)
     box = (
-        answers.box_html(rec)
+        answer_box.box_html(rec)
         if rec
         else "<div class='hpml-banner'>This run wrote no answer record: its notebook stopped before answering "
         "(see the error below).</div>"
     )
     # training logs folded away (a closed <details>), and no folder of this machine named on the page
-    nb = box_after_title(answers.fold_logs(nbformat.read(str(executed), as_version=4)), box)
+    nb = box_after_title(answer_box.fold_logs(nbformat.read(str(executed), as_version=4)), box)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": f"hpml-lab {task.title}"}})
     body = body.replace(
         "</head>",
@@ -162,7 +162,7 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     top = "<nav style='margin:8px 0'><a href='index.html'>&larr; all reports (index)</a></nav>"
     i = body.find("<main")
     i = body.find(">", i if i >= 0 else body.find("<body")) + 1
-    atomic_write_text(target, answers.scrub_paths(body[:i] + top + body[i:]))
+    atomic_write_text(target, answer_box.scrub_paths(body[:i] + top + body[i:]))
 
 
 @contextlib.contextmanager
@@ -386,9 +386,9 @@ def write_index(outcomes: list[Outcome]) -> Path:
         tid = o.task
         rec, problem = guards.read_record(tid) if o.status == "ok" else (None, "")
         if problem:
-            print(f"hpml-lab: warning: {answers.scrub_paths(problem)}", file=sys.stderr)
+            print(f"hpml-lab: warning: {answer_box.scrub_paths(problem)}", file=sys.stderr)
         status = o.status if o.status != "ok" else (rec["status"] if rec else "no answer record")
-        answer = _answer_cell(rec) if rec else html.escape(answers.scrub_paths(o.error))
+        answer = _answer_cell(rec) if rec else html.escape(answer_box.scrub_paths(o.error))
         if rec and rec.get("reused"):
             answer += (
                 f" <i>({html.escape(str(rec['reused']))} run(s) reused from an earlier run of this task, not made for this "
@@ -402,7 +402,7 @@ def write_index(outcomes: list[Outcome]) -> Path:
             busy.append(tid)
         page = guards.page_link(o.html)  # a relative page inside reports/, never javascript: or a URL
         link = f'<a href="{html.escape(page)}">{html.escape(tid)}</a>' if page else html.escape(tid)
-        color = answers.STATUS_COLOR.get(status, "#cf222e")
+        color = answer_box.STATUS_COLOR.get(status, "#cf222e")
         differ = "".join(
             f"<td>{html.escape(str(getattr(o, w))) if getattr(o, w) != usual[w] else ''}</td>"
             for w in fields
@@ -495,7 +495,7 @@ def load_outcomes() -> list[Outcome]:
             out.append(Outcome(**{k: v for k, v in data.items() if k in Outcome.__dataclass_fields__}))
         elif problem:
             print(
-                f"hpml-lab: warning: ignoring unreadable outcome: {answers.scrub_paths(problem)}",
+                f"hpml-lab: warning: ignoring unreadable outcome: {answer_box.scrub_paths(problem)}",
                 file=sys.stderr,
             )
     return out

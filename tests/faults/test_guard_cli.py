@@ -146,7 +146,7 @@ def test_result_files_that_would_block_or_never_end_are_refused(what, tmp_path, 
     import threading
 
     from hpml_lab import results
-    from hpml_lab.report import answers
+    from hpml_lab.report import answer_box
 
     run = tmp_path / "t" / "r"
     run.mkdir(parents=True)
@@ -160,14 +160,14 @@ def test_result_files_that_would_block_or_never_end_are_refused(what, tmp_path, 
         os.mkfifo(run / "epochs.csv")
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
     if what == "answer is a FIFO":
-        answers.path_for("c1").parent.mkdir(parents=True)
-        os.mkfifo(answers.path_for("c1"))
+        answer_box.path_for("c1").parent.mkdir(parents=True)
+        os.mkfifo(answer_box.path_for("c1"))
     got = {}
     t = threading.Thread(
         target=lambda: got.update(
             complete=results.is_complete(run),
             runs=results.load_runs("t", tmp_path),
-            answer=answers.load("c1"),
+            answer=answer_box.load("c1"),
         ),
         daemon=True,
     )

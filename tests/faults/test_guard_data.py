@@ -691,13 +691,13 @@ def test_a_cache_file_planted_in_the_data_folder_is_refused_never_written_throug
     """Issue 30: a link in place of a cache made the next run overwrite the file it names with the cache's JSON;
     a FIFO blocked the run for ever; /dev/zero read until memory ran out. Each is one line, nothing written."""
     from hpml_lab.data import DatasetError
-    from hpml_lab.data import guards as dguards
+    from hpml_lab.data import checks as dchecks
 
     dataset, name = CACHES[case]
     root = cifar_copy if dataset == "cifar10" else _tin_copy(small_zip, tmp_path / "tin")
     folder = root / (cifar.FOLDER if dataset == "cifar10" else tin.FOLDER)
     _refresh(dataset, root)  # the caches exist, as in any used folder
-    dguards._FINGERPRINTS.clear()
+    dchecks._FINGERPRINTS.clear()
     (folder / name).unlink()
     victim = tmp_path / "victim.txt"
     victim.write_text("a classmate's file")
@@ -740,16 +740,16 @@ def test_a_cache_file_planted_in_the_data_folder_is_refused_never_written_throug
 def test_the_cache_functions_themselves_never_write_through_a_link(cache, cifar_copy, tmp_path):
     """Below the run's up-front check: validate() and content_fingerprint() refuse the link on their own."""
     from hpml_lab.data import DatasetError
-    from hpml_lab.data import guards as dguards
+    from hpml_lab.data import checks as dchecks
 
     folder = cifar_copy / cifar.FOLDER
     victim = tmp_path / "victim.txt"
     victim.write_text("keep")
     (folder / cache).symlink_to(victim)
     names = cifar.TRAIN_FILES + cifar.TEST_FILES + [cifar.META_FILE]
-    dguards._FINGERPRINTS.clear()
+    dchecks._FINGERPRINTS.clear()
     with pytest.raises(DatasetError, match="is a link"):
-        cifar.validate(cifar_copy) if cache == cifar.CHECKED else dguards.content_fingerprint(
+        cifar.validate(cifar_copy) if cache == cifar.CHECKED else dchecks.content_fingerprint(
             folder, names, "f"
         )
     assert victim.read_text() == "keep"
@@ -1111,7 +1111,7 @@ def test_a_temporary_folder_of_a_live_process_is_kept(tmp_path):
     import subprocess
     import time
 
-    from hpml_lab.data.guards import remove_stale, temp_prefix
+    from hpml_lab.data.checks import remove_stale, temp_prefix
 
     mine = tmp_path / f"{temp_prefix('cifar-synth')}abc"
     mine.mkdir()
@@ -1260,7 +1260,7 @@ def test_an_unreadable_batch_file_is_one_line_for_a_user_who_is_not_root(tmp_pat
 def test_two_data_commands_into_one_root_at_once_the_second_is_refused(tmp_path, capsys):
     """Issue 30: two `data synth` at once into one folder both exited 0, and the first named a seed the folder
     does not hold. While one writes (it holds the folder's lock), the other is one line."""
-    from hpml_lab.data.guards import one_data_command
+    from hpml_lab.data.checks import one_data_command
 
     root = tmp_path / "root"
     with one_data_command(root):

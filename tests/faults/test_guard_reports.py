@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hpml_lab.report import answers, bundle, cli, guards, runner, tasks
+from hpml_lab.report import answer_box, bundle, cli, guards, runner, tasks
 
 
 def _rendered(reports: Path, tid: str) -> None:
@@ -21,16 +21,16 @@ def _rendered(reports: Path, tid: str) -> None:
     nb.cells.append(nbformat.v4.new_markdown_cell(f"# {tid}\n\nits report"))
     (reports / "executed").mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(reports / "executed" / f"{tid}.ipynb"))
-    answers.write(
-        answers.Record(
+    answer_box.write(
+        answer_box.Record(
             tid,
             tasks.TASKS[tid].title,
             [
-                answers.Answer(
+                answer_box.Answer(
                     "What is the epoch time?",
                     "the median epoch takes 1.25 s.",
                     "answered",
-                    [answers.Number("epoch", 1.25, "s", "measured", n=3)],
+                    [answer_box.Number("epoch", 1.25, "s", "measured", n=3)],
                 )
             ],
         )
@@ -163,8 +163,8 @@ def test_index_escapes_every_value_and_links_only_pages_inside_reports(reports, 
 
 def test_an_answer_status_is_escaped_or_refused_on_the_index(reports, capsys):
     _rendered(reports, "c1")
-    rec = json.loads(answers.path_for("c1").read_text())
-    answers.path_for("c1").write_text(json.dumps({**rec, "status": HOSTILE}))
+    rec = json.loads(answer_box.path_for("c1").read_text())
+    answer_box.path_for("c1").write_text(json.dumps({**rec, "status": HOSTILE}))
     page = runner.write_index(runner.load_outcomes()).read_text()
     assert HOSTILE not in page
     err = capsys.readouterr().err
@@ -227,7 +227,7 @@ def test_a_damaged_report_file_is_one_line_and_bundled_as_missing(case, reports,
     _rendered(reports, "c1")
     _rendered(reports, "c3")
     kind, damage = DAMAGE[case]
-    p = answers.path_for("c1") if kind == "answer" else reports / "executed" / "c1.ipynb"
+    p = answer_box.path_for("c1") if kind == "answer" else reports / "executed" / "c1.ipynb"
     if damage is None:
         rec = json.loads(p.read_text())
         rec["answers"][0]["status"] = "great"

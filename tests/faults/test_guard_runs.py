@@ -442,9 +442,9 @@ def test_switching_data_back_restores_the_kept_run_and_piles_up_no_copies(tmp_pa
     assert run_sweep([cfg], train, log=None)[0].status == "ran"  # other data: a new run, A's kept
     said = []
     for target in (a, b, a):
-        from hpml_lab.data import guards as dguards
+        from hpml_lab.data import checks as dchecks
 
-        dguards._FINGERPRINTS.clear()
+        dchecks._FINGERPRINTS.clear()
         data.unlink()
         data.symlink_to(target)
         item = run_sweep([cfg], train, log=said.append)[0]

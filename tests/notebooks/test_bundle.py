@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hpml_lab.report import answers, bundle, cli, runner, tasks
+from hpml_lab.report import answer_box, bundle, cli, runner, tasks
 
 
 def _rendered(reports, tid, link=""):
@@ -18,16 +18,16 @@ def _rendered(reports, tid, link=""):
     nb.cells.append(cell)
     (reports / "executed").mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(reports / "executed" / f"{tid}.ipynb"))
-    answers.write(
-        answers.Record(
+    answer_box.write(
+        answer_box.Record(
             tid,
             tasks.TASKS[tid].title,
             [
-                answers.Answer(
+                answer_box.Answer(
                     "What is the epoch time?",
                     "the median epoch takes 1.25 s.",
                     "answered",
-                    [answers.Number("epoch", 1.25, "s", "measured", n=3)],
+                    [answer_box.Number("epoch", 1.25, "s", "measured", n=3)],
                 )
             ],
         )
@@ -74,12 +74,12 @@ def test_lab_order_and_the_index_says_what_was_reused(reports):
     ]
     for tid in ("memory", "c3", "questions", "c1"):
         _rendered(reports, tid)
-    rec = answers.load("c3")
-    answers.write(
-        answers.Record(
+    rec = answer_box.load("c3")
+    answer_box.write(
+        answer_box.Record(
             **{
                 **{k: rec[k] for k in ("task", "title", "flags")},
-                "answers": [answers.Answer("Which worker count?", "a tie.", "answered")],
+                "answers": [answer_box.Answer("Which worker count?", "a tie.", "answered")],
                 "reused": 4,
             }
         )
@@ -169,11 +169,11 @@ def test_reports_name_no_folder_of_the_machine(tmp_path, monkeypatch):
 
 
 def test_headers_and_values_for_a_reader():
-    assert answers.readable("per_gpu_batch") == "per-GPU batch"
-    assert answers.readable("epoch_s_excl_io") == "epoch excl. I/O (s)"
-    assert answers.readable("num_workers") == "workers" and answers.readable("batch_size") == "batch size"
-    assert answers.readable("data_pct") == "data (%)" and answers.readable("epochs") == "epochs"
-    assert answers.percent(0.1422) == "14.2%" and answers.percent(14.22, of_one=False) == "14.2%"
+    assert answer_box.readable("per_gpu_batch") == "per-GPU batch"
+    assert answer_box.readable("epoch_s_excl_io") == "epoch excl. I/O (s)"
+    assert answer_box.readable("num_workers") == "workers" and answer_box.readable("batch_size") == "batch size"
+    assert answer_box.readable("data_pct") == "data (%)" and answer_box.readable("epochs") == "epochs"
+    assert answer_box.percent(0.1422) == "14.2%" and answer_box.percent(14.22, of_one=False) == "14.2%"
 
 
 def test_training_logs_are_folded_away():
@@ -197,14 +197,14 @@ def test_training_logs_are_folded_away():
 
 
 def test_one_settings_table_per_page():
-    rec = answers.Record(
+    rec = answer_box.Record(
         "c5",
         "C5",
-        [answers.Answer("q", "a tie.", "answered")],
+        [answer_box.Answer("q", "a tie.", "answered")],
         flags=[{"kind": "settings differ", "message": "settings differ from the lab's: batch_size 32"}],
         ran_vs_lab=[{"setting": "batch_size", "ran": "32", "lab": "128"}],
     )
-    box = answers.box_html(rec.as_dict())
+    box = answer_box.box_html(rec.as_dict())
     assert (
         "<table" not in box
         and "<b>settings differ</b>: settings differ from the lab&#x27;s: batch_size 32" in box
@@ -221,11 +221,11 @@ def test_scrub_paths_takes_this_machines_folders_out(tmp_path, monkeypatch):
         f"File {project_root() / 'hpml_lab' / 'training.py'}, line 3; {tmp_path / 'results' / 'c1'}; "
         f"{os.path.expanduser('~')}/lab/x.py"
     )
-    assert answers.scrub_paths(text) == "File hpml_lab/training.py, line 3; results/c1; ~/lab/x.py"
+    assert answer_box.scrub_paths(text) == "File hpml_lab/training.py, line 3; results/c1; ~/lab/x.py"
     import tempfile
 
     tmp = Path(tempfile.gettempdir()).resolve()
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(project_root() / "out-elsewhere"))
-    assert answers.scrub_paths(f"data_root={tmp / 'cifar0'}") == "data_root=$TMPDIR/cifar0"
+    assert answer_box.scrub_paths(f"data_root={tmp / 'cifar0'}") == "data_root=$TMPDIR/cifar0"
     figure = f"data:image/png;base64,AAAA{tmp}/BBBB"  # a figure's bytes are left whole
-    assert answers.scrub_paths(figure) == figure
+    assert answer_box.scrub_paths(figure) == figure

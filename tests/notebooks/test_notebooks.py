@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from hpml_lab.report import answers, claims, runner, tasks
+from hpml_lab.report import answer_box, claims, runner, tasks
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 
@@ -62,10 +62,10 @@ def test_notebook_executes_and_renders(task_id, rendered):
     assert record["dataset"] == f"{dataset} (synthetic)"
     # the answer record: statuses known, every number tagged, the box first on the page with a link back
     rec = json.loads((outdir / "reports" / f"{task_id}.answer.json").read_text())
-    assert rec["task"] == task_id and rec["status"] in answers.STATUSES and rec["answers"]
+    assert rec["task"] == task_id and rec["status"] in answer_box.STATUSES and rec["answers"]
     for a in rec["answers"]:
         assert a["text"].strip() and "\n" not in a["text"].strip()
-        assert all(n["provenance"] in answers.PROVENANCE for n in a["numbers"])
+        assert all(n["provenance"] in answer_box.PROVENANCE for n in a["numbers"])
     problems = claims.check_record(rec)  # every sentence holds against its own record (report/claims.py)
     pending = PENDING_CLAIMS.get(task_id, ())
     assert [p for p in problems if not any(k in p for k in pending)] == []

@@ -8,7 +8,7 @@ import pytest
 from hpml_lab import verdict
 from hpml_lab.answers import Answer, Number, Record
 from hpml_lab.findings import Background, say
-from hpml_lab.report import answers, claims
+from hpml_lab.report import answer_box, claims
 
 DATA = Number("data-loading epoch", 1.25, "s", "measured", n=5)
 TRAIN = Number("training epoch", 3.5, "s", "measured", n=5)
@@ -38,7 +38,7 @@ def test_findings_over_their_own_numbers_pass():
     rec = _record()
     assert claims.check_record(rec) == []
     # and the box shows them: headline first, background apart and labelled general
-    box = answers.box_html({**rec, "flags": []})
+    box = answer_box.box_html({**rec, "flags": []})
     assert box.index("hpml-headline") < box.index("hpml-details") < box.index("In general")
     assert '<span data-number="training epoch">3.5 s</span>' in box
 
@@ -118,7 +118,7 @@ def test_claims_hold_where_verdicts_separate(task_id, cifar_root, tmp_path, monk
     params = {"data_root": str(cifar_root), **SEPARATING[task_id]}
     outcome = runner.run_task(task_id, "tiny", cli_params=params, log=lambda *a: None)
     assert outcome.status == "ok", outcome.error
-    rec = answers.load(task_id)
+    rec = answer_box.load(task_id)
     verdicts = [x for a in rec["answers"] for x in claims.verdicts_of(a.get("verdict"))]
     outcomes = [x.get("outcome") for x in verdicts]
     if task_id in SEQUENTIAL:

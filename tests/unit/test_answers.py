@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from hpml_lab.report import answers
-from hpml_lab.report.answers import Answer, Number, Record, RecordError
+from hpml_lab.report import answer_box
+from hpml_lab.report.answer_box import Answer, Number, Record, RecordError
 
 
 @pytest.fixture(autouse=True)
@@ -20,15 +20,15 @@ def _rec(*nums, status="answered", missing=""):
 
 def test_every_number_needs_a_provenance_tag():
     with pytest.raises(RecordError, match="provenance 'guessed'"):
-        answers.write(_rec(Number("t", 1.0, "s", "guessed")))
+        answer_box.write(_rec(Number("t", 1.0, "s", "guessed")))
     with pytest.raises(RecordError, match="does not say its source"):
-        answers.write(_rec(Number("4 GPUs", 5.0, "s", "predicted")))
+        answer_box.write(_rec(Number("4 GPUs", 5.0, "s", "predicted")))
     with pytest.raises(RecordError, match="is nan"):
-        answers.write(_rec(Number("t", float("nan"), "s", "measured")))
+        answer_box.write(_rec(Number("t", float("nan"), "s", "measured")))
     # an exact count or a setting has no n, but says how it was counted or which setting it is
     with pytest.raises(RecordError, match="counted number 'parameters' does not say its source"):
-        answers.write(_rec(Number("parameters", 78002, "values", "counted")))
-    answers.write(
+        answer_box.write(_rec(Number("parameters", 78002, "values", "counted")))
+    answer_box.write(
         _rec(
             Number("parameters", 78002, "values", "counted", source="counted in resnet_tiny"),
             Number("latency", 50.0, "ms", "setting", source="the task's latency"),
@@ -38,13 +38,13 @@ def test_every_number_needs_a_provenance_tag():
 
 def test_partial_must_say_what_is_missing_and_answers_are_one_line():
     with pytest.raises(RecordError, match="does not say what is missing"):
-        answers.write(_rec(status="partial"))
+        answer_box.write(_rec(status="partial"))
     with pytest.raises(RecordError, match="not one line"):
-        answers.write(Record("c9", "t", [Answer("Q?", "two\nlines", "answered")]))
+        answer_box.write(Record("c9", "t", [Answer("Q?", "two\nlines", "answered")]))
 
 
 def test_written_record_round_trips_with_status_and_summary():
-    p = answers.write(
+    p = answer_box.write(
         Record(
             "c9",
             "C9",
@@ -68,7 +68,7 @@ def test_written_record_round_trips_with_status_and_summary():
     data = json.loads(p.read_text())
     assert p.name == "c9.answer.json" and data["status"] == "partial"
     assert data["summary"] == "compiled is 1.3x faster (+1 more answer)"
-    box = answers.box_html(answers.load("c9"))
+    box = answer_box.box_html(answer_box.load("c9"))
     assert "[measured; n = 5, IQR 0.4]" in box and "[predicted: ring model]" in box and "needs 4 GPUs" in box
 
 
@@ -88,7 +88,7 @@ def test_tables_and_the_load_average_are_shown_for_a_reader():
     for shown in ("per-GPU batch", "epoch excl. I/O (s)", "3,843", "80.5", "14.2%", ">-<"):
         assert shown in html, shown
     assert "per_gpu_batch" not in html and "3842.8769" not in html
-    assert [answers.readable(x) for x in ("images_per_s", "epoch_s_incl_io", "busbw_GBps")] == [
+    assert [answer_box.readable(x) for x in ("images_per_s", "epoch_s_incl_io", "busbw_GBps")] == [
         "images/s",
         "epoch incl. I/O (s)",
         "busbw (GB/s)",

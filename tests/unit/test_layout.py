@@ -112,6 +112,8 @@ def test_readme_layout_table_names_every_module_in_its_layer():
     for f in PKG.rglob("*.py"):
         rel = f.relative_to(PKG)
         text = section[LAYER.get(rel.parts[0], 0) if len(rel.parts) > 1 else 0]
+        if rel.parts[0] == "studies" and len(rel.parts) > 2:
+            continue  # a task's own folder: its TASK says what it is, and adding a task touches no table
         if f.name != "__init__.py" and f"`{f.name}`" not in text and f"/{f.name}`" not in text:
             missing.append(str(rel))
     assert not missing, f"docs/layout.md's table does not name {sorted(missing)} in their layer's rows"

@@ -8,7 +8,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from hpml_lab.report import answers, bundle, notebook, pages, runner, tasks
+from hpml_lab.report import answer_box, bundle, notebook, pages, runner, tasks
 
 
 @pytest.fixture
@@ -21,15 +21,15 @@ def _record(tid, text="The median epoch takes 1.25 s. The first epoch was longer
     flags = [{"kind": "machine busy", "message": "the machine was busy (load average 3.0 on 2 usable cores)"}]
     flags.append({"kind": "stand-in model", "message": "model resnet_tiny stands in for the lab's resnet18"})
     flags.append({"kind": "diverged", "message": f"{tid}: the loss rose"})
-    return answers.Record(
+    return answer_box.Record(
         tid,
         tasks.TASKS[tid].title,
         [
-            answers.Answer(
+            answer_box.Answer(
                 "What is the epoch time?",
                 text,
                 "answered",
-                [answers.Number("epoch", 1.25, "s", "measured", n=3)],
+                [answer_box.Number("epoch", 1.25, "s", "measured", n=3)],
             )
         ],
         flags=flags if busy else flags[1:],
@@ -46,7 +46,7 @@ def _rendered(reports, tid, **kw):
     ]
     (reports / "executed").mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(reports / "executed" / f"{tid}.ipynb"))
-    answers.write(_record(tid, **kw))
+    answer_box.write(_record(tid, **kw))
     return reports / "executed" / f"{tid}.ipynb"
 
 
@@ -143,7 +143,7 @@ def test_the_bundle_says_shared_notices_once(reports, monkeypatch):
     assert answers_part.count("<b>diverged</b>") == 3  # a report's own flag stays in its box
     assert "<b>machine busy</b>" not in answers_part and "<b>stand-in model</b>" not in answers_part
     # a single report's page keeps them: it is read alone
-    alone = answers.box_html(answers.load("c1"))
+    alone = answer_box.box_html(answer_box.load("c1"))
     assert "synthetic data" in alone and "<b>machine busy</b>" in alone and "Every number is tagged" in alone
 
 
@@ -181,7 +181,7 @@ def test_a_findings_record_shows_its_own_headline_tagged_and_its_background_apar
 
     ratio = Number("speedup", 1.4, "x", "measured", n=5)
     epoch = Number("epoch", 2.5, "s", "measured", n=5)
-    answers.write(
+    answer_box.write(
         Record(
             "c3",
             tasks.TASKS["c3"].title,
@@ -195,8 +195,8 @@ def test_a_findings_record_shows_its_own_headline_tagged_and_its_background_apar
             ],
         )
     )
-    rec = answers.load("c3")
-    box = answers.box_html(rec)
+    rec = answer_box.load("c3")
+    box = answer_box.box_html(rec)
     head = box.split("class='hpml-headline'>")[1].split("</p>")[0]
     assert 'data-number="speedup"' in head and "faster than none." in head and "warm-up" not in head
     assert (
@@ -212,7 +212,7 @@ def test_a_log_printed_line_by_line_is_folded_as_one():
         nbformat.v4.new_output("stream", name="stdout", text=f"[c1] epoch {i}/5 done\n") for i in range(1, 6)
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("train()", outputs=outs)])
-    folded = answers.fold_logs(nb).cells[0].outputs
+    folded = answer_box.fold_logs(nb).cells[0].outputs
     assert len(folded) == 1 and "training log (5 lines)" in folded[0]["data"]["text/html"]
 
 

@@ -116,22 +116,22 @@ def test_no_box_for_fewer_than_three_values():
 def test_every_report_says_busy_and_settings_differ(tmp_path, monkeypatch):
     """notebook.answer adds 'machine busy' when a run it made or showed was busy and 'settings differ' whenever
     its ran-vs-lab table has a row, even when the task's conclusions forgot them (c5-c8 and lab5 did)."""
-    from hpml_lab.report import answers, notebook
+    from hpml_lab.report import answer_box, notebook
 
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     monkeypatch.setenv("HPML_RENDERING", "1")
     monkeypatch.setattr(sanity, "_SEEN", [])
     cfg = RunConfig(task="c6", batch_size=32)
     notebook.answer(cfg, {"kind": "synthetic"}, [], title="C6")
-    assert [f["kind"] for f in answers.load("c6")["flags"]] == ["settings differ"]
+    assert [f["kind"] for f in answer_box.load("c6")["flags"]] == ["settings differ"]
     sanity.observe({"load1": 5.0, "cores": 2, "steal_pct": 0.0})
     notebook.answer(
         cfg, {"kind": "synthetic"}, [], flags=[sanity.Flag("settings differ", "given")], title="C6"
     )
-    rec = answers.load("c6")
+    rec = answer_box.load("c6")
     assert [f["kind"] for f in rec["flags"]] == ["settings differ", "machine busy"]
     assert rec["ran_vs_lab"] == [{"setting": "batch_size", "ran": "32", "lab": "128"}]
     notebook.answer(
         RunConfig(task="c6"), {"kind": "real"}, [], title="C6"
     )  # the lab's settings: no table, no flag
-    assert [f["kind"] for f in answers.load("c6")["flags"]] == ["machine busy"]
+    assert [f["kind"] for f in answer_box.load("c6")["flags"]] == ["machine busy"]

@@ -1,10 +1,10 @@
 """Checks the data layer runs on what a user or a file hands it, before any compute: number ranges, download
 URLs, one-line exception text, and whether image files really are the images their names say.
 
-    guards.in_range("--n-train", 5e12, 5, 100_000)   # DatasetError: one line naming the option and its range
-    guards.http_url("file:///etc/passwd", "--url")   # DatasetError: only http(s) URLs with a host
-    guards.verify_images(paths, size=64)            # headers of all, full decode of a sample
-    guards.zip_members(zipfile.ZipFile(p), p)        # names once each, safe, unencrypted, readable methods, CRCs
+    checks.in_range("--n-train", 5e12, 5, 100_000)   # DatasetError: one line naming the option and its range
+    checks.http_url("file:///etc/passwd", "--url")   # DatasetError: only http(s) URLs with a host
+    checks.verify_images(paths, size=64)            # headers of all, full decode of a sample
+    checks.zip_members(zipfile.ZipFile(p), p)        # names once each, safe, unencrypted, readable methods, CRCs
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..io import signals_deferred  # noqa: F401  (the data commands' name for it)
+from ..io import LockBusy, held_lock, signals_deferred  # noqa: F401  (the data commands' name for it)
 from .errors import DatasetError
 
 SEED_MAX = 2**63 - 1  # torch.manual_seed takes a 64-bit integer
@@ -242,28 +242,22 @@ def one_data_command(root: Path):
     one line (two `data synth` at once both exited 0, and the first named a seed the folder did not hold). An
     flock on a file in the temporary folder, named by ROOT's real path (ROOT gets no file of it): it ends with
     the process, also when it is killed with -9. Commands on other nodes of a shared folder are not seen."""
-    import fcntl
     import hashlib
     import tempfile
 
     key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
     path = Path(tempfile.gettempdir()) / f"hpml-data-{key}.lock"
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
-    except OSError:  # no lock to be had (a read-only temporary folder): go on as before
-        yield
-        return
-    try:
+    with contextlib.ExitStack() as held:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            held.enter_context(held_lock(path))
+        except OSError:  # no lock to be had (a read-only temporary folder): go on as before
+            pass
+        except LockBusy:
             raise DatasetError(
                 f"another hpml-lab data command is writing into {root} now; wait for it to end, then run "
                 "this one again"
             ) from None
         yield
-    finally:
-        os.close(fd)
 
 
 def written_to(target: Path, e: OSError) -> DatasetError:

@@ -1,12 +1,12 @@
 """The answer record of a report: the lab question(s) it answers, one line each, with every number tagged.
 
-    from hpml_lab.report import answers
-    rec = answers.Record("c8", "C8: torch.compile vs eager", [
-        answers.Answer("Does torch.compile pay off?", "compiled is 1.31x faster per step ...", "answered",
-                       [answers.Number("compiled step", 17.3, "ms", "measured", n=40, spread=0.4)],
+    from hpml_lab.report import answer_box
+    rec = answer_box.Record("c8", "C8: torch.compile vs eager", [
+        answer_box.Answer("Does torch.compile pay off?", "compiled is 1.31x faster per step ...", "answered",
+                       [answer_box.Number("compiled step", 17.3, "ms", "measured", n=40, spread=0.4)],
                        verdict=v.as_dict())],
         flags=[f.as_dict() for f in flags], synthetic_data=True, stand_in_model="resnet_tiny")
-    answers.show(rec)       # writes reports/c8.answer.json (atomically) and shows the answer box
+    answer_box.show(rec)       # writes reports/c8.answer.json (atomically) and shows the answer box
 
 Provenance of a number: `measured` (this run), `predicted` (a model: say which in `source`), `reference`
 (a published figure: say where in `source`), `counted` (an exact count: parameters, FLOPs, bytes saved for
