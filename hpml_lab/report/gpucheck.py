@@ -13,7 +13,10 @@ nvidia-smi, /dev/shm, versions, make, gcc, Python.h), then runs its units one by
 benchmarks, the lab tasks. Outputs go under reports/gpu/<gpu-name>/; after every unit the folder's new files are
 packed into $OUT/<gpu-name>.part<N>.tar.gz (one archive per command, rewritten, under 16 MiB: traces dropped,
 largest first), so a command killed at its limit brings home every unit it finished. A unit whose `ok` came home
-(unpacked into the tree, which travels with the next command) is skipped. `unpack` merges any number of archives,
+(unpacked into the tree before the next command: the next command learns what came home only from the
+reports/gpu/<gpu-name>/manifest.json it carries) is skipped, and every command, after its own units, runs the
+earlier commands' units that did not come home (a command that never started, or was cut off before them) while
+its 8 minutes allow; the last also runs what the plan left out. `unpack` merges any number of archives,
 in any order, into one manifest.json and one reports/index.html per GPU.
 """
 
@@ -379,17 +382,34 @@ def run_unit(unit: str, out: Path, device: str, data_root: Path, log) -> dict:
     return stage_task(out, device, data_root, unit, log)
 
 
-def _units_of(part: int | None, units: list[str] | None, manifest: dict) -> tuple[list[str], list[str]]:
-    """(this command's own units, those to run if time is left: earlier commands' units that came home unfinished,
-    and in the last command the units the plan left out)."""
+def _units_of(part: int | None, units: list[str] | None) -> tuple[list[str], list[str]]:
+    """(this command's own units, those to run if time is left: every unit of the earlier commands, and in the last
+    command the units the plan left out). Which of them came home is the caller's to check, in the manifest the
+    tree carries: an earlier command that never started, or was cut off before a unit, left no `ok` for it there,
+    so a later command picks it up whether or not anything of that command came home."""
     if units:
         return list(units), []
     cmds, left = gpuplan.parts()
     if not part or not 1 <= part <= len(cmds):
         raise ConfigError(f"--part must be 1 to {len(cmds)} (python3 -m hpml_lab.report.gpucheck plan)")
-    ran = {c.get("part") for c in manifest.get("commands", {}).values()}
-    earlier = [u for i, c in enumerate(cmds[: part - 1], 1) if i in ran for u in c]
+    earlier = [u for c in cmds[: part - 1] for u in c]
     return list(cmds[part - 1]), earlier + (list(left) if part == len(cmds) else [])
+
+
+KIT_FILES = ("manifest.json", "reports/index.html")  # the kit's own, rewritten by every command
+
+
+def _stamps(folder: Path) -> dict[str, tuple[int, int]]:
+    """{path under folder: (mtime ns, size)} of every plain file but the kit's own."""
+    return {
+        rel: (st.st_mtime_ns, st.st_size)
+        for p in folder.rglob("*")
+        if p.is_file()
+        and not p.is_symlink()
+        and (rel := p.relative_to(folder).as_posix()) not in KIT_FILES
+        and not rel.startswith("node-part")
+        and (st := p.stat())
+    }
 
 
 def run(
@@ -424,7 +444,7 @@ def run(
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     manifest.setdefault("units", {})
     manifest.setdefault("commands", {})
-    own, earlier = _units_of(part, units, manifest)
+    own, earlier = _units_of(part, units)
     label = part if part else "x"
     key = f"part{label}@{wall0:.3f}"
     env = environment(torch.device(device))
@@ -460,6 +480,16 @@ def run(
     save()
     budget = gpuplan.COMMAND_LIMIT_S - gpuplan.START_S
     home = {u for u, r in manifest["units"].items() if r.get("status") == "ok"}
+    todo = [u for u in own + earlier if u not in home]
+    log(
+        f"[gpu-check] came home before this command (ok in {manifest_path}): {', '.join(sorted(home)) or 'nothing'};"
+        f" to run: {', '.join(u for u in own if u not in home) or 'nothing'} of its own"
+        + (
+            f", then as time allows: {', '.join(u for u in todo if u not in own)}"
+            if set(todo) - set(own)
+            else ""
+        )
+    )
     for unit in own + [u for u in earlier if u not in own]:
         if unit in home:
             log(f"[gpu-check] {unit}: came home already (ok in the manifest), skipped")
@@ -469,7 +499,7 @@ def run(
             command["units"][unit] = "deferred: would not fit this command"
             continue
         log(f"[gpu-check] {unit} on {device}")
-        t0 = time.monotonic()
+        t0, before = time.monotonic(), _stamps(out)
         try:
             result = run_unit(unit, out, device, data_root, log)
         except Exception as e:  # recorded; the next unit runs
@@ -484,6 +514,8 @@ def run(
             "seconds": round(time.monotonic() - t0, 1),
             "part": part,
             "finished_at": time.time(),
+            # what this unit wrote: unpack keeps these files from the record it keeps, so pages and manifest agree
+            "files": sorted(f for f, stamp in _stamps(out).items() if before.get(f) != stamp),
         }
         command["units"][unit] = result["status"]
         save()
@@ -647,10 +679,13 @@ def write_gpu_index(folder: Path, manifest: dict) -> Path:
 
 def unpack(path: str | os.PathLike, dest: str | os.PathLike | None = None, log=print) -> list[Path]:
     """Every archive at `path` (a .tar.gz or a folder of them, any number, in any order, from any GPU) into
-    dest/<gpu-name>/ (dest: reports/gpu/): files extracted oldest command first, so a later command's file wins
-    whatever order the archives are given in; then one merged manifest.json (with the manifest already there) and
-    one reports/index.html per GPU. Every member must be a plain file or folder inside dest, else the archive is
-    refused before anything of it is written."""
+    dest/<gpu-name>/ (dest: reports/gpu/), merged with what earlier calls unpacked there: one manifest.json (each
+    unit's record the best one: ok before not ok, then the latest finished) and one reports/index.html per GPU.
+    A unit's files (those its record lists) are written only from the archive whose record the manifest keeps, and
+    the files of a record it no longer keeps are removed, so the pages always show the result the manifest lists,
+    whatever order the archives come in, in one call or many. Other files (the machine records): the newest
+    command's. Every member must be a plain file or folder inside dest, else the archive is refused before anything
+    of it is written."""
     path = Path(path)
     dest = Path(dest) if dest else project_root() / "reports" / "gpu"
     archives = sorted(path.glob("*.tar.gz")) if path.is_dir() else [path]
@@ -659,33 +694,59 @@ def unpack(path: str | os.PathLike, dest: str | os.PathLike | None = None, log=p
     root = dest.resolve()
     read = [(a, *_read_archive(a, root)) for a in archives]
     read.sort(key=lambda r: (r[1].get("packed_at", 0), r[0].name))
+    gpus = {Path(m.name).parts[0] for _a, _m, members in read for m in members if m.isfile()}
+    before = {
+        g: json.loads((root / g / "manifest.json").read_text())
+        for g in gpus
+        if (root / g / "manifest.json").is_file()
+    }
+    merged = {}
+    for g in gpus:
+        ms = [
+            m
+            for _a, m, members in read
+            if m and any(Path(x.name).parts[0] == g for x in members if x.isfile())
+        ]
+        if ms:
+            merged[g] = merge_manifests([*ms, *([before[g]] if g in before else [])])
+            merged[g]["packed_at"] = max(m.get("packed_at", 0) for m in [*ms, before.get(g, {})])
     written: list[Path] = []
-    manifests: dict[str, list[dict]] = {}
     for a, manifest, _members in read:
+        owner = {}  # file -> the unit whose record lists it (the latest finished, where two do)
+        for u, r in sorted(manifest.get("units", {}).items(), key=lambda x: x[1].get("finished_at", 0)):
+            owner.update({f: u for f in r.get("files", [])})
         n = 0
         with tarfile.open(a, "r:gz") as tar:
             for m in tar.getmembers():
                 parts = Path(m.name).parts
-                if not m.isfile():
+                if not m.isfile() or parts[1:] == ("manifest.json",):
                     continue
-                if parts[1:] == ("manifest.json",):
-                    manifests.setdefault(parts[0], []).append(manifest)
+                rel, target = Path(*parts[1:]).as_posix(), root / m.name
+                unit = owner.get(rel)
+                if unit is not None:
+                    keep = manifest["units"][unit] == merged.get(parts[0], {}).get("units", {}).get(unit)
+                else:  # not a unit's: the newest command's copy
+                    keep = not target.exists() or manifest.get("packed_at", 0) >= before.get(
+                        parts[0], {}
+                    ).get("packed_at", 0)
+                if not keep:
                     continue
-                target = root / m.name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with atomic_file(target) as tmp, tar.extractfile(m) as src:
                     Path(tmp).write_bytes(src.read())
                 written.append(target)
                 n += 1
         log(f"[gpu-unpack] {a.name}: {n} files into {dest}")
-    for gpu, ms in manifests.items():
-        existing = root / gpu / "manifest.json"
-        if existing.is_file():  # what came home before (merged again: the same result whatever came first)
-            ms = [*ms, json.loads(existing.read_text())]
-        merged = merge_manifests(ms)
-        merged["packed_at"] = max(m.get("packed_at", 0) for m in ms)
-        atomic_write_json(existing, merged)
-        write_gpu_index(root / gpu, merged)
+    for gpu, m in merged.items():
+        for u, old in before.get(gpu, {}).get("units", {}).items():  # a record no longer kept: its files go
+            new = m["units"].get(u, {})
+            for f in set(old.get("files", [])) - set(new.get("files", [])) if new != old else ():
+                stale = root / gpu / f
+                if stale.is_file() and stale not in written:
+                    stale.unlink()
+                    log(f"[gpu-unpack] {gpu}/{f}: removed, its unit's kept result is a newer one")
+        atomic_write_json(root / gpu / "manifest.json", m)
+        write_gpu_index(root / gpu, m)
     return written
 
 

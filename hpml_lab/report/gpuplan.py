@@ -290,5 +290,10 @@ def text(p: dict[str, Any] | None = None) -> str:
             + ", ".join(f"{u} ({s} s)" for u, s in p["left_out"].items())
             + f"; part {len(p['commands'])} runs them if its own units end early"
         )
+    lines.append(
+        "# before each command, unpack what came home into the tree (python3 -m hpml_lab.report.gpucheck unpack"
+        " DIR): a command skips every unit whose ok it carries in reports/gpu/<gpu-name>/manifest.json and, after"
+        " its own units, runs those of earlier commands that did not come home, as far as its time allows"
+    )
     lines.append("# basis of every figure: python3 -m hpml_lab.report.gpucheck plan --json")
     return "\n".join(lines)
