@@ -11,13 +11,15 @@ job, with every finished result brought home; and a CPU dry run of the same code
 A command installs the carried wheels privately (pip --target, no index), records the machine (node-part<N>.json:
 nvidia-smi, /dev/shm, versions, make, gcc, Python.h), then runs its units one by one: the CUDA tests, the
 benchmarks, the lab tasks. Outputs go under reports/gpu/<gpu-name>/; after every unit the folder's new files are
-packed into $OUT/<gpu-name>.part<N>.tar.gz (one archive per command, rewritten, under 16 MiB: traces dropped,
-largest first), so a command killed at its limit brings home every unit it finished. A unit whose `ok` came home
-(unpacked into the tree before the next command: the next command learns what came home only from the
-reports/gpu/<gpu-name>/manifest.json it carries) is skipped, and every command, after its own units, runs the
-earlier commands' units that did not come home (a command that never started, or was cut off before them) while
-its 8 minutes allow; the last also runs what the plan left out. `unpack` merges any number of archives,
-in any order, into one manifest.json and one reports/index.html per GPU.
+packed into $OUT/<gpu-name>.part<N>.tar.gz (rewritten; where one archive would pass 16 MiB, also
+<gpu-name>.part<N>-2.tar.gz and on, within $OUT's 8 files; traces only where room is left; anything that fits none
+is named in the manifest's `left_out_of_archive`), so a command killed at its limit brings home every unit it
+finished. A unit whose `ok` came home is skipped. A command learns what came home only from
+reports/gpu/<gpu-name>/manifest.json in the tree it carries: unpack the archives into the tree before sending the
+next command. After its own units, every command runs the earlier commands' units that did not come home (a
+command that never started, or was cut off before them) while its 8 minutes allow; the last also runs what the
+plan left out. `unpack` merges any number of archives, in any order and in any number of calls, into one
+manifest.json and one reports/index.html per GPU, each unit's pages from the record the manifest keeps.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ ROOTS = ["papermill", "nbconvert", "nbformat", "nbclient", "ipykernel", "jupyter
 # code never imports (checked in hta/, 0.6.1); carrying JupyterLab would triple the wheels.
 SKIP_REQUIRES = {"traceinsight": {"jupyterlab", "pytest"}}
 ARCHIVE_LIMIT = 16 * 1024**2  # one file the device tool brings back
+ARCHIVE_FILES = 8  # files it brings back from $OUT
 TRACE_SUFFIXES = (".json.gz", ".pickle", ".pt.trace.json", "trace.json")
 PLATFORMS = [
     "manylinux_2_28_x86_64",
@@ -469,10 +472,14 @@ def run(
         atomic_write_json(manifest_path, manifest)
         if archive:
             try:
-                pack(out, archive, since=wall0, prefix=name, log=log)
+                left = pack(out, archive, since=wall0, prefix=name, log=log)[1]
+                if left != command.get("left_out_of_archive", []):  # said in what comes home, packed again
+                    command["left_out_of_archive"] = left
+                    atomic_write_json(manifest_path, manifest)
+                    pack(out, archive, since=wall0, prefix=name, log=log)
             except (
                 ConfigError
-            ) as e:  # over the return limit: the archive before this unit stays; the next unit runs
+            ) as e:  # no room in $OUT: the archives before this unit stay; the next unit runs
                 command["pack_error"] = str(e)
                 log(f"[gpu-check] not packed: {e}")
 
@@ -523,13 +530,61 @@ def run(
     return out
 
 
+def _gz_size(f: Path) -> int:
+    """About what `f` adds to a tar.gz: its gzip size and a tar header's 1 KiB."""
+    import zlib
+
+    z, n = zlib.compressobj(6, zlib.DEFLATED, 31), 1024
+    with open(f, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            n += len(z.compress(chunk))
+    return n + len(z.flush())
+
+
+def _is_trace(f: Path) -> bool:
+    return f.name.endswith(TRACE_SUFFIXES) or "snapshot" in f.name
+
+
+def _bins(
+    files: list[Path], size: dict[Path, int], cap: float, most: int
+) -> tuple[list[list[Path]], list[Path]]:
+    """(files per archive, files left out): the others first, largest first, into the first archive with room
+    (a new one while fewer than `most`), then traces and snapshots, smallest first, only where room is left."""
+    bins: list[list[Path]] = []
+    loads: list[int] = []
+    dropped: list[Path] = []
+    others = sorted((f for f in files if not _is_trace(f)), key=lambda f: -size[f])
+    traces = sorted((f for f in files if _is_trace(f)), key=lambda f: size[f])
+    for f in others + traces:
+        k = next((i for i, load in enumerate(loads) if load + size[f] <= cap), None)
+        if k is None and not _is_trace(f) and len(bins) < most and size[f] <= cap:
+            bins.append([])
+            loads.append(0)
+            k = len(bins) - 1
+        if k is None:
+            dropped.append(f)
+        else:
+            bins[k].append(f)
+            loads[k] += size[f]
+    return bins or [[]], dropped
+
+
 def pack(
-    folder: Path, archive: Path, since: float = 0.0, prefix: str = "", limit: int = ARCHIVE_LIMIT, log=print
-) -> Path:
-    """The files under `folder` modified since `since` (and manifest.json) into one tar.gz at `archive` (rewritten
-    whole, atomically: a kill while it is written leaves the previous one), each under `prefix/`; traces and
-    snapshots are left out, largest first, until the archive fits `limit` bytes. The per-command reports/index.html
-    is left out: unpack writes one index of everything that came home."""
+    folder: Path,
+    archive: Path,
+    since: float = 0.0,
+    prefix: str = "",
+    limit: int | None = None,
+    most: int | None = None,
+    log=print,
+) -> tuple[list[Path], list[str]]:
+    """The files under `folder` modified since `since` into tar.gz archives at `archive` (and, where one would
+    exceed `limit` bytes, `<name>-2.tar.gz` and on, at most `most` of them: by default as many as the device tool's
+    8 files in `archive`'s folder leave; `limit`: ARCHIVE_LIMIT), each file under `prefix/`, each archive with manifest.json, each written
+    whole and atomically (a kill while they are written leaves the previous ones). Traces and snapshots go only
+    where room is left; what fits in none is left out and named. The per-command reports/index.html is left out:
+    unpack writes one index of everything that came home. Returns (the archives, what was left out)."""
+    limit = limit or ARCHIVE_LIMIT
     files = sorted(
         p
         for p in folder.rglob("*")
@@ -538,35 +593,52 @@ def pack(
         and p.relative_to(folder).as_posix() != "reports/index.html"
         and (p.stat().st_mtime >= since - 1 or p.name == "manifest.json")
     )
-    dropped: list[str] = []
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    tmp = archive.with_name(
-        archive.name + ".tmp"
-    )  # checked before it replaces the archive: never one over limit
-    while True:
-        with tarfile.open(tmp, "w:gz") as tar:
-            for f in files:
-                tar.add(f, arcname=str(Path(prefix) / f.relative_to(folder)), recursive=False)
-        size = tmp.stat().st_size
-        traces = sorted(
-            (f for f in files if f.name.endswith(TRACE_SUFFIXES) or "snapshot" in f.name),
-            key=lambda f: f.stat().st_size,
-        )
-        if size <= limit or not traces:
+    head = [f for f in files if f.relative_to(folder).as_posix() == "manifest.json"]
+    rest = [f for f in files if f not in head]
+    parent = archive.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    base = archive.name.removesuffix(".tar.gz")
+    ours = re.compile(re.escape(base) + r"(-\d+)?\.tar\.gz(\.tmp)?")
+    if most is None:  # the device tool's file count, less what else is in $OUT
+        most = ARCHIVE_FILES - sum(1 for p in parent.iterdir() if p.is_file() and not ours.fullmatch(p.name))
+    if most < 1:
+        raise ConfigError(f"{parent} already holds {ARCHIVE_FILES} files: no room for {archive.name}")
+    name = [archive] + [archive.with_name(f"{base}-{k}.tar.gz") for k in range(2, most + 1)]
+    bins, dropped, size, cap = [rest], [], None, float(limit)
+    for _ in range(30):
+        tmps = []
+        for k, b in enumerate(bins):
+            tmps.append(name[k].with_name(name[k].name + ".tmp"))
+            with tarfile.open(tmps[-1], "w:gz") as tar:
+                for f in head + b:
+                    tar.add(f, arcname=str(Path(prefix) / f.relative_to(folder)), recursive=False)
+        sizes = [t.stat().st_size for t in tmps]
+        if max(sizes) <= limit:
             break
-        files.remove(traces[-1])
-        dropped.append(str(traces[-1].relative_to(folder)))
-    if size > limit:
-        tmp.unlink()
-        raise ConfigError(f"{archive.name} is {size / 1024**2:.1f} MiB without traces, over the return limit")
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, archive)
+        for t in tmps:
+            t.unlink()
+        if size is None:  # more than one archive holds, or something must go: plan by each file's gzip size
+            size = {f: _gz_size(f) for f in rest}
+            cap = limit - sum(_gz_size(f) for f in head)
+        else:  # the estimate was short: plan again with less room
+            cap *= 0.9
+        bins, dropped = _bins(rest, size, cap, most)
+    else:
+        raise ConfigError(f"{archive.name}: nothing fits {limit} bytes, not even the manifest")
+    for t in tmps:
+        with open(t, "rb") as fh:
+            os.fsync(fh.fileno())
+    for k, t in enumerate(tmps):
+        os.replace(t, name[k])
+    for stale in name[len(tmps) :]:
+        stale.unlink(missing_ok=True)
+    left = [f.relative_to(folder).as_posix() for f in dropped]
     log(
-        f"[gpu-check] packed {len(files)} files, {size / 1024**2:.1f} MiB, into {archive}"
-        + (f" (left out to fit: {', '.join(dropped)})" if dropped else "")
+        f"[gpu-check] packed {sum(map(len, bins))} files, {sum(sizes) / 1024**2:.1f} MiB, into "
+        + ", ".join(str(n) for n in name[: len(tmps)])
+        + (f" (left out to fit: {', '.join(left)})" if left else "")
     )
-    return archive
+    return name[: len(tmps)], left
 
 
 def _read_archive(a: Path, root: Path) -> tuple[dict, list[tarfile.TarInfo]]:

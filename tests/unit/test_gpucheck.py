@@ -231,12 +231,8 @@ def test_pack_drops_traces_to_fit_and_unpack_refuses_escapes(tmp_path):
     (src / "reports" / "index.html").write_text("<html>this command's own index</html>")
     (src / "manifest.json").write_text("{}")
     (src / "trace.json.gz").write_bytes(os.urandom(300_000))  # incompressible
-    a = gpucheck.pack(src, tmp_path / "o" / "x.part1.tar.gz", prefix="H100", limit=200_000, **QUIET)
-    assert _members(a) == ["H100/manifest.json", "H100/reports/c1.html"]
-    (src / "reports" / "big.csv").write_bytes(os.urandom(300_000))  # no trace to drop: over the limit
-    with pytest.raises(gpucheck.ConfigError, match="over the return limit"):
-        gpucheck.pack(src, a, prefix="H100", limit=200_000, **QUIET)
-    assert _members(a) == ["H100/manifest.json", "H100/reports/c1.html"]  # the last archive that fitted stays
+    (a,), left = gpucheck.pack(src, tmp_path / "o" / "x.part1.tar.gz", prefix="H100", limit=200_000, **QUIET)
+    assert _members(a) == ["H100/manifest.json", "H100/reports/c1.html"] and left == ["trace.json.gz"]
     assert [p.name for p in a.parent.iterdir()] == [a.name]
     evil = tmp_path / "evil.tar.gz"
     with tarfile.open(evil, "w:gz") as tar:
@@ -245,6 +241,50 @@ def test_pack_drops_traces_to_fit_and_unpack_refuses_escapes(tmp_path):
         gpucheck.unpack(evil, tmp_path / "home2", **QUIET)
     assert not (tmp_path / "escaped.json").exists() and not (tmp_path / "home2").exists()
     assert gpucheck.main(["unpack", str(tmp_path / "missing")]) == 2
+
+
+def test_more_than_one_archive_holds_is_split_within_the_limits_and_what_fits_none_is_named(
+    tmp_path, monkeypatch
+):
+    # a command whose results (no traces) are over one archive's limit: a second archive, not a pack error
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    monkeypatch.setattr(gpucheck, "gpu_name", lambda device: "H100")
+    monkeypatch.setattr(gpucheck, "ARCHIVE_LIMIT", 250_000)
+
+    def fake(unit, folder, device, data_root, log):
+        (folder / "results" / unit).mkdir(parents=True)
+        for i in range(2):  # incompressible: 300 kB of results, over one archive's 250 kB
+            (folder / "results" / unit / f"part{i}.csv").write_bytes(os.urandom(150_000))
+        (folder / "reports").mkdir(exist_ok=True)
+        (folder / "reports" / f"{unit}.html").write_text(f"<html>{unit}</html>")
+        return {"status": "ok"}
+
+    monkeypatch.setattr(gpucheck, "run_unit", fake)
+    out = tmp_path / "OUT"
+    node = gpucheck.run(1, "cpu", tmp_path / "node", ["c1"], pack_to=out, **QUIET)
+    files = out_within_limits(out)
+    assert [f.name for f in files] == ["H100.part1-2.tar.gz", "H100.part1.tar.gz"]
+    assert all(f.stat().st_size <= 250_000 and "H100/manifest.json" in _members(f) for f in files)
+    assert "pack_error" not in json.loads((node / "manifest.json").read_text())["commands"].popitem()[1]
+    gpucheck.unpack(out, tmp_path / "home", **QUIET)  # both archives: every file home
+    for rel in ("results/c1/part0.csv", "results/c1/part1.csv", "reports/c1.html"):
+        assert (tmp_path / "home" / "H100" / rel).read_bytes() == (node / rel).read_bytes()
+
+    # no room for a second archive ($OUT's 8 files taken but one): the file that fits nowhere is named
+    full = tmp_path / "OUT-full"
+    full.mkdir()
+    for i in range(7):
+        (full / f"other{i}.txt").write_text("")
+    node2 = gpucheck.run(1, "cpu", tmp_path / "node2", ["c2"], pack_to=full, **QUIET)
+    assert len(out_within_limits(full)) == 8
+    cmd = json.loads((node2 / "manifest.json").read_text())["commands"].popitem()[1]
+    (kept,) = [m for m in _members(full / "H100.part1.tar.gz") if m.startswith("H100/results/")]
+    assert cmd["left_out_of_archive"] == [
+        ({"H100/results/c2/part0.csv", "H100/results/c2/part1.csv"} - {kept}).pop().removeprefix("H100/")
+    ]
+    with tarfile.open(full / "H100.part1.tar.gz") as tar:  # said in the manifest that came home
+        m = json.load(tar.extractfile("H100/manifest.json"))
+    assert m["commands"].popitem()[1]["left_out_of_archive"] == cmd["left_out_of_archive"]
 
 
 def test_records_made_without_git_carry_the_commit_from_gpu_wheels(tmp_path, monkeypatch):
