@@ -5,8 +5,9 @@
     TASK = Task("c9", "c9_precision.ipynb", "C9: bf16 vs fp32", order=9, smoke={...}, gpu_runs=2)
 
 `hpml_lab.studies.registry()` finds every `studies/<task_id>/` folder and returns {id: TASK} in lab order; the task
-table of `hpml-lab tasks`, the GPU plan's inputs (report/gpuplan.py), the lab order of the index and the bundle are
-all built from it: a new task is its folder, its notebook and its tests. A task's `run(cfg, settings) -> result` and
+table of `hpml-lab tasks` (and the README's, `hpml-lab tasks --markdown README.md`), the GPU plan's inputs
+(report/gpuplan.py), the lab order of the index and the bundle are all built from it: a new task is its folder, its
+notebook and its tests. A task's `run(cfg, settings) -> result` and
 `conclude(cfg, result) -> (answers, flags)` live in its folder too (`Task.run`, `Task.conclude` where the notebook
 calls them through the protocol).
 
@@ -57,6 +58,10 @@ class Task:
     gpu_extra: tuple[float | None, str] | None = None
     gpu_priority: int = 100
     gpu_with: str = ""
+    # the options `hpml-lab slurm <id>` needs for the lab's settings beyond its defaults (one GPU node, one GPU, the
+    # training step then the notebook): "--gpus 4" for a multi-GPU task, "--no-train" for a sweep-only one. The
+    # README's task table prints that command (`hpml-lab tasks --markdown`).
+    slurm: str = ""
     # seconds `make report` (smoke) took for it in a fresh clone on 2 idle cores (measured; None: not yet): the
     # first estimate `hpml-lab report` gives of what is left, before a run of its own recorded a time
     smoke_s: float | None = None

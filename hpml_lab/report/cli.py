@@ -52,6 +52,13 @@ def _cmd_init(args) -> int:
 def _cmd_tasks(args) -> int:
     from . import tasks
 
+    if getattr(args, "markdown", None) == "-":
+        print(tasks.markdown_table())
+        return 0
+    if getattr(args, "markdown", None):
+        changed = tasks.write_table(args.markdown)
+        print(f"{args.markdown}: task table {'rewritten' if changed else 'already up to date'}")
+        return 0
     width = max(len(t) for t in tasks.TASKS)
     for t in tasks.TASKS.values():
         print(f"{t.id:<{width}}  {t.title}  (notebooks/{t.notebook})")
@@ -298,7 +305,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=__doc__.split("\n\n", 1)[1],
     )
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("tasks", help="list the lab tasks")
+    tl = sub.add_parser("tasks", help="list the lab tasks")
+    tl.add_argument(
+        "--markdown",
+        nargs="?",
+        const="-",
+        metavar="README.md",
+        help="print the README's task table from the TASKs; with a file, rewrite the table between its markers",
+    )
     ini = sub.add_parser("init", help="copy the task notebooks into DIR/notebooks to edit them")
     ini.add_argument("dir", nargs="?", default=".")
 

@@ -1,6 +1,8 @@
 """The lab tasks: id -> notebook, title and the parameter profiles, built from the tasks' own folders.
 
     hpml-lab tasks          # lists them
+    hpml-lab tasks --markdown            # the README's task table, from the TASKs
+    hpml-lab tasks --markdown README.md  # rewrites that table in README.md (between its two markers)
     hpml-lab run c1 --profile smoke
 
 A new lab task is one folder, hpml_lab/studies/<task_id>/, whose __init__.py holds its `TASK` (a
@@ -9,6 +11,9 @@ notebook: `TASKS` is hpml_lab.studies.registry(), in lab order. No task is liste
 """
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 from ..config import ConfigError
 from ..protocol import FULL_LAB, GPU, PROFILES, SMOKE_LR, TINY, Task  # noqa: F401 (re-exported)
@@ -29,3 +34,48 @@ def get(task_id: str) -> Task:
     if task_id not in TASKS:
         raise ConfigError(f"unknown task {task_id!r}; valid tasks: {', '.join(TASKS)} (see `hpml-lab tasks`)")
     return TASKS[task_id]
+
+
+# The README's task table lies between these two lines; `hpml-lab tasks --markdown README.md` rewrites what is
+# between them, and tests/unit/test_docs_commands.py checks that it is what the TASKs give.
+TABLE_BEGIN = (
+    "<!-- task table: written by `hpml-lab tasks --markdown README.md` from each TASK; edit those -->"
+)
+TABLE_END = "<!-- end of the task table -->"
+
+
+def markdown_table(found: dict[str, Task] | None = None) -> str:
+    """The task table for a student: each task's id, notebook, what it answers (its title, less a "C1: " that
+    repeats the id) and the `hpml-lab slurm` command that writes a job for the lab's settings (its TASK's `slurm`
+    options), in lab order."""
+    rows = [
+        "| task | notebook | what it covers | lab's settings on a GPU node (Slurm) |",
+        "|---|---|---|---|",
+    ]
+    for t in (TASKS if found is None else found).values():
+        what = re.sub(rf"^{re.escape(t.id)}: ", "", t.title, flags=re.IGNORECASE).replace("|", "\\|")
+        command = " ".join(x for x in ("hpml-lab slurm", t.id, t.slurm, "-p data_root=$SCRATCH/data") if x)
+        rows.append(f"| {t.id} | `{t.notebook}` | {what} | `{command}` |")
+    return "\n".join(rows)
+
+
+def table_in(text: str) -> str | None:
+    """The task table between the markers in a README's text (None: no markers)."""
+    if TABLE_BEGIN not in text or TABLE_END not in text.split(TABLE_BEGIN, 1)[1]:
+        return None
+    return text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0].strip("\n")
+
+
+def write_table(path: str | Path) -> bool:
+    """Rewrite the task table between the markers in `path` (README.md) from the TASKs; True if it changed."""
+    path = Path(path)
+    text = path.read_text()
+    if table_in(text) is None:
+        raise ConfigError(
+            f"{path} has no task table markers: put {TABLE_BEGIN!r} and {TABLE_END!r} on lines of their own"
+        )
+    head, rest = text.split(TABLE_BEGIN, 1)
+    new = f"{head}{TABLE_BEGIN}\n{markdown_table()}\n{TABLE_END}{rest.split(TABLE_END, 1)[1]}"
+    if new != text:
+        path.write_text(new)
+    return new != text

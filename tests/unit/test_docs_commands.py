@@ -310,3 +310,40 @@ def test_the_readme_task_table_names_every_task_and_its_slurm_command_writes_a_j
         assert argv[1] == task and "--profile" not in argv  # the default profile: full, the lab's settings
         assert cli.main([*argv, "-o", str(tmp_path / f"{task}.sbatch")]) == 0, row
         assert "--profile full" in (tmp_path / f"{task}.sbatch").read_text()
+
+
+def test_the_readme_task_table_is_the_one_the_tasks_give():
+    """Adding a task touches its folder, notebook and tests only: the README's table is printed from the TASKs."""
+    from hpml_lab.report import tasks
+
+    block = tasks.table_in((ROOT / "README.md").read_text())
+    assert block is not None, (
+        f"README.md lost its task table markers ({tasks.TABLE_BEGIN!r} ... {tasks.TABLE_END!r})"
+    )
+    assert block == tasks.markdown_table(), (
+        "README.md's task table is not what the TASKs give: run `hpml-lab tasks --markdown README.md`"
+    )
+
+
+def test_hpml_lab_tasks_markdown_rewrites_only_the_table_and_takes_a_new_task(tmp_path, monkeypatch, capsys):
+    from hpml_lab.protocol import Task
+    from hpml_lab.report import cli, tasks
+
+    readme = tmp_path / "README.md"
+    text = (ROOT / "README.md").read_text()
+    readme.write_text(text.replace("| c1 | `c1_training.ipynb` |", "| c1 | `old.ipynb` |"))  # a stale row
+    new = Task("c9", "c9_precision.ipynb", "C9: bf16 vs fp32 | mixed", order=9, slurm="--gpus 2")
+    monkeypatch.setattr(tasks, "TASKS", {**tasks.TASKS, "c9": new})
+    assert cli.main(["tasks", "--markdown", str(readme)]) == 0
+    assert "task table rewritten" in capsys.readouterr().out
+    after = readme.read_text()
+    assert after.split(tasks.TABLE_BEGIN)[0] == text.split(tasks.TABLE_BEGIN)[0]  # the rest is left as it was
+    assert after.split(tasks.TABLE_END)[1] == text.split(tasks.TABLE_END)[1]
+    row = "| c9 | `c9_precision.ipynb` | bf16 vs fp32 \\| mixed | `hpml-lab slurm c9 --gpus 2 -p data_root=$SCRATCH/data` |"
+    assert row in after.splitlines() and "`old.ipynb`" not in after
+    assert cli.main(["tasks", "--markdown"]) == 0
+    assert capsys.readouterr().out.strip() == tasks.table_in(after)
+    assert cli.main(["tasks", "--markdown", str(readme)]) == 0
+    assert "already up to date" in capsys.readouterr().out
+    (tmp_path / "plain.md").write_text("no markers\n")
+    assert cli.main(["tasks", "--markdown", str(tmp_path / "plain.md")]) == 2

@@ -12,6 +12,7 @@ TASK = Task(
     "c3_io.ipynb",
     "C3: DataLoader time per epoch against num_workers",
     order=3,
+    slurm="--no-train",
     settings=lab2.C3Settings,
     smoke={"epochs": 3, "batch_size": 32, "max_batches": 40},
     gpu={**GPU, "epochs": 3, "max_batches": 100},

@@ -8,6 +8,7 @@ TASK = Task(
     "dataloading.ipynb",
     "Data loading from high-latency storage: workers, threads, tensor-resident",
     order=13,
+    slurm="--no-train",
     tiny={"batch_size": 16, "subset": 48, "epochs": 1, "num_workers": 0},
     # 128 PNG files, 3 passes per loader at 0/5/20/50 ms per file: about a minute on 2 cores
     smoke={"batch_size": 16, "subset": 128, "epochs": 3, "num_workers": 2},

@@ -9,6 +9,7 @@ TASK = Task(
     "lab5_ddp_scaling.ipynb",
     "Lab 5: DDP scaling, speedup, all-reduce bandwidth, large batches",
     order=12,
+    slurm="--gpus 4",
     smoke={"epochs": 2, "batch_size": 32, "max_batches": 2, "num_workers": 0, "lr": SMOKE_LR},
     settings=scaling.Settings,
     full={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 2},

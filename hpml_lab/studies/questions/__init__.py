@@ -8,6 +8,7 @@ TASK = Task(
     "questions.ipynb",
     "Lab 2 questions Q1-Q4 from the model and optimizers",
     order=9,
+    slurm="--no-train",
     smoke={},
     full={},
     gpu_runs=0,

@@ -68,6 +68,7 @@ TASK = Task(
     "speed.ipynb",
     "Speed ladder: from the lab's baseline to the fastest this machine allows",
     order=14,
+    slurm="--no-train",
     settings=Settings,
     gpu_runs=0,
     gpu_extra=GPU_EXTRA,

@@ -8,6 +8,7 @@ TASK = Task(
     "tinyimagenet.ipynb",
     "TinyImageNet: data-loading bottleneck, activation memory, checkpointing, DP and DDP epoch times",
     order=11,
+    slurm="--gpus 2",
     smoke={
         "dataset": "tinyimagenet",
         "data_root": "data",
