@@ -64,6 +64,11 @@ DATA_S = {
 }
 NODE_RECORD_S = (5.0, "nvidia-smi, df /dev/shm, versions: a few seconds (predicted)")
 
+# FLOPs of one ResNet-18 training step (forward and backward) per image, as hpml_lab.flops counts them over one image:
+# CIFAR-10 (32x32, the CIFAR stem, 10 classes) and Tiny ImageNet (64x64, the ImageNet stem, 200 classes). Written
+# here because counting them takes seconds of CPU in every process that plans (the plan, each command, each
+# unpack); tests/unit/test_gpucheck.py counts them again and fails if they differ.
+STEP_FLOPS = {"cifar10": 3_328_997_376, "tinyimagenet": 869_621_760}
 # reference: bf16 8192^3 products measured 769-798 TFLOP/s on the lent H100 (notes/gpu-machine.md)
 H100_BF16_TFLOPS = 780.0
 # predicted: the lab's eager fp32 step (convolutions in TF32 under cuDNN) at batch 128 sustains about 13% of that
@@ -127,8 +132,6 @@ def step_seconds(flops_per_step: float) -> float:
 
 def task_estimate(task_id: str, inputs: dict[str, Any] | None = None) -> tuple[float, str]:
     """(seconds, basis) of one task at the gpu profile on an H100."""
-    from .. import flops
-
     facts = inputs or task_inputs()[task_id]
     p = facts["profile"]
     tiny_imagenet = p.get("dataset") == "tinyimagenet"
@@ -137,11 +140,7 @@ def task_estimate(task_id: str, inputs: dict[str, Any] | None = None) -> tuple[f
     steps = math.ceil(n_images / batch)
     if p.get("max_batches"):
         steps = min(steps, int(p["max_batches"]))
-    fpi = (
-        flops.step_flops_per_image("resnet18", 200, "imagenet", "bn", 64)
-        if tiny_imagenet
-        else flops.step_flops_per_image("resnet18")
-    )
+    fpi = STEP_FLOPS["tinyimagenet" if tiny_imagenet else "cifar10"]
     compute = step_seconds(fpi * batch)
     workers = max(1, int(p.get("num_workers", 0) or 1))
     loader = batch * PIL_S_PER_IMAGE / workers

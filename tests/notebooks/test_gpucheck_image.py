@@ -8,9 +8,10 @@ Which Python: the GPU image's is 3.12. A 3.12 that can import torch is used wher
 ($HPML_GPU_PYTHON, python3.12 on PATH, pyenv's 3.12.x); otherwise the host's Python stands in, and the test says so
 (a warning in pytest's summary). On this project's machines pyenv's 3.12.1 has no torch (its CUDA wheels would
 take about 4.7 GB): the host's 3.11 stands in there. The wheels for the Python used are fetched by the kit's own
-`wheels` command into build/gpu-wheels-cpXY (or $HPML_GPU_WHEEL_CACHE), once.
+`wheels` code into build/gpu-wheels-cpXY (or $HPML_GPU_WHEEL_CACHE), once.
 
-Kept short: the tiny profile, one lab task (c1; every notebook's rendering is the notebook tests' job) run by the
+Kept short (what costs CPU here is each fresh process's imports, the two wheel installs and c1's kernel): the
+image's packages are found, not imported, before the commands run; the tiny profile, one lab task (c1; every notebook's rendering is the notebook tests' job) run by the
 first command and skipped by the second (it came home), and the session's synthetic CIFAR-10 (tests/conftest.py)
 linked in, not written again.
 """
@@ -75,25 +76,11 @@ def _version(py: Path) -> str:
 
 
 def _wheels(version: str) -> Path:
+    """The kit's wheels for `version`, downloaded by the `wheels` command's own code (in this process: it only
+    downloads what the cache lacks; the commit it records is written into the copied tree below)."""
     major_minor = "".join(version.split(".")[:2])
     cache = Path(os.environ.get("HPML_GPU_WHEEL_CACHE") or ROOT / "build" / f"gpu-wheels-cp{major_minor}")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hpml_lab.report.gpucheck",
-            "wheels",
-            "--dest",
-            str(cache),
-            "--python-version",
-            version,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert r.returncode == 0, r.stderr
+    gpucheck.download_wheels(cache, log=lambda *a: None, python=version)
     return cache
 
 
@@ -114,17 +101,19 @@ def test_the_kit_runs_command_by_command_as_on_a_bare_gpu_machine(tmp_path, cifa
             stacklevel=1,
         )
         py = _image_python(tmp_path)
-        bare = subprocess.run(
+        bare = subprocess.run(  # found, not imported: the commands below import what they use
             [
                 str(py),
                 "-c",
-                "import torch, pandas, matplotlib, yaml, tqdm, pytest\ntry:\n import nbconvert\n"
-                "except ImportError: print('no nbconvert')",
+                "import importlib.util as u\n"
+                "print([m for m in ('torch', 'torchvision', 'pandas', 'matplotlib', 'yaml', 'tqdm', 'pytest',"
+                " 'nbconvert', 'papermill', 'ipykernel') if u.find_spec(m) is None])",
             ],
             capture_output=True,
             text=True,
         )
-        assert bare.returncode == 0 and bare.stdout.strip() == "no nbconvert", bare.stderr  # the image's set
+        missing = ["nbconvert", "papermill", "ipykernel"]
+        assert bare.returncode == 0 and bare.stdout.strip() == str(missing), bare.stderr  # the image's set
     version = _version(py)
     wheels = _wheels(version)
     proj = tmp_path / "proj"  # a copy of the tree as the device tool sends it: no .git, the wheels in .whl

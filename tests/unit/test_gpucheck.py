@@ -65,6 +65,15 @@ def test_plan_is_at_most_3_plain_commands_that_fit_bare_machines(capsys):
     assert json.loads(capsys.readouterr().out)["commands"][0]["basis"]
 
 
+def test_the_plans_flops_are_those_hpml_lab_counts():
+    from hpml_lab import flops
+
+    assert gpuplan.STEP_FLOPS == {
+        "cifar10": flops.step_flops_per_image("resnet18"),
+        "tinyimagenet": flops.step_flops_per_image("resnet18", 200, "imagenet", "bn", 64),
+    }
+
+
 def test_plan_leaves_out_what_does_not_fit_and_says_so(monkeypatch):
     monkeypatch.setitem(gpuplan.FIXED, "bench", (400.0, "made slow for the test"))
     p = gpuplan.plan()
