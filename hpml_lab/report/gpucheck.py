@@ -579,11 +579,12 @@ def pack(
     log=print,
 ) -> tuple[list[Path], list[str]]:
     """The files under `folder` modified since `since` into tar.gz archives at `archive` (and, where one would
-    exceed `limit` bytes, `<name>-2.tar.gz` and on, at most `most` of them: by default as many as the device tool's
-    8 files in `archive`'s folder leave; `limit`: ARCHIVE_LIMIT), each file under `prefix/`, each archive with manifest.json, each written
-    whole and atomically (a kill while they are written leaves the previous ones). Traces and snapshots go only
-    where room is left; what fits in none is left out and named. The per-command reports/index.html is left out:
-    unpack writes one index of everything that came home. Returns (the archives, what was left out)."""
+    exceed `limit` bytes, default ARCHIVE_LIMIT, `<name>-2.tar.gz` and on, at most `most` of them: by default as
+    many as the device tool's 8 files leave in `archive`'s folder), each file under `prefix/`, each archive with
+    manifest.json, each written whole and atomically (a kill while they are written leaves the previous ones).
+    Traces and snapshots go only where room is left; what fits in none is left out and named. The per-command
+    reports/index.html is left out: unpack writes one index of everything that came home. Returns (the archives,
+    what was left out)."""
     limit = limit or ARCHIVE_LIMIT
     files = sorted(
         p

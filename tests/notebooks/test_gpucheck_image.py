@@ -11,9 +11,9 @@ take about 4.7 GB): the host's 3.11 stands in there. The wheels for the Python u
 `wheels` code into build/gpu-wheels-cpXY (or $HPML_GPU_WHEEL_CACHE), once.
 
 Kept short (what costs CPU here is each fresh process's imports, the two wheel installs and c1's kernel): the
-image's packages are found, not imported, before the commands run; the tiny profile, one lab task (c1; every notebook's rendering is the notebook tests' job) run by the
-first command and skipped by the second (it came home), and the session's synthetic CIFAR-10 (tests/conftest.py)
-linked in, not written again.
+image's packages are found, not imported, before the commands run; the tiny profile, one lab task (c1; every
+notebook's rendering is the notebook tests' job) run by the first command and skipped by the second (it came home),
+and the session's synthetic CIFAR-10 (tests/conftest.py) linked in, not written again.
 """
 
 import glob

@@ -339,7 +339,10 @@ def test_hpml_lab_tasks_markdown_rewrites_only_the_table_and_takes_a_new_task(tm
     after = readme.read_text()
     assert after.split(tasks.TABLE_BEGIN)[0] == text.split(tasks.TABLE_BEGIN)[0]  # the rest is left as it was
     assert after.split(tasks.TABLE_END)[1] == text.split(tasks.TABLE_END)[1]
-    row = "| c9 | `c9_precision.ipynb` | bf16 vs fp32 \\| mixed | `hpml-lab slurm c9 --gpus 2 -p data_root=$SCRATCH/data` |"
+    row = (
+        "| c9 | `c9_precision.ipynb` | bf16 vs fp32 \\| mixed"
+        " | `hpml-lab slurm c9 --gpus 2 -p data_root=$SCRATCH/data` |"
+    )
     assert row in after.splitlines() and "`old.ipynb`" not in after
     assert cli.main(["tasks", "--markdown"]) == 0
     assert capsys.readouterr().out.strip() == tasks.table_in(after)
