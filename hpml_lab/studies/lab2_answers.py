@@ -428,7 +428,7 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     ]
     against = getattr(out, "against", None)
     against = best_n if against is None and best_n != 1 else against
-    question = "C4: data loading vs compute, 1 worker vs the best"
+    question = "C4: data loading vs compute, one worker vs the best"
     if against is None or against == 1:
         one = next(iter(waits))
         head = say(

@@ -141,3 +141,39 @@ def test_claims_hold_where_verdicts_separate(task_id, cifar_root, tmp_path, monk
         tempfile.gettempdir() + os.sep,
     ):
         assert folder not in page, folder
+
+
+def _with(rec: dict, **fields) -> dict:
+    rec["answers"][0].update(fields)
+    return rec
+
+
+def test_every_prose_field_the_page_shows_is_checked():
+    """The question, what is missing and the background are read like the findings: a digit outside a slot or a
+    direction word outside a verdict is caught wherever the reader sees it."""
+    assert claims.check_record(_with(_record(), question="C2 at batch 128?")) != []
+    assert claims.check_record(_with(_record(), question="C2: is compiling faster?")) != []
+    assert (
+        claims.check_record(_with(_record(), missing="a run on 4 GPUs", missing_html="a run on 4 GPUs")) != []
+    )
+    assert claims.check_record(_with(_record(), missing="a faster GPU", missing_html="a faster GPU")) != []
+    assert claims.check_record(_with(_record(), background=["Workers usually make loading faster."])) != []
+    # an older record without missing_html: its plain `missing` is read
+    rec = _record()
+    del rec["answers"][0]["missing_html"]
+    assert claims.check_record(_with(rec, missing="a run on 4 GPUs")) != []
+    assert claims.check_record(_record()) == []
+
+
+def test_missing_that_states_a_number_is_a_finding_with_its_slot():
+    gpus = Number("lab GPUs", 4, "", "setting", source="the lab's question")
+    ans = Answer("Q4?", say("Not run here"), status="partial", missing=say("a run on {g} GPUs", g=gpus))
+    rec = Record("lab5", "t", [ans]).as_dict()
+    a = rec["answers"][0]
+    assert a["missing"] == "a run on 4 GPUs" and '<span data-number="lab GPUs">4</span>' in a["missing_html"]
+    assert [n["name"] for n in a["numbers"]] == ["lab GPUs"] and claims.check_record(rec) == []
+    assert '(missing: a run on <span data-number="lab GPUs">4</span> GPUs)' in answer_box.box_html(rec)
+    with pytest.raises(ValueError, match="digit typed"):
+        Answer("Q4?", say("Not run here"), status="partial", missing="a run on 4 GPUs")
+    with pytest.raises(ValueError, match="direction"):
+        Background("More workers usually make loading faster.")

@@ -382,7 +382,7 @@ def lab5_q2(res) -> Answer:
             else ""
         )
     return Answer(
-        "Q2: speedup with 2 and 4 workers (strong vs weak scaling)",
+        "Q2: speedup with two and four workers (strong vs weak scaling)",
         head,
         details,
         [
@@ -510,10 +510,16 @@ def lab5_q4(cfg, settings, res) -> Answer:
             "holding up to batches of about eight thousand, so beyond it is a starting point."
         )
     ]
-    missing = "4 GPUs at per-GPU batch 8,192 (global 32,768) for 5 epochs"
+    missing = say(
+        "{gpus} GPUs at per-GPU batch {per_gpu} (global {glob}) for {epochs} epochs",
+        gpus=Number("Q4: the lab's GPUs", 4, "", "setting", source="the lab's Q4"),
+        per_gpu=Number("Q4: the lab's per-GPU batch", 8192, "", "setting", source="the lab's Q4"),
+        glob=Number("Q4: the lab's global batch", 32768, "", "setting", source="the lab's Q4"),
+        epochs=Number("Q4: the lab's epochs", 5, "", "setting", source="the lab's Q4"),
+    )
     if not ran:
         return Answer(
-            "Q4: 5th-epoch loss and accuracy at the largest batch on 4 GPUs",
+            Q4,
             say("No multi-worker run here. {fewer}", fewer=fewer),
             background=background,
             status="partial",
@@ -547,7 +553,7 @@ def lab5_q4(cfg, settings, res) -> Answer:
         **nums,
     )
     return Answer(
-        "Q4: 5th-epoch loss and accuracy at the largest batch on 4 GPUs",
+        Q4,
         head,
         [fewer],
         background,
@@ -555,6 +561,8 @@ def lab5_q4(cfg, settings, res) -> Answer:
         missing=missing,
     )
 
+
+Q4 = "Q4: fifth-epoch loss and accuracy at the largest batch on four GPUs"
 
 SHORT_ANSWERS = [
     Answer(

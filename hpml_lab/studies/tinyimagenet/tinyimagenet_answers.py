@@ -257,12 +257,21 @@ def epochs_answer(res) -> Answer:
         [
             Background(
                 "An epoch estimated from the median batch leaves out what happens outside the batches, such as the "
-                "loader's start and a partial last batch, and any batch slower than the median."
+                "loader's start and a partial last batch, and any batch that takes longer than the median."
             )
         ],
         status="partial" if len(skipped) else "answered",
-        missing="; ".join(f"{r.variant}: {r.note}" for r in skipped.itertuples()),
+        missing="; ".join(
+            f"{r.variant}: {SKIPPED_NEEDS.get(r.variant, 'a run')}" for r in skipped.itertuples()
+        ),
     )
+
+
+# what a skipped variant needs, in words (its table row's note says why it was skipped, with its numbers)
+SKIPPED_NEEDS = {
+    "DataParallel": "a run on two or more GPUs",
+    "DDP": "a run with two or more worker processes",
+}
 
 
 def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
