@@ -119,6 +119,7 @@ class LoaderSweep:
     best_workers: int
     cores: int
     stop_reason: str
+    stop: dict  # where the sweep stopped, as a table row (its numbers shown by the table formatter, not in prose)
     items: list[SweepItem] = field(default_factory=list)
     summary_dir: Path | None = None
 
@@ -159,6 +160,7 @@ def c3_loader_sweep(
     cores = usable_cores()
     items: list[SweepItem] = []
     best_n, best_median, reason = None, float("inf"), f"reached the cap of {max_workers} workers"
+    stop = {"stopped": "at the cap", "cap (workers)": max_workers}
     misses: list[int] = []
     for n in worker_counts(max_workers):
         items += run_sweep([_loader_cfg(cfg, n)], _run_loader, log=log)
@@ -172,6 +174,12 @@ def c3_loader_sweep(
                 f"{' and '.join(map(str, misses))} workers were not faster than {best_n} by more than "
                 f"{tolerance:.0%} (best median {best_median:.3g} s)"
             )
+            stop = {
+                "stopped": "no improvement",
+                "counts that did not improve": ", ".join(map(str, misses)),
+                "best count so far": best_n,
+                "its median (s)": best_median,
+            }
             break
     rows = tables(items, "loader")
     summary = pd.DataFrame(
@@ -199,7 +207,7 @@ def c3_loader_sweep(
             runs=[it.run_dir.name for it in items],
         ),
     )
-    return LoaderSweep(summary, rows, best_n, cores, reason, items, sdir)
+    return LoaderSweep(summary, rows, best_n, cores, reason, stop, items, sdir)
 
 
 # ------------------------------------------------------------------ C4: data vs compute
