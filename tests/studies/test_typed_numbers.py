@@ -99,6 +99,7 @@ def test_no_number_is_typed_into_prose():
         'display(Markdown("tolerance %.0f%%" % tol))',
         'nb.notice("{} epochs".format(n))',
         'x = f"{share:.1%} of the epoch"',
+        'label = f"{n:,} images"',
         'display(Markdown(tracing.recorded(tr) + " Trace: link"))',
     ],
 )

@@ -98,7 +98,7 @@ def bottleneck_answer(res) -> Answer:
     else:
         head = say("The bottleneck did not move from loading to compute in this run: {shares}", shares=shares)
     return Answer(
-        "Where is the bottleneck with 0 and with N workers?",
+        "Where is the bottleneck with no loader workers and with N workers?",
         head,
         [
             say("{v}.", v=vd.finding("data wait per batch", label_a=wnf, label_b=w0f)),
