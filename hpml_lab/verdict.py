@@ -59,6 +59,7 @@ class Verdict:
     load_b: tuple = ()
     load_margin: float = LOAD_MARGIN
     noise: float | None = None  # twin-configuration noise (a ratio >= 1) the difference must exceed
+    min_effect: float = 0.02  # the least difference (as a fraction) the whole interval must clear
 
     @property
     def winner(self) -> str | None:
@@ -137,6 +138,9 @@ class Verdict:
             nums["margin"] = Number(
                 f"{name}: load margin", self.load_margin, "", "setting", source="verdict.LOAD_MARGIN"
             )
+        nums["effect"] = Number(
+            f"{name}: least difference", round(100 * self.min_effect, 3), "%", "setting", source=src
+        )
         if self.noise is not None:
             nums["noise"] = Number(
                 f"{name}: twin noise",
@@ -219,6 +223,19 @@ class Verdict:
                 **interval,
                 **ns,
             )
+        elif self.reason.startswith(
+            "difference under"
+        ):  # the interval is on one side of 1 but not clear of it
+            f = say(
+                "{a} and {b} cannot be told apart on {what}: the interval comes within {effect} of no difference, "
+                "the least difference this check counts (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
+                a=a,
+                b=b,
+                what=self.what,
+                effect=x["effect"],
+                **interval,
+                **ns,
+            )
         else:
             f = say(
                 "{a} and {b} cannot be told apart on {what} (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
@@ -283,6 +300,7 @@ def compare(
         load_b=tuple(float(x) for x in load_b or ()),
         load_margin=load_margin,
         noise=noise,
+        min_effect=min_effect,
     )
     if xa.size < MIN_SAMPLES or xb.size < MIN_SAMPLES or not math.isfinite(ratio):
         return Verdict(outcome="tie", ci_low=math.nan, ci_high=math.nan, reason="too few samples", **common)

@@ -214,6 +214,9 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     step = first_step_finding(run.batches)
     if step is not None:
         details.append(step)
+    if (
+        step is not None and cfg.num_workers > 0
+    ):  # with no worker process there is no worker start-up to explain
         background.append(
             Background(
                 "On a small CPU the loader's worker processes start at each epoch and share the cores with "
@@ -533,7 +536,12 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             cpu=cpu,
         )
         if trending
-        else say("A CPU epoch took {cpu} (median after warm-up)", cpu=cpu)
+        else say(
+            "A CPU epoch took {cpu} ("
+            + ("median after warm-up" if (cpu.n or 0) > 1 else "the one epoch after the first")
+            + ")",
+            cpu=cpu,
+        )
     )
     question = "C5: average epoch time on GPU vs CPU"
     if "cuda" not in out.devices:
@@ -606,11 +614,11 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
             "One seed and a few epochs of training-set statistics show early training, not which setting "
             "generalises best."
         ),
-        Background(
-            "The runs took turns on a shared machine, so their per-step times compare only through the spreads "
-            "shown."
-        ),
     ]
+    sequential = say(
+        "The settings ran one after the other, so their per-step times are listed, not compared: a change of the "
+        "machine's load between runs would show up as a difference"
+    )
     if len(samples) < 2:
         head = say("Fewer than two settings trained without diverging, so none can be compared")
         return [
@@ -656,6 +664,7 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     ]
     details += best_findings(bst, labels, "last-epoch loss")
     details.append(say("Compute per step after warm-up: {all}", all=join(per_step, ", ")))
+    details.append(sequential)
     details += notes
     verdict = {
         "best": str(bst.label),
@@ -710,7 +719,15 @@ def sweep_notes(cfg, out, field: str) -> list[Finding]:
         name = shown_setting(field, v)
         if sanity.diverged(losses, classes):
             end = Number(f"{name}: last batch loss", float(losses[-1]), "", "measured", n=1)
-            lines.append(say("{name} diverged (loss {end} at the end): not a result", name=name, end=end))
+            lines.append(
+                say(
+                    "{name}'s loss ended far above chance ({end} at the end against the chance loss {chance}): it "
+                    "diverged or has not settled, so it is not a result",
+                    name=name,
+                    end=end,
+                    chance=chance,
+                )
+            )
         elif sanity.at_chance(losses, classes):
             tail = losses[-max(1, len(losses) // 5) :]
             mean = Number(
@@ -803,7 +820,13 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     details = [say("Per step after warm-up: eager {e}, compiled {c}", e=e_step, c=c_step)]
     if cost > 0:
         cost_n = Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1)
-        details.append(say("Compiling cost about {cost} in the first epoch", cost=cost_n))
+        details.append(
+            say(
+                "Beyond the per-step gap, the compiled run's first epoch took {cost} more than eager's (one first "
+                "epoch each, runs made one after the other): that time holds the compile",
+                cost=cost_n,
+            )
+        )
     else:  # epoch 1 was no slower than the step gap explains: no cost is measurable, and none is a number to state
         details.append(
             say("Compiling added no measurable time to the first epoch beyond the per-step difference")

@@ -293,9 +293,15 @@ def lab5_q2(res) -> Answer:
     meas, pred = multi[multi.source == "measured"], multi[multi.source != "measured"]
     verdicts = speedup_verdicts(res)
     misses = model_misses(t)
+    all_ties = bool(verdicts) and all(v.outcome == "tie" for v, _, _ in verdicts.values())
     if len(meas):
         head = say(
-            "Speedup at a fixed per-worker batch, epochs extrapolated from timed steps: {items}.",
+            (
+                "No speedup can be told from these runs (each comparison below is a tie); the ratios of the epochs "
+                "extrapolated from timed steps, at a fixed per-worker batch, were: {items}."
+                if all_ties
+                else "Speedup at a fixed per-worker batch, epochs extrapolated from timed steps: {items}."
+            ),
             items=join(
                 [
                     say(
@@ -460,7 +466,13 @@ def lab5_q3(res) -> Answer:
                 )
             )
     head = (
-        say("Per epoch, with the all-reduce at the fitted {bw}: {items}.", bw=busbw, items=join(items, "; "))
+        say(
+            "Per epoch, with the all-reduce at "
+            + ("the fitted" if res.fit["method"] == "fit" else "the largest message's")
+            + " {bw}: {items}.",
+            bw=busbw,
+            items=join(items, "; "),
+        )
         if items
         else say(
             "No multi-worker row to split: nothing ran with more than one worker, and the model is not used."
@@ -687,12 +699,17 @@ def fit_numbers(res) -> dict[str, Number]:
 
 def fit_note(res) -> Finding:
     """The all-reduce fit in one sentence: latency, bus bandwidth, backend and processes."""
+    unfitted = (
+        res.fit["method"] != "fit"
+    )  # scaling.fit_allreduce fell back on the largest and smallest messages
     return say(
-        "Fit over the {k} measured sizes: latency {lat}, busbw {bw} ({backend}, {p} processes; {method}).",
+        "No usable fit over the {k} measured sizes: latency {lat} from the smallest message, busbw {bw} from the "
+        "largest ({backend}, {p} processes)."
+        if unfitted
+        else "Fit over the {k} measured sizes: latency {lat}, busbw {bw} ({backend}, {p} processes).",
         k=Number("all-reduce sizes measured", len(res.allreduce), "", "counted", source="the sizes timed"),
         backend=str(res.allreduce.backend.iloc[0]),
         p=Number("all-reduce processes", int(res.fit["world_size"]), "", "setting", source="the measurement"),
-        method=str(res.fit["method"]),
         **fit_numbers(res),
     )
 
