@@ -111,3 +111,27 @@ def test_words_and_bound_numbers_pass():
     assert typed_numbers('nb.warn(f"Backend <b>{cfg.compile_backend}</b>: not the default")', True) == []
     assert typed_numbers('say("loss {loss}", loss=num("loss", xs, ""))', False) == []
     assert typed_numbers('Number(f"global batch {gb}: loss", 1.0, "", "measured", n=1)', False) == []
+
+
+def unshown_tables(source: str) -> list[str]:
+    """nb.table(...) calls whose table a reader never sees: it returns a Styler, shown only as a cell's last
+    top-level expression or through display()."""
+    tree = ast.parse(source)
+    last = tree.body[-1] if tree.body else None
+    return [
+        ast.unparse(node)[:80]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and _name(node.value.func) == "table"
+        and node is not last
+    ]
+
+
+def test_every_table_a_notebook_builds_is_shown():
+    found = {w: hits for w, (text, nb) in sources().items() if nb and (hits := unshown_tables(text))}
+    assert found == {}
+    assert unshown_tables("nb.table(a)\nx = 1") and not unshown_tables("x = 1\nnb.table(a)")
+    assert unshown_tables("if x:\n    nb.table(a)\nelse:\n    y = 2") and not unshown_tables(
+        "display(nb.table(a))\nx = 1"
+    )
