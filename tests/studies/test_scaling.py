@@ -419,3 +419,13 @@ def test_lab5_speedups_whose_verdicts_all_tie_lead_with_the_tie():
     )
     assert "1.31x with 2 workers at batch 16" in q2.headline.plain()
     study_checks.holds([q2])
+
+
+def test_lab5_q1_epoch_says_how_it_was_aggregated():
+    """One quantity, two values: Q1's headline throughput is the median of per-step throughputs, its epochs the
+    median step time x steps; the epoch sentence says which, so a reader does not divide one into the other."""
+    q1 = _conclude(_lab5())[0][0]
+    assert (
+        "(the median step time x steps, so not the images per second of the median throughput above)"
+        in q1.text
+    )

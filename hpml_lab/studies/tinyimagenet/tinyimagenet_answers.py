@@ -211,7 +211,31 @@ def throughput_findings(res) -> list[Finding]:
             out.append(say(text + ".", **slots).up())
         else:
             out.append(say("{v} ran at {ratio} the baseline's images per second.", v=v, ratio=ratio).up())
-    return out
+    slow = _slow_baseline(t, base_ips) if out else None
+    return out + ([slow] if slow is not None else [])
+
+
+def _slow_baseline(t, base_ips: float) -> Finding | None:
+    """When checkpointing, which does more work per batch in the same one process, ran at more images per second
+    than the baseline, the baseline's own batches were slow in this run: every ratio against it is inflated."""
+    if "checkpointing" not in t.index:
+        return None
+    c = float(t.loc["checkpointing", "global batch"] / t.loc["checkpointing", "s/batch"]) / base_ips
+    if c <= 1:
+        return None
+    return say(
+        "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the baseline's "
+        "images per second: the baseline's own batches were slow in this run, so every ratio against the baseline "
+        "is inflated by it.",
+        c=Number(
+            "checkpointing: throughput vs baseline",
+            c,
+            "x",
+            "measured",
+            n=1,
+            source="(global batch / median time per batch) over the baseline's",
+        ),
+    )
 
 
 def epochs_answer(res) -> Answer:
