@@ -51,6 +51,9 @@ def _said(v, name: str, lat: float) -> Finding:
     return say("At {lat}: {v}.", lat=latency(lat), v=v.finding(name))
 
 
+LOADERS = ("baseline", "more workers", "threads")
+
+
 def _pass(rows, lat, name) -> Number:
     r = rows[(lat, name)]
     return Number(f"{name} at {_ms(lat)} ms: pass", float(r["epoch_s"]), "s", "measured", n=int(r["passes"]))
@@ -69,7 +72,8 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
         [
             _said(vw_hi, f"more workers vs baseline at {_ms(hi)} ms", hi),
             say(
-                "Median pass at {lat}: baseline {base}, more workers {more}, threads {threads}.",
+                ("Median pass" if min(int(rows[(hi, k)]["passes"]) for k in LOADERS) > 1 else "One pass each")
+                + " at {lat}: baseline {base}, more workers {more}, threads {threads}.",
                 lat=latency(hi),
                 base=_pass(rows, hi, "baseline"),
                 more=_pass(rows, hi, "more workers"),
