@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .findings import Background, Finding, fmt_value
+from .findings import Background, Finding, fmt_value, say
 
 # measured: timed or observed, with its n; predicted: from a model (source says which); reference: a publication;
 # counted: an exact count (parameters, FLOPs, bytes saved for backward): no n, no spread, source says how counted;
@@ -83,7 +83,9 @@ class Answer:
     details: list = field(default_factory=list)
     background: list = field(default_factory=list)
     status: str = "answered"
-    missing: str = ""  # what a partial / not answered status lacks
+    missing: Any = (
+        ""  # what a partial / not answered status lacks: words, or a Finding when it states a number
+    )
     verdict: dict | None = None  # verdict.Verdict.as_dict() (with samples) behind a comparison
 
     def __post_init__(self):
@@ -98,6 +100,14 @@ class Answer:
             self.background = [self.background]
         self.details = [d for d in self.details if d is not None]
         self.background = [b if isinstance(b, Background) else Background(b) for b in self.background if b]
+        _ = self.missing_finding  # words with a digit typed in them are refused here, as in a template
+
+    @property
+    def missing_finding(self) -> Finding:
+        """What is missing as a Finding: the one given, or words as a Finding without slots."""
+        if isinstance(self.missing, Finding):
+            return self.missing
+        return say(str(self.missing or "").replace("{", "{{").replace("}", "}}"))
 
     @property
     def findings(self) -> list[Finding]:
@@ -112,7 +122,7 @@ class Answer:
     def numbers(self) -> list[Number]:
         """Every Number its findings state (each once), in the order stated."""
         out: list = []
-        for f in self.findings:
+        for f in [*self.findings, self.missing_finding]:
             out += [n for n in f.numbers() if not any(n is m for m in out)]
         return out
 
@@ -124,7 +134,8 @@ class Answer:
             "text": self.text,
             "status": self.status,
             "numbers": [asdict(n) for n in self.numbers],
-            "missing": self.missing,
+            "missing": self.missing_finding.plain(),
+            "missing_html": self.missing_finding.html(),
             "verdict": self.verdict,
             "headline": {"plain": sentence(self.headline.plain()), "html": sentence(self.headline.html())},
             "details": [{"plain": sentence(d.plain()), "html": sentence(d.html())} for d in self.details],
@@ -177,7 +188,7 @@ def check(rec: Record) -> None:
             raise RecordError(
                 f"{rec.task}: answer {a.question!r} has status {a.status!r}; valid: {', '.join(STATUSES)}"
             )
-        if a.status != "answered" and not a.missing:
+        if a.status != "answered" and not a.missing_finding.plain().strip():
             raise RecordError(
                 f"{rec.task}: answer {a.question!r} is {a.status} but does not say what is missing"
             )

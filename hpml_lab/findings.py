@@ -27,6 +27,8 @@ Number = Any  # hpml_lab.answers.Number (answers.py imports this module, so it i
 # a digit that is part of a name: right after a letter ('bf16', 'L2') or after a letter and a hyphen ('top-1')
 _NAME_DIGITS = re.compile(r"(?<=[A-Za-z])\d+|(?<=[A-Za-z]-)\d+")
 NO_SPACE_UNITS = ("%", "x")
+# a comparison's direction: said only by a verdict (Verdict.finding marks its statement), never typed in prose
+DIRECTION = re.compile(r"\b(faster|slower|rose|fell|better|worse)\b", re.I)
 
 
 def stray_digits(text: str) -> list[str]:
@@ -192,13 +194,15 @@ def join(parts: list[Finding], sep: str = "; ", last: str | None = None) -> Find
 @dataclass(frozen=True)
 class Background:
     """A general explanation (what usually happens, and why): shown apart from the findings, labelled as general.
-    It states no number of this run (a digit is refused)."""
+    It states no number of this run (a digit is refused) and no direction (a comparison is a verdict's)."""
 
     text: str
 
     def __post_init__(self):
         if stray_digits(self.text):
             raise ValueError(f"background states a number: {self.text!r}; a number of this run is a finding")
+        if DIRECTION.search(self.text):
+            raise ValueError(f"background states a direction: {self.text!r}; a comparison is a verdict's")
 
     def plain(self) -> str:
         return self.text

@@ -18,7 +18,7 @@ is "better" or "worse" only when the whole interval lies on one side of 1 (beyon
 A verdict knows how its samples were taken: `interleaved=True` (A B A B repeats, so the load hits both alike),
 `interleaved=False` (one side's runs after the other's) with the machine's load per core during each side
 (`load_a`, `load_b`). Runs one after the other whose load moved by more than `load_margin` (load per core), or
-whose load was not recorded, cannot be told apart; nor can a difference within `noise`, the ratio by which two
+whose load was not recorded, cannot be told apart (for times: a loss or an accuracy does not depend on the load); nor can a difference within `noise`, the ratio by which two
 twin configurations of this machine differed. `Verdict.finding(name)` states the comparison as a Finding whose
 ratio, interval and counts are Numbers of the answer record, named from `name`; direction words come only from it.
 """
@@ -59,6 +59,7 @@ class Verdict:
     load_b: tuple = ()
     load_margin: float = LOAD_MARGIN
     noise: float | None = None  # twin-configuration noise (a ratio >= 1) the difference must exceed
+    min_effect: float = 0.02  # the least difference (as a fraction) the whole interval must clear
 
     @property
     def winner(self) -> str | None:
@@ -137,6 +138,9 @@ class Verdict:
             nums["margin"] = Number(
                 f"{name}: load margin", self.load_margin, "", "setting", source="verdict.LOAD_MARGIN"
             )
+        nums["effect"] = Number(
+            f"{name}: least difference", round(100 * self.min_effect, 3), "%", "setting", source=src
+        )
         if self.noise is not None:
             nums["noise"] = Number(
                 f"{name}: twin noise",
@@ -219,6 +223,19 @@ class Verdict:
                 **interval,
                 **ns,
             )
+        elif self.reason.startswith(
+            "difference under"
+        ):  # the interval is on one side of 1 but not clear of it
+            f = say(
+                "{a} and {b} cannot be told apart on {what}: the interval comes within {effect} of no difference, "
+                "the least difference this check counts (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
+                a=a,
+                b=b,
+                what=self.what,
+                effect=x["effect"],
+                **interval,
+                **ns,
+            )
         else:
             f = say(
                 "{a} and {b} cannot be told apart on {what} (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
@@ -283,6 +300,7 @@ def compare(
         load_b=tuple(float(x) for x in load_b or ()),
         load_margin=load_margin,
         noise=noise,
+        min_effect=min_effect,
     )
     if xa.size < MIN_SAMPLES or xb.size < MIN_SAMPLES or not math.isfinite(ratio):
         return Verdict(outcome="tie", ci_low=math.nan, ci_high=math.nan, reason="too few samples", **common)
@@ -310,7 +328,10 @@ def _design(outcome: str, lo: float, hi: float, common: dict) -> tuple[str, str]
     """A separated verdict kept only where its design allows it: sequential runs on a steady, recorded load, and a
     difference beyond the twin-configuration noise."""
     loads = [*common["load_a"], *common["load_b"]]
-    if common["interleaved"] is False:
+    timed = not common["what"] or bool(
+        TIMED.search(common["what"])
+    )  # a loss or an accuracy does not feel load
+    if common["interleaved"] is False and timed:
         if not common["load_a"] or not common["load_b"]:
             return "tie", "load not recorded"
         if max(loads) - min(loads) > common["load_margin"]:
@@ -340,16 +361,29 @@ class Best:
 
 
 def best(
-    samples: Mapping[Any, Sequence[float]], *, lower_is_better: bool = True, what: str = "time", **kw: Any
+    samples: Mapping[Any, Sequence[float]],
+    *,
+    lower_is_better: bool = True,
+    what: str = "time",
+    loads: Mapping[Any, Sequence[float]] | None = None,
+    **kw: Any,
 ) -> Best:
-    """The label with the best median, and every label the data cannot separate from it."""
+    """The label with the best median, and every label the data cannot separate from it. `loads` (label -> the
+    machine's load per core during its runs) says the labels ran one after the other: each comparison is then
+    sequential, with each side's own load."""
     meds = {k: float(np.median(_clean(v))) if _clean(v).size else math.nan for k, v in samples.items()}
     finite = {k: m for k, m in meds.items() if math.isfinite(m)}
     if not finite:
         raise ValueError("best() needs at least one label with samples")
     top = (min if lower_is_better else max)(finite, key=finite.get)
+
+    def design(k) -> dict:
+        if loads is None:
+            return kw
+        return {**kw, "interleaved": False, "load_a": loads.get(top) or (), "load_b": loads.get(k) or ()}
+
     verdicts = {
-        k: compare(samples[top], v, str(top), str(k), lower_is_better=lower_is_better, what=what, **kw)
+        k: compare(samples[top], v, str(top), str(k), lower_is_better=lower_is_better, what=what, **design(k))
         for k, v in samples.items()
         if k != top
     }

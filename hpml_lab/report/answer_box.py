@@ -137,7 +137,14 @@ def answer_html(a: dict[str, Any]) -> str:
     from .pages import headline
 
     nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
-    missing = f" <i>(missing: {html.escape(a['missing'])})</i>" if a.get("missing") else ""
+    from .pages import finding_html
+
+    shown_missing = (
+        finding_html(a["missing_html"])
+        if a.get("missing_html") is not None
+        else html.escape(a.get("missing") or "")
+    )
+    missing = f" <i>(missing: {shown_missing})</i>" if a.get("missing") else ""
     head, details = headline(a, "html")
     background = "".join(
         f"<p class='hpml-background'><i>In general (not a finding of this run):</i> {html.escape(b)}</p>"

@@ -5,26 +5,25 @@
     claims.check_reports(Path("reports"))                  # {task: problems} over every reports/<task>.answer.json
 
 Each finding of an answer is stored as html in which every number is a `<span data-number="NAME">` (findings.py).
-For each answer: every digit of its text lies in such a slot (digits inside names such as 'top-1' are words); every
-slot names a Number of the answer and prints exactly fmt() of it; a direction word (faster, slower, rose, fell,
-better, worse) appears only inside a verdict's statement (`<span data-verdict>`, made by Verdict.finding); a measured
+In every prose field of an answer that a page shows (question, headline, details, missing, background): every
+digit lies in such a slot (digits inside names such as 'top-1' are words); every slot names a Number of the answer
+and prints exactly fmt() of it; a direction word (faster, slower, rose, fell, better, worse) appears only inside a
+verdict's statement (`<span data-verdict>`, made by Verdict.finding); a measured
 Number has its n, and no spread from fewer than 3 samples. An answer written before findings (a plain text) fails.
 """
 
 from __future__ import annotations
 
+import html
 import json
-import re
 from collections.abc import Mapping
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 from ..answers import Number
-from ..findings import fmt, stray_digits
+from ..findings import DIRECTION, fmt, stray_digits
 from ..sanity import MIN_SAMPLES
-
-DIRECTION = re.compile(r"\b(faster|slower|rose|fell|better|worse)\b", re.I)
 
 
 class _Slots(HTMLParser):
@@ -68,32 +67,48 @@ def verdicts_of(v: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return [x for x in group.values() if isinstance(x, Mapping) and "outcome" in x]
 
 
+def _check_html(stored: str, numbers: Mapping[str, Any], at: str) -> list[str]:
+    """One shown piece of an answer (as html, its numbers in slots) against the answer's numbers."""
+    parts = _Slots()
+    parts.feed(stored)
+    problems = []
+    outside = "".join(parts.outside)
+    if stray_digits(outside):
+        problems.append(f"{at}states a number outside a number slot: {outside!r}")
+    for name, printed in parts.slots:
+        if name not in numbers:
+            problems.append(f"{at}shows {printed!r} as {name!r}, which is no number of its record")
+        elif printed != fmt(Number(**numbers[name])):
+            problems.append(
+                f"{at}shows {name!r} as {printed!r}; its record holds {fmt(Number(**numbers[name]))!r}"
+            )
+    direction = DIRECTION.search("".join(parts.unverdicted))
+    if direction:
+        problems.append(f"{at}states a direction ({direction.group(0)!r}) outside a verdict")
+    return problems
+
+
+def shown(answer: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Every prose field of an answer that a page shows, as (field, html): the question, the headline, the details,
+    what is missing and the background (plain fields escaped, so a digit in them is outside any slot)."""
+    out = [("question", html.escape(str(answer.get("question") or "")))]
+    out += [("headline", answer["headline"]["html"])]
+    out += [("details", d["html"]) for d in answer.get("details", [])]
+    missing = answer.get("missing_html")
+    out += [("missing", missing if missing is not None else html.escape(str(answer.get("missing") or "")))]
+    out += [("background", html.escape(str(b))) for b in answer.get("background", [])]
+    return out
+
+
 def check_answer(answer: Mapping[str, Any], where: str = "") -> list[str]:
-    """Every way one answer's stored findings disagree with its own numbers (empty when none)."""
+    """Every way one answer's shown prose disagrees with its own numbers (empty when none)."""
     at = f"{where}{answer.get('question', '?')!r}: "
     if answer.get("legacy") or "headline" not in answer:
         return [f"{at}is a plain text, not findings over named numbers"]
     numbers = {n["name"]: n for n in answer.get("numbers", [])}
     problems = []
-    for finding in [answer["headline"], *answer.get("details", [])]:
-        parts = _Slots()
-        parts.feed(finding["html"])
-        outside = "".join(parts.outside)
-        if stray_digits(outside):
-            problems.append(f"{at}states a number outside a number slot: {outside!r}")
-        for name, printed in parts.slots:
-            if name not in numbers:
-                problems.append(f"{at}shows {printed!r} as {name!r}, which is no number of its record")
-            elif printed != fmt(Number(**numbers[name])):
-                problems.append(
-                    f"{at}shows {name!r} as {printed!r}; its record holds {fmt(Number(**numbers[name]))!r}"
-                )
-        direction = DIRECTION.search("".join(parts.unverdicted))
-        if direction:
-            problems.append(f"{at}states a direction ({direction.group(0)!r}) outside a verdict")
-    for b in answer.get("background", []):
-        if stray_digits(b):
-            problems.append(f"{at}background states a number: {b!r}")
+    for part, stored in shown(answer):
+        problems += _check_html(stored, numbers, f"{at}{part} ")
     for n in numbers.values():
         if n.get("provenance") == "measured" and n.get("n") is None:
             problems.append(f"{at}measured number {n['name']!r} has no n")

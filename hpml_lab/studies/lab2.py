@@ -119,6 +119,7 @@ class LoaderSweep:
     best_workers: int
     cores: int
     stop_reason: str
+    stop: dict  # where the sweep stopped, as a table row (its numbers shown by the table formatter, not in prose)
     items: list[SweepItem] = field(default_factory=list)
     summary_dir: Path | None = None
 
@@ -159,6 +160,7 @@ def c3_loader_sweep(
     cores = usable_cores()
     items: list[SweepItem] = []
     best_n, best_median, reason = None, float("inf"), f"reached the cap of {max_workers} workers"
+    stop = {"stopped": "at the cap", "cap (workers)": max_workers}
     misses: list[int] = []
     for n in worker_counts(max_workers):
         items += run_sweep([_loader_cfg(cfg, n)], _run_loader, log=log)
@@ -172,8 +174,22 @@ def c3_loader_sweep(
                 f"{' and '.join(map(str, misses))} workers were not faster than {best_n} by more than "
                 f"{tolerance:.0%} (best median {best_median:.3g} s)"
             )
+            stop = {
+                "stopped": "no improvement",
+                "counts that did not improve": ", ".join(map(str, misses)),
+                "best count so far": best_n,
+                "its median (s)": best_median,
+            }
             break
+    from .lab2_answers import with_load
+
+    # each count's epochs with the load per core before its run: the counts ran one after the other
     rows = tables(items, "loader")
+    loads = {
+        r.path.name: with_load(r, "loader")["load_per_core"].iloc[0]
+        for r in (results.read_run(it.run_dir) for it in items if it.complete)
+    }
+    rows["load_per_core"] = rows["run_id"].map(loads)
     summary = pd.DataFrame(
         [
             stats_row(g["seconds"], num_workers=n, images=int(g["images"].iloc[0]))
@@ -199,7 +215,7 @@ def c3_loader_sweep(
             runs=[it.run_dir.name for it in items],
         ),
     )
-    return LoaderSweep(summary, rows, best_n, cores, reason, items, sdir)
+    return LoaderSweep(summary, rows, best_n, cores, reason, stop, items, sdir)
 
 
 # ------------------------------------------------------------------ C4: data vs compute

@@ -11,6 +11,7 @@ hpml_lab.sanity. tests/studies/test_conclusions.py and test_findings.py feed can
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -56,8 +57,12 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     diverged = any(f.kind == "diverged" for f in flags)
     kn = counted("batches at each end", k)
     la, lb = _ends(kn, "last"), _ends(kn, "first")
-    v = compare(last["loss"], first["loss"], la.plain(), lb.plain(), what="training loss")
-    va = compare(last["acc"], first["acc"], la.plain(), lb.plain(), what="top-1", lower_is_better=False)
+    # the first batches ran before the last ones (one run), but a loss or top-1 does not depend on the load
+    seq = dict(interleaved=False)
+    v = compare(last["loss"], first["loss"], la.plain(), lb.plain(), what="training loss", **seq)
+    va = compare(
+        last["acc"], first["acc"], la.plain(), lb.plain(), what="top-1", lower_is_better=False, **seq
+    )
     l0 = Number("mean loss, first batches", float(first["loss"].mean()), "", "measured", n=k)
     l1 = Number("mean loss, last batches", float(last["loss"].mean()), "", "measured", n=k)
     top0 = Number("top-1, first batches", float(100 * first["acc"].mean()), "%", "measured", n=k)
@@ -209,6 +214,9 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     step = first_step_finding(run.batches)
     if step is not None:
         details.append(step)
+    if (
+        step is not None and cfg.num_workers > 0
+    ):  # with no worker process there is no worker start-up to explain
         background.append(
             Background(
                 "On a small CPU the loader's worker processes start at each epoch and share the cores with "
@@ -260,7 +268,14 @@ def first_step_finding(batches: pd.DataFrame) -> Finding | None:
     rest = batches[batches.groupby("epoch").cumcount() > 0]["train_s"]
     if rest.empty:
         return None
-    v = compare(list(rest), list(firsts), "later steps", "the first step of an epoch", what="training time")
+    v = compare(  # each epoch's first step and its later steps take turns, so the load hits both alike
+        list(rest),
+        list(firsts),
+        "later steps",
+        "the first step of an epoch",
+        what="training time",
+        interleaved=True,
+    )
     return say("Per step: {v}", v=v.finding("C2 first step"))
 
 
@@ -284,7 +299,7 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     comparison stated; the counts ran one after the other (a fact of the design, said); what more counts than
     cores usually cost is background, not a finding of this run."""
     samples = {int(n): list(g["seconds"]) for n, g in sweep.rows.groupby("num_workers")}
-    b = best(samples, what="DataLoader time per epoch")
+    b = best(samples, what="DataLoader time per epoch", loads=c3_loads(sweep.rows))
     labels = {n: worker_label(n, f"C3 worker count {n}") for n in samples}
     nums = {n: num(f"{n} worker{'' if n == 1 else 's'}, epoch", v, "s") for n, v in sorted(samples.items())}
     tied = [n for n in b.tied if n != b.label]
@@ -351,12 +366,29 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
 
 
 def c3_rows_of(summary_dir: str) -> pd.DataFrame | None:
-    """The timed epochs of the C3 sweep a loader summary was made from (None when they are gone)."""
+    """The timed epochs of the C3 sweep a loader summary was made from, each with its run's load per core (None
+    when they are gone)."""
     try:
         runs = read_run(Path(summary_dir)).meta.get("runs", [])
-        return pd.concat([read_run(Path(summary_dir).parent / r).table("loader") for r in runs])
+        return pd.concat([with_load(read_run(Path(summary_dir).parent / r), "loader") for r in runs])
     except (OSError, ValueError, KeyError):
         return None
+
+
+def with_load(run, table: str) -> pd.DataFrame:
+    """A run's table with the machine's load per core recorded before the run (NaN when not recorded)."""
+    m = run.meta.get("machine") or {}
+    load = (
+        float(m["load1"]) / float(m["cores"]) if m.get("load1") is not None and m.get("cores") else math.nan
+    )
+    return run.table(table).assign(load_per_core=load)
+
+
+def c3_loads(rows: pd.DataFrame) -> dict:
+    """Worker count -> the load per core of its runs: C3's counts ran one after the other, so each comparison is
+    sequential and cannot tell when the load moved. No load recorded: an empty list (the verdict says so)."""
+    col = rows["load_per_core"] if "load_per_core" in rows else pd.Series(math.nan, index=rows.index)
+    return {int(n): [float(x) for x in g.dropna().unique()] for n, g in col.groupby(rows["num_workers"])}
 
 
 def runner_up(rows: pd.DataFrame | None, best: int) -> int | None:
@@ -373,7 +405,9 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
     if rows is None or rows.empty:
         return say("the count given")
     b = best(
-        {int(n): list(g["seconds"]) for n, g in rows.groupby("num_workers")}, what="DataLoader time per epoch"
+        {int(n): list(g["seconds"]) for n, g in rows.groupby("num_workers")},
+        what="DataLoader time per epoch",
+        loads=c3_loads(rows),
     )
     others = [n for n in b.tied if n != best_n]
     if best_n == b.label and not others:
@@ -428,7 +462,7 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     ]
     against = getattr(out, "against", None)
     against = best_n if against is None and best_n != 1 else against
-    question = "C4: data loading vs compute, 1 worker vs the best"
+    question = "C4: data loading vs compute, one worker vs the best"
     if against is None or against == 1:
         one = next(iter(waits))
         head = say(
@@ -502,7 +536,12 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             cpu=cpu,
         )
         if trending
-        else say("A CPU epoch took {cpu} (median after warm-up)", cpu=cpu)
+        else say(
+            "A CPU epoch took {cpu} ("
+            + ("median after warm-up" if (cpu.n or 0) > 1 else "the one epoch after the first")
+            + ")",
+            cpu=cpu,
+        )
     )
     question = "C5: average epoch time on GPU vs CPU"
     if "cuda" not in out.devices:
@@ -575,11 +614,11 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
             "One seed and a few epochs of training-set statistics show early training, not which setting "
             "generalises best."
         ),
-        Background(
-            "The runs took turns on a shared machine, so their per-step times compare only through the spreads "
-            "shown."
-        ),
     ]
+    sequential = say(
+        "The settings ran one after the other, so their per-step times are listed, not compared: a change of the "
+        "machine's load between runs would show up as a difference"
+    )
     if len(samples) < 2:
         head = say("Fewer than two settings trained without diverging, so none can be compared")
         return [
@@ -592,7 +631,7 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
                 missing="two settings that train without diverging",
             )
         ], dedupe(flags)
-    bst = best(samples, what="last-epoch training loss")
+    bst = best(samples, what="last-epoch training loss", interleaved=False)  # runs one after the other
     tied = [t for t in bst.tied if t != bst.label]
     finals = {k: num(f"{k}: last-epoch batch loss", x, "") for k, x in samples.items()}
     if at_chance:
@@ -625,6 +664,7 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     ]
     details += best_findings(bst, labels, "last-epoch loss")
     details.append(say("Compute per step after warm-up: {all}", all=join(per_step, ", ")))
+    details.append(sequential)
     details += notes
     verdict = {
         "best": str(bst.label),
@@ -679,7 +719,15 @@ def sweep_notes(cfg, out, field: str) -> list[Finding]:
         name = shown_setting(field, v)
         if sanity.diverged(losses, classes):
             end = Number(f"{name}: last batch loss", float(losses[-1]), "", "measured", n=1)
-            lines.append(say("{name} diverged (loss {end} at the end): not a result", name=name, end=end))
+            lines.append(
+                say(
+                    "{name}'s loss ended far above chance ({end} at the end against the chance loss {chance}): it "
+                    "diverged or has not settled, so it is not a result",
+                    name=name,
+                    end=end,
+                    chance=chance,
+                )
+            )
         elif sanity.at_chance(losses, classes):
             tail = losses[-max(1, len(losses) // 5) :]
             mean = Number(
@@ -772,7 +820,13 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     details = [say("Per step after warm-up: eager {e}, compiled {c}", e=e_step, c=c_step)]
     if cost > 0:
         cost_n = Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1)
-        details.append(say("Compiling cost about {cost} in the first epoch", cost=cost_n))
+        details.append(
+            say(
+                "Beyond the per-step gap, the compiled run's first epoch took {cost} more than eager's (one first "
+                "epoch each, runs made one after the other): that time holds the compile",
+                cost=cost_n,
+            )
+        )
     else:  # epoch 1 was no slower than the step gap explains: no cost is measurable, and none is a number to state
         details.append(
             say("Compiling added no measurable time to the first epoch beyond the per-step difference")

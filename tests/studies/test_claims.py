@@ -97,11 +97,14 @@ def test_verdicts_of_reads_one_best_and_named_verdicts():
 
 
 # Settings that make verdicts separate on synthetic data, so the directional branches render for real in CI:
-# c3 with 4 epochs (3 timed repeats each) separates 0 workers from 1 and 2 (worker start-up dominates a tiny epoch);
+# c3 with 4 epochs (3 timed repeats each) separates 0 workers from 1 and 2 at a steady load (worker start-up
+# dominates a tiny epoch);
 # memory with 3 interleaved rounds separates checkpointed from plain steps (recomputation costs time); c4 with 8
 # steady steps per count separates 0 workers' compute from 1 worker's (the worker process takes one of 2 cores).
 # c8 has none here: a compiled step faster than eager needs inductor's C++ build (1-2 min on this CPU).
-SEQUENTIAL = ("c4",)  # its compared runs are made one after the other (C4 reruns 1 worker and the best count)
+# compared runs made one after the other: C4 reruns 1 worker and the best count; C3's counts run smallest first, so
+# each of its comparisons is sequential with each count's load (it cannot tell when the load moved between counts)
+SEQUENTIAL = ("c4", "c3")
 SEPARATING = {
     "c3": {"epochs": "4", "max_workers": "2"},
     "memory": {"repeats": "3"},
@@ -141,3 +144,39 @@ def test_claims_hold_where_verdicts_separate(task_id, cifar_root, tmp_path, monk
         tempfile.gettempdir() + os.sep,
     ):
         assert folder not in page, folder
+
+
+def _with(rec: dict, **fields) -> dict:
+    rec["answers"][0].update(fields)
+    return rec
+
+
+def test_every_prose_field_the_page_shows_is_checked():
+    """The question, what is missing and the background are read like the findings: a digit outside a slot or a
+    direction word outside a verdict is caught wherever the reader sees it."""
+    assert claims.check_record(_with(_record(), question="C2 at batch 128?")) != []
+    assert claims.check_record(_with(_record(), question="C2: is compiling faster?")) != []
+    assert (
+        claims.check_record(_with(_record(), missing="a run on 4 GPUs", missing_html="a run on 4 GPUs")) != []
+    )
+    assert claims.check_record(_with(_record(), missing="a faster GPU", missing_html="a faster GPU")) != []
+    assert claims.check_record(_with(_record(), background=["Workers usually make loading faster."])) != []
+    # an older record without missing_html: its plain `missing` is read
+    rec = _record()
+    del rec["answers"][0]["missing_html"]
+    assert claims.check_record(_with(rec, missing="a run on 4 GPUs")) != []
+    assert claims.check_record(_record()) == []
+
+
+def test_missing_that_states_a_number_is_a_finding_with_its_slot():
+    gpus = Number("lab GPUs", 4, "", "setting", source="the lab's question")
+    ans = Answer("Q4?", say("Not run here"), status="partial", missing=say("a run on {g} GPUs", g=gpus))
+    rec = Record("lab5", "t", [ans]).as_dict()
+    a = rec["answers"][0]
+    assert a["missing"] == "a run on 4 GPUs" and '<span data-number="lab GPUs">4</span>' in a["missing_html"]
+    assert [n["name"] for n in a["numbers"]] == ["lab GPUs"] and claims.check_record(rec) == []
+    assert '(missing: a run on <span data-number="lab GPUs">4</span> GPUs)' in answer_box.box_html(rec)
+    with pytest.raises(ValueError, match="digit typed"):
+        Answer("Q4?", say("Not run here"), status="partial", missing="a run on 4 GPUs")
+    with pytest.raises(ValueError, match="direction"):
+        Background("More workers usually make loading faster.")

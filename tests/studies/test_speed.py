@@ -193,7 +193,7 @@ def _ladder(
         row.update(
             rung=name,
             label=f"L{i}",
-            change=f"change {i}",
+            change=f"change {chr(65 + i)}",
             batch_size=64 if name == "big_batch" else 16,
             num_workers=2 if name == "pil" else 0,
             peak_precision="fp32",

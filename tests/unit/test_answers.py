@@ -60,7 +60,7 @@ def test_written_record_round_trips_with_status_and_summary():
                     "4 GPUs predicted 3.7x",
                     "partial",
                     [Number("4 GPUs", 3.7, "x", "predicted", source="ring model")],
-                    missing="needs 4 GPUs",
+                    missing="needs four GPUs",
                 ),
             ],
         )
@@ -69,7 +69,9 @@ def test_written_record_round_trips_with_status_and_summary():
     assert p.name == "c9.answer.json" and data["status"] == "partial"
     assert data["summary"] == "compiled is 1.3x faster (+1 more answer)"
     box = answer_box.box_html(answer_box.load("c9"))
-    assert "[measured; n = 5, IQR 0.4]" in box and "[predicted: ring model]" in box and "needs 4 GPUs" in box
+    assert (
+        "[measured; n = 5, IQR 0.4]" in box and "[predicted: ring model]" in box and "needs four GPUs" in box
+    )
 
 
 def test_no_spread_is_shown_for_fewer_than_three_samples():

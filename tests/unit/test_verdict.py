@@ -131,3 +131,17 @@ def test_labels_with_digits_are_findings_of_their_own():
     w0, w2 = (Number(f"workers {i}", i, "", "setting", source="sweep") for i in (0, 2))
     f = v.finding("w", say("{w} workers", w=w0), say("{w} workers", w=w2))
     assert f.plain().startswith("0 workers is 1.5x faster than 2 workers")
+
+
+def test_a_tie_whose_interval_misses_one_says_it_did_not_clear_the_least_difference():
+    """A grader read 'cannot be told apart (ratio 0.36x, 95% CI 0.227x to 0.984x)' as a contradiction: the
+    interval excludes 1. The tie's reason is that it does not clear the least difference; the sentence says so."""
+    from hpml_lab.verdict import compare
+
+    v = compare([1.0, 1.0, 1.0, 1.0, 1.01], [1.03, 1.03, 1.03, 1.03, 1.04], "A", "B", min_effect=0.05)
+    assert v.outcome == "tie" and v.reason.startswith("difference under")
+    text = v.finding("x").plain()
+    assert "comes within 5% of no difference" in text and v.as_dict()["min_effect"] == 0.05
+    plain_tie = compare([1.0, 1.2, 0.8, 1.0], [1.0, 1.2, 0.8, 1.1], "A", "B")
+    assert plain_tie.reason == "interval includes no difference"
+    assert "comes within" not in plain_tie.finding("y").plain()

@@ -116,7 +116,8 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
         for b, v in verdicts.items()
     ] + [
         say(
-            "Batch {b}: epoch excluding data I/O {e}, extrapolated from {k} timed steps.",
+            "Batch {b}: epoch excluding data I/O {e}, extrapolated from {k} timed steps (the median step time x "
+            "steps, so not the images per second of the median throughput above).",
             b=batch_n(r.per_gpu_batch),
             e=Number(
                 f"batch {int(r.per_gpu_batch)}: epoch excl. I/O",
@@ -293,9 +294,15 @@ def lab5_q2(res) -> Answer:
     meas, pred = multi[multi.source == "measured"], multi[multi.source != "measured"]
     verdicts = speedup_verdicts(res)
     misses = model_misses(t)
+    all_ties = bool(verdicts) and all(v.outcome == "tie" for v, _, _ in verdicts.values())
     if len(meas):
         head = say(
-            "Speedup at a fixed per-worker batch, epochs extrapolated from timed steps: {items}.",
+            (
+                "No speedup can be told from these runs (each comparison below is a tie); the ratios of the epochs "
+                "extrapolated from timed steps, at a fixed per-worker batch, were: {items}."
+                if all_ties
+                else "Speedup at a fixed per-worker batch, epochs extrapolated from timed steps: {items}."
+            ),
             items=join(
                 [
                     say(
@@ -382,7 +389,7 @@ def lab5_q2(res) -> Answer:
             else ""
         )
     return Answer(
-        "Q2: speedup with 2 and 4 workers (strong vs weak scaling)",
+        "Q2: speedup with two and four workers (strong vs weak scaling)",
         head,
         details,
         [
@@ -460,7 +467,13 @@ def lab5_q3(res) -> Answer:
                 )
             )
     head = (
-        say("Per epoch, with the all-reduce at the fitted {bw}: {items}.", bw=busbw, items=join(items, "; "))
+        say(
+            "Per epoch, with the all-reduce at "
+            + ("the fitted" if res.fit["method"] == "fit" else "the largest message's")
+            + " {bw}: {items}.",
+            bw=busbw,
+            items=join(items, "; "),
+        )
         if items
         else say(
             "No multi-worker row to split: nothing ran with more than one worker, and the model is not used."
@@ -510,10 +523,16 @@ def lab5_q4(cfg, settings, res) -> Answer:
             "holding up to batches of about eight thousand, so beyond it is a starting point."
         )
     ]
-    missing = "4 GPUs at per-GPU batch 8,192 (global 32,768) for 5 epochs"
+    missing = say(
+        "{gpus} GPUs at per-GPU batch {per_gpu} (global {glob}) for {epochs} epochs",
+        gpus=Number("Q4: the lab's GPUs", 4, "", "setting", source="the lab's Q4"),
+        per_gpu=Number("Q4: the lab's per-GPU batch", 8192, "", "setting", source="the lab's Q4"),
+        glob=Number("Q4: the lab's global batch", 32768, "", "setting", source="the lab's Q4"),
+        epochs=Number("Q4: the lab's epochs", 5, "", "setting", source="the lab's Q4"),
+    )
     if not ran:
         return Answer(
-            "Q4: 5th-epoch loss and accuracy at the largest batch on 4 GPUs",
+            Q4,
             say("No multi-worker run here. {fewer}", fewer=fewer),
             background=background,
             status="partial",
@@ -547,7 +566,7 @@ def lab5_q4(cfg, settings, res) -> Answer:
         **nums,
     )
     return Answer(
-        "Q4: 5th-epoch loss and accuracy at the largest batch on 4 GPUs",
+        Q4,
         head,
         [fewer],
         background,
@@ -555,6 +574,8 @@ def lab5_q4(cfg, settings, res) -> Answer:
         missing=missing,
     )
 
+
+Q4 = "Q4: fifth-epoch loss and accuracy at the largest batch on four GPUs"
 
 SHORT_ANSWERS = [
     Answer(
@@ -679,12 +700,17 @@ def fit_numbers(res) -> dict[str, Number]:
 
 def fit_note(res) -> Finding:
     """The all-reduce fit in one sentence: latency, bus bandwidth, backend and processes."""
+    unfitted = (
+        res.fit["method"] != "fit"
+    )  # scaling.fit_allreduce fell back on the largest and smallest messages
     return say(
-        "Fit over the {k} measured sizes: latency {lat}, busbw {bw} ({backend}, {p} processes; {method}).",
+        "No usable fit over the {k} measured sizes: latency {lat} from the smallest message, busbw {bw} from the "
+        "largest ({backend}, {p} processes)."
+        if unfitted
+        else "Fit over the {k} measured sizes: latency {lat}, busbw {bw} ({backend}, {p} processes).",
         k=Number("all-reduce sizes measured", len(res.allreduce), "", "counted", source="the sizes timed"),
         backend=str(res.allreduce.backend.iloc[0]),
         p=Number("all-reduce processes", int(res.fit["world_size"]), "", "setting", source="the measurement"),
-        method=str(res.fit["method"]),
         **fit_numbers(res),
     )
 

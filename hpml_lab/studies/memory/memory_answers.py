@@ -251,18 +251,28 @@ def cost_verdicts(res) -> dict:
     """Each memory-saving network -> the verdict of its time per training step against its plain network's. The
     networks took turns in every timed round (profiling.interleaved_timed): an interleaved design."""
     t = res.table.set_index("model")
+    load = _load_per_core(res)
+    loads = [load] if load is not None else []  # one reading for the rounds both sides shared
     return {
         r.model: compare(
             _times(t.loc[r.baseline]),
             _times(r._asdict()),
             r.baseline,
-            r.model,
+            saving_label(r.model, r.baseline),
             what="time per training step",
             interleaved=True,
+            load_a=loads,
+            load_b=loads,
         )
         for r in res.table.itertuples()
         if r.model != r.baseline
     }
+
+
+def saving_label(model: str, baseline: str) -> str:
+    """The memory-saving network as a verdict names it: a RevNet and its plain twin share a name ('revnet38' and
+    'revnet38 (no saving)'), so the saving one is 'revnet38 (reversible)'; a checkpointed ResNet has its own."""
+    return f"{model} (reversible)" if baseline.startswith(model + " ") else model
 
 
 def tally(verdicts: dict) -> dict[str, list]:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, Finding, say
+from ...findings import Background, Finding, say, stray_digits
 from ...verdict import best, compare, sample_record
 
 QUESTION_TOP = "How fast does this machine train, and how far is that from the hardware?"
@@ -29,11 +29,11 @@ WHY = {
     "tensor": "A DataLoader worker decodes, crops, flips and normalises one image at a time in Python; a resident "
     "dataset is augmented a whole batch at a time in a few tensor operations, and no worker process competes with "
     "the training step for the CPU.",
-    "channels_last": "Convolution libraries (cuDNN on a GPU, oneDNN on a CPU) have faster kernels for the NHWC "
+    "channels_last": "Convolution libraries (cuDNN on a GPU, oneDNN on a CPU) have kernels tuned for the NHWC "
     "layout, above all for bf16 or fp16 on tensor cores; in fp32 the gain is often small or none.",
-    "bf16": "On a GPU with tensor cores bf16 matrix products run several times faster than fp32 and move half the "
-    "bytes. A CPU without bf16 units (AMX, AVX512-BF16) converts and computes slowly, so bf16 autocast is usually "
-    "slower there than fp32.",
+    "bf16": "On a GPU with tensor cores bf16 matrix products run at several times the fp32 rate and move half the "
+    "bytes. A CPU without bf16 units (AMX, AVX512-BF16) converts and computes slowly, so bf16 autocast usually "
+    "takes longer there than fp32.",
     "fp16": "On a GPU without bf16 (a V100), fp16 autocast uses the tensor cores; fp16's narrow exponent range lets "
     "small gradients underflow, so a GradScaler scales the loss and adapts the scale as training goes.",
     "compile": "torch.compile fuses element-wise work (BatchNorm, ReLU, the residual add) into fewer kernels and "
@@ -155,6 +155,12 @@ def verdict_of(a: dict, b: dict, samples: dict[str, list[float]], meta: dict):
     )
 
 
+def _words(reason: str) -> str:
+    """Why a rung did not run, as the answer box says it: the reason, unless it states a number (an error's
+    version or size), which only the table shows."""
+    return reason if not stray_digits(reason) else "a run of this rung (the table says why it did not run)"
+
+
 def rung_answer(row: dict, prev: dict | None, nums: Numbers, meta: dict, device: str) -> Answer:
     question = f"What does {row['change']} buy here?"
     why = [Background(WHY[row["rung"]])] if row["rung"] in WHY else []
@@ -165,7 +171,7 @@ def rung_answer(row: dict, prev: dict | None, nums: Numbers, meta: dict, device:
             [],
             why,
             "not answered",
-            str(row["reason"]),
+            _words(str(row["reason"])),
         )
     if prev is None:
         return Answer(

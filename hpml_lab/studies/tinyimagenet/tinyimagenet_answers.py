@@ -98,7 +98,7 @@ def bottleneck_answer(res) -> Answer:
     else:
         head = say("The bottleneck did not move from loading to compute in this run: {shares}", shares=shares)
     return Answer(
-        "Where is the bottleneck with 0 and with N workers?",
+        "Where is the bottleneck with no loader workers and with N workers?",
         head,
         [
             say("{v}.", v=vd.finding("data wait per batch", label_a=wnf, label_b=w0f)),
@@ -211,7 +211,31 @@ def throughput_findings(res) -> list[Finding]:
             out.append(say(text + ".", **slots).up())
         else:
             out.append(say("{v} ran at {ratio} the baseline's images per second.", v=v, ratio=ratio).up())
-    return out
+    slow = _slow_baseline(t, base_ips) if out else None
+    return out + ([slow] if slow is not None else [])
+
+
+def _slow_baseline(t, base_ips: float) -> Finding | None:
+    """When checkpointing, which does more work per batch in the same one process, ran at more images per second
+    than the baseline, the baseline's own batches were slow in this run: every ratio against it is inflated."""
+    if "checkpointing" not in t.index:
+        return None
+    c = float(t.loc["checkpointing", "global batch"] / t.loc["checkpointing", "s/batch"]) / base_ips
+    if c <= 1:
+        return None
+    return say(
+        "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the baseline's "
+        "images per second: the baseline's own batches were slow in this run, so every ratio against the baseline "
+        "is inflated by it.",
+        c=Number(
+            "checkpointing: throughput vs baseline",
+            c,
+            "x",
+            "measured",
+            n=1,
+            source="(global batch / median time per batch) over the baseline's",
+        ),
+    )
 
 
 def epochs_answer(res) -> Answer:
@@ -257,12 +281,21 @@ def epochs_answer(res) -> Answer:
         [
             Background(
                 "An epoch estimated from the median batch leaves out what happens outside the batches, such as the "
-                "loader's start and a partial last batch, and any batch slower than the median."
+                "loader's start and a partial last batch, and any batch that takes longer than the median."
             )
         ],
         status="partial" if len(skipped) else "answered",
-        missing="; ".join(f"{r.variant}: {r.note}" for r in skipped.itertuples()),
+        missing="; ".join(
+            f"{r.variant}: {SKIPPED_NEEDS.get(r.variant, 'a run')}" for r in skipped.itertuples()
+        ),
     )
+
+
+# what a skipped variant needs, in words (its table row's note says why it was skipped, with its numbers)
+SKIPPED_NEEDS = {
+    "DataParallel": "a run on two or more GPUs",
+    "DDP": "a run with two or more worker processes",
+}
 
 
 def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:

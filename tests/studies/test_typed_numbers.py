@@ -1,0 +1,137 @@
+"""No number is typed into prose a reader sees (issue 27): a grep, by the syntax tree, over every notebook's code
+cells and every conclusion module. A notebook shows what the record holds (tables through the one formatter,
+findings through the answer box or nb.said); a conclusion binds its numbers as Number slots (findings.say).
+
+Flagged: a format spec ('{x:.3g}', '{n:,}'), %-formatting or str.format anywhere in those sources (each would print a
+number by its own rule, not fmt's); and in a notebook, an f-string value put into text shown by print, Markdown,
+HTML or a notice, unless the value is a word (a model, backend or device name, a link, a path)."""
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOWS = {"print", "Markdown", "HTML", "warn", "notice", "caveat"}
+# core helpers that type a number into a sentence (tracing.recorded: 'recorded 5 step(s) after 2 warm-up ...')
+TYPING_HELPERS = {"recorded"}
+# values that are words, not numbers: names of things, links and paths
+WORDS = re.compile(
+    r"(model|backend|dataset|device|name|kind|label|artifact|run_dir|source|path|mode|LOADER_NOTE|WARMUP_NOTE)"
+)
+
+
+def conclusion_modules() -> list[Path]:
+    studies = ROOT / "hpml_lab" / "studies"
+    mods = [*studies.glob("*_answers.py"), *studies.glob("*/*_answers.py"), studies / "_conclude.py"]
+    return sorted({*mods, studies / "speed" / "conclusion.py"})
+
+
+def code_cells(path: Path) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def _name(func: ast.AST) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def typed_numbers(source: str, notebook: bool) -> list[str]:
+    """The places in `source` where a number is typed into text rather than bound or tabled."""
+    found = []
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FormattedValue) and node.format_spec is not None:
+            found.append(f"format spec: {ast.unparse(node)}")
+        elif (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Mod)
+            and isinstance(node.left, ast.Constant)
+        ):
+            if isinstance(node.left.value, str):
+                found.append(f"%-format: {ast.unparse(node)[:80]}")
+        elif (
+            isinstance(node, ast.Call)
+            and _name(node.func) == "format"
+            and isinstance(node.func, ast.Attribute)
+        ):
+            if isinstance(node.func.value, ast.Constant):
+                found.append(f"str.format: {ast.unparse(node)[:80]}")
+        elif notebook and isinstance(node, ast.Call) and _name(node.func) in SHOWS:
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                for sub in ast.walk(arg):
+                    if isinstance(sub, ast.Call) and _name(sub.func) in TYPING_HELPERS:
+                        found.append(f"{_name(node.func)} shows {_name(sub.func)}(), which types its numbers")
+                    if isinstance(sub, ast.FormattedValue) and not WORDS.search(ast.unparse(sub.value)):
+                        found.append(f"{_name(node.func)} shows {{{ast.unparse(sub.value)}}}")
+    return found
+
+
+def sources() -> dict[str, tuple[str, bool]]:
+    out = {str(p.relative_to(ROOT)): (p.read_text(), False) for p in conclusion_modules()}
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for i, cell in enumerate(code_cells(nb)):
+            out[f"{nb.name} code cell {i}"] = (cell, True)
+    return out
+
+
+def test_the_grep_reads_every_notebook_and_conclusion_module():
+    got = sources()
+    assert (
+        sum(k.endswith(".py") for k in got) >= 8
+    )  # lab2, questions, memory, dataloading, tinyimagenet, lab5, speed
+    assert {k.split(" ")[0] for k in got if "ipynb" in k} == {
+        p.name for p in (ROOT / "notebooks").glob("*.ipynb")
+    }
+
+
+def test_no_number_is_typed_into_prose():
+    found = {where: hits for where, (text, nb) in sources().items() if (hits := typed_numbers(text, nb))}
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        'print(f"{len(batches)} batches over {len(epochs)} epochs")',
+        'display(Markdown(f"The mean of {smooth} consecutive batches."))',
+        'display(Markdown("tolerance %.0f%%" % tol))',
+        'nb.notice("{} epochs".format(n))',
+        'x = f"{share:.1%} of the epoch"',
+        'label = f"{n:,} images"',
+        'display(Markdown(tracing.recorded(tr) + " Trace: link"))',
+    ],
+)
+def test_a_planted_typed_number_is_found(planted):
+    assert typed_numbers(planted, notebook=True) != []
+
+
+def test_words_and_bound_numbers_pass():
+    assert typed_numbers('nb.warn(f"Backend <b>{cfg.compile_backend}</b>: not the default")', True) == []
+    assert typed_numbers('say("loss {loss}", loss=num("loss", xs, ""))', False) == []
+    assert typed_numbers('Number(f"global batch {gb}: loss", 1.0, "", "measured", n=1)', False) == []
+
+
+def unshown_tables(source: str) -> list[str]:
+    """nb.table(...) calls whose table a reader never sees: it returns a Styler, shown only as a cell's last
+    top-level expression or through display()."""
+    tree = ast.parse(source)
+    last = tree.body[-1] if tree.body else None
+    return [
+        ast.unparse(node)[:80]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and _name(node.value.func) == "table"
+        and node is not last
+    ]
+
+
+def test_every_table_a_notebook_builds_is_shown():
+    found = {w: hits for w, (text, nb) in sources().items() if nb and (hits := unshown_tables(text))}
+    assert found == {}
+    assert unshown_tables("nb.table(a)\nx = 1") and not unshown_tables("x = 1\nnb.table(a)")
+    assert unshown_tables("if x:\n    nb.table(a)\nelse:\n    y = 2") and not unshown_tables(
+        "display(nb.table(a))\nx = 1"
+    )
