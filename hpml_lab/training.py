@@ -41,7 +41,7 @@ from torch import nn
 
 from . import distributed, fastpath, flops, models, progress, results
 from .config import OPTIMIZER_TABLE, ConfigError, RunConfig
-from .data import build_loader, dataset_info, num_classes
+from .data import build_loader, classes_of, dataset_info
 from .device import configure as configure_device
 from .device import resolve_device, seed_everything
 from .io import atomic_file, atomic_write_csv, plain_target, signals_deferred
@@ -391,9 +391,7 @@ def build_model(cfg: RunConfig, device: torch.device | None = None, compile: boo
     moved there and given the fast path's format and compilation (fastpath.apply_to_model) as cfg asks;
     compile=False checks that compiling can work but leaves it to the caller (train() compiles DDP's wrapper)."""
     extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
-    model = models.build(
-        cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra
-    )
+    model = models.build(cfg.model, num_classes=classes_of(cfg), norm=cfg.norm, stem=cfg.stem, **extra)
     return model if device is None else fastpath.apply_to_model(cfg, model.to(device), compile=compile)
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from .. import sanity
 from ..answers import Answer, Number
-from ..data import num_classes
+from ..data import classes_of
 from ..findings import Background, Finding, join, say
 from ..profiling import summarize
 from ..results import drop_warmup, read_run
@@ -51,7 +51,7 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     b = run.batches
     k = max(1, len(b) // 10)
     first, last = b.head(k), b.tail(k)
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg, run.meta)
     flags = training_flags(cfg, b, run.epochs, run.meta)
     diverged = any(f.kind == "diverged" for f in flags)
     kn = counted("batches at each end", k)
@@ -394,9 +394,7 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     bt = steady_batches(out.items, "num_workers")
     flags: list = []
     for n, g in bt.groupby("num_workers"):
-        flags += sanity.run_flags(
-            cfg.replace(num_workers=int(n)), g["loss"], [], None, num_classes(cfg.dataset)
-        )
+        flags += sanity.run_flags(cfg.replace(num_workers=int(n)), g["loss"], [], None, classes_of(cfg))
     flags.append(sanity.busy(meta_machine(out)))
     waits, computes = {}, {}
     for n, g in bt.groupby("num_workers"):
@@ -565,7 +563,7 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
         sanity.too_few(min((len(x) for x in samples.values()), default=0), "last-epoch batches per setting")
     )
     notes = sweep_notes(cfg, out, field)
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg)
     at_chance = [
         shown_setting(field, v) for v in raw if sanity.at_chance(list(b.loc[b[field] == v, "loss"]), classes)
     ]
@@ -648,7 +646,7 @@ def _usable(cfg, out, field: str, flags: list | None = None) -> dict:
     """Setting -> its last-epoch batch losses, for each complete setting that did not diverge (a diverged one
     adds its flag to `flags`)."""
     b, s = out.batches, out.summary
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg)
     last = b[b["epoch"] == b["epoch"].max()]
     samples = {}
     for v in s[s["status"] == "complete"][field]:
@@ -666,7 +664,7 @@ def sweep_notes(cfg, out, field: str) -> list[Finding]:
     """C6/C7's findings beyond the verdict: which settings failed, diverged or ended at chance (their numbers in the
     record), and C7's averages over all epochs."""
     b, s = out.batches, out.summary
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg)
     chance = Number(
         "chance loss", sanity.chance_loss(classes), "", "predicted", source=f"ln {classes}: a uniform guess"
     )

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...data import num_classes
+from ...data import classes_of
 from ...findings import Background, Finding, join, say
 from ...profiling import summarize
 from ...verdict import compare, sample_record
@@ -521,7 +521,7 @@ def lab5_q4(cfg, settings, res) -> Answer:
         )
     gb, rec = max(ran, key=lambda x: x[0])
     ep = rec.table("epochs").iloc[-1]
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg)
     nums = {
         "gb": Number(
             "Q4: largest global batch run", int(gb), "", "setting", source="the largest DDP run here"
@@ -610,7 +610,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
             )
         )
     for rec in res.runs:
-        flags.append(sanity.diverged(rec.table("batches")["loss"], num_classes(cfg.dataset)))
+        flags.append(sanity.diverged(rec.table("batches")["loss"], classes_of(cfg)))
     misses = model_misses(res.table)
     if misses:
         flags.append(

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...data import num_classes
+from ...data import classes_of
 from ...findings import Background, Finding, fmt, join, say
 from ...verdict import compare
 from .._conclude import dedupe
@@ -98,7 +98,7 @@ def convergence_table(res) -> pd.DataFrame:
 
 def chance_loss(cfg) -> float:
     """The loss of a uniform guess over the run's classes: the line the convergence answer and figure judge by."""
-    return sanity.chance_loss(num_classes(cfg.dataset))
+    return sanity.chance_loss(classes_of(cfg))
 
 
 def _times(row) -> list[float]:
@@ -347,7 +347,7 @@ def cost_answer(res) -> Answer:
 
 def convergence_answer(cfg, res) -> tuple[Answer, list[sanity.Flag]]:
     """Whether both networks got clearly below chance on the same steps (the mean loss over the last fifth)."""
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg)
     chance = Number(
         "chance loss",
         sanity.chance_loss(classes),
