@@ -27,6 +27,7 @@ are built. The progress display is hpml_lab.progress; the command line is hpml_l
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -178,7 +179,9 @@ def train(
                 status="complete",
                 finished_at=results.now(),
                 duration_s=time.perf_counter() - started,
-                epochs_done=cfg.epochs,
+                epochs_done=len(
+                    epoch_rows
+                ),  # fewer than cfg.epochs when the loss became NaN (meta's diverged)
             )
             if save_model and dist_env.is_main:
                 meta["saved_model"] = _save_model(model, save_model, rf.path if write else None, run_dir)
@@ -303,11 +306,23 @@ def _epochs(
                 f"data {e['data_s']:.2f}s train {e['train_s']:.2f}s total {e['total_s']:.2f}s",
                 flush=True,
             )
+        bad = next((b for b, lv in enumerate(loss_v, 1) if not math.isfinite(lv)), 0)
+        if bad:  # NaN or inf: every later step is NaN too; the run ends here, diverged (the flag says so)
+            meta["diverged"] = {"epoch": epoch, "batch": bad, "step": step - len(loss_v) + bad}
+            if dist_env.is_main:
+                print(
+                    f"[{cfg.task}] the loss became {loss_v[bad - 1]} at epoch {epoch}, batch {bad}: training "
+                    f"diverged (lr {cfg.lr}, weight_decay {cfg.weight_decay}); the run stops after this epoch",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if folder is not None:  # after every epoch, so an interrupted run keeps what it finished
             with signals_deferred():  # the three files agree on epochs_done, whenever SIGTERM comes
                 atomic_write_csv(folder / "batches.csv", batch_rows, BATCH_COLUMNS)
                 atomic_write_csv(folder / "epochs.csv", epoch_rows, EPOCH_COLUMNS)
                 results.write_meta(folder, {**meta, "epochs_done": epoch})
+        if bad:
+            break
     return batch_rows, epoch_rows
 
 

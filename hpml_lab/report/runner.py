@@ -342,11 +342,22 @@ def _execute(
         )
         guards.write_outcome(executed.with_suffix(".json"), asdict(outcome), aside)
         shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
-    watcher.end(task.id, status, seconds, error, str(target) if target.exists() else "")
+    watcher.end(task.id, status, seconds, error or _diverged(task.id), str(target) if target.exists() else "")
     if interrupted is not None:
         write_index(load_outcomes())
         raise interrupted
     return outcome
+
+
+def _diverged(task_id: str) -> str:
+    """'diverged: ...' when the answer record the task just wrote flags a diverged run (a NaN loss ends its run:
+    the task is ok, its numbers are not a result), for the task's line; else ''."""
+    rec = guards.read_record(task_id)[0] or {}
+    flags = rec.get("flags") if isinstance(rec, dict) else None
+    for f in flags if isinstance(flags, list) else []:
+        if isinstance(f, dict) and f.get("kind") == "diverged":
+            return f"diverged: {str(f.get('message', ''))[:200]}"
+    return ""
 
 
 def lab_order(ids) -> list[str]:

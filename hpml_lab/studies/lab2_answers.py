@@ -11,6 +11,8 @@ hpml_lab.sanity. tests/studies/test_conclusions.py and test_findings.py feed can
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import pandas as pd
@@ -78,10 +80,21 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
             "predicted",
             source=f"ln {classes}: a uniform guess",
         )
-        head = say(
-            "Training diverged: the loss ended at {l1}, above the chance loss {cl}; these curves are not a result",
-            l1=l1,
-            cl=cl,
+        finite = int(b["loss"].map(math.isfinite).sum())
+        head = (
+            say(
+                "Training diverged: the loss ended at {l1}, above the chance loss {cl}; these curves are not a result",
+                l1=l1,
+                cl=cl,
+            )
+            if finite == len(b)
+            else say(  # NaN or inf: no number to state (a record refuses one), where it happened instead
+                "Training diverged: the loss became NaN or infinite after {f} of {n} batches (chance loss {cl}); "
+                "these curves are not a result",
+                f=counted("batches with a finite loss", finite),
+                n=total,
+                cl=cl,
+            )
         )
     elif (v.outcome == "better" or va.outcome == "better") and above:
         decided, other = (loss_v, acc_v) if v.outcome == "better" else (acc_v, loss_v)

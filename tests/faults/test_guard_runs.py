@@ -967,3 +967,22 @@ def test_sigterm_while_the_page_renders_arrives_after_the_outcome_is_written(cif
         signal.signal(signal.SIGTERM, previous)
     assert got == [True]  # delivered once, after the outcome was written
     assert (out / "reports" / "c1.html").is_file()
+
+
+# ---- a NaN loss: the run ends diverged (recorded, flagged, said), not a RecordError
+def test_a_nan_loss_ends_the_run_diverged_and_c1_says_so(cfg):
+    """lr and weight decay of 1000 turn the loss NaN within a few steps: the run stops after that epoch, complete,
+    its meta.json saying where; C1's record passes the check (it failed: "number 'mean loss, last batches' is
+    nan") and its headline and flag say diverged."""
+    from hpml_lab.answers import Record, check
+    from hpml_lab.studies import lab2_answers
+
+    wild = cfg.replace(task="c1", lr=1000.0, weight_decay=1000.0, epochs=20, max_batches=2)
+    run = train(wild)
+    meta = results.read_run(run.run_dir).meta
+    assert meta["status"] == "complete" and meta["diverged"]["epoch"] == meta["epochs_done"] < 20
+    assert results.is_complete(run.run_dir)  # its epochs.csv agrees with epochs_done: reusable
+    answers, flags = lab2_answers.c1(wild, results.read_run(run.run_dir))
+    check(Record("c1", "C1", answers, [f.as_dict() for f in flags]))
+    assert answers[0].headline.plain().startswith("Training diverged: the loss became NaN or infinite")
+    assert [f.kind for f in flags].count("diverged") == 1
