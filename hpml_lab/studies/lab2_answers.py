@@ -12,7 +12,6 @@ hpml_lab.sanity. tests/studies/test_conclusions.py and test_findings.py feed can
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 
 import pandas as pd
