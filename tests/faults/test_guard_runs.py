@@ -986,3 +986,72 @@ def test_a_nan_loss_ends_the_run_diverged_and_c1_says_so(cfg):
     check(Record("c1", "C1", answers, [f.as_dict() for f in flags]))
     assert answers[0].headline.plain().startswith("Training diverged: the loss became NaN or infinite")
     assert [f.kind for f in flags].count("diverged") == 1
+
+
+# ---- a full disk: the kernel keeps no IPython history database (its sqlite traceback stood beside our line)
+def test_the_kernel_keeps_no_history_database(tmp_path, monkeypatch):
+    """A notebook run with the runner's kernel settings writes no history.sqlite under IPYTHONDIR: there is
+    nothing for a full disk to fail (nbclient turns history off only for kernels named python3)."""
+    import nbformat
+    import papermill
+
+    from hpml_lab.report import runner
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1 + 1")])
+    nbformat.write(nb, str(tmp_path / "in.ipynb"))
+    with runner._ipc_sockets() as config:
+        papermill.execute_notebook(
+            str(tmp_path / "in.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            kernel_name=runner.KERNEL,
+            progress_bar=False,
+            config=config,
+        )
+    assert (tmp_path / "ipython").is_dir()  # the kernel used this IPYTHONDIR
+    assert not list((tmp_path / "ipython").rglob("history.sqlite*"))
+
+
+# ---- signals to the `hpml-lab run` process alone (not its group): the kernel, in a session of its own, is
+# stopped by the runner, so the run inside it ends interrupted, not "running" until the next attempt
+INTERRUPTED_LINE = "hpml-lab: interrupted; completed results are kept, the index says which task stopped"
+
+
+def _statuses(results_dir):
+    return [json.loads(m.read_text())["status"] for m in results_dir.glob("*/meta.json")]  # hidden ones too
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_to_the_runs_pid_alone_ends_the_kernels_run_interrupted(sig, code, cifar_root, tmp_path):
+    from cli_process import run_c1, wait_for
+
+    out = tmp_path / "out"
+    p = run_c1(cifar_root, out, "epochs=5000", stdout=subprocess.DEVNULL)
+    c1 = out / "results" / "c1"
+    assert wait_for(lambda: list(c1.glob(".*.attempt-*/epochs.csv"))), "no epoch ended"
+    os.kill(p.pid, getattr(signal, sig))  # the pid alone: SIGINT was ignored, SIGTERM left the run "running"
+    err = p.communicate(timeout=120)[1]
+    assert p.returncode == code, err[-2000:]
+    assert err.strip().splitlines() == [INTERRUPTED_LINE], err[-2000:]
+    assert json.loads((out / "reports" / "executed" / "c1.json").read_text())["status"] == "interrupted"
+    statuses = _statuses(c1)
+    assert "running" not in statuses and "interrupted" in statuses, statuses
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_kernel_starts_is_one_line_and_leaves_no_kernel(cifar_root, tmp_path):
+    """It printed a 25-line ZMQError: the runner left, removing the socket folder, while its kernel was still
+    starting, and the orphaned kernel could not bind its socket (or said "Parent appears to have exited")."""
+    from cli_process import kernels_of, run_c1, wait_for
+
+    out = tmp_path / "out"
+    p = run_c1(cifar_root, out, "epochs=5000", stdout=subprocess.DEVNULL)
+    kernel = wait_for(lambda: kernels_of(p.pid), every=0.02)
+    assert kernel, "no kernel started"
+    p.send_signal(signal.SIGTERM)
+    err = p.communicate(timeout=120)[1]  # an orphaned kernel would hold stderr open and write to it
+    assert p.returncode == 143, err[-2000:]
+    assert err.strip().splitlines() == [INTERRUPTED_LINE], err[-2000:]
+    assert wait_for(lambda: not kernel[0].is_running() or kernel[0].status() == "zombie", timeout=10)
+    assert not list(out.glob("hpml-kernel-*"))
