@@ -1055,3 +1055,21 @@ def test_sigterm_while_the_kernel_starts_is_one_line_and_leaves_no_kernel(cifar_
     assert err.strip().splitlines() == [INTERRUPTED_LINE], err[-2000:]
     assert wait_for(lambda: not kernel[0].is_running() or kernel[0].status() == "zombie", timeout=10)
     assert not list(out.glob("hpml-kernel-*"))
+
+
+@pytest.mark.slow
+def test_a_run_whose_loss_turns_nan_ends_ok_and_its_line_says_diverged(cifar_root, tmp_path):
+    """`hpml-lab run c1 -p lr=1000 -p weight_decay=1000` ended failed with "RecordError: c1: number 'mean loss,
+    last batches' is nan"; now the task is ok, its line and its record say diverged."""
+    from cli_process import run_c1
+
+    out = tmp_path / "out"
+    p = run_c1(cifar_root, out, "lr=1000", "weight_decay=1000", "epochs=3")
+    stdout, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-2000:]
+    line = [x for x in stdout.splitlines() if x.startswith("[1/1] c1 ... ")]
+    assert len(line) == 1 and " ok in " in line[0] and "(diverged: the loss became NaN" in line[0], stdout
+    assert "RecordError" not in stdout + err
+    record = json.loads((out / "reports" / "c1.answer.json").read_text())
+    assert [f["kind"] for f in record["flags"]].count("diverged") == 1
+    assert record["answers"][0]["headline"]["plain"].startswith("Training diverged")
