@@ -1,22 +1,31 @@
-"""Shared shapes of the fault tests that need a real process: the hpml-lab command in a subprocess with its own
-output folder (and temporary folder, where its kernel's sockets go), a run of C1 at the tiny profile, a wait with
-a deadline, and the kernels a run started."""
+"""Shared shapes of the fault tests that need a real process: an hpml-lab command (`python -m MODULE`, this tree
+first on PYTHONPATH) in a subprocess, with its own output folder (and temporary folder, where its kernel's
+sockets go) when given one; a run of C1 at the tiny profile; a wait with a deadline; the kernels a run started."""
 
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+TREE = str(Path(__file__).resolve().parents[2])
 
 
-def start(args, out, stdout=subprocess.PIPE, **env) -> subprocess.Popen:
-    """`python -m hpml_lab.report.cli ARGS` writing under `out` (HPML_OUTPUT_DIR and TMPDIR), stderr piped."""
-    out.mkdir(parents=True, exist_ok=True)
+def start(args, out=None, *, module="hpml_lab.report.cli", stdout=subprocess.PIPE, env=None, **popen):
+    """`python -m MODULE ARGS` (text, stderr piped); with `out`, writing under it (HPML_OUTPUT_DIR, TMPDIR).
+    `env` adds variables; `popen` goes to Popen (e.g. preexec_fn)."""
+    path = os.environ.get("PYTHONPATH", "")
+    e = {**os.environ, "PYTHONPATH": TREE + (os.pathsep + path if path else "")}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        e.update(HPML_OUTPUT_DIR=str(out), TMPDIR=str(out))
     return subprocess.Popen(
-        [sys.executable, "-m", "hpml_lab.report.cli", *args],
-        env={**os.environ, "HPML_OUTPUT_DIR": str(out), "TMPDIR": str(out), **env},
+        [sys.executable, "-m", module, *map(str, args)],
+        env={**e, **(env or {})},
         stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
+        **popen,
     )
 
 

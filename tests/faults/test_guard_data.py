@@ -601,14 +601,7 @@ def _temporaries(root: Path) -> list[str]:
 def test_signal_during_synth_leaves_no_temporary_folder(tmp_path, argv, appears, sig):
     root = tmp_path / "root"
     root.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hpml_lab.report.cli", "data", *argv, "--root", str(root)],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        env=env,
-        text=True,
-    )
+    proc = _data_cli([*argv, "--root", root], stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
     while not any(n.startswith(appears) for n in _temporaries(root)):
         assert proc.poll() is None and time.monotonic() < deadline, f"{appears} never appeared"
@@ -985,21 +978,9 @@ def blob_server():
 
 
 def _data_cli(args, **kw):
-    import subprocess
-    import sys
+    from cli_process import start
 
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "hpml_lab.report.cli", "data", *map(str, args)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kw,
-    )
+    return start(["data", *args], **kw)
 
 
 @pytest.mark.parametrize("where", ["bad path", "no server"])

@@ -216,26 +216,9 @@ def test_sigterm_to_a_run_is_one_line_and_no_kernel_folder_is_left(cifar_root, t
     """SIGTERM during `hpml-lab run c1`: exit 143, no traceback (the ZMQError one), no /tmp kernel folder."""
     import tempfile
 
-    env = {**os.environ, "HPML_OUTPUT_DIR": str(tmp_path / "out"), "TMPDIR": str(tmp_path)}
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hpml_lab.report.cli",
-            "run",
-            "c1",
-            "--profile",
-            "tiny",
-            "-p",
-            f"data_root={cifar_root}",
-            "-p",
-            "epochs=50",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    from cli_process import run_c1
+
+    p = run_c1(cifar_root, tmp_path / "out", "epochs=50", env={"TMPDIR": str(tmp_path)})
     deadline = time.time() + 120
     while (
         time.time() < deadline
@@ -530,38 +513,14 @@ def test_a_signal_right_after_mkstemp_leaves_no_temporary_file(sig, tmp_path, mo
 # ---- SIGHUP (a closed terminal) ends a run like SIGTERM; an attempt whose process was killed says so
 @pytest.mark.slow
 def test_sighup_ends_a_training_run_interrupted_not_running(tmp_path, cifar_root):
-    import signal
-    import subprocess
-    import sys
-    import time
+    from cli_process import start
 
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-        "HPML_OUTPUT_DIR": str(tmp_path),
-    }
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hpml_lab",
-            "--data-root",
-            str(cifar_root),
-            "--model",
-            "resnet_tiny",
-            "--epochs",
-            "200",
-            "--batch-size",
-            "8",
-            "--num-workers",
-            "0",
-            "--progress",
-            "none",
-        ],
-        env=env,
+    args = ["--data-root", cifar_root, "--model", "resnet_tiny", "--epochs", 200, "--batch-size", 8]
+    p = start(
+        [*args, "--num-workers", 0, "--progress", "none"],
+        tmp_path,
+        module="hpml_lab",
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
     )
     deadline = time.monotonic() + 120
     while not list(tmp_path.rglob("epochs.csv")):
@@ -848,26 +807,9 @@ def test_save_model_path_is_checked_before_any_compute(cfg, tmp_path, make, mess
 
 @pytest.mark.slow
 def test_sigterm_during_a_task_updates_the_index_and_exits_143(cifar_root, tmp_path):
-    env = {**__import__("os").environ, "HPML_OUTPUT_DIR": str(tmp_path)}
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hpml_lab.report.cli",
-            "run",
-            "c1",
-            "--profile",
-            "tiny",
-            "-p",
-            f"data_root={cifar_root}",
-            "-p",
-            "epochs=5000",
-        ],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
+    from cli_process import run_c1
+
+    p = run_c1(cifar_root, tmp_path, "epochs=5000", stdout=subprocess.DEVNULL)
     # papermill writes the notebook it runs to a hidden per-process file (report/guards.py), landed when it ends
     running = f".c1.running-{p.pid}.ipynb"
     executed = tmp_path / "reports" / "executed" / running
