@@ -179,9 +179,8 @@ def train(
                 status="complete",
                 finished_at=results.now(),
                 duration_s=time.perf_counter() - started,
-                epochs_done=len(
-                    epoch_rows
-                ),  # fewer than cfg.epochs when the loss became NaN (meta's diverged)
+                # fewer than cfg.epochs when the loss became NaN (meta's diverged)
+                epochs_done=len(epoch_rows),
             )
             if save_model and dist_env.is_main:
                 meta["saved_model"] = _save_model(model, save_model, rf.path if write else None, run_dir)

@@ -260,7 +260,8 @@ def _kernel_stops_with_us(grace: float = KERNEL_GRACE_S):
         signal.alarm(max(1, int(grace)))
 
     caught = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-    previous = {s: signal.signal(s, handler) for s in [*caught, signal.SIGALRM]}
+    previous = {s: signal.signal(s, handler) for s in caught}
+    previous[signal.SIGALRM] = signal.getsignal(signal.SIGALRM)  # set to stop_now only once a signal came
     try:
         yield got
     finally:
