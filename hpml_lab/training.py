@@ -179,8 +179,7 @@ def train(
                 status="complete",
                 finished_at=results.now(),
                 duration_s=time.perf_counter() - started,
-                # fewer than cfg.epochs when the loss became NaN (meta's diverged)
-                epochs_done=len(epoch_rows),
+                epochs_done=cfg.epochs,
             )
             if save_model and dist_env.is_main:
                 meta["saved_model"] = _save_model(model, save_model, rf.path if write else None, run_dir)
@@ -306,12 +305,16 @@ def _epochs(
                 flush=True,
             )
         bad = next((b for b, lv in enumerate(loss_v, 1) if not math.isfinite(lv)), 0)
-        if bad:  # NaN or inf: every later step is NaN too; the run ends here, diverged (the flag says so)
+        if (
+            bad and "diverged" not in meta
+        ):  # NaN or inf: recorded once, where it began (the flag says diverged)
+            # the run goes on to its last epoch: its times stay comparable, and every task's tables keep the
+            # epochs they expect (an early stop left C2 one epoch to call "the one after the first")
             meta["diverged"] = {"epoch": epoch, "batch": bad, "step": step - len(loss_v) + bad}
             if dist_env.is_main:
                 print(
                     f"[{cfg.task}] the loss became {loss_v[bad - 1]} at epoch {epoch}, batch {bad}: training "
-                    f"diverged (lr {cfg.lr}, weight_decay {cfg.weight_decay}); the run stops after this epoch",
+                    f"diverged (lr {cfg.lr}, weight_decay {cfg.weight_decay}); its losses are not results",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -320,8 +323,6 @@ def _epochs(
                 atomic_write_csv(folder / "batches.csv", batch_rows, BATCH_COLUMNS)
                 atomic_write_csv(folder / "epochs.csv", epoch_rows, EPOCH_COLUMNS)
                 results.write_meta(folder, {**meta, "epochs_done": epoch})
-        if bad:
-            break
     return batch_rows, epoch_rows
 
 
