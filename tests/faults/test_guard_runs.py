@@ -1016,3 +1016,26 @@ def test_a_run_whose_loss_turns_nan_ends_ok_and_its_line_says_diverged(cifar_roo
     record = json.loads((out / "reports" / "c1.answer.json").read_text())
     assert [f["kind"] for f in record["flags"]].count("diverged") == 1
     assert record["answers"][0]["headline"]["plain"].startswith("Training diverged")
+
+
+def test_lab5_states_no_nan_loss_for_a_diverged_largest_batch():
+    """Lab 5 with lr and weight decay of 1000 failed with "RecordError: lab5: number 'global batch 32: loss' is
+    nan"; its Q4 now says the run diverged and states no NaN."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hpml_lab.answers import Record, check
+    from hpml_lab.studies.lab5 import scaling_answers
+
+    epochs = pd.DataFrame({"epoch": [1, 2], "loss": [2.1, float("nan")], "acc": [0.1, 0.09]})
+    batches = pd.DataFrame({"loss": [2.3, 2.2, float("nan"), float("nan")]})
+    rec = SimpleNamespace(
+        meta={"distributed": {"global_batch": 32}, "config": {"batch_size": 16}},
+        table=lambda name: {"epochs": epochs, "batches": batches}[name],
+    )
+    answer = scaling_answers.lab5_q4(
+        RunConfig(task="lab5"), SimpleNamespace(n_images=1000), SimpleNamespace(runs=[rec])
+    )
+    check(Record("lab5", "Lab 5", [answer]))
+    assert "the loss became NaN or infinite, training diverged" in answer.headline.plain()

@@ -536,6 +536,22 @@ def lab5_q4(cfg, settings, res) -> Answer:
     }
     losses = list(rec.table("batches")["loss"])
     at_chance = sanity.at_chance(losses, classes) or float(ep.acc) * classes <= 1.05
+    if not math.isfinite(float(ep.loss)):  # a NaN loss is no number to state (a record refuses one)
+        nums.pop("loss")
+        head = say(
+            "Largest global batch run here: {gb} for {k} epochs: the loss became NaN or infinite, training "
+            "diverged (top-1 {acc}; chance loss {chance_loss}, top-1 {chance_acc}): this run says nothing about "
+            "the accuracy cost of a large batch.",
+            **nums,
+        )
+        return Answer(
+            "Q4: 5th-epoch loss and accuracy at the largest batch on 4 GPUs",
+            head,
+            [fewer],
+            background,
+            status="partial",
+            missing=missing,
+        )
     head = say(
         "Largest global batch run here: {gb} for {k} epochs: loss {loss} and top-1 {acc}, "
         + (
