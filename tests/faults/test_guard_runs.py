@@ -1039,3 +1039,23 @@ def test_lab5_states_no_nan_loss_for_a_diverged_largest_batch():
     )
     check(Record("lab5", "Lab 5", [answer]))
     assert "the loss became NaN or infinite, training diverged" in answer.headline.plain()
+
+
+def test_memory_states_no_nan_loss_for_a_diverged_network():
+    """The memory task's convergence answer stated each network's mean loss over the last fifth: a network whose
+    loss became NaN made the record refuse it. It now says that network diverged."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hpml_lab.answers import Record, check
+    from hpml_lab.studies.memory import memory_answers
+
+    runs = {
+        "resnet_tiny": SimpleNamespace(batches=pd.DataFrame({"loss": [2.3, 1.0, 0.5, 0.4, 0.3]})),
+        "revnet38": SimpleNamespace(batches=pd.DataFrame({"loss": [2.3, 9.0] + [float("nan")] * 3})),
+    }
+    answer, flags = memory_answers.convergence_answer(RunConfig(task="memory"), SimpleNamespace(runs=runs))
+    check(Record("memory", "Memory", [answer]))
+    assert "revnet38 diverged (the loss became NaN or infinite)" in answer.headline.plain()
+    assert [f.kind for f in flags] == ["diverged"]

@@ -5,6 +5,8 @@ over interleaved rounds), whether both networks trained; and the tables the repo
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ... import sanity
@@ -371,7 +373,15 @@ def convergence_answer(cfg, res) -> tuple[Answer, list[sanity.Flag]]:
             flags.append(sanity.Flag("diverged", f"{name}: {d.message}"))
         elif not sanity.at_chance(list(run.batches["loss"]), classes):
             trained.append(name)
-    said = join([say("{name} {x}", name=k, x=x) for k, x in tails.items()], ", ")
+    said = join(  # a NaN loss is no number to state (a record refuses one)
+        [
+            say("{name} {x}", name=k, x=x)
+            if math.isfinite(x.value)
+            else say("{name} diverged (the loss became NaN or infinite)", name=k)
+            for k, x in tails.items()
+        ],
+        ", ",
+    )
     others = sorted(set(res.runs) - set(trained))
     if len(trained) == len(res.runs):
         head = say(
