@@ -155,10 +155,10 @@ def step_flops_per_image(
 def flops_per_image(cfg) -> int:
     """step_flops_per_image for a RunConfig's model, dataset and stem (checkpointing's extra forward not counted:
     MFU counts the useful work of the step, as is usual)."""
-    from .data import num_classes
+    from .data import classes_of
 
     size = 64 if cfg.dataset == "tinyimagenet" else 32
-    return step_flops_per_image(cfg.model, num_classes(cfg.dataset), cfg.stem, cfg.norm, size)
+    return step_flops_per_image(cfg.model, classes_of(cfg), cfg.stem, cfg.norm, size)
 
 
 @functools.lru_cache(maxsize=8)

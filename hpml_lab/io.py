@@ -48,8 +48,8 @@ def atomic_file(path: str | os.PathLike, follow_links: bool = False) -> Iterator
         path.parent.mkdir(parents=True, exist_ok=True)
         with signals_deferred():  # a signal between mkstemp and this assignment would leave the file behind
             fd, tmp = tempfile.mkstemp(
-                prefix=f".{path.name}.{os.getpid()}-", dir=path.parent
-            )  # pid: see stale
+                prefix=f".{path.name}.{owner()}-", dir=path.parent
+            )  # data.checks.remove_stale
             os.close(fd)
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file should be as readable as any other
@@ -143,6 +143,21 @@ def read_own(path: Path, limit: int = 1 << 20) -> str | None:
     if len(data) > limit:  # grew while read
         raise ValueError(f"{path} is more than {limit:,} bytes, more than this file can be")
     return data.decode("utf-8", errors="replace")
+
+
+def this_host() -> str:
+    """This machine's name as temporary names carry it: letters, digits, '.', '_' and '-' (anything else
+    becomes '_'), at most 64 characters."""
+    import re
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:64] or "host"
+
+
+def owner() -> str:
+    """'<pid>@<host>': who made a temporary file or folder, in its name. On a folder shared by nodes (a cluster's
+    data folder) a pid says nothing about another node's processes: the host says whose pid it is."""
+    return f"{os.getpid()}@{this_host()}"
 
 
 def alive(pid: int) -> bool:

@@ -253,10 +253,11 @@ def sigterm_interrupts():
 
 def same_data(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Two runs' dataset records name the same data: same name, kind, folder and content fingerprint (a run
-    recorded before fingerprints existed is compared without one)."""
+    recorded before fingerprints existed is compared without one; the class count follows from the content)."""
     if not isinstance(old, Mapping) or not isinstance(new, Mapping):
         return False
     keys = set(new) if "fingerprint" in old else set(new) - {"fingerprint"}
+    keys -= {"classes"}  # follows from the content (and runs recorded before it have none)
     return all(old.get(k) == new.get(k) for k in keys)
 
 

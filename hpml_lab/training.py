@@ -27,6 +27,7 @@ are built. The progress display is hpml_lab.progress; the command line is hpml_l
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -41,7 +42,7 @@ from torch import nn
 
 from . import distributed, fastpath, flops, models, progress, results
 from .config import OPTIMIZER_TABLE, ConfigError, RunConfig
-from .data import build_loader, dataset_info, num_classes
+from .data import build_loader, classes_of, dataset_info
 from .device import configure as configure_device
 from .device import resolve_device, seed_everything
 from .io import atomic_file, atomic_write_csv, plain_target, signals_deferred
@@ -303,6 +304,20 @@ def _epochs(
                 f"data {e['data_s']:.2f}s train {e['train_s']:.2f}s total {e['total_s']:.2f}s",
                 flush=True,
             )
+        bad = next((b for b, lv in enumerate(loss_v, 1) if not math.isfinite(lv)), 0)
+        if (
+            bad and "diverged" not in meta
+        ):  # NaN or inf: recorded once, where it began (the flag says diverged)
+            # the run goes on to its last epoch: its times stay comparable, and every task's tables keep the
+            # epochs they expect (an early stop left C2 one epoch to call "the one after the first")
+            meta["diverged"] = {"epoch": epoch, "batch": bad, "step": step - len(loss_v) + bad}
+            if dist_env.is_main:
+                print(
+                    f"[{cfg.task}] the loss became {loss_v[bad - 1]} at epoch {epoch}, batch {bad}: training "
+                    f"diverged (lr {cfg.lr}, weight_decay {cfg.weight_decay}); its losses are not results",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if folder is not None:  # after every epoch, so an interrupted run keeps what it finished
             with signals_deferred():  # the three files agree on epochs_done, whenever SIGTERM comes
                 atomic_write_csv(folder / "batches.csv", batch_rows, BATCH_COLUMNS)
@@ -391,9 +406,7 @@ def build_model(cfg: RunConfig, device: torch.device | None = None, compile: boo
     moved there and given the fast path's format and compilation (fastpath.apply_to_model) as cfg asks;
     compile=False checks that compiling can work but leaves it to the caller (train() compiles DDP's wrapper)."""
     extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
-    model = models.build(
-        cfg.model, num_classes=num_classes(cfg.dataset), norm=cfg.norm, stem=cfg.stem, **extra
-    )
+    model = models.build(cfg.model, num_classes=classes_of(cfg), norm=cfg.norm, stem=cfg.stem, **extra)
     return model if device is None else fastpath.apply_to_model(cfg, model.to(device), compile=compile)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ __all__ = [
     "check_dataset",
     "lab_transform",
     "num_classes",
+    "classes_of",
     "worker_init",
 ]
 
@@ -36,7 +38,25 @@ NUM_CLASSES = {"cifar10": 10, "tinyimagenet": 200}
 
 
 def num_classes(dataset: str) -> int:
+    """The official class count of a dataset (CIFAR-10 10, Tiny ImageNet 200)."""
     return NUM_CLASSES[dataset]
+
+
+def classes_of(cfg, meta: Mapping | None = None) -> int:
+    """How many classes a run's data holds: the count its meta.json recorded, else the prepared folder's (a
+    partial or synthetic Tiny ImageNet has the classes its wnids.txt names, e.g. 4), else the official count.
+    Chance levels and the model's output layer use it: a 4-class set said "chance 0.5%" from the official 200."""
+    recorded = ((meta or {}).get("dataset") or {}).get("classes") if isinstance(meta, Mapping) else None
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1:
+        return recorded
+    if cfg.dataset == "tinyimagenet" and (cfg.data_path() / tinyimagenet.FOLDER / "wnids.txt").is_file():
+        try:
+            found = len(tinyimagenet.wnids(cfg.data_path()))
+        except (OSError, DatasetError):  # not prepared (yet): the official count
+            found = 0
+        if found:
+            return found
+    return num_classes(cfg.dataset)
 
 
 def lab_transform(augment: bool = True, mean=cifar.MEAN, std=cifar.STD, size: int = 32):
@@ -69,6 +89,7 @@ def dataset_info(cfg) -> dict[str, Any]:
         "kind": check_dataset(cfg),
         "root": str(cfg.data_path()),
         "fingerprint": fingerprint(cfg),
+        "classes": classes_of(cfg),
     }
 
 

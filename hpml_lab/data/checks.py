@@ -201,23 +201,39 @@ TEMP_KINDS = (
     "tinyimagenet-extract",
     "kaggle",
 )  # .<kind>-<pid>-<random>: folders only these make
-_STALE = re.compile(r"\.(?:(?:%s)-(\d+)-|tiny-imagenet-200\.zip\.(\d+)-)[A-Za-z0-9_]+" % "|".join(TEMP_KINDS))
+# .<kind>-<pid>@<host>-<random> (temp_prefix) and .tiny-imagenet-200.zip.<pid>@<host>-<random> (io.atomic_file);
+# names without @<host> were made before hosts were named, and are judged as this host's
+_STALE = re.compile(
+    r"\.(?:(?:%s)-|tiny-imagenet-200\.zip\.)(\d+)(?:@([A-Za-z0-9._-]+))?-[A-Za-z0-9_]+" % "|".join(TEMP_KINDS)
+)
+OTHER_HOST_STALE_S = (
+    24 * 3600
+)  # another node's temporary is removed only when untouched this long (see below)
 
 
 def temp_prefix(kind: str) -> str:
     """The name a data command's temporary folder in ROOT starts with: its kind and this process's id, so the
     next command can tell a folder left by a killed one (remove_stale) from one in use."""
     assert kind in TEMP_KINDS
-    return f".{kind}-{os.getpid()}-"
+    from ..io import owner
+
+    return f".{kind}-{owner()}-"
 
 
 def remove_stale(root: Path) -> list[str]:
     """Remove the temporary folders and archive files in ROOT that a data command killed with -9 left (named by
     temp_prefix or io.atomic_file, made by a process that has ended); returns their names. Nothing else in ROOT,
-    and nothing a running command uses, is touched."""
-    import shutil
+    and nothing a running command uses, is touched.
 
-    from ..io import made_by_a_live_process
+    Each name carries the pid and host that made it. This host's are removed when that process has ended.
+    Another host's (a data folder shared by cluster nodes) cannot be judged by pid here: one is removed only
+    when untouched for OTHER_HOST_STALE_S (a day). The longest data command, a Tiny ImageNet download and
+    extraction, takes minutes to an hour; a day leaves a slow node's live one alone, and an archive being
+    downloaded is touched by every write."""
+    import shutil
+    import time
+
+    from ..io import made_by_a_live_process, this_host
 
     gone = []
     try:
@@ -226,8 +242,17 @@ def remove_stale(root: Path) -> list[str]:
         return gone
     for p in entries:
         m = _STALE.fullmatch(p.name)
-        if not m or made_by_a_live_process(p, int(m.group(1) or m.group(2))):
+        if not m:
             continue
+        if m.group(2) in (None, this_host()):
+            if made_by_a_live_process(p, int(m.group(1))):
+                continue
+        else:
+            try:
+                if time.time() - p.lstat().st_mtime < OTHER_HOST_STALE_S:
+                    continue
+            except OSError:
+                continue
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
         else:

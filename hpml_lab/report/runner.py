@@ -170,7 +170,8 @@ def _ipc_sockets():
     """Kernel connection settings for one task: the kernel talks to the runner over Unix sockets in a private
     temporary folder, not TCP on localhost, so nothing else on a shared node can connect to it (and ipykernel 7
     does not warn that it runs unencrypted). The folder is per task and removed after it: no socket file is
-    left in the working folder, also when a run is killed, and two jobs sharing a folder never collide."""
+    left in the working folder, also when a run is killed, and two jobs sharing a folder never collide. The
+    kernel keeps no history database (nothing to write, so nothing to fail, on a full disk)."""
     import shutil
     import tempfile
 
@@ -188,9 +189,89 @@ def _ipc_sockets():
         yield Config(
             {
                 "KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "k")},
-                "NotebookClient": {"shutdown_kernel": "immediate"},
+                # no IPython history database: nbclient turns it off only for kernels named python3; ours kept an
+                # sqlite file under ~/.ipython whose traceback on a full disk stood beside the project's own line
+                "NotebookClient": {
+                    "shutdown_kernel": "immediate",
+                    "extra_arguments": ["--HistoryManager.enabled=False"],
+                },
             }
         )
+
+
+KERNEL_GRACE_S = 30  # how long a signalled kernel may take to record its run's end before it is killed
+
+
+def _our_kernels() -> list:
+    """The kernel processes this process started (jupyter_client gives each a JPY_PARENT_PID of ours and a
+    session of its own, so a signal to our pid or our group never reaches them)."""
+    import psutil
+
+    found = []
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return []
+    for c in children:
+        try:
+            if c.environ().get("JPY_PARENT_PID") == str(os.getpid()):
+                found.append(c)
+        except psutil.Error:  # ended meanwhile, or not ours to read
+            continue
+    return found
+
+
+@contextlib.contextmanager
+def _kernel_stops_with_us(grace: float = KERNEL_GRACE_S):
+    """While a notebook runs: SIGINT, SIGTERM or SIGHUP to this process (its pid alone or its group) is passed
+    to the kernel as SIGTERM, so a run inside it ends `interrupted` (train()'s own handler records it) and the
+    notebook ends; a kernel outside train(), or still starting, ends quietly. The signal is kept in the list
+    yielded, for the caller's outcome and exit status. No kernel yet, a second signal, or `grace` seconds
+    without an end: the signal is raised here (KeyboardInterrupt, results.Interrupted for SIGTERM/SIGHUP).
+    On the way out every kernel of ours still alive is killed with its process group, before its socket folder
+    goes: one left starting printed a 25-line ZMQError when it could not bind its socket."""
+    import signal
+
+    got: list[KeyboardInterrupt] = []
+    quiet = logging.getLogger("papermill")  # the notebook client logs through papermill's logger
+    level = quiet.level
+
+    def stop_now(signum=None, frame=None):
+        raise got[0]
+
+    def handler(signum, frame):
+        if got:  # a second signal: no more waiting
+            raise got[0]
+        e = (
+            KeyboardInterrupt()
+            if signum == signal.SIGINT
+            else results.Interrupted(f"signal {signal.Signals(signum).name}")
+        )
+        e.signum = signum
+        got.append(e)
+        quiet.setLevel(logging.CRITICAL)  # its "Kernel died before replying" about the kernel stopped here
+        kernels = _our_kernels()
+        if not kernels:
+            raise e
+        for k in kernels:
+            with contextlib.suppress(Exception):
+                k.send_signal(signal.SIGTERM)
+        signal.signal(signal.SIGALRM, stop_now)
+        signal.alarm(max(1, int(grace)))
+
+    caught = [signal.SIGINT, signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {s: signal.signal(s, handler) for s in caught}
+    previous[signal.SIGALRM] = signal.getsignal(signal.SIGALRM)  # set to stop_now only once a signal came
+    try:
+        yield got
+    finally:
+        signal.alarm(0)
+        for k in _our_kernels():
+            with contextlib.suppress(OSError):
+                os.killpg(k.pid, signal.SIGKILL)  # its own session: the kernel and its loader workers
+        for s, h in previous.items():
+            signal.signal(s, h)
+        quiet.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -277,9 +358,15 @@ def _execute(
     t0 = time.perf_counter()
     status, error = "ok", ""
     interrupted: KeyboardInterrupt | None = None
+    stopped: list[KeyboardInterrupt] = []  # a signal passed to the kernel (_kernel_stops_with_us)
     try:
         # SIGTERM (Slurm's time limit) ends the task like Ctrl-C
-        with results.sigterm_interrupts(), _kernel_env(), _ipc_sockets() as kernel_config:
+        with (
+            results.sigterm_interrupts(),
+            _kernel_env(),
+            _ipc_sockets() as kernel_config,
+            _kernel_stops_with_us() as stopped,
+        ):
             papermill.execute_notebook(
                 str(notebooks_dir() / task.notebook),
                 str(partial),
@@ -292,18 +379,29 @@ def _execute(
                 stderr_file=streams.err,
                 config=kernel_config,
             )
+        if stopped:  # the notebook ended anyway, as the signal came: still a stop asked for
+            raise stopped[0]
     except KeyboardInterrupt as e:  # record it, render what ran, update the index; then stop
-        status, error, interrupted = "interrupted", f"interrupted ({e or 'Ctrl-C'})", e
+        status, error, interrupted = "interrupted", f"interrupted ({str(e) or 'Ctrl-C'})", e
         # the notebook client's cell task dies with the killed kernel (DeadKernelError) and nobody awaits it any
         # more: asyncio would print "Task exception was never retrieved" and a traceback when it is collected
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-    except PapermillExecutionError as e:
-        status, error = "failed", f"{e.ename}: {e.evalue}"
-    except Exception as e:  # dead kernel (e.g. killed for memory), missing kernel, ...
-        status, error = (
-            "failed",
-            f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
-        )
+    except Exception as e:  # a cell's error, a dead kernel (e.g. killed for memory), missing kernel, ...
+        # the kernel we signalled ended its cell (Interrupted) or died of it: a stop, not a failure
+        if stopped:
+            status, error, interrupted = (
+                "interrupted",
+                f"interrupted ({str(stopped[0]) or 'Ctrl-C'})",
+                stopped[0],
+            )
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        elif isinstance(e, PapermillExecutionError):
+            status, error = "failed", f"{e.ename}: {e.evalue}"
+        else:
+            status, error = (
+                "failed",
+                f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
+            )
     # a SIGTERM or Ctrl-C while the page renders waits until the outcome is written: it once ended the run with
     # exit 143, no outcome and an index that linked a missing page
     with signals_deferred():
@@ -342,11 +440,22 @@ def _execute(
         )
         guards.write_outcome(executed.with_suffix(".json"), asdict(outcome), aside)
         shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
-    watcher.end(task.id, status, seconds, error, str(target) if target.exists() else "")
+    watcher.end(task.id, status, seconds, error or _diverged(task.id), str(target) if target.exists() else "")
     if interrupted is not None:
         write_index(load_outcomes())
         raise interrupted
     return outcome
+
+
+def _diverged(task_id: str) -> str:
+    """'diverged: ...' when the answer record the task just wrote flags a diverged run (a NaN loss ends its run:
+    the task is ok, its numbers are not a result), for the task's line; else ''."""
+    rec = guards.read_record(task_id)[0] or {}
+    flags = rec.get("flags") if isinstance(rec, dict) else None
+    for f in flags if isinstance(flags, list) else []:
+        if isinstance(f, dict) and f.get("kind") == "diverged":
+            return f"diverged: {str(f.get('message', ''))[:200]}"
+    return ""
 
 
 def lab_order(ids) -> list[str]:

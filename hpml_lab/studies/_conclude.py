@@ -8,7 +8,7 @@ import pandas as pd
 
 from .. import sanity
 from ..answers import Number
-from ..data import num_classes
+from ..data import classes_of
 from ..findings import Finding, fmt_value, join, say
 from ..profiling import summarize
 from ..results import drop_warmup
@@ -84,7 +84,7 @@ def first_up(sentence: str) -> str:
 
 
 def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict | None) -> list[sanity.Flag]:
-    return sanity.run_flags(cfg, batches["loss"], list(epochs["total_s"]), meta, num_classes(cfg.dataset))
+    return sanity.run_flags(cfg, batches["loss"], list(epochs["total_s"]), meta, classes_of(cfg, meta))
 
 
 def meta_machine(sweep) -> dict | None:

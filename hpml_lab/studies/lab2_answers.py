@@ -18,7 +18,7 @@ import pandas as pd
 
 from .. import sanity
 from ..answers import Answer, Number
-from ..data import num_classes
+from ..data import classes_of
 from ..findings import Background, Finding, join, say
 from ..profiling import summarize
 from ..results import drop_warmup, read_run
@@ -52,7 +52,7 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     b = run.batches
     k = max(1, len(b) // 10)
     first, last = b.head(k), b.tail(k)
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg, run.meta)
     flags = training_flags(cfg, b, run.epochs, run.meta)
     diverged = any(f.kind == "diverged" for f in flags)
     kn = counted("batches at each end", k)
@@ -83,10 +83,21 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
             "predicted",
             source=f"ln {classes}: a uniform guess",
         )
-        head = say(
-            "Training diverged: the loss ended at {l1}, above the chance loss {cl}; these curves are not a result",
-            l1=l1,
-            cl=cl,
+        finite = int(b["loss"].map(math.isfinite).sum())
+        head = (
+            say(
+                "Training diverged: the loss ended at {l1}, above the chance loss {cl}; these curves are not a result",
+                l1=l1,
+                cl=cl,
+            )
+            if finite == len(b)
+            else say(  # NaN or inf: no number to state (a record refuses one), where it happened instead
+                "Training diverged: the loss became NaN or infinite after {f} of {n} batches (chance loss {cl}); "
+                "these curves are not a result",
+                f=counted("batches with a finite loss", finite),
+                n=total,
+                cl=cl,
+            )
         )
     elif (v.outcome == "better" or va.outcome == "better") and above:
         decided, other = (loss_v, acc_v) if v.outcome == "better" else (acc_v, loss_v)
@@ -428,9 +439,7 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     bt = steady_batches(out.items, "num_workers")
     flags: list = []
     for n, g in bt.groupby("num_workers"):
-        flags += sanity.run_flags(
-            cfg.replace(num_workers=int(n)), g["loss"], [], None, num_classes(cfg.dataset)
-        )
+        flags += sanity.run_flags(cfg.replace(num_workers=int(n)), g["loss"], [], None, classes_of(cfg))
     flags.append(sanity.busy(meta_machine(out)))
     waits, computes = {}, {}
     for n, g in bt.groupby("num_workers"):
@@ -604,7 +613,7 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
         sanity.too_few(min((len(x) for x in samples.values()), default=0), "last-epoch batches per setting")
     )
     notes = sweep_notes(cfg, out, field)
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg)
     at_chance = [
         shown_setting(field, v) for v in raw if sanity.at_chance(list(b.loc[b[field] == v, "loss"]), classes)
     ]
@@ -688,7 +697,7 @@ def _usable(cfg, out, field: str, flags: list | None = None) -> dict:
     """Setting -> its last-epoch batch losses, for each complete setting that did not diverge (a diverged one
     adds its flag to `flags`)."""
     b, s = out.batches, out.summary
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg)
     last = b[b["epoch"] == b["epoch"].max()]
     samples = {}
     for v in s[s["status"] == "complete"][field]:
@@ -706,7 +715,7 @@ def sweep_notes(cfg, out, field: str) -> list[Finding]:
     """C6/C7's findings beyond the verdict: which settings failed, diverged or ended at chance (their numbers in the
     record), and C7's averages over all epochs."""
     b, s = out.batches, out.summary
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg)
     chance = Number(
         "chance loss", sanity.chance_loss(classes), "", "predicted", source=f"ln {classes}: a uniform guess"
     )

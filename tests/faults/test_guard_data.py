@@ -601,14 +601,7 @@ def _temporaries(root: Path) -> list[str]:
 def test_signal_during_synth_leaves_no_temporary_folder(tmp_path, argv, appears, sig):
     root = tmp_path / "root"
     root.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hpml_lab.report.cli", "data", *argv, "--root", str(root)],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        env=env,
-        text=True,
-    )
+    proc = _data_cli([*argv, "--root", root], stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
     while not any(n.startswith(appears) for n in _temporaries(root)):
         assert proc.poll() is None and time.monotonic() < deadline, f"{appears} never appeared"
@@ -985,21 +978,9 @@ def blob_server():
 
 
 def _data_cli(args, **kw):
-    import subprocess
-    import sys
+    from cli_process import start
 
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "hpml_lab.report.cli", "data", *map(str, args)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kw,
-    )
+    return start(["data", *args], **kw)
 
 
 @pytest.mark.parametrize("where", ["bad path", "no server"])
@@ -1127,6 +1108,40 @@ def test_a_temporary_folder_of_a_live_process_is_kept(tmp_path):
     finally:
         young.kill()
         young.wait()
+
+
+def test_another_hosts_temporaries_are_judged_by_age_not_by_a_pid_of_this_host(tmp_path):
+    """A data folder shared by cluster nodes: another node's live temporary folder named a pid that is dead here,
+    and the next data command on this node removed it. Names now carry their host: this host's are removed when
+    their process ended, another host's only when untouched for a day; names from before hosts were named are
+    judged as this host's."""
+    import subprocess
+    import time
+
+    from hpml_lab import io
+    from hpml_lab.data.checks import OTHER_HOST_STALE_S, remove_stale, temp_prefix
+
+    assert temp_prefix("kaggle").startswith(f".kaggle-{os.getpid()}@{io.this_host()}-")
+    with io.atomic_file(tmp_path / "tiny-imagenet-200.zip") as tmp:
+        assert tmp.name.startswith(f".tiny-imagenet-200.zip.{os.getpid()}@{io.this_host()}-")
+        tmp.write_bytes(b"")
+    done = subprocess.Popen(["true"])
+    done.wait()  # a pid that has ended here
+    dead, host = done.pid, io.this_host()
+    names = {
+        "theirs": f".tinyimagenet-extract-{dead}@node-07.cluster-x1y2",
+        "their_archive": f".tiny-imagenet-200.zip.{dead}@node-07-ab_c",
+        "theirs_old": f".cifar-synth-{dead}@node-07-qwe",
+        "mine": f".cifar-synth-{dead}@{host}-rty",
+        "before_hosts": f".kaggle-{dead}-uio",
+    }
+    for key, name in names.items():
+        (tmp_path / name).mkdir() if "archive" not in key else (tmp_path / name).write_bytes(b"PK")
+    day_ago = time.time() - OTHER_HOST_STALE_S - 60
+    os.utime(tmp_path / names["theirs_old"], (day_ago, day_ago))
+    removed = remove_stale(tmp_path)
+    assert sorted(removed) == sorted([names["theirs_old"], names["mine"], names["before_hosts"]])
+    assert (tmp_path / names["theirs"]).is_dir() and (tmp_path / names["their_archive"]).is_file()
 
 
 # ---- an image damaged after preparation, a worker's dataset error: one line

@@ -216,26 +216,9 @@ def test_sigterm_to_a_run_is_one_line_and_no_kernel_folder_is_left(cifar_root, t
     """SIGTERM during `hpml-lab run c1`: exit 143, no traceback (the ZMQError one), no /tmp kernel folder."""
     import tempfile
 
-    env = {**os.environ, "HPML_OUTPUT_DIR": str(tmp_path / "out"), "TMPDIR": str(tmp_path)}
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hpml_lab.report.cli",
-            "run",
-            "c1",
-            "--profile",
-            "tiny",
-            "-p",
-            f"data_root={cifar_root}",
-            "-p",
-            "epochs=50",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    from cli_process import run_c1
+
+    p = run_c1(cifar_root, tmp_path / "out", "epochs=50", env={"TMPDIR": str(tmp_path)})
     deadline = time.time() + 120
     while (
         time.time() < deadline
@@ -530,38 +513,14 @@ def test_a_signal_right_after_mkstemp_leaves_no_temporary_file(sig, tmp_path, mo
 # ---- SIGHUP (a closed terminal) ends a run like SIGTERM; an attempt whose process was killed says so
 @pytest.mark.slow
 def test_sighup_ends_a_training_run_interrupted_not_running(tmp_path, cifar_root):
-    import signal
-    import subprocess
-    import sys
-    import time
+    from cli_process import start
 
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-        "HPML_OUTPUT_DIR": str(tmp_path),
-    }
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hpml_lab",
-            "--data-root",
-            str(cifar_root),
-            "--model",
-            "resnet_tiny",
-            "--epochs",
-            "200",
-            "--batch-size",
-            "8",
-            "--num-workers",
-            "0",
-            "--progress",
-            "none",
-        ],
-        env=env,
+    args = ["--data-root", cifar_root, "--model", "resnet_tiny", "--epochs", 200, "--batch-size", 8]
+    p = start(
+        [*args, "--num-workers", 0, "--progress", "none"],
+        tmp_path,
+        module="hpml_lab",
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
     )
     deadline = time.monotonic() + 120
     while not list(tmp_path.rglob("epochs.csv")):
@@ -848,26 +807,9 @@ def test_save_model_path_is_checked_before_any_compute(cfg, tmp_path, make, mess
 
 @pytest.mark.slow
 def test_sigterm_during_a_task_updates_the_index_and_exits_143(cifar_root, tmp_path):
-    env = {**__import__("os").environ, "HPML_OUTPUT_DIR": str(tmp_path)}
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hpml_lab.report.cli",
-            "run",
-            "c1",
-            "--profile",
-            "tiny",
-            "-p",
-            f"data_root={cifar_root}",
-            "-p",
-            "epochs=5000",
-        ],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
+    from cli_process import run_c1
+
+    p = run_c1(cifar_root, tmp_path, "epochs=5000", stdout=subprocess.DEVNULL)
     # papermill writes the notebook it runs to a hidden per-process file (report/guards.py), landed when it ends
     running = f".c1.running-{p.pid}.ipynb"
     executed = tmp_path / "reports" / "executed" / running
@@ -967,3 +909,153 @@ def test_sigterm_while_the_page_renders_arrives_after_the_outcome_is_written(cif
         signal.signal(signal.SIGTERM, previous)
     assert got == [True]  # delivered once, after the outcome was written
     assert (out / "reports" / "c1.html").is_file()
+
+
+# ---- a NaN loss: the run ends diverged (recorded, flagged, said), not a RecordError
+def test_a_nan_loss_ends_the_run_diverged_and_c1_says_so(cfg):
+    """lr and weight decay of 1000 turn the loss NaN within a few steps: the run completes, its meta.json saying
+    where it diverged; C1's record passes the check (it failed: "number 'mean loss, last batches' is nan") and
+    its headline and flag say diverged."""
+    from hpml_lab.answers import Record, check
+    from hpml_lab.studies import lab2_answers
+
+    wild = cfg.replace(task="c1", lr=1000.0, weight_decay=1000.0, epochs=4, max_batches=3)
+    run = train(wild)
+    meta = results.read_run(run.run_dir).meta
+    assert meta["status"] == "complete" and meta["epochs_done"] == 4
+    assert meta["diverged"]["step"] == 3 * (meta["diverged"]["epoch"] - 1) + meta["diverged"]["batch"] <= 12
+    assert results.is_complete(run.run_dir)  # its epochs.csv agrees with epochs_done: reusable
+    answers, flags = lab2_answers.c1(wild, results.read_run(run.run_dir))
+    check(Record("c1", "C1", answers, [f.as_dict() for f in flags]))
+    assert answers[0].headline.plain().startswith("Training diverged: the loss became NaN or infinite")
+    assert [f.kind for f in flags].count("diverged") == 1
+
+
+# ---- a full disk: the kernel keeps no IPython history database (its sqlite traceback stood beside our line)
+def test_the_kernel_keeps_no_history_database(tmp_path, monkeypatch):
+    """A notebook run with the runner's kernel settings writes no history.sqlite under IPYTHONDIR: there is
+    nothing for a full disk to fail (nbclient turns history off only for kernels named python3)."""
+    import nbformat
+    import papermill
+
+    from hpml_lab.report import runner
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1 + 1")])
+    nbformat.write(nb, str(tmp_path / "in.ipynb"))
+    with runner._ipc_sockets() as config:
+        papermill.execute_notebook(
+            str(tmp_path / "in.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            kernel_name=runner.KERNEL,
+            progress_bar=False,
+            config=config,
+        )
+    assert (tmp_path / "ipython").is_dir()  # the kernel used this IPYTHONDIR
+    assert not list((tmp_path / "ipython").rglob("history.sqlite*"))
+
+
+# ---- signals to the `hpml-lab run` process alone (not its group): the kernel, in a session of its own, is
+# stopped by the runner, so the run inside it ends interrupted, not "running" until the next attempt
+INTERRUPTED_LINE = "hpml-lab: interrupted; completed results are kept, the index says which task stopped"
+
+
+def _statuses(results_dir):
+    return [json.loads(m.read_text())["status"] for m in results_dir.glob("*/meta.json")]  # hidden ones too
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_to_the_runs_pid_alone_ends_the_kernels_run_interrupted(sig, code, cifar_root, tmp_path):
+    from cli_process import run_c1, wait_for
+
+    out = tmp_path / "out"
+    p = run_c1(cifar_root, out, "epochs=5000", stdout=subprocess.DEVNULL)
+    c1 = out / "results" / "c1"
+    assert wait_for(lambda: list(c1.glob(".*.attempt-*/epochs.csv"))), "no epoch ended"
+    os.kill(p.pid, getattr(signal, sig))  # the pid alone: SIGINT was ignored, SIGTERM left the run "running"
+    err = p.communicate(timeout=120)[1]
+    assert p.returncode == code, err[-2000:]
+    assert err.strip().splitlines() == [INTERRUPTED_LINE], err[-2000:]
+    assert json.loads((out / "reports" / "executed" / "c1.json").read_text())["status"] == "interrupted"
+    statuses = _statuses(c1)
+    assert "running" not in statuses and "interrupted" in statuses, statuses
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_kernel_starts_is_one_line_and_leaves_no_kernel(cifar_root, tmp_path):
+    """It printed a 25-line ZMQError: the runner left, removing the socket folder, while its kernel was still
+    starting, and the orphaned kernel could not bind its socket (or said "Parent appears to have exited")."""
+    from cli_process import kernels_of, run_c1, wait_for
+
+    out = tmp_path / "out"
+    p = run_c1(cifar_root, out, "epochs=5000", stdout=subprocess.DEVNULL)
+    kernel = wait_for(lambda: kernels_of(p.pid), every=0.02)
+    assert kernel, "no kernel started"
+    p.send_signal(signal.SIGTERM)
+    err = p.communicate(timeout=120)[1]  # an orphaned kernel would hold stderr open and write to it
+    assert p.returncode == 143, err[-2000:]
+    assert err.strip().splitlines() == [INTERRUPTED_LINE], err[-2000:]
+    assert wait_for(lambda: not kernel[0].is_running() or kernel[0].status() == "zombie", timeout=10)
+    assert not list(out.glob("hpml-kernel-*"))
+
+
+@pytest.mark.slow
+def test_a_run_whose_loss_turns_nan_ends_ok_and_its_line_says_diverged(cifar_root, tmp_path):
+    """`hpml-lab run c1 -p lr=1000 -p weight_decay=1000` ended failed with "RecordError: c1: number 'mean loss,
+    last batches' is nan"; now the task is ok, its line and its record say diverged."""
+    from cli_process import run_c1
+
+    out = tmp_path / "out"
+    p = run_c1(cifar_root, out, "lr=1000", "weight_decay=1000", "epochs=3")
+    stdout, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-2000:]
+    line = [x for x in stdout.splitlines() if x.startswith("[1/1] c1 ... ")]
+    assert len(line) == 1 and " ok in " in line[0] and "(diverged: the loss became NaN" in line[0], stdout
+    assert "RecordError" not in stdout + err
+    record = json.loads((out / "reports" / "c1.answer.json").read_text())
+    assert [f["kind"] for f in record["flags"]].count("diverged") == 1
+    assert record["answers"][0]["headline"]["plain"].startswith("Training diverged")
+
+
+def test_lab5_states_no_nan_loss_for_a_diverged_largest_batch():
+    """Lab 5 with lr and weight decay of 1000 failed with "RecordError: lab5: number 'global batch 32: loss' is
+    nan"; its Q4 now says the run diverged and states no NaN."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hpml_lab.answers import Record, check
+    from hpml_lab.studies.lab5 import scaling_answers
+
+    epochs = pd.DataFrame({"epoch": [1, 2], "loss": [2.1, float("nan")], "acc": [0.1, 0.09]})
+    batches = pd.DataFrame({"loss": [2.3, 2.2, float("nan"), float("nan")]})
+    rec = SimpleNamespace(
+        meta={"distributed": {"global_batch": 32}, "config": {"batch_size": 16}},
+        table=lambda name: {"epochs": epochs, "batches": batches}[name],
+    )
+    answer = scaling_answers.lab5_q4(
+        RunConfig(task="lab5"), SimpleNamespace(n_images=1000), SimpleNamespace(runs=[rec])
+    )
+    check(Record("lab5", "Lab 5", [answer]))
+    assert "the loss became NaN or infinite, training diverged" in answer.headline.plain()
+
+
+def test_memory_states_no_nan_loss_for_a_diverged_network():
+    """The memory task's convergence answer stated each network's mean loss over the last fifth: a network whose
+    loss became NaN made the record refuse it. It now says that network diverged."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hpml_lab.answers import Record, check
+    from hpml_lab.studies.memory import memory_answers
+
+    runs = {
+        "resnet_tiny": SimpleNamespace(batches=pd.DataFrame({"loss": [2.3, 1.0, 0.5, 0.4, 0.3]})),
+        "revnet38": SimpleNamespace(batches=pd.DataFrame({"loss": [2.3, 9.0] + [float("nan")] * 3})),
+    }
+    answer, flags = memory_answers.convergence_answer(RunConfig(task="memory"), SimpleNamespace(runs=runs))
+    check(Record("memory", "Memory", [answer]))
+    assert "revnet38 diverged (the loss became NaN or infinite)" in answer.headline.plain()
+    assert [f.kind for f in flags] == ["diverged"]

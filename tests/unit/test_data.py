@@ -124,3 +124,37 @@ def test_truncated_batch_file_is_one_line(cifar_root, tmp_path):
     path.write_bytes(path.read_bytes()[:1000])
     with pytest.raises(DatasetError, match="data_batch_2 is not a readable batch file"):
         cifar.CIFAR10Files(root)
+
+
+def test_chance_and_the_model_follow_the_datas_class_count(tmp_path):
+    """A Tiny ImageNet of 4 classes (a partial or synthetic copy): its runs record 4 classes, the model has 4
+    outputs, and C1 says chance 25% (it said 0.5%, a uniform guess over the official 200, shown as "chance 0%")."""
+    import pandas as pd
+
+    from hpml_lab import results
+    from hpml_lab.data import classes_of, tinyimagenet
+    from hpml_lab.studies import lab2_answers
+    from hpml_lab.training import build_model
+
+    tinyimagenet.synthesize(tmp_path, classes=4, per_class=2, val_per_class=1, n_test=1, log=lambda _: None)
+    cfg = RunConfig(task="c1", dataset="tinyimagenet", data_root=str(tmp_path), model="resnet_tiny")
+    assert classes_of(cfg) == 4 and dataset_info(cfg)["classes"] == 4
+    assert build_model(cfg).linear.out_features == 4
+    assert classes_of(RunConfig(task="c1", dataset="tinyimagenet", data_root=str(tmp_path / "none"))) == 200
+    n = 40
+    batches = pd.DataFrame(
+        {
+            "epoch": [1 + i // 10 for i in range(n)],
+            "batch": range(n),
+            "loss": [1.38 - 0.02 * i for i in range(n)],
+        }
+        | {"acc": [0.25 + 0.01 * i for i in range(n)], "data_s": [0.01] * n, "train_s": [0.1] * n}
+    )
+    epochs = pd.DataFrame({"epoch": [1, 2, 3, 4], "total_s": [2.0, 1.0, 1.0, 1.0], "data_s": [0.1] * 4})
+    elsewhere = RunConfig(task="c1", dataset="tinyimagenet", data_root=str(tmp_path / "gone"))
+    run = results.Run(tmp_path, {"dataset": {"classes": 4}}, None, {"batches": batches, "epochs": epochs})
+    answers, flags = lab2_answers.c1(elsewhere, run)  # the count the run recorded, not the official one
+    chance = {x.name: x for x in answers[0].numbers}["chance top-1"]
+    assert chance.value == 25 and "4 classes" in chance.source
+    assert "(chance 25%)" in " ".join(d.plain() for d in [answers[0].headline, *answers[0].details])
+    assert not [f for f in flags if f.kind == "diverged"]  # ln 4 + 0.5 is the limit, not ln 200

@@ -87,3 +87,63 @@ def test_kaggle_flags_are_refused_for_cifar(tmp_path, capsys):
 
     assert cli.main(["data", "download", "cifar10", "--root", str(tmp_path), "--source", "kaggle"]) == 2
     assert "apply to tinyimagenet only" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code, word", [("SIGTERM", 143, "terminated"), ("SIGINT", 130, "interrupted")])
+def test_a_signal_during_a_cifar_download_leaves_nothing_half_written(tmp_path, sig, code, word):
+    """A server that trickles a 10 MB archive; the signal comes once part of it is on disk. ROOT, which held
+    one file of the user's, holds only that file again, and the command's own last line says so."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(10_000_000))
+            self.end_headers()
+            try:
+                for _ in range(1000):
+                    self.wfile.write(b"x" * 10_000)
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:  # the client went away
+                pass
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "notes.txt").write_text("mine")
+    url = f"http://127.0.0.1:{server.server_port}/cifar-10-python.tar.gz"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "hpml_lab.report.cli", "data", "download", "cifar10", "--root", str(root)]
+        + ["--url", url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    try:
+        deadline = time.time() + 120
+        archive = root / CIFAR10.filename
+        while time.time() < deadline and not (archive.exists() and archive.stat().st_size > 0):
+            time.sleep(0.05)
+        assert archive.exists(), "the download never started"
+        p.send_signal(getattr(signal, sig))
+        err = p.communicate(timeout=60)[1]
+    finally:
+        server.shutdown()
+    assert p.returncode == code, err[-2000:]
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]  # (above it: torchvision's progress bar)
+    assert last.startswith(f"hpml-lab: error: data download cifar10 {word}; nothing half-written"), err[
+        -2000:
+    ]
+    assert sorted(x.name for x in root.iterdir()) == ["notes.txt"]

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...data import num_classes
+from ...data import classes_of
 from ...findings import Background, Finding, join, say
 from ...profiling import summarize
 from ...verdict import compare, sample_record
@@ -540,7 +540,7 @@ def lab5_q4(cfg, settings, res) -> Answer:
         )
     gb, rec = max(ran, key=lambda x: x[0])
     ep = rec.table("epochs").iloc[-1]
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg)
     nums = {
         "gb": Number(
             "Q4: largest global batch run", int(gb), "", "setting", source="the largest DDP run here"
@@ -555,6 +555,22 @@ def lab5_q4(cfg, settings, res) -> Answer:
     }
     losses = list(rec.table("batches")["loss"])
     at_chance = sanity.at_chance(losses, classes) or float(ep.acc) * classes <= 1.05
+    if not math.isfinite(float(ep.loss)):  # a NaN loss is no number to state (a record refuses one)
+        nums.pop("loss")
+        head = say(
+            "Largest global batch run here: {gb} for {k} epochs: the loss became NaN or infinite, training "
+            "diverged (top-1 {acc}; chance loss {chance_loss}, top-1 {chance_acc}): this run says nothing about "
+            "the accuracy cost of a large batch.",
+            **nums,
+        )
+        return Answer(
+            "Q4: 5th-epoch loss and accuracy at the largest batch on 4 GPUs",
+            head,
+            [fewer],
+            background,
+            status="partial",
+            missing=missing,
+        )
     head = say(
         "Largest global batch run here: {gb} for {k} epochs: loss {loss} and top-1 {acc}, "
         + (
@@ -631,7 +647,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
             )
         )
     for rec in res.runs:
-        flags.append(sanity.diverged(rec.table("batches")["loss"], num_classes(cfg.dataset)))
+        flags.append(sanity.diverged(rec.table("batches")["loss"], classes_of(cfg)))
     misses = model_misses(res.table)
     if misses:
         flags.append(

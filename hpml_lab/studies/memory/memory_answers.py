@@ -5,11 +5,13 @@ over interleaved rounds), whether both networks trained; and the tables the repo
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...data import num_classes
+from ...data import classes_of
 from ...findings import Background, Finding, fmt, join, say
 from ...verdict import compare
 from .._conclude import dedupe
@@ -98,7 +100,7 @@ def convergence_table(res) -> pd.DataFrame:
 
 def chance_loss(cfg) -> float:
     """The loss of a uniform guess over the run's classes: the line the convergence answer and figure judge by."""
-    return sanity.chance_loss(num_classes(cfg.dataset))
+    return sanity.chance_loss(classes_of(cfg))
 
 
 def _times(row) -> list[float]:
@@ -357,7 +359,7 @@ def cost_answer(res) -> Answer:
 
 def convergence_answer(cfg, res) -> tuple[Answer, list[sanity.Flag]]:
     """Whether both networks got clearly below chance on the same steps (the mean loss over the last fifth)."""
-    classes = num_classes(cfg.dataset)
+    classes = classes_of(cfg)
     chance = Number(
         "chance loss",
         sanity.chance_loss(classes),
@@ -381,7 +383,15 @@ def convergence_answer(cfg, res) -> tuple[Answer, list[sanity.Flag]]:
             flags.append(sanity.Flag("diverged", f"{name}: {d.message}"))
         elif not sanity.at_chance(list(run.batches["loss"]), classes):
             trained.append(name)
-    said = join([say("{name} {x}", name=k, x=x) for k, x in tails.items()], ", ")
+    said = join(  # a NaN loss is no number to state (a record refuses one)
+        [
+            say("{name} {x}", name=k, x=x)
+            if math.isfinite(x.value)
+            else say("{name} diverged (the loss became NaN or infinite)", name=k)
+            for k, x in tails.items()
+        ],
+        ", ",
+    )
     others = sorted(set(res.runs) - set(trained))
     if len(trained) == len(res.runs):
         head = say(
