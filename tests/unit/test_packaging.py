@@ -132,16 +132,21 @@ def test_a_plain_install_runs_a_task_from_an_empty_folder(tmp_path, cifar_root):
 
 def test_setup_removes_the_slow_iri_parser_and_notebooks_still_validate():
     """`make setup` uninstalls rfc3987-syntax (the Makefile says why: 2-3 s of CPU in every process that imports
-    nbformat). Where this environment was built by `make setup` it is gone; without it jsonschema, nbformat's
+    nbformat) and compiles the environment's bytecode. Where this environment was built by `make setup` it is gone; without it jsonschema, nbformat's
     validation and jupyter-events (JupyterLab's) still import and work, in a process that cannot import it."""
     import importlib.util
 
     make = (ROOT / "Makefile").read_text()
     assert "SLOW_IMPORTS := rfc3987-syntax" in make and "pip uninstall --quiet --yes $(SLOW_IMPORTS)" in make
+    assert "compileall -q -j 0 $(VENV)/lib hpml_lab" in make
     stamp = Path(sys.prefix) / ".hpml-installed"  # `make setup`'s stamp (older setups left it empty)
     if stamp.is_file() and stamp.read_text().startswith("removed: "):
         assert stamp.read_text().split() == ["removed:", "rfc3987-syntax"]
         assert importlib.util.find_spec("rfc3987_syntax") is None
+        # and the bytecode is compiled: no process compiles torch's or papermill's sources again
+        for name in ("torch", "nbformat", "matplotlib.pyplot", "papermill", "hpml_lab.training"):
+            source = importlib.util.find_spec(name).origin
+            assert Path(importlib.util.cache_from_source(source)).is_file(), source
     code = (
         "import sys; sys.modules['rfc3987_syntax'] = None\n"  # as if not installed: its import fails
         "import jsonschema, jupyter_events, nbformat\n"
