@@ -205,8 +205,9 @@ def test_cpu_job_across_two_nodes(cluster, cifar_root, tmp_path, reference):
 
 
 # Batches per epoch of each C6 run in the time-limit test (2 epochs; tiny's 2 batches would make a run shorter than
-# the warning's way to the step). It was every batch for 3 epochs (63 batches of 16, 3 minutes of the test): the
-# stop needs only that the four sweep runs after the first take longer than the signal (under 2 s seen here).
+# the warning's way to the step). It was every batch for 3 epochs (63 batches of 16: 15-20 s a run at load 8, 3 of
+# the test's minutes); 24 steps are a few seconds a run, and the stop must only reach the step before the four runs
+# after the first are done (with 12, the first job stopped with 1 of 5 complete at load 7).
 SWEEP_BATCHES = 12
 
 
