@@ -184,9 +184,16 @@ def _fast_tier_out(item) -> bool:
     return item.nodeid in FAST_TIER_OUT or item.nodeid.split("[")[0] in FAST_TIER_OUT
 
 
+# Tests that read every task's render (conftest's `rendered`) go last: started earlier, one waits on the other
+# worker's renders (a file lock) with its own core idle.
+AFTER_EVERY_RENDER = ("tests/notebooks/test_notebooks.py::test_bundle_holds_every_task_answer_first",)
+
+
 def _start_order(item) -> int:
     if item.nodeid.startswith(LONGEST):
         return 0
+    if item.nodeid.startswith(AFTER_EVERY_RENDER):
+        return 3
     return 1 if {"slow", "slurm", "browser"} & set(item.keywords) else 2
 
 

@@ -49,3 +49,25 @@ class _Item:
 )
 def test_kept_out_by_id_or_by_function(nodeid, out):
     assert conftest._fast_tier_out(_Item(nodeid)) is out
+
+
+def test_under_xdist_the_longest_start_first_and_the_bundle_of_every_render_goes_last():
+    order = [
+        conftest._start_order(_Marked(nodeid, marks))
+        for nodeid, marks in [
+            ("tests/cluster/test_slurm_real.py::test_cpu_job_across_two_nodes", {"slurm", "slow"}),
+            ("tests/notebooks/test_notebooks.py::test_notebook_executes_and_renders[c1]", {"slow"}),
+            ("tests/unit/test_io.py::test_x", set()),
+            ("tests/notebooks/test_notebooks.py::test_bundle_holds_every_task_answer_first", {"slow"}),
+        ]
+    ]
+    assert order == sorted(order) and len(set(order)) == 4
+    for nodeid in (*conftest.LONGEST, *conftest.AFTER_EVERY_RENDER):
+        path, _, name = nodeid.partition("::")
+        assert (ROOT / path).is_file() and (not name or name in _tests_in(ROOT / path)), nodeid
+
+
+class _Marked(_Item):
+    def __init__(self, nodeid, marks):
+        super().__init__(nodeid)
+        self.keywords = dict.fromkeys(marks, True)
