@@ -206,9 +206,9 @@ def test_cpu_job_across_two_nodes(cluster, cifar_root, tmp_path, reference):
 
 # Batches per epoch of each C6 run in the time-limit test (2 epochs; tiny's 2 batches would make a run shorter than
 # the warning's way to the step). It was every batch for 3 epochs (63 batches of 16: 15-20 s a run at load 8, 3 of
-# the test's minutes); 24 steps are a few seconds a run, and the stop must only reach the step before the four runs
-# after the first are done (with 12, the first job stopped with 1 of 5 complete at load 7).
-SWEEP_BATCHES = 12
+# the test's minutes); 32 steps are a few seconds a run, and the stop must only reach the step before the four runs
+# after the first are done (with 12 a run, the first job stopped with 1 of 5 complete at load 7; 16 for margin).
+SWEEP_BATCHES = 16
 
 
 def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_root, tmp_path):
