@@ -1,5 +1,5 @@
 """The pages a grader reads, looked at in headless Chromium (issue 31): the index, the C1 report and the bundle,
-made by a real tiny run of C1 and C3, at a laptop's width (1280 px) and a phone's (390 px). Screenshots are kept in
+made from the suite's real tiny runs of C1 and C3 (rendered once per test run, tests/conftest.py), at a laptop's width (1280 px) and a phone's (390 px). Screenshots are kept in
 the test's temporary folder (<page>-<width>.png, the first screen and the whole page). Checked: the answer box is
 below the title, in the page's own sans-serif type, and its headline is within the first screen; nothing is wider
 than a phone's screen (a wide table scrolls inside its own box); the index's first headline is on its first
@@ -24,20 +24,23 @@ WIDTHS = {1280: 900, 390: 844}  # width: height of the first screen (a laptop; a
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory, cifar_root):
-    """reports/ with c1 and c3 run for real (tiny profile), the index and the bundle (no PDF)."""
+def pages(tmp_path_factory, rendered):
+    """reports/ with c1 and c3 as the suite ran them for real (conftest's `rendered`, tiny profile, copied: it is
+    shared), the index and the bundle (no PDF) written over them."""
+    import shutil
+
     out = tmp_path_factory.mktemp("pages")
+    for tid in ("c1", "c3"):
+        run = rendered(tid)
+        assert run.outcome["status"] == "ok", run.outcome["error"]
+        shutil.copytree(run.reports, out / "reports", dirs_exist_ok=True)
     mp = pytest.MonkeyPatch()
     mp.setenv("HPML_OUTPUT_DIR", str(out))
     mp.setattr(bundle, "chromium", lambda: None)
     try:
-        for tid in ("c1", "c3"):
-            outcome = runner.run_task(
-                tid, "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda *_: None
-            )
-            assert outcome.status == "ok", outcome.error
         bundle.write_bundle(runner.reports_dir(), log=lambda *_: None)
         runner.write_index(runner.load_outcomes())
+        assert sorted(o.task for o in runner.load_outcomes()) == ["c1", "c3"]
         yield runner.reports_dir()
     finally:
         mp.undo()
@@ -62,7 +65,7 @@ def _look(page, path, shots, name, width):
     )
 
 
-def test_the_pages_in_chromium_at_a_laptops_and_a_phones_width(rendered, tmp_path):
+def test_the_pages_in_chromium_at_a_laptops_and_a_phones_width(pages, tmp_path):
     from playwright.sync_api import sync_playwright
 
     seen = {}
@@ -72,7 +75,7 @@ def test_the_pages_in_chromium_at_a_laptops_and_a_phones_width(rendered, tmp_pat
             page = browser.new_page()
             for name in ("index", "c1", "bundle"):
                 for width in WIDTHS:
-                    seen[name, width] = _look(page, rendered / f"{name}.html", tmp_path, name, width)
+                    seen[name, width] = _look(page, pages / f"{name}.html", tmp_path, name, width)
         finally:
             browser.close()
     for width, height in WIDTHS.items():

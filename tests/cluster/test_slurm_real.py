@@ -127,9 +127,18 @@ def _runs(work: Path, task: str) -> list[dict]:
     return [r.meta for r in results.load_runs(task, work / "results", status=None)]
 
 
-def _c1_job(cluster, cifar_root, tmp_path, reference, *shape: str, world: int, report: bool = True):
+def _c1_job(
+    cluster,
+    cifar_root,
+    tmp_path,
+    reference,
+    *shape: str,
+    world: int,
+    report: bool = True,
+    env: dict | None = None,
+):
     work = tmp_path / "work"
-    work.mkdir()
+    work.mkdir(exist_ok=True)
     script = _write_script(
         work,
         "c1",
@@ -152,7 +161,7 @@ def _c1_job(cluster, cifar_root, tmp_path, reference, *shape: str, world: int, r
         "--save-model",
         "ddp.pt",
     )
-    job = cluster.submit(script, work, env=_job_env(), timeout_s=400)
+    job = cluster.submit(script, work, env={**_job_env(), **(env or {})}, timeout_s=400)
     assert (job.returncode, job.state) == (0, "COMPLETED"), job.output[-6000:] + cluster.logs()[-3000:]
     # The torchrun step: `world` ranks over the allocation, weights equal to one process at the same global batch.
     _assert_same_weights(work / "ddp.pt", reference)
@@ -173,17 +182,10 @@ def _c1_job(cluster, cifar_root, tmp_path, reference, *shape: str, world: int, r
     return job
 
 
-def test_cpu_job_two_ranks_on_one_node(cluster, cifar_root, tmp_path, reference):
-    job = _c1_job(cluster, cifar_root, tmp_path, reference, "--ntasks-per-node", "2", world=2)
-    assert "#SBATCH --ntasks-per-node=2" in (tmp_path / "work" / "job.sbatch").read_text()
-    assert "--gres" not in (tmp_path / "work" / "job.sbatch").read_text()
-    print(f"{cluster.version}: 1 node x 2 ranks, job {job.id} took {job.seconds:.0f} s")
-
-
 def test_cpu_job_across_two_nodes(cluster, cifar_root, tmp_path, reference):
     """Two slurmd daemons on this host are two nodes: srun starts one torchrun on each (not one per task of the
     allocation), each starts 2 ranks, c10d rendezvous on the first node's NodeAddr: 4 ranks at batch 8 equal one
-    process at 32. The notebook step is left out (--no-report): the test above covers it."""
+    process at 32. The notebook step is left out (--no-report): the one-node container job runs it."""
     job = _c1_job(
         cluster,
         cifar_root,
@@ -200,6 +202,13 @@ def test_cpu_job_across_two_nodes(cluster, cifar_root, tmp_path, reference):
     )
     assert "rendezvous on n1 (127.0.0.1:" in job.output
     print(f"{cluster.version}: 2 nodes x 2 ranks, job {job.id} took {job.seconds:.0f} s")
+
+
+# Batches per epoch of each C6 run in the time-limit test (2 epochs; tiny's 2 batches would make a run shorter than
+# the warning's way to the step). It was every batch for 3 epochs (63 batches of 16: 15-20 s a run at load 8, 3 of
+# the test's minutes); 32 steps are a few seconds a run, and the stop must only reach the step before the four runs
+# after the first are done (with 12 a run, the first job stopped with 1 of 5 complete at load 7; 16 for margin).
+SWEEP_BATCHES = 16
 
 
 def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_root, tmp_path):
@@ -227,9 +236,9 @@ def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_r
         "-p",
         f"data_root={cifar_root}",
         "-p",
-        "epochs=3",
+        "epochs=2",
         "-p",
-        "max_batches=0",
+        f"max_batches={SWEEP_BATCHES}",
     )
     sent, started = [], time.monotonic()
 
@@ -318,53 +327,45 @@ os.execvp(command[0], command)
 """
 
 
-def test_container_job_runs_every_step_through_the_container_command(cluster, cifar_root, tmp_path):
-    """`hpml-lab slurm c2 --container lab.sif --overlay overlay.ext3:ro` (CPU nodes here, 2 ranks) under the real
-    Slurm, with a stand-in `apptainer` on PATH that records its arguments and runs the command: the dataset
-    check, the torchrun step and the notebook step each go through it with the image and overlay, and the job
-    completes with its report. Apptainer itself, images and --nv on GPUs are not run here."""
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "lab.sif").write_text("a stand-in image")
-    (work / "overlay.ext3").write_text("a stand-in overlay")
+def _stand_in(tmp_path: Path) -> dict[str, str]:
+    """A stand-in `apptainer` first on PATH; it logs each call's arguments to CT_LOG."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "apptainer").write_text(STAND_IN.format(python=sys.executable))
     (bin_dir / "apptainer").chmod(0o755)
-    script = _write_script(
-        work,
-        "c2",
-        "--container",
-        "lab.sif",
-        "--overlay",
-        "overlay.ext3:ro",
-        "--gpus",
-        "0",
-        "--ntasks-per-node",
-        "2",
-        "--profile",
-        "tiny",
-        "--time",
-        "00:10",
-        "-p",
-        f"data_root={cifar_root}",
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "CT_LOG": str(tmp_path / "apptainer.log")}
+
+
+def test_one_node_two_ranks_in_a_container_every_step_through_the_container_command(
+    cluster, cifar_root, tmp_path, reference
+):
+    """`hpml-lab slurm c1 --container lab.sif --overlay overlay.ext3:ro --ntasks-per-node 2` (CPU nodes here)
+    under the real Slurm, with a stand-in `apptainer` on PATH that records its arguments and runs the command:
+    the dataset check, the torchrun step (2 ranks, --standalone, the weights of one process at the same global
+    batch) and the notebook step (one process, not a rank) each go through it with the image and overlay, and the
+    job completes with its report. Apptainer itself, images and --nv on GPUs are not run here. (One job for what
+    were two: the plain one-node job ran the same torchrun and notebook commands without the prefix; the plain
+    script's lines are checked in tests/cluster/test_slurm.py and the plain launch across nodes below.)"""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "lab.sif").write_text("a stand-in image")
+    (work / "overlay.ext3").write_text("a stand-in overlay")
+    env = _stand_in(tmp_path)
+    container = ("--container", "lab.sif", "--overlay", "overlay.ext3:ro")
+    job = _c1_job(
+        cluster, cifar_root, tmp_path, reference, *container, "--ntasks-per-node", "2", world=2, env=env
     )
-    log = tmp_path / "apptainer.log"
-    env = {**_job_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "CT_LOG": str(log)}
-    job = cluster.submit(script, work, env=env, timeout_s=400)
-    assert (job.returncode, job.state) == (0, "COMPLETED"), job.output[-6000:] + cluster.logs()[-3000:]
-    calls = [json.loads(line)["args"] for line in log.read_text().splitlines()]
+    text = (work / "job.sbatch").read_text()
+    assert "#SBATCH --ntasks-per-node=2" in text and "--gres" not in text
+    calls = [json.loads(line)["args"] for line in Path(env["CT_LOG"]).read_text().splitlines()]
     head = ["exec", "--overlay", f"{work}/overlay.ext3:ro", f"{work}/lab.sif", sys.executable]
     assert len(calls) == 3 and all(c[:5] == head for c in calls), calls
     assert calls[0][5] == "-c" and "check_dataset" in calls[0][6]
     assert calls[1][5:8] == ["-m", "torch.distributed.run", "--standalone"]
-    assert calls[2][5:9] == ["-m", "hpml_lab.report.cli", "run", "c2"]
-    ddp = [m for m in _runs(work, "c2") if m["run_id"].startswith("ddp2-")]
-    assert len(ddp) == 1 and ddp[0]["status"] == "complete"
-    assert json.loads((work / "reports" / "executed" / "c2.json").read_text())["status"] == "ok"
-    assert "container: apptainer exec --overlay" in job.output and "report: reports/c2.html" in job.output
+    assert calls[2][5:9] == ["-m", "hpml_lab.report.cli", "run", "c1"]
+    assert "container: apptainer exec --overlay" in job.output
     print(
-        f"{cluster.version}: c2 in a stand-in container, 1 node x 2 ranks, job {job.id} took {job.seconds:.0f} s"
+        f"{cluster.version}: c1 in a stand-in container, 1 node x 2 ranks, job {job.id} took {job.seconds:.0f} s"
     )
 
 
@@ -374,10 +375,7 @@ def test_container_job_across_two_nodes(cluster, cifar_root, tmp_path, reference
     work = tmp_path / "work"
     work.mkdir()
     (work / "lab.sif").write_text("a stand-in image")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "apptainer").write_text(STAND_IN.format(python=sys.executable))
-    (bin_dir / "apptainer").chmod(0o755)
+    env = {**_job_env(), **_stand_in(tmp_path)}
     script = _write_script(
         work,
         "c1",
@@ -407,11 +405,9 @@ def test_container_job_across_two_nodes(cluster, cifar_root, tmp_path, reference
         "--save-model",
         "ddp.pt",
     )
-    log = tmp_path / "apptainer.log"
-    env = {**_job_env(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "CT_LOG": str(log)}
     job = cluster.submit(script, work, env=env, timeout_s=400)
     assert (job.returncode, job.state) == (0, "COMPLETED"), job.output[-6000:] + cluster.logs()[-3000:]
-    calls = [json.loads(line)["args"] for line in log.read_text().splitlines()]
+    calls = [json.loads(line)["args"] for line in Path(env["CT_LOG"]).read_text().splitlines()]
     torchruns = [c for c in calls if c[3:5] == ["-m", "torch.distributed.run"]]
     assert len(calls) == 3 and len(torchruns) == 2, calls  # the dataset check, one torchrun per node
     assert all(c[:3] == ["exec", f"{work}/lab.sif", sys.executable] for c in calls), calls

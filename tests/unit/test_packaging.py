@@ -128,3 +128,35 @@ def test_a_plain_install_runs_a_task_from_an_empty_folder(tmp_path, cifar_root):
     assert r.returncode == 0, r.stderr
     script = work / "slurm" / "c1-1x1.sbatch"
     assert script.is_file() and "hpml_lab.report.cli run c1" in script.read_text()
+
+
+def test_setup_removes_the_slow_iri_parser_and_notebooks_still_validate():
+    """`make setup` uninstalls rfc3987-syntax (the Makefile says why: 2-3 s of CPU in every process that imports
+    nbformat) and compiles the environment's bytecode. Where this environment was built by `make setup` it is gone; without it jsonschema, nbformat's
+    validation and jupyter-events (JupyterLab's) still import and work, in a process that cannot import it."""
+    import importlib.util
+
+    make = (ROOT / "Makefile").read_text()
+    assert "SLOW_IMPORTS := rfc3987-syntax" in make and "pip uninstall --quiet --yes $(SLOW_IMPORTS)" in make
+    assert "compileall -q -j 0 -x '/(tests?|pip|setuptools)/' $(VENV)/lib hpml_lab" in make
+    stamp = Path(sys.prefix) / ".hpml-installed"  # `make setup`'s stamp (older setups left it empty)
+    if stamp.is_file() and stamp.read_text().startswith("removed: "):
+        assert stamp.read_text().split() == ["removed:", "rfc3987-syntax"]
+        assert importlib.util.find_spec("rfc3987_syntax") is None
+        # and the bytecode is compiled: no process compiles torch's or papermill's sources again
+        for name in ("torch", "nbformat", "matplotlib.pyplot", "papermill", "hpml_lab.training"):
+            source = importlib.util.find_spec(name).origin
+            assert Path(importlib.util.cache_from_source(source)).is_file(), source
+    code = (
+        "import sys; sys.modules['rfc3987_syntax'] = None\n"  # as if not installed: its import fails
+        "import jsonschema, jupyter_events, nbformat\n"
+        "nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('1')])\n"
+        "nbformat.validate(nb)\n"
+        "nb.cells[0]['execution_count'] = 'one'\n"  # the schema wants an integer or null
+        "try:\n"
+        "    nbformat.validate(nb)\n"
+        "except nbformat.ValidationError:\n"
+        "    print('refused')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "refused", r.stderr[-2000:]

@@ -1,0 +1,73 @@
+"""The suite's own set-up in tests/conftest.py: the fast tier's list of tests kept out of it."""
+
+import ast
+from pathlib import Path
+
+import conftest
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tests_in(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+
+
+def test_every_test_kept_out_of_the_fast_tier_still_exists():
+    """A renamed or moved test would silently come back into `make test-fast`: each entry names a test function
+    in its file (a parametrized entry, its function)."""
+    for nodeid in conftest.FAST_TIER_OUT:
+        path, name = nodeid.split("::")
+        assert (ROOT / path).is_file(), nodeid
+        assert name.split("[")[0] in _tests_in(ROOT / path), nodeid
+
+
+class _Item:
+    def __init__(self, nodeid):
+        self.nodeid = nodeid
+
+
+@pytest.mark.parametrize(
+    "nodeid, out",
+    [
+        ("tests/unit/test_training.py::test_loss_falls_on_synthetic_data", True),
+        (
+            "tests/faults/test_guard_runs.py::test_sigterm_marks_the_run_interrupted_and_keeps_finished_epochs[x]",
+            True,
+        ),
+        (
+            "tests/unit/test_models.py::test_every_registered_model_builds_trains_one_step_and_counts[revnet218]",
+            True,
+        ),
+        (
+            "tests/unit/test_models.py::test_every_registered_model_builds_trains_one_step_and_counts[resnet18]",
+            False,
+        ),
+        ("tests/unit/test_training.py::test_loss_falls", False),
+    ],
+)
+def test_kept_out_by_id_or_by_function(nodeid, out):
+    assert conftest._fast_tier_out(_Item(nodeid)) is out
+
+
+def test_under_xdist_the_longest_start_first_and_the_bundle_of_every_render_goes_last():
+    order = [
+        conftest._start_order(_Marked(nodeid, marks))
+        for nodeid, marks in [
+            ("tests/cluster/test_slurm_real.py::test_cpu_job_across_two_nodes", {"slurm", "slow"}),
+            ("tests/notebooks/test_notebooks.py::test_notebook_executes_and_renders[c1]", {"slow"}),
+            ("tests/unit/test_io.py::test_x", set()),
+            ("tests/notebooks/test_notebooks.py::test_bundle_holds_every_task_answer_first", {"slow"}),
+        ]
+    ]
+    assert order == sorted(order) and len(set(order)) == 4
+    for nodeid in (*conftest.LONGEST, *conftest.AFTER_EVERY_RENDER):
+        path, _, name = nodeid.partition("::")
+        assert (ROOT / path).is_file() and (not name or name in _tests_in(ROOT / path)), nodeid
+
+
+class _Marked(_Item):
+    def __init__(self, nodeid, marks):
+        super().__init__(nodeid)
+        self.keywords = dict.fromkeys(marks, True)
