@@ -317,16 +317,13 @@ def test_the_chart_keeps_a_place_for_a_rung_not_run():
 
 # ------------------------------------------------------------------ the notebook, once
 @pytest.mark.slow
-def test_the_notebook_renders_at_tiny(cifar_root, tmp_path, monkeypatch):
-    from hpml_lab.report import runner
-
-    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    outcome = runner.run_task("speed", "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda *a: None)
-    assert outcome.status == "ok", outcome.error
-    html = (tmp_path / "reports" / "speed.html").read_text()
+def test_the_notebook_renders_at_tiny(rendered):
+    run = rendered("speed")  # the suite's one tiny render of the notebook, shared with tests/notebooks
+    assert run.outcome["status"] == "ok", run.outcome["error"]
+    html = (run.reports / "speed.html").read_text()
     assert "torch.compile" in html and "not run at this profile" in html
-    rec = json.loads((tmp_path / "reports" / "speed.answer.json").read_text())
+    rec = json.loads((run.reports / "speed.answer.json").read_text())
     assert len(rec["answers"]) == len(ladder.RUNGS)  # the headline and one per rung after the baseline
-    table = pd.read_csv(next((tmp_path / "results" / "speed").glob("*/ladder.csv")))
+    table = pd.read_csv(next((run.out / "results" / "speed").glob("*/ladder.csv")))
     assert list(table["rung"]) == list(ladder.RUNGS)
-    assert (tmp_path / "figures" / "speed_ladder.png").is_file()
+    assert (run.out / "figures" / "speed_ladder.png").is_file()
