@@ -73,6 +73,7 @@ TASK = Task(
     gpu_runs=0,
     gpu_extra=GPU_EXTRA,
     gpu_priority=65,
+    smoke_s=31,  # `make report` on a fresh clone, 2 idle cores (fe82833); 433 s was measured at load 19-27
     # seconds on 2 CPU cores: the tiny network, no compile rung (its inductor build alone takes 1-2 minutes)
     tiny={
         "model": "resnet_tiny",
