@@ -189,7 +189,7 @@ def checkpoint_answer(cfg, res) -> Answer:
         details.append(
             say(
                 "{base}: saved {saved} + recompute working set {work} against {plain} for the plain network "
-                "({share} of it); largest batch {gain} the plain network's.",
+                "(predicted {share} of it); largest batch {gain} the plain network's.",
                 base=r.baseline,
                 saved=_counted(f"{r.model}: saved for backward", r.act_MB_per_sample),
                 work=Number(
@@ -213,17 +213,23 @@ def checkpoint_answer(cfg, res) -> Answer:
             )
         )
     lo, hi = min(shares, key=lambda n: n.value), max(shares, key=lambda n: n.value)
+    # a prediction from counted bytes (the working set taken as plain / segments), not a measured peak
+    how = (
+        ", its recomputation counted: predicted from the bytes autograd saves, the recomputation's working set "
+        "taken as the plain network's divided by the segments"
+        + ("." if res.cuda else "; no peak was measured here (no GPU).")
+    )
     headline = (
         say(
-            "With {segments} segments, a checkpointed ResNet holds {share} of its plain network's activation "
-            "memory at the peak of backward, its recomputation counted.",
+            "With {segments} segments, a checkpointed ResNet is predicted to hold {share} of its plain network's "
+            "activation memory at the peak of backward" + how,
             segments=segments,
             share=lo,
         )
         if lo is hi
         else say(
-            "With {segments} segments, a checkpointed ResNet holds between {lo} and {hi} of its plain network's "
-            "activation memory at the peak of backward, its recomputation counted.",
+            "With {segments} segments, a checkpointed ResNet is predicted to hold between {lo} and {hi} of its "
+            "plain network's activation memory at the peak of backward" + how,
             segments=segments,
             lo=lo,
             hi=hi,
