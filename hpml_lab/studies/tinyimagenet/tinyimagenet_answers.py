@@ -101,8 +101,11 @@ def bottleneck_answer(res) -> Answer:
         "Where is the bottleneck with no loader workers and with N workers?",
         head,
         [
-            say("{v}.", v=vd.finding("data wait per batch", label_a=wnf, label_b=w0f)),
-            say("{v}.", v=vc.finding("copy + compute per batch", label_a=wnf, label_b=w0f)),
+            say(
+                "{v} (the two runs were made one after the other).",
+                v=v.finding(what, label_a=wnf, label_b=w0f),
+            )
+            for v, what in ((vd, "data wait per batch"), (vc, "copy + compute per batch"))
         ],
         [
             Background(
@@ -209,8 +212,23 @@ def throughput_findings(res) -> list[Finding]:
                     "lb": Number(f"{v}: load per core at start", loads[1], "", "measured", n=1, source=lsrc),
                 }
             out.append(say(text + ".", **slots).up())
-        else:
-            out.append(say("{v} ran at {ratio} the baseline's images per second.", v=v, ratio=ratio).up())
+        else:  # one run each, one after the other: no verdict, and the baseline's loader workers share its cores
+            out.append(
+                say(
+                    "{v} ran at {ratio} the baseline's images per second, one run each, made one after the other "
+                    "(no verdict); the baseline ran with {w} loader workers, which take cores from its own training "
+                    "step, so the ratio is not the method's alone.",
+                    v=v,
+                    ratio=ratio,
+                    w=Number(
+                        "baseline: loader workers",
+                        int(max(res.workers)),
+                        "",
+                        "setting",
+                        source="the run's config",
+                    ),
+                ).up()
+            )
     slow = _slow_baseline(t, base_ips) if out else None
     return out + ([slow] if slow is not None else [])
 
@@ -311,6 +329,9 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
     return [bottleneck_answer(res), a2, a3], dedupe(flags)
 
 
+REFERENCE_FIRST_BYTES = 112 * 112 * 64 * 4  # the reference's ImageNet stem output at 224 x 224, fp32
+
+
 def setup(cfg, res) -> Finding:
     """The training set the run had, its stem and batch."""
     return say(
@@ -328,8 +349,15 @@ def memory_note(cfg, res) -> Finding:
     first = res.first_activation
     return say(
         "Static memory (weights, gradients, momentum) {static}; budget {budget} ({note}). First activation with the "
-        "{stem} stem: {f64} per image here, {f224} at the reference's input size, and all activations {all224} per "
-        "image there.",
+        "{stem} stem: {f64} per image here, {f224} with this network's stem at the reference's input size, and all "
+        "activations {all224} per image there; the reference's own first activation, for comparison: {ref}.",
+        ref=Number(
+            "reference: first activation per image",
+            REFERENCE_FIRST_BYTES / 1e6,
+            "MB",
+            "reference",
+            source="the reference's back-of-envelope: 112 x 112 x 64 floats of 4 bytes at 224 x 224",
+        ),
         static=Number(
             "static memory", res.static_bytes / 1e6, "MB", "counted", source="parameters, gradients, momentum"
         ),
