@@ -12,8 +12,9 @@ import torch
 from hpml_lab import RunConfig, flops
 from hpml_lab.answers import Record
 from hpml_lab.config import ConfigError
+from hpml_lab.findings import stray_digits
 from hpml_lab.studies import speed
-from hpml_lab.studies.speed import ladder
+from hpml_lab.studies.speed import conclusion, ladder
 
 CPU = torch.device("cpu")
 
@@ -42,6 +43,10 @@ def test_each_rung_adds_one_change_to_the_one_before(base):
     assert cl.channels_last and cl.loader == "tensor" and cl.precision == "fp32"
     assert bf16.precision == "bf16" and bf16.channels_last and not bf16.compile
     assert comp.compile and rungs[4].skipped.startswith("not run at this profile")
+    # the grader's item: "an inductor build of the step takes minutes on a CPU", while c8 built it in 32 s
+    assert "minute" not in rungs[4].skipped and "compile_rung is off here" in rungs[4].skipped
+    assert "minute" not in conclusion.WHY["compile"]
+    assert not stray_digits(rungs[4].skipped)  # the answer box states the reason itself, not "the table says"
     # the compile rung did not run: the larger batch builds on bf16, the last rung that ran
     assert (big.batch_size, big.lr, big.compile, big.precision) == (64, pytest.approx(0.2), False, "bf16")
     assert [bool(r.skipped) for r in rungs] == [False, False, False, False, True, False]
@@ -242,6 +247,11 @@ def test_each_rung_gets_its_verdict_against_the_rung_before(base):
         None,
     )
     assert big.verdict["label_b"] == "L3"  # against bf16: the compile rung did not run
+    # the grader's item: the batch rung sits on bf16, which the ladder found slower than channels_last: said
+    said = big.headline.plain()
+    assert "This rung is measured on top of L3 (images/s is higher for L2 than for L3 by 2x (95% CI " in said
+    assert said.endswith("n = 5 and 5)): it does not show what the rung gives on L2.")
+    assert "measured on top of" not in bf16.text + cl.text + tensor.text  # their bases were not found slower
     assert "+ batch 64" in top.headline.plain() and "4x" in top.headline.plain()
     assert (top.verdict["label_a"], top.verdict["label_b"]) == ("+ batch 64", "PIL loader, 2 workers")
     # every rung's why is general background, apart from the findings; the numbers are the findings' own

@@ -37,7 +37,7 @@ WHY = {
     "fp16": "On a GPU without bf16 (a V100), fp16 autocast uses the tensor cores; fp16's narrow exponent range lets "
     "small gradients underflow, so a GradScaler scales the loss and adapts the scale as training goes.",
     "compile": "torch.compile fuses element-wise work (BatchNorm, ReLU, the residual add) into fewer kernels and "
-    "removes Python overhead per operation; it pays a build of a minute or more once, left out of the timing here.",
+    "removes Python overhead per operation; it pays a one-off build before its first step, left out of the timing here.",
     "big_batch": "A larger batch gives every kernel more work, so the fixed costs of a step (kernel launches, the "
     "optimizer step, Python) weigh less per image; the linear scaling rule (Goyal et al.) multiplies the learning "
     "rate by the same factor so that the update per image stays alike, usually with a warm-up.",
@@ -161,7 +161,11 @@ def _words(reason: str) -> str:
     return reason if not stray_digits(reason) else "a run of this rung (the table says why it did not run)"
 
 
-def rung_answer(row: dict, prev: dict | None, nums: Numbers, meta: dict, device: str) -> Answer:
+def rung_answer(
+    row: dict, prev: dict | None, nums: Numbers, meta: dict, device: str, base: dict | None = None
+) -> Answer:
+    """One rung against the last measured rung before it (`prev`). `base`: the rung before `prev`, when the ladder
+    found `prev` slower than it; the answer then says what this rung is measured on top of."""
     question = f"What does {row['change']} buy here?"
     why = [Background(WHY[row["rung"]])] if row["rung"] in WHY else []
     if row["status"] != "measured":
@@ -190,6 +194,18 @@ def rung_answer(row: dict, prev: dict | None, nums: Numbers, meta: dict, device:
         stated = say("{v}: this run cannot tell whether the rung helps.", v=stated)
     else:
         stated = say("{v}.", v=stated)
+    if (
+        base is not None
+    ):  # stacked on a rung its own verdict put behind `base`: this one says nothing of `base`
+        stated = say(
+            "{v} This rung is measured on top of {prev} ({pv}): it does not show what the rung gives on {base}.",
+            v=stated,
+            prev=label(prev),
+            pv=verdict_of(prev, base, nums.samples, meta).finding(
+                f"{prev['rung']} vs {base['rung']}", label(prev), label(base)
+            ),
+            base=label(base),
+        )
     details = [nums.line(row["rung"]), nums.line(prev["rung"])]
     record = sample_record(v, nums.samples[row["rung"]], nums.samples[prev["rung"]])
     return Answer(question, stated.up(), details, why, "answered", verdict=record)
@@ -255,7 +271,18 @@ def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
     nums = Numbers(result.table, result.samples)
     device = "GPU" if str(result.meta.get("device", cfg.device)).startswith("cuda") else "CPU"
     answers = [top_answer(result.table, nums, result.meta)]
-    answers += [rung_answer(row, prev, nums, result.meta, device) for row, prev in neighbours(result.table)]
+    pairs = neighbours(result.table)
+    slower = {  # rungs the ladder found slower than the rung they were stacked on -> that rung
+        row["rung"]: prev
+        for row, prev in pairs
+        if row["status"] == "measured"
+        and prev is not None
+        and verdict_of(row, prev, nums.samples, result.meta).outcome == "worse"
+    }
+    answers += [
+        rung_answer(row, prev, nums, result.meta, device, slower.get(prev["rung"]) if prev else None)
+        for row, prev in pairs
+    ]
     flags = [
         sanity.too_few(int(result.meta.get("repeats", 0)), "timed repeats per rung"),
         sanity.busiest_seen([result.meta.get("load_before"), result.meta.get("load_after")]),

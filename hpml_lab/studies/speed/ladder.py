@@ -13,7 +13,7 @@ The rungs, cumulative (each keeps everything the rungs before it turned on):
 5. compile: torch.compile (inductor), built in the warm-up, not in a timed repeat;
 6. big_batch: the batch times `batch_factor`, the learning rate scaled by the same factor (Goyal et al. 2017).
 
-A rung that cannot run here, or that this profile leaves out (torch.compile builds for minutes on a CPU), is kept
+A rung that cannot run here, or that this profile leaves out (torch.compile, whose build c8 times), is kept
 as a row that says why; the rung after it builds on the last rung that ran.
 
 Every rung has its own model, optimizer and loader (bench_measure's trainer, training.train_step's step), all built
@@ -158,7 +158,7 @@ def plan(cfg: RunConfig, settings, device: torch.device) -> list[Rung]:
     )
     compiled = last.replace(compile=True)
     why = (
-        "not run at this profile (compile_rung is off: an inductor build of the step takes minutes on a CPU)"
+        "not run at this profile (compile_rung is off here; the torch.compile report times the compiled step and its build)"
         if settings.compile_rung == "off"
         else compile_available(compiled.compile_backend, device.type)
     )
