@@ -354,6 +354,7 @@ def stacked_bars(table: pd.DataFrame, by: str, parts: list[str], xlabel: str) ->
         ax.barh(labels, table[col], left=left, label=col)
         left = left + table[col]
     ax.set_xlabel(xlabel)
+    ax.set_ylabel(by)  # one bar per value of `by`; else the figure's caption reads "value against <xlabel>"
     legend_outside(ax)
     fig.tight_layout()
     return fig
