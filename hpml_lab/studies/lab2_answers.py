@@ -72,17 +72,24 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     )
     total = counted("batches", len(b))
     loss_v, acc_v = v.finding("C1 loss", la, lb), va.finding("C1 top-1", la, lb)
-    rise = say("top-1 went from {a} to {b} over {n} batches (chance {c})", a=top0, b=top1, n=total, c=chance)
+    rise = say(
+        "the mean top-1 went from {a} over {lb} to {b} over {la} ({n} batches in all; chance {c})",
+        a=top0,
+        b=top1,
+        lb=lb,
+        la=la,
+        n=total,
+        c=chance,
+    )
     above = top1.value > chance.value
+    # a loss not clearly below chance is no learning, whatever top-1 did (c7 says "has not learned" of it)
+    loss_at_chance = sanity.at_chance(list(b["loss"]), classes)
     details: list = []
+    chance_loss = Number(
+        "chance loss", sanity.chance_loss(classes), "", "predicted", source=f"ln {classes}: a uniform guess"
+    )
     if diverged:
-        cl = Number(
-            "chance loss",
-            sanity.chance_loss(classes),
-            "",
-            "predicted",
-            source=f"ln {classes}: a uniform guess",
-        )
+        cl = chance_loss
         finite = int(b["loss"].map(math.isfinite).sum())
         head = (
             say(
@@ -99,19 +106,38 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
                 cl=cl,
             )
         )
-    elif (v.outcome == "better" or va.outcome == "better") and above:
-        decided, other = (loss_v, acc_v) if v.outcome == "better" else (acc_v, loss_v)
-        head = say("The run learned: {v}", v=decided)
-        details = [say("{v}", v=other).up(), say("{r}: above chance", r=rise).up()]
-    elif v.outcome == "better":
+    elif v.outcome == "better" and above and not loss_at_chance:
+        head = say("The run learned: {v}", v=loss_v)
+        details = [say("{v}", v=acc_v).up(), say("{r}: above chance", r=rise).up()]
+    elif v.outcome == "better" and not loss_at_chance:
         head = say("No learning shows in the accuracy yet: {r}, not above chance", r=rise)
         details = [say("{v}", v=loss_v).up()]
+    elif v.outcome == "better":
+        head = say(
+            "This run does not show learning: the loss is not clearly below the chance loss ({cl}) at the end, "
+            "although {v}",
+            cl=chance_loss,
+            v=loss_v,
+        )
+        details = [say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
+    elif v.outcome == "tie" and v.reason != "too few samples" and va.outcome == "better":
+        head = say("This run does not show learning: {v}", v=loss_v)
+        details = [say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
     elif v.reason == "too few samples":
         head = say("Too few batches at each end to tell whether the run learned: {v}", v=loss_v)
-        details = [say("The mean loss went from {l0} to {l1}, and {r}", l0=l0, l1=l1, r=rise)]
+        details = [
+            say(
+                "The mean loss went from {l0} over {lb} to {l1} over {la}, and {r}",
+                l0=l0,
+                lb=lb,
+                l1=l1,
+                la=la,
+                r=rise,
+            )
+        ]
     elif v.outcome == "worse":
         head = say("The run did not learn: {v}", v=loss_v)
-        details = [say("{r}", r=rise).up()]
+        details = [say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
     else:
         head = say("The run did not measurably learn: {v}", v=loss_v)
         details = [say("{r}", r=rise).up()]
@@ -208,7 +234,12 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         )
         mfu = num("training compute, share of this device's peak", steady["mfu"], "%", 100)
         details.append(
-            say("The training compute ran at {mfu} of this device's peak ({peak})", mfu=mfu, peak=peak)
+            say(
+                "The training compute reached {mfu} of this device's peak; {peak} is that peak, not the rate "
+                "training ran at",
+                mfu=mfu,
+                peak=peak,
+            )
         )
         if mfu.value > 100:
             details.append(say("That is more than the whole peak: the peak was measured under another load"))
@@ -222,9 +253,11 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         if note is not None:
             details.append(note)
     details += warmup_findings(ep)
-    step = first_step_finding(run.batches)
+    step, verdict = first_step_finding(run.batches), None
     if step is not None:
         details.append(step)
+        sv, rest, firsts = first_step_verdict(run.batches)
+        verdict = {"first_step": sample_record(sv, rest, firsts)}
     if (
         step is not None and cfg.num_workers > 0
     ):  # with no worker process there is no worker start-up to explain
@@ -234,7 +267,11 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
                 "training, so part of their start-up can land in the first step's training time."
             )
         )
-    return [Answer("C2: data-loading, training and total time per epoch", head, details, background)], flags
+    return [
+        Answer(
+            "C2: data-loading, training and total time per epoch", head, details, background, verdict=verdict
+        )
+    ], flags
 
 
 STEADY_SPREAD = 1.1  # later epochs whose longest is more than this times the shortest are not steady
@@ -273,21 +310,32 @@ def warmup_findings(ep: pd.DataFrame) -> list[Finding]:
     ]
 
 
-def first_step_finding(batches: pd.DataFrame) -> Finding | None:
-    """Each epoch's first training step against the later steps: a verdict."""
-    firsts = batches.groupby("epoch")["train_s"].first()
-    rest = batches[batches.groupby("epoch").cumcount() > 0]["train_s"]
-    if rest.empty:
-        return None
+def first_step_verdict(batches: pd.DataFrame):
+    """Each epoch's first training step against the later steps: (verdict, later steps, first steps)."""
+    firsts = list(batches.groupby("epoch")["train_s"].first())
+    rest = list(batches[batches.groupby("epoch").cumcount() > 0]["train_s"])
     v = compare(  # each epoch's first step and its later steps take turns, so the load hits both alike
-        list(rest),
-        list(firsts),
-        "later steps",
-        "the first step of an epoch",
-        what="training time",
+        rest,
+        firsts,
+        "a later step",
+        "an epoch's first step",
+        what="training time per step",
         interleaved=True,
     )
-    return say("Per step: {v}", v=v.finding("C2 first step"))
+    return v, rest, firsts
+
+
+def first_step_finding(batches: pd.DataFrame) -> Finding | None:
+    """Each epoch's first training step against the later steps, as its verdict states it: a comparison within
+    epochs (per step), which the per-epoch warm-up sentence does not contradict; no table shows per-step times."""
+    if not (batches.groupby("epoch").cumcount() > 0).any():
+        return None
+    v, _, _ = first_step_verdict(batches)
+    return say(
+        "Within each epoch, per step (medians over the run's steps; a comparison of steps, not of whole epochs, "
+        "and no table here shows it): {v}",
+        v=v.finding("C2 first step"),
+    )
 
 
 # C3 times the loader alone: no model, optimizer or lr to compare, but the lab's batch and whole dataset
@@ -825,10 +873,18 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     )  # extra epoch-1 time beyond the step gap
     e_step = num("eager: compute per step", eag, "ms", 1000)
     c_step = num("compiled: compute per step", comp, "ms", 1000)
-    head = say("{v}", v=v.finding("C8 step")).up()
-    details = [say("Per step after warm-up: eager {e}, compiled {c}", e=e_step, c=c_step)]
-    if cost > 0:
-        cost_n = Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1)
+    ran = counted("compiled steps run", int(allb["compile"].eq(True).sum()))
+    per_step = say(
+        "Per step after warm-up, from the two runs made one after the other (not interleaved): {v}",
+        v=v.finding("C8 step"),
+    )
+    details = [per_step, say("Per step after warm-up (medians): eager {e}, compiled {c}", e=e_step, c=c_step)]
+    cost_n = (
+        Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1)
+        if cost > 0
+        else None
+    )
+    if cost_n is not None:
         details.append(
             say(
                 "Beyond the per-step gap, the compiled run's first epoch took {cost} more than eager's (one first "
@@ -840,7 +896,7 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         details.append(
             say("Compiling added no measurable time to the first epoch beyond the per-step difference")
         )
-    if v.outcome == "better" and cost > 0:
+    if v.outcome == "better" and cost_n is not None:
         steps = cost / (med_e - med_c)
         src = "compile cost / (eager step - compiled step), from the medians above"
         even = Number("break-even", steps, "steps", "predicted", source=src)
@@ -848,28 +904,37 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             "break-even images", steps * cfg.batch_size, "images", "predicted", source=src + " x batch size"
         )
         batch = setting("batch_size", int(cfg.batch_size))
-        details.append(
-            say(
-                "It pays back after about {even} ({images} at batch {batch})",
-                even=even,
-                images=images,
-                batch=batch,
-            )
+        paid = steps <= ran.value
+        head = say(
+            (
+                "Compiling paid off within the {ran} steps run: its compile cost ({cost}) is paid back after about "
+                "{even}"
+                if paid
+                else "Compiling did not pay off within the {ran} steps run: its compile cost ({cost}) would be paid "
+                "back only after about {even}"
+            ),
+            ran=ran,
+            cost=cost_n,
+            even=even,
         )
+        details.append(say("That break-even is {images} at batch {batch}", images=images, batch=batch))
     elif v.outcome == "better":
-        details.append(say("It pays back from the first steps"))
+        head = say(
+            "Compiling paid off from the first of the {ran} steps run: the compiled run's first epoch held no "
+            "measurable compile cost",
+            ran=ran,
+        )
     elif v.reason == "too few samples":
-        details.append(say("Too few steps to tell whether compiling pays back"))
+        head = say("Too few steps to tell whether compiling pays off")
     else:
-        details.append(
-            say(
-                "With no measurable gain per step, this run does not show compiling paying back at this size and setting"
-            )
+        head = say(
+            "This run does not show compiling paying off at this size and setting: with no measurable gain per "
+            "step, the compile cost is not paid back"
         )
     background = [
         Background(
             "Compiling costs time once, on the first steps, and can pay back later when each compiled step is "
-            "cheaper; on a CPU and a small model the gain per step is often small."
+            "cheaper; how much a step gains depends on the model, its size and the device."
         )
     ]
     return [Answer(question, head, details, background, verdict=sample_record(v, comp, eag))], dedupe(flags)
