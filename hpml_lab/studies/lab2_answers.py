@@ -691,23 +691,25 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     bst = best(samples, what="last-epoch training loss", interleaved=False)  # runs one after the other
     tied = [t for t in bst.tied if t != bst.label]
     finals = {k: num(f"{k}: last-epoch batch loss", x, "") for k, x in samples.items()}
-    if at_chance:
+    if len(at_chance) == len(samples) or (not tied and bst.label in at_chance):
         head = say(
-            "No winner can be named: {names} did not get clearly below chance loss in {e} epochs, so which "
-            "setting trains best is not shown by this run",
-            names=", ".join(at_chance),
+            "No winner can be named: {names} clearly below chance loss in {e} epochs, so which setting trains "
+            "best is not shown by this run",
+            names=not_below(at_chance),
             e=epochs,
         )
-    elif tied:
+    elif tied:  # the leaders tie: that is why no winner, whatever the others did
         head = say(
-            "The settings cannot be told apart on last-epoch training loss: a tie ({best} had the lowest median, "
-            "{loss})",
+            "No winner can be named: {best} had the lowest median batch loss of the last epoch ({loss}) but "
+            "cannot be told apart from {tied}: a tie",
             best=bst.label,
             loss=finals[bst.label],
+            tied=join([say("{t}", t=t) for t in tied], ", ", " and "),
         )
     else:
         head = say(
-            "Lowest last-epoch training loss: {best} ({loss}), separated from each other setting after {e} epochs",
+            "Lowest last-epoch training loss: {best} (median batch loss {loss}), separated from each other "
+            "setting after {e} epochs",
             best=bst.label,
             loss=finals[bst.label],
             e=epochs,
@@ -715,7 +717,7 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     labels = {k: k for k in samples}
     details = [
         say(
-            "Last-epoch batch loss (median): {all}",
+            "Median batch loss of the last epoch (the table's loss is each epoch's mean): {all}",
             all=join([say("{k} {x}", k=k, x=x) for k, x in finals.items()], ", "),
         )
     ]
@@ -731,6 +733,16 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
         },
     }
     return [Answer(question, head, details, background, verdict=verdict)], dedupe(flags)
+
+
+def not_below(names: list[str]) -> Finding:
+    """'A did not get' / 'neither A nor B got' / 'A, B and C did not get': a list of settings that stayed at chance,
+    read as a sentence for any count."""
+    if len(names) == 1:
+        return say("{a} did not get", a=names[0])
+    if len(names) == 2:
+        return say("neither {a} nor {b} got", a=names[0], b=names[1])
+    return say("{all} did not get", all=join([say("{n}", n=n) for n in names], ", ", " and "))
 
 
 SHOWN_SETTINGS = {("norm", "bn"): "BatchNorm", ("norm", "none"): "no BatchNorm"}
