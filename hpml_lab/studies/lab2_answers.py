@@ -554,9 +554,13 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     details = [say("Compute: {c}", c=vc.finding("C4 compute", *lab)), *details]
     details.append(
         say(
-            "Both are per training step, from every batch after each run's warm-up epoch; the counts ran one after the other, not interleaved"
+            "Both compare medians per training step, from every batch after each run's warm-up epoch; the counts "
+            "ran one after the other, not interleaved"
         )
     )
+    epoch_note = per_epoch_wait_note(summary, waits, labels, against)
+    if epoch_note is not None:
+        details.append(epoch_note)
     return [
         Answer(
             question,
@@ -572,6 +576,40 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             },
         )
     ], dedupe(flags)
+
+
+def per_epoch_wait_note(summary, waits: dict, labels: dict, against: int) -> Finding | None:
+    """When the table's data wait per epoch (median epoch) orders the two counts otherwise than the median wait per
+    step does, both aggregates named and why they can differ; None when they agree or the table lacks the column."""
+    if summary is None or "data_median_s" not in summary:
+        return None
+    per_epoch = {int(n): float(x) for n, x in zip(summary["num_workers"], summary["data_median_s"])}
+    if against not in per_epoch or 1 not in per_epoch:
+        return None
+    if (waits[against].value - waits[1].value) * (per_epoch[against] - per_epoch[1]) >= 0:
+        return None
+    counts = dict(
+        zip(summary["num_workers"].astype(int), summary["n"] if "n" in summary else [1] * len(summary))
+    )
+    ep = {
+        n: Number(
+            f"{workers(n)}: data wait per epoch (median epoch)",
+            per_epoch[n],
+            "s",
+            "measured",
+            n=int(counts[n]),
+        )
+        for n in (against, 1)
+    }
+    return say(
+        "The table's data wait is per epoch ({ea} with {wa}, {eb} with {wb}: median epoch) and orders the two "
+        "counts the other way round from the median per step: an epoch's total holds every step's wait, the few "
+        "long ones too (such as a worker's start-up on an epoch's first step), which a median per step leaves out",
+        ea=ep[against],
+        wa=labels[against],
+        eb=ep[1],
+        wb=labels[1],
+    )
 
 
 def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:

@@ -374,6 +374,28 @@ def test_c4_compares_and_says_not_interleaved(tmp_path):
     assert answers[0].verdict["compute"]["outcome"] == "better" and answers[0].verdict["interleaved"] is False
 
 
+def test_c4_per_epoch_table_ordering_otherwise_is_explained(tmp_path):
+    """Grader (lab 2): 'cannot be told apart on data wait per step' with 0 workers waiting ~6x longer per step,
+    beside a table whose per-epoch data wait is lower for 0 workers (1 worker's start-up on its first step)."""
+    one = batches(FAST, data=lambda i: 0.13 if i == 0 else 0.003)
+    items = sweep(tmp_path, "num_workers", {0: batches(SLOW, data=0.0185), 1: one})
+    summary = pd.DataFrame({"num_workers": [0, 1], "n": [1, 1], "data_median_s": [0.0645, 0.135]})
+    out = SimpleNamespace(best=1, against=0, items=items, c3_rows=None, summary=summary)
+    answers, _ = lab2_answers.c4(RunConfig(task="c4"), out)
+    text = answers[0].text
+    assert holds(answers) == []
+    assert (
+        "The table's data wait is per epoch (0.0645 s with 0 workers, 0.135 s with 1 worker: median epoch)"
+        in text
+    )
+    assert (
+        "a worker's start-up on an epoch's first step" in text and "compare medians per training step" in text
+    )
+    summary["data_median_s"] = [0.135, 0.0645]  # the same order as per step: nothing to explain
+    text = lab2_answers.c4(RunConfig(task="c4"), out)[0][0].text
+    assert "The table's data wait is per epoch" not in text
+
+
 def test_c3_unmeasured_causes_are_background_and_the_design_is_said():
     """Grader (issue 27): c3 stated 'add start-up and scheduling cost without adding compute' as this run's fact."""
     rows = _c3_rows({0: [0.9, 0.91, 0.92], 2: [0.30, 0.31, 0.29], 4: [0.5, 0.51, 0.49]})
