@@ -59,9 +59,10 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     la, lb = _ends(kn, "last"), _ends(kn, "first")
     # the first batches ran before the last ones (one run), but a loss or top-1 does not depend on the load
     seq = dict(interleaved=False)
-    v = compare(last["loss"], first["loss"], la.plain(), lb.plain(), what="training loss", **seq)
+    # a verdict's ratio is of medians: its sentence names that aggregate (the means are said beside it, as means)
+    v = compare(last["loss"], first["loss"], la.plain(), lb.plain(), what="median training loss", **seq)
     va = compare(
-        last["acc"], first["acc"], la.plain(), lb.plain(), what="top-1", lower_is_better=False, **seq
+        last["acc"], first["acc"], la.plain(), lb.plain(), what="median top-1", lower_is_better=False, **seq
     )
     l0 = Number("mean loss, first batches", float(first["loss"].mean()), "", "measured", n=k)
     l1 = Number("mean loss, last batches", float(last["loss"].mean()), "", "measured", n=k)

@@ -100,6 +100,11 @@ def test_c1_learned_from_loss_and_top1_above_chance():
     acc = [0.1 + 0.01 * i for i in range(40)]
     answers, flags = lab2_answers.c1(CFG, run([2.3 - 0.03 * i for i in range(40)], acc))
     assert answers[0].text.startswith("The run learned") and "above chance" in answers[0].text
+    # grader (lab 2): each sentence names its aggregate: the verdicts' medians, the rise's means
+    assert answers[0].text.startswith("The run learned: median training loss is lower for the last 4 batches")
+    assert (
+        "The mean top-1 went from 11.5% over the first 4 batches to 47.5% over the last 4" in answers[0].text
+    )
     assert (
         answers[0].verdict["loss"]["outcome"] == "better"
         and answers[0].verdict["top1"]["outcome"] == "better"
@@ -110,7 +115,9 @@ def test_c1_learned_from_loss_and_top1_above_chance():
 def test_c1_loss_fell_but_top1_at_chance_says_no_learning_in_accuracy():
     answers, flags = lab2_answers.c1(CFG, run([2.3 - 0.03 * i for i in range(40)]))
     # the loss's own verdict is stated (was test_findings' c1 learning run)
-    assert "Training loss is lower for the last 4 batches than for the first 4 batches" in answers[0].text
+    assert (
+        "Median training loss is lower for the last 4 batches than for the first 4 batches" in answers[0].text
+    )
     assert answers[0].verdict["loss"]["outcome"] == "better" and flags == []
     assert (
         answers[0].text.startswith("No learning shows in the accuracy yet")
@@ -153,12 +160,12 @@ def test_c1_loss_tie_with_top1_learning_says_no_measurable_change_as_a_verdict()
     assert text.startswith(
         "This run does not show learning: the last 4 batches and the first 4 batches cannot"
     )
-    assert "The run learned" not in text and "Top-1 is higher for the last 4 batches" in text
+    assert "The run learned" not in text and "Median top-1 is higher for the last 4 batches" in text
     assert (
         "no measurable change" not in text
         and "Training loss: the last 4 batches and the first 4 batches cannot" not in text
     )
-    assert "cannot be told apart on training loss" in text and holds(answers) == []
+    assert "cannot be told apart on median training loss" in text and holds(answers) == []
 
 
 def test_c1_loss_lower_but_not_below_chance_is_not_learning():
@@ -182,7 +189,7 @@ def test_c1_flat_loss_did_not_learn():
 def test_c1_loss_rose_says_so_with_its_verdict():
     answers, _ = lab2_answers.c1(CFG, run([2.0 + 0.005 * i for i in range(40)]))
     assert answers[0].text.startswith(
-        "The run did not learn: training loss is lower for the first 4 batches than for the last 4 batches"
+        "The run did not learn: median training loss is lower for the first 4 batches than for the last 4 batches"
     )
     assert answers[0].verdict["loss"]["outcome"] == "worse" and holds(answers) == []
 
@@ -197,9 +204,9 @@ def test_c1_loss_rose_while_top1_rose_says_the_loss_rose():
         answers[0].verdict["loss"]["outcome"] == "worse" and answers[0].verdict["top1"]["outcome"] == "better"
     )
     assert text.startswith(
-        "The run did not learn: training loss is lower for the first 4 batches than for the last"
+        "The run did not learn: median training loss is lower for the first 4 batches than for the last"
     )
-    assert "Top-1 is higher for the last 4 batches" in text and "The run learned" not in text
+    assert "Median top-1 is higher for the last 4 batches" in text and "The run learned" not in text
     assert "no measurable change" not in text
     assert holds(answers) == []
 
