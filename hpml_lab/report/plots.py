@@ -46,7 +46,10 @@ def loss_accuracy(batches: pd.DataFrame, title: str = "", smooth: int = 0) -> pl
         ax.plot(batches["step"], y, lw=0.9, alpha=0.5 if smooth > 1 else 1.0, label="per batch")
         if smooth > 1:
             ax.plot(
-                batches["step"], y.rolling(smooth, min_periods=1).mean(), lw=1.8, label=f"mean of {smooth}"
+                batches["step"],
+                y.rolling(smooth, min_periods=1).mean(),
+                lw=1.8,
+                label=f"running mean of {smooth} batches",
             )
             ax.legend(frameon=False)
         _epoch_boundaries(ax, batches)
@@ -296,7 +299,7 @@ def loss_curves(runs, smooth: int = 5, chance: float | None = None):
             batches["loss"].rolling(smooth, min_periods=1).mean(),
             lw=1.8,
             color=line.get_color(),
-            label=f"{label} (mean of {smooth})",
+            label=f"{label} (running mean of {smooth} batches)",
         )
     if chance is not None:
         ax.axhline(chance, color="0.3", ls=":", lw=1.2, label="chance (uniform guess, ln classes)")

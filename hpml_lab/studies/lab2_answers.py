@@ -59,9 +59,10 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     la, lb = _ends(kn, "last"), _ends(kn, "first")
     # the first batches ran before the last ones (one run), but a loss or top-1 does not depend on the load
     seq = dict(interleaved=False)
-    v = compare(last["loss"], first["loss"], la.plain(), lb.plain(), what="training loss", **seq)
+    # a verdict's ratio is of medians: its sentence names that aggregate (the means are said beside it, as means)
+    v = compare(last["loss"], first["loss"], la.plain(), lb.plain(), what="median training loss", **seq)
     va = compare(
-        last["acc"], first["acc"], la.plain(), lb.plain(), what="top-1", lower_is_better=False, **seq
+        last["acc"], first["acc"], la.plain(), lb.plain(), what="median top-1", lower_is_better=False, **seq
     )
     l0 = Number("mean loss, first batches", float(first["loss"].mean()), "", "measured", n=k)
     l1 = Number("mean loss, last batches", float(last["loss"].mean()), "", "measured", n=k)
@@ -72,17 +73,24 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     )
     total = counted("batches", len(b))
     loss_v, acc_v = v.finding("C1 loss", la, lb), va.finding("C1 top-1", la, lb)
-    rise = say("top-1 went from {a} to {b} over {n} batches (chance {c})", a=top0, b=top1, n=total, c=chance)
+    rise = say(
+        "the mean top-1 went from {a} over {lb} to {b} over {la} ({n} batches in all; chance {c})",
+        a=top0,
+        b=top1,
+        lb=lb,
+        la=la,
+        n=total,
+        c=chance,
+    )
     above = top1.value > chance.value
+    # a loss not clearly below chance is no learning, whatever top-1 did (c7 says "has not learned" of it)
+    loss_at_chance = sanity.at_chance(list(b["loss"]), classes)
     details: list = []
+    chance_loss = Number(
+        "chance loss", sanity.chance_loss(classes), "", "predicted", source=f"ln {classes}: a uniform guess"
+    )
     if diverged:
-        cl = Number(
-            "chance loss",
-            sanity.chance_loss(classes),
-            "",
-            "predicted",
-            source=f"ln {classes}: a uniform guess",
-        )
+        cl = chance_loss
         finite = int(b["loss"].map(math.isfinite).sum())
         head = (
             say(
@@ -99,19 +107,38 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
                 cl=cl,
             )
         )
-    elif (v.outcome == "better" or va.outcome == "better") and above:
-        decided, other = (loss_v, acc_v) if v.outcome == "better" else (acc_v, loss_v)
-        head = say("The run learned: {v}", v=decided)
-        details = [say("{v}", v=other).up(), say("{r}: above chance", r=rise).up()]
-    elif v.outcome == "better":
+    elif v.outcome == "better" and above and not loss_at_chance:
+        head = say("The run learned: {v}", v=loss_v)
+        details = [say("{v}", v=acc_v).up(), say("{r}: above chance", r=rise).up()]
+    elif v.outcome == "better" and not loss_at_chance:
         head = say("No learning shows in the accuracy yet: {r}, not above chance", r=rise)
         details = [say("{v}", v=loss_v).up()]
+    elif v.outcome == "better":
+        head = say(
+            "This run does not show learning: the loss is not clearly below the chance loss ({cl}) at the end, "
+            "although {v}",
+            cl=chance_loss,
+            v=loss_v,
+        )
+        details = [say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
+    elif v.outcome == "tie" and v.reason != "too few samples" and va.outcome == "better":
+        head = say("This run does not show learning: {v}", v=loss_v)
+        details = [say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
     elif v.reason == "too few samples":
         head = say("Too few batches at each end to tell whether the run learned: {v}", v=loss_v)
-        details = [say("The mean loss went from {l0} to {l1}, and {r}", l0=l0, l1=l1, r=rise)]
+        details = [
+            say(
+                "The mean loss went from {l0} over {lb} to {l1} over {la}, and {r}",
+                l0=l0,
+                lb=lb,
+                l1=l1,
+                la=la,
+                r=rise,
+            )
+        ]
     elif v.outcome == "worse":
         head = say("The run did not learn: {v}", v=loss_v)
-        details = [say("{r}", r=rise).up()]
+        details = [say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
     else:
         head = say("The run did not measurably learn: {v}", v=loss_v)
         details = [say("{r}", r=rise).up()]
@@ -208,7 +235,12 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         )
         mfu = num("training compute, share of this device's peak", steady["mfu"], "%", 100)
         details.append(
-            say("The training compute ran at {mfu} of this device's peak ({peak})", mfu=mfu, peak=peak)
+            say(
+                "The training compute reached {mfu} of this device's peak; {peak} is that peak, not the rate "
+                "training ran at",
+                mfu=mfu,
+                peak=peak,
+            )
         )
         if mfu.value > 100:
             details.append(say("That is more than the whole peak: the peak was measured under another load"))
@@ -222,9 +254,11 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         if note is not None:
             details.append(note)
     details += warmup_findings(ep)
-    step = first_step_finding(run.batches)
+    step, verdict = first_step_finding(run.batches), None
     if step is not None:
         details.append(step)
+        sv, rest, firsts = first_step_verdict(run.batches)
+        verdict = {"first_step": sample_record(sv, rest, firsts)}
     if (
         step is not None and cfg.num_workers > 0
     ):  # with no worker process there is no worker start-up to explain
@@ -234,7 +268,11 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
                 "training, so part of their start-up can land in the first step's training time."
             )
         )
-    return [Answer("C2: data-loading, training and total time per epoch", head, details, background)], flags
+    return [
+        Answer(
+            "C2: data-loading, training and total time per epoch", head, details, background, verdict=verdict
+        )
+    ], flags
 
 
 STEADY_SPREAD = 1.1  # later epochs whose longest is more than this times the shortest are not steady
@@ -273,21 +311,32 @@ def warmup_findings(ep: pd.DataFrame) -> list[Finding]:
     ]
 
 
-def first_step_finding(batches: pd.DataFrame) -> Finding | None:
-    """Each epoch's first training step against the later steps: a verdict."""
-    firsts = batches.groupby("epoch")["train_s"].first()
-    rest = batches[batches.groupby("epoch").cumcount() > 0]["train_s"]
-    if rest.empty:
-        return None
+def first_step_verdict(batches: pd.DataFrame):
+    """Each epoch's first training step against the later steps: (verdict, later steps, first steps)."""
+    firsts = list(batches.groupby("epoch")["train_s"].first())
+    rest = list(batches[batches.groupby("epoch").cumcount() > 0]["train_s"])
     v = compare(  # each epoch's first step and its later steps take turns, so the load hits both alike
-        list(rest),
-        list(firsts),
-        "later steps",
-        "the first step of an epoch",
-        what="training time",
+        rest,
+        firsts,
+        "a later step",
+        "an epoch's first step",
+        what="training time per step",
         interleaved=True,
     )
-    return say("Per step: {v}", v=v.finding("C2 first step"))
+    return v, rest, firsts
+
+
+def first_step_finding(batches: pd.DataFrame) -> Finding | None:
+    """Each epoch's first training step against the later steps, as its verdict states it: a comparison within
+    epochs (per step), which the per-epoch warm-up sentence does not contradict; no table shows per-step times."""
+    if not (batches.groupby("epoch").cumcount() > 0).any():
+        return None
+    v, _, _ = first_step_verdict(batches)
+    return say(
+        "Within each epoch, per step (medians over the run's steps; a comparison of steps, not of whole epochs, "
+        "and no table here shows it): {v}",
+        v=v.finding("C2 first step"),
+    )
 
 
 # C3 times the loader alone: no model, optimizer or lr to compare, but the lab's batch and whole dataset
@@ -506,9 +555,13 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     details = [say("Compute: {c}", c=vc.finding("C4 compute", *lab)), *details]
     details.append(
         say(
-            "Both are per training step, from every batch after each run's warm-up epoch; the counts ran one after the other, not interleaved"
+            "Both compare medians per training step, from every batch after each run's warm-up epoch; the counts "
+            "ran one after the other, not interleaved"
         )
     )
+    epoch_note = per_epoch_wait_note(summary, waits, labels, against)
+    if epoch_note is not None:
+        details.append(epoch_note)
     return [
         Answer(
             question,
@@ -524,6 +577,40 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             },
         )
     ], dedupe(flags)
+
+
+def per_epoch_wait_note(summary, waits: dict, labels: dict, against: int) -> Finding | None:
+    """When the table's data wait per epoch (median epoch) orders the two counts otherwise than the median wait per
+    step does, both aggregates named and why they can differ; None when they agree or the table lacks the column."""
+    if summary is None or "data_median_s" not in summary:
+        return None
+    per_epoch = {int(n): float(x) for n, x in zip(summary["num_workers"], summary["data_median_s"])}
+    if against not in per_epoch or 1 not in per_epoch:
+        return None
+    if (waits[against].value - waits[1].value) * (per_epoch[against] - per_epoch[1]) >= 0:
+        return None
+    counts = dict(
+        zip(summary["num_workers"].astype(int), summary["n"] if "n" in summary else [1] * len(summary))
+    )
+    ep = {
+        n: Number(
+            f"{workers(n)}: data wait per epoch (median epoch)",
+            per_epoch[n],
+            "s",
+            "measured",
+            n=int(counts[n]),
+        )
+        for n in (against, 1)
+    }
+    return say(
+        "The table's data wait is per epoch ({ea} with {wa}, {eb} with {wb}: median epoch) and orders the two "
+        "counts the other way round from the median per step: an epoch's total holds every step's wait, the few "
+        "long ones too (such as a worker's start-up on an epoch's first step), which a median per step leaves out",
+        ea=ep[against],
+        wa=labels[against],
+        eb=ep[1],
+        wb=labels[1],
+    )
 
 
 def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -643,23 +730,25 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     bst = best(samples, what="last-epoch training loss", interleaved=False)  # runs one after the other
     tied = [t for t in bst.tied if t != bst.label]
     finals = {k: num(f"{k}: last-epoch batch loss", x, "") for k, x in samples.items()}
-    if at_chance:
+    if len(at_chance) == len(samples) or (not tied and bst.label in at_chance):
         head = say(
-            "No winner can be named: {names} did not get clearly below chance loss in {e} epochs, so which "
-            "setting trains best is not shown by this run",
-            names=", ".join(at_chance),
+            "No winner can be named: {names} clearly below chance loss in {e} epochs, so which setting trains "
+            "best is not shown by this run",
+            names=not_below(at_chance),
             e=epochs,
         )
-    elif tied:
+    elif tied:  # the leaders tie: that is why no winner, whatever the others did
         head = say(
-            "The settings cannot be told apart on last-epoch training loss: a tie ({best} had the lowest median, "
-            "{loss})",
+            "No winner can be named: {best} had the lowest median batch loss of the last epoch ({loss}) but "
+            "cannot be told apart from {tied}: a tie",
             best=bst.label,
             loss=finals[bst.label],
+            tied=join([say("{t}", t=t) for t in tied], ", ", " and "),
         )
     else:
         head = say(
-            "Lowest last-epoch training loss: {best} ({loss}), separated from each other setting after {e} epochs",
+            "Lowest last-epoch training loss: {best} (median batch loss {loss}), separated from each other "
+            "setting after {e} epochs",
             best=bst.label,
             loss=finals[bst.label],
             e=epochs,
@@ -667,7 +756,7 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     labels = {k: k for k in samples}
     details = [
         say(
-            "Last-epoch batch loss (median): {all}",
+            "Median batch loss of the last epoch (the table's loss is each epoch's mean): {all}",
             all=join([say("{k} {x}", k=k, x=x) for k, x in finals.items()], ", "),
         )
     ]
@@ -683,6 +772,16 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
         },
     }
     return [Answer(question, head, details, background, verdict=verdict)], dedupe(flags)
+
+
+def not_below(names: list[str]) -> Finding:
+    """'A did not get' / 'neither A nor B got' / 'A, B and C did not get': a list of settings that stayed at chance,
+    read as a sentence for any count."""
+    if len(names) == 1:
+        return say("{a} did not get", a=names[0])
+    if len(names) == 2:
+        return say("neither {a} nor {b} got", a=names[0], b=names[1])
+    return say("{all} did not get", all=join([say("{n}", n=n) for n in names], ", ", " and "))
 
 
 SHOWN_SETTINGS = {("norm", "bn"): "BatchNorm", ("norm", "none"): "no BatchNorm"}
@@ -825,10 +924,18 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     )  # extra epoch-1 time beyond the step gap
     e_step = num("eager: compute per step", eag, "ms", 1000)
     c_step = num("compiled: compute per step", comp, "ms", 1000)
-    head = say("{v}", v=v.finding("C8 step")).up()
-    details = [say("Per step after warm-up: eager {e}, compiled {c}", e=e_step, c=c_step)]
-    if cost > 0:
-        cost_n = Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1)
+    ran = counted("compiled steps run", int(allb["compile"].eq(True).sum()))
+    per_step = say(
+        "Per step after warm-up, from the two runs made one after the other (not interleaved): {v}",
+        v=v.finding("C8 step"),
+    )
+    details = [per_step, say("Per step after warm-up (medians): eager {e}, compiled {c}", e=e_step, c=c_step)]
+    cost_n = (
+        Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1)
+        if cost > 0
+        else None
+    )
+    if cost_n is not None:
         details.append(
             say(
                 "Beyond the per-step gap, the compiled run's first epoch took {cost} more than eager's (one first "
@@ -840,7 +947,7 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         details.append(
             say("Compiling added no measurable time to the first epoch beyond the per-step difference")
         )
-    if v.outcome == "better" and cost > 0:
+    if v.outcome == "better" and cost_n is not None:
         steps = cost / (med_e - med_c)
         src = "compile cost / (eager step - compiled step), from the medians above"
         even = Number("break-even", steps, "steps", "predicted", source=src)
@@ -848,28 +955,37 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             "break-even images", steps * cfg.batch_size, "images", "predicted", source=src + " x batch size"
         )
         batch = setting("batch_size", int(cfg.batch_size))
-        details.append(
-            say(
-                "It pays back after about {even} ({images} at batch {batch})",
-                even=even,
-                images=images,
-                batch=batch,
-            )
+        paid = steps <= ran.value
+        head = say(
+            (
+                "Compiling paid off within the {ran} steps run: its compile cost ({cost}) is paid back after about "
+                "{even}"
+                if paid
+                else "Compiling did not pay off within the {ran} steps run: its compile cost ({cost}) would be paid "
+                "back only after about {even}"
+            ),
+            ran=ran,
+            cost=cost_n,
+            even=even,
         )
+        details.append(say("That break-even is {images} at batch {batch}", images=images, batch=batch))
     elif v.outcome == "better":
-        details.append(say("It pays back from the first steps"))
+        head = say(
+            "Compiling paid off from the first of the {ran} steps run: the compiled run's first epoch held no "
+            "measurable compile cost",
+            ran=ran,
+        )
     elif v.reason == "too few samples":
-        details.append(say("Too few steps to tell whether compiling pays back"))
+        head = say("Too few steps to tell whether compiling pays off")
     else:
-        details.append(
-            say(
-                "With no measurable gain per step, this run does not show compiling paying back at this size and setting"
-            )
+        head = say(
+            "This run does not show compiling paying off at this size and setting: with no measurable gain per "
+            "step, the compile cost is not paid back"
         )
     background = [
         Background(
             "Compiling costs time once, on the first steps, and can pay back later when each compiled step is "
-            "cheaper; on a CPU and a small model the gain per step is often small."
+            "cheaper; how much a step gains depends on the model, its size and the device."
         )
     ]
     return [Answer(question, head, details, background, verdict=sample_record(v, comp, eag))], dedupe(flags)
