@@ -156,5 +156,5 @@ def test_chance_and_the_model_follow_the_datas_class_count(tmp_path):
     answers, flags = lab2_answers.c1(elsewhere, run)  # the count the run recorded, not the official one
     chance = {x.name: x for x in answers[0].numbers}["chance top-1"]
     assert chance.value == 25 and "4 classes" in chance.source
-    assert "(chance 25%)" in " ".join(d.plain() for d in [answers[0].headline, *answers[0].details])
+    assert "chance 25%)" in " ".join(d.plain() for d in [answers[0].headline, *answers[0].details])
     assert not [f for f in flags if f.kind == "diverged"]  # ln 4 + 0.5 is the limit, not ln 200

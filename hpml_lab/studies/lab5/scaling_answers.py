@@ -438,7 +438,8 @@ def lab5_q2(res) -> Answer:
             Background(
                 "A fixed per-worker batch with the dataset fixed gives fewer steps per epoch as workers are added; "
                 "the report defines strong scaling as a fixed global batch and weak scaling as a fixed per-worker "
-                "batch, and shows both below."
+                "batch. Each comparison below holds the per-worker batch fixed, so this report measures weak "
+                "scaling only."
             )
         ],
         status="partial" if missing else "answered",
