@@ -121,6 +121,10 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
             v=loss_v,
         )
         details = [say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
+    elif v.outcome == "tie" and v.reason != "too few samples" and va.outcome == "better" and above:
+        # the two measures disagree: say both, neither "learned" (the loss ties) nor "no learning" (top-1 rose)
+        head = say("Mixed evidence of learning: {va}, but {v}", va=acc_v, v=loss_v)
+        details = [say("{r}", r=rise).up()]
     elif v.outcome == "tie" and v.reason != "too few samples" and va.outcome == "better":
         head = say("This run does not show learning: {v}", v=loss_v)
         details = [say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
@@ -843,8 +847,9 @@ def sweep_notes(cfg, out, field: str) -> list[Finding]:
             )
             lines.append(
                 say(
-                    "{name} did not get clearly below chance (mean loss over the last fifth {mean} against the "
-                    "chance loss {chance}): it has not learned in this run",
+                    # the label does not start the sentence: 'sgd' stays lower-case, 'no BatchNorm' no double negative
+                    "Not clearly below chance: {name} (mean loss over the last fifth {mean} against the chance "
+                    "loss {chance}); it has not learned in this run",
                     name=name,
                     mean=mean,
                     chance=chance,
