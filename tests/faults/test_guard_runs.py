@@ -609,11 +609,9 @@ class BreaksAfter:
             yield batch
 
 
-def _cli(cfg, *extra):
+def _args(cfg, *extra):
+    """The `python -m hpml_lab` arguments of a small run of `cfg` (for the CLI in a subprocess or main() here)."""
     return [
-        sys.executable,
-        "-m",
-        "hpml_lab",
         "--task",
         cfg.task,
         "--data-root",
@@ -630,6 +628,10 @@ def _cli(cfg, *extra):
         "none",
         *extra,
     ]
+
+
+def _cli(cfg, *extra):
+    return [sys.executable, "-m", "hpml_lab", *_args(cfg, *extra)]
 
 
 def test_failed_rerun_keeps_the_complete_run(cfg):
@@ -715,28 +717,7 @@ def test_a_signal_as_the_run_lands_leaves_it_complete_and_the_cli_says_so(cfg, m
             os.kill(os.getpid(), signal.SIGTERM)
 
     monkeypatch.setattr(results, "write_meta", write_then_signal)
-    code = main(
-        [
-            "--task",
-            cfg.task,
-            "--data-root",
-            cfg.data_root,
-            "--results-dir",
-            cfg.results_dir,
-            "--model",
-            cfg.model,
-            "--batch-size",
-            "8",
-            "--num-workers",
-            "0",
-            "--progress",
-            "none",
-            "--epochs",
-            "2",
-            "--max-batches",
-            "2",
-        ]
-    )
+    code = main(_args(cfg, "--epochs", "2", "--max-batches", "2"))
     run = results.read_run(cfg.run_dir())
     assert code == 143 and run.status == "complete" and run.meta["epochs_done"] == 2
     err = capsys.readouterr().err
