@@ -162,7 +162,7 @@ def flops_per_image(cfg) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _measured(device_str: str, precision: str, budget_s: float = 1.5) -> float:
+def _measured(device_str: str, precision: str, budget_s: float = 0.5) -> float:
     """The best rate of square matrix products on the device, in TFLOP/s: the best of 3 to 20 repeats, as many as
     fit in `budget_s` (at least 3, so a slow path can pass it a little).
 
