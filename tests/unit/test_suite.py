@@ -71,3 +71,28 @@ class _Marked(_Item):
     def __init__(self, nodeid, marks):
         super().__init__(nodeid)
         self.keywords = dict.fromkeys(marks, True)
+
+
+class _Collected:
+    """What pytest_collection_modifyitems reads and writes of a test item."""
+
+    def __init__(self, nodeid, *marks):
+        self.nodeid, self.keywords, self.added = nodeid, dict.fromkeys(marks, True), []
+
+    def add_marker(self, mark):
+        self.added.append(mark.name)
+        self.keywords[mark.name] = True
+
+
+def test_the_slow_tier_runs_untraced_and_the_fast_tier_traced(monkeypatch):
+    """UNTRACED in tests/conftest.py: coverage is paused (pytest-cov's no_cover) in slow, Slurm, browser and CUDA
+    tests and in those FAST_TIER_OUT marks slow; the fast tier's tests are traced."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    items = [
+        _Collected("tests/studies/test_conclusions.py::test_x"),
+        _Collected("tests/notebooks/test_notebooks.py::test_y", "slow"),
+        _Collected("tests/cluster/test_slurm_real.py::test_z", "slurm"),
+        _Collected("tests/unit/test_training.py::test_loss_falls_on_synthetic_data"),  # in FAST_TIER_OUT
+    ]
+    conftest.pytest_collection_modifyitems(None, items)
+    assert ["no_cover" in i.added for i in items] == [False, True, True, True]
