@@ -17,9 +17,9 @@ STAMP := $(VENV)/.hpml-installed
 # here validates IRIs; jsonschema goes on without that one check (tests/unit/test_packaging.py).
 SLOW_IMPORTS := rfc3987-syntax
 # The installer: uv (taken from the package index into the venv by pip) installs the same pins as pip, downloading
-# and unpacking in parallel, and compiles the bytecode on every core (--compile-bytecode): 52 s in all for the 5 GB of
-# torch's CUDA build and the rest, with cold caches on 2 cores, where pip took 83 s and its single-threaded
-# compileall 20 s more. uv reads no pip.conf: where packages come only from an index that pip.conf names, run
+# and unpacking in parallel, and compiles the bytecode on every core (--compile-bytecode): the whole setup took 57 s
+# for the 5 GB of torch's CUDA build and the rest, with cold caches on 2 cores, and pip's route (a single-threaded
+# install, then compileall) 140 s. uv reads no pip.conf: where packages come only from an index that pip.conf names, run
 # `make setup INSTALLER=pip` (and where uv fails, setup says so and pip installs). Bytecode matters: where
 # PYTHONDONTWRITEBYTECODE is set, as in this project's shells, Python never writes it, and every process compiled
 # what it imported from source again (4-5 s of CPU for torch, matplotlib and papermill). pip's route compiles with
