@@ -35,7 +35,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hpml-lab needs Python 3.11 or newer; run: make PYTHON=python3.11 ...")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@if [ "$(INSTALLER)" = uv ] && $(PIP) uv \
+	@case "$(INSTALLER)" in uv|pip) ;; *) echo "setup: INSTALLER must be uv or pip, not '$(INSTALLER)'"; exit 2;; esac
+	@if [ "$(INSTALLER)" = uv ] && $(PIP) -c constraints.txt uv \
 		&& $(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode -c constraints.txt -e '.[test]'; \
 	then echo "setup: installed with uv"; else \
 		[ "$(INSTALLER)" = uv ] && echo "setup: uv could not install; installing with pip"; \

@@ -905,17 +905,24 @@ def _statuses(results_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
-def test_a_signal_to_the_runs_pid_alone_ends_the_kernels_run_interrupted(sig, code, cifar_root, tmp_path):
-    """Mid-training, after an epoch: the exit code, one line and no traceback (a ZMQError's once), the outcome and
-    the index say interrupted, the run inside the kernel too, and the kernel's socket folder is gone (from the
-    run's TMPDIR). Two tests that each ran C1 to send SIGTERM are this one's SIGTERM case."""
+@pytest.mark.parametrize(
+    "sig, code, when",
+    [("SIGINT", 130, "epochs.csv"), ("SIGTERM", 143, "meta.json")],
+    ids=["SIGINT-130-after-an-epoch", "SIGTERM-143-in-the-first-epoch"],
+)
+def test_a_signal_to_the_runs_pid_alone_ends_the_kernels_run_interrupted(
+    sig, code, when, cifar_root, tmp_path
+):
+    """Mid-training (SIGINT once an epoch is written, SIGTERM as soon as the run's meta.json is, inside the first
+    epoch): the exit code, one line and no traceback (a ZMQError's once), the outcome and the index say
+    interrupted, the run inside the kernel too, and the kernel's socket folder is gone (from the run's TMPDIR).
+    Two tests that each ran C1 to send SIGTERM, at those two moments, are these cases now."""
     from cli_process import run_c1, wait_for
 
     out = tmp_path / "out"
     p = run_c1(cifar_root, out, "epochs=5000", stdout=subprocess.DEVNULL)
     c1 = out / "results" / "c1"
-    assert wait_for(lambda: list(c1.glob(".*.attempt-*/epochs.csv"))), "no epoch ended"
+    assert wait_for(lambda: list(c1.glob(f".*.attempt-*/{when}"))), f"no {when} written"
     os.kill(p.pid, getattr(signal, sig))  # the pid alone: SIGINT was ignored, SIGTERM left the run "running"
     err = p.communicate(timeout=120)[1]
     assert p.returncode == code, err[-2000:]

@@ -1,5 +1,6 @@
 """The claims check (report/claims.py) on answer records built through findings and then tampered with, and over
-reports rendered with settings that make verdicts separate, so the directional findings render for real."""
+rendered reports: memory's with a setting that makes its verdicts separate, so the directional findings render
+for real; c3's and c4's (sequential comparisons) as every notebook test reads them."""
 
 import json
 
