@@ -19,8 +19,8 @@ SLOW_IMPORTS := rfc3987-syntax
 # The installer: uv (taken from the package index into the venv by pip) installs the same pins as pip, downloading
 # and unpacking in parallel, and compiles the bytecode on every core (--compile-bytecode): the whole setup took 57 s
 # for the 5 GB of torch's CUDA build and the rest, with cold caches on 2 cores, and pip's route (a single-threaded
-# install, then compileall) 140 s. uv reads no pip.conf: where packages come only from an index that pip.conf names, run
-# `make setup INSTALLER=pip` (and where uv fails, setup says so and pip installs). Bytecode matters: where
+# install, then compileall) 140 s. uv reads no pip.conf: where packages come only from an index that pip.conf
+# names, run `make setup INSTALLER=pip` (and where uv fails, setup says so and pip installs). Bytecode matters: where
 # PYTHONDONTWRITEBYTECODE is set, as in this project's shells, Python never writes it, and every process compiled
 # what it imported from source again (4-5 s of CPU for torch, matplotlib and papermill). pip's route compiles with
 # compileall, leaving out the packages' own tests, pip and setuptools, which nothing imports at run time.
@@ -49,8 +49,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@echo "removed: $(SLOW_IMPORTS)" > $@
 
 # the conclusion code's branch coverage (pyproject's [tool.coverage]; measured in the fast tier's tests, UNTRACED in
-# tests/conftest.py), combined from every xdist worker, is
-# printed and must stay at 95% or more. --dist loadgroup: tests marked xdist_group run on one worker.
+# tests/conftest.py), combined from every xdist worker, is printed and must stay at 95% or more. --dist loadgroup: tests marked xdist_group run on one worker.
 test: setup
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --cov --cov-branch --cov-report=term:skip-covered --cov-fail-under=95
 

@@ -13,8 +13,8 @@ image on the CPU (FLOPs per image do not depend on the batch or device), and cac
 
 Peaks are dense (not 2:4 sparse) figures from the vendors' data sheets; for a CPU, or a GPU not in the table, the
 peak is measured on the spot: the best of a few matrix products in the precision used, at the size where one
-takes 50 ms (at most 2048 on a CPU, 4096 on a GPU), repeated for about 0.5 s, at least 3 times (so an MFU near 1 on a CPU means
-"as fast as its own matrix product", not its theoretical peak).
+takes 50 ms (at most 2048 on a CPU, 4096 on a GPU), repeated for about 0.5 s, at least 3 times (so an MFU near 1
+on a CPU means "as fast as its own matrix product", not its theoretical peak).
 """
 
 from __future__ import annotations
