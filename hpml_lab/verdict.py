@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -36,6 +37,23 @@ import numpy as np
 MIN_SAMPLES = 3
 TIMED = re.compile(r"\b(time|times|per step|per batch|per pass|per epoch|wait|seconds|latency)\b", re.I)
 LOAD_MARGIN = 0.5  # load per core two sequential sides may differ by and still be compared
+
+
+# Why a comparison names no direction, by its reason (Verdict.reason starts with the key), after "{a} and {b}
+# cannot be told apart on {what}"; each slot is one of Verdict.numbers(). Any other reason: TIE_PLAIN.
+TIE_PLAIN = " (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})"
+TIES = {
+    "too few samples": ": too few samples (n = {na} and {nb}; at least {min} each are needed for a spread)",
+    "load moved": ": their runs were made one after the other while the machine's load per core moved between "
+    "{load_lo} and {load_hi}, more than the {margin} such a comparison allows (ratio {ratio}, {conf} CI {low} to "
+    "{high}; n = {na} and {nb})",
+    "load not recorded": ": their runs were made one after the other and the machine's load during them was not "
+    "recorded (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
+    "within twin noise": ": the difference (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb}) is within "
+    "the {noise} by which twin configurations of this machine differed",
+    "difference under": ": the interval comes within {effect} of no difference, the least difference this check "
+    "counts (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",  # one side of 1, not clear of it
+}
 
 
 @dataclass(frozen=True)
@@ -178,73 +196,12 @@ class Verdict:
                 **interval,
                 **ns,
             )
-        elif self.reason == "too few samples":
-            f = say(
-                "{a} and {b} cannot be told apart on {what}: too few samples (n = {na} and {nb}; at least {min} "
-                "each are needed for a spread)",
-                a=a,
-                b=b,
-                what=self.what,
-                min=x["min"],
-                **ns,
-            )
-        elif self.reason == "load moved":
-            f = say(
-                "{a} and {b} cannot be told apart on {what}: their runs were made one after the other while the "
-                "machine's load per core moved between {lo} and {hi}, more than the {margin} such a comparison "
-                "allows (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
-                a=a,
-                b=b,
-                what=self.what,
-                lo=x["load_lo"],
-                hi=x["load_hi"],
-                margin=x["margin"],
-                **interval,
-                **ns,
-            )
-        elif self.reason == "load not recorded":
-            f = say(
-                "{a} and {b} cannot be told apart on {what}: their runs were made one after the other and the "
-                "machine's load during them was not recorded (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
-                a=a,
-                b=b,
-                what=self.what,
-                **interval,
-                **ns,
-            )
-        elif self.reason == "within twin noise":
-            f = say(
-                "{a} and {b} cannot be told apart on {what}: the difference (ratio {ratio}, {conf} CI {low} to {high}; "
-                "n = {na} and {nb}) is within the {noise} by which twin configurations of this machine differed",
-                a=a,
-                b=b,
-                what=self.what,
-                noise=x["noise"],
-                **interval,
-                **ns,
-            )
-        elif self.reason.startswith(
-            "difference under"
-        ):  # the interval is on one side of 1 but not clear of it
-            f = say(
-                "{a} and {b} cannot be told apart on {what}: the interval comes within {effect} of no difference, "
-                "the least difference this check counts (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
-                a=a,
-                b=b,
-                what=self.what,
-                effect=x["effect"],
-                **interval,
-                **ns,
-            )
-        else:
-            f = say(
-                "{a} and {b} cannot be told apart on {what} (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
-                a=a,
-                b=b,
-                what=self.what,
-                **interval,
-                **ns,
-            )
+        else:  # no direction: the sentence says why (TIES), over the numbers its template names
+            why = next((t for r, t in TIES.items() if self.reason.startswith(r)), TIE_PLAIN)
+            template = "{a} and {b} cannot be told apart on {what}" + why
+            slots = {"a": a, "b": b, "what": self.what, **x}
+            used = {n for _, n, _, _ in string.Formatter().parse(template) if n}
+            f = say(template, **{n: slots[n] for n in used})
         return f.marked(name)
 
     def as_dict(self) -> dict[str, Any]:
