@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hpml_lab import envinfo
-from hpml_lab.config import project_root
+from hpml_lab.config import ConfigError, project_root
 from hpml_lab.report import gpucheck, gpuplan
 
 ROOT = project_root()
@@ -32,6 +32,19 @@ def out_within_limits(out: Path) -> list[Path]:
     assert all(len(p.relative_to(out).parts) <= 3 for p in files)  # 2 folders, then the file
     assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", p.name) for p in files), files
     return files
+
+
+@pytest.mark.slow  # asks PyPI (the one index these machines reach)
+def test_a_wheel_the_index_lacks_is_named_and_the_others_are_kept(tmp_path, monkeypatch):
+    """The wheels come in one pip process; where it fails, each is asked for alone, so the error names the one
+    missing and what exists is fetched."""
+    wanted = [("six", "1.16.0"), ("hpml-lab-no-such-package", "1.0")]
+    monkeypatch.setattr(gpucheck, "wheel_list", lambda python: wanted)
+    with pytest.raises(
+        ConfigError, match=r"^no CPython 3\.11 manylinux wheel of hpml-lab-no-such-package==1\.0: "
+    ):
+        gpucheck.download_wheels(tmp_path, log=lambda *a: None, python="3.11")
+    assert [w.name for w in tmp_path.glob("*.whl")] == ["six-1.16.0-py2.py3-none-any.whl"]
 
 
 def test_wheel_list_covers_the_notebook_machinery_and_skips_what_the_image_has():
