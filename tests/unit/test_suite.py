@@ -55,7 +55,10 @@ def test_under_xdist_the_longest_start_first_and_the_bundle_of_every_render_goes
     order = [
         conftest._start_order(_Marked(nodeid, marks))
         for nodeid, marks in [
-            ("tests/cluster/test_slurm_real.py::test_cpu_job_across_two_nodes", {"slurm", "slow"}),
+            (
+                "tests/cluster/test_slurm_real.py::test_a_job_across_two_nodes_in_a_container",
+                {"slurm", "slow"},
+            ),
             ("tests/notebooks/test_notebooks.py::test_notebook_executes_and_renders[c1]", {"slow"}),
             ("tests/unit/test_io.py::test_x", set()),
             ("tests/notebooks/test_notebooks.py::test_bundle_holds_every_task_answer_first", {"slow"}),
