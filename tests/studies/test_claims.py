@@ -1,6 +1,6 @@
 """The claims check (report/claims.py) on answer records built through findings and then tampered with, and over
-rendered reports: memory's with a setting that makes its verdicts separate, so the directional findings render
-for real; c3's and c4's (sequential comparisons) as every notebook test reads them."""
+the rendered reports every notebook test reads: memory's, whose tiny profile makes its verdicts separate, so the
+directional findings render for real; c3's and c4's (sequential comparisons)."""
 
 import json
 
@@ -97,37 +97,24 @@ def test_verdicts_of_reads_one_best_and_named_verdicts():
     assert claims.verdicts_of(None) == []
 
 
-# Reports whose verdicts the claims check reads as rendered. memory, with 3 interleaved rounds, separates
-# checkpointed from plain steps on synthetic data (recomputation costs time), so its directional branches render
-# for real in CI: it is rendered here with that setting. c3 and c4 compare runs made one after the other (C3's
-# counts run smallest first, C4 reruns 1 worker and the best count), each with its load: beside xdist's other
-# worker the load moves between their runs and a verdict may rightly say it cannot tell, so for them the design
-# is checked, on the tiny render every notebook test reads (conftest's `rendered`); their directional branches
-# are canned-tested (tests/studies). c8 has none here: a compiled step faster than eager needs inductor's C++
-# build (1-2 min on this CPU).
+# Reports whose verdicts the claims check reads as rendered, on the tiny render every notebook test reads
+# (conftest's `rendered`). memory's tiny profile times 3 interleaved rounds, which separate checkpointed from plain
+# steps on synthetic data (recomputation costs time), so its directional branches render for real in CI. c3 and c4
+# compare runs made one after the other (C3's counts run smallest first, C4 reruns 1 worker and the best count),
+# each with its load: beside xdist's other worker the load moves between their runs and a verdict may rightly say
+# it cannot tell, so for them the design is checked; their directional branches are canned-tested (tests/studies).
+# c8 has none here: a compiled step faster than eager needs inductor's C++ build (1-2 min on this CPU).
 SEQUENTIAL = ("c4", "c3")
-SEPARATING = {"memory": {"repeats": "3"}}
+SEPARATING = ("memory",)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task_id", [*SEPARATING, *SEQUENTIAL])
-def test_rendered_verdicts_record_their_design_and_their_claims_hold(
-    task_id, cifar_root, tmp_path, monkeypatch, rendered
-):
-    if task_id in SEQUENTIAL:
-        done = rendered(task_id)
-        assert done.outcome["status"] == "ok", done.outcome
-        out, data = done.out, done.params["data_root"]
-        rec = json.loads((done.reports / f"{task_id}.answer.json").read_text())
-    else:
-        from hpml_lab.report import runner
-
-        monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-        params = {"data_root": str(cifar_root), **SEPARATING[task_id]}
-        outcome = runner.run_task(task_id, "tiny", cli_params=params, log=lambda *a: None)
-        assert outcome.status == "ok", outcome.error
-        out, data = tmp_path, str(cifar_root)
-        rec = answer_box.load(task_id)
+def test_rendered_verdicts_record_their_design_and_their_claims_hold(task_id, rendered):
+    done = rendered(task_id)
+    assert done.outcome["status"] == "ok", done.outcome
+    out, data = done.out, done.params["data_root"]
+    rec = json.loads((done.reports / f"{task_id}.answer.json").read_text())
     verdicts = [x for a in rec["answers"] for x in claims.verdicts_of(a.get("verdict"))]
     outcomes = [x.get("outcome") for x in verdicts]
     if task_id in SEQUENTIAL:
