@@ -140,11 +140,10 @@ LONGEST = (
 
 # Out of `make test-fast` (marked slow here, so still in `make test`): the fast tier's slowest tests, each a real
 # training loop, a subprocess or a signal, measured with --durations in one process at load 8 on 2 cores (seconds;
-# about 6 times CI's figures). Together 1,076 of the tier's 1,604 s there; what is left took 365 s in one process
+# about 6 times CI's figures). Together 1,005 of the tier's 1,604 s there; what is left took 365 s in one process
 # at load 5-6 (with the last five below still in it: 76 s of it), and fits 60 s on 2 idle cores.
 # tests/unit/test_suite.py checks that each still names a test.
 FAST_TIER_OUT = {
-    "tests/unit/test_timing.py::test_epoch_time_with_timing_stays_within_2_percent_of_the_untimed_loop": 71,
     "tests/studies/test_lab2.py::test_c4_reads_best_from_c3_and_writes_trace": 71,
     "tests/studies/test_memory.py::test_activation_bytes_revnet_flat_with_depth_resnets_grow": 68,
     "tests/unit/test_training.py::test_loss_falls_on_synthetic_data": 64,

@@ -48,7 +48,11 @@ def _cfg(root, tmp, device):
     )
 
 
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+# On a GPU only: there the device is the test's alone and 2% is measurable. On these shared 2-core machines the
+# same target is the benchmark's (`hpml-lab bench overhead`: instrumented vs plain step over interleaved rounds,
+# with a verdict that says "can't tell" when the run cannot resolve 2%; tests/unit/test_bench.py runs it), not a
+# timed test's: at load 2 the CPU case's three tries read 1.13, 1.08 and 1.03 on unchanged code.
+DEVICES = [pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
 def test_steps_are_not_synchronized_by_default(monkeypatch, cifar_root, tmp_path):
