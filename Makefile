@@ -1,9 +1,9 @@
 # hpml-lab: two commands do everything on a fresh machine.
 #   make report   # setup if needed, synthesize the default data, run every task, render HTML
 #   make test     # setup if needed, run the test suite
-#   make test-fast  # the developer's loop: all but slow, slurm, browser and cuda tests (under 60 s on 2 cores)
-# PYTHON picks the interpreter for the virtual environment (3.11 or newer). JOBS: pytest-xdist's worker processes
-# (auto: one per core; JOBS=0 runs the tests in one process).
+#   make test-fast  # the developer's loop: all but slow, slurm, browser and cuda tests (about 1 min, 2 cores)
+# PYTHON picks the interpreter for the virtual environment (3.11 or newer). JOBS: pytest-xdist's worker
+# processes (auto: one per core; JOBS=0 runs the tests in one process).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -12,18 +12,19 @@ PROFILE ?= smoke
 DATA ?= data
 STAMP := $(VENV)/.hpml-installed
 # Removed after the install: rfc3987-syntax comes in only through jupyter-events' jsonschema[format-nongpl]
-# and builds a Lark parser when imported (jsonschema imports it for its optional "iri" format check): 2-3 s of CPU
-# in every process that imports nbformat (each notebook run, each hpml-lab command, each test worker). Nothing
-# here validates IRIs; jsonschema goes on without that one check (tests/unit/test_packaging.py).
+# and builds a Lark parser when imported (jsonschema imports it for its optional "iri" format check): 2-3 s of
+# CPU in every process that imports nbformat (each notebook run, each hpml-lab command, each test worker).
+# Nothing here validates IRIs; jsonschema goes on without that one check (tests/unit/test_packaging.py).
 SLOW_IMPORTS := rfc3987-syntax
-# The installer: uv (taken from the package index into the venv by pip) installs the same pins as pip, downloading
-# and unpacking in parallel, and compiles the bytecode on every core (--compile-bytecode): the whole setup took 57 s
-# for the 5 GB of torch's CUDA build and the rest, with cold caches on 2 cores, and pip's route (a single-threaded
-# install, then compileall) 140 s. uv reads no pip.conf: where packages come only from an index that pip.conf
-# names, run `make setup INSTALLER=pip` (and where uv fails, setup says so and pip installs). Bytecode matters: where
-# PYTHONDONTWRITEBYTECODE is set, as in this project's shells, Python never writes it, and every process compiled
-# what it imported from source again (4-5 s of CPU for torch, matplotlib and papermill). pip's route compiles with
-# compileall, leaving out the packages' own tests, pip and setuptools, which nothing imports at run time.
+# The installer: uv (taken from the package index into the venv by pip) installs the same pins as pip,
+# downloading and unpacking in parallel, and compiles the bytecode on every core (--compile-bytecode): the
+# whole setup took 57 s for the 5 GB of torch's CUDA build and the rest, with cold caches on 2 cores, and
+# pip's route (a single-threaded install, then compileall) 140 s. uv reads no pip.conf: where packages come
+# only from an index that pip.conf names, run `make setup INSTALLER=pip` (and where uv fails, setup says so
+# and pip installs). Bytecode matters: where PYTHONDONTWRITEBYTECODE is set, as in this project's shells,
+# Python never writes it, and every process compiled what it imported from source again (4-5 s of CPU for
+# torch, matplotlib and papermill). pip's route compiles with compileall, leaving out the packages' own tests,
+# pip and setuptools, which nothing imports at run time.
 INSTALLER ?= uv
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 JOBS ?= auto
@@ -48,8 +49,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m ipykernel install --sys-prefix --name hpml-lab --display-name "Python (hpml-lab)"
 	@echo "removed: $(SLOW_IMPORTS)" > $@
 
-# the conclusion code's branch coverage (pyproject's [tool.coverage]; measured in the fast tier's tests, UNTRACED in
-# tests/conftest.py), combined from every xdist worker, is printed and must stay at 95% or more. --dist loadgroup: tests marked xdist_group run on one worker.
+# the conclusion code's branch coverage (pyproject's [tool.coverage]; measured in the fast tier's tests,
+# UNTRACED in tests/conftest.py), combined from every xdist worker, is printed and must stay at 95% or more.
+# --dist loadgroup: tests marked xdist_group run on one worker.
 test: setup
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --cov --cov-branch --cov-report=term:skip-covered --cov-fail-under=95
 
@@ -73,11 +75,11 @@ lab: setup
 bench: setup
 	$(BIN)/hpml-lab bench all
 
-# The GPU check kit (hpml_lab/report/gpucheck.py, docs/gpu-node.md). Here: fetch the wheels the GPU image lacks (and
-# record this tree's commit beside them: .git does not travel), print the plan, unpack what came home. On the GPU
-# machine make may be missing: run the plan's own `python3 -m hpml_lab.report.gpucheck run --part N` lines; the
-# targets below are the same commands. STAGE=plan (the default) prints the plan; STAGE=N runs part N;
-# DEVICE=cpu UNITS=c1,bench: the dry run of some units on this CPU.
+# The GPU check kit (hpml_lab/report/gpucheck.py, docs/gpu-node.md). Here: fetch the wheels the GPU image
+# lacks (and record this tree's commit beside them: .git does not travel), print the plan, unpack what came
+# home. On the GPU machine make may be missing: run the plan's own `python3 -m hpml_lab.report.gpucheck run
+# --part N` lines; the targets below are the same commands. STAGE=plan (the default) prints the plan; STAGE=N
+# runs part N; DEVICE=cpu UNITS=c1,bench: the dry run of some units on this CPU.
 GPU_PY ?= python3
 STAGE ?= plan
 DEVICE ?= cuda
