@@ -6,11 +6,13 @@ environment()   # {'python': '3.11.7', 'torch': '2.11.0', 'cpu': ..., 'gpu': Non
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import socket
 import subprocess
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -70,9 +72,33 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def environment(device: torch.device | str | None = None) -> dict[str, Any]:
-    import torchvision
+@lru_cache(maxsize=1)
+def torchvision_version() -> str | None:
+    """torchvision.__version__ (with its build tag, as 0.26.0+cu130; the package metadata says 0.26.0), read from
+    its version.py where torchvision is not imported yet: importing it imports torch._dynamo (torchvision.ops),
+    2-3 s of CPU in a process that trains nothing, such as `hpml-lab run`'s parent. None where it is missing."""
+    import ast
+    import importlib.util
 
+    if "torchvision" in sys.modules:
+        return sys.modules["torchvision"].__version__
+    spec = importlib.util.find_spec("torchvision")  # finds the package without running its __init__
+    try:
+        tree = ast.parse(Path(spec.origin).with_name("version.py").read_text())
+    except (AttributeError, TypeError, OSError, SyntaxError):
+        tree = None
+    for node in tree.body if tree else []:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__version__"]:
+            with contextlib.suppress(ValueError):
+                return str(ast.literal_eval(node.value))
+    try:  # a layout this reading does not know: ask the package itself
+        import torchvision
+    except ImportError:
+        return None
+    return torchvision.__version__
+
+
+def environment(device: torch.device | str | None = None) -> dict[str, Any]:
     cuda = torch.cuda.is_available()
     gpu = None
     if cuda:
@@ -90,7 +116,7 @@ def environment(device: torch.device | str | None = None) -> dict[str, Any]:
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
+        "torchvision": torchvision_version(),
         "cuda": torch.version.cuda if cuda else None,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         # what "fp32" meant: cuDNN convolutions run in TF32 on Ampere and later unless allow_tf32 is off

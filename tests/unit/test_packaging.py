@@ -52,6 +52,24 @@ def test_installed_pair_matches_the_pins():
     assert torch.__version__.split("+")[0] == "2.11.0" and torchvision.__version__.split("+")[0] == "0.26.0"
 
 
+def test_the_recorded_torchvision_version_is_read_without_importing_it(monkeypatch):
+    """environment() records torchvision.__version__ (build tag included) without importing torchvision where
+    a process has not: its import brings torch._dynamo, seconds of CPU in `hpml-lab run`'s parent."""
+    import torchvision
+
+    from hpml_lab import envinfo
+
+    monkeypatch.delitem(sys.modules, "torchvision")  # as in a process that never imported it
+    assert envinfo.torchvision_version.__wrapped__() == torchvision.__version__
+    assert "torchvision" not in sys.modules
+    code = (  # a fresh process: what environment() leaves imported
+        "import sys; from hpml_lab import envinfo; print(envinfo.environment('cpu')['torchvision'], "
+        "*sorted(m for m in ('torchvision', 'torch._dynamo') if m in sys.modules))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stdout.split()) == (0, [torchvision.__version__]), r.stderr[-2000:]
+
+
 def test_ci_calls_the_readme_test_command():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     readme = (ROOT / "README.md").read_text()
