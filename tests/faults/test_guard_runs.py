@@ -3,6 +3,7 @@ status 2 before any kernel starts, or in the documented behaviour, with nothing 
 
 Pure validation cases call the CLI's main() in process (quick); the few that need a process are marked slow."""
 
+import contextlib
 import json
 import os
 import signal
@@ -770,9 +771,11 @@ def test_save_model_path_is_checked_before_any_compute(cfg, tmp_path, make, mess
 
 SWEEP = """
 import sys
+import torch
 from hpml_lab.config import RunConfig
 from hpml_lab.sweeps import run_sweep
 from hpml_lab.training import train
+torch.set_num_threads(1)
 base = RunConfig(task="sweep", data_root=sys.argv[1], results_dir=sys.argv[2], model="resnet_tiny", epochs=2,
                  max_batches=3, batch_size=8, num_workers=0, progress="none")
 run_sweep([base.replace(lr=lr) for lr in (0.01, 0.02, 0.03, 0.04)], train, log=None)
@@ -781,20 +784,15 @@ run_sweep([base.replace(lr=lr) for lr in (0.01, 0.02, 0.03, 0.04)], train, log=N
 
 @pytest.mark.slow
 def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifar_root, tmp_path):
+    """A sweep process killed (SIGKILL, then SIGTERM) at a random point while it trains, then resumed, ends with
+    the numbers of a sweep never interrupted (run here, in the test's process, with the same one thread). Each
+    kill waits for a run of that process to start training, so none lands while Python is still importing."""
     import random
 
     import pandas as pd
+    import torch
 
-    def sweep(results_dir, kill_after=None, sig=signal.SIGKILL):
-        p = subprocess.Popen(
-            [sys.executable, "-c", SWEEP, str(cifar_root), str(results_dir)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        if kill_after is not None:
-            time.sleep(kill_after)
-            p.send_signal(sig)
-        p.wait(timeout=300)
+    from hpml_lab.sweeps import run_sweep
 
     def finished(results_dir):
         out = {}
@@ -802,18 +800,65 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
             out[r.meta["config"]["lr"]] = r.table("batches")[["epoch", "batch", "loss", "acc"]]
         return out
 
+    def training(results_dir, since):
+        """Whether a run of the sweep started training after `since` (its meta.json says running)."""
+        for meta in results_dir.rglob("meta.json"):
+            with contextlib.suppress(OSError, ValueError):
+                if meta.stat().st_mtime >= since and json.loads(meta.read_text())["status"] == "running":
+                    return True
+        return False
+
+    def sweep(results_dir, kill_after=None, sig=signal.SIGKILL):
+        since = time.time()
+        p = subprocess.Popen(
+            [sys.executable, "-c", SWEEP, str(cifar_root), str(results_dir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        if kill_after is not None:
+            deadline = time.monotonic() + 240
+            while p.poll() is None and not training(results_dir, since) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(kill_after)
+            p.send_signal(sig)
+        p.wait(timeout=300)
+        return p.returncode
+
     clean, broken = tmp_path / "clean", tmp_path / "broken"
-    sweep(clean)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the sweep's process
+    try:
+        run_sweep(
+            [
+                RunConfig(
+                    task="sweep",
+                    data_root=str(cifar_root),
+                    results_dir=str(clean),
+                    model="resnet_tiny",
+                    epochs=2,
+                    max_batches=3,
+                    batch_size=8,
+                    num_workers=0,
+                    progress="none",
+                    lr=lr,
+                )
+                for lr in (0.01, 0.02, 0.03, 0.04)
+            ],
+            train,
+            log=None,
+        )
+    finally:
+        torch.set_num_threads(threads)
     rng = random.Random(0)
-    for k in range(
-        4
-    ):  # kill at random points, alternating SIGKILL and SIGTERM; what was complete stays complete
+    codes = []
+    for sig in (signal.SIGKILL, signal.SIGTERM):  # what was complete stays complete
         before = {lr: t.copy() for lr, t in finished(broken).items()}
-        sweep(broken, kill_after=rng.uniform(2.0, 6.0), sig=signal.SIGKILL if k % 2 == 0 else signal.SIGTERM)
+        codes.append(sweep(broken, kill_after=rng.uniform(0.0, 1.0), sig=sig))
         after = finished(broken)
         for lr, table in before.items():
             pd.testing.assert_frame_equal(after[lr], table)
-    sweep(broken)  # resume to the end
+    assert codes[0] == -signal.SIGKILL, codes  # stopped part way (the first run of a process takes seconds)
+    assert sweep(broken) == 0  # resume to the end
     want, got = finished(clean), finished(broken)
     assert sorted(got) == sorted(want) == [0.01, 0.02, 0.03, 0.04]
     for lr in want:
