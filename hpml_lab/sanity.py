@@ -127,8 +127,17 @@ def too_few(n: int, what: str = "values") -> Flag | None:
     return None
 
 
+# The CPU-time counters of this process's last steal sample: (monotonic time, /proc/stat's cpu line).
+_LAST_STAT: tuple[float, list[int]] | None = None
+STEAL_WINDOW_MAX_S = 60.0  # an older last sample is not "just before the run": a fresh one is taken
+
+
 def machine_load(sample_s: float = 0.1) -> dict[str, Any]:
-    """Load average, usable cores and the CPU steal share over a short sample (Linux /proc/stat)."""
+    """Load average, usable cores and the CPU steal share over at least `sample_s` before now (Linux /proc/stat).
+    The steal window is the time since this process's previous sample where that is between sample_s and
+    STEAL_WINDOW_MAX_S old (the run before, in a sweep: no wait), else a wait of sample_s; `steal_window_s` says
+    which it was."""
+    global _LAST_STAT
     out: dict[str, Any] = {
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     }
@@ -142,12 +151,18 @@ def machine_load(sample_s: float = 0.1) -> dict[str, Any]:
             return [int(x) for x in f.readline().split()[1:]]
 
     try:
-        a = cpu_times()
-        time.sleep(sample_s)
+        now = time.monotonic()
+        if _LAST_STAT is not None and sample_s <= now - _LAST_STAT[0] <= STEAL_WINDOW_MAX_S:
+            t0, a = _LAST_STAT
+        else:
+            t0, a = now, cpu_times()
+            time.sleep(sample_s)
         b = cpu_times()
+        _LAST_STAT = (time.monotonic(), b)
         d = [y - x for x, y in zip(a, b)]
         total = sum(d)
         out["steal_pct"] = 100.0 * d[7] / total if total and len(d) > 7 else 0.0
+        out["steal_window_s"] = round(_LAST_STAT[0] - t0, 2)
     except (OSError, ValueError, IndexError):
         out["steal_pct"] = None
     observe(out)

@@ -39,6 +39,28 @@ def test_busy_machine():
     assert load["cores"] >= 1 and "load1" in load and "steal_pct" in load
 
 
+def test_steal_is_sampled_over_the_time_since_the_last_sample_when_that_is_long_enough(monkeypatch):
+    """A sweep's runs wait for no sample of their own: the window is the time since the previous run's sample
+    (at least sample_s, at most STEAL_WINDOW_MAX_S); the first, or one long after, waits sample_s."""
+    import time
+
+    monkeypatch.setattr(sanity, "_LAST_STAT", None)
+    slept = []
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: slept.append(s) or real_sleep(s))
+    first = sanity.machine_load(0.05)
+    assert slept == [0.05] and first["steal_window_s"] >= 0.05
+    real_sleep(0.06)
+    second = sanity.machine_load(0.05)  # the last sample is 0.06 s old: it is the window
+    assert slept == [0.05] and second["steal_window_s"] >= 0.06 and second["steal_pct"] is not None
+    third = sanity.machine_load(0.05)  # too recent: a wait of its own
+    assert slept == [0.05, 0.05] and third["steal_window_s"] >= 0.05
+    stamp, counters = sanity._LAST_STAT
+    monkeypatch.setattr(sanity, "_LAST_STAT", (stamp - sanity.STEAL_WINDOW_MAX_S - 1, counters))
+    sanity.machine_load(0.05)  # long ago: not "before the run"
+    assert slept == [0.05, 0.05, 0.05]
+
+
 def test_stand_in_and_settings_that_differ():
     cfg = RunConfig(model="resnet_tiny", batch_size=32, lr=0.025, max_batches=6, epochs=3)
     kinds = [f.kind for f in sanity.run_flags(cfg)]
