@@ -126,7 +126,8 @@ def measure(
         rows.append(row)
         log(f"[memory] {spec['label']}: {act / MB:.3f} MB/sample saved for backward")
         del model
-        free_cuda_memory()
+        if device.type == "cuda":  # the next peak starts from a clean device (no peak is measured on a CPU)
+            free_cuda_memory()
     nets = [_build(spec, norm).to(device) for spec in specs]
     times = interleaved_timed([make_step(m, batch_size, device) for m in nets], device, repeats, warmup)
     del nets
