@@ -37,6 +37,33 @@ def test_allreduce_measured_with_two_gloo_processes():
     assert (df.time_s > 0).all() and (df.busbw_GBps == df.algbw_GBps).all()  # 2(n-1)/n = 1 at n = 2
 
 
+@pytest.mark.slow
+def test_lab5_trains_every_ddp_size_and_measures_the_allreduce_in_one_launch(rendered):
+    """The tiny render on this CPU: both per-worker batches trained by 2 gloo ranks (run_ddp_many: one torchrun
+    launch, the all-reduce measured in it first), each run complete and filed as ddp2-<id>."""
+    import json
+
+    done = rendered("lab5")
+    assert done.outcome["status"] == "ok", done.outcome
+    metas = [
+        json.loads(p.read_text()) for p in sorted((done.out / "results" / "lab5").glob("ddp2-*/meta.json"))
+    ]
+    assert sorted(m["config"]["batch_size"] for m in metas) == [8, 16]
+    for m in metas:
+        assert m["status"] == "complete" and m["distributed"]["world_size"] == 2
+        assert m["distributed"]["backend"] == "gloo" and m["distributed"]["launcher"] == "torchrun"
+    import re
+
+    executed = json.loads((done.reports / "executed" / "lab5.ipynb").read_text())
+    html = "".join(
+        "".join(o.get("data", {}).get("text/html", ""))
+        for c in executed["cells"]
+        for o in c.get("outputs", [])
+    )
+    text = " ".join(re.sub("<[^>]+>", " ", html).split())
+    assert "(gloo, 2 processes)" in text  # the all-reduce's note: measured over the two ranks of that launch
+
+
 def test_first_activation_matches_the_seeds_back_of_envelope():
     net = models.build("resnet18", num_classes=200, stem="imagenet")
     assert memory.first_activation_bytes(net, 224) == 112 * 112 * 64 * 4  # the seed's "3 MB per image"

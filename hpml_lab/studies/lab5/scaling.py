@@ -4,6 +4,7 @@ scaling model that predicts the rows this machine cannot run.
     from hpml_lab.studies.lab5 import scaling
     ar = scaling.measure_allreduce([grad_bytes], nproc=2)      # torchrun + gloo (NCCL on GPUs)
     ddp = scaling.run_ddp(cfg, nproc=2)                         # torchrun -m hpml_lab, read back
+    runs, ar = scaling.run_ddp_many([cfg_a, cfg_b], nproc=2)   # one launch, every rank trains both in turn
     scaling.predict_epoch(t_step, n=4, per_gpu_batch=512, n_images=50_000, grad_bytes=..., busbw=...)
 
     # the all-reduce worker torchrun starts (one JSON written by rank 0):
@@ -81,7 +82,7 @@ def predict_epoch(
 
 # ------------------------------------------------------------------ all-reduce measurement
 def _allreduce_worker(
-    sizes: list[int], repeats: int, warmup: int, out: str, device_type: str = "auto"
+    sizes: list[int], repeats: int, warmup: int, out: str, device_type: str = "auto", keep_group: bool = False
 ) -> None:
     if device_type == "auto":
         device_type = "cuda" if torch.cuda.is_available() else "cpu"
@@ -130,7 +131,8 @@ def _allreduce_worker(
             atomic_write_json(out, rows)
         ok = True
     finally:
-        distributed.cleanup(barrier=ok)  # no barrier on a failure path: the other ranks may be gone
+        if not (ok and keep_group):  # training runs of the same launch go on in this group
+            distributed.cleanup(barrier=ok)  # no barrier on a failure path: the other ranks may be gone
 
 
 def _torchrun(nproc: int, module_args: list[str], timeout: float) -> subprocess.CompletedProcess:
@@ -202,6 +204,51 @@ def run_ddp(cfg: RunConfig, nproc: int, timeout: float = 600) -> results.Run:
         flags += [f"--{k.replace('_', '-')}", str(v).lower() if isinstance(v, bool) else str(v)]
     _torchrun(nproc, ["hpml_lab", *flags], timeout)
     return results.read_run(cfg.run_dir())
+
+
+def run_ddp_many(
+    cfgs: list[RunConfig],
+    nproc: int,
+    timeout: float = 600,
+    allreduce: dict | None = None,
+) -> tuple[list[results.Run], pd.DataFrame | None]:
+    """Train each of cfgs (batch_size per process) in one torchrun launch of nproc processes: every rank trains
+    them in turn in one process group, so the launch, the imports and the rendezvous are paid once, not once a
+    run. With allreduce (measure_allreduce's sizes, repeats, warmup and device), the all-reduce is measured
+    first, in the same group. The rank-0 records in the order of cfgs, and the all-reduce table (or None)."""
+    cfgs = [distributed.run_config(c.replace(progress="none"), nproc) for c in cfgs]
+    with tempfile.TemporaryDirectory() as d:
+        spec, out = Path(d) / "runs.json", Path(d) / "allreduce.json"
+        spec.write_text(json.dumps([c.to_dict() for c in cfgs]))
+        args = ["hpml_lab.studies.lab5.scaling", "runs", "--configs", str(spec)]
+        if allreduce:
+            args += [
+                "--bytes",
+                *map(str, allreduce["sizes"]),
+                "--out",
+                str(out),
+                "--device",
+                allreduce["device"],
+            ]
+            args += ["--repeats", str(allreduce["repeats"]), "--warmup", str(allreduce["warmup"])]
+        _torchrun(nproc, args, timeout * max(1, len(cfgs)))
+        ar = pd.DataFrame(json.loads(out.read_text())) if allreduce else None
+    return [results.read_run(c.run_dir()) for c in cfgs], ar
+
+
+def _runs_worker(configs: str, allreduce: dict | None) -> None:
+    """A rank of run_ddp_many's launch: the all-reduce measurement if asked, then each configuration's run."""
+    from ...training import train
+
+    ok = False
+    try:
+        if allreduce:
+            _allreduce_worker(**allreduce, keep_group=True)
+        for d in json.loads(Path(configs).read_text()):
+            train(RunConfig.from_dict(d))
+        ok = True
+    finally:
+        distributed.cleanup(barrier=ok)
 
 
 def load_per_core(meta: dict) -> float:
@@ -387,12 +434,26 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     # NCCL across the GPUs when there are 2 or more; else gloo between 2 CPU processes, labelled by its backend
     ar_dev = "cuda" if on_gpu and workers_here >= 2 else "cpu"
     ar_n = min(workers_here, 4) if ar_dev == "cuda" else 2
-    ar = measure_allreduce(
-        [grad_bytes // 100, grad_bytes // 10, grad_bytes], nproc=ar_n, repeats=10, warmup=3, device=ar_dev
-    )
+    ar_spec = {"sizes": [grad_bytes // 100, grad_bytes // 10, grad_bytes], "repeats": 10, "warmup": 3}
+    # the DDP runs: one torchrun launch per worker count, every batch size in it, the all-reduce measured in the
+    # launch of its own worker count when that trains on its device (one launch on a CPU, not one per run)
+    train_dev = "cuda" if on_gpu else "cpu"
+    ddp, ar = {}, None
+    for n in (n for n in (2, 4) if n <= workers_here):
+        fold = n == ar_n and ar_dev == train_dev and ar is None
+        ddp[n], got = run_ddp_many(
+            [cfg2.replace(batch_size=int(b)) for b in ok.index],
+            nproc=n,
+            allreduce={**ar_spec, "device": ar_dev} if fold else None,
+        )
+        ar = got if fold else ar
+    if ar is None:
+        ar = measure_allreduce(
+            ar_spec["sizes"], nproc=ar_n, repeats=ar_spec["repeats"], warmup=ar_spec["warmup"], device=ar_dev
+        )
     fit = fit_allreduce(ar)
     rows, runs = [], []
-    for b, q in ok.iterrows():
+    for i, (b, q) in enumerate(ok.iterrows()):
         rows.append(
             {
                 "workers": 1,
@@ -422,7 +483,7 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
                 "comm_s": p["comm_s"],
             }
             if n <= workers_here:
-                rec = run_ddp(cfg2.replace(batch_size=int(b)), nproc=n)
+                rec = ddp[n][i]
                 runs.append(rec)
                 row["run"] = len(runs) - 1
                 ep = rec.table("epochs").iloc[-1]
@@ -520,8 +581,22 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--warmup", type=int, default=3)
     a.add_argument("--out", required=True)
     a.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    r = sub.add_parser("runs", help="train each configuration of a JSON list (run under torchrun)")
+    r.add_argument("--configs", required=True)
+    r.add_argument("--bytes", type=int, nargs="+", help="measure the all-reduce of these sizes first")
+    r.add_argument("--repeats", type=int, default=10)
+    r.add_argument("--warmup", type=int, default=3)
+    r.add_argument("--out")
+    r.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     args = p.parse_args(argv)
-    _allreduce_worker(args.bytes, args.repeats, args.warmup, args.out, args.device)
+    if args.cmd == "allreduce":
+        _allreduce_worker(args.bytes, args.repeats, args.warmup, args.out, args.device)
+    else:
+        spec = None
+        if args.bytes:
+            spec = {"sizes": args.bytes, "repeats": args.repeats, "warmup": args.warmup, "out": args.out}
+            spec["device_type"] = args.device
+        _runs_worker(args.configs, spec)
     return distributed.leave(0)
 
 
