@@ -196,6 +196,16 @@ def _start_order(item) -> int:
     return 1 if {"slow", "slurm", "browser"} & set(item.keywords) else 2
 
 
+# Fast-tier files that train and call no conclusion code: coverage's tracer only slowed their training (about 5 s
+# of CPU over the four), so they run untraced too (tests/unit/test_suite.py checks they import no covered module)
+UNTRACED_FILES = (
+    "tests/unit/test_models.py",
+    "tests/unit/test_training.py",
+    "tests/unit/test_gpu_loader.py",
+    "tests/unit/test_flops.py",
+)
+
+
 # UNTRACED: `make test`'s branch coverage of the conclusion code (pyproject's [tool.coverage]) comes from the fast
 # tier's tests, the canned results among them (96% from those alone, 96.4% from every test); the slow, Slurm,
 # browser and CUDA tests run with coverage paused (pytest-cov's no_cover marker): its tracer is called on every
@@ -213,7 +223,9 @@ def pytest_collection_modifyitems(config, items):
             item
         ):  # before `-m "not slow ..."` is applied (pytest's own hook runs after this one)
             item.add_marker(pytest.mark.slow)
-        if {"slow", "slurm", "browser", "cuda"} & set(item.keywords):
+        if {"slow", "slurm", "browser", "cuda"} & set(item.keywords) or item.nodeid.startswith(
+            UNTRACED_FILES
+        ):
             item.add_marker(pytest.mark.no_cover)  # see UNTRACED
     if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts alike (the order xdist hands tests out in)
         items.sort(key=_start_order)

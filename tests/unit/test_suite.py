@@ -23,6 +23,26 @@ def test_every_test_kept_out_of_the_fast_tier_still_exists():
         assert name.split("[")[0] in _tests_in(ROOT / path), nodeid
 
 
+def test_the_untraced_files_exist_and_import_no_module_the_coverage_measures():
+    """Coverage is measured on the conclusion code (pyproject's [tool.coverage.run] include); a file run untraced
+    must not be where that code is exercised."""
+    import re
+    import tomllib
+
+    covered = {
+        Path(g).name.removesuffix(".py").replace("*", "")
+        for g in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["coverage"]["run"]["include"]
+    }
+    assert "findings" in covered and "verdict" in covered and "_answers" in covered
+    for rel in conftest.UNTRACED_FILES:
+        text = (ROOT / rel).read_text()
+        imported = re.findall(r"^\s*(?:from|import) (hpml_lab[\w.]*)(?: import ([\w, ]+))?", text, re.M)
+        names = {
+            n for mod, more in imported for n in (*mod.split("."), *more.replace(" ", "").split(",")) if n
+        }
+        assert not {n for n in names if any(c and c in n for c in covered)}, (rel, names)
+
+
 class _Item:
     def __init__(self, nodeid):
         self.nodeid = nodeid
