@@ -769,16 +769,25 @@ def test_save_model_path_is_checked_before_any_compute(cfg, tmp_path, make, mess
     assert time.time() - t0 < 5 and not cfg.run_dir().exists()
 
 
-SWEEP = """
+SWEEP_SETTINGS = {
+    "task": "sweep",
+    "model": "resnet_tiny",
+    "epochs": 2,
+    "max_batches": 3,
+    "batch_size": 8,
+    "num_workers": 0,
+    "progress": "none",
+}
+SWEEP_LRS = (0.01, 0.02, 0.03, 0.04)
+SWEEP = f"""
 import sys
 import torch
 from hpml_lab.config import RunConfig
 from hpml_lab.sweeps import run_sweep
 from hpml_lab.training import train
 torch.set_num_threads(1)
-base = RunConfig(task="sweep", data_root=sys.argv[1], results_dir=sys.argv[2], model="resnet_tiny", epochs=2,
-                 max_batches=3, batch_size=8, num_workers=0, progress="none")
-run_sweep([base.replace(lr=lr) for lr in (0.01, 0.02, 0.03, 0.04)], train, log=None)
+base = RunConfig(data_root=sys.argv[1], results_dir=sys.argv[2], **{SWEEP_SETTINGS!r})
+run_sweep([base.replace(lr=lr) for lr in {SWEEP_LRS!r}], train, log=None)
 """
 
 
@@ -828,25 +837,8 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the sweep's process
     try:
-        run_sweep(
-            [
-                RunConfig(
-                    task="sweep",
-                    data_root=str(cifar_root),
-                    results_dir=str(clean),
-                    model="resnet_tiny",
-                    epochs=2,
-                    max_batches=3,
-                    batch_size=8,
-                    num_workers=0,
-                    progress="none",
-                    lr=lr,
-                )
-                for lr in (0.01, 0.02, 0.03, 0.04)
-            ],
-            train,
-            log=None,
-        )
+        base = RunConfig(data_root=str(cifar_root), results_dir=str(clean), **SWEEP_SETTINGS)
+        run_sweep([base.replace(lr=lr) for lr in SWEEP_LRS], train, log=None)
     finally:
         torch.set_num_threads(threads)
     rng = random.Random(0)
@@ -860,7 +852,7 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
     assert codes[0] == -signal.SIGKILL, codes  # stopped part way (the first run of a process takes seconds)
     assert sweep(broken) == 0  # resume to the end
     want, got = finished(clean), finished(broken)
-    assert sorted(got) == sorted(want) == [0.01, 0.02, 0.03, 0.04]
+    assert sorted(got) == sorted(want) == list(SWEEP_LRS)
     for lr in want:
         pd.testing.assert_frame_equal(got[lr], want[lr])  # the same numbers as a run never interrupted
 
