@@ -37,6 +37,7 @@ import torch
 from ... import distributed, results
 from ...cliargs import OneLineParser
 from ...config import ConfigError, RunConfig, StudySettings, project_root
+from ...device import free_cuda_memory
 from ...io import atomic_write_json
 from ...profiling import repeat_timed, summarize
 
@@ -217,6 +218,8 @@ def run_ddp_many(
     run. With allreduce (measure_allreduce's sizes, repeats, warmup and device), the all-reduce is measured
     first, in the same group. The rank-0 records in the order of cfgs, and the all-reduce table (or None)."""
     cfgs = [distributed.run_config(c.replace(progress="none"), nproc) for c in cfgs]
+    if len({c.run_dir() for c in cfgs}) < len(cfgs):  # one would overwrite the other and be read back twice
+        raise ConfigError("run_ddp_many: two configurations share a run folder; give them distinct run_id")
     with tempfile.TemporaryDirectory() as d:
         spec, out = Path(d) / "runs.json", Path(d) / "allreduce.json"
         spec.write_text(json.dumps([c.to_dict() for c in cfgs]))
@@ -244,7 +247,9 @@ def _runs_worker(configs: str, allreduce: dict | None) -> None:
     try:
         if allreduce:
             _allreduce_worker(**allreduce, keep_group=True)
-        for d in json.loads(Path(configs).read_text()):
+        for i, d in enumerate(json.loads(Path(configs).read_text())):
+            if i and torch.cuda.is_available():
+                free_cuda_memory()  # each batch size starts from a clean device, as in a launch of its own
             train(RunConfig.from_dict(d))
         ok = True
     finally:
@@ -589,6 +594,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out")
     r.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     args = p.parse_args(argv)
+    if args.cmd == "runs" and args.bytes and not args.out:
+        p.error("runs: --bytes needs --out (the all-reduce table's file)")
     if args.cmd == "allreduce":
         _allreduce_worker(args.bytes, args.repeats, args.warmup, args.out, args.device)
     else:
