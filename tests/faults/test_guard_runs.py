@@ -773,7 +773,7 @@ SWEEP_SETTINGS = {
     "task": "sweep",
     "model": "resnet_tiny",
     "epochs": 2,
-    "max_batches": 3,
+    "max_batches": 6,  # 12 steps a run: the sweep lasts past a kill's random wait
     "batch_size": 8,
     "num_workers": 0,
     "progress": "none",
@@ -793,9 +793,10 @@ run_sweep([base.replace(lr=lr) for lr in {SWEEP_LRS!r}], train, log=None)
 
 @pytest.mark.slow
 def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifar_root, tmp_path):
-    """A sweep process killed (SIGKILL, then SIGTERM) at a random point while it trains, then resumed, ends with
-    the numbers of a sweep never interrupted (run here, in the test's process, with the same one thread). Each
-    kill waits for a run of that process to start training, so none lands while Python is still importing."""
+    """A sweep process killed at random points while it trains, then resumed, ends with the numbers of a sweep
+    never interrupted (run here, in the test's process, with the same one thread). SIGKILL within a second of its
+    first run's start, SIGTERM within 0.3 s of a run's end (so inside a later run): each waits on what the sweep
+    writes, never a fixed time that could fall while Python imports, and each stops the sweep part way."""
     import random
 
     import pandas as pd
@@ -809,26 +810,30 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
             out[r.meta["config"]["lr"]] = r.table("batches")[["epoch", "batch", "loss", "acc"]]
         return out
 
-    def training(results_dir, since):
-        """Whether a run of the sweep started training after `since` (its meta.json says running)."""
+    def written(results_dir, since, status):
+        """Whether a run of the sweep wrote a meta.json with this status after `since`."""
         for meta in results_dir.rglob("meta.json"):
             with contextlib.suppress(OSError, ValueError):
-                if meta.stat().st_mtime >= since and json.loads(meta.read_text())["status"] == "running":
+                if meta.stat().st_mtime >= since and json.loads(meta.read_text())["status"] == status:
                     return True
         return False
 
-    def sweep(results_dir, kill_after=None, sig=signal.SIGKILL):
+    def sweep(results_dir, kill=None):
+        """Run the sweep; kill = (signal, the status whose meta.json it waits for, then a random wait)."""
         since = time.time()
         p = subprocess.Popen(
             [sys.executable, "-c", SWEEP, str(cifar_root), str(results_dir)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        if kill_after is not None:
+        if kill is not None:
+            sig, status, after = kill
             deadline = time.monotonic() + 240
-            while p.poll() is None and not training(results_dir, since) and time.monotonic() < deadline:
+            while (
+                p.poll() is None and not written(results_dir, since, status) and time.monotonic() < deadline
+            ):
                 time.sleep(0.02)
-            time.sleep(kill_after)
+            time.sleep(after)
             p.send_signal(sig)
         p.wait(timeout=300)
         return p.returncode
@@ -843,13 +848,19 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
         torch.set_num_threads(threads)
     rng = random.Random(0)
     codes = []
-    for sig in (signal.SIGKILL, signal.SIGTERM):  # what was complete stays complete
+    for kill in (
+        (signal.SIGKILL, "running", rng.uniform(0.0, 1.0)),
+        (signal.SIGTERM, "complete", rng.uniform(0.0, 0.3)),
+    ):
         before = {lr: t.copy() for lr, t in finished(broken).items()}
-        codes.append(sweep(broken, kill_after=rng.uniform(0.0, 1.0), sig=sig))
+        codes.append(sweep(broken, kill))
         after = finished(broken)
-        for lr, table in before.items():
+        for lr, table in before.items():  # what was complete stays complete
             pd.testing.assert_frame_equal(after[lr], table)
-    assert codes[0] == -signal.SIGKILL, codes  # stopped part way (the first run of a process takes seconds)
+    assert codes[0] == -signal.SIGKILL and codes[1] != 0, codes  # both stopped it part way
+    assert (
+        0 < len(finished(broken)) < len(SWEEP_LRS)
+    )  # the SIGTERM came after a run was complete, before the last
     assert sweep(broken) == 0  # resume to the end
     want, got = finished(clean), finished(broken)
     assert sorted(got) == sorted(want) == list(SWEEP_LRS)
