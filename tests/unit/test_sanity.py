@@ -41,24 +41,28 @@ def test_busy_machine():
 
 def test_steal_is_sampled_over_the_time_since_the_last_sample_when_that_is_long_enough(monkeypatch):
     """A sweep's runs wait for no sample of their own: the window is the time since the previous run's sample
-    (at least sample_s, at most STEAL_WINDOW_MAX_S); the first, or one long after, waits sample_s."""
-    import time
+    (at least sample_s, at most STEAL_WINDOW_MAX_S); the first, or one long after, waits sample_s. On a fake
+    clock (sanity's time.monotonic and time.sleep), so a busy machine cannot move a sample across a bound."""
+    clock, slept = [100.0], []
+
+    def sleep(s):
+        slept.append(s)
+        clock[0] += s
 
     monkeypatch.setattr(sanity, "_LAST_STAT", None)
-    slept = []
-    real_sleep = time.sleep
-    monkeypatch.setattr(time, "sleep", lambda s: slept.append(s) or real_sleep(s))
-    first = sanity.machine_load(0.05)
-    assert slept == [0.05] and first["steal_window_s"] >= 0.05
-    real_sleep(0.06)
-    second = sanity.machine_load(0.05)  # the last sample is 0.06 s old: it is the window
-    assert slept == [0.05] and second["steal_window_s"] >= 0.06 and second["steal_pct"] is not None
-    third = sanity.machine_load(0.05)  # too recent: a wait of its own
-    assert slept == [0.05, 0.05] and third["steal_window_s"] >= 0.05
-    stamp, counters = sanity._LAST_STAT
-    monkeypatch.setattr(sanity, "_LAST_STAT", (stamp - sanity.STEAL_WINDOW_MAX_S - 1, counters))
-    sanity.machine_load(0.05)  # long ago: not "before the run"
-    assert slept == [0.05, 0.05, 0.05]
+    monkeypatch.setattr(sanity.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(sanity.time, "sleep", sleep)
+    first = sanity.machine_load(0.1)
+    assert slept == [0.1] and first["steal_window_s"] == 0.1
+    clock[0] += 2.5  # a run of 2.5 s
+    second = sanity.machine_load(0.1)  # the last sample is 2.5 s old: it is the window
+    assert slept == [0.1] and second["steal_window_s"] == 2.5 and second["steal_pct"] is not None
+    clock[0] += 0.05
+    third = sanity.machine_load(0.1)  # 0.05 s: too recent, a wait of its own
+    assert slept == [0.1, 0.1] and third["steal_window_s"] == 0.1
+    clock[0] += sanity.STEAL_WINDOW_MAX_S + 1
+    sanity.machine_load(0.1)  # long ago: not "before the run"
+    assert slept == [0.1, 0.1, 0.1]
 
 
 def test_stand_in_and_settings_that_differ():
