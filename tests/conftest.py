@@ -197,7 +197,7 @@ def _start_order(item) -> int:
 
 
 # Fast-tier files that train and call no conclusion code: coverage's tracer only slowed their training (about 5 s
-# of CPU over the four), so they run untraced too (tests/unit/test_suite.py checks they import no covered module)
+# of CPU over the four), so they run untraced too (tests/unit/test_suite.py checks that their own imports name no covered module)
 UNTRACED_FILES = (
     "tests/unit/test_models.py",
     "tests/unit/test_training.py",
