@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import random
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -57,3 +58,14 @@ def free_cuda_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+@contextmanager
+def torch_threads(n: int):
+    """torch's intra-op threads set to n inside the block, the previous count restored after it."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)

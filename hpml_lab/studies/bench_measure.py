@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -23,7 +22,7 @@ from .. import flops
 from ..config import ConfigError, RunConfig
 from ..data import build_loader, cifar, lab_transform
 from ..device import configure as configure_device
-from ..device import seed_everything
+from ..device import seed_everything, torch_threads
 from ..profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
 from ..training import build_model, build_optimizer, train_step
 from ..verdict import compare, target_met
@@ -37,16 +36,6 @@ TARGETS = {
 
 def log(msg: str) -> None:
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def _threads(n: int):
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def fast_overrides(
@@ -159,7 +148,7 @@ def bench_loader(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     def tensor_run():
         _take(tloader, tensor_batches)
 
-    with _threads(1):
+    with torch_threads(1):
         pil_s, tensor_s = _interleaved(
             [pil_run, tensor_run], torch.device("cpu"), opts["repeats"], opts["warmup"]
         )

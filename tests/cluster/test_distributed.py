@@ -130,15 +130,12 @@ def _one_process_vs_two_ranks(common: list, tmp_path) -> dict:
     weights must match. Returns the single process's weights. The single process is `python -m hpml_lab`'s main
     called in the test's process, on one thread as each rank (a process of its own only cost its imports)."""
     from hpml_lab.__main__ import main
+    from hpml_lab.device import torch_threads
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         code = main(
             [*common, "--batch-size", "16", "--task", "one", "--save-model", str(tmp_path / "one.pt")]
         )
-    finally:
-        torch.set_num_threads(threads)
     assert code == 0
     ddp = _run(
         [

@@ -800,8 +800,8 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
     import random
 
     import pandas as pd
-    import torch
 
+    from hpml_lab.device import torch_threads
     from hpml_lab.sweeps import run_sweep
 
     def finished(results_dir):
@@ -839,13 +839,9 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
         return p.returncode
 
     clean, broken = tmp_path / "clean", tmp_path / "broken"
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the sweep's process
-    try:
+    with torch_threads(1):  # as the sweep's process
         base = RunConfig(data_root=str(cifar_root), results_dir=str(clean), **SWEEP_SETTINGS)
         run_sweep([base.replace(lr=lr) for lr in SWEEP_LRS], train, log=None)
-    finally:
-        torch.set_num_threads(threads)
     rng = random.Random(0)
     codes = []
     for kill in (

@@ -3,7 +3,7 @@ scaling model that predicts the rows this machine cannot run.
 
     from hpml_lab.studies.lab5 import scaling
     ar = scaling.measure_allreduce([grad_bytes], nproc=2)      # torchrun + gloo (NCCL on GPUs)
-    ddp = scaling.run_ddp(cfg, nproc=2)                         # torchrun -m hpml_lab, read back
+    ddp = scaling.run_ddp(cfg, nproc=2)                         # one run under torchrun, read back
     runs, ar = scaling.run_ddp_many([cfg_a, cfg_b], nproc=2)   # one launch, every rank trains both in turn
     scaling.predict_epoch(t_step, n=4, per_gpu_batch=512, n_images=50_000, grad_bytes=..., busbw=...)
 
@@ -199,12 +199,7 @@ def measure_allreduce(
 # ------------------------------------------------------------------ training runs
 def run_ddp(cfg: RunConfig, nproc: int, timeout: float = 600) -> results.Run:
     """Train cfg under torchrun with nproc processes (batch_size is per process); the rank-0 record."""
-    cfg = distributed.run_config(cfg, nproc)  # the folder train() picks under torchrun
-    flags = []
-    for k, v in cfg.replace(progress="none").to_dict().items():
-        flags += [f"--{k.replace('_', '-')}", str(v).lower() if isinstance(v, bool) else str(v)]
-    _torchrun(nproc, ["hpml_lab", *flags], timeout)
-    return results.read_run(cfg.run_dir())
+    return run_ddp_many([cfg], nproc, timeout)[0][0]
 
 
 def run_ddp_many(
