@@ -617,32 +617,34 @@ def per_epoch_wait_note(summary, waits: dict, labels: dict, against: int) -> Fin
     )
 
 
+DEVICE_LABELS = {"cpu": "CPU", "cuda": "GPU"}
+
+
 def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU); the
     devices ran one after the other, which the verdict knows."""
     ep = out.epochs
     flags: list = [sanity.busy(meta_machine(out))]
-    nums = []
-    for d, g in ep.groupby("device", sort=False):
-        flags.append(sanity.trend(list(g["total_s"])))
+    said = []  # one sentence per device, the CPU's first: each names its own device
+    for d, g in sorted(ep.groupby("device", sort=False), key=lambda x: x[0] != "cpu"):
+        label = DEVICE_LABELS.get(str(d), str(d))
+        trend = sanity.trend(list(g["total_s"]))
         steady = drop_warmup(g)
-        flags.append(sanity.too_few(len(steady), f"{d} epochs after warm-up"))
-        nums.append(num(f"{d}: epoch time (after warm-up)", steady["total_s"], "s"))
-    cpu = nums[0]
-    trending = any(f is not None and f.kind == "no steady state" for f in flags)
-    lead = (
-        say(
-            "The CPU epochs never settled (see the flag), so no typical CPU epoch time can be given; their median is {cpu}",
-            cpu=cpu,
-        )
-        if trending
-        else say(
-            "A CPU epoch took {cpu} ("
-            + ("median after warm-up" if (cpu.n or 0) > 1 else "the one epoch after the first")
-            + ")",
-            cpu=cpu,
-        )
-    )
+        flags += [trend, sanity.too_few(len(steady), f"{d} epochs after warm-up")]
+        x = num(f"{d}: epoch time (after warm-up)", steady["total_s"], "s")
+        if trend is not None and trend.kind == "no steady state":
+            said.append(
+                say(
+                    "The {d} epochs never settled (see the flag), so no typical {d} epoch time can be given; "
+                    "their median is {x}",
+                    d=label,
+                    x=x,
+                )
+            )
+        else:
+            how = "median after warm-up" if (x.n or 0) > 1 else "the one epoch after the first"
+            said.append(say("A {d} epoch took {x} (" + how + ")", d=label, x=x))
+    lead = said[0]
     question = "C5: average epoch time on GPU vs CPU"
     if "cuda" not in out.devices:
         head = say("{lead}. No GPU was present: no GPU time, no speedup", lead=lead)
@@ -662,7 +664,7 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         loads=loads_by(out.items, "device"),
     )
     head = say("{v}", v=v.finding("C5 compute")).up()
-    details = [say("{lead}", lead=lead), *[say("{x}", x=x) for x in nums[1:]]]
+    details = [say("{s}", s=x) for x in said]
     if cfg.max_batches:  # e.g. the GPU kit's profile: the CPU row would otherwise take most of a lease
         details.append(
             say(

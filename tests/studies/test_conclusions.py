@@ -485,6 +485,24 @@ def test_c5_gpu_against_cpu_is_a_verdict(tmp_path):
     assert answers[0].status == "answered" and answers[0].verdict["outcome"] == "better"
 
 
+def test_c5_says_each_devices_epoch_with_its_device_whichever_ran_first(tmp_path):
+    """The first GPU run's report said "A CPU epoch took 7.64 s" and then a bare "0.47 s.": the GPU's epoch had no
+    sentence, and the CPU's was whichever device came first in the table."""
+    ep = pd.DataFrame(
+        {"device": ["cuda"] * 3 + ["cpu"] * 3, "epoch": [1, 2, 3] * 2, "total_s": [0.5, 0.25, 0.25, 8, 4, 4]}
+    )
+    items = sweep(tmp_path, "device", {"cuda": batches(FAST), "cpu": batches(SLOW)})
+    answers, _ = lab2_answers.c5(
+        RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cuda", "cpu"], items=items)
+    )
+    details = [d.plain() for d in answers[0].details]
+    assert details == [
+        "A CPU epoch took 4 s (median after warm-up)",
+        "A GPU epoch took 0.25 s (median after warm-up)",
+    ]
+    assert holds(answers) == []
+
+
 # ------------------------------------------------------------------ C6 and C7
 def _training_sweep(losses: dict, status=None):
     rows = []
