@@ -34,6 +34,7 @@ from ..profiling import WallClock, summarize
 from ..results import drop_warmup
 from ..sweeps import SweepItem, require_one_complete, run_sweep, tables
 from ..training import build_model, build_optimizer, train
+from ..verdict import MIN_SAMPLES
 
 LOADER_COLUMNS = ["num_workers", "repeat", "seconds", "batches", "images", "images_per_s"]
 LOADER_NOTE = (
@@ -296,7 +297,9 @@ def c4_data_vs_compute(cfg: RunConfig, best: int | None = None, trace_steps: int
         if found:
             best, source, c3_rows = found[0], f"read from C3's results ({found[1]})", c3_rows_of(found[1])
         else:
-            sweep = c3_loader_sweep(cfg.replace(task="c3", run_id=""), log=log)
+            # C3's own verdict needs MIN_SAMPLES timed epochs a count: C4's 2 epochs would leave every count undecided
+            c3_cfg = cfg.replace(task="c3", run_id="", epochs=max(cfg.epochs, MIN_SAMPLES))
+            sweep = c3_loader_sweep(c3_cfg, log=log)
             best, source, c3_rows = (
                 sweep.best_workers,
                 f"measured now with C3's sweep ({sweep.summary_dir})",

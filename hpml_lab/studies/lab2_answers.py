@@ -22,7 +22,7 @@ from ..data import classes_of
 from ..findings import Background, Finding, join, say
 from ..profiling import summarize
 from ..results import drop_warmup, read_run
-from ..verdict import best, compare, sample_record
+from ..verdict import MIN_SAMPLES, best, compare, sample_record
 from ._conclude import (
     compare_configs,
     counted,
@@ -358,6 +358,23 @@ def best_findings(b, labels: dict, name: str) -> list[Finding]:
     ]
 
 
+def too_few_split(b, name: str) -> tuple[list, list, Finding | None]:
+    """(counts tied with the best because a verdict could decide, counts not decided because either side had
+    fewer than MIN_SAMPLES samples, the finding that says how many were timed and how many are needed or None):
+    too few samples is no evidence of a tie, and a sentence must not call it one."""
+    tied = [k for k in b.tied if k != b.label]
+    few = [k for k in tied if b.verdicts[k].reason.startswith("too few samples")]
+    if not few:
+        return tied, [], None
+    least = min(min(b.verdicts[k].n_a, b.verdicts[k].n_b) for k in few)
+    why = say(
+        "{n} timed per count at the fewest, and a verdict needs at least {min}",
+        n=counted(f"{name}: fewest samples of a count", least),
+        min=Number(f"{name}: samples needed", MIN_SAMPLES, "", "setting", source="verdict.MIN_SAMPLES"),
+    )
+    return [k for k in tied if k not in few], few, why
+
+
 def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     """The best DataLoader worker count, with every count the data cannot separate from it called a tie; each
     comparison stated; the counts ran one after the other (a fact of the design, said); what more counts than
@@ -366,15 +383,34 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     b = best(samples, what="DataLoader time per epoch", loads=c3_loads(sweep.rows))
     labels = {n: worker_label(n, f"C3 worker count {n}") for n in samples}
     nums = {n: num(f"{n} worker{'' if n == 1 else 's'}, epoch", v, "s") for n, v in sorted(samples.items())}
-    tied = [n for n in b.tied if n != b.label]
-    separated = len(b.verdicts) - len(tied)
-    if tied:
+    tied, few, why = too_few_split(b, "C3")
+    separated = len(b.verdicts) - len(tied) - len(few)
+    if few and not tied and not separated:
         head = say(
-            "{best} had the lowest median ({med} per epoch) but cannot be told apart from {tied}: a tie, so this "
-            "run shows no single best count",
+            "{best} had the lowest median ({med} per epoch), but too few epochs were timed to tell any count from "
+            "another ({why}), so this run names no best count",
             best=labels[b.label],
             med=nums[b.label],
-            tied=join([labels[n] for n in tied], ", ", " and "),
+            why=why,
+        )
+    elif tied or few:
+        parts = []
+        if tied:
+            parts.append(say("{t}: a tie", t=join([labels[n] for n in tied], ", ", " and ")))
+        if few:
+            parts.append(
+                say(
+                    "{f}, of which too few epochs were timed ({why})",
+                    f=join([labels[n] for n in few], ", ", " and "),
+                    why=why,
+                )
+            )
+        head = say(
+            "{best} had the lowest median ({med} per epoch) but cannot be told apart from {parts}, so this run "
+            "shows no single best count",
+            best=labels[b.label],
+            med=nums[b.label],
+            parts=join(parts, "; nor from "),
         )
     else:
         head = say(
@@ -473,9 +509,23 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
         what="DataLoader time per epoch",
         loads=c3_loads(rows),
     )
+    if best_n == b.label:
+        tied, few, why = too_few_split(b, "C3")
+        if not tied and not few:
+            return say("C3's best")
+        parts = []
+        if tied:
+            parts.append(say("could not tell it from {t}: a tie", t=workers_list(tied, "C3 tied count")))
+        if few:
+            parts.append(
+                say(
+                    "timed too few epochs to tell it from {f} ({why})",
+                    f=workers_list(few, "C3 undecided count"),
+                    why=why,
+                )
+            )
+        return say("C3's lowest median; C3 {parts}", parts=join(parts, "; and "))
     others = [n for n in b.tied if n != best_n]
-    if best_n == b.label and not others:
-        return say("C3's best")
     if best_n in b.tied:
         return say(
             "C3's stopping rule; C3 could not tell it from {others}: a tie",

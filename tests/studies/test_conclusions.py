@@ -374,6 +374,32 @@ def test_c3_tag_names_a_best_only_when_c3_did():
     assert lab2_answers.c3_tag(2, None).plain() == "the count given"
 
 
+def test_too_few_epochs_are_not_called_a_tie():
+    """The H200 check's C4 page said C3 "could not tell" 16 workers from 0 workers, "a tie", when C3 had timed 2
+    epochs per count (15.3 s against 2.07 s): too few samples for any verdict is no evidence of a tie."""
+    two = _c3_rows({0: [13.4, 17.2], 1: [13.7, 15.4], 16: [1.86, 2.28]})
+    answers, _ = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=two, items=[]))
+    head = answers[0].headline.plain()
+    assert "a tie" not in head and head == (
+        "16 workers had the lowest median (2.07 s per epoch), but too few epochs were timed to tell any count "
+        "from another (2 timed per count at the fewest, and a verdict needs at least 3), so this run names no "
+        "best count"
+    )
+    assert holds(answers) == []
+    tag = lab2_answers.c3_tag(16, two).plain()
+    assert tag == (
+        "C3's lowest median; C3 timed too few epochs to tell it from 0 or 1 workers (2 timed per count at the "
+        "fewest, and a verdict needs at least 3)"
+    )
+    # a real tie beside a count timed too few times: each said as what it is
+    mixed = _c3_rows({0: [0.9, 0.91], 2: [0.30, 0.31, 0.29], 4: [0.30, 0.31, 0.29]})
+    head = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=mixed, items=[]))[0][0].headline.plain()
+    assert "cannot be told apart from 4 workers: a tie; nor from 0 workers, of which too few epochs" in head
+    tag = lab2_answers.c3_tag(2, mixed).plain()
+    assert tag.startswith("C3's lowest median; C3 could not tell it from 4 workers: a tie; and timed too few")
+    assert lab2_answers.c3_tag(2, _c3_rows({0: [0.9] * 3, 2: [0.3] * 3})).plain() == "C3's best"
+
+
 def test_c3_rows_of_reads_the_sweep_or_says_none(tmp_path):
     runs = []
     for n in (0, 1):

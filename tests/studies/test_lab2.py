@@ -51,6 +51,24 @@ def test_c4_reads_best_from_c3_and_writes_trace(cfg):
     assert len(out.trace.top_ops) > 0 and "aten::" in " ".join(out.trace.top_ops["operator"])
 
 
+def test_c4_without_c3_times_enough_epochs_for_c3s_verdict(cfg, monkeypatch):
+    """On the H200, C4 ran C3's sweep itself with its own 2 epochs: 2 timed epochs a count, too few for any of C3's
+    verdicts. The sweep C4 runs times at least verdict.MIN_SAMPLES epochs a count."""
+    asked = []
+
+    class Stop(Exception):
+        pass
+
+    def sweep(c, log=print):
+        asked.append(c)
+        raise Stop
+
+    monkeypatch.setattr(lab2, "c3_loader_sweep", sweep)
+    with pytest.raises(Stop):
+        lab2.c4_data_vs_compute(cfg.replace(task="c4", epochs=2), log=None)
+    assert asked[0].task == "c3" and asked[0].epochs == 3 and asked[0].batch_size == cfg.batch_size
+
+
 def test_c5_cpu_only_without_cuda(cfg):
     out = lab2.c5_devices(cfg.replace(task="c5"), log=None)
     assert out.summary["device"].iloc[0] == "cpu"

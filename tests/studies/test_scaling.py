@@ -511,3 +511,12 @@ def test_lab5_q1_epoch_says_how_it_was_aggregated():
         "(the median step time x steps, so not the images per second of the median throughput above)"
         in q1.text
     )
+
+
+def test_one_gpu_is_said_in_the_singular():
+    """The H200 check's lab5 page said "more workers than the 1 GPUs here ... would share them"."""
+    one = scaling_answers._shared(SimpleNamespace(on_gpu=True, workers_here=1, meta={}), 2).plain()
+    assert one == " (more workers than the 1 GPU here: on this machine its processes would share it)"
+    two = scaling_answers._shared(SimpleNamespace(on_gpu=True, workers_here=2, meta={}), 4).plain()
+    assert two == " (more workers than the 2 GPUs here: on this machine its processes would share them)"
+    assert scaling_answers._shared(SimpleNamespace(on_gpu=True, workers_here=2, meta={}), 2) == ""

@@ -292,8 +292,12 @@ def _shared(res, n) -> Finding | str:
     if not here or int(n) <= here:
         return ""
     what = "GPUs" if gpu else "cores"
+    one = here == 1  # "the 1 GPU here ... share it", not "the 1 GPUs here ... share them"
     return say(
-        " (more workers than the {h} " + what + " here: on this machine its processes would share them)",
+        " (more workers than the {h} "
+        + (what[:-1] if one else what)
+        + " here: on this machine its processes would share "
+        + ("it)" if one else "them)"),
         h=Number(f"{what} here", here, "", "measured", n=1, source="the machine the study ran on"),
     )
 
