@@ -3,8 +3,8 @@ job, with every finished result brought home; and a CPU dry run of the same code
 
     make gpu-wheels     # here: the wheels the GPU image lacks into .whl/ (CPython 3.12), and .whl/provenance.json
                         # (this tree's commit and whether it is dirty: .git does not travel)
-    python3 -m hpml_lab.report.gpucheck plan           # the commands to run (at most 3), with estimates; --json: basis
-    python3 -m hpml_lab.report.gpucheck run --part N   # on the GPU machine, from the tree's root (no make needed)
+    python3 -m hpml_lab.report.gpucheck plan           # the commands to run (at most 2), with estimates; --json: basis
+    python3 -m hpml_lab.report.gpucheck run --part N --limit S   # on the GPU machine, from the tree's root (no make)
     python3 -m hpml_lab.report.gpucheck run --units c1,bench --device cpu    # the dry run of some units here
     python3 -m hpml_lab.report.gpucheck unpack DIR     # here: every archive that came home, merged
 
@@ -14,12 +14,13 @@ benchmarks, the lab tasks. Outputs go under reports/gpu/<gpu-name>/; after every
 packed into $OUT/<gpu-name>.part<N>.tar.gz (rewritten; where one archive would pass 16 MiB, also
 <gpu-name>.part<N>-2.tar.gz and on, within $OUT's 8 files; traces only where room is left; anything that fits none
 is named in the manifest's `left_out_of_archive`), so a command killed at its limit brings home every unit it
-finished. A unit whose `ok` came home is skipped. A command learns what came home only from
-reports/gpu/<gpu-name>/manifest.json in the tree it carries: unpack the archives into the tree before sending the
-next command. After its own units, every command runs the earlier commands' units that did not come home (a
-command that never started, or was cut off before them) while its 8 minutes allow; the last also runs what the
-plan left out. `unpack` merges any number of archives, in any order and in any number of calls, into one
-manifest.json and one reports/index.html per GPU, each unit's pages from the record the manifest keeps.
+finished. A unit whose `ok` came home is skipped (`--rerun a,b`: run them again). A command learns what came home
+only from reports/gpu/<gpu-name>/manifest.json in the tree it carries: unpack the archives into the tree before
+sending the next command. After its own units, every command goes on down the check's other units that did not come
+home, in priority order, each only if its estimate fits the time left of its `--limit`; at the limit it stops itself
+as a job's time limit would (SIGTERM: the unit it cut off is recorded as interrupted, the rest packed). `unpack`
+merges any number of archives, in any order and in any number of calls, into one manifest.json and one
+reports/index.html per GPU, each unit's pages from the record the manifest keeps.
 """
 
 from __future__ import annotations
@@ -27,18 +28,22 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata as md
 import json
+import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import traceback
 from pathlib import Path
 
 from ..cliargs import OneLineParser
 from ..config import ConfigError, output_path, project_root
-from ..io import atomic_file, atomic_write_json
+from ..io import atomic_file, atomic_write_json, signals_deferred
+from ..results import sigterm_interrupts
 from . import gpuplan
 from .gpuplan import GPU_PYTHON, IMAGE_HAS
 
@@ -362,7 +367,9 @@ def stage_bench(out: Path, device: str, data_root: Path, log) -> dict:
         except Exception as e:  # one benchmark failing does not stop the others
             recs[name] = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
             bad.append(name)
-    atomic_write_json(out / "bench.json", recs)
+        atomic_write_json(
+            out / "bench.json", recs
+        )  # after each: a unit cut off keeps the benchmarks it finished
     return {"status": "failed" if bad else "ok", "failed": bad, "benchmarks": recs}
 
 
@@ -378,17 +385,17 @@ def run_unit(unit: str, out: Path, device: str, data_root: Path, log) -> dict:
 
 
 def _units_of(part: int | None, units: list[str] | None) -> tuple[list[str], list[str]]:
-    """(this command's own units, those to run if time is left: every unit of the earlier commands, and in the last
-    command the units the plan left out). Which of them came home is the caller's to check, in the manifest the
-    tree carries: an earlier command that never started, or was cut off before a unit, left no `ok` for it there,
-    so a later command picks it up whether or not anything of that command came home."""
+    """(this command's own units, those to run after them while its --limit allows: every other unit of the check,
+    in priority order). Which of them came home is the caller's to check, in the manifest the tree carries: a
+    command that never started, or was cut off before a unit, left no `ok` for it there, so any later command
+    picks it up, and a command whose own units came home goes on down the list. `units` (--units): those alone."""
     if units:
         return list(units), []
-    cmds, left = gpuplan.parts()
+    cmds, _ = gpuplan.parts()
     if not part or not 1 <= part <= len(cmds):
         raise ConfigError(f"--part must be 1 to {len(cmds)} (python3 -m hpml_lab.report.gpucheck plan)")
-    earlier = [u for c in cmds[: part - 1] for u in c]
-    return list(cmds[part - 1]), earlier + (list(left) if part == len(cmds) else [])
+    own = list(cmds[part - 1])
+    return own, [u for u in gpuplan.units() if u not in own]
 
 
 KIT_FILES = ("manifest.json", "reports/index.html")  # the kit's own, rewritten by every command
@@ -414,10 +421,12 @@ def run(
     units: list[str] | None = None,
     log=print,
     pack_to: str | os.PathLike | None = None,
+    limit: float | None = None,
+    rerun: list[str] | tuple[str, ...] = (),
 ) -> Path:
     """One command of the check: the node record, then each unit of plan part `part` (or `units`) that has not
-    already come home (status ok in the manifest the tree carried), then earlier parts' unfinished units while the
-    plan's 8 minutes allow. Outputs (HPML_OUTPUT_DIR) and manifest.json go under reports/gpu/<gpu-name>/; with
+    already come home (status ok in the manifest the tree carried; `rerun` runs some again), then the check's other
+    units not home while `limit` (seconds; for a part, the plan's) allows; at `limit` a SIGTERM stops it, recorded. Outputs (HPML_OUTPUT_DIR) and manifest.json go under reports/gpu/<gpu-name>/; with
     pack_to ($OUT), that folder's new files are packed into pack_to/<gpu-name>.part<N>.tar.gz after every unit,
     so a command killed at its limit still brings home every unit it finished."""
     import torch
@@ -455,7 +464,9 @@ def run(
         commit=env["commit"],
         dirty=env["dirty"],
     )
-    command = manifest["commands"][key] = {"part": part, "started_at": wall0, "units": {}}
+    if limit is None and part:
+        limit = gpuplan.run_limit(part)
+    command = manifest["commands"][key] = {"part": part, "started_at": wall0, "limit_s": limit, "units": {}}
     archive = Path(pack_to) / f"{name}.part{label}.tar.gz" if pack_to else None
 
     def save() -> None:
@@ -475,50 +486,72 @@ def run(
                 command["pack_error"] = str(e)
                 log(f"[gpu-check] not packed: {e}")
 
-    command["node"] = record_node(out, label)
-    save()
-    budget = gpuplan.COMMAND_LIMIT_S - gpuplan.START_S
-    home = {u for u, r in manifest["units"].items() if r.get("status") == "ok"}
-    todo = [u for u in own + earlier if u not in home]
-    log(
-        f"[gpu-check] came home before this command (ok in {manifest_path}): {', '.join(sorted(home)) or 'nothing'};"
-        f" to run: {', '.join(u for u in own if u not in home) or 'nothing'} of its own"
-        + (
-            f", then as time allows: {', '.join(u for u in todo if u not in own)}"
-            if set(todo) - set(own)
-            else ""
-        )
-    )
-    for unit in own + [u for u in earlier if u not in own]:
-        if unit in home:
-            log(f"[gpu-check] {unit}: came home already (ok in the manifest), skipped")
-            command["units"][unit] = "skipped: came home"
-            continue
-        if unit not in own and time.monotonic() - t_start + gpuplan.unit_estimate(unit)[0] > budget:
-            command["units"][unit] = "deferred: would not fit this command"
-            continue
-        log(f"[gpu-check] {unit} on {device}")
-        t0, before = time.monotonic(), _stamps(out)
-        try:
-            result = run_unit(unit, out, device, data_root, log)
-        except Exception as e:  # recorded; the next unit runs
-            result = {
-                "status": "failed",
-                "error": f"{type(e).__name__}: {e}",
-                "traceback": traceback.format_exc(limit=8),
-            }
-            log(f"[gpu-check] {unit} failed: {result['error']}")
-        manifest["units"][unit] = {
-            **result,
-            "seconds": round(time.monotonic() - t0, 1),
-            "part": part,
-            "finished_at": time.time(),
-            # what this unit wrote: unpack keeps these files from the record it keeps, so pages and manifest agree
-            "files": sorted(f for f, stamp in _stamps(out).items() if before.get(f) != stamp),
-        }
-        command["units"][unit] = result["status"]
+    # a job's time limit (SIGTERM, SIGHUP) or Ctrl-C: the unit it cut off is recorded and packed, then it is raised
+    stop: KeyboardInterrupt | None = None
+    # at --limit the command stops itself as a job's time limit would, so the unit it cuts off is recorded
+    watchdog = threading.Timer(limit, os.kill, (os.getpid(), signal.SIGTERM)) if limit else None
+    if watchdog:
+        watchdog.daemon = True
+        watchdog.start()
+    with sigterm_interrupts():
+        command["node"] = record_node(out, label)
         save()
-    save()  # what was skipped or deferred after the last unit
+        budget = limit if limit else float("inf")
+        home = {u for u, r in manifest["units"].items() if r.get("status") == "ok" and u not in rerun}
+        todo = [u for u in own + earlier if u not in home]
+        log(
+            f"[gpu-check] came home before this command (ok in {manifest_path}): {', '.join(sorted(home)) or 'nothing'};"
+            f" to run: {', '.join(u for u in own if u not in home) or 'nothing'} of its own"
+            + (
+                f", then as time allows: {', '.join(u for u in todo if u not in own)}"
+                if set(todo) - set(own)
+                else ""
+            )
+        )
+        for unit in own + [u for u in earlier if u not in own]:
+            if unit in home:
+                log(f"[gpu-check] {unit}: came home already (ok in the manifest), skipped")
+                command["units"][unit] = "skipped: came home"
+                continue
+            if unit not in own and time.monotonic() - t_start + gpuplan.unit_estimate(unit)[0] > budget:
+                command["units"][unit] = "deferred: would not fit this command"
+                continue
+            log(f"[gpu-check] {unit} on {device}")
+            t0, before = time.monotonic(), _stamps(out)
+            try:
+                result = run_unit(unit, out, device, data_root, log)
+            except KeyboardInterrupt as e:  # results.Interrupted or Ctrl-C: cut off, not failed
+                stop = e
+                result = {"status": "interrupted", "error": str(e) or "Ctrl-C"}
+                log(f"[gpu-check] {unit} cut off after {time.monotonic() - t0:.0f} s: {result['error']}")
+            except Exception as e:  # recorded; the next unit runs
+                result = {
+                    "status": "failed",
+                    "error": f"{type(e).__name__}: {e}",
+                    "traceback": traceback.format_exc(limit=8),
+                }
+                log(f"[gpu-check] {unit} failed: {result['error']}")
+            with signals_deferred():  # a second signal waits until the record and its archive are written
+                manifest["units"][unit] = {
+                    **result,
+                    "seconds": round(time.monotonic() - t0, 1),
+                    "part": command["part"],
+                    "finished_at": time.time(),
+                    # what this unit wrote: unpack keeps these files from the record it keeps, so pages and
+                    # manifest agree
+                    "files": sorted(f for f, stamp in _stamps(out).items() if before.get(f) != stamp),
+                }
+                command["units"][unit] = result["status"]
+                save()
+            if stop is not None:
+                for rest in [u for u in own + earlier if u not in command["units"]]:
+                    command["units"][rest] = "not started: the command was stopped"
+                break
+        save()  # what was skipped, deferred or not started after the last unit
+        if watchdog:
+            watchdog.cancel()
+    if stop is not None:
+        raise stop
     return out
 
 
@@ -864,6 +897,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     r.add_argument("--wheels", default=".whl")
     r.add_argument("--pack", default=os.environ.get("OUT") or None, help="pack after each unit here ($OUT)")
+    r.add_argument(
+        "--limit",
+        type=float,
+        help="seconds this command may run (the plan's for --part): then it stops as at a job's time limit",
+    )
+    r.add_argument("--rerun", default="", help="comma-separated units to run again though they came home")
     pl = sub.add_parser("plan", help="print the commands of the check with their estimates")
     pl.add_argument("--json", action="store_true", help="the whole plan with every figure's basis, as JSON")
     u = sub.add_parser("unpack", help="merge archives that came home into reports/gpu/<gpu-name>/")
@@ -884,6 +923,14 @@ def main(argv: list[str] | None = None) -> int:
             units = [t for t in args.units.split(",") if t] or None
             if not units and not args.part:
                 raise ConfigError("say --part N (see the plan) or --units a,b")
+            if args.limit is not None and not (args.limit > 0 and math.isfinite(args.limit)):
+                raise ConfigError(f"--limit must be a positive number of seconds, not {args.limit:g}")
+            rerun = [t for t in args.rerun.split(",") if t]
+            unknown = sorted(set(rerun) - set(gpuplan.units()))
+            if unknown:
+                raise ConfigError(
+                    f"--rerun: no unit {', '.join(unknown)} (units: {', '.join(gpuplan.units())})"
+                )
             if Path(args.wheels).is_dir() and any(Path(args.wheels).glob("*.whl")):
                 install(args.wheels, args.site)
             elif importlib.util.find_spec("papermill") is None:
@@ -891,11 +938,23 @@ def main(argv: list[str] | None = None) -> int:
                     f"no wheels in {args.wheels} and no papermill here: carry .whl (make gpu-wheels)"
                 )
             use_provenance(args.wheels)
-            out = run(args.part, args.device, args.out, units, pack_to=args.pack)
+            out = run(
+                args.part, args.device, args.out, units, pack_to=args.pack, limit=args.limit, rerun=rerun
+            )
             print(f"[gpu-check] done: {out}")
     except ConfigError as e:
         print(f"gpu-check: error: {e}", file=sys.stderr)
         return 2
+    except (
+        KeyboardInterrupt
+    ) as e:  # the unit it cut off is in the manifest as "interrupted", packed with the rest
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(
+            f"gpu-check: stopped by {signal.Signals(signum).name}: the units finished before it are in the manifest"
+            f" and packed{f' in {args.pack}' if getattr(args, 'pack', None) else ''}; run the command again to go on",
+            file=sys.stderr,
+        )
+        return 128 + int(signum)
     return 0
 
 

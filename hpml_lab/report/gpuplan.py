@@ -3,13 +3,14 @@ and the basis of every figure.
 
     python3 -m hpml_lab.report.gpucheck plan    # the commands to run, one per line, then the plan as JSON
 
-This check's limits (notes/gpu-machine.md): 30 minutes of device time in all, 10 minutes a command, the machine
-bare at every command (nothing installed or written survives). The plan gives itself 8 minutes a command and 25
-minutes in all, counting for every command a 2-minute start, the install of the carried wheels and the synthetic
-data, from figures measured on this project's development machine (said with each figure), and packs the units
-(a node record, the CUDA tests, the benchmarks, the lab tasks) into at most 3 commands in priority order; what does
-not fit is named, not silently dropped. Unit estimates are predictions (FLOPs at an assumed rate on an H100, the PIL
-loader's measured cost, the review's reference figures); the first GPU run's manifest measures them.
+This check's limits: 15 minutes of device time a session (the device tool's README, 2026-11-26: each start, command
+and the 30 s a machine stays held after each counted), 10 minutes a command, the machine bare at every command
+(nothing installed or written survives). The plan gives itself two commands, 9 minutes and 4, each counting a start,
+the install of the carried wheels and the synthetic data, and packs the units (a node record, the CUDA tests, the
+benchmarks, the lab tasks) into them in priority order; what does not fit is named, not silently dropped, and a
+command whose own units came home goes on down the rest. Unit estimates are the first GPU check's seconds where it
+timed the unit (MEASURED), else predictions (FLOPs at an assumed rate on an H100, the PIL loader's measured cost,
+the review's reference figures).
 
 Per-task inputs come from one function, task_inputs(): the only place that reads the task table.
 """
@@ -44,11 +45,34 @@ werkzeug wheel wrapt xarray xxhash yarl zipp""".split()
 )
 GPU_PYTHON = "3.12.3"  # the GPU image's Python (a Requires-Python such as >=3.12.1 needs the micro version)
 
-# This check's budget (notes/gpu-machine.md: 10 minutes a command, 30 in all, bare at every command).
-COMMAND_LIMIT_S = 480.0  # each command planned to end within 8 minutes, its start included
-CHECK_LIMIT_S = 1500.0  # all commands within 25 minutes, starts included
-MAX_COMMANDS = 3
-START_S = 120.0  # reference (notes/gpu-machine.md): a bare machine's start, 60-120 s, counted at 120 s every command
+# This check's budget: the device machine lends 15 minutes of device time a session (its start, each command and the
+# 30 s it stays held after each counted), 10 minutes a command, and starts no machine with under 4 minutes left. So
+# two commands, each of which may land on a bare machine: the first within 9 minutes, its start included, the second
+# within 4 (it must start with at least 4 minutes left: 15 - 9 - 0.5 idle = 5.5). Each runs with --limit (its time
+# less the start), after which it stops itself as a job's time limit would (SIGTERM): the unit it cuts off is
+# recorded as interrupted, and everything before it is packed.
+DEVICE_TIME_S = 900.0
+IDLE_S = 30.0  # the machine stays held this long after each command, counted
+COMMAND_LIMITS_S = (540.0, 240.0)  # each command's time, its start included
+CHECK_LIMIT_S = DEVICE_TIME_S - IDLE_S * len(COMMAND_LIMITS_S)
+MAX_COMMANDS = len(COMMAND_LIMITS_S)
+# a bare machine's start: about 32 s measured (device time held less the command's own, on an H200, 2026-11-26);
+# notes/gpu-machine.md says 60-120 s; planned at 60 s
+START_S = 60.0
+GRACE_S = (
+    60.0  # beyond --limit: a stopped kernel's 30 s to record its end (runner.KERNEL_GRACE_S), and the packing
+)
+
+
+def command_limit(part: int) -> float:
+    """Part `part`'s time, its start included (COMMAND_LIMITS_S)."""
+    return COMMAND_LIMITS_S[part - 1]
+
+
+def run_limit(part: int) -> int:
+    """The --limit of part `part`: its time less the machine's start (the start is not the command's own)."""
+    return int(command_limit(part) - START_S)
+
 
 # Set-up on a bare machine, measured on this project's 2-core development machine on 2026-11-25 as CPU time (user +
 # sys) of one process, since the GPU machine's 16 idle cores give each its own core (the wall time here, at load
@@ -166,7 +190,39 @@ def task_estimate(task_id: str, inputs: dict[str, Any] | None = None) -> tuple[f
     return seconds, basis
 
 
+# Measured: the first GPU check (one H200, 2026-11-26, commit 8fdc6f1: reports/gpu/NVIDIA-H200/manifest.json, each
+# unit's seconds on its machine, the synthetic data's writing included where the unit was the first to read it). A
+# measured figure replaces the model's prediction; tests/unit/test_gpucheck.py checks these against that manifest.
+H200_CHECK = "reports/gpu/NVIDIA-H200/manifest.json"
+MEASURED = {
+    "tests": (95.0, "measured: 95 s on an H200 (the first GPU check)"),
+    "c2": (
+        42.0,
+        "measured: 42 s on an H200 (the first GPU check), the synthetic CIFAR-10's writing included",
+    ),
+    "c5": (32.0, "measured: 32 s on an H200 (the first GPU check)"),
+    "c1": (21.0, "measured: 21 s on an H200 (the first GPU check)"),
+    "c8": (78.0, "measured: 78 s on an H200 (the first GPU check)"),
+    "lab5": (115.0, "measured: 115 s on an H200 (the first GPU check)"),
+    "c4": (
+        54.0,
+        "measured: 230 s on an H200 (the first GPU check), 176 s of them C3's sweep, which C4 ran itself because C3"
+        " had not run; C3 now runs first in C4's command, so C4 reads its results: 54 s",
+    ),
+    "bench": (
+        100.0,
+        "cut off after 64 s on an H200 (the first GPU check), in the last of its four benchmarks: planned 100 s",
+    ),
+    "memory": (
+        150.0,
+        "cut off after 97 s on an H200 (the first GPU check) before its first output: planned 150 s",
+    ),
+}
+
+
 def unit_estimate(unit: str) -> tuple[float, str]:
+    if unit in MEASURED:
+        return MEASURED[unit]
     if unit in FIXED:
         return FIXED[unit]
     return task_estimate(unit)
@@ -187,8 +243,9 @@ def together() -> dict[str, str]:
 
 
 def command_line(part: int) -> str:
-    """The command as it is run on the GPU machine: python3 from the tree's root, no make (it may be missing)."""
-    return f"python3 -m hpml_lab.report.gpucheck run --part {part}"
+    """The command as it is run on the GPU machine: python3 from the tree's root, no make (it may be missing), with
+    the --limit that ends it inside its share of the lease."""
+    return f"python3 -m hpml_lab.report.gpucheck run --part {part} --limit {run_limit(part)}"
 
 
 def setup_estimate(us: list[str]) -> tuple[float, str]:
@@ -215,8 +272,8 @@ def parts() -> tuple[list[list[str]], list[str]]:
     cmds: list[list[str]] = []
     left: list[str] = []
     for g in groups:
-        home = next((c for c in cmds if _command_seconds(c + g) <= COMMAND_LIMIT_S), None)
-        if home is None and len(cmds) < MAX_COMMANDS and _command_seconds(g) <= COMMAND_LIMIT_S:
+        home = next((c for i, c in enumerate(cmds, 1) if _command_seconds(c + g) <= command_limit(i)), None)
+        if home is None and len(cmds) < MAX_COMMANDS and _command_seconds(g) <= command_limit(len(cmds) + 1):
             home = []
             cmds.append(home)
         if home is None:
@@ -248,7 +305,8 @@ def plan() -> dict[str, Any]:
                 "setup_s": round(setup),
                 "basis": f"set-up {setup:.0f} s: {sbasis}; "
                 + "; ".join(f"{u} {s:.0f} s: {b}" for u, s, b in ests),
-                "fits": est <= COMMAND_LIMIT_S,
+                "limit_s": command_limit(i),
+                "fits": est <= command_limit(i),
             }
         )
     total = sum(r["estimate_s"] for r in rows)
@@ -256,11 +314,30 @@ def plan() -> dict[str, Any]:
         "commands": rows,
         "left_out": {u: round(unit_estimate(u)[0]) for u in left},
         "total_s": total,
-        "command_limit_s": COMMAND_LIMIT_S,
+        "command_limits_s": list(COMMAND_LIMITS_S),
         "check_limit_s": CHECK_LIMIT_S,
         "total_basis": "every command on a bare machine: its start, wheels and data counted in each",
         "fits": len(rows) <= MAX_COMMANDS and total <= CHECK_LIMIT_S and all(r["fits"] for r in rows),
     }
+
+
+def home(root=None) -> dict[str, list[str]]:
+    """{GPU folder: the units whose ok came home there}, from the manifests the tree holds (reports/gpu/*/)."""
+    import json
+    from pathlib import Path
+
+    from ..config import project_root
+
+    done = {}
+    for m in sorted(Path(root or project_root()).glob("reports/gpu/*/manifest.json")):
+        try:
+            units = json.loads(m.read_text()).get("units", {})
+        except (OSError, ValueError, AttributeError):
+            continue  # a damaged manifest: unpack says so; the plan is made without it
+        ok = sorted(u for u, r in units.items() if isinstance(r, dict) and r.get("status") == "ok")
+        if ok:
+            done[m.parent.name] = ok
+    return done
 
 
 def text(p: dict[str, Any] | None = None) -> str:
@@ -273,11 +350,13 @@ def text(p: dict[str, Any] | None = None) -> str:
     lines.append("")
     for r in p["commands"]:
         lines.append(
-            f"# part {r['part']}: about {r['estimate_s']} s of {p['command_limit_s']:.0f} "
-            f"(set-up {r['setup_s']} s): {', '.join(r['units'])}"
+            f"# part {r['part']}: about {r['estimate_s']} s of {r['limit_s']:.0f} "
+            f"(set-up {r['setup_s']} s): {', '.join(r['units'])}; it stops itself after --limit"
+            f" {run_limit(r['part'])} s: give its call a time limit of {run_limit(r['part']) + GRACE_S:.0f} s"
         )
     lines.append(
-        f"# total about {p['total_s']} s of {p['check_limit_s']:.0f}, a 2-minute start counted for each command"
+        f"# total about {p['total_s']} s of {p['check_limit_s']:.0f}: a {START_S:.0f} s start counted for each"
+        f" command, and {IDLE_S:.0f} s held after each, in {DEVICE_TIME_S / 60:.0f} minutes of device time"
     )
     lines.append(
         "# each command first records the machine (node-part<N>.json: nvidia-smi, /dev/shm's size, Python, torch"
@@ -287,12 +366,15 @@ def text(p: dict[str, Any] | None = None) -> str:
         lines.append(
             "# not planned (would not fit): "
             + ", ".join(f"{u} ({s} s)" for u, s in p["left_out"].items())
-            + f"; part {len(p['commands'])} runs them if its own units end early"
+            + "; a command whose own units end early runs them"
         )
     lines.append(
         "# before each command, unpack what came home into the tree (python3 -m hpml_lab.report.gpucheck unpack"
-        " DIR): a command skips every unit whose ok it carries in reports/gpu/<gpu-name>/manifest.json and, after"
-        " its own units, runs those of earlier commands that did not come home, as far as its time allows"
+        " DIR): a command skips every unit whose ok it carries in reports/gpu/<gpu-name>/manifest.json (--rerun a,b"
+        " runs them again) and, after its own units, goes on down the other units not home, in priority order, as"
+        " far as its --limit allows"
     )
+    for gpu, done in home().items():
+        lines.append(f"# came home from {gpu} (skipped there): {', '.join(done)}")
     lines.append("# basis of every figure: python3 -m hpml_lab.report.gpucheck plan --json")
     return "\n".join(lines)

@@ -57,25 +57,49 @@ def test_wheel_list_covers_the_notebook_machinery_and_skips_what_the_image_has()
     assert not set(names) & {"torch", "numpy", "pandas", "matplotlib", "pyyaml", "tqdm"}
 
 
-def test_plan_is_at_most_3_plain_commands_that_fit_bare_machines(capsys):
+def test_plan_is_at_most_2_plain_commands_that_fit_a_15_minute_lease_of_bare_machines(capsys):
     p = gpuplan.plan()
-    assert p["fits"] and 1 <= len(p["commands"]) <= 3
+    assert p["fits"] and 1 <= len(p["commands"]) <= gpuplan.MAX_COMMANDS == 2
     for i, c in enumerate(p["commands"], 1):
-        assert c["command"] == f"python3 -m hpml_lab.report.gpucheck run --part {i}"  # no make
-        assert c["estimate_s"] <= 480 and c["setup_s"] >= gpuplan.START_S + gpuplan.INSTALL_S[0]
+        # no make; the limit after which it stops itself, its start left out (the start is not its own time)
         assert (
-            "measured here" in c["basis"] and "start 120 s" in c["basis"]
-        )  # every command on a bare machine
-    assert p["total_s"] <= 1500 and p["total_s"] >= 3 * 0 + len(p["commands"]) * gpuplan.START_S
+            c["command"]
+            == f"python3 -m hpml_lab.report.gpucheck run --part {i} --limit {c['limit_s'] - 60:.0f}"
+        )
+        assert c["estimate_s"] <= c["limit_s"] and c["setup_s"] >= gpuplan.START_S + gpuplan.INSTALL_S[0]
+        assert "measured here" in c["basis"] and "start 60 s" in c["basis"]  # every command on a bare machine
+    # both commands, their starts and the 30 s held after each, within the 15 minutes; the second may start (4 min)
+    assert sum(gpuplan.COMMAND_LIMITS_S) + 2 * gpuplan.IDLE_S <= 900 and p["total_s"] <= p["check_limit_s"]
+    assert 900 - gpuplan.COMMAND_LIMITS_S[0] - gpuplan.GRACE_S - gpuplan.IDLE_S >= 240
     every = [u for c in p["commands"] for u in c["units"]] + list(p["left_out"])
     assert sorted(every) == sorted(gpuplan.units())  # each unit planned once, or named as left out
-    c6 = next(c for c in p["commands"] if "c6" in c["units"])
-    assert "questions" in c6["units"]  # it reads C6's results: same command
+    for reader, source in (
+        ("questions", "c6"),
+        ("c4", "c3"),
+    ):  # it reads the other's results: the same command
+        assert [reader in c["units"] for c in p["commands"]] == [source in c["units"] for c in p["commands"]]
+        assert gpuplan.units().index(source) < gpuplan.units().index(reader)
     assert gpucheck.main(["plan"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line and not line.startswith("#")]
     assert lines == [c["command"] for c in p["commands"]]
     assert gpucheck.main(["plan", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["commands"][0]["basis"]
+
+
+def test_the_plans_measured_figures_are_those_the_first_gpu_check_recorded():
+    """gpuplan.MEASURED replaces predictions with the H200 check's seconds: each must be that manifest's (c4's
+    without the C3 sweep it then ran itself, as its basis says; bench and memory were cut off, at least that)."""
+    units = json.loads((ROOT / gpuplan.H200_CHECK).read_text())["units"]
+    for u, (seconds, basis) in gpuplan.MEASURED.items():
+        if u in units:
+            assert units[u]["status"] == "ok" and round(units[u]["seconds"]) == (
+                230 if u == "c4" else seconds
+            ), u
+            assert f"measured: {round(units[u]['seconds'])} s on an H200" in basis
+        else:
+            assert basis.startswith("cut off after") and seconds > float(basis.split()[3])
+    assert gpuplan.unit_estimate("tests") == gpuplan.MEASURED["tests"]
+    assert gpuplan.home(ROOT)["NVIDIA-H200"] == sorted(u for u, r in units.items() if r["status"] == "ok")
 
 
 def test_the_plans_flops_are_those_hpml_lab_counts():
@@ -88,9 +112,9 @@ def test_the_plans_flops_are_those_hpml_lab_counts():
 
 
 def test_plan_leaves_out_what_does_not_fit_and_says_so(monkeypatch):
-    monkeypatch.setitem(gpuplan.FIXED, "bench", (400.0, "made slow for the test"))
+    monkeypatch.setitem(gpuplan.MEASURED, "bench", (400.0, "made slow for the test"))
     p = gpuplan.plan()
-    assert "bench" in p["left_out"] and all(c["estimate_s"] <= 480 for c in p["commands"])
+    assert "bench" in p["left_out"] and all(c["estimate_s"] <= c["limit_s"] for c in p["commands"])
     assert any(x.startswith("# not planned") and "bench" in x for x in gpuplan.text(p).splitlines())
 
 
@@ -145,6 +169,62 @@ def test_a_command_killed_half_way_brings_home_its_finished_units_and_the_next_s
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     gpucheck.run(None, "cpu", home / "cpu-dry-run", ["c1", "c2", "slow"], pack_to=tmp_path / "OUT2", **QUIET)
     assert ran == ["slow"]
+
+
+STOPPED = """
+import sys, time
+from hpml_lab.report import gpucheck
+
+def fake(unit, out, device, data_root, log):
+    if unit == "slow":
+        time.sleep(300)
+    (out / "reports").mkdir(exist_ok=True)
+    (out / "reports" / f"{unit}.html").write_text(f"<html>{unit}</html>")
+    return {"status": "ok"}
+
+gpucheck.run_unit = fake
+sys.exit(gpucheck.main(["run", "--device", "cpu", "--units", "c1,slow,c2", "--out", sys.argv[1], "--pack",
+                        sys.argv[2], "--wheels", sys.argv[3]]))
+"""
+
+
+def test_a_job_stopped_by_sigterm_records_the_unit_it_cut_off_and_ends_in_one_line(tmp_path):
+    """The H200 check's second command was stopped by `timeout` (SIGTERM, as a Slurm time limit sends): it ended in
+    a traceback, and the unit it cut off came home as "not run". Now the unit is recorded as interrupted and packed,
+    the units after it as not started, and the command ends with one line and 128 + the signal's number."""
+    out, node = tmp_path / "OUT", tmp_path / "node" / "cpu-dry-run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HPML_LAB_HOME": str(tmp_path / "node")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STOPPED, str(node), str(out), str(tmp_path / "no-wheels")],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    archive = out / "cpu-dry-run.partx.tar.gz"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if archive.is_file() and "cpu-dry-run/reports/c1.html" in _members(archive):
+            break
+        time.sleep(0.2)
+    time.sleep(1)  # into `slow`
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert err.strip().splitlines() == [
+        f"gpu-check: stopped by SIGTERM: the units finished before it are in the manifest and packed in {out};"
+        " run the command again to go on"
+    ]
+    home = tmp_path / "home"
+    gpucheck.unpack(out, home, **QUIET)
+    m = json.loads((home / "cpu-dry-run" / "manifest.json").read_text())
+    assert {u: r["status"] for u, r in m["units"].items()} == {"c1": "ok", "slow": "interrupted"}
+    assert m["units"]["slow"]["error"] == "signal SIGTERM" and m["units"]["slow"]["seconds"] >= 1
+    (command,) = m["commands"].values()
+    assert command["units"] == {
+        "c1": "ok",
+        "slow": "interrupted",
+        "c2": "not started: the command was stopped",
+    }
 
 
 def _command(tmp_path, monkeypatch, gpu: str, part: int, units: dict[str, str], out: Path) -> None:
@@ -362,20 +442,28 @@ def test_a_failing_unit_is_recorded_and_the_next_one_runs(tmp_path, monkeypatch)
     assert [p.name for p in out_within_limits(tmp_path / "OUT")] == ["cpu-dry-run.partx.tar.gz"]
 
 
-def test_the_last_command_runs_what_was_left_while_its_time_allows(tmp_path, monkeypatch):
+def test_a_command_goes_on_down_the_units_not_home_while_its_limit_allows(tmp_path, monkeypatch):
     monkeypatch.setattr(gpuplan, "parts", lambda: ([["a"], ["b"]], ["c", "d"]))
+    monkeypatch.setattr(gpuplan, "units", lambda: ["a", "b", "c", "d"])  # priority order
     monkeypatch.setattr(gpuplan, "unit_estimate", lambda u: (100.0 if u == "d" else 10.0, "test"))
-    monkeypatch.setattr(gpuplan, "COMMAND_LIMIT_S", gpuplan.START_S + 60)  # 60 s for units after the start
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     ran = []
     monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "failed"})
-    out = gpucheck.run(1, "cpu", tmp_path / "gpu", **QUIET)
-    assert ran == ["a"]  # its own units only: nothing of part 1 or the left-out ones runs in part 1
-    out = gpucheck.run(2, "cpu", out, **QUIET)
-    # part 1 came home unfinished (a failed), c fits the time left, d (100 s) would not
-    assert ran == ["a", "b", "a", "c"]
+    out = gpucheck.run(1, "cpu", tmp_path / "gpu", limit=60, **QUIET)
+    # its own unit, then the other units in priority order while they fit: d (100 s) would not
+    assert ran == ["a", "b", "c"]
     last = json.loads((out / "manifest.json").read_text())["commands"]
     assert list(last.values())[-1]["units"]["d"] == "deferred: would not fit this command"
+    assert list(last.values())[-1]["limit_s"] == 60
+    ran.clear()
+    out = gpucheck.run(2, "cpu", out, limit=200, rerun=(), **QUIET)  # nothing came home ok: all again, d fits
+    assert ran == ["b", "a", "c", "d"]
+    ran.clear()
+    monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
+    gpucheck.run(2, "cpu", out, limit=200, **QUIET)
+    ran.clear()
+    gpucheck.run(1, "cpu", out, limit=200, rerun=["c"], **QUIET)  # all came home: only what is asked again
+    assert ran == ["c"]
     with pytest.raises(gpucheck.ConfigError, match="--part must be 1 to 2"):
         gpucheck.run(3, "cpu", out, **QUIET)
 
@@ -384,12 +472,13 @@ def test_a_later_command_picks_up_units_of_commands_that_never_started_or_were_c
     tmp_path, monkeypatch
 ):
     monkeypatch.setattr(gpuplan, "parts", lambda: ([["a", "a2"], ["b"], ["c"]], []))
+    monkeypatch.setattr(gpuplan, "units", lambda: ["a", "a2", "b", "c"])
     monkeypatch.setattr(gpuplan, "unit_estimate", lambda u: (10.0, "test"))
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     ran = []
     monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
     # parts 1 and 2 never started (their machine did not come up): nothing of them came home
-    gpucheck.run(3, "cpu", tmp_path / "bare", **QUIET)
+    gpucheck.run(3, "cpu", tmp_path / "bare", limit=100, **QUIET)
     assert ran == ["c", "a", "a2", "b"]
     # part 1 was cut off after `a` (its archive came home and was unpacked into the tree); part 2 never started
     ran.clear()
@@ -403,10 +492,21 @@ def test_a_later_command_picks_up_units_of_commands_that_never_started_or_were_c
             }
         )
     )
-    gpucheck.run(3, "cpu", tree, **QUIET)
+    gpucheck.run(3, "cpu", tree, limit=100, **QUIET)
     assert ran == ["c", "a2", "b"]
     last = list(json.loads((tree / "manifest.json").read_text())["commands"].values())[-1]["units"]
     assert last == {"c": "ok", "a": "skipped: came home", "a2": "ok", "b": "ok"}
+
+
+def test_run_refuses_a_bad_limit_or_an_unknown_rerun_in_one_line(capsys):
+    for args, said in (
+        (["--limit", "0"], "--limit must be a positive number of seconds, not 0"),
+        (["--limit", "inf"], "--limit must be a positive number of seconds, not inf"),
+        (["--rerun", "c4,c99"], "--rerun: no unit c99"),
+    ):
+        assert gpucheck.main(["run", "--device", "cpu", "--units", "c1", *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"gpu-check: error: {said}")
 
 
 def test_make_gpu_check_runs_the_units_it_is_given_and_prints_the_plan_otherwise():

@@ -18,7 +18,7 @@ TASK = Task(
     gpu={**GPU, "epochs": 3, "max_batches": 100},
     full={"epochs": 3, "batch_size": 128, "max_batches": 0, "subset": 0},
     gpu_runs=0,
-    gpu_priority=120,
+    gpu_priority=69,  # just before C4, which reads its results in the same command (gpu_with)
     smoke_s=17,
     gpu_extra=(
         60.0,

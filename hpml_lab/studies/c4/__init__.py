@@ -16,6 +16,9 @@ TASK = Task(
     full={k: v for k, v in FULL_LAB.items() if k != "num_workers"},
     gpu_runs=2,
     gpu_priority=70,
+    # C3's results give C4 its worker count; without them C4 runs C3's whole sweep itself (176 s of C4's 230 s on
+    # the H200 check). The same command, C3 first: each command starts bare
+    gpu_with="c3",
     smoke_s=30,
     gpu_extra=(20.0, "the profiler trace and its analysis"),
     run=lambda cfg, settings=None: lab2.c4_data_vs_compute(cfg),
