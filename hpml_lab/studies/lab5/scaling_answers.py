@@ -116,7 +116,7 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
         for b, v in verdicts.items()
     ] + [
         say(
-            "Batch {b}: epoch excluding data I/O {e}, extrapolated from {k} timed steps (the median step time x "
+            "Batch {b}: epoch excluding data I/O {e}, extrapolated from {k} timed steps (the mean step time x "
             "steps, so not the images per second of the median throughput above).",
             b=batch_n(r.per_gpu_batch),
             e=Number(
