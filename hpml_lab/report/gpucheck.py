@@ -715,7 +715,17 @@ def merge_manifests(manifests: list[dict]) -> dict:
             else "incomplete"
         )
         stages[f"part{i}"] = {"command": gpuplan.command_line(i), "status": whole, "units": st}
-    extra = sorted(set(units) - {u for us in cmds for u in us})
+    if (
+        left
+    ):  # every unit of the check has a row: what the plan left out runs when a command has time to spare
+        st = {u: units.get(u, {}).get("status", "not run") for u in left}
+        ran = any(v != "not run" for v in st.values())
+        stages["not planned"] = {
+            "command": "any command whose own units end early",
+            "status": "ok" if all(v == "ok" for v in st.values()) else "incomplete" if ran else "not run",
+            "units": st,
+        }
+    extra = sorted(set(units) - {u for us in cmds for u in us} - set(left))  # units the check no longer has
     if extra:
         stages["other"] = {
             "command": "--units",

@@ -264,7 +264,12 @@ def test_unpack_merges_any_archives_in_any_order_into_one_manifest_and_index(tmp
         i1, i2 = ((d / gpu / "reports" / "index.html").read_text() for d in results)
         assert i1 == i2
     m = json.loads((results[0] / "NVIDIA-H100" / "manifest.json").read_text())
-    assert sorted(m["stages"]) == [f"part{i}" for i in range(1, len(plan) + 1)]
+    left = gpuplan.parts()[1]
+    stages = [f"part{i}" for i in range(1, len(plan) + 1)] + (["not planned"] if left else [])
+    assert sorted(m["stages"]) == sorted(stages)
+    # every unit of the check has its row: the H200 check's index listed none of the units the plan left out
+    assert sorted(u for st in m["stages"].values() for u in st["units"]) == sorted(gpuplan.units())
+    assert all(m["stages"]["not planned"]["units"][u] == "not run" for u in left)
     for i, us in enumerate(plan, 1):  # every stage lists every unit of the plan, with its status
         assert sorted(m["stages"][f"part{i}"]["units"]) == sorted(us)
     assert m["stages"]["part1"]["units"][p1[0]] == "ok" and m["stages"]["part1"]["units"][p1[1]] == "ok"
