@@ -497,6 +497,7 @@ def run(
         command["node"] = record_node(out, label)
         save()
         budget = limit if limit else float("inf")
+        together = gpuplan.together() if part else {}  # --units: the units named, as named
         home = {u for u, r in manifest["units"].items() if r.get("status") == "ok" and u not in rerun}
         todo = [u for u in own + earlier if u not in home]
         log(
@@ -515,6 +516,10 @@ def run(
                 continue
             if unit not in own and time.monotonic() - t_start + gpuplan.unit_estimate(unit)[0] > budget:
                 command["units"][unit] = "deferred: would not fit this command"
+                continue
+            first = together.get(unit)  # a unit that reads another's results runs only after it (C4 after C3)
+            if first and first not in home and command["units"].get(first) != "ok":
+                command["units"][unit] = f"deferred: runs after {first}, which has not come home"
                 continue
             log(f"[gpu-check] {unit} on {device}")
             t0, before = time.monotonic(), _stamps(out)

@@ -473,6 +473,24 @@ def test_a_command_goes_on_down_the_units_not_home_while_its_limit_allows(tmp_pa
         gpucheck.run(3, "cpu", out, **QUIET)
 
 
+def test_a_unit_that_reads_anothers_results_waits_for_it(tmp_path, monkeypatch):
+    """C4 reads C3's results (else it runs C3's whole sweep itself, 176 s on the H200): going down the list, a
+    command runs it only once C3 came home or finished in this command."""
+    monkeypatch.setattr(gpuplan, "parts", lambda: ([["a"]], ["c3", "c4"]))
+    monkeypatch.setattr(gpuplan, "units", lambda: ["a", "c3", "c4"])
+    monkeypatch.setattr(gpuplan, "together", lambda: {"c4": "c3"})
+    monkeypatch.setattr(gpuplan, "unit_estimate", lambda u: (100.0 if u == "c3" else 10.0, "test"))
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    ran = []
+    monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
+    out = gpucheck.run(1, "cpu", tmp_path / "gpu", limit=60, **QUIET)  # c3 does not fit: c4 waits for it
+    assert ran == ["a"]
+    last = list(json.loads((out / "manifest.json").read_text())["commands"].values())[-1]["units"]
+    assert last["c4"] == "deferred: runs after c3, which has not come home"
+    gpucheck.run(1, "cpu", out, limit=300, **QUIET)
+    assert ran == ["a", "c3", "c4"]
+
+
 def test_a_later_command_picks_up_units_of_commands_that_never_started_or_were_cut_before_them(
     tmp_path, monkeypatch
 ):
