@@ -398,6 +398,7 @@ def _units_of(part: int | None, units: list[str] | None) -> tuple[list[str], lis
     return own, [u for u in gpuplan.units() if u not in own]
 
 
+LOCK_FILE = re.compile(r"\.[\w.-]+\.lock")
 KIT_FILES = ("manifest.json", "reports/index.html")  # the kit's own, rewritten by every command
 
 
@@ -622,6 +623,7 @@ def pack(
         if p.is_file()
         and not p.is_symlink()
         and p.relative_to(folder).as_posix() != "reports/index.html"
+        and not LOCK_FILE.fullmatch(p.name)  # a run's flock (guards.task_lock): a process's, not a result
         and (p.stat().st_mtime >= since - 1 or p.name == "manifest.json")
     )
     head = [f for f in files if f.relative_to(folder).as_posix() == "manifest.json"]

@@ -127,6 +127,7 @@ def fake(unit, out, device, data_root, log):
         time.sleep(300)
     (out / "reports").mkdir(exist_ok=True)
     (out / "reports" / f"{unit}.html").write_text(f"<html>{unit}</html>")
+    (out / "reports" / f".{unit}.lock").write_text("")  # the runner's flock: not a result
     return {"status": "ok"}
 
 gpucheck.run_unit = fake
@@ -160,6 +161,7 @@ def test_a_command_killed_half_way_brings_home_its_finished_units_and_the_next_s
         names
     )
     assert "cpu-dry-run/node-partx.json" in names
+    assert not [n for n in names if n.endswith(".lock")]  # the H200 check brought home each task's lock file
     home = tmp_path / "home"
     gpucheck.unpack(out, home, **QUIET)
     units = json.loads((home / "cpu-dry-run" / "manifest.json").read_text())["units"]
