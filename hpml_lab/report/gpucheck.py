@@ -411,6 +411,7 @@ def _stamps(folder: Path) -> dict[str, tuple[int, int]]:
         and not p.is_symlink()
         and (rel := p.relative_to(folder).as_posix()) not in KIT_FILES
         and not rel.startswith("node-part")
+        and not LOCK_FILE.fullmatch(p.name)
         and (st := p.stat())
     }
 
