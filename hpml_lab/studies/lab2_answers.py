@@ -519,7 +519,7 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
         if few:
             parts.append(
                 say(
-                    "timed too few epochs to tell it from {f} ({why})",
+                    "timed too few epochs to tell it from {f}: {why}",  # said inside C4's parentheses
                     f=workers_list(few, "C3 undecided count"),
                     why=why,
                 )

@@ -388,8 +388,8 @@ def test_too_few_epochs_are_not_called_a_tie():
     assert holds(answers) == []
     tag = lab2_answers.c3_tag(16, two).plain()
     assert tag == (
-        "C3's lowest median; C3 timed too few epochs to tell it from 0 or 1 workers (2 timed per count at the "
-        "fewest, and a verdict needs at least 3)"
+        "C3's lowest median; C3 timed too few epochs to tell it from 0 or 1 workers: 2 timed per count at the "
+        "fewest, and a verdict needs at least 3"
     )
     # a real tie beside a count timed too few times: each said as what it is
     mixed = _c3_rows({0: [0.9, 0.91], 2: [0.30, 0.31, 0.29], 4: [0.30, 0.31, 0.29]})
