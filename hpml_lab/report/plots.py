@@ -110,10 +110,13 @@ def loader_sweep(sweep, verdict: dict | None = None) -> plt.Figure:
     )
     if verdict is not None:
         best = s.index[s["num_workers"] == verdict["best"]][0]
-        tied = [str(t) for t in verdict["tied"] if t != verdict["best"]]
+        few = [str(t) for t in verdict.get("undecided", [])]  # too few epochs to compare: not a tie
+        tied = [str(t) for t in verdict["tied"] if t != verdict["best"] and str(t) not in few]
         label = (
-            f"lowest median: {verdict['best']} workers, a tie with {', '.join(tied)}"
-            if tied
+            f"lowest median: {verdict['best']} workers"
+            + (f", a tie with {', '.join(tied)}" if tied else "")
+            + (f"; too few epochs to compare with {', '.join(few)}" if few else "")
+            if tied or few
             else f"best: {verdict['best']} workers (verdict)"
         )
     else:

@@ -358,21 +358,31 @@ def best_findings(b, labels: dict, name: str) -> list[Finding]:
     ]
 
 
-def too_few_split(b, name: str) -> tuple[list, list, Finding | None]:
-    """(counts tied with the best because a verdict could decide, counts not decided because either side had
-    fewer than MIN_SAMPLES samples, the finding that says how many were timed and how many are needed or None):
-    too few samples is no evidence of a tie, and a sentence must not call it one."""
-    tied = [k for k in b.tied if k != b.label]
-    few = [k for k in tied if b.verdicts[k].reason.startswith("too few samples")]
-    if not few:
-        return tied, [], None
-    least = min(min(b.verdicts[k].n_a, b.verdicts[k].n_b) for k in few)
-    why = say(
-        "{n} timed per count at the fewest, and a verdict needs at least {min}",
-        n=counted(f"{name}: fewest samples of a count", least),
+def undecided(v) -> bool:
+    """Whether a verdict decided nothing for want of samples (fewer than MIN_SAMPLES on a side): no evidence of a
+    tie, so it is never called one. (A non-finite ratio is also "too few samples" in verdict.compare.)"""
+    return v.reason.startswith("too few samples") and min(v.n_a, v.n_b) < MIN_SAMPLES
+
+
+def too_few_why(vs, name: str) -> Finding:
+    """How few epochs the undecided verdicts `vs` had, and how many a verdict needs."""
+    least = min(min(v.n_a, v.n_b) for v in vs)
+    return say(
+        "as few as {n} epochs timed for a count, and a verdict needs {min} on each side",
+        n=counted(f"{name}: fewest epochs timed for a count", least),
         min=Number(f"{name}: samples needed", MIN_SAMPLES, "", "setting", source="verdict.MIN_SAMPLES"),
     )
-    return [k for k in tied if k not in few], few, why
+
+
+def too_few_split(b, name: str) -> tuple[list, list, Finding | None]:
+    """(counts tied with the best because a verdict could decide, counts not decided because either side had
+    fewer than MIN_SAMPLES samples, the finding that says how few were timed and how many are needed or None):
+    too few samples is no evidence of a tie, and a sentence must not call it one."""
+    tied = [k for k in b.tied if k != b.label]
+    few = [k for k in tied if undecided(b.verdicts[k])]
+    if not few:
+        return tied, [], None
+    return [k for k in tied if k not in few], few, too_few_why([b.verdicts[k] for k in few], name)
 
 
 def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -457,7 +467,8 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
         background,
         verdict={
             "best": b.label,
-            "tied": list(b.tied),
+            "tied": list(b.tied),  # undecided counts among them: too few samples to compare (not a tie)
+            "undecided": [k for k in b.tied if k != b.label and undecided(b.verdicts[k])],
             "against": verdicts,
             "samples": {str(k): v for k, v in samples.items()},
         },
@@ -525,12 +536,17 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
                 )
             )
         return say("C3's lowest median; C3 {parts}", parts=join(parts, "; and "))
-    others = [n for n in b.tied if n != best_n]
-    if best_n in b.tied:
+    # the stopping rule chose another count than the lowest median: only that pair was compared
+    low, v = worker_label(b.label, "C3 lowest-median count"), b.verdicts[best_n]
+    if undecided(v):
         return say(
-            "C3's stopping rule; C3 could not tell it from {others}: a tie",
-            others=workers_list(others, "C3 tied count"),
+            "C3's stopping rule; C3's lowest median was {low}, and C3 timed too few epochs to tell the two apart: "
+            "{why}",
+            low=low,
+            why=too_few_why([v], "C3"),
         )
+    if best_n in b.tied:
+        return say("C3's stopping rule; C3 could not tell it from {low}, its lowest median: a tie", low=low)
     return say("C3's stopping rule; C3's verdict favours {w}", w=worker_label(b.label, "C3 favoured count"))
 
 

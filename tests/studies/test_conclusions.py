@@ -380,24 +380,49 @@ def test_too_few_epochs_are_not_called_a_tie():
     two = _c3_rows({0: [13.4, 17.2], 1: [13.7, 15.4], 16: [1.86, 2.28]})
     answers, _ = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=two, items=[]))
     head = answers[0].headline.plain()
-    assert "a tie" not in head and head == (
+    assert head == (
         "16 workers had the lowest median (2.07 s per epoch), but too few epochs were timed to tell any count "
-        "from another (2 timed per count at the fewest, and a verdict needs at least 3), so this run names no "
-        "best count"
+        "from another (as few as 2 epochs timed for a count, and a verdict needs 3 on each side), so this run "
+        "names no best count"
     )
-    assert holds(answers) == []
+    assert holds(answers) == [] and answers[0].verdict["undecided"] == [0, 1]
     tag = lab2_answers.c3_tag(16, two).plain()
     assert tag == (
-        "C3's lowest median; C3 timed too few epochs to tell it from 0 or 1 workers: 2 timed per count at the "
-        "fewest, and a verdict needs at least 3"
+        "C3's lowest median; C3 timed too few epochs to tell it from 0 or 1 workers: as few as 2 epochs timed for "
+        "a count, and a verdict needs 3 on each side"
+    )
+    # C3's stopping rule chose another count than the lowest median: only that pair was compared, and said so
+    other = _c3_rows({8: [2.05, 2.06], 16: [2.00, 2.01], 0: [15.0, 16.0]})
+    for chosen in (8, 0):
+        tag = lab2_answers.c3_tag(chosen, other).plain()
+        assert "a tie" not in tag and tag == (
+            "C3's stopping rule; C3's lowest median was 16 workers, and C3 timed too few epochs to tell the two "
+            "apart: as few as 2 epochs timed for a count, and a verdict needs 3 on each side"
+        )
+    tie = _c3_rows({8: [2.00, 2.02, 2.01, 2.0], 16: [1.99, 2.0, 2.01, 1.995], 0: [15.0, 16.0, 15.5]})
+    assert lab2_answers.c3_tag(8, tie).plain() == (
+        "C3's stopping rule; C3 could not tell it from 16 workers, its lowest median: a tie"
     )
     # a real tie beside a count timed too few times: each said as what it is
     mixed = _c3_rows({0: [0.9, 0.91], 2: [0.30, 0.31, 0.29], 4: [0.30, 0.31, 0.29]})
-    head = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=mixed, items=[]))[0][0].headline.plain()
+    answers, _ = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=mixed, items=[]))
+    head = answers[0].headline.plain()
     assert "cannot be told apart from 4 workers: a tie; nor from 0 workers, of which too few epochs" in head
     tag = lab2_answers.c3_tag(2, mixed).plain()
     assert tag.startswith("C3's lowest median; C3 could not tell it from 4 workers: a tie; and timed too few")
     assert lab2_answers.c3_tag(2, _c3_rows({0: [0.9] * 3, 2: [0.3] * 3})).plain() == "C3's best"
+    # the sweep's figure says the same: its legend names a tie only where the verdict found one
+    from hpml_lab.report import plots
+
+    from hpml_lab.studies import lab2
+
+    rows = mixed.assign(repeat=1)
+    summary = pd.DataFrame(
+        [lab2.stats_row(g["seconds"], num_workers=n) for n, g in rows.groupby("num_workers")]
+    ).assign(best=lambda d: d["num_workers"] == 2)
+    fig = plots.loader_sweep(SimpleNamespace(summary=summary, rows=rows, cores=2), answers[0].verdict)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "lowest median: 2 workers, a tie with 4; too few epochs to compare with 0" in legend
 
 
 def test_c3_rows_of_reads_the_sweep_or_says_none(tmp_path):
