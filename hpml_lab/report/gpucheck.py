@@ -425,19 +425,22 @@ def run(
     pack_to: str | os.PathLike | None = None,
     limit: float | None = None,
     rerun: list[str] | tuple[str, ...] = (),
+    started: float | None = None,
 ) -> Path:
-    """One command of the check: the node record, then each unit of plan part `part` (or `units`) that has not
-    already come home (status ok in the manifest the tree carried; `rerun` runs some again), then the check's other
-    units not home while `limit` (seconds; for a part, the plan's) allows; at `limit` a SIGTERM stops it, recorded. Outputs (HPML_OUTPUT_DIR) and manifest.json go under reports/gpu/<gpu-name>/; with
-    pack_to ($OUT), that folder's new files are packed into pack_to/<gpu-name>.part<N>.tar.gz after every unit,
-    so a command killed at its limit still brings home every unit it finished."""
+    """One command of the check: the node record, then `rerun`'s units (each after the unit whose results it reads,
+    where that has not come home), then each unit of plan part `part` (or `units`) that has not already come home
+    (status ok in the manifest the tree carried), then the check's other units not home while `limit` (seconds from
+    `started`, default now; for a part, the plan's) allows; at `limit` a SIGTERM stops it, and that is recorded.
+    Outputs (HPML_OUTPUT_DIR) and manifest.json go under reports/gpu/<gpu-name>/; with pack_to ($OUT), that folder's
+    new files are packed into pack_to/<gpu-name>.part<N>.tar.gz after every unit, so a command killed at its limit
+    still brings home every unit it finished."""
     import torch
 
     from ..envinfo import environment
 
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("gpu-check: no CUDA device here; use --device cpu for the dry run")
-    t_start, wall0 = time.monotonic(), time.time()
+    t_start, wall0 = (time.monotonic() if started is None else started), time.time()
     name = gpu_name(device)
     out = Path(out) if out else project_root() / "reports" / "gpu" / name
     out.mkdir(parents=True, exist_ok=True)
@@ -466,7 +469,7 @@ def run(
         commit=env["commit"],
         dirty=env["dirty"],
     )
-    if limit is None and part:
+    if limit is None and part and not units:
         limit = gpuplan.run_limit(part)
     command = manifest["commands"][key] = {"part": part, "started_at": wall0, "limit_s": limit, "units": {}}
     archive = Path(pack_to) / f"{name}.part{label}.tar.gz" if pack_to else None
@@ -490,71 +493,102 @@ def run(
 
     # a job's time limit (SIGTERM, SIGHUP) or Ctrl-C: the unit it cut off is recorded and packed, then it is raised
     stop: KeyboardInterrupt | None = None
-    # at --limit the command stops itself as a job's time limit would, so the unit it cuts off is recorded
-    watchdog = threading.Timer(limit, os.kill, (os.getpid(), signal.SIGTERM)) if limit else None
-    if watchdog:
+    # at `limit` (counted from `started`: the command's start, the wheels' install included) the command stops itself
+    # as a job's time limit would, so the unit it cuts off is recorded
+    watchdog = None
+    if limit:
+        watchdog = threading.Timer(
+            max(0.0, limit - (time.monotonic() - t_start)), os.kill, (os.getpid(), signal.SIGTERM)
+        )
         watchdog.daemon = True
         watchdog.start()
-    with sigterm_interrupts():
-        command["node"] = record_node(out, label)
-        save()
-        budget = limit if limit else float("inf")
-        together = gpuplan.together() if part else {}  # --units: the units named, as named
-        home = {u for u, r in manifest["units"].items() if r.get("status") == "ok" and u not in rerun}
-        todo = [u for u in own + earlier if u not in home]
-        log(
-            f"[gpu-check] came home before this command (ok in {manifest_path}): {', '.join(sorted(home)) or 'nothing'};"
-            f" to run: {', '.join(u for u in own if u not in home) or 'nothing'} of its own"
-            + (
-                f", then as time allows: {', '.join(u for u in todo if u not in own)}"
-                if set(todo) - set(own)
-                else ""
+    try:
+        with sigterm_interrupts():
+            command["node"] = record_node(out, label)
+            save()
+            budget = limit if limit else float("inf")
+            together = {} if units else gpuplan.together()  # --units: the units named, as named
+            home = {u for u, r in manifest["units"].items() if r.get("status") == "ok" and u not in rerun}
+            # --rerun first, each after the unit whose results it reads where that has not come home
+            first: list[str] = []
+            for u in [u for u in gpuplan.units() if u in rerun] + [
+                u for u in rerun if u not in gpuplan.units()
+            ]:
+                if together.get(u) and together[u] not in home and together[u] not in first:
+                    first.append(together[u])
+                first.append(u)
+            mine = first + [u for u in own if u not in first]  # run whatever the time: asked for by name
+            queue = mine + [u for u in earlier if u not in mine]
+            todo = [u for u in queue if u not in home]
+            log(
+                f"[gpu-check] came home before this command (ok in {manifest_path}):"
+                f" {', '.join(sorted(home)) or 'nothing'};"
+                f" to run: {', '.join(u for u in mine if u not in home) or 'nothing'} of its own"
+                + (
+                    f", then as time allows: {', '.join(u for u in todo if u not in mine)}"
+                    if set(todo) - set(mine)
+                    else ""
+                )
             )
-        )
-        for unit in own + [u for u in earlier if u not in own]:
-            if unit in home:
-                log(f"[gpu-check] {unit}: came home already (ok in the manifest), skipped")
-                command["units"][unit] = "skipped: came home"
-                continue
-            if unit not in own and time.monotonic() - t_start + gpuplan.unit_estimate(unit)[0] > budget:
-                command["units"][unit] = "deferred: would not fit this command"
-                continue
-            first = together.get(unit)  # a unit that reads another's results runs only after it (C4 after C3)
-            if first and first not in home and command["units"].get(first) != "ok":
-                command["units"][unit] = f"deferred: runs after {first}, which has not come home"
-                continue
-            log(f"[gpu-check] {unit} on {device}")
-            t0, before = time.monotonic(), _stamps(out)
+            for unit in queue:
+                try:
+                    if unit in home:
+                        log(f"[gpu-check] {unit}: came home already (ok in the manifest), skipped")
+                        command["units"][unit] = "skipped: came home"
+                        continue
+                    if (
+                        unit not in mine
+                        and time.monotonic() - t_start + gpuplan.unit_estimate(unit)[0] > budget
+                    ):
+                        command["units"][unit] = "deferred: would not fit this command"
+                        continue
+                    before_it = together.get(
+                        unit
+                    )  # a unit that reads another's results runs after it (C4, C3)
+                    if before_it and before_it not in home and command["units"].get(before_it) != "ok":
+                        command["units"][unit] = f"deferred: runs after {before_it}, which has not come home"
+                        continue
+                    log(f"[gpu-check] {unit} on {device}")
+                    t0, before = time.monotonic(), _stamps(out)
+                    try:
+                        result = run_unit(unit, out, device, data_root, log)
+                    except KeyboardInterrupt as e:  # results.Interrupted or Ctrl-C: cut off, not failed
+                        stop = e
+                        result = {"status": "interrupted", "error": str(e) or "Ctrl-C"}
+                        log(
+                            f"[gpu-check] {unit} cut off after {time.monotonic() - t0:.0f} s: {result['error']}"
+                        )
+                    except Exception as e:  # recorded; the next unit runs
+                        result = {
+                            "status": "failed",
+                            "error": f"{type(e).__name__}: {e}",
+                            "traceback": traceback.format_exc(limit=8),
+                        }
+                        log(f"[gpu-check] {unit} failed: {result['error']}")
+                    with signals_deferred():  # a signal waits until the record and its archive are written
+                        manifest["units"][unit] = {
+                            **result,
+                            "seconds": round(time.monotonic() - t0, 1),
+                            "part": command["part"],
+                            "finished_at": time.time(),
+                            # what this unit wrote: unpack keeps these files from the record it keeps, so pages
+                            # and manifest agree
+                            "files": sorted(f for f, stamp in _stamps(out).items() if before.get(f) != stamp),
+                        }
+                        command["units"][unit] = result["status"]
+                        save()
+                except KeyboardInterrupt as e:  # between units, or held during the record and raised after it
+                    stop = stop or e
+                if stop is not None:
+                    for rest in [u for u in queue if u not in command["units"]]:
+                        command["units"][rest] = "not started: the command was stopped"
+                    break
             try:
-                result = run_unit(unit, out, device, data_root, log)
-            except KeyboardInterrupt as e:  # results.Interrupted or Ctrl-C: cut off, not failed
-                stop = e
-                result = {"status": "interrupted", "error": str(e) or "Ctrl-C"}
-                log(f"[gpu-check] {unit} cut off after {time.monotonic() - t0:.0f} s: {result['error']}")
-            except Exception as e:  # recorded; the next unit runs
-                result = {
-                    "status": "failed",
-                    "error": f"{type(e).__name__}: {e}",
-                    "traceback": traceback.format_exc(limit=8),
-                }
-                log(f"[gpu-check] {unit} failed: {result['error']}")
-            with signals_deferred():  # a second signal waits until the record and its archive are written
-                manifest["units"][unit] = {
-                    **result,
-                    "seconds": round(time.monotonic() - t0, 1),
-                    "part": command["part"],
-                    "finished_at": time.time(),
-                    # what this unit wrote: unpack keeps these files from the record it keeps, so pages and
-                    # manifest agree
-                    "files": sorted(f for f, stamp in _stamps(out).items() if before.get(f) != stamp),
-                }
-                command["units"][unit] = result["status"]
-                save()
-            if stop is not None:
-                for rest in [u for u in own + earlier if u not in command["units"]]:
-                    command["units"][rest] = "not started: the command was stopped"
-                break
-        save()  # what was skipped, deferred or not started after the last unit
+                with signals_deferred():
+                    save()  # what was skipped, deferred or not started after the last unit
+            except KeyboardInterrupt as e:
+                stop = stop or e
+    finally:
         if watchdog:
             watchdog.cancel()
     if stop is not None:
@@ -938,9 +972,14 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "unpack":
             unpack(args.archive, args.dest)
         else:
+            started = (
+                time.monotonic()
+            )  # --limit counts from here: the wheels' install is the command's time too
             units = [t for t in args.units.split(",") if t] or None
             if not units and not args.part:
                 raise ConfigError("say --part N (see the plan) or --units a,b")
+            if units and args.part:
+                raise ConfigError("say --part N (see the plan) or --units a,b, not both")
             if args.limit is not None and not (args.limit > 0 and math.isfinite(args.limit)):
                 raise ConfigError(f"--limit must be a positive number of seconds, not {args.limit:g}")
             rerun = [t for t in args.rerun.split(",") if t]
@@ -957,7 +996,14 @@ def main(argv: list[str] | None = None) -> int:
                 )
             use_provenance(args.wheels)
             out = run(
-                args.part, args.device, args.out, units, pack_to=args.pack, limit=args.limit, rerun=rerun
+                args.part,
+                args.device,
+                args.out,
+                units,
+                pack_to=args.pack,
+                limit=args.limit,
+                rerun=rerun,
+                started=started,
             )
             print(f"[gpu-check] done: {out}")
     except ConfigError as e:

@@ -413,7 +413,6 @@ def test_too_few_epochs_are_not_called_a_tie():
     assert lab2_answers.c3_tag(2, _c3_rows({0: [0.9] * 3, 2: [0.3] * 3})).plain() == "C3's best"
     # the sweep's figure says the same: its legend names a tie only where the verdict found one
     from hpml_lab.report import plots
-
     from hpml_lab.studies import lab2
 
     rows = mixed.assign(repeat=1)
