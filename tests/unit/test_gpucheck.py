@@ -119,7 +119,8 @@ def test_plan_leaves_out_what_does_not_fit_and_says_so(monkeypatch):
     assert any(x.startswith("# not planned") and "bench" in x for x in gpuplan.text(p).splitlines())
 
 
-KILLED = """
+# a command in its own process whose units are fakes: `slow` sleeps (a unit the command is stopped in)
+FAKE_UNITS = """
 import sys, time
 from hpml_lab.report import gpucheck
 
@@ -132,13 +133,29 @@ def fake(unit, out, device, data_root, log):
     return {"status": "ok"}
 
 gpucheck.run_unit = fake
+"""
+KILLED = (
+    FAKE_UNITS
+    + """
 gpucheck.run(None, "cpu", sys.argv[1], ["c1", "c2", "slow"], pack_to=sys.argv[2])
 """
+)
 
 
 def _members(archive: Path) -> list[str]:
     with tarfile.open(archive) as tar:
         return sorted(tar.getnames())
+
+
+def _when_packed(proc, archive: Path, member: str) -> None:
+    """Wait (up to 240 s) until `member` is in the archive the process keeps rewriting, then a second more: by then
+    the process is in the next unit, `slow`."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if archive.is_file() and member in _members(archive):
+            break
+        time.sleep(0.2)
+    time.sleep(1)
 
 
 def test_a_command_killed_half_way_brings_home_its_finished_units_and_the_next_skips_them(
@@ -148,12 +165,7 @@ def test_a_command_killed_half_way_brings_home_its_finished_units_and_the_next_s
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HPML_LAB_HOME": str(tmp_path / "node")}
     proc = subprocess.Popen([sys.executable, "-c", KILLED, str(node), str(out)], env=env)
     archive = out / "cpu-dry-run.partx.tar.gz"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None:
-        if archive.is_file() and "cpu-dry-run/reports/c2.html" in _members(archive):
-            break
-        time.sleep(0.5)
-    time.sleep(1)
+    _when_packed(proc, archive, "cpu-dry-run/reports/c2.html")
     proc.send_signal(signal.SIGKILL)  # the limit: no clean-up runs
     proc.wait()
     assert [p.name for p in out_within_limits(out)] == [archive.name]
@@ -174,21 +186,13 @@ def test_a_command_killed_half_way_brings_home_its_finished_units_and_the_next_s
     assert ran == ["slow"]
 
 
-STOPPED = """
-import sys, time
-from hpml_lab.report import gpucheck
-
-def fake(unit, out, device, data_root, log):
-    if unit == "slow":
-        time.sleep(300)
-    (out / "reports").mkdir(exist_ok=True)
-    (out / "reports" / f"{unit}.html").write_text(f"<html>{unit}</html>")
-    return {"status": "ok"}
-
-gpucheck.run_unit = fake
+STOPPED = (
+    FAKE_UNITS
+    + """
 sys.exit(gpucheck.main(["run", "--device", "cpu", "--units", "c1,slow,c2", "--out", sys.argv[1], "--pack",
                         sys.argv[2], "--wheels", sys.argv[3], *sys.argv[4:]]))
 """
+)
 
 
 def _stopped(tmp_path, *extra):
@@ -216,13 +220,7 @@ def test_a_job_stopped_by_sigterm_records_the_unit_it_cut_off_and_ends_in_one_li
     a traceback, and the unit it cut off came home as "not run". Now the unit is recorded as interrupted and packed,
     the units after it as not started, and the command ends with one line and 128 + the signal's number."""
     out, proc = _stopped(tmp_path)
-    archive = out / "cpu-dry-run.partx.tar.gz"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None:
-        if archive.is_file() and "cpu-dry-run/reports/c1.html" in _members(archive):
-            break
-        time.sleep(0.2)
-    time.sleep(1)  # into `slow`
+    _when_packed(proc, out / "cpu-dry-run.partx.tar.gz", "cpu-dry-run/reports/c1.html")
     proc.send_signal(signal.SIGTERM)
     err = proc.communicate(timeout=60)[1]
     assert proc.returncode == 128 + signal.SIGTERM
