@@ -9,17 +9,18 @@ TASK = Task(
     "Memory: RevNet and gradient checkpointing against ResNet",
     order=10,
     settings=memory_study.Settings,
-    # Two ResNets and two RevNets, the fewest that show growth (or none) with depth, timed over the default 5
-    # interleaved rounds: the tiny render, the tests' one, must show a decided verdict (checkpointed against plain
-    # steps: recomputation costs time). With 3 rounds all four verdicts said "can't tell" in a CI rehearsal (2 test
-    # workers on 2 cores) and under a second busy core here; with 5 at least one was decided in each of 3 tries
-    # there. The seven networks took 13 s of CPU at 3 rounds; these four take about 5 s at 5
+    # Two ResNets and two RevNets, the fewest that show growth (or none) with depth, timed over 7 interleaved
+    # rounds: the tiny render, the tests' one, must show a decided verdict (checkpointed against plain steps:
+    # recomputation costs time). With 3 rounds all four verdicts said "can't tell" in a CI rehearsal (2 test workers
+    # on 2 cores); with 5 they did again in one run with 3 test workers on the 2 cores, and 9 of 12 were decided in 3
+    # renders beside two busy loops here; with 7, 12 of 12 there, in the same 23-25 s per render
     tiny={
         **TINY,
         "epochs": 1,
         "batch_size": 2,
         "resnets": ("resnet18_adjusted", "resnet34_adjusted"),
         "rev_stages": (3, 5),
+        "repeats": 7,
     },
     gpu={**GPU, "epochs": 1, "max_batches": 200},
     # batch 8 as in the reference's table; 25 steps per network for the loss curves, lr scaled down
