@@ -397,8 +397,8 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     separated = len(b.verdicts) - len(tied) - len(few)
     if few and not tied and not separated:
         head = say(
-            "{best} had the lowest median ({med} per epoch), but too few epochs were timed to tell any count from "
-            "another ({why}), so this run names no best count",
+            "{best} had the lowest median ({med} per epoch), but too few epochs were timed to tell it from any "
+            "other count ({why}), so this run names no best count",
             best=labels[b.label],
             med=nums[b.label],
             why=why,
@@ -537,7 +537,11 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
             )
         return say("C3's lowest median; C3 {parts}", parts=join(parts, "; and "))
     # the stopping rule chose another count than the lowest median: only that pair was compared
-    low, v = worker_label(b.label, "C3 lowest-median count"), b.verdicts[best_n]
+    low, v = worker_label(b.label, "C3 lowest-median count"), b.verdicts.get(best_n)
+    if v is None:  # C3's rows hold no epoch of the count it chose (its run folder gone): nothing was compared
+        return say(
+            "C3's stopping rule; its epochs are not in C3's results, so C3 compared it with no other count"
+        )
     if undecided(v):
         return say(
             "C3's stopping rule; C3's lowest median was {low}, and C3 timed too few epochs to tell the two apart: "

@@ -381,8 +381,8 @@ def test_too_few_epochs_are_not_called_a_tie():
     answers, _ = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=two, items=[]))
     head = answers[0].headline.plain()
     assert head == (
-        "16 workers had the lowest median (2.07 s per epoch), but too few epochs were timed to tell any count "
-        "from another (as few as 2 epochs timed for a count, and a verdict needs 3 on each side), so this run "
+        "16 workers had the lowest median (2.07 s per epoch), but too few epochs were timed to tell it from any "
+        "other count (as few as 2 epochs timed for a count, and a verdict needs 3 on each side), so this run "
         "names no best count"
     )
     assert holds(answers) == [] and answers[0].verdict["undecided"] == [0, 1]
@@ -399,6 +399,9 @@ def test_too_few_epochs_are_not_called_a_tie():
             "C3's stopping rule; C3's lowest median was 16 workers, and C3 timed too few epochs to tell the two "
             "apart: as few as 2 epochs timed for a count, and a verdict needs 3 on each side"
         )
+    assert lab2_answers.c3_tag(4, other).plain() == (  # a count C3's rows do not hold: nothing compared
+        "C3's stopping rule; its epochs are not in C3's results, so C3 compared it with no other count"
+    )
     tie = _c3_rows({8: [2.00, 2.02, 2.01, 2.0], 16: [1.99, 2.0, 2.01, 1.995], 0: [15.0, 16.0, 15.5]})
     assert lab2_answers.c3_tag(8, tie).plain() == (
         "C3's stopping rule; C3 could not tell it from 16 workers, its lowest median: a tie"
