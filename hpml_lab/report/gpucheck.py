@@ -367,9 +367,8 @@ def stage_bench(out: Path, device: str, data_root: Path, log) -> dict:
         except Exception as e:  # one benchmark failing does not stop the others
             recs[name] = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
             bad.append(name)
-        atomic_write_json(
-            out / "bench.json", recs
-        )  # after each: a unit cut off keeps the benchmarks it finished
+        # after each benchmark: a unit cut off keeps the benchmarks it finished
+        atomic_write_json(out / "bench.json", recs)
     return {"status": "failed" if bad else "ok", "failed": bad, "benchmarks": recs}
 
 
@@ -542,9 +541,8 @@ def run(
                     ):
                         command["units"][unit] = "deferred: would not fit this command"
                         continue
-                    before_it = together.get(
-                        unit
-                    )  # a unit that reads another's results runs after it (C4, C3)
+                    # a unit that reads another's results runs after it (C4 after C3)
+                    before_it = together.get(unit)
                     if before_it and before_it not in home and command["units"].get(before_it) != "ok":
                         command["units"][unit] = f"deferred: runs after {before_it}, which has not come home"
                         continue
@@ -757,9 +755,8 @@ def merge_manifests(manifests: list[dict]) -> dict:
             else "incomplete"
         )
         stages[f"part{i}"] = {"command": gpuplan.command_line(i), "status": whole, "units": st}
-    if (
-        left
-    ):  # every unit of the check has a row: what the plan left out runs when a command has time to spare
+    # every unit of the check has a row: what the plan left out runs when a command has time to spare
+    if left:
         st = {u: units.get(u, {}).get("status", "not run") for u in left}
         ran = any(v != "not run" for v in st.values())
         stages["not planned"] = {
@@ -972,9 +969,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "unpack":
             unpack(args.archive, args.dest)
         else:
-            started = (
-                time.monotonic()
-            )  # --limit counts from here: the wheels' install is the command's time too
+            # --limit counts from here: the wheels' install is the command's time too
+            started = time.monotonic()
             units = [t for t in args.units.split(",") if t] or None
             if not units and not args.part:
                 raise ConfigError("say --part N (see the plan) or --units a,b")
@@ -1009,9 +1005,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"gpu-check: error: {e}", file=sys.stderr)
         return 2
-    except (
-        KeyboardInterrupt
-    ) as e:  # the unit it cut off is in the manifest as "interrupted", packed with the rest
+    # the unit it cut off is in the manifest as "interrupted", packed with the rest
+    except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
         print(
             f"gpu-check: stopped by {signal.Signals(signum).name}: the units finished before it are in the manifest"

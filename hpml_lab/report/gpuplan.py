@@ -54,10 +54,8 @@ GPU_PYTHON = "3.12.3"  # the GPU image's Python (a Requires-Python such as >=3.1
 # second command finds 330 s left, more than the 240 a start needs.
 DEVICE_TIME_S = 900.0
 IDLE_S = 30.0  # the machine stays held this long after each command, counted
-COMMAND_LIMITS_S = (
-    480.0,
-    180.0,
-)  # each command's planned time, its start included (its call gets GRACE_S more)
+# each command's planned time, its start included (its call gets GRACE_S more)
+COMMAND_LIMITS_S = (480.0, 180.0)
 # a bare machine's start: about 32 s measured (device time held less the command's own, on an H200, 2026-11-26);
 # notes/gpu-machine.md says 60-120 s; planned at 60 s
 START_S = 60.0
