@@ -89,6 +89,12 @@ class Verdict:
         return ("faster", "slower") if self.timed else ("lower", "higher")
 
     @property
+    def undecided(self) -> bool:
+        """A tie for want of samples (fewer than MIN_SAMPLES on a side): no evidence that the two are alike, so a
+        sentence must not call it a tie. (A non-finite ratio with enough samples is also "too few samples".)"""
+        return self.reason == "too few samples" and min(self.n_a, self.n_b) < MIN_SAMPLES
+
+    @property
     def timed(self) -> bool:
         """Whether the samples are times (said faster/slower) rather than another lower-is-better value (a loss)."""
         return not self.what or bool(TIMED.search(self.what))

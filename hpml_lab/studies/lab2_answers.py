@@ -358,12 +358,6 @@ def best_findings(b, labels: dict, name: str) -> list[Finding]:
     ]
 
 
-def undecided(v) -> bool:
-    """Whether a verdict decided nothing for want of samples (fewer than MIN_SAMPLES on a side): no evidence of a
-    tie, so it is never called one. (A non-finite ratio is also "too few samples" in verdict.compare.)"""
-    return v.reason.startswith("too few samples") and min(v.n_a, v.n_b) < MIN_SAMPLES
-
-
 def too_few_why(vs, name: str) -> Finding:
     """How few epochs the undecided verdicts `vs` had, and how many a verdict needs."""
     least = min(min(v.n_a, v.n_b) for v in vs)
@@ -379,7 +373,7 @@ def too_few_split(b, name: str) -> tuple[list, list, Finding | None]:
     fewer than MIN_SAMPLES samples, the finding that says how few were timed and how many are needed or None):
     too few samples is no evidence of a tie, and a sentence must not call it one."""
     tied = [k for k in b.tied if k != b.label]
-    few = [k for k in tied if undecided(b.verdicts[k])]
+    few = [k for k in tied if b.verdicts[k].undecided]
     if not few:
         return tied, [], None
     return [k for k in tied if k not in few], few, too_few_why([b.verdicts[k] for k in few], name)
@@ -457,8 +451,8 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
         )
     ]
     flags = [sanity.busy(meta_machine(sweep))]
-    few = min(len(v) for v in samples.values())
-    flags.append(sanity.too_few(few, "timed epochs per worker count"))
+    fewest = min(len(v) for v in samples.values())
+    flags.append(sanity.too_few(fewest, "timed epochs per worker count"))
     verdicts = {str(k): v.as_dict() for k, v in b.verdicts.items()}
     ans = Answer(
         "C3: DataLoader time per epoch against workers; the best count",
@@ -468,7 +462,7 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
         verdict={
             "best": b.label,
             "tied": list(b.tied),  # undecided counts among them: too few samples to compare (not a tie)
-            "undecided": [k for k in b.tied if k != b.label and undecided(b.verdicts[k])],
+            "undecided": few,
             "against": verdicts,
             "samples": {str(k): v for k, v in samples.items()},
         },
@@ -542,7 +536,7 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
         return say(
             "C3's stopping rule; its epochs are not in C3's results, so C3 compared it with no other count"
         )
-    if undecided(v):
+    if v.undecided:
         return say(
             "C3's stopping rule; C3's lowest median was {low}, and C3 timed too few epochs to tell the two apart: "
             "{why}",

@@ -37,6 +37,9 @@ def test_two_samples_are_too_few():
     v = compare([0.2955, 0.2950], [0.2956, 0.2960], "0 workers", "2 workers")
     assert v.outcome == "tie" and v.reason == "too few samples" and math.isnan(v.ci_low)
     assert "too few samples" in v.sentence() and "n = 2 and 2" in v.sentence()
+    # undecided: no evidence of a tie (C3/C4 say so rather than "a tie"); a measured tie is decided
+    assert v.undecided and not compare(FAST, [x * 1.005 for x in FAST], "A", "B").undecided
+    assert not compare([0.0] * 3, [0.0] * 3, "A", "B").undecided  # enough samples, non-finite ratio
 
 
 def test_higher_is_better_words():
