@@ -510,9 +510,8 @@ def run(
             home = {u for u, r in manifest["units"].items() if r.get("status") == "ok" and u not in rerun}
             # --rerun first, each after the unit whose results it reads where that has not come home
             first: list[str] = []
-            for u in [u for u in gpuplan.units() if u in rerun] + [
-                u for u in rerun if u not in gpuplan.units()
-            ]:
+            order = gpuplan.units()  # priority order; a unit the check does not know goes last
+            for u in sorted(set(rerun), key=lambda u: order.index(u) if u in order else len(order)):
                 if together.get(u) and together[u] not in home and together[u] not in first:
                     first.append(together[u])
                 first.append(u)
