@@ -175,6 +175,19 @@ FAST_TIER_OUT = {
     "tests/unit/test_training.py::test_results_written_atomically_with_metadata": 13,
     "tests/unit/test_models.py::test_every_registered_model_builds_trains_one_step_and_counts[resnet50]": 13,
     "tests/unit/test_training.py::test_epochs_csv_carries_each_epochs_peak_memory": 11,
+    # Then, on 2026-11-26, the fast tier took 65-77 s in pytest (69-89 s for `make test-fast`) on 2 idle cores:
+    # the tests left in it that start a Python which imports torch (2-3 s of CPU each, most of what they cost).
+    # Their CPU seconds, their subprocesses' included, measured then with -n 2 on the 2 cores:
+    "tests/unit/test_packaging.py::test_the_recorded_torchvision_version_is_read_without_importing_it": 3.7,
+    "tests/unit/test_gpucheck.py::test_limit_stops_the_command_itself_as_a_time_limit_would": 3.5,
+    "tests/unit/test_gpucheck.py::test_a_job_stopped_by_sigterm_records_the_unit_it_cut_off_and_ends_in_one_line": 3.4,
+    "tests/unit/test_cli.py::test_console_script_help": 3.4,
+    "tests/unit/test_cli.py::test_binary_parameters_file_is_one_line": 3.2,
+    "tests/cluster/test_distributed.py::test_leave_returns_code_alone_and_exits_a_rank_with_its_output_flushed": 2.9,
+    # and the three longest of those that train or decode in the test's own process, for a margin under 60 s
+    "tests/unit/test_gpu_loader.py::test_pil_pipeline_has_the_same_distribution": 2.1,
+    "tests/faults/test_guard_data.py::test_other_data_at_the_same_path_is_a_new_run_and_the_old_one_is_kept": 1.9,
+    "tests/studies/test_tinyimagenet.py::test_partial_copy_needs_allow_partial_and_says_so": 1.5,
 }
 
 
