@@ -476,14 +476,15 @@ def memory_table(epochs: pd.DataFrame, by: tuple[str, ...] = ()) -> Any:
     return table.style.hide(axis="index").format(fmt, na_rep="-")
 
 
-def trace_breakdown(path) -> Any:
+def trace_breakdown(path, bd=None) -> Any:
     """Shows where a trace's recorded steps spent their time (hpml_lab.tracing.breakdown): with GPU kernels,
-    Holistic Trace Analysis's temporal and idle-time breakdowns; on a CPU trace, the labelled ranges, and why."""
+    Holistic Trace Analysis's temporal and idle-time breakdowns; on a CPU trace, the labelled ranges, and why.
+    `bd`: that breakdown computed already (C8's answer states from it), not computed again."""
     from IPython.display import Markdown, display
 
     from ..tracing import breakdown
 
-    bd = breakdown(path)
+    bd = breakdown(path) if bd is None else bd
     display(Markdown(f"**Where the recorded steps' time went** (source: {bd.source}). {bd.note}"))
     fmt = {"time (ms)": "{:.2f}", "share": "{:.1%}"}
     display(bd.table.rename(columns={"time_ms": "time (ms)"}).style.hide(axis="index").format(fmt))

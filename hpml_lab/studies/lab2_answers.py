@@ -955,10 +955,57 @@ def sweep_notes(cfg, out, field: str) -> list[Finding]:
     return lines
 
 
-def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
+def c8_trace_idle(out, breakdown) -> Finding | None:
+    """What the traced steps' GPU timeline says, from Holistic Trace Analysis (`breakdown`, tracing.breakdown of
+    out.trace.path): the share of the traced time the GPU sat idle and, of its idle time summed over streams, the
+    share it waited on the host to queue work. None without a GPU timeline (a CPU trace, or no breakdown)."""
+    if breakdown is None or breakdown.idle is None:
+        return None
+    table = breakdown.table.set_index("category")["share"]  # tracing's rows, "GPU idle" among them
+    src = f"{breakdown.source}, from the trace of the steps torch.profiler recorded"
+    steps = counted("steps traced", int(out.trace.steps))
+    idle = Number(
+        "GPU idle, share of the traced steps' time",
+        100 * float(table["GPU idle"]),
+        "%",
+        "measured",
+        n=int(out.trace.steps),
+        source=src,
+    )
+    mode = "compiled" if out.traced_mode == "compile" else "eager"
+    causes = breakdown.idle.set_index("idle cause")["share"]
+    if "host_wait" not in causes.index:  # HTA's names: host_wait, kernel_wait, other
+        return say(
+            "In the {steps} {mode} steps traced with torch.profiler, the GPU sat idle {idle} of the time (Holistic "
+            "Trace Analysis)",
+            steps=steps,
+            mode=mode,
+            idle=idle,
+        )
+    host = Number(
+        "host wait, share of the GPU's idle time (summed over streams)",
+        100 * float(causes["host_wait"]),
+        "%",
+        "measured",
+        n=int(out.trace.steps),
+        source=src,
+    )
+    return say(
+        "In the {steps} {mode} steps traced with torch.profiler, the GPU sat idle {idle} of the time, and {host} "
+        "of its idle time was a wait for the host to queue work (Holistic Trace Analysis); the profiler slows the "
+        "host's work, so these shares overstate the idle time of steps run without it",
+        steps=steps,
+        mode=mode,
+        idle=idle,
+        host=host,
+    )
+
+
+def c8(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
     """Compiled vs eager per training step (compute only: the data wait is not the question), a verdict that knows
     the two ran one after the other (and cannot tell when the load moved between them), the compile cost from the
-    first epoch, and after how many steps compiling pays back (only from a separated verdict)."""
+    first epoch, and after how many steps compiling pays back (only from a separated verdict). With the traced
+    steps' GPU breakdown (`breakdown`, tracing.breakdown of out.trace.path), where their GPU time went (c8_trace_idle)."""
     flags: list = [sanity.stand_in(cfg), sanity.busy(meta_machine(out))]
     done = [it for it in out.items if it.complete]
     bt = steady_batches(done, "compile")
@@ -1059,6 +1106,16 @@ def c8(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             "cheaper; how much a step gains depends on the model, its size and the device."
         )
     ]
+    gpu_idle = c8_trace_idle(out, breakdown)
+    if gpu_idle is not None:
+        details.append(gpu_idle)
+        background.append(
+            Background(
+                "A GPU idles between kernels when the host has not yet queued the next one (Python and each "
+                "kernel's launch take host time); fusing kernels, larger batches and CUDA graphs (torch.compile's "
+                'mode "reduce-overhead") shorten that wait.'
+            )
+        )
     return [Answer(question, head, details, background, verdict=sample_record(v, comp, eag))], dedupe(flags)
 
 
