@@ -228,7 +228,9 @@ def _hta_breakdown(path: Path) -> Breakdown:
             warnings.catch_warnings(),
         ):
             warnings.simplefilter("ignore")
-            analysis = TraceAnalysis(trace_dir=folder)
+            # every recorded step: HTA leaves out the last ProfilerStep unless asked (trace_steps records exactly
+            # the steps it keeps, so the last one is as complete as the others)
+            analysis = TraceAnalysis(trace_dir=folder, include_last_profiler_step=True)
             temporal = analysis.get_temporal_breakdown(visualize=False)
             idle = analysis.get_idle_time_breakdown(visualize=False)
     idle = idle[0] if isinstance(idle, tuple) else idle

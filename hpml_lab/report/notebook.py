@@ -476,15 +476,33 @@ def memory_table(epochs: pd.DataFrame, by: tuple[str, ...] = ()) -> Any:
     return table.style.hide(axis="index").format(fmt, na_rep="-")
 
 
+def breakdown_or_error(path) -> Any:
+    """hpml_lab.tracing.breakdown(path), or the exception computing it raised (Holistic Trace Analysis has
+    assertions of its own): a report that states from the breakdown goes on without it, and trace_breakdown
+    shows the error where the tables would be."""
+    from ..tracing import breakdown
+
+    try:
+        return breakdown(path)
+    except Exception as e:  # noqa: BLE001 (any failure of the analysis: the run's answer must not be lost to it)
+        return e
+
+
 def trace_breakdown(path, bd=None) -> Any:
     """Shows where a trace's recorded steps spent their time (hpml_lab.tracing.breakdown): with GPU kernels,
     Holistic Trace Analysis's temporal and idle-time breakdowns; on a CPU trace, the labelled ranges, and why.
-    `bd`: that breakdown computed already (C8's answer states from it), not computed again."""
+    `bd`: breakdown_or_error's result computed already (C8's answer states from it), not computed again."""
     from IPython.display import Markdown, display
 
+    from ..cliargs import one_line
     from ..tracing import breakdown
 
     bd = breakdown(path) if bd is None else bd
+    if isinstance(bd, Exception):
+        warn(
+            f"The trace could not be broken down ({html.escape(type(bd).__name__)}: {html.escape(one_line(bd))})."
+        )
+        return None
     display(Markdown(f"**Where the recorded steps' time went** (source: {bd.source}). {bd.note}"))
     fmt = {"time (ms)": "{:.2f}", "share": "{:.1%}"}
     display(bd.table.rename(columns={"time_ms": "time (ms)"}).style.hide(axis="index").format(fmt))

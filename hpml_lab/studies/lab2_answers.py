@@ -955,50 +955,61 @@ def sweep_notes(cfg, out, field: str) -> list[Finding]:
     return lines
 
 
-def c8_trace_idle(out, breakdown) -> Finding | None:
+HOST_WAIT = Background(
+    "A GPU idles between kernels when the host has not yet queued the next one (Python and each kernel's launch "
+    'take host time); fusing kernels, larger batches and CUDA graphs (torch.compile\'s mode "reduce-overhead") '
+    "shorten that wait."
+)
+
+
+def c8_trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
     """What the traced steps' GPU timeline says, from Holistic Trace Analysis (`breakdown`, tracing.breakdown of
-    out.trace.path): the share of the traced time the GPU sat idle and, of its idle time summed over streams, the
-    share it waited on the host to queue work. None without a GPU timeline (a CPU trace, or no breakdown)."""
-    if breakdown is None or breakdown.idle is None:
-        return None
+    out.trace.path): the share of the traced steps' time the GPU sat idle and, where HTA found gaps between
+    kernels, the share of those gaps (summed over streams) that were waits for the host to queue work, with the
+    usual reading of such waits as background. Nothing without a GPU timeline: a CPU trace, no breakdown, or the
+    error computing one (report/notebook.py breakdown)."""
+    if getattr(breakdown, "idle", None) is None:
+        return [], []
     table = breakdown.table.set_index("category")["share"]  # tracing's rows, "GPU idle" among them
     src = f"{breakdown.source}, from the trace of the steps torch.profiler recorded"
-    steps = counted("steps traced", int(out.trace.steps))
-    idle = Number(
-        "GPU idle, share of the traced steps' time",
-        100 * float(table["GPU idle"]),
-        "%",
-        "measured",
-        n=int(out.trace.steps),
-        source=src,
+    steps = setting(
+        "steps traced", int(out.trace.steps), source="the profiler's schedule (tracing.trace_steps)"
     )
+
+    def share(name: str, value) -> Number:  # a share HTA measured over the traced steps, in %
+        return Number(name, 100 * float(value), "%", "measured", n=steps.value, source=src)
+
+    idle = share("GPU idle, share of the traced steps' time", table["GPU idle"])
     mode = "compiled" if out.traced_mode == "compile" else "eager"
+    caveat = (
+        "the profiler slows the host's work, and each traced step waits for the GPU before the next one starts, "
+        "so these shares may overstate the idle time of steps run without it"
+    )
     causes = breakdown.idle.set_index("idle cause")["share"]
-    if "host_wait" not in causes.index:  # HTA's names: host_wait, kernel_wait, other
-        return say(
-            "In the {steps} {mode} steps traced with torch.profiler, the GPU sat idle {idle} of the time (Holistic "
-            "Trace Analysis)",
+    if (
+        "host_wait" not in causes.index or not breakdown.idle["time_ms"].sum() > 0
+    ):  # HTA's names: host_wait, ...
+        return [
+            say(
+                "In the {steps} {mode} steps traced with torch.profiler, the GPU sat idle {idle} of the time "
+                "(Holistic Trace Analysis); " + caveat,
+                steps=steps,
+                mode=mode,
+                idle=idle,
+            )
+        ], []
+    host = share("host wait, share of the gaps between kernels (summed over streams)", causes["host_wait"])
+    return [
+        say(
+            "In the {steps} {mode} steps traced with torch.profiler, the GPU sat idle {idle} of the time, and {host} "
+            "of the gaps between its kernels (summed over streams) were waits for the host to queue work (Holistic "
+            "Trace Analysis); " + caveat,
             steps=steps,
             mode=mode,
             idle=idle,
+            host=host,
         )
-    host = Number(
-        "host wait, share of the GPU's idle time (summed over streams)",
-        100 * float(causes["host_wait"]),
-        "%",
-        "measured",
-        n=int(out.trace.steps),
-        source=src,
-    )
-    return say(
-        "In the {steps} {mode} steps traced with torch.profiler, the GPU sat idle {idle} of the time, and {host} "
-        "of its idle time was a wait for the host to queue work (Holistic Trace Analysis); the profiler slows the "
-        "host's work, so these shares overstate the idle time of steps run without it",
-        steps=steps,
-        mode=mode,
-        idle=idle,
-        host=host,
-    )
+    ], [HOST_WAIT]
 
 
 def c8(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -1010,6 +1021,7 @@ def c8(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
     done = [it for it in out.items if it.complete]
     bt = steady_batches(done, "compile")
     question = "C8: does torch.compile pay off?"
+    idle_details, idle_background = c8_trace_idle(out, breakdown)
     if bt["compile"].nunique() < 2:
         eager = num("eager: compute per step", bt["train_s"], "ms", 1000)
         head = say(
@@ -1018,7 +1030,14 @@ def c8(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
             eager=eager,
         )
         return [
-            Answer(question, head, status="partial", missing="a compiled run (see the notice above)")
+            Answer(
+                question,
+                head,
+                idle_details,
+                idle_background,
+                status="partial",
+                missing="a compiled run (see the notice above)",
+            )
         ], dedupe(flags)
     v, comp, eag = compare_configs(
         bt,
@@ -1106,16 +1125,8 @@ def c8(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
             "cheaper; how much a step gains depends on the model, its size and the device."
         )
     ]
-    gpu_idle = c8_trace_idle(out, breakdown)
-    if gpu_idle is not None:
-        details.append(gpu_idle)
-        background.append(
-            Background(
-                "A GPU idles between kernels when the host has not yet queued the next one (Python and each "
-                "kernel's launch take host time); fusing kernels, larger batches and CUDA graphs (torch.compile's "
-                'mode "reduce-overhead") shorten that wait.'
-            )
-        )
+    details += idle_details
+    background += idle_background
     return [Answer(question, head, details, background, verdict=sample_record(v, comp, eag))], dedupe(flags)
 
 

@@ -110,3 +110,18 @@ def test_a_real_cuda_trace_is_broken_down_by_holistic_trace_analysis(tiny_cfg, t
     assert bd.source.startswith("Holistic Trace Analysis")
     assert bd.table.set_index("category").loc["kernel compute", "time_ms"] > 0
     assert bd.table["share"].sum() == pytest.approx(1.0)
+
+
+def test_a_breakdown_that_fails_keeps_the_answer_and_is_shown_where_its_tables_go(tmp_path, monkeypatch):
+    """C8's answer states from the breakdown, computed before it: an analysis that raises (here, a damaged trace)
+    is handed on as the error, the answer goes on without it, and the page shows the error in one line."""
+    from hpml_lab.report import notebook as nb
+
+    bad = tmp_path / "trace.json"
+    bad.write_text('{"traceEvents": [')
+    err = nb.breakdown_or_error(bad)
+    assert isinstance(err, ValueError)
+    shown = []
+    monkeypatch.setattr(nb, "warn", shown.append)
+    assert nb.trace_breakdown(bad, err) is None
+    assert len(shown) == 1 and shown[0].startswith("The trace could not be broken down (JSONDecodeError: ")

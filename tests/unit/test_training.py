@@ -263,12 +263,12 @@ def test_the_cpu_allocators_failure_counts_as_out_of_memory():
 def test_compiled_runs_in_one_process_each_compile_afresh_and_stay_compiled(tiny_cfg):
     # a sweep over batch sizes in one process (Lab 5's Q1 does this): every size and its smaller last batch is a
     # static graph; kept across runs they would pass dynamo's recompile limit (8), past which it runs eager code.
-    # The limit is lowered to 4 here, so that three runs (six graphs) would pass it, instead of five runs
+    # The limit is lowered to 4 here, so that three runs of six distinct shapes would pass it, instead of five runs
     import torch._dynamo as dynamo
 
     counts = [dynamo.utils.counters["stats"]["unique_graphs"]]  # graphs compiled so far in this process
     with dynamo.config.patch(recompile_limit=4):
-        for b in (3, 6, 7):  # 20 images: a smaller last batch at every size
+        for b in (3, 7, 8):  # 20 images: batches of 3 and 2, 7 and 6, 8 and 4: six shapes, none shared
             train(
                 tiny_cfg.replace(
                     compile=True, compile_backend="eager", subset=20, max_batches=0, epochs=1, batch_size=b
