@@ -794,9 +794,10 @@ run_sweep([base.replace(lr=lr) for lr in {SWEEP_LRS!r}], train, log=None)
 @pytest.mark.slow
 def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifar_root, tmp_path):
     """A sweep process killed at random points while it trains, then resumed, ends with the numbers of a sweep
-    never interrupted (run here, in the test's process, with the same one thread). SIGKILL within a second of its
-    first run's start, SIGTERM within 0.3 s of a run's end (so inside a later run): each waits on what the sweep
-    writes, never a fixed time that could fall while Python imports, and each stops the sweep part way."""
+    never interrupted (run here, in the test's process, with the same one thread, timing its runs). SIGKILL within
+    1.5 runs of its first run's start, SIGTERM within half a run of a run's end (so inside a later run): each waits
+    on what the sweep writes, never a fixed time that could fall while Python imports, and each stops the sweep
+    part way."""
     import random
 
     import pandas as pd
@@ -839,14 +840,26 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
         return p.returncode
 
     clean, broken = tmp_path / "clean", tmp_path / "broken"
+    took = []
+
+    def timed(cfg):
+        started = time.monotonic()
+        train(cfg)
+        took.append(time.monotonic() - started)
+
     with torch_threads(1):  # as the sweep's process
         base = RunConfig(data_root=str(cifar_root), results_dir=str(clean), **SWEEP_SETTINGS)
-        run_sweep([base.replace(lr=lr) for lr in SWEEP_LRS], train, log=None)
+        run_sweep([base.replace(lr=lr) for lr in SWEEP_LRS], timed, log=None)
+    run_s = min(took[1:])  # one warm run on this machine, now (the first paid this process's one-time costs)
+    # The random waits are fractions of a run, not fixed seconds: on a fast machine a wait of up to 1 s let the
+    # SIGKILL land after three of the four runs, and the SIGTERM then after the last one (all four complete).
+    # Up to 1.5 runs after the first one starts leaves at least two for the second sweep, and up to half a run
+    # after one completes lands in the next.
     rng = random.Random(0)
     codes = []
     for kill in (
-        (signal.SIGKILL, "running", rng.uniform(0.0, 1.0)),
-        (signal.SIGTERM, "complete", rng.uniform(0.0, 0.3)),
+        (signal.SIGKILL, "running", rng.uniform(0.0, 1.5) * run_s),
+        (signal.SIGTERM, "complete", rng.uniform(0.0, 0.5) * run_s),
     ):
         before = {lr: t.copy() for lr, t in finished(broken).items()}
         codes.append(sweep(broken, kill))
