@@ -967,7 +967,7 @@ def c8_trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
     out.trace.path): the share of the traced steps' time the GPU sat idle and, where HTA found gaps between
     kernels, the share of those gaps (summed over streams) that were waits for the host to queue work, with the
     usual reading of such waits as background. Nothing without a GPU timeline: a CPU trace, no breakdown, or the
-    error computing one (report/notebook.py breakdown)."""
+    error computing one (report/notebook.py breakdown_or_error)."""
     if getattr(breakdown, "idle", None) is None:
         return [], []
     table = breakdown.table.set_index("category")["share"]  # tracing's rows, "GPU idle" among them
@@ -985,10 +985,8 @@ def c8_trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
         "the profiler slows the host's work, and each traced step waits for the GPU before the next one starts, "
         "so these shares may overstate the idle time of steps run without it"
     )
-    causes = breakdown.idle.set_index("idle cause")["share"]
-    if (
-        "host_wait" not in causes.index or not breakdown.idle["time_ms"].sum() > 0
-    ):  # HTA's names: host_wait, ...
+    causes = breakdown.idle.set_index("idle cause")["share"]  # HTA's causes: host_wait, kernel_wait, other
+    if "host_wait" not in causes.index or not breakdown.idle["time_ms"].sum() > 0:  # no gap between kernels
         return [
             say(
                 "In the {steps} {mode} steps traced with torch.profiler, the GPU sat idle {idle} of the time "
