@@ -452,7 +452,7 @@ def run(
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     manifest.setdefault("units", {})
     manifest.setdefault("commands", {})
-    own, earlier = _units_of(part, units)
+    own, others = _units_of(part, units)  # others: the check's other units, in priority order
     label = part if part else "x"
     key = f"part{label}@{wall0:.3f}"
     env = environment(torch.device(device))
@@ -516,7 +516,7 @@ def run(
                     first.append(together[u])
                 first.append(u)
             mine = first + [u for u in own if u not in first]  # run whatever the time: asked for by name
-            queue = mine + [u for u in earlier if u not in mine]
+            queue = mine + [u for u in others if u not in mine]
             todo = [u for u in queue if u not in home]
             log(
                 f"[gpu-check] came home before this command (ok in {manifest_path}):"
