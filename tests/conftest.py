@@ -12,12 +12,20 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-import torch
-from filelock import FileLock
+# One intra-op thread in each test process and in every process a test starts (kernels, CLI runs, Slurm jobs,
+# which inherit the environment): pytest-xdist runs one worker per core, and with torch's default of one
+# OpenMP thread per core each worker's threads spin-waited against the other worker's. Measured on 2 cores,
+# 2 workers: the training, lab2 and memory tests took 149 s of CPU (87 s wall) with the default and 72 s (45 s)
+# with one thread; the notebooks 278 s (152 s) and 206 s (117 s). Set before torch is imported (OpenMP reads it
+# when torch loads); a value the caller set is kept. The tests check no speed (benchmarks do).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from hpml_lab.config import RunConfig
-from hpml_lab.data import cifar
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from filelock import FileLock  # noqa: E402
+
+from hpml_lab.config import RunConfig  # noqa: E402
+from hpml_lab.data import cifar  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -120,3 +120,13 @@ def test_the_slow_tier_runs_untraced_and_the_fast_tier_traced(monkeypatch):
     ]
     conftest.pytest_collection_modifyitems(None, items)
     assert ["no_cover" in i.added for i in items] == [False, True, True, True]
+
+
+def test_a_test_process_uses_the_one_thread_conftest_sets_and_passes_it_on():
+    """conftest sets OMP_NUM_THREADS (one thread, where the caller set none) before torch loads: torch in this
+    worker uses it, and the processes tests start inherit it from the environment."""
+    import os
+
+    import torch
+
+    assert torch.get_num_threads() <= int(os.environ["OMP_NUM_THREADS"])  # torch takes no more than the cores
