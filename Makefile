@@ -17,14 +17,23 @@ STAMP := $(VENV)/.hpml-installed
 # Nothing here validates IRIs; jsonschema goes on without that one check (tests/unit/test_packaging.py).
 SLOW_IMPORTS := rfc3987-syntax
 # The installer: uv (taken from the package index into the venv by pip) installs the same pins as pip,
-# downloading and unpacking in parallel, and compiles the bytecode on every core (--compile-bytecode): the
-# whole setup took 57 s for the 5 GB of torch's CUDA build and the rest, with cold caches on 2 cores, and
-# pip's route (a single-threaded install, then compileall) 140 s. uv reads no pip.conf: where packages come
-# only from an index that pip.conf names, run `make setup INSTALLER=pip` (and where uv fails, setup says so
-# and pip installs). Bytecode matters: where PYTHONDONTWRITEBYTECODE is set, as in this project's shells,
-# Python never writes it, and every process compiled what it imported from source again (4-5 s of CPU for
-# torch, matplotlib and papermill). pip's route compiles with compileall, leaving out the packages' own tests,
-# pip and setuptools, which nothing imports at run time.
+# downloading and unpacking in parallel: the whole setup took 57 s for the 5 GB of torch's CUDA build and the
+# rest, with cold caches on 2 cores, and pip's route (a single-threaded install, then compileall) 140 s. uv
+# reads no pip.conf: where packages come only from an index that pip.conf names, run `make setup
+# INSTALLER=pip` (and where uv fails, setup says so and pip installs).
+# Bytecode matters: where PYTHONDONTWRITEBYTECODE is set, as in this project's shells, Python never writes it,
+# and every process compiled what it imported from source again (4-5 s of CPU for torch, matplotlib and
+# papermill). So make's commands write it (unexport below: into .venv and the checkout's __pycache__ folders,
+# which git ignores), and after the install two processes side by side import what the lab's processes
+# import (WARM: the torch side and the notebook side), writing the bytecode of those 3,700 modules only: 20 s
+# on 2 cores, where compiling all 13,000 files of the environment (uv's --compile-bytecode) took 38 s. What a
+# later process imports besides is written the first time. pip's route compiles everything with compileall
+# first (leaving out the packages' own tests, pip and setuptools, which nothing imports at run time); the
+# imports then only check that the environment imports.
+unexport PYTHONDONTWRITEBYTECODE
+WARM_TORCH := hpml_lab.studies, hpml_lab.report.runner, hpml_lab.tracing, torchvision, torch._inductor.compile_fx
+WARM_NOTEBOOK := ipykernel.ipkernel, debugpy, papermill, nbconvert.exporters.html, matplotlib.pyplot, \
+	pygments.lexers.python, hta.trace_analysis, jupyterlab.labapp
 INSTALLER ?= uv
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 JOBS ?= auto
@@ -38,13 +47,14 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@case "$(INSTALLER)" in uv|pip) ;; *) echo "setup: INSTALLER must be uv or pip, not '$(INSTALLER)'"; exit 2;; esac
 	@if [ "$(INSTALLER)" = uv ] && $(PIP) -c constraints.txt uv \
-		&& $(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode -c constraints.txt -e '.[test]'; \
+		&& $(BIN)/uv pip install --python $(BIN)/python --quiet -c constraints.txt -e '.[test]'; \
 	then echo "setup: installed with uv"; else \
 		[ "$(INSTALLER)" = uv ] && echo "setup: uv could not install; installing with pip"; \
 		$(PIP) --no-compile -c constraints.txt -e '.[test]' && { \
 		$(BIN)/python -m compileall -q -j 0 -x '/(tests?|pip|setuptools)/' $(VENV)/lib >/dev/null \
 		|| echo "setup: a few files did not compile"; }; fi
 	$(BIN)/python -m pip uninstall --quiet --yes $(SLOW_IMPORTS)
+	$(BIN)/python -c 'import $(WARM_TORCH)' & warm=$$!; $(BIN)/python -c 'import $(WARM_NOTEBOOK)' && wait $$warm
 	$(BIN)/python -m compileall -q hpml_lab >/dev/null
 	$(BIN)/python -m ipykernel install --sys-prefix --name hpml-lab --display-name "Python (hpml-lab)"
 	@echo "removed: $(SLOW_IMPORTS)" > $@

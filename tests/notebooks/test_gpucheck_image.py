@@ -125,7 +125,8 @@ def test_the_kit_runs_command_by_command_as_on_a_bare_gpu_machine(tmp_path, cifa
     assert not (proj / ".git").exists()
     (proj / "data").mkdir()  # the session's synthetic CIFAR-10, not written again
     (proj / "data" / "cifar-10-batches-py").symlink_to(cifar_root / "cifar-10-batches-py")
-    keep = ("PATH", "LANG", "LC_ALL", "TERM")
+    # a bare machine's environment, and the one OpenMP thread a process of this suite runs with (conftest)
+    keep = ("PATH", "LANG", "LC_ALL", "TERM", "OMP_NUM_THREADS")
     base = {k: v for k, v in os.environ.items() if k in keep}
 
     def command(argv: list[str], out: Path) -> subprocess.CompletedProcess:
