@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_guard_reports import _limited  # the file-size limit a full disk is simulated with
+from test_guard_reports import NO_BYTECODE, _limited  # the file-size limit a full disk is simulated with
 
 from hpml_lab.config import RunConfig
 from hpml_lab.data import cifar
@@ -1005,7 +1005,9 @@ def test_a_full_disk_mid_download_leaves_no_part_file_and_no_root(tmp_path, blob
     server = blob_server(os.urandom(3 << 20))
     root = tmp_path / "root"
     p = _data_cli(
-        ["download", "tinyimagenet", "--root", root, "--url", server.url], preexec_fn=_limited(1 << 20)
+        ["download", "tinyimagenet", "--root", root, "--url", server.url],
+        preexec_fn=_limited(1 << 20),
+        env=NO_BYTECODE,
     )
     _, err = p.communicate(timeout=120)
     assert p.returncode == 2 and err.count("\n") == 1, err
@@ -1023,7 +1025,9 @@ def test_a_full_disk_while_resuming_keeps_the_earlier_part_as_it_was(tmp_path, b
     root.mkdir()
     (root / "tiny-imagenet-200.zip.part").write_bytes(blob[:500_000])
     p = _data_cli(
-        ["download", "tinyimagenet", "--root", root, "--url", server.url], preexec_fn=_limited(1 << 20)
+        ["download", "tinyimagenet", "--root", root, "--url", server.url],
+        preexec_fn=_limited(1 << 20),
+        env=NO_BYTECODE,
     )
     _, err = p.communicate(timeout=120)
     assert p.returncode == 2 and "earlier partial download (500,000 bytes) is kept" in err, err

@@ -302,6 +302,12 @@ def _limited(limit):
     return apply
 
 
+# The environment a process under _limited needs: no bytecode written. Python writes a module's .pyc with one
+# unchecked write(), so at the limit it put a cut-short file in place (30,000 bytes of executing.py's, for
+# IPython's tracebacks), and every later process that imported the module failed with "marshal data too short".
+NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
+
+
 @pytest.mark.slow
 def test_a_full_disk_while_the_notebook_is_written_keeps_nothing_cut_short(cifar_root, out):
     import subprocess
@@ -309,6 +315,7 @@ def test_a_full_disk_while_the_notebook_is_written_keeps_nothing_cut_short(cifar
 
     env = {
         **os.environ,
+        **NO_BYTECODE,
         "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
     }
     r = subprocess.run(
