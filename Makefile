@@ -59,8 +59,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m ipykernel install --sys-prefix --name hpml-lab --display-name "Python (hpml-lab)"
 	@echo "removed: $(SLOW_IMPORTS)" > $@
 
-# the conclusion code's branch coverage (pyproject's [tool.coverage]; measured in the fast tier's tests,
-# UNTRACED in tests/conftest.py), combined from every xdist worker, is printed and must stay at 95% or more.
+# the conclusion code's branch coverage (pyproject's [tool.coverage]; measured in the fast tests of the files
+# that reach it, TRACED_FILES in tests/conftest.py), combined from every xdist worker, is printed and must stay
+# at 95% or more.
 # --dist loadgroup: tests marked xdist_group run on one worker.
 test: setup
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --cov --cov-branch --cov-report=term:skip-covered --cov-fail-under=95

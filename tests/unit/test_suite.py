@@ -23,10 +23,11 @@ def test_every_test_kept_out_of_the_fast_tier_still_exists():
         assert name.split("[")[0] in _tests_in(ROOT / path), nodeid
 
 
-def test_the_untraced_files_exist_and_import_no_module_the_coverage_measures():
-    """Coverage is measured on the conclusion code (pyproject's [tool.coverage.run] include); a file run untraced
-    must not be where that code is exercised. Read from the file's own `hpml_lab` imports (one line each); what
-    they reach in turn is not followed: the total coverage, printed by make test, is the check for that."""
+def test_the_traced_files_exist_and_no_other_test_file_imports_a_module_the_coverage_measures():
+    """Coverage is measured on the conclusion code (pyproject's [tool.coverage.run] include) in the tests of
+    TRACED_FILES only; a file run untraced must not be where that code is exercised. Read from each other test
+    file's own `hpml_lab` imports (one line each); what they reach in turn is not followed: the total coverage,
+    printed by make test, is the check for that."""
     import re
     import tomllib
 
@@ -35,13 +36,20 @@ def test_the_untraced_files_exist_and_import_no_module_the_coverage_measures():
         for g in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["coverage"]["run"]["include"]
     }
     assert "findings" in covered and "verdict" in covered and "_answers" in covered
-    for rel in conftest.UNTRACED_FILES:
-        text = (ROOT / rel).read_text()
+    assert all((ROOT / rel).exists() for rel in conftest.TRACED_FILES), conftest.TRACED_FILES
+    untraced = [
+        p
+        for p in sorted((ROOT / "tests").rglob("test_*.py"))
+        if not str(p.relative_to(ROOT)).startswith(conftest.TRACED_FILES)
+    ]
+    assert len(untraced) > 20 and ROOT / "tests/unit/test_training.py" in untraced
+    for path in untraced:
+        text = path.read_text()
         imported = re.findall(r"^\s*(?:from|import) (hpml_lab[\w.]*)(?: import ([\w, ]+))?", text, re.M)
         names = {
             n for mod, more in imported for n in (*mod.split("."), *more.replace(" ", "").split(",")) if n
         }
-        assert not {n for n in names if any(c and c in n for c in covered)}, (rel, names)
+        assert not {n for n in names if any(c and c in n for c in covered)}, (path, names)
 
 
 class _Item:
@@ -109,17 +117,22 @@ class _Collected:
 
 
 def test_the_slow_tier_runs_untraced_and_the_fast_tier_traced(monkeypatch):
-    """UNTRACED in tests/conftest.py: coverage is paused (pytest-cov's no_cover) in slow, Slurm, browser and CUDA
-    tests and in those FAST_TIER_OUT marks slow; the fast tier's tests are traced."""
+    """TRACED_FILES in tests/conftest.py: coverage is paused (pytest-cov's no_cover) in slow, Slurm, browser and
+    CUDA tests, in those FAST_TIER_OUT marks slow and in fast tests outside TRACED_FILES; the fast tests of those
+    files are traced."""
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     items = [
         _Collected("tests/studies/test_conclusions.py::test_x"),
+        _Collected("tests/unit/test_verdict.py::test_v"),
         _Collected("tests/notebooks/test_notebooks.py::test_y", "slow"),
         _Collected("tests/cluster/test_slurm_real.py::test_z", "slurm"),
-        _Collected("tests/unit/test_training.py::test_loss_falls_on_synthetic_data"),  # in FAST_TIER_OUT
+        _Collected(
+            "tests/studies/test_lab2.py::test_c4_reads_best_from_c3_and_writes_trace"
+        ),  # FAST_TIER_OUT
+        _Collected("tests/unit/test_config.py::test_c"),  # fast, reaches no conclusion code
     ]
     conftest.pytest_collection_modifyitems(None, items)
-    assert ["no_cover" in i.added for i in items] == [False, True, True, True]
+    assert ["no_cover" in i.added for i in items] == [False, False, True, True, True, True]
 
 
 def test_a_test_process_uses_the_one_thread_conftest_sets_and_passes_it_on():
