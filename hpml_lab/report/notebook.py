@@ -491,13 +491,13 @@ def breakdown_or_error(path) -> Any:
 def trace_breakdown(path, bd=None) -> Any:
     """Shows where a trace's recorded steps spent their time (hpml_lab.tracing.breakdown): with GPU kernels,
     Holistic Trace Analysis's temporal and idle-time breakdowns; on a CPU trace, the labelled ranges, and why.
-    `bd`: breakdown_or_error's result computed already (C8's answer states from it), not computed again."""
+    `bd`: breakdown_or_error's result computed already (C8's answer states from it), not computed again; without
+    it, computed here the same way (C4), so a failed analysis is one line on either page."""
     from IPython.display import Markdown, display
 
     from ..cliargs import one_line
-    from ..tracing import breakdown
 
-    bd = breakdown(path) if bd is None else bd
+    bd = breakdown_or_error(path) if bd is None else bd
     if isinstance(bd, Exception):
         warn(
             f"The trace could not be broken down ({html.escape(type(bd).__name__)}: {html.escape(one_line(bd))})."

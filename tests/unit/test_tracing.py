@@ -114,7 +114,8 @@ def test_a_real_cuda_trace_is_broken_down_by_holistic_trace_analysis(tiny_cfg, t
 
 def test_a_breakdown_that_fails_keeps_the_answer_and_is_shown_where_its_tables_go(tmp_path, monkeypatch):
     """C8's answer states from the breakdown, computed before it: an analysis that raises (here, a damaged trace)
-    is handed on as the error, the answer goes on without it, and the page shows the error in one line."""
+    is handed on as the error, the answer goes on without it, and the page shows the error in one line. C4's page,
+    which computes none before, shows it the same way (the analysis raised out of its cell)."""
     from hpml_lab.report import notebook as nb
 
     bad = tmp_path / "trace.json"
@@ -125,3 +126,5 @@ def test_a_breakdown_that_fails_keeps_the_answer_and_is_shown_where_its_tables_g
     monkeypatch.setattr(nb, "warn", shown.append)
     assert nb.trace_breakdown(bad, err) is None
     assert len(shown) == 1 and shown[0].startswith("The trace could not be broken down (JSONDecodeError: ")
+    assert nb.trace_breakdown(bad) is None  # C4: computed here
+    assert len(shown) == 2 and shown[1] == shown[0]
