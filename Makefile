@@ -23,15 +23,15 @@ SLOW_IMPORTS := rfc3987-syntax
 # INSTALLER=pip` (and where uv fails, setup says so and pip installs).
 # Bytecode matters: where PYTHONDONTWRITEBYTECODE is set, as in this project's shells, Python never writes it,
 # and every process compiled what it imported from source again (4-5 s of CPU for torch, matplotlib and
-# papermill). So make's commands write it (unexport below: into .venv and the checkout's __pycache__ folders,
-# which git ignores), and after the install two processes side by side import what the lab's processes
-# import (WARM: the torch side and the notebook side), writing the bytecode of those 3,700 modules only: 20 s
-# on 2 cores, where compiling all 13,000 files of the environment (uv's --compile-bytecode) took 38 s. What a
-# later process imports besides is written the first time. pip's route compiles everything with compileall
-# first (leaving out the packages' own tests, pip and setuptools, which nothing imports at run time); the
-# imports then only check that the environment imports.
-unexport PYTHONDONTWRITEBYTECODE
-WARM_TORCH := hpml_lab.studies, hpml_lab.report.runner, hpml_lab.tracing, torchvision, torch._inductor.compile_fx
+# papermill). So after the install two processes side by side import what the lab's processes import (WARM:
+# the torch side and the notebook side) with the variable cleared (WRITE_BYTECODE: an empty value counts as
+# unset), writing those 3,700 modules' bytecode: 20 s on 2 cores, where compiling all 13,000 files of the
+# environment (uv's --compile-bytecode) took 38 s. The tests' processes write what they import besides once
+# (make test, make test-fast); a user's own runs keep the user's setting. pip's route compiles everything with
+# compileall first (leaving out the packages' own tests, pip and setuptools, which nothing imports at run time);
+# the imports then only check that the environment imports.
+WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
+WARM_TORCH := hpml_lab.report.runner, hpml_lab.tracing, torchvision, torch._inductor.compile_fx
 WARM_NOTEBOOK := ipykernel.ipkernel, debugpy, papermill, nbconvert.exporters.html, matplotlib.pyplot, \
 	pygments.lexers.python, hta.trace_analysis, jupyterlab.labapp
 INSTALLER ?= uv
@@ -54,7 +54,8 @@ $(STAMP): pyproject.toml constraints.txt
 		$(BIN)/python -m compileall -q -j 0 -x '/(tests?|pip|setuptools)/' $(VENV)/lib >/dev/null \
 		|| echo "setup: a few files did not compile"; }; fi
 	$(BIN)/python -m pip uninstall --quiet --yes $(SLOW_IMPORTS)
-	$(BIN)/python -c 'import $(WARM_TORCH)' & warm=$$!; $(BIN)/python -c 'import $(WARM_NOTEBOOK)' && wait $$warm
+	$(WRITE_BYTECODE) $(BIN)/python -c 'import $(WARM_TORCH)' & w=$$!; \
+		$(WRITE_BYTECODE) $(BIN)/python -c 'import $(WARM_NOTEBOOK)'; b=$$?; wait $$w && exit $$b
 	$(BIN)/python -m compileall -q hpml_lab >/dev/null
 	$(BIN)/python -m ipykernel install --sys-prefix --name hpml-lab --display-name "Python (hpml-lab)"
 	@echo "removed: $(SLOW_IMPORTS)" > $@
@@ -64,14 +65,14 @@ $(STAMP): pyproject.toml constraints.txt
 # at 95% or more.
 # --dist loadgroup: tests marked xdist_group run on one worker.
 test: setup
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --cov --cov-branch --cov-report=term:skip-covered --cov-fail-under=95
+	$(WRITE_BYTECODE) $(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --cov --cov-branch --cov-report=term:skip-covered --cov-fail-under=95
 
 lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup -m "not slow and not slurm and not browser and not cuda"
+	$(WRITE_BYTECODE) $(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup -m "not slow and not slurm and not browser and not cuda"
 
 data: setup
 	$(BIN)/hpml-lab data synth cifar10 --root $(DATA) --if-missing

@@ -22,6 +22,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+TORCH_THREADS_AT_LOAD = torch.get_num_threads()  # before any test sets its own (the memory study does)
 from filelock import FileLock  # noqa: E402
 
 from hpml_lab.config import RunConfig  # noqa: E402
@@ -219,11 +221,11 @@ def _start_order(item) -> int:
 
 # TRACED: `make test`'s branch coverage of the conclusion code (pyproject's [tool.coverage]) comes from these
 # files' fast-tier tests: which test files reach that code was measured with pytest-cov's --cov-context=test
-# (2026-11-26: these, and tests/notebooks/test_notebooks.py's checks of the claims). Every other test runs with
-# coverage paused (pytest-cov's no_cover marker), as do the slow, Slurm, browser and CUDA tests: coverage's tracer
-# is called on every Python call; it made the real training runs in the test processes 50-65% slower in CPU
-# time, and with every fast-tier file traced the tier took 31 s more CPU (86 s, 55 s untraced).
-# tests/unit/test_suite.py checks that no other test file imports a covered module.
+# (2026-11-26: these; tests/notebooks/test_notebooks.py is listed as it imports the claims check). Every other
+# test runs with coverage paused (pytest-cov's no_cover marker), as do the slow, Slurm, browser and CUDA tests:
+# coverage's tracer is called on every Python call; it made the real training runs in the test processes 50-65%
+# slower in CPU time, and with every fast-tier file traced the tier took 31 s more CPU (86 s, 55 s untraced).
+# tests/unit/test_suite.py checks that no other test file imports a covered module (or a helper that does).
 TRACED_FILES = (
     "tests/studies/",
     "tests/faults/test_guard_runs.py",

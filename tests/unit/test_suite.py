@@ -23,12 +23,23 @@ def test_every_test_kept_out_of_the_fast_tier_still_exists():
         assert name.split("[")[0] in _tests_in(ROOT / path), nodeid
 
 
+def _imported_names(path: Path) -> set[str]:
+    """Every dotted part of every module a file imports, and every name it imports from one (ast: multi-line
+    imports too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {part for alias in node.names for part in alias.name.split(".")}
+        elif isinstance(node, ast.ImportFrom):
+            names |= set((node.module or "").split(".")) | {alias.name for alias in node.names}
+    return names - {""}
+
+
 def test_the_traced_files_exist_and_no_other_test_file_imports_a_module_the_coverage_measures():
     """Coverage is measured on the conclusion code (pyproject's [tool.coverage.run] include) in the tests of
     TRACED_FILES only; a file run untraced must not be where that code is exercised. Read from each other test
-    file's own `hpml_lab` imports (one line each); what they reach in turn is not followed: the total coverage,
-    printed by make test, is the check for that."""
-    import re
+    file's own imports, a helper of tests/ that imports covered code (study_checks) counting as covered; what
+    the imported modules reach in turn is not followed: the total coverage, printed by make test, checks that."""
     import tomllib
 
     covered = {
@@ -36,6 +47,14 @@ def test_the_traced_files_exist_and_no_other_test_file_imports_a_module_the_cove
         for g in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["coverage"]["run"]["include"]
     }
     assert "findings" in covered and "verdict" in covered and "_answers" in covered
+
+    def reaches(names: set[str]) -> set[str]:
+        return {n for n in names if any(c and c in n for c in covered)}
+
+    helpers = {
+        p.stem for p in (ROOT / "tests").glob("*.py") if p.stem != "conftest" and reaches(_imported_names(p))
+    }
+    assert "study_checks" in helpers  # it imports hpml_lab.answers and the claims check
     assert all((ROOT / rel).exists() for rel in conftest.TRACED_FILES), conftest.TRACED_FILES
     untraced = [
         p
@@ -44,12 +63,8 @@ def test_the_traced_files_exist_and_no_other_test_file_imports_a_module_the_cove
     ]
     assert len(untraced) > 20 and ROOT / "tests/unit/test_training.py" in untraced
     for path in untraced:
-        text = path.read_text()
-        imported = re.findall(r"^\s*(?:from|import) (hpml_lab[\w.]*)(?: import ([\w, ]+))?", text, re.M)
-        names = {
-            n for mod, more in imported for n in (*mod.split("."), *more.replace(" ", "").split(",")) if n
-        }
-        assert not {n for n in names if any(c and c in n for c in covered)}, (path, names)
+        names = _imported_names(path)
+        assert not reaches(names) and not names & helpers, (path, reaches(names) | (names & helpers))
 
 
 class _Item:
@@ -135,11 +150,11 @@ def test_the_slow_tier_runs_untraced_and_the_fast_tier_traced(monkeypatch):
     assert ["no_cover" in i.added for i in items] == [False, False, True, True, True, True]
 
 
-def test_a_test_process_uses_the_one_thread_conftest_sets_and_passes_it_on():
-    """conftest sets OMP_NUM_THREADS (one thread, where the caller set none) before torch loads: torch in this
-    worker uses it, and the processes tests start inherit it from the environment."""
+def test_a_test_process_loads_torch_with_the_one_thread_conftest_sets():
+    """conftest sets OMP_NUM_THREADS (one thread, where the caller set none) before torch loads, in the environment
+    every process a test starts inherits: torch in this worker loaded with it (read at load, before any test set
+    its own thread count). With the variable set after torch loads, torch takes one thread per core."""
     import os
 
-    import torch
-
-    assert torch.get_num_threads() <= int(os.environ["OMP_NUM_THREADS"])  # torch takes no more than the cores
+    threads = int(os.environ["OMP_NUM_THREADS"])
+    assert 1 <= conftest.TORCH_THREADS_AT_LOAD <= threads  # fewer where the caller asked more than the cores
