@@ -98,7 +98,7 @@ def test_verdicts_of_reads_one_best_and_named_verdicts():
 
 
 # Reports whose verdicts the claims check reads as rendered, on the tiny render every notebook test reads
-# (conftest's `rendered`). memory's tiny profile times 5 interleaved rounds, which separate checkpointed from plain
+# (conftest's `rendered`). memory's tiny profile times 11 interleaved rounds, which separate checkpointed from plain
 # steps on synthetic data (recomputation costs time), so its directional branches render for real in CI. c3 and c4
 # compare runs made one after the other (C3's counts run smallest first, C4 reruns 1 worker and the best count),
 # each with its load: beside xdist's other worker the load moves between their runs and a verdict may rightly say
