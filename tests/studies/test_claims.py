@@ -98,18 +98,21 @@ def test_verdicts_of_reads_one_best_and_named_verdicts():
 
 
 # Reports whose verdicts the claims check reads as rendered, on the tiny render every notebook test reads
-# (conftest's `rendered`). memory's tiny profile times 11 interleaved rounds, which separate checkpointed from plain
-# steps on synthetic data (recomputation costs time), so its directional branches render for real in CI. c3 and c4
-# compare runs made one after the other (C3's counts run smallest first, C4 reruns 1 worker and the best count),
-# each with its load: beside xdist's other worker the load moves between their runs and a verdict may rightly say
-# it cannot tell, so for them the design is checked; their directional branches are canned-tested (tests/studies).
-# c8 has none here: a compiled step faster than eager needs inductor's C++ build (1-2 min on this CPU).
+# (conftest's `rendered`), and the design each verdict must record. memory's tiny profile times 7 interleaved
+# rounds of checkpointed and plain steps (recomputation costs time) and decides a direction in most runs, but not
+# in all: beside xdist's other worker (a DDP test's ranks, a Slurm job) its steps are preempted, and in 2 of 8 suite
+# runs on 2026-11-26 all four intervals included no difference (0.65-2.72 at 11 rounds), so a verdict may rightly
+# say it cannot tell. c3 and c4 compare runs made one after the other (C3's counts run smallest first, C4 reruns 1
+# worker and the best count), each with its load, which moves between their runs. For all three the design is
+# checked and the claims must hold whatever was decided; the directional branches are canned-tested
+# (tests/studies/test_memory.py, test_conclusions.py). c8 has none here: a compiled step faster than eager needs
+# inductor's C++ build (1-2 min on this CPU).
 SEQUENTIAL = ("c4", "c3")
-SEPARATING = ("memory",)
+INTERLEAVED = ("memory",)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task_id", [*SEPARATING, *SEQUENTIAL])
+@pytest.mark.parametrize("task_id", [*INTERLEAVED, *SEQUENTIAL])
 def test_rendered_verdicts_record_their_design_and_their_claims_hold(task_id, rendered):
     done = rendered(task_id)
     assert done.outcome["status"] == "ok", done.outcome
@@ -117,10 +120,11 @@ def test_rendered_verdicts_record_their_design_and_their_claims_hold(task_id, re
     rec = json.loads((done.reports / f"{task_id}.answer.json").read_text())
     verdicts = [x for a in rec["answers"] for x in claims.verdicts_of(a.get("verdict"))]
     outcomes = [x.get("outcome") for x in verdicts]
-    if task_id in SEQUENTIAL:
-        assert verdicts and {x.get("interleaved") for x in verdicts} == {False}, verdicts
-    else:
-        assert {"better", "worse"} & set(outcomes), outcomes  # a direction was decided and rendered
+    assert verdicts and {x.get("interleaved") for x in verdicts} == {task_id in INTERLEAVED}, verdicts
+    # decided, or a tie that says why (too few samples, the interval, the load): never a bare "tie"
+    assert all(
+        o in ("better", "worse") or (o == "tie" and x.get("reason")) for o, x in zip(outcomes, verdicts)
+    )
     assert claims.check_record(rec) == []
     # the rendered page names no folder of this machine (output and data live under the temporary folder here)
     import os
