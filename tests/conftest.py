@@ -22,12 +22,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-
-TORCH_THREADS_AT_LOAD = torch.get_num_threads()  # before any test sets its own (the memory study does)
 from filelock import FileLock  # noqa: E402
 
 from hpml_lab.config import RunConfig  # noqa: E402
 from hpml_lab.data import cifar  # noqa: E402
+
+TORCH_THREADS_AT_LOAD = torch.get_num_threads()  # before any test sets its own (the memory study does)
 
 
 @pytest.fixture(scope="session")
