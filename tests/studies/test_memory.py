@@ -271,11 +271,16 @@ def _res(slow=(1.45, 1.50, 1.56), first=NOISY, segments=2, cuda=False, losses=No
         k: SimpleNamespace(batches=pd.DataFrame({"loss": v, "train_s": 0.1}), meta={"parameters": 10})
         for k, v in losses.items()
     }
+    largest = {r: (300 if "ck" in r else 100) for r in t.model}
     work = [
-        {"model": r, "method": "predicted", "recompute_MB_per_sample": 1.0 if "ck" in r else 0.0}
+        {
+            "model": r,
+            "method": "predicted",
+            "batch_size": largest[r],
+            "recompute_MB_per_sample": 1.0 if "ck" in r else 0.0,
+        }
         for r in t.model
     ]
-    largest = {r: (300 if "ck" in r else 100) for r in t.model}
     return SimpleNamespace(
         table=t,
         cuda=cuda,
@@ -384,6 +389,67 @@ def test_memory_answer_and_tables_state_one_value_per_quantity():
     gpu.max_batch.append({"model": "resnet18", "method": "measured", "status": "ok", "batch_size": 512})
     assert memory_answers.fits_table(gpu).set_index("model").loc["resnet18", "how"] == "measured"
     assert _conclude(gpu)[0][1].status == "answered"
+
+
+def _swept(sweeps: dict, top: int = 128):
+    """_res(cuda=True) with measured sweeps {model: (largest size that fitted, first out of memory or None)}, the
+    sweep's sizes doubling from 32 to `top`."""
+    res = _res(cuda=True)
+    res.sweep = [b for b in (32, 64, 128, 256) if b <= top]
+    for model, (fitted, out) in sweeps.items():
+        res.max_batch += [
+            {"model": model, "method": "measured", "status": "ok", "batch_size": b}
+            for b in res.sweep
+            if b <= fitted
+        ]
+        if out:
+            res.max_batch.append({"model": model, "method": "measured", "status": "oom", "batch_size": out})
+        res.largest[model] = fitted
+    return res
+
+
+@pytest.mark.parametrize(
+    "ck, plain, says",
+    [
+        # the H100's resnet18_adjusted: both fitted every size, so neither limit is known
+        (
+            (128, None),
+            (128, None),
+            "both fitted the largest batch tried, 128: this run cannot tell which fits",
+        ),
+        # the H100's resnet34_adjusted: "2x" was stated where the checkpointed side was only a lower bound
+        (
+            (128, None),
+            (64, 128),
+            "128 (every size tried fitted) against 64 (128 ran out of memory) for the plain "
+            "network: the checkpointed network fits the larger batch",
+        ),
+        ((128, 256), (64, 128), "the checkpointed network fits the larger batch"),
+        # the H100's resnet50_adjusted: "1x" where each limit lies anywhere below twice its size
+        ((64, 128), (64, 128), "the sweep, which doubles the batch, cannot tell which fits the larger one"),
+        ((64, 128), (128, None), "the plain network fits the larger batch"),
+        ((0, 32), (64, 128), "fitted none (32, the smallest tried, ran out of memory) against 64"),
+    ],
+)
+def test_a_largest_batch_on_a_gpu_is_compared_only_where_the_sweep_tells_them_apart(ck, plain, says):
+    answers, _ = _conclude(_swept({"resnet18 ck": ck, "resnet18": plain}))
+    detail = answers[1].details[0].plain()
+    assert says in detail and "largest batch 3x" not in detail and " 1x" not in detail, detail
+    assert answers[1].status == "answered"
+    study_checks.holds(answers)
+
+
+def test_a_largest_batch_without_a_gpu_sweep_is_the_predicted_ratio():
+    """No GPU, or a network whose sweep did not run: the ratio of the predicted batches, tagged predicted."""
+    from hpml_lab.studies.memory import memory_answers
+
+    for res in (_res(), _swept({"resnet18 ck": (128, None)})):
+        fit = memory_answers.largest_batch(res, "resnet18 ck", "resnet18")
+        assert fit.plain() == "largest batch 3x the plain network's"
+        assert [n.provenance for n in fit.numbers()] == ["predicted"]
+    swept = _swept({"resnet18 ck": (128, None), "resnet18": (64, 128)})
+    fits = memory_answers.fits_table(swept).set_index("model")["first out of memory"]
+    assert fits["resnet18"] == 128 and pd.isna(fits["resnet18 ck"]) and pd.isna(fits["resnet34"])
 
 
 def test_a_revnet_and_its_plain_twin_are_told_apart_by_name():

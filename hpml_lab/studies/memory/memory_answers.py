@@ -75,9 +75,66 @@ def fits_table(res) -> pd.DataFrame:
             "model": list(res.largest),
             "largest batch": list(res.largest.values()),
             "how": ["measured" if m in measured else "predicted" for m in res.largest],
+            "first out of memory": [_sweep(res, m)[1] if m in measured else None for m in res.largest],
             "saved (MB/sample)": [saved[m] for m in res.largest],
             "recompute working set (MB/sample)": [working_set(res).get(m, 0.0) for m in res.largest],
         }
+    )
+
+
+def _sweep(res, model: str) -> tuple[int, int | None]:
+    """(the largest batch that fitted, the smallest that ran out of memory or None) in model's sweep on this GPU;
+    the limit lies between them, or at or above the first when every size tried fitted."""
+    rows = [r for r in res.max_batch if r["model"] == model and r["method"] == "measured"]
+    failed = [r["batch_size"] for r in rows if r["status"] != "ok"]
+    return max((r["batch_size"] for r in rows if r["status"] == "ok"), default=0), min(failed, default=None)
+
+
+def largest_batch(res, model: str, baseline: str) -> Finding:
+    """The largest batch of a checkpointed network against its plain network's. Predicted without a GPU (a ratio).
+    On a GPU each limit is known only between the last size that fitted and the first that ran out of memory (the
+    sweep doubles the batch), or as a lower bound when every size fitted: a side is named only when its limit is
+    above the other's whole range, else this run cannot tell."""
+    measured = {r["model"] for r in res.max_batch if r["method"] == "measured"}
+    if not res.cuda or not {model, baseline} <= measured:
+        predicted = {r["model"]: r["batch_size"] for r in res.max_batch if r["method"] == "predicted"}
+        return say(
+            "largest batch {gain} the plain network's",
+            gain=Number(
+                f"{model}: largest batch vs plain",
+                predicted[model] / predicted[baseline],
+                "x",
+                "predicted",
+                source="from bytes per sample and the stated budget",
+            ),
+        )
+    source = "the sweep's batch sizes, each network alone on this GPU"
+    (ck, ck_out), (pl, pl_out) = _sweep(res, model), _sweep(res, baseline)
+    if ck_out is None and pl_out is None:
+        return say(
+            "both fitted the largest batch tried, {top}: this run cannot tell which fits the larger one",
+            top=Number("largest batch tried", res.sweep[-1], "", "setting", source="the sweep's batch sizes"),
+        )
+
+    def side(name: str, fitted: int, out: int | None) -> Finding:
+        size = Number(f"{name}: largest batch that fitted", fitted, "", "counted", source=source)
+        if out is None:
+            return say("{size} (every size tried fitted)", size=size)
+        first = Number(f"{name}: first batch out of memory", out, "", "counted", source=source)
+        if not fitted:
+            return say("none ({first}, the smallest tried, ran out of memory)", first=first)
+        return say("{size} ({first} ran out of memory)", size=size, first=first)
+
+    if ck_out is not None and pl >= ck_out:
+        verdict = "the plain network fits the larger batch"
+    elif pl_out is not None and ck >= pl_out:
+        verdict = "the checkpointed network fits the larger batch"
+    else:
+        verdict = "the sweep, which doubles the batch, cannot tell which fits the larger one"
+    return say(
+        "largest batch that fitted {ck} against {pl} for the plain network: " + verdict,
+        ck=side(model, ck, ck_out),
+        pl=side(baseline, pl, pl_out),
     )
 
 
@@ -189,7 +246,7 @@ def checkpoint_answer(cfg, res) -> Answer:
         details.append(
             say(
                 "{base}: saved {saved} + recompute working set {work} against {plain} for the plain network "
-                "(predicted {share} of it); largest batch {gain} the plain network's.",
+                "(predicted {share} of it); {fit}.",
                 base=r.baseline,
                 saved=_counted(f"{r.model}: saved for backward", r.act_MB_per_sample),
                 work=Number(
@@ -201,15 +258,7 @@ def checkpoint_answer(cfg, res) -> Answer:
                 ),
                 plain=_counted(f"{r.baseline}: saved for backward", base.act_MB_per_sample),
                 share=share,
-                gain=Number(
-                    f"{r.model}: largest batch vs plain",
-                    res.largest[r.model] / res.largest[r.baseline],
-                    "x",
-                    "counted" if res.cuda else "predicted",  # a search's outcome on this GPU: exact, no n
-                    source="the largest batches that fitted on this GPU, each network alone"
-                    if res.cuda
-                    else "from bytes per sample and the stated budget",
-                ),
+                fit=largest_batch(res, r.model, r.baseline),
             )
         )
     lo, hi = min(shares, key=lambda n: n.value), max(shares, key=lambda n: n.value)
