@@ -192,10 +192,13 @@ def task_estimate(task_id: str, inputs: dict[str, Any] | None = None) -> tuple[f
     return seconds, basis
 
 
-# Measured: the first GPU check (one H200, 2026-11-26, commit 8fdc6f1: reports/gpu/NVIDIA-H200/manifest.json, each
-# unit's seconds on its machine, the synthetic data's writing included where the unit was the first to read it). A
-# measured figure replaces the model's prediction; tests/unit/test_gpucheck.py checks these against that manifest.
+# Measured: the first GPU check (one H200, 2026-11-26, commit 8fdc6f1: reports/gpu/NVIDIA-H200/manifest.json) and the
+# H100 check that ran the units the H200 had not finished (2026-11-26, commit 897f56e:
+# reports/gpu/NVIDIA-H100-80GB-HBM3/manifest.json): each unit's seconds on its machine, the synthetic data's writing
+# included where the unit was the first to read it. A measured figure replaces the model's prediction;
+# tests/unit/test_gpucheck.py checks each against the manifest its basis names.
 H200_CHECK = "reports/gpu/NVIDIA-H200/manifest.json"
+H100_CHECK = "reports/gpu/NVIDIA-H100-80GB-HBM3/manifest.json"
 MEASURED = {
     "tests": (95.0, "measured: 95 s on an H200 (the first GPU check)"),
     "c2": (
@@ -215,10 +218,16 @@ MEASURED = {
         100.0,
         "cut off after 64 s on an H200 (the first GPU check), in the last of its four benchmarks: planned 100 s",
     ),
-    "memory": (
-        150.0,
-        "cut off after 97 s on an H200 (the first GPU check) before its first output: planned 150 s",
+    # 97 s on the H200 before it was cut off; on the H100 most of it is the largest-batch sweep up to 32,768
+    "memory": (310.0, "measured: 310 s on an H100 (the H100 check)"),
+    "speed": (
+        109.0,
+        "measured: 109 s on an H100 (the H100 check), the synthetic CIFAR-10's writing included",
     ),
+    "c3": (77.0, "measured: 77 s on an H100 (the H100 check)"),
+    "c6": (68.0, "measured: 68 s on an H100 (the H100 check)"),
+    "c7": (35.0, "measured: 35 s on an H100 (the H100 check)"),
+    "questions": (9.0, "measured: 9 s on an H100 (the H100 check)"),
 }
 
 

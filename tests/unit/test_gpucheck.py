@@ -87,20 +87,27 @@ def test_plan_is_at_most_2_plain_commands_that_fit_a_15_minute_lease_of_bare_mac
     assert json.loads(capsys.readouterr().out)["commands"][0]["basis"]
 
 
-def test_the_plans_measured_figures_are_those_the_first_gpu_check_recorded():
-    """gpuplan.MEASURED replaces predictions with the H200 check's seconds: each must be that manifest's (c4's
-    without the C3 sweep it then ran itself, as its basis says; bench and memory were cut off, at least that)."""
-    units = json.loads((ROOT / gpuplan.H200_CHECK).read_text())["units"]
+def test_the_plans_measured_figures_are_those_the_gpu_checks_recorded():
+    """gpuplan.MEASURED replaces predictions with the seconds a GPU check recorded: each must be that of the
+    manifest its basis names (c4's without the C3 sweep it then ran itself, as its basis says; bench was cut off,
+    at least that)."""
+    checks = {
+        gpu: json.loads((ROOT / path).read_text())["units"]
+        for gpu, path in (("H200", gpuplan.H200_CHECK), ("H100", gpuplan.H100_CHECK))
+    }
     for u, (seconds, basis) in gpuplan.MEASURED.items():
-        if u in units:
-            assert units[u]["status"] == "ok" and round(units[u]["seconds"]) == (
-                230 if u == "c4" else seconds
-            ), u
-            assert f"measured: {round(units[u]['seconds'])} s on an H200" in basis
-        else:
-            assert basis.startswith("cut off after") and seconds > float(basis.split()[3])
+        gpu = next(g for g in checks if f" on an {g} " in basis)
+        units = checks[gpu]
+        if basis.startswith("cut off after"):
+            assert u not in units or units[u]["status"] != "ok"
+            assert seconds > float(basis.split()[3]), u
+            continue
+        assert units[u]["status"] == "ok" and round(units[u]["seconds"]) == (230 if u == "c4" else seconds), u
+        assert f"measured: {round(units[u]['seconds'])} s on an {gpu}" in basis
     assert gpuplan.unit_estimate("tests") == gpuplan.MEASURED["tests"]
-    assert gpuplan.home(ROOT)["NVIDIA-H200"] == sorted(u for u, r in units.items() if r["status"] == "ok")
+    for gpu, path in (("NVIDIA-H200", gpuplan.H200_CHECK), ("NVIDIA-H100-80GB-HBM3", gpuplan.H100_CHECK)):
+        units = json.loads((ROOT / path).read_text())["units"]
+        assert gpuplan.home(ROOT)[gpu] == sorted(u for u, r in units.items() if r["status"] == "ok")
 
 
 def test_the_plans_flops_are_those_hpml_lab_counts():
