@@ -4,11 +4,24 @@
     run = train(RunConfig(task="c1", epochs=1, max_batches=5))
 
 See README.md for the commands; `hpml-lab --help` for the CLI.
+
+`train` and `Run` are imported when first used (PEP 562), so that importing any part of the package does not import
+torch: the command line's front (help, tasks, init, slurm, data, bad input) answers without it.
 """
 
 from .config import ConfigError, RunConfig
-from .results import Run
-from .training import train
 
 __version__ = "0.1.0"
 __all__ = ["ConfigError", "RunConfig", "Run", "train", "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "train":
+        from .training import train
+
+        return train
+    if name == "Run":
+        from .results import Run
+
+        return Run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,11 +15,10 @@ import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from .flops import tf32_state
+if TYPE_CHECKING:
+    import torch
 
 
 def _cpu_model() -> str:
@@ -99,6 +98,10 @@ def torchvision_version() -> str | None:
 
 
 def environment(device: torch.device | str | None = None) -> dict[str, Any]:
+    import torch  # here, not at the top: the command line's front imports this module and needs no torch
+
+    from .flops import tf32_state
+
     cuda = torch.cuda.is_available()
     gpu = None
     if cuda:

@@ -9,7 +9,9 @@ table of `hpml-lab tasks` (and the README's, `hpml-lab tasks --markdown README.m
 (report/gpuplan.py), the lab order of the index and the bundle are all built from it: a new task is its folder, its
 notebook and its tests. A task's `run(cfg, settings) -> result` and
 `conclude(cfg, result) -> (answers, flags)` live in its folder too (`Task.run`, `Task.conclude` where the notebook
-calls them through the protocol).
+calls them through the protocol). A TASK names them with `later(module, name)`, imported at their first call:
+registering a task imports no torch, so the command line's front (help, tasks, init, slurm, a refusal of bad input,
+the parent of a run) answers in a fraction of a second, also on a login node.
 
 Profiles: `smoke` fits 2 CPU cores in seconds (small subset, few batches, the same code path); `full` is the lab's
 real setting (5 epochs, the whole dataset, batch 128), meant for a GPU; `tiny` takes seconds per task (tests, dry
@@ -18,6 +20,7 @@ runs); `gpu` is the GPU check kit's size. Profiles only set parameters the noteb
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,3 +75,14 @@ class Task:
         if name not in PROFILES:
             raise ConfigError(f"unknown profile {name!r}; valid profiles: {', '.join(PROFILES)}")
         return dict({"smoke": self.smoke, "full": self.full, "tiny": self.tiny, "gpu": self.gpu}[name])
+
+
+def later(module: str, name: str) -> Callable[..., Any]:
+    """`module.name` (module absolute), imported when first called: how a TASK names its run and conclude."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"{module}.{name}, imported at the first call."
+    return call

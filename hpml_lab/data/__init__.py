@@ -11,15 +11,16 @@ import os
 import random
 import signal
 from collections.abc import Mapping
-from typing import Any
-
-import numpy as np
-import torch
-from torch.utils.data import DataLoader, Dataset, Subset
+from typing import TYPE_CHECKING, Any
 
 from ..config import ConfigError
 from . import cifar, tinyimagenet
 from .errors import DatasetError
+
+if TYPE_CHECKING:  # torch is imported where a loader is built, not here: the data commands that only check or
+    # fetch files (and the command line's front) do without it
+    import torch
+    from torch.utils.data import DataLoader, Dataset
 
 __all__ = [
     "DatasetError",
@@ -61,6 +62,7 @@ def classes_of(cfg, meta: Mapping | None = None) -> int:
 
 def lab_transform(augment: bool = True, mean=cifar.MEAN, std=cifar.STD, size: int = 32):
     """The lab's per-sample PIL pipeline: RandomCrop(size, padding=4), flip, to float, Normalize."""
+    import torch
     from torchvision.transforms import v2
 
     steps = [v2.RandomCrop(size, padding=4), v2.RandomHorizontalFlip(0.5)] if augment else []
@@ -123,6 +125,10 @@ def fingerprint(cfg) -> str:
 
 
 def train_dataset(cfg, transform=None) -> Dataset:
+    from torch.utils.data import Subset
+
+    from .cifar_files import CIFAR10Files
+
     if cfg.dataset == "tinyimagenet":  # 64x64 JPEG folders; subset spread over the classes
         ds = tinyimagenet.train_set(
             cfg.data_path(),
@@ -133,7 +139,7 @@ def train_dataset(cfg, transform=None) -> Dataset:
         return Subset(ds, tinyimagenet.spread_indices(len(ds), cfg.subset)) if cfg.subset else ds
     if cfg.dataset != "cifar10":
         check_dataset(cfg)
-    ds = cifar.CIFAR10Files(
+    ds = CIFAR10Files(
         cfg.data_path(),
         train=True,
         transform=transform if transform is not None else lab_transform(cfg.augment),
@@ -150,6 +156,9 @@ def worker_init(worker_id: int) -> None:
     process, and a worker killed by it makes the main process's DataLoader raise "worker ... is killed by
     signal: Terminated", which turned an interrupted run into a failed one (or none at all, when it came
     while the run's files were written). The main process, signalled too, marks the run interrupted."""
+    import numpy as np
+    import torch
+
     seed = torch.initial_seed() % 2**32
     np.random.seed(seed)
     random.seed(seed)
@@ -159,6 +168,9 @@ def worker_init(worker_id: int) -> None:
 def build_train_loader(cfg, device: torch.device, dataset: Dataset | None = None, **overrides) -> DataLoader:
     """The lab's DataLoader: shuffled with a seeded generator, cfg.num_workers workers,
     pinned memory on CUDA. `overrides` go to DataLoader (e.g. persistent_workers=True)."""
+    import torch
+    from torch.utils.data import DataLoader
+
     ds = dataset if dataset is not None else train_dataset(cfg)
     gen = torch.Generator().manual_seed(cfg.seed)
     kwargs: dict[str, Any] = dict(

@@ -21,12 +21,10 @@ import json
 import os
 import pickle
 import shutil
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch.utils.data import Dataset
 
 from ..io import atomic_file, publish_dir, temp_folder
 from .checks import (
@@ -44,6 +42,9 @@ from .checks import (
     written_to,
 )
 from .errors import DatasetError
+
+if TYPE_CHECKING:
+    import torch
 
 FOLDER = "cifar-10-batches-py"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
@@ -241,38 +242,19 @@ def _expected_md5(folder: Path, k: str) -> dict[str, str]:
     }
 
 
-class CIFAR10Files(Dataset):
-    """CIFAR-10 read from the pickled batch files, real or synthetic alike.
-
-    Items are (PIL image, label) passed through `transform`, like
-    torchvision.datasets.CIFAR10. `.data` is the uint8 array N x 32 x 32 x 3
-    and `.targets` the labels, for loaders that skip PIL altogether.
-    """
-
-    def __init__(self, root: str | os.PathLike, train: bool = True, transform: Callable | None = None):
-        self.root = Path(root)
-        self.kind = check(self.root)
-        folder = self.root / FOLDER
-        datas, labels = [], []
-        for name in TRAIN_FILES if train else TEST_FILES:
-            images, batch_labels = _batch(folder / name)
-            datas.append(images)
-            labels.extend(batch_labels)
-        self.data = np.ascontiguousarray(np.concatenate(datas).transpose(0, 2, 3, 1))  # N, H, W, C
-        self.targets = labels
-        self.classes = _label_names(folder / META_FILE)
-        self.transform = transform
-
-    def __len__(self) -> int:
-        return len(self.targets)
-
-    def __getitem__(self, i: int):
-        from PIL import Image
-
-        img = Image.fromarray(self.data[i])
-        if self.transform is not None:
-            img = self.transform(img)
-        return img, self.targets[i]
+def read(root: str | os.PathLike, train: bool = True) -> tuple[np.ndarray, list[int], list[str], str]:
+    """(images uint8 N x 32 x 32 x 3, labels, class names, kind 'real' or 'synthetic') of the training or the test
+    batches, checked first (hpml_lab.data.cifar_files.CIFAR10Files is the Dataset over them)."""
+    root = Path(root)
+    kind = check(root)
+    folder = root / FOLDER
+    datas, labels = [], []
+    for name in TRAIN_FILES if train else TEST_FILES:
+        images, batch_labels = _batch(folder / name)
+        datas.append(images)
+        labels.extend(batch_labels)
+    data = np.ascontiguousarray(np.concatenate(datas).transpose(0, 2, 3, 1))  # N, H, W, C
+    return data, labels, _label_names(folder / META_FILE), kind
 
 
 # ---------------------------------------------------------------- synthesis
@@ -280,6 +262,8 @@ def _render_images(labels: np.ndarray, gen: torch.Generator, protos: dict) -> np
     """Images of the given classes: a class stripe pattern (frequency, angle, colour)
     at a random phase, on a smooth random background, with brightness jitter and noise.
     Learnable but not trivial, so loss and accuracy curves move over epochs."""
+    import torch  # here, not at the top: the data commands that only check or fetch do without it
+
     n = len(labels)
     lab = torch.as_tensor(labels)
     yy, xx = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
@@ -338,6 +322,8 @@ def synthesize(
     Deterministic from `seed`. Written into a temporary folder then renamed, so an
     interrupted run leaves nothing half-written. Refuses to overwrite a real copy.
     """
+    import torch
+
     in_range("--seed", seed, 0, SEED_MAX)
     in_range("--n-train", n_train, 5, MAX_TRAIN)
     in_range("--n-test", n_test, 1, MAX_TEST)

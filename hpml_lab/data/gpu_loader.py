@@ -40,7 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import cifar
+from . import cifar, cifar_files
 
 PAD = 4
 
@@ -146,7 +146,7 @@ class TensorLoader:
     def from_config(cls, cfg, device: torch.device | str, rank: int = 0, world_size: int = 1) -> TensorLoader:
         """The training set of cfg (subset applied) with cfg's batch size, seed, augment and shuffle; under DDP
         this rank's share."""
-        ds = cifar.CIFAR10Files(cfg.data_path(), train=True)
+        ds = cifar_files.CIFAR10Files(cfg.data_path(), train=True)
         n = min(cfg.subset, len(ds)) if cfg.subset else len(ds)
         return cls(
             ds.data[:n],

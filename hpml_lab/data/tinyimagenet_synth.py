@@ -11,12 +11,15 @@ import json
 import os
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from ..io import atomic_file
 from .checks import SEED_MAX, in_range, signals_deferred
+
+if TYPE_CHECKING:
+    import torch
 
 FOLDER = "tiny-imagenet-200"
 MARKER = "SYNTHETIC.json"
@@ -58,6 +61,8 @@ def check_options(**values) -> None:
 def _render(label_ids: np.ndarray, protos: dict, gen: torch.Generator) -> np.ndarray:
     """64x64 images of a class stripe pattern (frequency, angle, colour) at a random phase on a
     smooth random background, plus noise: learnable, not trivial. Returns N x 64 x 64 x 3 uint8."""
+    import torch  # here: checking a synthetic archive needs no torch
+
     n = len(label_ids)
     lab = torch.as_tensor(label_ids)
     yy, xx = torch.meshgrid(torch.arange(float(SIZE)), torch.arange(float(SIZE)), indexing="ij")
@@ -92,6 +97,8 @@ def synthesize_archive(
 
     Deterministic from `seed`; written to a temporary name then renamed.
     """
+    import torch
+
     check_options(classes=classes, per_class=per_class, val_per_class=val_per_class, n_test=n_test, seed=seed)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

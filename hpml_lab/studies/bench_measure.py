@@ -20,7 +20,7 @@ from torch import nn
 
 from .. import flops
 from ..config import ConfigError, RunConfig
-from ..data import build_loader, cifar, lab_transform
+from ..data import build_loader, cifar_files, lab_transform
 from ..device import configure as configure_device
 from ..device import seed_everything, torch_threads
 from ..profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
@@ -127,7 +127,7 @@ def bench_loader(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     collate: what a DataLoader worker does) vs TensorLoader's batched augmentation, both on the CPU."""
     from PIL import Image
 
-    ds = cifar.CIFAR10Files(opts["data_root"], train=True)
+    ds = cifar_files.CIFAR10Files(opts["data_root"], train=True)
     b = opts["batch_size"]
     if b > len(ds):  # a batch larger than the dataset: no batch at all (it was a StopIteration traceback)
         raise ConfigError(

@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from .. import results
-from ..config import OPTIMIZERS, ConfigError, RunConfig, StudySettings
+from ..config import OPTIMIZERS, RunConfig
 from ..data import build_loader, build_train_loader
 from ..device import resolve_device, seed_everything
 from ..envinfo import usable_cores
@@ -35,6 +35,8 @@ from ..results import drop_warmup
 from ..sweeps import SweepItem, require_one_complete, run_sweep, tables
 from ..training import build_model, build_optimizer, train
 from ..verdict import MIN_SAMPLES
+from .c3 import MAX_WORKERS
+from .c3 import Settings as C3Settings  # noqa: F401 (C3's parameters live beside its TASK; the notebook's name)
 
 LOADER_COLUMNS = ["num_workers", "repeat", "seconds", "batches", "images", "images_per_s"]
 LOADER_NOTE = (
@@ -42,7 +44,6 @@ LOADER_NOTE = (
     "training) drained of every batch (or max_batches), no model. One untimed warm-up epoch per "
     "worker count (file cache, first imports in the workers) is excluded; then the timed repeats (the report says how many)."
 )
-MAX_WORKERS = 64
 
 
 def stats_row(values, **labels: Any) -> dict[str, Any]:
@@ -131,21 +132,6 @@ def worker_counts(limit: int = MAX_WORKERS):
     while n <= limit:
         yield n
         n = 1 if n == 0 else n * 2
-
-
-@dataclass(frozen=True)
-class C3Settings(StudySettings):
-    """C3's own parameters: the sweep's stopping rule (notebook parameters, -p like RunConfig's)."""
-
-    max_workers: int = MAX_WORKERS  # the largest worker count tried
-    tolerance: float = 0.03  # a count improves when its median is this much below the best so far
-    patience: int = 1  # counts in a row allowed not to improve, beyond the first, before stopping
-
-    def check(self) -> None:
-        if self.max_workers < 1 or not 0 <= self.tolerance < 1 or self.patience < 0:
-            raise ConfigError(
-                "parameters: 'max_workers' must be 1 or more, 'tolerance' in [0, 1), 'patience' 0 or more"
-            )
 
 
 def c3_loader_sweep(

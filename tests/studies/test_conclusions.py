@@ -911,6 +911,26 @@ def test_a_study_module_with_a_task_registers_it_once():
         tasks.TASKS.pop("canned-task", None)
 
 
+def test_every_function_a_task_names_for_later_exists():
+    """A TASK names its run and conclude with protocol.later (imported at the first call, so that registering
+    imports no torch): a misspelt module or name would fail only when the task runs, so each is resolved here."""
+    import importlib
+    from pathlib import Path
+
+    from hpml_lab.protocol import later
+
+    named = {
+        m
+        for path in (Path(__file__).resolve().parents[2] / "hpml_lab" / "studies").glob("*/__init__.py")
+        for m in re.findall(r'later\(\s*"([\w.]+)",\s*"(\w+)"\s*\)', path.read_text())
+    }
+    assert len(named) >= 20, named  # run and conclude of 14 tasks, some shared
+    for module, name in named:
+        assert callable(getattr(importlib.import_module(module), name)), (module, name)
+    dumps = later("json", "dumps")
+    assert dumps([1]) == "[1]" and dumps.__name__ == "dumps" and "json.dumps" in dumps.__doc__
+
+
 def test_stored_notebooks_narrate_and_carry_no_outputs():
     import json
     from pathlib import Path

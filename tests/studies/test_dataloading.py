@@ -7,7 +7,7 @@ import study_checks  # the tests' page check, tests/study_checks.py
 import torch
 from torch.utils.data import DataLoader
 
-from hpml_lab.data import cifar, lab_transform
+from hpml_lab.data import cifar_files, lab_transform
 from hpml_lab.studies.dataloading.dataloading_study import (
     FileImageDataset,
     ThreadedFileDataset,
@@ -37,7 +37,7 @@ class CountingThreaded(ThreadedFileDataset):
 
 
 def test_files_round_trip_and_threads_fetch_concurrently(cifar_root, tmp_path):
-    src = cifar.CIFAR10Files(cifar_root)
+    src = cifar_files.CIFAR10Files(cifar_root)
     paths = write_image_files(src.data[:12], src.targets[:12], tmp_path / "files")
     plain = FileImageDataset(paths, 0.0, transform=lab_transform(False))
     images, labels = preload(plain, threads=4)
@@ -55,7 +55,7 @@ def test_files_round_trip_and_threads_fetch_concurrently(cifar_root, tmp_path):
 
 
 def test_time_passes_counts_every_batch(cifar_root, tmp_path):
-    src = cifar.CIFAR10Files(cifar_root)
+    src = cifar_files.CIFAR10Files(cifar_root)
     paths = write_image_files(src.data[:10], src.targets[:10], tmp_path / "files")
     passes = time_passes(
         DataLoader(FileImageDataset(paths, latency_s=0.01), batch_size=4), 2, torch.device("cpu")

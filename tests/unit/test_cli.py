@@ -98,3 +98,46 @@ def test_a_corrupt_outcome_file_does_not_break_the_index(tmp_path, monkeypatch, 
     (tmp_path / "reports" / "executed" / "c1.json").write_text('{"task": "c1", "tit')
     assert runner.load_outcomes() == [] and "ignoring unreadable outcome" in capsys.readouterr().err
     assert runner.write_index([]).is_file()
+
+
+FRONT = """
+import json, os, sys
+from hpml_lab.report import cli
+seen = []
+for argv in json.loads(sys.argv[1]):
+    try:
+        rc = cli.main(argv)
+    except SystemExit as e:  # argparse's --help
+        rc = e.code
+    seen.append([argv[0], rc, "torch" in sys.modules])
+print(json.dumps(seen))
+"""
+
+
+def test_the_command_lines_front_answers_without_importing_torch(tmp_path, cifar_root):
+    """help, tasks, init, slurm and the refusals of bad input import no torch (3 s of CPU, more on a login node's
+    shared file system): registering a task, the data layer's checks and the model registry do without it."""
+    import json
+
+    calls = [
+        ["--help"],
+        ["tasks"],
+        ["init", "mine"],
+        ["slurm", "c1", "--gpus", "1", "-p", f"data_root={cifar_root}"],
+        ["run", "c9"],
+        ["run", "c1", "-p", "batchsize=3"],
+        ["run", "memory", "-p", "resnets=foo"],
+        ["run", "c1", "-p", f"data_root={tmp_path / 'none'}"],
+        ["report", "--bundle"],
+    ]
+    r = subprocess.run(
+        [sys.executable, "-c", FRONT, json.dumps(calls)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    seen = json.loads(r.stdout.splitlines()[-1])
+    assert [rc for _, rc, _ in seen] == [0, 0, 0, 0, 2, 2, 2, 2, 2], r.stderr[-2000:]
+    assert not any(torch for *_, torch in seen), seen
+    assert (tmp_path / "slurm" / "c1-1x1.sbatch").is_file() and (tmp_path / "mine" / "notebooks").is_dir()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from hpml_lab.config import RunConfig
-from hpml_lab.data import DatasetError, build_train_loader, cifar, dataset_info
+from hpml_lab.data import DatasetError, build_train_loader, cifar, cifar_files, dataset_info
 
 
 def test_synthetic_files_read_back_with_plain_pickle(cifar_root):
@@ -32,13 +32,13 @@ def test_synthesis_is_deterministic_and_marked(tmp_path, cifar_root):
 
 
 def test_dataset_reads_rgb_planes_in_hwc(cifar_root):
-    ds = cifar.CIFAR10Files(cifar_root, train=True)
+    ds = cifar_files.CIFAR10Files(cifar_root, train=True)
     with open(cifar_root / "cifar-10-batches-py" / "data_batch_1", "rb") as f:
         raw = pickle.load(f, encoding="bytes")[b"data"][0]
     assert ds.data.shape == (1000, 32, 32, 3)
     assert np.array_equal(ds.data[0][..., 0].ravel(), raw[:1024])  # red plane
     assert np.array_equal(ds.data[0][..., 2].ravel(), raw[2048:])  # blue plane
-    assert len(cifar.CIFAR10Files(cifar_root, train=False)) == 200
+    assert len(cifar_files.CIFAR10Files(cifar_root, train=False)) == 200
 
 
 def test_loader_gives_normalised_batches(cifar_root):
@@ -114,7 +114,7 @@ def test_malformed_batch_files_are_one_line_naming_the_file(cifar_root, tmp_path
     entry = pickle.loads(path.read_bytes(), encoding="bytes")
     path.write_bytes(pickle.dumps(edit(entry)))
     with pytest.raises(DatasetError, match=message) as err:
-        cifar.CIFAR10Files(root)
+        cifar_files.CIFAR10Files(root)
     assert "data_batch_1" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -123,7 +123,7 @@ def test_truncated_batch_file_is_one_line(cifar_root, tmp_path):
     path = root / cifar.FOLDER / "data_batch_2"
     path.write_bytes(path.read_bytes()[:1000])
     with pytest.raises(DatasetError, match="data_batch_2 is not a readable batch file"):
-        cifar.CIFAR10Files(root)
+        cifar_files.CIFAR10Files(root)
 
 
 def test_chance_and_the_model_follow_the_datas_class_count(tmp_path):

@@ -119,6 +119,8 @@ def _parses(parser, argv: list[str], known: bool = False) -> str | None:
             else:
                 parser.parse_args(argv)
     except SystemExit as e:
+        if e.code == 0:  # --help
+            return None
         return err.getvalue().strip() or f"exit {e.code}"
     return None
 

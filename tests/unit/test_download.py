@@ -8,7 +8,7 @@ import threading
 import pytest
 from torchvision.datasets import CIFAR10
 
-from hpml_lab.data import DatasetError, cifar
+from hpml_lab.data import DatasetError, cifar, cifar_files
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def test_download_accepts_an_archive_whose_md5s_match(served_archive, tmp_path, 
     monkeypatch.setattr(CIFAR10, "meta", {**CIFAR10.meta, "md5": cifar.md5(folder / cifar.META_FILE)})
     path = cifar.download(tmp_path / "dl", url=url)
     assert cifar.check(path.parent) == "real"
-    assert len(cifar.CIFAR10Files(path.parent)) == 50
+    assert len(cifar_files.CIFAR10Files(path.parent)) == 50
 
 
 def test_a_stalled_mirror_times_out_with_one_line(tmp_path):

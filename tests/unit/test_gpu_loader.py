@@ -8,7 +8,7 @@ from PIL import Image
 from torchvision.transforms.v2 import functional as TF
 
 from hpml_lab import fastpath, train
-from hpml_lab.data import build_loader, cifar, lab_transform
+from hpml_lab.data import build_loader, cifar_files, lab_transform
 from hpml_lab.data.gpu_loader import TensorLoader, augment_batch
 
 cuda = pytest.mark.cuda
@@ -63,7 +63,7 @@ def test_pil_pipeline_has_the_same_distribution():
 
 
 def test_equal_to_pil_pipeline_at_fixed_crop_and_flip(cifar_root):
-    ds = cifar.CIFAR10Files(cifar_root, train=True)
+    ds = cifar_files.CIFAR10Files(cifar_root, train=True)
     loader = TensorLoader(ds.data[:18], ds.targets[:18], batch_size=18)
     top = torch.arange(18) % 9
     left = torch.flip(torch.arange(18), [0]) % 9
@@ -85,7 +85,9 @@ def test_loader_iterates_like_a_dataloader(cifar_root, tiny_cfg):
     x, y = batches[0]
     assert x.dtype == torch.float32 and x.shape[1:] == (3, 32, 32) and y.dtype == torch.long
     seen = torch.cat([y for _, y in batches])
-    assert sorted(seen.tolist()) == sorted(cifar.CIFAR10Files(cifar_root).targets[:100])  # a permutation
+    assert sorted(seen.tolist()) == sorted(
+        cifar_files.CIFAR10Files(cifar_root).targets[:100]
+    )  # a permutation
     first = torch.cat([y for _, y in loader])
     assert not torch.equal(seen, first)  # reshuffled each epoch
     again = TensorLoader.from_config(tiny_cfg.replace(subset=100, batch_size=32), "cpu")
@@ -94,7 +96,7 @@ def test_loader_iterates_like_a_dataloader(cifar_root, tiny_cfg):
         tiny_cfg.replace(subset=8, batch_size=8, augment=False, shuffle=False), "cpu"
     )
     ref = torch.stack(
-        [lab_transform(False)(Image.fromarray(a)) for a in cifar.CIFAR10Files(cifar_root).data[:8]]
+        [lab_transform(False)(Image.fromarray(a)) for a in cifar_files.CIFAR10Files(cifar_root).data[:8]]
     )
     torch.testing.assert_close(next(iter(noaug))[0], ref, atol=1e-5, rtol=0)
 

@@ -68,3 +68,17 @@ def test_every_registered_model_builds_trains_one_step_and_counts(name):
 
 def test_known_counts_name_registered_models():
     assert {name for name, _ in KNOWN} <= set(models.available())
+
+
+def test_what_the_registry_knows_of_each_class_without_importing_it_is_the_class():
+    """models.CLASSES lets a configuration be checked without torch; each entry must say what its class does."""
+    import inspect
+
+    for cls, (module, stems, arguments) in models.CLASSES.items():
+        net = models.network_class(cls)
+        assert net.__module__ == module and net.STEMS == stems, cls
+        assert arguments == tuple(p for p in inspect.signature(net).parameters), cls
+    assert models.stems("revnet38") == ("cifar",) and models.accepts("resnet18", "checkpoint_segments")
+    assert not models.accepts("revnet38", "checkpoint_segments")
+    with pytest.raises(ValueError, match="unknown class 'Net'"):
+        models.register("mine", "Net")

@@ -4,9 +4,7 @@ Its study code is shared by Lab 2's tasks (training.train runs it, studies/lab2_
 folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
 """
 
-from ...protocol import SMOKE_LR, Task
-from ...training import train
-from .. import lab2_answers
+from ...protocol import SMOKE_LR, Task, later
 
 TASK = Task(
     "c1",
@@ -17,6 +15,6 @@ TASK = Task(
     gpu_runs=1,
     gpu_priority=80,
     smoke_s=41,
-    run=lambda cfg, settings=None: train(cfg),
-    conclude=lab2_answers.c1,
+    run=lambda cfg, settings=None: later("hpml_lab.training", "train")(cfg),
+    conclude=later("hpml_lab.studies.lab2_answers", "c1"),
 )

@@ -4,8 +4,28 @@ Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2
 folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
 """
 
-from ...protocol import GPU, Task
-from .. import lab2, lab2_answers
+from dataclasses import dataclass
+
+from ...config import ConfigError, StudySettings
+from ...protocol import GPU, Task, later
+
+MAX_WORKERS = 64
+
+
+@dataclass(frozen=True)
+class Settings(StudySettings):
+    """C3's own parameters: the sweep's stopping rule (notebook parameters, -p like RunConfig's)."""
+
+    max_workers: int = MAX_WORKERS  # the largest worker count tried
+    tolerance: float = 0.03  # a count improves when its median is this much below the best so far
+    patience: int = 1  # counts in a row allowed not to improve, beyond the first, before stopping
+
+    def check(self) -> None:
+        if self.max_workers < 1 or not 0 <= self.tolerance < 1 or self.patience < 0:
+            raise ConfigError(
+                "parameters: 'max_workers' must be 1 or more, 'tolerance' in [0, 1), 'patience' 0 or more"
+            )
+
 
 TASK = Task(
     "c3",
@@ -13,7 +33,7 @@ TASK = Task(
     "C3: DataLoader time per epoch against num_workers",
     order=3,
     slurm="--no-train",
-    settings=lab2.C3Settings,
+    settings=Settings,
     smoke={"epochs": 3, "batch_size": 32, "max_batches": 40},
     gpu={**GPU, "epochs": 3, "max_batches": 100},
     full={"epochs": 3, "batch_size": 128, "max_batches": 0, "subset": 0},
@@ -24,6 +44,6 @@ TASK = Task(
         60.0,
         "loader sweep, no model: up to 5 worker counts x 3 epochs x 100 batches of PIL decoding",
     ),
-    run=lambda cfg, settings: lab2.c3_loader_sweep(cfg, **vars(settings)),
-    conclude=lab2_answers.c3,
+    run=lambda cfg, settings: later("hpml_lab.studies.lab2", "c3_loader_sweep")(cfg, **vars(settings)),
+    conclude=later("hpml_lab.studies.lab2_answers", "c3"),
 )

@@ -4,8 +4,7 @@ Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2
 folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
 """
 
-from ...protocol import FULL_LAB, SMOKE_LR, Task
-from .. import lab2, lab2_answers
+from ...protocol import FULL_LAB, SMOKE_LR, Task, later
 
 TASK = Task(
     "c4",
@@ -21,6 +20,6 @@ TASK = Task(
     gpu_with="c3",
     smoke_s=30,
     gpu_extra=(20.0, "the profiler trace and its analysis"),
-    run=lambda cfg, settings=None: lab2.c4_data_vs_compute(cfg),
-    conclude=lab2_answers.c4,
+    run=lambda cfg, settings=None: later("hpml_lab.studies.lab2", "c4_data_vs_compute")(cfg),
+    conclude=later("hpml_lab.studies.lab2_answers", "c4"),
 )

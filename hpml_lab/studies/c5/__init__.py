@@ -4,8 +4,7 @@ Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2
 folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
 """
 
-from ...protocol import GPU, SMOKE_LR, Task
-from .. import lab2, lab2_answers
+from ...protocol import GPU, SMOKE_LR, Task, later
 
 TASK = Task(
     "c5",
@@ -19,6 +18,6 @@ TASK = Task(
     gpu_priority=30,
     smoke_s=29,
     gpu_extra=(None, "the CPU row: epochs x max_batches steps at the CPU step time"),
-    run=lambda cfg, settings=None: lab2.c5_devices(cfg),
-    conclude=lab2_answers.c5,
+    run=lambda cfg, settings=None: later("hpml_lab.studies.lab2", "c5_devices")(cfg),
+    conclude=later("hpml_lab.studies.lab2_answers", "c5"),
 )

@@ -4,8 +4,7 @@ Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2
 folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
 """
 
-from ...protocol import SMOKE_LR, Task
-from .. import lab2, lab2_answers
+from ...protocol import SMOKE_LR, Task, later
 
 QUESTION = "C6: which optimizer trains best, and how long each epoch takes"
 
@@ -25,6 +24,8 @@ TASK = Task(
     gpu_runs=5,
     gpu_priority=90,
     smoke_s=19,
-    run=lambda cfg, settings=None: lab2.c6_optimizers(cfg),
-    conclude=lambda cfg, out: lab2_answers.training_sweep(cfg, out, "optimizer", QUESTION),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.lab2", "c6_optimizers")(cfg),
+    conclude=lambda cfg, out: later("hpml_lab.studies.lab2_answers", "training_sweep")(
+        cfg, out, "optimizer", QUESTION
+    ),
 )

@@ -4,8 +4,7 @@ Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2
 folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
 """
 
-from ...protocol import SMOKE_LR, Task
-from .. import lab2, lab2_answers
+from ...protocol import SMOKE_LR, Task, later
 
 QUESTION = "C7: average loss and top-1 without BatchNorm vs with it"
 
@@ -25,6 +24,8 @@ TASK = Task(
     gpu_runs=2,
     gpu_priority=110,
     smoke_s=10,
-    run=lambda cfg, settings=None: lab2.c7_batchnorm(cfg),
-    conclude=lambda cfg, out: lab2_answers.training_sweep(cfg, out, "norm", QUESTION),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.lab2", "c7_batchnorm")(cfg),
+    conclude=lambda cfg, out: later("hpml_lab.studies.lab2_answers", "training_sweep")(
+        cfg, out, "norm", QUESTION
+    ),
 )

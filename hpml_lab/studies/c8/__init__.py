@@ -4,8 +4,7 @@ Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2
 folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
 """
 
-from ...protocol import SMOKE_LR, TINY, Task
-from .. import lab2, lab2_answers
+from ...protocol import SMOKE_LR, TINY, Task, later
 
 TASK = Task(
     "c8",
@@ -25,6 +24,6 @@ TASK = Task(
     gpu_priority=10,
     smoke_s=50,
     gpu_extra=(150.0, "torch.compile of ResNet-18 (review: 1.5-2.5 min cold)"),
-    run=lambda cfg, settings=None: lab2.c8_compile(cfg),
-    conclude=lab2_answers.c8,
+    run=lambda cfg, settings=None: later("hpml_lab.studies.lab2", "c8_compile")(cfg),
+    conclude=later("hpml_lab.studies.lab2_answers", "c8"),
 )

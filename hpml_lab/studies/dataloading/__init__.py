@@ -1,7 +1,6 @@
 """The dataloading task: its study and what its report concludes."""
 
-from ...protocol import Task
-from . import dataloading_answers, dataloading_study
+from ...protocol import Task, later
 
 TASK = Task(
     "dataloading",
@@ -19,6 +18,6 @@ TASK = Task(
     gpu_priority=140,
     smoke_s=33,
     gpu_extra=(None, "simulated storage sleeps: files x (0+5+20+50) ms x passes / workers, for the loaders"),
-    run=lambda cfg, settings=None: dataloading_study.study(cfg),
-    conclude=dataloading_answers.conclude,
+    run=lambda cfg, settings=None: later("hpml_lab.studies.dataloading.dataloading_study", "study")(cfg),
+    conclude=later("hpml_lab.studies.dataloading.dataloading_answers", "conclude"),
 )

@@ -44,7 +44,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ... import results
-from ...data import cifar, lab_transform, worker_init
+from ...data import cifar_files, lab_transform, worker_init
 from ...data.gpu_loader import TensorLoader
 from ...io import atomic_write_csv
 from ...profiling import WallClock, summarize
@@ -215,7 +215,7 @@ def study(
             f"the data-loading study writes its files from CIFAR-10; dataset {cfg.dataset!r} is not supported"
         )
     device = resolve_device(cfg.device)
-    src = cifar.CIFAR10Files(cfg.data_path(), train=True)
+    src = cifar_files.CIFAR10Files(cfg.data_path(), train=True)
     n_files = min(cfg.subset or 2048, len(src))
     b = cfg.batch_size
     if n_files < 2 * b:

@@ -1,7 +1,25 @@
-"""The lab5 task: its study and what its report concludes."""
+"""The lab5 task: its TASK and settings (here, importing no torch); its study in scaling.py, what its report
+concludes in scaling_answers.py."""
 
-from ...protocol import SMOKE_LR, Task
-from . import scaling, scaling_answers
+from dataclasses import dataclass
+
+from ...config import ConfigError, StudySettings
+from ...protocol import SMOKE_LR, Task, later
+
+N_IMAGES = 50_000  # CIFAR-10 training images: epoch times are per full epoch
+
+
+@dataclass(frozen=True)
+class Settings(StudySettings):
+    """Lab 5's own parameters."""
+
+    lab_sizes: tuple[int, ...] = (32, 128, 512, 2048, 8192)  # per-worker batches, up to batch_size
+    n_images: int = N_IMAGES
+
+    def check(self) -> None:
+        if not self.lab_sizes or min(self.lab_sizes) < 1 or self.n_images < 1:
+            raise ConfigError("parameters 'lab_sizes' (per-worker batches) and 'n_images' must be 1 or more")
+
 
 # lab5's batch_size is the largest per-worker batch of its sweep (32, 128, ... up to it)
 TASK = Task(
@@ -11,13 +29,13 @@ TASK = Task(
     order=12,
     slurm="--gpus 4",
     smoke={"epochs": 2, "batch_size": 32, "max_batches": 2, "num_workers": 0, "lr": SMOKE_LR},
-    settings=scaling.Settings,
+    settings=Settings,
     full={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 2},
     gpu={"epochs": 2, "batch_size": 8192, "max_batches": 0, "subset": 0, "num_workers": 8},
     gpu_runs=0,
     gpu_priority=40,
     smoke_s=53,
     gpu_extra=(150.0, "the batch sweep up to 8192 and the all-reduce measurement (review)"),
-    run=scaling.lab5,
-    conclude=scaling_answers.conclude,
+    run=later("hpml_lab.studies.lab5.scaling", "lab5"),
+    conclude=later("hpml_lab.studies.lab5.scaling_answers", "conclude"),
 )

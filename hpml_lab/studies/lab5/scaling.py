@@ -36,10 +36,11 @@ import torch
 
 from ... import distributed, results
 from ...cliargs import OneLineParser
-from ...config import ConfigError, RunConfig, StudySettings, project_root
+from ...config import ConfigError, RunConfig, project_root
 from ...device import free_cuda_memory
 from ...io import atomic_write_json
 from ...profiling import repeat_timed, summarize
+from . import N_IMAGES, Settings  # noqa: F401 (the parameters live beside the TASK; scaling.Settings, the notebook's name)
 
 # Reference (HPML Lab 5 as run on 4 V100s): epoch seconds it reported.
 REFERENCE_EPOCHS = [
@@ -308,7 +309,6 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
 
 
 # ------------------------------------------------------------------ the Lab 5 study
-N_IMAGES = 50_000  # CIFAR-10 training images: epoch times are per full epoch
 # Peak unidirectional bandwidth per GPU of the link an all-reduce between GPUs of one node uses (GB/s), from the
 # vendors' data sheets: NVLink 4 (H100/H200 SXM) 900 GB/s total = 450 each way; A100 NVLink 3 600 = 300; V100
 # NVLink 2 300 = 150; PCIe 4.0 x16 about 32, PCIe 5.0 x16 about 64 each way.
@@ -324,18 +324,6 @@ LINK_PEAK_GBPS = {
     "L4": 32.0,
     "T4": 16.0,
 }
-
-
-@dataclass(frozen=True)
-class Settings(StudySettings):
-    """Lab 5's own parameters."""
-
-    lab_sizes: tuple[int, ...] = (32, 128, 512, 2048, 8192)  # per-worker batches, up to batch_size
-    n_images: int = N_IMAGES
-
-    def check(self) -> None:
-        if not self.lab_sizes or min(self.lab_sizes) < 1 or self.n_images < 1:
-            raise ConfigError("parameters 'lab_sizes' (per-worker batches) and 'n_images' must be 1 or more")
 
 
 def fit_allreduce(ar: pd.DataFrame) -> dict[str, float]:

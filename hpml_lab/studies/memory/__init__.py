@@ -1,14 +1,54 @@
-"""The memory task: its study and what its report concludes."""
+"""The memory task: its TASK and settings (here, importing no torch); its study in memory_study.py, what its report
+concludes in memory_answers.py."""
 
-from ...protocol import GPU, TINY, Task
-from . import memory_answers, memory_study
+from dataclasses import dataclass
+
+from ...config import ConfigError, StudySettings
+from ...protocol import GPU, TINY, Task, later
+
+
+@dataclass(frozen=True)
+class Settings(StudySettings):
+    """The memory task's own parameters (notebook parameters, -p / -f like RunConfig's)."""
+
+    resnets: tuple[str, ...] = ("resnet18_adjusted", "resnet34_adjusted", "resnet50_adjusted")
+    rev_stages: tuple[int, ...] = (3, 5, 9, 18)  # RevNet n-n-n: RevNet-38, -62, -110, -218
+    repeats: int = 5  # timed rounds per network
+    warmup: int = 2  # untimed rounds before them
+    budget_gb: float = 16.0  # CPU only: the budget the largest batch is predicted for
+    cpu_threads: int = 1  # CPU only: intra-op threads for every timed step
+
+    RANGES = {  # issue 30: rev_stages=1e6 ended in a MemoryError after 86 s, cpu_threads=1e9 killed the kernel
+        "rev_stages": (1, 200, "RevNet-1202, the deepest net of the ResNet paper, has 200 per stage"),
+        "cpu_threads": (1, 1024, "more threads than any node has cores"),
+        "budget_gb": (0.01, 100_000, "a memory budget in GB"),
+    }
+
+    def check(self) -> None:
+        from ... import models  # here: registering the task imports no torch
+
+        bad = [m for m in self.resnets if m not in models.available()]
+        if bad:
+            raise ConfigError(
+                f"parameter 'resnets' names unknown models {bad}; valid: {', '.join(models.available())}"
+            )
+        if not self.resnets or not self.rev_stages or min(self.rev_stages) < 1:
+            raise ConfigError(
+                "parameters 'resnets' and 'rev_stages' need at least one entry, stages of 1 or more"
+            )
+        if self.repeats < 1 or self.warmup < 0 or self.budget_gb <= 0 or self.cpu_threads < 1:
+            raise ConfigError(
+                "parameters 'repeats' and 'cpu_threads' must be 1 or more, 'warmup' 0 or more, "
+                "'budget_gb' positive"
+            )
+
 
 TASK = Task(
     "memory",
     "memory.ipynb",
     "Memory: RevNet and gradient checkpointing against ResNet",
     order=10,
-    settings=memory_study.Settings,
+    settings=Settings,
     # Two ResNets and two RevNets, the fewest that show growth (or none) with depth, timed over 7 interleaved
     # rounds: the tiny render, the tests' one, should mostly show a decided verdict (checkpointed against plain
     # steps: recomputation costs time). With 3 rounds all four verdicts said "can't tell" in a CI rehearsal (2 test
@@ -32,6 +72,6 @@ TASK = Task(
     gpu_priority=60,
     smoke_s=45,
     gpu_extra=(60.0, "the OOM batch sweep and the memory snapshots (python stacks)"),
-    run=memory_study.run,
-    conclude=memory_answers.conclude,
+    run=later("hpml_lab.studies.memory.memory_study", "run"),
+    conclude=later("hpml_lab.studies.memory.memory_answers", "conclude"),
 )

@@ -22,7 +22,6 @@ import torch
 from torch import nn
 
 from ... import models, results
-from ...config import ConfigError, StudySettings
 from ...device import configure, free_cuda_memory, resolve_device
 from ...io import atomic_write_csv
 from ...memory import (
@@ -36,6 +35,7 @@ from ...memory import (
     state_bytes,
 )
 from ...profiling import interleaved_timed, summarize
+from . import Settings  # noqa: F401 (the parameters live beside the TASK; memory_study.Settings, the notebook's name)
 
 
 def variants(resnets: Sequence[str], rev_stages: Sequence[int], segments: int) -> list[dict[str, Any]]:
@@ -219,40 +219,6 @@ def largest_fitting(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------ the study
-@dataclass(frozen=True)
-class Settings(StudySettings):
-    """The memory task's own parameters (notebook parameters, -p / -f like RunConfig's)."""
-
-    resnets: tuple[str, ...] = ("resnet18_adjusted", "resnet34_adjusted", "resnet50_adjusted")
-    rev_stages: tuple[int, ...] = (3, 5, 9, 18)  # RevNet n-n-n: RevNet-38, -62, -110, -218
-    repeats: int = 5  # timed rounds per network
-    warmup: int = 2  # untimed rounds before them
-    budget_gb: float = 16.0  # CPU only: the budget the largest batch is predicted for
-    cpu_threads: int = 1  # CPU only: intra-op threads for every timed step
-
-    RANGES = {  # issue 30: rev_stages=1e6 ended in a MemoryError after 86 s, cpu_threads=1e9 killed the kernel
-        "rev_stages": (1, 200, "RevNet-1202, the deepest net of the ResNet paper, has 200 per stage"),
-        "cpu_threads": (1, 1024, "more threads than any node has cores"),
-        "budget_gb": (0.01, 100_000, "a memory budget in GB"),
-    }
-
-    def check(self) -> None:
-        bad = [m for m in self.resnets if m not in models.available()]
-        if bad:
-            raise ConfigError(
-                f"parameter 'resnets' names unknown models {bad}; valid: {', '.join(models.available())}"
-            )
-        if not self.resnets or not self.rev_stages or min(self.rev_stages) < 1:
-            raise ConfigError(
-                "parameters 'resnets' and 'rev_stages' need at least one entry, stages of 1 or more"
-            )
-        if self.repeats < 1 or self.warmup < 0 or self.budget_gb <= 0 or self.cpu_threads < 1:
-            raise ConfigError(
-                "parameters 'repeats' and 'cpu_threads' must be 1 or more, 'warmup' 0 or more, "
-                "'budget_gb' positive"
-            )
-
-
 @dataclass
 class MemoryResult:
     table: pd.DataFrame  # one row per network (measure())

@@ -1,7 +1,6 @@
 """The questions task: its study and what its report concludes."""
 
-from ...protocol import Task
-from . import questions_answers, questions_study
+from ...protocol import Task, later
 
 TASK = Task(
     "questions",
@@ -16,6 +15,8 @@ TASK = Task(
     smoke_s=6,
     gpu_with="c6",
     gpu_extra=(15.0, "reads the other tasks' results"),
-    run=lambda cfg, settings=None: questions_study.run(cfg),
-    conclude=lambda cfg, res: questions_answers.conclude(cfg, res.table),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.questions.questions_study", "run")(cfg),
+    conclude=lambda cfg, res: later("hpml_lab.studies.questions.questions_answers", "conclude")(
+        cfg, res.table
+    ),
 )

@@ -19,18 +19,30 @@ measures, conclude() states the findings.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from ...config import ConfigError, RunConfig, StudySettings
-from ...device import resolve_device
-from ...io import atomic_write_csv, atomic_write_json
-from ...protocol import Task
-from ...results import new_meta
-from .chart import chart
-from .conclusion import conclude
-from .ladder import COLUMNS, RUNGS, Ladder, Rung, measure, plan
+from ...protocol import Task, later
+
+if TYPE_CHECKING:
+    from .ladder import Ladder
 
 __all__ = ["TASK", "Settings", "run", "conclude", "chart", "Ladder", "Rung", "RUNGS", "plan", "measure"]
+# the names above from ladder.py, conclusion.py and chart.py, imported at first use (PEP 562): registering the task
+# (hpml_lab.studies.registry(), the command line's front) imports no torch
+LATER = {
+    "conclude": "conclusion",
+    "chart": "chart",
+    **dict.fromkeys(("COLUMNS", "RUNGS", "Ladder", "Rung", "measure", "plan"), "ladder"),
+}
+
+
+def __getattr__(name: str):
+    if name in LATER:
+        return getattr(importlib.import_module(f"{__name__}.{LATER[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -101,12 +113,17 @@ TASK = Task(
     full={**_LADDER, "num_workers": 2, "repeats": 5, "warmup": 2, "steps": 0, "compile_rung": "on"},
     gpu={**_LADDER, "num_workers": 8, "repeats": 5, "warmup": 2, "steps": 40, "compile_rung": "on"},
     run=lambda cfg, settings: run(cfg, settings),
-    conclude=lambda cfg, result: conclude(cfg, result),
+    conclude=later("hpml_lab.studies.speed.conclusion", "conclude"),
 )
 
 
 def run(cfg: RunConfig, settings: Settings) -> Ladder:
     """Plan the rungs for cfg, time them, and write ladder.csv, samples.json and meta.json to cfg.run_dir()."""
+    from ...device import resolve_device
+    from ...io import atomic_write_csv, atomic_write_json
+    from ...results import new_meta
+    from .ladder import COLUMNS, measure, plan
+
     device = resolve_device(cfg.device)
     rungs = plan(cfg, settings, device)
     meta = new_meta(cfg, device, settings=asdict(settings), status="complete")

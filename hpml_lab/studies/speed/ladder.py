@@ -186,11 +186,11 @@ def _precision_refused(cfg: RunConfig, device: torch.device) -> str:
 def _too_big(cfg: RunConfig) -> str:
     """Why a batch this large cannot run: more images than the (subset) dataset holds, so no full batch exists.
     (The dataset is read only when the subset does not already settle it.)"""
-    from ...data import cifar
+    from ...data import cifar_files
 
     if cfg.subset and cfg.batch_size <= cfg.subset:
         return ""
-    n = len(cifar.CIFAR10Files(cfg.data_path(), train=True).targets)
+    n = len(cifar_files.CIFAR10Files(cfg.data_path(), train=True).targets)
     n = min(n, cfg.subset) if cfg.subset else n
     # said without its numbers: the rung's label states the batch, the report's settings the data's size
     return "the batch is larger than the training set, so no full batch exists" if cfg.batch_size > n else ""

@@ -1,7 +1,6 @@
 """The tinyimagenet task: its study and what its report concludes."""
 
-from ...protocol import SMOKE_LR, Task
-from . import tinyimagenet_answers, tinyimagenet_study
+from ...protocol import SMOKE_LR, Task, later
 
 TASK = Task(
     "tinyimagenet",
@@ -41,6 +40,6 @@ TASK = Task(
     gpu_priority=130,
     smoke_s=18,
     gpu_extra=(60.0, "DataParallel/DDP set-up on one GPU and the 64x64 data"),
-    run=lambda cfg, settings=None: tinyimagenet_study.run(cfg),
-    conclude=tinyimagenet_answers.conclude,
+    run=lambda cfg, settings=None: later("hpml_lab.studies.tinyimagenet.tinyimagenet_study", "run")(cfg),
+    conclude=later("hpml_lab.studies.tinyimagenet.tinyimagenet_answers", "conclude"),
 )
