@@ -36,6 +36,12 @@ WARM_NOTEBOOK := ipykernel.ipkernel, debugpy, papermill, nbconvert.exporters.htm
 	pygments.lexers.python, hta.trace_analysis, jupyterlab.labapp
 INSTALLER ?= uv
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+# The venv is made without pip (python's ensurepip took 6 s of the setup): the system Python's pip installs uv into
+# it (pip 22.3 or newer: --python), and uv installs the project and pip, the version ensurepip would have brought
+# (PIP_PIN; the GPU kit's wheels and some tests use it). Where the system's pip is missing or older, and on pip's
+# route, ensurepip brings pip first.
+ENSUREPIP := { $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip >/dev/null; }
+PIP_PIN = pip$(shell $(PYTHON) -c 'import ensurepip; print("==" + ensurepip.version())' 2>/dev/null)
 JOBS ?= auto
 
 .PHONY: setup test test-fast lint report lab data bench clean-results gpu-wheels gpu-check gpu-unpack
@@ -44,13 +50,14 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hpml-lab needs Python 3.11 or newer; run: make PYTHON=python3.11 ...")'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
 	@case "$(INSTALLER)" in uv|pip) ;; *) echo "setup: INSTALLER must be uv or pip, not '$(INSTALLER)'"; exit 2;; esac
-	@if [ "$(INSTALLER)" = uv ] && $(PIP) -c constraints.txt uv \
-		&& $(BIN)/uv pip install --python $(BIN)/python --quiet -c constraints.txt -e '.[test]'; \
+	@if [ "$(INSTALLER)" = uv ] && { $(PYTHON) -m pip --python $(BIN)/python install --quiet \
+		--disable-pip-version-check -c constraints.txt uv 2>/dev/null || { $(ENSUREPIP) && $(PIP) -c constraints.txt uv; }; } \
+		&& $(BIN)/uv pip install --python $(BIN)/python --quiet -c constraints.txt -e '.[test]' '$(PIP_PIN)'; \
 	then echo "setup: installed with uv"; else \
 		[ "$(INSTALLER)" = uv ] && echo "setup: uv could not install; installing with pip"; \
-		$(PIP) --no-compile -c constraints.txt -e '.[test]' && { \
+		$(ENSUREPIP) && $(PIP) --no-compile -c constraints.txt -e '.[test]' && { \
 		$(BIN)/python -m compileall -q -j 0 -x '/(tests?|pip|setuptools)/' $(VENV)/lib >/dev/null \
 		|| echo "setup: a few files did not compile"; }; fi
 	$(BIN)/python -m pip uninstall --quiet --yes $(SLOW_IMPORTS)
