@@ -106,6 +106,24 @@ def test_the_task_registers_itself_with_a_tiny_profile_that_leaves_compile_out()
         assert set(task.profile(name)) <= set(RunConfig.field_names()) | set(speed.Settings.field_names())
 
 
+def test_the_packages_names_from_its_modules_stay_what_they_name_on_every_use():
+    """speed's conclude, chart and the ladder's names are imported at first use (registering the task imports no
+    torch). A module of the package named like one of them (chart.py, as it was) would replace that name with the
+    module as soon as it is imported, and the notebook's `speed.chart(result)` would fail."""
+    import importlib
+    import inspect
+
+    for name, module in speed.LATER.items():
+        importlib.import_module(
+            f"hpml_lab.studies.speed.{module}"
+        )  # what a notebook or a docstring may import
+        assert name != module and getattr(speed, name) is getattr(speed, name), name
+        assert getattr(speed, name) is getattr(
+            importlib.import_module(f"hpml_lab.studies.speed.{module}"), name
+        )
+    assert inspect.isfunction(speed.chart) and inspect.isfunction(speed.conclude)
+
+
 # ------------------------------------------------------------------ the timing
 class FakeTrainer:
     """A trainer whose step takes a set time per rung (by batch size), recording the order of the calls."""

@@ -11,7 +11,7 @@ GPU without bf16) -> torch.compile -> a larger batch with the learning rate scal
 time (median and spread over interleaved repeats, warm-up left out), MFU and the images/s the device's peak would
 allow; per rung a verdict against the rung before it, so the ladder says which optimisations pay here and which do
 not (on a CPU several do not). How the rungs are built and timed: ladder.py; what the report concludes:
-conclusion.py; the figure: chart.py.
+conclusion.py; the figure: figure.py.
 
 This folder is the whole task: TASK registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it), run()
 measures, conclude() states the findings.
@@ -30,11 +30,11 @@ if TYPE_CHECKING:
     from .ladder import Ladder
 
 __all__ = ["TASK", "Settings", "run", "conclude", "chart", "Ladder", "Rung", "RUNGS", "plan", "measure"]
-# the names above from ladder.py, conclusion.py and chart.py, imported at first use (PEP 562): registering the task
+# the names above from ladder.py, conclusion.py and figure.py, imported at first use (PEP 562): registering the task
 # (hpml_lab.studies.registry(), the command line's front) imports no torch
 LATER = {
     "conclude": "conclusion",
-    "chart": "chart",
+    "chart": "figure",
     **dict.fromkeys(("COLUMNS", "RUNGS", "Ladder", "Rung", "measure", "plan"), "ladder"),
 }
 
