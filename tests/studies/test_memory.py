@@ -447,9 +447,13 @@ def test_a_largest_batch_without_a_gpu_sweep_is_the_predicted_ratio():
         fit = memory_answers.largest_batch(res, "resnet18 ck", "resnet18")
         assert fit.plain() == "largest batch 3x the plain network's"
         assert [n.provenance for n in fit.numbers()] == ["predicted"]
-    swept = _swept({"resnet18 ck": (128, None), "resnet18": (64, 128)})
-    fits = memory_answers.fits_table(swept).set_index("model")["first out of memory"]
-    assert fits["resnet18"] == 128 and pd.isna(fits["resnet18 ck"]) and pd.isna(fits["resnet34"])
+    swept = _swept({"resnet18 ck": (128, None), "resnet18": (64, 128), "resnet34": (0, 32)})
+    swept.largest["resnet34"] = 100  # where no size fitted, largest_fitting falls back to the prediction
+    fits = memory_answers.fits_table(swept).set_index("model")
+    assert fits.loc["resnet18", "first out of memory"] == 128 and fits.loc["resnet18", "largest batch"] == 64
+    assert fits.loc["resnet18 ck", "first out of memory"] == "none up to 128"  # a lower bound, said
+    assert fits.loc["resnet34", "largest batch"] == 0 and fits.loc["resnet34", "how"] == "measured"
+    assert pd.isna(fits.loc["resnet50", "first out of memory"]) and fits.loc["resnet50", "how"] == "predicted"
 
 
 def test_a_revnet_and_its_plain_twin_are_told_apart_by_name():

@@ -12,7 +12,7 @@ import pandas as pd
 from ... import sanity
 from ...answers import Answer, Number
 from ...data import classes_of
-from ...findings import Background, Finding, fmt, join, say
+from ...findings import Background, Finding, fmt, fmt_value, join, say
 from ...verdict import compare
 from .._conclude import dedupe
 
@@ -67,15 +67,20 @@ def report_table(res) -> pd.DataFrame:
 
 
 def fits_table(res) -> pd.DataFrame:
-    """The largest batch per model, measured (CUDA) or predicted, with the bytes per sample it comes from."""
+    """The largest batch per model, measured (CUDA) or predicted, with the bytes per sample it comes from. A measured
+    one is the sweep's: the largest size that fitted (0 where none did) and the first that ran out of memory, or
+    "none up to" the largest size tried, where the limit is only known to be at least that."""
     measured = {r["model"] for r in res.max_batch if r["method"] == "measured"}
     saved = res.table.set_index("model").act_MB_per_sample
+    top = f"none up to {fmt_value(res.sweep[-1])}" if res.sweep else None
     return pd.DataFrame(
         {
             "model": list(res.largest),
-            "largest batch": list(res.largest.values()),
+            "largest batch": [_sweep(res, m)[0] if m in measured else b for m, b in res.largest.items()],
             "how": ["measured" if m in measured else "predicted" for m in res.largest],
-            "first out of memory": [_sweep(res, m)[1] if m in measured else None for m in res.largest],
+            "first out of memory": [
+                (_sweep(res, m)[1] or top) if m in measured else None for m in res.largest
+            ],
             "saved (MB/sample)": [saved[m] for m in res.largest],
             "recompute working set (MB/sample)": [working_set(res).get(m, 0.0) for m in res.largest],
         }
