@@ -38,7 +38,7 @@ INSTALLER ?= uv
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 # The venv is made without pip (python's ensurepip took 6 s of the setup): the system Python's pip installs uv into
 # it (pip 22.3 or newer: --python), and uv installs the project and pip, the version ensurepip would have brought
-# (PIP_PIN; the GPU kit's wheels and some tests use it). Where the system's pip is missing or older, and on pip's
+# (PIP_PIN; the newest where this Python has no ensurepip; the GPU kit's wheels and some tests use it). Where the system's pip is missing or older, and on pip's
 # route, ensurepip brings pip first.
 ENSUREPIP := { $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip >/dev/null; }
 PIP_PIN = pip$(shell $(PYTHON) -c 'import ensurepip; print("==" + ensurepip.version())' 2>/dev/null)

@@ -191,7 +191,7 @@ class RunConfig:
             raise ConfigError(
                 f"parameters 'lr' and 'weight_decay' must be at most 1000, got {self.lr}, {self.weight_decay}"
             )
-        from hpml_lab import models  # local: models imports torch
+        from hpml_lab import models  # local: everything imports config, which needs the registry only here
 
         if self.model not in models.available():
             raise ConfigError(

@@ -10,8 +10,9 @@ table of `hpml-lab tasks` (and the README's, `hpml-lab tasks --markdown README.m
 notebook and its tests. A task's `run(cfg, settings) -> result` and
 `conclude(cfg, result) -> (answers, flags)` live in its folder too (`Task.run`, `Task.conclude` where the notebook
 calls them through the protocol). A TASK names them with `later(module, name)`, imported at their first call:
-registering a task imports no torch, so the command line's front (help, tasks, init, slurm, a refusal of bad input,
-the parent of a run) answers in a fraction of a second, also on a login node.
+registering a task imports no torch, so the command line's front (help, tasks, init, slurm, every refusal of bad
+input) answers without it, in 0.3-1.6 s of CPU here, also on a login node (a run's parent imports torch at its end,
+for the index's machine line).
 
 Profiles: `smoke` fits 2 CPU cores in seconds (small subset, few batches, the same code path); `full` is the lab's
 real setting (5 epochs, the whole dataset, batch 128), meant for a GPU; `tiny` takes seconds per task (tests, dry

@@ -218,7 +218,8 @@ MEASURED = {
         100.0,
         "cut off after 64 s on an H200 (the first GPU check), in the last of its four benchmarks: planned 100 s",
     ),
-    # 97 s on the H200 before it was cut off; on the H100 most of it is the largest-batch sweep up to 32,768
+    # 97 s on the H200 before it was cut off; on the H100 its parts (timed rounds, the largest-batch sweep up to
+    # 32,768, the snapshots) were not timed apart
     "memory": (310.0, "measured: 310 s on an H100 (the H100 check)"),
     "speed": (
         109.0,
