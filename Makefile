@@ -11,7 +11,6 @@ BIN := $(VENV)/bin
 PROFILE ?= smoke
 DATA ?= data
 STAMP := $(VENV)/.hpml-installed
-WARM := $(VENV)/.hpml-bytecode
 # Removed after the install: rfc3987-syntax comes in only through jupyter-events' jsonschema[format-nongpl]
 # and builds a Lark parser when imported (jsonschema imports it for its optional "iri" format check): 2-3 s of
 # CPU in every process that imports nbformat (each notebook run, each hpml-lab command, each test worker).
@@ -27,12 +26,10 @@ SLOW_IMPORTS := rfc3987-syntax
 # papermill). So after the install two processes side by side import what the lab's processes import (WARM:
 # the torch side and the notebook side) with the variable cleared (WRITE_BYTECODE: an empty value counts as
 # unset), writing those 3,700 modules' bytecode: 20 s on 2 cores, where compiling all 13,000 files of the
-# environment (uv's --compile-bytecode) took 38 s. That warm-up has its own stamp (WARM), made by `make setup` and
-# before the user's commands (report, lab, bench, data, the GPU kit), not by `make test` and `make test-fast`: their
-# processes write the bytecode of what they import as they import it (about 16 s of CPU spread over the suite),
-# so the 20 s are not spent first, one core idle for most of them. A user's own runs keep the user's setting.
-# pip's route compiles everything with compileall first (leaving out the packages' own tests, pip and setuptools,
-# which nothing imports at run time); the imports then only check that the environment imports.
+# environment (uv's --compile-bytecode) took 38 s. The tests' processes write what they import besides once
+# (make test, make test-fast); a user's own runs keep the user's setting. pip's route compiles everything with
+# compileall first (leaving out the packages' own tests, pip and setuptools, which nothing imports at run time);
+# the imports then only check that the environment imports.
 WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
 WARM_TORCH := hpml_lab.report.runner, hpml_lab.tracing, torchvision, torch._inductor.compile_fx
 WARM_NOTEBOOK := ipykernel.ipkernel, debugpy, papermill, nbconvert.exporters.html, matplotlib.pyplot, \
@@ -49,7 +46,7 @@ JOBS ?= auto
 
 .PHONY: setup test test-fast lint report lab data bench clean-results gpu-wheels gpu-check gpu-unpack
 
-setup: $(STAMP) $(WARM)
+setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hpml-lab needs Python 3.11 or newer; run: make PYTHON=python3.11 ...")'
@@ -64,27 +61,24 @@ $(STAMP): pyproject.toml constraints.txt
 		$(BIN)/python -m compileall -q -j 0 -x '/(tests?|pip|setuptools)/' $(VENV)/lib >/dev/null \
 		|| echo "setup: a few files did not compile"; }; fi
 	$(BIN)/python -m pip uninstall --quiet --yes $(SLOW_IMPORTS)
+	$(WRITE_BYTECODE) $(BIN)/python -c 'import $(WARM_TORCH)' & w=$$!; \
+		$(WRITE_BYTECODE) $(BIN)/python -c 'import $(WARM_NOTEBOOK)'; b=$$?; wait $$w && exit $$b
 	$(BIN)/python -m compileall -q hpml_lab >/dev/null
 	$(BIN)/python -m ipykernel install --sys-prefix --name hpml-lab --display-name "Python (hpml-lab)"
 	@echo "removed: $(SLOW_IMPORTS)" > $@
-
-$(WARM): $(STAMP)
-	$(WRITE_BYTECODE) $(BIN)/python -c 'import $(WARM_TORCH)' & w=$$!; \
-		$(WRITE_BYTECODE) $(BIN)/python -c 'import $(WARM_NOTEBOOK)'; b=$$?; wait $$w && exit $$b
-	@touch $@
 
 # the conclusion code's branch coverage (pyproject's [tool.coverage]; measured in the fast tests of the files
 # that reach it, TRACED_FILES in tests/conftest.py), combined from every xdist worker, is printed and must stay
 # at 95% or more.
 # --dist loadgroup: tests marked xdist_group run on one worker.
-test: $(STAMP)
+test: setup
 	$(WRITE_BYTECODE) $(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --cov --cov-branch --cov-report=term:skip-covered --cov-fail-under=95
 
-lint: $(STAMP)
+lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
-test-fast: $(STAMP)
+test-fast: setup
 	$(WRITE_BYTECODE) $(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup -m "not slow and not slurm and not browser and not cuda"
 
 data: setup
