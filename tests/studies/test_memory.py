@@ -404,7 +404,7 @@ def _swept(sweeps: dict, top: int = 128):
         ]
         if out:
             res.max_batch.append({"model": model, "method": "measured", "status": "oom", "batch_size": out})
-        res.largest[model] = fitted
+    res.largest = memory_study.largest_fitting(res.max_batch)  # the study's own: 0 where none fitted
     return res
 
 
@@ -448,7 +448,6 @@ def test_a_largest_batch_without_a_gpu_sweep_is_the_predicted_ratio():
         assert fit.plain() == "largest batch 3x the plain network's"
         assert [n.provenance for n in fit.numbers()] == ["predicted"]
     swept = _swept({"resnet18 ck": (128, None), "resnet18": (64, 128), "resnet34": (0, 32)})
-    swept.largest["resnet34"] = 100  # where no size fitted, largest_fitting falls back to the prediction
     fits = memory_answers.fits_table(swept).set_index("model")
     assert fits.loc["resnet18", "first out of memory"] == 128 and fits.loc["resnet18", "largest batch"] == 64
     assert fits.loc["resnet18 ck", "first out of memory"] == "none up to 128"  # a lower bound, said

@@ -70,29 +70,32 @@ def fits_table(res) -> pd.DataFrame:
     """The largest batch per model, measured (CUDA) or predicted, with the bytes per sample it comes from. A measured
     one is the sweep's: the largest size that fitted (0 where none did) and the first that ran out of memory, or
     "none up to" the largest size tried, where the limit is only known to be at least that."""
-    measured = {r["model"] for r in res.max_batch if r["method"] == "measured"}
+    swept = _sweeps(res)
     saved = res.table.set_index("model").act_MB_per_sample
     top = f"none up to {fmt_value(res.sweep[-1])}" if res.sweep else None
     return pd.DataFrame(
         {
             "model": list(res.largest),
-            "largest batch": [_sweep(res, m)[0] if m in measured else b for m, b in res.largest.items()],
-            "how": ["measured" if m in measured else "predicted" for m in res.largest],
-            "first out of memory": [
-                (_sweep(res, m)[1] or top) if m in measured else None for m in res.largest
-            ],
+            "largest batch": list(res.largest.values()),
+            "how": ["measured" if m in swept else "predicted" for m in res.largest],
+            "first out of memory": [(swept[m][1] or top) if m in swept else None for m in res.largest],
             "saved (MB/sample)": [saved[m] for m in res.largest],
             "recompute working set (MB/sample)": [working_set(res).get(m, 0.0) for m in res.largest],
         }
     )
 
 
-def _sweep(res, model: str) -> tuple[int, int | None]:
-    """(the largest batch that fitted, the smallest that ran out of memory or None) in model's sweep on this GPU;
-    the limit lies between them, or at or above the first when every size tried fitted."""
-    rows = [r for r in res.max_batch if r["model"] == model and r["method"] == "measured"]
-    failed = [r["batch_size"] for r in rows if r["status"] != "ok"]
-    return max((r["batch_size"] for r in rows if r["status"] == "ok"), default=0), min(failed, default=None)
+def _sweeps(res) -> dict[str, tuple[int, int | None]]:
+    """Per model swept on this GPU: (the largest batch that fitted, res.largest's; the smallest that ran out of
+    memory, or None). The limit lies between them, or at or above the first when every size tried fitted."""
+    failed: dict[str, int | None] = {}
+    for r in res.max_batch:
+        if r["method"] == "measured":
+            first = failed.get(r["model"])
+            if r["status"] != "ok" and (first is None or r["batch_size"] < first):
+                first = r["batch_size"]
+            failed[r["model"]] = first
+    return {m: (res.largest[m], first) for m, first in failed.items()}
 
 
 def largest_batch(res, model: str, baseline: str) -> Finding:
@@ -100,8 +103,8 @@ def largest_batch(res, model: str, baseline: str) -> Finding:
     On a GPU each limit is known only between the last size that fitted and the first that ran out of memory (the
     sweep doubles the batch), or as a lower bound when every size fitted: a side is named only when its limit is
     above the other's whole range, else this run cannot tell."""
-    measured = {r["model"] for r in res.max_batch if r["method"] == "measured"}
-    if not res.cuda or not {model, baseline} <= measured:
+    swept = _sweeps(res)
+    if not res.cuda or not {model, baseline} <= swept.keys():
         predicted = {r["model"]: r["batch_size"] for r in res.max_batch if r["method"] == "predicted"}
         return say(
             "largest batch {gain} the plain network's",
@@ -114,7 +117,7 @@ def largest_batch(res, model: str, baseline: str) -> Finding:
             ),
         )
     source = "the sweep's batch sizes, each network alone on this GPU"
-    (ck, ck_out), (pl, pl_out) = _sweep(res, model), _sweep(res, baseline)
+    (ck, ck_out), (pl, pl_out) = swept[model], swept[baseline]
     if ck_out is None and pl_out is None:
         return say(
             "both fitted the largest batch tried, {top}: this run cannot tell which fits the larger one",

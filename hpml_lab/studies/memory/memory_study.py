@@ -207,11 +207,12 @@ def max_batch_rows(
 
 
 def largest_fitting(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Per model: the largest measured batch without OOM, else the predicted one."""
+    """Per model: the largest measured batch without OOM (0 where the sweep ran and none fitted), else the
+    predicted one."""
     out: dict[str, int] = {}
     for r in rows:
-        if r["method"] == "measured" and r["status"] == "ok":
-            out[r["model"]] = max(out.get(r["model"], 0), r["batch_size"])
+        if r["method"] == "measured":
+            out[r["model"]] = max(out.get(r["model"], 0), r["batch_size"] if r["status"] == "ok" else 0)
     for r in rows:
         if r["method"] == "predicted" and r["model"] not in out:
             out[r["model"]] = r["batch_size"]
