@@ -10,18 +10,8 @@ torch: the command line's front (help, tasks, init, slurm, data, bad input) answ
 """
 
 from .config import ConfigError, RunConfig
+from .protocol import names_later
 
 __version__ = "0.1.0"
 __all__ = ["ConfigError", "RunConfig", "Run", "train", "__version__"]
-
-
-def __getattr__(name: str):
-    if name == "train":
-        from .training import train
-
-        return train
-    if name == "Run":
-        from .results import Run
-
-        return Run
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = names_later(__name__, {"train": "training", "Run": "results"})

@@ -87,3 +87,16 @@ def later(module: str, name: str) -> Callable[..., Any]:
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"{module}.{name}, imported at the first call."
     return call
+
+
+def names_later(package: str, where: dict[str, str]) -> Callable[[str], Any]:
+    """A package's module `__getattr__` (PEP 562) giving each name of `where` from the package's submodule
+    where[name], imported at first use. A submodule must not share a name it gives: importing it would make the
+    package's attribute that module."""
+
+    def __getattr__(name: str) -> Any:
+        if name in where:
+            return getattr(importlib.import_module(f"{package}.{where[name]}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

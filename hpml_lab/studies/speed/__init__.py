@@ -19,12 +19,11 @@ measures, conclude() states the findings.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from ...config import ConfigError, RunConfig, StudySettings
-from ...protocol import Task, later
+from ...protocol import Task, later, names_later
 
 if TYPE_CHECKING:
     from .ladder import Ladder
@@ -37,12 +36,7 @@ LATER = {
     "chart": "figure",
     **dict.fromkeys(("COLUMNS", "RUNGS", "Ladder", "Rung", "measure", "plan"), "ladder"),
 }
-
-
-def __getattr__(name: str):
-    if name in LATER:
-        return getattr(importlib.import_module(f"{__name__}.{LATER[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = names_later(__name__, LATER)
 
 
 @dataclass(frozen=True)
