@@ -1237,14 +1237,22 @@ def _as_nobody() -> list[str]:
     ]
     if not shutil.which("setpriv"):
         pytest.skip("setpriv is not installed: cannot run as nobody")
+    # The premise is that nobody can start this Python, import this checkout and find its root from here: a clone
+    # under a folder only root may enter (as `mktemp -d` makes) breaks it, and the test then has nothing to say.
+    checkout = str(Path(__file__).resolve().parents[2])
     try:
-        probe = subprocess.run([*prefix, sys.executable, "-c", "pass"], capture_output=True, timeout=60)
+        probe = subprocess.run(
+            [*prefix, sys.executable, "-c", "from hpml_lab.config import project_root; project_root()"],
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": checkout},
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         pytest.skip(f"cannot run a process as nobody here ({e})")
     if probe.returncode != 0:
         pytest.skip(
-            f"nobody cannot run {sys.executable} here (its interpreter lies in a folder only root may enter: "
-            f"{probe.stderr.decode(errors='replace').strip()[:120]})"
+            f"nobody cannot run {sys.executable} with this checkout ({checkout}) here: the interpreter or the "
+            f"checkout lies in a folder only root may enter ({(probe.stderr.decode(errors='replace').strip().splitlines() or [''])[-1][:160]})"
         )
     return prefix
 
