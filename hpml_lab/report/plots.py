@@ -366,16 +366,22 @@ def stacked_bars(table: pd.DataFrame, by: str, parts: list[str], xlabel: str) ->
     return fig
 
 
-def scaling_figure(table: pd.DataFrame) -> plt.Figure:
+def scaling_figure(table: pd.DataFrame, model_ok: bool = True) -> plt.Figure:
     """Lab 5: epoch time against workers per per-worker batch. Epochs extrapolated from timed steps: filled points
     on solid lines; the scaling model's predictions: hollow points on a dashed line of their own (the model's
-    points only, never joined to a timed one); the ideal, the 1-worker epoch / n: a dotted line. None of them is
-    a measured epoch: the legend says "from timed steps", "model" and "ideal"."""
+    points only, never joined to a timed one), drawn only where the answer states them: every prediction while the
+    model agrees with its own runs (`model_ok`), else only at the runs it misses (scaling_answers.missed_rows);
+    the ideal, the 1-worker epoch / n: a dotted line. None of them is a measured epoch: the legend says "from
+    timed steps", "model" and "ideal"."""
+    from ..studies.lab5.scaling_answers import missed_rows
+
     fig, ax = plt.subplots(figsize=(9.5, 4))
+    stated = table if model_ok or "predicted_s" not in table else missed_rows(table)
     for b, g in table.groupby("per_gpu_batch"):
         g = g.sort_values("workers")
         meas = g[g.source == "measured"]
-        model = g[g.predicted_s.notna()] if "predicted_s" in g else g[g.source != "measured"]
+        said = stated[stated.per_gpu_batch == b].sort_values("workers")
+        model = said[said.predicted_s.notna()] if "predicted_s" in said else said[said.source != "measured"]
         model_s = model.predicted_s if "predicted_s" in model else model.epoch_s
         (line,) = ax.plot(meas.workers, meas.epoch_s, "o-", label=f"batch {b}/worker, from timed steps")
         if len(model):
@@ -385,7 +391,8 @@ def scaling_figure(table: pd.DataFrame) -> plt.Figure:
                 "o--",
                 mfc="white",
                 color=line.get_color(),
-                label=f"batch {b}/worker, model",
+                label=f"batch {b}/worker, model"
+                + ("" if model_ok else " (misses these runs: not used for more workers)"),
             )
         one = g[g.workers == 1]
         if len(one):

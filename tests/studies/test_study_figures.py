@@ -92,6 +92,20 @@ def test_lab5_figure_model_line_is_its_own_and_the_ideal_is_drawn():
     _legends_clear_of_data(fig)
 
 
+def test_lab5_figure_draws_the_models_points_only_where_the_answer_states_them():
+    """Grader: lab5's figure drew the model's 4-worker points where its text said the model was not used (it
+    missed its own 2-worker runs by more than the margin): then only the missed runs' model points are drawn."""
+    t = _scaling_table()  # the model's 100 s against 150 s timed at 2 workers: a 33% miss
+    fig = plots.scaling_figure(t, model_ok=False)
+    model = [ln for ln in fig.axes[0].get_lines() if "model" in ln.get_label()]
+    assert len(model) == 1 and list(model[0].get_xdata()) == [2] and list(model[0].get_ydata()) == [100.0]
+    assert "not used for more workers" in model[0].get_label()
+    assert 4 not in [
+        x for ln in fig.axes[0].get_lines() if "ideal" not in ln.get_label() for x in ln.get_xdata()
+    ]
+    _legends_clear_of_data(fig)
+
+
 def test_dataloading_figure_bars_only_from_three_passes_and_legend_beside():
     rows = []
     for loader in ("baseline", "threads"):
