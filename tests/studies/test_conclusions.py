@@ -3,6 +3,7 @@ too few samples (n < 3: no direction, no spread), diverged, predicted vs measure
 measurements, a busy machine. Sweeps are real result folders written with results.write_derived."""
 
 import re
+import statistics
 from types import SimpleNamespace
 
 import pandas as pd
@@ -1098,6 +1099,43 @@ def test_c8_first_epoch_cost_is_said_as_measured(tmp_path):
     answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path, FAST, SLOW, first_compiled=5.0))
     assert "Compiling cost about" not in answers[0].text
     assert (
-        "the compiled run's first epoch took" in answers[0].text
+        "In its first epoch each run's compute exceeded its steps at their median after warm-up"
+        in answers[0].text
         and "runs made one after the other" in answers[0].text
+    )
+
+
+def test_c8_table_and_answer_state_one_compile_cost(tmp_path):
+    """Grader: the answer said the compiled first epoch took "58.5 s more than eager's" beside a table of whole
+    epochs (68.6 vs 9.28 s) and a column saying 61.7: three ways of computing one quantity. The answer's compile
+    cost and each run's excess are the table's cells, and the whole-epoch table states no second cost."""
+    out = _c8(tmp_path, FAST, SLOW, first_compiled=5.0)
+    answers, _ = lab2_answers.c8(RunConfig(task="c8"), out)
+    nums = {n.name: n for n in answers[0].numbers}
+    table = lab2_answers.c8_first_epoch_table(out).set_index("mode")
+    cost = nums["compile cost (epoch 1, beyond eager's warm-up)"]
+    assert table.loc["compiled", "compile cost: compiled's excess - eager's (s)"] == cost.value
+    for mode in ("compiled", "eager"):
+        beyond = nums[f"{mode}: epoch 1 compute beyond its steps at the median"]
+        assert table.loc[mode, "epoch 1 compute beyond its steps at that median (s)"] == beyond.value
+        assert table.loc[mode, "median step after warm-up (ms)"] == nums[f"{mode}: compute per step"].value
+    assert cost.value == pytest.approx(
+        nums["compiled: epoch 1 compute beyond its steps at the median"].value
+        - nums["eager: epoch 1 compute beyond its steps at the median"].value
+    )
+    med = (
+        statistics.median
+    )  # each run's excess over its own steps at its median: the step gap is taken out once
+    assert cost.value == pytest.approx((5.0 + sum(FAST[1:]) - 6 * med(FAST)) - (sum(SLOW) - 6 * med(SLOW)))
+    whole = lab2_answers.c8_epochs_table(
+        pd.DataFrame(
+            {"mode": ["eager"], "median_s": [9.0], "first_epoch_s": [9.28], "first_minus_steady_s": [0.3]}
+        )
+    )
+    assert list(whole.columns) == ["mode", "steady median, whole epoch (s)", "epoch 1, whole epoch (s)"]
+    free = _c8(
+        tmp_path / "free", FAST, SLOW, first_compiled=0.0001
+    )  # no cost: none stated, none in the table
+    assert (
+        lab2_answers.c8_first_epoch_table(free).isna().loc[0, "compile cost: compiled's excess - eager's (s)"]
     )
