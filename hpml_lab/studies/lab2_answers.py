@@ -174,6 +174,77 @@ def busy_peak_note(fl: dict, machine: dict | None) -> Finding | None:
     return None
 
 
+def on_gpu(meta) -> bool:
+    """Whether a run's steps ran on a CUDA device (its meta's device: "cuda", "cuda:0"; "cpu" or none: not)."""
+    return str((meta or {}).get("device", "cpu")).startswith("cuda")
+
+
+def timing_disjoint(cfg, meta) -> bool:
+    """Whether a run's data-loading and training intervals are disjoint, so that data + training <= total and the
+    rest of the epoch is the loop's own work: on a CPU, where work runs as it is issued, or on a GPU synchronized
+    after every step (sync_each_step). On a GPU without it they may overlap (hpml_lab.training)."""
+    return not on_gpu(meta) or bool(cfg.sync_each_step)
+
+
+def timing_method(cfg, meta) -> list[Finding]:
+    """How train() timed this run, said only as far as its settings make it true: what data loading holds (worker
+    start-up only with workers; a device-resident loader's queued work), how training is timed on this device,
+    whether the two intervals can overlap (sync_each_step, the device), and what the rest of the epoch is."""
+    gpu, synced = on_gpu(meta), bool(cfg.sync_each_step)
+    if cfg.loader == "tensor":
+        data = (
+            "Data loading is the time next(loader) takes to crop, flip and normalise a batch of the dataset held "
+            "on the device"
+            + (
+                ": on the GPU, without a synchronize after each step, that is only the time to queue the work, "
+                "whose run time falls in neither interval, only in the total"
+                if gpu and not synced
+                else ", its work waited for before the step starts"
+                if gpu
+                else ""
+            )
+        )
+        data = say(data)
+    elif cfg.num_workers > 0:
+        data = say(
+            "Data loading is the host's wait in next(loader), the start of the loader's worker processes on an "
+            "epoch's first batch included; the host-to-device copy is not data loading but part of training"
+        )
+    else:
+        data = say(
+            "Data loading is the time next(loader) takes, the training process reading and augmenting each batch "
+            "itself (no worker processes); the host-to-device copy is not data loading but part of training"
+        )
+    if not gpu:
+        timed = say(
+            "Training (copy, forward, backward, optimizer step) is timed with perf_counter: on the CPU the work runs "
+            "as it is issued, so the two intervals never overlap and data loading + training is at most the total"
+        )
+    elif synced:
+        timed = say(
+            "Training (copy, forward, backward, optimizer step) is timed with CUDA events, and the device is "
+            "synchronized after every step (sync_each_step on), so the two intervals never overlap and data "
+            "loading + training is at most the total"
+        )
+    else:
+        timed = say(
+            "Training (copy, forward, backward, optimizer step) is timed with CUDA events read at the epoch's end, "
+            "and the device is not synchronized between steps (sync_each_step off): the host fetches the next "
+            "batch while the GPU still works, so the two intervals can overlap and data loading + training can "
+            "exceed the total"
+        )
+    total = say(
+        "The total is the synchronized wall time of the whole epoch; "
+        + (
+            "the rest of it is the loop's own work (metrics, Python)"
+            if timing_disjoint(cfg, meta)
+            else "where the two intervals overlap, total minus data loading minus training is not the loop's own "
+            "work, and it is not shown"
+        )
+    )
+    return [data, timed, total]
+
+
 def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     """Data-loading, training and total time per epoch, the first epoch kept out of the summary; whether that first
     epoch took longer, said only when the later epochs were steady; the first step of each epoch against the rest
@@ -217,9 +288,21 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         total=total,
         share=share,
     )
-    details = [
-        say("The rest of the epoch, {other}, is time outside both timers (the loop's own work)", other=other)
-    ]
+    details = (
+        [
+            say(
+                "The rest of the epoch, {other}, is time outside both timers (the loop's own work)",
+                other=other,
+            )
+        ]
+        if timing_disjoint(cfg, run.meta)
+        else [  # the GPU's steps overlap the host's wait for data: no rest of the epoch is theirs to split
+            say(
+                "Data loading and training overlap on this GPU (no synchronize between steps, sync_each_step off), "
+                "so the epoch is not their sum and no rest of it is stated"
+            )
+        ]
+    )
     background = [
         Background(
             "A first epoch often holds one-time costs (worker start-up, allocator growth, kernel selection), which "
@@ -377,6 +460,25 @@ def too_few_split(b, name: str) -> tuple[list, list, Finding | None]:
     if not few:
         return tied, [], None
     return [k for k in tied if k not in few], few, too_few_why([b.verdicts[k] for k in few], name)
+
+
+def c2_epoch_table(epochs: pd.DataFrame, disjoint: bool = True) -> pd.DataFrame:
+    """C2's per-epoch times as the report shows them; the rest of the epoch (total - data - training) only where
+    the two intervals are disjoint (timing_disjoint), since where they overlap it is no part of the epoch."""
+    ep = epochs.assign(other_s=epochs["total_s"] - epochs["data_s"] - epochs["train_s"])
+    cols = ["epoch", "batches", "images", "data_s", "train_s", *(["other_s"] if disjoint else []), "total_s"]
+    cols += ["images_per_s", "tflops", "mfu"]
+    return ep[[c for c in cols if c in ep]].rename(
+        columns={
+            "data_s": "data loading (s)",
+            "train_s": "training (s)",
+            "other_s": "other (s)",
+            "total_s": "total (s)",
+            "images_per_s": "images/s",
+            "tflops": "TFLOP/s (training)",
+            "mfu": "share of device peak",
+        }
+    )
 
 
 def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:

@@ -277,6 +277,52 @@ def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
     assert one[0].text.startswith("Per epoch (the one epoch after the first)")  # not "median of 1"
 
 
+def _method(meta: dict, **settings) -> str:
+    return " ".join(f.plain() for f in lab2_answers.timing_method(CFG.replace(task="c2", **settings), meta))
+
+
+GPU_RUN, CPU_RUN = {"device": "cuda"}, {"device": "cpu"}
+
+
+def test_c2_timing_method_says_only_what_the_settings_make_true():
+    """Grader: c2 (and the H200's c2) said "the device is synchronized after every step, so the two intervals
+    never overlap" where the config showed sync_each_step off. Each setting flipped changes its sentence."""
+    unsynced = _method(GPU_RUN, sync_each_step=False)
+    assert "not synchronized between steps (sync_each_step off)" in unsynced and "can overlap" in unsynced
+    assert "never overlap" not in unsynced and "is not the loop's own work" in unsynced
+    synced = _method(GPU_RUN, sync_each_step=True)
+    assert "synchronized after every step (sync_each_step on), so the two intervals never overlap" in synced
+    assert "the rest of it is the loop's own work" in synced and "CUDA events" in synced
+    cpu = _method(CPU_RUN, sync_each_step=False)  # synchronous work: no synchronize needed, none claimed
+    assert (
+        "perf_counter" in cpu and "never overlap" in cpu and "CUDA" not in cpu and "sync_each_step" not in cpu
+    )
+    workers, none = _method(CPU_RUN, num_workers=2), _method(CPU_RUN, num_workers=0)
+    assert "worker processes on an epoch's first batch" in workers and "no worker processes" in none
+    tensor = _method(GPU_RUN, loader="tensor", num_workers=0)
+    assert "dataset held on the device" in tensor and "only the time to queue the work" in tensor
+    assert "only the time to queue" not in _method(
+        GPU_RUN, loader="tensor", num_workers=0, sync_each_step=True
+    )
+    assert lab2_answers.timing_disjoint(CFG, GPU_RUN) is False and lab2_answers.timing_disjoint(CFG, CPU_RUN)
+    assert lab2_answers.timing_disjoint(CFG.replace(sync_each_step=True), GPU_RUN)
+
+
+def test_c2_rest_of_the_epoch_only_where_the_intervals_are_disjoint():
+    r = run([2.0] * 12, epochs_s=(2.0, 1.0, 1.0, 1.0), meta={"machine": IDLE, "device": "cuda"})
+    overlap, _ = lab2_answers.c2(CFG.replace(task="c2"), r)
+    assert "outside both timers" not in overlap[0].text and "overlap on this GPU" in overlap[0].text
+    assert not [n for n in overlap[0].numbers if n.name.startswith("other share")]
+    synced, _ = lab2_answers.c2(CFG.replace(task="c2", sync_each_step=True), r)
+    assert "outside both timers (the loop's own work)" in synced[0].text
+    assert holds(overlap) == [] and holds(synced) == []
+    assert "other (s)" not in lab2_answers.c2_epoch_table(r.epochs, disjoint=False).columns
+    shown = lab2_answers.c2_epoch_table(r.epochs, disjoint=True)
+    assert list(shown["other (s)"]) == pytest.approx(
+        [0.2 * t - 0.1 for t in (2.0, 1.0, 1.0, 1.0)]
+    )  # total - data - training
+
+
 def _mfu_run(machine, mfu):
     r = run(
         [2.0] * 12,
