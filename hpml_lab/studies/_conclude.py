@@ -36,6 +36,14 @@ def setting(name: str, value, unit: str = "", source: str = "the run's settings"
     return Number(name, value, unit, "setting", source=source)
 
 
+def sampling(verdicts) -> str | None:
+    """How the compared samples were taken, as the verdicts themselves record it (Verdict.interleaved):
+    "sequential" (every side's runs one after the other), "interleaved" (the sides took turns), or None when the
+    verdicts do not say or disagree, and no sentence about the design may be written."""
+    designs = {v.interleaved for v in verdicts}
+    return {frozenset({False}): "sequential", frozenset({True}): "interleaved"}.get(frozenset(designs))
+
+
 def counted(name: str, value: int, unit: str = "", source: str = "counted in the results") -> Number:
     return Number(name, int(value), unit, "counted", source=source)
 

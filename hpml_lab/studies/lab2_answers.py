@@ -30,6 +30,7 @@ from ._conclude import (
     loads_by,
     meta_machine,
     num,
+    sampling,
     setting,
     steady_batches,
     training_flags,
@@ -528,12 +529,16 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     per_count = [say("{w} {t}", w=labels[n], t=nums[n]) for n in sorted(nums)]
     details = [say("Per count (median epoch): {all}", all=join(per_count, ", "))]
     details += best_findings(b, labels, "C3")
-    details.append(
-        say(
-            "The counts ran one after the other, smallest first, so a change in the machine's load during the "
-            "sweep shows up as a difference between counts"
+    design = sampling(b.verdicts.values())
+    if design == "sequential":
+        details.append(
+            say(
+                "The counts ran one after the other, smallest first, so a change in the machine's load during the "
+                "sweep shows up as a difference between counts"
+            )
         )
-    )
+    elif design == "interleaved":
+        details.append(say("The counts took turns, so a change in the machine's load hit them alike"))
     cores = getattr(sweep, "cores", None)
     over = [n for n in samples if cores and n > cores]
     if over:
@@ -723,10 +728,14 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     )
     head = say("{lead}. Data wait: {d}", lead=lead, d=vd.finding("C4 data wait", *lab))
     details = [say("Compute: {c}", c=vc.finding("C4 compute", *lab)), *details]
+    how = {
+        "sequential": "; the counts ran one after the other, not interleaved",
+        "interleaved": "; the counts took turns",
+    }
     details.append(
         say(
-            "Both compare medians per training step, from every batch after each run's warm-up epoch; the counts "
-            "ran one after the other, not interleaved"
+            "Both compare medians per training step, from every batch after each run's warm-up epoch"
+            + how.get(sampling([vd, vc]), "")
         )
     )
     epoch_note = per_epoch_wait_note(summary, waits, labels, against)
@@ -1160,8 +1169,12 @@ def c8(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
     e_step = num("eager: compute per step", eag, "ms", 1000)
     c_step = num("compiled: compute per step", comp, "ms", 1000)
     ran = counted("compiled steps run", int(allb["compile"].eq(True).sum()))
+    how = {
+        "sequential": " made one after the other (not interleaved)",
+        "interleaved": " taking turns (interleaved)",
+    }
     per_step = say(
-        "Per step after warm-up, from the two runs made one after the other (not interleaved): {v}",
+        "Per step after warm-up, from the two runs" + how.get(sampling([v]), "") + ": {v}",
         v=v.finding("C8 step"),
     )
     details = [per_step, say("Per step after warm-up (medians): eager {e}, compiled {c}", e=e_step, c=c_step)]

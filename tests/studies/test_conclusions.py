@@ -1185,3 +1185,13 @@ def test_c8_table_and_answer_state_one_compile_cost(tmp_path):
     assert (
         lab2_answers.c8_first_epoch_table(free).isna().loc[0, "compile cost: compiled's excess - eager's (s)"]
     )
+
+
+def test_a_sentence_about_the_sampling_design_is_read_off_the_verdicts():
+    """'ran one after the other' or 'took turns' is said from the verdicts' own record of how their samples were
+    taken (Verdict.interleaved), and nothing where they do not say or disagree."""
+    seq = _conclude.compare(FAST, SLOW, "a", "b", interleaved=False, load_a=[0.1], load_b=[0.1])
+    turns = _conclude.compare(FAST, SLOW, "a", "b", interleaved=True)
+    unsaid = _conclude.compare(FAST, SLOW, "a", "b")
+    assert _conclude.sampling([seq, seq]) == "sequential" and _conclude.sampling([turns]) == "interleaved"
+    assert _conclude.sampling([unsaid]) is None and _conclude.sampling([seq, turns]) is None
