@@ -243,7 +243,8 @@ def timing_method(cfg, meta) -> list[Finding]:
             "work, and it is not shown"
         )
     )
-    return [data, timed, total]
+    # shown on their own (nb.said), each a sentence
+    return [say("{x}.", x=f) for f in (data, timed, total)]
 
 
 def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:

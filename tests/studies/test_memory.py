@@ -481,11 +481,11 @@ def test_a_measured_peak_that_departs_from_the_predicted_share_is_said_first():
     ck = _conclude(res)[0][1]
     assert ck.headline.plain() == (
         "Measured on this GPU, checkpointing saved less than predicted: for 3 of 3 ResNets the share of the "
-        "plain network's peak memory is off the predicted one by more than 10%"
+        "plain network's peak memory is off the predicted one by more than 10%."
     )
     assert ck.details[0].plain() == (
         "Measured share of the plain network's peak against the predicted share: resnet18 0.975x against 0.65x, "
-        "resnet34 0.95x against 0.325x and resnet50 0.9x against 0.217x"
+        "resnet34 0.95x against 0.325x and resnet50 0.9x against 0.217x."
     )
     assert (
         ck.details[1]
@@ -510,7 +510,7 @@ def test_a_measured_peak_within_the_margin_agrees_and_what_the_step_started_from
     agree = _conclude(_peaks(_res(cuda=True), peaks, resident))[0][1]
     assert agree.headline.plain() == (
         "Measured on this GPU, the peak memory of each of the 3 checkpointed ResNets agrees with the predicted "
-        "share of its plain network's, within 10%"
+        "share of its plain network's, within 10%."
     )
     assert "resnet18 0.65x against 0.65x" in agree.details[0].plain()
     whole = _conclude(_peaks(_res(cuda=True), peaks))[0][1]  # a record without what the step started from
@@ -529,14 +529,14 @@ def test_a_cost_beyond_one_extra_forward_is_said_first_and_one_within_it_agrees(
     )
     assert answers[2].headline.plain() == (
         "The memory saving cost more than the one extra forward predicted (1.33x) for 7 of 7 networks: 1.9x, "
-        "each interval above it"
+        "each interval above it."
     )
     assert answers[2].details[0].plain().startswith("Of 7 memory-saving networks timed against their plain")
     extra = [t * 4 / 3 for t in BASE]
     answers, _ = _conclude(_res(slow=(4 / 3,) * 4, first=extra, ck=extra))
     assert answers[2].headline.plain() == (
         "Each of the 7 measured costs is consistent with the one extra forward predicted (1.33x): every interval "
-        "holds it"
+        "holds it."
     )
     pred = next(n for n in answers[2].numbers if n.name == "one extra forward: predicted time vs plain")
     assert pred.provenance == "predicted" and "two forwards" in pred.source

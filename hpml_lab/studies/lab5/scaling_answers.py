@@ -525,13 +525,14 @@ def scaling_kinds(res, model_ok: bool = True) -> list[Finding]:
                 if kinds
                 else ""
             )
+            + "."
         )
     ]
     if strong:
         out.append(
             say(
                 "Strong scaling (a fixed global batch: one worker at the whole batch against n workers at its nth, "
-                "each epoch with its data loading): {items}",
+                "each epoch with its data loading): {items}.",
                 items=join(
                     [
                         say(
@@ -553,7 +554,7 @@ def scaling_kinds(res, model_ok: bool = True) -> list[Finding]:
         out.append(
             say(
                 "Weak scaling (a fixed per-worker batch; efficiency = one worker's step / n workers' step, each step with "
-                "its data loading): {items}",
+                "its data loading): {items}.",
                 items=join(
                     [
                         say(

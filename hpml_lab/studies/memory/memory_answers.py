@@ -379,7 +379,7 @@ def peak_findings(checked: list) -> tuple[Finding, Finding]:
         source="memory_answers.PEAK_MARGIN (one peak, no spread)",
     )
     items = say(
-        "Measured share of the plain network's peak against the predicted share: {items}",
+        "Measured share of the plain network's peak against the predicted share: {items}.",
         items=join(
             [say("{base} {m} against {p}", base=b, m=m, p=p) for b, p, m, _ in checked], ", ", " and "
         ),
@@ -389,7 +389,7 @@ def peak_findings(checked: list) -> tuple[Finding, Finding]:
     if not off:
         return say(
             "Measured on this GPU, the peak memory of each of the {n} checkpointed ResNets agrees with the "
-            "predicted share of its plain network's, within {margin}",
+            "predicted share of its plain network's, within {margin}.",
             n=n,
             margin=margin,
         ), items
@@ -402,7 +402,7 @@ def peak_findings(checked: list) -> tuple[Finding, Finding]:
     )
     return say(
         "Measured on this GPU, checkpointing " + way + ": for {k} of {n} ResNets the share of the plain "
-        "network's peak memory is off the predicted one by more than {margin}",
+        "network's peak memory is off the predicted one by more than {margin}.",
         k=Number("checkpointed networks off the predicted peak", len(off), "", "counted", source=PEAKS),
         n=n,
         margin=margin,
@@ -574,7 +574,7 @@ def cost_against_prediction(verdicts: dict) -> Finding | None:
     if not sides["above"] and not sides["below"]:
         return say(
             "Each of the {n} measured costs is consistent with the one extra forward predicted ({pred}): every "
-            "interval holds it",
+            "interval holds it.",
             n=n,
             pred=pred,
         )
@@ -611,7 +611,7 @@ def cost_against_prediction(verdicts: dict) -> Finding | None:
         else "other than"
     )
     return say(
-        "The memory saving cost " + way + " the one extra forward predicted ({pred}) for {parts}",
+        "The memory saving cost " + way + " the one extra forward predicted ({pred}) for {parts}.",
         pred=pred,
         parts=join(parts, "; "),
     )
