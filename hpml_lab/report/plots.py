@@ -485,14 +485,28 @@ def latency_figure(df):
     return fig
 
 
-def stacked_bars(table: pd.DataFrame, by: str, parts: list[str], xlabel: str) -> plt.Figure:
-    """Horizontal stacked bars: one bar per row of `table` (labelled by `by`), one segment per column in `parts`."""
-    fig, ax = plt.subplots(figsize=(6, 0.6 + 0.6 * len(table)))
+def stacked_bars(
+    table: pd.DataFrame, by: str, parts: list[str], xlabel: str, stacked: bool = True
+) -> plt.Figure:
+    """Horizontal bars, one row of `table` (labelled by `by`) each, one segment per column in `parts`: stacked where
+    the parts add up (disjoint times), else side by side (times that can overlap, which a stack would add)."""
+    fig, ax = plt.subplots(figsize=(6, 0.6 + (0.6 if stacked else 0.3 * len(parts)) * len(table)))
     left = pd.Series(0.0, index=table.index)
     labels = [f"{v} {by}" for v in table[by]]
-    for col in parts:
-        ax.barh(labels, table[col], left=left, label=col)
-        left = left + table[col]
+    height = 0.8 / len(parts)
+    for k, col in enumerate(parts):
+        if stacked:
+            ax.barh(labels, table[col], left=left, label=col)
+            left = left + table[col]
+        else:
+            ax.barh(
+                [i + (k - (len(parts) - 1) / 2) * height for i in range(len(table))],
+                table[col],
+                height=height,
+                label=col + " (can overlap: not stacked)",
+            )
+    if not stacked:
+        ax.set_yticks(range(len(table)), labels)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(by)  # one bar per value of `by`; else the figure's caption reads "value against <xlabel>"
     bars_inside(ax, "x")

@@ -30,6 +30,7 @@ from ._conclude import (
     loads_by,
     meta_machine,
     num,
+    on_gpu,
     sampling,
     setting,
     steady_batches,
@@ -39,6 +40,7 @@ from ._conclude import (
     workers,
     workers_list,
 )
+from ._conclude import timing_disjoint as _timing_disjoint
 
 
 def _ends(k: Number, which: str) -> Finding:
@@ -175,16 +177,9 @@ def busy_peak_note(fl: dict, machine: dict | None) -> Finding | None:
     return None
 
 
-def on_gpu(meta) -> bool:
-    """Whether a run's steps ran on a CUDA device (its meta's device: "cuda", "cuda:0"; "cpu" or none: not)."""
-    return str((meta or {}).get("device", "cpu")).startswith("cuda")
-
-
 def timing_disjoint(cfg, meta) -> bool:
-    """Whether a run's data-loading and training intervals are disjoint, so that data + training <= total and the
-    rest of the epoch is the loop's own work: on a CPU, where work runs as it is issued, or on a GPU synchronized
-    after every step (sync_each_step). On a GPU without it they may overlap (hpml_lab.training)."""
-    return not on_gpu(meta) or bool(cfg.sync_each_step)
+    """_conclude.timing_disjoint for a run of `cfg` (its sync_each_step) whose meta is `meta`."""
+    return _timing_disjoint(cfg.sync_each_step, meta)
 
 
 def timing_method(cfg, meta) -> list[Finding]:
