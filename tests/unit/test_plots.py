@@ -1,21 +1,16 @@
 """The report's figures draw what their text and record say, read off the figure's artists: a smoothed curve's
-legend names a running mean of batches; chance lines where an answer states chance; a caption that describes the
-plot drawn; no error bar on fewer than three samples; axes that hold every bar; times that can overlap never
+legend names a running mean of batches; a caption that describes the plot drawn (the chance lines the answers
+state: tests/studies/test_study_figures.py); no error bar on fewer than three samples; axes that hold every bar; times that can overlap never
 stacked; legends beside the data, not on it."""
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-from types import SimpleNamespace  # noqa: E402
-
 import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from hpml_lab.config import RunConfig  # noqa: E402
 from hpml_lab.report import plots  # noqa: E402
-from hpml_lab.studies import lab2_answers  # noqa: E402
 
 
 def _overlap(a, b) -> bool:
@@ -89,60 +84,6 @@ def test_c1_caption_says_what_the_figure_draws():
     assert "grey" not in plots.caption_of(one) and "no smoothing" in plots.caption_of(one)
     assert "chance" not in plots.caption_of(one) and not chance_lines(one.axes[0])
     for f in (fig, one):
-        plots.plt.close(f)
-
-
-def test_c1_figure_draws_the_chance_levels_its_answer_states():
-    """Grader: the chance level c1's answer uses (top-1 against chance) was not drawn."""
-    b = _batches(epochs=4)
-    run = SimpleNamespace(batches=b, epochs=pd.DataFrame({"epoch": [1, 2, 3, 4], "total_s": 1.0}), meta={})
-    answers, _ = lab2_answers.c1(RunConfig(task="c1"), run)
-    top1 = plots.stated(answers, "chance top-1")
-    assert top1 is not None and "chance 10%" in answers[0].text  # what the text states
-    fig = plots.loss_accuracy(b, smooth=2, chance_loss=plots.stated(answers, "chance loss"), chance_top1=top1)
-    (line,) = chance_lines(fig.axes[1])
-    assert list(line.get_ydata()) == [top1.value, top1.value] and "10%" in line.get_label()
-    # the run learned: its answer states no chance loss, so none is drawn
-    assert plots.stated(answers, "chance loss") is None and chance_lines(fig.axes[0]) == []
-    assert "the dotted line is the chance top-1 the answer states" in plots.caption_of(fig)
-    legends_clear_of_data(fig)
-    rising = _batches(epochs=4, loss=2.3)
-    rising["loss"] = [2.3 + 0.5 * i for i in range(len(rising))]  # diverged: judged against the chance loss
-    answers, _ = lab2_answers.c1(RunConfig(task="c1"), SimpleNamespace(**{**vars(run), "batches": rising}))
-    loss = plots.stated(answers, "chance loss")
-    assert loss is not None and answers[0].text.startswith("Training diverged")
-    diverged = plots.loss_accuracy(
-        rising, chance_loss=loss, chance_top1=plots.stated(answers, "chance top-1")
-    )
-    assert chance_lines(diverged.axes[0])[0].get_ydata()[0] == pytest.approx(loss.value)
-    for f in (fig, diverged):
-        plots.plt.close(f)
-
-
-def test_c6_c7_figure_draws_the_chance_loss_where_the_answer_states_it():
-    """Grader: c6's and c7's answers judge runs against the chance loss, which their figure did not draw."""
-    rows = [
-        {"optimizer": k, "epoch": 1 + i // 5, "step": i, "loss": loss, "acc": 0.1, "train_s": 0.01}
-        for k, loss in (("sgd", 2.303), ("adam", 2.303))
-        for i in range(10)
-    ]
-    out = SimpleNamespace(
-        batches=pd.DataFrame(rows),
-        summary=pd.DataFrame({"optimizer": ["sgd", "adam"], "status": ["complete"] * 2}),
-        epochs=pd.DataFrame(
-            {"optimizer": ["sgd", "sgd", "adam", "adam"], "epoch": [1, 2] * 2, "total_s": 1.0}
-        ),
-    )
-    answers, _ = lab2_answers.training_sweep(RunConfig(task="c6"), out, "optimizer", "C6?")
-    chance = plots.stated(answers, "chance loss")
-    assert chance is not None and "chance loss" in answers[0].text
-    fig = plots.training_curves(out.batches, out.epochs, "optimizer", chance_loss=chance)
-    (line,) = chance_lines(fig.axes[0])
-    assert line.get_ydata()[0] == pytest.approx(chance.value) and not chance_lines(fig.axes[1])
-    legends_clear_of_data(fig)
-    bare = plots.training_curves(out.batches, out.epochs, "optimizer")
-    assert not chance_lines(bare.axes[0])
-    for f in (fig, bare):
         plots.plt.close(f)
 
 
