@@ -406,6 +406,10 @@ def alt_text(fig, name: str) -> str:
         legend = ax.get_legend()
         names = [t.get_text() for t in legend.get_texts()] if legend else []
         parts.append(f"{what}: {axes}" + (f" ({', '.join(names)})" if names else ""))
+    # one legend for all panels (plots.figure_legend)
+    shared = [t.get_text() for leg in getattr(fig, "legends", []) for t in leg.get_texts()]
+    if shared:
+        parts.append(f"legend: {', '.join(shared)}")
     return f"Figure {name}: " + ("; ".join(parts) if parts else "no labelled axes") + "."
 
 
@@ -441,6 +445,10 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     data = base64.b64encode(buf.getvalue()).decode()
     display(HTML(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt or alt_text(fig, name))}">'))
+    # plots.captioned: what is drawn, said by the code that drew it
+    caption = getattr(fig, "hpml_caption", "")
+    if caption:
+        display(HTML(f'<p class="caption"><i>{html.escape(caption)}</i></p>'))
     import matplotlib.pyplot as plt
 
     plt.close(fig)  # shown above, with its alt text: the inline backend would show it again without

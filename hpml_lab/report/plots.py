@@ -29,19 +29,52 @@ def spread(ax, groups, labels) -> str:
     return kind
 
 
-def _epoch_boundaries(ax, batches: pd.DataFrame) -> None:
+def _epoch_boundaries(ax, batches: pd.DataFrame) -> int:
+    """Grey vertical lines where each epoch after the first starts; how many were drawn."""
     starts = batches.groupby("epoch")["step"].min().iloc[1:]
     for s in starts:
         ax.axvline(s - 0.5, color="0.8", lw=0.8, zorder=0)
+    return len(starts)
 
 
-def loss_accuracy(batches: pd.DataFrame, title: str = "", smooth: int = 0) -> plt.Figure:
-    """Per-batch training loss and top-1 accuracy against step; grey lines mark epochs.
+def stated(answers, name: str):
+    """The Number named `name` that the answers state (a reference a figure draws because the text uses it, such as
+    "chance loss"), or None when no answer states it."""
+    return next((n for a in answers for n in a.numbers if n.name == name), None)
 
-    smooth > 1 overlays a running mean of that many batches.
-    """
+
+def captioned(fig, text: str):
+    """The figure with its caption: what is drawn, written where the drawing is decided (notebook.save_figure shows
+    it under the image), so that a caption cannot describe another plot."""
+    fig.hpml_caption = text
+    return fig
+
+
+def caption_of(fig) -> str:
+    return getattr(fig, "hpml_caption", "")
+
+
+def chance_line(ax, number, what: str) -> None:
+    """A reference line at a chance level the answer states (`number`, a Number of the record), labelled with it."""
+    from ..findings import fmt
+
+    ax.axhline(
+        number.value, color="0.3", ls=":", lw=1.2, label=f"chance {what} ({fmt(number)}, a uniform guess)"
+    )
+
+
+def loss_accuracy(
+    batches: pd.DataFrame, title: str = "", smooth: int = 0, chance_loss=None, chance_top1=None
+) -> plt.Figure:
+    """Per-batch training loss and top-1 accuracy against step, each a thin line through every batch; grey vertical
+    lines mark epochs; smooth > 1 overlays a running mean of that many batches (a thick line). `chance_loss`,
+    `chance_top1`: the chance levels the answer states (Numbers of its record, plots.stated), drawn dotted. The
+    caption (captioned) says what is drawn."""
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
-    for ax, col, label in ((a1, "loss", "training loss"), (a2, "acc", "top-1 training accuracy (%)")):
+    refs = ((a1, chance_loss, "loss"), (a2, chance_top1, "top-1"))
+    for (ax, chance, what), col, label in zip(
+        refs, ("loss", "acc"), ("training loss", "top-1 training accuracy (%)")
+    ):
         y = batches[col] * (100 if col == "acc" else 1)
         ax.plot(batches["step"], y, lw=0.9, alpha=0.5 if smooth > 1 else 1.0, label="per batch")
         if smooth > 1:
@@ -51,32 +84,78 @@ def loss_accuracy(batches: pd.DataFrame, title: str = "", smooth: int = 0) -> pl
                 lw=1.8,
                 label=f"running mean of {smooth} batches",
             )
-            ax.legend(frameon=False)
-        _epoch_boundaries(ax, batches)
+        if chance is not None:
+            chance_line(ax, chance, what)
+        bounds = _epoch_boundaries(ax, batches)
         ax.set_xlabel("step (batch)")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    return fig
+    if smooth > 1 or chance_loss is not None or chance_top1 is not None:
+        figure_legend(fig)
+    parts = [
+        "Each mini-batch's training loss and top-1 (on the images it was trained on, in training mode), joined by a "
+        "thin line over the steps"
+        + (f"; a thick line is their running mean over {smooth} batches" if smooth > 1 else ": no smoothing")
+    ]
+    if bounds:
+        parts.append("grey vertical lines mark where each epoch after the first starts")
+    drawn = [w for _, c, w in refs if c is not None]
+    if drawn:
+        parts.append(f"the dotted line is the chance {' and '.join(drawn)} the answer states")
+    return captioned(fig, "; ".join(parts) + ".")
 
 
-def epoch_timing(epochs: pd.DataFrame, title: str = "") -> plt.Figure:
-    """Stacked bars per epoch: data loading, training, and the rest of the epoch's wall time."""
+def bars_inside(ax, axis: str = "y") -> None:
+    """Room above the longest bar: a bar of height 0 stacked on top of the others (an empty "other" segment) pins
+    the axis' end to the bar's top through its sticky edge, so the bar's end sat on the frame and could not be
+    seen. Sticky edges off, the limits recomputed with their margin, the axis kept starting at 0."""
+    ax.use_sticky_edges = False
+    ax.relim()
+    ax.autoscale_view()
+    (ax.set_ylim if axis == "y" else ax.set_xlim)(0, None)
+
+
+def epoch_timing(epochs: pd.DataFrame, title: str = "", disjoint: bool = True) -> plt.Figure:
+    """Per epoch: data loading, training and the rest of the epoch's wall time stacked, where the two intervals are
+    disjoint (lab2_answers.timing_disjoint: a CPU, or a GPU synchronized after every step); where they can overlap
+    (a GPU without that synchronize) data loading, training and the total side by side, since a stack would add
+    times that overlap."""
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    other = (epochs["total_s"] - epochs["data_s"] - epochs["train_s"]).clip(lower=0)
     x = epochs["epoch"].astype(str)
-    ax.bar(x, epochs["data_s"], label="data loading (waiting on loader)", color="#d95f02")
-    ax.bar(
-        x, epochs["train_s"], bottom=epochs["data_s"], label="training (copy+fwd+bwd+step)", color="#1b9e77"
-    )
-    ax.bar(
-        x, other, bottom=epochs["data_s"] + epochs["train_s"], label="other (loop, metrics)", color="#bbbbbb"
-    )
+    if disjoint:
+        other = (epochs["total_s"] - epochs["data_s"] - epochs["train_s"]).clip(lower=0)
+        ax.bar(x, epochs["data_s"], label="data loading (waiting on loader)", color="#d95f02")
+        ax.bar(
+            x,
+            epochs["train_s"],
+            bottom=epochs["data_s"],
+            label="training (copy+fwd+bwd+step)",
+            color="#1b9e77",
+        )
+        ax.bar(
+            x,
+            other,
+            bottom=epochs["data_s"] + epochs["train_s"],
+            label="other (loop, metrics)",
+            color="#bbbbbb",
+        )
+    else:
+        pos = range(len(epochs))
+        parts = (
+            ("data_s", "data loading (waiting on loader)", "#d95f02"),
+            ("train_s", "training (copy+fwd+bwd+step, on the GPU)", "#1b9e77"),
+            ("total_s", "whole epoch (the two can overlap: not stacked)", "#7570b3"),
+        )
+        for k, (col, label, color) in enumerate(parts):
+            ax.bar([p + (k - 1) * 0.27 for p in pos], epochs[col], width=0.27, label=label, color=color)
+        ax.set_xticks(list(pos), list(x))
     ax.set_xlabel("epoch")
     ax.set_ylabel("seconds")
-    ax.legend(frameon=False, fontsize=8)
+    bars_inside(ax)
+    legend_outside(ax)
     ax.grid(axis="y", alpha=0.3)
     if title:
         ax.set_title(title)
@@ -139,32 +218,53 @@ def loader_sweep(sweep, verdict: dict | None = None) -> plt.Figure:
         f"DataLoader workers ({sweep.cores} usable cores" + (", dashed)" if sweep.cores in pos else ")")
     )
     ax.set_ylabel(f"DataLoader seconds per epoch (n={int(s['n'].iloc[0])} each)")
-    ax.legend(frameon=False, fontsize=8)
+    legend_outside(ax)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
 
 
-def phase_bars(summary: pd.DataFrame, by: str, xlabel: str) -> plt.Figure:
-    """C4: stacked median data-loading / training / other seconds per group (steady epochs)."""
+def phase_bars(summary: pd.DataFrame, by: str, xlabel: str, disjoint: bool = True) -> plt.Figure:
+    """C4: median data-loading / compute / other seconds per group (steady epochs), stacked where the two intervals
+    are disjoint (lab2_answers.timing_disjoint); where they can overlap (a GPU without a synchronize after each
+    step), data loading, compute and the total side by side."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
     x = summary[by].astype(str)
-    other = (summary["total_median_s"] - summary["data_median_s"] - summary["train_median_s"]).clip(lower=0)
-    ax.bar(x, summary["data_median_s"], color="#d95f02", label="data loading (waiting on loader)")
-    ax.bar(
-        x,
-        summary["train_median_s"],
-        bottom=summary["data_median_s"],
-        color="#1b9e77",
-        label="compute (copy+fwd+bwd+step)",
-    )
-    ax.bar(
-        x, other, bottom=summary["data_median_s"] + summary["train_median_s"], color="#bbbbbb", label="other"
-    )
-    spread = summary["n"] > 1  # a min-max range of one epoch is no spread: no caps on n = 1
+    if disjoint:
+        other = (summary["total_median_s"] - summary["data_median_s"] - summary["train_median_s"]).clip(
+            lower=0
+        )
+        ax.bar(x, summary["data_median_s"], color="#d95f02", label="data loading (waiting on loader)")
+        ax.bar(
+            x,
+            summary["train_median_s"],
+            bottom=summary["data_median_s"],
+            color="#1b9e77",
+            label="compute (copy+fwd+bwd+step)",
+        )
+        ax.bar(
+            x,
+            other,
+            bottom=summary["data_median_s"] + summary["train_median_s"],
+            color="#bbbbbb",
+            label="other",
+        )
+        totals = list(range(len(x)))
+    else:
+        pos = range(len(summary))
+        parts = (
+            ("data_median_s", "data loading (waiting on loader)", "#d95f02"),
+            ("train_median_s", "compute (copy+fwd+bwd+step, on the GPU)", "#1b9e77"),
+            ("total_median_s", "whole epoch (the two can overlap: not stacked)", "#7570b3"),
+        )
+        for k, (col, label, color) in enumerate(parts):
+            ax.bar([p + (k - 1) * 0.27 for p in pos], summary[col], width=0.27, label=label, color=color)
+        ax.set_xticks(list(pos), list(x))
+        totals = [p + 0.27 for p in pos]
+    spread = summary["n"] >= MIN_SAMPLES  # a min-max range of fewer epochs is no spread: no caps
     if spread.any():
         ax.errorbar(
-            x[spread],
+            [t for t, keep in zip(totals, spread) if keep],
             summary.loc[spread, "total_median_s"],
             yerr=[
                 (summary["total_median_s"] - summary["total_min_s"])[spread],
@@ -176,9 +276,8 @@ def phase_bars(summary: pd.DataFrame, by: str, xlabel: str) -> plt.Figure:
         )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(f"median seconds per epoch (n={int(summary['n'].min())} epochs)")
-    ax.legend(
-        frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0)
-    )  # beside the bars, not on them
+    bars_inside(ax)
+    legend_outside(ax)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -191,43 +290,60 @@ def median_bars(
     fig, ax = plt.subplots(figsize=(6, 3.6))
     x = list(range(len(summary)))
     ax.bar(x, summary["median_s"], color="#7570b3", alpha=0.8)
-    ax.errorbar(
-        x,
-        summary["median_s"],
-        yerr=[summary["median_s"] - summary["min_s"], summary["max_s"] - summary["median_s"]],
-        fmt="none",
-        color="k",
-        capsize=4,
-    )
+    spread = summary["n"] >= MIN_SAMPLES  # a min-max of one or two values is no spread: no whisker on it
+    if spread.any():
+        ax.errorbar(
+            [i for i, keep in zip(x, spread) if keep],
+            summary.loc[spread, "median_s"],
+            yerr=[
+                (summary["median_s"] - summary["min_s"])[spread],
+                (summary["max_s"] - summary["median_s"])[spread],
+            ],
+            fmt="none",
+            color="k",
+            capsize=4,
+        )
     if epochs is not None:
         for i, key in enumerate(summary[label]):
             vals = epochs[epochs[label] == key]["total_s"]
             ax.scatter([i] * len(vals), vals, color="k", s=10, zorder=3)
     ax.set_xticks(x, [f"{k}\n(n={int(n)})" for k, n in zip(summary[label], summary["n"])])
-    ax.set_ylabel(f"{ylabel}, median (min-max)")
+    ax.set_ylabel(
+        f"{ylabel}, median"
+        + (" (min-max)" if spread.all() else " (min-max where n >= 3)" if spread.any() else "")
+    )
+    bars_inside(ax)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
 
 
-def training_curves(batches: pd.DataFrame, epochs: pd.DataFrame, by: str, smooth: int = 5) -> plt.Figure:
-    """C6, C7: per-batch loss and top-1 (running mean) side by side per group, and steady epoch times."""
+def training_curves(
+    batches: pd.DataFrame, epochs: pd.DataFrame, by: str, smooth: int = 5, chance_loss=None, chance_top1=None
+) -> plt.Figure:
+    """C6, C7: per-batch loss and top-1 (running mean) side by side per group, and steady epoch times; the chance
+    levels the answer states (`chance_loss`, `chance_top1`: Numbers of its record, plots.stated) drawn dotted."""
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for key, g in batches.groupby(by, sort=False):
         g = g.sort_values("step")
         axes[0].plot(g["step"], g["loss"].rolling(smooth, min_periods=1).mean(), label=str(key))
         axes[1].plot(g["step"], 100 * g["acc"].rolling(smooth, min_periods=1).mean(), label=str(key))
-    for ax, lab in ((axes[0], "training loss"), (axes[1], "top-1 training accuracy (%)")):
+    for ax, lab, chance, what in (
+        (axes[0], "training loss", chance_loss, "loss"),
+        (axes[1], "top-1 training accuracy (%)", chance_top1, "top-1"),
+    ):
         ax.set_xlabel(f"step (running mean of {smooth} batches)")
         ax.set_ylabel(lab)
         ax.grid(alpha=0.3)
-    axes[0].legend(frameon=False, fontsize=8)
+        if chance is not None:
+            chance_line(ax, chance, what)
     st = epochs[epochs["epoch"] > 1] if epochs["epoch"].max() > 1 else epochs
     keys = list(dict.fromkeys(epochs[by]))
     spread(axes[2], [st[st[by] == k]["total_s"] for k in keys], [str(k) for k in keys])
     axes[2].set_ylabel(f"seconds per epoch (epochs 2+, n={len(st) // max(len(keys), 1)})")
     axes[2].grid(axis="y", alpha=0.3)
     fig.tight_layout()
+    figure_legend(fig)
     return fig
 
 
@@ -249,6 +365,24 @@ def memory_counts(answers: pd.DataFrame) -> plt.Figure:
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def figure_legend(fig, fontsize: int = 8) -> None:
+    """One legend for every panel of a figure, to the right of them all (a legend beside one panel of several would
+    lie on the next): each label once, in the order drawn."""
+    seen: dict = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    if seen:
+        fig.legend(
+            list(seen.values()),
+            list(seen),
+            frameon=False,
+            fontsize=fontsize,
+            loc="upper left",
+            bbox_to_anchor=(1.0, 0.95),
+        )
 
 
 def legend_outside(ax, fontsize: int = 8) -> None:
@@ -351,31 +485,52 @@ def latency_figure(df):
     return fig
 
 
-def stacked_bars(table: pd.DataFrame, by: str, parts: list[str], xlabel: str) -> plt.Figure:
-    """Horizontal stacked bars: one bar per row of `table` (labelled by `by`), one segment per column in `parts`."""
-    fig, ax = plt.subplots(figsize=(6, 0.6 + 0.6 * len(table)))
+def stacked_bars(
+    table: pd.DataFrame, by: str, parts: list[str], xlabel: str, stacked: bool = True
+) -> plt.Figure:
+    """Horizontal bars, one row of `table` (labelled by `by`) each, one segment per column in `parts`: stacked where
+    the parts add up (disjoint times), else side by side (times that can overlap, which a stack would add)."""
+    fig, ax = plt.subplots(figsize=(6, 0.6 + (0.6 if stacked else 0.3 * len(parts)) * len(table)))
     left = pd.Series(0.0, index=table.index)
     labels = [f"{v} {by}" for v in table[by]]
-    for col in parts:
-        ax.barh(labels, table[col], left=left, label=col)
-        left = left + table[col]
+    height = 0.8 / len(parts)
+    for k, col in enumerate(parts):
+        if stacked:
+            ax.barh(labels, table[col], left=left, label=col)
+            left = left + table[col]
+        else:
+            ax.barh(
+                [i + (k - (len(parts) - 1) / 2) * height for i in range(len(table))],
+                table[col],
+                height=height,
+                label=col + " (can overlap: not stacked)",
+            )
+    if not stacked:
+        ax.set_yticks(range(len(table)), labels)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(by)  # one bar per value of `by`; else the figure's caption reads "value against <xlabel>"
+    bars_inside(ax, "x")
     legend_outside(ax)
     fig.tight_layout()
     return fig
 
 
-def scaling_figure(table: pd.DataFrame) -> plt.Figure:
+def scaling_figure(table: pd.DataFrame, model_ok: bool = True) -> plt.Figure:
     """Lab 5: epoch time against workers per per-worker batch. Epochs extrapolated from timed steps: filled points
     on solid lines; the scaling model's predictions: hollow points on a dashed line of their own (the model's
-    points only, never joined to a timed one); the ideal, the 1-worker epoch / n: a dotted line. None of them is
-    a measured epoch: the legend says "from timed steps", "model" and "ideal"."""
+    points only, never joined to a timed one), drawn only where the answer states them: every prediction while the
+    model agrees with its own runs (`model_ok`), else only at the runs it misses (scaling_answers.missed_rows);
+    the ideal, the 1-worker epoch / n: a dotted line. None of them is a measured epoch: the legend says "from
+    timed steps", "model" and "ideal"."""
+    from ..studies.lab5.scaling_answers import missed_rows
+
     fig, ax = plt.subplots(figsize=(9.5, 4))
+    stated = table if model_ok or "predicted_s" not in table else missed_rows(table)
     for b, g in table.groupby("per_gpu_batch"):
         g = g.sort_values("workers")
         meas = g[g.source == "measured"]
-        model = g[g.predicted_s.notna()] if "predicted_s" in g else g[g.source != "measured"]
+        said = stated[stated.per_gpu_batch == b].sort_values("workers")
+        model = said[said.predicted_s.notna()] if "predicted_s" in said else said[said.source != "measured"]
         model_s = model.predicted_s if "predicted_s" in model else model.epoch_s
         (line,) = ax.plot(meas.workers, meas.epoch_s, "o-", label=f"batch {b}/worker, from timed steps")
         if len(model):
@@ -385,7 +540,8 @@ def scaling_figure(table: pd.DataFrame) -> plt.Figure:
                 "o--",
                 mfc="white",
                 color=line.get_color(),
-                label=f"batch {b}/worker, model",
+                label=f"batch {b}/worker, model"
+                + ("" if model_ok else " (misses these runs: not used for more workers)"),
             )
         one = g[g.workers == 1]
         if len(one):

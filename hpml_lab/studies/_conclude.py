@@ -36,6 +36,26 @@ def setting(name: str, value, unit: str = "", source: str = "the run's settings"
     return Number(name, value, unit, "setting", source=source)
 
 
+def on_gpu(meta) -> bool:
+    """Whether a run's steps ran on a CUDA device (its meta's device: "cuda", "cuda:0"; "cpu" or none: not)."""
+    return str((meta or {}).get("device", "cpu")).startswith("cuda")
+
+
+def timing_disjoint(sync_each_step: bool, meta) -> bool:
+    """Whether a run's data-loading and training intervals are disjoint, so that data + training <= total and the
+    rest of the epoch is the loop's own work: on a CPU, where work runs as it is issued, or on a GPU synchronized
+    after every step (sync_each_step). On a GPU without it they may overlap (hpml_lab.training)."""
+    return not on_gpu(meta) or bool(sync_each_step)
+
+
+def sampling(verdicts) -> str | None:
+    """How the compared samples were taken, as the verdicts themselves record it (Verdict.interleaved):
+    "sequential" (every side's runs one after the other), "interleaved" (the sides took turns), or None when the
+    verdicts do not say or disagree, and no sentence about the design may be written."""
+    designs = {v.interleaved for v in verdicts}
+    return {frozenset({False}): "sequential", frozenset({True}): "interleaved"}.get(frozenset(designs))
+
+
 def counted(name: str, value: int, unit: str = "", source: str = "counted in the results") -> Number:
     return Number(name, int(value), unit, "counted", source=source)
 

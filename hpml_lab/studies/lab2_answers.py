@@ -30,6 +30,8 @@ from ._conclude import (
     loads_by,
     meta_machine,
     num,
+    on_gpu,
+    sampling,
     setting,
     steady_batches,
     training_flags,
@@ -38,6 +40,7 @@ from ._conclude import (
     workers,
     workers_list,
 )
+from ._conclude import timing_disjoint as _timing_disjoint
 
 
 def _ends(k: Number, which: str) -> Finding:
@@ -174,6 +177,71 @@ def busy_peak_note(fl: dict, machine: dict | None) -> Finding | None:
     return None
 
 
+def timing_disjoint(cfg, meta) -> bool:
+    """_conclude.timing_disjoint for a run of `cfg` (its sync_each_step) whose meta is `meta`."""
+    return _timing_disjoint(cfg.sync_each_step, meta)
+
+
+def timing_method(cfg, meta) -> list[Finding]:
+    """How train() timed this run, said only as far as its settings make it true: what data loading holds (worker
+    start-up only with workers; a device-resident loader's queued work), how training is timed on this device,
+    whether the two intervals can overlap (sync_each_step, the device), and what the rest of the epoch is."""
+    gpu, synced = on_gpu(meta), bool(cfg.sync_each_step)
+    if cfg.loader == "tensor":
+        data = (
+            "Data loading is the time next(loader) takes to crop, flip and normalise a batch of the dataset held "
+            "on the device"
+            + (
+                ": on the GPU, without a synchronize after each step, that is only the time to queue the work, "
+                "whose run time falls in neither interval, only in the total"
+                if gpu and not synced
+                else ", its work waited for before the step starts"
+                if gpu
+                else ""
+            )
+        )
+        data = say(data)
+    elif cfg.num_workers > 0:
+        data = say(
+            "Data loading is the host's wait in next(loader), the start of the loader's worker processes on an "
+            "epoch's first batch included; the host-to-device copy is not data loading but part of training"
+        )
+    else:
+        data = say(
+            "Data loading is the time next(loader) takes, the training process reading and augmenting each batch "
+            "itself (no worker processes); the host-to-device copy is not data loading but part of training"
+        )
+    if not gpu:
+        timed = say(
+            "Training (copy, forward, backward, optimizer step) is timed with perf_counter: on the CPU the work runs "
+            "as it is issued, so the two intervals never overlap and data loading + training is at most the total"
+        )
+    elif synced:
+        timed = say(
+            "Training (copy, forward, backward, optimizer step) is timed with CUDA events, and the device is "
+            "synchronized after every step (sync_each_step on), so the two intervals never overlap and data "
+            "loading + training is at most the total"
+        )
+    else:
+        timed = say(
+            "Training (copy, forward, backward, optimizer step) is timed with CUDA events read at the epoch's end, "
+            "and the device is not synchronized between steps (sync_each_step off): the host fetches the next "
+            "batch while the GPU still works, so the two intervals can overlap and data loading + training can "
+            "exceed the total"
+        )
+    total = say(
+        "The total is the synchronized wall time of the whole epoch; "
+        + (
+            "the rest of it is the loop's own work (metrics, Python)"
+            if timing_disjoint(cfg, meta)
+            else "where the two intervals overlap, total minus data loading minus training is not the loop's own "
+            "work, and it is not shown"
+        )
+    )
+    # shown on their own (nb.said), each a sentence
+    return [say("{x}.", x=f) for f in (data, timed, total)]
+
+
 def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     """Data-loading, training and total time per epoch, the first epoch kept out of the summary; whether that first
     epoch took longer, said only when the later epochs were steady; the first step of each epoch against the rest
@@ -217,9 +285,21 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         total=total,
         share=share,
     )
-    details = [
-        say("The rest of the epoch, {other}, is time outside both timers (the loop's own work)", other=other)
-    ]
+    details = (
+        [
+            say(
+                "The rest of the epoch, {other}, is time outside both timers (the loop's own work)",
+                other=other,
+            )
+        ]
+        if timing_disjoint(cfg, run.meta)
+        else [  # the GPU's steps overlap the host's wait for data: no rest of the epoch is theirs to split
+            say(
+                "Data loading and training overlap on this GPU (no synchronize between steps, sync_each_step off), "
+                "so the epoch is not their sum and no rest of it is stated"
+            )
+        ]
+    )
     background = [
         Background(
             "A first epoch often holds one-time costs (worker start-up, allocator growth, kernel selection), which "
@@ -379,6 +459,25 @@ def too_few_split(b, name: str) -> tuple[list, list, Finding | None]:
     return [k for k in tied if k not in few], few, too_few_why([b.verdicts[k] for k in few], name)
 
 
+def c2_epoch_table(epochs: pd.DataFrame, disjoint: bool = True) -> pd.DataFrame:
+    """C2's per-epoch times as the report shows them; the rest of the epoch (total - data - training) only where
+    the two intervals are disjoint (timing_disjoint), since where they overlap it is no part of the epoch."""
+    ep = epochs.assign(other_s=epochs["total_s"] - epochs["data_s"] - epochs["train_s"])
+    cols = ["epoch", "batches", "images", "data_s", "train_s", *(["other_s"] if disjoint else []), "total_s"]
+    cols += ["images_per_s", "tflops", "mfu"]
+    return ep[[c for c in cols if c in ep]].rename(
+        columns={
+            "data_s": "data loading (s)",
+            "train_s": "training (s)",
+            "other_s": "other (s)",
+            "total_s": "total (s)",
+            "images_per_s": "images/s",
+            "tflops": "TFLOP/s (training)",
+            "mfu": "share of device peak",
+        }
+    )
+
+
 def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     """The best DataLoader worker count, with every count the data cannot separate from it called a tie; each
     comparison stated; the counts ran one after the other (a fact of the design, said); what more counts than
@@ -426,12 +525,16 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     per_count = [say("{w} {t}", w=labels[n], t=nums[n]) for n in sorted(nums)]
     details = [say("Per count (median epoch): {all}", all=join(per_count, ", "))]
     details += best_findings(b, labels, "C3")
-    details.append(
-        say(
-            "The counts ran one after the other, smallest first, so a change in the machine's load during the "
-            "sweep shows up as a difference between counts"
+    design = sampling(b.verdicts.values())
+    if design == "sequential":
+        details.append(
+            say(
+                "The counts ran one after the other, smallest first, so a change in the machine's load during the "
+                "sweep shows up as a difference between counts"
+            )
         )
-    )
+    elif design == "interleaved":
+        details.append(say("The counts took turns, so a change in the machine's load hit them alike"))
     cores = getattr(sweep, "cores", None)
     over = [n for n in samples if cores and n > cores]
     if over:
@@ -621,10 +724,14 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     )
     head = say("{lead}. Data wait: {d}", lead=lead, d=vd.finding("C4 data wait", *lab))
     details = [say("Compute: {c}", c=vc.finding("C4 compute", *lab)), *details]
+    how = {
+        "sequential": "; the counts ran one after the other, not interleaved",
+        "interleaved": "; the counts took turns",
+    }
     details.append(
         say(
-            "Both compare medians per training step, from every batch after each run's warm-up epoch; the counts "
-            "ran one after the other, not interleaved"
+            "Both compare medians per training step, from every batch after each run's warm-up epoch"
+            + how.get(sampling([vd, vc]), "")
         )
     )
     epoch_note = per_epoch_wait_note(summary, waits, labels, against)
@@ -1051,30 +1158,30 @@ def c8(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
     from ..sweeps import tables
 
     allb = tables(done, "batches", with_config=("compile",))
-    first = allb[allb["epoch"] == allb["epoch"].min()].groupby("compile")["train_s"].sum()
     med_c, med_e = summarize(comp)["median"], summarize(eag)["median"]
-    n_first = int((allb["epoch"] == allb["epoch"].min()).sum() / 2)
-    cost = float(
-        first[True] - first[False] - n_first * (med_c - med_e)
-    )  # extra epoch-1 time beyond the step gap
+    firsts = c8_first_epochs(out)
+    cost_n = firsts.get("cost")
+    cost = cost_n.value if cost_n is not None else 0.0
     e_step = num("eager: compute per step", eag, "ms", 1000)
     c_step = num("compiled: compute per step", comp, "ms", 1000)
     ran = counted("compiled steps run", int(allb["compile"].eq(True).sum()))
+    how = {
+        "sequential": " made one after the other (not interleaved)",
+        "interleaved": " taking turns (interleaved)",
+    }
     per_step = say(
-        "Per step after warm-up, from the two runs made one after the other (not interleaved): {v}",
+        "Per step after warm-up, from the two runs" + how.get(sampling([v]), "") + ": {v}",
         v=v.finding("C8 step"),
     )
     details = [per_step, say("Per step after warm-up (medians): eager {e}, compiled {c}", e=e_step, c=c_step)]
-    cost_n = (
-        Number("compile cost (epoch 1, beyond eager's warm-up)", cost, "s", "measured", n=1)
-        if cost > 0
-        else None
-    )
     if cost_n is not None:
         details.append(
             say(
-                "Beyond the per-step gap, the compiled run's first epoch took {cost} more than eager's (one first "
-                "epoch each, runs made one after the other): that time holds the compile",
+                "In its first epoch each run's compute exceeded its steps at their median after warm-up, the "
+                "compiled run's by {bc} and eager's by {be} (one first epoch each, runs made one after the other): "
+                "the difference, {cost}, holds the compile",
+                bc=firsts["compiled"]["beyond"],
+                be=firsts["eager"]["beyond"],
                 cost=cost_n,
             )
         )
@@ -1126,6 +1233,98 @@ def c8(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
     details += idle_details
     background += idle_background
     return [Answer(question, head, details, background, verdict=sample_record(v, comp, eag))], dedupe(flags)
+
+
+def c8_first_epochs(out) -> dict:
+    """The compile cost, computed once for the answer and the table (c8_first_epoch_table): per mode ("compiled",
+    "eager"), the first epoch's compute (its train_s summed: the wait for data is not compile's doing), its steps,
+    the median step after warm-up, and the first epoch's compute beyond those steps at that median, each a Number;
+    "cost": the compiled run's excess minus eager's (eager's own warm-up taken out), None when it is not above 0
+    (no cost to state). Empty without both modes."""
+    from ..sweeps import tables
+
+    done = [it for it in out.items if it.complete]
+    if not done:
+        return {}
+    allb = tables(done, "batches", with_config=("compile",))
+    steady = drop_warmup(allb)
+    got: dict = {}
+    for flag, mode in ((True, "compiled"), (False, "eager")):
+        first = allb[
+            (allb["compile"] == flag) & (allb["epoch"] == allb.loc[allb["compile"] == flag, "epoch"].min())
+        ]
+        later = steady[steady["compile"] == flag]["train_s"]
+        if first.empty or later.empty:
+            continue
+        median = float(later.median())
+        epoch1 = float(first["train_s"].sum())
+        got[mode] = {
+            "steps": counted(f"{mode}: epoch 1 steps", len(first)),
+            "compute": Number(f"{mode}: epoch 1 compute", epoch1, "s", "measured", n=1),
+            "median": num(f"{mode}: compute per step", later, "ms", 1000),  # the answer's per-step median
+            "beyond": Number(
+                f"{mode}: epoch 1 compute beyond its steps at the median",
+                epoch1 - len(first) * median,
+                "s",
+                "measured",
+                n=1,
+                source="epoch 1's compute - its steps x the median step after warm-up",
+            ),
+        }
+    if {"compiled", "eager"} <= got.keys():
+        cost = got["compiled"]["beyond"].value - got["eager"]["beyond"].value
+        got["cost"] = (
+            Number(
+                "compile cost (epoch 1, beyond eager's warm-up)",
+                cost,
+                "s",
+                "measured",
+                n=1,
+                source="compiled's epoch-1 compute beyond its steps at the median - eager's",
+            )
+            if cost > 0
+            else None
+        )
+    return got
+
+
+def c8_epochs_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """lab2.c8_compile's whole-epoch summary as the report shows it: whole epochs, the wait for data included, named
+    so (the compile cost is computed from compute alone: c8_first_epoch_table), and no second compile cost."""
+    return summary.drop(columns=["first_minus_steady_s"], errors="ignore").rename(
+        columns={
+            "n": "n epochs (steady)",
+            "median_s": "steady median, whole epoch (s)",
+            "iqr_s": "IQR (s)",
+            "min_s": "min (s)",
+            "max_s": "max (s)",
+            "mean_s": "mean (s)",
+            "first_epoch_s": "epoch 1, whole epoch (s)",
+        }
+    )
+
+
+def c8_first_epoch_table(out) -> pd.DataFrame:
+    """The first epoch's compute per mode as c8_first_epochs computes it for the answer (each cell a value of the
+    answer's Numbers), and the compile cost in the compiled row."""
+    firsts = c8_first_epochs(out)
+    rows = []
+    for mode in ("eager", "compiled"):
+        if mode not in firsts:
+            continue
+        f = firsts[mode]
+        cost = firsts.get("cost") if mode == "compiled" else None
+        rows.append(
+            {
+                "mode": mode,
+                "epoch 1 steps": f["steps"].value,
+                "epoch 1 compute (s)": f["compute"].value,
+                "median step after warm-up (ms)": f["median"].value,
+                "epoch 1 compute beyond its steps at that median (s)": f["beyond"].value,
+                "compile cost: compiled's excess - eager's (s)": cost.value if cost is not None else None,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def c8_steps(out) -> pd.DataFrame:

@@ -3,6 +3,7 @@ too few samples (n < 3: no direction, no spread), diverged, predicted vs measure
 measurements, a busy machine. Sweeps are real result folders written with results.write_derived."""
 
 import re
+import statistics
 from types import SimpleNamespace
 
 import pandas as pd
@@ -274,6 +275,52 @@ def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
     assert answers[0].text.startswith("Per epoch (median of the 2 after the first)")
     one, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(2.31, 3.71)))
     assert one[0].text.startswith("Per epoch (the one epoch after the first)")  # not "median of 1"
+
+
+def _method(meta: dict, **settings) -> str:
+    return " ".join(f.plain() for f in lab2_answers.timing_method(CFG.replace(task="c2", **settings), meta))
+
+
+GPU_RUN, CPU_RUN = {"device": "cuda"}, {"device": "cpu"}
+
+
+def test_c2_timing_method_says_only_what_the_settings_make_true():
+    """Grader: c2 (and the H200's c2) said "the device is synchronized after every step, so the two intervals
+    never overlap" where the config showed sync_each_step off. Each setting flipped changes its sentence."""
+    unsynced = _method(GPU_RUN, sync_each_step=False)
+    assert "not synchronized between steps (sync_each_step off)" in unsynced and "can overlap" in unsynced
+    assert "never overlap" not in unsynced and "is not the loop's own work" in unsynced
+    synced = _method(GPU_RUN, sync_each_step=True)
+    assert "synchronized after every step (sync_each_step on), so the two intervals never overlap" in synced
+    assert "the rest of it is the loop's own work" in synced and "CUDA events" in synced
+    cpu = _method(CPU_RUN, sync_each_step=False)  # synchronous work: no synchronize needed, none claimed
+    assert (
+        "perf_counter" in cpu and "never overlap" in cpu and "CUDA" not in cpu and "sync_each_step" not in cpu
+    )
+    workers, none = _method(CPU_RUN, num_workers=2), _method(CPU_RUN, num_workers=0)
+    assert "worker processes on an epoch's first batch" in workers and "no worker processes" in none
+    tensor = _method(GPU_RUN, loader="tensor", num_workers=0)
+    assert "dataset held on the device" in tensor and "only the time to queue the work" in tensor
+    assert "only the time to queue" not in _method(
+        GPU_RUN, loader="tensor", num_workers=0, sync_each_step=True
+    )
+    assert lab2_answers.timing_disjoint(CFG, GPU_RUN) is False and lab2_answers.timing_disjoint(CFG, CPU_RUN)
+    assert lab2_answers.timing_disjoint(CFG.replace(sync_each_step=True), GPU_RUN)
+
+
+def test_c2_rest_of_the_epoch_only_where_the_intervals_are_disjoint():
+    r = run([2.0] * 12, epochs_s=(2.0, 1.0, 1.0, 1.0), meta={"machine": IDLE, "device": "cuda"})
+    overlap, _ = lab2_answers.c2(CFG.replace(task="c2"), r)
+    assert "outside both timers" not in overlap[0].text and "overlap on this GPU" in overlap[0].text
+    assert not [n for n in overlap[0].numbers if n.name.startswith("other share")]
+    synced, _ = lab2_answers.c2(CFG.replace(task="c2", sync_each_step=True), r)
+    assert "outside both timers (the loop's own work)" in synced[0].text
+    assert holds(overlap) == [] and holds(synced) == []
+    assert "other (s)" not in lab2_answers.c2_epoch_table(r.epochs, disjoint=False).columns
+    shown = lab2_answers.c2_epoch_table(r.epochs, disjoint=True)
+    assert list(shown["other (s)"]) == pytest.approx(
+        [0.2 * t - 0.1 for t in (2.0, 1.0, 1.0, 1.0)]
+    )  # total - data - training
 
 
 def _mfu_run(machine, mfu):
@@ -1098,6 +1145,53 @@ def test_c8_first_epoch_cost_is_said_as_measured(tmp_path):
     answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path, FAST, SLOW, first_compiled=5.0))
     assert "Compiling cost about" not in answers[0].text
     assert (
-        "the compiled run's first epoch took" in answers[0].text
+        "In its first epoch each run's compute exceeded its steps at their median after warm-up"
+        in answers[0].text
         and "runs made one after the other" in answers[0].text
     )
+
+
+def test_c8_table_and_answer_state_one_compile_cost(tmp_path):
+    """Grader: the answer said the compiled first epoch took "58.5 s more than eager's" beside a table of whole
+    epochs (68.6 vs 9.28 s) and a column saying 61.7: three ways of computing one quantity. The answer's compile
+    cost and each run's excess are the table's cells, and the whole-epoch table states no second cost."""
+    out = _c8(tmp_path, FAST, SLOW, first_compiled=5.0)
+    answers, _ = lab2_answers.c8(RunConfig(task="c8"), out)
+    nums = {n.name: n for n in answers[0].numbers}
+    table = lab2_answers.c8_first_epoch_table(out).set_index("mode")
+    cost = nums["compile cost (epoch 1, beyond eager's warm-up)"]
+    assert table.loc["compiled", "compile cost: compiled's excess - eager's (s)"] == cost.value
+    for mode in ("compiled", "eager"):
+        beyond = nums[f"{mode}: epoch 1 compute beyond its steps at the median"]
+        assert table.loc[mode, "epoch 1 compute beyond its steps at that median (s)"] == beyond.value
+        assert table.loc[mode, "median step after warm-up (ms)"] == nums[f"{mode}: compute per step"].value
+    assert cost.value == pytest.approx(
+        nums["compiled: epoch 1 compute beyond its steps at the median"].value
+        - nums["eager: epoch 1 compute beyond its steps at the median"].value
+    )
+    med = (
+        statistics.median
+    )  # each run's excess over its own steps at its median: the step gap is taken out once
+    assert cost.value == pytest.approx((5.0 + sum(FAST[1:]) - 6 * med(FAST)) - (sum(SLOW) - 6 * med(SLOW)))
+    whole = lab2_answers.c8_epochs_table(
+        pd.DataFrame(
+            {"mode": ["eager"], "median_s": [9.0], "first_epoch_s": [9.28], "first_minus_steady_s": [0.3]}
+        )
+    )
+    assert list(whole.columns) == ["mode", "steady median, whole epoch (s)", "epoch 1, whole epoch (s)"]
+    free = _c8(
+        tmp_path / "free", FAST, SLOW, first_compiled=0.0001
+    )  # no cost: none stated, none in the table
+    assert (
+        lab2_answers.c8_first_epoch_table(free).isna().loc[0, "compile cost: compiled's excess - eager's (s)"]
+    )
+
+
+def test_a_sentence_about_the_sampling_design_is_read_off_the_verdicts():
+    """'ran one after the other' or 'took turns' is said from the verdicts' own record of how their samples were
+    taken (Verdict.interleaved), and nothing where they do not say or disagree."""
+    seq = _conclude.compare(FAST, SLOW, "a", "b", interleaved=False, load_a=[0.1], load_b=[0.1])
+    turns = _conclude.compare(FAST, SLOW, "a", "b", interleaved=True)
+    unsaid = _conclude.compare(FAST, SLOW, "a", "b")
+    assert _conclude.sampling([seq, seq]) == "sequential" and _conclude.sampling([turns]) == "interleaved"
+    assert _conclude.sampling([unsaid]) is None and _conclude.sampling([seq, turns]) is None

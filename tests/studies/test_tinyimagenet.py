@@ -524,3 +524,36 @@ def test_tinyimagenet_a_slow_baseline_is_said_when_checkpointing_outran_it():
     )
     assert "baseline's own batches were slow" not in _conclude(_tin(loads=(0.5, 0.5, 0.5, 4.0)))[0][2].text
     study_checks.holds(answers)
+
+
+def test_tinyimagenet_data_and_compute_are_added_and_stacked_only_where_they_are_disjoint():
+    """On a GPU without a synchronize after each step the data wait and the step overlap: the answer then says
+    their sum is not a batch's time, and the figure sets them side by side instead of stacking them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from hpml_lab.report import plots
+    from hpml_lab.studies.tinyimagenet import tinyimagenet_answers
+
+    cpu = _tin()
+    assert tinyimagenet_answers.worker_times_disjoint(cpu)
+    assert "can overlap" not in _conclude(cpu)[0][0].headline.plain()
+    gpu = _tin()
+    for rec in gpu.workers.values():
+        rec.meta = {**rec.meta, "device": "cuda", "config": {"sync_each_step": False}}
+    assert not tinyimagenet_answers.worker_times_disjoint(gpu)
+    assert (
+        "the two can overlap, so their sum is not the batch's wall time"
+        in _conclude(gpu)[0][0].headline.plain()
+    )
+    for rec in gpu.workers.values():
+        rec.meta["config"] = {"sync_each_step": True}
+    assert tinyimagenet_answers.worker_times_disjoint(gpu)
+    table = tinyimagenet_answers.worker_table(cpu)
+    parts = ["data ms/batch", "copy + compute ms/batch"]
+    apart = plots.stacked_bars(table, "workers", parts, "ms", stacked=False)
+    assert all(p.get_x() == 0 for p in apart.axes[0].patches)  # no segment starts where another ends
+    stacked = plots.stacked_bars(table, "workers", parts, "ms")
+    assert any(p.get_x() > 0 for p in stacked.axes[0].patches)
+    for f in (apart, stacked):
+        plots.plt.close(f)

@@ -400,6 +400,46 @@ def allreduce_note(res: Lab5Result, gpu_name: str | None):
     return say("No link peak applies: the processes share one host (loopback), so no utilisation is given.")
 
 
+def scaling_tables(table: pd.DataFrame, n_images: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Strong and weak scaling from the speedup table's epochs (each with its data loading, Q2's definition): strong,
+    a fixed global batch B (1 worker at B against n workers at B/n, where both ran or were predicted); weak, a fixed
+    per-worker batch b (one step of 1 worker against one step of n workers, each epoch / its steps)."""
+    idx = table.set_index(["workers", "per_gpu_batch"])
+    one_worker = sorted(int(b) for b in table[table.workers == 1].per_gpu_batch)
+    strong = pd.DataFrame(
+        [
+            {
+                "global batch": B,
+                "workers": n,
+                "1-worker epoch (s)": idx.loc[(1, B), "epoch_s"],
+                "n-worker epoch (s)": idx.loc[(n, B // n), "epoch_s"],
+                "speedup": idx.loc[(1, B), "epoch_s"] / idx.loc[(n, B // n), "epoch_s"],
+                "source": idx.loc[(n, B // n), "source"],
+            }
+            for n in (2, 4)
+            for B in one_worker
+            if B % n == 0 and (1, B) in idx.index and (n, B // n) in idx.index
+        ]
+    )
+    weak = pd.DataFrame(
+        [
+            {
+                "per-worker batch": b,
+                "workers": n,
+                "1-worker step (s)": idx.loc[(1, b), "epoch_s"] / math.ceil(n_images / b),
+                "n-worker step (s)": idx.loc[(n, b), "epoch_s"] / math.ceil(n_images / (n * b)),
+                "source": idx.loc[(n, b), "source"],
+            }
+            for n in (2, 4)
+            for b in one_worker
+            if (n, b) in idx.index
+        ]
+    )
+    if len(weak):
+        weak["efficiency"] = weak["1-worker step (s)"] / weak["n-worker step (s)"]
+    return strong, weak
+
+
 def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     """Q1 (compute sweep), the all-reduce measurement and fit, DDP runs where workers exist and the model's
     prediction where they do not, strong and weak scaling, and the model checked against the reference."""
@@ -483,37 +523,7 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     table["source"] = ["measured" if m == m and m is not None else "predicted" for m in table.measured_s]
     one = table[table.workers == 1].set_index("per_gpu_batch").epoch_s
     table["speedup"] = [one[b] / t for b, t in zip(table.per_gpu_batch, table.epoch_s)]
-    idx = table.set_index(["workers", "per_gpu_batch"])
-    strong = pd.DataFrame(
-        [
-            {
-                "global batch": B,
-                "workers": n,
-                "1-worker epoch (s)": idx.loc[(1, B), "epoch_s"],
-                "n-worker epoch (s)": idx.loc[(n, B // n), "epoch_s"],
-                "speedup": idx.loc[(1, B), "epoch_s"] / idx.loc[(n, B // n), "epoch_s"],
-                "source": idx.loc[(n, B // n), "source"],
-            }
-            for n in (2, 4)
-            for B in sorted(ok.index)
-            if B % n == 0 and (1, B) in idx.index and (n, B // n) in idx.index
-        ]
-    )
-    weak = pd.DataFrame(
-        [
-            {
-                "per-worker batch": b,
-                "workers": n,
-                "1-worker step (s)": idx.loc[(1, b), "epoch_s"] / math.ceil(settings.n_images / b),
-                "n-worker step (s)": idx.loc[(n, b), "epoch_s"] / math.ceil(settings.n_images / (n * b)),
-                "source": idx.loc[(n, b), "source"],
-            }
-            for n in (2, 4)
-            for b in ok.index
-        ]
-    )
-    if len(weak):
-        weak["efficiency"] = weak["1-worker step (s)"] / weak["n-worker step (s)"]
+    strong, weak = scaling_tables(table, settings.n_images)
     ref, ref_fit = reference_check(settings.n_images)
     newest = results.load_runs(cfg.task, cfg.results_dir)
     return Lab5Result(

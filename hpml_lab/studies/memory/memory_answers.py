@@ -19,6 +19,12 @@ from .._conclude import dedupe
 # the memory task's lab settings: the reference's table is at batch 8 with its adjusted ResNet-18; the rest as Lab 2
 COUNTED = "bytes of the tensors autograd saves for backward, counted over one forward pass"
 LAB = {**sanity.LAB, "model": "resnet18_adjusted", "batch_size": 8}
+# One measured peak has no spread: a measured share of the plain network's peak agrees with the predicted share when
+# within this fraction of it, and departs beyond it (the answer then says so first).
+PEAK_MARGIN = 0.10
+# What recomputation is expected to cost: one more forward pass per step, with a backward pass taken as two
+# forwards' work, (forward + backward + forward) / (forward + backward).
+ONE_EXTRA_FORWARD = 4 / 3
 
 
 def working_set(res) -> dict[str, float]:
@@ -41,6 +47,9 @@ def report_table(res) -> pd.DataFrame:
     """The comparison table as the report shows it (reader's column names; no IQR for fewer than 3 rounds)."""
     t = at_peak(res)
     t.loc[t["repeats"] < 3, "s_iqr"] = float("nan")
+    # the measured share the checkpointing answer holds against the predicted one: the same Number's value
+    shares = [peak_share(res, m, b) if m != b else None for m, b in zip(t["model"], t["baseline"])]
+    t["measured_vs_plain"] = [x.value if x is not None else float("nan") for x in shares]
     return t[
         [
             "model",
@@ -49,6 +58,7 @@ def report_table(res) -> pd.DataFrame:
             "working_MB_per_sample",
             "peak_vs_plain",
             "peak_MB",
+            *(["measured_vs_plain"] if res.cuda else []),
             "s_per_batch",
             "s_iqr",
             "time_vs_baseline",
@@ -59,6 +69,7 @@ def report_table(res) -> pd.DataFrame:
             "working_MB_per_sample": "recompute working set (MB/sample)",
             "peak_vs_plain": "saved + working set vs plain",
             "peak_MB": "peak allocated (MB)" if res.cuda else "peak MB (CUDA only)",
+            "measured_vs_plain": "measured peak vs plain",
             "s_per_batch": "s per batch (median)",
             "s_iqr": "IQR (s)",
             "time_vs_baseline": "time vs plain",
@@ -276,7 +287,7 @@ def checkpoint_answer(cfg, res) -> Answer:
         "taken as the plain network's divided by the segments"
         + ("." if res.cuda else "; no peak was measured here (no GPU).")
     )
-    headline = (
+    predicted = (
         say(
             "With {segments} segments, a checkpointed ResNet is predicted to hold {share} of its plain network's "
             "activation memory at the peak of backward" + how,
@@ -292,6 +303,11 @@ def checkpoint_answer(cfg, res) -> Answer:
             hi=hi,
         )
     )
+    checked = peak_checks(res, ck, dict(zip(ck.model, shares)))
+    headline = predicted
+    if checked:
+        headline, measured = peak_findings(checked)
+        details = [measured, predicted, *details]
     return Answer(
         "What does gradient checkpointing save, its recomputation counted?",
         headline,
@@ -305,6 +321,92 @@ def checkpoint_answer(cfg, res) -> Answer:
         status="answered" if res.cuda else "partial",
         missing="" if res.cuda else "a GPU: peak allocated memory and the largest batch are predicted here",
     )
+
+
+def peak_share(res, model: str, baseline: str) -> Number | None:
+    """The measured share of the plain network's memory a network's training step used: the CUDA peak above what
+    was allocated before the step (weights, gradients, optimizer state, the batch) where the study recorded that,
+    else the whole peak (that state included, said in its source); None without both peaks (no GPU)."""
+    t = res.table.set_index("model")
+    if not res.cuda or "peak_MB" not in t:
+        return None
+    peak, base = float(t.loc[model, "peak_MB"]), float(t.loc[baseline, "peak_MB"])
+    if not (math.isfinite(peak) and math.isfinite(base)) or base <= 0:
+        return None
+    held = (
+        (float(t.loc[model, "resident_MB"]), float(t.loc[baseline, "resident_MB"]))
+        if "resident_MB" in t
+        else (math.nan, math.nan)
+    )
+    if all(math.isfinite(x) for x in held) and base > held[1]:
+        value, what = (peak - held[0]) / (base - held[1]), "peak above what the step started from"
+    else:
+        value, what = peak / base, "whole peak, weights, gradients and optimizer state included"
+    return Number(
+        f"{model}: measured peak vs plain",
+        value,
+        "x",
+        "measured",
+        n=1,
+        source=f"CUDA peak allocated in one training step ({what}), over the plain network's",
+    )
+
+
+PEAKS = "checkpointed networks whose peak and their plain network's were measured"
+
+
+def peak_checks(res, ck: pd.DataFrame, predicted: dict) -> list[tuple[str, Number, Number, bool]]:
+    """(plain network, predicted share, measured share, whether the measurement departs from the prediction by more
+    than PEAK_MARGIN) for each checkpointed network whose peak and its plain network's were measured."""
+    out = []
+    for r in ck.itertuples():
+        got = peak_share(res, r.model, r.baseline)
+        if got is not None:
+            want = predicted[r.model]
+            out.append((r.baseline, want, got, abs(got.value / want.value - 1) > PEAK_MARGIN))
+    return out
+
+
+def peak_findings(checked: list) -> tuple[Finding, Finding]:
+    """The study's question answered by its measurement first: how many checkpointed networks' measured peaks
+    departed from the predicted share by more than the margin, and which way (the headline), or that each agreed;
+    then each network's measured and predicted share (a detail)."""
+    margin = Number(
+        "peak margin",
+        100 * PEAK_MARGIN,
+        "%",
+        "setting",
+        source="memory_answers.PEAK_MARGIN (one peak, no spread)",
+    )
+    items = say(
+        "Measured share of the plain network's peak against the predicted share: {items}.",
+        items=join(
+            [say("{base} {m} against {p}", base=b, m=m, p=p) for b, p, m, _ in checked], ", ", " and "
+        ),
+    )
+    off = [(m, p) for _, p, m, departs in checked if departs]
+    n = Number("checkpointed networks with a measured peak", len(checked), "", "counted", source=PEAKS)
+    if not off:
+        return say(
+            "Measured on this GPU, the peak memory of each of the {n} checkpointed ResNets agrees with the "
+            "predicted share of its plain network's, within {margin}.",
+            n=n,
+            margin=margin,
+        ), items
+    way = (
+        "saved less than predicted"
+        if all(m.value > p.value for m, p in off)
+        else "saved more than predicted"
+        if all(m.value < p.value for m, p in off)
+        else "departs from the prediction"
+    )
+    return say(
+        "Measured on this GPU, checkpointing " + way + ": for {k} of {n} ResNets the share of the plain "
+        "network's peak memory is off the predicted one by more than {margin}.",
+        k=Number("checkpointed networks off the predicted peak", len(off), "", "counted", source=PEAKS),
+        n=n,
+        margin=margin,
+    ), items
 
 
 def _load_per_core(res) -> float | None:
@@ -400,12 +502,17 @@ def cost_answer(res) -> Answer:
         parts.append(
             say("{k} could not be told apart", k=_count("cost comparisons: cannot tell", len(groups["tie"])))
         )
-    headline = say(
+    tallied = say(
         "Of {n} memory-saving networks timed against their plain network per training step: {parts}.",
         n=n,
         parts=join(parts, "; "),
     )
     details = [say("{v}.", v=v.finding(f"{m} vs {v.label_a}: time per step")) for m, v in verdicts.items()]
+    against = cost_against_prediction(verdicts)
+    if against is None:  # no interval to hold against the prediction (too few rounds each)
+        headline = tallied
+    else:
+        headline, details = against, [tallied, *details]
     return Answer(
         "What does the memory saving cost in time?",
         headline,
@@ -417,6 +524,96 @@ def cost_answer(res) -> Answer:
             )
         ],
         verdict={m: v.as_dict() for m, v in verdicts.items()},
+    )
+
+
+def extra_forward() -> Number:
+    return Number(
+        "one extra forward: predicted time vs plain",
+        ONE_EXTRA_FORWARD,
+        "x",
+        "predicted",
+        source="(forward + backward + forward) / (forward + backward), a backward taken as two forwards",
+    )
+
+
+def cost_against_prediction(verdicts: dict) -> Finding | None:
+    """Each measured cost (a verdict's interval of the memory-saving network's time over its plain network's) held
+    against the one extra forward predicted: above it when the whole interval lies above, below when below, else
+    consistent with it. The departures are said first, with their measured range; None when no verdict has an
+    interval (too few rounds)."""
+    pred = extra_forward()
+    sides: dict[str, list] = {"above": [], "below": [], "within": []}
+    for m, v in verdicts.items():
+        if not (math.isfinite(v.ci_low) and math.isfinite(v.ci_high)):
+            continue
+        side = "above" if v.ci_low > pred.value else "below" if v.ci_high < pred.value else "within"
+        sides[side].append(
+            Number(
+                f"{m}: time vs plain, against the prediction",
+                v.ratio,
+                "x",
+                "measured",
+                n=min(v.n_a, v.n_b),
+                source="ratio of medians, the memory-saving network's time over its plain network's",
+            )
+        )
+    checked = sum(len(x) for x in sides.values())
+    if not checked:
+        return None
+    n = Number(
+        "cost comparisons with an interval", checked, "", "counted", source="verdicts with an interval"
+    )
+
+    def span(ratios: list) -> Finding:
+        ratios = sorted(ratios, key=lambda x: x.value)
+        if len(ratios) == 1 or fmt(ratios[0]) == fmt(ratios[-1]):
+            return say("{x}", x=ratios[-1])
+        return say("{lo} to {hi}", lo=ratios[0], hi=ratios[-1])
+
+    if not sides["above"] and not sides["below"]:
+        return say(
+            "Each of the {n} measured costs is consistent with the one extra forward predicted ({pred}): every "
+            "interval holds it.",
+            n=n,
+            pred=pred,
+        )
+    parts = [
+        say(
+            "{k} of {n} networks: {span}, each interval " + where + " it",
+            k=Number(
+                f"cost comparisons {key} the prediction", len(sides[key]), "", "counted", source="verdicts"
+            ),
+            n=n,
+            span=span(sides[key]),
+        )
+        for key, where in (("above", "above"), ("below", "below"))
+        if sides[key]
+    ]
+    if sides["within"]:
+        parts.append(
+            say(
+                "{k} whose interval holds it",
+                k=Number(
+                    "cost comparisons within the prediction",
+                    len(sides["within"]),
+                    "",
+                    "counted",
+                    source="verdicts",
+                ),
+            )
+        )
+    way = (
+        "more than"
+        if sides["above"] and not sides["below"]
+        else "less than"
+        if sides["below"] and not sides["above"]
+        else "other than"
+    )
+    return say(
+        "The memory saving cost " + way + " the one extra forward predicted ({pred}) for {parts}.",
+        pred=pred,
+        parts=join(parts, "; "),
     )
 
 

@@ -119,10 +119,15 @@ def measure(
             "act_MB_per_sample": act / MB,
             "batch_size": batch_size,
             "peak_MB": float("nan"),
+            "resident_MB": float("nan"),
             "device": str(device),
         }
         if device.type == "cuda":
-            row["peak_MB"] = cuda_peak_step(model, batch_size, device)["peak_allocated"] / MB
+            peak = cuda_peak_step(model, batch_size, device)
+            row["peak_MB"] = peak["peak_allocated"] / MB
+            # what the step started from (weights, gradients, optimizer state, the batch): the peak above it is the
+            # step's own memory, which the answer sets against the activation bytes predicted
+            row["resident_MB"] = peak["resident_before"] / MB
         rows.append(row)
         log(f"[memory] {spec['label']}: {act / MB:.3f} MB/sample saved for backward")
         del model

@@ -15,7 +15,7 @@ from ...answers import Answer, Number
 from ...findings import Background, Finding, join, say
 from ...profiling import summarize
 from ...verdict import compare, sample_record
-from .._conclude import dedupe, num
+from .._conclude import dedupe, num, timing_disjoint
 
 CLASSES_TIN = 200
 
@@ -78,7 +78,13 @@ def bottleneck_answer(res) -> Answer:
         )
 
     shares = say(
-        "from the per-batch medians, data wait is {p0} and {pn} of a batch.",
+        "from the per-batch medians, data wait is {p0} and {pn} of a batch"
+        + (
+            "."
+            if worker_times_disjoint(res)
+            else " (data wait + copy + compute: on this GPU, without a synchronize after each step, the two can "
+            "overlap, so their sum is not the batch's wall time)."
+        ),
         p0=part(w0, d0, c0, share0, len(b0)),
         pn=part(wn, dn, cn, sharen, len(bn)),
     )
@@ -381,6 +387,15 @@ def memory_note(cfg, res) -> Finding:
             "counted",
             source="saved for backward",
         ),
+    )
+
+
+def worker_times_disjoint(res) -> bool:
+    """Whether the worker runs' data wait and copy + compute are disjoint (_conclude.timing_disjoint of each run's
+    sync_each_step and device), so that their sum is a batch's time and the figure may stack them."""
+    return all(
+        timing_disjoint(((rec.meta or {}).get("config") or {}).get("sync_each_step", False), rec.meta)
+        for rec in res.workers.values()
     )
 
 
