@@ -450,6 +450,20 @@ def test_c4_compares_and_says_not_interleaved(tmp_path):
     assert answers[0].verdict["compute"]["outcome"] == "better" and answers[0].verdict["interleaved"] is False
 
 
+def test_c4_on_a_busy_machine_cannot_tell_runs_made_back_to_back(tmp_path):
+    """Grader (issue 42): C4 said '0 workers is 1.71x faster than 1 worker on compute per step (n = 3 and 3)' from
+    runs one after the other at load 6.8 on 2 cores. Back to back on a busy machine, the verdict cannot tell, and
+    says the samples were not interleaved and why that limits it."""
+    tables = {1: batches(SLOW, data=0.02), 4: batches(FAST, data=0.001)}
+    out = SimpleNamespace(best=4, items=sweep(tmp_path, "num_workers", tables, machine=BUSY), c3_rows=None)
+    answers, _ = lab2_answers.c4(RunConfig(task="c4"), out)
+    v = answers[0].verdict["compute"]
+    assert v["outcome"] == "tie" and v["reason"] == "busy machine" and v["interleaved"] is False
+    text = answers[0].text
+    assert "one after the other, not interleaved, on a busy machine" in text and "faster" not in text
+    assert holds(answers) == []
+
+
 def test_c4_per_epoch_table_ordering_otherwise_is_explained(tmp_path):
     """Grader (lab 2): 'cannot be told apart on data wait per step' with 0 workers waiting ~6x longer per step,
     beside a table whose per-epoch data wait is lower for 0 workers (1 worker's start-up on its first step)."""
