@@ -24,11 +24,11 @@ from ..profiling import summarize
 from ..results import drop_warmup, read_run
 from ..verdict import MIN_SAMPLES, best, compare, sample_record
 from ._conclude import (
+    busy_of,
     compare_configs,
     counted,
     dedupe,
     loads_by,
-    meta_machine,
     num,
     setting,
     steady_batches,
@@ -450,7 +450,7 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
             "so the best count for training can differ from this loader-only one (C4 checks it)."
         )
     ]
-    flags = [sanity.busy(meta_machine(sweep))]
+    flags = [busy_of(sweep)]
     fewest = min(len(v) for v in samples.values())
     flags.append(sanity.too_few(fewest, "timed epochs per worker count"))
     verdicts = {str(k): v.as_dict() for k, v in b.verdicts.items()}
@@ -554,10 +554,13 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     when the load moved between them); the data share per count as findings; what workers usually do, background."""
     best_n = int(out.best)
     bt = steady_batches(out.items, "num_workers")
-    flags: list = []
-    for n, g in bt.groupby("num_workers"):
-        flags += sanity.run_flags(cfg.replace(num_workers=int(n)), g["loss"], [], None, classes_of(cfg))
-    flags.append(sanity.busy(meta_machine(out)))
+    # each count's run diverged or not; the settings that differ are the page's own (notebook.answer), not a
+    # count's: a count's run_flags said "num_workers 0 (lab 2)" beside a config of 1
+    flags: list = [
+        sanity.diverged(g["loss"], classes_of(cfg), label=worker_label(n, f"C4 worker count {n}"))
+        for n, g in bt.groupby("num_workers")
+    ]
+    flags.append(busy_of(out))
     waits, computes = {}, {}
     for n, g in bt.groupby("num_workers"):
         waits[int(n)] = num(f"{workers(n)}: data wait per step", g["data_s"], "ms", 1000)
@@ -688,11 +691,11 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU); the
     devices ran one after the other, which the verdict knows."""
     ep = out.epochs
-    flags: list = [sanity.busy(meta_machine(out))]
+    flags: list = [busy_of(out)]
     said = []  # one sentence per device, the CPU's first: each names its own device
     for d, g in sorted(ep.groupby("device", sort=False), key=lambda x: x[0] != "cpu"):
         label = DEVICE_LABELS.get(str(d), str(d))
-        trend = sanity.trend(list(g["total_s"]))
+        trend = sanity.trend(list(g["total_s"]), label=str(d))
         steady = drop_warmup(g)
         flags += [trend, sanity.too_few(len(steady), f"{d} epochs after warm-up")]
         x = num(f"{d}: epoch time (after warm-up)", steady["total_s"], "s")
@@ -754,7 +757,7 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     b = out.batches
     flags: list = [
         sanity.stand_in(cfg),
-        sanity.busy(meta_machine(out)),
+        busy_of(out),
         twin_noise(cfg, getattr(out, "items", None), field),
     ]
     raw = _usable(cfg, out, field, flags)
@@ -871,10 +874,10 @@ def _usable(cfg, out, field: str, flags: list | None = None) -> dict:
     samples = {}
     for v in s[s["status"] == "complete"][field]:
         losses = list(b.loc[b[field] == v, "loss"])
-        d = sanity.diverged(losses, classes)
+        d = sanity.diverged(losses, classes, label=shown_setting(field, v))
         if d:
             if flags is not None:
-                flags.append(sanity.Flag("diverged", f"{shown_setting(field, v)}: {d.message}"))
+                flags.append(d)
             continue
         samples[v] = list(last.loc[last[field] == v, "loss"])
     return samples
@@ -1015,7 +1018,7 @@ def c8(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
     the two ran one after the other (and cannot tell when the load moved between them), the compile cost from the
     first epoch, and after how many steps compiling pays back (only from a separated verdict). With the traced
     steps' GPU breakdown (`breakdown`, tracing.breakdown of out.trace.path), where their GPU time went (c8_trace_idle)."""
-    flags: list = [sanity.stand_in(cfg), sanity.busy(meta_machine(out))]
+    flags: list = [sanity.stand_in(cfg), busy_of(out)]
     done = [it for it in out.items if it.complete]
     bt = steady_batches(done, "compile")
     question = "C8: does torch.compile pay off?"

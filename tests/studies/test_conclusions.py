@@ -708,7 +708,7 @@ def test_twin_tasks_same_configuration_far_apart_is_a_noisy_machine(tmp_path):
     items = [SimpleNamespace(run_dir=mine.path, complete=True)]
     flag = _conclude.twin_noise(RunConfig(task="c7"), items, "norm", other_runs=[c6_sgd])
     assert flag.kind == "noisy machine" and "c7's bn" in flag.message and "c6's sgd" in flag.message
-    assert "4.46 and 1.4" in flag.message
+    assert "4.46 s and 1.4 s" in flag.message
     close = _epochs_run(tmp_path / "c6-close", {**same, "task": "c6"}, [3.0, 4.0, 4.1, 4.2])
     assert _conclude.twin_noise(RunConfig(task="c7"), items, "norm", other_runs=[close]) is None
     other_cfg = _epochs_run(

@@ -324,7 +324,7 @@ def test_an_mfu_above_the_measured_peak_is_flagged(base):
     res = _ladder(RATES)
     res.table.loc[res.table["rung"] == "big_batch", "mfu"] = 1.5
     _, flags = speed.conclude(base, res)
-    assert [f.kind for f in flags] == ["MFU above 100%"] and "L5 reached more" in flags[0].message
+    assert [f.kind for f in flags] == ["MFU above 100%"] and "L5 (150%) reached more" in flags[0].message
 
 
 def test_too_few_repeats_are_flagged(base):

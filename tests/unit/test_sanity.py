@@ -17,9 +17,9 @@ def test_diverged_run_is_flagged_and_a_learning_one_is_not():
 
 def test_growing_epochs_are_no_steady_state():
     f = sanity.trend([2.31, 3.71, 8.83, 12.0])  # c5's epochs
-    assert f.kind == "no steady state" and "growing (3.71 -> 8.83 -> 12.00 s; epoch 1: 2.31 s)" in f.message
+    assert f.kind == "no steady state" and "growing (3.71 s -> 8.83 s -> 12 s; epoch one: 2.31 s)" in f.message
     # c2's smoke epochs 73.64, 76.10, 37.66 read "keep shrinking (73.64 -> 76.10 -> 37.66 s)": epoch 1 is not the trend
-    assert "shrinking (76.10 -> 37.66 s; epoch 1: 73.64 s)" in sanity.trend([73.64, 76.10, 37.66]).message
+    assert "shrinking (76.1 s -> 37.7 s; epoch one: 73.6 s)" in sanity.trend([73.64, 76.10, 37.66]).message
     assert sanity.trend([2.31, 3.71, 8.83]).kind == "no steady state"  # two epochs after warm-up, 2.4x apart
     assert sanity.trend([2.31, 3.71]) is None  # one epoch after warm-up: nothing to trend
     assert sanity.trend([1.9, 2.3, 1.7]) is None  # two epochs 26% apart: noise, not a trend
@@ -91,7 +91,7 @@ def test_busy_threshold_is_per_core_and_stated():
     assert sanity.busy({"load1": 2.0, "cores": 2, "steal_pct": 0.0}) is None
     f = sanity.busy({"load1": 4.0, "cores": 2, "steal_pct": 0.0})
     assert (
-        f.kind == "machine busy" and "4.0 on 2 usable cores" in f.message and "above 1 per core" in f.message
+        f.kind == "machine busy" and "4 on 2 usable cores" in f.message and "above 1 per core" in f.message
     )
     assert (
         sanity.busy({"load1": 4.0, "cores": 8, "steal_pct": None}) is None
@@ -117,6 +117,7 @@ def test_busiest_seen_flags_a_report_when_any_of_its_runs_was_busy():
 def test_noise_between_identical_configurations():
     f = sanity.noise([1.38, 1.40, 1.41], [4.40, 4.46, 4.52], "c6's sgd", "c7's bn")  # the reviewed reports
     assert f.kind == "noisy machine" and "3.19x apart" in f.message and "c6's sgd" in f.message
+    assert "medians are 1.4 s and 4.46 s" in f.message  # epoch times, in seconds, through the one formatter
     assert sanity.noise([1.40, 1.42], [1.50, 1.55], "a", "b") is None  # 1.09x: within the stated factor
     assert sanity.noise([1.0], [1.6], "a", "b", factor=2.0) is None
     assert sanity.noise([], [1.0], "a", "b") is None and sanity.noise([0.0], [1.0], "a", "b") is None

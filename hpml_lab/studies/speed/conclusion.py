@@ -20,7 +20,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, Finding, say, stray_digits
+from ...findings import Background, Finding, Ident, join, say, stray_digits
 from ...verdict import best, compare, sample_record
 
 QUESTION_TOP = "How fast does this machine train, and how far is that from the hardware?"
@@ -255,13 +255,24 @@ def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
 
 def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
     """A rung whose MFU passed 100%: its peak was measured here and is no bound (a busy machine measured it low)."""
-    over = [str(r["label"]) for r in table.to_dict("records") if r["status"] == "measured" and r["mfu"] > 1]
+    over = [r for r in table.to_dict("records") if r["status"] == "measured" and r["mfu"] > 1]
     if not over:
         return None
+    reached = [
+        say(
+            "{label} ({mfu})",
+            label=Ident(str(r["label"])),
+            mfu=Number(f"{r['label']}: MFU", 100 * float(r["mfu"]), "%", "measured", n=int(r.get("n") or 1)),
+        )
+        for r in over
+    ]
     return sanity.Flag(
         "MFU above 100%",
-        f"{', '.join(over)} reached more FLOP/s than the peak measured for its precision: that peak (the best of "
-        "a few matrix products, measured on this machine while it was shared) is no bound, so read MFU with care",
+        say(
+            "{over} reached more FLOP/s than the peak measured for its precision: that peak (the best of a few "
+            "matrix products, measured on this machine while it was shared) is no bound, so read MFU with care",
+            over=join(reached, ", ", " and "),
+        ),
     )
 
 
