@@ -32,7 +32,6 @@ from typing import Any
 
 from ..answers import Number
 from ..findings import DIRECTION, fmt, stray_digits
-
 from ..sanity import MIN_SAMPLES
 
 

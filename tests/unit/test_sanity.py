@@ -17,7 +17,9 @@ def test_diverged_run_is_flagged_and_a_learning_one_is_not():
 
 def test_growing_epochs_are_no_steady_state():
     f = sanity.trend([2.31, 3.71, 8.83, 12.0])  # c5's epochs
-    assert f.kind == "no steady state" and "growing (3.71 s -> 8.83 s -> 12 s; epoch one: 2.31 s)" in f.message
+    assert (
+        f.kind == "no steady state" and "growing (3.71 s -> 8.83 s -> 12 s; epoch one: 2.31 s)" in f.message
+    )
     # c2's smoke epochs 73.64, 76.10, 37.66 read "keep shrinking (73.64 -> 76.10 -> 37.66 s)": epoch 1 is not the trend
     assert "shrinking (76.1 s -> 37.7 s; epoch one: 73.6 s)" in sanity.trend([73.64, 76.10, 37.66]).message
     assert sanity.trend([2.31, 3.71, 8.83]).kind == "no steady state"  # two epochs after warm-up, 2.4x apart
@@ -90,9 +92,7 @@ def test_busy_threshold_is_per_core_and_stated():
     # 2 cores: 2.0 is exactly one per core (not above), 4.0 is the load the reviewed reports ran at
     assert sanity.busy({"load1": 2.0, "cores": 2, "steal_pct": 0.0}) is None
     f = sanity.busy({"load1": 4.0, "cores": 2, "steal_pct": 0.0})
-    assert (
-        f.kind == "machine busy" and "4 on 2 usable cores" in f.message and "above 1 per core" in f.message
-    )
+    assert f.kind == "machine busy" and "4 on 2 usable cores" in f.message and "above 1 per core" in f.message
     assert (
         sanity.busy({"load1": 4.0, "cores": 8, "steal_pct": None}) is None
     )  # the same load on 8 cores is fine
