@@ -225,6 +225,29 @@ class Verdict:
             f = say(template, **{n: slots[n] for n in used})
         return f.marked(name)
 
+    def short(self, name: str, label_a=None, label_b=None):
+        """The verdict in words for a headline, read in one breath: the winner and the ratio ('compiled is 1.31x
+        faster than eager on time per step'), or that the two cannot be told apart; the interval, the counts and
+        why a tie is one are finding(name)'s, for the details. Its numbers are those of numbers(name)."""
+        from .findings import say
+
+        a = label_a if label_a is not None else self.label_a
+        b = label_b if label_b is not None else self.label_b
+        if self.outcome in ("better", "worse"):
+            win, lose = (a, b) if self.outcome == "better" else (b, a)
+            up, _ = self.words()
+            template = (
+                "{win} is {ratio} {up} than {lose} on {what}"
+                if self.timed and self.lower_is_better
+                else "{what} is {up} for {win} than for {lose} by {ratio}"
+            )
+            f = say(template, win=win, lose=lose, up=up, what=self.what, ratio=self.numbers(name)["ratio"])
+        elif self.undecided:
+            f = say("too few samples to compare {a} and {b} on {what}", a=a, b=b, what=self.what)
+        else:
+            f = say("{a} and {b} cannot be told apart on {what}", a=a, b=b, what=self.what)
+        return f.marked(name)
+
     def as_dict(self) -> dict[str, Any]:
         """Everything needed to recompute the verdict (the samples are added by compare)."""
         return asdict(self)

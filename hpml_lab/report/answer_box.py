@@ -235,7 +235,7 @@ def fold_logs(nb, min_lines: int = 3):
                         "display_data",
                         data={
                             "text/html": (
-                                f"<details><summary>training log ({n} lines)</summary><pre>{html.escape(text)}</pre></details>"
+                                f"<details data-log><summary>training log ({n} lines)</summary><pre>{html.escape(text)}</pre></details>"
                             )
                         },
                     )

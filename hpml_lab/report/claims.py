@@ -13,8 +13,8 @@ Number has its n, and no spread from fewer than 3 samples. An answer written bef
 The flags are read the same way: each is a finding over Numbers the record holds.
 
 The whole page (check_page: reports/<task>.html against its record) is read too. Where the page shows what the run
-computed (the outputs of the notebook's cells; its own markdown cells, the same on every page, and printed logs in
-<pre> are not read), every digit is in a number slot that names a Number of the record and prints fmt() of it, in
+computed (the outputs of the notebook's cells; its own markdown cells, the same on every page, printed logs in <pre>
+and folded training logs are not read), every digit is in a number slot that names a Number of the record and prints fmt() of it, in
 a table the record holds (`<table data-table="NAME">`, compared cell by cell with the record's table NAME), in a
 figure's labels the record holds (`<img data-figure="NAME">`, its alt text compared with the record's), in the
 answer box's list of tagged numbers (each a Number of the record as Number.text() shows it), or in a name that
@@ -224,7 +224,9 @@ class _Page(HTMLParser):
                 return
 
     def handle_data(self, data):
-        if self._in(lambda t, a: t in self.SKIP or "jp-MarkdownCell" in a.get("class", "").split()):
+        if self._in(
+            lambda t, a: t in self.SKIP or "data-log" in a or "jp-MarkdownCell" in a.get("class", "").split()
+        ):
             return
         if self._in(lambda t, a: "data-id" in a):
             return

@@ -269,9 +269,11 @@ def hold_table(name: str, columns: list, rows: list[list], values: list[list] | 
             else (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
         )
 
+    from .answer_box import scrub_paths  # as the page shows them: the runner scrubs the page the same way
+
     _PAGE["tables"][name] = {
-        "columns": [str(c) for c in columns],
-        "rows": [[str(c) for c in r] for r in rows],
+        "columns": [scrub_paths(str(c)) for c in columns],
+        "rows": [[scrub_paths(str(c)) for c in r] for r in rows],
         "values": [[plain(v) for v in r] for r in (values if values is not None else rows)],
     }
     _rewrite()
@@ -353,6 +355,7 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         "run folder": meta["run_id"],
         "machine load before the run": load.plain(),
         **_busiest_row(run),
+        **_peak_row(meta.get("flops")),
         "config": ", ".join(
             f"{k}={shown_path(v) if k.endswith('_root') else number_text(v) if isinstance(v, bool) else v}"
             for k, v in meta["config"].items()
@@ -376,6 +379,21 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
 
 
 _BUSY: list = []  # the 'machine busy' flag answer() put on this page, if any
+
+
+def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:
+    """The device's peak that every share of peak on the page divides by, and where it came from (a data sheet, or
+    measured once on this machine and kept for every task: flops.PEAKS_FILE)."""
+    if not fl or not fl.get("peak_tflops"):
+        return {}
+    from ..findings import say
+    from ..flops import peak_number
+
+    peak = peak_number(fl)
+    hold_numbers(say("{p}", p=peak))
+    return {
+        "device peak (every share of peak divides by it)": f"{fmt_value(peak.value, peak.unit)}: {peak.source}"
+    }
 
 
 def _busiest_row(run: str) -> dict[str, str]:
@@ -478,8 +496,25 @@ def artifact(path, kind: str, task: str) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(src, "rb") as f, gzip.open(target, "wb") if gz else open(target, "wb") as g:
         shutil.copyfileobj(f, g)
-    size = target.stat().st_size / 1024**2
-    return f"[{target.name}](artifacts/{target.name}) ({size:.1f} MB), {HOW_TO_OPEN[kind]}"
+    from ..answers import Number
+    from ..findings import say
+
+    # its size a Number of the record, its name a name (run folders hold digits that state no quantity)
+    size = say(
+        "{size}",
+        size=Number(
+            f"size of {target.name}",
+            target.stat().st_size / 1024**2,
+            "MB",
+            "counted",
+            source="the file's size",
+        ),
+    )
+    hold_numbers(size)
+    return (
+        f"[<span data-id>{html.escape(target.name)}</span>](artifacts/{target.name}) ({size.html()}), "
+        f"{HOW_TO_OPEN[kind]}"
+    )
 
 
 _RUN: dict[str, Any] = {}  # the model this kernel's report runs (config), for figure titles

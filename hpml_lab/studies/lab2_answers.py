@@ -20,6 +20,7 @@ from .. import sanity
 from ..answers import Answer, Number
 from ..data import classes_of
 from ..findings import Background, Finding, join, say
+from ..flops import peak_number
 from ..profiling import summarize
 from ..results import drop_warmup, read_run
 from ..verdict import MIN_SAMPLES, best, compare, sample_record
@@ -228,15 +229,7 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     ]
     fl = (run.meta or {}).get("flops")
     if fl and "mfu" in steady:
-        measured_peak = str(fl.get("peak_source", "")).startswith("measured")
-        peak = Number(
-            f"this device's {fl['precision']} peak",
-            float(fl["peak_tflops"]),
-            "TFLOP/s",
-            "measured" if measured_peak else "reference",
-            n=1 if measured_peak else None,
-            source=str(fl.get("peak_source", "")),
-        )
+        peak = peak_number(fl)  # the machine's one peak, as the environment table states it
         mfu = num("training compute, share of this device's peak", steady["mfu"], "%", 100)
         details.append(
             say(
