@@ -239,7 +239,7 @@ class Verdict:
             template = (
                 "{win} is {ratio} {up} than {lose} on {what}"
                 if self.timed and self.lower_is_better
-                else "{what} is {up} for {win} than for {lose} by {ratio}"
+                else "{win} has a {up} {what} than {lose} ({ratio})"
             )
             f = say(template, win=win, lose=lose, up=up, what=self.what, ratio=self.numbers(name)["ratio"])
         elif self.undecided:

@@ -155,7 +155,9 @@ class FakeTrainer:
 def test_rungs_take_turns_warm_up_left_out_and_prefetched_batches_drained(base, monkeypatch):
     peaks = {"fp32": 2.0, "bf16": 8.0}
     monkeypatch.setattr(
-        flops, "peak", lambda device, precision: flops.Peak(peaks[precision], precision, "test", True)
+        flops,
+        "peak",
+        lambda device, precision, store=None: flops.Peak(peaks[precision], precision, "test", True),
     )
     FakeTrainer.calls = []
     made = {}
@@ -201,7 +203,7 @@ def test_a_measured_low_precision_peak_below_fp32_gives_way_to_fp32(base, monkey
     rates["bf16"] = 0.5  # faster units for it: its own peak
     assert ladder.peak_for(base.replace(precision="bf16"), CPU).precision == "bf16"
     sheet = flops.Peak(0.001, "bf16", "data sheet", False)  # a data sheet's figure is kept as it is
-    monkeypatch.setattr(flops, "peak", lambda device, precision: sheet)
+    monkeypatch.setattr(flops, "peak", lambda device, precision, store=None: sheet)
     assert ladder.peak_for(base.replace(precision="bf16"), CPU) is sheet
 
 
