@@ -196,7 +196,7 @@ def test_a_measured_low_precision_peak_below_fp32_gives_way_to_fp32(base, monkey
     monkeypatch.setattr(
         flops,
         "peak",
-        lambda device, precision: flops.Peak(rates[precision], precision, "measured here", True),
+        lambda device, precision, store=None: flops.Peak(rates[precision], precision, "measured here", True),
     )
     pk = ladder.peak_for(base.replace(precision="bf16"), CPU)
     assert (pk.tflops, pk.precision) == (0.1, "fp32") and "fp32 bounds bf16" in pk.source
