@@ -240,8 +240,12 @@ class Verdict:
                 "{win} is {ratio} {up} than {lose} on {what}"
                 if self.timed and self.lower_is_better
                 else "{win} has a {up} {what} than {lose} ({ratio})"
+                if self.lower_is_better
+                else "{win} has {ratio} the {what} of {lose}"
             )
-            f = say(template, win=win, lose=lose, up=up, what=self.what, ratio=self.numbers(name)["ratio"])
+            slots = dict(win=win, lose=lose, up=up, what=self.what, ratio=self.numbers(name)["ratio"])
+            used = {n for _, n, _, _ in string.Formatter().parse(template) if n}
+            f = say(template, **{n: slots[n] for n in used})
         elif self.undecided:
             f = say("too few samples to compare {a} and {b} on {what}", a=a, b=b, what=self.what)
         else:

@@ -166,9 +166,9 @@ def test_c1_loss_tie_with_top1_learning_says_no_measurable_change_as_a_verdict()
     )
     # grader (lab 2): "The run learned" beside a loss verdict that ties; a second grader: "This run does not show
     # learning" above a top-1 that rose well above chance. Both measures are said, neither verdict overruled
-    assert answers[0].headline.plain().startswith(
-        "Mixed evidence of learning: the end has a higher median top-1 than the start ("
-    ) and answers[0].headline.plain().endswith("), but not on the loss")
+    assert answers[0].headline.plain().startswith("Mixed evidence of learning: the end has ") and answers[
+        0
+    ].headline.plain().endswith("x the median top-1 of the start, but not on the loss")
     assert (
         "But the last 4 batches and the first 4 batches cannot be told apart on median training loss" in text
     )

@@ -187,26 +187,30 @@ def rung_answer(
             "the rungs before it did not run",
         )
     v = verdict_of(row, prev, nums.samples, meta)
-    stated = v.finding(f"{row['rung']} vs {prev['rung']}", label(row), label(prev))
+    name = f"{row['rung']} vs {prev['rung']}"
+    # the headline: the verdict in words (its ratio the one number); the interval and counts: the first detail
+    short = v.short(name, label(row), label(prev))
     if v.outcome == "worse":
-        stated = say("{v}: this rung does not help on this {device}.", v=stated, device=device)
+        stated = say("{v}: this rung does not help on this {device}.", v=short, device=device)
     elif v.outcome == "tie":
-        stated = say("{v}: this run cannot tell whether the rung helps.", v=stated)
+        stated = say("{v}: this run cannot tell whether the rung helps.", v=short)
     else:
-        stated = say("{v}.", v=stated)
+        stated = say("{v}.", v=short)
+    details = [say("{v}.", v=v.finding(name, label(row), label(prev))).up()]
     if (
         base is not None
     ):  # stacked on a rung its own verdict put behind `base`: this one says nothing of `base`
-        stated = say(
-            "{v} This rung is measured on top of {prev} ({pv}): it does not show what the rung gives on {base}.",
-            v=stated,
-            prev=label(prev),
-            pv=verdict_of(prev, base, nums.samples, meta).finding(
-                f"{prev['rung']} vs {base['rung']}", label(prev), label(base)
-            ),
-            base=label(base),
+        details.append(
+            say(
+                "This rung is measured on top of {prev} ({pv}): it does not show what the rung gives on {base}.",
+                prev=label(prev),
+                pv=verdict_of(prev, base, nums.samples, meta).finding(
+                    f"{prev['rung']} vs {base['rung']}", label(prev), label(base)
+                ),
+                base=label(base),
+            )
         )
-    details = [nums.line(row["rung"]), nums.line(prev["rung"])]
+    details += [nums.line(row["rung"]), nums.line(prev["rung"])]
     record = sample_record(v, nums.samples[row["rung"]], nums.samples[prev["rung"]])
     return Answer(question, stated.up(), details, why, "answered", verdict=record)
 
@@ -236,17 +240,16 @@ def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
     if top["rung"] == base["rung"]:  # no later rung has a higher median: compare with the nearest one
         near = max((k for k in measured if k != b.label), key=lambda k: float(np.median(nums.samples[k])))
         v = b.verdicts[near]
-        headline = say(
-            "{v}: no rung after the baseline added images/s that this run can tell.", v=against(near).up()
-        )
+        headline = say("No rung after the baseline added images/s that this run can tell.")
+        full = say("{v}.", v=against(near).up())
         shown = near
     else:
         v = verdict_of(top, base, nums.samples, meta)
-        headline = say(
-            "{v}.", v=v.finding(f"top: {top['rung']} vs {base['rung']}", label(top), label(base)).up()
-        )
+        name = f"top: {top['rung']} vs {base['rung']}"
+        headline = say("{v}.", v=v.short(name, label(top), label(base)).up())
+        full = say("{v}.", v=v.finding(name, label(top), label(base)).up())
         shown = base["rung"]
-    details = [nums.line(top["rung"]), nums.line(shown)]
+    details = [full, nums.line(top["rung"]), nums.line(shown)]
     # every other rung the best cannot be told apart from, each by its own verdict (a tie is the verdict's word)
     details += [against(k) for k in b.tied if k not in (b.label, shown)]
     record = sample_record(v, nums.samples[top["rung"]], nums.samples[shown])
