@@ -323,3 +323,27 @@ def check_reports(reports: Path) -> dict[str, list[str]]:
         except (OSError, ValueError) as e:
             out[task] = [f"{task}: unreadable answer record ({e})"]
     return out
+
+
+HEADLINE_WORDS = 20  # a headline a student reads in one breath: the verdict in words first
+HEADLINE_NUMBERS = 1  # and at most one number (settings such as '2 workers' are labels, not counted)
+
+
+def headline_problems(
+    answer: Mapping[str, Any], numbers: Mapping[str, Any] | None = None, where: str = ""
+) -> list[str]:
+    """Whether an answer's headline (as a record holds it) is short: at most HEADLINE_WORDS words and at most
+    HEADLINE_NUMBERS numbers that are not settings; the statistics belong in the details."""
+    head = answer.get("headline") or {}
+    plain, stored = str(head.get("plain", "")), str(head.get("html", ""))
+    numbers = numbers if numbers is not None else {n["name"]: n for n in answer.get("numbers", [])}
+    parts = _Slots()
+    parts.feed(stored)
+    stated = {name for name, _ in parts.slots if (numbers.get(name) or {}).get("provenance") != "setting"}
+    at = f"{where}{answer.get('question', '?')!r}: headline "
+    problems = []
+    if len(plain.split()) > HEADLINE_WORDS:
+        problems.append(f"{at}has {len(plain.split())} words (at most {HEADLINE_WORDS}): {plain!r}")
+    if len(stated) > HEADLINE_NUMBERS:
+        problems.append(f"{at}states {len(stated)} numbers (at most {HEADLINE_NUMBERS}): {plain!r}")
+    return problems

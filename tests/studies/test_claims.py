@@ -306,3 +306,27 @@ def test_a_flag_is_checked_like_an_answer():
     assert claims.check_record(rec) == [
         "c2: flag 'machine busy': is a plain text, not a finding over named numbers"
     ]
+
+
+def test_a_headline_is_read_in_one_breath():
+    """c1's headline was 'Mixed evidence of learning: median top-1 is higher for the last 4 batches than for the
+    first 4 batches by 3.67x (95% CI 2.75x to 11x; n = 4 and 4), but ...': the verdict in words first, at most
+    about 20 words and one number, the statistics after it."""
+    full = Answer("C8?", say("Overall {v}", v=FAST.finding("c8 step")))
+    short = Answer("C8?", say("{v}", v=FAST.short("c8 step")), [say("{v}", v=FAST.finding("c8 step"))])
+    rec = Record("c8", "t", [full, short]).as_dict()
+    long_one, ok = rec["answers"]
+    assert claims.headline_problems(ok) == [] and ok["headline"]["plain"].startswith(
+        "compiled is 1.31x faster"
+    )
+    got = claims.headline_problems(long_one)
+    assert len(got) == 1 and "states 5 numbers (at most 1)" in got[0]
+    wordy = Answer("Q?", say(" ".join(["word"] * 21)))
+    assert (
+        "has 21 words (at most 20)"
+        in claims.headline_problems(Record("c9", "t", [wordy]).as_dict()["answers"][0])[0]
+    )
+    # a setting is a label ('2 workers'), not one of the numbers a reader must hold
+    two = Number("worker count 2", 2, "", "setting", source="sweep")
+    label = Answer("Q?", say("{w} workers win by {r}", w=two, r=Number("r", 1.5, "x", "measured", n=5)))
+    assert claims.headline_problems(Record("c9", "t", [label]).as_dict()["answers"][0]) == []

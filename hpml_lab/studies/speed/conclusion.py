@@ -192,8 +192,8 @@ def rung_answer(
     short = v.short(name, label(row), label(prev))
     if v.outcome == "worse":
         stated = say("{v}: this rung does not help on this {device}.", v=short, device=device)
-    elif v.outcome == "tie":
-        stated = say("{v}: this run cannot tell whether the rung helps.", v=short)
+    elif v.outcome == "tie":  # its words say it: this run cannot tell whether the rung helps
+        stated = say("{v}.", v=short)
     else:
         stated = say("{v}.", v=short)
     details = [say("{v}.", v=v.finding(name, label(row), label(prev))).up()]
