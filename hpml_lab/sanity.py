@@ -405,7 +405,9 @@ def stand_in(cfg, lab_model: str = LAB["model"], num_classes: int | None = None)
         from .data import classes_of
 
         classes = int(num_classes or classes_of(cfg))
-        n = models.count_parameters(models.build(cfg.model, num_classes=classes))
+        # built as the run built it: its classes, norm and stem (an ImageNet stem has other weights)
+        stem = {"stem": cfg.stem} if models.accepts(cfg.model, "stem") else {}
+        n = models.count_parameters(models.build(cfg.model, num_classes=classes, norm=cfg.norm, **stem))
         return Flag(
             "stand-in model",
             say(
