@@ -1,4 +1,7 @@
-"""Sanity flags computed for every run, shown where the reader sees the number.
+"""Sanity flags computed for every run, shown where the reader sees the number. Each flag is a finding like any
+other (findings.say): a template over named Numbers read from the run or setting it names, so the answer record holds
+its numbers and the claims check reads it; the busy flag names its run (the environment table states that run's
+load with the same Numbers).
 
     from hpml_lab import sanity
     flags = sanity.run_flags(cfg, epochs, batches, meta)        # list of Flag
