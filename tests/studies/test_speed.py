@@ -255,7 +255,9 @@ def test_each_rung_gets_its_verdict_against_the_rung_before(base):
     assert tensor.verdict["outcome"] == "better"
     said = tensor.headline.plain()  # the verdict's own words (verdict.py), its ratio and both labels
     assert "3.01x" in said and "L1" in said and "PIL loader, 2 workers" in said
-    assert cl.verdict["outcome"] == "tie" and cl.headline.plain().endswith("cannot be told apart on images/s.")
+    assert cl.verdict["outcome"] == "tie" and cl.headline.plain().endswith(
+        "cannot be told apart on images/s."
+    )
     assert (
         bf16.verdict["outcome"] == "worse" and "this rung does not help on this CPU" in bf16.headline.plain()
     )
