@@ -149,11 +149,17 @@ class Record:
     task: str
     title: str
     answers: list[Answer]
-    flags: list[dict] = field(default_factory=list)  # sanity.Flag.as_dict() entries
+    flags: list[dict] = field(default_factory=list)  # sanity.Flag.as_dict() entries: message, html, numbers
     synthetic_data: bool = False
     stand_in_model: str = ""  # the stand-in's name, "" when the lab's model ran
     ran_vs_lab: list[dict] = field(default_factory=list)
     reused: int = 0  # runs reused from an earlier run of the task (resumed sweep)
+    # what the page shows outside the answers and flags, held so the claims check can read the whole page:
+    # tables by name ({"columns", "rows" (cells as shown), "values"}), figures by name ({"alt"}: its labels), and
+    # the Numbers of sentences shown in the body (captions, notes, the environment table's load), as dicts
+    tables: dict = field(default_factory=dict)
+    figures: dict = field(default_factory=dict)
+    shown: list = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -179,10 +185,19 @@ class Record:
         )
 
 
+def all_numbers(rec: Record) -> list[Number]:
+    """Every Number the record's page states: its answers', its flags' and those of the sentences in its body."""
+    out = [n for a in rec.answers for n in a.numbers]
+    out += [Number(**n) for f in rec.flags for n in f.get("numbers", [])]
+    return out + [Number(**n) for n in rec.shown]
+
+
 def check(rec: Record) -> None:
     """Refuse a record whose numbers lack provenance or share a name, whose statuses are unknown, or whose text is
     not one line."""
     seen: dict[str, Number] = {}
+    for num in all_numbers(rec):
+        _check_number(rec, num, seen)
     for a in rec.answers:
         if a.status not in STATUSES:
             raise RecordError(
@@ -194,18 +209,19 @@ def check(rec: Record) -> None:
             )
         if "\n" in a.text.strip():
             raise RecordError(f"{rec.task}: answer {a.question!r} is not one line")
-        for num in a.numbers:
-            if seen.setdefault(num.name, num) is not num and asdict(seen[num.name]) != asdict(num):
-                raise RecordError(
-                    f"{rec.task}: two different numbers are named {num.name!r}: a number's name is its slot in the "
-                    "page, one per record"
-                )
-            if num.provenance not in PROVENANCE:
-                raise RecordError(
-                    f"{rec.task}: number {num.name!r} has provenance {num.provenance!r}; "
-                    f"valid: {', '.join(PROVENANCE)}"
-                )
-            if num.provenance != "measured" and not num.source:
-                raise RecordError(f"{rec.task}: {num.provenance} number {num.name!r} does not say its source")
-            if isinstance(num.value, float) and not math.isfinite(num.value):
-                raise RecordError(f"{rec.task}: number {num.name!r} is {num.value}")
+
+
+def _check_number(rec: Record, num: Number, seen: dict) -> None:
+    if seen.setdefault(num.name, num) is not num and asdict(seen[num.name]) != asdict(num):
+        raise RecordError(
+            f"{rec.task}: two different numbers are named {num.name!r}: a number's name is its slot in the "
+            "page, one per record"
+        )
+    if num.provenance not in PROVENANCE:
+        raise RecordError(
+            f"{rec.task}: number {num.name!r} has provenance {num.provenance!r}; valid: {', '.join(PROVENANCE)}"
+        )
+    if num.provenance != "measured" and not num.source:
+        raise RecordError(f"{rec.task}: {num.provenance} number {num.name!r} does not say its source")
+    if isinstance(num.value, float) and not math.isfinite(num.value):
+        raise RecordError(f"{rec.task}: number {num.name!r} is {num.value}")

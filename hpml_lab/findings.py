@@ -8,8 +8,8 @@ answer record, and Background: what usually happens and why, shown apart and lab
     f.numbers()  # [data_s, train_s]
     fmt(data_s)  # '1.25 s': the one formatter of a value, used by sentences and tables alike
 
-A template holds `{name}` slots only, each bound to a Number, a nested Finding (a verdict's statement) or a word
-(a label such as 'eager'); a digit typed in the template is refused, so every number a finding states is a bound
+A template holds `{name}` slots only, each bound to a Number, a nested Finding (a verdict's statement), a word
+(a label such as 'eager') or an Ident (a name with digits that states no quantity: a run folder); a digit typed in the template is refused, so every number a finding states is a bound
 Number the record holds. Digits inside names ('top-1', 'ResNet-18', 'bf16') are words, not numbers.
 """
 
@@ -69,6 +69,12 @@ def fmt(num: Number) -> str:
     return fmt_value(num.value, num.unit)
 
 
+class Ident(str):
+    """A name that holds digits but states no quantity: a run folder ('loader-w0-b128-484b6bb8'), a model
+    ('resnet_tiny'), a version. A slot may hold one; its html marks it <span data-id>, where the claims check
+    reads no number."""
+
+
 def _is_number(x: Any) -> bool:
     return all(hasattr(x, k) for k in ("name", "value", "unit", "provenance"))
 
@@ -103,6 +109,8 @@ class Finding:
                     if as_html
                     else text
                 )
+            elif isinstance(value, Ident) and as_html:
+                out.append(f"<span data-id>{_html.escape(str(value), quote=False)}</span>")
             else:
                 out.append(_html.escape(str(value), quote=False) if as_html else str(value))
         text = "".join(out)
@@ -174,8 +182,10 @@ def say(template: str, **slots: Any) -> Finding:
             raise ValueError(
                 f"slot {{{name}}} is a {type(value).__name__}: bind a Number, a Finding or a word"
             )
-        if stray_digits(value):
-            raise ValueError(f"slot {{{name}}} = {value!r} holds a digit: bind it as a Number")
+        if stray_digits(value) and not isinstance(value, Ident):
+            raise ValueError(
+                f"slot {{{name}}} = {value!r} holds a digit: bind it as a Number (or a name as Ident)"
+            )
     return Finding(template, dict(slots))
 
 

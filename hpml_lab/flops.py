@@ -12,19 +12,26 @@ MFU definition). A training step is counted once per model, input shape and numb
 image on the CPU (FLOPs per image do not depend on the batch or device), and cached.
 
 Peaks are dense (not 2:4 sparse) figures from the vendors' data sheets; for a CPU, or a GPU not in the table, the
-peak is measured on the spot: the best of a few matrix products in the precision used, at the size where one
-takes 50 ms (at most 2048 on a CPU, 4096 on a GPU), repeated for about 0.5 s, at least 3 times (so an MFU near 1
-on a CPU means "as fast as its own matrix product", not its theoretical peak).
+peak is measured: the best of a few matrix products in the precision used, at the size where one takes 50 ms (at
+most 2048 on a CPU, 4096 on a GPU), repeated for about 0.5 s, at least 3 times (so an MFU near 1 on a CPU means
+"as fast as its own matrix product", not its theoretical peak). A measured peak is measured once per machine and
+kept in results/device-peaks.json (PEAKS_FILE), keyed by the device, its name, the threads torch uses and the
+precision, with when it was measured and the machine's load then; every later run and task on that machine reads
+it, so their shares of peak divide by one number and can be compared (each measured anew, one machine's CPU
+"peak" was 0.0666, 0.0252 and 0.0358 TFLOP/s on three pages). Delete the file to measure again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import os
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import torch
@@ -86,8 +93,13 @@ def data_sheet(gpu_name: str) -> tuple[dict[str, float], str] | None:
 class Peak:
     tflops: float
     precision: str
-    source: str  # a data sheet, or "measured: ..." for the on-the-spot matrix product
+    source: str  # a data sheet, or "measured ..." for the stored matrix-product rate (PEAKS_FILE)
     measured: bool
+    measured_at: str = ""  # when a measured peak was measured (UTC), once for this machine
+    machine: dict | None = None  # the machine's load when it was measured (a busy machine measures it low)
+
+
+PEAKS_FILE = "device-peaks.json"  # under the results folder: one measured peak per device, kept
 
 
 def precision_of(cfg, device: torch.device) -> str:
@@ -236,24 +248,111 @@ def tf32(allow: bool, convolutions: bool = True):
             setattr(obj, name, value)
 
 
-def peak(device: torch.device, precision: str) -> Peak:
-    """The device's peak for the precision: the data-sheet figure for a known GPU that has one, else measured."""
+def device_name(device: torch.device) -> str:
+    """The device as its peak is keyed: the GPU's name, or the CPU's model and the threads torch uses on it."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{cpu_model()}, {torch.get_num_threads()} threads"
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what platform says."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def peaks_path(results_dir: str | os.PathLike = "results") -> Path:
+    from .config import output_path
+
+    return output_path(results_dir) / PEAKS_FILE
+
+
+def peak(device: torch.device, precision: str, store: str | os.PathLike | None = None) -> Peak:
+    """The device's peak for the precision: the data-sheet figure for a known GPU that has one, else the one
+    measured for this device (its type, name and precision) and kept in `store` (default: results/PEAKS_FILE),
+    measured now and kept there when it holds none."""
     device = torch.device(device)
     missing = ""
+    name = device_name(device)
     if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
         entry = data_sheet(name)
         if entry is not None and precision in entry[0]:
             return Peak(entry[0][precision], precision, f"{entry[1]}: {name}", False)
         if entry is not None:  # e.g. bf16 on a V100: no such units, so no data-sheet figure to borrow
             missing = f" ({entry[1]} gives no {precision} figure)"
-    tf = _measured(str(device), precision)
+    path = Path(store) if store is not None else peaks_path()
+    held = _stored(path, f"{device.type} | {name} | {precision}", lambda: _measure_now(device, precision))
     return Peak(
-        tf,
+        held["tflops"],
         precision,
-        f"measured: the best of several {precision} matrix products on {device.type}{missing}",
+        f"measured once on this machine ({held['measured_at']}) and kept in {PEAKS_FILE} for every task: the best "
+        f"of several {precision} matrix products on {device.type} ({name}){missing}",
         True,
+        measured_at=held["measured_at"],
+        machine=held.get("machine"),
     )
+
+
+def peak_number(fl: Mapping) -> object:
+    """A run's peak (meta.json's `flops`) as the Number every page states it by: measured (n = 1) when this
+    machine measured it, a reference when a data sheet gives it; its source says which and where it is kept."""
+    from .answers import Number
+
+    measured = str(fl.get("peak_source", "")).startswith("measured")
+    return Number(
+        f"this device's {fl['precision']} peak",
+        float(fl["peak_tflops"]),
+        "TFLOP/s",
+        "measured" if measured else "reference",
+        n=1 if measured else None,
+        source=str(fl.get("peak_source", "")),
+    )
+
+
+def _measure_now(device: torch.device, precision: str) -> dict:
+    load: dict = {
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    }
+    with contextlib.suppress(OSError):
+        load["load1"] = os.getloadavg()[0]
+    return {
+        "tflops": _measured(str(device), precision),
+        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": load,
+    }
+
+
+def _stored(path: Path, key: str, measure) -> dict:
+    """The entry `key` of the peaks file at `path`, measured (measure()) and added under a lock when it is not
+    there: two tasks starting together measure once, and each reads the same entry."""
+    import fcntl
+
+    from .io import atomic_write_json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            held = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError):
+            held = {}  # a damaged file is measured over
+        held = held if isinstance(held, dict) else {}
+        entry = held.get(key)
+        if not (
+            isinstance(entry, dict) and isinstance(entry.get("tflops"), (int, float)) and entry["tflops"] > 0
+        ):
+            entry = measure()
+            atomic_write_json(path, {**held, key: entry})
+        return entry
 
 
 def mfu(flops: float, seconds: float, peak_tflops: float) -> float:

@@ -1,4 +1,7 @@
-"""Sanity flags computed for every run, shown where the reader sees the number.
+"""Sanity flags computed for every run, shown where the reader sees the number. Each flag is a finding like any
+other (findings.say): a template over named Numbers read from the run or setting it names, so the answer record holds
+its numbers and the claims check reads it; the busy flag names its run (the environment table states that run's
+load with the same Numbers).
 
     from hpml_lab import sanity
     flags = sanity.run_flags(cfg, epochs, batches, meta)        # list of Flag
@@ -23,8 +26,11 @@ import os
 import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from .answers import Number
+from .findings import Finding, Ident, join, say, stray_digits
 
 # The lab's settings (Lab 2, shared/notes/lab-tasks.md): what a report's numbers are compared with.
 LAB = {
@@ -52,12 +58,51 @@ _SEEN: list[dict[str, Any]] = []  # the machine load of every run this process m
 
 @dataclass(frozen=True)
 class Flag:
+    """A sanity flag: its kind and a finding (a template over named Numbers, findings.say) stating what was seen,
+    so that every number a flag shows is a Number of the answer record, formatted by findings.fmt like any other.
+    Plain words (no digit) are taken as a finding without slots; a flag that types a digit is refused."""
+
     kind: str  # diverged | no steady state | too few samples | machine busy | noisy machine | stand-in model
     # | settings differ | live plot
-    message: str
+    finding: Any  # findings.Finding (words: a finding without slots)
+    run: str = ""  # the run folder its numbers were read from, where one run's (machine busy)
 
-    def as_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "message": self.message}
+    def __post_init__(self):
+        if isinstance(self.finding, str):
+            object.__setattr__(self, "finding", say(self.finding.replace("{", "{{").replace("}", "}}")))
+
+    @property
+    def message(self) -> str:
+        return self.finding.plain()
+
+    def numbers(self) -> list:
+        return self.finding.numbers()
+
+    def as_dict(self) -> dict[str, Any]:
+        """As the answer record holds it: the plain message, its html (each number in its slot) and its Numbers."""
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "html": self.finding.html(),
+            "numbers": [asdict(n) for n in self.numbers()],
+            "run": self.run,
+        }
+
+
+def _prefix(label: Any) -> str:
+    """The start of the names of a flag's Numbers about one setting of a sweep ('adam: loss at the end')."""
+    text = label.plain() if isinstance(label, Finding) else str(label or "")
+    return f"{text}: " if text else ""
+
+
+def _label(label: Any) -> Finding:
+    """'adam: ' before a flag about one setting of a sweep: a word, a name (an Ident where it holds digits that
+    are no quantity: 'resnet18_adjusted'), or a Finding whose numbers are Numbers ('{n} workers')."""
+    if isinstance(label, Finding):
+        return say("{label}: ", label=label)
+    if not label:
+        return say("")
+    return say("{label}: ", label=Ident(label) if stray_digits(label) else label)
 
 
 def chance_loss(num_classes: int) -> float:
@@ -65,21 +110,42 @@ def chance_loss(num_classes: int) -> float:
     return math.log(num_classes)
 
 
-def diverged(losses: Sequence[float], num_classes: int, margin: float = DIVERGE_MARGIN) -> Flag | None:
+def diverged(
+    losses: Sequence[float], num_classes: int, margin: float = DIVERGE_MARGIN, label: str = ""
+) -> Flag | None:
+    """'diverged' when the loss ends above chance + margin or is not finite; `label` names the setting of a sweep
+    (its Numbers are named after it, one flag per setting)."""
     vals = [float(x) for x in losses]
     if not vals:
         return None
     if any(not math.isfinite(v) for v in vals):
-        return Flag("diverged", "the loss became NaN or infinite: training diverged")
+        return Flag(
+            "diverged", say("{label}the loss became NaN or infinite: training diverged", label=_label(label))
+        )
     tail = vals[-max(1, len(vals) // 5) :]
     end = sum(tail) / len(tail)
     limit = chance_loss(num_classes) + margin
     if end > limit:
+        p = _prefix(label)
         return Flag(
             "diverged",
-            f"the loss at the end ({end:.2f}, mean of the last {len(tail)} batches) is above "
-            f"chance level ln({num_classes}) = {chance_loss(num_classes):.2f} + {margin}: "
-            "training is diverging or has not settled, so its losses and accuracies are not results",
+            say(
+                "{label}the loss at the end ({end}, mean of the last {k} batches) is above chance level "
+                "ln({classes}) = {chance} + {margin}: training is diverging or has not settled, so its losses "
+                "and accuracies are not results",
+                label=_label(label),
+                end=Number(f"{p}loss at the end", end, "", "measured", n=len(tail)),
+                k=Number(
+                    f"{p}batches at the end", len(tail), "", "counted", source="the last fifth of the batches"
+                ),
+                classes=Number(
+                    f"{p}classes", int(num_classes), "", "counted", source="the dataset's classes"
+                ),
+                chance=Number(
+                    f"{p}chance loss", chance_loss(num_classes), "", "predicted", source="ln(classes)"
+                ),
+                margin=Number("divergence margin", margin, "", "setting", source="sanity.DIVERGE_MARGIN"),
+            ),
         )
     return None
 
@@ -95,7 +161,9 @@ def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -
     return sum(tail) / len(tail) >= (1 - margin) * chance_loss(num_classes)
 
 
-def trend(epoch_seconds: Sequence[float], step: float = 0.10, overall: float = 0.25) -> Flag | None:
+def trend(
+    epoch_seconds: Sequence[float], step: float = 0.10, overall: float = 0.25, label: str = ""
+) -> Flag | None:
     """Epoch times after the warm-up epoch that keep moving in one direction are no steady state."""
     v = [float(x) for x in epoch_seconds][1:]
     if len(v) < 2:
@@ -105,14 +173,22 @@ def trend(epoch_seconds: Sequence[float], step: float = 0.10, overall: float = 0
     up = all(b > a * (1 + step) for a, b in zip(v, v[1:])) and v[-1] > v[0] * (1 + overall)
     down = all(b < a / (1 + step) for a, b in zip(v, v[1:])) and v[-1] < v[0] / (1 + overall)
     if up or down:
-        seq = " -> ".join(
-            f"{x:.2f}" for x in v
-        )  # epoch 1 apart: it is not part of the trend and may go either way
+        p = _prefix(label)
+        # epoch 1 apart: it is not part of the trend and may go either way
+        seq = join(
+            [say("{t}", t=Number(f"{p}epoch {i} time", x, "s", "measured", n=1)) for i, x in enumerate(v, 2)],
+            " -> ",
+        )
         return Flag(
             "no steady state",
-            f"epoch times after the warm-up epoch keep {'growing' if up else 'shrinking'} "
-            f"({seq} s; epoch 1: {float(epoch_seconds[0]):.2f} s): there is no steady "
-            "state to summarise; the median describes no typical epoch",
+            say(
+                "{label}epoch times after the warm-up epoch keep {way} ({seq}; epoch one: {first}): there is no "
+                "steady state to summarise; the median describes no typical epoch",
+                label=_label(label),
+                way="growing" if up else "shrinking",
+                seq=seq,
+                first=Number(f"{p}epoch 1 time", float(epoch_seconds[0]), "s", "measured", n=1),
+            ),
         )
     return None
 
@@ -121,8 +197,15 @@ def too_few(n: int, what: str = "values") -> Flag | None:
     if n < MIN_SAMPLES:
         return Flag(
             "too few samples",
-            f"only {n} {what}: a median of fewer than {MIN_SAMPLES} has no spread to "
-            "show, so none is shown; treat the number as one observation",
+            say(
+                "only {n} {what}: a median of fewer than {min} has no spread to show, so none is shown; treat the "
+                "number as one observation",
+                n=Number(f"samples: {what}", int(n), "", "counted", source="counted in the results"),
+                what=what,
+                min=Number(
+                    "samples needed for a spread", MIN_SAMPLES, "", "setting", source="sanity.MIN_SAMPLES"
+                ),
+            ),
         )
     return None
 
@@ -169,46 +252,107 @@ def machine_load(sample_s: float = 0.1) -> dict[str, Any]:
     return out
 
 
-def observe(load: Mapping[str, Any] | None) -> None:
-    """Remember one run's machine load (meta.json's `machine`) so the report that made or showed it can say
-    whether the machine was busy (busiest_seen); machine_load() calls it for every run it samples."""
+def observe(load: Mapping[str, Any] | None, run: str = "") -> None:
+    """Remember one run's machine load (meta.json's `machine`; `run` its folder) so the report that made or showed
+    it can say whether the machine was busy (busiest_seen); machine_load() calls it for every run it samples."""
     if load:
-        _SEEN.append(dict(load))
+        _SEEN.append({**dict(load), **({"run": run} if run else {})})
 
 
-def busy(load: Mapping[str, Any] | None) -> Flag | None:
-    """'machine busy' when load per usable core passes BUSY_LOAD_PER_CORE or steal passes BUSY_STEAL_PCT."""
+def load_numbers(load: Mapping[str, Any], run: str = "") -> dict[str, Any]:
+    """One run's machine load as Numbers of the record, named after its run folder (`run`, or load['run']), so
+    that a flag and the environment table that state the same run's load state the same Numbers."""
+    run = run or str(load.get("run") or "")
+    at = f" before {run}" if run else " before the run"
+    src = "read before the run (its meta.json's machine)"
+    out: dict[str, Any] = {}
+    if load.get("load1") is not None:
+        out["load1"] = Number(f"load average{at}", float(load["load1"]), "", "measured", n=1, source=src)
+    out["cores"] = Number(
+        f"usable cores{at}", int(load.get("cores") or 1), "", "counted", source="os.sched_getaffinity"
+    )
+    if load.get("steal_pct") is not None:
+        out["steal"] = Number(f"CPU steal{at}", float(load["steal_pct"]), "%", "measured", n=1, source=src)
+    return out
+
+
+def load_finding(load: Mapping[str, Any] | None, run: str = "") -> Finding:
+    """'load average 3.4 on 2 usable cores, CPU steal 0%': one run's load as the environment table shows it, over
+    the Numbers of load_numbers (the busy flag's, when it is the same run)."""
+    if not load:
+        return say("not recorded")
+    x = load_numbers(load, run)
+    head = (
+        say("load average {load1} on {cores} usable cores", load1=x["load1"], cores=x["cores"])
+        if "load1" in x
+        else say("load average not recorded, {cores} usable cores", cores=x["cores"])
+    )
+    return say("{head}, CPU steal {steal}", head=head, steal=x["steal"]) if "steal" in x else head
+
+
+def busy(load: Mapping[str, Any] | None, run: str = "", runs: int = 0) -> Flag | None:
+    """'machine busy' when load per usable core passes BUSY_LOAD_PER_CORE or steal passes BUSY_STEAL_PCT; its
+    numbers are the run's (load_numbers: named after `run`, or load['run']); `runs`: how many runs the report
+    used, when this is the busiest of several."""
     if not load:
         return None
-    msgs = []
+    run = run or str(load.get("run") or "")
+    x = load_numbers(load, run)
     cores = load.get("cores") or 1
-    if load.get("load1") is not None and load["load1"] / cores > BUSY_LOAD_PER_CORE:
+    msgs = []
+    if "load1" in x and load["load1"] / cores > BUSY_LOAD_PER_CORE:
+        limit = Number(
+            "busy load per core", BUSY_LOAD_PER_CORE, "", "setting", source="sanity.BUSY_LOAD_PER_CORE"
+        )
         msgs.append(
-            f"load average {load['load1']:.1f} on {cores} usable cores before the run, above "
-            f"{BUSY_LOAD_PER_CORE:g} per core"
+            say(
+                "load average {load1} on {cores} usable cores, above {limit} per core",
+                load1=x["load1"],
+                cores=x["cores"],
+                limit=limit,
+            )
         )
-    if load.get("steal_pct") is not None and load["steal_pct"] > BUSY_STEAL_PCT:
-        msgs.append(f"CPU steal {load['steal_pct']:.0f}%, above {BUSY_STEAL_PCT:g}%")
-    if msgs:
-        return Flag(
-            "machine busy",
-            "the machine was busy (" + "; ".join(msgs) + "): timings are slower and noisier "
-            "than on an idle machine",
+    if "steal" in x and load["steal_pct"] > BUSY_STEAL_PCT:
+        limit = Number("busy CPU steal", BUSY_STEAL_PCT, "%", "setting", source="sanity.BUSY_STEAL_PCT")
+        msgs.append(say("CPU steal {steal}, above {limit}", steal=x["steal"], limit=limit))
+    if not msgs:
+        return None
+    if run and runs > 1:
+        which = say(
+            "before run {run}, the busiest of the {k} runs this report used",
+            run=Ident(run),
+            k=Number(
+                "runs this report used", int(runs), "", "counted", source="the runs whose load was read"
+            ),
         )
-    return None
+    elif run:
+        which = say("before run {run}", run=Ident(run))
+    else:
+        which = say("before the run")
+    return Flag(
+        "machine busy",
+        say(
+            "the machine was busy {which} ({msgs}): timings take longer and vary more than on an idle machine",
+            which=which,
+            msgs=join(msgs, "; "),
+        ),
+        run=run,
+    )
+
+
+def pressure(load: Mapping[str, Any]) -> float:
+    """How busy a run's machine was, as a multiple of the busy thresholds (the larger of load and steal)."""
+    return max(
+        (load.get("load1") or 0) / (load.get("cores") or 1) / BUSY_LOAD_PER_CORE,
+        (load.get("steal_pct") or 0) / BUSY_STEAL_PCT,
+    )
 
 
 def busiest_seen(loads: Iterable[Mapping[str, Any] | None] | None = None) -> Flag | None:
     """The busy flag of the busiest of `loads` (default: every run this process observed), or None."""
     seen = [dict(x) for x in (_SEEN if loads is None else loads) if x]
-
-    def pressure(x):
-        return max(
-            (x.get("load1") or 0) / (x.get("cores") or 1) / BUSY_LOAD_PER_CORE,
-            (x.get("steal_pct") or 0) / BUSY_STEAL_PCT,
-        )
-
-    return busy(max(seen, key=pressure)) if seen else None
+    runs = len({x.get("run") or i for i, x in enumerate(seen)})
+    return busy(max(seen, key=pressure), runs=runs) if seen else None
 
 
 def noise(
@@ -224,9 +368,18 @@ def noise(
     if lo > 0 and hi / lo > factor:
         return Flag(
             "noisy machine",
-            f"{what_a} and {what_b} are the same configuration, yet their medians are "
-            f"{ma:.3g} and {mb:.3g} ({hi / lo:.2f}x apart, above {factor:g}x): differences "
-            "smaller than that between settings measured here are noise, not results",
+            say(
+                "{a} and {b} are the same configuration, yet their medians are {ma} and {mb} ({r} apart, above "
+                "{factor}): differences smaller than that between settings measured here are noise, not results",
+                a=what_a,
+                b=what_b,
+                ma=Number(f"{what_a}: median epoch", ma, "s", "measured", n=len(va)),
+                mb=Number(f"{what_b}: median epoch", mb, "s", "measured", n=len(vb)),
+                r=Number(
+                    f"{what_a} against {what_b}: ratio", hi / lo, "x", "measured", n=min(len(va), len(vb))
+                ),
+                factor=Number("noise factor", factor, "x", "setting", source="sanity.NOISE_FACTOR"),
+            ),
         )
     return None
 
@@ -247,17 +400,68 @@ def _show(key: str, value: Any) -> str:
     return str(value)
 
 
-def stand_in(cfg, lab_model: str = LAB["model"]) -> Flag | None:
+def stand_in(cfg, lab_model: str = LAB["model"], num_classes: int | None = None) -> Flag | None:
+    """'stand-in model' naming the model that ran and its parameter count, counted on the model as built for this
+    run's classes (`num_classes`, else the config's dataset's)."""
     if cfg.model != lab_model:
         from . import models
+        from .data import classes_of
 
-        n = models.count_parameters(models.build(cfg.model))
+        classes = int(num_classes or classes_of(cfg))
+        # built as the run built it: its classes, norm and stem (an ImageNet stem has other weights)
+        stem = {"stem": cfg.stem} if models.accepts(cfg.model, "stem") else {}
+        n = models.count_parameters(models.build(cfg.model, num_classes=classes, norm=cfg.norm, **stem))
         return Flag(
             "stand-in model",
-            f"model {cfg.model} ({n:,} parameters) stands in for the lab's {lab_model}: "
-            "its times, memory and accuracies are not the lab model's",
+            say(
+                "model {model} ({n} parameters, for {classes} classes) stands in for the lab's {lab}: its times, "
+                "memory and accuracies are not the lab model's",
+                model=Ident(cfg.model) if stray_digits(cfg.model) else cfg.model,
+                n=Number(
+                    f"parameters of {cfg.model} ({classes} classes)",
+                    n,
+                    "",
+                    "counted",
+                    source="models.count_parameters",
+                ),
+                classes=Number(
+                    f"classes of {cfg.model}", classes, "", "counted", source="the dataset's classes"
+                ),
+                lab=lab_model,
+            ),
         )
     return None
+
+
+def _setting_slot(key: str, value: Any, whose: str) -> Any:
+    """A setting's value as a slot: a Number when it is a number, else a word ('all', 'resnet_tiny', 'on')."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (int, float)) and not (key in ("max_batches", "subset") and value == 0):
+        src = "this run's settings" if whose == "ran" else "the lab's settings (sanity.LAB)"
+        return Number(f"{key} ({whose})", value, "", "setting", source=src)
+    text = _show(key, value)
+    return Ident(text) if stray_digits(text) else text
+
+
+def differ(cfg, lab: Mapping[str, Any] = LAB) -> Flag | None:
+    """'settings differ', each setting that differs with the value that ran and the lab's, as Numbers of the
+    record (the ran-vs-lab table shows the same values)."""
+    rows = []
+    for key, want in lab.items():
+        got = getattr(cfg, key)
+        if got != want:
+            rows.append(
+                say(
+                    "{key} {ran} (lab {lab})",
+                    key=key,
+                    ran=_setting_slot(key, got, "ran"),
+                    lab=_setting_slot(key, want, "lab"),
+                )
+            )
+    if not rows:
+        return None
+    return Flag("settings differ", say("settings differ from the lab's: {rows}", rows=join(rows, ", ")))
 
 
 def run_flags(
@@ -267,13 +471,15 @@ def run_flags(
     meta: Mapping | None = None,
     num_classes: int = 10,
     lab: Mapping[str, Any] = LAB,
+    label: str = "",
 ) -> list[Flag]:
-    """Every flag that applies to one run (or one configuration of a sweep)."""
+    """Every flag that applies to one run (or one configuration of a sweep, named by `label`)."""
+    meta_run = str((meta or {}).get("run_id") or "")
     flags = [
-        diverged(list(losses), num_classes),
-        trend(epoch_seconds),
-        busy((meta or {}).get("machine")),
-        stand_in(cfg, lab.get("model", LAB["model"])),
+        diverged(list(losses), num_classes, label=label),
+        trend(epoch_seconds, label=label),
+        busy((meta or {}).get("machine"), run=meta_run),
+        stand_in(cfg, lab.get("model", LAB["model"]), num_classes),
     ]
     # what the run did (meta.json: a reused run may have been made with other progress settings), else the config
     drew = meta.get("progress") == "plot" if meta is not None else getattr(cfg, "progress", None) == "plot"
@@ -285,13 +491,5 @@ def run_flags(
                 "in total_s, and DataLoader workers prefetch meanwhile, so data_s can be lower",
             )
         )
-    differ = ran_vs_lab(cfg, lab)
-    if differ:
-        flags.append(
-            Flag(
-                "settings differ",
-                "settings differ from the lab's: "
-                + ", ".join(f"{r['setting']} {r['ran']} (lab {r['lab']})" for r in differ),
-            )
-        )
+    flags.append(differ(cfg, lab))
     return [f for f in flags if f is not None]

@@ -420,12 +420,14 @@ def build_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
 
 def _flops_record(cfg: RunConfig, device: torch.device) -> dict[str, Any]:
     """FLOPs per image of a training step, the precision and the device's peak for it (hpml_lab.flops)."""
-    pk = flops.peak(device, flops.precision_of(cfg, device))  # fp32 asked: TF32 where cuDNN uses it
+    # fp32 asked: TF32 where cuDNN uses it; a measured peak is this machine's one, kept beside the results
+    pk = flops.peak(device, flops.precision_of(cfg, device), flops.peaks_path(cfg.results_dir))
     return {
         "per_image": flops.flops_per_image(cfg),
         "precision": pk.precision,
         "peak_tflops": pk.tflops,
         "peak_source": pk.source,
+        **({"peak_measured_at": pk.measured_at, "machine": pk.machine} if pk.measured else {}),
         "convention": "multiply-add = 2 FLOPs; convolutions and matrix products, forward + backward",
     }
 

@@ -18,8 +18,12 @@ is "better" or "worse" only when the whole interval lies on one side of 1 (beyon
 A verdict knows how its samples were taken: `interleaved=True` (A B A B repeats, so the load hits both alike),
 `interleaved=False` (one side's runs after the other's) with the machine's load per core during each side
 (`load_a`, `load_b`). Runs one after the other whose load moved by more than `load_margin` (load per core), or
-whose load was not recorded, cannot be told apart (for times: a loss or an accuracy does not depend on the load); nor can a difference within `noise`, the ratio by which two
-twin configurations of this machine differed. `Verdict.finding(name)` states the comparison as a Finding whose
+whose load was not recorded, or made on a busy machine (a load per core above `busy_load`, sanity's threshold), cannot
+be told apart (for times: a loss or an accuracy does not depend on the load): on a busy machine other work takes
+turns with one side's runs and not with the other's, so a back-to-back difference may be the machine's, however
+steady its load average looked. Interleaved samples (A B A B, or repeated in rounds) share whatever load there was,
+so they keep their direction on a busy machine. Nor can a difference within `noise`, the ratio by which two twin
+configurations of this machine differed. `Verdict.finding(name)` states the comparison as a Finding whose
 ratio, interval and counts are Numbers of the answer record, named from `name`; direction words come only from it.
 """
 
@@ -34,9 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from .sanity import BUSY_LOAD_PER_CORE
+
 MIN_SAMPLES = 3
 TIMED = re.compile(r"\b(time|times|per step|per batch|per pass|per epoch|wait|seconds|latency)\b", re.I)
 LOAD_MARGIN = 0.5  # load per core two sequential sides may differ by and still be compared
+# load per core above which back-to-back timings are not compared: the threshold of sanity's 'machine busy' flag
+BUSY_LOAD = BUSY_LOAD_PER_CORE
 
 
 # Why a comparison names no direction, by its reason (Verdict.reason starts with the key), after "{a} and {b}
@@ -47,6 +55,9 @@ TIES = {
     "load moved": ": their runs were made one after the other while the machine's load per core moved between "
     "{load_lo} and {load_hi}, more than the {margin} such a comparison allows (ratio {ratio}, {conf} CI {low} to "
     "{high}; n = {na} and {nb})",
+    "busy machine": ": their runs were made one after the other, not interleaved, on a busy machine (load per core "
+    "up to {load_hi}, above {busy}), so other work may have slowed one side and not the other (ratio {ratio}, "
+    "{conf} CI {low} to {high}; n = {na} and {nb})",
     "load not recorded": ": their runs were made one after the other and the machine's load during them was not "
     "recorded (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
     "within twin noise": ": the difference (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb}) is within "
@@ -76,6 +87,7 @@ class Verdict:
     load_a: tuple = ()  # the machine's load per core during A's samples (sequential designs)
     load_b: tuple = ()
     load_margin: float = LOAD_MARGIN
+    busy_load: float = BUSY_LOAD  # load per core above which back-to-back samples cannot be compared
     noise: float | None = None  # twin-configuration noise (a ratio >= 1) the difference must exceed
     min_effect: float = 0.02  # the least difference (as a fraction) the whole interval must clear
 
@@ -162,6 +174,9 @@ class Verdict:
             nums["margin"] = Number(
                 f"{name}: load margin", self.load_margin, "", "setting", source="verdict.LOAD_MARGIN"
             )
+            nums["busy"] = Number(
+                f"{name}: busy load per core", self.busy_load, "", "setting", source="verdict.BUSY_LOAD"
+            )
         nums["effect"] = Number(
             f"{name}: least difference", round(100 * self.min_effect, 3), "%", "setting", source=src
         )
@@ -210,6 +225,33 @@ class Verdict:
             f = say(template, **{n: slots[n] for n in used})
         return f.marked(name)
 
+    def short(self, name: str, label_a=None, label_b=None):
+        """The verdict in words for a headline, read in one breath: the winner and the ratio ('compiled is 1.31x
+        faster than eager on time per step'), or that the two cannot be told apart; the interval, the counts and
+        why a tie is one are finding(name)'s, for the details. Its numbers are those of numbers(name)."""
+        from .findings import say
+
+        a = label_a if label_a is not None else self.label_a
+        b = label_b if label_b is not None else self.label_b
+        if self.outcome in ("better", "worse"):
+            win, lose = (a, b) if self.outcome == "better" else (b, a)
+            up, _ = self.words()
+            template = (
+                "{win} is {ratio} {up} than {lose} on {what}"
+                if self.timed and self.lower_is_better
+                else "{win} has a {up} {what} than {lose} ({ratio})"
+                if self.lower_is_better
+                else "{win} has {ratio} the {what} of {lose}"
+            )
+            slots = dict(win=win, lose=lose, up=up, what=self.what, ratio=self.numbers(name)["ratio"])
+            used = {n for _, n, _, _ in string.Formatter().parse(template) if n}
+            f = say(template, **{n: slots[n] for n in used})
+        elif self.undecided:
+            f = say("too few samples to compare {a} and {b} on {what}", a=a, b=b, what=self.what)
+        else:
+            f = say("{a} and {b} cannot be told apart on {what}", a=a, b=b, what=self.what)
+        return f.marked(name)
+
     def as_dict(self) -> dict[str, Any]:
         """Everything needed to recompute the verdict (the samples are added by compare)."""
         return asdict(self)
@@ -236,6 +278,7 @@ def compare(
     load_a: Sequence[float] | None = None,
     load_b: Sequence[float] | None = None,
     load_margin: float = LOAD_MARGIN,
+    busy_load: float = BUSY_LOAD,
     noise: float | None = None,
 ) -> Verdict:
     """Compare two samples (e.g. per-step seconds from interleaved repeats). See the module docstring."""
@@ -262,6 +305,7 @@ def compare(
         load_a=tuple(float(x) for x in load_a or ()),
         load_b=tuple(float(x) for x in load_b or ()),
         load_margin=load_margin,
+        busy_load=busy_load,
         noise=noise,
         min_effect=min_effect,
     )
@@ -288,8 +332,8 @@ def compare(
 
 
 def _design(outcome: str, lo: float, hi: float, common: dict) -> tuple[str, str]:
-    """A separated verdict kept only where its design allows it: sequential runs on a steady, recorded load, and a
-    difference beyond the twin-configuration noise."""
+    """A separated verdict kept only where its design allows it: sequential runs on a steady, recorded load of an
+    idle machine, and a difference beyond the twin-configuration noise."""
     loads = [*common["load_a"], *common["load_b"]]
     timed = not common["what"] or bool(
         TIMED.search(common["what"])
@@ -299,6 +343,8 @@ def _design(outcome: str, lo: float, hi: float, common: dict) -> tuple[str, str]
             return "tie", "load not recorded"
         if max(loads) - min(loads) > common["load_margin"]:
             return "tie", "load moved"
+        if max(loads) > common["busy_load"]:
+            return "tie", "busy machine"
     noise = common["noise"]
     if noise is not None and (lo if outcome == "better" else 1 / hi) <= noise:
         return "tie", "within twin noise"

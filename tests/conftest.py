@@ -30,6 +30,15 @@ from hpml_lab.data import cifar  # noqa: E402
 TORCH_THREADS_AT_LOAD = torch.get_num_threads()  # before any test sets its own (the memory study does)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_report_page():
+    """notebook.py holds what one kernel's page shows (one page per kernel, notebook.config starts it): each test
+    starts a page of its own, so no table or number of an earlier test's page reaches its answer record."""
+    from hpml_lab.report import notebook
+
+    notebook.new_page()
+
+
 @pytest.fixture(scope="session")
 def cifar_root(tmp_path_factory):
     """A synthetic CIFAR-10 in the real format with 1,000 + 200 images (seconds to write)."""

@@ -157,7 +157,7 @@ def answer_html(a: dict[str, Any]) -> str:
         + (f"<p class='hpml-details'>{details}{missing}</p>" if details or missing else "")
         + background
         + (
-            f"<details><summary>its numbers ({len(a['numbers'])}, tagged)</summary><ul>{nums}</ul></details>"
+            f"<details data-numbers><summary>its numbers, tagged</summary><ul>{nums}</ul></details>"
             if nums
             else ""
         )
@@ -168,9 +168,13 @@ def answer_html(a: dict[str, Any]) -> str:
 def box_html(rec: dict[str, Any], shared: bool = False) -> str:
     """The answer box: status, each question's answer (answer_html), and the flags. `shared`: leave out what a
     bundle says once for every report (synthetic data, stand-in model, busy machine, the legend of the tags)."""
+    from .pages import finding_html
+
     items = [answer_html(a) for a in rec["answers"]]
+    # a flag is a finding: its numbers in their slots, as the record holds them (a record without html: escaped)
     flags = "".join(
-        f"<li><b>{html.escape(f['kind'])}</b>: {html.escape(f['message'])}</li>"
+        f"<li><b>{html.escape(f['kind'])}</b>: "
+        f"{finding_html(f['html']) if f.get('html') is not None else html.escape(f['message'])}</li>"
         for f in rec["flags"]
         if not (shared and f["kind"] in SHARED_FLAGS)
     )
@@ -231,7 +235,7 @@ def fold_logs(nb, min_lines: int = 3):
                         "display_data",
                         data={
                             "text/html": (
-                                f"<details><summary>training log ({n} lines)</summary><pre>{html.escape(text)}</pre></details>"
+                                f"<details data-log><summary>training log ({n} lines)</summary><pre>{html.escape(text)}</pre></details>"
                             )
                         },
                     )

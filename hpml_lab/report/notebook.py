@@ -55,6 +55,7 @@ def config(task: str, namespace: Mapping[str, Any]) -> RunConfig:
     }
     cfg = RunConfig(task=task, **params)
     _RUN["model"] = cfg.model
+    new_page()  # a notebook run again in the same kernel starts its page afresh
     return cfg
 
 
@@ -125,20 +126,20 @@ def data_notice(info: Mapping[str, Any]) -> str:
         return (
             '<div style="border:2px solid #c60;background:#fff4e5;padding:10px 14px;margin:8px 0;'
             'font-size:1.05em"><b>Synthetic data.</b> These results were computed on a synthetic '
-            f"{html.escape(info['name'])} written in the real on-disk format ({html.escape(info['root'])}), "
+            f"{html.escape(info['name'])} written in the real on-disk format (<span data-id>{html.escape(info['root'])}</span>), "
             "not on the real dataset. Timings reflect the real pipeline; losses and accuracies are "
             f"not comparable with published {html.escape(info['name'])} numbers.</div>"
         )
     if info["kind"] == "unverified":
         return (
             '<div style="border:2px solid #c60;background:#fff4e5;padding:10px 14px;margin:8px 0">'
-            f"<b>Unverified data.</b> The {html.escape(info['name'])} in {html.escape(info['root'])} carries no "
+            f"<b>Unverified data.</b> The {html.escape(info['name'])} in <span data-id>{html.escape(info['root'])}</span> carries no "
             "synthetic marker, but its files do not match the published md5s: it is neither the real dataset nor "
             "this kit's synthetic one, so its losses and accuracies are not comparable with published numbers.</div>"
         )
     return (
         f'<div style="border:1px solid #2a7;padding:8px 14px;margin:8px 0">Dataset: real '
-        f"{html.escape(info['name'])} from {html.escape(info['root'])} (md5s verified).</div>"
+        f"{html.escape(info['name'])} from <span data-id>{html.escape(info['root'])}</span> (md5s verified).</div>"
     )
 
 
@@ -149,10 +150,15 @@ def header(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> dict[str, Any
     display(HTML(data_notice(info)))
     display(HTML(settings_notice(cfg, lab)))
     env = environment()
+
+    def name(text) -> str:  # a name with digits that states no quantity (a GPU's model, a version, a commit)
+        return f"<span data-id>{html.escape(str(text))}</span>"
+
     display(
-        Markdown(
-            f"**Hardware:** {hardware_label(env)} &nbsp;·&nbsp; **torch** {env['torch']} "
-            f"&nbsp;·&nbsp; **commit** `{env['commit'][:10]}`{' (uncommitted changes)' if env['dirty'] else ''}"
+        HTML(
+            f"<p><b>Hardware:</b> {name(hardware_label(env))} &nbsp;·&nbsp; <b>torch</b> {name(env['torch'])} "
+            f"&nbsp;·&nbsp; <b>commit</b> <code>{name(env['commit'][:10])}</code>"
+            f"{' (uncommitted changes)' if env['dirty'] else ''}</p>"
         )
     )
     return info
@@ -196,17 +202,90 @@ def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
     flag = sanity.stand_in(cfg, lab["model"]) if "model" in lab else None
     from .answer_box import readable
 
-    cells = "".join(
-        f"<tr><td>{html.escape(readable(r['setting']))}</td><td><b>{html.escape(r['ran'])}</b></td>"
-        f"<td>{html.escape(r['lab'])}</td></tr>"
-        for r in rows
+    shown = [[readable(r["setting"]), r["ran"], r["lab"]] for r in rows]
+    hold_table(
+        "ran vs lab", ["setting", "ran", "lab"], shown, [[r["setting"], r["ran"], r["lab"]] for r in rows]
     )
+    cells = "".join(
+        f"<tr><td>{html.escape(s)}</td><td><b>{html.escape(ran)}</b></td><td>{html.escape(want)}</td></tr>"
+        for s, ran, want in shown
+    )
+    if flag:
+        hold_numbers(flag.finding)
     return (
         "<div style='border:1px solid #c60;padding:8px 14px;margin:8px 0'>"
-        + (f"<p><b>Stand-in model.</b> {html.escape(flag.message)}.</p>" if flag else "")
+        + (f"<p><b>Stand-in model.</b> {flag.finding.html()}.</p>" if flag else "")
         + "<p>This run's settings differ from the lab's; every number below is for the settings that ran:</p>"
-        f"<table><tr><th>setting</th><th>ran</th><th>lab</th></tr>{cells}</table></div>"
+        '<table data-table="ran vs lab"><tr><th>setting</th><th>ran</th><th>lab</th></tr>'
+        f"{cells}</table></div>"
     )
+
+
+# What this kernel's page shows beside the answer record, held in it so that the claims check can read the whole
+# page (report/claims.py check_page): tables by name, figures' labels, the Numbers of sentences in the body. The
+# record answer() wrote is written again when the page shows more after it (the environment table comes last).
+_PAGE: dict[str, dict] = {"tables": {}, "figures": {}, "shown": {}}
+_RECORD: list = []
+
+
+def new_page() -> None:
+    """Forget what an earlier page of this kernel showed (config() calls it: one page per run of the notebook)."""
+    _PAGE.update(tables={}, figures={}, shown={})
+    _RECORD.clear()
+    _BUSY.clear()
+
+
+def _rewrite() -> None:
+    if _RECORD:
+        from . import answer_box
+
+        rec = _RECORD[-1]
+        rec.tables, rec.figures = dict(_PAGE["tables"]), dict(_PAGE["figures"])
+        rec.shown = list(_PAGE["shown"].values())
+        answer_box.write(rec)
+
+
+def hold_numbers(*findings: Any) -> None:
+    """The Numbers of findings the page shows outside the answer box (a caption, a note, a table's cell), held in
+    the record: every number on the page is a Number of its record."""
+    from dataclasses import asdict
+
+    for f in findings:
+        for n in f.numbers() if hasattr(f, "numbers") and callable(f.numbers) else getattr(f, "numbers", []):
+            _PAGE["shown"][n.name] = asdict(n)
+    _rewrite()
+
+
+def hold_table(name: str, columns: list, rows: list[list], values: list[list] | None = None) -> None:
+    """A table the page shows, held in the record by name: its columns and cells as shown (and the values they
+    were formatted from), so that a cell on the page that differs from it is caught."""
+
+    def plain(v):
+        if isinstance(v, float) and v != v:
+            return None
+        return (
+            v.item()
+            if hasattr(v, "item")
+            else (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
+        )
+
+    from .answer_box import scrub_paths  # as the page shows them: the runner scrubs the page the same way
+
+    _PAGE["tables"][name] = {
+        "columns": [scrub_paths(str(c)) for c in columns],
+        "rows": [[scrub_paths(str(c)) for c in r] for r in rows],
+        "values": [[plain(v) for v in r] for r in (values if values is not None else rows)],
+    }
+    _rewrite()
+
+
+def _table_name(name: str) -> str:
+    if name:
+        return name
+    k = len(_PAGE["tables"]) + 1
+    while f"table {k}" in _PAGE["tables"]:
+        k += 1
+    return f"table {k}"
 
 
 def answer(
@@ -232,32 +311,33 @@ def answer(
     if differ and all(
         f.kind != "settings differ" for f in flags
     ):  # the table shows a difference: so does a flag
-        flags.append(
-            sanity.Flag(
-                "settings differ",
-                "settings differ from the lab's: "
-                + ", ".join(f"{r['setting']} {r['ran']} (lab {r['lab']})" for r in differ),
-            )
-        )
+        flags.append(sanity.differ(cfg, lab))
     task_title = title or (tasks.TASKS[cfg.task].title if cfg.task in tasks.TASKS else cfg.task)
-    answer_box.show(
-        answer_box.Record(
-            cfg.task,
-            task_title,
-            list(items),
-            [f.as_dict() for f in flags],
-            synthetic_data=info.get("kind") == "synthetic",
-            stand_in_model=cfg.model if stand_in else "",
-            ran_vs_lab=differ,
-            reused=_REUSED,
-        )
+    rec = answer_box.Record(
+        cfg.task,
+        task_title,
+        list(items),
+        [f.as_dict() for f in flags],
+        synthetic_data=info.get("kind") == "synthetic",
+        stand_in_model=cfg.model if stand_in else "",
+        ran_vs_lab=differ,
+        reused=_REUSED,
+        tables=dict(_PAGE["tables"]),
+        figures=dict(_PAGE["figures"]),
+        shown=list(_PAGE["shown"].values()),
     )
+    _RECORD[:] = [rec]
+    _BUSY[:] = [f for f in flags if f.kind == "machine busy"]
+    answer_box.show(rec)
 
 
 def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     """The run's provenance as a two-column table: versions, hardware, commit, dataset, seed, config."""
     env = meta["environment"]
-    sanity.observe(meta.get("machine"))  # a run shown on this report counts for its 'machine busy' flag
+    run = str(meta.get("run_id") or "")
+    sanity.observe(meta.get("machine"), run)  # a run shown on this report counts for its 'machine busy' flag
+    load = sanity.load_finding(meta.get("machine"), run)  # the busy flag's Numbers when it is this run's
+    hold_numbers(load)
     rows = {
         "hardware": hardware_label(env),
         "device used": meta["device"],
@@ -273,7 +353,9 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         "seed": meta["seed"],
         "started (UTC)": meta["started_at"],
         "run folder": meta["run_id"],
-        "machine load before the run": _load_text(meta.get("machine")),
+        "machine load before the run": load.plain(),
+        **_busiest_row(run),
+        **_peak_row(meta.get("flops")),
         "config": ", ".join(
             f"{k}={shown_path(v) if k.endswith('_root') else number_text(v) if isinstance(v, bool) else v}"
             for k, v in meta["config"].items()
@@ -282,14 +364,51 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     }
     # a Styler renders every cell whole (a DataFrame's HTML cuts long cells, and the config row is long)
     # left-aligned, the names beside their values (a page that right-aligns cells put them at the far right);
-    # escaped: a value is text from the user or a file (a data folder named '<img onerror=...>'), never markup
+    # escaped: a value is text from the user or a file (a data folder named '<img onerror=...>'), never markup.
+    # Held in the record as the table "environment" (its load row states load_finding's Numbers)
+    cells = [[k, str(v)] for k, v in rows.items()]
+    hold_table("environment", ["", "value"], cells)
     return (
         pd.DataFrame({"value": [str(v) for v in rows.values()]}, index=list(rows.keys()))
-        .style.format(escape="html")
+        .style.set_table_attributes('data-table="environment"')
+        .format(escape="html")
         .format_index(escape="html")
         .set_properties(**{"text-align": "left"})
         .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}])
     )
+
+
+_BUSY: list = []  # the 'machine busy' flag answer() put on this page, if any
+
+
+def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:
+    """The device's peak that every share of peak on the page divides by, and where it came from (a data sheet, or
+    measured once on this machine and kept for every task: flops.PEAKS_FILE)."""
+    if not fl or not fl.get("peak_tflops"):
+        return {}
+    from ..findings import say
+    from ..flops import peak_number
+
+    peak = peak_number(fl)
+    hold_numbers(say("{p}", p=peak))
+    return {
+        "device peak (every share of peak divides by it)": f"{fmt_value(peak.value, peak.unit)}: {peak.source}"
+    }
+
+
+def _busiest_row(run: str) -> dict[str, str]:
+    """The environment table's row for the page's busy flag when that flag read another run than the table's: the
+    same run and the same Numbers as the flag, so the two never state two loads without saying whose."""
+    flag = _BUSY[0] if _BUSY else None
+    if flag is None or not flag.run or flag.run == run:
+        return {}
+    nums = {n.name: n for n in flag.numbers()}
+    load = nums.get(f"load average before {flag.run}")
+    cores = nums.get(f"usable cores before {flag.run}")
+    if load is None or cores is None:
+        return {}
+    text = f"{flag.run}: load average {fmt_value(load.value)} on {fmt_value(cores.value)} usable cores"
+    return {"busiest run of this report (its machine busy flag)": text}
 
 
 def number_text(x: Any, na: str = "-") -> str:
@@ -309,10 +428,13 @@ def number_text(x: Any, na: str = "-") -> str:
     return fmt_value(x)  # the one formatter the findings use too, so a table and its sentence agree
 
 
-def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, na: str = "-"):
+def table(
+    df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, na: str = "-", name: str = ""
+):
     """A table as the report shows it: column names through answer_box.readable ('per_gpu_batch' -> 'per-GPU
     batch'), numbers through number_text, the `percent` columns (fractions, or percentages with of_one=False)
-    through answer_box.percent ('14.2%'); no index."""
+    through answer_box.percent ('14.2%'); no index. Held in the answer record by `name` (default 'table N'), its
+    cells as shown, and marked data-table on the page, so the claims check compares the two."""
     import numbers
 
     from .answer_box import percent as pct
@@ -330,9 +452,12 @@ def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, 
             shown[c] = [na if v is None or v != v else pct(v, of_one=of_one) for v in shown[c]]
         else:
             shown[c] = [number_text(v, na) for v in shown[c]]
+    name = _table_name(name)
+    hold_table(name, [readable(c) for c in shown.columns], shown.values.tolist(), df.values.tolist())
     styler = (  # every value escaped: a cell may hold text from a file or the user
         shown.rename(columns={c: readable(c) for c in shown.columns})
-        .style.hide(axis="index")
+        .style.set_table_attributes(f'data-table="{html.escape(name)}"')
+        .hide(axis="index")
         .format(escape="html")
         .format_index(escape="html", axis=1)
     )
@@ -345,12 +470,8 @@ def table(df: pd.DataFrame, percent: tuple[str, ...] = (), of_one: bool = True, 
 
 
 def _load_text(load: Mapping[str, Any] | None) -> str:
-    if not load:
-        return "not recorded"
-    steal = f", CPU steal {load['steal_pct']:.0f}%" if load.get("steal_pct") is not None else ""
-    load1 = load.get("load1")
-    shown = f"{load1:.2f}" if isinstance(load1, (int, float)) else "not recorded"
-    return f"load average {shown} on {load.get('cores')} usable cores{steal}"
+    """One run's load as the environment table states it (sanity.load_finding, through the one formatter)."""
+    return sanity.load_finding(load).plain()
 
 
 HOW_TO_OPEN = {
@@ -375,8 +496,25 @@ def artifact(path, kind: str, task: str) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(src, "rb") as f, gzip.open(target, "wb") if gz else open(target, "wb") as g:
         shutil.copyfileobj(f, g)
-    size = target.stat().st_size / 1024**2
-    return f"[{target.name}](artifacts/{target.name}) ({size:.1f} MB), {HOW_TO_OPEN[kind]}"
+    from ..answers import Number
+    from ..findings import say
+
+    # its size a Number of the record, its name a name (run folders hold digits that state no quantity)
+    size = say(
+        "{size}",
+        size=Number(
+            f"size of {target.name}",
+            target.stat().st_size / 1024**2,
+            "MB",
+            "counted",
+            source="the file's size",
+        ),
+    )
+    hold_numbers(size)
+    return (
+        f"[<span data-id>{html.escape(target.name)}</span>](artifacts/{target.name}) ({size.html()}), "
+        f"{HOW_TO_OPEN[kind]}"
+    )
 
 
 _RUN: dict[str, Any] = {}  # the model this kernel's report runs (config), for figure titles
@@ -430,6 +568,13 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
             engine = fig.get_layout_engine()
             if type(engine).__name__ != "ConstrainedLayoutEngine":  # constrained layout makes room by itself
                 fig.tight_layout()  # make room for the caption: it was added after the layout and sat on the plot
+    alt = alt or alt_text(fig, name)
+    caption = getattr(
+        fig, "hpml_caption", ""
+    )  # plots.captioned: what is drawn, said by the code that drew it
+    # its labels and caption, held in the record: the claims check reads the page's
+    _PAGE["figures"][name] = {"alt": alt, **({"caption": caption} if caption else {})}
+    _rewrite()
     path = output_path(folder) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
@@ -444,11 +589,15 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     data = base64.b64encode(buf.getvalue()).decode()
-    display(HTML(f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt or alt_text(fig, name))}">'))
-    # plots.captioned: what is drawn, said by the code that drew it
-    caption = getattr(fig, "hpml_caption", "")
+    display(
+        HTML(
+            f'<img src="data:image/png;base64,{data}" data-figure="{html.escape(name)}" alt="{html.escape(alt)}">'
+        )
+    )
     if caption:
-        display(HTML(f'<p class="caption"><i>{html.escape(caption)}</i></p>'))
+        display(
+            HTML(f'<p class="caption" data-figure="{html.escape(name)}"><i>{html.escape(caption)}</i></p>')
+        )
     import matplotlib.pyplot as plt
 
     plt.close(fig)  # shown above, with its alt text: the inline backend would show it again without
@@ -479,9 +628,8 @@ def memory_table(epochs: pd.DataFrame, by: tuple[str, ...] = ()) -> Any:
             )
         )
     )
-    table = epochs[[*by, "epoch", *shown]].rename(columns=MEMORY_HEADERS)
-    fmt = {MEMORY_HEADERS[c]: "{:.0f}" if c == "alloc_retries" else "{:.1f}" for c in shown}
-    return table.style.hide(axis="index").format(fmt, na_rep="-")
+    # through table(): the one formatter, held in the record like every table on the page
+    return table(epochs[[*by, "epoch", *shown]].rename(columns=MEMORY_HEADERS), name="peak memory per epoch")
 
 
 def breakdown_or_error(path) -> Any:
@@ -512,11 +660,10 @@ def trace_breakdown(path, bd=None) -> Any:
         )
         return None
     display(Markdown(f"**Where the recorded steps' time went** (source: {bd.source}). {bd.note}"))
-    fmt = {"time (ms)": "{:.2f}", "share": "{:.1%}"}
-    display(bd.table.rename(columns={"time_ms": "time (ms)"}).style.hide(axis="index").format(fmt))
+    display(table(bd.table, percent=("share",), name="trace breakdown"))
     if bd.idle is not None:
         display(Markdown("GPU idle time by cause (Holistic Trace Analysis, summed over streams):"))
-        display(bd.idle.rename(columns={"time_ms": "time (ms)"}).style.hide(axis="index").format(fmt))
+        display(table(bd.idle, percent=("share",), name="GPU idle time by cause"))
     return bd
 
 
@@ -529,6 +676,7 @@ def said(*items: Any, questions: bool = False) -> None:
     parts, general = [], []
     for it in items:
         findings = getattr(it, "findings", None) or [it]
+        hold_numbers(*findings)
         q = f"<b>{html.escape(it.question)}</b> " if questions and getattr(it, "question", "") else ""
         parts.append(q + " ".join(f.html() for f in findings))
         general += [b.html() for b in getattr(it, "background", [])]

@@ -71,9 +71,10 @@ _SLOT = re.compile(r"&lt;span data-(number|verdict)=&quot;(.*?)&quot;&gt;")
 
 def finding_html(stored: str) -> str:
     """A finding's stored html made safe to show: everything escaped except the slots findings.py writes
-    (<span data-number="NAME">, <span data-verdict="NAME"> and their </span>). The record is a file that may have
-    been edited or damaged; a <script> in it stays text."""
+    (<span data-number="NAME">, <span data-verdict="NAME">, <span data-id> and their </span>). The record is a file
+    that may have been edited or damaged; a <script> in it stays text."""
     text = html.escape(html.unescape(str(stored)))
+    text = text.replace("&lt;span data-id&gt;", "<span data-id>")
     return _SLOT.sub(r'<span data-\1="\2">', text).replace("&lt;/span&gt;", "</span>")
 
 

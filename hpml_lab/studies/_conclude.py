@@ -4,6 +4,8 @@ as a tagged Number, flags without repeats, per-batch tables of a sweep and a ver
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from .. import sanity
@@ -107,19 +109,30 @@ def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict 
     return sanity.run_flags(cfg, batches["loss"], list(epochs["total_s"]), meta, classes_of(cfg, meta))
 
 
-def meta_machine(sweep) -> dict | None:
-    """The machine load recorded by the busiest run of a sweep (one busy run is enough to flag), or None."""
+def machines(sweep) -> list[dict]:
+    """The machine load recorded before each run of a sweep, each with its run folder ('run')."""
     from ..results import read_run
 
     loads = []
     for it in getattr(sweep, "items", None) or []:
         try:
-            m = read_run(it.run_dir).meta.get("machine")
+            meta = read_run(it.run_dir).meta
         except (OSError, ValueError):
             continue
-        if m:
-            loads.append(m)
-    return max(loads, key=lambda m: (m.get("load1") or 0) / max(1, m.get("cores") or 1), default=None)
+        if meta.get("machine"):
+            loads.append({**meta["machine"], "run": str(meta.get("run_id") or Path(it.run_dir).name)})
+    return loads
+
+
+def meta_machine(sweep) -> dict | None:
+    """The machine load recorded by the busiest run of a sweep (one busy run is enough to flag), or None."""
+    return max(machines(sweep), key=sanity.pressure, default=None)
+
+
+def busy_of(sweep) -> sanity.Flag | None:
+    """'machine busy' from the busiest run of a sweep: its numbers are that run's, named after its folder, and the
+    flag says how many runs the report read."""
+    return sanity.busiest_seen(machines(sweep))
 
 
 def steady_batches(items, by: str) -> pd.DataFrame:

@@ -237,7 +237,7 @@ def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         "note": "loader-bound steps (PIL loader): throughput, not MFU",
     }
     for name, cfg in (("fast", fast),):
-        pk = flops.peak(device, flops.precision_of(cfg, device))
+        pk = flops.peak(device, flops.precision_of(cfg, device), flops.peaks_path(cfg.results_dir))
         step_flops = per_image * cfg.batch_size
         achieved[name] = {
             "tflops": flops.tflops(step_flops, rows[name]["median"]),

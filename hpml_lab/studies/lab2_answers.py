@@ -20,15 +20,16 @@ from .. import sanity
 from ..answers import Answer, Number
 from ..data import classes_of
 from ..findings import Background, Finding, join, say
+from ..flops import peak_number
 from ..profiling import summarize
 from ..results import drop_warmup, read_run
 from ..verdict import MIN_SAMPLES, best, compare, sample_record
 from ._conclude import (
+    busy_of,
     compare_configs,
     counted,
     dedupe,
     loads_by,
-    meta_machine,
     num,
     on_gpu,
     sampling,
@@ -92,48 +93,51 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     chance_loss = Number(
         "chance loss", sanity.chance_loss(classes), "", "predicted", source=f"ln {classes}: a uniform guess"
     )
+    # the headline is the verdict in words, read in one breath (at most one number); the full statement, with its
+    # interval and counts, is the first detail
+    end, start = say("the end"), say("the start")
+    loss_s, acc_s = v.short("C1 loss", end, start), va.short("C1 top-1", end, start)
     if diverged:
         cl = chance_loss
         finite = int(b["loss"].map(math.isfinite).sum())
-        head = (
-            say(
-                "Training diverged: the loss ended at {l1}, above the chance loss {cl}; these curves are not a result",
+        if finite == len(b):
+            head = say(
+                "Training diverged: the loss ended at {l1}, above chance; these curves are not a result",
                 l1=l1,
-                cl=cl,
             )
-            if finite == len(b)
-            else say(  # NaN or inf: no number to state (a record refuses one), where it happened instead
-                "Training diverged: the loss became NaN or infinite after {f} of {n} batches (chance loss {cl}); "
-                "these curves are not a result",
-                f=counted("batches with a finite loss", finite),
-                n=total,
-                cl=cl,
-            )
-        )
+            details = [say("The chance loss is {cl}", cl=cl)]
+        else:  # NaN or inf: no number to state (a record refuses one), where it happened instead
+            head = say("Training diverged: the loss became NaN or infinite; these curves are not a result")
+            details = [
+                say(
+                    "The loss was finite for {f} of {n} batches (chance loss {cl})",
+                    f=counted("batches with a finite loss", finite),
+                    n=total,
+                    cl=cl,
+                )
+            ]
     elif v.outcome == "better" and above and not loss_at_chance:
-        head = say("The run learned: {v}", v=loss_v)
-        details = [say("{v}", v=acc_v).up(), say("{r}: above chance", r=rise).up()]
+        head = say("The run learned: {v}", v=loss_s)
+        details = [say("{v}", v=loss_v).up(), say("{v}", v=acc_v).up(), say("{r}: above chance", r=rise).up()]
     elif v.outcome == "better" and not loss_at_chance:
-        head = say("No learning shows in the accuracy yet: {r}, not above chance", r=rise)
-        details = [say("{v}", v=loss_v).up()]
+        head = say("No learning shows in the accuracy yet: top-1 is not above chance")
+        details = [say("{r}, not above chance", r=rise).up(), say("{v}", v=loss_v).up()]
     elif v.outcome == "better":
         head = say(
-            "This run does not show learning: the loss is not clearly below the chance loss ({cl}) at the end, "
-            "although {v}",
-            cl=chance_loss,
-            v=loss_v,
+            "This run does not show learning: its loss ended not clearly below chance ({cl})", cl=chance_loss
         )
-        details = [say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
+        details = [say("Although {v}", v=loss_v), say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
     elif v.outcome == "tie" and v.reason != "too few samples" and va.outcome == "better" and above:
         # the two measures disagree: say both, neither "learned" (the loss ties) nor "no learning" (top-1 rose)
-        head = say("Mixed evidence of learning: {va}, but {v}", va=acc_v, v=loss_v)
-        details = [say("{r}", r=rise).up()]
+        head = say("Mixed evidence of learning: {va}, but not on the loss", va=acc_s)
+        details = [say("{va}", va=acc_v).up(), say("But {v}", v=loss_v), say("{r}", r=rise).up()]
     elif v.outcome == "tie" and v.reason != "too few samples" and va.outcome == "better":
-        head = say("This run does not show learning: {v}", v=loss_v)
-        details = [say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
+        head = say("This run does not show learning: {v}", v=loss_s)
+        details = [say("{v}", v=loss_v).up(), say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
     elif v.reason == "too few samples":
-        head = say("Too few batches at each end to tell whether the run learned: {v}", v=loss_v)
+        head = say("Too few batches at each end to tell whether the run learned")
         details = [
+            say("{v}", v=loss_v).up(),
             say(
                 "The mean loss went from {l0} over {lb} to {l1} over {la}, and {r}",
                 l0=l0,
@@ -141,14 +145,14 @@ def c1(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
                 l1=l1,
                 la=la,
                 r=rise,
-            )
+            ),
         ]
     elif v.outcome == "worse":
-        head = say("The run did not learn: {v}", v=loss_v)
-        details = [say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
+        head = say("The run did not learn: {v}", v=loss_s)
+        details = [say("{v}", v=loss_v).up(), say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
     else:
-        head = say("The run did not measurably learn: {v}", v=loss_v)
-        details = [say("{r}", r=rise).up()]
+        head = say("The run did not measurably learn: {v}", v=loss_s)
+        details = [say("{v}", v=loss_v).up(), say("{r}", r=rise).up()]
     background = [
         Background(
             "This is training accuracy on augmented images, not test accuracy; one seed says nothing about "
@@ -276,30 +280,23 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         if len(steady) == 1
         else say("median of the {n} after the first", n=counted("epochs after the first", len(steady)))
     )
-    head = say(
-        "Per epoch ({which}): data loading {data}, training {train}, total {total}; waiting for data is {share} "
-        "of the epoch",
-        which=which,
-        data=data,
-        train=train,
-        total=total,
-        share=share,
-    )
-    details = (
-        [
-            say(
-                "The rest of the epoch, {other}, is time outside both timers (the loop's own work)",
-                other=other,
-            )
-        ]
+    head = say("Waiting for data takes {share} of an epoch (the times are below)", share=share)
+    details = [
+        say(
+            "Per epoch ({which}): data loading {data}, training {train}, total {total}",
+            which=which,
+            data=data,
+            train=train,
+            total=total,
+        ),
+        say("The rest of the epoch, {other}, is time outside both timers (the loop's own work)", other=other)
         if timing_disjoint(cfg, run.meta)
-        else [  # the GPU's steps overlap the host's wait for data: no rest of the epoch is theirs to split
-            say(
-                "Data loading and training overlap on this GPU (no synchronize between steps, sync_each_step off), "
-                "so the epoch is not their sum and no rest of it is stated"
-            )
-        ]
-    )
+        # the GPU's steps overlap the host's wait for data: no rest of the epoch is theirs to split
+        else say(
+            "Data loading and training overlap on this GPU (no synchronize between steps, sync_each_step off), "
+            "so the epoch is not their sum and no rest of it is stated"
+        ),
+    ]
     background = [
         Background(
             "A first epoch often holds one-time costs (worker start-up, allocator growth, kernel selection), which "
@@ -308,15 +305,7 @@ def c2(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     ]
     fl = (run.meta or {}).get("flops")
     if fl and "mfu" in steady:
-        measured_peak = str(fl.get("peak_source", "")).startswith("measured")
-        peak = Number(
-            f"this device's {fl['precision']} peak",
-            float(fl["peak_tflops"]),
-            "TFLOP/s",
-            "measured" if measured_peak else "reference",
-            n=1 if measured_peak else None,
-            source=str(fl.get("peak_source", "")),
-        )
+        peak = peak_number(fl)  # the machine's one peak, as the environment table states it
         mfu = num("training compute, share of this device's peak", steady["mfu"], "%", 100)
         details.append(
             say(
@@ -489,7 +478,8 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     tied, few, why = too_few_split(b, "C3")
     separated = len(b.verdicts) - len(tied) - len(few)
     if few and not tied and not separated:
-        head = say(
+        head = say("No best worker count: too few epochs were timed to tell the counts apart")
+        lead = say(
             "{best} had the lowest median ({med} per epoch), but too few epochs were timed to tell it from any "
             "other count ({why}), so this run names no best count",
             best=labels[b.label],
@@ -509,6 +499,10 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
                 )
             )
         head = say(
+            "No single best worker count: the lowest median, {best}, cannot be told apart from some others",
+            best=labels[b.label],
+        )
+        lead = say(
             "{best} had the lowest median ({med} per epoch) but cannot be told apart from {parts}, so this run "
             "shows no single best count",
             best=labels[b.label],
@@ -516,14 +510,15 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
             parts=join(parts, "; nor from "),
         )
     else:
-        head = say(
-            "Best count: {best}, {med} per epoch (median), separated from each of the {k} other counts tried",
+        head = say("Best worker count: {best}, separated from every other count tried", best=labels[b.label])
+        lead = say(
+            "{best} took {med} per epoch (median), separated from each of the {k} other counts tried",
             best=labels[b.label],
             med=nums[b.label],
             k=counted("other counts tried", separated),
         )
     per_count = [say("{w} {t}", w=labels[n], t=nums[n]) for n in sorted(nums)]
-    details = [say("Per count (median epoch): {all}", all=join(per_count, ", "))]
+    details = [lead.up(), say("Per count (median epoch): {all}", all=join(per_count, ", "))]
     details += best_findings(b, labels, "C3")
     design = sampling(b.verdicts.values())
     if design == "sequential":
@@ -553,7 +548,7 @@ def c3(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
             "so the best count for training can differ from this loader-only one (C4 checks it)."
         )
     ]
-    flags = [sanity.busy(meta_machine(sweep))]
+    flags = [busy_of(sweep)]
     fewest = min(len(v) for v in samples.values())
     flags.append(sanity.too_few(fewest, "timed epochs per worker count"))
     verdicts = {str(k): v.as_dict() for k, v in b.verdicts.items()}
@@ -657,10 +652,13 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     when the load moved between them); the data share per count as findings; what workers usually do, background."""
     best_n = int(out.best)
     bt = steady_batches(out.items, "num_workers")
-    flags: list = []
-    for n, g in bt.groupby("num_workers"):
-        flags += sanity.run_flags(cfg.replace(num_workers=int(n)), g["loss"], [], None, classes_of(cfg))
-    flags.append(sanity.busy(meta_machine(out)))
+    # each count's run diverged or not; the settings that differ are the page's own (notebook.answer), not a
+    # count's: a count's run_flags said "num_workers 0 (lab 2)" beside a config of 1
+    flags: list = [
+        sanity.diverged(g["loss"], classes_of(cfg), label=worker_label(n, f"C4 worker count {n}"))
+        for n, g in bt.groupby("num_workers")
+    ]
+    flags.append(busy_of(out))
     waits, computes = {}, {}
     for n, g in bt.groupby("num_workers"):
         waits[int(n)] = num(f"{workers(n)}: data wait per step", g["data_s"], "ms", 1000)
@@ -722,8 +720,13 @@ def c4(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             w=labels[against],
         )
     )
-    head = say("{lead}. Data wait: {d}", lead=lead, d=vd.finding("C4 data wait", *lab))
-    details = [say("Compute: {c}", c=vc.finding("C4 compute", *lab)), *details]
+    head = say("Data wait: {d}", d=vd.short("C4 data wait", *lab))
+    details = [
+        lead.up(),
+        say("Data wait: {d}", d=vd.finding("C4 data wait", *lab)),
+        say("Compute: {c}", c=vc.finding("C4 compute", *lab)),
+        *details,
+    ]
     how = {
         "sequential": "; the counts ran one after the other, not interleaved",
         "interleaved": "; the counts took turns",
@@ -795,11 +798,11 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU); the
     devices ran one after the other, which the verdict knows."""
     ep = out.epochs
-    flags: list = [sanity.busy(meta_machine(out))]
+    flags: list = [busy_of(out)]
     said = []  # one sentence per device, the CPU's first: each names its own device
     for d, g in sorted(ep.groupby("device", sort=False), key=lambda x: x[0] != "cpu"):
         label = DEVICE_LABELS.get(str(d), str(d))
-        trend = sanity.trend(list(g["total_s"]))
+        trend = sanity.trend(list(g["total_s"]), label=str(d))
         steady = drop_warmup(g)
         flags += [trend, sanity.too_few(len(steady), f"{d} epochs after warm-up")]
         x = num(f"{d}: epoch time (after warm-up)", steady["total_s"], "s")
@@ -818,9 +821,9 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     lead = said[0]
     question = "C5: average epoch time on GPU vs CPU"
     if "cuda" not in out.devices:
-        head = say("{lead}. No GPU was present: no GPU time, no speedup", lead=lead)
+        head = say("No GPU was present, so there is no GPU time and no speedup")
         return [
-            Answer(question, head, status="partial", missing="a GPU: run this task on a CUDA machine")
+            Answer(question, head, [lead], status="partial", missing="a GPU: run this task on a CUDA machine")
         ], dedupe(flags)
     bt = steady_batches(out.items, "device")
     v, xa, xb = compare_configs(
@@ -834,8 +837,8 @@ def c5(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         "CPU",
         loads=loads_by(out.items, "device"),
     )
-    head = say("{v}", v=v.finding("C5 compute")).up()
-    details = [say("{s}", s=x) for x in said]
+    head = say("{v}", v=v.short("C5 compute")).up()
+    details = [say("{v}", v=v.finding("C5 compute")).up(), *[say("{s}", s=x) for x in said]]
     if cfg.max_batches:  # e.g. the GPU kit's profile: the CPU row would otherwise take most of a lease
         details.append(
             say(
@@ -861,7 +864,7 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     b = out.batches
     flags: list = [
         sanity.stand_in(cfg),
-        sanity.busy(meta_machine(out)),
+        busy_of(out),
         twin_noise(cfg, getattr(out, "items", None), field),
     ]
     raw = _usable(cfg, out, field, flags)
@@ -908,7 +911,15 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
     tied = [t for t in bst.tied if t != bst.label]
     finals = {k: num(f"{k}: last-epoch batch loss", x, "") for k, x in samples.items()}
     if len(at_chance) == len(samples) or (not tied and bst.label in at_chance):
-        head = say(
+        head = (
+            say("No winner: no setting got clearly below the chance loss")
+            if len(at_chance) == len(samples)
+            else say(
+                "No winner: the lowest-loss setting, {best}, did not get clearly below the chance loss",
+                best=bst.label,
+            )
+        )
+        lead = say(
             "No winner can be named: {names} clearly below chance loss in {e} epochs, so which setting trains "
             "best is not shown by this run",
             names=not_below(at_chance),
@@ -916,6 +927,13 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
         )
     elif tied:  # the leaders tie: that is why no winner, whatever the others did
         head = say(
+            "No winner: {best} had the lowest last-epoch loss but cannot be told apart from {n} other settings"
+            if len(tied) > 1
+            else "No winner: {best} had the lowest last-epoch loss but cannot be told apart from {n} other setting",
+            best=bst.label,
+            n=counted("settings tied with the lowest loss", len(tied)),
+        )
+        lead = say(
             "No winner can be named: {best} had the lowest median batch loss of the last epoch ({loss}) but "
             "cannot be told apart from {tied}: a tie",
             best=bst.label,
@@ -924,6 +942,9 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
         )
     else:
         head = say(
+            "Lowest last-epoch training loss: {best}, separated from each other setting", best=bst.label
+        )
+        lead = say(
             "Lowest last-epoch training loss: {best} (median batch loss {loss}), separated from each other "
             "setting after {e} epochs",
             best=bst.label,
@@ -932,10 +953,11 @@ def training_sweep(cfg, out, field: str, question: str) -> tuple[list[Answer], l
         )
     labels = {k: k for k in samples}
     details = [
+        lead,
         say(
             "Median batch loss of the last epoch (the table's loss is each epoch's mean): {all}",
             all=join([say("{k} {x}", k=k, x=x) for k, x in finals.items()], ", "),
-        )
+        ),
     ]
     details += best_findings(bst, labels, "last-epoch loss")
     details.append(say("Compute per step after warm-up: {all}", all=join(per_step, ", ")))
@@ -978,10 +1000,10 @@ def _usable(cfg, out, field: str, flags: list | None = None) -> dict:
     samples = {}
     for v in s[s["status"] == "complete"][field]:
         losses = list(b.loc[b[field] == v, "loss"])
-        d = sanity.diverged(losses, classes)
+        d = sanity.diverged(losses, classes, label=shown_setting(field, v))
         if d:
             if flags is not None:
-                flags.append(sanity.Flag("diverged", f"{shown_setting(field, v)}: {d.message}"))
+                flags.append(d)
             continue
         samples[v] = list(last.loc[last[field] == v, "loss"])
     return samples
@@ -1122,23 +1144,19 @@ def c8(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
     the two ran one after the other (and cannot tell when the load moved between them), the compile cost from the
     first epoch, and after how many steps compiling pays back (only from a separated verdict). With the traced
     steps' GPU breakdown (`breakdown`, tracing.breakdown of out.trace.path), where their GPU time went (c8_trace_idle)."""
-    flags: list = [sanity.stand_in(cfg), sanity.busy(meta_machine(out))]
+    flags: list = [sanity.stand_in(cfg), busy_of(out)]
     done = [it for it in out.items if it.complete]
     bt = steady_batches(done, "compile")
     question = "C8: does torch.compile pay off?"
     idle_details, idle_background = c8_trace_idle(out, breakdown)
     if bt["compile"].nunique() < 2:
         eager = num("eager: compute per step", bt["train_s"], "ms", 1000)
-        head = say(
-            "Only eager ran ({why}): {eager} per step; no comparison",
-            why=out.message or "no compiled run",
-            eager=eager,
-        )
+        head = say("Only eager ran, so there is no comparison: {eager} per step", eager=eager)
         return [
             Answer(
                 question,
                 head,
-                idle_details,
+                [say("Why only eager: {why}", why=out.message or "no compiled run"), *idle_details],
                 idle_background,
                 status="partial",
                 missing="a compiled run (see the notice above)",
@@ -1199,30 +1217,36 @@ def c8(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
         batch = setting("batch_size", int(cfg.batch_size))
         paid = steps <= ran.value
         head = say(
-            (
-                "Compiling paid off within the {ran} steps run: its compile cost ({cost}) is paid back after about "
-                "{even}"
-                if paid
-                else "Compiling did not pay off within the {ran} steps run: its compile cost ({cost}) would be paid "
-                "back only after about {even}"
-            ),
-            ran=ran,
-            cost=cost_n,
+            "Compiling paid off: its compile cost is paid back after about {even}"
+            if paid
+            else "Compiling did not pay off in this run: its compile cost is paid back only after about {even}",
             even=even,
+        )
+        details.insert(
+            0,
+            say(
+                (
+                    "Within the {ran} steps run, the compile cost ({cost}) is paid back"
+                    if paid
+                    else "Within the {ran} steps run, the compile cost ({cost}) is not paid back"
+                ),
+                ran=ran,
+                cost=cost_n,
+            ),
         )
         details.append(say("That break-even is {images} at batch {batch}", images=images, batch=batch))
     elif v.outcome == "better":
-        head = say(
-            "Compiling paid off from the first of the {ran} steps run: the compiled run's first epoch held no "
-            "measurable compile cost",
-            ran=ran,
+        head = say("Compiling paid off from the first step: no compile cost was measurable")
+        details.insert(
+            0,
+            say("The compiled run's first epoch held no measurable compile cost ({ran} steps run)", ran=ran),
         )
     elif v.reason == "too few samples":
         head = say("Too few steps to tell whether compiling pays off")
     else:
-        head = say(
-            "This run does not show compiling paying off at this size and setting: with no measurable gain per "
-            "step, the compile cost is not paid back"
+        head = say("This run does not show compiling paying off: no measurable gain per step")
+        details.insert(
+            0, say("With no measurable gain per step, the compile cost is not paid back at this size")
         )
     background = [
         Background(

@@ -190,7 +190,7 @@ def test_training_logs_are_folded_away():
     out = folded[0].outputs
     assert len(out) == 1 and out[0]["output_type"] == "display_data"
     assert out[0]["data"]["text/html"].startswith(
-        "<details><summary>training log (41 lines)</summary><pre>step 0"
+        "<details data-log><summary>training log (41 lines)</summary><pre>step 0"
     )
     assert "done" in out[0]["data"]["text/html"]  # a log ends in its 'done', inside the fold
     assert folded[1].outputs[0]["text"] == "best: 2 workers\n"  # one line is a result, not a log

@@ -169,3 +169,164 @@ def test_missing_that_states_a_number_is_a_finding_with_its_slot():
         Answer("Q4?", say("Not run here"), status="partial", missing="a run on 4 GPUs")
     with pytest.raises(ValueError, match="direction"):
         Background("More workers usually make loading faster.")
+
+
+# The whole page (issue 42): flags, table cells, captions and figure labels are read against the record, not only
+# the answer box. A page is built here as a notebook builds it (notebook.answer, notebook.table, notebook.said,
+# notebook.save_figure, notebook.environment_table), then a wrong value is planted in each part.
+def _page(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from hpml_lab import sanity
+    from hpml_lab.config import RunConfig
+    from hpml_lab.report import notebook
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    monkeypatch.setenv("HPML_RENDERING", "1")
+    monkeypatch.setattr(sanity, "_SEEN", [])
+    notebook.new_page()
+    cfg = RunConfig(task="c2", batch_size=32, model="resnet_tiny")
+    styler = notebook.table(pd.DataFrame({"workers": [0, 2], "median_s": [1.25, 0.615]}), name="per count")
+    caption = say(
+        "Each count ran {n} epochs", n=Number("epochs per count", 3, "", "setting", source="config")
+    )
+    fig, ax = plt.subplots()
+    ax.plot([0, 2], [1.25, 0.615], label="median of 3 epochs")
+    ax.set_xlabel("workers")
+    ax.legend()
+    notebook.save_figure(fig, "per_count")
+    plt.close(fig)
+    busy = sanity.busy({"load1": 6.7, "cores": 2, "steal_pct": 0.0, "run": "loader-w0-b32-484b6bb8"}, runs=3)
+    answer = Answer("C2: time per epoch?", say("Per epoch, data loading {d}", d=DATA))
+    notebook.answer(cfg, {"kind": "synthetic"}, [answer], [busy, sanity.too_few(2, "epochs")], title="C2")
+    notebook.said(caption)
+    meta = {
+        "environment": {
+            "cpu": "x",
+            "cpu_cores": 2,
+            "gpu": None,
+            "python": "3.11",
+            "torch": "2",
+            "torchvision": "0",
+            "cuda": None,
+            "commit": "abc",
+            "dirty": False,
+        },
+        "device": "cpu",
+        "dataset": {"name": "cifar10", "kind": "synthetic"},
+        "seed": 0,
+        "started_at": "now",
+        "run_id": "loader-summary-b32-484b6bb8",
+        "config": {"epochs": 3},
+        "machine": {"load1": 6.15, "cores": 2, "steal_pct": 0.0},
+    }
+    env = notebook.environment_table(meta)
+    rec = answer_box.load("c2")
+    alt = rec["figures"]["per_count"]["alt"]
+    body = [
+        f"<div class='jp-OutputArea-output'>{answer_box.box_html(rec)}</div>",
+        notebook.settings_notice(cfg),
+        styler.to_html(),
+        f"<p>{caption.html()}</p>",
+        f'<img src="data:image/png;base64,AAAA" data-figure="per_count" alt="{alt}">',
+        env.to_html(),
+        "<div class='jp-MarkdownCell'><p>The lab suggests 0, 4, 8 workers.</p></div>",  # the notebook's own text
+        "<pre>[sweep 1/1] c2/run-w0: done in 18.2 s</pre>",  # a printed log
+    ]
+    return "<html><body>" + "".join(body) + "</body></html>", answer_box.load("c2")
+
+
+def test_a_page_built_by_the_notebook_helpers_holds_every_number_it_shows(tmp_path, monkeypatch):
+    page, rec = _page(tmp_path, monkeypatch)
+    assert claims.check_record(rec) == [] and claims.check_page(page, rec) == []
+    # the busy flag and the environment table read their loads from named runs: the flag's run is the busiest,
+    # the table's another one, and the table says which load the flag read, with the flag's own value
+    flag = next(f for f in rec["flags"] if f["kind"] == "machine busy")
+    assert "before run loader-w0-b32-484b6bb8, the busiest of the 3 runs" in flag["message"]
+    env = {r[0]: r[1] for r in rec["tables"]["environment"]["rows"]}
+    assert env["machine load before the run"] == "load average 6.15 on 2 usable cores, CPU steal 0%"
+    assert env["busiest run of this report (its machine busy flag)"] == (
+        "loader-w0-b32-484b6bb8: load average 6.7 on 2 usable cores"
+    )
+    assert {"load average before loader-w0-b32-484b6bb8", "epochs per count"} <= set(
+        claims.record_numbers(rec)
+    )
+
+
+@pytest.mark.parametrize(
+    "where, old, new, says",
+    [
+        ("flag", '">6.7</span> on', '">6.2</span> on', "its record holds '6.7'"),
+        ("flag typed", "the machine was busy", "the machine (load 6.2) was busy", "outside any slot"),
+        ("table cell", '<td id="T_', '<td>9</td><td id="T_', "table 'per count'"),
+        ("table value", ">0.615<", ">0.651<", "shows '0.651'; its record holds '0.615'"),
+        ("environment", "load average 6.15 on", "load average 4.01 on", "table 'environment'"),
+        ("caption", '"epochs per count">3<', '"epochs per count">5<', "its record holds '3'"),
+        ("caption typed", "Each count ran", "Each of 8 counts ran", "outside any slot"),
+        ("figure label", "median of 3 epochs", "median of 5 epochs", "figure 'per_count' is labelled"),
+        ("tagged list", "data-loading epoch: 1.25 s", "data-loading epoch: 1.52 s", "lists"),
+        ("ran vs lab", "<b>32</b>", "<b>64</b>", "table 'ran vs lab'"),
+    ],
+)
+def test_a_wrong_value_planted_anywhere_on_the_page_is_caught(tmp_path, monkeypatch, where, old, new, says):
+    page, rec = _page(tmp_path, monkeypatch)
+    assert old in page, where
+    problems = claims.check_page(page.replace(old, new, 1), rec)
+    assert problems and any(says in p for p in problems), (where, problems)
+
+
+def test_a_table_or_figure_the_record_does_not_hold_is_caught():
+    rec = {"task": "c9", "answers": [], "flags": [], "tables": {}, "figures": {}}
+    got = claims.check_page("<table><tr><td>1.25</td></tr></table>", rec)
+    assert got and "a table the record does not hold" in got[0]
+    got = claims.check_page('<table data-table="t"><tr><td>x</td></tr></table>', rec)
+    assert got and "which its record does not hold" in got[0]
+    got = claims.check_page('<img alt="epoch time for 4 workers">', rec)
+    assert got and "figure whose labels" in got[0]
+    assert (
+        claims.check_page('<img alt="epoch time per worker count">', rec) == []
+    )  # no number: nothing to hold
+
+
+def test_a_flag_is_checked_like_an_answer():
+    from hpml_lab import sanity
+
+    rec = _record()
+    rec["flags"] = [sanity.too_few(2, "epochs").as_dict()]
+    assert claims.check_record(rec) == []
+    rec["flags"][0]["html"] = rec["flags"][0]["html"].replace(">2<", ">4<")
+    assert any(
+        "flag 'too few samples'" in p and "its record holds '2'" in p for p in claims.check_record(rec)
+    )
+    rec["flags"] = [{"kind": "machine busy", "message": "load average 6.7"}]  # a flag typed by hand
+    assert claims.check_record(rec) == [
+        "c2: flag 'machine busy': is a plain text, not a finding over named numbers"
+    ]
+
+
+def test_a_headline_is_read_in_one_breath():
+    """c1's headline was 'Mixed evidence of learning: median top-1 is higher for the last 4 batches than for the
+    first 4 batches by 3.67x (95% CI 2.75x to 11x; n = 4 and 4), but ...': the verdict in words first, at most
+    about 20 words and one number, the statistics after it."""
+    full = Answer("C8?", say("Overall {v}", v=FAST.finding("c8 step")))
+    short = Answer("C8?", say("{v}", v=FAST.short("c8 step")), [say("{v}", v=FAST.finding("c8 step"))])
+    rec = Record("c8", "t", [full, short]).as_dict()
+    long_one, ok = rec["answers"]
+    assert claims.headline_problems(ok) == [] and ok["headline"]["plain"].startswith(
+        "compiled is 1.31x faster"
+    )
+    got = claims.headline_problems(long_one)
+    assert len(got) == 1 and "states 5 numbers (at most 1)" in got[0]
+    wordy = Answer("Q?", say(" ".join(["word"] * 21)))
+    assert (
+        "has 21 words (at most 20)"
+        in claims.headline_problems(Record("c9", "t", [wordy]).as_dict()["answers"][0])[0]
+    )
+    # a setting is a label ('2 workers'), not one of the numbers a reader must hold
+    two = Number("worker count 2", 2, "", "setting", source="sweep")
+    label = Answer("Q?", say("{w} workers win by {r}", w=two, r=Number("r", 1.5, "x", "measured", n=5)))
+    assert claims.headline_problems(Record("c9", "t", [label]).as_dict()["answers"][0]) == []

@@ -447,19 +447,23 @@ def test_tinyimagenet_outside_the_batches_only_what_was_measured():
 def test_tinyimagenet_bottleneck_branches_and_sequential_verdicts():
     answers, _ = _conclude(_tin(data0=0.001))
     head = answers[0].headline.plain()
-    assert head == (
-        "Loading is not the bottleneck here, even with 0 workers: from the per-batch medians, data wait is 9.09% "
+    assert head == "Loading is not the bottleneck here, even with 0 workers"  # in words; the shares follow
+    assert answers[0].details[0].plain() == (
+        "From the per-batch medians, data wait is 9.09% "
         "with 0 workers (1 ms of 11 ms) and 9.09% with 2 workers (1 ms of 11 ms) of a batch."
     )
     moved, _ = _conclude(_tin(data0=2.0))
-    assert moved[0].headline.plain().startswith("The bottleneck moves from loading to the copy and compute")
+    assert (
+        moved[0].headline.plain()
+        == "With 2 workers the bottleneck moves from loading to the copy and compute"
+    )
     assert all(v["interleaved"] is False for v in moved[0].verdict.values())
     shifted, _ = _conclude(_tin(data0=2.0, loads=(0.5, 4.0, 0.5, 0.5)))  # the load moved between the two runs
     assert "whether 2 workers move it to compute, this run cannot tell" in shifted[0].headline.plain()
     assert "while the machine's load per core moved between 0.5 and 4" in shifted[0].text
     # the grader's item: "0 workers is 3.01x faster than 2 workers" from sequential runs, unlike c3/c4 not said
     assert [
-        d.plain().endswith("(the two runs were made one after the other).") for d in moved[0].details
+        d.plain().endswith("(the two runs were made one after the other).") for d in moved[0].details[1:]
     ] == [
         True,
         True,
@@ -479,7 +483,7 @@ def test_tinyimagenet_checkpointing_cost_and_notes():
         "The baseline is 2x faster than checkpointing on copy + compute per batch"
     )
     assert (
-        ck.details[1].plain()
+        ck.details[2].plain()
         == "It allows a 2.5x larger batch (predicted from bytes per image), its pay-off."
     )
     assert not any(ch.isdigit() for b in ck.background for ch in b.text)  # 'one extra forward' is general

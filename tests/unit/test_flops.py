@@ -26,7 +26,7 @@ def test_mfu_arithmetic():
     assert math.isnan(flops.mfu(1.0, 0.0, 10.0))
 
 
-def test_peak_table_and_precision():
+def test_peak_table_and_precision(tmp_path):
     assert flops.GPU_PEAKS["H100"][0]["bf16"] == 989.5 and flops.GPU_PEAKS["H100 PCIe"][0]["bf16"] == 756.0
     # the PCIe entry is found before the generic H100 one
     keys = list(flops.GPU_PEAKS)
@@ -42,7 +42,7 @@ def test_peak_table_and_precision():
     assert [sheet(n) for n in ("NVIDIA L40S", "NVIDIA H100 NVL", "NVIDIA RTX 5000 Ada Generation")] == [
         None
     ] * 3
-    cpu = flops.peak(torch.device("cpu"), "fp32")
+    cpu = flops.peak(torch.device("cpu"), "fp32", tmp_path / "peaks.json")
     assert cpu.measured and cpu.tflops > 0 and cpu.source.startswith("measured")
     # the precision setting names the peak: fp16 and bf16 as asked, tf32 only where there is TF32 (CUDA)
     cpu = torch.device("cpu")
@@ -92,14 +92,14 @@ def test_memory_task_models_are_counted(name):
     )
 
 
-def test_counting_leaves_the_random_stream_alone():
+def test_counting_leaves_the_random_stream_alone(tmp_path):
     torch.manual_seed(3)
     expected = torch.rand(3)
     torch.manual_seed(3)
     flops.step_flops_per_image(
         "resnet_tiny", 7, "cifar", "bn", 16
     )  # an uncached shape: it builds and runs a model
-    flops.peak(torch.device("cpu"), "fp32")
+    flops.peak(torch.device("cpu"), "fp32", tmp_path / "peaks.json")
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -172,3 +172,46 @@ def test_precision_tf32_turns_tf32_on_for_the_run_only_and_through_the_new_api()
             assert flops.tf32_state() == {"matmul": False, "cudnn": False}  # fp32 leaves the user's settings
     finally:
         m.fp32_precision, conv.fp32_precision = before
+
+
+def test_a_measured_peak_is_measured_once_per_machine_and_read_by_every_task(tmp_path, monkeypatch):
+    """One machine's CPU 'peak' was 0.0666 TFLOP/s on c1's page, 0.0252 on c2's and 0.0358 on c5's (issue 42): each
+    run measured its own. A measured peak is kept per device, name and precision in the results folder; a later
+    run, of any task, reads it, and says where it came from."""
+    import json
+
+    calls = []
+
+    def measured(device, precision, budget_s=0.5):
+        calls.append((device, precision))
+        return 0.0666 if len(calls) == 1 else 0.0252  # a second measurement would differ: it must not happen
+
+    monkeypatch.setattr(flops, "_measured", measured)
+    store = tmp_path / "results" / flops.PEAKS_FILE
+    first = flops.peak(torch.device("cpu"), "fp32", store)
+    again = flops.peak(torch.device("cpu"), "fp32", store)  # another task on the same machine
+    assert first.tflops == again.tflops == 0.0666 and len(calls) == 1
+    assert first.source == again.source and first.source.startswith("measured once on this machine (")
+    assert f"kept in {flops.PEAKS_FILE} for every task" in first.source and first.measured_at
+    held = json.loads(store.read_text())
+    (key,) = held
+    assert key == f"cpu | {flops.device_name(torch.device('cpu'))} | fp32" and held[key]["tflops"] == 0.0666
+    assert "cores" in held[key]["machine"]  # the load it was measured at: a busy machine measures it low
+    # another precision is another entry; a damaged file is measured over
+    assert flops.peak(torch.device("cpu"), "bf16", store).tflops == 0.0252 and len(calls) == 2
+    store.write_text("{not json")
+    assert flops.peak(torch.device("cpu"), "fp32", store).tflops == 0.0252 and len(calls) == 3
+
+
+def test_every_run_of_a_machine_states_its_one_peak(tmp_path, monkeypatch, tiny_cfg):
+    """Two tasks' runs (c1's and c2's) on one machine: the same peak in each run's meta.json."""
+    from hpml_lab.training import train
+
+    monkeypatch.setattr(
+        flops, "_measured", lambda d, p, budget_s=0.5: 0.05 + 0.01 * len(list(tmp_path.rglob("*")))
+    )
+    a = train(tiny_cfg.replace(task="c1", epochs=1, max_batches=1))
+    b = train(tiny_cfg.replace(task="c2", epochs=1, max_batches=1))
+    fa, fb = a.meta["flops"], b.meta["flops"]
+    assert fa["peak_tflops"] == fb["peak_tflops"] and fa["peak_measured_at"] == fb["peak_measured_at"]
+    assert (flops.peaks_path(tiny_cfg.results_dir)).is_file()

@@ -17,9 +17,11 @@ def test_diverged_run_is_flagged_and_a_learning_one_is_not():
 
 def test_growing_epochs_are_no_steady_state():
     f = sanity.trend([2.31, 3.71, 8.83, 12.0])  # c5's epochs
-    assert f.kind == "no steady state" and "growing (3.71 -> 8.83 -> 12.00 s; epoch 1: 2.31 s)" in f.message
+    assert (
+        f.kind == "no steady state" and "growing (3.71 s -> 8.83 s -> 12 s; epoch one: 2.31 s)" in f.message
+    )
     # c2's smoke epochs 73.64, 76.10, 37.66 read "keep shrinking (73.64 -> 76.10 -> 37.66 s)": epoch 1 is not the trend
-    assert "shrinking (76.10 -> 37.66 s; epoch 1: 73.64 s)" in sanity.trend([73.64, 76.10, 37.66]).message
+    assert "shrinking (76.1 s -> 37.7 s; epoch one: 73.6 s)" in sanity.trend([73.64, 76.10, 37.66]).message
     assert sanity.trend([2.31, 3.71, 8.83]).kind == "no steady state"  # two epochs after warm-up, 2.4x apart
     assert sanity.trend([2.31, 3.71]) is None  # one epoch after warm-up: nothing to trend
     assert sanity.trend([1.9, 2.3, 1.7]) is None  # two epochs 26% apart: noise, not a trend
@@ -90,9 +92,7 @@ def test_busy_threshold_is_per_core_and_stated():
     # 2 cores: 2.0 is exactly one per core (not above), 4.0 is the load the reviewed reports ran at
     assert sanity.busy({"load1": 2.0, "cores": 2, "steal_pct": 0.0}) is None
     f = sanity.busy({"load1": 4.0, "cores": 2, "steal_pct": 0.0})
-    assert (
-        f.kind == "machine busy" and "4.0 on 2 usable cores" in f.message and "above 1 per core" in f.message
-    )
+    assert f.kind == "machine busy" and "4 on 2 usable cores" in f.message and "above 1 per core" in f.message
     assert (
         sanity.busy({"load1": 4.0, "cores": 8, "steal_pct": None}) is None
     )  # the same load on 8 cores is fine
@@ -117,6 +117,7 @@ def test_busiest_seen_flags_a_report_when_any_of_its_runs_was_busy():
 def test_noise_between_identical_configurations():
     f = sanity.noise([1.38, 1.40, 1.41], [4.40, 4.46, 4.52], "c6's sgd", "c7's bn")  # the reviewed reports
     assert f.kind == "noisy machine" and "3.19x apart" in f.message and "c6's sgd" in f.message
+    assert "medians are 1.4 s and 4.46 s" in f.message  # epoch times, in seconds, through the one formatter
     assert sanity.noise([1.40, 1.42], [1.50, 1.55], "a", "b") is None  # 1.09x: within the stated factor
     assert sanity.noise([1.0], [1.6], "a", "b", factor=2.0) is None
     assert sanity.noise([], [1.0], "a", "b") is None and sanity.noise([0.0], [1.0], "a", "b") is None
@@ -161,3 +162,72 @@ def test_every_report_says_busy_and_settings_differ(tmp_path, monkeypatch):
         RunConfig(task="c6"), {"kind": "real"}, [], title="C6"
     )  # the lab's settings: no table, no flag
     assert [f["kind"] for f in answer_box.load("c6")["flags"]] == ["machine busy"]
+
+
+def test_a_flag_is_a_finding_over_numbers_of_the_record():
+    """Flags were f-strings (issue 42): every number a flag shows is now a named Number, formatted by fmt, and a
+    flag that types a digit is refused."""
+    import pytest
+
+    flags = [
+        sanity.diverged([2.3, 5.0, 9.7, 12.1, 15.4], 10, label="adam"),
+        sanity.trend([2.31, 3.71, 8.83, 12.0], label="cpu"),
+        sanity.too_few(2, "epochs"),
+        sanity.busy({"load1": 6.7, "cores": 2, "steal_pct": 25.0, "run": "loader-w0-b128-484b6bb8"}, runs=9),
+        sanity.noise([1.38, 1.40, 1.41], [4.40, 4.46, 4.52], "c6's sgd", "c7's bn"),
+        sanity.stand_in(RunConfig(model="resnet_tiny")),
+        sanity.differ(RunConfig(batch_size=32, lr=0.025, augment=False)),
+    ]
+    from dataclasses import asdict
+
+    from hpml_lab.report import claims
+
+    for f in flags:
+        d = f.as_dict()
+        assert d["numbers"] and d["message"] == f.finding.plain(), f.kind
+        # every digit in a slot that prints its Number through fmt (the claims check of a flag)
+        assert claims.check_flag(d, {n.name: asdict(n) for n in f.numbers()}) == [], f.kind
+    busy = flags[3].message
+    assert busy.startswith(
+        "the machine was busy before run loader-w0-b128-484b6bb8, the busiest of the 9 runs"
+    )
+    assert flags[3].run == "loader-w0-b128-484b6bb8" and "CPU steal 25%, above 10%" in busy
+    assert "augment off (lab on)" in flags[6].message and "lr 0.025 (lab 0.1)" in flags[6].message
+    with pytest.raises(ValueError):
+        sanity.Flag("machine busy", "load average 6.7 on 2 cores")  # typed by hand: refused
+
+
+def test_the_stand_in_is_counted_as_the_run_built_it():
+    """tinyimagenet's flag named a 10-class model's 78,002 parameters for its 200-class model (91,312)."""
+    ten = sanity.stand_in(RunConfig(model="resnet_tiny"))
+    tin = sanity.stand_in(RunConfig(model="resnet_tiny", stem="imagenet"), num_classes=200)
+    assert "(78,002 parameters, for 10 classes)" in ten.message
+    assert "(91,312 parameters, for 200 classes)" in tin.message
+
+
+def test_c4s_flags_do_not_invent_a_worker_setting(tmp_path):
+    """C4's per-count run_flags said 'num_workers 0 (lab 2)' beside a config of 1: a count's run is not the
+    page's settings; only a diverged count is flagged per count."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hpml_lab import results
+    from hpml_lab.studies import lab2_answers
+
+    items = []
+    for n in (0, 1):
+        rows = [
+            {"epoch": e, "batch": i, "loss": 1.0, "acc": 0.5, "data_s": 0.01, "train_s": 0.1 + 0.01 * n}
+            for e in (1, 2)
+            for i in range(4)
+        ]
+        d = tmp_path / f"w{n}"
+        results.write_derived(
+            d, {"batches": pd.DataFrame(rows)}, {"config": {"num_workers": n}, "run_id": f"w{n}"}
+        )
+        items.append(SimpleNamespace(run_dir=d, complete=True, status="done"))
+    _, flags = lab2_answers.c4(
+        RunConfig(task="c4", num_workers=1), SimpleNamespace(best=0, items=items, c3_rows=None)
+    )
+    assert not [f for f in flags if "num_workers" in f.message], [f.message for f in flags]

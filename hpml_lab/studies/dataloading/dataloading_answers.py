@@ -66,10 +66,13 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
     vt_hi, a1, b1 = _against_baseline(rows, "threads", hi)
     vw_hi, a2, b2 = _against_baseline(rows, "more workers", hi)
     vt_lo, a3, b3 = _against_baseline(rows, "threads", lo)
+    name = f"threads vs baseline at {_ms(hi)} ms"
     ans = Answer(
         "Does fetching concurrently inside workers speed up loading from high-latency storage?",
-        _said(vt_hi, f"threads vs baseline at {_ms(hi)} ms", hi),
+        # the verdict in words (its ratio the one number; the latency a setting); the interval and counts next
+        say("At {lat}: {v}.", lat=latency(hi), v=vt_hi.short(name)),
         [
+            _said(vt_hi, name, hi),
             _said(vw_hi, f"more workers vs baseline at {_ms(hi)} ms", hi),
             say(
                 ("Median pass" if min(int(rows[(hi, k)]["passes"]) for k in LOADERS) > 1 else "One pass each")

@@ -837,7 +837,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
                     "for more workers are not used",
                     margin=margin_number(),
                     items=join(misses, "; "),
-                ).plain(),
+                ),
             )
         )
     return answers, dedupe(flags)

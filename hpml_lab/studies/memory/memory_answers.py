@@ -638,9 +638,9 @@ def convergence_answer(cfg, res) -> tuple[Answer, list[sanity.Flag]]:
             "measured",
             n=fifth,
         )
-        d = sanity.diverged(list(run.batches["loss"]), classes)
+        d = sanity.diverged(list(run.batches["loss"]), classes, label=name)
         if d:
-            flags.append(sanity.Flag("diverged", f"{name}: {d.message}"))
+            flags.append(d)
         elif not sanity.at_chance(list(run.batches["loss"]), classes):
             trained.append(name)
     said = join(  # a NaN loss is no number to state (a record refuses one)

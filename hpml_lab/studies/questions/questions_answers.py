@@ -39,13 +39,18 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
     return [
         Answer(
             "Q1: how many convolutional layers?",
+            # each headline in one breath, one number; the counts behind it in the details
             say(
-                "{all} counting the {sc} projection shortcuts (one-by-one convolutions; {main} on the main path); "
-                "the classifier is linear, not counted",
+                "{all}, the projection shortcuts included; the linear classifier is not counted",
                 all=n("conv layers", main + sc, "layers"),
-                sc=n("shortcut convs", sc),
-                main=n("conv layers, main path", main),
             ),
+            [
+                say(
+                    "They are {sc} projection shortcuts (one-by-one convolutions) and {main} on the main path",
+                    sc=n("shortcut convs", sc),
+                    main=n("conv layers, main path", main),
+                )
+            ],
             background=[
                 Background(
                     "Convention: every Conv2d counts once, the shortcut convolutions included; the final linear layer "
@@ -63,33 +68,46 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
         ),
         Answer(
             "Q3: trainable parameters and gradients with SGD?",
-            say(
-                "{p} parameters and {g} gradients ({size} as float32 each)",
-                p=sgd_p,
-                g=n("SGD gradients", sgd["gradients"]),
-                size=size("SGD parameters", sgd["parameters"]),
-            ),
+            say("{p} parameters and as many gradients", p=sgd_p)
+            if sgd["gradients"] == sgd["parameters"]
+            else say("{p} parameters and {g} gradients", p=sgd_p, g=n("SGD gradients", sgd["gradients"])),
             [
+                say(
+                    "{p} parameters and {g} gradients, {size} as float32 each",
+                    p=sgd_p,
+                    g=n("SGD gradients", sgd["gradients"]),
+                    size=size("SGD parameters", sgd["parameters"]),
+                ),
                 say(
                     "Momentum {m} adds a momentum buffer of {buf} values, which is optimizer state, not gradients",
                     m=momentum,
                     buf=n("SGD momentum buffer", mom),
-                )
+                ),
             ],
         ),
         Answer(
             "Q4: the same with Adam?",
-            say(
-                "{p} parameters, {g} gradients, and optimizer state of {m} (exp_avg) + {v} (exp_avg_sq) values ({size} "
-                "as float32 each), plus {steps}",
+            say("{p} parameters, as many gradients, and twice as many values of optimizer state", p=adam_p)
+            if adam["gradients"]
+            == adam["optimizer state exp_avg"]
+            == adam["optimizer state exp_avg_sq"]
+            == adam["parameters"]
+            else say(
+                "{p} parameters and {g} gradients, plus optimizer state",
                 p=adam_p,
                 g=n("Adam gradients", adam["gradients"]),
-                m=n("Adam exp_avg", adam["optimizer state exp_avg"]),
-                v=n("Adam exp_avg_sq", adam["optimizer state exp_avg_sq"]),
-                size=size("Adam parameters", adam["parameters"]),
-                steps=n("Adam step counters", adam["optimizer state step"], "step counters"),
             ),
             [
+                say(
+                    "{p} parameters, {g} gradients, and optimizer state of {m} (exp_avg) + {v} (exp_avg_sq) values ({size} "
+                    "as float32 each), plus {steps}",
+                    p=adam_p,
+                    g=n("Adam gradients", adam["gradients"]),
+                    m=n("Adam exp_avg", adam["optimizer state exp_avg"]),
+                    v=n("Adam exp_avg_sq", adam["optimizer state exp_avg_sq"]),
+                    size=size("Adam parameters", adam["parameters"]),
+                    steps=n("Adam step counters", adam["optimizer state step"], "step counters"),
+                ),
                 say(
                     "In total Adam keeps {ratio} the parameter count in float values during training",
                     ratio=Number(
@@ -105,7 +123,7 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
                         "counted",
                         source="(parameters + gradients + exp_avg + exp_avg_sq) / parameters",
                     ),
-                )
+                ),
             ],
             [
                 Background(

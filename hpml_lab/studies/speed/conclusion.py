@@ -20,7 +20,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, Finding, say, stray_digits
+from ...findings import Background, Finding, Ident, join, say, stray_digits
 from ...verdict import best, compare, sample_record
 
 QUESTION_TOP = "How fast does this machine train, and how far is that from the hardware?"
@@ -187,26 +187,30 @@ def rung_answer(
             "the rungs before it did not run",
         )
     v = verdict_of(row, prev, nums.samples, meta)
-    stated = v.finding(f"{row['rung']} vs {prev['rung']}", label(row), label(prev))
+    name = f"{row['rung']} vs {prev['rung']}"
+    # the headline: the verdict in words (its ratio the one number); the interval and counts: the first detail
+    short = v.short(name, label(row), label(prev))
     if v.outcome == "worse":
-        stated = say("{v}: this rung does not help on this {device}.", v=stated, device=device)
-    elif v.outcome == "tie":
-        stated = say("{v}: this run cannot tell whether the rung helps.", v=stated)
+        stated = say("{v}: this rung does not help on this {device}.", v=short, device=device)
+    elif v.outcome == "tie":  # its words say it: this run cannot tell whether the rung helps
+        stated = say("{v}.", v=short)
     else:
-        stated = say("{v}.", v=stated)
+        stated = say("{v}.", v=short)
+    details = [say("{v}.", v=v.finding(name, label(row), label(prev))).up()]
     if (
         base is not None
     ):  # stacked on a rung its own verdict put behind `base`: this one says nothing of `base`
-        stated = say(
-            "{v} This rung is measured on top of {prev} ({pv}): it does not show what the rung gives on {base}.",
-            v=stated,
-            prev=label(prev),
-            pv=verdict_of(prev, base, nums.samples, meta).finding(
-                f"{prev['rung']} vs {base['rung']}", label(prev), label(base)
-            ),
-            base=label(base),
+        details.append(
+            say(
+                "This rung is measured on top of {prev} ({pv}): it does not show what the rung gives on {base}.",
+                prev=label(prev),
+                pv=verdict_of(prev, base, nums.samples, meta).finding(
+                    f"{prev['rung']} vs {base['rung']}", label(prev), label(base)
+                ),
+                base=label(base),
+            )
         )
-    details = [nums.line(row["rung"]), nums.line(prev["rung"])]
+    details += [nums.line(row["rung"]), nums.line(prev["rung"])]
     record = sample_record(v, nums.samples[row["rung"]], nums.samples[prev["rung"]])
     return Answer(question, stated.up(), details, why, "answered", verdict=record)
 
@@ -236,17 +240,16 @@ def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
     if top["rung"] == base["rung"]:  # no later rung has a higher median: compare with the nearest one
         near = max((k for k in measured if k != b.label), key=lambda k: float(np.median(nums.samples[k])))
         v = b.verdicts[near]
-        headline = say(
-            "{v}: no rung after the baseline added images/s that this run can tell.", v=against(near).up()
-        )
+        headline = say("No rung after the baseline added images/s that this run can tell.")
+        full = say("{v}.", v=against(near).up())
         shown = near
     else:
         v = verdict_of(top, base, nums.samples, meta)
-        headline = say(
-            "{v}.", v=v.finding(f"top: {top['rung']} vs {base['rung']}", label(top), label(base)).up()
-        )
+        name = f"top: {top['rung']} vs {base['rung']}"
+        headline = say("{v}.", v=v.short(name, label(top), label(base)).up())
+        full = say("{v}.", v=v.finding(name, label(top), label(base)).up())
         shown = base["rung"]
-    details = [nums.line(top["rung"]), nums.line(shown)]
+    details = [full, nums.line(top["rung"]), nums.line(shown)]
     # every other rung the best cannot be told apart from, each by its own verdict (a tie is the verdict's word)
     details += [against(k) for k in b.tied if k not in (b.label, shown)]
     record = sample_record(v, nums.samples[top["rung"]], nums.samples[shown])
@@ -255,13 +258,24 @@ def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
 
 def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
     """A rung whose MFU passed 100%: its peak was measured here and is no bound (a busy machine measured it low)."""
-    over = [str(r["label"]) for r in table.to_dict("records") if r["status"] == "measured" and r["mfu"] > 1]
+    over = [r for r in table.to_dict("records") if r["status"] == "measured" and r["mfu"] > 1]
     if not over:
         return None
+    reached = [
+        say(
+            "{label} ({mfu})",
+            label=Ident(str(r["label"])),
+            mfu=Number(f"{r['label']}: MFU", 100 * float(r["mfu"]), "%", "measured", n=int(r.get("n") or 1)),
+        )
+        for r in over
+    ]
     return sanity.Flag(
         "MFU above 100%",
-        f"{', '.join(over)} reached more FLOP/s than the peak measured for its precision: that peak (the best of "
-        "a few matrix products, measured on this machine while it was shared) is no bound, so read MFU with care",
+        say(
+            "{over} reached more FLOP/s than the peak measured for its precision: that peak (the best of a few "
+            "matrix products, measured on this machine while it was shared) is no bound, so read MFU with care",
+            over=join(reached, ", ", " and "),
+        ),
     )
 
 

@@ -318,9 +318,10 @@ def peak_for(cfg: RunConfig, device: torch.device) -> flops.Peak:
     (a CPU without bf16 units: its bf16 matrix products crawl, while autocast's convolutions convert and compute
     at about the fp32 rate), the device has no faster units for it, so its fp32 peak bounds the rung instead; else
     an MFU above 100% would read as the hardware's limit broken."""
-    pk = flops.peak(device, flops.precision_of(cfg, device))
+    store = flops.peaks_path(cfg.results_dir)  # this machine's measured peaks, one per device and precision
+    pk = flops.peak(device, flops.precision_of(cfg, device), store)
     if pk.measured and pk.precision in ("bf16", "fp16"):
-        fp32 = flops.peak(device, "fp32")
+        fp32 = flops.peak(device, "fp32", store)
         if fp32.tflops > pk.tflops:
             source = (
                 f"{fp32.source} (the measured {pk.precision} rate is below it, so fp32 bounds {pk.precision})"
