@@ -6,6 +6,7 @@ Each module imports only from its own layer or the layers below, no two modules 
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,7 +125,9 @@ def test_ruff_format_and_check_pass():
     import shutil
     import subprocess
 
-    ruff = shutil.which("ruff") or pytest.skip(
+    # the venv's own ruff first: `make test` runs the venv's python without putting its bin/ on PATH
+    beside = Path(sys.executable).parent / "ruff"
+    ruff = (str(beside) if beside.is_file() else shutil.which("ruff")) or pytest.skip(
         "ruff is not installed (make setup installs it with the test extra)"
     )
     root = PKG.parent
