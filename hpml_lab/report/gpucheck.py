@@ -206,15 +206,55 @@ def _data(root: Path, device: str, sets: list[str], log) -> None:
         tinyimagenet.synthesize(root, log=lambda m: None, **kw)
 
 
+MACHINERY = ("papermill", "nbconvert", "ipykernel")  # what a lab task's run needs beyond the image's packages
+
+
+def machinery_here() -> bool:
+    """Whether the notebook machinery imports in this Python already (found, not imported)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in MACHINERY)
+
+
+def _wheel_pythons(files: list[Path]) -> dict[str, str]:
+    """{a wheel's file name: the CPython it is built for ('3.12')} for each wheel that does not install on this
+    Python: a cpXY tag of another version (cpXY-abi3: one newer than this), from the name's python tag."""
+    here = sys.version_info[:2]
+    wrong = {}
+    for f in files:
+        parts = f.name[: -len(".whl")].split("-")
+        if len(parts) < 5:
+            continue
+        pytags, abi = parts[-3].split("."), parts[-2]
+        versions = [(int(t[2]), int(t[3:])) for t in pytags if re.fullmatch(r"cp\d\d+", t)]
+        if not versions:  # py3, py2.py3: any Python
+            continue
+        fits = any(v <= here if abi == "abi3" else v == here for v in versions)
+        if not fits:
+            wrong[f.name] = ".".join(map(str, min(versions)))
+    return wrong
+
+
 def install(wheels: str | os.PathLike, site: str | os.PathLike, log=print) -> Path:
     """The carried wheels into `site` with pip --target (no index, no dependencies: the GPU machine reaches none),
     then that folder on this process's path, on PYTHONPATH for the kernels it starts, and its share/jupyter (the
-    nbconvert templates pip --target puts there) on the Jupyter path. Skipped when already installed (a warm machine)."""
+    nbconvert templates pip --target puts there) on the Jupyter path. Skipped when already installed (a warm machine).
+    Wheels built for another Python are refused in one line that names it, before pip runs."""
     site = Path(site).resolve()
     files = sorted(Path(wheels).glob("*.whl"))
     if not files:
         raise ConfigError(
             f"no wheels in {wheels}: run `make gpu-wheels` here and carry .whl to the GPU machine"
+        )
+    wrong = _wheel_pythons(files)
+    if wrong:
+        name, built = next(iter(sorted(wrong.items())))
+        here = ".".join(map(str, sys.version_info[:2]))
+        raise ConfigError(
+            f"the wheels in {wheels} are built for CPython {built} ({name} and {len(wrong) - 1} more), not this "
+            f"Python {here}: run the command with Python {built} (the GPU node's python3), or rehearse here on "
+            f"the CPU in the project's venv (make gpu-check DEVICE=cpu), or fetch wheels for this Python "
+            f"(python3 -m hpml_lab.report.gpucheck wheels --python-version {here} --dest DIR, then --wheels DIR)"
         )
     stamp = site / ".hpml-wheels"
     names = "\n".join(f.name for f in files)
@@ -921,7 +961,6 @@ def use_provenance(wheels: str | os.PathLike) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import importlib.util
     import tempfile
 
     p = OneLineParser(prog="python3 -m hpml_lab.report.gpucheck", description=__doc__.splitlines()[0])
@@ -983,11 +1022,18 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(
                     f"--rerun: no unit {', '.join(unknown)} (units: {', '.join(gpuplan.units())})"
                 )
-            if Path(args.wheels).is_dir() and any(Path(args.wheels).glob("*.whl")):
+            # the CPU rehearsal uses the environment it runs in where the notebook machinery imports (the
+            # project's venv): the carried wheels are the node's, built for its Python, maybe not this one's
+            if args.device == "cpu" and machinery_here():
+                print(
+                    "[gpu-check] the notebook machinery imports here: the carried wheels are not installed"
+                    " (a CPU rehearsal runs in this environment)"
+                )
+            elif Path(args.wheels).is_dir() and any(Path(args.wheels).glob("*.whl")):
                 install(args.wheels, args.site)
-            elif importlib.util.find_spec("papermill") is None:
+            elif not machinery_here():
                 raise ConfigError(
-                    f"no wheels in {args.wheels} and no papermill here: carry .whl (make gpu-wheels)"
+                    f"no wheels in {args.wheels} and no {', '.join(MACHINERY)} here: carry .whl (make gpu-wheels)"
                 )
             use_provenance(args.wheels)
             out = run(

@@ -618,3 +618,67 @@ def test_make_gpu_check_runs_the_units_it_is_given_and_prints_the_plan_otherwise
     assert "--units c1,bench" in planned("DEVICE=cpu", "UNITS=c1,bench")
     assert "gpucheck plan" in planned() and "gpucheck run" not in planned()
     assert "--part 2" in planned("STAGE=2")
+
+
+def _node_wheels(folder: Path) -> Path:
+    """A .whl folder as `make gpu-wheels` leaves it for a node whose Python is not this one: a wheel built for a
+    CPython one minor version newer, one of the stable ABI (abi3) of that version, and a pure one (empty files:
+    nothing is installed from them)."""
+    other = f"cp{sys.version_info.major}{sys.version_info.minor + 1}"
+    folder.mkdir()
+    for name in (
+        f"debugpy-1.8.22-{other}-{other}-manylinux_2_34_x86_64.whl",
+        f"pyzmq-27.3.0-{other}-abi3-manylinux_2_28_x86_64.whl",
+        "tornado-6.6.1-cp39-abi3-manylinux1_x86_64.whl",
+        "papermill-2.7.0-py3-none-any.whl",
+    ):
+        (folder / name).write_bytes(b"")
+    return folder
+
+
+def test_the_cpu_rehearsal_runs_in_this_environment_and_leaves_the_nodes_wheels_alone(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 46: after `make gpu-wheels` (wheels for the node's 3.12), `make gpu-check DEVICE=cpu` on 3.11 stopped at
+    pip ("not a supported wheel on this platform"). Where the notebook machinery imports, the CPU rehearsal runs in
+    this environment and installs nothing."""
+    wheels = _node_wheels(tmp_path / "whl")
+    ran, installed = [], []
+    monkeypatch.setattr(gpucheck, "run", lambda *a, **k: ran.append(a) or tmp_path)
+    monkeypatch.setattr(gpucheck, "install", lambda *a, **k: installed.append(a))
+    argv = [
+        "run",
+        "--device",
+        "cpu",
+        "--units",
+        "bench",
+        "--wheels",
+        str(wheels),
+        "--site",
+        str(tmp_path / "s"),
+    ]
+    assert gpucheck.main(argv) == 0
+    assert ran and not installed
+    assert "the carried wheels are not installed" in capsys.readouterr().out
+
+
+def test_wheels_for_another_python_are_one_line_naming_it_before_pip(tmp_path, monkeypatch, capsys):
+    """Where the wheels are needed (no notebook machinery here, or a GPU run) and were built for another Python, one
+    line names that Python and what to do; pip never runs and nothing is installed."""
+    wheels = _node_wheels(tmp_path / "whl")
+    other = f"{sys.version_info.major}.{sys.version_info.minor + 1}"
+    monkeypatch.setattr(gpucheck, "machinery_here", lambda: False)
+    monkeypatch.setattr(gpucheck, "run", lambda *a, **k: pytest.fail("ran without its wheels"))
+    site = tmp_path / "site"
+    argv = ["run", "--device", "cpu", "--units", "bench", "--wheels", str(wheels), "--site", str(site)]
+    assert gpucheck.main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(
+        f"gpu-check: error: the wheels in {wheels} are built for CPython {other} (debugpy-"
+    )
+    assert (
+        "and 1 more" in line and f"--python-version {sys.version_info.major}.{sys.version_info.minor}" in line
+    )
+    assert not site.exists()
+    names = sorted(gpucheck._wheel_pythons(sorted(wheels.glob("*.whl"))))
+    assert [n.split("-")[0] for n in names] == ["debugpy", "pyzmq"]  # abi3 of an older Python and py3 fit
