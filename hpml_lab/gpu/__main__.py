@@ -4,7 +4,6 @@ targets run it; on the node, where make may be missing, the plan's own lines).""
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import signal
@@ -17,7 +16,7 @@ from ..config import ConfigError
 from ..report import gpuplan
 from ..report.gpuplan import GPU_PYTHON
 from . import __doc__ as KIT_DOC
-from .run import run
+from .run import check, run
 from .unpack import unpack
 from .wheels import MACHINERY, download_wheels, install, machinery_here, use_provenance, write_provenance
 
@@ -39,9 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--units", default="", help="comma-separated units instead: tests, bench, task ids")
     r.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     r.add_argument("--out")
-    r.add_argument(
-        "--site", default=os.path.join(tempfile.gettempdir(), "hpml-site"), help="where the wheels go"
-    )
+    r.add_argument("--site", help="where the wheels go (default: $TMPDIR/hpml-site)")
     r.add_argument("--wheels", default=".whl")
     r.add_argument("--pack", default=os.environ.get("OUT") or None, help="pack after each unit here ($OUT)")
     r.add_argument(
@@ -70,18 +67,10 @@ def main(argv: list[str] | None = None) -> int:
             # --limit counts from here: the wheels' install is the command's time too
             started = time.monotonic()
             units = [t for t in args.units.split(",") if t] or None
-            if not units and not args.part:
-                raise ConfigError("say --part N (see the plan) or --units a,b")
+            rerun = [t for t in args.rerun.split(",") if t]
             if units and args.part:
                 raise ConfigError("say --part N (see the plan) or --units a,b, not both")
-            if args.limit is not None and not (args.limit > 0 and math.isfinite(args.limit)):
-                raise ConfigError(f"--limit must be a positive number of seconds, not {args.limit:g}")
-            rerun = [t for t in args.rerun.split(",") if t]
-            unknown = sorted(set(rerun) - set(gpuplan.units()))
-            if unknown:
-                raise ConfigError(
-                    f"--rerun: no unit {', '.join(unknown)} (units: {', '.join(gpuplan.units())})"
-                )
+            check(args.part, units, rerun, args.limit, args.pack)  # before the wheels and any data
             # the CPU rehearsal uses the environment it runs in where the notebook machinery imports (the
             # project's venv): the carried wheels are the node's, built for its Python, maybe not this one's
             if args.device == "cpu" and machinery_here():
@@ -90,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                     " (a CPU rehearsal runs in this environment)"
                 )
             elif Path(args.wheels).is_dir() and any(Path(args.wheels).glob("*.whl")):
-                install(args.wheels, args.site)
+                install(args.wheels, args.site or os.path.join(tempfile.gettempdir(), "hpml-site"))
             elif not machinery_here():
                 raise ConfigError(
                     f"no wheels in {args.wheels} and no {', '.join(MACHINERY)} here: carry .whl (make gpu-wheels)"

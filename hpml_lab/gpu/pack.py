@@ -103,29 +103,37 @@ def pack(
         raise ConfigError(f"{parent} already holds {ARCHIVE_FILES} files: no room for {archive.name}")
     name = [archive] + [archive.with_name(f"{base}-{k}.tar.gz") for k in range(2, most + 1)]
     bins, dropped, size, cap = [rest], [], None, float(limit)
-    for _ in range(30):
-        tmps = []
-        for k, b in enumerate(bins):
-            tmps.append(name[k].with_name(name[k].name + ".tmp"))
-            with tarfile.open(tmps[-1], "w:gz") as tar:
-                for f in head + b:
-                    tar.add(f, arcname=str(Path(prefix) / f.relative_to(folder)), recursive=False)
-        sizes = [t.stat().st_size for t in tmps]
-        if max(sizes) <= limit:
-            break
+    tmps: list[Path] = []
+    try:
+        for _ in range(30):
+            tmps = []
+            for k, b in enumerate(bins):
+                tmps.append(name[k].with_name(name[k].name + ".tmp"))
+                with tarfile.open(tmps[-1], "w:gz") as tar:
+                    for f in head + b:
+                        tar.add(f, arcname=str(Path(prefix) / f.relative_to(folder)), recursive=False)
+            sizes = [t.stat().st_size for t in tmps]
+            if max(sizes) <= limit:
+                break
+            for t in tmps:
+                t.unlink()
+            if (
+                size is None
+            ):  # more than one archive holds, or something must go: plan by each file's gzip size
+                size = {f: _gz_size(f) for f in rest}
+                cap = limit - sum(_gz_size(f) for f in head)
+            else:  # the estimate was short: plan again with less room
+                cap *= 0.9
+            bins, dropped = _bins(rest, size, cap, most)
+        else:
+            raise ConfigError(f"{archive.name}: nothing fits {limit} bytes, not even the manifest")
         for t in tmps:
-            t.unlink()
-        if size is None:  # more than one archive holds, or something must go: plan by each file's gzip size
-            size = {f: _gz_size(f) for f in rest}
-            cap = limit - sum(_gz_size(f) for f in head)
-        else:  # the estimate was short: plan again with less room
-            cap *= 0.9
-        bins, dropped = _bins(rest, size, cap, most)
-    else:
-        raise ConfigError(f"{archive.name}: nothing fits {limit} bytes, not even the manifest")
-    for t in tmps:
-        with open(t, "rb") as fh:
-            os.fsync(fh.fileno())
+            with open(t, "rb") as fh:
+                os.fsync(fh.fileno())
+    except BaseException:  # $OUT full, gone or read-only: no cut-short .tmp is left there; the archives stay
+        for t in tmps:
+            t.unlink(missing_ok=True)
+        raise
     for k, t in enumerate(tmps):
         os.replace(t, name[k])
     for stale in name[len(tmps) :]:

@@ -8,7 +8,6 @@ limit would make (SIGTERM).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -21,6 +20,8 @@ from ..io import atomic_write_json, signals_deferred
 from ..report import gpuplan
 from ..results import sigterm_interrupts
 from . import node
+from .manifest import ON_NODE
+from .manifest import read as read_manifest
 from .pack import LOCK_FILE, pack
 
 
@@ -36,6 +37,48 @@ def _units_of(part: int | None, units: list[str] | None) -> tuple[list[str], lis
         raise ConfigError(f"--part must be 1 to {len(cmds)} (python3 -m hpml_lab.gpu plan)")
     own = list(cmds[part - 1])
     return own, [u for u in gpuplan.units() if u not in own]
+
+
+# the longest --limit taken: a week, more than any job a cluster grants; past it a number is a mistake (1e300 once
+# overflowed the watchdog's timer in its thread, and the limit was silently dropped)
+MAX_LIMIT_S = 7 * 24 * 3600.0
+
+
+def check(
+    part: int | None,
+    units: list[str] | None,
+    rerun: list[str] | tuple[str, ...] = (),
+    limit: float | None = None,
+    pack_to: str | os.PathLike | None = None,
+) -> None:
+    """What a command is given, checked before anything is written (no data, no wheels, no record): --part or
+    --units, every unit named one the check has, --limit a finite number of seconds up to MAX_LIMIT_S, and $OUT a
+    folder this process can write. Else one ConfigError line."""
+    if not units and not part:
+        raise ConfigError("say --part N (see the plan) or --units a,b")
+    if limit is not None and not (isinstance(limit, (int, float)) and 0 < limit <= MAX_LIMIT_S):
+        raise ConfigError(
+            f"--limit must be a positive number of seconds up to {MAX_LIMIT_S:.0f} (a week), not {limit:g}"
+        )
+    known = gpuplan.units()
+    for flag, names in (("--units", units or []), ("--rerun", rerun)):
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            raise ConfigError(f"{flag}: no unit {', '.join(unknown)} (units: {', '.join(known)})")
+    if pack_to is not None:
+        import tempfile
+
+        folder = Path(pack_to)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder, prefix=".gpu-check-write-") as f:
+                f.write(b"x")
+                f.flush()
+        except OSError as e:
+            raise ConfigError(
+                f"$OUT {folder} is not a folder this command can write ({e.strerror or e}): give --pack "
+                "(or OUT) a writable folder, where the archives for the trip home go"
+            ) from None
 
 
 KIT_FILES = ("manifest.json", "reports/index.html")  # the kit's own, rewritten by every command
@@ -77,11 +120,13 @@ def run(
 
     from ..envinfo import environment
 
+    check(part, units, rerun, limit, pack_to)  # what it is given, before anything is written
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("gpu-check: no CUDA device here; use --device cpu for the dry run")
     t_start, wall0 = (time.monotonic() if started is None else started), time.time()
     name = node.gpu_name(device)
     out = Path(out) if out else project_root() / "reports" / "gpu" / name
+    manifest = read_manifest(out / "manifest.json", ON_NODE)  # a damaged one is one line, before any write
     out.mkdir(parents=True, exist_ok=True)
     os.environ["HPML_OUTPUT_DIR"] = str(out)
     root = str(project_root())  # the kernels papermill starts import hpml_lab from the tree
@@ -89,7 +134,6 @@ def run(
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     data_root = project_root() / "data"
     manifest_path = out / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     manifest.setdefault("units", {})
     manifest.setdefault("commands", {})
     own, others = _units_of(part, units)  # others: the check's other units, in priority order
@@ -124,11 +168,12 @@ def run(
                     command["left_out_of_archive"] = left
                     atomic_write_json(manifest_path, manifest)
                     pack(out, archive, since=wall0, prefix=name, log=log)
-            except (
-                ConfigError
-            ) as e:  # no room in $OUT: the archives before this unit stay; the next unit runs
-                command["pack_error"] = str(e)
-                log(f"[gpu-check] not packed: {e}")
+            except (ConfigError, OSError) as e:  # $OUT full or gone: the archives before this unit stay
+                said = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.strerror else str(e)
+                command["pack_error"] = (
+                    said  # in the node's manifest, and in the next archive that is written
+                )
+                log(f"[gpu-check] not packed: {said}; the next unit runs")
 
     # a job's time limit (SIGTERM, SIGHUP) or Ctrl-C: the unit it cut off is recorded and packed, then it is raised
     stop: KeyboardInterrupt | None = None

@@ -130,6 +130,10 @@ FAKE_UNITS = """
 import sys, time
 from hpml_lab.gpu import node, run
 from hpml_lab.gpu.__main__ import main
+from hpml_lab.report import gpuplan
+
+UNITS = gpuplan.units
+gpuplan.units = lambda: [*UNITS(), "slow"]  # a unit of the check's, for this command
 
 def fake(unit, out, device, data_root, log):
     if unit == "slow":
@@ -187,6 +191,8 @@ def test_a_command_killed_half_way_brings_home_its_finished_units_and_the_next_s
     units = json.loads((home / "cpu-dry-run" / "manifest.json").read_text())["units"]
     assert {u: r["status"] for u, r in units.items()} == {"c1": "ok", "c2": "ok"}  # `slow` never finished
     ran = []  # the next command, on the tree that carries what came home: finished units are skipped
+    units = gpuplan.units()
+    monkeypatch.setattr(gpuplan, "units", lambda: [*units, "slow"])
     monkeypatch.setattr(node, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     run.run(None, "cpu", home / "cpu-dry-run", ["c1", "c2", "slow"], pack_to=tmp_path / "OUT2", **QUIET)
@@ -590,8 +596,13 @@ def test_a_command_that_fails_leaves_no_watchdog_behind(tmp_path, monkeypatch):
 def test_run_refuses_a_bad_limit_or_an_unknown_rerun_in_one_line(capsys):
     for args, said in (
         (["--part", "1"], "say --part N (see the plan) or --units a,b, not both"),
-        (["--limit", "0"], "--limit must be a positive number of seconds, not 0"),
-        (["--limit", "inf"], "--limit must be a positive number of seconds, not inf"),
+        (["--limit", "0"], "--limit must be a positive number of seconds up to 604800 (a week), not 0"),
+        (["--limit", "inf"], "--limit must be a positive number of seconds up to 604800 (a week), not inf"),
+        (["--limit", "nan"], "--limit must be a positive number of seconds up to 604800 (a week), not nan"),
+        (
+            ["--limit", "1e300"],
+            "--limit must be a positive number of seconds up to 604800 (a week), not 1e+300",
+        ),
         (["--rerun", "c4,c99"], "--rerun: no unit c99"),
     ):
         assert kit.main(["run", "--device", "cpu", "--units", "c1", *args]) == 2
