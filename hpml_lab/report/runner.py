@@ -120,11 +120,14 @@ def resolve_parameters(
         k: coerce_value(k, v, hints[k]) if k in valid else task.settings.coerce(k, v)
         for k, v in merged.items()
     }
+    settings = None
     if task.settings:  # the study's own settings, checked here too: one line before any kernel starts
-        task.settings(**{k: v for k, v in {**nb_params, **typed}.items() if k in study})
+        settings = task.settings(**{k: v for k, v in {**nb_params, **typed}.items() if k in study})
         typed = {k: list(v) if isinstance(v, tuple) else v for k, v in typed.items()}  # papermill takes lists
     defaults = {k: v for k, v in nb_params.items() if k in valid}
     cfg = RunConfig(task=task.id, **{**defaults, **{k: v for k, v in typed.items() if k in valid}})
+    if settings is not None:  # the shared pre-run check's last step: the settings against this run's config
+        settings.check_run(cfg)
     return typed, cfg
 
 
