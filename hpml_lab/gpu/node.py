@@ -185,6 +185,10 @@ def stage_bench(out: Path, device: str, data_root: Path, log) -> dict:
         try:
             rec = bench.run(name, **opts)
             recs[name] = {"status": rec["status"], "ratio": rec.get("ratio"), "seconds": rec["seconds"]}
+            if rec.get(
+                "ratio_note"
+            ):  # why there is no ratio (one repeat on the dry run, a share within noise)
+                recs[name]["ratio_note"] = rec["ratio_note"]
         except Exception as e:  # one benchmark failing does not stop the others
             recs[name] = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
             bad.append(name)

@@ -348,6 +348,20 @@ def test_a_stall_ratio_over_a_share_within_noise_is_no_ratio_with_its_reason():
     ratio, note = stall_ratio(0.5, 1e-12)
     assert ratio is None and "within timing noise" in note and "50.00%" in note
     assert stall_ratio(0.5, 0.1) == (5.0, "")
+    ratio, note = stall_ratio(0.0, 0.2)  # issue 43: a baseline share of none made "ratio 0"
+    assert ratio is None and "the baseline's stall share (0.00%) is within timing noise" in note
+
+
+def test_bench_stall_from_a_single_repeat_says_it_cannot_give_a_ratio(cifar_root, out, capsys):
+    """Issue 43: `bench stall` from one repeat printed a bare "ratio 0" (a share clipped at none, no spread)."""
+    argv = ["bench", "stall", "--data-root", cifar_root, "--model", "resnet_tiny", "--batch-size", "8"]
+    argv += ["--repeats", "1", "--warmup", "0", "--steps", "1", "--num-workers", "0", "--device", "cpu"]
+    assert cli.main([str(a) for a in argv]) == 0
+    captured = capsys.readouterr()
+    rec = json.loads(captured.out.strip().splitlines()[-1])
+    assert rec["ratio"] is None and rec["ratio_note"].startswith("no ratio: 1 repeat gives no spread")
+    said = [line for line in captured.err.splitlines() if line.startswith("[bench] stall: ")]
+    assert said and "no ratio: 1 repeat" in said[-1] and "ratio 0" not in said[-1], captured.err
 
 
 def test_every_number_a_study_takes_is_bounded_before_compute():
