@@ -28,6 +28,7 @@ reports/index.html per GPU, each unit's pages from the record the manifest keeps
 | node | the machine's record and the units a command runs (CUDA tests, benchmarks, lab tasks) |
 | run | one command: its units in order, each recorded and packed as it ends, the rest while its limit allows |
 | pack | a folder's new files into archives within the device tool's limits |
-| unpack | archives that came home merged into one manifest and index per GPU |
+| unpack | archives that came home checked whole, then merged into one manifest and index per GPU |
+| manifest | a manifest read as possibly hostile: its shape and every path it lists checked, else one line |
 | __main__ | the command line: `python3 -m hpml_lab.gpu wheels / plan / run / unpack` |
 """
