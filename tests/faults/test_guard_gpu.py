@@ -8,10 +8,10 @@ import gzip
 import io
 import json
 import os
+import select
 import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
@@ -311,18 +311,22 @@ def test_two_unpacks_at_once_both_end_listed(tmp_path):
     with held_lock(dest / ".gpu-unpack.lock"):
         procs = [
             subprocess.Popen(
-                [sys.executable, "-c", UNPACK, str(a), str(dest)], env=env, stdout=subprocess.PIPE, text=True
+                [sys.executable, "-u", "-c", UNPACK, str(a), str(dest)],
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
             )
             for a in archives
         ]
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not all(p.poll() is None for p in procs):
-            time.sleep(0.1)
-        time.sleep(3)  # long enough for both to read, check and reach the lock
+        for p in (
+            procs
+        ):  # each has checked its archive and says it waits (before, the first line said it unpacked)
+            assert select.select([p.stdout], [], [], 120)[0], "no line within 120 s"
+            assert "waiting for it" in p.stdout.readline()
         assert all(p.poll() is None for p in procs) and not (dest / GPU).exists()
     for p in procs:
         out = p.communicate(timeout=60)[0]
-        assert p.returncode == 0 and "waiting for it" in out, out
+        assert p.returncode == 0 and "1 files into" in out, out
     m = json.loads((dest / GPU / "manifest.json").read_text())
     assert sorted(m["units"]) == ["c1", "c2"]
     index = (dest / GPU / "reports" / "index.html").read_text()
