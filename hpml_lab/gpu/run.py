@@ -56,6 +56,8 @@ def check(
     folder this process can write. Else one ConfigError line."""
     if not units and not part:
         raise ConfigError("say --part N (see the plan) or --units a,b")
+    if part and not units:
+        _units_of(part, None)  # a part the plan has
     if limit is not None and not (isinstance(limit, (int, float)) and 0 < limit <= MAX_LIMIT_S):
         raise ConfigError(
             f"--limit must be a positive number of seconds up to {MAX_LIMIT_S:.0f} (a week), not {limit:g}"

@@ -228,7 +228,10 @@ def _inside(root: Path, rel: str) -> Path:
 def _holding(root: Path, log):
     """An flock on root/.gpu-unpack.lock for the whole read, merge and write: a second unpack into the same folder
     waits for the first, then merges what the first wrote (two at once lost a unit's record)."""
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot unpack into {root} ({e.strerror or e}): give --dest a folder") from None
     path, said = root / ".gpu-unpack.lock", False
     while True:
         lock = held_lock(path)

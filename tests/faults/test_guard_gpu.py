@@ -165,6 +165,14 @@ def test_an_archive_with_a_member_that_is_not_a_plain_file_inside_is_refused_who
     assert not (tmp_path / "escaped.txt").exists() and not Path("/tmp/hpml-absolute-escape.txt").exists()
 
 
+def test_a_destination_that_is_not_a_folder_is_one_line(tmp_path, capsys):
+    a = _archive(tmp_path / "a.tar.gz", _manifest(100.0, {}), {})
+    (tmp_path / "afile").write_text("mine")
+    for dest in (tmp_path / "afile", tmp_path / "afile" / "sub"):
+        _refused(["unpack", a, "--dest", dest], capsys, "cannot unpack into", "give --dest a folder")
+    assert (tmp_path / "afile").read_text() == "mine"
+
+
 def test_a_link_in_the_destination_is_never_written_through(tmp_path, capsys):
     """reports/gpu/GPU-X/reports as a link to a folder elsewhere: the kit writes nothing there."""
     elsewhere = tmp_path / "elsewhere"
@@ -353,8 +361,9 @@ def node_tree(tmp_path, monkeypatch):
         (["--units", "c1", "--limit", "-5"], "--limit must be a positive number of seconds up to"),
         (["--units", "c1", "--pack", "{file}"], "is not a folder this command can write"),
         (["--units", "c1", "--pack", "{file}/OUT"], "is not a folder this command can write"),
+        (["--part", "9"], "--part must be 1 to"),
     ],
-    ids=["unknown", "one-unknown", "limit-1e300", "limit-negative", "out-a-file", "out-under-a-file"],
+    ids=["unknown", "one-unknown", "limit-1e300", "limit-negative", "out-a-file", "out-under-a-file", "part"],
 )
 def test_run_refuses_what_it_cannot_use_before_any_data_is_written(node_tree, tmp_path, capsys, args, said):
     """The issue's case: `run --units nosuch` wrote 50,000 images into data/, ran 99 s, recorded KeyError and
