@@ -473,3 +473,21 @@ def test_an_unpack_that_cannot_write_is_one_line_and_keeps_the_manifest(tmp_path
     with pytest.raises(ConfigError, match="No space left on device.*the manifest there is unchanged"):
         unpack.unpack(a, dest, **QUIET)
     assert (dest / GPU / "manifest.json").read_bytes() == manifest
+
+
+def test_one_refused_archive_in_a_folder_writes_nothing_of_the_others(tmp_path, capsys):
+    """Every archive of the call is checked whole before anything of any is written."""
+    dest, before = _unpacked_once(tmp_path)
+    folder = tmp_path / "came-home"
+    folder.mkdir()
+    _archive(
+        folder / "a-good.tar.gz",
+        _manifest(200.0, {"c2": _record(200.0, ["reports/c2.html"])}),
+        {"reports/c2.html": b"<html>c2</html>"},
+    )
+    _flipped(
+        _archive(folder / "b-bad.tar.gz", _manifest(300.0, {}), {"reports/c3.html": b"<html>c3</html>" * 50}),
+        -8,
+    )
+    _refused(["unpack", folder, "--dest", dest], capsys, "b-bad.tar.gz")
+    assert _snapshot(dest) == before
