@@ -308,41 +308,43 @@ def unpack(path: str | os.PathLike, dest: str | os.PathLike | None = None, log=p
         targets = {t for t, _a, _m in writes}
         stale: list[tuple[str, str, Path]] = []
         for gpu, m in merged.items():
-            for u, old in (
-                before.get(gpu, {}).get("units", {}).items()
-            ):  # a record no longer kept: its files go
+            # a record no longer kept: its files go
+            for u, old in before.get(gpu, {}).get("units", {}).items():
                 new = m["units"].get(u, {})
                 for f in sorted(set(old.get("files", [])) - set(new.get("files", []))) if new != old else ():
                     p = _inside(root / gpu, f)
                     if p not in targets and p.is_file() and not p.is_symlink():
                         stale.append((gpu, f, p))
-        try:
-            return _write(read, writes, stale, merged, root, dest, log)
-        except OSError as e:  # a full disk: the manifest (written last) still lists what was there before
-            raise ConfigError(
-                f"cannot write {e.filename or dest} ({e.strerror or e}); the manifest there is unchanged: "
-                "free some space and unpack again"
-            ) from None
+        return _write(read, writes, stale, merged, root, dest, log)
 
 
 def _write(read, writes, stale, merged, root: Path, dest: Path, log) -> list[Path]:
     """unpack's writes and removals, checked before: the files kept, the stale ones removed, then each GPU's
-    manifest and index."""
+    manifest and index. A write that fails (a full disk) is one line; unpacking the same archives again, once
+    there is room, ends as one unpack would have."""
     written: list[Path] = []
-    for a, _gpu, _m, _f in read:
-        mine = [(t, member) for t, aa, member in writes if aa == a]
-        with tarfile.open(a, "r:gz") as tar:
-            for target, member in mine:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with atomic_file(target) as tmp, tar.extractfile(member.name) as src:
-                    with open(tmp, "wb") as out:
-                        shutil.copyfileobj(src, out)
-                written.append(target)
-        log(f"[gpu-unpack] {a.name}: {len(mine)} files into {dest}")
-    for gpu, f, p in stale:
-        p.unlink()
-        log(f"[gpu-unpack] {gpu}/{f}: removed, its unit's kept result is a newer one")
-    for gpu, m in merged.items():
-        atomic_write_json(root / gpu / "manifest.json", m)
-        write_gpu_index(root / gpu, m)
+    phase = "the manifest there is unchanged"
+    try:
+        for a, _gpu, _m, _f in read:
+            mine = [(t, member) for t, aa, member in writes if aa == a]
+            with tarfile.open(a, "r:gz") as tar:
+                for target, member in mine:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with atomic_file(target) as tmp, tar.extractfile(member.name) as src:
+                        with open(tmp, "wb") as out:
+                            shutil.copyfileobj(src, out)
+                    written.append(target)
+            log(f"[gpu-unpack] {a.name}: {len(mine)} files into {dest}")
+        for gpu, f, p in stale:
+            p.unlink()
+            log(f"[gpu-unpack] {gpu}/{f}: removed, its unit's kept result is a newer one")
+        phase = "a manifest or index may be the one from before"
+        for gpu, m in merged.items():
+            atomic_write_json(root / gpu / "manifest.json", m)
+            write_gpu_index(root / gpu, m)
+    except OSError as e:
+        raise ConfigError(
+            f"cannot write {e.filename or dest} ({e.strerror or e}); {phase}: free some space and unpack the "
+            "same archives again"
+        ) from None
     return written
