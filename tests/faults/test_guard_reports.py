@@ -478,17 +478,20 @@ def _fake_run(monkeypatch, ends: str):
             )
         if ends == "failed":
             raise RuntimeError("a cell failed")
+        if ends == "interrupted":  # Ctrl-C, or SIGTERM at a job's time limit, after the notebook was written
+            raise KeyboardInterrupt
 
     monkeypatch.setattr(papermill, "execute_notebook", execute)
 
 
-@pytest.mark.parametrize("ends", ["failed", "cut", "killed"])
+@pytest.mark.parametrize("ends", ["failed", "interrupted", "cut", "killed"])
 def test_a_rerun_that_does_not_end_ok_leaves_the_complete_report_in_place(
     reports, cifar_root, monkeypatch, ends
 ):
     """The issue's cases: a full disk during a rerun lost c1.html, c1.answer.json, executed/c1.ipynb and the
     set-aside copy; a killed rerun left the report only in .c1.previous-<pid> (the index linked a missing page and
-    the bundle found nothing). Now the report in place is never moved until the new one is complete."""
+    the bundle found nothing). Now the report in place is never moved until the new one is complete; an
+    interrupted rerun (Ctrl-C, a job's time limit) keeps it too."""
     _rendered(reports, "c1")
     before = _files(reports, "c1")
     _fake_run(monkeypatch, ends)
@@ -502,6 +505,9 @@ def test_a_rerun_that_does_not_end_ok_leaves_the_complete_report_in_place(
         ):  # what it staged, as a process that is gone left it
             p.rename(p.with_name(p.name.replace(me, dead)))
         assert list(reports.rglob(f".c1.running-{dead}*"))
+    elif ends == "interrupted":
+        with pytest.raises(KeyboardInterrupt):
+            runner.run_task("c1", "tiny", cli_params=params, log=lambda m: None)
     else:
         o = runner.run_task("c1", "tiny", cli_params=params, log=lambda m: None)
         assert o.status == "failed"
@@ -513,7 +519,7 @@ def test_a_rerun_that_does_not_end_ok_leaves_the_complete_report_in_place(
         and "the median epoch takes 1.25 s" in (reports / "bundle.html").read_text()
     )
     rerun = guards.rerun_files("c1")
-    assert rerun["page"].is_file() == rerun["notebook"].is_file() == (ends == "failed")
+    assert rerun["page"].is_file() == rerun["notebook"].is_file() == (ends in ("failed", "interrupted"))
     if ends == "killed":  # what the killed run staged is gone once a command has read the reports
         assert not [p for p in reports.rglob(".c1.running-*")]
 
