@@ -94,31 +94,33 @@ lab: setup
 bench: setup
 	$(BIN)/hpml-lab bench all
 
-# The GPU check kit (hpml_lab/report/gpucheck.py, docs/gpu-node.md). Here: fetch the wheels the GPU image
+# The GPU check kit (hpml_lab/gpu/, docs/gpu-node.md). Here: fetch the wheels the GPU image
 # lacks (and record this tree's commit beside them: .git does not travel), print the plan, unpack what came
-# home. On the GPU machine make may be missing: run the plan's own `python3 -m hpml_lab.report.gpucheck run
+# home. On the GPU machine make may be missing: run the plan's own `python3 -m hpml_lab.gpu run
 # --part N` lines; the targets below are the same commands. STAGE=plan (the default) prints the plan; STAGE=N
-# runs part N; DEVICE=cpu UNITS=c1,bench: the dry run of some units on this CPU.
+# runs part N; DEVICE=cpu UNITS=c1,bench: the dry run of some units on this CPU, in this venv (the carried wheels
+# are the node's, for its Python 3.12, and are not installed there). WHEELS: the wheels' folder.
 GPU_PY ?= python3
+WHEELS ?= .whl
 STAGE ?= plan
 DEVICE ?= cuda
 ARCHIVE ?= gpu-out
 
 gpu-wheels: setup
-	$(BIN)/python -m hpml_lab.report.gpucheck wheels --dest .whl
+	$(BIN)/python -m hpml_lab.gpu wheels --dest $(WHEELS)
 
 gpu-check:
 ifeq ($(STAGE)$(UNITS),plan)
-	@PYTHONPATH=$(CURDIR) $(if $(wildcard $(BIN)/python),$(BIN)/python,$(GPU_PY)) -m hpml_lab.report.gpucheck plan
+	@PYTHONPATH=$(CURDIR) $(if $(wildcard $(BIN)/python),$(BIN)/python,$(GPU_PY)) -m hpml_lab.gpu plan
 else ifeq ($(DEVICE),cpu)
 	@$(MAKE) --no-print-directory setup
-	$(BIN)/python -m hpml_lab.report.gpucheck run --device cpu $(if $(UNITS),--units $(UNITS),--part $(STAGE))
+	$(BIN)/python -m hpml_lab.gpu run --device cpu --wheels $(WHEELS) $(if $(UNITS),--units $(UNITS),--part $(STAGE))
 else
-	$(GPU_PY) -m hpml_lab.report.gpucheck run --device $(DEVICE) $(if $(UNITS),--units $(UNITS),--part $(STAGE))
+	$(GPU_PY) -m hpml_lab.gpu run --device $(DEVICE) --wheels $(WHEELS) $(if $(UNITS),--units $(UNITS),--part $(STAGE))
 endif
 
 gpu-unpack: setup
-	$(BIN)/python -m hpml_lab.report.gpucheck unpack $(ARCHIVE)
+	$(BIN)/python -m hpml_lab.gpu unpack $(ARCHIVE)
 
 clean-results:
 	rm -rf results reports/executed reports/*.html reports/*.answer.json reports/artifacts reports/bundle.* figures/*.png

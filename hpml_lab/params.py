@@ -92,6 +92,13 @@ def _numbers(value: Any) -> list:
     return [v for v in items if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
+def _numeric(want: Any) -> bool:
+    """Whether a field of type `want` holds numbers (int, float, or a tuple of them)."""
+    if typing.get_origin(want) is tuple:
+        want = typing.get_args(want)[0]
+    return want in (int, float)
+
+
 class StudySettings:
     """Base for a study's own settings: the knobs of one study that are not RunConfig fields (the memory
     task's RevNet depths, C3's tolerance, Lab 5's batch sizes). Subclass it as a frozen dataclass with typed
@@ -101,9 +108,22 @@ class StudySettings:
     starts. In the notebook:
 
         settings = memory.Settings.from_namespace(globals())   # the parameters cell's values, checked
+
+    The pre-run check every study passes, the same for all (a new study cannot leave it out): types; every number
+    within its range in RANGES, which every numeric field must have (a count of repeats, steps or rounds with no
+    bound once ran without end); check() for what ranges cannot say; and check_run(cfg) for what needs the run's
+    RunConfig (the data's size, the learning rate), called by the runner before any kernel starts.
     """
 
     def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        names = [f.name for f in fields(self)]  # type: ignore[arg-type]
+        unbounded = [n for n in names if _numeric(hints[n]) and n not in self.RANGES]
+        if unbounded:  # a study's own mistake, met by its first test: not a user's
+            raise TypeError(
+                f"{type(self).__qualname__} gives no range for {', '.join(unbounded)}: every number a study "
+                "takes is bounded before compute (RANGES = {name: (lowest, highest, why)})"
+            )
         check_types(self)
         for f in fields(self):  # type: ignore[arg-type]
             for v in _numbers(getattr(self, f.name)):
@@ -115,15 +135,23 @@ class StudySettings:
         for name, (lo, hi, why) in self.RANGES.items():  # what can run, refused before compute
             for v in _numbers(getattr(self, name)):
                 if not lo <= v <= hi:
-                    raise ConfigError(
-                        f"parameter {name!r} {_short(v)} is out of range: use {_short(lo)} to {_short(hi)} ({why})"
-                    )
+                    raise ConfigError(self.out_of_range(name, v, lo, hi, why))
         self.check()
 
     RANGES: typing.ClassVar[dict[str, tuple[float, float, str]]] = {}  # name: (lowest, highest, why)
 
+    @classmethod
+    def out_of_range(cls, name: str, value: float, lo: float, hi: float, why: str) -> str:
+        """The one line for a value outside its range (a study whose options are flags words it as flags)."""
+        return f"parameter {name!r} {_short(value)} is out of range: use {_short(lo)} to {_short(hi)} ({why})"
+
     def check(self) -> None:
-        """Value checks beyond types (override; raise ConfigError with one line)."""
+        """Value checks beyond types and ranges (override; raise ConfigError with one line)."""
+
+    def check_run(self, cfg: Any) -> None:
+        """What these settings can run with `cfg`, the run's RunConfig (the data's size, the learning rate, the
+        time the run may take): override; raise ConfigError with one line. The runner calls it before any kernel
+        starts, for every task with settings."""
 
     @classmethod
     def field_names(cls) -> list[str]:

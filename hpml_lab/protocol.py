@@ -34,7 +34,7 @@ FULL_LAB = {"epochs": 5, "batch_size": 128, "max_batches": 0, "subset": 0, "num_
 # that differs from the lab's; full profiles keep lr 0.1.
 SMOKE_LR = 0.1 * 32 / 128
 PROFILES = ("smoke", "full", "tiny", "gpu")
-# gpu: the GPU check kit's size (report/gpucheck.py): the lab's settings on the whole dataset, 2 epochs where the
+# gpu: the GPU check kit's size (hpml_lab/gpu/): the lab's settings on the whole dataset, 2 epochs where the
 # lab's 5 add only time, so that every task together fits one 30-minute GPU lease. Estimates until a GPU run says.
 GPU = {"epochs": 2, "batch_size": 128, "max_batches": 0, "subset": 0, "num_workers": 8}
 # tiny: seconds per task, for the test suite and dry runs (the runner keeps the keys a notebook takes)

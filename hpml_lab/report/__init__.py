@@ -17,6 +17,5 @@ notebooks call, figures, Slurm scripts and the `hpml-lab` command.
 | answer_box | the answer record: every number tagged measured, predicted or reference |
 | claims | the claims check: every number a sentence states is in its record, every comparison names its verdict |
 | bundle | the one-file hand-in (HTML, PDF with Chromium) |
-| gpucheck | the GPU check kit (`make gpu-wheels`, `make gpu-check`, `make gpu-unpack`) |
-| gpuplan | the kit's stages and their time estimates |
+| gpuplan | the GPU check kit's stages and their time estimates (the kit itself: hpml_lab/gpu/) |
 """

@@ -96,8 +96,18 @@ def percent(fraction_or_pct: float, of_one: bool = True) -> str:
     return fmt_value(float(fraction_or_pct) * (100.0 if of_one else 1.0), "%")
 
 
-def path_for(task: str) -> Path:
-    return output_path("reports") / f"{task}.answer.json"
+# set by the runner for its kernel: the pid whose hidden report files the kernel writes
+STAGE_ENV = "HPML_REPORT_STAGE"
+
+
+def path_for(task: str, stage: str | None = None) -> Path:
+    """reports/<task>.answer.json. Inside a kernel the runner started (HPML_REPORT_STAGE, or `stage`, its pid):
+    reports/.<task>.running-<pid>.answer.json, which replaces the record in place only when the run's whole report
+    does (report.guards.land_report): a rerun never costs the report it replaces."""
+    stage = os.environ.get(STAGE_ENV, "") if stage is None else stage
+    return output_path("reports") / (
+        f".{task}.running-{stage}.answer.json" if stage else f"{task}.answer.json"
+    )
 
 
 def write(rec: Record) -> Path:

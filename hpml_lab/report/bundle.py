@@ -75,8 +75,11 @@ def _report_body(executed: Path) -> str:
 
 
 def write_bundle(reports: Path, log=print) -> Path:
-    """reports/bundle.html from reports/executed/<task>.ipynb and reports/<task>.answer.json, in task order."""
+    """reports/bundle.html from reports/executed/<task>.ipynb and reports/<task>.answer.json, in task order. A
+    report a killed run left set aside is put back first (guards.recover_reports)."""
     from .runner import lab_order
+
+    guards.recover_reports()
 
     present = [
         tasks.TASKS[t] for t in lab_order(tasks.TASKS) if (reports / "executed" / f"{t}.ipynb").is_file()

@@ -486,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (results.Interrupted, e.g. a Slurm time limit)
         print(
-            "hpml-lab: interrupted; completed results are kept, the index says which task stopped",
+            "hpml-lab: interrupted; completed results are kept, the index says which task stopped (a rerun's "
+            "stop keeps the complete report it would have replaced)",
             file=sys.stderr,
         )
         return 128 + int(getattr(e, "signum", 15)) if type(e).__name__ == "Interrupted" else 130

@@ -1,7 +1,7 @@
 """The GPU check kit's plan: which units run in which device command, each command's estimate on a bare machine,
 and the basis of every figure.
 
-    python3 -m hpml_lab.report.gpucheck plan    # the commands to run, one per line, then the plan as JSON
+    python3 -m hpml_lab.gpu plan    # the commands to run, one per line, then the plan as JSON
 
 This check's limits: 15 minutes of device time a session (the device tool's README, 2026-11-26: each start, command
 and the 30 s a machine stays held after each counted), 10 minutes a command, the machine bare at every command
@@ -257,7 +257,7 @@ def together() -> dict[str, str]:
 def command_line(part: int) -> str:
     """The command as it is run on the GPU machine: python3 from the tree's root, no make (it may be missing), with
     the --limit that ends it inside its share of the lease."""
-    return f"python3 -m hpml_lab.report.gpucheck run --part {part} --limit {run_limit(part)}"
+    return f"python3 -m hpml_lab.gpu run --part {part} --limit {run_limit(part)}"
 
 
 def setup_estimate(us: list[str]) -> tuple[float, str]:
@@ -381,12 +381,12 @@ def text(p: dict[str, Any] | None = None) -> str:
             + "; a command whose own units end early runs them"
         )
     lines.append(
-        "# before each command, unpack what came home into the tree (python3 -m hpml_lab.report.gpucheck unpack"
+        "# before each command, unpack what came home into the tree (python3 -m hpml_lab.gpu unpack"
         " DIR): a command skips every unit whose ok it carries in reports/gpu/<gpu-name>/manifest.json (--rerun a,b"
         " runs them again) and, after its own units, goes on down the other units not home, in priority order, as"
         " far as its --limit allows"
     )
     for gpu, done in home().items():
         lines.append(f"# came home from {gpu} (skipped there): {', '.join(done)}")
-    lines.append("# basis of every figure: python3 -m hpml_lab.report.gpucheck plan --json")
+    lines.append("# basis of every figure: python3 -m hpml_lab.gpu plan --json")
     return "\n".join(lines)

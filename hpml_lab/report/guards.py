@@ -3,7 +3,8 @@
     from hpml_lab.report import guards
     params = guards.read_params_file("params.yaml")   # YAML without aliases, at most 1 MiB
     guards.preflight(task, cfg)                        # output folders writable with space, device, compile backend
-    aside = guards.set_aside("c1"); ...; guards.recover_reports()
+    guards.land_report("c1", outcome)                  # the run's staged report in place, as one set
+    guards.recover_reports()                           # what killed runs left, put back or removed
 
 Every refusal is a ConfigError with one line, shown as it is by the CLI with exit status 2.
 """
@@ -158,15 +159,81 @@ def _report_files(task_id: str) -> list[Path]:
     out = reports_dir()
     return [
         out / f"{task_id}.html",
-        answer_box.path_for(task_id),
+        answer_box.path_for(task_id, stage=""),
         out / "executed" / f"{task_id}.ipynb",
         out / "executed" / f"{task_id}.json",
     ]
 
 
+def staged(task_id: str) -> dict[str, Path]:
+    """Where a run writes its report while it runs (hidden, per process), beside the report in place, which stays
+    whole until the new one is complete: the notebook papermill writes, the page, the answer record its kernel
+    writes (answer_box.path_for under HPML_REPORT_STAGE). land_report puts them in place as one set."""
+    pid = str(os.getpid())
+    return {
+        "notebook": partial_notebook(task_id),
+        "page": reports_dir() / f".{task_id}.running-{pid}.html",
+        "answer": answer_box.path_for(task_id, stage=pid),
+    }
+
+
+def rerun_files(task_id: str) -> dict[str, Path]:
+    """Where a rerun that did not end ok keeps its notebook and page when a complete report stays in place."""
+    return {
+        "notebook": reports_dir() / "executed" / f"{task_id}.rerun.ipynb",
+        "page": reports_dir() / f"{task_id}.rerun.html",
+    }
+
+
+def complete_report(task_id: str) -> dict | None:
+    """The outcome record of the report in place when it is a complete one (its notebook ran through: status ok,
+    and its page and executed notebook are there), else None."""
+    data, _ = read_outcome(reports_dir() / "executed" / f"{task_id}.json")
+    if not data or data["status"] != "ok":
+        return None
+    page, executed = reports_dir() / f"{task_id}.html", reports_dir() / "executed" / f"{task_id}.ipynb"
+    return data if page.is_file() and executed.is_file() else None
+
+
+def land_report(task_id: str, record: dict) -> str:
+    """The run's staged report (staged()) and its outcome `record` in place of the task's report, as one set:
+    the files in place are set aside, the new ones moved in, the outcome written, the set-aside ones dropped (a
+    kill in between: recover_reports puts back the previous set, or keeps the new one once its outcome is
+    written). Except when this run did not end ok and the report in place is complete: that one stays as it is
+    (a rerun never costs the report it replaces), this run's notebook and page go to <task>.rerun.* beside it,
+    and the line saying so is returned ('' otherwise). A full disk while the outcome is written puts the
+    previous set back (write_outcome)."""
+    new = staged(task_id)
+    kept = complete_report(task_id) if record["status"] != "ok" else None
+    with signals_deferred():
+        if kept:
+            new["answer"].unlink(missing_ok=True)
+            moved = []
+            for kind, there in rerun_files(task_id).items():
+                there.unlink(missing_ok=True)  # an earlier rerun's: not this one
+                if new[kind].is_file():
+                    os.replace(new[kind], there)
+                    moved.append(there.name)
+            return f"the complete report of {kept.get('finished_at', 'an earlier run')} is kept" + (
+                f"; this run's: {', '.join(moved)}" if moved else ""
+            )
+        aside = set_aside(task_id)
+        for kind, there in zip(("page", "answer", "notebook"), _report_files(task_id)):
+            if new[kind].is_file():
+                os.utime(new[kind])  # newer than `aside`: recover_reports tells it from the set it replaced
+                os.replace(new[kind], there)
+        write_outcome(reports_dir() / "executed" / f"{task_id}.json", record, aside)
+        import shutil
+
+        shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
+        for there in rerun_files(task_id).values():  # a rerun that did not end ok was of the report replaced
+            there.unlink(missing_ok=True)
+    return ""
+
+
 def set_aside(task_id: str) -> Path:
-    """Move a task's report files into reports/.<task>.previous-<pid>/ before a rerun: a rerun that fails shows
-    its failure, one that is killed (-9) has them put back by recover_reports, one that ends drops them."""
+    """Move a task's report files into reports/.<task>.previous-<pid>/ while a new report is put in place
+    (land_report): one killed meanwhile (-9) has them put back by recover_reports, one that ends drops them."""
     aside = reports_dir() / f".{task_id}.previous-{os.getpid()}"
     aside.mkdir(parents=True, exist_ok=True)
     for i, p in enumerate(_report_files(task_id)):
@@ -181,16 +248,16 @@ def partial_notebook(task_id: str) -> Path:
     return reports_dir() / "executed" / f".{task_id}.running-{os.getpid()}.ipynb"
 
 
-def land_executed(partial: Path, executed: Path) -> str:
-    """Move the notebook papermill wrote onto `executed` when it reads as a whole notebook, and return '';
-    else remove it and return one line saying why (a full disk, a file-size limit cut it short)."""
+def whole_notebook(partial: Path, executed: Path) -> str:
+    """'' when the notebook papermill wrote at `partial` reads as a whole notebook (or none was written); else it is
+    removed and one line says why (a full disk, a file-size limit cut it short), naming `executed`, the file the
+    user knows."""
     import nbformat
 
     if not partial.exists():  # papermill stopped before writing (no kernel, bad notebook): nothing to land
         return ""
     try:
         nbformat.read(str(partial), as_version=4)
-        os.replace(partial, executed)
         return ""
     except Exception as e:  # noqa: BLE001 (NotJSONError, a cut-short file, an OSError: all mean not whole)
         partial.unlink(missing_ok=True)
@@ -258,12 +325,14 @@ OUTCOME_MAX = 1 << 20  # an outcome record is a few hundred bytes
 
 
 def recover_reports() -> None:
-    """Put back the report files of reruns that were killed before they ended (their process is gone): the
-    previous report comes back whole, with nothing the killed run half-wrote beside it; their partial
-    executed notebooks are removed."""
-    for partial in (reports_dir() / "executed").glob(".*.running-*.ipynb"):
-        pid = partial.name.rsplit("-", 1)[-1].split(".")[0]
-        if pid.isdigit() and not alive(int(pid)):
+    """Put back the report files of reruns that were killed while they replaced a report (their process is gone):
+    the previous report comes back whole, with nothing the killed run half-wrote beside it; the files killed runs
+    staged (their notebook, page and answer record, hidden) are removed. Every command that reads the reports
+    calls it first (the index, the bundle, a run)."""
+    folder = reports_dir()
+    for partial in [*(folder / "executed").glob(".*.running-*"), *folder.glob(".*.running-*")]:
+        pid = partial.name.rsplit(".running-", 1)[-1].split(".")[0]
+        if pid.isdigit() and not alive(int(pid)) and (partial.is_file() or partial.is_symlink()):
             partial.unlink(missing_ok=True)
     for aside in reports_dir().glob(".*.previous-*"):
         task_id, _, pid = aside.name[1:].rpartition(".previous-")
@@ -300,15 +369,16 @@ RECORD_MAX = (
 OUTCOMES = ("ok", "failed", "interrupted")
 
 
-def read_record(task_id: str) -> tuple[dict | None, str]:
+def read_record(task_id: str, path: Path | None = None) -> tuple[dict | None, str]:
     """A task's answer record as the index and the bundle show it, and '' ; or None and one line naming the file
     and what is wrong with it ('' when there is none): read capped in size, never through a link or from a FIFO
-    or device, and only when it has the shape a run writes (answers, statuses, numbers) and its box renders."""
+    or device, and only when it has the shape a run writes (answers, statuses, numbers) and its box renders.
+    `path`: another copy of it (a run's staged record), else the one in place."""
     import json
 
     from ..io import PlantedFile, read_own
 
-    p = answer_box.path_for(task_id)
+    p = path or answer_box.path_for(task_id, stage="")
     try:
         text = read_own(p, RECORD_MAX)
     except PlantedFile as e:

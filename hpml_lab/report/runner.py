@@ -34,7 +34,7 @@ from ..data import check_dataset
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_text, signals_deferred
 from . import answer_box, guards, tasks, watch
-from .guards import preflight, recover_reports, set_aside
+from .guards import preflight, recover_reports
 
 KERNEL = "hpml-lab"
 
@@ -120,18 +120,21 @@ def resolve_parameters(
         k: coerce_value(k, v, hints[k]) if k in valid else task.settings.coerce(k, v)
         for k, v in merged.items()
     }
+    settings = None
     if task.settings:  # the study's own settings, checked here too: one line before any kernel starts
-        task.settings(**{k: v for k, v in {**nb_params, **typed}.items() if k in study})
+        settings = task.settings(**{k: v for k, v in {**nb_params, **typed}.items() if k in study})
         typed = {k: list(v) if isinstance(v, tuple) else v for k, v in typed.items()}  # papermill takes lists
     defaults = {k: v for k, v in nb_params.items() if k in valid}
     cfg = RunConfig(task=task.id, **{**defaults, **{k: v for k, v in typed.items() if k in valid}})
+    if settings is not None:  # the shared pre-run check's last step: the settings against this run's config
+        settings.check_run(cfg)
     return typed, cfg
 
 
-def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
+def _render_html(executed: Path, target: Path, task: tasks.Task, record: Path | None = None) -> None:
     """The report page: code hidden, titled with the task, a link back to the index, and the task's answer
-    box (reports/<task>.answer.json, written by the notebook) right after the notebook's title, in the page's
-    own type (pages.PAGE_CSS), before the notebook's outputs."""
+    box (reports/<task>.answer.json, written by the notebook; `record`: the run's staged one) right after the
+    notebook's title, in the page's own type (pages.PAGE_CSS), before the notebook's outputs."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -141,7 +144,8 @@ def _render_html(executed: Path, target: Path, task: tasks.Task) -> None:
     exporter.exclude_input = True
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
-    rec, problem = guards.read_record(task.id)  # a damaged record is one line, the page says no answer
+    # a damaged record is one line, the page says no answer
+    rec, problem = guards.read_record(task.id, record)
     if problem:
         print(f"hpml-lab: warning: {answer_box.scrub_paths(problem)}", file=sys.stderr)
     box = (
@@ -284,6 +288,7 @@ def _kernel_env():
     want = {
         "HPML_PROGRESS": "log",
         "HPML_RENDERING": "1",
+        answer_box.STAGE_ENV: str(os.getpid()),  # its answer record is staged beside the report in place
         "HPML_LAB_HOME": root,
         "PYTHONPATH": path if root in path.split(os.pathsep) else root + (os.pathsep + path if path else ""),
     }
@@ -333,17 +338,16 @@ def _execute(
     watcher: watch.Watch,
 ) -> Outcome:
     """run_task's work once its checks passed and it holds the task's lock."""
-    import shutil
-
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     out_dir = reports_dir()
     executed = out_dir / "executed" / f"{task.id}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
-    partial = guards.partial_notebook(
-        task.id
-    )  # papermill writes here; it lands on `executed` only when whole
+    # the run's notebook, page and answer record are written hidden beside the report in place, which stays whole
+    # until they are complete (guards.land_report): a failed, killed or disk-full rerun costs it nothing
+    stage = guards.staged(task.id)
+    partial = stage["notebook"]
     target = out_dir / f"{task.id}.html"
     streams = watcher.start(
         task.id,
@@ -352,9 +356,8 @@ def _execute(
         + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""),
     )
     recover_reports()
-    aside = set_aside(
-        task.id
-    )  # a failed run must not show the previous run's answer; a killed one gets it back
+    for f in stage.values():  # left by a run of this pid's (a process that ran before in this session)
+        f.unlink(missing_ok=True)
     t0 = time.perf_counter()
     status, error = "ok", ""
     interrupted: KeyboardInterrupt | None = None
@@ -407,12 +410,12 @@ def _execute(
     with signals_deferred():
         seconds = time.perf_counter() - t0
         error = error.replace(str(partial), str(executed))  # a write error names the file the user knows
-        broken = guards.land_executed(partial, executed)  # a full disk cut it short: not kept, not rendered
+        broken = guards.whole_notebook(partial, executed)  # a full disk cut it short: not kept, not rendered
         if broken:
             status, error = "failed", (f"{error}; " if error else "") + broken
-        if executed.exists():
+        if partial.exists():
             try:  # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
-                _render_html(executed, target, task)
+                _render_html(partial, stage["page"], task, record=stage["answer"])
             except (
                 Exception
             ) as e:  # the first error stays first: a render that fails after it is its consequence
@@ -434,13 +437,18 @@ def _execute(
             params,
             hardware_label(environment()),
             f"{cfg.dataset} ({kind})",
-            target.name if target.exists() else "",
+            target.name if stage["page"].exists() else "",
             str(executed),
             error,
         )
-        guards.write_outcome(executed.with_suffix(".json"), asdict(outcome), aside)
-        shutil.rmtree(aside, ignore_errors=True)  # the new report is whole: the previous one goes
-    watcher.end(task.id, status, seconds, error or _diverged(task.id), str(target) if target.exists() else "")
+        # '' when this run's report is the one in place now; else the line saying which report stays
+        kept = guards.land_report(task.id, asdict(outcome))
+        if kept:  # the run's own page, kept beside the complete report
+            page = guards.rerun_files(task.id)["page"]
+            outcome.html = page.name if page.exists() else ""
+    said = f"{error}; {kept}" if kept else error or _diverged(task.id)
+    page = reports_dir() / outcome.html if outcome.html else None
+    watcher.end(task.id, status, seconds, said, str(page) if page else "")
     if interrupted is not None:
         write_index(load_outcomes())
         raise interrupted

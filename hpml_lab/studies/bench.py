@@ -57,7 +57,9 @@ class Settings(StudySettings):
     compile: str = "auto"  # auto (by device), on or off
     channels_last: str = "auto"
 
-    def check(self) -> None:
+    # past the highest no benchmark exists: a huge value would crash late (RunConfig's where it has one)
+    RANGES = {
+        name: (low, INT_RANGES.get(name, (0, 100_000))[1], "")
         for name, low in (
             ("repeats", 1),
             ("warmup", 0),
@@ -66,14 +68,14 @@ class Settings(StudySettings):
             ("steps", 0),
             ("pil_batches", 1),
             ("tensor_batches", 1),
-        ):
-            high = INT_RANGES.get(name, (0, 100_000))[
-                1
-            ]  # past it no benchmark exists: a huge value would crash late
-            if not low <= getattr(self, name) <= high:
-                raise ConfigError(
-                    f"--{name.replace('_', '-')} must be from {low} to {high:,}, got {getattr(self, name)}"
-                )
+        )
+    }
+
+    @classmethod
+    def out_of_range(cls, name: str, value: float, lo: float, hi: float, why: str) -> str:
+        return f"--{name.replace('_', '-')} must be from {lo} to {hi:,}, got {value}"
+
+    def check(self) -> None:
         for name in ("compile", "channels_last"):
             if getattr(self, name) not in ("auto", "on", "off"):
                 raise ConfigError(f"{name} must be auto, on or off, got {getattr(self, name)!r}")

@@ -25,7 +25,7 @@ from ..device import configure as configure_device
 from ..device import seed_everything, torch_threads
 from ..profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
 from ..training import build_model, build_optimizer, train_step
-from ..verdict import compare, target_met
+from ..verdict import MIN_SAMPLES, compare, target_met
 
 TARGETS = {
     "loader": "tensor augmentation >= 10x PIL images/s per core (2 CPU cores)",
@@ -390,7 +390,7 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         out[f"{name}_config"] = _cfg_fields(cfg)
         log(f"stall {name}: {summarize(shares)['median']:.1%} of step time lost to data")
     out["ratio"], out["ratio_note"] = stall_ratio(
-        out["baseline_stall"]["median"], out["fast_stall"]["median"]
+        out["baseline_stall"]["median"], out["fast_stall"]["median"], opts["repeats"]
     )
     out["ratio_meaning"] = "baseline stall share / fast stall share"
     out["target"] = TARGETS["stall"]
@@ -401,13 +401,28 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
 STALL_FLOOR = 0.005  # a stall share below half a percent is within the timing's noise of none
 
 
-def stall_ratio(baseline: float, fast: float) -> tuple[float | None, str]:
-    """baseline / fast stall share, and a note; None when the fast path's share is too small to divide by (a
-    share of 1e-12 made a ratio of 5e11 that meant nothing: revnet38 at batch size 1)."""
+def stall_ratio(baseline: float, fast: float, repeats: int = MIN_SAMPLES) -> tuple[float | None, str]:
+    """baseline / fast stall share, and a note; None, with the note saying why, when the shares come from fewer
+    than MIN_SAMPLES repeats (one repeat gave a bare "ratio 0": a share clipped at none, with no spread to tell it
+    from noise), or when either share is within timing noise of none: the fast path's too small to divide by (a
+    share of 1e-12 made a ratio of 5e11 that meant nothing: revnet38 at batch size 1), the baseline's a ratio of
+    about 0 that says nothing."""
+    shares = f"the baseline's stall share is {baseline:.2%}, the fast path's {fast:.2%}"
+    if repeats < MIN_SAMPLES:
+        gives = "repeat gives" if repeats == 1 else "repeats give"
+        return None, (
+            f"no ratio: {repeats} {gives} no spread to tell the two shares apart "
+            f"(at least {MIN_SAMPLES}: --repeats {MIN_SAMPLES}); {shares}"
+        )
     if fast < STALL_FLOOR:
         return None, (
             f"no ratio: the fast path's stall share ({fast:.2%}) is within timing noise of none (below "
             f"{STALL_FLOOR:.1%}); the baseline's is {baseline:.2%}"
+        )
+    if baseline < STALL_FLOOR:
+        return None, (
+            f"no ratio: the baseline's stall share ({baseline:.2%}) is within timing noise of none (below "
+            f"{STALL_FLOOR:.1%}); the fast path's is {fast:.2%}"
         )
     return baseline / fast, ""
 

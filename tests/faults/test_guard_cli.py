@@ -264,6 +264,27 @@ def test_save_model_to_dev_stdout_is_refused_before_training(tmp_path, cifar_roo
         (["run", "c2", "-p", "epochs=1"], "task c2 needs epochs of 2 or more"),
         (["run", "c5", "-p", "epochs=1"], "task c5 needs epochs of 2 or more"),
         (["run", "tinyimagenet", "-p", "dataset=cifar10"], "runs on dataset=tinyimagenet only"),
+        # issue 43: warmup=1e9 ran without end ("warm-up 15/1000000003"); the others failed inside the kernel
+        (["run", "speed", "-p", "warmup=1000000000"], "'warmup' 1000000000 is out of range: use 0 to 20"),
+        (["run", "speed", "-p", "repeats=100000"], "'repeats' 100000 is out of range: use 1 to 100"),
+        (["run", "speed", "-p", "steps=10000", "-p", "repeats=50"], "make 510,000 training steps per rung"),
+        (["run", "speed", "-p", "batch_factor=100000"], "'batch_factor' 100000 is out of range"),
+        (
+            ["run", "speed", "-p", "batch_factor=1000"],
+            "last rung's batch 32,000, more than the 2,048 training",
+        ),
+        (["run", "speed", "-p", "lr=1000", "-p", "batch_factor=1000"], "'batch_factor' 1000 makes the last"),
+        (
+            ["run", "speed", "-p", "lr=1000", "-p", "batch_factor=64"],
+            "its learning rate 64000, which cannot run",
+        ),
+        (
+            ["run", "speed", "--profile", "full", "-p", "batch_factor=512"],
+            "more than the 50,000 training images",
+        ),
+        (["run", "memory", "-p", "warmup=1000000000"], "'warmup' 1000000000 is out of range"),
+        (["run", "c3", "-p", "max_workers=1000000000"], "'max_workers' 1000000000 is out of range"),
+        (["run", "lab5", "-p", "n_images=1000000000"], "'n_images' 1000000000 is out of range"),
     ],
 )
 def test_values_that_cannot_run_are_refused_before_compute(argv, needle, capsys, out, tmp_path):
@@ -327,3 +348,57 @@ def test_a_stall_ratio_over_a_share_within_noise_is_no_ratio_with_its_reason():
     ratio, note = stall_ratio(0.5, 1e-12)
     assert ratio is None and "within timing noise" in note and "50.00%" in note
     assert stall_ratio(0.5, 0.1) == (5.0, "")
+    ratio, note = stall_ratio(0.0, 0.2)  # issue 43: a baseline share of none made "ratio 0"
+    assert ratio is None and "the baseline's stall share (0.00%) is within timing noise" in note
+
+
+def test_bench_stall_from_a_single_repeat_says_it_cannot_give_a_ratio(cifar_root, out, capsys):
+    """Issue 43: `bench stall` from one repeat printed a bare "ratio 0" (a share clipped at none, no spread)."""
+    argv = ["bench", "stall", "--data-root", cifar_root, "--model", "resnet_tiny", "--batch-size", "8"]
+    argv += ["--repeats", "1", "--warmup", "0", "--steps", "1", "--num-workers", "0", "--device", "cpu"]
+    assert cli.main([str(a) for a in argv]) == 0
+    captured = capsys.readouterr()
+    rec = json.loads(captured.out.strip().splitlines()[-1])
+    assert rec["ratio"] is None and rec["ratio_note"].startswith("no ratio: 1 repeat gives no spread")
+    said = [line for line in captured.err.splitlines() if line.startswith("[bench] stall: ")]
+    assert said and "no ratio: 1 repeat" in said[-1] and "ratio 0" not in said[-1], captured.err
+
+
+def test_every_number_a_study_takes_is_bounded_before_compute():
+    """Issue 43: the pre-run check is shared, so a new task cannot skip it: every study's settings (each registered
+    task's and the benchmarks') give a range for every number they take, and a value far outside it is one line."""
+    import typing
+    from dataclasses import fields
+
+    from hpml_lab.config import ConfigError
+    from hpml_lab.studies import bench, registry
+
+    classes = {t.settings for t in registry().values() if t.settings} | {bench.Settings}
+    assert len(classes) >= 5
+    for cls in classes:
+        hints = typing.get_type_hints(cls)
+        numeric = [
+            f.name
+            for f in fields(cls)
+            if hints[f.name] in (int, float) or typing.get_args(hints[f.name])[:1] in ((int,), (float,))
+        ]
+        assert numeric, cls
+        cls()  # its defaults pass
+        for name in numeric:
+            huge = 10**9 if typing.get_args(hints[name])[:1] != (float,) and hints[name] is not float else 1e6
+            value = (huge,) if typing.get_origin(hints[name]) is tuple else huge
+            with pytest.raises(ConfigError):
+                cls(**{name: value})
+
+
+def test_a_study_that_gives_a_number_no_range_is_a_mistake_met_at_once():
+    from dataclasses import dataclass
+
+    from hpml_lab.config import StudySettings
+
+    @dataclass(frozen=True)
+    class Unbounded(StudySettings):
+        rounds: int = 3
+
+    with pytest.raises(TypeError, match="gives no range for rounds"):
+        Unbounded()

@@ -350,15 +350,55 @@ def test_a_full_disk_while_the_notebook_is_written_keeps_nothing_cut_short(cifar
     assert metas and all(m["status"] != "running" for m in metas)
 
 
+@pytest.mark.slow
+def test_a_full_disk_during_a_rerun_keeps_the_complete_report(rendered, tmp_path):
+    """Issue 43: a full disk while `hpml-lab run c1` reran deleted the complete report it was to replace (page,
+    answer record, executed notebook and the set-aside copy). The first run is the suite's shared tiny render of
+    c1, copied; the rerun's files may grow to 30,000 bytes, so its notebook is cut short."""
+    import shutil
+
+    first = rendered("c1")
+    assert first.outcome["status"] == "ok", first.outcome["error"]
+    shutil.copytree(first.out, tmp_path / "out", symlinks=True)
+    reports = tmp_path / "out" / "reports"
+    names = ["c1.html", "c1.answer.json", "executed/c1.ipynb", "executed/c1.json"]
+    before = {reports / n: (reports / n).read_bytes() for n in names}
+    env = {**os.environ, **NO_BYTECODE, "HPML_OUTPUT_DIR": str(tmp_path / "out"), "TMPDIR": str(tmp_path)}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpml_lab.report.cli",
+            "run",
+            "c1",
+            "--profile",
+            "tiny",
+            "-p",
+            f"data_root={first.params['data_root']}",
+        ],
+        preexec_fn=_limited(30_000),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "could not be written whole" in r.stdout + r.stderr and "is kept" in r.stdout + r.stderr
+    assert {p: p.read_bytes() for p in before} == before
+    assert json.loads((reports / "executed" / "c1.json").read_text())["status"] == "ok"
+    assert not [p for p in reports.rglob(".c1.*") if p.name != ".c1.lock"]
+
+
 def test_a_cut_short_notebook_is_not_landed(tmp_path):
     from hpml_lab.report import guards
 
     partial, executed = tmp_path / ".c1.running-1.ipynb", tmp_path / "c1.ipynb"
     executed.write_text("previous")
     partial.write_text('{\n "cells": [\n  {\n   "cell_type": "m')
-    assert "could not be written whole" in guards.land_executed(partial, executed)
+    assert "could not be written whole" in guards.whole_notebook(partial, executed)
     assert not partial.exists() and executed.read_text() == "previous"
-    assert guards.land_executed(partial, executed) == ""  # nothing written at all: nothing to land
+    assert guards.whole_notebook(partial, executed) == ""  # nothing written at all: nothing to land
 
 
 def test_a_killed_runs_partial_notebook_is_removed(out):
@@ -401,3 +441,128 @@ def test_an_outcome_that_cannot_be_written_puts_the_previous_report_back(out, mo
     )
     assert (reports / "c1.html").read_text() == "old page" and not aside.exists()
     assert (reports / "executed" / "c1.json").read_text() == '{"old": 1}'
+
+
+# ==== issue 43: a rerun never costs the report it replaces
+def _fake_run(monkeypatch, ends: str):
+    """papermill.execute_notebook replaced (no kernel): the notebook's run `ends` 'ok' (a whole notebook and its
+    answer record, written where a kernel of the runner's writes them), 'failed' (a cell's error after a whole
+    notebook), 'cut' (the disk filled while the notebook was written: a cut-short file) or 'killed' (the process
+    dies, as with -9, while its notebook runs: nothing after it runs)."""
+    import nbformat
+    import papermill
+
+    def execute(src, dst, **kw):
+        if ends == "cut":
+            Path(dst).write_text('{\n "cells": [\n  {\n   "cell_type": "m')
+            raise OSError(28, "No space left on device", dst)
+        nb = nbformat.v4.new_notebook()
+        nb.cells.append(nbformat.v4.new_markdown_cell(f"# c1\n\nthis run ({ends})"))
+        nbformat.write(nb, dst)
+        if ends == "killed":
+            raise SystemExit("killed")  # stands in for -9: no outcome, no page, nothing moved
+        if ends == "ok":
+            answer_box.write(
+                answer_box.Record(
+                    "c1",
+                    tasks.TASKS["c1"].title,
+                    [
+                        answer_box.Answer(
+                            "What is the epoch time?",
+                            "the median epoch takes 2.5 s.",
+                            "answered",
+                            [answer_box.Number("epoch", 2.5, "s", "measured", n=3)],
+                        )
+                    ],
+                )
+            )
+        if ends == "failed":
+            raise RuntimeError("a cell failed")
+        if ends == "interrupted":  # Ctrl-C, or SIGTERM at a job's time limit, after the notebook was written
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+
+
+@pytest.mark.parametrize("ends", ["failed", "interrupted", "cut", "killed"])
+def test_a_rerun_that_does_not_end_ok_leaves_the_complete_report_in_place(
+    reports, cifar_root, monkeypatch, ends
+):
+    """The issue's cases: a full disk during a rerun lost c1.html, c1.answer.json, executed/c1.ipynb and the
+    set-aside copy; a killed rerun left the report only in .c1.previous-<pid> (the index linked a missing page and
+    the bundle found nothing). Now the report in place is never moved until the new one is complete; an
+    interrupted rerun (Ctrl-C, a job's time limit) keeps it too."""
+    _rendered(reports, "c1")
+    before = _files(reports, "c1")
+    _fake_run(monkeypatch, ends)
+    params = {"data_root": str(cifar_root)}
+    if ends == "killed":
+        with pytest.raises(SystemExit):
+            runner.run_task("c1", "tiny", cli_params=params, log=lambda m: None)
+        dead, me = str(_dead_pid()), str(os.getpid())
+        for p in list(
+            reports.rglob(f".c1.running-{me}*")
+        ):  # what it staged, as a process that is gone left it
+            p.rename(p.with_name(p.name.replace(me, dead)))
+        assert list(reports.rglob(f".c1.running-{dead}*"))
+    elif ends == "interrupted":
+        with pytest.raises(KeyboardInterrupt):
+            runner.run_task("c1", "tiny", cli_params=params, log=lambda m: None)
+    else:
+        o = runner.run_task("c1", "tiny", cli_params=params, log=lambda m: None)
+        assert o.status == "failed"
+    assert _files(reports, "c1") == before
+    runner.write_index(runner.load_outcomes())
+    assert '<a href="c1.html">c1</a>' in (reports / "index.html").read_text()
+    assert (
+        cli.main(["report", "--bundle"]) == 0
+        and "the median epoch takes 1.25 s" in (reports / "bundle.html").read_text()
+    )
+    rerun = guards.rerun_files("c1")
+    assert rerun["page"].is_file() == rerun["notebook"].is_file() == (ends in ("failed", "interrupted"))
+    if ends == "killed":  # what the killed run staged is gone once a command has read the reports
+        assert not [p for p in reports.rglob(".c1.running-*")]
+
+
+def test_a_rerun_that_ends_ok_replaces_the_report_as_one_set(reports, cifar_root, monkeypatch):
+    _rendered(reports, "c1")
+    before = _files(reports, "c1")
+    _fake_run(monkeypatch, "failed")
+    runner.run_task("c1", "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda m: None)
+    assert guards.rerun_files("c1")["page"].is_file()
+    _fake_run(monkeypatch, "ok")
+    o = runner.run_task("c1", "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda m: None)
+    assert o.status == "ok" and o.html == "c1.html"
+    after = _files(reports, "c1")
+    assert all(after[p] != before[p] for p in after)  # all four replaced
+    assert "2.5 s" in (reports / "c1.html").read_text() and "1.25 s" not in (reports / "c1.html").read_text()
+    assert not any(p.exists() for p in guards.rerun_files("c1").values())  # of the report it replaced
+    assert not [p for p in reports.rglob("*") if p.name.startswith(".c1.")] or [
+        p.name for p in reports.rglob("*") if p.name.startswith(".c1.")
+    ] == [".c1.lock"]
+
+
+def test_a_first_run_that_fails_shows_its_failure(reports, cifar_root, monkeypatch):
+    """No complete report to keep: the failed run's own report is the one in place, as before."""
+    _fake_run(monkeypatch, "failed")
+    o = runner.run_task("c1", "tiny", cli_params={"data_root": str(cifar_root)}, log=lambda m: None)
+    assert o.status == "failed" and (reports / "c1.html").is_file()
+    assert json.loads((reports / "executed" / "c1.json").read_text())["status"] == "failed"
+    assert not any(p.exists() for p in guards.rerun_files("c1").values())
+
+
+def test_a_run_killed_while_it_replaced_the_report_is_put_back_by_the_bundle(reports):
+    """Killed between setting the report aside and writing the new outcome: the next command that reads the
+    reports, `report --bundle` as well as a run or the index, puts the previous report back whole."""
+    _rendered(reports, "c1")
+    before = _files(reports, "c1")
+    dead = _dead_pid()
+    aside = reports / f".c1.previous-{dead}"
+    aside.mkdir()
+    for i, p in enumerate(guards._report_files("c1")):
+        os.replace(p, aside / f"{i}-{p.name}")
+    time.sleep(0.02)
+    (reports / "c1.html").write_text("<p>the killed run's page, moved in</p>")
+    assert cli.main(["report", "--bundle"]) == 0
+    assert _files(reports, "c1") == before and not aside.exists()
+    assert "<section class='task' id='c1'>" in (reports / "bundle.html").read_text()

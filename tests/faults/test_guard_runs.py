@@ -890,7 +890,7 @@ def test_sigterm_while_the_page_renders_arrives_after_the_outcome_is_written(cif
 
     got = []
 
-    def render_then_signal(executed, target, task):
+    def render_then_signal(executed, target, task, **kw):
         os.kill(os.getpid(), signal.SIGTERM)
         target.write_text("<p>page</p>")
 
@@ -954,7 +954,10 @@ def test_the_kernel_keeps_no_history_database(tmp_path, monkeypatch):
 
 # ---- signals to the `hpml-lab run` process alone (not its group): the kernel, in a session of its own, is
 # stopped by the runner, so the run inside it ends interrupted, not "running" until the next attempt
-INTERRUPTED_LINE = "hpml-lab: interrupted; completed results are kept, the index says which task stopped"
+INTERRUPTED_LINE = (
+    "hpml-lab: interrupted; completed results are kept, the index says which task stopped (a rerun's stop keeps "
+    "the complete report it would have replaced)"
+)
 
 
 def _statuses(results_dir):

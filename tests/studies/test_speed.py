@@ -377,3 +377,11 @@ def test_the_notebook_renders_at_tiny(rendered):
     table = pd.read_csv(next((run.out / "results" / "speed").glob("*/ladder.csv")))
     assert list(table["rung"]) == list(ladder.RUNGS)
     assert (run.out / "figures" / "speed_ladder.png").is_file()
+
+
+def test_the_step_cap_counts_the_devices_default_at_its_largest():
+    """Settings.check_run (no torch at registration) caps steps per rung with steps 0 read as the largest of
+    ladder.STEPS; a direct call of run() is checked as the runner checks a notebook's."""
+    assert speed.STEPS_DEFAULT_MAX == max(ladder.STEPS.values())
+    with pytest.raises(ConfigError, match="training steps per rung"):
+        speed.run(RunConfig(task="speed"), speed.Settings(repeats=100, warmup=20, steps=1000))

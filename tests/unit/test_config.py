@@ -74,6 +74,12 @@ class _Depths(StudySettings):
     budget_gb: float = 16.0
     label: str = "x"
 
+    RANGES = {"rev_stages": (0, 200, "a depth"), "budget_gb": (0.01, 1e5, "GB")}
+
+    def check_run(self, cfg):
+        if max(self.rev_stages) > 10 * cfg.epochs:
+            raise ConfigError("parameter 'rev_stages' is deeper than this run's epochs allow")
+
     def check(self):
         if any(n < 1 for n in self.rev_stages):
             raise ConfigError(f"parameter 'rev_stages' must hold depths of 1 or more, got {self.rev_stages}")
@@ -115,6 +121,9 @@ def test_runner_checks_a_tasks_study_settings_before_running(tmp_path, monkeypat
         runner.resolve_parameters(task, "smoke", cli_params={"rev_stages": "0"})
     with pytest.raises(ConfigError, match="unknown parameter 'rev_stage'"):
         runner.resolve_parameters(task, "smoke", cli_params={"rev_stage": "3"})
+    # the settings against this run's RunConfig (StudySettings.check_run), for every task with settings
+    with pytest.raises(ConfigError, match="deeper than this run's epochs allow"):
+        runner.resolve_parameters(task, "smoke", cli_params={"rev_stages": "9,18", "epochs": "1"})
 
 
 @pytest.mark.parametrize(

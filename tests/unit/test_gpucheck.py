@@ -16,7 +16,9 @@ import pytest
 
 from hpml_lab import envinfo
 from hpml_lab.config import ConfigError, project_root
-from hpml_lab.report import gpucheck, gpuplan
+from hpml_lab.gpu import __main__ as kit
+from hpml_lab.gpu import node, pack, run, unpack, wheels
+from hpml_lab.report import gpuplan
 
 ROOT = project_root()
 QUIET = {"log": lambda *a: None}
@@ -39,16 +41,16 @@ def test_a_wheel_the_index_lacks_is_named_and_the_others_are_kept(tmp_path, monk
     """The wheels come in one pip process; where it fails, each is asked for alone, so the error names the one
     missing and what exists is fetched."""
     wanted = [("six", "1.16.0"), ("hpml-lab-no-such-package", "1.0")]
-    monkeypatch.setattr(gpucheck, "wheel_list", lambda python: wanted)
+    monkeypatch.setattr(wheels, "wheel_list", lambda python: wanted)
     with pytest.raises(
         ConfigError, match=r"^no CPython 3\.11 manylinux wheel of hpml-lab-no-such-package==1\.0: "
     ):
-        gpucheck.download_wheels(tmp_path, log=lambda *a: None, python="3.11")
+        wheels.download_wheels(tmp_path, log=lambda *a: None, python="3.11")
     assert [w.name for w in tmp_path.glob("*.whl")] == ["six-1.16.0-py2.py3-none-any.whl"]
 
 
 def test_wheel_list_covers_the_notebook_machinery_and_skips_what_the_image_has():
-    names = dict(gpucheck.wheel_list())
+    names = dict(wheels.wheel_list())
     assert {"papermill", "nbconvert", "nbformat", "nbclient", "ipykernel", "jupyter-client"} <= set(names)
     assert "pyzmq" in names and "tornado" in names  # dependencies, found through the metadata
     assert {"traceinsight", "plotly", "pydot"} <= set(
@@ -62,10 +64,7 @@ def test_plan_is_at_most_2_plain_commands_that_fit_a_15_minute_lease_of_bare_mac
     assert p["fits"] and 1 <= len(p["commands"]) <= gpuplan.MAX_COMMANDS == 2
     for i, c in enumerate(p["commands"], 1):
         # no make; the limit after which it stops itself, its start left out (the start is not its own time)
-        assert (
-            c["command"]
-            == f"python3 -m hpml_lab.report.gpucheck run --part {i} --limit {c['limit_s'] - 60:.0f}"
-        )
+        assert c["command"] == f"python3 -m hpml_lab.gpu run --part {i} --limit {c['limit_s'] - 60:.0f}"
         assert c["estimate_s"] <= c["limit_s"] and c["setup_s"] >= gpuplan.START_S + gpuplan.INSTALL_S[0]
         assert "measured here" in c["basis"] and "start 60 s" in c["basis"]  # every command on a bare machine
     # at worst (each call to its limit and grace, a start and the 30 s held after each) within the 15 minutes,
@@ -80,10 +79,10 @@ def test_plan_is_at_most_2_plain_commands_that_fit_a_15_minute_lease_of_bare_mac
     ):  # it reads the other's results: the same command
         assert [reader in c["units"] for c in p["commands"]] == [source in c["units"] for c in p["commands"]]
         assert gpuplan.units().index(source) < gpuplan.units().index(reader)
-    assert gpucheck.main(["plan"]) == 0
+    assert kit.main(["plan"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line and not line.startswith("#")]
     assert lines == [c["command"] for c in p["commands"]]
-    assert gpucheck.main(["plan", "--json"]) == 0
+    assert kit.main(["plan", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["commands"][0]["basis"]
 
 
@@ -129,7 +128,12 @@ def test_plan_leaves_out_what_does_not_fit_and_says_so(monkeypatch):
 # a command in its own process whose units are fakes: `slow` sleeps (a unit the command is stopped in)
 FAKE_UNITS = """
 import sys, time
-from hpml_lab.report import gpucheck
+from hpml_lab.gpu import node, run
+from hpml_lab.gpu.__main__ import main
+from hpml_lab.report import gpuplan
+
+UNITS = gpuplan.units
+gpuplan.units = lambda: [*UNITS(), "slow"]  # a unit of the check's, for this command
 
 def fake(unit, out, device, data_root, log):
     if unit == "slow":
@@ -139,12 +143,12 @@ def fake(unit, out, device, data_root, log):
     (out / "reports" / f".{unit}.lock").write_text("")  # the runner's flock: not a result
     return {"status": "ok"}
 
-gpucheck.run_unit = fake
+node.run_unit = fake
 """
 KILLED = (
     FAKE_UNITS
     + """
-gpucheck.run(None, "cpu", sys.argv[1], ["c1", "c2", "slow"], pack_to=sys.argv[2])
+run.run(None, "cpu", sys.argv[1], ["c1", "c2", "slow"], pack_to=sys.argv[2])
 """
 )
 
@@ -168,9 +172,9 @@ def _when_packed(proc, archive: Path, member: str) -> None:
 def test_a_command_killed_half_way_brings_home_its_finished_units_and_the_next_skips_them(
     tmp_path, monkeypatch
 ):
-    out, node = tmp_path / "OUT", tmp_path / "node" / "cpu-dry-run"
+    out, tree = tmp_path / "OUT", tmp_path / "node" / "cpu-dry-run"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HPML_LAB_HOME": str(tmp_path / "node")}
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(node), str(out)], env=env)
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(tree), str(out)], env=env)
     archive = out / "cpu-dry-run.partx.tar.gz"
     _when_packed(proc, archive, "cpu-dry-run/reports/c2.html")
     proc.send_signal(signal.SIGKILL)  # the limit: no clean-up runs
@@ -183,29 +187,31 @@ def test_a_command_killed_half_way_brings_home_its_finished_units_and_the_next_s
     assert "cpu-dry-run/node-partx.json" in names
     assert not [n for n in names if n.endswith(".lock")]  # the H200 check brought home each task's lock file
     home = tmp_path / "home"
-    gpucheck.unpack(out, home, **QUIET)
+    unpack.unpack(out, home, **QUIET)
     units = json.loads((home / "cpu-dry-run" / "manifest.json").read_text())["units"]
     assert {u: r["status"] for u, r in units.items()} == {"c1": "ok", "c2": "ok"}  # `slow` never finished
     ran = []  # the next command, on the tree that carries what came home: finished units are skipped
-    monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
+    units = gpuplan.units()
+    monkeypatch.setattr(gpuplan, "units", lambda: [*units, "slow"])
+    monkeypatch.setattr(node, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    gpucheck.run(None, "cpu", home / "cpu-dry-run", ["c1", "c2", "slow"], pack_to=tmp_path / "OUT2", **QUIET)
+    run.run(None, "cpu", home / "cpu-dry-run", ["c1", "c2", "slow"], pack_to=tmp_path / "OUT2", **QUIET)
     assert ran == ["slow"]
 
 
 STOPPED = (
     FAKE_UNITS
     + """
-sys.exit(gpucheck.main(["run", "--device", "cpu", "--units", "c1,slow,c2", "--out", sys.argv[1], "--pack",
+sys.exit(main(["run", "--device", "cpu", "--units", "c1,slow,c2", "--out", sys.argv[1], "--pack",
                         sys.argv[2], "--wheels", sys.argv[3], *sys.argv[4:]]))
 """
 )
 
 
 def _stopped(tmp_path, *extra):
-    out, node = tmp_path / "OUT", tmp_path / "node" / "cpu-dry-run"
+    out, tree = tmp_path / "OUT", tmp_path / "node" / "cpu-dry-run"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HPML_LAB_HOME": str(tmp_path / "node")}
-    argv = [sys.executable, "-c", STOPPED, str(node), str(out), str(tmp_path / "no-wheels"), *extra]
+    argv = [sys.executable, "-c", STOPPED, str(tree), str(out), str(tmp_path / "no-wheels"), *extra]
     return out, subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
 
 
@@ -215,7 +221,7 @@ def test_limit_stops_the_command_itself_as_a_time_limit_would(tmp_path):
     err = proc.communicate(timeout=120)[1]
     assert proc.returncode == 128 + signal.SIGTERM and err.startswith("gpu-check: stopped by SIGTERM"), err
     home = tmp_path / "home"
-    gpucheck.unpack(out, home, **QUIET)
+    unpack.unpack(out, home, **QUIET)
     m = json.loads((home / "cpu-dry-run" / "manifest.json").read_text())
     assert {u: r["status"] for u, r in m["units"].items()} == {"c1": "ok", "slow": "interrupted"}
     (command,) = m["commands"].values()
@@ -236,7 +242,7 @@ def test_a_job_stopped_by_sigterm_records_the_unit_it_cut_off_and_ends_in_one_li
         " run the command again to go on"
     ]
     home = tmp_path / "home"
-    gpucheck.unpack(out, home, **QUIET)
+    unpack.unpack(out, home, **QUIET)
     m = json.loads((home / "cpu-dry-run" / "manifest.json").read_text())
     assert {u: r["status"] for u, r in m["units"].items()} == {"c1": "ok", "slow": "interrupted"}
     assert m["units"]["slow"]["error"] == "signal SIGTERM" and m["units"]["slow"]["seconds"] >= 1
@@ -250,17 +256,17 @@ def test_a_job_stopped_by_sigterm_records_the_unit_it_cut_off_and_ends_in_one_li
 
 def _command(tmp_path, monkeypatch, gpu: str, part: int, units: dict[str, str], out: Path) -> None:
     """One fake command on a fresh node for GPU `gpu`: units finish with the given statuses, packed into out."""
-    node = tmp_path / f"node-{gpu}-{part}-{time.monotonic_ns()}"
+    tree = tmp_path / f"node-{gpu}-{part}-{time.monotonic_ns()}"
 
     def fake(unit, folder, device, data_root, log):
         (folder / "reports").mkdir(exist_ok=True)
         (folder / "reports" / f"{unit}.html").write_text(f"<html>{unit} part {part}</html>")
         return {"status": units[unit]}
 
-    monkeypatch.setattr(gpucheck, "run_unit", fake)
-    monkeypatch.setattr(gpucheck, "gpu_name", lambda device: gpu)
+    monkeypatch.setattr(node, "run_unit", fake)
+    monkeypatch.setattr(node, "gpu_name", lambda device: gpu)
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    gpucheck.run(part, "cpu", node, list(units), pack_to=out, **QUIET)
+    run.run(part, "cpu", tree, list(units), pack_to=out, **QUIET)
     time.sleep(0.01)
 
 
@@ -277,7 +283,7 @@ def test_unpack_merges_any_archives_in_any_order_into_one_manifest_and_index(tmp
     results = []
     for order, dest in ((archives, tmp_path / "home1"), (archives[::-1], tmp_path / "home2")):
         for a in order:  # one at a time, as they came home
-            gpucheck.unpack(a, dest, **QUIET)
+            unpack.unpack(a, dest, **QUIET)
         results.append(dest)
     for gpu in ("NVIDIA-H100", "NVIDIA-H200"):
         m1, m2 = (json.loads((d / gpu / "manifest.json").read_text()) for d in results)
@@ -309,16 +315,16 @@ def test_unpack_merges_any_archives_in_any_order_into_one_manifest_and_index(tmp
     h200 = json.loads((results[0] / "NVIDIA-H200" / "manifest.json").read_text())
     assert {u for u, r in h200["units"].items()} == {p1[0]}
     # a folder of archives at once gives the same
-    gpucheck.unpack(out / "a", tmp_path / "home3", **QUIET)
-    gpucheck.unpack(out / "c", tmp_path / "home3", **QUIET)
-    gpucheck.unpack(out / "b", tmp_path / "home3", **QUIET)
+    unpack.unpack(out / "a", tmp_path / "home3", **QUIET)
+    unpack.unpack(out / "c", tmp_path / "home3", **QUIET)
+    unpack.unpack(out / "b", tmp_path / "home3", **QUIET)
     assert json.loads((tmp_path / "home3" / "NVIDIA-H100" / "manifest.json").read_text()) == m
 
 
 def test_unpack_called_again_keeps_each_units_kept_result_and_its_pages(tmp_path, monkeypatch):
     out = tmp_path / "OUT"
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    monkeypatch.setattr(gpucheck, "gpu_name", lambda device: "H100")
+    monkeypatch.setattr(node, "gpu_name", lambda device: "H100")
 
     def command(name: str, status: str) -> None:
         def fake(unit, folder, device, data_root, log):
@@ -328,8 +334,8 @@ def test_unpack_called_again_keeps_each_units_kept_result_and_its_pages(tmp_path
             (folder / "results" / "c1" / name / "metrics.csv").write_text(name)
             return {"status": status}
 
-        monkeypatch.setattr(gpucheck, "run_unit", fake)
-        gpucheck.run(1, "cpu", tmp_path / f"node-{name}", ["c1"], pack_to=out / name, **QUIET)
+        monkeypatch.setattr(node, "run_unit", fake)
+        run.run(1, "cpu", tmp_path / f"node-{name}", ["c1"], pack_to=out / name, **QUIET)
         time.sleep(0.01)
 
     command("old", "ok")
@@ -339,7 +345,7 @@ def test_unpack_called_again_keeps_each_units_kept_result_and_its_pages(tmp_path
     def unpacked(order: list[str]) -> tuple[dict, dict]:
         home = tmp_path / ("home-" + "-".join(order))
         for name in order:  # one call per archive, as they came home
-            gpucheck.unpack(out / name, home, **QUIET)
+            unpack.unpack(out / name, home, **QUIET)
         folder = home / "H100"
         files = {p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*") if p.is_file()}
         return json.loads(files.pop("manifest.json"))["units"]["c1"], files
@@ -359,16 +365,16 @@ def test_pack_drops_traces_to_fit_and_unpack_refuses_escapes(tmp_path):
     (src / "reports" / "index.html").write_text("<html>this command's own index</html>")
     (src / "manifest.json").write_text("{}")
     (src / "trace.json.gz").write_bytes(os.urandom(300_000))  # incompressible
-    (a,), left = gpucheck.pack(src, tmp_path / "o" / "x.part1.tar.gz", prefix="H100", limit=200_000, **QUIET)
+    (a,), left = pack.pack(src, tmp_path / "o" / "x.part1.tar.gz", prefix="H100", limit=200_000, **QUIET)
     assert _members(a) == ["H100/manifest.json", "H100/reports/c1.html"] and left == ["trace.json.gz"]
     assert [p.name for p in a.parent.iterdir()] == [a.name]
     evil = tmp_path / "evil.tar.gz"
     with tarfile.open(evil, "w:gz") as tar:
         tar.add(src / "manifest.json", arcname="../escaped.json")
-    with pytest.raises(gpucheck.ConfigError, match="refused"):
-        gpucheck.unpack(evil, tmp_path / "home2", **QUIET)
+    with pytest.raises(ConfigError, match="refused"):
+        unpack.unpack(evil, tmp_path / "home2", **QUIET)
     assert not (tmp_path / "escaped.json").exists() and not (tmp_path / "home2").exists()
-    assert gpucheck.main(["unpack", str(tmp_path / "missing")]) == 2
+    assert kit.main(["unpack", str(tmp_path / "missing")]) == 2
 
 
 def test_more_than_one_archive_holds_is_split_within_the_limits_and_what_fits_none_is_named(
@@ -376,8 +382,8 @@ def test_more_than_one_archive_holds_is_split_within_the_limits_and_what_fits_no
 ):
     # a command whose results (no traces) are over one archive's limit: a second archive, not a pack error
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    monkeypatch.setattr(gpucheck, "gpu_name", lambda device: "H100")
-    monkeypatch.setattr(gpucheck, "ARCHIVE_LIMIT", 250_000)
+    monkeypatch.setattr(node, "gpu_name", lambda device: "H100")
+    monkeypatch.setattr(pack, "ARCHIVE_LIMIT", 250_000)
 
     def fake(unit, folder, device, data_root, log):
         (folder / "results" / unit).mkdir(parents=True)
@@ -387,25 +393,25 @@ def test_more_than_one_archive_holds_is_split_within_the_limits_and_what_fits_no
         (folder / "reports" / f"{unit}.html").write_text(f"<html>{unit}</html>")
         return {"status": "ok"}
 
-    monkeypatch.setattr(gpucheck, "run_unit", fake)
+    monkeypatch.setattr(node, "run_unit", fake)
     out = tmp_path / "OUT"
-    node = gpucheck.run(1, "cpu", tmp_path / "node", ["c1"], pack_to=out, **QUIET)
+    tree = run.run(1, "cpu", tmp_path / "node", ["c1"], pack_to=out, **QUIET)
     files = out_within_limits(out)
     assert [f.name for f in files] == ["H100.part1-2.tar.gz", "H100.part1.tar.gz"]
     assert all(f.stat().st_size <= 250_000 and "H100/manifest.json" in _members(f) for f in files)
-    assert "pack_error" not in json.loads((node / "manifest.json").read_text())["commands"].popitem()[1]
-    gpucheck.unpack(out, tmp_path / "home", **QUIET)  # both archives: every file home
+    assert "pack_error" not in json.loads((tree / "manifest.json").read_text())["commands"].popitem()[1]
+    unpack.unpack(out, tmp_path / "home", **QUIET)  # both archives: every file home
     for rel in ("results/c1/part0.csv", "results/c1/part1.csv", "reports/c1.html"):
-        assert (tmp_path / "home" / "H100" / rel).read_bytes() == (node / rel).read_bytes()
+        assert (tmp_path / "home" / "H100" / rel).read_bytes() == (tree / rel).read_bytes()
 
     # no room for a second archive ($OUT's 8 files taken but one): the file that fits nowhere is named
     full = tmp_path / "OUT-full"
     full.mkdir()
     for i in range(7):
         (full / f"other{i}.txt").write_text("")
-    node2 = gpucheck.run(1, "cpu", tmp_path / "node2", ["c2"], pack_to=full, **QUIET)
+    tree2 = run.run(1, "cpu", tmp_path / "node2", ["c2"], pack_to=full, **QUIET)
     assert len(out_within_limits(full)) == 8
-    cmd = json.loads((node2 / "manifest.json").read_text())["commands"].popitem()[1]
+    cmd = json.loads((tree2 / "manifest.json").read_text())["commands"].popitem()[1]
     (kept,) = [m for m in _members(full / "H100.part1.tar.gz") if m.startswith("H100/results/")]
     assert cmd["left_out_of_archive"] == [
         ({"H100/results/c2/part0.csv", "H100/results/c2/part1.csv"} - {kept}).pop().removeprefix("H100/")
@@ -418,7 +424,7 @@ def test_more_than_one_archive_holds_is_split_within_the_limits_and_what_fits_no
 def test_records_made_without_git_carry_the_commit_from_gpu_wheels(tmp_path, monkeypatch):
     here = envinfo.git_commit()
     assert re.fullmatch(r"[0-9a-f]{40}", here["commit"])
-    path = gpucheck.write_provenance(tmp_path / "whl")
+    path = wheels.write_provenance(tmp_path / "whl")
     assert json.loads(path.read_text())["commit"] == here["commit"]
     copy = tmp_path / "copy"  # a tree without .git, as the GPU machine gets it
     (copy / "hpml_lab").mkdir(parents=True)
@@ -429,7 +435,7 @@ def test_records_made_without_git_carry_the_commit_from_gpu_wheels(tmp_path, mon
     try:
         assert envinfo.git_commit() == {"commit": "unknown", "dirty": None}
         envinfo.git_commit.cache_clear()
-        gpucheck.use_provenance(tmp_path / "whl")
+        wheels.use_provenance(tmp_path / "whl")
         assert envinfo.git_commit() == here
         assert envinfo.environment("cpu")["commit"] == here["commit"]
     finally:
@@ -437,7 +443,7 @@ def test_records_made_without_git_carry_the_commit_from_gpu_wheels(tmp_path, mon
 
 
 def test_the_machine_record_says_what_the_node_has(tmp_path):
-    r = gpucheck.record_node(tmp_path, 1)
+    r = node.record_node(tmp_path, 1)
     rec = json.loads((tmp_path / "node-part1.json").read_text())
     assert r["status"] == "ok" and rec["python"] and rec["torch"] and "cuda" in rec
     assert "total_mib" in rec["dev_shm"] or "error" in rec["dev_shm"]
@@ -445,11 +451,11 @@ def test_the_machine_record_says_what_the_node_has(tmp_path):
 
 
 def test_a_failing_unit_is_recorded_and_the_next_one_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr(gpucheck, "project_root", lambda: tmp_path)  # no data there: the task fails
-    monkeypatch.setattr(gpucheck, "_data", lambda root, device, sets, log: None)
+    monkeypatch.setattr(run, "project_root", lambda: tmp_path)  # no data there: the task fails
+    monkeypatch.setattr(node, "_data", lambda root, device, sets, log: None)
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     calls = []
-    real = gpucheck.run_unit
+    real = node.run_unit
 
     def spy(unit, *a):
         calls.append(unit)
@@ -457,10 +463,8 @@ def test_a_failing_unit_is_recorded_and_the_next_one_runs(tmp_path, monkeypatch)
             raise RuntimeError("injected")
         return real(unit, *a)
 
-    monkeypatch.setattr(gpucheck, "run_unit", spy)
-    out = gpucheck.run(
-        None, "cpu", tmp_path / "gpu" / "x", ["bench", "c8"], pack_to=tmp_path / "OUT", **QUIET
-    )
+    monkeypatch.setattr(node, "run_unit", spy)
+    out = run.run(None, "cpu", tmp_path / "gpu" / "x", ["bench", "c8"], pack_to=tmp_path / "OUT", **QUIET)
     units = json.loads((out / "manifest.json").read_text())["units"]
     assert calls == ["bench", "c8"]
     assert units["bench"]["status"] == "failed" and "injected" in units["bench"]["error"]
@@ -474,24 +478,24 @@ def test_a_command_goes_on_down_the_units_not_home_while_its_limit_allows(tmp_pa
     monkeypatch.setattr(gpuplan, "unit_estimate", lambda u: (100.0 if u == "d" else 10.0, "test"))
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     ran = []
-    monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "failed"})
-    out = gpucheck.run(1, "cpu", tmp_path / "gpu", limit=60, **QUIET)
+    monkeypatch.setattr(node, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "failed"})
+    out = run.run(1, "cpu", tmp_path / "gpu", limit=60, **QUIET)
     # its own unit, then the other units in priority order while they fit: d (100 s) would not
     assert ran == ["a", "b", "c"]
     last = json.loads((out / "manifest.json").read_text())["commands"]
     assert list(last.values())[-1]["units"]["d"] == "deferred: would not fit this command"
     assert list(last.values())[-1]["limit_s"] == 60
     ran.clear()
-    out = gpucheck.run(2, "cpu", out, limit=200, rerun=(), **QUIET)  # nothing came home ok: all again, d fits
+    out = run.run(2, "cpu", out, limit=200, rerun=(), **QUIET)  # nothing came home ok: all again, d fits
     assert ran == ["b", "a", "c", "d"]
     ran.clear()
-    monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
-    gpucheck.run(2, "cpu", out, limit=200, **QUIET)
+    monkeypatch.setattr(node, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
+    run.run(2, "cpu", out, limit=200, **QUIET)
     ran.clear()
-    gpucheck.run(1, "cpu", out, limit=200, rerun=["c"], **QUIET)  # all came home: only what is asked again
+    run.run(1, "cpu", out, limit=200, rerun=["c"], **QUIET)  # all came home: only what is asked again
     assert ran == ["c"]
-    with pytest.raises(gpucheck.ConfigError, match="--part must be 1 to 2"):
-        gpucheck.run(3, "cpu", out, **QUIET)
+    with pytest.raises(ConfigError, match="--part must be 1 to 2"):
+        run.run(3, "cpu", out, **QUIET)
 
 
 def test_a_unit_that_reads_anothers_results_waits_for_it(tmp_path, monkeypatch):
@@ -503,12 +507,12 @@ def test_a_unit_that_reads_anothers_results_waits_for_it(tmp_path, monkeypatch):
     monkeypatch.setattr(gpuplan, "unit_estimate", lambda u: (100.0 if u == "c3" else 10.0, "test"))
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     ran = []
-    monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
-    out = gpucheck.run(1, "cpu", tmp_path / "gpu", limit=60, **QUIET)  # c3 does not fit: c4 waits for it
+    monkeypatch.setattr(node, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
+    out = run.run(1, "cpu", tmp_path / "gpu", limit=60, **QUIET)  # c3 does not fit: c4 waits for it
     assert ran == ["a"]
     last = list(json.loads((out / "manifest.json").read_text())["commands"].values())[-1]["units"]
     assert last["c4"] == "deferred: runs after c3, which has not come home"
-    gpucheck.run(1, "cpu", out, limit=300, **QUIET)
+    run.run(1, "cpu", out, limit=300, **QUIET)
     assert ran == ["a", "c3", "c4"]
 
 
@@ -520,9 +524,9 @@ def test_a_later_command_picks_up_units_of_commands_that_never_started_or_were_c
     monkeypatch.setattr(gpuplan, "unit_estimate", lambda u: (10.0, "test"))
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     ran = []
-    monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
+    monkeypatch.setattr(node, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
     # parts 1 and 2 never started (their machine did not come up): nothing of them came home
-    gpucheck.run(3, "cpu", tmp_path / "bare", limit=100, **QUIET)
+    run.run(3, "cpu", tmp_path / "bare", limit=100, **QUIET)
     assert ran == ["c", "a", "a2", "b"]
     # part 1 was cut off after `a` (its archive came home and was unpacked into the tree); part 2 never started
     ran.clear()
@@ -536,7 +540,7 @@ def test_a_later_command_picks_up_units_of_commands_that_never_started_or_were_c
             }
         )
     )
-    gpucheck.run(3, "cpu", tree, limit=100, **QUIET)
+    run.run(3, "cpu", tree, limit=100, **QUIET)
     assert ran == ["c", "a2", "b"]
     last = list(json.loads((tree / "manifest.json").read_text())["commands"].values())[-1]["units"]
     assert last == {"c": "ok", "a": "skipped: came home", "a2": "ok", "b": "ok"}
@@ -551,20 +555,20 @@ def test_rerun_goes_first_after_the_unit_it_reads_and_a_signal_between_units_is_
     monkeypatch.setattr(gpuplan, "unit_estimate", lambda u: (10.0, "test"))
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
     ran = []
-    monkeypatch.setattr(gpucheck, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
+    monkeypatch.setattr(node, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
     out = tmp_path / "gpu"
     out.mkdir()
     (out / "manifest.json").write_text(
         json.dumps({"units": {u: {"status": "ok", "finished_at": 1.0} for u in ("a", "b", "c4")}})
     )
-    gpucheck.run(1, "cpu", out, limit=100, rerun=["c4", "a"], **QUIET)
+    run.run(1, "cpu", out, limit=100, rerun=["c4", "a"], **QUIET)
     assert ran == ["a", "c3", "c4"]  # asked again first, c4 after c3 (not home); b came home
     # a signal between units (here while the next unit's files are listed) stops the command, recorded
     from hpml_lab.results import Interrupted
 
     ran.clear()
     calls = {"n": 0}
-    real_stamps = gpucheck._stamps
+    real_stamps = run._stamps
 
     def stamps(folder):
         calls["n"] += 1
@@ -572,9 +576,9 @@ def test_rerun_goes_first_after_the_unit_it_reads_and_a_signal_between_units_is_
             raise Interrupted("signal SIGTERM")
         return real_stamps(folder)
 
-    monkeypatch.setattr(gpucheck, "_stamps", stamps)
+    monkeypatch.setattr(run, "_stamps", stamps)
     with pytest.raises(Interrupted):
-        gpucheck.run(1, "cpu", out, limit=100, rerun=["a", "b"], **QUIET)
+        run.run(1, "cpu", out, limit=100, rerun=["a", "b"], **QUIET)
     last = list(json.loads((out / "manifest.json").read_text())["commands"].values())[-1]["units"]
     assert ran == ["a"] and last["a"] == "ok"
     assert last["b"] == last["c3"] == "not started: the command was stopped"
@@ -583,20 +587,25 @@ def test_rerun_goes_first_after_the_unit_it_reads_and_a_signal_between_units_is_
 def test_a_command_that_fails_leaves_no_watchdog_behind(tmp_path, monkeypatch):
     """Tests call run() in their own process: an exception out of it must not leave a SIGTERM armed."""
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
-    monkeypatch.setattr(gpucheck, "record_node", lambda *a: (_ for _ in ()).throw(OSError("no nvidia-smi")))
+    monkeypatch.setattr(node, "record_node", lambda *a: (_ for _ in ()).throw(OSError("no nvidia-smi")))
     with pytest.raises(OSError):
-        gpucheck.run(None, "cpu", tmp_path / "gpu", ["c1"], limit=1, **QUIET)
+        run.run(None, "cpu", tmp_path / "gpu", ["c1"], limit=1, **QUIET)
     time.sleep(1.5)  # still here: the watchdog was cancelled on the way out
 
 
 def test_run_refuses_a_bad_limit_or_an_unknown_rerun_in_one_line(capsys):
     for args, said in (
         (["--part", "1"], "say --part N (see the plan) or --units a,b, not both"),
-        (["--limit", "0"], "--limit must be a positive number of seconds, not 0"),
-        (["--limit", "inf"], "--limit must be a positive number of seconds, not inf"),
+        (["--limit", "0"], "--limit must be a positive number of seconds up to 604800 (a week), not 0"),
+        (["--limit", "inf"], "--limit must be a positive number of seconds up to 604800 (a week), not inf"),
+        (["--limit", "nan"], "--limit must be a positive number of seconds up to 604800 (a week), not nan"),
+        (
+            ["--limit", "1e300"],
+            "--limit must be a positive number of seconds up to 604800 (a week), not 1e+300",
+        ),
         (["--rerun", "c4,c99"], "--rerun: no unit c99"),
     ):
-        assert gpucheck.main(["run", "--device", "cpu", "--units", "c1", *args]) == 2
+        assert kit.main(["run", "--device", "cpu", "--units", "c1", *args]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"gpu-check: error: {said}")
 
@@ -616,5 +625,67 @@ def test_make_gpu_check_runs_the_units_it_is_given_and_prints_the_plan_otherwise
         ).stdout
 
     assert "--units c1,bench" in planned("DEVICE=cpu", "UNITS=c1,bench")
-    assert "gpucheck plan" in planned() and "gpucheck run" not in planned()
+    assert "hpml_lab.gpu plan" in planned() and "hpml_lab.gpu run" not in planned()
     assert "--part 2" in planned("STAGE=2")
+
+
+def _node_wheels(folder: Path) -> Path:
+    """A .whl folder as `make gpu-wheels` leaves it for a node whose Python is not this one: a wheel built for a
+    CPython one minor version newer, one of the stable ABI (abi3) of that version, and a pure one (empty files:
+    nothing is installed from them)."""
+    other = f"cp{sys.version_info.major}{sys.version_info.minor + 1}"
+    folder.mkdir()
+    for name in (
+        f"debugpy-1.8.22-{other}-{other}-manylinux_2_34_x86_64.whl",
+        f"pyzmq-27.3.0-{other}-abi3-manylinux_2_28_x86_64.whl",
+        "tornado-6.6.1-cp39-abi3-manylinux1_x86_64.whl",
+        "papermill-2.7.0-py3-none-any.whl",
+    ):
+        (folder / name).write_bytes(b"")
+    return folder
+
+
+def test_the_cpu_rehearsal_runs_in_this_environment_and_leaves_the_nodes_wheels_alone(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 46: after `make gpu-wheels` (wheels for the node's 3.12), `make gpu-check DEVICE=cpu` on 3.11 stopped at
+    pip ("not a supported wheel on this platform"). Where the notebook machinery imports, the CPU rehearsal runs in
+    this environment and installs nothing."""
+    whl = _node_wheels(tmp_path / "whl")
+    ran, installed = [], []
+    monkeypatch.setattr(kit, "run", lambda *a, **k: ran.append(a) or tmp_path)
+    monkeypatch.setattr(kit, "install", lambda *a, **k: installed.append(a))
+    argv = [
+        "run",
+        "--device",
+        "cpu",
+        "--units",
+        "bench",
+        "--wheels",
+        str(whl),
+        "--site",
+        str(tmp_path / "s"),
+    ]
+    assert kit.main(argv) == 0
+    assert ran and not installed
+    assert "the carried wheels are not installed" in capsys.readouterr().out
+
+
+def test_wheels_for_another_python_are_one_line_naming_it_before_pip(tmp_path, monkeypatch, capsys):
+    """Where the wheels are needed (no notebook machinery here, or a GPU run) and were built for another Python, one
+    line names that Python and what to do; pip never runs and nothing is installed."""
+    whl = _node_wheels(tmp_path / "whl")
+    other = f"{sys.version_info.major}.{sys.version_info.minor + 1}"
+    monkeypatch.setattr(kit, "machinery_here", lambda: False)
+    monkeypatch.setattr(kit, "run", lambda *a, **k: pytest.fail("ran without its wheels"))
+    site = tmp_path / "site"
+    argv = ["run", "--device", "cpu", "--units", "bench", "--wheels", str(whl), "--site", str(site)]
+    assert kit.main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"gpu-check: error: the wheels in {whl} are built for CPython {other} (debugpy-")
+    assert (
+        "and 1 more" in line and f"--python-version {sys.version_info.major}.{sys.version_info.minor}" in line
+    )
+    assert not site.exists()
+    names = sorted(wheels._wheel_pythons(sorted(whl.glob("*.whl"))))
+    assert [n.split("-")[0] for n in names] == ["debugpy", "pyzmq"]  # abi3 of an older Python and py3 fit

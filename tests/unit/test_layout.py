@@ -1,4 +1,4 @@
-"""The package's layers: core (hpml_lab/*.py, models/, data/) <- studies/ <- report/.
+"""The package's layers: core (hpml_lab/*.py, models/, data/) <- studies/ <- report/ <- gpu/ (the GPU check kit).
 
 Each module imports only from its own layer or the layers below, no two modules import each other
 (directly or through others), and every module says in its docstring what it holds.
@@ -14,7 +14,7 @@ import pytest
 import hpml_lab
 
 PKG = Path(hpml_lab.__file__).parent
-LAYER = {"studies": 1, "report": 2}
+LAYER = {"studies": 1, "report": 2, "gpu": 3}
 
 
 def _modules() -> dict[str, Path]:
@@ -107,8 +107,9 @@ def test_readme_layout_table_names_every_module_in_its_layer():
     assert "(docs/layout.md)" in (PKG.parent / "README.md").read_text()
     layout = (PKG.parent / "docs" / "layout.md").read_text()
     core, rest = layout.split("| **studies**", 1)
-    studies, report = rest.split("| **report**", 1)
-    section = {0: core, 1: studies, 2: report}
+    studies, rest = rest.split("| **report**", 1)
+    report, gpu = rest.split("| **gpu**", 1)
+    section = {0: core, 1: studies, 2: report, 3: gpu}
     missing = []
     for f in PKG.rglob("*.py"):
         rel = f.relative_to(PKG)
@@ -173,7 +174,7 @@ def test_a_stale_docstring_import_is_caught(tmp_path):
         exec("from hpml_lab import RunConfig, lab2", {})  # lab2 lives in hpml_lab.studies
 
 
-@pytest.mark.parametrize("package", ["studies", "report"])
+@pytest.mark.parametrize("package", ["studies", "report", "gpu"])
 def test_package_docstring_table_names_every_module(package):
     doc = ast.get_docstring(ast.parse((PKG / package / "__init__.py").read_text()))
     named = {line.split("|")[1].strip() for line in doc.splitlines() if line.startswith("| ")}

@@ -20,6 +20,12 @@ class Settings(StudySettings):
     tolerance: float = 0.03  # a count improves when its median is this much below the best so far
     patience: int = 1  # counts in a row allowed not to improve, beyond the first, before stopping
 
+    RANGES = {
+        "max_workers": (1, 1024, "more loader workers than any node has cores"),
+        "tolerance": (0, 0.99, "a share of the best median so far"),
+        "patience": (0, 64, "worker counts in a row; the sweep tries at most 64"),
+    }
+
     def check(self) -> None:
         if self.max_workers < 1 or not 0 <= self.tolerance < 1 or self.patience < 0:
             raise ConfigError(

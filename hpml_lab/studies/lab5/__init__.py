@@ -16,6 +16,11 @@ class Settings(StudySettings):
     lab_sizes: tuple[int, ...] = (32, 128, 512, 2048, 8192)  # per-worker batches, up to batch_size
     n_images: int = N_IMAGES
 
+    RANGES = {
+        "lab_sizes": (1, 1 << 20, "per-worker batches, as RunConfig's batch_size"),
+        "n_images": (1, 100_000_000, "the images of the epoch the times are extrapolated to"),
+    }
+
     def check(self) -> None:
         if not self.lab_sizes or min(self.lab_sizes) < 1 or self.n_images < 1:
             raise ConfigError("parameters 'lab_sizes' (per-worker batches) and 'n_images' must be 1 or more")

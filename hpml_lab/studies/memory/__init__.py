@@ -22,6 +22,8 @@ class Settings(StudySettings):
         "rev_stages": (1, 200, "RevNet-1202, the deepest net of the ResNet paper, has 200 per stage"),
         "cpu_threads": (1, 1024, "more threads than any node has cores"),
         "budget_gb": (0.01, 100_000, "a memory budget in GB"),
+        "repeats": (1, 100, "timed rounds per network"),
+        "warmup": (0, 20, "untimed rounds per network before the timed ones"),
     }
 
     def check(self) -> None:

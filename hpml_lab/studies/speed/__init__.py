@@ -39,6 +39,15 @@ LATER = {
 __getattr__ = names_later(__name__, LATER)
 
 
+# the training set the ladder's last rung must fit its batch in (a subset, when given, is the set); a synthetic set
+# with fewer images leaves that rung out at run time and says so
+TRAIN_IMAGES = {"cifar10": 50_000}
+# steps per rung, warm-up rounds included: the GPU profile's 7 rounds of 40 steps take 280 (seconds on a GPU); the
+# cap keeps a run to hours even on a CPU. With steps 0 the device's default (ladder.STEPS) counts as its largest.
+STEPS_MAX = 20_000
+STEPS_DEFAULT_MAX = 40
+
+
 @dataclass(frozen=True)
 class Settings(StudySettings):
     """The ladder's own parameters (notebook parameters, -p / -f like RunConfig's)."""
@@ -51,13 +60,42 @@ class Settings(StudySettings):
         "on"  # "off" leaves torch.compile out (its CPU build takes minutes), said in the report
     )
 
+    RANGES = {  # issue 43: warmup=1e9 ran without end; batch_factor=100000 failed inside the kernel
+        "repeats": (1, 100, "timed rounds; every rung runs once in each"),
+        "warmup": (0, 20, "untimed rounds before the timed ones; one builds what a rung compiles"),
+        "steps": (0, 10_000, "training steps per timed run; 0: the device's default"),
+        "batch_factor": (2, 1024, "the last rung's batch over the baseline's"),
+    }
+
     def check(self) -> None:
-        if self.repeats < 1 or self.warmup < 0 or self.steps < 0 or self.batch_factor < 2:
-            raise ConfigError(
-                "parameters 'repeats' must be 1 or more, 'warmup' and 'steps' 0 or more, 'batch_factor' 2 or more"
-            )
         if self.compile_rung not in ("on", "off"):
             raise ConfigError(f"parameter 'compile_rung' must be on or off, got {self.compile_rung!r}")
+
+    def check_run(self, cfg: RunConfig) -> None:
+        """What the ladder can run with cfg: the last rung's batch within the training set and its learning rate
+        (both times batch_factor) within RunConfig's ranges, and every rung's steps within STEPS_MAX."""
+        k = self.batch_factor
+        images = cfg.subset or TRAIN_IMAGES.get(cfg.dataset, 0)
+        if images and cfg.batch_size * k > images:
+            raise ConfigError(
+                f"parameter 'batch_factor' {k} makes the last rung's batch {cfg.batch_size * k:,}, more than the "
+                f"{images:,} training images{' of the subset' if cfg.subset else ''}: use at most "
+                f"{max(2, images // cfg.batch_size)}"
+            )
+        try:
+            cfg.replace(batch_size=cfg.batch_size * k, lr=cfg.lr * k)
+        except ConfigError as e:
+            raise ConfigError(
+                f"parameter 'batch_factor' {k} makes the last rung's batch {cfg.batch_size * k:,} and its learning "
+                f"rate {cfg.lr * k:g}, which cannot run ({e})"
+            ) from None
+        steps = self.steps or STEPS_DEFAULT_MAX
+        if (self.warmup + self.repeats) * steps > STEPS_MAX:
+            raise ConfigError(
+                f"parameters 'warmup' + 'repeats' ({self.warmup + self.repeats} rounds) times 'steps' ({steps}) "
+                f"make {(self.warmup + self.repeats) * steps:,} training steps per rung, more than the "
+                f"{STEPS_MAX:,} a ladder takes: fewer rounds or steps"
+            )
 
 
 _LADDER = {"data_root": "data", "model": "resnet18", "batch_size": 128, "subset": 0, "lr": 0.1}
@@ -118,6 +156,7 @@ def run(cfg: RunConfig, settings: Settings) -> Ladder:
     from ...results import new_meta
     from .ladder import COLUMNS, measure, plan
 
+    settings.check_run(cfg)  # as the runner does before its kernel: a call from Python is checked too
     device = resolve_device(cfg.device)
     rungs = plan(cfg, settings, device)
     meta = new_meta(cfg, device, settings=asdict(settings), status="complete")
