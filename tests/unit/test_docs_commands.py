@@ -333,22 +333,52 @@ def test_hpml_lab_tasks_markdown_rewrites_only_the_table_and_takes_a_new_task(tm
 
     readme = tmp_path / "README.md"
     text = (ROOT / "README.md").read_text()
-    readme.write_text(text.replace("| c1 | `c1_training.ipynb` |", "| c1 | `old.ipynb` |"))  # a stale row
+    readme.write_text(text)
     new = Task("c9", "c9_precision.ipynb", "C9: bf16 vs fp32 | mixed", order=9, slurm="--gpus 2")
     monkeypatch.setattr(tasks, "TASKS", {**tasks.TASKS, "c9": new})
-    assert cli.main(["tasks", "--markdown", str(readme)]) == 0
+    assert (
+        cli.main(["tasks", "--markdown", str(readme)]) == 0
+    )  # the table an earlier TASK set wrote: replaced
     assert "task table rewritten" in capsys.readouterr().out
     after = readme.read_text()
     assert after.split(tasks.TABLE_BEGIN)[0] == text.split(tasks.TABLE_BEGIN)[0]  # the rest is left as it was
-    assert after.split(tasks.TABLE_END)[1] == text.split(tasks.TABLE_END)[1]
+    assert (
+        after.split(tasks.TABLE_END)[1].split("\n", 1)[1] == text.split(tasks.TABLE_END)[1].split("\n", 1)[1]
+    )
     row = (
         "| c9 | `c9_precision.ipynb` | bf16 vs fp32 \\| mixed"
         " | `hpml-lab slurm c9 --gpus 2 -p data_root=$SCRATCH/data` |"
     )
-    assert row in after.splitlines() and "`old.ipynb`" not in after
+    assert row in after.splitlines()
     assert cli.main(["tasks", "--markdown"]) == 0
     assert capsys.readouterr().out.strip() == tasks.table_in(after)
     assert cli.main(["tasks", "--markdown", str(readme)]) == 0
     assert "already up to date" in capsys.readouterr().out
     (tmp_path / "plain.md").write_text("no markers\n")
     assert cli.main(["tasks", "--markdown", str(tmp_path / "plain.md")]) == 2
+
+
+def test_tasks_markdown_never_overwrites_a_table_edited_by_hand(tmp_path, monkeypatch, capsys):
+    """A row reworded by hand (or a table typed without the checksum hpml-lab writes) is refused in one line and
+    nothing is written; --force replaces it and keeps the edited file beside it, saying where."""
+    from hpml_lab.report import cli, tasks
+
+    readme = tmp_path / "README.md"
+    text = (ROOT / "README.md").read_text()
+    edited = text.replace("| c1 | `c1_training.ipynb` |", "| c1 | `my_c1.ipynb` |")
+    assert edited != text
+    readme.write_text(edited)
+    assert cli.main(["tasks", "--markdown", str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert "edited by hand" in err and "--force" in err and len(err.strip().splitlines()) == 1
+    assert readme.read_text() == edited and not list(tmp_path.glob("*.edited*"))
+    assert cli.main(["tasks", "--markdown", str(readme), "--force"]) == 0
+    out = capsys.readouterr().out
+    assert f"kept as {tmp_path / 'README.md.edited'}" in out
+    assert (tmp_path / "README.md.edited").read_text() == edited
+    assert tasks.table_in(readme.read_text()) == tasks.markdown_table()
+    # a table without a checksum (pasted by hand) that already is the TASKs' own is only signed, not refused
+    unsigned = text.replace(text[text.index(tasks.TABLE_END) :].split("\n", 1)[0], tasks.TABLE_END + " -->")
+    readme.write_text(unsigned)
+    assert cli.main(["tasks", "--markdown", str(readme)]) == 0
+    assert "checksum" in readme.read_text() and not (tmp_path / "README.md.edited-2").exists()
