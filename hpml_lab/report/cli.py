@@ -21,6 +21,7 @@ Bad input is one line on stderr and exit status 2, before any compute.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -44,11 +45,26 @@ def _cmd_init(args) -> int:
     target.mkdir(parents=True, exist_ok=True)
     for nb in sorted(notebooks_dir().glob("*.ipynb")):
         shutil.copyfile(nb, target / nb.name)
-    print(
-        f"copied {len(list(target.glob('*.ipynb')))} notebooks to {target}; open them with: "
-        f"jupyter lab --notebook-dir={target}"
-    )
+    print(f"copied {len(list(target.glob('*.ipynb')))} notebooks to {target}; open them with:")
+    print(f"  {lab_command(target.resolve())}")
+    try:
+        from jupyter_client.kernelspec import find_kernel_specs
+
+        registered = "hpml-lab" in find_kernel_specs()
+    except Exception:  # noqa: BLE001 (no jupyter_client: the command above says what is missing)
+        registered = False
+    if not registered:  # the notebooks name the kernel hpml-lab: without it JupyterLab asks for another
+        print(
+            "the notebooks' kernel hpml-lab is not registered for this Python; register it once with:\n"
+            f"  {shlex.join([sys.executable, '-m', 'ipykernel', 'install', '--sys-prefix', '--name', 'hpml-lab'])}"
+        )
     return 0
+
+
+def lab_command(folder) -> str:
+    """The command that opens JupyterLab on `folder` with the Python running hpml-lab (its environment's kernel
+    and packages), as a shell takes it: works as printed, whether or not the environment is activated."""
+    return shlex.join([sys.executable, "-m", "jupyterlab", f"--notebook-dir={folder}"])
 
 
 def _cmd_tasks(args) -> int:
@@ -192,11 +208,10 @@ def _cmd_data_cifar(args, root) -> int:
             kind = cifar.check(root)
             print(f"{root / cifar.FOLDER} already holds {kind} CIFAR-10; nothing to do")
             return 0
-        path = cifar.synthesize(
-            root, seed=args.seed, n_train=args.n_train, n_test=args.n_test, force=args.force
-        )
-        print(
-            f"wrote synthetic CIFAR-10 ({args.n_train} train + {args.n_test} test, seed {args.seed}) to {path}"
+        from .dataprep import synthesize
+
+        synthesize(
+            "cifar10", root, seed=args.seed, n_train=args.n_train, n_test=args.n_test, force=args.force
         )
     else:
         path = cifar.download(root, url=args.url)
@@ -213,7 +228,10 @@ def _cmd_data_tinyimagenet(args, root) -> int:
                 f"{root / tinyimagenet.FOLDER} already holds {tinyimagenet.check(root)} Tiny ImageNet; nothing to do"
             )
             return 0
-        path = tinyimagenet.synthesize(
+        from .dataprep import synthesize
+
+        synthesize(
+            "tinyimagenet",
             root,
             classes=args.classes,
             per_class=args.per_class,
@@ -222,10 +240,6 @@ def _cmd_data_tinyimagenet(args, root) -> int:
             seed=args.seed,
             force=args.force,
             archive_only=args.archive_only,
-        )
-        print(
-            f"wrote synthetic Tiny ImageNet ({args.classes} classes x {args.per_class} train, "
-            f"{args.val_per_class} val each, seed {args.seed}): {path}"
         )
     elif args.source == "kaggle":
         path = tinyimagenet.download_kaggle(root, args.kaggle_dataset, allow_partial=args.allow_partial)

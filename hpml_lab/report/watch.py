@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..ticker import about, duration  # noqa: F401 (watch.duration, watch.about: how the report says times)
 from . import tasks
 
 HEARTBEAT_S = 20.0  # the longest a running task stays silent (the issue asks for at most 30 s)
@@ -46,25 +47,6 @@ _SWEEP = re.compile(r"\[sweep (?P<i>\d+)/(?P<n>\d+)\]")
 _ROUND = re.compile(
     r"\[(?P<task>[^\]]+)\] (?P<what>(?:warm-up|round) \d+/\d+) done"
 )  # the speed ladder's rounds
-
-
-def duration(seconds: float) -> str:
-    """'41 s', '1 min 59 s', '1 h 3 min': a time as a person says it."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
-    return f"{s // 3600} h {s % 3600 // 60} min"
-
-
-def about(seconds: float) -> str:
-    """A rounded estimate: 'about 40 s', 'about 3 min', 'about 1 h 10 min'."""
-    if seconds < 60:
-        return f"about {max(5, round(seconds / 5) * 5)} s"
-    if seconds < 3600:
-        return f"about {round(seconds / 60)} min"
-    return "about " + duration(round(seconds / 600) * 600)
 
 
 class _Stream:

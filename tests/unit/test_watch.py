@@ -295,3 +295,29 @@ def test_the_training_log_says_the_epoch_and_batch_at_once_and_never_waits_long(
     assert said[0] == "[c1] epoch 1/2 batch 0/40" and batches[1] == 1
     assert batches[-1] == 40 and 20 in batches
     assert max(b - a for a, b in zip(batches, batches[1:])) * 4.0 <= progress.Progress.LOG_S + 4.0
+
+
+def test_a_long_step_says_what_is_left_at_its_own_pace_and_is_never_silent_long():
+    """ticker.py (data synth, the checks before a report, the bundle): each part done is said with what is left at
+    the step's pace so far (a fake clock), and the heartbeat speaks whenever `every` seconds passed in silence."""
+    from hpml_lab import ticker
+
+    lines, clock = [], Clock()
+    t = ticker.Ticker("data synth cifar10", say=lines.append, clock=clock)
+    clock.t += 4
+    t.done(1, 6, "training batch 1 of 5 written")
+    clock.t += 8
+    t.done(3, 6, "training batch 3 of 5 written")
+    assert lines == [
+        "data synth cifar10: training batch 1 of 5 written (1 of 6, 4 s; about 20 s left)",
+        "data synth cifar10: training batch 3 of 5 written (3 of 6, 12 s; about 10 s left)",
+    ]
+    clock.t += 30
+    assert t.beat() == "data synth cifar10: still at it after 42 s (3 of 6 done)"
+    said = []
+    with ticker.ticking("checking", every=0.2, say=said.append):
+        time.sleep(0.75)
+    assert len(said) >= 2 and all(s.startswith("checking: still at it after ") for s in said), said
+    n = len(said)
+    time.sleep(0.4)
+    assert len(said) == n  # the heartbeat ends with the step
