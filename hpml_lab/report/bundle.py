@@ -123,16 +123,17 @@ def _write_bundle(reports: Path, log) -> Path:
             continue
         status = rec["status"] if rec else "no answer record"
         ran, _ = guards.read_outcome(executed.with_suffix(".json"))
+        shown = None
         if ran and demonstration(str(ran.get("profile", ""))):
             demo.append(f"{t.id} ({ran['profile']})")
-            status = "demonstration" if status in ("answered", "partial") else status
+            status = shown = "demonstration" if status in ("answered", "partial") else status
         if rec:
             recs[t.id] = rec
         toc.append(f"<li><a href='#{t.id}'>{html.escape(t.title)}</a> ({html.escape(status)})</li>")
         boxes.append(
             f"<h3><a href='#{t.id}'>{html.escape(t.id)}</a></h3>"
             + (
-                answer_box.box_html(rec, shared=True)  # the notices they share are said once, above them
+                answer_box.box_html(rec, shared=True, shown_status=shown)  # shared notices: said once, above
                 if rec
                 else "<p>No answer record: the notebook did not finish.</p>"
             )

@@ -128,11 +128,13 @@ def resolve_parameters(
     return typed, cfg
 
 
-def _render_html(executed: Path, target: Path, task: tasks.Task, top: str = "") -> None:
+def _render_html(
+    executed: Path, target: Path, task: tasks.Task, top: str = "", demonstration: bool = False
+) -> None:
     """The report page: code hidden, titled with the task, a link back to the index, then `top` (the machine,
     data and profile, and the demonstration banner: pages.top_html) and the task's answer box
-    (reports/<task>.answer.json, written by the notebook) right after the notebook's title, in the page's own
-    type (pages.PAGE_CSS), before the task's introduction and the notebook's outputs."""
+    (reports/<task>.answer.json, written by the notebook; headed "demonstration" for one) right after the
+    notebook's title, in the page's own type (pages.PAGE_CSS), before the task's introduction and the outputs."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -146,7 +148,7 @@ def _render_html(executed: Path, target: Path, task: tasks.Task, top: str = "") 
     if problem:
         print(f"hpml-lab: warning: {answer_box.scrub_paths(problem)}", file=sys.stderr)
     box = (
-        answer_box.box_html(rec)
+        answer_box.box_html(rec, shown_status="demonstration" if demonstration else None)
         if rec
         else "<div class='hpml-banner'>This run wrote no answer record: its notebook stopped before answering "
         "(see the error below).</div>"
@@ -417,7 +419,8 @@ def _execute(
         data = f"{kind} {dataprep.NAMES.get(cfg.dataset, cfg.dataset)}"
         if executed.exists():
             try:  # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
-                _render_html(executed, target, task, pages.top_html(task.id, machine, data, profile))
+                top = pages.top_html(task.id, machine, data, profile)
+                _render_html(executed, target, task, top, pages.demonstration(profile))
             except (
                 Exception
             ) as e:  # the first error stays first: a render that fails after it is its consequence

@@ -203,11 +203,14 @@ class Watch:
             self.marks.append((self.clock(), min(share, 1.0)))
 
     def running_left(self) -> float | None:
-        """Seconds the running task has left at the pace it has kept since its first progress line (the time
-        since the last line counts: a stalled task's estimate grows); None before two lines have moved it."""
-        if len(self.marks) < 2:
+        """Seconds the running task has left at the pace it has kept since the first of its progress lines that
+        said some of it done (its first batch: the kernel's start, the imports and the loader's first workers are
+        behind it); the time since the last line counts, so a stalled task's estimate grows. None before two such
+        lines."""
+        marks = [m for m in self.marks if m[1] > 0]
+        if len(marks) < 2:
             return None
-        (t0, f0), (_, f) = self.marks[0], self.marks[-1]
+        (t0, f0), (_, f) = marks[0], marks[-1]
         elapsed = self.clock() - t0
         if f <= f0 or elapsed <= 0:
             return None
@@ -238,7 +241,9 @@ class Watch:
             est = self.expected(first)[0]
             if left is not None:
                 total += left
-                parts.append(f"{first} {about(left)} more at its own pace")
+                parts.append(
+                    f"{first} {about(left)} more at its own pace" if rest else "at its own pace so far"
+                )
             elif est is not None and est * factor > running_for:
                 total += est * factor - running_for
                 sources.add(self.expected(first)[1])
@@ -263,7 +268,7 @@ class Watch:
                 f"from {' and '.join(sorted(sources))}"
                 + (f", at this run's pace: {pace:.1f}x" if pace is not None else "")
             )
-        text = f"{about(total)} left" if total else ""
+        text = f"{about(total)} left" if total or parts else ""
         if parts or how:
             text += (" (" if text else "") + "; ".join(parts + how) + (")" if text else "")
         if unknown:

@@ -382,3 +382,73 @@ def test_tasks_markdown_never_overwrites_a_table_edited_by_hand(tmp_path, monkey
     readme.write_text(unsigned)
     assert cli.main(["tasks", "--markdown", str(readme)]) == 0
     assert "checksum" in readme.read_text() and not (tmp_path / "README.md.edited-2").exists()
+
+
+def quick_start_lines(readme: str) -> list[str]:
+    """The command lines of the first shell block under README.md's '## Quick start', comments dropped."""
+    section = readme.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+# what the quick-start test copies of the checkout: everything a clone holds that the commands read
+CLONE = ("Makefile", "pyproject.toml", "setup.py", "constraints.txt", "README.md", "hpml_lab", "notebooks")
+
+
+@pytest.mark.slow
+def test_the_readme_quick_start_works_word_for_word_in_a_fresh_clone(tmp_path):
+    """README.md's quick-start lines, run in order in a fresh copy of the checkout (no data/, results/ or reports/;
+    the files' times kept) that shares this checkout's environment as its .venv, so that `make setup` runs and
+    finds it up to date (the install itself is make setup's own, which CI's first step runs). Each line exits 0 as
+    written; an `hpml-lab run` line gets `--profile tiny` appended to keep the suite quick (its data are still the
+    default's, written at their full size). The task's run writes the missing synthetic CIFAR-10 first and says so
+    in one line, then its report; no more than 25 s pass without a line (the commands aim at 20)."""
+    import os
+    import shutil
+    import sys
+    import time
+
+    venv = Path(sys.executable).parent.parent
+    if not (venv / ".hpml-installed").is_file():
+        pytest.skip(f"{venv} was not made by make setup (no .hpml-installed)")
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    for name in CLONE:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, clone / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, clone / name)
+    (clone / ".venv").symlink_to(venv)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HPML_") and k != "VIRTUAL_ENV"}
+    if subprocess.run(["make", "-q", "setup"], cwd=clone, env=env, capture_output=True).returncode != 0:
+        pytest.skip("this environment is older than pyproject.toml or constraints.txt: run make setup first")
+    lines = quick_start_lines((ROOT / "README.md").read_text())
+    assert lines[0] == "make setup" and any("hpml-lab run c1" in line for line in lines), lines
+    for line in lines:
+        command = line + (" --profile tiny" if "hpml-lab run " in line else "")
+        p = subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=clone,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        said, last, gaps = [], time.monotonic(), []
+        for out in p.stdout:
+            now = time.monotonic()
+            gaps.append(now - last)
+            said.append(out.rstrip("\n"))
+            last = now
+        assert p.wait(timeout=600) == 0, f"{line}:\n" + "\n".join(said[-30:])
+        assert max(gaps, default=0) <= 25, (line, max(gaps), said)
+        if "hpml-lab run c1" in line:
+            assert said[0].startswith(
+                "data: no CIFAR-10 in data/ (the default data folder): writing a synthetic"
+            )
+            assert any(s.startswith("wrote synthetic CIFAR-10 (50000 train + 10000 test") for s in said)
+            assert said[-1].startswith("[1/1] c1 ... ok in "), said
+    assert (clone / "data" / "cifar-10-batches-py" / "SYNTHETIC.json").is_file()
+    page = (clone / "reports" / "c1.html").read_text()
+    assert "<b>profile:</b> tiny (a demonstration)" in page and "<b>data:</b> synthetic CIFAR-10" in page

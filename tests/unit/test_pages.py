@@ -238,8 +238,9 @@ def test_the_page_says_machine_data_and_profile_above_the_introduction_and_a_dem
     executed = _rendered(reports, "c1")
     target = reports / "c1.html"
     top = pages.top_html("c1", "CPU: Xeon (2 cores)", "synthetic CIFAR-10", "smoke")
-    runner._render_html(executed, target, tasks.get("c1"), top)
+    runner._render_html(executed, target, tasks.get("c1"), top, demonstration=True)
     page = target.read_text().replace('"', "'")
+    assert "(demonstration)</span></h2>" in page and "(answered)</span></h2>" not in page
     title, context = page.index("c1 title line<"), page.index("<b>Machine:</b> CPU: Xeon (2 cores)")
     banner = page.index("A demonstration, not an answer to the lab's questions.")
     box, asks = page.index("class='hpml-answer'"), page.index("What the task")
@@ -275,6 +276,7 @@ def test_a_demonstration_is_never_marked_answered_nor_its_bundle_offered_as_the_
     made = bundle.write_bundle(reports, log=lambda *_: None).read_text()
     assert "A demonstration, not a hand-in.</b> Every report here ran at a demonstration profile" in made
     assert "(demonstration)</li>" in made and "(answered)</li>" not in made
+    assert "(demonstration)</span></h2>" in made and "(answered)</span></h2>" not in made
     page = runner.write_index(demo).read_text()
     assert 'href="bundle.html">bundle.html</a> only shows what a hand-in looks like' in page
     assert "<b>Hand-in:</b>" not in page

@@ -186,31 +186,40 @@ def test_what_is_left_is_said_at_this_runs_pace_when_it_is_far_from_the_figures(
 
 
 def test_the_running_task_is_projected_from_its_own_progress_and_so_is_the_rest():
-    """c1 starts (10 s of kernel and imports), says batch 0 of 20, then batch 10 twenty seconds later: a quarter
-    of its training in 20 s, so 60 s more at its own pace; before any task has ended, that projection (90 s where
-    the figure said 41 s) is this run's pace for c2 and c3 too."""
+    """c1 starts (10 s of kernel and imports), says batch 0 of 20, its first batch 5 s later (the loader's workers
+    started), then batch 11 twenty seconds after that: a quarter of its training in 20 s since its first batch, so
+    58 s more at its own pace; before any task has ended, that projection (93 s where the figure said 41 s) is this
+    run's pace for c2 and c3 too."""
     lines, clock = [], Clock()
     w = watch.Watch(["c1", "c2", "c3"], "smoke", lines.append, None, heartbeat_s=0, clock=clock)
     rest = w.expected("c2")[0] + w.expected("c3")[0]
     streams = w.start("c1", "C1")
     clock.t += 10
     streams.out.write("[c1] epoch 1/2 batch 0/20 starting\n")
-    assert w.running_left() is None  # one line: no pace yet
+    clock.t += 5
+    streams.out.write("[c1] epoch 1/2 batch 1/20 loss 2.3 acc 10.0% 6 img/s\n")
+    assert w.running_left() is None  # the start-up is not its pace: one batch is no pace yet
     clock.t += 20
-    streams.out.write("[c1] epoch 1/2 batch 10/20 loss 2.3 acc 10.0% 16 img/s\n")
-    assert w.done_share() == pytest.approx(0.25)
-    assert w.running_left() == pytest.approx(60.0)
-    pace = (30 + 60) / w.expected("c1")[0]
+    streams.out.write("[c1] epoch 1/2 batch 11/20 loss 2.3 acc 10.0% 16 img/s\n")
+    assert w.done_share() == pytest.approx(11 / 40)
+    assert w.running_left() == pytest.approx(58.0)
+    pace = (35 + 58) / w.expected("c1")[0]
     assert w.pace() == pytest.approx(pace)
     beat = w.heartbeat()
-    assert beat.startswith("    c1 running 30 s: epoch 1/2, batch 10/20; ")
+    assert beat.startswith("    c1 running 35 s: epoch 1/2, batch 11/20; ")
     assert beat.endswith(
-        f"{watch.about(60 + rest * pace)} left (c1 about 1 min more at its own pace; from a fresh clone on 2 "
+        f"{watch.about(58 + rest * pace)} left (c1 {watch.about(58)} more at its own pace; from a fresh clone on 2 "
         f"idle cores, at this run's pace: {pace:.1f}x)"
     )
     # no line for 40 s: the task is slower than it was, and what is left grows with it, never shrinks to a guess
     clock.t += 40
-    assert w.running_left() == pytest.approx(0.75 * 60 / 0.25)
+    assert w.running_left() == pytest.approx(29 / 40 * 60 / 0.25)
+    alone = watch.Watch(["c1"], "smoke", lines.append, None, heartbeat_s=0, clock=clock)  # `hpml-lab run c1`
+    streams = alone.start("c1", "C1")
+    streams.out.write("[c1] epoch 1/1 batch 1/4 loss 1 acc 1% 1 img/s\n")
+    clock.t += 10
+    streams.out.write("[c1] epoch 1/1 batch 2/4 loss 1 acc 1% 1 img/s\n")
+    assert alone.heartbeat().endswith("batch 2/4; about 20 s left (at its own pace so far)")
 
 
 def test_a_task_past_its_figure_without_progress_lines_is_never_given_a_passed_figure():
@@ -241,7 +250,7 @@ def test_sweeps_and_rounds_say_how_much_of_the_task_is_done_and_a_second_run_wit
     assert speed.done_share() == pytest.approx(0.75)
     c7 = watch.Watch(["c7"], "smoke", [].append, None, heartbeat_s=0, clock=clock)
     streams = c7.start("c7", "C7")
-    streams.out.write("[c7] epoch 1/1 batch 0/4 starting\n")
+    streams.out.write("[c7] epoch 1/1 batch 0/4 starting\n[c7] epoch 1/1 batch 1/4 loss 1 acc 1% 1 img/s\n")
     clock.t += 5
     streams.out.write("[c7] epoch 1/1 batch 4/4 loss 1 acc 1% 1 img/s\n")
     assert c7.running_left() == pytest.approx(0.0)
