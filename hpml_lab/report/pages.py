@@ -135,10 +135,9 @@ def demonstration(profile: str) -> bool:
 
 
 DEMONSTRATION = (
-    "<b>A demonstration, not an answer to the lab's questions.</b> This report ran at the {profile} profile (a few "
-    "batches, to show every step working): its numbers do not answer the lab's questions and it is not to be "
-    "handed in. For the answer: <code>hpml-lab run {task} --profile full -p data_root=... -p device=cuda</code> on "
-    "the real data, on a GPU."
+    "<b>A demonstration, not an answer to the lab's questions</b>: the {profile} profile runs a few batches to show "
+    "every step working; do not hand it in. The answer: <code>hpml-lab run {task} --profile full</code> on the "
+    "real data, on a GPU."
 )
 
 

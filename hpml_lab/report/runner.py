@@ -316,9 +316,8 @@ def run_task(
     task = tasks.get(task_id)
     params, cfg = resolve_parameters(task, profile, file_params, cli_params)
     preflight(task, cfg)  # the cheap checks (arguments, output folders) before the dataset scan
-    kind = dataprep.ready(
-        cfg, _gives_root(file_params, cli_params), log
-    )  # the default synthetic data if missing
+    # the dataset checked, after the default synthetic one is written where it is missing (dataprep.py)
+    kind = dataprep.ready(cfg, _gives_root(file_params, cli_params), log)
     watcher = watcher or watch.Watch([task.id], profile, log, watch.times_file(reports_dir()))
     with guards.task_lock(task.id):  # one run of a task per reports folder at a time
         try:

@@ -13,7 +13,7 @@ warnings and the like) is only counted.
 
 The estimate, always said as "about", is this run's own as soon as it has one:
   * the running task's rest, from its progress lines (the share of its sweep's runs, epochs and batches done, at
-    the pace it has kept since its first progress line);
+    the pace it has kept since its first batch: its start-up is not its pace);
   * the tasks after it, from each task's figure (the times this output folder's earlier runs recorded for it at
     this profile, reports/executed/durations.json; else the task's measured smoke figure, or the GPU plan's) times
     this run's pace: its time over the figures, for the last PACE_WINDOW tasks it finished (the machine's load
@@ -35,9 +35,9 @@ from ..ticker import about, duration  # noqa: F401 (watch.duration, watch.about:
 from . import tasks
 
 HEARTBEAT_S = 20.0  # the longest a running task stays silent (the issue asks for at most 30 s)
-PACE_WINDOW = (
-    3  # the pace is this run's over its last few finished tasks: a machine's load changes over a report
-)
+IDLE = "a fresh clone on 2 idle cores"  # where the smoke figures come from (each TASK's smoke_s)
+# the pace is this run's over its last few finished tasks: a machine's load changes over a report
+PACE_WINDOW = 3
 
 _PROGRESS = re.compile(
     r"\[(?P<task>[^\]]+)\] epoch (?P<epoch>\d+)/(?P<epochs>\d+) batch (?P<batch>\d+)/(?P<of>\d+)"
@@ -99,9 +99,8 @@ class Watch:
         self.state = ""  # what the running task said last: its epoch and batch
         self.sweep = ""  # which configuration of a sweep it runs, when it runs one
         self.order: list[str] = []  # the tasks done, in the order they ended (the pace reads the last few)
-        self._where: dict[
-            str, int
-        ] = {}  # the running task's sweep run, epoch, batch and round as it said them
+        # the running task's sweep run, epoch, batch and round as it said them
+        self._where: dict[str, int] = {}
         self.marks: list[tuple[float, float]] = []  # (clock, share of the running task done) at each change
         self.restarted = False  # a second training run began without a sweep's count: no share can be told
         self.streams: Streams | None = None
@@ -110,8 +109,10 @@ class Watch:
         self._thread: threading.Thread | None = None
         if len(self.ids) > 1:
             self._say(
-                f"{len(self.ids)} tasks ({profile} profile), {self._left_text(self.ids)}; a line every "
-                f"{duration(heartbeat_s)} at most while a task runs"
+                f"{len(self.ids)} tasks ({profile} profile), {self._left_text(self.ids)}"
+                + (_busy_now() if any(self.expected(t)[1] == IDLE for t in self.ids) else "")
+                + "; a line "
+                f"every {duration(heartbeat_s)} at most while a task runs"
             )
 
     # the estimate ----------------------------------------------------------------------------------------------
@@ -164,7 +165,7 @@ class Watch:
             return self.recorded[tid], "earlier runs"
         smoke_s = getattr(tasks.TASKS.get(tid), "smoke_s", None)
         if self.profile == "smoke" and smoke_s is not None:  # the task's own measured figure (its TASK)
-            return float(smoke_s), "a fresh clone on 2 idle cores"
+            return float(smoke_s), IDLE
         if self.profile == "gpu" and _cuda():
             try:
                 from .gpuplan import task_estimate
@@ -312,10 +313,8 @@ class Watch:
                 w.update(epoch=int(m["epoch"]), batch=w.get("of", 1), of=w.get("of", 1))
         elif m := _SWEEP.search(line):
             self.sweep, self.state = f"run {m['i']} of {m['n']}", ""
-            w.update(run=int(m["i"]), runs=int(m["n"]))
-            for k in ("epoch", "epochs", "batch", "of"):
-                w.pop(k, None)
-            w.update(epoch=1, epochs=1, batch=0, of=1)  # the run has begun, nothing of it done
+            # the run has begun, nothing of it done yet
+            w.update(run=int(m["i"]), runs=int(m["n"]), epoch=1, epochs=1, batch=0, of=1)
         elif m := _ROUND.search(line):
             self.state = f"{m['what']} done"
             what, count = m["what"].split(" ")
@@ -375,6 +374,22 @@ class Watch:
     def finish(self) -> None:
         if len(self.ids) > 1:
             self._say(f"all {len(self.done)} tasks in {duration(self.clock() - self.started)}")
+
+
+def _busy_now() -> str:
+    """Before anything is measured the figures are an idle machine's: say so where this one is busy now (its
+    1-minute load average above its usable cores), as the pace measured once a task runs will show."""
+    import os
+
+    try:
+        load, cores = os.getloadavg()[0], len(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        return ""
+    if load <= cores:
+        return ""
+    return (
+        f" (an idle machine's figures; this one is busy now, load {load:.1f} on {cores} cores: likely longer)"
+    )
 
 
 def times_file(reports: Path) -> Path:

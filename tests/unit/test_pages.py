@@ -242,11 +242,11 @@ def test_the_page_says_machine_data_and_profile_above_the_introduction_and_a_dem
     page = target.read_text().replace('"', "'")
     assert "(demonstration)</span></h2>" in page and "(answered)</span></h2>" not in page
     title, context = page.index("c1 title line<"), page.index("<b>Machine:</b> CPU: Xeon (2 cores)")
-    banner = page.index("A demonstration, not an answer to the lab's questions.")
+    banner = page.index("A demonstration, not an answer to the lab's questions</b>")
     box, asks = page.index("class='hpml-answer'"), page.index("What the task")
     assert title < context < banner < box < asks
     assert "<b>data:</b> synthetic CIFAR-10" in page and "<b>profile:</b> smoke (a demonstration)" in page
-    assert "hpml-lab run c1 --profile full" in page
+    assert "hpml-lab run c1 --profile full</code> on the real data" in page
     full = pages.top_html("c1", "GPU: H100", "real CIFAR-10", "full")
     assert "<b>profile:</b> full</p>" in full and "demonstration" not in full
     assert "demonstration" in pages.top_html("c2", "m", "d", "tiny") and pages.demonstration("tiny")

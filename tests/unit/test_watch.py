@@ -330,3 +330,19 @@ def test_a_long_step_says_what_is_left_at_its_own_pace_and_is_never_silent_long(
     n = len(said)
     time.sleep(0.4)
     assert len(said) == n  # the heartbeat ends with the step
+
+
+def test_before_anything_is_measured_a_busy_machine_is_said_beside_the_idle_figures(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (6.5, 5.0, 4.0))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    lines = []
+    watch.Watch(["c1", "c2"], "smoke", lines.append, None, heartbeat_s=0)
+    assert (
+        "(from a fresh clone on 2 idle cores) (an idle machine's figures; this one is busy now, load 6.5 on 2 "
+        "cores: likely longer); a line every" in lines[0]
+    )
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 1.0, 1.0))
+    watch.Watch(["c1", "c2"], "smoke", lines.append, None, heartbeat_s=0)
+    assert "busy" not in lines[-1]
