@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from ..config import ConfigError
-from ..io import atomic_write_text
+from ..io import atomic_write_text, own_target, plain_target
 
 _SIGNATURE = re.compile(r"checksum ([0-9a-f]{12})\b")
 
@@ -58,11 +58,12 @@ def replace(path: Path, text: str, force: bool, how: str, follow_links: bool = F
     saying so (nothing written), or with `force` the file is first kept as NAME.edited. Returns what to tell the
     user ('' when nothing of theirs was kept). `how`: what else they may do, for the refusal."""
     path = Path(path)
-    if not path.is_file():
+    target = plain_target(path) if follow_links else own_target(path)  # a device or a planted link: one line
+    if not target.is_file():
         atomic_write_text(path, text, follow_links=follow_links)
         return ""
     try:
-        old = path.read_text()
+        old = target.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path} exists and cannot be read ({e}); nothing written") from None
     if old == text or unedited(old):
