@@ -43,6 +43,13 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 ENSUREPIP := { $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip --default-pip >/dev/null; }
 PIP_PIN = pip$(shell $(PYTHON) -c 'import ensurepip; print("==" + ensurepip.version())' 2>/dev/null)
 JOBS ?= auto
+# A line every TICK_S seconds while a long step of the setup runs (the install, the bytecode warm-up), so a terminal
+# is never silent for long: $(call TICK,what it does) before the step's command, $(UNTICK) after it (its exit
+# status is kept). The ticker ends with the step, or when the recipe's shell is gone.
+TICK_S ?= 20
+TICK = p=$$$$; (t=0; while sleep $(TICK_S) && kill -0 $$p 2>/dev/null; do t=$$((t+$(TICK_S))); \
+	echo "setup: $(1) ($$t s so far)"; done) & tick=$$!;
+UNTICK = ; rc=$$?; kill $$tick 2>/dev/null; exit $$rc
 
 .PHONY: setup test test-fast lint report lab data bench clean-results gpu-wheels gpu-check gpu-unpack
 
@@ -52,17 +59,19 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "hpml-lab needs Python 3.11 or newer; run: make PYTHON=python3.11 ...")'
 	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
 	@case "$(INSTALLER)" in uv|pip) ;; *) echo "setup: INSTALLER must be uv or pip, not '$(INSTALLER)'"; exit 2;; esac
-	@if [ "$(INSTALLER)" = uv ] && { $(PYTHON) -m pip --python $(BIN)/python install --quiet \
+	@$(call TICK,installing the packages: torch alone is 5 GB) if [ "$(INSTALLER)" = uv ] && { $(PYTHON) -m pip --python $(BIN)/python install --quiet \
 		--disable-pip-version-check -c constraints.txt uv 2>/dev/null || { $(ENSUREPIP) && $(PIP) -c constraints.txt uv; }; } \
 		&& $(BIN)/uv pip install --python $(BIN)/python --quiet -c constraints.txt -e '.[test]' '$(PIP_PIN)'; \
 	then echo "setup: installed with uv"; else \
 		[ "$(INSTALLER)" = uv ] && echo "setup: uv could not install; installing with pip"; \
 		$(ENSUREPIP) && $(PIP) --no-compile -c constraints.txt -e '.[test]' && { \
 		$(BIN)/python -m compileall -q -j 0 -x '/(tests?|pip|setuptools)/' $(VENV)/lib >/dev/null \
-		|| echo "setup: a few files did not compile"; }; fi
+		|| echo "setup: a few files did not compile"; }; fi $(UNTICK)
 	$(BIN)/python -m pip uninstall --quiet --yes $(SLOW_IMPORTS)
-	$(WRITE_BYTECODE) $(BIN)/python -c 'import $(WARM_TORCH)' & w=$$!; \
-		$(WRITE_BYTECODE) $(BIN)/python -c 'import $(WARM_NOTEBOOK)'; b=$$?; wait $$w && exit $$b
+	@echo "setup: writing the bytecode of what the lab's processes import (about 20 s)"
+	@$(call TICK,writing bytecode) $(WRITE_BYTECODE) $(BIN)/python -c 'import $(WARM_TORCH)' & w=$$!; \
+		$(WRITE_BYTECODE) $(BIN)/python -c 'import $(WARM_NOTEBOOK)'; b=$$?; wait $$w; rc=$$?; \
+		[ $$rc = 0 ] && rc=$$b; kill $$tick 2>/dev/null; exit $$rc
 	$(BIN)/python -m compileall -q hpml_lab >/dev/null
 	$(BIN)/python -m ipykernel install --sys-prefix --name hpml-lab --display-name "Python (hpml-lab)"
 	@echo "removed: $(SLOW_IMPORTS)" > $@

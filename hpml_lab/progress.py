@@ -149,16 +149,23 @@ class LivePlot:
 
 
 class Progress:
-    """One epoch's display: a tqdm bar (with the live plot under it) or log lines every cfg.log_every batches."""
+    """One epoch's display: a tqdm bar (with the live plot under it) or log lines. In log mode a line as the epoch
+    starts (batch 0), after its first batch, every cfg.log_every batches, at its last, and whenever LOG_S seconds
+    passed without one: whoever reads the log (report/watch.py's heartbeat, a Slurm log) knows the epoch and batch
+    within seconds of the start and never waits long for the next, however slow a batch is on a busy machine."""
+
+    LOG_S = 10.0
 
     def __init__(self, mode: str, cfg: RunConfig, total: int, epoch: int, plot: LivePlot | None = None):
         self.mode, self.cfg, self.total, self.epoch, self.plot = mode, cfg, total, epoch, plot
         self.bar = None
-        self.t0 = time.perf_counter()
+        self.t0 = self.said = time.perf_counter()
         if mode in ("bar", "plot"):
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, desc=f"{cfg.task} epoch {epoch}/{cfg.epochs}", leave=True)
+        elif mode == "log":
+            print(f"[{cfg.task}] epoch {epoch}/{cfg.epochs} batch 0/{total} starting", flush=True)
 
     def update(self, i: int, losses: list, corrects: list, sizes: list) -> None:
         loss, correct, n = losses[-1], corrects[-1], sizes[-1]
@@ -166,8 +173,13 @@ class Progress:
             self.bar.update(1)
             if i % self.cfg.log_every == 0 or i == self.total:
                 self.bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{100 * correct.item() / n:.1f}%")
-        elif self.mode == "log" and (i % self.cfg.log_every == 0 or i == self.total):
-            rate = sum(sizes) / max(time.perf_counter() - self.t0, 1e-9)
+        elif self.mode == "log" and (
+            i % self.cfg.log_every == 0
+            or i in (1, self.total)
+            or time.perf_counter() - self.said >= self.LOG_S
+        ):
+            self.said = time.perf_counter()
+            rate = sum(sizes) / max(self.said - self.t0, 1e-9)
             print(
                 f"[{self.cfg.task}] epoch {self.epoch}/{self.cfg.epochs} batch {i}/{self.total} "
                 f"loss {loss.item():.4f} acc {100 * correct.item() / n:.1f}% {rate:.0f} img/s",

@@ -28,6 +28,7 @@ from hpml_lab.report.guards import alive
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol")
 NODES = ("n1", "n2")
+MEMORY_MB = 65536  # what each node says it has (config_overrides: slurmd believes it), so `--mem 32G` fits
 CPUS_PER_NODE = 2
 
 
@@ -81,7 +82,7 @@ class LocalSlurm:
         key.chmod(0o600)
         nodes = "\n".join(
             f"NodeName={n} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={free_port()} CPUs={CPUS_PER_NODE} "
-            f"RealMemory=2000 State=UNKNOWN"
+            f"RealMemory={MEMORY_MB} State=UNKNOWN"
             for n in NODES
         )
         self.conf.write_text(f"""\
@@ -250,3 +251,53 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+APPTAINER_STAND_IN = """#!{python}
+# A stand-in for `apptainer` (not packaged for Debian): records its arguments, checks what apptainer would
+# (exec, its flags, the image and overlay files), then runs the command on the host. An ext3 overlay cannot be made
+# or mounted here: `overlay create` makes a folder overlay instead (apptainer's own layout: upper/ and work/), and
+# `exec` with a folder overlay runs the command with every argument under /ext3 (the overlay's files, as NYU
+# Greene's overlays hold them) pointed at that folder's upper/ext3: what the overlay would show there.
+import json, os, sys
+
+args = sys.argv[1:]
+with open(os.environ["CT_LOG"], "a") as log:
+    log.write(json.dumps({{"host": os.uname().nodename, "args": args}}) + "\\n")
+if args[:2] == ["overlay", "create"]:
+    assert args[2] == "--size" and args[3].isdigit(), args
+    os.makedirs(os.path.join(args[4], "upper"))
+    os.makedirs(os.path.join(args[4], "work"))
+    sys.exit(0)
+assert args[0] == "exec", args
+i, mount = 1, None
+while args[i].startswith("-"):
+    flag = args[i]
+    if flag in ("--overlay", "--bind", "-B"):
+        value = args[i + 1]
+        if not os.path.exists(value.split(":")[0]):
+            sys.exit(f"apptainer stand-in: {{flag}} {{value}}: no such file")
+        if flag == "--overlay" and os.path.isdir(value.split(":")[0]):
+            mount = os.path.join(value.split(":")[0], "upper")
+        i += 2
+    elif flag in ("--nv", "--cleanenv", "-e"):
+        i += 1
+    else:
+        sys.exit(f"apptainer stand-in: unknown flag {{flag}}")
+image, command = args[i], args[i + 1 :]
+if not os.path.isfile(image):
+    sys.exit(f"apptainer stand-in: image {{image}} not found")
+if mount:
+    command = [mount + a if a == "/ext3" or a.startswith("/ext3/") else a for a in command]
+os.execvp(command[0], command)
+"""
+
+
+def apptainer_stand_in(folder: Path, python: str) -> dict[str, str]:
+    """A stand-in `apptainer` in folder/bin (see APPTAINER_STAND_IN), run by `python`; the environment that puts it
+    first on PATH and logs each call's arguments, one JSON line each, to folder/apptainer.log (CT_LOG)."""
+    bin_dir = Path(folder) / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "apptainer").write_text(APPTAINER_STAND_IN.format(python=python))
+    (bin_dir / "apptainer").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "CT_LOG": str(Path(folder) / "apptainer.log")}

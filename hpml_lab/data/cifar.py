@@ -21,6 +21,7 @@ import json
 import os
 import pickle
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -315,12 +316,18 @@ def _atomic_pickle(obj: dict, path: Path) -> None:
 
 
 def synthesize(
-    root: str | os.PathLike, seed: int = 0, n_train: int = 50_000, n_test: int = 10_000, force: bool = False
+    root: str | os.PathLike,
+    seed: int = 0,
+    n_train: int = 50_000,
+    n_test: int = 10_000,
+    force: bool = False,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Path:
     """Write a synthetic CIFAR-10 in the real format under ROOT/cifar-10-batches-py.
 
     Deterministic from `seed`. Written into a temporary folder then renamed, so an
     interrupted run leaves nothing half-written. Refuses to overwrite a real copy.
+    `progress(n, total, what)` is called as each of the six batch files is written.
     """
     import torch
 
@@ -355,7 +362,7 @@ def synthesize(
                 (name, per_batch, f"training batch {i + 1} of 5") for i, name in enumerate(TRAIN_FILES)
             ]
             batches.append(("test_batch", n_test, "testing batch 1 of 1"))
-            for name, count, label in batches:
+            for n, (name, count, label) in enumerate(batches, 1):
                 labels = (torch.arange(count) % 10)[torch.randperm(count, generator=gen)].numpy()
                 data = _render_images(labels, gen, protos)
                 _atomic_pickle(
@@ -367,6 +374,8 @@ def synthesize(
                     },
                     tmpdir / name,
                 )
+                if progress is not None:
+                    progress(n, len(batches), f"{label} written")
             _atomic_pickle(
                 {"num_cases_per_batch": per_batch, "label_names": CLASSES, "num_vis": 3072},
                 tmpdir / META_FILE,

@@ -262,8 +262,10 @@ def synthesize(
     force: bool = False,
     archive_only: bool = False,
     log: Callable[[str], None] = print,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> Path:
-    """Write ROOT/tiny-imagenet-200.zip (synthetic) and, unless archive_only, prepare it like a download.
+    """Write ROOT/tiny-imagenet-200.zip (synthetic) and, unless archive_only, prepare it like a download;
+    `progress(1, 2, what)` is called once the archive is written.
 
     Like the CIFAR-10 synth: a real (not synthetic: no SYNTHETIC.json) tiny-imagenet-200 folder, prepared or
     not, or a real tiny-imagenet-200.zip is never deleted nor overwritten, --force or not; --force rewrites an
@@ -293,6 +295,8 @@ def synthesize(
         synthesize_archive(zpath, classes, per_class, val_per_class, n_test, seed)
     except OSError as e:
         raise written_to(zpath, e) from None
+    if progress is not None and not archive_only:
+        progress(1, 2, f"{zpath.name} written ({images} images)")
     if archive_only:
         return zpath
     if target.exists():

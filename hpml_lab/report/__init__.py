@@ -1,7 +1,7 @@
 """The top layer: tasks and their notebooks, papermill execution and HTML rendering, the helpers the
 notebooks call, figures, Slurm scripts and the `hpml-lab` command.
 
-    hpml-lab tasks | run TASK | report | slurm TASK | data ... | bench ...   (report/cli.py)
+    hpml-lab tasks | run TASK | report | slurm TASK | overlay | data ... | bench ...   (report/cli.py)
 
 | module | holds |
 |---|---|
@@ -12,6 +12,9 @@ notebooks call, figures, Slurm scripts and the `hpml-lab` command.
 | notebook | what a notebook calls: config, header, data notice, environment table, figure saving |
 | plots | every figure the reports draw |
 | slurm | sbatch scripts for a task |
+| overlay | the script that fills an Apptainer overlay with hpml-lab's environment and kernel |
+| written | job scripts and tables written for a person: an edited one is never replaced without a word |
+| dataprep | the default synthetic data made where a task needs it; `data synth`'s progress lines |
 | cli | the `hpml-lab` command |
 | guards | checks before a kernel starts; a report's files replaced as one set |
 | answer_box | the answer record: every number tagged measured, predicted or reference |

@@ -175,9 +175,10 @@ def answer_html(a: dict[str, Any]) -> str:
     )
 
 
-def box_html(rec: dict[str, Any], shared: bool = False) -> str:
+def box_html(rec: dict[str, Any], shared: bool = False, shown_status: str | None = None) -> str:
     """The answer box: status, each question's answer (answer_html), and the flags. `shared`: leave out what a
-    bundle says once for every report (synthetic data, stand-in model, busy machine, the legend of the tags)."""
+    bundle says once for every report (synthetic data, stand-in model, busy machine, the legend of the tags).
+    `shown_status`: what its heading says instead of the record's status (a demonstration's)."""
     from .pages import finding_html
 
     items = [answer_html(a) for a in rec["answers"]]
@@ -197,7 +198,7 @@ def box_html(rec: dict[str, Any], shared: bool = False) -> str:
     # one settings table per page: the report's own ran-vs-lab table; the box says it in a flag
     return (
         f"<div class='hpml-answer' style='border-color:{STATUS_COLOR[status]}'><h2>Answer "
-        f"<span style='color:{STATUS_COLOR[status]}'>({status})</span></h2>"
+        f"<span style='color:{STATUS_COLOR[status]}'>({html.escape(shown_status or status)})</span></h2>"
         + (f"<p>{'; '.join(notes)}.</p>" if notes else "")
         + f"<ul class='hpml-items'>{''.join(items)}</ul>"
         + (f"<p><b>Flags</b></p><ul class='hpml-flags'>{flags}</ul>" if flags else "")

@@ -62,6 +62,18 @@ def shared_notices(recs: dict[str, dict]) -> str:
     return "".join(out)
 
 
+def demonstration_banner(demo: list[str], n: int) -> str:
+    """At the bundle's top when some of its reports are demonstrations (smoke or tiny runs): never a hand-in."""
+    if not demo:
+        return ""
+    which = "Every report here" if len(demo) == n else f"{len(demo)} of its {n} reports ({', '.join(demo)})"
+    return (
+        f"<p class='hpml-banner'><b>A demonstration, not a hand-in.</b> {html.escape(which)} ran at a demonstration "
+        "profile (smoke or tiny: a few batches, to show every step working): their numbers do not answer the lab's "
+        "questions. The reports to hand in come from <code>--profile full</code> on the real data, on a GPU.</p>"
+    )
+
+
 def _report_body(executed: Path) -> str:
     import nbformat
     from nbconvert import HTMLExporter
@@ -75,8 +87,16 @@ def _report_body(executed: Path) -> str:
 
 
 def write_bundle(reports: Path, log=print) -> Path:
-    """reports/bundle.html from reports/executed/<task>.ipynb and reports/<task>.answer.json, in task order. A
-    report a killed run left set aside is put back first (guards.recover_reports)."""
+    """reports/bundle.html from reports/executed/<task>.ipynb and reports/<task>.answer.json, in task order; a
+    report a killed run left set aside is put back first (guards.recover_reports); a line at least every 20 s
+    while it runs (Chromium's PDF can take a while)."""
+    from ..ticker import ticking
+
+    with ticking("bundle", say=log):
+        return _write_bundle(reports, log)
+
+
+def _write_bundle(reports: Path, log) -> Path:
     from .runner import lab_order
 
     guards.recover_reports()
@@ -90,9 +110,9 @@ def write_bundle(reports: Path, log=print) -> Path:
         raise ConfigError(
             f"nothing to bundle in {reports}: run `hpml-lab report` (or `hpml-lab run TASK`) first"
         )
-    from .pages import PAGE_CSS
+    from .pages import PAGE_CSS, demonstration
 
-    toc, boxes, sections, damaged, recs = [], [], [], [], {}
+    toc, boxes, sections, damaged, recs, demo = [], [], [], [], {}, []
     for t in present:
         executed = reports / "executed" / f"{t.id}.ipynb"
         rec, problem = guards.read_record(t.id)
@@ -105,13 +125,18 @@ def write_bundle(reports: Path, log=print) -> Path:
             damaged.append(t.id)
             continue
         status = rec["status"] if rec else "no answer record"
+        ran, _ = guards.read_outcome(executed.with_suffix(".json"))
+        shown = None
+        if ran and demonstration(str(ran.get("profile", ""))):
+            demo.append(f"{t.id} ({ran['profile']})")
+            status = shown = "demonstration" if status in ("answered", "partial") else status
         if rec:
             recs[t.id] = rec
         toc.append(f"<li><a href='#{t.id}'>{html.escape(t.title)}</a> ({html.escape(status)})</li>")
         boxes.append(
             f"<h3><a href='#{t.id}'>{html.escape(t.id)}</a></h3>"
             + (
-                answer_box.box_html(rec, shared=True)  # the notices they share are said once, above them
+                answer_box.box_html(rec, shared=True, shown_status=shown)  # shared notices: said once, above
                 if rec
                 else "<p>No answer record: the notebook did not finish.</p>"
             )
@@ -136,7 +161,8 @@ def write_bundle(reports: Path, log=print) -> Path:
         f"<style>{CSS}{PAGE_CSS}</style></head><body><div class='hpml-page'><h1>hpml-lab: all reports</h1>"
         f"<p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit <code>{env['commit'][:10]}"
         f"</code>{' (uncommitted changes)' if env['dirty'] else ''}. Each report's environment table is at its "
-        f"end.</p><h2>Contents</h2><ol>{''.join(toc)}</ol><h2>Answers</h2>{shared_notices(recs)}{''.join(boxes)}"
+        f"end.</p>{demonstration_banner(demo, len(present) - len(damaged))}<h2>Contents</h2><ol>{''.join(toc)}</ol>"
+        f"<h2>Answers</h2>{shared_notices(recs)}{''.join(boxes)}"
         + (
             f"<p>Not in this bundle (not rendered or damaged): {html.escape(', '.join(missing))}.</p>"
             if missing
@@ -146,7 +172,10 @@ def write_bundle(reports: Path, log=print) -> Path:
     )
     path = reports / "bundle.html"
     atomic_write_text(path, answer_box.scrub_paths(page))  # no folder of this machine in the hand-in
-    log(f"bundle: {path} ({path.stat().st_size / 1024**2:.1f} MB, {len(present) - len(damaged)} reports)")
+    log(
+        f"bundle: {path} ({path.stat().st_size / 1024**2:.1f} MB, {len(present) - len(damaged)} reports)"
+        + (f"; a demonstration, not a hand-in: {', '.join(demo)}" if demo else "")
+    )
     pdf = to_pdf(path)
     if pdf:
         log(f"bundle: {pdf}")

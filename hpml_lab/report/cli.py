@@ -10,7 +10,9 @@
     hpml-lab train --epochs 1 --max-batches 10       # one run, flags = RunConfig fields
     hpml-lab slurm c1 --gpus 4 [--nodes 2] [--time 01:00] [--partition P] [-p key=value]   # sbatch script
     hpml-lab slurm c1 --gpus 0 --ntasks-per-node 2                                         # CPU nodes, gloo
-    hpml-lab slurm c2 --container lab.sif --overlay overlay.ext3:ro [--bind SRC:DST]       # inside apptainer
+    hpml-lab slurm c2 --container lab.sif --overlay overlay.ext3:ro --python /ext3/env/bin/python  # in apptainer
+    hpml-lab slurm c2 --mem 32G --account X --gres gpu:v100:1                               # Slurm's own options
+    hpml-lab overlay --container lab.sif --overlay overlay.ext3 [--cuda cu126]   # the overlay's Python environment
     hpml-lab bench loader|step|overhead|stall|all    # ratios as one JSON line (hpml_lab.studies.bench)
 
 Bad input is one line on stderr and exit status 2, before any compute.
@@ -19,6 +21,7 @@ Bad input is one line on stderr and exit status 2, before any compute.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -42,11 +45,26 @@ def _cmd_init(args) -> int:
     target.mkdir(parents=True, exist_ok=True)
     for nb in sorted(notebooks_dir().glob("*.ipynb")):
         shutil.copyfile(nb, target / nb.name)
-    print(
-        f"copied {len(list(target.glob('*.ipynb')))} notebooks to {target}; open them with: "
-        f"jupyter lab --notebook-dir={target}"
-    )
+    print(f"copied {len(list(target.glob('*.ipynb')))} notebooks to {target}; open them with:")
+    print(f"  {lab_command(target.resolve())}")
+    try:
+        from jupyter_client.kernelspec import find_kernel_specs
+
+        registered = "hpml-lab" in find_kernel_specs()
+    except Exception:  # noqa: BLE001 (no jupyter_client: the command above says what is missing)
+        registered = False
+    if not registered:  # the notebooks name the kernel hpml-lab: without it JupyterLab asks for another
+        print(
+            "the notebooks' kernel hpml-lab is not registered for this Python; register it once with:\n"
+            f"  {shlex.join([sys.executable, '-m', 'ipykernel', 'install', '--sys-prefix', '--name', 'hpml-lab'])}"
+        )
     return 0
+
+
+def lab_command(folder) -> str:
+    """The command that opens JupyterLab on `folder` with the Python running hpml-lab (its environment's kernel
+    and packages), as a shell takes it: works as printed, whether or not the environment is activated."""
+    return shlex.join([sys.executable, "-m", "jupyterlab", f"--notebook-dir={folder}"])
 
 
 def _cmd_tasks(args) -> int:
@@ -56,7 +74,7 @@ def _cmd_tasks(args) -> int:
         print(tasks.markdown_table())
         return 0
     if getattr(args, "markdown", None):
-        changed = tasks.write_table(args.markdown)
+        changed = tasks.write_table(args.markdown, force=args.force)
         print(f"{args.markdown}: task table {'rewritten' if changed else 'already up to date'}")
         return 0
     width = max(len(t) for t in tasks.TASKS)
@@ -190,11 +208,10 @@ def _cmd_data_cifar(args, root) -> int:
             kind = cifar.check(root)
             print(f"{root / cifar.FOLDER} already holds {kind} CIFAR-10; nothing to do")
             return 0
-        path = cifar.synthesize(
-            root, seed=args.seed, n_train=args.n_train, n_test=args.n_test, force=args.force
-        )
-        print(
-            f"wrote synthetic CIFAR-10 ({args.n_train} train + {args.n_test} test, seed {args.seed}) to {path}"
+        from .dataprep import synthesize
+
+        synthesize(
+            "cifar10", root, seed=args.seed, n_train=args.n_train, n_test=args.n_test, force=args.force
         )
     else:
         path = cifar.download(root, url=args.url)
@@ -211,7 +228,10 @@ def _cmd_data_tinyimagenet(args, root) -> int:
                 f"{root / tinyimagenet.FOLDER} already holds {tinyimagenet.check(root)} Tiny ImageNet; nothing to do"
             )
             return 0
-        path = tinyimagenet.synthesize(
+        from .dataprep import synthesize
+
+        synthesize(
+            "tinyimagenet",
             root,
             classes=args.classes,
             per_class=args.per_class,
@@ -220,10 +240,6 @@ def _cmd_data_tinyimagenet(args, root) -> int:
             seed=args.seed,
             force=args.force,
             archive_only=args.archive_only,
-        )
-        print(
-            f"wrote synthetic Tiny ImageNet ({args.classes} classes x {args.per_class} train, "
-            f"{args.val_per_class} val each, seed {args.seed}): {path}"
         )
     elif args.source == "kaggle":
         path = tinyimagenet.download_kaggle(root, args.kaggle_dataset, allow_partial=args.allow_partial)
@@ -259,6 +275,11 @@ def _cmd_slurm(args) -> int:
         container=args.container,
         overlay=args.overlay,
         binds=args.bind,
+        python=args.python,
+        mem=args.mem,
+        account=args.account,
+        gres=args.gres,
+        force=args.force,
     )
     print(f"wrote {path}; submit it with: sbatch {path}")
     if args.container is not None:  # written on a login node, run on another: a note, not an error
@@ -268,6 +289,25 @@ def _cmd_slurm(args) -> int:
                 print(
                     f"note: {f} is not on this machine; the job checks it on its node before the first step"
                 )
+    return 0
+
+
+def _cmd_overlay(args) -> int:
+    from . import overlay
+
+    path = overlay.write(
+        out=args.output,
+        force=args.force,
+        container=args.container,
+        overlay=args.overlay,
+        env=args.env,
+        size=args.size,
+        cuda=args.cuda,
+        index=args.torch_index,
+        base_python=args.base_python,
+        binds=args.bind,
+    )
+    print(f"wrote {path}; run it once where the package index is reachable (a login node): bash {path}")
     return 0
 
 
@@ -312,6 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
         const="-",
         metavar="README.md",
         help="print the README's task table from the TASKs; with a file, rewrite the table between its markers",
+    )
+    tl.add_argument(
+        "--force",
+        action="store_true",
+        help="with --markdown FILE: replace a table edited by hand (the file is kept as FILE.edited first)",
     )
     ini = sub.add_parser("init", help="copy the task notebooks into DIR/notebooks to edit them")
     ini.add_argument("dir", nargs="?", default=".")
@@ -377,7 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sl.add_argument("task")
     sl.add_argument(
-        "--gpus", type=int, default=1, help="GPUs per node (default 1; 0: CPU nodes, gloo, no --gres)"
+        "--gpus",
+        type=int,
+        help="GPUs per node (default 1, or the count --gres names; 0: CPU nodes, gloo, no GPU asked for)",
     )
     sl.add_argument(
         "--ntasks-per-node", type=int, help="with --gpus 0: training processes per node (default 1)"
@@ -422,6 +469,24 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument("--nodes", type=int, default=1, help="nodes (default 1; more uses srun + torchrun c10d)")
     sl.add_argument("--time", default="01:00", help="wall-time limit HH:MM (default 01:00)")
     sl.add_argument("--partition", help="Slurm partition")
+    sl.add_argument("--account", help="Slurm account to charge (sbatch --account)")
+    sl.add_argument("--mem", metavar="SIZE", help="memory per node, as sbatch reads it (e.g. 32G)")
+    sl.add_argument(
+        "--gres",
+        metavar="gpu[:TYPE]:N",
+        help="ask for the GPUs as a generic resource (e.g. gpu:v100:2) instead of --gpus-per-node",
+    )
+    sl.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the interpreter every step runs, written into the script (in a container: e.g. "
+        "/ext3/env/bin/python; default: the image's python3, or .venv/bin/python without a container)",
+    )
+    sl.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a script there that was edited (it is kept as NAME.edited)",
+    )
     sl.add_argument(
         "-p", "--param", action="append", metavar="KEY=VALUE", help="set a parameter (repeatable)"
     )
@@ -431,6 +496,35 @@ def build_parser() -> argparse.ArgumentParser:
     sl.add_argument(
         "-o", "--output", metavar="PATH", help="script path (default slurm/TASK-NODESxGPUS.sbatch)"
     )
+
+    ov = sub.add_parser(
+        "overlay",
+        help="write the script that puts hpml-lab's Python environment and kernel into an Apptainer overlay",
+    )
+    ov.add_argument("--container", required=True, metavar="IMAGE.sif", help="the image the jobs run in")
+    ov.add_argument(
+        "--overlay",
+        required=True,
+        metavar="FILE",
+        help="the overlay to fill (made if missing), e.g. overlay.ext3",
+    )
+    ov.add_argument("--env", default="/ext3/env", help="the environment's folder inside the container")
+    ov.add_argument("--size", default="15G", help="a new overlay's size, M or G (default 15G)")
+    ov.add_argument(
+        "--cuda",
+        metavar="TAG",
+        help="torch built for this CUDA (cu126, cu128, ...: what the driver supports)",
+    )
+    ov.add_argument("--torch-index", metavar="URL", help="the index torch and torchvision come from")
+    ov.add_argument("--base-python", metavar="PATH", help="the container's Python 3.11+ to make the env with")
+    ov.add_argument(
+        "--bind",
+        action="append",
+        metavar="SRC[:DST[:ro]]",
+        help="a folder bound into the container (repeatable)",
+    )
+    ov.add_argument("-o", "--output", metavar="PATH", help="script path (default slurm/overlay.sh)")
+    ov.add_argument("--force", action="store_true", help="replace an edited script (kept as NAME.edited)")
 
     b = sub.add_parser(
         "bench", help="run benchmarks; each prints one JSON line and saves it under benchmarks/results/"
@@ -470,6 +564,7 @@ def main(argv: list[str] | None = None) -> int:
         "report": _cmd_report,
         "data": _cmd_data,
         "slurm": _cmd_slurm,
+        "overlay": _cmd_overlay,
         "bench": _cmd_bench,
     }
     try:

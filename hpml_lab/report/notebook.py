@@ -13,6 +13,7 @@ In a notebook, right after the `parameters` cell:
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,7 +57,89 @@ def config(task: str, namespace: Mapping[str, Any]) -> RunConfig:
     cfg = RunConfig(task=task, **params)
     _RUN["model"] = cfg.model
     new_page()  # a notebook run again in the same kernel starts its page afresh
+    if not injected_names(namespace) and os.environ.get("HPML_RENDERING") != "1":
+        notice = cpu_time_notice(cfg)  # opened in JupyterLab, not run with a profile: how long it takes here
+        if notice:
+            display(Markdown(notice))
     return cfg
+
+
+# the training images of each dataset's full training set (the lab's settings train on all of them)
+TRAIN_IMAGES = {"cifar10": 50_000, "tinyimagenet": 100_000}
+
+
+def step_seconds(cfg: RunConfig) -> float:
+    """Seconds of one training step of cfg's model at cfg's batch on this CPU, as train() takes it: one step at a
+    batch of up to 16 images twice (the first builds the kernels for its shape), the second timed and scaled to
+    cfg's batch (a CPU's step grows about linearly with the batch): seconds, also for ResNet-18 at batch 128."""
+    import time
+
+    import torch
+
+    from ..training import build_model, build_optimizer, train_step
+
+    device = torch.device("cpu")
+    model = build_model(cfg, device, compile=False)
+    optimizer = build_optimizer(cfg, model.parameters())
+    size = 64 if cfg.dataset == "tinyimagenet" else 32
+    took, batch = 0.0, min(16, cfg.batch_size)
+    x, y = torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
+    for _ in range(2):  # the first step of a shape also builds its kernels: the second is the one to time
+        t0 = time.perf_counter()
+        train_step(model, optimizer, torch.nn.CrossEntropyLoss(), x, y, None, device)
+        took = time.perf_counter() - t0
+    return took * cfg.batch_size / batch
+
+
+def cpu_time_notice(cfg: RunConfig, measure=step_seconds) -> str | None:
+    """For a notebook opened in JupyterLab on a machine without CUDA (no profile applied): how long its settings
+    take here, from a step of its model measured now, and how to pick the smoke or tiny settings instead (those
+    that differ from its own). None where the run goes to a GPU."""
+    import math
+
+    from ..device import resolve_device
+    from ..ticker import about
+    from . import tasks
+
+    if resolve_device(cfg.device).type != "cpu":
+        return None
+    task = tasks.TASKS.get(cfg.task)
+    if task is None:
+        return None
+    images = TRAIN_IMAGES.get(cfg.dataset, 50_000)
+    images = min(images, cfg.subset) if cfg.subset else images
+    per_epoch = math.ceil(images / cfg.batch_size)
+    per_epoch = min(per_epoch, cfg.max_batches) if cfg.max_batches else per_epoch
+    steps = task.gpu_runs * cfg.epochs * per_epoch
+    extra = f", plus {task.gpu_extra[1]}" if task.gpu_extra else ""
+    if steps:
+        step = measure(cfg)
+        told = (
+            f"**On this CPU these settings take {about(steps * step)} of training**: {task.gpu_runs} run(s) of "
+            f"{cfg.epochs} epoch(s) x {per_epoch} batches of {cfg.batch_size}, at {step:.2g} s a step of "
+            f"{cfg.model} (measured here just now){extra}."
+        )
+    else:
+        told = "This task's time here is not estimated: its work is not one training loop" + (
+            f" ({task.gpu_extra[1]})." if task.gpu_extra else "."
+        )
+        if task.smoke_s:
+            told += f" Its smoke profile took about {round(task.smoke_s)} s on 2 idle cores."
+
+    def settings(profile: str) -> dict[str, Any]:
+        return {k: v for k, v in task.profile(profile).items() if hasattr(cfg, k) and k != "data_root"}
+
+    other = [p for p in ("smoke", "tiny") if any(getattr(cfg, k) != v for k, v in settings(p).items())]
+    if not other or (steps and steps * step <= 120):
+        return told
+    how = " or ".join(
+        f"the **{p}** profile's ({', '.join(f'`{k} = {v!r}`' for k, v in settings(p).items())})"
+        for p in other
+    )
+    return (
+        f"{told} For a demonstration in a minute or less, set in the parameters cell the values of {how}, or run "
+        f"it from a terminal: `hpml-lab run {task.id} --profile {other[0]}`."
+    )
 
 
 def parameter_names(namespace: Mapping[str, Any]) -> set[str] | None:

@@ -123,3 +123,37 @@ def box_after_title(nb, box_html: str):
         return nb
     nb.cells.insert(0, box)
     return nb
+
+
+# The top of every page: the machine, the data and the profile, then for a demonstration (a smoke or tiny run) a
+# banner saying that it does not answer the lab's questions; the index and the bundle say it too.
+DEMONSTRATION_PROFILES = ("smoke", "tiny")
+
+
+def demonstration(profile: str) -> bool:
+    """A run at a demonstration profile: a few batches (smoke) or seconds (tiny), not the lab's settings."""
+    return profile in DEMONSTRATION_PROFILES
+
+
+DEMONSTRATION = (
+    "<b>A demonstration, not an answer to the lab's questions</b>: the {profile} profile runs a few batches to show "
+    "every step working; do not hand it in. The answer: <code>hpml-lab run {task} --profile full</code> on the "
+    "real data, on a GPU."
+)
+
+
+def top_html(task: str, machine: str, data: str, profile: str) -> str:
+    """The lines at the top of a report, above its introduction: machine, data (synthetic or real) and profile,
+    then the demonstration banner where the profile is one."""
+    line = (
+        f"<p class='hpml-context'><b>Machine:</b> {html.escape(machine)} &middot; <b>data:</b> "
+        f"{html.escape(data)} &middot; <b>profile:</b> {html.escape(profile)}"
+        + (" (a demonstration)" if demonstration(profile) else "")
+        + "</p>"
+    )
+    banner = (
+        f"<p class='hpml-banner'>{DEMONSTRATION.format(profile=html.escape(profile), task=html.escape(task))}</p>"
+        if demonstration(profile)
+        else ""
+    )
+    return line + banner

@@ -30,10 +30,10 @@ from typing import Any
 
 from .. import results
 from ..config import ConfigError, RunConfig, _short, check_keys, coerce_value, output_path, project_root
-from ..data import check_dataset
 from ..envinfo import environment, hardware_label
 from ..io import atomic_write_text, signals_deferred
-from . import answer_box, guards, tasks, watch
+from ..ticker import ticking
+from . import answer_box, dataprep, guards, pages, tasks, watch
 from .guards import preflight, recover_reports
 
 KERNEL = "hpml-lab"
@@ -131,10 +131,19 @@ def resolve_parameters(
     return typed, cfg
 
 
-def _render_html(executed: Path, target: Path, task: tasks.Task, record: Path | None = None) -> None:
-    """The report page: code hidden, titled with the task, a link back to the index, and the task's answer
-    box (reports/<task>.answer.json, written by the notebook; `record`: the run's staged one) right after the
-    notebook's title, in the page's own type (pages.PAGE_CSS), before the notebook's outputs."""
+def _render_html(
+    executed: Path,
+    target: Path,
+    task: tasks.Task,
+    top: str = "",
+    demonstration: bool = False,
+    record: Path | None = None,
+) -> None:
+    """The report page: code hidden, titled with the task, a link back to the index, then `top` (the machine,
+    data and profile, and the demonstration banner: pages.top_html) and the task's answer box
+    (reports/<task>.answer.json, written by the notebook; `record`: the run's staged one; headed "demonstration"
+    for one) right after the notebook's title, in the page's own type (pages.PAGE_CSS), before the task's
+    introduction and the outputs."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -149,13 +158,13 @@ def _render_html(executed: Path, target: Path, task: tasks.Task, record: Path | 
     if problem:
         print(f"hpml-lab: warning: {answer_box.scrub_paths(problem)}", file=sys.stderr)
     box = (
-        answer_box.box_html(rec)
+        answer_box.box_html(rec, shown_status="demonstration" if demonstration else None)
         if rec
         else "<div class='hpml-banner'>This run wrote no answer record: its notebook stopped before answering "
         "(see the error below).</div>"
     )
     # training logs folded away (a closed <details>), and no folder of this machine named on the page
-    nb = box_after_title(answer_box.fold_logs(nbformat.read(str(executed), as_version=4)), box)
+    nb = box_after_title(answer_box.fold_logs(nbformat.read(str(executed), as_version=4)), top + box)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": f"hpml-lab {task.title}"}})
     body = body.replace(
         "</head>",
@@ -318,7 +327,8 @@ def run_task(
     task = tasks.get(task_id)
     params, cfg = resolve_parameters(task, profile, file_params, cli_params)
     preflight(task, cfg)  # the cheap checks (arguments, output folders) before the dataset scan
-    kind = check_dataset(cfg)
+    # the dataset checked, after the default synthetic one is written where it is missing (dataprep.py)
+    kind = dataprep.ready(cfg, _gives_root(file_params, cli_params), log)
     watcher = watcher or watch.Watch([task.id], profile, log, watch.times_file(reports_dir()))
     with guards.task_lock(task.id):  # one run of a task per reports folder at a time
         try:
@@ -413,9 +423,14 @@ def _execute(
         broken = guards.whole_notebook(partial, executed)  # a full disk cut it short: not kept, not rendered
         if broken:
             status, error = "failed", (f"{error}; " if error else "") + broken
+        machine = hardware_label(environment())
+        data = f"{kind} {dataprep.NAMES.get(cfg.dataset, cfg.dataset)}"
         if partial.exists():
             try:  # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
-                _render_html(partial, stage["page"], task, record=stage["answer"])
+                top = pages.top_html(task.id, machine, data, profile)
+                _render_html(
+                    partial, stage["page"], task, top, pages.demonstration(profile), record=stage["answer"]
+                )
             except (
                 Exception
             ) as e:  # the first error stays first: a render that fails after it is its consequence
@@ -435,7 +450,7 @@ def _execute(
             seconds,
             profile,
             params,
-            hardware_label(environment()),
+            machine,
             f"{cfg.dataset} ({kind})",
             target.name if stage["page"].exists() else "",
             str(executed),
@@ -498,13 +513,17 @@ def write_index(outcomes: list[Outcome]) -> Path:
     usual = {w: Counter(getattr(o, w) for o in shown).most_common(1)[0][0] if shown else "" for w in fields}
     same = {w: all(getattr(o, w) == usual[w] for o in shown) for w in fields}
     days = {o.finished_at[:10] for o in shown}
-    rows, synthetic, stand_in, busy = [], [], [], []
+    rows, synthetic, stand_in, busy, demo = [], [], [], [], []
     for o in shown:
         tid = o.task
         rec, problem = guards.read_record(tid) if o.status == "ok" else (None, "")
         if problem:
             print(f"hpml-lab: warning: {answer_box.scrub_paths(problem)}", file=sys.stderr)
         status = o.status if o.status != "ok" else (rec["status"] if rec else "no answer record")
+        if pages.demonstration(o.profile):
+            demo.append(tid)
+            if status in ("answered", "partial"):  # a demonstration answers none of the lab's questions
+                status = "demonstration"
         answer = _answer_cell(rec) if rec else html.escape(answer_box.scrub_paths(o.error))
         if rec and rec.get("reused"):
             answer += (
@@ -519,7 +538,7 @@ def write_index(outcomes: list[Outcome]) -> Path:
             busy.append(tid)
         page = guards.page_link(o.html)  # a relative page inside reports/, never javascript: or a URL
         link = f'<a href="{html.escape(page)}">{html.escape(tid)}</a>' if page else html.escape(tid)
-        color = answer_box.STATUS_COLOR.get(status, "#cf222e")
+        color = answer_box.STATUS_COLOR.get(status, "#9a6700" if status == "demonstration" else "#cf222e")
         differ = "".join(
             f"<td>{html.escape(str(getattr(o, w))) if getattr(o, w) != usual[w] else ''}</td>"
             for w in fields
@@ -558,15 +577,37 @@ def write_index(outcomes: list[Outcome]) -> Path:
         )
     notice = "".join(notices)
     made = reports_dir() / "bundle.html"
-    notice += (
-        '<p><b>Hand-in:</b> <a href="bundle.html">bundle.html</a>'
-        + (' and <a href="bundle.pdf">bundle.pdf</a>' if made.with_suffix(".pdf").is_file() else "")
-        + ": every answer first, then every report, in one file (hand in the reports folder with it: its traces "
-        "are linked from artifacts/).</p>"
-        if made.is_file()
-        else "<p><b>Hand-in:</b> not made yet: <code>hpml-lab report --bundle</code> writes bundle.html from these "
-        "reports in seconds.</p>"
-    )
+    if demo and len(demo) == len(
+        rows
+    ):  # never offered as a hand-in: the bundle only shows what one looks like
+        notice += (
+            "<p class='hpml-banner'><b>Nothing here to hand in.</b> Every report is a demonstration (the "
+            f"{html.escape(' and '.join(sorted({o.profile for o in shown})))} profile: a few batches, to show "
+            "every step working): none answers the lab's questions"
+            + (
+                ', and <a href="bundle.html">bundle.html</a> only shows what a hand-in looks like'
+                if made.is_file()
+                else ""
+            )
+            + ". The answers come from <code>hpml-lab report --profile full -p data_root=... -p device=cuda</code> "
+            "on the real data, on a GPU.</p>"
+        )
+    else:
+        notice += (
+            '<p><b>Hand-in:</b> <a href="bundle.html">bundle.html</a>'
+            + (' and <a href="bundle.pdf">bundle.pdf</a>' if made.with_suffix(".pdf").is_file() else "")
+            + ": every answer first, then every report, in one file (hand in the reports folder with it: its "
+            "traces are linked from artifacts/).</p>"
+            if made.is_file()
+            else "<p><b>Hand-in:</b> not made yet: <code>hpml-lab report --bundle</code> writes bundle.html from "
+            "these reports in seconds.</p>"
+        )
+        if demo:
+            notice += (
+                f"<p class='hpml-banner'><b>Demonstrations, not answers:</b> {html.escape(', '.join(demo))} ran at a "
+                "demonstration profile (smoke or tiny): run them again with <code>--profile full</code> before "
+                "handing in.</p>"
+            )
     env = environment()
     context = [f"<b>Machine:</b> {html.escape(usual['hardware'] if shown else hardware_label(env))}"]
     if shown:
@@ -587,8 +628,9 @@ td,th{{border:1px solid #d0d7de;padding:4px 8px}} th{{background:#f3f3f3}} td.hp
 <p class="hpml-context">{" &middot; ".join(context)}{" (uncommitted changes)" if env["dirty"] else ""}</p>
 {notice}
 <p>Status is the report's own: <i>answered</i>, <i>partial</i> (what is missing is said in the report),
-<i>not answered</i>, or <i>failed</i> (the notebook did not run through). The answer is each report's headline:
-its details, numbers and flags are in the report.</p>
+<i>not answered</i>, or <i>failed</i> (the notebook did not run through); <i>demonstration</i> for a run at the smoke
+or tiny profile, which shows every step working and answers none of the lab's questions. The answer is each
+report's headline: its details, numbers and flags are in the report.</p>
 <div class="hpml-scroll"><table class="hpml-index"><tr><th>task</th><th>what</th><th>status</th><th>answer</th>{heads}
 <th>time taken</th><th>finished (UTC{day})</th></tr>
 {"".join(rows)}
@@ -618,6 +660,11 @@ def load_outcomes() -> list[Outcome]:
     return out
 
 
+def _gives_root(*given: Mapping[str, Any] | None) -> bool:
+    """The user named a data_root (-p or -f): missing data there is refused, never made."""
+    return any("data_root" in (g or {}) for g in given)
+
+
 def run_all(
     profile: str = "smoke",
     file_params: Mapping[str, Any] | None = None,
@@ -636,19 +683,27 @@ def run_all(
         raise ConfigError(f"--only names a task twice: {','.join(only)}")
     ids = only or list(tasks.TASKS)
     plans = []
-    for tid in ids:
-        task = tasks.get(tid)
-        nb_params = notebook_parameters(notebooks_dir() / task.notebook)
-        fp = {
-            k: v for k, v in (file_params or {}).items() if k in nb_params or k not in RunConfig.field_names()
-        }
-        cp = {
-            k: v for k, v in (cli_params or {}).items() if k in nb_params or k not in RunConfig.field_names()
-        }
-        _, cfg = resolve_parameters(task, profile, fp, cp)  # validate all before running any
-        preflight(task, cfg)
-        check_dataset(cfg)
-        plans.append((tid, fp, cp))
+    if len(ids) > 1:
+        log(f"checking the settings and data of {len(ids)} tasks before the first starts")
+    with ticking("checking the tasks", say=log) as ticker:  # a line every 20 s, also on a slow disk
+        for n, tid in enumerate(ids, 1):
+            task = tasks.get(tid)
+            nb_params = notebook_parameters(notebooks_dir() / task.notebook)
+            fp = {
+                k: v
+                for k, v in (file_params or {}).items()
+                if k in nb_params or k not in RunConfig.field_names()
+            }
+            cp = {
+                k: v
+                for k, v in (cli_params or {}).items()
+                if k in nb_params or k not in RunConfig.field_names()
+            }
+            _, cfg = resolve_parameters(task, profile, fp, cp)  # validate all before running any
+            preflight(task, cfg)
+            dataprep.ready(cfg, _gives_root(fp, cp), log)
+            plans.append((tid, fp, cp))
+            ticker.progress = f"{n} of {len(ids)} checked"
     outcomes = []
     watcher = watch.Watch([tid for tid, _, _ in plans], profile, log, watch.times_file(reports_dir()))
     for tid, fp, cp in plans:

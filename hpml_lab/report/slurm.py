@@ -37,8 +37,17 @@ runs every step inside `apptainer exec --nv` (or `singularity exec --nv`, whiche
 first; `--nv` only when GPUs are asked for), the multi-node torchrun too (srun starts one container per node,
 torchrun starts the ranks inside it). The script checks that the image and overlay exist, and that a container
 command is on PATH, before the first step; the job's environment passes into the container (no --cleanenv:
-the steps need HPML_*, SLURM_*, OMP_NUM_THREADS). Inside it the interpreter is `python3` from the image's PATH
-unless HPML_PYTHON names another (e.g. a conda env in the overlay).
+the steps need HPML_*, SLURM_*, OMP_NUM_THREADS). Inside it the interpreter is `--python` (written into the script,
+e.g. /ext3/env/bin/python in the overlay), else `python3` from the image's PATH unless HPML_PYTHON names another.
+`overlay_script` writes the script that prepares such an overlay (a Python environment with hpml-lab, its pins and
+the `hpml-lab` kernel), as NYU Greene's guide does by hand:
+
+    hpml-lab overlay --container lab.sif --overlay overlay.ext3 [--cuda cu126]   # writes slurm/overlay.sh
+    bash slurm/overlay.sh
+
+Resources as Slurm users ask for them: `--mem 32G`, `--account X`, `--partition P`, `--gres gpu:v100:2` (instead of
+--gpus-per-node), each checked in one line. A script written again replaces only what hpml-lab wrote: an edited
+one is refused (written.py), or kept beside the new one with --force.
 """
 
 from __future__ import annotations
@@ -52,11 +61,14 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, output_path, project_root
-from ..io import atomic_write_text
-from . import tasks
+from . import tasks, written
 
 _TIME = re.compile(r"^(\d{1,3}-)?\d{1,3}:[0-5]\d(:[0-5]\d)?$", re.ASCII)  # ASCII digits: what Slurm reads
 _NAME = re.compile(r"^[A-Za-z0-9_.,-]+$")
+_ACCOUNT = re.compile(r"^[A-Za-z0-9_.-]+$", re.ASCII)
+_MEM = re.compile(r"^(0|[1-9][0-9]{0,9})([KMGT]?)$", re.ASCII | re.IGNORECASE)
+_GRES_ITEM = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(:[A-Za-z0-9_.-]+)?(:[0-9]{1,4})?$", re.ASCII)
+_COMMAND = re.compile(r"^[A-Za-z0-9_.+-]+$", re.ASCII)  # a command looked up on PATH: python3, python3.12
 RDZV_PORT = 29500
 _OVERLAY_MODES = ("ro", "rw")
 SIGNAL_LEAD_S = 180
@@ -127,6 +139,65 @@ def _check(
             f"--signal-lead must be between 1 s and the time limit ({_seconds(time)} s), got {signal_lead_s}"
         )
     return task
+
+
+def check_mem(mem: str | None) -> str | None:
+    """--mem as Slurm reads it: a whole number of megabytes, or with K, M, G or T (0: all of the node's memory)."""
+    if mem is None:
+        return None
+    if not _MEM.match(mem):
+        raise ConfigError(
+            f"--mem takes a size as Slurm reads it: a whole number with K, M, G or T (e.g. 32G; no unit: "
+            f"megabytes; 0: all of the node's), got {mem[:40]!r}"
+        )
+    return mem.upper()
+
+
+def check_account(account: str | None) -> str | None:
+    if account is not None and not _ACCOUNT.match(account):
+        raise ConfigError(
+            f"--account must be a plain Slurm account name (letters, digits, '_', '-', '.'), got {account[:60]!r}"
+        )
+    return account
+
+
+def gres_gpus(gres: str) -> int | None:
+    """The GPUs per node a --gres asks for (gpu, gpu:2, gpu:v100:2; a gres without gpu: None), or a ConfigError
+    naming what Slurm would not read."""
+    gpus = None
+    for item in gres.split(","):
+        if not _GRES_ITEM.match(item):
+            raise ConfigError(
+                f"--gres takes NAME[:TYPE][:COUNT] items separated by commas, as Slurm does (e.g. gpu:1 or "
+                f"gpu:v100:2), got {gres[:60]!r}"
+            )
+        name, *rest = item.split(":")
+        if name == "gpu":
+            count = rest[-1] if rest and rest[-1].isdigit() else "1"
+            if gpus is not None or int(count) == 0:
+                raise ConfigError(f"--gres must name the GPUs once, at least one (e.g. gpu:2), got {gres!r}")
+            gpus = int(count)
+    return gpus
+
+
+def check_python(python: str | None, container: bool) -> str | None:
+    """--python: the interpreter every step runs. Inside a container a path in the container (absolute, e.g.
+    /ext3/env/bin/python) or a command name (python3); outside, a relative path is made absolute from the
+    folder the command ran in (the job runs in the project's)."""
+    if python is None:
+        return None
+    if not python.strip() or any(ord(c) < 32 or ord(c) == 127 for c in python):
+        raise ConfigError(f"--python needs an interpreter's path or command name, got {python!r}")
+    if _COMMAND.match(python):
+        return python
+    if container:
+        if not python.startswith("/"):
+            raise ConfigError(
+                f"--python with --container is a path inside the container (absolute, e.g. "
+                f"/ext3/env/bin/python) or a command name (python3), got {python!r}"
+            )
+        return python
+    return os.path.abspath(os.path.expanduser(python))
 
 
 def _plain_path(path: str, what: str) -> str:
@@ -202,6 +273,22 @@ def _container_lines(args: list[str], files: list[str]) -> list[str]:
     ]
 
 
+def _gpus_and_gres(gpus: int | None, gres: str | None) -> tuple[int, str | None]:
+    """GPUs per node and the --gres line: --gpus alone (default 1), --gres alone (its gpu count), or both when
+    they agree."""
+    if gres is None:
+        return (1 if gpus is None else gpus), None
+    named = gres_gpus(gres)
+    if named is None:
+        raise ConfigError(
+            f"--gres {gres} names no GPU; the job asks for its GPUs with --gres (gpu:N or gpu:TYPE:N): "
+            "without GPUs leave --gres out and give --gpus 0"
+        )
+    if gpus is not None and gpus != named:
+        raise ConfigError(f"--gres {gres} asks for {named} GPU(s) per node but --gpus says {gpus}")
+    return named, gres
+
+
 def _seconds(time: str) -> int:
     days, _, clock = time.rpartition("-")
     parts = [int(x) for x in clock.split(":")] + ([0] if clock.count(":") == 1 else [])
@@ -214,7 +301,7 @@ def _flag_value(v: Any) -> str:
 
 def render(
     task_id: str,
-    gpus: int = 1,
+    gpus: int | None = None,
     nodes: int = 1,
     time: str = "01:00",
     partition: str | None = None,
@@ -232,18 +319,29 @@ def render(
     container: str | None = None,
     overlay: str | None = None,
     binds: list[str] | None = None,
+    python: str | None = None,
+    mem: str | None = None,
+    account: str | None = None,
+    gres: str | None = None,
 ) -> str:
-    """The sbatch script's text for TASK on `nodes` nodes with `gpus` GPUs each, or with gpus=0 on CPU nodes
-    with `ntasks_per_node` gloo processes each (`cpus_per_task` CPUs per process).
+    """The sbatch script's text for TASK on `nodes` nodes with `gpus` GPUs each (default 1, or the count `gres`
+    names), or with gpus=0 on CPU nodes with `ntasks_per_node` gloo processes each (`cpus_per_task` CPUs per
+    process).
 
     `params` go to the notebook and the training step; `train_params` (any RunConfig field, e.g.
     loader=tensor or augment=false) to the training step only; `save_model` is where that step writes its
     final weights. `train=False` leaves the training step out, `report=False` the notebook step.
     `container` (an image file), `overlay` (FILE or FILE:ro) and `binds` (SRC[:DST[:ro]]) run every step
-    inside `apptainer exec` or `singularity exec` (see the module's docstring).
+    inside `apptainer exec` or `singularity exec` (see the module's docstring). `python` is the interpreter
+    every step runs (written into the script); `mem`, `account` and `gres` are Slurm's --mem, --account and --gres
+    (a --gres replaces --gpus-per-node).
     """
     from ..config import RunConfig, check_keys
     from .runner import notebook_parameters, notebooks_dir, resolve_parameters
+
+    gpus, gres = _gpus_and_gres(gpus, gres)
+    mem, account = check_mem(mem), check_account(account)
+    python = check_python(python, container is not None)
 
     if time.count(":") == 1 and "-" not in time:
         time = time + ":00"
@@ -298,7 +396,7 @@ def render(
     if gpus:
         resources = [
             "#SBATCH --ntasks-per-node=1            # one torchrun per node; it starts one process per GPU",
-            f"#SBATCH --gpus-per-node={gpus}",
+            f"#SBATCH --gres={gres}" if gres else f"#SBATCH --gpus-per-node={gpus}",
             f"#SBATCH --cpus-per-task={cpus_per_gpu * gpus}",
         ]
     else:
@@ -314,6 +412,8 @@ def render(
         f"#SBATCH --time={time}",
         f"#SBATCH --signal=B:USR1@{signal_lead_s}          # warning before the limit: stop cleanly, resume later",
         *([f"#SBATCH --partition={partition}"] if partition else []),
+        *([f"#SBATCH --account={account}"] if account else []),
+        *([f"#SBATCH --mem={mem}"] if mem else []),
         "#SBATCH --output=slurm-%x-%j.out",
         "",
         f"# Written by `hpml-lab slurm {task.id}`: {task.title}",
@@ -321,7 +421,9 @@ def render(
         f"profile {profile}.",
         "set -euo pipefail",
         f"cd {shlex.quote(workdir)}",
-        'PY="${HPML_PYTHON:-python3}"          # inside the container: its python3 unless HPML_PYTHON says'
+        f"PY={shlex.quote(python)}          # --python: every step's interpreter"
+        if python
+        else 'PY="${HPML_PYTHON:-python3}"          # inside the container: its python3 unless HPML_PYTHON says'
         if inside
         else 'PY="${HPML_PYTHON:-.venv/bin/python}"',
         "export HPML_PROGRESS=log                # periodic log lines, no progress bars, in batch logs",
@@ -379,17 +481,26 @@ def render(
     return "\n".join(head + launch + tail)
 
 
-def write(task_id: str, out: str | None = None, **kw) -> Path:
+def write(task_id: str, out: str | None = None, force: bool = False, say=print, **kw) -> Path:
     """Render and write the script (atomically); returns its path (default slurm/<task>-<nodes>x<gpus>.sbatch,
-    <task>-<nodes>x<N>cpu.sbatch for CPU jobs)."""
-    text = render(task_id, **kw)
-    gpus = kw.get("gpus", 1)
+    <task>-<nodes>x<N>cpu.sbatch for CPU jobs). A script there that was edited since hpml-lab wrote it is refused
+    (ConfigError, nothing written), or with `force` kept as NAME.edited and said through `say`."""
+    text = written.signed(render(task_id, **kw))
+    gpus, _ = _gpus_and_gres(kw.get("gpus"), kw.get("gres"))
     shape = (
         f"{kw.get('nodes', 1)}x{gpus}"
         if gpus
         else f"{kw.get('nodes', 1)}x{kw.get('ntasks_per_node') or 1}cpu"
     )
     path = Path(out) if out else output_path("slurm") / f"{task_id}-{shape}.sbatch"
-    atomic_write_text(path, text, follow_links=bool(out))  # -o names the user's own file: a link is theirs
+    kept = written.replace(
+        path,
+        text,
+        force,
+        "-o NEW.sbatch writes the new job beside it",
+        follow_links=bool(out),  # -o names the user's own file: a link is theirs
+    )
+    if kept:
+        say(kept)
     path.chmod(0o755)
     return path

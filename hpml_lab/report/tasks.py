@@ -41,7 +41,10 @@ def get(task_id: str) -> Task:
 TABLE_BEGIN = (
     "<!-- task table: written by `hpml-lab tasks --markdown README.md` from each TASK; edit those -->"
 )
-TABLE_END = "<!-- end of the task table -->"
+TABLE_END = (
+    "<!-- end of the task table"  # then, as written, "; checksum <12 hex> -->": what a hand edit changes
+)
+_END = re.compile(re.escape(TABLE_END) + r"(?:; checksum ([0-9a-f]{12}))? -->")
 
 
 def markdown_table(found: dict[str, Task] | None = None) -> str:
@@ -61,21 +64,48 @@ def markdown_table(found: dict[str, Task] | None = None) -> str:
 
 def table_in(text: str) -> str | None:
     """The task table between the markers in a README's text (None: no markers)."""
-    if TABLE_BEGIN not in text or TABLE_END not in text.split(TABLE_BEGIN, 1)[1]:
+    if TABLE_BEGIN not in text or not _END.search(text.split(TABLE_BEGIN, 1)[1]):
         return None
     return text.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0].strip("\n")
 
 
-def write_table(path: str | Path) -> bool:
-    """Rewrite the task table between the markers in `path` (README.md) from the TASKs; True if it changed."""
+def _edited(text: str) -> bool:
+    """True when the table between the markers is not the one `hpml-lab tasks --markdown` wrote there: its end
+    marker's checksum differs from the table's, or the marker has none (a table typed or pasted by hand)."""
+    from .written import digest
+
+    m = _END.search(text.split(TABLE_BEGIN, 1)[1])
+    return m.group(1) != digest(table_in(text) or "")
+
+
+def write_table(path: str | Path, force: bool = False, say=print) -> bool:
+    """Rewrite the task table between the markers in `path` (README.md) from the TASKs; True if it changed. A table
+    there that was edited by hand (or written by hand) is refused (ConfigError, nothing written), or with `force`
+    the file is first kept as NAME.edited and said through `say`."""
+    from ..io import atomic_write_text
+    from .written import digest, kept_copy
+
     path = Path(path)
     text = path.read_text()
     if table_in(text) is None:
         raise ConfigError(
-            f"{path} has no task table markers: put {TABLE_BEGIN!r} and {TABLE_END!r} on lines of their own"
+            f"{path} has no task table markers: put {TABLE_BEGIN!r} and '{TABLE_END} -->' on lines of their own"
         )
+    table = markdown_table()
     head, rest = text.split(TABLE_BEGIN, 1)
-    new = f"{head}{TABLE_BEGIN}\n{markdown_table()}\n{TABLE_END}{rest.split(TABLE_END, 1)[1]}"
-    if new != text:
-        path.write_text(new)
-    return new != text
+    tail = rest[_END.search(rest).end() :]
+    new = f"{head}{TABLE_BEGIN}\n{table}\n{TABLE_END}; checksum {digest(table)} -->{tail}"
+    if new == text:
+        return False
+    if _edited(text) and table_in(text) != table:
+        if not force:
+            raise ConfigError(
+                f"the task table in {path} was edited by hand since hpml-lab wrote it: nothing written; edit "
+                f"the TASKs (hpml_lab/studies/<task>/__init__.py) instead, or add --force to replace it (the "
+                f"file is then kept as {kept_copy(path).name})"
+            )
+        copy = kept_copy(path)
+        atomic_write_text(copy, text)
+        say(f"your edited {path.name} is kept as {copy}")
+    atomic_write_text(path, new, follow_links=True)
+    return True

@@ -90,6 +90,19 @@ def test_multi_node_script(tmp_path):
         ({"gpus": 10**6}, "--gpus must be 0"),
         ({"train_params": {"batch_size": "1e20"}}, "'batch_size' must be int"),
         ({"train_params": {"run_id": "..x"}}, "plain folder name"),
+        # Slurm's own options, each checked when the script is written (sbatch would refuse them at submit time)
+        ({"mem": "32GB"}, "--mem takes a size as Slurm reads it"),
+        ({"mem": "-1G"}, "--mem takes a size"),
+        ({"mem": ""}, "--mem takes a size"),
+        ({"account": "my account"}, "--account must be a plain Slurm account name"),
+        ({"account": "a,b"}, "--account must be a plain"),
+        ({"gres": "gpu:v100:2:1"}, "--gres takes NAME\\[:TYPE\\]\\[:COUNT\\]"),
+        ({"gres": "gpu:0"}, "at least one"),
+        ({"gres": "gpu:2", "gpus": 4}, "asks for 2 GPU\\(s\\) per node but --gpus says 4"),
+        ({"gres": "mps:100"}, "names no GPU"),
+        ({"python": ""}, "--python needs an interpreter"),
+        ({"python": "py\nthon"}, "--python needs an interpreter"),
+        ({"python": "env/bin/python", "container": "i.sif"}, "path inside the container"),
     ],
 )
 def test_bad_input_is_one_line(kw, match):
@@ -177,3 +190,49 @@ def test_notebooks_without_a_device_parameter_still_get_cpu_jobs(tmp_path):
     text = slurm.render("c3", gpus=0, train=False)  # C3's notebook has no device parameter
     assert "hpml_lab.report.cli run c3 --profile full" in text and "device" not in text.split("# 3.")[1]
     assert "--device cpu" in slurm.render("c3", gpus=0)  # the training step runs on CPU all the same
+
+
+def test_slurms_own_options_are_written_as_sbatch_reads_them(tmp_path, monkeypatch):
+    """--mem, --account, --partition, --gres (which replaces --gpus-per-node and gives the GPU count) and --python
+    (the interpreter every step runs, written into the script: no HPML_PYTHON to remember)."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "j.sbatch"
+    argv = ["slurm", "c2", "--mem", "32g", "--account", "hpml-class", "--partition", "rtx8000"]
+    assert cli.main([*argv, "--gres", "gpu:rtx8000:2", "--python", "venv/bin/python", "-o", str(out)]) == 0
+    _bash_n(out)
+    text = out.read_text()
+    for line in ("--mem=32G", "--account=hpml-class", "--partition=rtx8000", "--gres=gpu:rtx8000:2"):
+        assert f"#SBATCH {line}\n" in text, line
+    assert "--gpus-per-node" not in text and "--nproc-per-node=2" in text  # the count comes from --gres
+    assert f"PY={tmp_path}/venv/bin/python " in text and "HPML_PYTHON" not in text  # absolute, from here
+    plain = slurm.render("c2")
+    assert "#SBATCH --gpus-per-node=1" in plain and "--mem" not in plain and "--account" not in plain
+    inside = slurm.render("c2", container=str(tmp_path / "i.sif"), python="/ext3/env/bin/python")
+    assert "PY=/ext3/env/bin/python " in inside  # a path inside the container is written as it is
+    assert "PY=python3.12 " in slurm.render("c2", python="python3.12")  # a command name: looked up on PATH
+
+
+def test_a_job_script_edited_by_hand_is_never_overwritten_without_a_word(tmp_path, monkeypatch, capsys):
+    """Written again, a script hpml-lab wrote is replaced; one edited since (or one hpml-lab never wrote) is
+    refused in one line with nothing written, and --force replaces it, keeping the edited one beside it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HPML_OUTPUT_DIR", raising=False)
+    monkeypatch.delenv("HPML_LAB_HOME", raising=False)
+    assert cli.main(["slurm", "c1"]) == 0
+    path = tmp_path / "slurm" / "c1-1x1.sbatch"
+    assert cli.main(["slurm", "c1", "--time", "02:00"]) == 0  # unedited: replaced
+    assert "#SBATCH --time=02:00:00" in path.read_text()
+    edited = path.read_text().replace("--time=02:00:00", "--time=05:00:00")
+    path.write_text(edited)
+    capsys.readouterr()
+    assert cli.main(["slurm", "c1"]) == 2
+    err = capsys.readouterr().err
+    assert "was changed since hpml-lab wrote it" in err and "--force" in err and len(err.splitlines()) == 1
+    assert path.read_text() == edited and sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    assert cli.main(["slurm", "c1", "--force"]) == 0
+    assert f"your edited c1-1x1.sbatch is kept as {path}.edited" in capsys.readouterr().out
+    assert (path.parent / "c1-1x1.sbatch.edited").read_text() == edited
+    assert "#SBATCH --time=01:00:00" in path.read_text()
+    (tmp_path / "mine.sbatch").write_text("#!/bin/bash\necho my own job\n")  # a file hpml-lab never wrote
+    assert cli.main(["slurm", "c1", "-o", "mine.sbatch"]) == 2
+    assert (tmp_path / "mine.sbatch").read_text() == "#!/bin/bash\necho my own job\n"

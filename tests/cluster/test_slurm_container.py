@@ -182,3 +182,98 @@ def test_writing_the_job_notes_files_this_machine_lacks(tmp_path, monkeypatch, c
     assert cli.main(["slurm", "c1", "--container", "lab.sif", "--overlay", "gone.ext3:ro", "-o", out]) == 0
     printed = capsys.readouterr().out
     assert f"note: {tmp_path}/gone.ext3 is not on this machine" in printed and "lab.sif is not" not in printed
+
+
+# `hpml-lab overlay`: the script that puts hpml-lab's environment into an overlay. Its full run (an environment
+# made, packages installed, the kernel registered, then a job run with that Python under a real Slurm) is
+# tests/cluster/test_slurm_real.py::test_c2_runs_with_the_python_of_an_overlay_hpml_lab_prepared.
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"size": "15GB"}, "--size takes a whole number of M or G"),
+        ({"size": "0G"}, "--size takes"),
+        ({"cuda": "12.6"}, "--cuda takes a PyTorch build tag"),
+        ({"cuda": "cu126", "index": "https://x/y"}, "give one"),
+        ({"index": "ftp://mirror/simple"}, "--torch-index takes a package index"),
+        ({"index": "https://x/a b"}, "--torch-index takes"),
+        ({"overlay": "o.ext3:ro"}, "without :ro or :rw"),
+        ({"env": "ext3/env"}, "--env is a folder inside the container"),
+        ({"env": "/ext3/my env"}, "--env is a folder"),
+        ({"base_python": "bin/python"}, "path inside the container"),
+        ({"container": "docker://x"}, "must be a file on the cluster"),
+        ({"checkout": "/"}, "has no constraints.txt"),
+    ],
+)
+def test_bad_overlay_options_are_one_line(kw, match):
+    from hpml_lab.report import overlay
+
+    with pytest.raises(ConfigError, match=match):
+        overlay.render(**{"container": "lab.sif", "overlay": "o.ext3", **kw})
+
+
+def test_the_overlay_script_makes_the_overlay_then_installs_inside_it(tmp_path, monkeypatch, capsys):
+    """The script's command lines, with a stand-in container command that records them and runs nothing:
+    `overlay create` for a missing overlay (its size in MiB), then one `exec` with the overlay writable that runs
+    the install with the environment's folder, this checkout, torch's index (--cuda) and no base Python. An
+    overlay that exists is not made again; a missing image or no container command stops it before any step."""
+    from hpml_lab.report import overlay
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lab.sif").write_text("image")
+    assert cli.main(["overlay", "--container", "lab.sif", "--overlay", "ov.ext3", "--cuda", "cu126"]) == 0
+    script = tmp_path / "slurm" / "overlay.sh"
+    assert f"bash {script}" in capsys.readouterr().out
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    log = tmp_path / "calls"
+    bin_dir = _stand_in(tmp_path / "bin").parent
+
+    def _calls(log):  # one call per record: its arguments hold newlines (the install script)
+        return [c.split("\0") for c in log.read_text().split("\0\n") if c] if log.exists() else []
+
+    r = _run(script, bin_dir, log)
+    assert r.returncode == 0, r.stderr
+    calls = _calls(log)
+    assert calls[0] == ["apptainer", "overlay", "create", "--size", "15360", f"{tmp_path}/ov.ext3"]
+    head = ["apptainer", "exec", "--overlay", f"{tmp_path}/ov.ext3:rw", f"{tmp_path}/lab.sif", "bash", "-c"]
+    assert calls[1][:7] == head and len(calls) == 2
+    assert calls[1][7] == overlay.INSTALL.strip()
+    checkout = str(Path(overlay.__file__).resolve().parents[2])
+    url = "https://download.pytorch.org/whl/cu126"
+    assert calls[1][8:] == ["hpml-overlay", "/ext3/env", checkout, url, ""]
+    (tmp_path / "ov.ext3").write_text("an overlay copied from the cluster's ready-made ones")
+    log.unlink()
+    assert _run(script, bin_dir, log).returncode == 0 and [c[1] for c in _calls(log)] == ["exec"]
+    (tmp_path / "lab.sif").unlink()
+    log.unlink()
+    r = _run(script, bin_dir, log)
+    assert (
+        r.returncode == 2 and "the image" in r.stderr and "does not exist" in r.stderr and _calls(log) == []
+    )
+    r = _run(script, tmp_path / "nothing", log)
+    assert r.returncode == 2 and "neither apptainer nor singularity" in r.stderr
+
+
+def test_the_overlay_install_refuses_a_python_older_than_3_11(tmp_path):
+    """Inside the container (the stand-in runs the install on this host): a base Python that is not 3.11 or newer
+    stops the install in one line, before any environment is made."""
+    import sys
+
+    from slurm_local import apptainer_stand_in
+
+    from hpml_lab.report import overlay
+
+    (tmp_path / "lab.sif").write_text("image")
+    (tmp_path / "ov").mkdir()
+    old = tmp_path / "old-python"
+    old.write_text("#!/bin/bash\nexit 1\n")  # what an old Python answers to the version check
+    old.chmod(0o755)
+    script = tmp_path / "overlay.sh"
+    script.write_text(
+        overlay.render(str(tmp_path / "lab.sif"), str(tmp_path / "ov"), base_python=str(old), env="/ext3/env")
+    )
+    env = {**apptainer_stand_in(tmp_path, sys.executable), "HOME": str(tmp_path)}
+    r = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2 and f"{old} is not Python 3.11 or newer" in r.stderr, r.stderr
+    assert not (tmp_path / "ov" / "upper").exists()

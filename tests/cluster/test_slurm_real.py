@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from slurm_local import LocalSlurm, free_port, unavailable
+from slurm_local import LocalSlurm, apptainer_stand_in, free_port, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
@@ -127,7 +127,7 @@ def _runs(work: Path, task: str) -> list[dict]:
     return [r.meta for r in results.load_runs(task, work / "results", status=None)]
 
 
-def _c1_job(
+def _ddp_job(
     cluster,
     cifar_root,
     tmp_path,
@@ -136,12 +136,14 @@ def _c1_job(
     world: int,
     report: bool = True,
     env: dict | None = None,
+    task: str = "c1",
+    job_env: dict | None = None,
 ):
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     script = _write_script(
         work,
-        "c1",
+        task,
         "--gpus",
         "0",
         *shape,
@@ -152,7 +154,7 @@ def _c1_job(
         "00:10",
         "-p",
         f"data_root={cifar_root}",
-        "-p",
+        "--train",
         "norm=none",
         "--train",
         "augment=false",
@@ -161,11 +163,13 @@ def _c1_job(
         "--save-model",
         "ddp.pt",
     )
-    job = cluster.submit(script, work, env={**_job_env(), **(env or {})}, timeout_s=400)
+    job = cluster.submit(
+        script, work, env={**(_job_env() if job_env is None else job_env), **(env or {})}, timeout_s=400
+    )
     assert (job.returncode, job.state) == (0, "COMPLETED"), job.output[-6000:] + cluster.logs()[-3000:]
     # The torchrun step: `world` ranks over the allocation, weights equal to one process at the same global batch.
     _assert_same_weights(work / "ddp.pt", reference)
-    ddp = [m for m in _runs(work, "c1") if m["run_id"].startswith(f"ddp{world}-")]
+    ddp = [m for m in _runs(work, task) if m["run_id"].startswith(f"ddp{world}-")]
     assert len(ddp) == 1 and ddp[0]["status"] == "complete"
     assert ddp[0]["distributed"]["world_size"] == world and ddp[0]["distributed"]["launcher"] == "torchrun"
     assert ddp[0]["distributed"]["backend"] == "gloo" and ddp[0]["distributed"]["global_batch"] == 32
@@ -173,12 +177,12 @@ def _c1_job(
         assert not (work / "reports").exists()
         return job
     # The notebook step ran in the batch step (SLURM_PROCID=0, SLURM_NTASKS=world) as one process, not a rank.
-    one = [m for m in _runs(work, "c1") if not m["run_id"].startswith("ddp")]
+    one = [m for m in _runs(work, task) if not m["run_id"].startswith("ddp")]
     assert one and all(m["status"] == "complete" and m["distributed"]["world_size"] == 1 for m in one)
-    outcome = json.loads((work / "reports" / "executed" / "c1.json").read_text())
+    outcome = json.loads((work / "reports" / "executed" / f"{task}.json").read_text())
     assert outcome["status"] == "ok", outcome
-    assert (work / "reports" / "c1.html").stat().st_size > 10_000
-    assert "report: reports/c1.html" in job.output
+    assert (work / "reports" / f"{task}.html").stat().st_size > 10_000
+    assert f"report: reports/{task}.html" in job.output
     return job
 
 
@@ -277,74 +281,9 @@ def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_r
     )
 
 
-STAND_IN = """#!{python}
-# A stand-in for `apptainer` (not packaged for Debian): records its arguments, checks what apptainer would
-# (exec, its flags, the image and overlay files), then runs the command on the host.
-import json, os, sys
-
-args = sys.argv[1:]
-with open(os.environ["CT_LOG"], "a") as log:
-    log.write(json.dumps({{"host": os.uname().nodename, "args": args}}) + "\\n")
-assert args[0] == "exec", args
-i = 1
-while args[i].startswith("-"):
-    flag = args[i]
-    if flag in ("--overlay", "--bind", "-B"):
-        value = args[i + 1]
-        if not os.path.exists(value.split(":")[0]):
-            sys.exit(f"apptainer stand-in: {{flag}} {{value}}: no such file")
-        i += 2
-    elif flag in ("--nv", "--cleanenv", "-e"):
-        i += 1
-    else:
-        sys.exit(f"apptainer stand-in: unknown flag {{flag}}")
-image, command = args[i], args[i + 1 :]
-if not os.path.isfile(image):
-    sys.exit(f"apptainer stand-in: image {{image}} not found")
-os.execvp(command[0], command)
-"""
-
-
 def _stand_in(tmp_path: Path) -> dict[str, str]:
-    """A stand-in `apptainer` first on PATH; it logs each call's arguments to CT_LOG."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "apptainer").write_text(STAND_IN.format(python=sys.executable))
-    (bin_dir / "apptainer").chmod(0o755)
-    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "CT_LOG": str(tmp_path / "apptainer.log")}
-
-
-def test_one_node_two_ranks_in_a_container_every_step_through_the_container_command(
-    cluster, cifar_root, tmp_path, reference
-):
-    """`hpml-lab slurm c1 --container lab.sif --overlay overlay.ext3:ro --ntasks-per-node 2` (CPU nodes here)
-    under the real Slurm, with a stand-in `apptainer` on PATH that records its arguments and runs the command:
-    the dataset check, the torchrun step (2 ranks, --standalone, the weights of one process at the same global
-    batch) and the notebook step (one process, not a rank) each go through it with the image and overlay, and the
-    job completes with its report. Apptainer itself, images and --nv on GPUs are not run here. (One job for what
-    were two: the plain one-node job ran the same torchrun and notebook commands without the prefix; the plain
-    script's lines are checked in tests/cluster/test_slurm.py and the plain launch across nodes below.)"""
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "lab.sif").write_text("a stand-in image")
-    (work / "overlay.ext3").write_text("a stand-in overlay")
-    env = _stand_in(tmp_path)
-    container = ("--container", "lab.sif", "--overlay", "overlay.ext3:ro")
-    job = _c1_job(
-        cluster, cifar_root, tmp_path, reference, *container, "--ntasks-per-node", "2", world=2, env=env
-    )
-    text = (work / "job.sbatch").read_text()
-    assert "#SBATCH --ntasks-per-node=2" in text and "--gres" not in text
-    calls = [json.loads(line)["args"] for line in Path(env["CT_LOG"]).read_text().splitlines()]
-    head = ["exec", "--overlay", f"{work}/overlay.ext3:ro", f"{work}/lab.sif", sys.executable]
-    assert len(calls) == 3 and all(c[:5] == head for c in calls), calls
-    assert calls[0][5] == "-c" and "check_dataset" in calls[0][6]
-    assert calls[1][5:8] == ["-m", "torch.distributed.run", "--standalone"]
-    assert calls[2][5:9] == ["-m", "hpml_lab.report.cli", "run", "c1"]
-    assert "container: apptainer exec --overlay" in job.output
-    print(
-        f"{cluster.version}: c1 in a stand-in container, 1 node x 2 ranks, job {job.id} took {job.seconds:.0f} s"
-    )
+    """A stand-in `apptainer` first on PATH (tests/slurm_local.py); it logs each call's arguments to CT_LOG."""
+    return apptainer_stand_in(tmp_path, sys.executable)
 
 
 def test_a_job_across_two_nodes_in_a_container(cluster, cifar_root, tmp_path, reference):
@@ -359,7 +298,7 @@ def test_a_job_across_two_nodes_in_a_container(cluster, cifar_root, tmp_path, re
     (work / "lab.sif").write_text("a stand-in image")
     env = _stand_in(tmp_path)
     shape = ("--container", "lab.sif", "--nodes", "2", "--ntasks-per-node", "2", "-p", "batch_size=8")
-    job = _c1_job(cluster, cifar_root, tmp_path, reference, *shape, world=4, report=False, env=env)
+    job = _ddp_job(cluster, cifar_root, tmp_path, reference, *shape, world=4, report=False, env=env)
     assert "rendezvous on n1 (127.0.0.1:" in job.output
     calls = [json.loads(line)["args"] for line in Path(env["CT_LOG"]).read_text().splitlines()]
     torchruns = [c for c in calls if c[3:5] == ["-m", "torch.distributed.run"]]
@@ -367,4 +306,82 @@ def test_a_job_across_two_nodes_in_a_container(cluster, cifar_root, tmp_path, re
     assert all(c[:3] == ["exec", f"{work}/lab.sif", sys.executable] for c in calls), calls
     print(
         f"{cluster.version}: c1 in a stand-in container, 2 nodes x 2 ranks, job {job.id} took {job.seconds:.0f} s"
+    )
+
+
+def test_c2_runs_with_the_python_of_an_overlay_hpml_lab_prepared(cluster, cifar_root, tmp_path, reference):
+    """The cluster as it is, end to end: `hpml-lab overlay` writes the script that fills an overlay (a folder
+    stands in for the ext3 image, which cannot be made here); run through the stand-in `apptainer` it makes the
+    environment at /ext3/env with the image's python3 (this interpreter's), installs hpml-lab with its pins (uv,
+    from make setup's cache, offline) and registers the `hpml-lab` kernel there. Then `hpml-lab slurm c2
+    --container lab.sif --overlay overlay.ext3:ro --python /ext3/env/bin/python --mem 32G --account X` (on CPU
+    nodes: --gpus 0 --ntasks-per-node 2) runs under the real Slurm with no HPML_PYTHON or PYTHONPATH: the dataset
+    check, the torchrun step (2 ranks, --standalone, the weights of one process at the same global batch) and the
+    notebook step (one process, not a rank) each go through the container command with that Python, and the job
+    completes with its report. Apptainer itself, ext3 images and --nv on GPUs are not run here."""
+    uv = Path(sys.executable).parent / "uv"
+    if not uv.is_file():
+        pytest.skip(
+            "the overlay is filled with uv from make setup's cache (INSTALLER=uv); this venv has no uv"
+        )
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "lab.sif").write_text("a stand-in image")
+    env = _stand_in(tmp_path)
+    bin_dir = Path(env["PATH"].split(":")[0])
+    (bin_dir / "python3").symlink_to(
+        sys._base_executable
+    )  # the image's python3: this one, so uv's cache fits
+    (bin_dir / "uv").symlink_to(uv)
+    env = {**env, "UV_OFFLINE": "1", "UV_PYTHON_DOWNLOADS": "never"}
+    user = {k: v for k, v in os.environ.items() if not k.startswith(("HPML_", "PYTHONPATH"))}
+    made = subprocess.run(
+        [sys.executable, "-m", "hpml_lab.report.cli", "overlay", "--container", "lab.sif"]
+        + ["--overlay", "overlay.ext3", "-o", "overlay.sh"],
+        cwd=work,
+        env={**user, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    filled = subprocess.run(
+        ["bash", "overlay.sh"], cwd=work, env={**user, **env}, capture_output=True, text=True, timeout=300
+    )
+    assert filled.returncode == 0, filled.stdout[-3000:] + filled.stderr[-3000:]
+    assert "overlay: ready: hpml-lab" in filled.stdout
+    python = work / "overlay.ext3" / "upper" / "ext3" / "env" / "bin" / "python"
+    kernels = subprocess.run(
+        [str(python), "-m", "jupyter", "kernelspec", "list", "--json"], capture_output=True, text=True
+    )
+    spec = json.loads(kernels.stdout)["kernelspecs"]["hpml-lab"]
+    assert spec["resource_dir"].startswith(str(work / "overlay.ext3"))  # the env's own, not one under $HOME
+
+    job = _ddp_job(
+        cluster,
+        cifar_root,
+        tmp_path,
+        reference,
+        *("--container", "lab.sif", "--overlay", "overlay.ext3:ro", "--python", "/ext3/env/bin/python"),
+        *("--mem", "32G", "--account", "X", "--ntasks-per-node", "2"),
+        world=2,
+        env=env,
+        task="c2",
+        job_env={k: v for k, v in _job_env().items() if k not in ("HPML_PYTHON", "PYTHONPATH")},
+    )
+    text = (work / "job.sbatch").read_text()
+    assert "#SBATCH --mem=32G" in text and "#SBATCH --account=X" in text
+    assert "#SBATCH --ntasks-per-node=2" in text and "--gres" not in text
+    assert "PY=/ext3/env/bin/python " in text and "HPML_PYTHON" not in text
+    calls = [json.loads(line)["args"] for line in Path(env["CT_LOG"]).read_text().splitlines()]
+    calls = [c for c in calls if c[0] == "exec" and "/ext3/env/bin/python" in c]  # the job's, not the fill's
+    head = ["exec", "--overlay", f"{work}/overlay.ext3:ro", f"{work}/lab.sif", "/ext3/env/bin/python"]
+    assert len(calls) == 3 and all(c[:5] == head for c in calls), calls
+    assert calls[0][5] == "-c" and "check_dataset" in calls[0][6]
+    assert calls[1][5:8] == ["-m", "torch.distributed.run", "--standalone"]
+    assert calls[2][5:9] == ["-m", "hpml_lab.report.cli", "run", "c2"]
+    assert "container: apptainer exec --overlay" in job.output
+    print(
+        f"{cluster.version}: c2 in a stand-in container with the Python of an overlay hpml-lab filled, 1 node x "
+        f"2 ranks, job {job.id} took {job.seconds:.0f} s"
     )

@@ -86,7 +86,7 @@ def test_lab_order_and_the_index_says_what_was_reused(reports):
     )
     outcomes = [
         runner.Outcome(
-            t, tasks.TASKS[t].title, "ok", 1.0, "tiny", {}, "cpu", "cifar10 (synthetic)", f"{t}.html", ""
+            t, tasks.TASKS[t].title, "ok", 1.0, "full", {}, "cpu", "cifar10 (synthetic)", f"{t}.html", ""
         )
         for t in ("memory", "c3", "questions", "c1")
     ]
@@ -95,6 +95,9 @@ def test_lab_order_and_the_index_says_what_was_reused(reports):
     assert at == sorted(at)  # the lab's order, not the order the tasks ran in
     assert "4 run(s) reused from an earlier run" in page and page.count("reused from an earlier run") == 1
     assert "not made yet: <code>hpml-lab report --bundle</code>" in page
+    for o in outcomes:  # demonstrations (tiny): no hand-in is offered, made or not
+        o.profile = "tiny"
+    assert "Nothing here to hand in." in runner.write_index(outcomes).read_text()
 
 
 def test_nothing_rendered_is_one_line_and_status_2(reports, capsys):
@@ -171,7 +174,9 @@ def test_reports_name_no_folder_of_the_machine(tmp_path, monkeypatch):
 def test_headers_and_values_for_a_reader():
     assert answer_box.readable("per_gpu_batch") == "per-GPU batch"
     assert answer_box.readable("epoch_s_excl_io") == "epoch excl. I/O (s)"
-    assert answer_box.readable("num_workers") == "workers" and answer_box.readable("batch_size") == "batch size"
+    assert (
+        answer_box.readable("num_workers") == "workers" and answer_box.readable("batch_size") == "batch size"
+    )
     assert answer_box.readable("data_pct") == "data (%)" and answer_box.readable("epochs") == "epochs"
     assert answer_box.percent(0.1422) == "14.2%" and answer_box.percent(14.22, of_one=False) == "14.2%"
 

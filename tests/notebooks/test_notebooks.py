@@ -101,6 +101,11 @@ def test_notebook_executes_and_renders(task_id, rendered):
     body = html[html.index("<body") :]  # (the page style holds images of its own)
     assert body.index("hpml-answer") < body.index("data:image/png;base64") and "index.html" in body
     assert f"<title>hpml-lab {tasks.TASKS[task_id].title}" in html
+    # its top, above the introduction: machine, data and profile, and (tiny) that it is a demonstration
+    assert "<b>profile:</b> tiny (a demonstration)" in html and "<b>data:</b> synthetic " in html
+    assert (
+        body.index("hpml-context") < body.index("A demonstration, not an answer") < body.index("hpml-answer")
+    )
     # the kernel's environment was the task's alone: the caller's is as it was after the run
     assert run.env_kept
 

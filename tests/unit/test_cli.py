@@ -1,5 +1,6 @@
 """Bad input: one line, non-zero exit, nothing written, before any compute."""
 
+import os
 import subprocess
 import sys
 
@@ -141,3 +142,90 @@ def test_the_command_lines_front_answers_without_importing_torch(tmp_path, cifar
     assert [rc for _, rc, _ in seen] == [0, 0, 0, 0, 2, 2, 2, 2, 2], r.stderr[-2000:]
     assert not any(torch for *_, torch in seen), seen
     assert (tmp_path / "slurm" / "c1-1x1.sbatch").is_file() and (tmp_path / "mine" / "notebooks").is_dir()
+
+
+# The quick start (issue 45): init's command works as printed; data synth says what it does; a task on the default
+# data folder writes the missing synthetic data itself, while a folder the user named is refused.
+
+
+def test_init_prints_a_jupyterlab_command_that_works_as_printed(tmp_path):
+    """Not `jupyter lab` (off PATH unless the environment is activated): this environment's Python running
+    JupyterLab, absolute, which a shell without the venv on PATH runs."""
+    import shlex
+
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = "/usr/bin:/bin"  # a shell where the venv is not activated
+    r = run_cli("init", str(tmp_path / "mine"), env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].endswith("open them with:") and "not registered" not in r.stdout
+    argv = shlex.split(lines[1])
+    assert argv[0] == sys.executable and argv[1:3] == ["-m", "jupyterlab"]
+    assert argv[3] == f"--notebook-dir={tmp_path / 'mine' / 'notebooks'}"
+    version = subprocess.run([*argv[:3], "--version"], env=env, capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.strip()[0].isdigit(), version.stderr
+
+
+def test_data_synth_says_each_file_as_it_is_written(tmp_path, capsys):
+    args = ["data", "synth", "cifar10", "--root", str(tmp_path), "--n-train", "50", "--n-test", "10"]
+    assert cli.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[1].split(" (")[0] for line in lines[:6]] == [
+        *(f"training batch {i} of 5 written" for i in range(1, 6)),
+        "testing batch 1 of 1 written",
+    ]
+    assert lines[0].startswith("data synth cifar10: ") and "(1 of 6, " in lines[0] and "left)" in lines[0]
+    assert lines[6].startswith("wrote synthetic CIFAR-10 (50 train + 10 test, seed 0) to ")
+    assert cli.main(["data", "synth", "tinyimagenet", "--root", str(tmp_path), "--classes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "data synth tinyimagenet: tiny-imagenet-200.zip written (44 images) (1 of 2, " in out
+    assert "wrote synthetic Tiny ImageNet (2 classes x 10 train, 2 val each, seed 0) to " in out
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A project folder without data/: where a fresh clone's `hpml-lab run` looks for its default data."""
+    monkeypatch.setenv("HPML_LAB_HOME", str(tmp_path))
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    from hpml_lab.report import dataprep
+
+    real = dataprep.synthesize
+    # the default data at a small size (the sizes are data synth's options; the path through is the same)
+    small = {"cifar10": {"n_train": 50, "n_test": 10}, "tinyimagenet": {"classes": 2}}
+    monkeypatch.setattr(dataprep, "synthesize", lambda d, root, say=print: real(d, root, say, **small[d]))
+    return tmp_path
+
+
+def test_a_task_on_the_missing_default_data_writes_the_synthetic_data_first_and_says_so(project):
+    from hpml_lab.config import RunConfig
+    from hpml_lab.report import dataprep
+
+    said = []
+    cfg = RunConfig(task="c1")  # data_root "data": the notebooks' default
+    assert dataprep.ready(cfg, given_root=False, say=said.append) == "synthetic"
+    assert said[0].startswith("data: no CIFAR-10 in data/ (the default data folder): writing a synthetic one")
+    assert "hpml-lab data download cifar10 --root data" in said[0]
+    assert (
+        said[-1].startswith("wrote synthetic CIFAR-10")
+        and (project / "data" / "cifar-10-batches-py").is_dir()
+    )
+    said.clear()
+    assert dataprep.ready(cfg, given_root=False, say=said.append) == "synthetic" and said == []  # made once
+    ti = RunConfig(task="tinyimagenet", dataset="tinyimagenet")
+    assert dataprep.ready(ti, given_root=False, say=said.append) == "synthetic"
+    assert said[0].startswith("data: no Tiny ImageNet in data/")
+
+
+def test_a_data_root_the_user_named_is_refused_in_one_line_and_nothing_is_written(project, capsys):
+    assert cli.main(["run", "c1", "-p", "data_root=data"]) == 2  # named, even as the default's name
+    err = capsys.readouterr().err
+    assert "CIFAR-10 not found" in err and "hpml-lab data synth cifar10" in err and err.count("\n") == 1
+    assert not (project / "data").exists() and not list(project.glob("reports/**/*.*"))
+    (project / "data" / "cifar-10-batches-py").mkdir(parents=True)  # there but damaged: said, never replaced
+    from hpml_lab.config import RunConfig
+    from hpml_lab.data import DatasetError
+    from hpml_lab.report import dataprep
+
+    with pytest.raises(DatasetError):
+        dataprep.ready(RunConfig(task="c1"), given_root=False, say=print)
+    assert list((project / "data" / "cifar-10-batches-py").iterdir()) == []

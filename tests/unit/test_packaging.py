@@ -187,3 +187,23 @@ def test_setup_removes_the_slow_iri_parser_and_notebooks_still_validate():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "refused", r.stderr[-2000:]
+
+
+def test_setups_long_steps_say_a_line_every_tick(tmp_path):
+    """The Makefile's TICK/UNTICK around the install and the bytecode warm-up: a line every TICK_S seconds while
+    the step runs (1 s here), none after it, and the step's own exit status kept."""
+    extra = tmp_path / "extra.mk"
+    extra.write_text(
+        "tick-ok:\n\t@$(call TICK,sleeping) sleep 2.5 $(UNTICK)\n"
+        "tick-fail:\n\t@$(call TICK,failing) sleep 1.5; false $(UNTICK)\n"
+    )
+    make = ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-f", str(extra), "TICK_S=1"]
+    ok = subprocess.run([*make, "tick-ok"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert ok.returncode == 0 and ok.stdout.splitlines()[:2] == [
+        "setup: sleeping (1 s so far)",
+        "setup: sleeping (2 s so far)",
+    ], ok.stdout
+    bad = subprocess.run([*make, "tick-fail"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert bad.returncode != 0 and "setup: failing (1 s so far)" in bad.stdout
+    text = (ROOT / "Makefile").read_text()
+    assert "$(call TICK,installing the packages" in text and "$(call TICK,writing bytecode)" in text

@@ -229,3 +229,106 @@ def test_a_stored_finding_shows_its_number_slots_and_nothing_else_as_markup():
     assert "A &lt;b&gt; is" in shown  # text that was escaped stays escaped, once
     head, _ = pages.headline({"headline": {"plain": "x", "html": stored}, "details": []}, "html")
     assert head == shown
+
+
+# The top of every page, and demonstrations never offered as answers (issues 45 and 42)
+
+
+def test_the_page_says_machine_data_and_profile_above_the_introduction_and_a_demonstration_says_so(reports):
+    executed = _rendered(reports, "c1")
+    target = reports / "c1.html"
+    top = pages.top_html("c1", "CPU: Xeon (2 cores)", "synthetic CIFAR-10", "smoke")
+    runner._render_html(executed, target, tasks.get("c1"), top, demonstration=True)
+    page = target.read_text().replace('"', "'")
+    assert "(demonstration)</span></h2>" in page and "(answered)</span></h2>" not in page
+    title, context = page.index("c1 title line<"), page.index("<b>Machine:</b> CPU: Xeon (2 cores)")
+    banner = page.index("A demonstration, not an answer to the lab's questions</b>")
+    box, asks = page.index("class='hpml-answer'"), page.index("What the task")
+    assert title < context < banner < box < asks
+    assert "<b>data:</b> synthetic CIFAR-10" in page and "<b>profile:</b> smoke (a demonstration)" in page
+    assert "hpml-lab run c1 --profile full</code> on the real data" in page
+    full = pages.top_html("c1", "GPU: H100", "real CIFAR-10", "full")
+    assert "<b>profile:</b> full</p>" in full and "demonstration" not in full
+    assert "demonstration" in pages.top_html("c2", "m", "d", "tiny") and pages.demonstration("tiny")
+
+
+def _write_outcomes(reports, outcomes):
+    import json
+    from dataclasses import asdict
+
+    for o in outcomes:
+        (reports / "executed" / f"{o.task}.json").write_text(json.dumps(asdict(o)))
+    return outcomes
+
+
+def test_a_demonstration_is_never_marked_answered_nor_its_bundle_offered_as_the_hand_in(reports, monkeypatch):
+    monkeypatch.setattr(bundle, "chromium", lambda: None)
+    for tid in ("c1", "c2"):
+        _rendered(reports, tid)
+    demo = _write_outcomes(reports, [_outcome("c1", profile="smoke"), _outcome("c2", profile="tiny")])
+
+    def statuses(page):
+        return [row.split('font-weight:bold">')[1].split("<")[0] for row in page.split("<tr>")[2:]]
+
+    page = runner.write_index(demo).read_text()
+    assert statuses(page) == ["demonstration", "demonstration"]
+    assert "Nothing here to hand in." in page and "<b>Hand-in:</b>" not in page
+    made = bundle.write_bundle(reports, log=lambda *_: None).read_text()
+    assert "A demonstration, not a hand-in.</b> Every report here ran at a demonstration profile" in made
+    assert "(demonstration)</li>" in made and "(answered)</li>" not in made
+    assert "(demonstration)</span></h2>" in made and "(answered)</span></h2>" not in made
+    page = runner.write_index(demo).read_text()
+    assert 'href="bundle.html">bundle.html</a> only shows what a hand-in looks like' in page
+    assert "<b>Hand-in:</b>" not in page
+    # runs at the lab's settings are answers, and their bundle is the hand-in; one demonstration among them is named
+    full = _write_outcomes(reports, [_outcome("c1", profile="full"), _outcome("c2", profile="full")])
+    page = runner.write_index(full).read_text()
+    assert statuses(page) == ["answered", "answered"] and '<b>Hand-in:</b> <a href="bundle.html">' in page
+    assert "Nothing here to hand in" not in page and "Demonstrations, not answers" not in page
+    assert (
+        "A demonstration, not a hand-in" not in bundle.write_bundle(reports, log=lambda *_: None).read_text()
+    )
+    mixed = _write_outcomes(reports, [_outcome("c1", profile="full"), _outcome("c2", profile="smoke")])
+    page = runner.write_index(mixed).read_text()
+    assert "<b>Demonstrations, not answers:</b> c2 ran at a demonstration profile" in page
+    assert statuses(page) == ["answered", "demonstration"]
+    assert "1 of its 2 reports (c2 (smoke))" in bundle.write_bundle(reports, log=lambda *_: None).read_text()
+
+
+def test_a_notebook_opened_on_a_cpu_says_how_long_its_settings_take_and_how_to_pick_smoke_or_tiny(
+    monkeypatch,
+):
+    """Opened in JupyterLab (no parameters injected, not rendered by hpml-lab) on a machine without CUDA: the first
+    output says how long the lab's settings take here, from a step measured now (2 s here, a fake figure), and the
+    smoke and tiny values to put in the parameters cell; settings that are already short say only their time."""
+    import torch
+
+    from hpml_lab import device
+    from hpml_lab.config import RunConfig
+
+    monkeypatch.setattr(device, "resolve_device", lambda name: torch.device("cpu"))  # also on a CUDA machine
+    lab = notebook.cpu_time_notice(RunConfig(task="c1"), measure=lambda cfg: 2.0)
+    assert lab.startswith(
+        "**On this CPU these settings take about 1 h 10 min of training**: 1 run(s) of 5 epoch(s) x 391 batches "
+        "of 128, at 2 s a step of resnet18 (measured here just now)."
+    )
+    assert "**smoke** profile's (`epochs = 2`, `batch_size = 32`, `max_batches = 20`" in lab
+    assert "**tiny** profile's (`model = 'resnet_tiny'`" in lab and "`hpml-lab run c1 --profile smoke`" in lab
+    short = notebook.cpu_time_notice(RunConfig(task="c1", epochs=1, max_batches=3), measure=lambda cfg: 2.0)
+    assert short.endswith("(measured here just now).") and "profile" not in short
+    assert "not one training loop (reads the other tasks' results)" in notebook.cpu_time_notice(
+        RunConfig(task="questions"), measure=lambda cfg: 2.0
+    )
+    # the measurement itself: a real step of the tiny model, in seconds
+    assert 0 < notebook.step_seconds(RunConfig(task="c1", model="resnet_tiny", batch_size=8)) < 30
+    # shown by config() when opened by hand, never when papermill injected parameters or hpml-lab renders
+    shown = []
+    monkeypatch.setattr(notebook, "display", shown.append)
+    monkeypatch.setattr(notebook, "cpu_time_notice", lambda cfg: "NOTICE")
+    monkeypatch.delenv("HPML_RENDERING", raising=False)
+    notebook.config("c1", {"In": ["# Parameters (papermill overrides these)\nepochs = 5\n"], "epochs": 5})
+    assert [str(getattr(s, "data", s)) for s in shown] == ["NOTICE"]
+    notebook.config("c1", {"In": ["# Parameters\nepochs = 2\n"], "epochs": 2})  # injected by papermill
+    monkeypatch.setenv("HPML_RENDERING", "1")
+    notebook.config("c1", {"epochs": 5})
+    assert len(shown) == 1
