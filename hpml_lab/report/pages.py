@@ -146,7 +146,8 @@ def top_html(task: str, machine: str, data: str, profile: str) -> str:
     """The lines at the top of a report, above its introduction: machine, data (synthetic or real) and profile,
     then the demonstration banner where the profile is one."""
     line = (
-        f"<p class='hpml-context'><b>Machine:</b> {html.escape(machine)} &middot; <b>data:</b> "
+        # the machine's name (its model, its core count) names it, as the environment table does: no finding
+        f"<p class='hpml-context'><b>Machine:</b> <span data-id>{html.escape(machine)}</span> &middot; <b>data:</b> "
         f"{html.escape(data)} &middot; <b>profile:</b> {html.escape(profile)}"
         + (" (a demonstration)" if demonstration(profile) else "")
         + "</p>"

@@ -241,7 +241,10 @@ def test_the_page_says_machine_data_and_profile_above_the_introduction_and_a_dem
     runner._render_html(executed, target, tasks.get("c1"), top, demonstration=True)
     page = target.read_text().replace('"', "'")
     assert "(demonstration)</span></h2>" in page and "(answered)</span></h2>" not in page
-    title, context = page.index("c1 title line<"), page.index("<b>Machine:</b> CPU: Xeon (2 cores)")
+    title, context = (
+        page.index("c1 title line<"),
+        page.index("<b>Machine:</b> <span data-id>CPU: Xeon (2 cores)"),
+    )
     banner = page.index("A demonstration, not an answer to the lab's questions</b>")
     box, asks = page.index("class='hpml-answer'"), page.index("What the task")
     assert title < context < banner < box < asks
