@@ -7,6 +7,7 @@
 | flag | when |
 |---|---|
 | diverged | the loss at the end (mean of the last fifth of the batches) is above ln(classes) + 0.5, chance level plus a margin, or is NaN/inf |
+| did not learn | from the second epoch on, the last epoch's mean loss is still at chance, at or above (1 - CHANCE_MARGIN) ln(classes) (CHANCE_MARGIN 0.05: 2.19 for CIFAR-10), or its top-1 at or below CHANCE_TOP1 (1.5) / classes (15% for CIFAR-10); training recorded it in meta.json's `did_not_learn` (a NaN loss is "diverged" instead) |
 | no steady state | the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10% and the last beyond the first by 25% (by 2x when there are only two) |
 | too few samples | fewer than 3 values behind a median: no spread is shown |
 | machine busy | the 1-minute load average before the run per usable core was above BUSY_LOAD_PER_CORE (1.0), or the CPU steal time above BUSY_STEAL_PCT (10%); recorded per run in meta.json's `machine`; any run a report used or made raises it on that report |
@@ -43,6 +44,8 @@ LAB = {
 }
 MIN_SAMPLES = 3
 DIVERGE_MARGIN = 0.5
+CHANCE_MARGIN = 0.05  # a loss within 5% of ln(classes) is still at chance
+CHANCE_TOP1 = 1.5  # top-1 at or below 1.5 / classes is at chance
 BUSY_LOAD_PER_CORE = 1.0  # 1-minute load average per usable core above which timings are shared with others
 BUSY_STEAL_PCT = 10.0  # CPU steal (% of CPU time taken by the hypervisor) above which the same holds
 NOISE_FACTOR = 1.5  # identical configurations further apart than this: the machine, not the setting, moved
@@ -52,8 +55,8 @@ _SEEN: list[dict[str, Any]] = []  # the machine load of every run this process m
 
 @dataclass(frozen=True)
 class Flag:
-    kind: str  # diverged | no steady state | too few samples | machine busy | noisy machine | stand-in model
-    # | settings differ | live plot
+    kind: str  # diverged | did not learn | no steady state | too few samples | machine busy | noisy machine
+    # | stand-in model | settings differ | live plot
     message: str
 
     def as_dict(self) -> dict[str, str]:
@@ -84,6 +87,32 @@ def diverged(losses: Sequence[float], num_classes: int, margin: float = DIVERGE_
     return None
 
 
+def did_not_learn(
+    epoch_losses: Sequence[float], epoch_top1: Sequence[float], num_classes: int
+) -> Flag | None:
+    """'did not learn' when, after two epochs or more, the last epoch's mean loss is still within CHANCE_MARGIN of
+    ln(classes) (or above it), or its top-1 (a fraction) is at most CHANCE_TOP1 / classes. None before the second
+    epoch, and for a loss that is not finite (that run diverged: its own flag)."""
+    losses, top1 = [float(x) for x in epoch_losses], [float(x) for x in epoch_top1]
+    if len(losses) < 2 or not math.isfinite(losses[-1]):
+        return None
+    chance = chance_loss(num_classes)
+    loss_stuck = losses[-1] >= (1 - CHANCE_MARGIN) * chance
+    top1_stuck = bool(top1) and math.isfinite(top1[-1]) and top1[-1] <= CHANCE_TOP1 / num_classes
+    if not (loss_stuck or top1_stuck):
+        return None
+    said = []
+    if loss_stuck:
+        said.append(f"its loss {losses[-1]:.3f} is still at chance level ln({num_classes}) = {chance:.3f}")
+    if top1_stuck:
+        said.append(f"its top-1 {100 * top1[-1]:.1f}% is at chance ({100 / num_classes:.1f}%)")
+    return Flag(
+        "did not learn",
+        f"after epoch {len(losses)} " + " and ".join(said) + ": the run did not learn, so its losses and "
+        "accuracies say nothing about the setting it ran",
+    )
+
+
 def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -> bool:
     """The loss at the end is not clearly below chance level (within `margin` of it, or above it): the network has
     learned nothing yet. A loss above chance is no sign of learning (it was read as one: memory's "only resnet got
@@ -93,6 +122,16 @@ def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -
         return False
     tail = vals[-max(1, len(vals) // 5) :]
     return sum(tail) / len(tail) >= (1 - margin) * chance_loss(num_classes)
+
+
+def learning_flag(meta: Mapping | None) -> Flag | None:
+    """The run's own 'did not learn' record (meta.json, written by training with did_not_learn) as its flag."""
+    rec = (meta or {}).get("did_not_learn")
+    if not isinstance(rec, Mapping):
+        return None
+    return Flag(
+        "did not learn", str(rec.get("message") or "the run did not learn (meta.json's did_not_learn)")
+    )
 
 
 def trend(epoch_seconds: Sequence[float], step: float = 0.10, overall: float = 0.25) -> Flag | None:
@@ -271,10 +310,13 @@ def run_flags(
     """Every flag that applies to one run (or one configuration of a sweep)."""
     flags = [
         diverged(list(losses), num_classes),
+        learning_flag(meta),
         trend(epoch_seconds),
         busy((meta or {}).get("machine")),
         stand_in(cfg, lab.get("model", LAB["model"])),
     ]
+    if flags[0] is not None:  # a diverged run: that flag says it; "did not learn" would repeat it
+        flags[1] = None
     # what the run did (meta.json: a reused run may have been made with other progress settings), else the config
     drew = meta.get("progress") == "plot" if meta is not None else getattr(cfg, "progress", None) == "plot"
     if drew:
