@@ -120,7 +120,8 @@ class StepClock:
             return seconds
         out: list[float] = []
         for t, k in zip(seconds, self.counts):
-            out += [t / k] * k
+            if k:  # the last interval is empty when the steps end on a boundary
+                out += [t / k] * k
         return out
 
 

@@ -50,14 +50,19 @@ class Settings(StudySettings):
     compile_rung: str = (
         "on"  # "off" leaves torch.compile out (its CPU build takes minutes), said in the report
     )
+    epoch_repeats: int = 3  # whole epochs timed per rung after the rounds (and warm epochs of the reference)
+    reference: str = "on"  # "off" leaves out the outside reference (the plain script, reference.py)
 
     def check(self) -> None:
         if self.repeats < 1 or self.warmup < 0 or self.steps < 0 or self.batch_factor < 2:
             raise ConfigError(
                 "parameters 'repeats' must be 1 or more, 'warmup' and 'steps' 0 or more, 'batch_factor' 2 or more"
             )
-        if self.compile_rung not in ("on", "off"):
-            raise ConfigError(f"parameter 'compile_rung' must be on or off, got {self.compile_rung!r}")
+        if self.epoch_repeats < 1:
+            raise ConfigError(f"parameter 'epoch_repeats' must be 1 or more, got {self.epoch_repeats}")
+        for name in ("compile_rung", "reference"):
+            if getattr(self, name) not in ("on", "off"):
+                raise ConfigError(f"parameter {name!r} must be on or off, got {getattr(self, name)!r}")
 
 
 _LADDER = {"data_root": "data", "model": "resnet18", "batch_size": 128, "subset": 0, "lr": 0.1}
