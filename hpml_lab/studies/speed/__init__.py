@@ -7,11 +7,13 @@
     fig = speed.chart(result)
 
 PIL loader with workers -> tensor-resident loader -> channels_last -> bf16 autocast (fp16 with a GradScaler on a
-GPU without bf16) -> torch.compile -> a larger batch with the learning rate scaled. Per rung: images/s and the step
-time (median and spread over interleaved repeats, warm-up left out), MFU and the images/s the device's peak would
-allow; per rung a verdict against the rung before it, so the ladder says which optimisations pay here and which do
-not (on a CPU several do not). How the rungs are built and timed: ladder.py; what the report concludes:
-conclusion.py; the figure: figure.py.
+GPU without bf16) -> torch.compile of the whole step -> CUDA graphs (a GPU's) -> a larger batch with the learning rate
+scaled -> twice that batch; then the outside reference, a plain script in plain torch (reference.py) at the last
+rung's settings. Per rung: images/s and the step time (median and spread over interleaved repeats, warm-up left out),
+MFU and the images/s the device's peak would allow, and whole epochs timed apart; per rung a verdict against the rung
+before it, so the ladder says which optimisations pay here and which do not (on a CPU several do not), and the
+fastest whole epoch against the plain script's. How the rungs are built and timed: ladder.py; what the report
+concludes: conclusion.py; the figure: figure.py.
 
 This folder is the whole task: TASK registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it), run()
 measures, conclude() states the findings.
@@ -66,13 +68,15 @@ class Settings(StudySettings):
 
 
 _LADDER = {"data_root": "data", "model": "resnet18", "batch_size": 128, "subset": 0, "lr": 0.1}
-# What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted). No training epoch:
-# 7 rounds x 40 steps x 6 rungs take seconds; the time is two cold torch.compile builds (the compile rung, then the
-# larger batch's shapes).
+# What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted: no GPU has run these
+# rungs). The H100 check ran the six rungs of then, two compiled, in 109 s. Now: four compiled rungs (inductor cold
+# 17-43 s for ResNet-18 in a plain script on an H100; the later ones hit inductor's caches), 7 rounds x 40 steps x 8
+# rungs (about 30 s), 3 whole epochs per rung (PIL 5.6 s, tensor-loader rungs 0.6-4.4 s: about 70 s) and the plain
+# script in its own process (start, load, compile, 4 epochs: about 50 s).
 GPU_EXTRA = (
-    270.0,
-    "two torch.compile builds of ResNet-18 (c8's 150 s cold, the second about 90 s with warm caches), "
-    "5 loads of the dataset and 1,680 timed steps (about 20 s)",
+    240.0,
+    "predicted: four compiled rungs (about 90 s, inductor's caches warm after the first), 2,240 timed steps "
+    "(about 30 s), 24 whole epochs (about 70 s), the plain script's run (about 50 s)",
 )
 TASK = Task(
     "speed",
@@ -89,13 +93,14 @@ TASK = Task(
     tiny={
         "model": "resnet_tiny",
         "batch_size": 16,
-        "subset": 256,
+        "subset": 128,
         "num_workers": 1,
         "repeats": 3,
         "warmup": 1,
         "steps": 1,
         "batch_factor": 2,
         "compile_rung": "off",
+        "epoch_repeats": 1,
     },
     smoke={
         "model": "resnet_tiny",
@@ -108,6 +113,7 @@ TASK = Task(
         "steps": 2,
         "batch_factor": 4,
         "compile_rung": "off",
+        "epoch_repeats": 1,
     },
     full={**_LADDER, "num_workers": 2, "repeats": 5, "warmup": 2, "steps": 0, "compile_rung": "on"},
     gpu={**_LADDER, "num_workers": 8, "repeats": 5, "warmup": 2, "steps": 40, "compile_rung": "on"},
@@ -117,7 +123,8 @@ TASK = Task(
 
 
 def run(cfg: RunConfig, settings: Settings) -> Ladder:
-    """Plan the rungs for cfg, time them, and write ladder.csv, samples.json and meta.json to cfg.run_dir()."""
+    """Plan the rungs for cfg, time them, run the outside reference, and write ladder.csv, samples.json (images/s
+    of each timed round), epochs.json (seconds of each whole epoch) and meta.json to cfg.run_dir()."""
     from ...device import resolve_device
     from ...io import atomic_write_csv, atomic_write_json
     from ...results import new_meta
@@ -132,5 +139,6 @@ def run(cfg: RunConfig, settings: Settings) -> Ladder:
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_csv(folder / "ladder.csv", result.table.to_dict("records"), COLUMNS)
     atomic_write_json(folder / "samples.json", result.samples)
+    atomic_write_json(folder / "epochs.json", result.epochs)
     atomic_write_json(folder / "meta.json", result.meta)
     return result

@@ -357,6 +357,7 @@ def measure(
     # whole epochs, the rungs taking turns: the epoch time a user's loop takes, loading and its last batch included
     epochs: dict[str, list[float]] = {r.name: [] for r in active}
     epoch_images: dict[str, int] = {}
+    epoch_loads: list[float | None] = []  # the 1-minute load average after each round of epochs
     clock = WallClock(device)
     for rnd in range(settings.epoch_repeats):
         k = rnd % max(1, len(active))
@@ -364,6 +365,7 @@ def measure(
             clock.start()
             epoch_images[r.name] = trainers[r.name].epoch()
             epochs[r.name].append(clock.stop())
+        epoch_loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
         log(f"whole epochs {rnd + 1}/{settings.epoch_repeats} done")
     for tr in trainers.values():
         tr.close()
@@ -400,6 +402,7 @@ def measure(
         "load_per_round": loads,
         "flops_per_image": per_image,
         "epoch_repeats": settings.epoch_repeats,
+        "load_epochs": epoch_loads,
         "epoch_note": "whole epochs of each rung's loader after the rounds, the rungs taking turns, each timed by a "
         "wall clock synchronized at both ends (an epoch of the PIL loader keeps its last partial batch; the "
         "tensor loader drops it: static shapes)",
@@ -450,8 +453,10 @@ def _reference(
         if device.type == "cuda":
             torch.cuda.empty_cache()  # the rungs' memory back to the device for the script's process
         log("reference: the plain script in its own process")
+        loads = [os.getloadavg()[0] if hasattr(os, "getloadavg") else None]
         try:
             out = run_reference(args)
+            loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
         except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
             why = (
                 str(e) if isinstance(e, RuntimeError) else f"the reference script failed: {type(e).__name__}"
@@ -468,7 +473,11 @@ def _reference(
     row.update(_hardware(cfg, device, per_image, row["images_per_s"]))
     row.update(_epoch_stats(seconds, images, per_image, row["peak_tflops"]))
     ran = {k: out.get(k) for k in ("batch", "mode", "precision", "lr", "widths", "blocks", "subset")}
-    return row, seconds, {"args": args, "ran": ran, "first_epoch_s": out["epochs"][0]["seconds"]}
+    return (
+        row,
+        seconds,
+        {"args": args, "ran": ran, "first_epoch_s": out["epochs"][0]["seconds"], "loads": loads},
+    )
 
 
 def _row(r: Rung, steps: int, repeats: int) -> dict[str, Any]:
