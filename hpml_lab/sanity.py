@@ -41,6 +41,11 @@ LAB = {
     "subset": 0,
     "augment": True,
     "norm": "bn",
+    # the fast path's options (hpml_lab.fastpath), off in the lab: a run that turns one on says so
+    "loader": "pil",
+    "channels_last": False,
+    "precision": "fp32",
+    "compile": False,
 }
 MIN_SAMPLES = 3
 DIVERGE_MARGIN = 0.5

@@ -69,14 +69,12 @@ class Settings(StudySettings):
 
 _LADDER = {"data_root": "data", "model": "resnet18", "batch_size": 128, "subset": 0, "lr": 0.1}
 # What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted: no GPU has run these
-# rungs). The H100 check ran the six rungs of then, two compiled, in 109 s. Now: four compiled rungs (inductor cold
-# 17-43 s for ResNet-18 in a plain script on an H100; the later ones hit inductor's caches), 7 rounds x 40 steps x 8
-# rungs (about 30 s), 3 whole epochs per rung (PIL 5.6 s, tensor-loader rungs 0.6-4.4 s: about 70 s) and the plain
-# script in its own process (start, load, compile, 4 epochs: about 50 s).
+# rungs; gpuplan.PREDICTED holds the same). The H100 check ran the six rungs of then, two compiled, in 109 s.
 GPU_EXTRA = (
-    240.0,
-    "predicted: four compiled rungs (about 90 s, inductor's caches warm after the first), 2,240 timed steps "
-    "(about 30 s), 24 whole epochs (about 70 s), the plain script's run (about 50 s)",
+    170.0,
+    "predicted: four compiled rungs (about 60 s, inductor's caches warm after the first), 5 rounds x 40 steps x 8 "
+    "rungs (about 20 s), 3 whole epochs per rung (PIL 5.6 s, the tensor loader's rungs 0.6-4.4 s: about 60 s), "
+    "the plain script in its own process (start, load, compile, 4 epochs: about 30 s)",
 )
 TASK = Task(
     "speed",
@@ -87,7 +85,7 @@ TASK = Task(
     settings=Settings,
     gpu_runs=0,
     gpu_extra=GPU_EXTRA,
-    gpu_priority=65,
+    gpu_priority=5,  # the fast path's figures first: its rungs, epochs and the plain script on the new GPU
     smoke_s=31,  # `make report` on a fresh clone, 2 idle cores (fe82833); 433 s was measured at load 19-27
     # seconds on 2 CPU cores: the tiny network, no compile rung (its inductor build alone takes 1-2 minutes)
     tiny={

@@ -111,7 +111,9 @@ class Numbers:
     def epoch_line(self, rung: str) -> Finding:
         """'<label>: a whole epoch of <images> images took <s> (MFU <%> over the epoch).'"""
         r = self.rows[rung]
-        images = Number(f"{rung}: images an epoch", int(r["epoch_images"]), "", "counted")
+        images = Number(
+            f"{rung}: images an epoch", int(r["epoch_images"]), "", "counted", source="the epoch's batches"
+        )
         return say(
             "{label}: a whole epoch of {images} images took {e} (MFU {m} over the epoch).",
             label=label(r),
