@@ -125,7 +125,8 @@ FIXED = {
 # the node and the CUDA tests first, then the speed ladder and the benchmarks (the profile of the fast step beside a
 # plain script's is the first thing to read on a new GPU), then the lab's tasks. Each task's priority, and the task
 # whose command it must share, are its TASK's (gpu_priority, gpu_with): no per-task table here.
-SPECIAL_PRIORITY = {"tests": 0, "bench": 6}  # bench opens with the profile of the fast step beside a plain script's
+# bench opens with the profile of the fast step beside a plain script's
+SPECIAL_PRIORITY = {"tests": 0, "bench": 6}
 SPECIAL = ("tests", "bench")  # units that are not lab tasks
 
 

@@ -520,7 +520,10 @@ def bench_profile(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
 
     from .speed import reference
 
-    opts = {**opts, "channels_last": True}  # the script's layout, on a CPU too: the two steps differ in code only
+    opts = {
+        **opts,
+        "channels_last": True,
+    }  # the script's layout, on a CPU too: the two steps differ in code only
     cfg = _fast_cfg(_base_cfg(opts, device), opts, device, num_workers=0)
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])

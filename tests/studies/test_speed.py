@@ -49,7 +49,9 @@ def test_each_rung_adds_one_change_to_the_one_before(base):
     assert not stray_digits(rungs[4].skipped)  # the answer box states the reason itself, not "the table says"
     # CUDA graphs are a GPU's: on a CPU the rung is kept, and says so
     assert graphs.compile and graphs.compile_mode == "reduce-overhead"
-    assert rungs[5].skipped == "CUDA graphs need a CUDA GPU: not run on a CPU" and not stray_digits(rungs[5].skipped)
+    assert rungs[5].skipped == "CUDA graphs need a CUDA GPU: not run on a CPU" and not stray_digits(
+        rungs[5].skipped
+    )
     # the compile rungs did not run: the larger batches build on bf16, the last rung that ran
     assert (big.batch_size, big.lr, big.compile, big.precision) == (64, pytest.approx(0.2), False, "bf16")
     assert (bigger.batch_size, bigger.lr, bigger.precision) == (128, pytest.approx(0.4), "bf16")
@@ -331,7 +333,10 @@ def test_each_rung_gets_its_verdict_against_the_rung_before(base):
     assert "+ batch 64" in top.headline.plain() and "4x" in top.headline.plain()
     assert (top.verdict["label_a"], top.verdict["label_b"]) == ("+ batch 64", "PIL loader, 2 workers")
     # the reference did not run: said, with the table's reason left to the table (it has a number)
-    assert ref.status == "not answered" and ref.missing == "a run of this rung (the table says why it did not run)"
+    assert (
+        ref.status == "not answered"
+        and ref.missing == "a run of this rung (the table says why it did not run)"
+    )
     # every rung's why is general background, apart from the findings; the numbers are the findings' own
     assert [bool(a.background) for a in answers] == [True] * 9
     assert "big_batch: images/s" in [n.name for n in top.numbers] and "big_batch: MFU" in [

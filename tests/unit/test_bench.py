@@ -174,7 +174,9 @@ def test_a_profiles_gaps_are_the_time_no_kernel_ran():
     ]
     s = bench_measure.profile_summary(events, 2, cuda=True)
     assert s["kernels_per_step"] == 2 and s["kernel_ms_per_step"] == pytest.approx(37 / 1000 / 2)
-    assert s["span_ms_per_step"] == pytest.approx(0.110 / 2) and s["busy_ms_per_step"] == pytest.approx(0.035 / 2)
+    assert s["span_ms_per_step"] == pytest.approx(0.110 / 2) and s["busy_ms_per_step"] == pytest.approx(
+        0.035 / 2
+    )
     assert s["idle_ms_per_step"] == pytest.approx(0.075 / 2) and s["largest_gaps_us"] == [70, 5]
     assert s["gaps_over_10us_per_step"] == 0.5 and s["launch_calls_per_step"] == {"cudaGraphLaunch": 1.0}
     kinds = s["by_kind"]
