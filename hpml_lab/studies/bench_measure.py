@@ -518,7 +518,10 @@ def bench_profile(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     differs from the framework's plain one."""
     from torch.profiler import ProfilerActivity, profile
 
-    from .speed import reference
+    from .speed.reference import batches as ref_batches
+    from .speed.reference import load as ref_load
+    from .speed.reference import make_step as ref_make_step
+    from .speed.reference import resnet as ref_resnet
 
     opts = {
         **opts,
@@ -554,20 +557,18 @@ def bench_profile(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         }
     else:
         torch.manual_seed(cfg.seed)
-        x, y = reference.load(opts["data_root"], device, cfg.subset)
-        model = reference.resnet(args["widths"], args["num_blocks"]).to(
-            device, memory_format=torch.channels_last
-        )
+        x, y = ref_load(opts["data_root"], device, cfg.subset)
+        model = ref_resnet(args["widths"], args["num_blocks"]).to(device, memory_format=torch.channels_last)
         opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9, weight_decay=5e-4, fused=True)
         mode = compile_mode(cfg, device) if cfg.compile else "eager"
-        ref_step = reference.make_step(model, opt, mode, cfg.precision)
+        ref_step = ref_make_step(model, opt, mode, cfg.precision)
         feed = {"it": iter(())}
 
         def ref_once():
             try:
                 xb, yb = next(feed["it"])
             except StopIteration:
-                feed["it"] = reference.batches(x, y, cfg.batch_size)
+                feed["it"] = ref_batches(x, y, cfg.batch_size)
                 xb, yb = next(feed["it"])
             ref_step(xb, yb)
 
