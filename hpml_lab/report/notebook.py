@@ -201,11 +201,18 @@ def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
         f"<td>{html.escape(r['lab'])}</td></tr>"
         for r in rows
     )
+    dropped = (
+        "<p>The tensor-resident loader hands out batches of one size: each epoch's last partial batch is left out "
+        "(static shapes for a compiled step; how many images, in each run's meta.json, <code>loader_dropped</code>), "
+        "and the device's time is taken every <code>log_every</code> steps, not around each step.</p>"
+        if getattr(cfg, "loader", "pil") == "tensor"
+        else ""
+    )
     return (
         "<div style='border:1px solid #c60;padding:8px 14px;margin:8px 0'>"
         + (f"<p><b>Stand-in model.</b> {html.escape(flag.message)}.</p>" if flag else "")
         + "<p>This run's settings differ from the lab's; every number below is for the settings that ran:</p>"
-        f"<table><tr><th>setting</th><th>ran</th><th>lab</th></tr>{cells}</table></div>"
+        f"<table><tr><th>setting</th><th>ran</th><th>lab</th></tr>{cells}</table>{dropped}</div>"
     )
 
 

@@ -156,3 +156,15 @@ def test_the_fast_path_fuses_the_optimizer_and_the_lab_keeps_torchs_default(cifa
     lab = fast.replace(loader="pil")
     assert not training.build_optimizer(lab, params).param_groups[0]["fused"]
     assert _step(fast).describe()["optimizer_kernel"] == "fused"
+
+
+def test_a_page_of_a_fast_path_run_says_so_in_its_settings(cifar_root, tmp_path):
+    """The GPU check's C6 and C7 train on the fast path: the page's settings table names its options beside the lab's
+    and says that each epoch's partial batch is left out and how the device's time is taken."""
+    from hpml_lab.report.notebook import settings_notice
+
+    fast = settings_notice(_fast(cifar_root, tmp_path).replace(model="resnet18", subset=0))
+    assert "<td>loader</td><td><b>tensor</b></td><td>pil</td>" in fast.replace("Loader", "loader")
+    assert "channels" in fast and "last partial batch is left out" in fast and "loader_dropped" in fast
+    lab = settings_notice(_fast(cifar_root, tmp_path).replace(model="resnet18", subset=0, loader="pil"))
+    assert "partial batch" not in lab
