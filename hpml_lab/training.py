@@ -437,8 +437,9 @@ class Step:
         return (loss.clone(), correct.clone()) if self.graphs else (loss, correct)
 
     def describe(self) -> dict[str, Any]:
-        """What ran, for meta.json: compiled or not, the mode that ran, CUDA graphs, the optimizer's kernel, and
-        what dynamo counted since this step was built (graphs, graph breaks, recompiles)."""
+        """What ran, for meta.json: compiled or not, the mode that ran, CUDA graphs (false where inductor skipped
+        them), the optimizer's kernel, and what dynamo and inductor counted since this step was built (graphs, graph
+        breaks, recompiles, CUDA graph skips). The counters are the process's: one compiled step at a time."""
         groups = self.optimizer.param_groups
         first = groups[0] if groups else {}
         kernel = "fused" if first.get("fused") else "foreach" if first.get("foreach") else "default"
@@ -451,10 +452,13 @@ class Step:
         if self.compiled:
             from torch._dynamo.utils import counters, guard_failures
 
+            skips = int(counters["inductor"].get("cudagraph_skips", 0))
             out.update(  # a recompile is a compiled frame whose guards failed (a new shape, a changed global)
                 graphs=int(counters["stats"].get("unique_graphs", 0)),
                 graph_breaks=int(sum(counters["graph_break"].values())),
                 recompiles=int(sum(len(reasons) for reasons in guard_failures.values())),
+                cudagraph_skips=skips,  # inductor ran a graph without CUDA graphs (it logs why)
+                cuda_graphs=self.graphs and not skips,
             )
         return out
 

@@ -471,3 +471,14 @@ def test_the_notebook_renders_at_tiny(rendered):
     table = pd.read_csv(next((run.out / "results" / "speed").glob("*/ladder.csv")))
     assert list(table["rung"]) == [*ladder.RUNGS, ladder.REFERENCE]
     assert (run.out / "figures" / "speed_ladder.png").is_file()
+
+
+def test_a_graphed_rung_that_inductor_ran_without_cuda_graphs_is_flagged(base):
+    res = _ladder(RATES)
+    res.meta["step_ran"] = {"big_batch": {"compile_mode": "reduce-overhead", "cudagraph_skips": 2}}
+    flags = speed.conclude(base, res)[1]
+    assert [f.kind for f in flags] == ["CUDA graphs skipped"] and "+ batch 64 may have run without" in flags[
+        0
+    ].message
+    res.meta["step_ran"] = {"big_batch": {"compile_mode": "reduce-overhead", "cudagraph_skips": 0}}
+    assert speed.conclude(base, res)[1] == []

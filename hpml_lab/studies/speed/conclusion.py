@@ -20,6 +20,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
+from ...fastpath import GRAPH_MODES
 from ...findings import Background, Finding, say, stray_digits
 from ...verdict import best, compare, sample_record
 from .ladder import REFERENCE
@@ -362,6 +363,25 @@ def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
     )
 
 
+def graphs_skipped(table: pd.DataFrame, meta: dict) -> sanity.Flag | None:
+    """A rung that asked for CUDA graphs whose compiled step inductor ran without them (meta's steps)."""
+    steps = meta.get("step_ran") or {}
+    asked = [r for r in table.to_dict("records") if r["status"] == "measured" and r["rung"] in steps]
+    skipped = [
+        str(label(r))
+        for r in asked
+        if steps[r["rung"]].get("cudagraph_skips") and steps[r["rung"]].get("compile_mode") in GRAPH_MODES
+    ]
+    if not skipped:
+        return None
+    return sanity.Flag(
+        "CUDA graphs skipped",
+        "inductor ran compiled graphs without CUDA graphs during the ladder (its log says why), so "
+        + ", ".join(skipped)
+        + " may have run without them: read those rungs as compiled, not graphed",
+    )
+
+
 def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
     """(answers, flags): the top answer, one per rung after the baseline, then the plain script's against the
     fastest whole epoch; flags for few repeats and a busy machine."""
@@ -385,5 +405,6 @@ def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
         sanity.too_few(int(result.meta.get("repeats", 0)), "timed repeats per rung"),
         sanity.busiest_seen([result.meta.get("load_before"), result.meta.get("load_after")]),
         above_peak(result.table),
+        graphs_skipped(result.table, result.meta),
     ]
     return answers, [f for f in flags if f is not None]

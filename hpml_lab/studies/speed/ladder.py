@@ -367,6 +367,7 @@ def measure(
             epochs[r.name].append(clock.stop())
         epoch_loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
         log(f"whole epochs {rnd + 1}/{settings.epoch_repeats} done")
+    steps_ran = {name: tr._step.describe() for name, tr in trainers.items() if hasattr(tr, "_step")}
     for tr in trainers.values():
         tr.close()
     trainers.clear()
@@ -407,6 +408,9 @@ def measure(
         "wall clock synchronized at both ends (an epoch of the PIL loader keeps its last partial batch; the "
         "tensor loader drops it: static shapes)",
         "reference": ref_meta,
+        # what each rung's step ran (training.Step.describe; dynamo's and inductor's counters are the process's,
+        # so a later rung's counts include the earlier rungs')
+        "step_ran": steps_ran,
     }
     return Ladder(pd.DataFrame(rows, columns=COLUMNS), samples, meta, epochs)
 
