@@ -48,6 +48,9 @@ DEVICES = ("auto", "cpu", "cuda")
 PROGRESS = ("auto", "bar", "plot", "log", "none")
 STEMS = ("cifar", "imagenet")
 LOADERS = ("pil", "tensor")
+# torch.compile's modes (inductor): reduce-overhead and max-autotune capture CUDA graphs on a GPU; on a CPU every mode
+# runs as plain inductor (fastpath.compile_mode says what ran)
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,11 @@ class RunConfig:
         precision: fp32, tf32, bf16 or fp16 (autocast of forward and loss; fp16 scales the loss with a
             GradScaler); on CUDA and on CPU alike where torch supports it (fast path).
         amp: deprecated, amp=true is precision="bf16".
-        compile: wrap the model in torch.compile (fast path; the first steps pay compilation).
+        compile: torch.compile the training step (fast path; the first steps pay compilation): forward, loss and
+            the correct count as one graph, its backward compiled with it (hpml_lab.training.Step).
+        compile_mode: torch.compile's mode with the inductor backend: "default", "reduce-overhead" (CUDA graphs),
+            "max-autotune" (CUDA graphs and kernel autotuning), "max-autotune-no-cudagraphs"; on a CPU every
+            mode runs as plain inductor, and meta.json records the mode that ran.
         persistent_workers: keep DataLoader workers alive between epochs (needs num_workers > 0).
         loader: "pil" (the lab's per-sample PIL pipeline in a DataLoader) or "tensor" (the whole
             uint8 dataset resident on the training device, augmented batched there; see
@@ -130,6 +137,7 @@ class RunConfig:
     amp: bool = False
     precision: str = "fp32"
     compile: bool = False
+    compile_mode: str = "default"
     persistent_workers: bool = False
     loader: str = "pil"
 
@@ -159,6 +167,7 @@ class RunConfig:
             "stem": STEMS,
             "loader": LOADERS,
             "precision": PRECISIONS,
+            "compile_mode": COMPILE_MODES,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -10,8 +10,13 @@
   AVX512-BF16) and is usually slower elsewhere: measure it. bfloat16 keeps float32's exponent
   range, so no gradient scaler is needed; fp16 (V100s have no bf16) gets a GradScaler in the step.
   tf32 turns on TF32 matrix products and convolutions on CUDA. amp=true (deprecated) is bf16.
-- compile: torch.compile with static shapes, a fresh compile per run (DDP's wrapper under torchrun);
+- compile: torch.compile with static shapes, a fresh compile per run: train() compiles the whole step's forward,
+  loss and correct count as one graph (its backward with it: training.Step), DDP's wrapper under torchrun;
   compilation happens in the first steps (epoch 1); compile_available says beforehand whether it can build here.
+  compile_mode "reduce-overhead" or "max-autotune" also captures the step's graphs as CUDA graphs on a GPU (one
+  launch replays all its kernels); on a CPU every mode runs as plain inductor (compile_mode()).
+- the optimizer: fused where torch has a fused kernel for it on the device, else foreach on a GPU
+  (optimizer_options), on the fast path only (the tensor loader): the lab's runs keep torch's default.
 - pinned memory and non_blocking copies: the DataLoader pins on CUDA, and train() copies
   batches with non_blocking=True; nothing to switch.
 - persistent_workers: DataLoader workers survive epoch ends (no re-fork each epoch).
@@ -119,6 +124,41 @@ def apply_to_model(cfg, model: nn.Module, compile: bool = True) -> nn.Module:
     return model
 
 
+GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes whose inductor captures CUDA graphs
+
+
+def compile_mode(cfg, device: torch.device | str) -> str:
+    """The torch.compile mode that runs for cfg on `device`: cfg.compile_mode with inductor on CUDA; on a CPU, and
+    with any other backend, "default" (CUDA graphs and Triton's autotuning are CUDA's; other backends take no
+    mode)."""
+    if torch.device(device).type != "cuda" or cfg.compile_backend != "inductor":
+        return "default"
+    return cfg.compile_mode
+
+
+def captures_graphs(cfg, device: torch.device | str) -> bool:
+    """Whether cfg's compiled step replays CUDA graphs on `device`."""
+    return bool(cfg.compile) and compile_mode(cfg, device) in GRAPH_MODES
+
+
+def _compile(cfg, fn, device):
+    import torch._dynamo as dynamo
+
+    if not torch.cuda.is_available():  # inductor warns "No CUDA runtime is found" on every CPU build: noise
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    dynamo.reset()
+    dynamo.config.fail_on_recompile_limit_hit = True
+    mode = compile_mode(cfg, device)
+    kwargs = {"mode": mode} if mode != "default" else {}
+    return torch.compile(fn, backend=cfg.compile_backend, dynamic=False, **kwargs)
+
+
+def compile_step(cfg, fn, device: torch.device | str):
+    """torch.compile(fn) as compile_model compiles a model (static shapes, a fresh compile, cfg's backend and the
+    mode compile_mode() gives): training.Step compiles its forward, loss and correct count with it."""
+    return _compile(cfg, fn, device)
+
+
 def compile_model(cfg, model: nn.Module) -> nn.Module:
     """torch.compile(model, backend=cfg.compile_backend, dynamic=False), a fresh compile for every run.
 
@@ -128,13 +168,32 @@ def compile_model(cfg, model: nn.Module) -> nn.Module:
     by every run in a process (a sweep over batch sizes adds two graphs a size), so it is emptied first: each
     run pays, and reports, its own compile, and never meets dynamo's recompile limit, past which it would
     silently run eager code under a "compiled" label; should a run still hit the limit, it is an error."""
-    import torch._dynamo as dynamo
+    params = next(iter(model.parameters()), None)
+    return _compile(cfg, model, params.device if params is not None else "cpu")
 
-    if not torch.cuda.is_available():  # inductor warns "No CUDA runtime is found" on every CPU build: noise
-        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-    dynamo.reset()
-    dynamo.config.fail_on_recompile_limit_hit = True
-    return torch.compile(model, backend=cfg.compile_backend, dynamic=False)
+
+def optimizer_options(cfg, cls: type, device: torch.device | str) -> dict[str, bool]:
+    """{"fused": True} where `cls` has a fused kernel on `device`, else {"foreach": True} on a GPU, on the fast path
+    (the tensor loader); {} otherwise (the lab's runs keep torch's default: foreach on a GPU, a loop on a CPU).
+    A fused optimizer updates every parameter in one multi-tensor kernel and needs no host read of the step count
+    (GradScaler skips its found-inf check on the host with it too)."""
+    import inspect
+
+    if cfg.loader != "tensor":
+        return {}
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+        fused_on = _get_fused_kernels_supported_devices()
+    except ImportError:  # pragma: no cover - older or newer torch: CUDA has them wherever fused= exists
+        fused_on = ["cuda"]
+    kind = torch.device(device).type
+    takes = inspect.signature(cls.__init__).parameters
+    if "fused" in takes and kind in fused_on:
+        return {"fused": True}
+    if "foreach" in takes and kind == "cuda":
+        return {"foreach": True}
+    return {}
 
 
 def to_device(x: torch.Tensor, device: torch.device, channels_last: bool = False) -> torch.Tensor:

@@ -76,6 +76,55 @@ class DeviceTimer:
         self._cpu.clear()
 
 
+class StepClock:
+    """Device time of a training loop's steps, taken one of two ways.
+
+    every=0 (the lab's baseline path): an event pair around every step (DeviceTimer), each step its own time.
+    every=k (the fast path): events only at the loop's start, after every k-th step and at its end, so a GPU step
+    pays one event record in k and the host records nothing else per step; each step gets its interval's mean, and
+    an interval holds everything the device did in it (a tensor loader's batch preparation included). Read
+    (one synchronize) only by step_times(), after the loop."""
+
+    def __init__(self, device: torch.device | str, every: int = 0):
+        self.timer = DeviceTimer(device)
+        self.every = every
+        self.counts: list[int] = []  # steps in each closed interval (every > 0)
+        self.n = 0
+
+    def begin(self) -> None:
+        if self.every:
+            self.timer.start()
+
+    def step_start(self) -> None:
+        if not self.every:
+            self.timer.start()
+
+    def step_stop(self) -> None:
+        self.n += 1
+        if not self.every:
+            self.timer.stop()
+        elif self.n % self.every == 0:
+            self.timer.stop()
+            self.counts.append(self.every)
+            self.timer.start()
+
+    def end(self) -> None:
+        if self.every:
+            self.timer.stop()
+            self.counts.append(self.n - sum(self.counts))
+
+    def step_times(self) -> list[float]:
+        """Seconds per step, in order (each step of an interval its interval's mean)."""
+        seconds = self.timer.intervals()
+        if not self.every:
+            return seconds
+        out: list[float] = []
+        for t, k in zip(seconds, self.counts):
+            if k:  # the last interval is empty when the steps end on a boundary
+                out += [t / k] * k
+        return out
+
+
 class HostTimer:
     """Wall-clock intervals of host-side waiting (e.g. on a DataLoader); no device work inside."""
 

@@ -10,6 +10,7 @@ load with the same Numbers).
 | flag | when |
 |---|---|
 | diverged | the loss at the end (mean of the last fifth of the batches) is above ln(classes) + 0.5, chance level plus a margin, or is NaN/inf |
+| did not learn | from the second epoch on, the last epoch's mean loss is still at chance, at or above (1 - CHANCE_MARGIN) ln(classes) (CHANCE_MARGIN 0.05: 2.19 for CIFAR-10), or its top-1 at or below CHANCE_TOP1 (1.5) / classes (15% for CIFAR-10); training recorded it in meta.json's `did_not_learn` (a NaN loss is "diverged" instead) |
 | no steady state | the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10% and the last beyond the first by 25% (by 2x when there are only two) |
 | too few samples | fewer than 3 values behind a median: no spread is shown |
 | machine busy | the 1-minute load average before the run per usable core was above BUSY_LOAD_PER_CORE (1.0), or the CPU steal time above BUSY_STEAL_PCT (10%); recorded per run in meta.json's `machine`; any run a report used or made raises it on that report |
@@ -46,9 +47,16 @@ LAB = {
     "subset": 0,
     "augment": True,
     "norm": "bn",
+    # the fast path's options (hpml_lab.fastpath), off in the lab: a run that turns one on says so
+    "loader": "pil",
+    "channels_last": False,
+    "precision": "fp32",
+    "compile": False,
 }
 MIN_SAMPLES = 3
 DIVERGE_MARGIN = 0.5
+CHANCE_MARGIN = 0.05  # a loss within 5% of ln(classes) is still at chance
+CHANCE_TOP1 = 1.5  # top-1 at or below 1.5 / classes is at chance
 BUSY_LOAD_PER_CORE = 1.0  # 1-minute load average per usable core above which timings are shared with others
 BUSY_STEAL_PCT = 10.0  # CPU steal (% of CPU time taken by the hypervisor) above which the same holds
 NOISE_FACTOR = 1.5  # identical configurations further apart than this: the machine, not the setting, moved
@@ -62,8 +70,8 @@ class Flag:
     so that every number a flag shows is a Number of the answer record, formatted by findings.fmt like any other.
     Plain words (no digit) are taken as a finding without slots; a flag that types a digit is refused."""
 
-    kind: str  # diverged | no steady state | too few samples | machine busy | noisy machine | stand-in model
-    # | settings differ | live plot
+    kind: str  # diverged | did not learn | no steady state | too few samples | machine busy | noisy machine
+    # | stand-in model | settings differ | live plot
     finding: Any  # findings.Finding (words: a finding without slots)
     run: str = ""  # the run folder its numbers were read from, where one run's (machine busy)
 
@@ -150,6 +158,75 @@ def diverged(
     return None
 
 
+def did_not_learn(
+    epoch_losses: Sequence[float], epoch_top1: Sequence[float], num_classes: int
+) -> Flag | None:
+    """'did not learn' when, after two epochs or more, the last epoch's mean loss is still within CHANCE_MARGIN of
+    ln(classes) (or above it), or its top-1 (a fraction) is at most CHANCE_TOP1 / classes. None before the second
+    epoch, and for a loss that is not finite (that run diverged: its own flag)."""
+    losses, top1 = [float(x) for x in epoch_losses], [float(x) for x in epoch_top1]
+    if len(losses) < 2 or not math.isfinite(losses[-1]):
+        return None
+    return _not_learned(len(losses), losses[-1], top1[-1] if top1 else math.nan, num_classes)
+
+
+def _not_learned(epoch: int, loss: float, top1: float, num_classes: int) -> Flag | None:
+    """The 'did not learn' flag of a run whose epoch `epoch` ended at `loss` and `top1` (a fraction), its numbers
+    named Numbers; None where either is clear of chance."""
+    chance = chance_loss(num_classes)
+    loss_stuck = math.isfinite(loss) and loss >= (1 - CHANCE_MARGIN) * chance
+    top1_stuck = math.isfinite(top1) and top1 <= CHANCE_TOP1 / num_classes
+    if not (loss_stuck or top1_stuck):
+        return None
+    nums = {
+        "epoch": Number("did not learn: epoch", int(epoch), "", "counted", source="the run's epochs"),
+        "classes": Number(
+            "did not learn: classes", int(num_classes), "", "counted", source="the dataset's classes"
+        ),
+        "loss": Number(
+            "did not learn: last epoch's loss",
+            loss,
+            "",
+            "measured",
+            n=1,
+            source="epochs.csv: the epoch's mean",
+        ),
+        "chance": Number("did not learn: chance loss", chance, "", "predicted", source="ln(classes)"),
+        "top1": Number(
+            "did not learn: last epoch's top-1",
+            100 * top1,
+            "%",
+            "measured",
+            n=1,
+            source="epochs.csv: the epoch's",
+        ),
+        "chance_top1": Number(
+            "did not learn: chance top-1", 100 / num_classes, "%", "predicted", source="1 / classes"
+        ),
+    }
+    said = []
+    if loss_stuck:
+        said.append(
+            say(
+                "its loss {loss} is still at chance level ln({classes}) = {chance}",
+                loss=nums["loss"],
+                classes=nums["classes"],
+                chance=nums["chance"],
+            )
+        )
+    if top1_stuck:
+        said.append(say("its top-1 {top1} is at chance ({c})", top1=nums["top1"], c=nums["chance_top1"]))
+    return Flag(
+        "did not learn",
+        say(
+            "after epoch {epoch} {said}: the run did not learn, so its losses and accuracies say nothing about the "
+            "setting it ran",
+            epoch=nums["epoch"],
+            said=join(said, " and "),
+        ),
+    )
+
+
 def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -> bool:
     """The loss at the end is not clearly below chance level (within `margin` of it, or above it): the network has
     learned nothing yet. A loss above chance is no sign of learning (it was read as one: memory's "only resnet got
@@ -159,6 +236,24 @@ def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -
         return False
     tail = vals[-max(1, len(vals) // 5) :]
     return sum(tail) / len(tail) >= (1 - margin) * chance_loss(num_classes)
+
+
+def learning_flag(meta: Mapping | None) -> Flag | None:
+    """The run's own 'did not learn' record (meta.json, written by training with did_not_learn) as its flag, its
+    numbers those the record holds."""
+    rec = (meta or {}).get("did_not_learn")
+    if not isinstance(rec, Mapping):
+        return None
+    try:
+        epoch, loss, acc, classes = (
+            int(rec["epoch"]),
+            float(rec["loss"]),
+            float(rec["acc"]),
+            int(rec["classes"]),
+        )
+    except (KeyError, TypeError, ValueError):  # a record of another shape: said without numbers
+        return Flag("did not learn", "the run recorded that it did not learn (meta.json's did_not_learn)")
+    return _not_learned(epoch, loss, acc, classes)
 
 
 def trend(
@@ -477,10 +572,13 @@ def run_flags(
     meta_run = str((meta or {}).get("run_id") or "")
     flags = [
         diverged(list(losses), num_classes, label=label),
+        learning_flag(meta),
         trend(epoch_seconds, label=label),
         busy((meta or {}).get("machine"), run=meta_run),
         stand_in(cfg, lab.get("model", LAB["model"]), num_classes),
     ]
+    if flags[0] is not None:  # a diverged run: that flag says it; "did not learn" would repeat it
+        flags[1] = None
     # what the run did (meta.json: a reused run may have been made with other progress settings), else the config
     drew = meta.get("progress") == "plot" if meta is not None else getattr(cfg, "progress", None) == "plot"
     if drew:

@@ -19,7 +19,13 @@ loader: they may overlap. sync_each_step=True (off by default) synchronizes
 after every step, which makes them disjoint (data_s + train_s <= total_s) at the
 price of that overlap. On the CPU work is synchronous and both ways agree.
 
-Read top to bottom: train() sets up and writes the run, _epochs is the loop, train_step the one step, and
+The fast path (loader="tensor") keeps the host out of the step: Step runs it (compiled whole under compile=true,
+CUDA graphs with compile_mode reduce-overhead or max-autotune), its loss and correct count stay on the device and are
+read at the log interval and the epoch's end, and the device's time is taken with events only every log_every steps
+(per-batch train_s is then its interval's mean), so a step pays no event pair of its own.
+
+Read top to bottom: train() sets up and writes the run, _epochs is the loop, Step the loop's step (train_step the
+one step other callers share), and
 _reduce_epoch combines the ranks' numbers under DDP; below them, how the model, optimizer and FLOPs record
 are built. The progress display is hpml_lab.progress; the command line is hpml_lab.__main__.
 """
@@ -40,7 +46,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import distributed, fastpath, flops, models, progress, results
+from . import distributed, fastpath, flops, models, progress, results, sanity
 from .config import OPTIMIZER_TABLE, ConfigError, RunConfig
 from .data import build_loader, classes_of, dataset_info
 from .device import configure as configure_device
@@ -49,9 +55,9 @@ from .io import atomic_file, atomic_write_csv, plain_target, signals_deferred
 from .profiling import (
     MEMORY_COLUMNS,
     MEMORY_NOTE,
-    DeviceTimer,
     EpochMemory,
     HostTimer,
+    StepClock,
     WallClock,
     synchronize,
 )
@@ -78,6 +84,14 @@ TIMING_NOTE = (
     "unless sync_each_step); total_s: synchronized wall time of the epoch. Every epoch is recorded; "
     "epoch 1 includes warm-up (worker start, cuDNN autotuning, allocator growth): summaries that "
     "exclude it say so."
+)
+# the fast path's timing (meta.json's timing "interval"): what its columns mean instead
+INTERVAL_NOTE = (
+    "timing=interval (the fast path, tensor loader): events only every log_every steps and at the epoch's ends, "
+    "nothing per step; train_s is the device's time over each interval, the tensor loader's batch preparation "
+    "included (it runs on the device in the same stream), and a batch's train_s is its interval's mean; data_s "
+    "is the host's time queuing each batch. Each epoch's last partial batch is dropped (static shapes): "
+    "meta.json's loader_dropped says how many images an epoch leaves out."
 )
 
 
@@ -137,6 +151,9 @@ def train(
         loader = build_loader(cfg, device, dist_env)  # PIL DataLoader (sharded under DDP) or tensor-resident
     optimizer = build_optimizer(cfg, model.parameters())
     criterion = nn.CrossEntropyLoss()
+    step = Step(model, optimizer, criterion, cfg, device, compile=cfg.compile and not late)
+    # the fast path times the device every log_every steps; the lab's baseline (and sync_each_step) every step
+    timing = "step" if cfg.loader != "tensor" or cfg.sync_each_step else "interval"
 
     run_dir = cfg.run_dir()
     meta: dict[str, Any] = results.new_meta(
@@ -144,7 +161,10 @@ def train(
         device,
         dataset=info,
         parameters=models.count_parameters(model),
-        timing_note=TIMING_NOTE,
+        timing_note=TIMING_NOTE if timing == "step" else INTERVAL_NOTE,
+        timing=timing,
+        loader_dropped=getattr(loader, "dropped", 0),
+        step=step.describe(),
         precision=cfg.precision,
         memory_note=MEMORY_NOTE,
         **{
@@ -166,15 +186,14 @@ def train(
             with fastpath.matmul_precision(cfg, device):
                 batch_rows, epoch_rows = _epochs(
                     cfg,
-                    model,
+                    step,
                     loader,
-                    optimizer,
-                    criterion,
                     device,
                     dist_env,
                     rf.path if write else None,
                     meta,
                 )
+            meta["step"] = step.describe()  # with what dynamo counted while the run compiled
             meta.update(
                 status="complete",
                 finished_at=results.now(),
@@ -200,9 +219,7 @@ def train(
     )
 
 
-def _epochs(
-    cfg, model, loader, optimizer, criterion, device, dist_env, folder: Path | None, meta
-) -> tuple[list, list]:
+def _epochs(cfg, step, loader, device, dist_env, folder: Path | None, meta) -> tuple[list, list]:
     """The training loop; writes batches.csv, epochs.csv and meta.json into `folder` after every epoch."""
     mode = progress.progress_mode(cfg.progress) if dist_env.is_main else "none"
     meta["progress"] = mode  # what ran: a live plot's redraws count in total_s (sanity flags it)
@@ -212,18 +229,22 @@ def _epochs(
         meta["memory_note"] = MEMORY_NOTE + " Here peak_rss_mb is the process's high-water mark (ru_maxrss)."
     batch_rows: list[dict[str, Any]] = []
     epoch_rows: list[dict[str, Any]] = []
-    step = 0
-    model.train()
+    done = 0  # steps of the epochs before this one
+    per_step = meta.get("timing", "step") == "step"
+    classes = classes_of(cfg)
+    step.model.train()
     for epoch in range(1, cfg.epochs + 1):
         sampler = getattr(loader, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
         n_batches = len(loader) if cfg.max_batches == 0 else min(cfg.max_batches, len(loader))
-        wait, work, wall = HostTimer(), DeviceTimer(device), WallClock(device)
+        wait, wall = HostTimer(), WallClock(device)
+        work = StepClock(device, every=0 if per_step else cfg.log_every)
         losses, corrects, sizes = [], [], []
         bar = progress.Progress(mode, cfg, n_batches, epoch, plot)
         memory.start()
         wall.start()
+        work.begin()
         it = None
         for i in range(1, n_batches + 1):
             wait.start()
@@ -237,20 +258,20 @@ def _epochs(
             if cfg.sync_each_step:  # a device-resident loader only queues its work: count it as data
                 synchronize(device)
             wait.stop()
-            work.start()
-            out, loss, y = train_step(model, optimizer, criterion, x, y, cfg, device)
-            work.stop()
+            work.step_start()
+            loss, correct = step(x, y)  # device tensors: nothing read on the host here
+            work.step_stop()
             if cfg.sync_each_step:
                 synchronize(device)
-            correct = (out.detach().argmax(1) == y).sum()
-            losses.append(loss.detach())
+            losses.append(loss)
             corrects.append(correct)
             sizes.append(y.shape[0])
             bar.update(i, losses, corrects, sizes)
         del it
+        work.end()
         total = wall.stop()
         bar.close(losses, corrects, sizes)
-        step_times = work.intervals()
+        step_times = work.step_times()
         loss_v = torch.stack(losses).float().cpu().tolist()
         corr_v = torch.stack(corrects).cpu().tolist()
         if (
@@ -260,12 +281,11 @@ def _epochs(
                 loss_v, corr_v, sizes, total, step_times, wait
             )
         for b, (lv, cv, n, d, t) in enumerate(zip(loss_v, corr_v, sizes, wait.values, step_times), 1):
-            step += 1
             batch_rows.append(
                 {
                     "epoch": epoch,
                     "batch": b,
-                    "step": step,
+                    "step": done + b,
                     "images": n,
                     "loss": lv,
                     "acc": cv / n,
@@ -310,7 +330,7 @@ def _epochs(
         ):  # NaN or inf: recorded once, where it began (the flag says diverged)
             # the run goes on to its last epoch: its times stay comparable, and every task's tables keep the
             # epochs they expect (an early stop left C2 one epoch to call "the one after the first")
-            meta["diverged"] = {"epoch": epoch, "batch": bad, "step": step - len(loss_v) + bad}
+            meta["diverged"] = {"epoch": epoch, "batch": bad, "step": done + bad}
             if dist_env.is_main:
                 print(
                     f"[{cfg.task}] the loss became {loss_v[bad - 1]} at epoch {epoch}, batch {bad}: training "
@@ -318,12 +338,130 @@ def _epochs(
                     file=sys.stderr,
                     flush=True,
                 )
+        _check_learning(cfg, epoch_rows, classes, meta, dist_env.is_main)
+        done += len(loss_v)
         if folder is not None:  # after every epoch, so an interrupted run keeps what it finished
             with signals_deferred():  # the three files agree on epochs_done, whenever SIGTERM comes
                 atomic_write_csv(folder / "batches.csv", batch_rows, BATCH_COLUMNS)
                 atomic_write_csv(folder / "epochs.csv", epoch_rows, EPOCH_COLUMNS)
                 results.write_meta(folder, {**meta, "epochs_done": epoch})
     return batch_rows, epoch_rows
+
+
+def _check_learning(cfg, epoch_rows: list[dict], classes: int, meta: dict, say: bool) -> None:
+    """From the second epoch on: a run whose last epoch is still at chance (sanity.did_not_learn) is recorded in
+    meta.json's did_not_learn, as a diverged run is, and said in one line the first time; a later epoch that
+    learned takes the record back (it describes the run's latest epoch)."""
+    if "diverged" in meta:  # a NaN loss is its own record and flag
+        return
+    flag = sanity.did_not_learn([e["loss"] for e in epoch_rows], [e["acc"] for e in epoch_rows], classes)
+    if flag is None:
+        meta.pop("did_not_learn", None)
+        return
+    e = epoch_rows[-1]
+    first = "did_not_learn" not in meta
+    meta["did_not_learn"] = {
+        "epoch": e["epoch"],
+        "loss": e["loss"],
+        "acc": e["acc"],
+        "classes": classes,
+        "chance_loss": sanity.chance_loss(classes),
+        "message": flag.message,
+    }
+    if first and say:
+        print(
+            f"[{cfg.task}] did not learn: {flag.message} (lr {cfg.lr}, batch {cfg.batch_size})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+class Step:
+    """The training step train() runs, built once per run: host-to-device copy, forward, loss and the batch's
+    correct count, backward, optimizer step, gradients set to None. Returns (loss, correct) as device tensors;
+    nothing in it reads a device value on the host or branches on one (tests/unit/test_step.py counts host
+    reads), so the host queues the next step while the device works.
+
+    compile=True: forward, loss and correct count are one torch.compile'd function (fastpath.compile_step:
+    static shapes, cfg's backend and mode), whose backward AOTAutograd compiles with it; the model's own compile
+    wrapper, if it has one, is looked through, so the step is one graph rather than a graph with eager ends. The
+    optimizer is not compiled: on the fast path it is torch's fused kernel (fastpath.optimizer_options), one
+    multi-tensor launch that a compile would only re-derive. Where the mode captures CUDA graphs, each step is
+    marked as a new replay and its two outputs are copied out of the graph's memory, which the next replay
+    overwrites."""
+
+    def __init__(
+        self, model, optimizer, criterion, cfg: RunConfig, device: torch.device, compile: bool = False
+    ):
+        self.model, self.optimizer, self.criterion, self.cfg, self.device = (
+            model,
+            optimizer,
+            criterion,
+            cfg,
+            device,
+        )
+        self.scaler = None
+        if cfg.precision == "fp16":
+            self.scaler = _SCALERS.get(optimizer) or _SCALERS.setdefault(
+                optimizer, fastpath.grad_scaler(cfg, device)
+            )
+        self.compiled = compile
+        self.graphs = compile and fastpath.captures_graphs(cfg, device)
+        self._plain = getattr(model, "_orig_mod", model) if compile else model
+        self.forward = fastpath.compile_step(cfg, self._forward, device) if compile else self._forward
+        if compile:
+            from torch._dynamo.utils import counters, guard_failures
+
+            counters.clear()  # describe() reports this run's graphs, breaks and recompiles
+            guard_failures.clear()
+
+    def _forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with fastpath.autocast(self.cfg, self.device):
+            out = self._plain(x)
+            loss = self.criterion(out, y)
+        return loss, (out.detach().argmax(1) == y).sum()
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = fastpath.to_device(x, self.device, self.cfg.channels_last)
+        y = y.to(self.device, non_blocking=True)
+        if self.graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        loss, correct = self.forward(x, y)
+        (self.scaler.scale(loss) if self.scaler else loss).backward()
+        if self.scaler:
+            self.scaler.step(self.optimizer)  # fused optimizers take the inf check on the device
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = loss.detach()
+        return (loss.clone(), correct.clone()) if self.graphs else (loss, correct)
+
+    def describe(self) -> dict[str, Any]:
+        """What ran, for meta.json: compiled or not, the mode that ran, CUDA graphs (false where inductor skipped
+        them), the optimizer's kernel, and what dynamo and inductor counted since this step was built (graphs, graph
+        breaks, recompiles, CUDA graph skips). The counters are the process's: one compiled step at a time."""
+        groups = self.optimizer.param_groups
+        first = groups[0] if groups else {}
+        kernel = "fused" if first.get("fused") else "foreach" if first.get("foreach") else "default"
+        out: dict[str, Any] = {
+            "compiled": self.compiled,
+            "compile_mode": fastpath.compile_mode(self.cfg, self.device) if self.compiled else None,
+            "cuda_graphs": self.graphs,
+            "optimizer_kernel": kernel,
+        }
+        if self.compiled:
+            from torch._dynamo.utils import counters, guard_failures
+
+            skips = int(counters["inductor"].get("cudagraph_skips", 0))
+            out.update(  # a recompile is a compiled frame whose guards failed (a new shape, a changed global)
+                graphs=int(counters["stats"].get("unique_graphs", 0)),
+                graph_breaks=int(sum(counters["graph_break"].values())),
+                recompiles=int(sum(len(reasons) for reasons in guard_failures.values())),
+                cudagraph_skips=skips,  # inductor ran a graph without CUDA graphs (it logs why)
+                cuda_graphs=self.graphs and not skips,
+            )
+        return out
 
 
 # fp16's loss scale, one per optimizer: it adapts over the steps, whichever caller (train, bench, tracing) makes them
@@ -415,7 +553,11 @@ def build_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
     table says it applies: the SGD family)."""
     cls, fixed, takes_momentum = OPTIMIZER_TABLE[cfg.optimizer]
     extra = {"momentum": cfg.momentum} if takes_momentum else {}
-    return getattr(torch.optim, cls)(params, lr=cfg.lr, weight_decay=cfg.weight_decay, **fixed, **extra)
+    params = list(params)
+    device = params[0].device if params and torch.is_tensor(params[0]) else torch.device("cpu")
+    opt_cls = getattr(torch.optim, cls)
+    kernel = fastpath.optimizer_options(cfg, opt_cls, device)  # fused or foreach on the fast path
+    return opt_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay, **fixed, **extra, **kernel)
 
 
 def _flops_record(cfg: RunConfig, device: torch.device) -> dict[str, Any]:

@@ -16,6 +16,10 @@ flip with probability one half, padding pixels 0 before normalisation
 (tests/unit/test_gpu_loader.py checks both statistically and against the PIL
 pipeline at fixed offsets).
 
+A run's loader (from_config) hands out batches of one shape: each epoch's last partial batch is dropped
+(`dropped` images an epoch, different ones each epoch as the order is reshuffled), so a compiled step is built
+once for the epoch and CUDA graphs replay it whole; a set smaller than one batch keeps its one batch.
+
 Randomness comes from a CPU torch.Generator seeded with cfg.seed (epoch order,
 offsets, flips), so runs are reproducible and the same on CPU and CUDA. Each
 epoch's order, offsets and flips are drawn at once and reach the device in one
@@ -145,7 +149,8 @@ class TensorLoader:
     @classmethod
     def from_config(cls, cfg, device: torch.device | str, rank: int = 0, world_size: int = 1) -> TensorLoader:
         """The training set of cfg (subset applied) with cfg's batch size, seed, augment and shuffle; under DDP
-        this rank's share."""
+        this rank's share. Batches of one shape: the epoch's last partial batch is dropped where the epoch has a
+        full one (`dropped` says how many images that leaves out)."""
         ds = cifar_files.CIFAR10Files(cfg.data_path(), train=True)
         n = min(cfg.subset, len(ds)) if cfg.subset else len(ds)
         return cls(
@@ -159,7 +164,13 @@ class TensorLoader:
             channels_last=cfg.channels_last,
             rank=rank,
             world_size=world_size,
+            drop_last=math.ceil(n / world_size) >= cfg.batch_size,
         )
+
+    @property
+    def dropped(self) -> int:
+        """Images of this rank's epoch that no batch carries (the partial batch drop_last leaves out)."""
+        return self.per_rank() % self.batch_size if self.drop_last else 0
 
     def per_rank(self) -> int:
         """Items this rank sees an epoch: all of them in one process, ceil(N / W) under DDP (DistributedSampler's)."""

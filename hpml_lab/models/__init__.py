@@ -61,6 +61,12 @@ def build(name: str, num_classes: int = 10, norm: str = "bn", **kwargs: Any) -> 
     return network_class(cls)(**{**defaults, "num_classes": num_classes, "norm": norm, **kwargs})
 
 
+def arguments(name: str) -> tuple[str, dict[str, Any]]:
+    """(class, arguments) the registered model `name` is built with (before a caller's overrides)."""
+    cls, defaults, _ = _REGISTRY[name]
+    return cls, dict(defaults)
+
+
 def accepts(name: str, argument: str) -> bool:
     """Whether the registered model `name` takes the keyword `argument` (e.g. checkpoint_segments)."""
     return argument in CLASSES[_REGISTRY[name][0]][2]

@@ -13,7 +13,7 @@
     hpml-lab slurm c2 --container lab.sif --overlay overlay.ext3:ro --python /ext3/env/bin/python  # in apptainer
     hpml-lab slurm c2 --mem 32G --account X --gres gpu:v100:1                               # Slurm's own options
     hpml-lab overlay --container lab.sif --overlay overlay.ext3 [--cuda cu126]   # the overlay's Python environment
-    hpml-lab bench loader|step|overhead|stall|all    # ratios as one JSON line (hpml_lab.studies.bench)
+    hpml-lab bench loader|step|overhead|stall|profile|all   # one JSON line each (hpml_lab.studies.bench)
 
 Bad input is one line on stderr and exit status 2, before any compute.
 """
@@ -529,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser(
         "bench", help="run benchmarks; each prints one JSON line and saves it under benchmarks/results/"
     )
-    b.add_argument("names", nargs="+", metavar="NAME", help="loader, step, overhead, stall or all")
+    b.add_argument("names", nargs="+", metavar="NAME", help="loader, step, overhead, stall, profile or all")
     b.add_argument("--data-root", default="data", help="CIFAR-10 folder (default: data/)")
     b.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     b.add_argument("--repeats", type=int, default=5, help="timed repeats (median and spread over them)")

@@ -295,12 +295,19 @@ def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
     )
     if flag:
         hold_numbers(flag.finding)
+    dropped = (
+        "<p>The tensor-resident loader hands out batches of one size: each epoch's last partial batch is left out "
+        "(static shapes for a compiled step; how many images, in each run's meta.json, <code>loader_dropped</code>), "
+        "and the device's time is taken every <code>log_every</code> steps, not around each step.</p>"
+        if getattr(cfg, "loader", "pil") == "tensor"
+        else ""
+    )
     return (
         "<div style='border:1px solid #c60;padding:8px 14px;margin:8px 0'>"
         + (f"<p><b>Stand-in model.</b> {flag.finding.html()}.</p>" if flag else "")
         + "<p>This run's settings differ from the lab's; every number below is for the settings that ran:</p>"
         '<table data-table="ran vs lab"><tr><th>setting</th><th>ran</th><th>lab</th></tr>'
-        f"{cells}</table></div>"
+        f"{cells}</table>{dropped}</div>"
     )
 
 

@@ -5,7 +5,8 @@
                                    # 2 workers) vs the fast path
     hpml-lab bench overhead        # one training step with and without the kit's timing instrumentation
     hpml-lab bench stall           # share of step time spent waiting for data, baseline vs fast path
-    hpml-lab bench all             # the four, one after the other (`make bench`)
+    hpml-lab bench profile         # torch.profiler: the fast path's step beside the plain script's (speed/reference.py)
+    hpml-lab bench all             # the five, one after the other (`make bench`)
     hpml-lab bench step --repeats 7 --model resnet18 --batch-size 128 --device cuda
 
 Each benchmark prints progress on stderr and ONE JSON object as its last stdout line, and saves
@@ -106,7 +107,10 @@ class Settings(StudySettings):
 
 
 # Steps per timed repeat: a CPU step of ResNet-18 at batch 128 takes seconds, a GPU one milliseconds.
-STEPS = {"cpu": {"step": 1, "overhead": 1, "stall": 2}, "cuda": {"step": 50, "overhead": 50, "stall": 50}}
+STEPS = {
+    "cpu": {"step": 1, "overhead": 1, "stall": 2, "profile": 2},
+    "cuda": {"step": 50, "overhead": 50, "stall": 50, "profile": 10},
+}
 
 
 def run(name: str, save: bool = True, **options: Any) -> dict[str, Any]:

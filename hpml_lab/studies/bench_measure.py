@@ -1,4 +1,4 @@
-"""The four measurements behind `hpml-lab bench` (loader, step, overhead, stall), each a function of the options
+"""The five measurements behind `hpml-lab bench` (loader, step, overhead, stall, profile), each a function of the options
 and the device that returns its result object; bench.py checks the options, runs one and saves what it returns.
 
     from hpml_lab.studies import bench_measure
@@ -11,6 +11,7 @@ headline ratio is a ratio of medians, and per-round ratios give its spread. Timi
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -23,8 +24,9 @@ from ..config import ConfigError, RunConfig
 from ..data import build_loader, cifar_files, lab_transform
 from ..device import configure as configure_device
 from ..device import seed_everything, torch_threads
-from ..profiling import DeviceTimer, HostTimer, WallClock, interleaved_timed, summarize, synchronize
-from ..training import build_model, build_optimizer, train_step
+from ..fastpath import compile_mode
+from ..profiling import HostTimer, StepClock, WallClock, interleaved_timed, summarize, synchronize
+from ..training import Step, build_model, build_optimizer
 from ..verdict import MIN_SAMPLES, compare, target_met
 
 TARGETS = {
@@ -44,9 +46,10 @@ def fast_overrides(
     compile: bool | None = None,
     channels_last: bool | None = None,
 ) -> dict[str, Any]:
-    """The fast path's RunConfig fields; None picks by device. On CUDA every option (precision bf16); on CPU the
-    tensor-resident loader only, unless asked: bf16 autocast is slower on CPUs without bf16 units, channels_last
-    was no clear win for fp32 on the 2-core development machine, and compilation costs minutes there."""
+    """The fast path's RunConfig fields; None picks by device. On CUDA every option (precision bf16, the whole step
+    compiled and replayed as CUDA graphs); on CPU the tensor-resident loader only, unless asked: bf16 autocast is
+    slower on CPUs without bf16 units, channels_last was no clear win for fp32 on the 2-core development machine,
+    and compilation costs minutes there."""
     on_gpu = device.type == "cuda"
     pick = lambda v: on_gpu if v is None else v  # noqa: E731
     return {
@@ -55,6 +58,7 @@ def fast_overrides(
         "channels_last": pick(channels_last),
         "precision": precision or ("bf16" if on_gpu else "fp32"),
         "compile": pick(compile),
+        "compile_mode": "reduce-overhead" if on_gpu else "default",
     }
 
 
@@ -67,16 +71,18 @@ def _fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **cha
 
 
 class _Trainer:
-    """The training step of hpml_lab.training.train, without its bookkeeping, for timing."""
+    """The training step of hpml_lab.training.train (training.Step, compiled whole as train() compiles it), without
+    its bookkeeping, for timing."""
 
     def __init__(self, cfg: RunConfig, device: torch.device):
         self.cfg, self.device = cfg, device
         configure_device(device)  # as train() runs: cuDNN autotuning on CUDA, absorbed by the warm-up
         seed_everything(cfg.seed)
-        self.model = build_model(cfg, device)
+        self.model = build_model(cfg, device, compile=False)
         self.model.train()
         self.optimizer = build_optimizer(cfg, self.model.parameters())
         self.criterion = nn.CrossEntropyLoss()
+        self._step = Step(self.model, self.optimizer, self.criterion, cfg, device, compile=cfg.compile)
         self.loader = build_loader(cfg, device)
         self._it = None
 
@@ -99,8 +105,17 @@ class _Trainer:
         return last  # the dataset is smaller than one batch: its only batch
 
     def step(self, x, y):
-        out, loss, _ = train_step(self.model, self.optimizer, self.criterion, x, y, self.cfg, self.device)
-        return out, loss
+        """One step: (loss, correct) on the device."""
+        return self._step(x, y)
+
+    def epoch(self) -> int:
+        """One whole epoch of the loader from its start (every batch it gives, a PIL loader's partial last batch
+        included; the tensor loader gives full ones), as train() runs it: the images it carried."""
+        self._it, n = None, 0
+        for x, y in self.loader:
+            self._step(x, y)
+            n += len(y)
+        return n
 
     def close(self) -> None:
         self._it = None
@@ -268,92 +283,106 @@ def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
 
 
 def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    """The fast path's step (the shortest step the kit times, so where instrumentation weighs most) on a fixed,
-    device-resident batch: plain, with train()'s timers (HostTimer around the fetch, DeviceTimer around the
-    step: train()'s default, its CUDA events read once at the end), and with timers plus a per-step synchronize
-    (sync_each_step=True, off by default). Ratio = median instrumented (timers) / median plain over interleaved
-    rounds; the per-round ratios give the spread; the synchronized variant is reported beside it."""
+    """What train()'s instrumentation costs a step of the fast configuration (on CUDA: the tensor loader's batch,
+    channels_last, bf16, the whole step compiled with CUDA graphs; the shortest step the kit times, so where
+    instrumentation weighs most), on a fixed, device-resident batch, the loop keeping each step's loss and correct
+    count on the device as train() does. Four variants in interleaved rounds: plain (no clock); train()'s fast-path
+    instrumentation (a host clock around each fetch, device events only every log_every steps: its default on the
+    tensor loader); the baseline path's (an event pair around every step); and that with a per-step synchronize
+    (sync_each_step=True). Ratio = median fast-path instrumented / median plain; the per-round ratios give the
+    spread; the other two are reported beside it."""
     cfg = _fast_cfg(_base_cfg(opts, device), opts, device, num_workers=0)
     tr = _Trainer(cfg, device)
     x, y = tr.next_batch()
-    batches = [(x.to(device), y.to(device))]
+    xb, yb = x.to(device), y.to(device)
     steps = opts["steps"]
+    every = cfg.log_every
 
     def plain():
+        kept = []
         for _ in range(steps):
-            xb, yb = batches[0]
-            out, loss = tr.step(xb, yb)
-            (out.detach().argmax(1) == yb).sum()
+            kept.append(tr.step(xb, yb))
 
-    def make(sync: bool):
+    def make(per_step: bool, sync: bool):
         def run():
-            wait, work = HostTimer(), DeviceTimer(device)
+            wait, work, kept = HostTimer(), StepClock(device, every=0 if per_step else every), []
+            work.begin()
             for _ in range(steps):
                 wait.start()
-                xb, yb = batches[0]
+                batch = (xb, yb)
                 wait.stop()
-                work.start()
-                out, loss = tr.step(xb, yb)
-                work.stop()
+                work.step_start()
+                kept.append(tr.step(*batch))
+                work.step_stop()
                 if sync:
                     synchronize(device)
-                (out.detach().argmax(1) == yb).sum()
-            work.intervals()  # reading the events is part of the cost
+            work.end()
+            work.step_times()  # reading the events is part of the cost
 
         return run
 
     rounds = (
         3 * opts["repeats"]
     )  # short interleaved rounds: on a shared machine the noise is larger than the effect
-    plain_s, timers_s, full_s = _interleaved([plain, make(False), make(True)], device, rounds, opts["warmup"])
-    r_full = [a / b for a, b in zip(timers_s, plain_s)]
+    plain_s, fast_s, each_s, sync_s = _interleaved(
+        [plain, make(False, False), make(True, False), make(True, True)], device, rounds, opts["warmup"]
+    )
+    r_fast = [a / b for a, b in zip(fast_s, plain_s)]
     # Ratio of medians: robust to the sporadic interference of a shared machine; per-round ratios give the spread.
-    ratio = summarize(timers_s)["median"] / summarize(plain_s)["median"]
+    ratio = summarize(fast_s)["median"] / summarize(plain_s)["median"]
     # The instrumentation's own cost, timed in a tight loop without the step: precise where the A/B ratio is noisy.
     # (On CUDA a per-step synchronize would also cost lost overlap, which only ratio_with_step_sync sees.)
     n = 2000
-    wait, work = HostTimer(), DeviceTimer(device)
     clock = WallClock(device)
-    clock.start()
-    for _ in range(n):
-        wait.start()
-        wait.stop()
-        work.start()
-        work.stop()
-    work.intervals()
-    cost = clock.stop() / n
+    costs = {}
+    for name, per_step in (("fast", False), ("per_step", True)):
+        wait, work = HostTimer(), StepClock(device, every=0 if per_step else every)
+        clock.start()
+        work.begin()
+        for _ in range(n):
+            wait.start()
+            wait.stop()
+            work.step_start()
+            work.step_stop()
+        work.end()
+        work.step_times()
+        costs[name] = clock.stop() / n
     plain_median = summarize([t / steps for t in plain_s])["median"]
     # The target (instrumented <= 1.02 x plain) is met only when the 95% interval of the ratio lies under 1.02,
     # missed only when it lies wholly above; otherwise this run cannot resolve 2% and says so (None).
     v = compare(
-        plain_s, timers_s, "plain", "instrumented", what="step time", interleaved=True
+        plain_s, fast_s, "plain", "instrumented", what="step time", interleaved=True
     )  # rounds took turns
     met = target_met(v, 1.02, at_least=False)
     return {
         "unit": "seconds per step",
         "rounds": rounds,
+        "log_every": every,
         "plain_step_s": summarize([t / steps for t in plain_s]),
-        "timers_step_s": summarize([t / steps for t in timers_s]),
-        "instrumented_step_s": summarize([t / steps for t in timers_s]),
-        "synchronized_step_s": summarize([t / steps for t in full_s]),
-        "ratio_with_step_sync": summarize(full_s)["median"] / summarize(plain_s)["median"],
+        "instrumented_step_s": summarize([t / steps for t in fast_s]),
+        "per_step_events_step_s": summarize([t / steps for t in each_s]),
+        "synchronized_step_s": summarize([t / steps for t in sync_s]),
         "ratio": ratio,
-        "ratio_spread": summarize(r_full),
-        "ratio_timers_only": summarize(timers_s)["median"] / summarize(plain_s)["median"],
+        "ratio_spread": summarize(r_fast),
+        "ratio_per_step_events": summarize(each_s)["median"] / summarize(plain_s)["median"],
+        "ratio_with_step_sync": summarize(sync_s)["median"] / summarize(plain_s)["median"],
         "overhead_percent": 100 * (ratio - 1),
         "target": TARGETS["overhead"],
         "meets_target": met,
-        "instrumentation_cost_s_per_step": cost,
-        "direct_overhead_percent": 100 * cost / plain_median,
+        "instrumentation_cost_s_per_step": costs["fast"],
+        "per_step_events_cost_s_per_step": costs["per_step"],
+        "direct_overhead_percent": 100 * costs["fast"] / plain_median,
         # Fastest repeat of each: the least disturbed by other processes (timeit's estimator).
-        "ratio_of_minimums": min(timers_s) / min(plain_s),
+        "ratio_of_minimums": min(fast_s) / min(plain_s),
         # Can this run resolve a 2% effect at all? Only if the per-round ratios scatter less than that.
         "conclusive": met is not None,
         "verdict": v.as_dict(),
         "note": (
-            "'instrumented' = train()'s timers without a per-step synchronize (its default); "
-            "ratio_with_step_sync adds the synchronize of sync_each_step=True (a no-op on CPU)"
+            "'instrumented' = train()'s fast-path timing (host clock per fetch, device events every log_every "
+            "steps, no synchronize); ratio_per_step_events = the baseline path's event pair around every step; "
+            "ratio_with_step_sync adds sync_each_step=True's synchronize (a no-op on CPU)"
         ),
+        "step": tr._step.describe(),
         "config": _cfg_fields(cfg),
     }
 
@@ -396,6 +425,167 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     out["target"] = TARGETS["stall"]
     out["meets_target"] = out["fast_stall"]["median"] <= 0.05 if device.type == "cuda" else None
     return out
+
+
+# Kernel kinds by name (cuDNN, cuBLAS/CUTLASS, inductor's Triton, ATen's own), first match wins; a CPU's aten
+# operators by the same words.
+KINDS = (
+    ("convolution", re.compile(r"conv|cudnn|implicit_gemm|xmma_fprop|dgrad|wgrad|winograd|fprop", re.I)),
+    ("matrix product", re.compile(r"gemm|cutlass|matmul|\bmm\b|addmm|sm90_|sm80_|ampere_|hopper", re.I)),
+    ("fused (inductor)", re.compile(r"^triton_|^cpp_fused|^CompiledFunction", re.I)),
+    ("optimizer", re.compile(r"multi_tensor|fused_sgd|fused_adam|foreach|sgd|adam", re.I)),
+    ("batch norm", re.compile(r"batch_norm|batchnorm|bn_|welford", re.I)),
+    ("copy or fill", re.compile(r"memcpy|memset|copy|fill|cat|index|gather|pad|clone", re.I)),
+    ("reduction", re.compile(r"reduce|sum|mean|max|argmax|softmax|nll|cross_entropy", re.I)),
+    (
+        "elementwise",
+        re.compile(r"elementwise|vectorized|unrolled|relu|add|mul|where|div|threshold|sub", re.I),
+    ),
+)
+# ATen operators that only describe or allocate tensors (no arithmetic): not counted as a CPU's kernels
+METADATA_OPS = re.compile(
+    r"^aten::(empty|as_strided|view|reshape|t|transpose|expand|select|slice|detach|unsqueeze|squeeze|permute|"
+    r"alias|resolve_\w+|contiguous|_unsafe_view|lift_fresh|result_type|to|_to_copy|empty_like|empty_strided|"
+    r"zeros_like|ones_like|set_|is_\w+|item|_local_scalar_dense|size|stride|numel|flatten)$"
+)
+LAUNCHES = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaGraphLaunch",
+)
+
+
+def kind_of(name: str) -> str:
+    return next((k for k, rx in KINDS if rx.search(name)), "other")
+
+
+def profile_summary(events, steps: int, cuda: bool) -> dict[str, Any]:
+    """Per step, from torch.profiler's events: kernels (count and time by kind), the device's busy and idle time
+    between its first and last kernel (idle: the gaps where it waited on the host), and the host's launch calls.
+    On a CPU there are no kernels: its ATen operators that compute (METADATA_OPS left out) stand in, each by its
+    own time (its children's apart, so nothing is counted twice), and gaps are not measured (the host does the
+    work itself)."""
+    from torch.autograd import DeviceType
+
+    if cuda:
+        ks = [e for e in events if e.device_type == DeviceType.CUDA]
+        spans = sorted((e.time_range.start, e.time_range.end, e.name) for e in ks)
+    else:
+        ks = [e for e in events if e.name.startswith("aten::") and not METADATA_OPS.match(e.name)]
+        spans = sorted((e.time_range.start, e.time_range.start + e.self_cpu_time_total, e.name) for e in ks)
+    by_kind: dict[str, dict[str, float]] = {}
+    for start, end, name in spans:
+        k = by_kind.setdefault(kind_of(name), {"count": 0.0, "ms": 0.0})
+        k["count"] += 1 / steps
+        k["ms"] += (end - start) / 1000 / steps
+    out: dict[str, Any] = {
+        "kernels_per_step": len(spans) / steps,
+        "kernel_ms_per_step": sum(e - s for s, e, _ in spans) / 1000 / steps,
+        "by_kind": {k: {"count": round(v["count"], 2), "ms": v["ms"]} for k, v in sorted(by_kind.items())},
+    }
+    if cuda and spans:
+        busy, gaps, reach = 0.0, [], spans[0][0]
+        for s0, e0, _ in spans:  # union of the kernels' intervals; a gap is time no kernel ran
+            if s0 > reach:
+                gaps.append(s0 - reach)
+            busy += max(0.0, e0 - max(s0, reach))
+            reach = max(reach, e0)
+        span = reach - spans[0][0]
+        out.update(
+            span_ms_per_step=span / 1000 / steps,
+            busy_ms_per_step=busy / 1000 / steps,
+            idle_ms_per_step=(span - busy) / 1000 / steps,
+            idle_share=(span - busy) / span if span > 0 else float("nan"),
+            gaps_over_10us_per_step=sum(g > 10 for g in gaps) / steps,
+            largest_gaps_us=sorted(gaps, reverse=True)[:5],
+        )
+        calls = [e.name for e in events if e.device_type == DeviceType.CPU and e.name in LAUNCHES]
+        out["launch_calls_per_step"] = {n: calls.count(n) / steps for n in sorted(set(calls))}
+    else:
+        out["gaps_note"] = "not measured on a CPU: the host runs each operator itself"
+    return out
+
+
+def bench_profile(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """torch.profiler over `steps` steps of the project's fast path (its loader's batch and training.Step, as the
+    speed ladder's fastest configuration at this batch: on CUDA bf16, channels_last, compiled with CUDA graphs)
+    and of the plain script's (speed/reference.py: its own batches and step at the same batch, precision and
+    compile mode) on the same device, each after warm-up steps that compile and capture; per step, each side's
+    kernels by kind, device busy and idle time, launch calls (profile_summary). Ratio: the project's device span
+    per step over the script's (its kernel time on a CPU). Run it first on a GPU: it says where the project's step
+    differs from the framework's plain one."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from .speed.reference import batches as ref_batches
+    from .speed.reference import load as ref_load
+    from .speed.reference import make_step as ref_make_step
+    from .speed.reference import resnet as ref_resnet
+
+    opts = {
+        **opts,
+        "channels_last": True,
+    }  # the script's layout, on a CPU too: the two steps differ in code only
+    cfg = _fast_cfg(_base_cfg(opts, device), opts, device, num_workers=0)
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    steps, warm = opts["steps"], opts["warmup"] + 3  # the first steps compile, record and capture CUDA graphs
+
+    def measure(step_once) -> dict[str, Any]:
+        for _ in range(warm):
+            step_once()
+        synchronize(device)
+        with profile(activities=activities) as prof:
+            for _ in range(steps):
+                step_once()
+            synchronize(device)
+        return profile_summary(prof.events(), steps, cuda)
+
+    tr = _Trainer(cfg, device)
+    project = measure(lambda: tr.step(*tr.next_batch()))
+    project["step"] = tr._step.describe()
+    tr.close()
+    from .. import models
+
+    cls, args = models.arguments(cfg.model)
+    side: dict[str, Any]
+    if cls != "ResNet" or args.get("block") != "basic" or cfg.precision not in ("fp32", "bf16"):
+        side = {
+            "status": "not run",
+            "why": "the reference script has basic-block ResNets in bf16 or fp32 only",
+        }
+    else:
+        torch.manual_seed(cfg.seed)
+        x, y = ref_load(opts["data_root"], device, cfg.subset)
+        model = ref_resnet(args["widths"], args["num_blocks"]).to(device, memory_format=torch.channels_last)
+        opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9, weight_decay=5e-4, fused=True)
+        mode = compile_mode(cfg, device) if cfg.compile else "eager"
+        ref_step = ref_make_step(model, opt, mode, cfg.precision)
+        feed = {"it": iter(())}
+
+        def ref_once():
+            try:
+                xb, yb = next(feed["it"])
+            except StopIteration:
+                feed["it"] = ref_batches(x, y, cfg.batch_size)
+                xb, yb = next(feed["it"])
+            ref_step(xb, yb)
+
+        side = {"status": "measured", **measure(ref_once), "mode": mode}
+    key = "span_ms_per_step" if cuda else "kernel_ms_per_step"
+    ratio = project[key] / side[key] if side.get("status") == "measured" and side.get(key) else None
+    return {
+        "unit": "per training step (the batch's preparation on the device included)",
+        "steps_profiled": steps,
+        "warmup_steps": warm,
+        "project": project,
+        "reference": side,
+        "ratio": ratio,
+        "ratio_meaning": f"project {key} / reference {key} (above 1: the project's step takes longer)",
+        "config": _cfg_fields(cfg),
+        "activities": [a.name for a in activities],
+    }
 
 
 STALL_FLOOR = 0.005  # a stall share below half a percent is within the timing's noise of none
@@ -450,6 +640,7 @@ def _cfg_fields(cfg: RunConfig) -> dict[str, Any]:
         "channels_last",
         "precision",
         "compile",
+        "compile_mode",
         "persistent_workers",
         "device",
     )
@@ -461,4 +652,5 @@ BENCHES: dict[str, Callable[[dict[str, Any], torch.device], dict[str, Any]]] = {
     "step": bench_step,
     "overhead": bench_overhead,
     "stall": bench_stall,
+    "profile": bench_profile,
 }

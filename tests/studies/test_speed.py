@@ -37,7 +37,7 @@ def base(cifar_root, tmp_path):
 def test_each_rung_adds_one_change_to_the_one_before(base):
     rungs = ladder.plan(base, speed.Settings(compile_rung="off", batch_factor=4), CPU)
     assert [r.name for r in rungs] == list(ladder.RUNGS)
-    pil, tensor, cl, bf16, comp, big = (r.cfg for r in rungs)
+    pil, tensor, cl, bf16, comp, graphs, big, bigger = (r.cfg for r in rungs)
     assert (pil.loader, pil.num_workers, pil.persistent_workers, pil.precision) == ("pil", 2, True, "fp32")
     assert (tensor.loader, tensor.num_workers, tensor.channels_last) == ("tensor", 0, False)
     assert cl.channels_last and cl.loader == "tensor" and cl.precision == "fp32"
@@ -47,9 +47,30 @@ def test_each_rung_adds_one_change_to_the_one_before(base):
     assert "minute" not in rungs[4].skipped and "compile_rung is off here" in rungs[4].skipped
     assert "minute" not in conclusion.WHY["compile"]
     assert not stray_digits(rungs[4].skipped)  # the answer box states the reason itself, not "the table says"
-    # the compile rung did not run: the larger batch builds on bf16, the last rung that ran
+    # CUDA graphs are a GPU's: on a CPU the rung is kept, and says so
+    assert graphs.compile and graphs.compile_mode == "reduce-overhead"
+    assert rungs[5].skipped == "CUDA graphs need a CUDA GPU: not run on a CPU" and not stray_digits(
+        rungs[5].skipped
+    )
+    # the compile rungs did not run: the larger batches build on bf16, the last rung that ran
     assert (big.batch_size, big.lr, big.compile, big.precision) == (64, pytest.approx(0.2), False, "bf16")
-    assert [bool(r.skipped) for r in rungs] == [False, False, False, False, True, False]
+    assert (bigger.batch_size, bigger.lr, bigger.precision) == (128, pytest.approx(0.4), "bf16")
+    assert [bool(r.skipped) for r in rungs] == [False, False, False, False, True, True, False, False]
+
+
+def test_on_a_gpu_the_cuda_graphs_rung_builds_on_the_compiled_step(base, monkeypatch):
+    monkeypatch.setattr(ladder, "compile_available", lambda backend, device: "")
+    monkeypatch.setattr(ladder, "_precision_refused", lambda cfg, device: "")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    rungs = {r.name: r for r in ladder.plan(base, speed.Settings(), torch.device("cuda"))}
+    assert not rungs["cuda_graphs"].skipped and rungs["cuda_graphs"].cfg.compile_mode == "reduce-overhead"
+    assert rungs["compile"].cfg.compile_mode == "default"  # the compile rung: inductor without graphs
+    big = rungs["bigger_batch"].cfg  # the lab's 128 times 8: the issue's batch 1024 on a GPU
+    assert (big.batch_size, big.compile, big.compile_mode) == (16 * 8, True, "reduce-overhead")
+    args, why = ladder.reference_args(big, torch.device("cuda"), speed.Settings())
+    assert why == "" and args[args.index("--mode") + 1] == "reduce-overhead"
+    assert args[args.index("--batch") + 1] == "128" and args[args.index("--epochs") + 1] == "4"
+    assert args[args.index("--widths") + 1] == "8,16,32,64" and args[args.index("--blocks") + 1] == "1,1,1,1"
 
 
 def test_compile_rung_that_cannot_build_here_says_why_and_the_next_builds_on(base, monkeypatch):
@@ -60,6 +81,7 @@ def test_compile_rung_that_cannot_build_here_says_why_and_the_next_builds_on(bas
     monkeypatch.setattr(ladder, "compile_available", lambda backend, device: "")
     rungs = {r.name: r for r in ladder.plan(base, speed.Settings(compile_rung="on"), CPU)}
     assert not rungs["compile"].skipped and rungs["big_batch"].cfg.compile
+    assert rungs["cuda_graphs"].skipped and rungs["big_batch"].cfg.compile_mode == "default"
 
 
 def test_fp16_with_a_scaler_stands_in_for_bf16_on_a_gpu_without_it(monkeypatch):
@@ -83,6 +105,7 @@ def test_a_precision_torch_refuses_is_a_rung_not_run(base, monkeypatch):
 def test_a_batch_larger_than_the_dataset_is_not_run(base):
     rungs = ladder.plan(base.replace(subset=40), speed.Settings(compile_rung="off", batch_factor=4), CPU)
     assert rungs[-1].skipped == "the batch is larger than the training set, so no full batch exists"
+    assert rungs[-2].skipped == rungs[-1].skipped
     from hpml_lab.findings import stray_digits
 
     assert not any(stray_digits(r.change + " " + r.skipped) for r in rungs)  # no number outside a finding
@@ -148,6 +171,12 @@ class FakeTrainer:
         )
         time.sleep(self.delay)
 
+    def epoch(self):
+        """A whole epoch: 3 steps of the batch (their calls recorded apart, as epochs)."""
+        FakeTrainer.epochs.append(self.cfg.batch_size)
+        time.sleep(3 * self.delay)
+        return 3 * self.cfg.batch_size
+
     def close(self):
         pass
 
@@ -159,7 +188,7 @@ def test_rungs_take_turns_warm_up_left_out_and_prefetched_batches_drained(base, 
         "peak",
         lambda device, precision, store=None: flops.Peak(peaks[precision], precision, "test", True),
     )
-    FakeTrainer.calls = []
+    FakeTrainer.calls, FakeTrainer.epochs = [], []
     made = {}
 
     def make(cfg, device):
@@ -167,7 +196,7 @@ def test_rungs_take_turns_warm_up_left_out_and_prefetched_batches_drained(base, 
         return t
 
     rungs = ladder.plan(base, speed.Settings(compile_rung="off"), CPU)
-    s = speed.Settings(repeats=3, warmup=1, steps=2, compile_rung="off")
+    s = speed.Settings(repeats=3, warmup=1, steps=2, compile_rung="off", epoch_repeats=2, reference="off")
     res = ladder.measure(rungs, s, CPU, log=lambda m: None, trainer=make)
     active = [r for r in rungs if not r.skipped]
     keys = [(r.cfg.loader, r.cfg.channels_last, r.cfg.precision, r.cfg.batch_size) for r in active]
@@ -188,6 +217,16 @@ def test_rungs_take_turns_warm_up_left_out_and_prefetched_batches_drained(base, 
     assert row["mfu"] == pytest.approx(row["images_per_s"] * per_image / 8e12)
     assert t.loc["pil", "peak_precision"] == "fp32" and t.loc["big_batch", "batch_size"] == 64
     assert res.meta["sampling"] == "interleaved" and "left out" in res.meta["warmup_note"]
+    # then whole epochs, each rung twice, the rungs taking turns (the second round starts at the second rung)
+    assert FakeTrainer.epochs == [k[3] for k in keys] + [k[3] for k in keys[1:] + keys[:1]]
+    assert {k: len(v) for k, v in res.epochs.items()} == {r.name: 2 for r in active}
+    assert t.loc["pil", "epoch_s"] >= 3 * 0.02 and t.loc["pil", "epoch_images"] == 3 * 16
+    assert t.loc["pil", "epochs_timed"] == 2 and pd.isna(t.loc["pil", "epoch_iqr_s"])  # no spread from 2
+    assert t.loc["bf16", "epoch_mfu"] == pytest.approx(3 * 16 * per_image / t.loc["bf16", "epoch_s"] / 8e12)
+    assert len(res.meta["load_epochs"]) == 2
+    ref = t.loc[ladder.REFERENCE]  # the outside reference's row, after the rungs, says why it did not run
+    assert list(t.index)[-1] == ladder.REFERENCE and ref["status"] == "not run"
+    assert ref["reason"] == "not run at this profile (reference is off here)"
 
 
 def test_a_measured_low_precision_peak_below_fp32_gives_way_to_fp32(base, monkeypatch):
@@ -209,34 +248,52 @@ def test_a_measured_low_precision_peak_below_fp32_gives_way_to_fp32(base, monkey
 
 # ------------------------------------------------------------------ the conclusions, on hand-built results
 def _ladder(
-    rates: dict[str, list[float] | None], reason: str = "not run at this profile (compile_rung is off)"
+    rates: dict[str, list[float] | None],
+    reason: str = "not run at this profile (compile_rung is off)",
+    epochs: dict[str, list[float]] | None = None,
 ):
+    """A hand-built ladder: `rates` (images/s per round) per rung, None for a rung not run; `epochs` (seconds of
+    whole epochs) per rung, and for the reference's row (REFERENCE), which is 'not run' unless given."""
+    epochs = epochs or {}
     rows, samples = [], {}
-    for i, name in enumerate(ladder.RUNGS):
+    for i, name in enumerate((*ladder.RUNGS, ladder.REFERENCE)):
         r = rates.get(name)
+        if name == ladder.REFERENCE:
+            r = [50_000 / e for e in epochs[name]] if name in epochs else None
         row = {c: float("nan") for c in ladder.COLUMNS}
         row.update(
             rung=name,
-            label=f"L{i}",
+            label="plain script (reference)" if name == ladder.REFERENCE else f"L{i}",
             change=f"change {chr(65 + i)}",
-            batch_size=64 if name == "big_batch" else 16,
+            batch_size={"big_batch": 64, "bigger_batch": 128}.get(name, 16),
             num_workers=2 if name == "pil" else 0,
             peak_precision="fp32",
             peak_source="measured",
         )
         if r is None:
-            row.update(status="not run", reason=reason)
+            why = "the reference script failed: exit status 1" if name == ladder.REFERENCE else reason
+            row.update(status="not run", reason=why)
         else:
-            samples[name] = r
+            if name != ladder.REFERENCE:
+                samples[name] = r
             med = float(pd.Series(r).median())
             q1, q3 = (float(x) for x in pd.Series(r).quantile([0.25, 0.75]))
             row.update(status="measured", reason="", images_per_s=med, images_per_s_q1=q1, images_per_s_q3=q3)
             row.update(
                 step_s=16 / med, step_iqr_s=16 / q1 - 16 / q3, mfu=med / 1000, ideal_images_per_s=1000.0
             )
+        if name in epochs:
+            e = pd.Series(epochs[name])
+            row.update(
+                epochs_timed=len(e),
+                epoch_s=float(e.median()),
+                epoch_iqr_s=float(e.quantile(0.75) - e.quantile(0.25)),
+                epoch_images=50_000,
+                epoch_mfu=0.1,
+            )
         rows.append(row)
     meta = {"device": "cpu", "repeats": 5, "load_before": None, "load_after": None}
-    return ladder.Ladder(pd.DataFrame(rows, columns=ladder.COLUMNS), samples, meta)
+    return ladder.Ladder(pd.DataFrame(rows, columns=ladder.COLUMNS), samples, meta, dict(epochs))
 
 
 RATES = {
@@ -245,13 +302,15 @@ RATES = {
     "channels_last": [301, 299, 303, 300, 298],  # a tie with tensor
     "bf16": [150, 149, 151, 152, 150],  # slower than channels_last
     "compile": None,  # not run
+    "cuda_graphs": None,  # not run (a CPU)
     "big_batch": [400, 402, 398, 401, 399],  # compared with bf16, the last rung that ran
+    "bigger_batch": None,  # not run
 }
 
 
 def test_each_rung_gets_its_verdict_against_the_rung_before(base):
     answers, flags = speed.conclude(base, _ladder(RATES))
-    top, tensor, cl, bf16, comp, big = answers
+    top, tensor, cl, bf16, comp, graphs, big, bigger, ref = answers
     assert tensor.verdict["outcome"] == "better"
     said = tensor.headline.plain()  # the verdict's own words (verdict.py), its ratio and both labels
     assert "3.01x" in said and "L1" in said and "PIL loader, 2 workers" in said
@@ -266,7 +325,8 @@ def test_each_rung_gets_its_verdict_against_the_rung_before(base):
         "not run at this profile (compile_rung is off)",
         None,
     )
-    assert big.verdict["label_b"] == "L3"  # against bf16: the compile rung did not run
+    assert (graphs.status, bigger.status) == ("not answered", "not answered")
+    assert big.verdict["label_b"] == "L3"  # against bf16: the compile rungs did not run
     # the grader's item: the batch rung sits on bf16, which the ladder found slower than channels_last: said
     said = big.text  # the headline says the verdict in words; the details what it stands on
     assert "This rung is measured on top of L3 (images/s is higher for L2 than for L3 by 2x (95% CI " in said
@@ -274,8 +334,13 @@ def test_each_rung_gets_its_verdict_against_the_rung_before(base):
     assert "measured on top of" not in bf16.text + cl.text + tensor.text  # their bases were not found slower
     assert "+ batch 64" in top.headline.plain() and "4x" in top.headline.plain()
     assert (top.verdict["label_a"], top.verdict["label_b"]) == ("+ batch 64", "PIL loader, 2 workers")
+    # the reference did not run: said, with the table's reason left to the table (it has a number)
+    assert (
+        ref.status == "not answered"
+        and ref.missing == "a run of this rung (the table says why it did not run)"
+    )
     # every rung's why is general background, apart from the findings; the numbers are the findings' own
-    assert [bool(a.background) for a in answers] == [True] * 6
+    assert [bool(a.background) for a in answers] == [True] * 9
     assert "big_batch: images/s" in [n.name for n in top.numbers] and "big_batch: MFU" in [
         n.name for n in top.numbers
     ]
@@ -326,7 +391,7 @@ def test_an_mfu_above_the_measured_peak_is_flagged(base):
     res = _ladder(RATES)
     res.table.loc[res.table["rung"] == "big_batch", "mfu"] = 1.5
     _, flags = speed.conclude(base, res)
-    assert [f.kind for f in flags] == ["MFU above 100%"] and "L5 (150%) reached more" in flags[0].message
+    assert [f.kind for f in flags] == ["MFU above 100%"] and "L6 (150%) reached more" in flags[0].message
 
 
 def test_too_few_repeats_are_flagged(base):
@@ -340,7 +405,8 @@ def test_too_few_repeats_are_flagged(base):
 def test_the_chart_keeps_a_place_for_a_rung_not_run():
     fig = speed.chart(_ladder(RATES))
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == [f"L{i}" for i in range(6)]
+    labels = [f"L{i}" for i in range(len(ladder.RUNGS))] + ["plain script (reference)"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == labels
     assert "not run" in [t.get_text() for t in ax.texts]
     assert ax.get_yscale() == "log"
 
@@ -365,6 +431,60 @@ def test_the_charts_mfu_labels_sit_above_the_whiskers_not_on_them():
             )
 
 
+def test_the_plain_script_is_set_beside_the_fastest_whole_epoch(base):
+    from hpml_lab.report import claims
+
+    epochs = {
+        "pil": [9.0, 9.1, 8.9],
+        "tensor": [3.3, 3.4, 3.2],
+        "big_batch": [1.0, 1.02, 0.98],  # the fastest whole epoch, though not the most images/s in the rounds
+        ladder.REFERENCE: [0.6, 0.61, 0.59],
+    }
+    res = _ladder(RATES, epochs=epochs)
+    res.meta.update(load_before={"cores": 16}, load_epochs=[1.0, 1.0, 1.0], reference={"loads": [1.0, 1.1]})
+    answers, _ = speed.conclude(base, res)
+    ref = answers[-1]
+    assert ref.status == "answered" and ref.verdict["outcome"] == "worse"  # the project's epoch is the slower
+    said = ref.headline.plain()
+    assert (
+        said == "The plain script is 1.67x faster than + batch 64 on epoch time."
+    )  # in words, in one breath
+    assert (
+        "The plain script is 1.67x faster than + batch 64 on epoch time (95% CI" in ref.text
+    )  # then the interval
+    assert "a whole epoch of 50,000 images took" in ref.text and "plain script (reference)" in ref.text
+    rec = Record("speed", "Speed ladder", answers, [])
+    assert claims.check_record(json.loads(json.dumps(rec.as_dict()))) == []
+    # runs one after the other while the load moved: the verdict cannot tell, and says why
+    res.meta["reference"] = {"loads": [30.0, 30.0]}
+    assert speed.conclude(base, res)[0][-1].verdict["outcome"] == "tie"
+    # no rung's epoch timed: nothing to set beside it
+    only = _ladder(RATES, epochs={ladder.REFERENCE: [0.6, 0.61, 0.59]})
+    assert speed.conclude(base, only)[0][-1].status == "not answered"
+
+
+def test_the_reference_script_runs_here_and_trains_the_labs_network(base, cifar_root):
+    """The outside reference end to end on this CPU at a tiny size (its own process, as the ladder runs it), and
+    its network: the lab's ResNet-18, parameter for parameter."""
+    from hpml_lab import models
+    from hpml_lab.studies.speed import reference
+
+    assert models.count_parameters(reference.resnet()) == models.count_parameters(models.build("resnet18"))
+    cfg = base.replace(batch_size=32, subset=64, lr=0.05)
+    args, why = ladder.reference_args(cfg, CPU, speed.Settings(compile_rung="off", epoch_repeats=1))
+    assert why == "" and args[args.index("--mode") + 1] == "eager"
+    out = ladder.run_reference(args)
+    assert [e["images"] for e in out["epochs"]] == [64, 64] and all(e["seconds"] > 0 for e in out["epochs"])
+    assert out["widths"] == "8,16,32,64" and out["precision"] == "fp32"
+    x, y = reference.load(cifar_root, CPU, 64)
+    xb, yb = next(reference.batches(x, y, 32))
+    assert xb.shape == (32, 3, 32, 32) and xb.is_contiguous(memory_format=torch.channels_last)
+    assert yb.shape == (32,) and abs(float(xb.mean())) < 1.5  # normalised
+    with pytest.raises(RuntimeError, match="the reference script failed"):
+        ladder.run_reference([*args, "--data", str(cifar_root / "nowhere")])
+    assert "basic blocks" in ladder.reference_args(cfg.replace(model="resnet50"), CPU, speed.Settings())[1]
+
+
 # ------------------------------------------------------------------ the notebook, once
 @pytest.mark.slow
 def test_the_notebook_renders_at_tiny(rendered):
@@ -373,9 +493,10 @@ def test_the_notebook_renders_at_tiny(rendered):
     html = (run.reports / "speed.html").read_text()
     assert "torch.compile" in html and "not run at this profile" in html
     rec = json.loads((run.reports / "speed.answer.json").read_text())
-    assert len(rec["answers"]) == len(ladder.RUNGS)  # the headline and one per rung after the baseline
+    # the headline, one per rung after the baseline, and the plain script's beside the fastest epoch
+    assert len(rec["answers"]) == len(ladder.RUNGS) + 1
     table = pd.read_csv(next((run.out / "results" / "speed").glob("*/ladder.csv")))
-    assert list(table["rung"]) == list(ladder.RUNGS)
+    assert list(table["rung"]) == [*ladder.RUNGS, ladder.REFERENCE]
     assert (run.out / "figures" / "speed_ladder.png").is_file()
 
 
@@ -385,3 +506,14 @@ def test_the_step_cap_counts_the_devices_default_at_its_largest():
     assert speed.STEPS_DEFAULT_MAX == max(ladder.STEPS.values())
     with pytest.raises(ConfigError, match="training steps per rung"):
         speed.run(RunConfig(task="speed"), speed.Settings(repeats=100, warmup=20, steps=1000))
+
+
+def test_a_graphed_rung_that_inductor_ran_without_cuda_graphs_is_flagged(base):
+    res = _ladder(RATES)
+    res.meta["step_ran"] = {"big_batch": {"compile_mode": "reduce-overhead", "cudagraph_skips": 2}}
+    flags = speed.conclude(base, res)[1]
+    assert [f.kind for f in flags] == ["CUDA graphs skipped"] and "+ batch 64 may have run without" in flags[
+        0
+    ].message
+    res.meta["step_ran"] = {"big_batch": {"compile_mode": "reduce-overhead", "cudagraph_skips": 0}}
+    assert speed.conclude(base, res)[1] == []

@@ -135,3 +135,50 @@ def test_a_benchmark_that_runs_out_of_host_memory_is_a_result_not_a_traceback(
     )
     rec = bench.run("loader", data_root=str(cifar_root), device="cpu")
     assert rec["status"] == "out_of_memory" and rec["error"].startswith("out of memory: ")
+
+
+def test_bench_overhead_times_the_fast_paths_instrumentation_beside_the_baselines(run_bench):
+    rec = run_bench("overhead")
+    assert rec["config"]["loader"] == "tensor" and rec["log_every"] == 20
+    assert rec["ratio_per_step_events"] > 0 and rec["ratio_with_step_sync"] > 0
+    assert rec["instrumented_step_s"]["n"] == rec["plain_step_s"]["n"] == 3
+    assert "every log_every steps" in rec["note"] and rec["step"]["optimizer_kernel"] == "fused"
+
+
+def test_bench_profile_compares_the_fast_step_with_the_plain_scripts(run_bench):
+    rec = run_bench("profile", 2)
+    p, r = rec["project"], rec["reference"]
+    assert r["status"] == "measured" and r["mode"] == "eager"  # a CPU: no compile on the fast side either
+    assert p["kernels_per_step"] > 0 and r["kernels_per_step"] > 0
+    assert "convolution" in p["by_kind"] and "convolution" in r["by_kind"]
+    assert rec["ratio"] == pytest.approx(p["kernel_ms_per_step"] / r["kernel_ms_per_step"])
+    assert "not measured on a CPU" in p["gaps_note"] and rec["steps_profiled"] == 2
+
+
+def test_a_profiles_gaps_are_the_time_no_kernel_ran():
+    """The CUDA branch on hand-built kernel events: two steps, kernels at 0-10, 15-20 and 18-30 us (overlapping),
+    then 100-110 us; one graph launch a step."""
+    from types import SimpleNamespace as NS
+
+    from torch.autograd import DeviceType
+
+    def kernel(a, b, name):
+        return NS(device_type=DeviceType.CUDA, time_range=NS(start=a, end=b), name=name)
+
+    events = [
+        kernel(0, 10, "sm90_xmma_fprop_implicit_gemm"),
+        kernel(15, 20, "triton_poi_fused_relu_0"),
+        kernel(18, 30, "triton_red_fused_native_batch_norm_1"),
+        kernel(100, 110, "void at::native::multi_tensor_apply_kernel"),
+        *[NS(device_type=DeviceType.CPU, name="cudaGraphLaunch", time_range=NS(start=0, end=1))] * 2,
+    ]
+    s = bench_measure.profile_summary(events, 2, cuda=True)
+    assert s["kernels_per_step"] == 2 and s["kernel_ms_per_step"] == pytest.approx(37 / 1000 / 2)
+    assert s["span_ms_per_step"] == pytest.approx(0.110 / 2) and s["busy_ms_per_step"] == pytest.approx(
+        0.035 / 2
+    )
+    assert s["idle_ms_per_step"] == pytest.approx(0.075 / 2) and s["largest_gaps_us"] == [70, 5]
+    assert s["gaps_over_10us_per_step"] == 0.5 and s["launch_calls_per_step"] == {"cudaGraphLaunch": 1.0}
+    kinds = s["by_kind"]
+    assert kinds["convolution"]["count"] == 0.5 and kinds["fused (inductor)"]["count"] == 1.0
+    assert kinds["optimizer"]["ms"] == pytest.approx(0.010 / 2)

@@ -78,18 +78,29 @@ def test_equal_to_pil_pipeline_at_fixed_crop_and_flip(cifar_root):
 
 
 def test_loader_iterates_like_a_dataloader(cifar_root, tiny_cfg):
-    loader = TensorLoader.from_config(tiny_cfg.replace(subset=100, batch_size=32), "cpu")
-    assert len(loader) == 4
-    batches = list(loader)
+    ds = cifar_files.CIFAR10Files(cifar_root)
+    kept = TensorLoader(
+        ds.data[:100], ds.targets[:100], 32, "cpu"
+    )  # drop_last=False, as DataLoader's default
+    assert len(kept) == 4 and kept.dropped == 0
+    batches = list(kept)
     assert [x.shape[0] for x, _ in batches] == [32, 32, 32, 4]
     x, y = batches[0]
     assert x.dtype == torch.float32 and x.shape[1:] == (3, 32, 32) and y.dtype == torch.long
     seen = torch.cat([y for _, y in batches])
-    assert sorted(seen.tolist()) == sorted(
-        cifar_files.CIFAR10Files(cifar_root).targets[:100]
-    )  # a permutation
-    first = torch.cat([y for _, y in loader])
+    assert sorted(seen.tolist()) == sorted(ds.targets[:100])  # a permutation
+    first = torch.cat([y for _, y in kept])
     assert not torch.equal(seen, first)  # reshuffled each epoch
+    # a run's loader: batches of one shape (static shapes for a compiled step), the partial batch left out and said
+    loader = TensorLoader.from_config(tiny_cfg.replace(subset=100, batch_size=32), "cpu")
+    assert len(loader) == 3 and loader.dropped == 4
+    batches = list(loader)
+    assert [x.shape[0] for x, _ in batches] == [32, 32, 32]
+    x, y = batches[0]
+    assert set(torch.cat([y for _, y in batches]).tolist()) <= set(ds.targets[:100])
+    # a set smaller than one batch keeps its one batch
+    small = TensorLoader.from_config(tiny_cfg.replace(subset=20, batch_size=32), "cpu")
+    assert [b[0].shape[0] for b in small] == [20] and small.dropped == 0
     again = TensorLoader.from_config(tiny_cfg.replace(subset=100, batch_size=32), "cpu")
     torch.testing.assert_close(next(iter(again))[0], x)  # seeded: reproducible
     noaug = TensorLoader.from_config(

@@ -15,6 +15,63 @@ def test_diverged_run_is_flagged_and_a_learning_one_is_not():
     assert not sanity.at_chance([2.3, 2.2, 2.15], 10)  # 2.15 < 0.95 * 2.303: clearly below
 
 
+def test_a_run_still_at_chance_after_its_second_epoch_did_not_learn():
+    ln10 = math.log(10)
+    # the issue's compiled run: loss 2.304 = ln(10) from its second epoch, top-1 at chance
+    f = sanity.did_not_learn([2.41, 2.304], [0.11, 0.10], 10)
+    assert f.kind == "did not learn" and "after epoch 2" in f.message
+    # through the one formatter, as every number of a page
+    assert (
+        "loss 2.3 is still at chance level ln(10) = 2.3" in f.message
+        and "top-1 10% is at chance" in f.message
+    )
+    assert {n.name for n in f.numbers()} >= {"did not learn: last epoch's loss", "did not learn: chance loss"}
+    # the loss alone: within 5% of ln(10) (2.19 and up), whatever top-1 says
+    assert "loss 2.2 " in sanity.did_not_learn([2.3, 2.2], [0.1, 0.4], 10).message
+    assert "top-1" not in sanity.did_not_learn([2.3, 2.2], [0.1, 0.4], 10).message
+    assert sanity.did_not_learn([2.3, 0.95 * ln10 - 0.01], [0.1, 0.4], 10) is None  # just below: it learned
+    # top-1 alone at chance (1.5 / classes or less) with a lower loss
+    f = sanity.did_not_learn([2.3, 1.9], [0.1, 0.15], 10)
+    assert f is not None and "top-1 15% is at chance (10%)" in f.message and "loss" not in f.message[:40]
+    assert sanity.did_not_learn([2.3, 1.9], [0.1, 0.16], 10) is None
+    # one epoch is too early; a NaN loss is "diverged"'s; 200 classes scale both thresholds
+    assert sanity.did_not_learn([2.304], [0.1], 10) is None
+    assert sanity.did_not_learn([2.3, math.nan], [0.1, 0.1], 10) is None
+    assert sanity.did_not_learn([5.3, 5.1], [0.01, 0.05], 200) is not None  # 5.1 >= 0.95 ln(200) = 5.03
+    assert sanity.did_not_learn([5.3, 4.9], [0.005, 0.006], 200) is not None  # top-1 0.6% <= 1.5 / 200
+    assert sanity.did_not_learn([5.3, 4.9], [0.005, 0.02], 200) is None
+    # a later epoch is judged: a run that sat at chance in epoch 2 and learned by epoch 4 learned
+    assert sanity.did_not_learn([2.4, 2.3, 2.1, 1.5], [0.1, 0.1, 0.2, 0.45], 10) is None
+
+
+def test_the_runs_own_record_is_its_flag_and_a_diverged_run_gets_only_that_flag():
+    cfg = RunConfig(model="resnet18", epochs=5)
+    rec = {
+        "did_not_learn": {
+            "epoch": 2,
+            "loss": 2.304,
+            "acc": 0.1,
+            "classes": 10,
+            "message": "after epoch 2 ...",
+        }
+    }
+    flags = sanity.run_flags(cfg, [2.3, 2.3, 2.304], [], rec)
+    # the flag is rebuilt from the record's values, its numbers named, not its message repeated
+    assert [f.kind for f in flags] == ["did not learn"] and flags[0].message.startswith(
+        "after epoch 2 its loss 2.3"
+    )
+    assert (
+        flags[0].numbers() and flags[0].message == sanity.did_not_learn([2.4, 2.304], [0.1, 0.1], 10).message
+    )
+    old = {"did_not_learn": {"epoch": 2, "loss": 2.304, "acc": 0.1}}  # a record of another shape: words alone
+    assert [f.message for f in sanity.run_flags(cfg, [2.3, 2.3, 2.304], [], old)] == [
+        "the run recorded that it did not learn (meta.json's did_not_learn)"
+    ]
+    assert sanity.run_flags(cfg, [2.3, 2.3, 2.304], [], {}) == []  # no record: no flag
+    kinds = [f.kind for f in sanity.run_flags(cfg, [2.3, math.nan], [], rec)]
+    assert kinds == ["diverged"]
+
+
 def test_growing_epochs_are_no_steady_state():
     f = sanity.trend([2.31, 3.71, 8.83, 12.0])  # c5's epochs
     assert (

@@ -21,6 +21,43 @@ def test_loss_falls_on_synthetic_data(tiny_cfg):
     assert run.epochs["acc"].iloc[-1] > 0.2  # chance is 0.1
 
 
+def test_a_run_that_did_not_learn_says_so_in_meta_json_and_on_its_line(tiny_cfg, capsys):
+    # a learning rate too small to move the weights: the loss stays at the initialisation's, near ln(10)
+    run = train(tiny_cfg.replace(lr=1e-9, epochs=2))
+    meta = json.loads((run.run_dir / "meta.json").read_text())
+    rec = meta["did_not_learn"]
+    assert rec["epoch"] == 2 and rec["loss"] == pytest.approx(run.epochs["loss"].iloc[-1])
+    assert rec["chance_loss"] == pytest.approx(2.302585) and "did not learn" in rec["message"]
+    err = capsys.readouterr().err
+    assert err.count("[test] did not learn") == 1 and "[test] did not learn: after epoch 2" in err
+    from hpml_lab import sanity
+
+    assert [f.kind for f in sanity.run_flags(tiny_cfg, run.batches["loss"], [], meta)][:1] == [
+        "did not learn"
+    ]
+    one = train(tiny_cfg.replace(lr=1e-9, epochs=1, run_id="one-epoch"))  # too early to say after one epoch
+    assert "did_not_learn" not in one.meta
+
+
+def test_a_later_epoch_that_learned_takes_the_record_back(tiny_cfg, capsys):
+    from hpml_lab.training import _check_learning
+
+    meta: dict = {}
+    rows = [{"epoch": 1, "loss": 2.40, "acc": 0.10}, {"epoch": 2, "loss": 2.30, "acc": 0.10}]
+    _check_learning(tiny_cfg, rows, 10, meta, True)
+    assert meta["did_not_learn"]["epoch"] == 2
+    _check_learning(tiny_cfg, rows + [{"epoch": 3, "loss": 2.29, "acc": 0.11}], 10, meta, True)
+    assert (
+        meta["did_not_learn"]["epoch"] == 3
+    )  # still at chance: the record follows the latest epoch, said once
+    assert capsys.readouterr().err.count("[test] did not learn") == 1
+    _check_learning(tiny_cfg, rows + [{"epoch": 3, "loss": 1.2, "acc": 0.6}], 10, meta, True)
+    assert "did_not_learn" not in meta
+    diverged = {"diverged": {"epoch": 1}}
+    _check_learning(tiny_cfg, rows, 10, diverged, True)  # a NaN loss is diverged's record alone
+    assert "did_not_learn" not in diverged
+
+
 def test_timing_fields_present_and_consistent(tiny_cfg):
     run = train(tiny_cfg)
     ep, b = run.epochs, run.batches

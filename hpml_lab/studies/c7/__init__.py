@@ -4,7 +4,7 @@ Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2
 folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
 """
 
-from ...protocol import SMOKE_LR, Task, later
+from ...protocol import GPU, SMOKE_LR, Task, later
 
 QUESTION = "C7: average loss and top-1 without BatchNorm vs with it"
 
@@ -21,6 +21,9 @@ TASK = Task(
         "num_workers": 0,
         "lr": SMOKE_LR,
     },
+    # the GPU check trains on the fast path where the question (which setting trains best) allows it: the
+    # tensor-resident loader and channels_last, fp32 as the lab's; the page's settings table and flag say so
+    gpu={**GPU, "loader": "tensor", "channels_last": True},
     gpu_runs=2,
     gpu_priority=110,
     smoke_s=10,

@@ -7,11 +7,13 @@
     fig = speed.chart(result)
 
 PIL loader with workers -> tensor-resident loader -> channels_last -> bf16 autocast (fp16 with a GradScaler on a
-GPU without bf16) -> torch.compile -> a larger batch with the learning rate scaled. Per rung: images/s and the step
-time (median and spread over interleaved repeats, warm-up left out), MFU and the images/s the device's peak would
-allow; per rung a verdict against the rung before it, so the ladder says which optimisations pay here and which do
-not (on a CPU several do not). How the rungs are built and timed: ladder.py; what the report concludes:
-conclusion.py; the figure: figure.py.
+GPU without bf16) -> torch.compile of the whole step -> CUDA graphs (a GPU's) -> a larger batch with the learning rate
+scaled -> twice that batch; then the outside reference, a plain script in plain torch (reference.py) at the last
+rung's settings. Per rung: images/s and the step time (median and spread over interleaved repeats, warm-up left out),
+MFU and the images/s the device's peak would allow, and whole epochs timed apart; per rung a verdict against the rung
+before it, so the ladder says which optimisations pay here and which do not (on a CPU several do not), and the
+fastest whole epoch against the plain script's. How the rungs are built and timed: ladder.py; what the report
+concludes: conclusion.py; the figure: figure.py.
 
 This folder is the whole task: TASK registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it), run()
 measures, conclude() states the findings.
@@ -59,17 +61,21 @@ class Settings(StudySettings):
     compile_rung: str = (
         "on"  # "off" leaves torch.compile out (its CPU build takes minutes), said in the report
     )
+    epoch_repeats: int = 3  # whole epochs timed per rung after the rounds (and warm epochs of the reference)
+    reference: str = "on"  # "off" leaves out the outside reference (the plain script, reference.py)
 
     RANGES = {  # issue 43: warmup=1e9 ran without end; batch_factor=100000 failed inside the kernel
         "repeats": (1, 100, "timed rounds; every rung runs once in each"),
         "warmup": (0, 20, "untimed rounds before the timed ones; one builds what a rung compiles"),
         "steps": (0, 10_000, "training steps per timed run; 0: the device's default"),
         "batch_factor": (2, 1024, "the last rung's batch over the baseline's"),
+        "epoch_repeats": (1, 20, "whole epochs timed per rung after the rounds"),
     }
 
     def check(self) -> None:
-        if self.compile_rung not in ("on", "off"):
-            raise ConfigError(f"parameter 'compile_rung' must be on or off, got {self.compile_rung!r}")
+        for name in ("compile_rung", "reference"):
+            if getattr(self, name) not in ("on", "off"):
+                raise ConfigError(f"parameter {name!r} must be on or off, got {getattr(self, name)!r}")
 
     def check_run(self, cfg: RunConfig) -> None:
         """What the ladder can run with cfg: the last rung's batch within the training set and its learning rate
@@ -99,13 +105,13 @@ class Settings(StudySettings):
 
 
 _LADDER = {"data_root": "data", "model": "resnet18", "batch_size": 128, "subset": 0, "lr": 0.1}
-# What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted). No training epoch:
-# 7 rounds x 40 steps x 6 rungs take seconds; the time is two cold torch.compile builds (the compile rung, then the
-# larger batch's shapes).
+# What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted: no GPU has run these
+# rungs; gpuplan.PREDICTED holds the same). The H100 check ran the six rungs of then, two compiled, in 109 s.
 GPU_EXTRA = (
-    270.0,
-    "two torch.compile builds of ResNet-18 (c8's 150 s cold, the second about 90 s with warm caches), "
-    "5 loads of the dataset and 1,680 timed steps (about 20 s)",
+    170.0,
+    "predicted: four compiled rungs (about 60 s, inductor's caches warm after the first), 5 rounds x 40 steps x 8 "
+    "rungs (about 20 s), 3 whole epochs per rung (PIL 5.6 s, the tensor loader's rungs 0.6-4.4 s: about 60 s), "
+    "the plain script in its own process (start, load, compile, 4 epochs: about 30 s)",
 )
 TASK = Task(
     "speed",
@@ -116,19 +122,20 @@ TASK = Task(
     settings=Settings,
     gpu_runs=0,
     gpu_extra=GPU_EXTRA,
-    gpu_priority=65,
+    gpu_priority=5,  # the fast path's figures first: its rungs, epochs and the plain script on the new GPU
     smoke_s=31,  # `make report` on a fresh clone, 2 idle cores (fe82833); 433 s was measured at load 19-27
     # seconds on 2 CPU cores: the tiny network, no compile rung (its inductor build alone takes 1-2 minutes)
     tiny={
         "model": "resnet_tiny",
         "batch_size": 16,
-        "subset": 256,
+        "subset": 128,
         "num_workers": 1,
         "repeats": 3,
         "warmup": 1,
         "steps": 1,
         "batch_factor": 2,
         "compile_rung": "off",
+        "epoch_repeats": 1,
     },
     smoke={
         "model": "resnet_tiny",
@@ -141,6 +148,7 @@ TASK = Task(
         "steps": 2,
         "batch_factor": 4,
         "compile_rung": "off",
+        "epoch_repeats": 1,
     },
     full={**_LADDER, "num_workers": 2, "repeats": 5, "warmup": 2, "steps": 0, "compile_rung": "on"},
     gpu={**_LADDER, "num_workers": 8, "repeats": 5, "warmup": 2, "steps": 40, "compile_rung": "on"},
@@ -150,7 +158,8 @@ TASK = Task(
 
 
 def run(cfg: RunConfig, settings: Settings) -> Ladder:
-    """Plan the rungs for cfg, time them, and write ladder.csv, samples.json and meta.json to cfg.run_dir()."""
+    """Plan the rungs for cfg, time them, run the outside reference, and write ladder.csv, samples.json (images/s
+    of each timed round), epochs.json (seconds of each whole epoch) and meta.json to cfg.run_dir()."""
     from ...device import resolve_device
     from ...io import atomic_write_csv, atomic_write_json
     from ...results import new_meta
@@ -166,5 +175,6 @@ def run(cfg: RunConfig, settings: Settings) -> Ladder:
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_csv(folder / "ladder.csv", result.table.to_dict("records"), COLUMNS)
     atomic_write_json(folder / "samples.json", result.samples)
+    atomic_write_json(folder / "epochs.json", result.epochs)
     atomic_write_json(folder / "meta.json", result.meta)
     return result

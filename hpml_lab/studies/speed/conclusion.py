@@ -1,5 +1,5 @@
-"""What the speed ladder concludes: per rung a verdict against the rung before it, and how far the rung with the
-most images/s is from the device's ideal.
+"""What the speed ladder concludes: per rung a verdict against the rung before it, how far the rung with the most
+images/s is from the device's ideal, and how far the project's fastest whole epoch is from the plain script's.
 
     from hpml_lab.studies.speed import conclude
     answers, flags = conclude(cfg, result)      # result: ladder.Ladder
@@ -20,8 +20,10 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
+from ...fastpath import GRAPH_MODES
 from ...findings import Background, Finding, Ident, join, say, stray_digits
 from ...verdict import best, compare, sample_record
+from .ladder import REFERENCE
 
 QUESTION_TOP = "How fast does this machine train, and how far is that from the hardware?"
 
@@ -38,10 +40,21 @@ WHY = {
     "small gradients underflow, so a GradScaler scales the loss and adapts the scale as training goes.",
     "compile": "torch.compile fuses element-wise work (BatchNorm, ReLU, the residual add) into fewer kernels and "
     "removes Python overhead per operation; it pays a one-off build before its first step, left out of the timing here.",
+    "cuda_graphs": "A CUDA graph records the step's kernels once and replays them with one launch, so the host's "
+    "work per kernel (Python, the dispatcher, the launch itself) leaves the step; it needs shapes and memory "
+    "addresses that do not change, which static shapes and the compiler's memory pool give.",
     "big_batch": "A larger batch gives every kernel more work, so the fixed costs of a step (kernel launches, the "
     "optimizer step, Python) weigh less per image; the linear scaling rule (Goyal et al.) multiplies the learning "
     "rate by the same factor so that the update per image stays alike, usually with a warm-up.",
+    "bigger_batch": "Doubling the batch again halves the fixed costs per image once more, until the kernels fill the "
+    "device; past that the step's time grows with the batch and images/s stops rising.",
 }
+REFERENCE_WHY = (
+    "The plain script (reference.py) trains the same network with the same data, augmentation, precision, memory "
+    "format and compile mode in plain torch, and keeps nothing of a run: no per-batch records, no timers, no "
+    "progress, no checks. Its epoch against the project's says what the project's own work per step costs."
+)
+QUESTION_REFERENCE = "How far is the project's fastest whole epoch from a plain script's on this device?"
 MFU_WHY = (
     "MFU is the model's FLOPs per second over the device's peak for the precision used. A small ResNet on small "
     "images stays far below the peak: many of its kernels are limited by memory bandwidth, not arithmetic, and "
@@ -49,10 +62,15 @@ MFU_WHY = (
 )
 
 
+def rungs_only(table: pd.DataFrame) -> pd.DataFrame:
+    """The ladder's own rungs, without the outside reference's row."""
+    return table[table["rung"] != REFERENCE]
+
+
 def neighbours(table: pd.DataFrame) -> list[tuple[dict, dict | None]]:
     """(rung, the last measured rung before it) for every rung after the first; None when none before it ran."""
     out, prev = [], None
-    for i, row in enumerate(table.to_dict("records")):
+    for i, row in enumerate(rungs_only(table).to_dict("records")):
         if i:
             out.append((row, prev))
         if row["status"] == "measured":
@@ -65,10 +83,9 @@ def label(row: dict) -> Finding | str:
     if row["rung"] == "pil":
         w = Number("pil: workers", int(row["num_workers"]), "", "setting", source="num_workers")
         return say("PIL loader, {w} worker" + ("" if w.value == 1 else "s"), w=w)
-    if row["rung"] == "big_batch":
-        b = Number(
-            "big_batch: batch size", int(row["batch_size"]), "", "setting", source="batch_size x batch_factor"
-        )
+    if row["rung"] in ("big_batch", "bigger_batch"):
+        how = "batch_size x batch_factor" + (" x 2" if row["rung"] == "bigger_batch" else "")
+        b = Number(f"{row['rung']}: batch size", int(row["batch_size"]), "", "setting", source=how)
         return say("+ batch {b}", b=b)
     return str(row["label"])
 
@@ -76,9 +93,35 @@ def label(row: dict) -> Finding | str:
 class Numbers:
     """Each measured rung's Numbers, made once so that every answer that states one states the same object."""
 
-    def __init__(self, table: pd.DataFrame, samples: dict[str, list[float]]):
+    def __init__(
+        self,
+        table: pd.DataFrame,
+        samples: dict[str, list[float]],
+        epochs: dict[str, list[float]] | None = None,
+    ):
         self.rows = {r["rung"]: r for r in table.to_dict("records")}
         self.samples = samples
+        self.epochs = epochs or {}
+
+    def epoch(self, rung: str) -> Number:
+        return self._get(rung, "epoch")
+
+    def epoch_mfu(self, rung: str) -> Number:
+        return self._get(rung, "epoch MFU")
+
+    def epoch_line(self, rung: str) -> Finding:
+        """'<label>: a whole epoch of <images> images took <s> (MFU <%> over the epoch).'"""
+        r = self.rows[rung]
+        images = Number(
+            f"{rung}: images an epoch", int(r["epoch_images"]), "", "counted", source="the epoch's batches"
+        )
+        return say(
+            "{label}: a whole epoch of {images} images took {e} (MFU {m} over the epoch).",
+            label=label(r),
+            images=images,
+            e=self.epoch(rung),
+            m=self.epoch_mfu(rung),
+        )
 
     def ips(self, rung: str) -> Number:
         return self._get(rung, "images/s")
@@ -99,7 +142,17 @@ class Numbers:
         return self.__dict__[key]
 
     def _make(self, rung: str, what: str) -> Number:
-        r, s = self.rows[rung], self.samples[rung]
+        r = self.rows[rung]
+        if what == "epoch":
+            e = self.epochs.get(rung, [])
+            iqr = float(r["epoch_iqr_s"]) if len(e) >= 3 else None
+            return Number(f"{rung}: epoch time", float(r["epoch_s"]), "s", "measured", n=len(e), spread=iqr)
+        if what == "epoch MFU":
+            n_epochs = len(self.epochs.get(rung, []))
+            return Number(
+                f"{rung}: MFU over the epoch", 100 * float(r["epoch_mfu"]), "%", "measured", n=n_epochs
+            )
+        s = self.samples[rung]
         n = len(s)
         spread = n >= 3
         if what == "images/s":
@@ -216,7 +269,7 @@ def rung_answer(
 
 
 def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
-    rows = nums.rows
+    rows = {k: r for k, r in nums.rows.items() if k != REFERENCE}
     measured = [k for k in rows if rows[k]["status"] == "measured"]
     if not measured:
         return Answer(QUESTION_TOP, say("No rung ran."), status="not answered", missing="every rung")
@@ -256,6 +309,61 @@ def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
     return Answer(QUESTION_TOP, headline, details, [Background(MFU_WHY)], "answered", verdict=record)
 
 
+def reference_answer(nums: Numbers, meta: dict) -> Answer:
+    """The project's fastest whole epoch (the rung with the lowest median epoch time) against the plain script's,
+    on epoch time: a verdict on runs made one after the other (the script ran after the rungs' epochs), told the
+    machine's load during each."""
+    ref = nums.rows.get(REFERENCE)
+    background = [Background(REFERENCE_WHY)]
+    if ref is None or ref["status"] != "measured":
+        why = _words(str(ref["reason"])) if ref is not None else "the plain script's run"
+        return Answer(
+            QUESTION_REFERENCE, say("The plain script did not run here."), [], background, "not answered", why
+        )
+    timed = [
+        k for k, r in nums.rows.items() if k != REFERENCE and r["status"] == "measured" and nums.epochs.get(k)
+    ]
+    if not timed:
+        return Answer(
+            QUESTION_REFERENCE,
+            say("No rung's whole epoch was timed, so there is nothing to set beside the plain script's."),
+            [nums.epoch_line(REFERENCE)],
+            background,
+            "not answered",
+            "a whole epoch of a rung",
+        )
+    fast = min(timed, key=lambda k: float(np.median(nums.epochs[k])))
+    cores = ((meta.get("load_before") or {}).get("cores")) or 1
+    loads = meta.get("load_epochs") or []
+    ref_loads = (meta.get("reference") or {}).get("loads") or []
+    v = compare(
+        nums.epochs[fast],
+        nums.epochs[REFERENCE],
+        str(label(nums.rows[fast])),
+        "the plain script",
+        what="epoch time",
+        interleaved=False,
+        load_a=[x / cores for x in loads if x is not None],
+        load_b=[x / cores for x in ref_loads if x is not None],
+    )
+    name, a = "fastest epoch vs plain script", label(nums.rows[fast])
+    # the verdict in words first; its interval, counts and the two epochs in the details
+    details = [
+        say("{v}.", v=v.finding(name, a, "the plain script")).up(),
+        nums.epoch_line(fast),
+        nums.epoch_line(REFERENCE),
+    ]
+    record = sample_record(v, nums.epochs[fast], nums.epochs[REFERENCE])
+    return Answer(
+        QUESTION_REFERENCE,
+        say("{v}.", v=v.short(name, a, "the plain script")).up(),
+        details,
+        background,
+        "answered",
+        verdict=record,
+    )
+
+
 def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
     """A rung whose MFU passed 100%: its peak was measured here and is no bound (a busy machine measured it low)."""
     over = [r for r in table.to_dict("records") if r["status"] == "measured" and r["mfu"] > 1]
@@ -279,10 +387,33 @@ def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
     )
 
 
+def graphs_skipped(table: pd.DataFrame, meta: dict) -> sanity.Flag | None:
+    """A rung that asked for CUDA graphs whose compiled step inductor ran without them (meta's steps)."""
+    steps = meta.get("step_ran") or {}
+    asked = [r for r in table.to_dict("records") if r["status"] == "measured" and r["rung"] in steps]
+    skipped = [
+        label(r)
+        for r in asked
+        if steps[r["rung"]].get("cudagraph_skips") and steps[r["rung"]].get("compile_mode") in GRAPH_MODES
+    ]
+    if not skipped:
+        return None
+    return sanity.Flag(
+        "CUDA graphs skipped",
+        say(
+            "inductor ran compiled graphs without CUDA graphs during the ladder (its log says why), so {rungs} may "
+            "have run without them: read those rungs as compiled, not graphed",
+            rungs=join(
+                [x if isinstance(x, Finding) else say("{r}", r=Ident(x)) for x in skipped], ", ", " and "
+            ),
+        ),
+    )
+
+
 def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
-    """(answers, flags): the top answer, then one per rung after the baseline; flags for few repeats and a busy
-    machine."""
-    nums = Numbers(result.table, result.samples)
+    """(answers, flags): the top answer, one per rung after the baseline, then the plain script's against the
+    fastest whole epoch; flags for few repeats and a busy machine."""
+    nums = Numbers(result.table, result.samples, getattr(result, "epochs", None))
     device = "GPU" if str(result.meta.get("device", cfg.device)).startswith("cuda") else "CPU"
     answers = [top_answer(result.table, nums, result.meta)]
     pairs = neighbours(result.table)
@@ -297,9 +428,11 @@ def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
         rung_answer(row, prev, nums, result.meta, device, slower.get(prev["rung"]) if prev else None)
         for row, prev in pairs
     ]
+    answers.append(reference_answer(nums, result.meta))
     flags = [
         sanity.too_few(int(result.meta.get("repeats", 0)), "timed repeats per rung"),
         sanity.busiest_seen([result.meta.get("load_before"), result.meta.get("load_after")]),
         above_peak(result.table),
+        graphs_skipped(result.table, result.meta),
     ]
     return answers, [f for f in flags if f is not None]

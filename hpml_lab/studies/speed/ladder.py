@@ -10,25 +10,34 @@ The rungs, cumulative (each keeps everything the rungs before it turned on):
 2. tensor: the whole uint8 dataset resident on the device, augmented batched there (data/gpu_loader.py);
 3. channels_last: weights and batches in NHWC memory format;
 4. bf16: bfloat16 autocast of forward and loss (fp16 with a GradScaler on a CUDA GPU without bf16);
-5. compile: torch.compile (inductor), built in the warm-up, not in a timed repeat;
-6. big_batch: the batch times `batch_factor`, the learning rate scaled by the same factor (Goyal et al. 2017).
+5. compile: torch.compile (inductor) of the whole step (training.Step), built in the warm-up, not in a timed repeat;
+6. cuda_graphs: the same compiled step in mode reduce-overhead, replayed as CUDA graphs (a GPU's only);
+7. big_batch: the batch times `batch_factor`, the learning rate scaled by the same factor (Goyal et al. 2017);
+8. bigger_batch: the batch times twice `batch_factor` (1024 from the lab's 128), the learning rate with it.
 
-A rung that cannot run here, or that this profile leaves out (torch.compile, whose build c8 times), is kept
-as a row that says why; the rung after it builds on the last rung that ran.
+Then the outside reference, not a rung of the ladder: reference.py beside this file, the plainest script that trains
+the same network on the same device in plain torch, at the last rung's batch, precision and compile mode, run in its
+own process (run_reference), so a reader sees how far the project's fastest rung is from what the framework gives.
 
-Every rung has its own model, optimizer and loader (bench_measure's trainer, training.train_step's step), all built
+A rung that cannot run here (CUDA graphs on a CPU), or that this profile leaves out (torch.compile, whose build c8
+times), is kept as a row that says why; the rung after it builds on the last rung that ran.
+
+Every rung has its own model, optimizer and loader (bench_measure's trainer, training.Step's step), all built
 before any is timed, so a compiled rung compiles once, in the warm-up. Then `warmup` untimed rounds and `repeats`
 timed rounds; in each round every rung runs `steps` steps back to back, the order rotated each round (A B C, then
 B C A, ...), so neighbouring rungs take turns and a change of the machine's load hits them alike. Each timed run is
 synchronized at its start and timed with profiling.DeviceTimer (CUDA events on a GPU, perf_counter on a CPU).
 Before a worker-fed rung's timed run, the batches its workers prefetched while other rungs ran are taken untimed,
-so the run starts with the loader's queue empty instead of a head start of ready batches.
+so the run starts with the loader's queue empty instead of a head start of ready batches. After the rounds, each
+rung trains `epoch_repeats` whole epochs of its loader (the rungs again taking turns), each timed whole by a wall
+clock synchronized at both ends: the epoch time a user's loop takes, loading included, not a sum of steps.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,11 +49,12 @@ import torch
 from ... import flops
 from ...config import RunConfig
 from ...fastpath import check_precision, compile_available
-from ...profiling import DeviceTimer, summarize, synchronize
+from ...profiling import DeviceTimer, WallClock, summarize, synchronize
 from ...sanity import machine_load
 from ..bench_measure import _Trainer
 
-RUNGS = ("pil", "tensor", "channels_last", "bf16", "compile", "big_batch")
+RUNGS = ("pil", "tensor", "channels_last", "bf16", "compile", "cuda_graphs", "big_batch", "bigger_batch")
+REFERENCE = "reference"  # the outside reference's row, after the rungs
 # steps per timed run when settings.steps is 0: a CPU step of ResNet-18 takes seconds, a GPU one milliseconds
 STEPS = {"cpu": 2, "cuda": 40}
 WARMUP_NOTE = (
@@ -80,6 +90,11 @@ COLUMNS = [
     "peak_source",
     "mfu",
     "ideal_images_per_s",
+    "epochs_timed",
+    "epoch_s",
+    "epoch_iqr_s",
+    "epoch_images",
+    "epoch_mfu",
 ]
 
 
@@ -100,6 +115,7 @@ class Ladder:
     table: pd.DataFrame
     samples: dict[str, list[float]]
     meta: dict[str, Any] = field(default_factory=dict)
+    epochs: dict[str, list[float]] = field(default_factory=dict)  # rung -> seconds of each whole timed epoch
 
     def measured(self) -> pd.DataFrame:
         return self.table[self.table["status"] == "measured"]
@@ -157,14 +173,35 @@ def plan(cfg: RunConfig, settings, device: torch.device) -> list[Rung]:
         why,
     )
     compiled = last.replace(compile=True)
-    why = (
-        "not run at this profile (compile_rung is off here; the torch.compile report times the compiled step and its build)"
-        if settings.compile_rung == "off"
-        else compile_available(compiled.compile_backend, device.type)
+    off = (
+        "not run at this profile (compile_rung is off here; the torch.compile report times the compiled step and "
+        "its build)"
     )
-    add("compile", "+ torch.compile", f"torch.compile ({compiled.compile_backend})", compiled, why)
+    why = off if settings.compile_rung == "off" else compile_available(compiled.compile_backend, device.type)
+    add(
+        "compile",
+        "+ torch.compile",
+        f"torch.compile ({compiled.compile_backend}) of the whole step",
+        compiled,
+        why,
+    )
+    graphs = last.replace(compile=True, compile_mode="reduce-overhead")
+    if device.type != "cuda":
+        why = "CUDA graphs need a CUDA GPU: not run on a CPU"
+    elif settings.compile_rung == "off":
+        why = off
+    else:
+        why = compile_available(graphs.compile_backend, device.type)
+    add(
+        "cuda_graphs",
+        "+ CUDA graphs",
+        "the compiled step replayed as CUDA graphs (torch.compile's reduce-overhead mode)",
+        graphs,
+        why,
+    )
     k = settings.batch_factor
-    big = last.replace(batch_size=last.batch_size * k, lr=last.lr * k)
+    base_batch, base_lr = last.batch_size, last.lr
+    big = last.replace(batch_size=base_batch * k, lr=base_lr * k)
     add(
         "big_batch",
         f"+ batch {big.batch_size}",
@@ -172,7 +209,77 @@ def plan(cfg: RunConfig, settings, device: torch.device) -> list[Rung]:
         big,
         _too_big(big),
     )
+    bigger = last.replace(batch_size=base_batch * 2 * k, lr=base_lr * 2 * k)
+    add(
+        "bigger_batch",
+        f"+ batch {bigger.batch_size}",
+        "twice that batch, the learning rate scaled with it",
+        bigger,
+        _too_big(bigger),
+    )
     return rungs
+
+
+def reference_args(cfg: RunConfig, device: torch.device, settings) -> tuple[list[str], str]:
+    """(the reference script's arguments for cfg, the last rung that ran; '' or why it cannot run): the same
+    network (its widths and blocks), data, batch, learning rate, precision and compile mode (CUDA graphs on a GPU
+    where the ladder compiles; plain inductor on a CPU where it compiles there; else eager)."""
+    from ... import models
+
+    if settings.reference == "off":
+        return [], "not run at this profile (reference is off here)"
+    if cfg.dataset != "cifar10":
+        return [], "the reference script trains on CIFAR-10 only"
+    cls, args = models.arguments(cfg.model)
+    if cls != "ResNet" or args.get("block") != "basic" or cfg.norm != "bn" or cfg.stem != "cifar":
+        return [], "the reference script has the CIFAR ResNet with basic blocks and BatchNorm only"
+    if cfg.precision not in ("fp32", "bf16"):
+        return [], "the reference script runs in bf16 or fp32 only"
+    if settings.compile_rung == "off":
+        mode = "eager"
+    else:
+        mode = "reduce-overhead" if device.type == "cuda" else "default"
+        why = compile_available("inductor", device.type)
+        if why:
+            return [], why
+    n_train = cfg.subset or 0
+    return [
+        "--data",
+        str(cfg.data_path()),
+        "--device",
+        device.type,
+        "--batch",
+        str(cfg.batch_size),
+        "--epochs",
+        str(1 + settings.epoch_repeats),
+        "--lr",
+        repr(cfg.lr),
+        "--subset",
+        str(n_train),
+        "--mode",
+        mode,
+        "--precision",
+        "bf16" if cfg.precision == "bf16" else "fp32",
+        "--widths",
+        ",".join(str(w) for w in args["widths"]),
+        "--blocks",
+        ",".join(str(b) for b in args["num_blocks"]),
+    ], ""
+
+
+def run_reference(args: list[str], timeout: float = 900.0) -> dict[str, Any]:
+    """Run reference.py in its own process (python as this one); its JSON line. A failure raises RuntimeError
+    with the script's last line of error output."""
+    import json
+    from pathlib import Path
+
+    script = Path(__file__).with_name("reference.py")
+    r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout)
+    lines = r.stdout.strip().splitlines()
+    if r.returncode != 0 or not lines:
+        last = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1]
+        raise RuntimeError(f"the reference script failed: {last[:300]}")
+    return json.loads(lines[-1])
 
 
 def _precision_refused(cfg: RunConfig, device: torch.device) -> str:
@@ -246,9 +353,24 @@ def measure(
                 images[r.name].pop()
         loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
         log(f"{'round' if timed else 'warm-up'} {rnd + 1}/{settings.warmup + settings.repeats} done")
+    seconds = {name: t.intervals() for name, t in timers.items()}
+    # whole epochs, the rungs taking turns: the epoch time a user's loop takes, loading and its last batch included
+    epochs: dict[str, list[float]] = {r.name: [] for r in active}
+    epoch_images: dict[str, int] = {}
+    epoch_loads: list[float | None] = []  # the 1-minute load average after each round of epochs
+    clock = WallClock(device)
+    for rnd in range(settings.epoch_repeats):
+        k = rnd % max(1, len(active))
+        for r in active[k:] + active[:k]:
+            clock.start()
+            epoch_images[r.name] = trainers[r.name].epoch()
+            epochs[r.name].append(clock.stop())
+        epoch_loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
+        log(f"whole epochs {rnd + 1}/{settings.epoch_repeats} done")
+    steps_ran = {name: tr._step.describe() for name, tr in trainers.items() if hasattr(tr, "_step")}
     for tr in trainers.values():
         tr.close()
-    seconds = {name: t.intervals() for name, t in timers.items()}
+    trainers.clear()
     load_after = machine_load()
     per_image = flops.flops_per_image(rungs[0].cfg)
     rows, samples = [], {}
@@ -260,7 +382,15 @@ def measure(
             samples[r.name] = rate
             row.update(_stats(rate, step_s))
             row.update(_hardware(r.cfg, device, per_image, row["images_per_s"]))
+            row.update(
+                _epoch_stats(epochs[r.name], epoch_images.get(r.name, 0), per_image, row["peak_tflops"])
+            )
         rows.append(row)
+    last = next((r for r in reversed(rungs) if not r.skipped), rungs[0])
+    ref_row, ref_epochs, ref_meta = _reference(last, settings, device, per_image, log)
+    rows.append(ref_row)
+    if ref_epochs:
+        epochs[REFERENCE] = ref_epochs
     meta = {
         "device": str(device),
         "steps": steps,
@@ -272,8 +402,86 @@ def measure(
         "load_after": load_after,
         "load_per_round": loads,
         "flops_per_image": per_image,
+        "epoch_repeats": settings.epoch_repeats,
+        "load_epochs": epoch_loads,
+        "epoch_note": "whole epochs of each rung's loader after the rounds, the rungs taking turns, each timed by a "
+        "wall clock synchronized at both ends (an epoch of the PIL loader keeps its last partial batch; the "
+        "tensor loader drops it: static shapes)",
+        "reference": ref_meta,
+        # what each rung's step ran (training.Step.describe; dynamo's and inductor's counters are the process's,
+        # so a later rung's counts include the earlier rungs')
+        "step_ran": steps_ran,
     }
-    return Ladder(pd.DataFrame(rows, columns=COLUMNS), samples, meta)
+    return Ladder(pd.DataFrame(rows, columns=COLUMNS), samples, meta, epochs)
+
+
+def _epoch_stats(seconds: list[float], images: int, per_image: int, peak_tflops: float) -> dict[str, Any]:
+    """Median and spread of whole epochs' seconds, the images an epoch carried, and MFU over the whole epoch."""
+    st = summarize(seconds)
+    med = st["median"]
+    ok = bool(seconds) and med > 0 and peak_tflops and peak_tflops > 0
+    return {
+        "epochs_timed": len(seconds),
+        "epoch_s": med,
+        "epoch_iqr_s": st["iqr"] if len(seconds) >= 3 else float("nan"),
+        "epoch_images": images,
+        "epoch_mfu": per_image * images / med / (peak_tflops * 1e12) if ok else float("nan"),
+    }
+
+
+def _reference(
+    last: Rung, settings, device: torch.device, per_image: int, log
+) -> tuple[dict, list[float], dict]:
+    """The outside reference's row (the plain script at the last rung's settings), its warm epochs' seconds and
+    what ran; a row that says why where it could not run. Its first epoch (the compile) is left out."""
+    cfg = last.cfg
+    row = {
+        **dict.fromkeys(COLUMNS, float("nan")),
+        "rung": REFERENCE,
+        "label": "plain script (reference)",
+        "change": "the plainest script that trains the same network on this device (reference.py)",
+        "batch_size": cfg.batch_size,
+        "lr": cfg.lr,
+        "loader": "resident",
+        "num_workers": 0,
+        "channels_last": True,
+        "precision": cfg.precision,
+        "compile": settings.compile_rung == "on",
+        "repeats": 0,
+        "steps": 0,
+        "peak_source": "",
+        "peak_precision": "",
+    }
+    args, why = reference_args(cfg, device, settings)
+    if not why:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # the rungs' memory back to the device for the script's process
+        log("reference: the plain script in its own process")
+        loads = [os.getloadavg()[0] if hasattr(os, "getloadavg") else None]
+        try:
+            out = run_reference(args)
+            loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
+        except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+            why = (
+                str(e) if isinstance(e, RuntimeError) else f"the reference script failed: {type(e).__name__}"
+            )
+    if why:
+        return {**row, "status": "not run", "reason": why}, [], {"args": args, "why": why}
+    warm = out["epochs"][1:]
+    seconds = [float(e["seconds"]) for e in warm]
+    images = int(warm[0]["images"]) if warm else 0
+    row.update(status="measured", reason="", repeats=len(seconds), compile=out["mode"] != "eager")
+    rate = [images / s for s in seconds if s > 0]
+    steps = max(1, images // cfg.batch_size)
+    row.update(_stats(rate, [s / steps for s in seconds]))
+    row.update(_hardware(cfg, device, per_image, row["images_per_s"]))
+    row.update(_epoch_stats(seconds, images, per_image, row["peak_tflops"]))
+    ran = {k: out.get(k) for k in ("batch", "mode", "precision", "lr", "widths", "blocks", "subset")}
+    return (
+        row,
+        seconds,
+        {"args": args, "ran": ran, "first_epoch_s": out["epochs"][0]["seconds"], "loads": loads},
+    )
 
 
 def _row(r: Rung, steps: int, repeats: int) -> dict[str, Any]:
