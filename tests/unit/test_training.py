@@ -303,20 +303,21 @@ def test_compiled_runs_in_one_process_each_compile_afresh_and_stay_compiled(tiny
     # The limit is lowered to 4 here, so that three runs of six distinct shapes would pass it, instead of five runs
     import torch._dynamo as dynamo
 
-    counts = [dynamo.utils.counters["stats"]["unique_graphs"]]  # graphs compiled so far in this process
+    counts = []  # graphs each run compiled: a run starts dynamo's counters afresh (training.Step, its record)
     with dynamo.config.patch(recompile_limit=4):
         for b in (3, 7, 8):  # 20 images: batches of 3 and 2, 7 and 6, 8 and 4: six shapes, none shared
-            train(
+            run = train(
                 tiny_cfg.replace(
                     compile=True, compile_backend="eager", subset=20, max_batches=0, epochs=1, batch_size=b
                 )
             )
-            counts.append(dynamo.utils.counters["stats"]["unique_graphs"])  # graphs compiled so far
+            counts.append((dynamo.utils.counters["stats"]["unique_graphs"], run.meta["step"]["graphs"]))
     assert (
         dynamo.config.fail_on_recompile_limit_hit
     )  # should one run pass the limit: an error, not eager code
-    # each run compiles its two graphs (full batch, last batch) itself: none is served by an earlier run's cache
-    assert [b - a for a, b in zip(counts, counts[1:])] == [2] * 3, counts
+    # each run compiles its two graphs (full batch, last batch) itself, none served by an earlier run's cache, and
+    # its record says so
+    assert counts == [(2, 2)] * 3, counts
 
 
 @pytest.mark.slow
