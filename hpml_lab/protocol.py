@@ -69,6 +69,10 @@ class Task:
     # seconds `make report` (smoke) took for it in a fresh clone on 2 idle cores (measured; None: not yet): the
     # first estimate `hpml-lab report` gives of what is left, before a run of its own recorded a time
     smoke_s: float | None = None
+    # a task whose sweep shares a configuration with this one's (its id, and the field its sweep varies): the
+    # same training run twice, whose epoch times should agree; the conclusion flags a noisy machine where they
+    # do not
+    twin: tuple[str, str] | None = None
     run: Callable[..., Any] | None = None  # run(cfg, settings) -> result
     conclude: Callable[..., Any] | None = None  # conclude(cfg, result) -> (answers, flags)
 

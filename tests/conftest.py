@@ -183,7 +183,7 @@ FAST_TIER_OUT = {
     "tests/unit/test_cli.py::test_file_system_errors_are_one_line": 36,
     "tests/faults/test_guard_runs.py::test_an_error_a_held_signal_lands_on_is_the_one_recorded": 32,
     "tests/unit/test_bench.py::test_bench_stall_compares_fed_steps_with_resident_ones": 32,
-    "tests/studies/test_scaling.py::test_q1_counts_full_batch_steps_only": 31,
+    "tests/studies/test_lab5.py::test_q1_counts_full_batch_steps_only": 31,
     "tests/faults/test_guard_runs.py::test_sigkill_mid_rerun_leaves_the_complete_run": 28,
     "tests/studies/test_memory.py::test_revnet_memory_saving_under_bf16_autocast_is_as_close_to_fp32_as_plain_autograd": 28,
     "tests/faults/test_guard_runs.py::test_switching_data_back_restores_the_kept_run_and_piles_up_no_copies": 23,

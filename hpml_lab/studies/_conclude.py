@@ -174,8 +174,6 @@ def dedupe(flags) -> list[sanity.Flag]:
     return out
 
 
-# tasks whose sweeps share a configuration: C6's sgd and C7's bn are the same training (the lab's defaults)
-TWINS = {"c6": ("c7", "norm"), "c7": ("c6", "optimizer")}  # task -> its twin and the field the twin sweeps
 NOT_SETTINGS = ("task", "results_dir", "run_id", "progress", "log_every", "data_root")
 
 
@@ -183,13 +181,14 @@ def _setting_key(config: dict) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in config.items() if k not in NOT_SETTINGS))
 
 
-def twin_noise(cfg, items, field: str, other_runs=None) -> sanity.Flag | None:
-    """'noisy machine' when a run of this sweep and a run of its twin task (TWINS) with the same configuration
-    have epoch medians (after warm-up) further apart than sanity.NOISE_FACTOR. `other_runs` defaults to the
-    twin task's complete runs in cfg.results_dir."""
+def twin_noise(cfg, items, field: str, twin: tuple[str, str] | None, other_runs=None) -> sanity.Flag | None:
+    """'noisy machine' when a run of this sweep and a run of its twin task with the same configuration have
+    epoch medians (after warm-up) further apart than sanity.NOISE_FACTOR. `twin`: the twin task's id and the
+    field its sweep varies (the TASK's twin: two tasks whose sweeps share a configuration, such as the lab's
+    defaults); None: no twin. `other_runs` defaults to the twin task's complete runs in cfg.results_dir."""
     from ..results import load_runs, read_run
 
-    twin, twin_field = TWINS.get(cfg.task, (None, ""))
+    twin, twin_field = twin or (None, "")
     items = [it for it in items or () if getattr(it, "complete", False)]
     if twin is None or not items:
         return None

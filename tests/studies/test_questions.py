@@ -1,7 +1,7 @@
 """Lab 2 written questions answered by code: the lab's numbers for ResNet-18."""
 
 from hpml_lab import models
-from hpml_lab.studies.questions import questions_study as questions
+from hpml_lab.studies.questions import study as questions
 
 
 def test_answers_for_resnet18():

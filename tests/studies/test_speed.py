@@ -14,7 +14,8 @@ from hpml_lab.answers import Record
 from hpml_lab.config import ConfigError
 from hpml_lab.findings import stray_digits
 from hpml_lab.studies import speed
-from hpml_lab.studies.speed import conclusion, ladder
+from hpml_lab.studies.speed import conclusion
+from hpml_lab.studies.speed import study as ladder
 
 CPU = torch.device("cpu")
 

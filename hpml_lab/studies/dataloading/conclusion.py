@@ -12,7 +12,7 @@ from ... import sanity
 from ...answers import Answer, Number
 from ...findings import Background, Finding, say
 from ...verdict import compare, sample_record
-from .dataloading_study import pass_times
+from .study import pass_times
 
 REFERENCE_DATALOADING = (
     "resnet-50-performance reference: data loading 703 s with its baseline vs 1052 s with "

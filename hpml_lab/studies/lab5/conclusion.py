@@ -1,8 +1,8 @@
-"""What the Lab 5 report concludes, computed from scaling.Lab5Result: Q1 (best per-worker batch, verdicts over runs
-made one after the other, with the machine's load of each), Q2 (speedups measured where workers exist; the scaling
-model's predictions only where it agrees with its own measurements), Q3 (compute vs communication), Q4 (the large
-batch, judged against chance), the short answers, and the flags that apply. Every number a sentence states is a
-Number of the record, bound to a template (hpml_lab.findings).
+"""What the Lab 5 report concludes, computed from study.Lab5Result: Q1 (best per-worker batch, verdicts over
+runs made one after the other, with the machine's load of each), Q2 (speedups measured where workers exist;
+the scaling model's predictions only where it agrees with its own measurements), Q3 (compute vs
+communication), Q4 (the large batch, judged against chance), the short answers, and the flags that apply.
+Every number a sentence states is a Number of the record, bound to a template (hpml_lab.findings).
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def model_misses(t: pd.DataFrame, margin: float = MODEL_MARGIN) -> list[Finding]
 
 
 def margin_number() -> Number:
-    return Number("model margin", 100 * MODEL_MARGIN, "%", "setting", source="scaling_answers.MODEL_MARGIN")
+    return Number("model margin", 100 * MODEL_MARGIN, "%", "setting", source="lab5.conclusion.MODEL_MARGIN")
 
 
 def step_samples(rec, global_batch: int) -> list[float]:
@@ -907,7 +907,7 @@ def fit_note(res) -> Finding:
     """The all-reduce fit in one sentence: latency, bus bandwidth, backend and processes."""
     unfitted = (
         res.fit["method"] != "fit"
-    )  # scaling.fit_allreduce fell back on the largest and smallest messages
+    )  # study.fit_allreduce fell back on the largest and smallest messages
     return say(
         "No usable fit over the {k} measured sizes: latency {lat} from the smallest message, busbw {bw} from the "
         "largest ({backend}, {p} processes)."

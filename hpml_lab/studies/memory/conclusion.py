@@ -376,7 +376,7 @@ def peak_findings(checked: list) -> tuple[Finding, Finding]:
         100 * PEAK_MARGIN,
         "%",
         "setting",
-        source="memory_answers.PEAK_MARGIN (one peak, no spread)",
+        source="memory.conclusion.PEAK_MARGIN (one peak, no spread)",
     )
     items = say(
         "Measured share of the plain network's peak against the predicted share: {items}.",

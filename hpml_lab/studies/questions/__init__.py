@@ -15,8 +15,6 @@ TASK = Task(
     smoke_s=6,
     gpu_with="c6",
     gpu_extra=(15.0, "reads the other tasks' results"),
-    run=lambda cfg, settings=None: later("hpml_lab.studies.questions.questions_study", "run")(cfg),
-    conclude=lambda cfg, res: later("hpml_lab.studies.questions.questions_answers", "conclude")(
-        cfg, res.table
-    ),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.questions.study", "run")(cfg),
+    conclude=lambda cfg, res: later("hpml_lab.studies.questions.conclusion", "conclude")(cfg, res.table),
 )

@@ -2,7 +2,7 @@
 most images/s is from the device's ideal.
 
     from hpml_lab.studies.speed import conclude
-    answers, flags = conclude(cfg, result)      # result: ladder.Ladder
+    answers, flags = conclude(cfg, result)      # result: study.Ladder
 
 Every comparison is a verdict (hpml_lab.verdict.compare, told that the samples were interleaved and the load of
 each round) on the images/s of the timed runs, stated by Verdict.finding: a rung that ran slower than the one

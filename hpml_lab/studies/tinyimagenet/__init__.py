@@ -40,6 +40,6 @@ TASK = Task(
     gpu_priority=130,
     smoke_s=18,
     gpu_extra=(60.0, "DataParallel/DDP set-up on one GPU and the 64x64 data"),
-    run=lambda cfg, settings=None: later("hpml_lab.studies.tinyimagenet.tinyimagenet_study", "run")(cfg),
-    conclude=later("hpml_lab.studies.tinyimagenet.tinyimagenet_answers", "conclude"),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.tinyimagenet.study", "run")(cfg),
+    conclude=later("hpml_lab.studies.tinyimagenet.conclusion", "conclude"),
 )
