@@ -73,6 +73,9 @@ class Task:
     # same training run twice, whose epoch times should agree; the conclusion flags a noisy machine where they
     # do not
     twin: tuple[str, str] | None = None
+    # what a run's config must satisfy, each with the line that refuses it (after "task <id> "), checked before any
+    # kernel starts (report/guards.py preflight)
+    needs: tuple[tuple[Callable[[Any], bool], str], ...] = ()
     run: Callable[..., Any] | None = None  # run(cfg, settings) -> result
     conclude: Callable[..., Any] | None = None  # conclude(cfg, result) -> (answers, flags)
 

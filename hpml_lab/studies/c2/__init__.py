@@ -15,6 +15,12 @@ TASK = Task(
     gpu_runs=1,
     gpu_priority=20,
     smoke_s=41,
+    needs=(
+        (
+            lambda cfg: cfg.epochs >= 2,
+            "needs epochs of 2 or more: its first epoch is the warm-up, and the timing is of the epochs after it",
+        ),
+    ),
     run=lambda cfg, settings=None: later("hpml_lab.training", "train")(cfg),
     conclude=later("hpml_lab.studies.c2.conclusion", "conclude"),
 )

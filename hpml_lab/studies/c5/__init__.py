@@ -16,6 +16,12 @@ TASK = Task(
     gpu_runs=1,
     gpu_priority=30,
     smoke_s=29,
+    needs=(
+        (
+            lambda cfg: cfg.epochs >= 2,
+            "needs epochs of 2 or more: it compares the median epoch after the warm-up epoch on each device",
+        ),
+    ),
     gpu_extra=(None, "the CPU row: epochs x max_batches steps at the CPU step time"),
     run=lambda cfg, settings=None: later("hpml_lab.studies.c5.study", "run")(cfg),
     conclude=later("hpml_lab.studies.c5.conclusion", "conclude"),
