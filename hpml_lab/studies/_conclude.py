@@ -11,7 +11,7 @@ import pandas as pd
 from .. import sanity
 from ..answers import Number
 from ..data import classes_of
-from ..findings import Finding, fmt_value, join, say
+from ..findings import Finding, fmt, fmt_in, fmt_value, join, say
 from ..profiling import summarize
 from ..results import drop_warmup
 from ..verdict import compare
@@ -64,15 +64,25 @@ def counted(name: str, value: int, unit: str = "", source: str = "counted in the
 
 def worker_label(n: int, name: str = "") -> Finding:
     """'2 workers' / '1 worker' as a Finding whose count is a setting Number (named `name`, default 'workers: n')."""
-    num = setting(name or f"worker count {int(n)}", int(n))
+    num = setting(name or fmt_in("worker count {n}", n=int(n)), int(n))
     return say("{n} worker" if int(n) == 1 else "{n} workers", n=num)
 
 
 def workers_list(counts, name: str = "worker count") -> Finding:
     """Several worker counts: '0 or 2 workers'."""
     counts = [int(c) for c in counts]
-    nums = [say("{n}", n=setting(f"{name} {c}", c)) for c in counts]
+    nums = [say("{n}", n=setting(fmt_in("{name} {c}", name=name, c=c), c)) for c in counts]
     return say("{counts} workers", counts=join(nums, ", ", " or "))
+
+
+def span(numbers) -> Finding:
+    """Several Numbers as the range a sentence states, '{lowest} to {highest}' by value; the one value (the
+    highest) where the range shows one: a single Number, or ends the formatter writes alike."""
+    by_value = sorted(numbers, key=lambda x: x.value)
+    lowest, highest = by_value[0], by_value[-1]
+    if fmt(lowest) == fmt(highest):
+        return say("{x}", x=highest)
+    return say("{lo} to {hi}", lo=lowest, hi=highest)
 
 
 def loads_by(items, by: str) -> dict:
@@ -92,10 +102,13 @@ def loads_by(items, by: str) -> dict:
 
 
 def workers(counts) -> str:
-    """Worker counts as a sentence says them: '1 worker', '0 workers', '0 or 2 workers' (never 'worker(s)')."""
+    """Worker counts as a sentence says them, a label of Numbers' names and verdicts: '1 worker', '0 workers',
+    '0 or 2 workers' (never 'worker(s)'), each count through the one formatter."""
     counts = [int(c) for c in (counts if isinstance(counts, (list, tuple, set)) else [counts])]
     said = " or ".join(
-        [", ".join(map(str, counts[:-1])), str(counts[-1])] if len(counts) > 1 else [str(counts[0])]
+        [", ".join(map(fmt_value, counts[:-1])), fmt_value(counts[-1])]
+        if len(counts) > 1
+        else [fmt_value(counts[0])]
     )
     return f"{said} worker{'' if counts == [1] else 's'}"
 

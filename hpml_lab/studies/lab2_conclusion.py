@@ -16,7 +16,7 @@ from __future__ import annotations
 from .. import sanity
 from ..answers import Answer, Number
 from ..data import classes_of
-from ..findings import Background, Finding, join, say
+from ..findings import Background, Finding, fmt_in, join, say
 from ..results import drop_warmup
 from ..verdict import best, sample_record
 from ._conclude import busy_of, counted, dedupe, num, on_gpu, setting, twin_noise
@@ -165,7 +165,7 @@ def training_sweep(
         ], dedupe(flags)
     bst = best(samples, what="last-epoch training loss", interleaved=False)  # runs one after the other
     tied = [t for t in bst.tied if t != bst.label]
-    finals = {k: num(f"{k}: last-epoch batch loss", x, "") for k, x in samples.items()}
+    finals = {name: num(f"{name}: last-epoch batch loss", x, "") for name, x in samples.items()}
     if len(at_chance) == len(samples) or (not tied and bst.label in at_chance):
         head = (
             say("No winner: no setting got clearly below the chance loss")
@@ -269,7 +269,11 @@ def sweep_notes(cfg, out, field: str, shown: dict | None = None) -> list[Finding
     b, s = out.batches, out.summary
     classes = classes_of(cfg)
     chance = Number(
-        "chance loss", sanity.chance_loss(classes), "", "predicted", source=f"ln {classes}: a uniform guess"
+        "chance loss",
+        sanity.chance_loss(classes),
+        "",
+        "predicted",
+        source=fmt_in("ln {classes}: a uniform guess", classes=classes),
     )
     lines = [
         say("{name}: not usable ({status})", name=shown_setting(r[field], shown), status=str(r["status"]))

@@ -119,6 +119,63 @@ def test_words_and_bound_numbers_pass():
     assert typed_numbers('Number(f"global batch {gb}: loss", 1.0, "", "measured", n=1)', False) == []
 
 
+# the calls that make a Number, and where each takes its name (and `source=`): a value put into a name or
+# a source goes in through the one formatter (findings.fmt_in), as in a sentence, unless it is a word
+NUMBER_MAKERS = {"Number": 0, "num": 0, "setting": 0, "counted": 0, "worker_label": 1, "workers_list": 1}
+# words a name may take from an f-string: names of things (WORDS, a variant, a rung, what is measured, a
+# precision), and _conclude.workers(), which writes its counts through the formatter
+NAME_WORDS = re.compile(rf"{WORDS.pattern}|variant|rung|what|precision|\bworkers\(")
+
+
+def shaped_names(source: str) -> list[str]:
+    """The Numbers' names and sources (and worker labels' names) in `source` into which an f-string or str()
+    puts a value that is not a word: a count typed there by Python's own str ('global batch 8192') reads
+    otherwise than the same count in a sentence or a table ('8,192')."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and _name(node.func) in NUMBER_MAKERS):
+            continue
+        at = NUMBER_MAKERS[_name(node.func)]
+        args = [*node.args[at : at + 1], *(k.value for k in node.keywords if k.arg in ("name", "source"))]
+        if _name(node.func) == "Number" and len(node.args) > 6:
+            args.append(node.args[6])  # Number's source, given by position
+        for arg in args:
+            for sub in ast.walk(arg):
+                if isinstance(sub, ast.FormattedValue) and not NAME_WORDS.search(ast.unparse(sub.value)):
+                    found.append(f"{_name(node.func)} at line {node.lineno}: {{{ast.unparse(sub.value)}}}")
+                elif isinstance(sub, ast.Call) and _name(sub.func) == "str":
+                    found.append(f"{_name(node.func)} at line {node.lineno}: {ast.unparse(sub)}")
+    return found
+
+
+def test_no_number_name_or_source_is_shaped_by_hand():
+    found = {
+        where: hits for where, (text, nb) in sources().items() if not nb and (hits := shaped_names(text))
+    }
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        'Number(f"global batch {gb}: loss", 1.0, "", "measured", n=1)',
+        'Number("chance", 2.3, "", "predicted", source=f"ln {classes}: a uniform guess")',
+        'Number("chance", 2.3, "", "predicted", 1, None, f"ln {classes}")',
+        'num(f"{n} workers: data wait", xs, "ms")',
+        "setting(str(n), n)",
+        'worker_label(n, f"C3 worker count {n}")',
+    ],
+)
+def test_a_name_shaped_by_hand_is_found(planted):
+    assert shaped_names(planted) != []
+
+
+def test_names_through_the_formatter_or_of_words_pass():
+    assert shaped_names('Number(fmt_in("global batch {gb}: loss", gb=gb), 1.0, "", "measured", n=1)') == []
+    assert shaped_names('num(f"{model}: step", xs, "ms")') == [] and shaped_names('num("loss", xs, "")') == []
+    assert shaped_names('num(f"{workers(n)}: data wait", xs, "ms")') == []
+
+
 def unshown_tables(source: str) -> list[str]:
     """nb.table(...) calls whose table a reader never sees: it returns a Styler, shown only as a cell's last
     top-level expression or through display()."""

@@ -12,7 +12,7 @@ import math
 from ... import sanity
 from ...answers import Answer, Number
 from ...data import classes_of
-from ...findings import Background, Finding, say
+from ...findings import Background, Finding, fmt_in, say
 from ...verdict import compare, sample_record
 from .._conclude import counted, training_flags
 
@@ -46,7 +46,11 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     top0 = Number("top-1, first batches", float(100 * first["acc"].mean()), "%", "measured", n=k)
     top1 = Number("top-1, last batches", float(100 * last["acc"].mean()), "%", "measured", n=k)
     chance = Number(
-        "chance top-1", 100 / classes, "%", "predicted", source=f"1 / {classes} classes: a uniform guess"
+        "chance top-1",
+        100 / classes,
+        "%",
+        "predicted",
+        source=fmt_in("1 / {classes} classes: a uniform guess", classes=classes),
     )
     total = counted("batches", len(b))
     loss_v, acc_v = v.finding("C1 loss", la, lb), va.finding("C1 top-1", la, lb)
@@ -64,7 +68,11 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     loss_at_chance = sanity.at_chance(list(b["loss"]), classes)
     details: list = []
     chance_loss = Number(
-        "chance loss", sanity.chance_loss(classes), "", "predicted", source=f"ln {classes}: a uniform guess"
+        "chance loss",
+        sanity.chance_loss(classes),
+        "",
+        "predicted",
+        source=fmt_in("ln {classes}: a uniform guess", classes=classes),
     )
     # the headline is the verdict in words, read in one breath (at most one number); the full statement, with its
     # interval and counts, is the first detail

@@ -16,9 +16,9 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, Finding, join, say
+from ...findings import Background, Finding, fmt_in, join, say
 from ...verdict import MIN_SAMPLES, best
-from .._conclude import busy_of, counted, num, sampling, setting, worker_label
+from .._conclude import busy_of, counted, num, sampling, setting, worker_label, workers
 from ..lab2_conclusion import best_findings
 
 # C3 times the loader alone: no model, optimizer or lr to compare, but the lab's batch and whole dataset
@@ -59,8 +59,8 @@ def conclude(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     cores usually cost is background, not a finding of this run."""
     samples = {int(n): list(g["seconds"]) for n, g in sweep.rows.groupby("num_workers")}
     b = best(samples, what="DataLoader time per epoch", loads=loads_of(sweep.rows))
-    labels = {n: worker_label(n, f"C3 worker count {n}") for n in samples}
-    nums = {n: num(f"{n} worker{'' if n == 1 else 's'}, epoch", v, "s") for n, v in sorted(samples.items())}
+    labels = {n: worker_label(n, fmt_in("C3 worker count {n}", n=n)) for n in samples}
+    nums = {n: num(f"{workers(n)}, epoch", v, "s") for n, v in sorted(samples.items())}
     tied, few, why = too_few_split(b, "C3")
     separated = len(b.verdicts) - len(tied) - len(few)
     if few and not tied and not separated:

@@ -14,7 +14,7 @@ import pandas as pd
 from ... import sanity
 from ...answers import Answer, Number
 from ...data import classes_of
-from ...findings import Background, Finding, join, say
+from ...findings import Background, Finding, fmt_in, join, say
 from ...verdict import best, sample_record
 from .._conclude import (
     busy_of,
@@ -83,7 +83,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     # each count's run diverged or not; the settings that differ are the page's own (notebook.answer), not a
     # count's: a count's run_flags said "num_workers 0 (lab 2)" beside a config of 1
     flags: list = [
-        sanity.diverged(g["loss"], classes_of(cfg), label=worker_label(n, f"C4 worker count {n}"))
+        sanity.diverged(g["loss"], classes_of(cfg), label=worker_label(n, fmt_in("C4 worker count {n}", n=n)))
         for n, g in bt.groupby("num_workers")
     ]
     flags.append(busy_of(out))
@@ -91,7 +91,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     for n, g in bt.groupby("num_workers"):
         waits[int(n)] = num(f"{workers(n)}: data wait per step", g["data_s"], "ms", 1000)
         computes[int(n)] = num(f"{workers(n)}: compute per step", g["train_s"], "ms", 1000)
-    labels = {n: worker_label(n, f"C4 worker count {n}") for n in waits}
+    labels = {n: worker_label(n, fmt_in("C4 worker count {n}", n=n)) for n in waits}
     tag = c3_tag(best_n, getattr(out, "c3_rows", None))
     shares = []
     summary = getattr(out, "summary", None)
@@ -130,14 +130,14 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         )
         return [Answer(question, head, details, background)], dedupe(flags)
     loads = loads_by(out.items, "num_workers")
-    names = (workers(against), "1 worker")
+    names = dict(label_a=workers(against), label_b="1 worker")  # each side named, the compared count first
     vd, da, db = compare_configs(
-        bt, "num_workers", against, 1, "data_s", "data wait per step", *names, loads=loads
+        bt, "num_workers", against, 1, "data_s", "data wait per step", **names, loads=loads
     )
     vc, ca, cb = compare_configs(
-        bt, "num_workers", against, 1, "train_s", "compute per step", *names, loads=loads
+        bt, "num_workers", against, 1, "train_s", "compute per step", **names, loads=loads
     )
-    lab = (labels[against], labels[1])
+    lab = dict(label_a=labels[against], label_b=labels[1])
     lead = (
         say("{w} ({tag}) against {one}", w=labels[against], tag=tag, one=labels[1])
         if against == best_n
@@ -148,11 +148,11 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             w=labels[against],
         )
     )
-    head = say("Data wait: {d}", d=vd.short("C4 data wait", *lab))
+    head = say("Data wait: {d}", d=vd.short("C4 data wait", **lab))
     details = [
         lead.up(),
-        say("Data wait: {d}", d=vd.finding("C4 data wait", *lab)),
-        say("Compute: {c}", c=vc.finding("C4 compute", *lab)),
+        say("Data wait: {d}", d=vd.finding("C4 data wait", **lab)),
+        say("Compute: {c}", c=vc.finding("C4 compute", **lab)),
         *details,
     ]
     how = {

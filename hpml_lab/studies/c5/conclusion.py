@@ -23,12 +23,12 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     ep = out.epochs
     flags: list = [busy_of(out)]
     said = []  # one sentence per device, the CPU's first: each names its own device
-    for d, g in sorted(ep.groupby("device", sort=False), key=lambda x: x[0] != "cpu"):
-        label = DEVICE_LABELS.get(str(d), str(d))
-        trend = sanity.trend(list(g["total_s"]), label=str(d))
+    for device, g in sorted(ep.groupby("device", sort=False), key=lambda x: x[0] != "cpu"):
+        label = DEVICE_LABELS.get(str(device), str(device))
+        trend = sanity.trend(list(g["total_s"]), label=str(device))
         steady = drop_warmup(g)
-        flags += [trend, sanity.too_few(len(steady), f"{d} epochs after warm-up")]
-        x = num(f"{d}: epoch time (after warm-up)", steady["total_s"], "s")
+        flags += [trend, sanity.too_few(len(steady), f"{device} epochs after warm-up")]
+        x = num(f"{device}: epoch time (after warm-up)", steady["total_s"], "s")
         if trend is not None and trend.kind == "no steady state":
             said.append(
                 say(

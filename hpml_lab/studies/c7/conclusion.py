@@ -27,10 +27,8 @@ def averages(cfg, out) -> Finding | None:
     r = s.set_index("norm")
 
     def mean(norm: str, what: str, column: str, unit: str = "", scale: float = 1.0) -> Number:
-        value = float(scale * r.loc[norm, column])
-        return Number(
-            f"{SHOWN[norm]}: mean {what} over all epochs", value, unit, "measured", n=int(cfg.epochs)
-        )
+        name, value = SHOWN[norm], float(scale * r.loc[norm, column])
+        return Number(f"{name}: mean {what} over all epochs", value, unit, "measured", n=int(cfg.epochs))
 
     return say(
         "Average over all epochs: with BatchNorm loss {bn_loss}, top-1 {bn_top1}; "
