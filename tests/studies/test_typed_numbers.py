@@ -9,6 +9,7 @@ HTML or a notice, unless the value is a word (a model, backend or device name, a
 import ast
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -24,10 +25,11 @@ WORDS = re.compile(
 
 
 def conclusion_modules() -> list[Path]:
-    studies = ROOT / "hpml_lab" / "studies"
-    return sorted(
-        [*studies.glob("*conclusion.py"), *studies.glob("*/conclusion.py"), studies / "_conclude.py"]
-    )
+    """The modules that decide a report's sentences, as pyproject's coverage include names them under
+    hpml_lab/studies: every task folder's conclusion.py and the conclusion modules the tasks share."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["coverage"]["run"]["include"]
+    globs = [g.split("/hpml_lab/", 1)[1] for g in include if "/hpml_lab/studies/" in g]
+    return sorted({p for g in globs for p in (ROOT / "hpml_lab").glob(g)})
 
 
 def code_cells(path: Path) -> list[str]:
