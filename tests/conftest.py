@@ -174,7 +174,7 @@ FAST_TIER_OUT = {
     "tests/studies/test_memory.py::test_activation_bytes_revnet_flat_with_depth_resnets_grow": 68,
     "tests/unit/test_training.py::test_loss_falls_on_synthetic_data": 64,
     "tests/faults/test_guard_runs.py::test_sigterm_marks_the_run_interrupted_and_keeps_finished_epochs": 91,
-    "tests/studies/test_conclusions.py::test_questions_from_a_real_count": 53,
+    "tests/studies/test_questions.py::test_questions_from_a_real_count": 53,
     "tests/unit/test_training.py::test_fp16_trains_on_cpu_with_a_grad_scaler_and_is_recorded": 51,
     "tests/unit/test_models.py::test_every_registered_model_builds_trains_one_step_and_counts[revnet218]": 48,
     "tests/studies/test_memory.py::test_measure_rows_have_times_and_overheads": 46,

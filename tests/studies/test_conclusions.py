@@ -27,7 +27,6 @@ from hpml_lab.studies.c7 import TASK as C7
 from hpml_lab.studies.c7 import conclusion as c7_conclusion
 from hpml_lab.studies.c8 import conclusion as c8_conclusion
 from hpml_lab.studies.memory import conclusion as memory_conclusion
-from hpml_lab.studies.questions import conclusion as questions_conclusion
 
 IDLE = {"load1": 0.1, "cores": 2, "steal_pct": 0.0}
 BUSY = {"load1": 6.5, "cores": 2, "steal_pct": 0.0}
@@ -1017,18 +1016,6 @@ def test_c8_only_eager_is_partial(tmp_path):
 
 
 # ------------------------------------------------------------------ questions
-def test_questions_from_a_real_count():
-    from hpml_lab.studies.questions import study as questions
-
-    table = questions.answers("resnet_tiny")
-    qa, flags = questions_conclusion.conclude(RunConfig(task="questions", model="resnet_tiny"), table)
-    assert [a.question[:2] for a in qa] == ["Q1", "Q2", "Q3", "Q4"] and flags
-    # counts are exact ("counted", no n), the float32 size and momentum are recorded: every stated number holds
-    assert holds(qa) == [] and "MB as float32 each" in qa[2].text and "1x1" not in qa[0].text
-    assert {n.provenance for a in qa for n in a.numbers} == {"counted", "setting"}
-    assert questions_conclusion.conclude(RunConfig(task="questions"), questions.answers("resnet18"))[1] == []
-
-
 def test_memory_lab_settings_cover_every_lab_setting():
     from hpml_lab import sanity
 

@@ -1,7 +1,7 @@
-"""Adding a task is one folder and one notebook (docs/adding-a-task.md): a throwaway task, `probe`, written into a
-copy of the package and run through the command line as a student would: `hpml-lab tasks`, `hpml-lab run --profile
-tiny`, the claims check over its record and page, the GPU plan and the index. Nothing else in the copy is edited, and
-nothing in it changes while it runs."""
+"""Adding a task is one folder and one notebook (docs/adding-a-task.md): a throwaway task, `probe`, written
+into a copy of the package and run through the command line as a student would: `hpml-lab tasks`, `hpml-lab
+run --profile tiny`, the claims check over its record and page, the GPU plan and the index. Nothing else in
+the copy is edited, and nothing in it changes while it runs."""
 
 import hashlib
 import json
@@ -77,7 +77,8 @@ def conclude(cfg, result):
     images = counted("images read", result["images"], source="counted while reading")
     mean = Number("mean pixel value", result["mean_pixel"], "", "measured", n=result["images"])
     head = say("The batches held {images}", images=images)
-    return [Answer("Probe: what do two batches hold?", head, [say("Their mean pixel value was {m}", m=mean)])], []
+    details = [say("Their mean pixel value was {m}", m=mean)]
+    return [Answer("Probe: what do two batches hold?", head, details)], []
 '''
 NOTEBOOK_CODE = """from hpml_lab.report import notebook as nb
 from hpml_lab.studies.probe import conclusion, study
@@ -167,7 +168,8 @@ def test_a_task_is_one_folder_and_one_notebook(tmp_path, cifar_root):
     checked = python(
         "import json, sys; from pathlib import Path; from hpml_lab.report import claims\n"
         "reports = Path(sys.argv[1]); rec = json.loads((reports / 'probe.answer.json').read_text())\n"
-        "print(json.dumps(claims.check_record(rec) + claims.check_page((reports / 'probe.html').read_text(), rec)))",
+        "page = (reports / 'probe.html').read_text()\n"
+        "print(json.dumps(claims.check_record(rec) + claims.check_page(page, rec)))",
         str(reports),
     )
     assert checked.returncode == 0, checked.stderr

@@ -3,7 +3,11 @@ runs made one after the other, with the machine's load of each), Q2 (speedups me
 the scaling model's predictions only where it agrees with its own measurements), Q3 (compute vs
 communication), Q4 (the large batch, judged against chance), the short answers, and the flags that apply.
 Every number a sentence states is a Number of the record, bound to a template (hpml_lab.findings).
-"""
+
+Why one module of about 1,000 lines: Lab 5 asks seven questions, and each answer shares its labels (workers_n,
+batch_n), MODEL_MARGIN and its numbers (strong_numbers, weak_numbers) with the tables and notes the page shows
+beside it (shown, q1_shown, fit_note); kept together, a table cannot state a number its answer does not, and
+make test's coverage of conclusions reads them as one."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """What the memory report concludes, computed from memory.MemoryResult: activation memory against depth (RevNet),
 what checkpointing saves with its recomputation's working set counted, what each saving costs in time (verdicts
 over interleaved rounds), whether both networks trained; and the tables the report shows, built the same way.
-"""
+
+Why one module of about 700 lines: the four answers and the tables beside them share their Numbers
+(peak_share, working_set, the cost verdicts), so a table cannot state a number its answer does not."""
 
 from __future__ import annotations
 

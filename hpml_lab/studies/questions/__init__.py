@@ -1,4 +1,10 @@
-"""The questions task: its study and what its report concludes."""
+"""Task questions: Lab 2's written questions Q1-Q4, answered from the model and real optimizers.
+
+    hpml-lab run questions            # notebooks/questions.ipynb
+
+study.py counts, conclusion.py says what its report concludes, figure.py draws its figure. TASK registers it
+(hpml_lab.protocol; hpml_lab.studies.registry() finds it).
+"""
 
 from ...protocol import Task, later
 
