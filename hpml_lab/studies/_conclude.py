@@ -176,8 +176,8 @@ def compare_configs(
 
 
 def dedupe(flags) -> list[sanity.Flag]:
-    """Flags without repeats: one of each kind, except 'diverged', kept once per setting it names (C6 lost
-    adam's when adagrad's came first)."""
+    """Flags without repeats: one of each kind, except 'diverged', kept once per setting it names (a sweep's
+    second diverged setting is not hidden behind its first)."""
     seen, out = set(), []
     for f in flags:
         key = (f.kind, f.message) if f is not None and f.kind == "diverged" else getattr(f, "kind", None)

@@ -56,7 +56,7 @@ class TrainingSweep:
     items: list
 
 
-# ------------------------------------------------------------------ C6 / C7: training sweeps
+# ------------------------------------------------ training sweeps: one run per value of a setting
 def training_sweep(cfg: RunConfig, field_name: str, values, log=print) -> TrainingSweep:
     """One training run of cfg per value of `field_name`, each recorded even when it fails (a row with its
     status and error); every run failing is one line each on why."""
