@@ -52,31 +52,11 @@ def sentence(text: str) -> str:
     return text if not text or text.endswith((".", "?", "!")) else text + "."
 
 
-@dataclass(frozen=True)
-class _Legacy(Finding):
-    """An answer text written before findings (a plain string and its numbers beside it). Kept so that code not yet
-    moved onto templates still runs; the claims check finds its digits outside number slots."""
-
-    bound: tuple = ()
-
-    def plain(self) -> str:
-        return self.template
-
-    def html(self) -> str:
-        import html
-
-        return html.escape(self.template, quote=False)
-
-    def numbers(self) -> list:
-        return list(self.bound)
-
-
 @dataclass
 class Answer:
     """One lab question's answer. `headline`: the one line a grader reads first (the verdict, about 25 words at
     most); `details`: further findings of this run; `background`: general explanations, shown apart. Its numbers
-    are its findings' numbers. (The old form Answer(question, text, status, numbers) still builds, as a legacy
-    text the claims check does not accept.)"""
+    are its findings' numbers."""
 
     question: str
     headline: Finding
@@ -89,11 +69,8 @@ class Answer:
     verdict: dict | None = None  # verdict.Verdict.as_dict() (with samples) behind a comparison
 
     def __post_init__(self):
-        if isinstance(self.headline, str):  # legacy: Answer(question, text, status, numbers)
-            status = self.details if isinstance(self.details, str) else self.status
-            nums = self.background if isinstance(self.details, str) else []
-            self.headline = _Legacy(self.headline.strip(), {}, bound=tuple(nums or ()))
-            self.details, self.background, self.status = [], [], status
+        if not isinstance(self.headline, Finding):  # a text would carry its numbers outside any slot
+            raise TypeError(f"an answer's headline is a Finding (findings.say), not {self.headline!r}")
         if isinstance(self.details, Finding):
             self.details = [self.details]
         if isinstance(self.background, Background):
@@ -140,7 +117,6 @@ class Answer:
             "headline": {"plain": sentence(self.headline.plain()), "html": sentence(self.headline.html())},
             "details": [{"plain": sentence(d.plain()), "html": sentence(d.html())} for d in self.details],
             "background": [b.text for b in self.background],
-            "legacy": isinstance(self.headline, _Legacy),
         }
 
 

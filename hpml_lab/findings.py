@@ -1,12 +1,13 @@
 """Findings: what a report states of this run, written as templates whose every number is a named Number of the
 answer record, and Background: what usually happens and why, shown apart and labelled as general.
 
-    from hpml_lab.findings import say, fmt, Background
+    from hpml_lab.findings import say, fmt, fmt_in, Background
     f = say("data loading {data}, training {train} per epoch", data=data_s, train=train_s)  # Numbers
     f.plain()    # 'data loading 1.25 s, training 3.5 s per epoch'
     f.html()     # 'data loading <span data-number="data-loading epoch">1.25 s</span>, training ...'
     f.numbers()  # [data_s, train_s]
     fmt(data_s)  # '1.25 s': the one formatter of a value, used by sentences and tables alike
+    fmt_in("global batch {gb}: loss", gb=8192)  # 'global batch 8,192: loss': a value in a Number's name
 
 A template holds `{name}` slots only, each bound to a Number, a nested Finding (a verdict's statement), a word
 (a label such as 'eager') or an Ident (a name with digits that states no quantity: a run folder); a digit typed in the template is refused, so every number a finding states is a bound
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import html as _html
 import math
+import numbers
 import re
 import string
 from dataclasses import dataclass, field
@@ -67,6 +69,19 @@ def fmt(num: Number) -> str:
     """THE formatter of one Number in a sentence: its value (fmt_value) with its unit ('1.25 s', '12.3%',
     '1.31x', '2,048 images')."""
     return fmt_value(num.value, num.unit)
+
+
+def fmt_in(template: str, **values: Any) -> str:
+    """A Number's name or source, or a label, that holds values ('global batch {gb}: loss', 'ln {classes}: a
+    uniform guess'): each value put in through the one formatter (fmt_value), so that a count in a name reads
+    as sentences and tables write it ('global batch 8,192'); a word stays as it is."""
+
+    def plain(v: Any) -> Any:  # numpy's and pandas' numbers as Python's, which fmt_value knows
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            return v
+        return int(v) if isinstance(v, numbers.Integral) else float(v)
+
+    return template.format_map({k: fmt_value(plain(v)) for k, v in values.items()})
 
 
 class Ident(str):

@@ -1,5 +1,5 @@
 """Training memory measured two ways, and what it costs in time (used by the `memory` task,
-hpml_lab.studies.memory.memory_study, and by Tiny ImageNet and the benchmarks).
+hpml_lab.studies.memory.study, and by Tiny ImageNet and the benchmarks).
 
     from hpml_lab import memory, models
     net = models.build("revnet", stages=(18, 18, 18))

@@ -69,6 +69,12 @@ class Task:
     # seconds `make report` (smoke) took for it in a fresh clone on 2 idle cores (measured; None: not yet): the
     # first estimate `hpml-lab report` gives of what is left, before a run of its own recorded a time
     smoke_s: float | None = None
+    # the task whose sweep shares a configuration with this one's (its id, the field its sweep varies): one
+    # training run made twice, whose epoch times should agree; the conclusion flags a noisy machine otherwise
+    twin: tuple[str, str] | None = None
+    # what a run's config must satisfy, each with the line that refuses it (after "task <id> "), checked
+    # before any kernel starts (report/guards.py preflight)
+    needs: tuple[tuple[Callable[[Any], bool], str], ...] = ()
     run: Callable[..., Any] | None = None  # run(cfg, settings) -> result
     conclude: Callable[..., Any] | None = None  # conclude(cfg, result) -> (answers, flags)
 

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .answers import Number
-from .findings import Finding, Ident, join, say, stray_digits
+from .findings import Finding, Ident, fmt_in, join, say, stray_digits
 
 # The lab's settings (Lab 2, shared/notes/lab-tasks.md): what a report's numbers are compared with.
 LAB = {
@@ -271,7 +271,10 @@ def trend(
         p = _prefix(label)
         # epoch 1 apart: it is not part of the trend and may go either way
         seq = join(
-            [say("{t}", t=Number(f"{p}epoch {i} time", x, "s", "measured", n=1)) for i, x in enumerate(v, 2)],
+            [
+                say("{t}", t=Number(fmt_in("{p}epoch {i} time", p=p, i=i), x, "s", "measured", n=1))
+                for i, x in enumerate(v, 2)
+            ],
             " -> ",
         )
         return Flag(
@@ -513,7 +516,7 @@ def stand_in(cfg, lab_model: str = LAB["model"], num_classes: int | None = None)
                 "memory and accuracies are not the lab model's",
                 model=Ident(cfg.model) if stray_digits(cfg.model) else cfg.model,
                 n=Number(
-                    f"parameters of {cfg.model} ({classes} classes)",
+                    fmt_in("parameters of {model} ({classes} classes)", model=cfg.model, classes=classes),
                     n,
                     "",
                     "counted",

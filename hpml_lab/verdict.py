@@ -5,7 +5,7 @@ Every comparison a report states comes from here, never from a sentence written 
     from hpml_lab.verdict import compare, best
     v = compare(eager_step_s, compiled_step_s, "eager", "compiled", what="time per step")
     v.outcome          # "better" (A lower), "worse", or "tie"
-    v.sentence()       # "compiled is 1.31x faster than eager (95% CI 1.18-1.44x; n = 5 and 5)"
+    v.finding("C8 step").plain()  # "compiled is 1.31x faster than eager on time per step (95% CI ...)"
     best({0: t0, 2: t2, 4: t4})   # the best label, or every label tied with it
 
 The ratio is median(B) / median(A) for lower-is-better samples (times), so > 1 means A is faster. Its
@@ -110,29 +110,6 @@ class Verdict:
     def timed(self) -> bool:
         """Whether the samples are times (said faster/slower) rather than another lower-is-better value (a loss)."""
         return not self.what or bool(TIMED.search(self.what))
-
-    def sentence(self) -> str:
-        """The comparison in one sentence, with its numbers; a tie is called a tie."""
-        n = f"n = {self.n_a} and {self.n_b}"
-        pct = f"{self.confidence:.0%} CI"
-        up, _ = self.words()
-        if self.outcome == "tie":
-            if self.reason == "too few samples":
-                return (
-                    f"{self.label_a} and {self.label_b} cannot be told apart on {self.what}: too few samples "
-                    f"({n}; at least {MIN_SAMPLES} each are needed for a spread)."
-                )
-            return (
-                f"{self.label_a} and {self.label_b} cannot be told apart on {self.what} (ratio "
-                f"{self.ratio:.2f}x, {pct} {self.ci_low:.2f}-{self.ci_high:.2f}x; {n})."
-            )
-        win, lose = (self.label_a, self.label_b) if self.outcome == "better" else (self.label_b, self.label_a)
-        r, lo, hi = (
-            (self.ratio, self.ci_low, self.ci_high)
-            if self.outcome == "better"
-            else (1 / self.ratio, 1 / self.ci_high, 1 / self.ci_low)
-        )
-        return f"{win} is {r:.2f}x {up} than {lose} on {self.what} ({pct} {lo:.2f}-{hi:.2f}x; {n})."
 
     def numbers(self, name: str) -> dict[str, Any]:
         """The verdict's values as Numbers of the record, named from `name` (the ratio and interval as stated:
@@ -356,17 +333,6 @@ class Best:
     label: Any  # the label with the best median
     tied: tuple  # labels that cannot be told apart from it (the best included)
     verdicts: dict  # label -> Verdict of the best against it
-
-    def sentence(self, what: str, unit_label=str) -> str:
-        others = [unit_label(t) for t in self.tied if t != self.label]
-        if not others:
-            return (
-                f"Best {what}: {unit_label(self.label)} (better than every other at the stated confidence)."
-            )
-        return (
-            f"Best {what}: {unit_label(self.label)} by median, but it cannot be told apart from "
-            f"{', '.join(others)}: a tie."
-        )
 
 
 def best(

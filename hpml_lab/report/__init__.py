@@ -1,5 +1,6 @@
 """The top layer: tasks and their notebooks, papermill execution and HTML rendering, the helpers the
-notebooks call, figures, Slurm scripts and the `hpml-lab` command.
+notebooks call, Slurm scripts and the `hpml-lab` command (the figures: hpml_lab/plots.py and each task
+folder's figure.py).
 
     hpml-lab tasks | run TASK | report | slurm TASK | overlay | data ... | bench ...   (report/cli.py)
 
@@ -10,7 +11,6 @@ notebooks call, figures, Slurm scripts and the `hpml-lab` command.
 | watch | what a run prints while it runs: a line per task with its time, what is left, a heartbeat |
 | pages | how the pages look: one type and table style, the answer box after the title, headlines first |
 | notebook | what a notebook calls: config, header, data notice, environment table, figure saving |
-| plots | every figure the reports draw |
 | slurm | sbatch scripts for a task |
 | overlay | the script that fills an Apptainer overlay with hpml-lab's environment and kernel |
 | written | job scripts and tables written for a person: an edited one is never replaced without a word |

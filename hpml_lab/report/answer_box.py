@@ -1,10 +1,11 @@
 """The answer record of a report: the lab question(s) it answers, one line each, with every number tagged.
 
     from hpml_lab.report import answer_box
+    from hpml_lab.findings import say
+    step = answer_box.Number("compiled step", 17.3, "ms", "measured", n=40, spread=0.4)
     rec = answer_box.Record("c8", "C8: torch.compile vs eager", [
-        answer_box.Answer("Does torch.compile pay off?", "compiled is 1.31x faster per step ...", "answered",
-                       [answer_box.Number("compiled step", 17.3, "ms", "measured", n=40, spread=0.4)],
-                       verdict=v.as_dict())],
+        answer_box.Answer("Does torch.compile pay off?", say("Compiling paid off"),
+                          [say("{v}", v=v.finding("C8 step")), say("Per step: compiled {c}", c=step)])],
         flags=[f.as_dict() for f in flags], synthetic_data=True, stand_in_model="resnet_tiny")
     answer_box.show(rec)       # writes reports/c8.answer.json (atomically) and shows the answer box
 

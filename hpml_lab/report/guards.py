@@ -110,31 +110,12 @@ def check_writable(folder: Path) -> None:
         )
 
 
-TASK_NEEDS = [  # (task, what its config must satisfy, the one line when it does not): refused before compute
-    (
-        "c2",
-        lambda cfg: cfg.epochs >= 2,
-        "needs epochs of 2 or more: its first epoch is the warm-up, and the timing is of the epochs after it",
-    ),
-    (
-        "c5",
-        lambda cfg: cfg.epochs >= 2,
-        "needs epochs of 2 or more: it compares the median epoch after the warm-up epoch on each device",
-    ),
-    (
-        "tinyimagenet",
-        lambda cfg: cfg.dataset == "tinyimagenet",
-        "runs on dataset=tinyimagenet only (its model and answers are for 64 x 64 images of 200 classes)",
-    ),
-]
-
-
 def preflight(task: tasks.Task, cfg: RunConfig) -> None:
     """What can be known before a kernel starts and would otherwise fail inside it (exit 1 after minutes):
     the output folders, a device that is not here, a compile backend torch does not know or cannot build."""
-    for tid, need, why in TASK_NEEDS:
-        if task.id == tid and not need(cfg):
-            raise ConfigError(f"task {tid} {why}")
+    for need, why in task.needs:  # what the task's config must satisfy (its TASK's needs)
+        if not need(cfg):
+            raise ConfigError(f"task {task.id} {why}")
     check_writable(reports_dir() / "executed")
     check_writable(output_path(cfg.results_dir) / cfg.task)
     if cfg.device == "cuda":

@@ -7,7 +7,7 @@ In a notebook, right after the `parameters` cell:
     cfg = nb.config("c1", globals())   # every RunConfig field set in the parameters cell
     info = nb.header(cfg)              # dataset notice (synthetic data is flagged), ran-vs-lab, hardware
     ...
-    nb.answer(cfg, info, *lab2_answers.c1(cfg, run))   # the answer record and box (studies/lab2_answers.py)
+    nb.answer(cfg, info, *conclusion.conclude(cfg, run))   # the answer record and box (c1/conclusion.py)
 """
 
 from __future__ import annotations

@@ -1,24 +1,21 @@
-"""The lab studies: one folder per lab task (its study and its conclusions), Lab 2's shared code beside them, built on the core modules of hpml_lab (never on report/).
+"""The lab studies: one folder per lab task, built on the core modules of hpml_lab (never on report/), and the
+modules several tasks share beside them.
 
-| module | task ids | what it measures |
-|---|---|---|
-| lab2 | c3 .. c8 | Lab 2: DataLoader workers, data vs compute, devices, optimizers, BatchNorm, torch.compile |
-| questions/questions_study | questions | Lab 2 Q1-Q4 computed from the model and real optimizers |
-| memory/memory_study | memory | RevNet and gradient checkpointing against ResNet: activation bytes, peak, largest batch |
-| dataloading/dataloading_study | dataloading | loading from high-latency storage: workers, threads inside workers, tensor-resident |
-| lab5/scaling | lab5 | Lab 5: DDP scaling model, measured all-reduce, compute sweep |
-| tinyimagenet/tinyimagenet_study | tinyimagenet | Tiny ImageNet: the bottleneck, activation memory, per-batch vs epoch time |
-| bench | (hpml-lab bench) | speed benchmarks that print ratios measured in one run: options, saving, printing |
-| bench_measure | (hpml-lab bench) | the benchmarks' four measurements: loader, step, overhead, stall |
-| lab2_answers | c1 .. c8 | what those reports conclude, from the typed results |
-| questions/questions_answers | questions | what the questions report concludes: exact counts |
-| memory/memory_answers | memory | what the memory report concludes, and its tables |
-| dataloading/dataloading_answers | dataloading | what the data-loading report concludes |
-| tinyimagenet/tinyimagenet_answers | tinyimagenet | what the Tiny ImageNet report concludes |
-| lab5/scaling_answers | lab5 | what the Lab 5 report concludes |
-| _conclude | | shared pieces of the conclusions |
+A task's folder, hpml_lab/studies/<task_id>/ (docs/adding-a-task.md): `__init__.py` holds its TASK (and its
+settings; it imports no torch), `study.py` what runs (where the task has run code of its own: C1 and C2 run
+hpml_lab.train), `conclusion.py` what its report concludes, `figure.py` its figures (where it draws its
+own); more modules may sit beside them. The folders: c1 .. c8 (Lab 2), questions (Lab 2's Q1-Q4), memory,
+tinyimagenet, lab5, dataloading, speed.
 
-Each is run by its notebook (`hpml-lab run TASK`) or from Python.
+| module | what it holds |
+|---|---|
+| lab2 | what several Lab 2 tasks run: a timing summary row, the warm-up note, the training sweep |
+| lab2_conclusion | what several Lab 2 tasks conclude: the timing method, best-of verdicts, a sweep's answer |
+| _conclude | pieces every conclusion shares: a measured median as a Number, flags without repeats, ... |
+| bench | (hpml-lab bench) speed benchmarks that print ratios measured in one run: options, saving, printing |
+| bench_measure | (hpml-lab bench) the benchmarks' four measurements: loader, step, overhead, stall |
+
+Each task is run by its notebook (`hpml-lab run TASK`) or from Python.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pandas as pd
 from .. import sanity
 from ..answers import Number
 from ..data import classes_of
-from ..findings import Finding, fmt_value, join, say
+from ..findings import Finding, fmt, fmt_in, fmt_value, join, say
 from ..profiling import summarize
 from ..results import drop_warmup
 from ..verdict import compare
@@ -64,15 +64,25 @@ def counted(name: str, value: int, unit: str = "", source: str = "counted in the
 
 def worker_label(n: int, name: str = "") -> Finding:
     """'2 workers' / '1 worker' as a Finding whose count is a setting Number (named `name`, default 'workers: n')."""
-    num = setting(name or f"worker count {int(n)}", int(n))
+    num = setting(name or fmt_in("worker count {n}", n=int(n)), int(n))
     return say("{n} worker" if int(n) == 1 else "{n} workers", n=num)
 
 
 def workers_list(counts, name: str = "worker count") -> Finding:
     """Several worker counts: '0 or 2 workers'."""
     counts = [int(c) for c in counts]
-    nums = [say("{n}", n=setting(f"{name} {c}", c)) for c in counts]
+    nums = [say("{n}", n=setting(fmt_in("{name} {c}", name=name, c=c), c)) for c in counts]
     return say("{counts} workers", counts=join(nums, ", ", " or "))
+
+
+def span(numbers) -> Finding:
+    """Several Numbers as the range a sentence states, '{lowest} to {highest}' by value; the one value (the
+    highest) where the range shows one: a single Number, or ends the formatter writes alike."""
+    by_value = sorted(numbers, key=lambda x: x.value)
+    lowest, highest = by_value[0], by_value[-1]
+    if fmt(lowest) == fmt(highest):
+        return say("{x}", x=highest)
+    return say("{lo} to {hi}", lo=lowest, hi=highest)
 
 
 def loads_by(items, by: str) -> dict:
@@ -92,10 +102,13 @@ def loads_by(items, by: str) -> dict:
 
 
 def workers(counts) -> str:
-    """Worker counts as a sentence says them: '1 worker', '0 workers', '0 or 2 workers' (never 'worker(s)')."""
+    """Worker counts as a sentence says them, a label of Numbers' names and verdicts: '1 worker', '0 workers',
+    '0 or 2 workers' (never 'worker(s)'), each count through the one formatter."""
     counts = [int(c) for c in (counts if isinstance(counts, (list, tuple, set)) else [counts])]
     said = " or ".join(
-        [", ".join(map(str, counts[:-1])), str(counts[-1])] if len(counts) > 1 else [str(counts[0])]
+        [", ".join(map(fmt_value, counts[:-1])), fmt_value(counts[-1])]
+        if len(counts) > 1
+        else [fmt_value(counts[0])]
     )
     return f"{said} worker{'' if counts == [1] else 's'}"
 
@@ -163,8 +176,8 @@ def compare_configs(
 
 
 def dedupe(flags) -> list[sanity.Flag]:
-    """Flags without repeats: one of each kind, except 'diverged', kept once per setting it names (C6 lost
-    adam's when adagrad's came first)."""
+    """Flags without repeats: one of each kind, except 'diverged', kept once per setting it names (a sweep's
+    second diverged setting is not hidden behind its first)."""
     seen, out = set(), []
     for f in flags:
         key = (f.kind, f.message) if f is not None and f.kind == "diverged" else getattr(f, "kind", None)
@@ -174,8 +187,6 @@ def dedupe(flags) -> list[sanity.Flag]:
     return out
 
 
-# tasks whose sweeps share a configuration: C6's sgd and C7's bn are the same training (the lab's defaults)
-TWINS = {"c6": ("c7", "norm"), "c7": ("c6", "optimizer")}  # task -> its twin and the field the twin sweeps
 NOT_SETTINGS = ("task", "results_dir", "run_id", "progress", "log_every", "data_root")
 
 
@@ -183,13 +194,14 @@ def _setting_key(config: dict) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in config.items() if k not in NOT_SETTINGS))
 
 
-def twin_noise(cfg, items, field: str, other_runs=None) -> sanity.Flag | None:
-    """'noisy machine' when a run of this sweep and a run of its twin task (TWINS) with the same configuration
-    have epoch medians (after warm-up) further apart than sanity.NOISE_FACTOR. `other_runs` defaults to the
-    twin task's complete runs in cfg.results_dir."""
+def twin_noise(cfg, items, field: str, twin: tuple[str, str] | None, other_runs=None) -> sanity.Flag | None:
+    """'noisy machine' when a run of this sweep and a run of its twin task with the same configuration have
+    epoch medians (after warm-up) further apart than sanity.NOISE_FACTOR. `twin`: the twin task's id and the
+    field its sweep varies (the TASK's twin: two tasks whose sweeps share a configuration, such as the lab's
+    defaults); None: no twin. `other_runs` defaults to the twin task's complete runs in cfg.results_dir."""
     from ..results import load_runs, read_run
 
-    twin, twin_field = TWINS.get(cfg.task, (None, ""))
+    twin, twin_field = twin or (None, "")
     items = [it for it in items or () if getattr(it, "complete", False)]
     if twin is None or not items:
         return None

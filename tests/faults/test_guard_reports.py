@@ -12,6 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from hpml_lab.findings import say
 from hpml_lab.report import answer_box, bundle, cli, guards, runner, tasks
 
 
@@ -28,9 +29,10 @@ def _rendered(reports: Path, tid: str) -> None:
             [
                 answer_box.Answer(
                     "What is the epoch time?",
-                    "the median epoch takes 1.25 s.",
-                    "answered",
-                    [answer_box.Number("epoch", 1.25, "s", "measured", n=3)],
+                    say(
+                        "the median epoch takes {e}.",
+                        e=answer_box.Number("epoch", 1.25, "s", "measured", n=3),
+                    ),
                 )
             ],
         )
@@ -469,9 +471,10 @@ def _fake_run(monkeypatch, ends: str):
                     [
                         answer_box.Answer(
                             "What is the epoch time?",
-                            "the median epoch takes 2.5 s.",
-                            "answered",
-                            [answer_box.Number("epoch", 2.5, "s", "measured", n=3)],
+                            say(
+                                "the median epoch takes {e}.",
+                                e=answer_box.Number("epoch", 2.5, "s", "measured", n=3),
+                            ),
                         )
                     ],
                 )
@@ -516,7 +519,8 @@ def test_a_rerun_that_does_not_end_ok_leaves_the_complete_report_in_place(
     assert '<a href="c1.html">c1</a>' in (reports / "index.html").read_text()
     assert (
         cli.main(["report", "--bundle"]) == 0
-        and "the median epoch takes 1.25 s" in (reports / "bundle.html").read_text()
+        and 'the median epoch takes <span data-number="epoch">1.25 s</span>'
+        in (reports / "bundle.html").read_text()
     )
     rerun = guards.rerun_files("c1")
     assert rerun["page"].is_file() == rerun["notebook"].is_file() == (ends in ("failed", "interrupted"))

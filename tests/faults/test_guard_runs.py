@@ -422,14 +422,15 @@ def test_switching_data_back_restores_the_kept_run_and_piles_up_no_copies(tmp_pa
 
 # ==== moved from test_hostile_more.py (issue 22's second pass)
 # ---- every run of a sweep fails: one line per run, never a KeyError from an empty table
-@pytest.mark.parametrize("study, field, n", [("c6_optimizers", "optimizer", 5), ("c7_batchnorm", "norm", 2)])
-def test_a_sweep_where_every_run_fails_says_why_per_run(study, field, n, cifar_root, tmp_path):
-    from hpml_lab.studies import lab2
+@pytest.mark.parametrize("task, field, n", [("c6", "optimizer", 5), ("c7", "norm", 2)])
+def test_a_sweep_where_every_run_fails_says_why_per_run(task, field, n, cifar_root, tmp_path):
+    import importlib
+
     from hpml_lab.sweeps import SweepFailed
 
     _no_cuda()
     cfg = RunConfig(
-        task=study[:2],
+        task=task,
         data_root=str(cifar_root),
         results_dir=str(tmp_path / "r"),
         model="resnet_tiny",
@@ -441,9 +442,9 @@ def test_a_sweep_where_every_run_fails_says_why_per_run(study, field, n, cifar_r
         progress="none",
     )
     with pytest.raises(SweepFailed) as err:
-        getattr(lab2, study)(cfg, log=None)
+        importlib.import_module(f"hpml_lab.studies.{task}.study").run(cfg, log=None)
     lines = str(err.value).splitlines()
-    assert lines[0].startswith(f"every run of {study[:2]} failed ({n} of {n})")
+    assert lines[0].startswith(f"every run of {task} failed ({n} of {n})")
     assert len(lines) == n + 1 and all(
         ln.startswith(f"{field}=") and "CUDA is not available" in ln for ln in lines[1:]
     )
@@ -914,7 +915,7 @@ def test_a_nan_loss_ends_the_run_diverged_and_c1_says_so(cfg):
     where it diverged; C1's record passes the check (it failed: "number 'mean loss, last batches' is nan") and
     its headline and flag say diverged."""
     from hpml_lab.answers import Record, check
-    from hpml_lab.studies import lab2_answers
+    from hpml_lab.studies.c1 import conclusion
 
     wild = cfg.replace(task="c1", lr=1000.0, weight_decay=1000.0, epochs=4, max_batches=3)
     run = train(wild)
@@ -922,7 +923,7 @@ def test_a_nan_loss_ends_the_run_diverged_and_c1_says_so(cfg):
     assert meta["status"] == "complete" and meta["epochs_done"] == 4
     assert meta["diverged"]["step"] == 3 * (meta["diverged"]["epoch"] - 1) + meta["diverged"]["batch"] <= 12
     assert results.is_complete(run.run_dir)  # its epochs.csv agrees with epochs_done: reusable
-    answers, flags = lab2_answers.c1(wild, results.read_run(run.run_dir))
+    answers, flags = conclusion.conclude(wild, results.read_run(run.run_dir))
     check(Record("c1", "C1", answers, [f.as_dict() for f in flags]))
     assert answers[0].headline.plain().startswith("Training diverged: the loss became NaN or infinite")
     assert [f.kind for f in flags].count("diverged") == 1
@@ -1038,7 +1039,7 @@ def test_lab5_states_no_nan_loss_for_a_diverged_largest_batch():
     import pandas as pd
 
     from hpml_lab.answers import Record, check
-    from hpml_lab.studies.lab5 import scaling_answers
+    from hpml_lab.studies.lab5 import conclusion
 
     epochs = pd.DataFrame({"epoch": [1, 2], "loss": [2.1, float("nan")], "acc": [0.1, 0.09]})
     batches = pd.DataFrame({"loss": [2.3, 2.2, float("nan"), float("nan")]})
@@ -1046,7 +1047,7 @@ def test_lab5_states_no_nan_loss_for_a_diverged_largest_batch():
         meta={"distributed": {"global_batch": 32}, "config": {"batch_size": 16}},
         table=lambda name: {"epochs": epochs, "batches": batches}[name],
     )
-    answer = scaling_answers.lab5_q4(
+    answer = conclusion.lab5_q4(
         RunConfig(task="lab5"), SimpleNamespace(n_images=1000), SimpleNamespace(runs=[rec])
     )
     check(Record("lab5", "Lab 5", [answer]))
@@ -1061,13 +1062,13 @@ def test_memory_states_no_nan_loss_for_a_diverged_network():
     import pandas as pd
 
     from hpml_lab.answers import Record, check
-    from hpml_lab.studies.memory import memory_answers
+    from hpml_lab.studies.memory import conclusion
 
     runs = {
         "resnet_tiny": SimpleNamespace(batches=pd.DataFrame({"loss": [2.3, 1.0, 0.5, 0.4, 0.3]})),
         "revnet38": SimpleNamespace(batches=pd.DataFrame({"loss": [2.3, 9.0] + [float("nan")] * 3})),
     }
-    answer, flags = memory_answers.convergence_answer(RunConfig(task="memory"), SimpleNamespace(runs=runs))
+    answer, flags = conclusion.convergence_answer(RunConfig(task="memory"), SimpleNamespace(runs=runs))
     check(Record("memory", "Memory", [answer]))
     assert "revnet38 diverged (the loss became NaN or infinite)" in answer.headline.plain()
     assert [f.kind for f in flags] == ["diverged"]

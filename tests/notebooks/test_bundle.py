@@ -8,7 +8,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from hpml_lab.findings import say
 from hpml_lab.report import answer_box, bundle, cli, runner, tasks
+
+
+EPOCH = answer_box.Number("epoch", 1.25, "s", "measured", n=3)
 
 
 def _rendered(reports, tid, link=""):
@@ -25,9 +29,7 @@ def _rendered(reports, tid, link=""):
             [
                 answer_box.Answer(
                     "What is the epoch time?",
-                    "the median epoch takes 1.25 s.",
-                    "answered",
-                    [answer_box.Number("epoch", 1.25, "s", "measured", n=3)],
+                    say("the median epoch takes {e}.", e=EPOCH),
                 )
             ],
         )
@@ -54,7 +56,7 @@ def test_bundle_from_rendered_reports_runs_nothing_and_names_what_is_missing(rep
     page = (reports / "bundle.html").read_text()
     assert "<section class='task' id='c1'>" in page and "<section class='task' id='c3'>" in page
     assert (
-        "the median epoch takes 1.25 s." in page
+        'the median epoch takes <span data-number="epoch">1.25 s</span>.' in page
         and f"Not in this bundle (not rendered or damaged): {missing[0]}" in page
     )
     assert not (reports.parent / "results").exists() and took < 30  # nothing ran: no results folder, seconds
@@ -79,7 +81,7 @@ def test_lab_order_and_the_index_says_what_was_reused(reports):
         answer_box.Record(
             **{
                 **{k: rec[k] for k in ("task", "title", "flags")},
-                "answers": [answer_box.Answer("Which worker count?", "a tie.", "answered")],
+                "answers": [answer_box.Answer("Which worker count?", say("a tie."))],
                 "reused": 4,
             }
         )
@@ -205,7 +207,7 @@ def test_one_settings_table_per_page():
     rec = answer_box.Record(
         "c5",
         "C5",
-        [answer_box.Answer("q", "a tie.", "answered")],
+        [answer_box.Answer("q", say("a tie."))],
         flags=[{"kind": "settings differ", "message": "settings differ from the lab's: batch_size 32"}],
         ran_vs_lab=[{"setting": "batch_size", "ran": "32", "lab": "128"}],
     )

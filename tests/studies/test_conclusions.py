@@ -14,10 +14,19 @@ from hpml_lab.answers import Number
 from hpml_lab.config import RunConfig
 from hpml_lab.findings import fmt
 from hpml_lab.report import claims
-from hpml_lab.studies import _conclude, lab2_answers
+from hpml_lab.studies import _conclude, lab2_conclusion
 from hpml_lab.studies._conclude import num
-from hpml_lab.studies.memory import memory_answers
-from hpml_lab.studies.questions import questions_answers
+from hpml_lab.studies.c1 import conclusion as c1_conclusion
+from hpml_lab.studies.c2 import conclusion as c2_conclusion
+from hpml_lab.studies.c3 import conclusion as c3_conclusion
+from hpml_lab.studies.c3 import study as c3_study
+from hpml_lab.studies.c4 import conclusion as c4_conclusion
+from hpml_lab.studies.c4 import study as c4_study
+from hpml_lab.studies.c5 import conclusion as c5_conclusion
+from hpml_lab.studies.c7 import TASK as C7
+from hpml_lab.studies.c7 import conclusion as c7_conclusion
+from hpml_lab.studies.c8 import conclusion as c8_conclusion
+from hpml_lab.studies.memory import conclusion as memory_conclusion
 
 IDLE = {"load1": 0.1, "cores": 2, "steal_pct": 0.0}
 BUSY = {"load1": 6.5, "cores": 2, "steal_pct": 0.0}
@@ -99,7 +108,7 @@ def test_num_gives_no_spread_below_three_samples():
 # ------------------------------------------------------------------ C1
 def test_c1_learned_from_loss_and_top1_above_chance():
     acc = [0.1 + 0.01 * i for i in range(40)]
-    answers, flags = lab2_answers.c1(CFG, run([2.3 - 0.03 * i for i in range(40)], acc))
+    answers, flags = c1_conclusion.conclude(CFG, run([2.3 - 0.03 * i for i in range(40)], acc))
     assert answers[0].text.startswith("The run learned") and "above chance" in answers[0].text
     # grader (lab 2): each sentence names its aggregate: the verdicts' medians, the rise's means
     # the headline is the verdict in words (one number); the full verdict, interval and counts, comes next
@@ -122,7 +131,7 @@ def test_c1_learned_from_loss_and_top1_above_chance():
 
 
 def test_c1_loss_fell_but_top1_at_chance_says_no_learning_in_accuracy():
-    answers, flags = lab2_answers.c1(CFG, run([2.3 - 0.03 * i for i in range(40)]))
+    answers, flags = c1_conclusion.conclude(CFG, run([2.3 - 0.03 * i for i in range(40)]))
     # the loss's own verdict is stated (was test_findings' c1 learning run)
     assert (
         "Median training loss is lower for the last 4 batches than for the first 4 batches" in answers[0].text
@@ -137,7 +146,7 @@ def test_c1_loss_fell_but_top1_at_chance_says_no_learning_in_accuracy():
 
 def test_c1_too_few_batches_neither_learning_nor_not():
     # 10 batches: 1 at each end, a tie for too few samples; top-1 rose but no direction is stated
-    answers, _ = lab2_answers.c1(
+    answers, _ = c1_conclusion.conclude(
         CFG,
         run(
             [2.3, 2.2, 2.1, 2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4],
@@ -160,7 +169,7 @@ def test_c1_too_few_batches_neither_learning_nor_not():
 def test_c1_loss_tie_with_top1_learning_says_no_measurable_change_as_a_verdict():
     """Grader (issue 27): 'The run learned: the training loss went from 2.524 to 2.161 (no measurable change)'."""
     loss = [2.52, 2.1, 2.6, 2.0, 2.5, 2.16, 2.7, 1.9] * 5  # noisy: the ends cannot be told apart
-    answers, _ = lab2_answers.c1(CFG, run(loss, [0.1 + 0.01 * i for i in range(40)]))
+    answers, _ = c1_conclusion.conclude(CFG, run(loss, [0.1 + 0.01 * i for i in range(40)]))
     text = answers[0].text
     assert (
         answers[0].verdict["loss"]["outcome"] == "tie" and answers[0].verdict["top1"]["outcome"] == "better"
@@ -183,7 +192,9 @@ def test_c1_loss_tie_with_top1_learning_says_no_measurable_change_as_a_verdict()
 
 def test_c1_loss_tie_with_top1_rising_but_still_below_chance_shows_no_learning():
     loss = [2.52, 2.1, 2.6, 2.0, 2.5, 2.16, 2.7, 1.9] * 5
-    answers, _ = lab2_answers.c1(CFG, run(loss, [0.01 + 0.002 * i for i in range(40)]))  # ends near 8% < 10%
+    answers, _ = c1_conclusion.conclude(
+        CFG, run(loss, [0.01 + 0.002 * i for i in range(40)])
+    )  # ends near 8% < 10%
     text = answers[0].text
     assert (
         answers[0].verdict["top1"]["outcome"] == "better" and answers[0].verdict["loss"]["outcome"] == "tie"
@@ -196,7 +207,7 @@ def test_c1_loss_tie_with_top1_rising_but_still_below_chance_shows_no_learning()
 def test_c1_loss_lower_but_not_below_chance_is_not_learning():
     """Grader (lab 2): 'The run learned' of a loss that ended at 2.28 against the chance loss 2.30."""
     loss = [2.4 - 0.003 * i for i in range(40)]  # ends at 2.28: lower than it began, not clearly below chance
-    answers, _ = lab2_answers.c1(CFG, run(loss, [0.1 + 0.01 * i for i in range(40)]))
+    answers, _ = c1_conclusion.conclude(CFG, run(loss, [0.1 + 0.01 * i for i in range(40)]))
     text = answers[0].text
     assert answers[0].verdict["loss"]["outcome"] == "better" and "The run learned" not in text
     assert text.startswith("This run does not show learning: its loss ended not clearly below chance (2.3)")
@@ -204,13 +215,13 @@ def test_c1_loss_lower_but_not_below_chance_is_not_learning():
 
 
 def test_c1_flat_loss_did_not_learn():
-    answers, _ = lab2_answers.c1(CFG, run([2.30, 2.31, 2.29, 2.30] * 10))
+    answers, _ = c1_conclusion.conclude(CFG, run([2.30, 2.31, 2.29, 2.30] * 10))
     assert answers[0].text.startswith("The run did not measurably learn") and holds(answers) == []
     assert answers[0].verdict["loss"]["outcome"] == "tie"
 
 
 def test_c1_loss_rose_says_so_with_its_verdict():
-    answers, _ = lab2_answers.c1(CFG, run([2.0 + 0.005 * i for i in range(40)]))
+    answers, _ = c1_conclusion.conclude(CFG, run([2.0 + 0.005 * i for i in range(40)]))
     assert answers[0].text.startswith(
         "The run did not learn: the start has a lower median training loss than the end"
     )
@@ -222,7 +233,7 @@ def test_c1_loss_rose_says_so_with_its_verdict():
 
 def test_c1_loss_rose_while_top1_rose_says_the_loss_rose():
     """A review found 'no measurable change' said of a loss whose own verdict says it rose."""
-    answers, _ = lab2_answers.c1(
+    answers, _ = c1_conclusion.conclude(
         CFG, run([2.0 + 0.005 * i for i in range(40)], [0.1 + 0.01 * i for i in range(40)])
     )
     text = answers[0].text
@@ -237,31 +248,35 @@ def test_c1_loss_rose_while_top1_rose_says_the_loss_rose():
 
 
 def test_c1_diverged():
-    answers, flags = lab2_answers.c1(CFG, run([2.3, 5.0, 9.7, 12.1, 15.4, 9.0, 11.0, 14.0, 8.0, 13.0]))
+    answers, flags = c1_conclusion.conclude(CFG, run([2.3, 5.0, 9.7, 12.1, 15.4, 9.0, 11.0, 14.0, 8.0, 13.0]))
     assert answers[0].text.startswith("Training diverged") and [f.kind for f in flags] == ["diverged"]
     assert "not a result" in answers[0].text
     assert holds(answers) == []
 
 
 def test_c1_busy_machine_is_flagged():
-    _, flags = lab2_answers.c1(CFG, run([2.3] * 20, meta={"machine": BUSY}))
+    _, flags = c1_conclusion.conclude(CFG, run([2.3] * 20, meta={"machine": BUSY}))
     assert "machine busy" in {f.kind for f in flags}
 
 
 # ------------------------------------------------------------------ C2
 def test_c2_warmup_sentence_only_when_epoch_1_was_slower():
-    slower, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(3.0, 1.0, 1.1, 1.05)))
+    slower, _ = c2_conclusion.conclude(
+        CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(3.0, 1.0, 1.1, 1.05))
+    )
     assert "longer than each later one" in slower[0].text and holds(slower) == []
-    faster, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(58.8, 68.7, 65.5)))
+    faster, _ = c2_conclusion.conclude(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(58.8, 68.7, 65.5)))
     assert "no longer than the later ones" in faster[0].text and "which is why" not in faster[0].text
     assert holds(faster) == []
-    assert lab2_answers.warmup_findings(pd.DataFrame({"total_s": [1.0]})) == []
-    assert "(2 s)" in lab2_answers.warmup_findings(pd.DataFrame({"total_s": [1.0, 2.0]}))[0].plain()
+    assert c2_conclusion.warmup_findings(pd.DataFrame({"total_s": [1.0]})) == []
+    assert "(2 s)" in c2_conclusion.warmup_findings(pd.DataFrame({"total_s": [1.0, 2.0]}))[0].plain()
 
 
 def test_c2_no_warmup_claim_from_epochs_climbing_with_the_load():
     """Grader (issue 27): 'no warm-up shows in this run' of epochs climbing 91 -> 127 -> 151 s as the load rose."""
-    answers, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(91.0, 127.0, 151.0)))
+    answers, _ = c2_conclusion.conclude(
+        CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(91.0, 127.0, 151.0))
+    )
     text = answers[0].text
     assert "no warm-up shows" not in text and "cannot show whether the first holds a warm-up" in text
     assert "later epochs were not steady (127 s to 151 s)" in text and holds(answers) == []
@@ -270,7 +285,7 @@ def test_c2_no_warmup_claim_from_epochs_climbing_with_the_load():
 
 def test_c2_data_share_as_the_box_has_it():
     r = run([2.0] * 12, epochs_s=(2.0, 30.0, 30.0, 30.0))
-    answers, _ = lab2_answers.c2(CFG.replace(task="c2"), r)
+    answers, _ = c2_conclusion.conclude(CFG.replace(task="c2"), r)
     share = [n for n in answers[0].numbers if n.name == "data-loading share of the epoch"][0]
     assert (
         answers[0].headline.plain().startswith(f"Waiting for data takes {fmt(share)} of an epoch")
@@ -280,18 +295,22 @@ def test_c2_data_share_as_the_box_has_it():
 
 
 def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
-    answers, flags = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(2.31, 3.71, 8.83)))
+    answers, flags = c2_conclusion.conclude(
+        CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(2.31, 3.71, 8.83))
+    )
     assert {"no steady state", "too few samples"} <= {f.kind for f in flags}
     assert all(n.spread is None for n in answers[0].numbers)
     assert answers[0].details[0].plain().startswith("Per epoch (median of the 2 after the first)")
-    one, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(2.31, 3.71)))
+    one, _ = c2_conclusion.conclude(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(2.31, 3.71)))
     assert (
         one[0].details[0].plain().startswith("Per epoch (the one epoch after the first)")
     )  # not "median of 1"
 
 
 def _method(meta: dict, **settings) -> str:
-    return " ".join(f.plain() for f in lab2_answers.timing_method(CFG.replace(task="c2", **settings), meta))
+    return " ".join(
+        f.plain() for f in lab2_conclusion.timing_method(CFG.replace(task="c2", **settings), meta)
+    )
 
 
 GPU_RUN, CPU_RUN = {"device": "cuda"}, {"device": "cpu"}
@@ -317,20 +336,22 @@ def test_c2_timing_method_says_only_what_the_settings_make_true():
     assert "only the time to queue" not in _method(
         GPU_RUN, loader="tensor", num_workers=0, sync_each_step=True
     )
-    assert lab2_answers.timing_disjoint(CFG, GPU_RUN) is False and lab2_answers.timing_disjoint(CFG, CPU_RUN)
-    assert lab2_answers.timing_disjoint(CFG.replace(sync_each_step=True), GPU_RUN)
+    assert lab2_conclusion.timing_disjoint(CFG, GPU_RUN) is False and lab2_conclusion.timing_disjoint(
+        CFG, CPU_RUN
+    )
+    assert lab2_conclusion.timing_disjoint(CFG.replace(sync_each_step=True), GPU_RUN)
 
 
 def test_c2_rest_of_the_epoch_only_where_the_intervals_are_disjoint():
     r = run([2.0] * 12, epochs_s=(2.0, 1.0, 1.0, 1.0), meta={"machine": IDLE, "device": "cuda"})
-    overlap, _ = lab2_answers.c2(CFG.replace(task="c2"), r)
+    overlap, _ = c2_conclusion.conclude(CFG.replace(task="c2"), r)
     assert "outside both timers" not in overlap[0].text and "overlap on this GPU" in overlap[0].text
     assert not [n for n in overlap[0].numbers if n.name.startswith("other share")]
-    synced, _ = lab2_answers.c2(CFG.replace(task="c2", sync_each_step=True), r)
+    synced, _ = c2_conclusion.conclude(CFG.replace(task="c2", sync_each_step=True), r)
     assert "outside both timers (the loop's own work)" in synced[0].text
     assert holds(overlap) == [] and holds(synced) == []
-    assert "other (s)" not in lab2_answers.c2_epoch_table(r.epochs, disjoint=False).columns
-    shown = lab2_answers.c2_epoch_table(r.epochs, disjoint=True)
+    assert "other (s)" not in c2_conclusion.epoch_table(r.epochs, disjoint=False).columns
+    shown = c2_conclusion.epoch_table(r.epochs, disjoint=True)
     assert list(shown["other (s)"]) == pytest.approx(
         [0.2 * t - 0.1 for t in (2.0, 1.0, 1.0, 1.0)]
     )  # total - data - training
@@ -349,34 +370,36 @@ def _mfu_run(machine, mfu):
 
 
 def test_c2_mfu_from_a_busy_peak_carries_a_caveat():
-    busy, _ = lab2_answers.c2(CFG.replace(task="c2"), _mfu_run(BUSY, 0.429))
+    busy, _ = c2_conclusion.conclude(CFG.replace(task="c2"), _mfu_run(BUSY, 0.429))
     assert "0.1 TFLOP/s is that peak, not the rate training ran at" in busy[0].text  # grader (lab 2)
     assert (
         "42.9% of this device's peak" in busy[0].text
         and "measured while the machine was busy" in busy[0].text
     )
-    idle, _ = lab2_answers.c2(CFG.replace(task="c2"), _mfu_run(IDLE, 0.429))
+    idle, _ = c2_conclusion.conclude(CFG.replace(task="c2"), _mfu_run(IDLE, 0.429))
     assert "machine was busy" not in idle[0].text
     assert holds(busy) == [] and holds(idle) == []  # the peak's TFLOP/s is recorded (measured here: n = 1)
     sheet = _mfu_run(IDLE, 0.429)
     sheet.meta["flops"]["peak_source"] = "data sheet: a GPU"
-    peak = [n for n in lab2_answers.c2(CFG.replace(task="c2"), sheet)[0][0].numbers if n.unit == "TFLOP/s"][0]
+    peak = [
+        n for n in c2_conclusion.conclude(CFG.replace(task="c2"), sheet)[0][0].numbers if n.unit == "TFLOP/s"
+    ][0]
     assert peak.provenance == "reference" and peak.source == "data sheet: a GPU"
-    over, _ = lab2_answers.c2(CFG.replace(task="c2"), _mfu_run(IDLE, 1.2))
+    over, _ = c2_conclusion.conclude(CFG.replace(task="c2"), _mfu_run(IDLE, 1.2))
     assert "more than the whole peak" in over[0].text and holds(over) == []
 
 
 def test_first_step_note_slower_and_not():
     b = pd.DataFrame({"epoch": [1] * 6 + [2] * 6 + [3] * 6, "train_s": [0.5, 0.1, 0.1, 0.11, 0.1, 0.1] * 3})
-    said = lab2_answers.first_step_finding(b).plain()
+    said = c2_conclusion.first_step_finding(b).plain()
     # grader (lab 2): "later steps is 1.91x faster": its grammar, and said as per step within epochs
     assert "a later step is" in said and "faster than an epoch's first step" in said
     assert said.startswith("Within each epoch, per step") and "not of whole epochs" in said
-    answers, _ = lab2_answers.c2(CFG.replace(task="c2"), run([2.0] * 12))
+    answers, _ = c2_conclusion.conclude(CFG.replace(task="c2"), run([2.0] * 12))
     assert answers[0].verdict["first_step"]["outcome"] == "tie" and holds(answers) == []  # the record has it
     flat = pd.DataFrame({"epoch": [1] * 6 + [2] * 6, "train_s": [0.1] * 12})
-    assert "cannot be told apart" in lab2_answers.first_step_finding(flat).plain()
-    assert lab2_answers.first_step_finding(pd.DataFrame({"epoch": [1], "train_s": [0.1]})) is None
+    assert "cannot be told apart" in c2_conclusion.first_step_finding(flat).plain()
+    assert c2_conclusion.first_step_finding(pd.DataFrame({"epoch": [1], "train_s": [0.1]})) is None
 
 
 # ------------------------------------------------------------------ C3 and C4
@@ -396,12 +419,12 @@ def test_c3_tie_and_clear_best(tmp_path):
     tie = _c3_rows(
         {0: [0.2955, 0.2960, 0.2950, 0.2958], 2: [0.2956, 0.2961, 0.2949, 0.2957], 4: [0.6, 0.61, 0.59, 0.62]}
     )
-    answers, flags = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=tie, items=[]))
+    answers, flags = c3_conclusion.conclude(RunConfig(task="c3"), SimpleNamespace(rows=tie, items=[]))
     assert "a tie, so this run shows no single best count" in answers[0].text and set(
         answers[0].verdict["tied"]
     ) == {0, 2}
     assert "cannot be told apart from 2" in answers[0].text  # (was test_findings' c3 tie)
-    alone = lab2_answers.c3(
+    alone = c3_conclusion.conclude(
         RunConfig(task="c3"), SimpleNamespace(rows=_c3_rows({0: [0.9] * 3, 2: [0.3] * 3}), items=[])
     )
     assert alone[0][0].text.startswith(
@@ -409,7 +432,7 @@ def test_c3_tie_and_clear_best(tmp_path):
     )  # no run folders needed (was test_findings')
     clear = _c3_rows({0: [0.9, 0.91, 0.92], 2: [0.30, 0.31, 0.29]})
     items = sweep(tmp_path, "num_workers", {2: batches(FAST)}, machine=BUSY)
-    answers, flags = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=clear, items=items))
+    answers, flags = c3_conclusion.conclude(RunConfig(task="c3"), SimpleNamespace(rows=clear, items=items))
     assert answers[0].text.startswith("Best worker count: 2 workers") and "machine busy" in {
         f.kind for f in flags
     }
@@ -419,7 +442,7 @@ def test_c3_tie_and_clear_best(tmp_path):
         "0 workers, epoch",
         "2 workers, epoch",
     ]
-    one = lab2_answers.c3(
+    one = c3_conclusion.conclude(
         RunConfig(task="c3"), SimpleNamespace(rows=_c3_rows({1: [0.3] * 3, 0: [0.9] * 3}), items=[])
     )
     assert sorted(n.name for n in one[0][0].numbers if n.name.endswith(", epoch")) == [
@@ -431,18 +454,18 @@ def test_c3_tie_and_clear_best(tmp_path):
 def test_c3_tag_names_a_best_only_when_c3_did():
     clear = _c3_rows({0: [0.9, 0.91, 0.92], 2: [0.30, 0.31, 0.29]})
     tie = _c3_rows({0: [0.30, 0.31, 0.29], 2: [0.30, 0.31, 0.29]})
-    assert lab2_answers.c3_tag(2, clear).plain() == "C3's best"
-    tied = lab2_answers.c3_tag(0, tie).plain()
+    assert c4_conclusion.c3_tag(2, clear).plain() == "C3's best"
+    tied = c4_conclusion.c3_tag(0, tie).plain()
     assert "a tie" in tied and "C3's best" not in tied
-    assert "verdict favours 2 workers" in lab2_answers.c3_tag(0, clear).plain()
-    assert lab2_answers.c3_tag(2, None).plain() == "the count given"
+    assert "verdict favours 2 workers" in c4_conclusion.c3_tag(0, clear).plain()
+    assert c4_conclusion.c3_tag(2, None).plain() == "the count given"
 
 
 def test_too_few_epochs_are_not_called_a_tie():
     """The H200 check's C4 page said C3 "could not tell" 16 workers from 0 workers, "a tie", when C3 had timed 2
     epochs per count (15.3 s against 2.07 s): too few samples for any verdict is no evidence of a tie."""
     two = _c3_rows({0: [13.4, 17.2], 1: [13.7, 15.4], 16: [1.86, 2.28]})
-    answers, _ = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=two, items=[]))
+    answers, _ = c3_conclusion.conclude(RunConfig(task="c3"), SimpleNamespace(rows=two, items=[]))
     head = answers[0].headline.plain()
     assert head == "No best worker count: too few epochs were timed to tell the counts apart"
     assert answers[0].details[0].plain() == (
@@ -451,7 +474,7 @@ def test_too_few_epochs_are_not_called_a_tie():
         "names no best count"
     )
     assert holds(answers) == [] and answers[0].verdict["undecided"] == [0, 1]
-    tag = lab2_answers.c3_tag(16, two).plain()
+    tag = c4_conclusion.c3_tag(16, two).plain()
     assert tag == (
         "C3's lowest median; C3 timed too few epochs to tell it from 0 or 1 workers: as few as 2 epochs timed for "
         "a count, and a verdict needs 3 on each side"
@@ -459,21 +482,21 @@ def test_too_few_epochs_are_not_called_a_tie():
     # C3's stopping rule chose another count than the lowest median: only that pair was compared, and said so
     other = _c3_rows({8: [2.05, 2.06], 16: [2.00, 2.01], 0: [15.0, 16.0]})
     for chosen in (8, 0):
-        tag = lab2_answers.c3_tag(chosen, other).plain()
+        tag = c4_conclusion.c3_tag(chosen, other).plain()
         assert "a tie" not in tag and tag == (
             "C3's stopping rule; C3's lowest median was 16 workers, and C3 timed too few epochs to tell the two "
             "apart: as few as 2 epochs timed for a count, and a verdict needs 3 on each side"
         )
-    assert lab2_answers.c3_tag(4, other).plain() == (  # a count C3's rows do not hold: nothing compared
+    assert c4_conclusion.c3_tag(4, other).plain() == (  # a count C3's rows do not hold: nothing compared
         "C3's stopping rule; its epochs are not in C3's results, so C3 compared it with no other count"
     )
     tie = _c3_rows({8: [2.00, 2.02, 2.01, 2.0], 16: [1.99, 2.0, 2.01, 1.995], 0: [15.0, 16.0, 15.5]})
-    assert lab2_answers.c3_tag(8, tie).plain() == (
+    assert c4_conclusion.c3_tag(8, tie).plain() == (
         "C3's stopping rule; C3 could not tell it from 16 workers, its lowest median: a tie"
     )
     # a real tie beside a count timed too few times: each said as what it is
     mixed = _c3_rows({0: [0.9, 0.91], 2: [0.30, 0.31, 0.29], 4: [0.30, 0.31, 0.29]})
-    answers, _ = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=mixed, items=[]))
+    answers, _ = c3_conclusion.conclude(RunConfig(task="c3"), SimpleNamespace(rows=mixed, items=[]))
     head = answers[0].headline.plain()
     assert (
         "cannot be told apart from 4 workers: a tie; nor from 0 workers, of which too few epochs"
@@ -481,18 +504,18 @@ def test_too_few_epochs_are_not_called_a_tie():
         and head
         == "No single best worker count: the lowest median, 2 workers, cannot be told apart from some others"
     )
-    tag = lab2_answers.c3_tag(2, mixed).plain()
+    tag = c4_conclusion.c3_tag(2, mixed).plain()
     assert tag.startswith("C3's lowest median; C3 could not tell it from 4 workers: a tie; and timed too few")
-    assert lab2_answers.c3_tag(2, _c3_rows({0: [0.9] * 3, 2: [0.3] * 3})).plain() == "C3's best"
+    assert c4_conclusion.c3_tag(2, _c3_rows({0: [0.9] * 3, 2: [0.3] * 3})).plain() == "C3's best"
     # the sweep's figure says the same: its legend names a tie only where the verdict found one
-    from hpml_lab.report import plots
     from hpml_lab.studies import lab2
+    from hpml_lab.studies.c3 import figure
 
     rows = mixed.assign(repeat=1)
     summary = pd.DataFrame(
         [lab2.stats_row(g["seconds"], num_workers=n) for n, g in rows.groupby("num_workers")]
     ).assign(best=lambda d: d["num_workers"] == 2)
-    fig = plots.loader_sweep(SimpleNamespace(summary=summary, rows=rows, cores=2), answers[0].verdict)
+    fig = figure.loader_sweep(SimpleNamespace(summary=summary, rows=rows, cores=2), answers[0].verdict)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "lowest median: 2 workers, a tie with 4; too few epochs to compare with 0" in legend
 
@@ -506,15 +529,15 @@ def test_c3_rows_of_reads_the_sweep_or_says_none(tmp_path):
     results.write_derived(
         tmp_path / "summary", {"summary": pd.DataFrame({"a": [1]})}, {"config": {}, "runs": runs}
     )
-    assert len(lab2_answers.c3_rows_of(str(tmp_path / "summary"))) == 6
-    assert lab2_answers.c3_rows_of(str(tmp_path / "missing")) is None
+    assert len(c3_study.rows_of(str(tmp_path / "summary"))) == 6
+    assert c3_study.rows_of(str(tmp_path / "missing")) is None
 
 
 def test_c4_compares_and_says_not_interleaved(tmp_path):
     items = sweep(tmp_path, "num_workers", {1: batches(SLOW, data=0.02), 4: batches(FAST, data=0.001)})
     tie = _c3_rows({1: [0.30, 0.31, 0.29], 4: [0.30, 0.31, 0.29]})
     out = SimpleNamespace(best=4, items=items, c3_rows=tie)
-    answers, _ = lab2_answers.c4(RunConfig(task="c4"), out)
+    answers, _ = c4_conclusion.conclude(RunConfig(task="c4"), out)
     text = answers[0].text
     assert "C3's best" not in text and "a tie" in text and "not interleaved" in text
     assert answers[0].verdict["compute"]["outcome"] == "better" and answers[0].verdict["interleaved"] is False
@@ -526,7 +549,7 @@ def test_c4_on_a_busy_machine_cannot_tell_runs_made_back_to_back(tmp_path):
     says the samples were not interleaved and why that limits it."""
     tables = {1: batches(SLOW, data=0.02), 4: batches(FAST, data=0.001)}
     out = SimpleNamespace(best=4, items=sweep(tmp_path, "num_workers", tables, machine=BUSY), c3_rows=None)
-    answers, _ = lab2_answers.c4(RunConfig(task="c4"), out)
+    answers, _ = c4_conclusion.conclude(RunConfig(task="c4"), out)
     v = answers[0].verdict["compute"]
     assert v["outcome"] == "tie" and v["reason"] == "busy machine" and v["interleaved"] is False
     text = answers[0].text
@@ -541,7 +564,7 @@ def test_c4_per_epoch_table_ordering_otherwise_is_explained(tmp_path):
     items = sweep(tmp_path, "num_workers", {0: batches(SLOW, data=0.0185), 1: one})
     summary = pd.DataFrame({"num_workers": [0, 1], "n": [1, 1], "data_median_s": [0.0645, 0.135]})
     out = SimpleNamespace(best=1, against=0, items=items, c3_rows=None, summary=summary)
-    answers, _ = lab2_answers.c4(RunConfig(task="c4"), out)
+    answers, _ = c4_conclusion.conclude(RunConfig(task="c4"), out)
     text = answers[0].text
     assert holds(answers) == []
     assert (
@@ -552,14 +575,14 @@ def test_c4_per_epoch_table_ordering_otherwise_is_explained(tmp_path):
         "a worker's start-up on an epoch's first step" in text and "compare medians per training step" in text
     )
     summary["data_median_s"] = [0.135, 0.0645]  # the same order as per step: nothing to explain
-    text = lab2_answers.c4(RunConfig(task="c4"), out)[0][0].text
+    text = c4_conclusion.conclude(RunConfig(task="c4"), out)[0][0].text
     assert "The table's data wait is per epoch" not in text
 
 
 def test_c3_unmeasured_causes_are_background_and_the_design_is_said():
     """Grader (issue 27): c3 stated 'add start-up and scheduling cost without adding compute' as this run's fact."""
     rows = _c3_rows({0: [0.9, 0.91, 0.92], 2: [0.30, 0.31, 0.29], 4: [0.5, 0.51, 0.49]})
-    answers, _ = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=rows, items=[], cores=2))
+    answers, _ = c3_conclusion.conclude(RunConfig(task="c3"), SimpleNamespace(rows=rows, items=[], cores=2))
     text, background = answers[0].text, " ".join(b.text for b in answers[0].background)
     assert "start-up and scheduling cost" not in text and "start-up and scheduling cost" in background
     assert "1 of the counts tried exceed that" in text and "ran one after the other" in text
@@ -569,10 +592,14 @@ def test_c3_unmeasured_causes_are_background_and_the_design_is_said():
 
 def test_c4_best_is_one_worker(tmp_path):
     items = sweep(tmp_path, "num_workers", {1: batches(FAST)})
-    answers, _ = lab2_answers.c4(RunConfig(task="c4"), SimpleNamespace(best=1, items=items, c3_rows=None))
+    answers, _ = c4_conclusion.conclude(
+        RunConfig(task="c4"), SimpleNamespace(best=1, items=items, c3_rows=None)
+    )
     assert "compared with nothing" in answers[0].text and "the count given" in answers[0].text
     slow = sweep(tmp_path / "slow", "num_workers", {1: batches([7.9394] * 8)})
-    answers, _ = lab2_answers.c4(RunConfig(task="c4"), SimpleNamespace(best=1, items=slow, c3_rows=None))
+    answers, _ = c4_conclusion.conclude(
+        RunConfig(task="c4"), SimpleNamespace(best=1, items=slow, c3_rows=None)
+    )
     assert "compute 7,939 ms per step" in answers[0].text  # not "7.94e+03 ms" (the smoke report's)
 
 
@@ -580,13 +607,13 @@ def test_c4_best_one_worker_is_compared_with_c3s_next_best(tmp_path):
     """C3's best is 1 worker: C4 compares 1 worker with C3's runner-up instead of with nothing."""
     tie = _c3_rows({0: [0.80, 0.81, 0.79], 1: [0.51, 0.52, 0.50], 2: [1.1, 1.2, 1.0]})
     assert (
-        lab2_answers.runner_up(tie, 1) == 0
-        and lab2_answers.runner_up(tie, 0) == 1
-        and lab2_answers.runner_up(None, 1) is None
+        c4_study.runner_up(tie, 1) == 0
+        and c4_study.runner_up(tie, 0) == 1
+        and c4_study.runner_up(None, 1) is None
     )
     items = sweep(tmp_path, "num_workers", {0: batches(SLOW, data=0.02), 1: batches(FAST, data=0.001)})
     out = SimpleNamespace(best=1, against=0, items=items, c3_rows=tie)
-    answers, _ = lab2_answers.c4(RunConfig(task="c4"), out)
+    answers, _ = c4_conclusion.conclude(RunConfig(task="c4"), out)
     assert (
         "compared with C3's next best count, 0 workers" in answers[0].text
         and "compared with nothing" not in answers[0].text
@@ -600,12 +627,12 @@ def test_c4_best_one_worker_is_compared_with_c3s_next_best(tmp_path):
 # ------------------------------------------------------------------ C5
 def test_c5_cpu_only_is_partial_and_trend_is_said(tmp_path):
     ep = pd.DataFrame({"device": ["cpu"] * 4, "epoch": [1, 2, 3, 4], "total_s": [1.0, 1.5, 2.5, 4.0]})
-    answers, flags = lab2_answers.c5(
+    answers, flags = c5_conclusion.conclude(
         RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cpu"], items=[])
     )
     assert answers[0].status == "partial" and "never settled" in answers[0].text
     steady = pd.DataFrame({"device": ["cpu"] * 4, "epoch": [1, 2, 3, 4], "total_s": [1.0, 1.0, 1.01, 1.0]})
-    answers, _ = lab2_answers.c5(
+    answers, _ = c5_conclusion.conclude(
         RunConfig(task="c5"), SimpleNamespace(epochs=steady, devices=["cpu"], items=[])
     )
     assert answers[0].text.startswith("No GPU was present") and "A CPU epoch took" in answers[0].text
@@ -616,7 +643,7 @@ def test_c5_gpu_against_cpu_is_a_verdict(tmp_path):
         {"device": ["cpu"] * 3 + ["cuda"] * 3, "epoch": [1, 2, 3] * 2, "total_s": [2.0] * 3 + [1.0] * 3}
     )
     items = sweep(tmp_path, "device", {"cuda": batches(FAST), "cpu": batches(SLOW)})
-    answers, _ = lab2_answers.c5(
+    answers, _ = c5_conclusion.conclude(
         RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cpu", "cuda"], items=items)
     )
     assert answers[0].status == "answered" and answers[0].verdict["outcome"] == "better"
@@ -629,7 +656,7 @@ def test_c5_says_each_devices_epoch_with_its_device_whichever_ran_first(tmp_path
         {"device": ["cuda"] * 3 + ["cpu"] * 3, "epoch": [1, 2, 3] * 2, "total_s": [0.5, 0.25, 0.25, 8, 4, 4]}
     )
     items = sweep(tmp_path, "device", {"cuda": batches(FAST), "cpu": batches(SLOW)})
-    answers, _ = lab2_answers.c5(
+    answers, _ = c5_conclusion.conclude(
         RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cuda", "cpu"], items=items)
     )
     details = [d.plain() for d in answers[0].details]
@@ -662,7 +689,7 @@ def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
     clear = _training_sweep(
         {"sgd": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "adam": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]}
     )
-    answers, flags = lab2_answers.training_sweep(cfg, clear, "optimizer", "C6?")
+    answers, flags = lab2_conclusion.training_sweep(cfg, clear, "optimizer", "C6?")
     assert "separated from each other setting" in answers[0].text and "stand-in model" in {
         f.kind for f in flags
     }
@@ -671,7 +698,7 @@ def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
         {"sgd": [2.0] * 4 + [0.5, 0.6, 0.4, 0.5], "adam": [2.0] * 4 + [0.5, 0.6, 0.4, 0.5]},
         status={"adagrad": "failed"},
     )
-    answers, _ = lab2_answers.training_sweep(cfg, tie, "optimizer", "C6?")
+    answers, _ = lab2_conclusion.training_sweep(cfg, tie, "optimizer", "C6?")
     assert answers[0].headline.plain() == (
         "No winner: sgd had the lowest last-epoch loss but cannot be told apart from 1 other setting"
     )
@@ -685,12 +712,12 @@ def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
         )
     )
     assert "adagrad: not usable (failed)" in [
-        f.plain() for f in lab2_answers.sweep_notes(cfg, tie, "optimizer")
+        f.plain() for f in lab2_conclusion.sweep_notes(cfg, tie, "optimizer")
     ]
     assert holds(answers) == []
     bad = _training_sweep({"sgd": [2.3] * 8, "adam": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 30.0]})
-    answers, flags = lab2_answers.training_sweep(cfg, bad, "optimizer", "C6?")
-    lines = lab2_answers.sweep_notes(cfg, bad, "optimizer")
+    answers, flags = lab2_conclusion.training_sweep(cfg, bad, "optimizer", "C6?")
+    lines = lab2_conclusion.sweep_notes(cfg, bad, "optimizer")
     assert answers[0].status == "partial" and "diverged" in {f.kind for f in flags}
     assert (
         any(
@@ -707,7 +734,7 @@ def test_c7_names_no_winner_from_a_tie_of_runs_at_chance():
     rows = _training_sweep({"bn": [2.3, 2.31, 2.29, 2.3] * 2, "none": [2.3, 2.29, 2.31, 2.3] * 2})
     rows.batches = rows.batches.rename(columns={"optimizer": "norm"})
     rows.summary = rows.summary.rename(columns={"optimizer": "norm"})
-    answers, _ = lab2_answers.training_sweep(RunConfig(task="c7"), rows, "norm", "C7?")
+    answers, _ = c7_conclusion.conclude(RunConfig(task="c7"), rows)
     text = answers[0].text
     # grader (lab 2): "BatchNorm, no BatchNorm did not get" read as a broken list
     assert text.startswith("No winner: no setting got clearly below the chance loss")
@@ -731,7 +758,7 @@ def test_c6_no_winner_from_tied_leaders_says_the_tie_not_the_runs_at_chance():
     out = _training_sweep(
         {"sgd": chance, "sgd_nesterov": chance, "adadelta": chance, "adagrad": low, "adam": list(low)}
     )
-    answers, _ = lab2_answers.training_sweep(RunConfig(task="c6"), out, "optimizer", "C6?")
+    answers, _ = lab2_conclusion.training_sweep(RunConfig(task="c6"), out, "optimizer", "C6?")
     text = answers[0].text
     assert (
         answers[0].details[0].plain().startswith("No winner can be named: adagrad had the lowest median")
@@ -739,14 +766,14 @@ def test_c6_no_winner_from_tied_leaders_says_the_tie_not_the_runs_at_chance():
     )
     assert "did not get clearly below chance loss in" not in text and holds(answers) == []
     allchance = _training_sweep({"sgd": chance, "adagrad": list(chance), "adam": list(chance)})
-    answers, _ = lab2_answers.training_sweep(RunConfig(task="c6"), allchance, "optimizer", "C6?")
+    answers, _ = lab2_conclusion.training_sweep(RunConfig(task="c6"), allchance, "optimizer", "C6?")
     assert (
         answers[0]
         .details[0]
         .plain()
         .startswith("No winner can be named: sgd, adagrad and adam did not get clearly below")
     )
-    assert lab2_answers.not_below(["sgd"]).plain() == "sgd did not get"
+    assert lab2_conclusion.not_below(["sgd"]).plain() == "sgd did not get"
 
 
 def test_every_diverged_setting_keeps_its_flag():
@@ -757,7 +784,7 @@ def test_every_diverged_setting_keeps_its_flag():
             "adagrad": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 31.0],
         }
     )
-    _, flags = lab2_answers.training_sweep(RunConfig(task="c6"), bad, "optimizer", "C6?")
+    _, flags = lab2_conclusion.training_sweep(RunConfig(task="c6"), bad, "optimizer", "C6?")
     diverged = [f.message.split(":")[0] for f in flags if f.kind == "diverged"]
     assert diverged == ["adam", "adagrad"] and [f.kind for f in flags].count("stand-in model") <= 1
 
@@ -768,7 +795,7 @@ def test_c7_names_its_settings_for_a_reader():
     )
     rows.batches = rows.batches.rename(columns={"optimizer": "norm"})
     rows.summary = rows.summary.rename(columns={"optimizer": "norm"})
-    answers, _ = lab2_answers.training_sweep(RunConfig(task="c7"), rows, "norm", "C7?")
+    answers, _ = c7_conclusion.conclude(RunConfig(task="c7"), rows)
     assert answers[0].text.startswith("Lowest last-epoch training loss: BatchNorm, separated")
     assert "Lowest last-epoch training loss: BatchNorm (" in answers[0].text
     assert sorted(n.name for n in answers[0].numbers if n.name.endswith("batch loss")) == [
@@ -792,17 +819,21 @@ def test_twin_tasks_same_configuration_far_apart_is_a_noisy_machine(tmp_path):
         tmp_path / "c6-sgd", {**same, "task": "c6", "results_dir": "elsewhere"}, [3.0, 1.4, 1.38, 1.41]
     )
     items = [SimpleNamespace(run_dir=mine.path, complete=True)]
-    flag = _conclude.twin_noise(RunConfig(task="c7"), items, "norm", other_runs=[c6_sgd])
+    flag = _conclude.twin_noise(RunConfig(task="c7"), items, "norm", C7.twin, other_runs=[c6_sgd])
     assert flag.kind == "noisy machine" and "c7's bn" in flag.message and "c6's sgd" in flag.message
     assert "4.46 s and 1.4 s" in flag.message
     close = _epochs_run(tmp_path / "c6-close", {**same, "task": "c6"}, [3.0, 4.0, 4.1, 4.2])
-    assert _conclude.twin_noise(RunConfig(task="c7"), items, "norm", other_runs=[close]) is None
+    assert _conclude.twin_noise(RunConfig(task="c7"), items, "norm", C7.twin, other_runs=[close]) is None
     other_cfg = _epochs_run(
         tmp_path / "c6-adam", {**same, "task": "c6", "optimizer": "adam"}, [3.0, 1.4, 1.4]
     )
-    assert _conclude.twin_noise(RunConfig(task="c7"), items, "norm", other_runs=[other_cfg]) is None
-    assert _conclude.twin_noise(RunConfig(task="c8"), items, "norm", other_runs=[c6_sgd]) is None  # no twin
-    assert _conclude.twin_noise(RunConfig(task="c7"), [], "norm") is None  # nothing ran: nothing read
+    assert _conclude.twin_noise(RunConfig(task="c7"), items, "norm", C7.twin, other_runs=[other_cfg]) is None
+    assert (
+        _conclude.twin_noise(RunConfig(task="c8"), items, "norm", None, other_runs=[c6_sgd]) is None
+    )  # no twin
+    assert (
+        _conclude.twin_noise(RunConfig(task="c7"), [], "norm", C7.twin) is None
+    )  # nothing ran: nothing read
 
 
 # ------------------------------------------------------------------ C8
@@ -814,7 +845,7 @@ def _c8(tmp_path, compiled, eager, first_compiled=None):
 
 
 def test_c8_pays_back_after_a_number_of_steps(tmp_path):
-    answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path, FAST, SLOW, first_compiled=5.0))
+    answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), _c8(tmp_path, FAST, SLOW, first_compiled=5.0))
     text = answers[0].text
     # grader (lab 2): the headline answers "does it pay off?" from break-even against the steps run
     assert text.startswith(
@@ -829,7 +860,9 @@ def test_c8_pays_back_after_a_number_of_steps(tmp_path):
 
 
 def test_c8_no_cost_and_no_gain(tmp_path):
-    answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path / "a", FAST, SLOW, first_compiled=0.0001))
+    answers, _ = c8_conclusion.conclude(
+        RunConfig(task="c8"), _c8(tmp_path / "a", FAST, SLOW, first_compiled=0.0001)
+    )
     assert answers[0].text.startswith(
         "Compiling paid off from the first step: no compile cost was measurable"
     )
@@ -837,9 +870,9 @@ def test_c8_no_cost_and_no_gain(tmp_path):
     # epoch 1 no slower than the step gap: a negative cost is no cost, never stated as "-1.99 s"
     assert "no measurable time" in answers[0].text and not re.search(r"(?<![\d.])-\d", answers[0].text)
     assert not [n for n in answers[0].numbers if n.name.startswith("compile cost")]
-    answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path / "b", SLOW, FAST))
+    answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), _c8(tmp_path / "b", SLOW, FAST))
     assert answers[0].text.startswith("This run does not show compiling paying off")
-    answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path / "c", SLOW[:2], FAST[:2]))
+    answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), _c8(tmp_path / "c", SLOW[:2], FAST[:2]))
     assert answers[0].text.startswith("Too few steps to tell whether compiling pays off")
 
 
@@ -847,7 +880,7 @@ def test_c8_sequential_runs_on_a_moving_load_cannot_tell(tmp_path):
     """Grader (issue 27): 'Eager is 2.85x faster than compiled' from runs one after the other while the load moved."""
     out = _c8(tmp_path, SLOW, FAST)
     results.write_derived(out.items[0].run_dir, {}, {"config": {"compile": True}, "machine": BUSY})
-    answers, _ = lab2_answers.c8(RunConfig(task="c8"), out)
+    answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), out)
     text = answers[0].text
     assert answers[0].verdict["outcome"] == "tie" and answers[0].verdict["reason"] == "load moved"
     assert text.startswith("This run does not show compiling paying off")
@@ -889,7 +922,7 @@ def test_c8_says_where_the_traced_steps_gpu_time_went(tmp_path):
     The page showed HTA's tables beside an answer that said nothing of them; the answer now states them, measured,
     with the profiler's caveat, and the usual reading of host waits apart, as background."""
     out = _traced(_c8(tmp_path, SLOW, FAST))
-    answers, _ = lab2_answers.c8(RunConfig(task="c8"), out, _gpu_breakdown(*H200_LIKE))
+    answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), out, _gpu_breakdown(*H200_LIKE))
     text = answers[0].text
     assert (
         "In the 3 compiled steps traced with torch.profiler, the GPU sat idle 82.6% of the time, and 99.6% of the "
@@ -910,7 +943,9 @@ def test_c8_says_where_the_traced_steps_gpu_time_went(tmp_path):
     # an eager trace says eager; no host wait among HTA's causes: the idle share alone, no background on host waits
     for causes in ({"kernel_wait": 5.0}, {"host_wait": 0.0, "kernel_wait": 0.0}):
         out = _traced(_c8(tmp_path / str(len(causes)), SLOW, FAST), mode="eager", steps=2)
-        answers, _ = lab2_answers.c8(RunConfig(task="c8"), out, _gpu_breakdown(50.0, 0.0, 50.0, causes))
+        answers, _ = c8_conclusion.conclude(
+            RunConfig(task="c8"), out, _gpu_breakdown(50.0, 0.0, 50.0, causes)
+        )
         text = answers[0].text
         assert (
             "In the 2 eager steps traced with torch.profiler, the GPU sat idle 50% of the time (Holistic"
@@ -923,7 +958,7 @@ def test_c8_says_where_the_traced_steps_gpu_time_went(tmp_path):
 def test_c8_only_eager_with_a_gpu_trace_states_it_too(tmp_path):
     items = sweep(tmp_path, "compile", {False: batches(FAST)})
     out = _traced(SimpleNamespace(items=items, message="no compiler"), mode="eager")
-    answers, _ = lab2_answers.c8(RunConfig(task="c8"), out, _gpu_breakdown(*H200_LIKE))
+    answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), out, _gpu_breakdown(*H200_LIKE))
     assert (
         answers[0].status == "partial"
         and "In the 3 eager steps traced with torch.profiler" in answers[0].text
@@ -941,7 +976,9 @@ def test_c8_without_an_idle_breakdown_says_nothing_of_one(tmp_path):
         pd.DataFrame({"category": ["forward"], "time_ms": [1.0], "share": [1.0]}), None, "ranges", ""
     )
     for i, bd in enumerate((None, cpu, _gpu_breakdown(1.0, 0.0, 0.0, {}), AssertionError("HTA"))):
-        answers, _ = lab2_answers.c8(RunConfig(task="c8"), _traced(_c8(tmp_path / str(i), SLOW, FAST)), bd)
+        answers, _ = c8_conclusion.conclude(
+            RunConfig(task="c8"), _traced(_c8(tmp_path / str(i), SLOW, FAST)), bd
+        )
         text = answers[0].text + " ".join(b.text for b in answers[0].background)
         assert "idle" not in text and "reduce-overhead" not in text and holds(answers) == []
 
@@ -956,7 +993,7 @@ def test_c8_reads_the_real_h200_trace_through_hta():
 
     trace = Path(__file__).resolve().parents[2] / "reports/gpu/NVIDIA-H200/reports/artifacts"
     bd = tracing.breakdown(next(trace.glob("c8-trace-compile-*.json.gz")))
-    found, background = lab2_answers.c8_trace_idle(
+    found, background = c8_conclusion.trace_idle(
         SimpleNamespace(trace=SimpleNamespace(steps=3), traced_mode="compile"), bd
     )
     assert (
@@ -972,28 +1009,18 @@ def test_c8_reads_the_real_h200_trace_through_hta():
 
 def test_c8_only_eager_is_partial(tmp_path):
     items = sweep(tmp_path, "compile", {False: batches(FAST)})
-    answers, _ = lab2_answers.c8(RunConfig(task="c8"), SimpleNamespace(items=items, message="no compiler"))
+    answers, _ = c8_conclusion.conclude(
+        RunConfig(task="c8"), SimpleNamespace(items=items, message="no compiler")
+    )
     assert answers[0].status == "partial" and "no compiler" in answers[0].text
 
 
 # ------------------------------------------------------------------ questions
-def test_questions_from_a_real_count():
-    from hpml_lab.studies.questions import questions_study as questions
-
-    table = questions.answers("resnet_tiny")
-    qa, flags = questions_answers.conclude(RunConfig(task="questions", model="resnet_tiny"), table)
-    assert [a.question[:2] for a in qa] == ["Q1", "Q2", "Q3", "Q4"] and flags
-    # counts are exact ("counted", no n), the float32 size and momentum are recorded: every stated number holds
-    assert holds(qa) == [] and "MB as float32 each" in qa[2].text and "1x1" not in qa[0].text
-    assert {n.provenance for a in qa for n in a.numbers} == {"counted", "setting"}
-    assert questions_answers.conclude(RunConfig(task="questions"), questions.answers("resnet18"))[1] == []
-
-
 def test_memory_lab_settings_cover_every_lab_setting():
     from hpml_lab import sanity
 
     ran = RunConfig(task="memory", model="resnet18_adjusted", batch_size=8, epochs=1, max_batches=25, lr=0.01)
-    differ = {r["setting"] for r in sanity.ran_vs_lab(ran, memory_answers.LAB)}
+    differ = {r["setting"] for r in sanity.ran_vs_lab(ran, memory_conclusion.LAB)}
     assert {"epochs", "max_batches", "lr"} <= differ and "batch_size" not in differ
 
 
@@ -1071,11 +1098,11 @@ def test_busy_machine_is_flagged_from_the_busiest_run_of_a_sweep(tmp_path):
         tmp_path / "b", "compile", {True: batches(FAST)}, machine=BUSY
     )
     items.append(SimpleNamespace(run_dir=tmp_path / "missing", complete=False))
-    _, flags = lab2_answers.c8(
+    _, flags = c8_conclusion.conclude(
         RunConfig(task="c8"), SimpleNamespace(items=items[:1] + items[2:], message="x")
     )
     assert "machine busy" not in {f.kind for f in flags}
-    _, flags = lab2_answers.c8(RunConfig(task="c8"), SimpleNamespace(items=items, message=""))
+    _, flags = c8_conclusion.conclude(RunConfig(task="c8"), SimpleNamespace(items=items, message=""))
     assert "machine busy" in {f.kind for f in flags}
 
 
@@ -1084,9 +1111,9 @@ def test_c3_counts_run_one_after_the_other_cannot_tell_when_the_load_moved():
     """C3's counts ran smallest first; a count that looks faster while the load moved between its run and the
     best's is not called faster: the verdict says the load moved. With no load recorded it says that."""
     times = {0: [0.9, 0.91, 0.92], 2: [0.30, 0.31, 0.29]}
-    steady, _ = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=_c3_rows(times), items=[]))
+    steady, _ = c3_conclusion.conclude(RunConfig(task="c3"), SimpleNamespace(rows=_c3_rows(times), items=[]))
     assert steady[0].text.startswith("Best worker count: 2 workers")
-    moved, _ = lab2_answers.c3(
+    moved, _ = c3_conclusion.conclude(
         RunConfig(task="c3"), SimpleNamespace(rows=_c3_rows(times, {0: 0.2, 2: 1.4}), items=[])
     )
     v = moved[0].verdict["against"]["0"]
@@ -1099,9 +1126,9 @@ def test_c3_counts_run_one_after_the_other_cannot_tell_when_the_load_moved():
         "one after the other while the machine's load per core moved" in moved[0].text and holds(moved) == []
     )
     unknown = pd.DataFrame([{"num_workers": n, "seconds": t} for n, ts in times.items() for t in ts])
-    blind, _ = lab2_answers.c3(RunConfig(task="c3"), SimpleNamespace(rows=unknown, items=[]))
+    blind, _ = c3_conclusion.conclude(RunConfig(task="c3"), SimpleNamespace(rows=unknown, items=[]))
     assert blind[0].verdict["against"]["0"]["reason"] == "load not recorded"
-    assert "C3's best" not in lab2_answers.c3_tag(2, _c3_rows(times, {0: 0.2, 2: 1.4})).plain()
+    assert "C3's best" not in c4_conclusion.c3_tag(2, _c3_rows(times, {0: 0.2, 2: 1.4})).plain()
 
 
 def test_c3_rows_carry_each_runs_load(tmp_path):
@@ -1117,14 +1144,14 @@ def test_c3_rows_carry_each_runs_load(tmp_path):
     results.write_derived(
         tmp_path / "summary", {"summary": pd.DataFrame({"a": [1]})}, {"config": {}, "runs": runs}
     )
-    rows = lab2_answers.c3_rows_of(str(tmp_path / "summary"))
-    assert lab2_answers.c3_loads(rows) == {0: [0.2], 1: [1.5]}
+    rows = c3_study.rows_of(str(tmp_path / "summary"))
+    assert c3_conclusion.loads_of(rows) == {0: [0.2], 1: [1.5]}
 
 
 def test_a_loss_compared_across_a_run_does_not_depend_on_the_load():
     """C1's first and last batches ran one after the other, but a loss does not feel the machine's load: its
     verdict is sequential (recorded) and still separates."""
-    answers, _ = lab2_answers.c1(CFG, run([2.3 - 0.03 * i for i in range(40)], meta={"machine": BUSY}))
+    answers, _ = c1_conclusion.conclude(CFG, run([2.3 - 0.03 * i for i in range(40)], meta={"machine": BUSY}))
     loss = answers[0].verdict["loss"]
     assert (loss["interleaved"], loss["outcome"]) == (False, "better")
 
@@ -1168,15 +1195,15 @@ def test_every_comparison_declares_its_design():
 def test_c2_explains_worker_start_up_only_when_the_run_had_workers():
     r = run([2.0] * 12, epochs_s=(3.0, 1.0, 1.1, 1.05))
     r.batches["train_s"] = [0.5, 0.1, 0.1] * 4  # each epoch's first step is slow: the first-step note is made
-    none, _ = lab2_answers.c2(CFG.replace(task="c2", num_workers=0), r)
-    some, _ = lab2_answers.c2(CFG.replace(task="c2", num_workers=2), r)
+    none, _ = c2_conclusion.conclude(CFG.replace(task="c2", num_workers=0), r)
+    some, _ = c2_conclusion.conclude(CFG.replace(task="c2", num_workers=2), r)
     said = [" ".join(b.text for b in a[0].background) for a in (none, some)]
     assert "worker processes start" not in said[0] and "worker processes start" in said[1]
 
 
 def test_c5_one_epoch_is_not_called_a_median():
     epochs = pd.DataFrame({"device": ["cpu", "cpu"], "epoch": [1, 2], "total_s": [2.0, 1.0]})
-    answers, _ = lab2_answers.c5(
+    answers, _ = c5_conclusion.conclude(
         RunConfig(task="c5"), SimpleNamespace(epochs=epochs, devices=["cpu"], items=[])
     )
     assert "(the one epoch after the first)" in answers[0].text and "median" not in answers[0].text
@@ -1193,7 +1220,7 @@ def test_c6_sequential_runs_and_a_high_loss_are_said_as_measured():
             "adam": [2.3, 9.0, 14.0, 20.0, 30.0, 25.0, 28.0, 30.0],
         }
     )
-    answers, _ = lab2_answers.training_sweep(RunConfig(task="c6"), out, "optimizer", "C6?")
+    answers, _ = lab2_conclusion.training_sweep(RunConfig(task="c6"), out, "optimizer", "C6?")
     text = answers[0].text + " ".join(x.text for x in answers[0].background)
     assert "took turns" not in text and "ran one after the other, so their per-step times are listed" in text
     assert "adam's loss ended far above chance" in text and "diverged or has not settled" in text
@@ -1201,7 +1228,7 @@ def test_c6_sequential_runs_and_a_high_loss_are_said_as_measured():
 
 
 def test_c8_first_epoch_cost_is_said_as_measured(tmp_path):
-    answers, _ = lab2_answers.c8(RunConfig(task="c8"), _c8(tmp_path, FAST, SLOW, first_compiled=5.0))
+    answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), _c8(tmp_path, FAST, SLOW, first_compiled=5.0))
     assert "Compiling cost about" not in answers[0].text
     assert (
         "In its first epoch each run's compute exceeded its steps at their median after warm-up"
@@ -1215,9 +1242,9 @@ def test_c8_table_and_answer_state_one_compile_cost(tmp_path):
     epochs (68.6 vs 9.28 s) and a column saying 61.7: three ways of computing one quantity. The answer's compile
     cost and each run's excess are the table's cells, and the whole-epoch table states no second cost."""
     out = _c8(tmp_path, FAST, SLOW, first_compiled=5.0)
-    answers, _ = lab2_answers.c8(RunConfig(task="c8"), out)
+    answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), out)
     nums = {n.name: n for n in answers[0].numbers}
-    table = lab2_answers.c8_first_epoch_table(out).set_index("mode")
+    table = c8_conclusion.first_epoch_table(out).set_index("mode")
     cost = nums["compile cost (epoch 1, beyond eager's warm-up)"]
     assert table.loc["compiled", "compile cost: compiled's excess - eager's (s)"] == cost.value
     for mode in ("compiled", "eager"):
@@ -1232,7 +1259,7 @@ def test_c8_table_and_answer_state_one_compile_cost(tmp_path):
         statistics.median
     )  # each run's excess over its own steps at its median: the step gap is taken out once
     assert cost.value == pytest.approx((5.0 + sum(FAST[1:]) - 6 * med(FAST)) - (sum(SLOW) - 6 * med(SLOW)))
-    whole = lab2_answers.c8_epochs_table(
+    whole = c8_conclusion.epochs_table(
         pd.DataFrame(
             {"mode": ["eager"], "median_s": [9.0], "first_epoch_s": [9.28], "first_minus_steady_s": [0.3]}
         )
@@ -1242,7 +1269,7 @@ def test_c8_table_and_answer_state_one_compile_cost(tmp_path):
         tmp_path / "free", FAST, SLOW, first_compiled=0.0001
     )  # no cost: none stated, none in the table
     assert (
-        lab2_answers.c8_first_epoch_table(free).isna().loc[0, "compile cost: compiled's excess - eager's (s)"]
+        c8_conclusion.first_epoch_table(free).isna().loc[0, "compile cost: compiled's excess - eager's (s)"]
     )
 
 

@@ -8,7 +8,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from hpml_lab.data import cifar_files, lab_transform
-from hpml_lab.studies.dataloading.dataloading_study import (
+from hpml_lab.studies.dataloading.study import (
     FileImageDataset,
     ThreadedFileDataset,
     preload,
@@ -95,10 +95,10 @@ def _loading(threads_lo, first_batch_threads=0.01):
 
 def test_dataloading_sentences_against_the_table_and_general_explanations_apart():
     from hpml_lab.config import RunConfig
-    from hpml_lab.studies.dataloading import dataloading_answers
+    from hpml_lab.studies.dataloading import conclusion as dataloading_conclusion
 
     busy = {"machine": {"load1": 6.5, "cores": 2, "steal_pct": 0.0}, "files": 100, "passes": 4}
-    answers, flags = dataloading_answers.conclude(RunConfig(task="dataloading"), _loading(0.5), busy)
+    answers, flags = dataloading_conclusion.conclude(RunConfig(task="dataloading"), _loading(0.5), busy)
     a = answers[0]
     assert a.headline.plain().startswith(
         "At 20 ms: threads is 3.33x faster than the baseline on time per pass"
@@ -118,11 +118,11 @@ def test_dataloading_sentences_against_the_table_and_general_explanations_apart(
     assert not any(ch.isdigit() for b in a.background for ch in b.text)
     assert "machine busy" in {f.kind for f in flags}
     study_checks.holds(answers)
-    little, _ = dataloading_answers.conclude(
+    little, _ = dataloading_conclusion.conclude(
         RunConfig(task="dataloading"), _loading(0.5, 0.49), {"files": 100, "passes": 4}
     )
     assert "start-up explains little of the 0.505 s" in little[0].text
-    tie, flags = dataloading_answers.conclude(
+    tie, flags = dataloading_conclusion.conclude(
         RunConfig(task="dataloading"), _loading(1.0), {"files": 100, "passes": 4}
     )
     assert (
@@ -130,17 +130,19 @@ def test_dataloading_sentences_against_the_table_and_general_explanations_apart(
         and "At 0 ms: threads and the baseline cannot be told apart" in tie[0].text
     )
     assert "machine busy" not in {f.kind for f in flags}
-    setup = dataloading_answers.setup(
+    setup = dataloading_conclusion.setup(
         RunConfig(task="dataloading", batch_size=16), {"files": 128, "passes": 3}
     )
     assert setup.plain().startswith("128 files, batch 16, 3 passes per file-based loader (taking turns)")
-    one = dataloading_answers.setup(RunConfig(task="dataloading", batch_size=16), {"files": 48, "passes": 1})
+    one = dataloading_conclusion.setup(
+        RunConfig(task="dataloading", batch_size=16), {"files": 48, "passes": 1}
+    )
     assert one.plain().startswith("48 files, batch 16, 1 pass per file-based loader")
 
 
 def test_the_file_based_loaders_take_their_passes_in_turns(cifar_root, tmp_path, monkeypatch):
     from hpml_lab.config import RunConfig
-    from hpml_lab.studies.dataloading import dataloading_study as dataloading
+    from hpml_lab.studies.dataloading import study as dataloading
 
     order = []
 
@@ -168,10 +170,12 @@ def test_the_file_based_loaders_take_their_passes_in_turns(cifar_root, tmp_path,
 def test_dataloading_one_pass_is_not_called_a_median():
     """The grader's read of the tiny report: 'Median pass at 50 ms: ...' of one pass per loader."""
     from hpml_lab.config import RunConfig
-    from hpml_lab.studies.dataloading import dataloading_answers
+    from hpml_lab.studies.dataloading import conclusion as dataloading_conclusion
 
     df = _loading(0.5)
     df.loc[df.loader != "tensor-resident", "passes"] = 1
-    answers, _ = dataloading_answers.conclude(RunConfig(task="dataloading"), df, {"files": 100, "passes": 1})
+    answers, _ = dataloading_conclusion.conclude(
+        RunConfig(task="dataloading"), df, {"files": 100, "passes": 1}
+    )
     assert "One pass each at 20 ms: baseline" in answers[0].text and "Median pass" not in answers[0].text
     study_checks.holds(answers)

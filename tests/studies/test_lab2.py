@@ -9,7 +9,12 @@ import torch
 from hpml_lab import results
 from hpml_lab.config import ConfigError, RunConfig
 from hpml_lab.results import drop_warmup
-from hpml_lab.studies import lab2
+from hpml_lab.studies.c3 import study as c3
+from hpml_lab.studies.c4 import study as c4
+from hpml_lab.studies.c5 import study as c5
+from hpml_lab.studies.c6 import study as c6
+from hpml_lab.studies.c7 import study as c7
+from hpml_lab.studies.c8 import study as c8
 
 
 @pytest.fixture
@@ -19,7 +24,7 @@ def cfg(tiny_cfg):
 
 def test_c3_loader_sweep_writes_rows_summary_and_resumes(cfg):
     c = cfg.replace(task="c3")
-    sweep = lab2.c3_loader_sweep(c, max_workers=2, log=None)
+    sweep = c3.run(c, max_workers=2, log=None)
     counts = list(sweep.summary["num_workers"])
     assert counts == [0, 1, 2][: len(counts)] and len(counts) >= 2  # 0, 1, 2, ... in order, capped at 2
     assert (sweep.summary["n"] == 2).all() and (sweep.rows["batches"] == 2).all()
@@ -27,14 +32,14 @@ def test_c3_loader_sweep_writes_rows_summary_and_resumes(cfg):
     assert sweep.summary["best"].sum() == 1
     meta = results.read_run(sweep.summary_dir).meta
     assert meta["kind"] == "loader_summary" and meta["best_workers"] == sweep.best_workers
-    again = lab2.c3_loader_sweep(c, max_workers=2, log=None)
+    again = c3.run(c, max_workers=2, log=None)
     assert {i.status for i in again.items} == {"skipped"}
-    assert lab2.best_workers_from_c3(cfg.replace(task="c4"))[0] == sweep.best_workers
+    assert c4.best_workers_from_c3(cfg.replace(task="c4"))[0] == sweep.best_workers
 
 
 def test_c4_reads_best_from_c3_and_writes_trace(cfg):
-    lab2.c3_loader_sweep(cfg.replace(task="c3"), max_workers=1, log=None)
-    out = lab2.c4_data_vs_compute(cfg.replace(task="c4"), trace_steps=2, log=None)
+    c3.run(cfg.replace(task="c3"), max_workers=1, log=None)
+    out = c4.run(cfg.replace(task="c4"), trace_steps=2, log=None)
     assert out.source.startswith("read from C3")
     # C3 ran 0 and 1 workers: whichever it chose, C4 compares two counts (C3's next best when its best is 1)
     assert out.against == (out.best if out.best != 1 else 0) and set(out.summary["num_workers"]) == {0, 1}
@@ -63,14 +68,14 @@ def test_c4_without_c3_times_enough_epochs_for_c3s_verdict(cfg, monkeypatch):
         asked.append(c)
         raise Stop
 
-    monkeypatch.setattr(lab2, "c3_loader_sweep", sweep)
+    monkeypatch.setattr(c3, "run", sweep)
     with pytest.raises(Stop):
-        lab2.c4_data_vs_compute(cfg.replace(task="c4", epochs=2), log=None)
+        c4.run(cfg.replace(task="c4", epochs=2), log=None)
     assert asked[0].task == "c3" and asked[0].epochs == 3 and asked[0].batch_size == cfg.batch_size
 
 
 def test_c5_cpu_only_without_cuda(cfg):
-    out = lab2.c5_devices(cfg.replace(task="c5"), log=None)
+    out = c5.run(cfg.replace(task="c5"), log=None)
     assert out.summary["device"].iloc[0] == "cpu"
     assert 0 < out.summary["data_share"].iloc[0] < 1 and out.summary["step_compute_ms"].iloc[0] > 0
     if not torch.cuda.is_available():
@@ -79,13 +84,13 @@ def test_c5_cpu_only_without_cuda(cfg):
 
 @pytest.mark.slow  # seven training runs: about 40 s on a shared 2-core machine
 def test_c6_every_optimizer_and_c7_both_norms(cfg):
-    out = lab2.c6_optimizers(cfg.replace(task="c6", max_batches=1), log=None)
+    out = c6.run(cfg.replace(task="c6", max_batches=1), log=None)
     s = out.summary
     assert list(s["optimizer"]) == ["sgd", "sgd_nesterov", "adagrad", "adadelta", "adam"]
     # one step at the lab's lr: every optimizer completes (a diverged one would be a regression here)
     assert (s["status"] == "complete").all() and (s["n"] == 1).all(), s[["optimizer", "status"]]
     assert set(out.batches["optimizer"]) == set(s["optimizer"])
-    out7 = lab2.c7_batchnorm(cfg.replace(task="c7", max_batches=1), log=None)
+    out7 = c7.run(cfg.replace(task="c7", max_batches=1), log=None)
     assert list(out7.summary["norm"]) == ["bn", "none"]
     assert out7.epochs.groupby("norm").size().to_dict() == {"bn": 2, "none": 2}
 
@@ -93,7 +98,7 @@ def test_c6_every_optimizer_and_c7_both_norms(cfg):
 @pytest.mark.slow  # compiled and eager runs plus two traces: about 40 s on a shared 2-core machine
 def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     c = cfg.replace(task="c8", compile_backend="eager")  # the dynamo path without a C++ build: fast
-    out = lab2.c8_compile(c, trace_steps=1, log=None)
+    out = c8.run(c, trace_steps=1, log=None)
     assert out.message == "" and list(out.summary["mode"]) == ["eager", "compile (eager)"]
     assert out.traced_mode == "compile" and out.trace.path.is_file()
     # speedup is what it names: the eager run's median steady step compute over the compiled run's
@@ -102,16 +107,16 @@ def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     first = out.summary["first_minus_steady_s"]
     assert out.compile_cost_s == pytest.approx(first.iloc[1] - first.iloc[0])
     with pytest.raises(ConfigError, match="valid backends"):
-        lab2.c8_compile(c.replace(compile_backend="no_such_backend"), log=None)
-    monkeypatch.setattr(lab2, "compile_available", lambda backend, device: "no C++ compiler here")
-    off = lab2.c8_compile(c.replace(compile_backend="aot_eager"), trace_steps=1, log=None)
+        c8.run(c.replace(compile_backend="no_such_backend"), log=None)
+    monkeypatch.setattr(c8, "compile_available", lambda backend, device: "no C++ compiler here")
+    off = c8.run(c.replace(compile_backend="aot_eager"), trace_steps=1, log=None)
     assert "not run: no C++ compiler" in off.message and list(off.summary["mode"]) == ["eager"]
     assert off.speedup is None and off.traced_mode == "eager"
 
 
 @pytest.mark.cuda
 def test_c5_has_a_gpu_row_with_cuda(cfg):
-    out = lab2.c5_devices(cfg.replace(task="c5"), log=None)
+    out = c5.run(cfg.replace(task="c5"), log=None)
     assert list(out.summary["device"]) == ["cpu", "cuda"] and out.note == ""
     assert (out.summary["epoch_speedup_vs_cpu"] > 0).all() and (
         out.summary["compute_speedup_vs_cpu"] > 0
@@ -178,7 +183,7 @@ def test_c4_figure_draws_no_caps_on_one_epoch_and_keeps_its_legend_off_the_data(
     """Grader (issue 27): c4's min-max caps were drawn on n = 1 and its legend sat on the bars."""
     import pandas as pd
 
-    from hpml_lab.report import plots
+    from hpml_lab.studies.c4 import figure
 
     summary = pd.DataFrame(
         {
@@ -191,7 +196,7 @@ def test_c4_figure_draws_no_caps_on_one_epoch_and_keeps_its_legend_off_the_data(
             "total_max_s": [1.6, 1.5],
         }
     )
-    fig = plots.phase_bars(summary, "num_workers", "workers")
+    fig = figure.phase_bars(summary, "num_workers", "workers")
     ax = fig.axes[0]
     caps = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
     assert len(caps) == 1 and len(caps[0].lines[2][0].get_segments()) == 1  # only the n = 3 bar has a range

@@ -11,7 +11,8 @@ from torch import nn
 from hpml_lab import memory, models, training
 from hpml_lab.config import ConfigError, RunConfig
 from hpml_lab.models.revnet import RevUnit
-from hpml_lab.studies.memory import memory_answers, memory_study
+from hpml_lab.studies.memory import conclusion as memory_conclusion
+from hpml_lab.studies.memory import study as memory_study
 
 SMALL_REV = dict(stages=(2, 3, 2), widths=(8, 8, 16, 24))
 
@@ -293,9 +294,8 @@ def _res(slow=(1.45, 1.50, 1.56), first=NOISY, segments=2, cuda=False, losses=No
 
 
 def _conclude(res, segments=2):
-    from hpml_lab.studies.memory import memory_answers
 
-    return memory_answers.conclude(
+    return memory_conclusion.conclude(
         RunConfig(task="memory", checkpoint_segments=segments), memory_study.Settings(), res
     )
 
@@ -359,35 +359,35 @@ def test_memory_revnet_checkpoint_and_convergence_answers():
 
 
 def test_memory_budget_note_is_a_finding_over_the_record():
-    from hpml_lab.studies.memory import memory_answers
 
-    cpu = memory_answers.budget_note(_res())
+    cpu = memory_conclusion.budget_note(_res())
     assert cpu.plain() == "Budget: 16 GiB, stated: no GPU here, so every largest batch is predicted."
     assert [n.provenance for n in cpu.numbers()] == ["setting"]
-    gpu = memory_answers.budget_note(_res(cuda=True))
+    gpu = memory_conclusion.budget_note(_res(cuda=True))
     assert "(128) is a lower bound" in gpu.plain()
 
 
 def test_memory_answer_and_tables_state_one_value_per_quantity():
     """The working-set share the answer states is the table's and the figure's column; fewer than 3 rounds show no
     spread; a GPU's largest batch is measured."""
-    from hpml_lab.studies.memory import memory_answers
 
     res = _res()
     answers, _ = _conclude(res)
     share = next(n for n in answers[1].numbers if n.name == "resnet18 ck: saved + working set vs plain")
-    table = memory_answers.report_table(res).set_index("model")
+    table = memory_conclusion.report_table(res).set_index("model")
     assert share.value == pytest.approx(0.65) == table.loc["resnet18 ck", "saved + working set vs plain"]
-    assert memory_answers.at_peak(res).set_index("model").loc["resnet18 ck", "peak_act_MB_per_sample"] == 1.3
     assert (
-        set(memory_answers.fits_table(res)["how"]) == {"predicted"}
-        and len(memory_answers.convergence_table(res)) == 2
+        memory_conclusion.at_peak(res).set_index("model").loc["resnet18 ck", "peak_act_MB_per_sample"] == 1.3
+    )
+    assert (
+        set(memory_conclusion.fits_table(res)["how"]) == {"predicted"}
+        and len(memory_conclusion.convergence_table(res)) == 2
     )
     few = _res(first=[0.1, 0.1])
-    assert memory_answers.report_table(few).set_index("model")["IQR (s)"].isna()["resnet18 ck"]
+    assert memory_conclusion.report_table(few).set_index("model")["IQR (s)"].isna()["resnet18 ck"]
     gpu = _res(cuda=True)
     gpu.max_batch.append({"model": "resnet18", "method": "measured", "status": "ok", "batch_size": 512})
-    assert memory_answers.fits_table(gpu).set_index("model").loc["resnet18", "how"] == "measured"
+    assert memory_conclusion.fits_table(gpu).set_index("model").loc["resnet18", "how"] == "measured"
     assert _conclude(gpu)[0][1].status == "answered"
 
 
@@ -441,14 +441,13 @@ def test_a_largest_batch_on_a_gpu_is_compared_only_where_the_sweep_tells_them_ap
 
 def test_a_largest_batch_without_a_gpu_sweep_is_the_predicted_ratio():
     """No GPU, or a network whose sweep did not run: the ratio of the predicted batches, tagged predicted."""
-    from hpml_lab.studies.memory import memory_answers
 
     for res in (_res(), _swept({"resnet18 ck": (128, None)})):
-        fit = memory_answers.largest_batch(res, "resnet18 ck", "resnet18")
+        fit = memory_conclusion.largest_batch(res, "resnet18 ck", "resnet18")
         assert fit.plain() == "largest batch 3x the plain network's"
         assert [n.provenance for n in fit.numbers()] == ["predicted"]
     swept = _swept({"resnet18 ck": (128, None), "resnet18": (64, 128), "resnet34": (0, 32)})
-    fits = memory_answers.fits_table(swept).set_index("model")
+    fits = memory_conclusion.fits_table(swept).set_index("model")
     assert fits.loc["resnet18", "first out of memory"] == 128 and fits.loc["resnet18", "largest batch"] == 64
     assert fits.loc["resnet18 ck", "first out of memory"] == "none up to 128"  # a lower bound, said
     assert fits.loc["resnet34", "largest batch"] == 0 and fits.loc["resnet34", "how"] == "measured"
@@ -457,10 +456,9 @@ def test_a_largest_batch_without_a_gpu_sweep_is_the_predicted_ratio():
 
 def test_a_revnet_and_its_plain_twin_are_told_apart_by_name():
     """A grader read 'revnet38 (no saving) is 1.43x faster than revnet38': the saving side is named too."""
-    from hpml_lab.studies.memory import memory_answers
 
-    assert memory_answers.saving_label("revnet38", "revnet38 (no saving)") == "revnet38 (reversible)"
-    assert memory_answers.saving_label("resnet18 ckpt2", "resnet18") == "resnet18 ckpt2"
+    assert memory_conclusion.saving_label("revnet38", "revnet38 (no saving)") == "revnet38 (reversible)"
+    assert memory_conclusion.saving_label("resnet18 ckpt2", "resnet18") == "resnet18 ckpt2"
 
 
 # ------------------------------------------------------------------ the study's own question, answered first
@@ -493,7 +491,7 @@ def test_a_measured_peak_that_departs_from_the_predicted_share_is_said_first():
         .startswith("With 2 segments, a checkpointed ResNet is predicted to hold between")
     )
     measured = next(n for n in ck.numbers if n.name == "resnet18 ck: measured peak vs plain")
-    table = memory_answers.report_table(res).set_index("model")
+    table = memory_conclusion.report_table(res).set_index("model")
     assert table.loc["resnet18 ck", "measured peak vs plain"] == measured.value  # one quantity, one value
     assert (
         measured.provenance == "measured"
@@ -543,7 +541,7 @@ def test_a_cost_beyond_one_extra_forward_is_said_first_and_one_within_it_agrees(
     from hpml_lab.verdict import compare
 
     few = {"x": compare([0.1, 0.2], [0.3, 0.4], "x (no saving)", "x", what="time per training step")}
-    assert memory_answers.cost_against_prediction(few) is None  # no interval: the tally leads, as before
+    assert memory_conclusion.cost_against_prediction(few) is None  # no interval: the tally leads, as before
     study_checks.holds(answers)
 
 
@@ -565,12 +563,12 @@ def test_the_h100_memory_record_answers_its_own_question_first():
         cuda=True,
         sweep=[2**k for k in range(6, 16)],
     )
-    ck = memory_answers.checkpoint_answer(RunConfig(task="memory", checkpoint_segments=2), res)
+    ck = memory_conclusion.checkpoint_answer(RunConfig(task="memory", checkpoint_segments=2), res)
     assert ck.headline.plain().startswith(
         "Measured on this GPU, checkpointing saved less than predicted: for 3 of 3"
     )
     assert "resnet18_adjusted 0.98x against 0.667x" in ck.details[0].plain()
-    cost = memory_answers.cost_answer(res)
+    cost = memory_conclusion.cost_answer(res)
     assert cost.headline.plain().startswith(
         "The memory saving cost more than the one extra forward predicted (1.33x) for 6 of 7 networks: 1.69x to "
         "2.39x"

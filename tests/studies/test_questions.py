@@ -1,7 +1,12 @@
-"""Lab 2 written questions answered by code: the lab's numbers for ResNet-18."""
+"""Lab 2 written questions answered by code: the lab's numbers for ResNet-18, and what the report
+concludes."""
+
+from study_checks import holds
 
 from hpml_lab import models
-from hpml_lab.studies.questions import questions_study as questions
+from hpml_lab.config import RunConfig
+from hpml_lab.studies.questions import conclusion
+from hpml_lab.studies.questions import study as questions
 
 
 def test_answers_for_resnet18():
@@ -30,3 +35,14 @@ def test_counts_follow_the_model():
     assert questions.last_linear(tiny).in_features == 64
     m = questions.memory_after_one_step(tiny, "sgd", momentum=0.0)
     assert m == {"parameters": models.count_parameters(tiny), "gradients": models.count_parameters(tiny)}
+
+
+def test_questions_from_a_real_count():
+    table = questions.answers("resnet_tiny")
+    qa, flags = conclusion.conclude(RunConfig(task="questions", model="resnet_tiny"), table)
+    assert [a.question[:2] for a in qa] == ["Q1", "Q2", "Q3", "Q4"] and flags
+    # counts are exact ("counted", no n), the float32 size and momentum are recorded: every stated number holds
+    holds(qa, "questions")
+    assert "MB as float32 each" in qa[2].text and "1x1" not in qa[0].text
+    assert {n.provenance for a in qa for n in a.numbers} == {"counted", "setting"}
+    assert conclusion.conclude(RunConfig(task="questions"), questions.answers("resnet18"))[1] == []

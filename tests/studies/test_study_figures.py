@@ -12,9 +12,15 @@ from types import SimpleNamespace  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
+from hpml_lab import plots  # noqa: E402
 from hpml_lab.config import RunConfig  # noqa: E402
-from hpml_lab.report import notebook, plots  # noqa: E402
-from hpml_lab.studies import lab2_answers  # noqa: E402
+from hpml_lab.report import notebook  # noqa: E402
+from hpml_lab.studies import lab2_conclusion  # noqa: E402
+from hpml_lab.studies.c1 import conclusion as c1_conclusion  # noqa: E402
+from hpml_lab.studies.c1 import figure as c1_figure  # noqa: E402
+from hpml_lab.studies.dataloading import figure as dataloading_figure  # noqa: E402
+from hpml_lab.studies.lab5 import figure as lab5_figure  # noqa: E402
+from hpml_lab.studies.memory import figure as memory_figure  # noqa: E402
 
 
 def _overlap(a, b) -> bool:
@@ -53,7 +59,7 @@ def _depth_table(repeats: int) -> pd.DataFrame:
 
 @pytest.mark.parametrize("repeats, caps", [(5, True), (2, False), (1, False)])
 def test_memory_depth_figure_draws_min_max_caps_only_from_three_rounds(repeats, caps):
-    fig = plots.depth_figure(_depth_table(repeats), "peak_act_MB_per_sample", "MB")
+    fig = memory_figure.depth_figure(_depth_table(repeats), "peak_act_MB_per_sample", "MB")
     assert (_caps(fig.axes[1]) > 0) is caps
     assert ("min-max" in fig.axes[1].get_ylabel()) is caps
     _legends_clear_of_data(fig)
@@ -61,12 +67,12 @@ def test_memory_depth_figure_draws_min_max_caps_only_from_three_rounds(repeats, 
 
 def test_memory_convergence_figure_draws_the_chance_line_its_text_judges_by():
     runs = {"resnet": pd.DataFrame({"step": range(10), "loss": [2.3 - 0.05 * i for i in range(10)]})}
-    fig = plots.loss_curves(runs, chance=2.302585)
+    fig = memory_figure.loss_curves(runs, chance=2.302585)
     ax = fig.axes[0]
     chance = [ln for ln in ax.get_lines() if ln.get_label().startswith("chance")]
     assert len(chance) == 1 and list(chance[0].get_ydata()) == [2.302585, 2.302585]
     _legends_clear_of_data(fig)
-    without = plots.loss_curves(runs)
+    without = memory_figure.loss_curves(runs)
     assert not [ln for ln in without.axes[0].get_lines() if ln.get_label().startswith("chance")]
 
 
@@ -85,7 +91,7 @@ def _scaling_table() -> pd.DataFrame:
 
 
 def test_lab5_figure_model_line_is_its_own_and_the_ideal_is_drawn():
-    fig = plots.scaling_figure(_scaling_table())
+    fig = lab5_figure.scaling_figure(_scaling_table())
     lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
     timed = lines["batch 16/worker, from timed steps"]
     model = lines["batch 16/worker, model"]
@@ -101,7 +107,7 @@ def test_lab5_figure_draws_the_models_points_only_where_the_answer_states_them()
     """Grader: lab5's figure drew the model's 4-worker points where its text said the model was not used (it
     missed its own 2-worker runs by more than the margin): then only the missed runs' model points are drawn."""
     t = _scaling_table()  # the model's 100 s against 150 s timed at 2 workers: a 33% miss
-    fig = plots.scaling_figure(t, model_ok=False)
+    fig = lab5_figure.scaling_figure(t, model_ok=False)
     model = [ln for ln in fig.axes[0].get_lines() if "model" in ln.get_label()]
     assert len(model) == 1 and list(model[0].get_xdata()) == [2] and list(model[0].get_ydata()) == [100.0]
     assert "not used for more workers" in model[0].get_label()
@@ -127,7 +133,7 @@ def test_dataloading_figure_bars_only_from_three_passes_and_legend_beside():
                 }
             )
     for passes, caps in ((3, True), (2, False)):
-        fig = plots.latency_figure(pd.DataFrame(rows).assign(passes=passes))
+        fig = dataloading_figure.latency_figure(pd.DataFrame(rows).assign(passes=passes))
         assert (_caps(fig.axes[0]) > 0) is caps
         _legends_clear_of_data(fig)
 
@@ -195,10 +201,12 @@ def test_c1_figure_draws_the_chance_levels_its_answer_states():
     """Grader: the chance level c1's answer uses (top-1 against chance) was not drawn."""
     b = _batch_rows(epochs=4)
     run = SimpleNamespace(batches=b, epochs=pd.DataFrame({"epoch": [1, 2, 3, 4], "total_s": 1.0}), meta={})
-    answers, _ = lab2_answers.c1(RunConfig(task="c1"), run)
+    answers, _ = c1_conclusion.conclude(RunConfig(task="c1"), run)
     top1 = plots.stated(answers, "chance top-1")
     assert top1 is not None and "chance 10%" in answers[0].text  # what the text states
-    fig = plots.loss_accuracy(b, smooth=2, chance_loss=plots.stated(answers, "chance loss"), chance_top1=top1)
+    fig = c1_figure.loss_accuracy(
+        b, smooth=2, chance_loss=plots.stated(answers, "chance loss"), chance_top1=top1
+    )
     (line,) = _chance_lines(fig.axes[1])
     assert list(line.get_ydata()) == [top1.value, top1.value] and "10%" in line.get_label()
     # the run learned: its answer states no chance loss, so none is drawn
@@ -207,10 +215,12 @@ def test_c1_figure_draws_the_chance_levels_its_answer_states():
     _legends_clear_of_data(fig)
     rising = _batch_rows(epochs=4, loss=2.3)
     rising["loss"] = [2.3 + 0.5 * i for i in range(len(rising))]  # diverged: judged against the chance loss
-    answers, _ = lab2_answers.c1(RunConfig(task="c1"), SimpleNamespace(**{**vars(run), "batches": rising}))
+    answers, _ = c1_conclusion.conclude(
+        RunConfig(task="c1"), SimpleNamespace(**{**vars(run), "batches": rising})
+    )
     loss = plots.stated(answers, "chance loss")
     assert loss is not None and answers[0].text.startswith("Training diverged")
-    diverged = plots.loss_accuracy(
+    diverged = c1_figure.loss_accuracy(
         rising, chance_loss=loss, chance_top1=plots.stated(answers, "chance top-1")
     )
     assert _chance_lines(diverged.axes[0])[0].get_ydata()[0] == pytest.approx(loss.value)
@@ -232,7 +242,7 @@ def test_c6_c7_figure_draws_the_chance_loss_where_the_answer_states_it():
             {"optimizer": ["sgd", "sgd", "adam", "adam"], "epoch": [1, 2] * 2, "total_s": 1.0}
         ),
     )
-    answers, _ = lab2_answers.training_sweep(RunConfig(task="c6"), out, "optimizer", "C6?")
+    answers, _ = lab2_conclusion.training_sweep(RunConfig(task="c6"), out, "optimizer", "C6?")
     chance = plots.stated(answers, "chance loss")
     assert chance is not None and "chance loss" in answers[0].text
     fig = plots.training_curves(out.batches, out.epochs, "optimizer", chance_loss=chance)

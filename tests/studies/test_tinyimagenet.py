@@ -401,9 +401,9 @@ def _tin(
 
 
 def _conclude(res):
-    from hpml_lab.studies.tinyimagenet import tinyimagenet_answers
+    from hpml_lab.studies.tinyimagenet import conclusion as tinyimagenet_conclusion
 
-    return tinyimagenet_answers.conclude(RunConfig(task="tinyimagenet", model="resnet_tiny"), res)
+    return tinyimagenet_conclusion.conclude(RunConfig(task="tinyimagenet", model="resnet_tiny"), res)
 
 
 def test_tinyimagenet_ddp_beyond_its_processes_is_said_not_to_be_ddp():
@@ -475,7 +475,7 @@ def test_tinyimagenet_bottleneck_branches_and_sequential_verdicts():
 
 
 def test_tinyimagenet_checkpointing_cost_and_notes():
-    from hpml_lab.studies.tinyimagenet import tinyimagenet_answers
+    from hpml_lab.studies.tinyimagenet import conclusion as tinyimagenet_conclusion
 
     answers, _ = _conclude(_tin())
     ck = answers[1]
@@ -490,10 +490,10 @@ def test_tinyimagenet_checkpointing_cost_and_notes():
     tie, _ = _conclude(_tin(ck=[0.010, 0.03, 0.005, 0.02, 0.009]))
     assert "cannot be told apart" in tie[1].headline.plain()
     cfg = RunConfig(task="tinyimagenet", model="resnet_tiny", stem="imagenet")
-    assert tinyimagenet_answers.setup(cfg, _tin()).plain() == (
+    assert tinyimagenet_conclusion.setup(cfg, _tin()).plain() == (
         "Training set here: 2,000 images (200 classes, a partial copy); stem imagenet, batch 128."
     )
-    note = tinyimagenet_answers.memory_note(cfg, _tin()).plain()
+    note = tinyimagenet_conclusion.memory_note(cfg, _tin()).plain()
     assert (
         note.startswith("Static memory (weights, gradients, momentum) 1.2 MB; budget 16 GiB")
         and "0.401 MB" in note
@@ -504,12 +504,12 @@ def test_tinyimagenet_checkpointing_cost_and_notes():
 
 
 def test_tinyimagenet_worker_table_holds_the_answers_medians():
-    from hpml_lab.studies.tinyimagenet import tinyimagenet_answers
+    from hpml_lab.studies.tinyimagenet import conclusion as tinyimagenet_conclusion
 
     res = _tin()
     answers, _ = _conclude(res)
     nums = {n.name: n.value for n in answers[0].numbers}
-    wt = tinyimagenet_answers.worker_table(res).set_index("workers")
+    wt = tinyimagenet_conclusion.worker_table(res).set_index("workers")
     assert wt.loc[0, "data ms/batch"] == pytest.approx(nums["0 workers: data wait per batch"])
     total = wt.loc[2, "data ms/batch"] + wt.loc[2, "copy + compute ms/batch"]
     assert total == pytest.approx(nums["2 workers: data wait + copy + compute per batch"])
@@ -536,24 +536,24 @@ def test_tinyimagenet_data_and_compute_are_added_and_stacked_only_where_they_are
     import matplotlib
 
     matplotlib.use("Agg")
-    from hpml_lab.report import plots
-    from hpml_lab.studies.tinyimagenet import tinyimagenet_answers
+    from hpml_lab import plots
+    from hpml_lab.studies.tinyimagenet import conclusion as tinyimagenet_conclusion
 
     cpu = _tin()
-    assert tinyimagenet_answers.worker_times_disjoint(cpu)
+    assert tinyimagenet_conclusion.worker_times_disjoint(cpu)
     assert "can overlap" not in " ".join(d.plain() for d in _conclude(cpu)[0][0].details)
     gpu = _tin()
     for rec in gpu.workers.values():
         rec.meta = {**rec.meta, "device": "cuda", "config": {"sync_each_step": False}}
-    assert not tinyimagenet_answers.worker_times_disjoint(gpu)
+    assert not tinyimagenet_conclusion.worker_times_disjoint(gpu)
     assert (
         "the two can overlap, so their sum is not the batch's wall time"
         in _conclude(gpu)[0][0].details[0].plain()
     )
     for rec in gpu.workers.values():
         rec.meta["config"] = {"sync_each_step": True}
-    assert tinyimagenet_answers.worker_times_disjoint(gpu)
-    table = tinyimagenet_answers.worker_table(cpu)
+    assert tinyimagenet_conclusion.worker_times_disjoint(gpu)
+    table = tinyimagenet_conclusion.worker_table(cpu)
     parts = ["data ms/batch", "copy + compute ms/batch"]
     apart = plots.stacked_bars(table, "workers", parts, "ms", stacked=False)
     assert all(p.get_x() == 0 for p in apart.axes[0].patches)  # no segment starts where another ends

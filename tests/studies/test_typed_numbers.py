@@ -9,6 +9,7 @@ HTML or a notice, unless the value is a word (a model, backend or device name, a
 import ast
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -24,9 +25,11 @@ WORDS = re.compile(
 
 
 def conclusion_modules() -> list[Path]:
-    studies = ROOT / "hpml_lab" / "studies"
-    mods = [*studies.glob("*_answers.py"), *studies.glob("*/*_answers.py"), studies / "_conclude.py"]
-    return sorted({*mods, studies / "speed" / "conclusion.py"})
+    """The modules that decide a report's sentences, as pyproject's coverage include names them under
+    hpml_lab/studies: every task folder's conclusion.py and the conclusion modules the tasks share."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["coverage"]["run"]["include"]
+    globs = [g.split("/hpml_lab/", 1)[1] for g in include if "/hpml_lab/studies/" in g]
+    return sorted({p for g in globs for p in (ROOT / "hpml_lab").glob(g)})
 
 
 def code_cells(path: Path) -> list[str]:
@@ -78,9 +81,14 @@ def sources() -> dict[str, tuple[str, bool]]:
 
 def test_the_grep_reads_every_notebook_and_conclusion_module():
     got = sources()
-    assert (
-        sum(k.endswith(".py") for k in got) >= 8
-    )  # lab2, questions, memory, dataloading, tinyimagenet, lab5, speed
+    # every task folder's conclusion.py, the shared conclusion modules beside them
+    tasks = {
+        p.parent.name
+        for p in (ROOT / "hpml_lab" / "studies").glob("*/__init__.py")
+        if "TASK =" in p.read_text()
+    }
+    assert {f"hpml_lab/studies/{t}/conclusion.py" for t in tasks} <= set(got) and len(tasks) >= 14
+    assert {"hpml_lab/studies/_conclude.py", "hpml_lab/studies/lab2_conclusion.py"} <= set(got)
     assert {k.split(" ")[0] for k in got if "ipynb" in k} == {
         p.name for p in (ROOT / "notebooks").glob("*.ipynb")
     }
@@ -111,6 +119,63 @@ def test_words_and_bound_numbers_pass():
     assert typed_numbers('nb.warn(f"Backend <b>{cfg.compile_backend}</b>: not the default")', True) == []
     assert typed_numbers('say("loss {loss}", loss=num("loss", xs, ""))', False) == []
     assert typed_numbers('Number(f"global batch {gb}: loss", 1.0, "", "measured", n=1)', False) == []
+
+
+# the calls that make a Number, and where each takes its name (and `source=`): a value put into a name or
+# a source goes in through the one formatter (findings.fmt_in), as in a sentence, unless it is a word
+NUMBER_MAKERS = {"Number": 0, "num": 0, "setting": 0, "counted": 0, "worker_label": 1, "workers_list": 1}
+# words a name may take from an f-string: names of things (WORDS, a variant, a rung, what is measured, a
+# precision), and _conclude.workers(), which writes its counts through the formatter
+NAME_WORDS = re.compile(rf"{WORDS.pattern}|variant|rung|what|precision|\bworkers\(")
+
+
+def shaped_names(source: str) -> list[str]:
+    """The Numbers' names and sources (and worker labels' names) in `source` into which an f-string or str()
+    puts a value that is not a word: a count typed there by Python's own str ('global batch 8192') reads
+    otherwise than the same count in a sentence or a table ('8,192')."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and _name(node.func) in NUMBER_MAKERS):
+            continue
+        at = NUMBER_MAKERS[_name(node.func)]
+        args = [*node.args[at : at + 1], *(k.value for k in node.keywords if k.arg in ("name", "source"))]
+        if _name(node.func) == "Number" and len(node.args) > 6:
+            args.append(node.args[6])  # Number's source, given by position
+        for arg in args:
+            for sub in ast.walk(arg):
+                if isinstance(sub, ast.FormattedValue) and not NAME_WORDS.search(ast.unparse(sub.value)):
+                    found.append(f"{_name(node.func)} at line {node.lineno}: {{{ast.unparse(sub.value)}}}")
+                elif isinstance(sub, ast.Call) and _name(sub.func) == "str":
+                    found.append(f"{_name(node.func)} at line {node.lineno}: {ast.unparse(sub)}")
+    return found
+
+
+def test_no_number_name_or_source_is_shaped_by_hand():
+    found = {
+        where: hits for where, (text, nb) in sources().items() if not nb and (hits := shaped_names(text))
+    }
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        'Number(f"global batch {gb}: loss", 1.0, "", "measured", n=1)',
+        'Number("chance", 2.3, "", "predicted", source=f"ln {classes}: a uniform guess")',
+        'Number("chance", 2.3, "", "predicted", 1, None, f"ln {classes}")',
+        'num(f"{n} workers: data wait", xs, "ms")',
+        "setting(str(n), n)",
+        'worker_label(n, f"C3 worker count {n}")',
+    ],
+)
+def test_a_name_shaped_by_hand_is_found(planted):
+    assert shaped_names(planted) != []
+
+
+def test_names_through_the_formatter_or_of_words_pass():
+    assert shaped_names('Number(fmt_in("global batch {gb}: loss", gb=gb), 1.0, "", "measured", n=1)') == []
+    assert shaped_names('num(f"{model}: step", xs, "ms")') == [] and shaped_names('num("loss", xs, "")') == []
+    assert shaped_names('num(f"{workers(n)}: data wait", xs, "ms")') == []
 
 
 def unshown_tables(source: str) -> list[str]:

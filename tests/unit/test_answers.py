@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from hpml_lab.findings import say
 from hpml_lab.report import answer_box
 from hpml_lab.report.answer_box import Answer, Number, Record, RecordError
 
@@ -15,7 +16,10 @@ def _in_tmp(tmp_path, monkeypatch):
 
 
 def _rec(*nums, status="answered", missing=""):
-    return Record("c9", "C9: test", [Answer("Q?", "A is faster", status, list(nums), missing=missing)])
+    details = [say("{x}", x=n) for n in nums]
+    return Record(
+        "c9", "C9: test", [Answer("Q?", say("A is faster"), details, status=status, missing=missing)]
+    )
 
 
 def test_every_number_needs_a_provenance_tag():
@@ -40,7 +44,7 @@ def test_partial_must_say_what_is_missing_and_answers_are_one_line():
     with pytest.raises(RecordError, match="does not say what is missing"):
         answer_box.write(_rec(status="partial"))
     with pytest.raises(RecordError, match="not one line"):
-        answer_box.write(Record("c9", "t", [Answer("Q?", "two\nlines", "answered")]))
+        answer_box.write(Record("c9", "t", [Answer("Q?", say("two\nlines"))]))
 
 
 def test_written_record_round_trips_with_status_and_summary():
@@ -51,15 +55,16 @@ def test_written_record_round_trips_with_status_and_summary():
             [
                 Answer(
                     "Q1?",
-                    "compiled is 1.3x faster",
-                    "answered",
-                    [Number("step", 17.3, "ms", "measured", n=5, spread=0.4)],
+                    say("compiled is {r} faster", r=Number("speedup", 1.3, "x", "measured", n=5)),
+                    [say("{step}", step=Number("step", 17.3, "ms", "measured", n=5, spread=0.4))],
                 ),
                 Answer(
                     "Q2?",
-                    "4 GPUs predicted 3.7x",
-                    "partial",
-                    [Number("4 GPUs", 3.7, "x", "predicted", source="ring model")],
+                    say(
+                        "four GPUs predicted {r}",
+                        r=Number("4 GPUs", 3.7, "x", "predicted", source="ring model"),
+                    ),
+                    status="partial",
                     missing="needs four GPUs",
                 ),
             ],
@@ -105,3 +110,10 @@ def test_tables_and_the_load_average_are_shown_for_a_reader():
     text = notebook._load_text({"load1": 4.123456789, "cores": 2, "steal_pct": 0.0})
     assert text == "load average 4.12 on 2 usable cores, CPU steal 0%"
     assert notebook._load_text({"cores": 2}).startswith("load average not recorded")
+
+
+def test_an_answer_written_as_text_is_refused():
+    """Issue 44: Answer(question, text, status, numbers) built a 'legacy' answer whose numbers stood beside
+    its text, outside any slot; a headline is a Finding now, and a text is refused where it is written."""
+    with pytest.raises(TypeError, match="headline is a Finding"):
+        Answer("Q?", "compiled is 1.3x faster", "answered", [Number("step", 17.3, "ms", "measured", n=5)])

@@ -194,7 +194,7 @@ def test_settings_that_cannot_apply_are_recorded_as_what_runs():
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-inf", "1e300", "1e7"])
 def test_study_settings_numbers_are_finite_and_sensible(value):
-    from hpml_lab.studies.memory.memory_study import Settings
+    from hpml_lab.studies.memory import Settings
 
     with pytest.raises(ConfigError, match="'budget_gb' must be a finite number"):
         Settings(budget_gb=float(value))
@@ -206,7 +206,7 @@ def test_study_settings_numbers_are_finite_and_sensible(value):
 
 
 def test_study_counts_have_a_ceiling():
-    from hpml_lab.studies.memory.memory_study import Settings
+    from hpml_lab.studies.memory import Settings
 
     with pytest.raises(ConfigError, match="'rev_stages' must be a finite number of sensible size"):
         Settings(rev_stages=(3, 10**12))

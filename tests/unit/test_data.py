@@ -133,7 +133,7 @@ def test_chance_and_the_model_follow_the_datas_class_count(tmp_path):
 
     from hpml_lab import results
     from hpml_lab.data import classes_of, tinyimagenet
-    from hpml_lab.studies import lab2_answers
+    from hpml_lab.studies.c1 import conclusion as c1_conclusion
     from hpml_lab.training import build_model
 
     tinyimagenet.synthesize(tmp_path, classes=4, per_class=2, val_per_class=1, n_test=1, log=lambda _: None)
@@ -153,7 +153,9 @@ def test_chance_and_the_model_follow_the_datas_class_count(tmp_path):
     epochs = pd.DataFrame({"epoch": [1, 2, 3, 4], "total_s": [2.0, 1.0, 1.0, 1.0], "data_s": [0.1] * 4})
     elsewhere = RunConfig(task="c1", dataset="tinyimagenet", data_root=str(tmp_path / "gone"))
     run = results.Run(tmp_path, {"dataset": {"classes": 4}}, None, {"batches": batches, "epochs": epochs})
-    answers, flags = lab2_answers.c1(elsewhere, run)  # the count the run recorded, not the official one
+    answers, flags = c1_conclusion.conclude(
+        elsewhere, run
+    )  # the count the run recorded, not the official one
     chance = {x.name: x for x in answers[0].numbers}["chance top-1"]
     assert chance.value == 25 and "4 classes" in chance.source
     assert "chance 25%)" in " ".join(d.plain() for d in [answers[0].headline, *answers[0].details])

@@ -6,7 +6,7 @@ tests/studies/test_typed_numbers.py."""
 import pytest
 
 from hpml_lab.answers import Answer, Number, Record, RecordError, check
-from hpml_lab.findings import Background, fmt, fmt_value, join, say, stray_digits
+from hpml_lab.findings import Background, fmt, fmt_in, fmt_value, join, say, stray_digits
 
 
 def N(name, value, unit="s", prov="measured", **kw):
@@ -33,6 +33,17 @@ def N(name, value, unit="s", prov="measured", **kw):
 def test_fmt_every_branch(value, unit, shown):
     assert fmt(N("x", value, unit)) == shown
     assert fmt_value("adam") == "adam" and fmt_value(True) == "True"
+
+
+def test_a_name_with_values_writes_them_as_the_formatter_does():
+    """Issue 44: a Number's name or source held counts typed by Python's str ('global batch 8192') where the
+    table beside it said 8,192; fmt_in puts each value in through fmt_value, numpy's numbers too."""
+    import numpy as np
+
+    assert fmt_in("global batch {gb}: loss", gb=8192) == "global batch 8,192: loss"
+    assert fmt_in("{n} workers x {b}", n=np.int64(4), b=np.float64(2048.0)) == "4 workers x 2,048"
+    assert fmt_in("threads at {lat} ms", lat=2.5) == "threads at 2.5 ms" and fmt_in("{x}", x=1 / 3) == "0.333"
+    assert fmt_in("{model}: step, {on}", model="resnet18", on=True) == "resnet18: step, True"
 
 
 def test_say_binds_numbers_plain_and_html():

@@ -8,6 +8,7 @@ import nbformat
 import pandas as pd
 import pytest
 
+from hpml_lab.findings import say
 from hpml_lab.report import answer_box, bundle, notebook, pages, runner, tasks
 
 
@@ -17,7 +18,12 @@ def reports(tmp_path, monkeypatch):
     return tmp_path / "out" / "reports"
 
 
-def _record(tid, text="The median epoch takes 1.25 s. The first epoch was longer (warm-up).", busy=True):
+EPOCH_HTML = (
+    'The median epoch takes <span data-number="epoch">1.25 s</span>.'  # the headline as the box shows it
+)
+
+
+def _record(tid, busy=True):
     flags = [{"kind": "machine busy", "message": "the machine was busy (load average 3.0 on 2 usable cores)"}]
     flags.append({"kind": "stand-in model", "message": "model resnet_tiny stands in for the lab's resnet18"})
     flags.append({"kind": "diverged", "message": f"{tid}: the loss rose"})
@@ -27,9 +33,8 @@ def _record(tid, text="The median epoch takes 1.25 s. The first epoch was longer
         [
             answer_box.Answer(
                 "What is the epoch time?",
-                text,
-                "answered",
-                [answer_box.Number("epoch", 1.25, "s", "measured", n=3)],
+                say("The median epoch takes {e}", e=answer_box.Number("epoch", 1.25, "s", "measured", n=3)),
+                [say("The first epoch was longer (warm-up)")],
             )
         ],
         flags=flags if busy else flags[1:],
@@ -119,7 +124,7 @@ def test_the_report_page_has_the_box_after_the_title_in_the_pages_type(reports):
     )
     assert title < box < asks  # title, then the answer, then the notebook
     assert page.index("</head>") > page.index(".hpml-answer{")  # styled; its type is the page's prose's
-    head, details = page.index("The median epoch takes 1.25 s."), page.index("The first epoch was longer")
+    head, details = page.index(EPOCH_HTML), page.index("The first epoch was longer")
     assert "class='hpml-headline'>The median epoch" in page.replace('"', "'") and head < details
     assert "training log" not in page or "<details>" in page
 

@@ -10,7 +10,10 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from hpml_lab.report import plots  # noqa: E402
+from hpml_lab import plots  # noqa: E402
+from hpml_lab.studies.c1 import figure as c1_figure  # noqa: E402
+from hpml_lab.studies.c2 import figure as c2_figure  # noqa: E402
+from hpml_lab.studies.c4 import figure as c4_figure  # noqa: E402
 
 
 def _overlap(a, b) -> bool:
@@ -65,7 +68,7 @@ def _batches(epochs=2, per=10, loss=2.3, acc=0.1):
 def test_smoothed_curve_is_labelled_a_running_mean_of_batches():
     """Grader (lab 2): c1's '(per batch, mean of 2)' read as two seeds."""
     b = pd.DataFrame({"epoch": [1] * 4, "step": range(4), "loss": [2.3, 2.2, 2.1, 2.0], "acc": [0.1] * 4})
-    fig = plots.loss_accuracy(b, smooth=2)
+    fig = c1_figure.loss_accuracy(b, smooth=2)
     assert "running mean of 2 batches" in labels(fig) and "mean of 2" not in labels(fig)
     legends_clear_of_data(fig)
     plots.plt.close(fig)
@@ -73,14 +76,14 @@ def test_smoothed_curve_is_labelled_a_running_mean_of_batches():
 
 def test_c1_caption_says_what_the_figure_draws():
     """Grader: c1's caption said each point is one mini-batch where the plot draws lines."""
-    fig = plots.loss_accuracy(_batches(), smooth=4)
+    fig = c1_figure.loss_accuracy(_batches(), smooth=4)
     caption = plots.caption_of(fig)
     per_batch = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "per batch"]
     assert per_batch[0].get_linestyle() == "-" and per_batch[0].get_marker() in ("None", None, "")
     assert "thin line" in caption and "point" not in caption and "running mean over 4 batches" in caption
     boundaries = [ln for ln in fig.axes[0].get_lines() if list(ln.get_xdata()) == [10.5, 10.5]]
     assert len(boundaries) == 1 and "grey vertical lines" in caption  # two epochs: one boundary
-    one = plots.loss_accuracy(_batches(epochs=1), smooth=0)
+    one = c1_figure.loss_accuracy(_batches(epochs=1), smooth=0)
     assert "grey" not in plots.caption_of(one) and "no smoothing" in plots.caption_of(one)
     assert "chance" not in plots.caption_of(one) and not chance_lines(one.axes[0])
     for f in (fig, one):
@@ -128,9 +131,9 @@ def test_axes_hold_every_bar():
     """Grader: the H200's C4 figure cut its tallest bar at the frame (an empty 'other' segment on top pinned the
     axis to it)."""
     for fig in (
-        plots.phase_bars(_phases(), "num_workers", "workers"),
-        plots.phase_bars(_phases(5), "num_workers", "workers", disjoint=False),
-        plots.epoch_timing(
+        c4_figure.phase_bars(_phases(), "num_workers", "workers"),
+        c4_figure.phase_bars(_phases(5), "num_workers", "workers", disjoint=False),
+        c2_figure.epoch_timing(
             pd.DataFrame(
                 {"epoch": [1, 2], "data_s": [1.0, 1.0], "train_s": [2.0, 2.0], "total_s": [3.0, 2.9]}
             )
@@ -144,12 +147,12 @@ def test_axes_hold_every_bar():
 def test_times_that_can_overlap_are_never_stacked():
     """On a GPU without a synchronize after each step the data wait and the step overlap: a stack would add them."""
     ep = pd.DataFrame({"epoch": [1, 2], "data_s": [0.3, 0.4], "train_s": [5.4, 5.44], "total_s": [5.6, 5.5]})
-    stacked = plots.epoch_timing(ep, disjoint=True)
+    stacked = c2_figure.epoch_timing(ep, disjoint=True)
     assert any(p.get_y() > 0 for p in stacked.axes[0].patches)  # data at the bottom, training on top
-    apart = plots.epoch_timing(ep, disjoint=False)
+    apart = c2_figure.epoch_timing(ep, disjoint=False)
     assert all(p.get_y() == 0 for p in apart.axes[0].patches) and len(apart.axes[0].patches) == 3 * len(ep)
     assert "other" not in " ".join(labels(apart)) and "not stacked" in " ".join(labels(apart))
-    phases = plots.phase_bars(_phases(), "num_workers", "workers", disjoint=False)
+    phases = c4_figure.phase_bars(_phases(), "num_workers", "workers", disjoint=False)
     assert all(p.get_y() == 0 for p in phases.axes[0].patches)
     for f in (stacked, apart, phases):
         plots.plt.close(f)

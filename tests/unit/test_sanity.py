@@ -186,7 +186,7 @@ def test_no_box_for_fewer_than_three_values():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from hpml_lab.report import plots
+    from hpml_lab import plots
 
     fig, ax = plt.subplots()
     assert plots.spread(ax, [[1.4, 1.5], [4.4, 4.5, 4.6]], ["sgd", "adam"]) == "points"
@@ -270,7 +270,7 @@ def test_c4s_flags_do_not_invent_a_worker_setting(tmp_path):
     import pandas as pd
 
     from hpml_lab import results
-    from hpml_lab.studies import lab2_answers
+    from hpml_lab.studies.c4 import conclusion as c4_conclusion
 
     items = []
     for n in (0, 1):
@@ -284,7 +284,7 @@ def test_c4s_flags_do_not_invent_a_worker_setting(tmp_path):
             d, {"batches": pd.DataFrame(rows)}, {"config": {"num_workers": n}, "run_id": f"w{n}"}
         )
         items.append(SimpleNamespace(run_dir=d, complete=True, status="done"))
-    _, flags = lab2_answers.c4(
+    _, flags = c4_conclusion.conclude(
         RunConfig(task="c4", num_workers=1), SimpleNamespace(best=0, items=items, c3_rows=None)
     )
     assert not [f for f in flags if "num_workers" in f.message], [f.message for f in flags]

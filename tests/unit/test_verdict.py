@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from hpml_lab.findings import Ident
 from hpml_lab.verdict import best, compare, sample_record, target_met
 
 FAST = [1.00, 1.02, 0.99, 1.01, 1.03, 0.98]
@@ -15,20 +16,21 @@ def test_clear_win_and_its_sentence():
     v = compare(FAST, SLOW, "compiled", "eager", what="time per step")
     assert v.outcome == "better" and v.winner == "compiled"
     assert v.ratio == pytest.approx(1.505 / 1.005, rel=1e-3) and 1 < v.ci_low <= v.ratio <= v.ci_high
-    assert v.sentence().startswith("compiled is 1.50x faster than eager on time per step (95% CI ")
-    assert v.sentence().endswith("n = 6 and 6).")
+    said = v.finding("step").plain()  # the one way a verdict is said: a finding over its record's numbers
+    assert said.startswith("compiled is 1.5x faster than eager on time per step (95% CI ")
+    assert said.endswith("n = 6 and 6)")
 
 
 def test_clear_loss_names_the_other_side():
     v = compare(SLOW, FAST, "eager", "compiled", what="time per step")
     assert v.outcome == "worse" and v.winner == "compiled"
-    assert v.sentence().startswith("compiled is 1.50x faster than eager")
+    assert v.finding("step").plain().startswith("compiled is 1.5x faster than eager")
 
 
 def test_tie_is_called_a_tie():
     v = compare(FAST, [x * 1.005 for x in FAST], "A", "B")
     assert v.outcome == "tie" and v.winner is None
-    assert "cannot be told apart" in v.sentence()
+    assert "cannot be told apart" in v.finding("t").plain()
     w = compare(NOISY, [x * 1.1 for x in NOISY], "A", "B")
     assert w.outcome == "tie" and w.ci_low < 1 < w.ci_high  # a 10% gap inside this much noise
 
@@ -36,7 +38,8 @@ def test_tie_is_called_a_tie():
 def test_two_samples_are_too_few():
     v = compare([0.2955, 0.2950], [0.2956, 0.2960], "0 workers", "2 workers")
     assert v.outcome == "tie" and v.reason == "too few samples" and math.isnan(v.ci_low)
-    assert "too few samples" in v.sentence() and "n = 2 and 2" in v.sentence()
+    said = v.finding("t", Ident("0 workers"), Ident("2 workers")).plain()
+    assert "too few samples" in said and "n = 2 and 2" in said
     # undecided: no evidence of a tie (C3/C4 say so rather than "a tie"); a measured tie is decided
     assert v.undecided and not compare(FAST, [x * 1.005 for x in FAST], "A", "B").undecided
     assert not compare([0.0] * 3, [0.0] * 3, "A", "B").undecided  # enough samples, non-finite ratio
@@ -44,7 +47,7 @@ def test_two_samples_are_too_few():
 
 def test_higher_is_better_words():
     v = compare([0.9, 0.91, 0.92], [0.5, 0.52, 0.51], "BN", "no BN", lower_is_better=False, what="top-1")
-    assert v.outcome == "better" and "higher than no BN on top-1" in v.sentence()
+    assert v.outcome == "better" and "top-1 is higher for BN than for no BN" in v.finding("t").plain()
 
 
 def test_deterministic_and_recomputable():
@@ -57,9 +60,8 @@ def test_deterministic_and_recomputable():
 def test_best_reports_ties_with_the_best():
     b = best({0: FAST, 2: [x * 1.001 for x in FAST], 4: SLOW})
     assert b.label == 0 and set(b.tied) == {0, 2} and b.verdicts[4].outcome == "better"
-    assert "tie" in b.sentence("worker count", lambda n: f"{n} workers")
     clear = best({0: FAST, 4: SLOW})
-    assert clear.tied == (0,) and "better than every other" in clear.sentence("count")
+    assert clear.tied == (0,) and clear.verdicts[4].outcome == "better"
 
 
 def test_a_target_is_met_only_when_the_interval_clears_it():

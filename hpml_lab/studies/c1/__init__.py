@@ -1,7 +1,7 @@
 """Task C1: training, per-batch loss and top-1 accuracy
 
-Its study code is shared by Lab 2's tasks (training.train runs it, studies/lab2_answers.py concludes it); this
-folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+hpml_lab.train runs it; conclusion.py says what its report concludes, figure.py draws its figure. TASK
+registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it).
 """
 
 from ...protocol import SMOKE_LR, Task, later
@@ -16,5 +16,5 @@ TASK = Task(
     gpu_priority=80,
     smoke_s=41,
     run=lambda cfg, settings=None: later("hpml_lab.training", "train")(cfg),
-    conclude=later("hpml_lab.studies.lab2_answers", "c1"),
+    conclude=later("hpml_lab.studies.c1.conclusion", "conclude"),
 )

@@ -1,7 +1,7 @@
 """Task C2: time per epoch: data loading, training, total
 
-Its study code is shared by Lab 2's tasks (training.train runs it, studies/lab2_answers.py concludes it); this
-folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+hpml_lab.train runs it; conclusion.py says what its report concludes, figure.py draws its figure. TASK
+registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it).
 """
 
 from ...protocol import SMOKE_LR, Task, later
@@ -15,6 +15,12 @@ TASK = Task(
     gpu_runs=1,
     gpu_priority=20,
     smoke_s=41,
+    needs=(
+        (
+            lambda cfg: cfg.epochs >= 2,
+            "needs epochs of 2 or more: its first epoch is the warm-up, and the timing is of the epochs after it",
+        ),
+    ),
     run=lambda cfg, settings=None: later("hpml_lab.training", "train")(cfg),
-    conclude=later("hpml_lab.studies.lab2_answers", "c2"),
+    conclude=later("hpml_lab.studies.c2.conclusion", "conclude"),
 )

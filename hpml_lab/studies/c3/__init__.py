@@ -1,7 +1,7 @@
 """Task C3: DataLoader time per epoch against num_workers
 
-Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2_answers.py concludes it); this
-folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+study.py runs it, conclusion.py says what its report concludes, figure.py draws its figure. TASK registers it
+(hpml_lab.protocol; hpml_lab.studies.registry() finds it).
 """
 
 from dataclasses import dataclass
@@ -50,6 +50,6 @@ TASK = Task(
         60.0,
         "loader sweep, no model: up to 5 worker counts x 3 epochs x 100 batches of PIL decoding",
     ),
-    run=lambda cfg, settings: later("hpml_lab.studies.lab2", "c3_loader_sweep")(cfg, **vars(settings)),
-    conclude=later("hpml_lab.studies.lab2_answers", "c3"),
+    run=lambda cfg, settings: later("hpml_lab.studies.c3.study", "run")(cfg, **vars(settings)),
+    conclude=later("hpml_lab.studies.c3.conclusion", "conclude"),
 )

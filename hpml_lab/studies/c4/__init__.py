@@ -1,7 +1,7 @@
 """Task C4: data loading vs compute, 1 worker vs the best; profiler trace
 
-Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2_answers.py concludes it); this
-folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+study.py runs it, conclusion.py says what its report concludes, figure.py draws its figure. TASK registers it
+(hpml_lab.protocol; hpml_lab.studies.registry() finds it).
 """
 
 from ...protocol import FULL_LAB, SMOKE_LR, Task, later
@@ -20,6 +20,6 @@ TASK = Task(
     gpu_with="c3",
     smoke_s=30,
     gpu_extra=(20.0, "the profiler trace and its analysis"),
-    run=lambda cfg, settings=None: later("hpml_lab.studies.lab2", "c4_data_vs_compute")(cfg),
-    conclude=later("hpml_lab.studies.lab2_answers", "c4"),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.c4.study", "run")(cfg),
+    conclude=later("hpml_lab.studies.c4.conclusion", "conclude"),
 )

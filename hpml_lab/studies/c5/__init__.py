@@ -1,8 +1,7 @@
 """Task C5: epoch time on every device present (GPU vs CPU)
 
-Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2_answers.py concludes it); this
-folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
-"""
+study.py runs it, conclusion.py says what its report concludes (its figure is plots.median_bars). TASK
+registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it)."""
 
 from ...protocol import GPU, SMOKE_LR, Task, later
 
@@ -17,7 +16,13 @@ TASK = Task(
     gpu_runs=1,
     gpu_priority=30,
     smoke_s=29,
+    needs=(
+        (
+            lambda cfg: cfg.epochs >= 2,
+            "needs epochs of 2 or more: it compares the median epoch after the warm-up epoch on each device",
+        ),
+    ),
     gpu_extra=(None, "the CPU row: epochs x max_batches steps at the CPU step time"),
-    run=lambda cfg, settings=None: later("hpml_lab.studies.lab2", "c5_devices")(cfg),
-    conclude=later("hpml_lab.studies.lab2_answers", "c5"),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.c5.study", "run")(cfg),
+    conclude=later("hpml_lab.studies.c5.conclusion", "conclude"),
 )

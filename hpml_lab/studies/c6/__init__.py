@@ -1,12 +1,10 @@
 """Task C6: SGD, Nesterov, Adagrad, Adadelta, Adam
 
-Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2_answers.py concludes it); this
-folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+study.py runs it, conclusion.py says what its report concludes (both through the training sweep Lab 2's
+tasks share: lab2.py, lab2_conclusion.py). TASK registers it (hpml_lab.protocol; hpml_lab.studies.registry()).
 """
 
 from ...protocol import GPU, SMOKE_LR, Task, later
-
-QUESTION = "C6: which optimizer trains best, and how long each epoch takes"
 
 TASK = Task(
     "c6",
@@ -27,8 +25,7 @@ TASK = Task(
     gpu_runs=5,
     gpu_priority=90,
     smoke_s=19,
-    run=lambda cfg, settings=None: later("hpml_lab.studies.lab2", "c6_optimizers")(cfg),
-    conclude=lambda cfg, out: later("hpml_lab.studies.lab2_answers", "training_sweep")(
-        cfg, out, "optimizer", QUESTION
-    ),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.c6.study", "run")(cfg),
+    twin=("c7", "norm"),  # C6's sgd and C7's bn are the same training (the lab's defaults)
+    conclude=later("hpml_lab.studies.c6.conclusion", "conclude"),
 )

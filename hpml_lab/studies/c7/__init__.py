@@ -1,12 +1,10 @@
 """Task C7: with and without BatchNorm
 
-Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2_answers.py concludes it); this
-folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
+study.py runs it, conclusion.py says what its report concludes (both through the training sweep Lab 2's
+tasks share: lab2.py, lab2_conclusion.py). TASK registers it (hpml_lab.protocol; hpml_lab.studies.registry()).
 """
 
 from ...protocol import GPU, SMOKE_LR, Task, later
-
-QUESTION = "C7: average loss and top-1 without BatchNorm vs with it"
 
 TASK = Task(
     "c7",
@@ -27,8 +25,7 @@ TASK = Task(
     gpu_runs=2,
     gpu_priority=110,
     smoke_s=10,
-    run=lambda cfg, settings=None: later("hpml_lab.studies.lab2", "c7_batchnorm")(cfg),
-    conclude=lambda cfg, out: later("hpml_lab.studies.lab2_answers", "training_sweep")(
-        cfg, out, "norm", QUESTION
-    ),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.c7.study", "run")(cfg),
+    twin=("c6", "optimizer"),  # C7's bn and C6's sgd are the same training (the lab's defaults)
+    conclude=later("hpml_lab.studies.c7.conclusion", "conclude"),
 )

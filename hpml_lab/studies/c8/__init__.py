@@ -1,8 +1,7 @@
 """Task C8: torch.compile vs eager; profiler trace
 
-Its study code is shared by Lab 2's tasks (studies/lab2.py runs it, studies/lab2_answers.py concludes it); this
-folder registers the task (hpml_lab.protocol, hpml_lab.studies.registry()).
-"""
+study.py runs it, conclusion.py says what its report concludes (its figure is plots.median_bars). TASK
+registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it)."""
 
 from ...protocol import SMOKE_LR, TINY, Task, later
 
@@ -24,6 +23,6 @@ TASK = Task(
     gpu_priority=10,
     smoke_s=50,
     gpu_extra=(150.0, "torch.compile of ResNet-18 (review: 1.5-2.5 min cold)"),
-    run=lambda cfg, settings=None: later("hpml_lab.studies.lab2", "c8_compile")(cfg),
-    conclude=later("hpml_lab.studies.lab2_answers", "c8"),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.c8.study", "run")(cfg),
+    conclude=later("hpml_lab.studies.c8.conclusion", "conclude"),
 )

@@ -18,6 +18,6 @@ TASK = Task(
     gpu_priority=140,
     smoke_s=33,
     gpu_extra=(None, "simulated storage sleeps: files x (0+5+20+50) ms x passes / workers, for the loaders"),
-    run=lambda cfg, settings=None: later("hpml_lab.studies.dataloading.dataloading_study", "study")(cfg),
-    conclude=later("hpml_lab.studies.dataloading.dataloading_answers", "conclude"),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.dataloading.study", "study")(cfg),
+    conclude=later("hpml_lab.studies.dataloading.conclusion", "conclude"),
 )

@@ -1,5 +1,5 @@
-"""The lab5 task: its TASK and settings (here, importing no torch); its study in scaling.py, what its report
-concludes in scaling_answers.py."""
+"""The lab5 task: its TASK and settings (here, importing no torch); its study in study.py, what its report
+concludes in conclusion.py, its figure in figure.py."""
 
 from dataclasses import dataclass
 
@@ -41,6 +41,6 @@ TASK = Task(
     gpu_priority=40,
     smoke_s=53,
     gpu_extra=(150.0, "the batch sweep up to 8192 and the all-reduce measurement (review)"),
-    run=later("hpml_lab.studies.lab5.scaling", "lab5"),
-    conclude=later("hpml_lab.studies.lab5.scaling_answers", "conclude"),
+    run=later("hpml_lab.studies.lab5.study", "lab5"),
+    conclude=later("hpml_lab.studies.lab5.conclusion", "conclude"),
 )

@@ -1,5 +1,5 @@
-"""The memory task: its TASK and settings (here, importing no torch); its study in memory_study.py, what its report
-concludes in memory_answers.py."""
+"""The memory task: its TASK and settings (here, importing no torch); its study in study.py, what its report
+concludes in conclusion.py, its figures in figure.py."""
 
 from dataclasses import dataclass
 
@@ -74,6 +74,6 @@ TASK = Task(
     gpu_priority=60,
     smoke_s=45,
     gpu_extra=(60.0, "the OOM batch sweep and the memory snapshots (python stacks)"),
-    run=later("hpml_lab.studies.memory.memory_study", "run"),
-    conclude=later("hpml_lab.studies.memory.memory_answers", "conclude"),
+    run=later("hpml_lab.studies.memory.study", "run"),
+    conclude=later("hpml_lab.studies.memory.conclusion", "conclude"),
 )

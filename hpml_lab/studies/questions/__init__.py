@@ -1,4 +1,10 @@
-"""The questions task: its study and what its report concludes."""
+"""Task questions: Lab 2's written questions Q1-Q4, answered from the model and real optimizers.
+
+    hpml-lab run questions            # notebooks/questions.ipynb
+
+study.py counts, conclusion.py says what its report concludes, figure.py draws its figure. TASK registers it
+(hpml_lab.protocol; hpml_lab.studies.registry() finds it).
+"""
 
 from ...protocol import Task, later
 
@@ -15,8 +21,6 @@ TASK = Task(
     smoke_s=6,
     gpu_with="c6",
     gpu_extra=(15.0, "reads the other tasks' results"),
-    run=lambda cfg, settings=None: later("hpml_lab.studies.questions.questions_study", "run")(cfg),
-    conclude=lambda cfg, res: later("hpml_lab.studies.questions.questions_answers", "conclude")(
-        cfg, res.table
-    ),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.questions.study", "run")(cfg),
+    conclude=lambda cfg, res: later("hpml_lab.studies.questions.conclusion", "conclude")(cfg, res.table),
 )

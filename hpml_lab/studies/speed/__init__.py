@@ -12,7 +12,7 @@ scaled -> twice that batch; then the outside reference, a plain script in plain 
 rung's settings. Per rung: images/s and the step time (median and spread over interleaved repeats, warm-up left out),
 MFU and the images/s the device's peak would allow, and whole epochs timed apart; per rung a verdict against the rung
 before it, so the ladder says which optimisations pay here and which do not (on a CPU several do not), and the
-fastest whole epoch against the plain script's. How the rungs are built and timed: ladder.py; what the report
+fastest whole epoch against the plain script's. How the rungs are built and timed: study.py; what the report
 concludes: conclusion.py; the figure: figure.py.
 
 This folder is the whole task: TASK registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it), run()
@@ -28,15 +28,15 @@ from ...config import ConfigError, RunConfig, StudySettings
 from ...protocol import Task, later, names_later
 
 if TYPE_CHECKING:
-    from .ladder import Ladder
+    from .study import Ladder
 
 __all__ = ["TASK", "Settings", "run", "conclude", "chart", "Ladder", "Rung", "RUNGS", "plan", "measure"]
-# the names above from ladder.py, conclusion.py and figure.py, imported at first use (PEP 562): registering the task
-# (hpml_lab.studies.registry(), the command line's front) imports no torch
+# the names above from study.py, conclusion.py and figure.py, imported at first use (PEP 562): registering the
+# task (hpml_lab.studies.registry(), the command line's front) imports no torch
 LATER = {
     "conclude": "conclusion",
     "chart": "figure",
-    **dict.fromkeys(("COLUMNS", "RUNGS", "Ladder", "Rung", "measure", "plan"), "ladder"),
+    **dict.fromkeys(("COLUMNS", "RUNGS", "Ladder", "Rung", "measure", "plan"), "study"),
 }
 __getattr__ = names_later(__name__, LATER)
 
@@ -44,8 +44,9 @@ __getattr__ = names_later(__name__, LATER)
 # the training set the ladder's last rung must fit its batch in (a subset, when given, is the set); a synthetic set
 # with fewer images leaves that rung out at run time and says so
 TRAIN_IMAGES = {"cifar10": 50_000}
-# steps per rung, warm-up rounds included: the GPU profile's 7 rounds of 40 steps take 280 (seconds on a GPU); the
-# cap keeps a run to hours even on a CPU. With steps 0 the device's default (ladder.STEPS) counts as its largest.
+# steps per rung, warm-up rounds included: the GPU profile's 7 rounds of 40 steps take 280 (seconds on a GPU);
+# the cap keeps a run to hours even on a CPU. With steps 0 the device's default (study.STEPS) counts as its
+# largest.
 STEPS_MAX = 20_000
 STEPS_DEFAULT_MAX = 40
 
@@ -56,7 +57,7 @@ class Settings(StudySettings):
 
     repeats: int = 5  # timed rounds: every rung runs once a round
     warmup: int = 1  # untimed rounds before them (compiles, autotunes, starts workers)
-    steps: int = 0  # training steps per timed run; 0: by device (ladder.STEPS)
+    steps: int = 0  # training steps per timed run; 0: by device (study.STEPS)
     batch_factor: int = 4  # the last rung's batch (and learning rate) over the baseline's
     compile_rung: str = (
         "on"  # "off" leaves torch.compile out (its CPU build takes minutes), said in the report
@@ -163,7 +164,7 @@ def run(cfg: RunConfig, settings: Settings) -> Ladder:
     from ...device import resolve_device
     from ...io import atomic_write_csv, atomic_write_json
     from ...results import new_meta
-    from .ladder import COLUMNS, measure, plan
+    from .study import COLUMNS, measure, plan
 
     settings.check_run(cfg)  # as the runner does before its kernel: a call from Python is checked too
     device = resolve_device(cfg.device)

@@ -2,7 +2,7 @@
 images/s is from the device's ideal, and how far the project's fastest whole epoch is from the plain script's.
 
     from hpml_lab.studies.speed import conclude
-    answers, flags = conclude(cfg, result)      # result: ladder.Ladder
+    answers, flags = conclude(cfg, result)      # result: study.Ladder
 
 Every comparison is a verdict (hpml_lab.verdict.compare, told that the samples were interleaved and the load of
 each round) on the images/s of the timed runs, stated by Verdict.finding: a rung that ran slower than the one
@@ -23,7 +23,7 @@ from ...answers import Answer, Number
 from ...fastpath import GRAPH_MODES
 from ...findings import Background, Finding, Ident, join, say, stray_digits
 from ...verdict import best, compare, sample_record
-from .ladder import REFERENCE
+from .study import REFERENCE
 
 QUESTION_TOP = "How fast does this machine train, and how far is that from the hardware?"
 

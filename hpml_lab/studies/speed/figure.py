@@ -1,7 +1,7 @@
 """The speed ladder's figure: per rung, images/s against the device's ideal, MFU, and the step time's spread.
 
 from hpml_lab.studies.speed import chart
-fig = chart(result)       # result: ladder.Ladder (or its table, read back from ladder.csv)
+fig = chart(result)       # result: study.Ladder (or its table, read back from ladder.csv)
 """
 
 from __future__ import annotations

@@ -39,7 +39,13 @@ TASK = Task(
     gpu_runs=4,
     gpu_priority=130,
     smoke_s=18,
+    needs=(
+        (
+            lambda cfg: cfg.dataset == "tinyimagenet",
+            "runs on dataset=tinyimagenet only (its model and answers are for 64 x 64 images of 200 classes)",
+        ),
+    ),
     gpu_extra=(60.0, "DataParallel/DDP set-up on one GPU and the 64x64 data"),
-    run=lambda cfg, settings=None: later("hpml_lab.studies.tinyimagenet.tinyimagenet_study", "run")(cfg),
-    conclude=later("hpml_lab.studies.tinyimagenet.tinyimagenet_answers", "conclude"),
+    run=lambda cfg, settings=None: later("hpml_lab.studies.tinyimagenet.study", "run")(cfg),
+    conclude=later("hpml_lab.studies.tinyimagenet.conclusion", "conclude"),
 )

@@ -2,7 +2,7 @@
 largest batch, and time per batch against epoch time for the baseline, checkpointing, DataParallel and DDP.
 
     hpml-lab run tinyimagenet                 # the notebook notebooks/tinyimagenet.ipynb
-    from hpml_lab.studies.tinyimagenet import tinyimagenet_study as tinyimagenet
+    from hpml_lab.studies.tinyimagenet import study as tinyimagenet
     res = tinyimagenet.run(cfg)               # TinResult: runs, memory table, timing table
 
 Every run is a train() run whose files are under results/tinyimagenet/; the last epoch of each is the one
@@ -57,7 +57,7 @@ def _record(run) -> results.Run:
 
 
 def run(cfg, log: Callable[[str], None] = print) -> TinResult:
-    from ..lab5 import scaling
+    from ..lab5 import study as scaling
 
     on_gpu = torch.cuda.is_available() and cfg.device != "cpu"
     rec = tin.record(cfg.data_path())

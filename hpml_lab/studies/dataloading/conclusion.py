@@ -10,9 +10,9 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, Finding, say
+from ...findings import Background, Finding, fmt_in, say
 from ...verdict import compare, sample_record
-from .dataloading_study import pass_times
+from .study import pass_times
 
 REFERENCE_DATALOADING = (
     "resnet-50-performance reference: data loading 703 s with its baseline vs 1052 s with "
@@ -26,14 +26,9 @@ def _rows(df: pd.DataFrame):
     return rows, lats[-1], lats[0]
 
 
-def _ms(lat: float) -> str:
-    """A latency as a Number's name holds it: '50', '2.5'."""
-    return str(int(lat)) if float(lat).is_integer() else str(lat)
-
-
 def latency(lat: float) -> Number:
     return Number(
-        f"simulated storage latency {_ms(lat)} ms",
+        fmt_in("simulated storage latency {lat} ms", lat=lat),
         float(lat),
         "ms",
         "setting",
@@ -56,7 +51,13 @@ LOADERS = ("baseline", "more workers", "threads")
 
 def _pass(rows, lat, name) -> Number:
     r = rows[(lat, name)]
-    return Number(f"{name} at {_ms(lat)} ms: pass", float(r["epoch_s"]), "s", "measured", n=int(r["passes"]))
+    return Number(
+        fmt_in("{name} at {lat} ms: pass", name=name, lat=lat),
+        float(r["epoch_s"]),
+        "s",
+        "measured",
+        n=int(r["passes"]),
+    )
 
 
 def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -66,14 +67,14 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
     vt_hi, a1, b1 = _against_baseline(rows, "threads", hi)
     vw_hi, a2, b2 = _against_baseline(rows, "more workers", hi)
     vt_lo, a3, b3 = _against_baseline(rows, "threads", lo)
-    name = f"threads vs baseline at {_ms(hi)} ms"
+    name = fmt_in("threads vs baseline at {lat} ms", lat=hi)
     ans = Answer(
         "Does fetching concurrently inside workers speed up loading from high-latency storage?",
         # the verdict in words (its ratio the one number; the latency a setting); the interval and counts next
         say("At {lat}: {v}.", lat=latency(hi), v=vt_hi.short(name)),
         [
             _said(vt_hi, name, hi),
-            _said(vw_hi, f"more workers vs baseline at {_ms(hi)} ms", hi),
+            _said(vw_hi, fmt_in("more workers vs baseline at {lat} ms", lat=hi), hi),
             say(
                 ("Median pass" if min(int(rows[(hi, k)]["passes"]) for k in LOADERS) > 1 else "One pass each")
                 + " at {lat}: baseline {base}, more workers {more}, threads {threads}.",
@@ -109,9 +110,8 @@ def notes(df: pd.DataFrame) -> list[Finding]:
     rows, hi, lo = _rows(df)
     vt_lo = _against_baseline(rows, "threads", lo)[0]
     tr = rows[(hi, "tensor-resident")]
-    at = f"{_ms(hi)} ms"
     with_load = Number(
-        f"tensor-resident at {at} incl. its load over {int(tr['passes'])} passes",
+        fmt_in("tensor-resident at {lat} ms incl. its load over {n} passes", lat=hi, n=int(tr["passes"])),
         float(tr["epoch_s"] + tr["one_time_s"] / tr["passes"]),
         "s",
         "measured",
@@ -124,7 +124,11 @@ def notes(df: pd.DataFrame) -> list[Finding]:
             "baseline's pass took {base}.",
             lat=latency(hi),
             once=Number(
-                f"tensor-resident one-time load at {at}", float(tr["one_time_s"]), "s", "measured", n=1
+                fmt_in("tensor-resident one-time load at {lat} ms", lat=hi),
+                float(tr["one_time_s"]),
+                "s",
+                "measured",
+                n=1,
             ),
             files=Number("files", int(tr["files"]), "", "setting", source="the run's subset"),
             tr_pass=_pass(rows, hi, "tensor-resident"),
@@ -134,7 +138,7 @@ def notes(df: pd.DataFrame) -> list[Finding]:
             with_load=with_load,
             base=_pass(rows, hi, "baseline"),
         ),
-        _said(vt_lo, f"threads vs baseline at {_ms(lo)} ms", lo),
+        _said(vt_lo, fmt_in("threads vs baseline at {lat} ms", lat=lo), lo),
     ]
     if vt_lo.outcome == "better":
         fb_t, fb_b = rows[(lo, "threads")]["first_batch_s"], rows[(lo, "baseline")]["first_batch_s"]
@@ -143,10 +147,18 @@ def notes(df: pd.DataFrame) -> list[Finding]:
             min(rows[(lo, "threads")]["passes"], rows[(lo, "baseline")]["passes"])
         )  # medians of passes
         first = {
-            "t": Number(f"threads at {_ms(lo)} ms: first batch", float(fb_t), "s", "measured", n=n_lo),
-            "b": Number(f"baseline at {_ms(lo)} ms: first batch", float(fb_b), "s", "measured", n=n_lo),
+            "t": Number(
+                fmt_in("threads at {lat} ms: first batch", lat=lo), float(fb_t), "s", "measured", n=n_lo
+            ),
+            "b": Number(
+                fmt_in("baseline at {lat} ms: first batch", lat=lo), float(fb_b), "s", "measured", n=n_lo
+            ),
             "gain": Number(
-                f"threads vs baseline at {_ms(lo)} ms: pass time saved", float(gain), "s", "measured", n=n_lo
+                fmt_in("threads vs baseline at {lat} ms: pass time saved", lat=lo),
+                float(gain),
+                "s",
+                "measured",
+                n=n_lo,
             ),
         }
         lines.append(

@@ -2,7 +2,7 @@
 
     hpml-lab run memory --profile smoke          # the notebook notebooks/memory.ipynb
 
-    from hpml_lab.studies.memory import memory_study as memory
+    from hpml_lab.studies.memory import study as memory
     specs = memory.variants(["resnet18_adjusted"], rev_stages=[3], segments=2)
     rows = memory.measure(specs, batch_size=8)   # activation MB/sample, s/batch, CUDA peak MB
 
@@ -35,7 +35,7 @@ from ...memory import (
     state_bytes,
 )
 from ...profiling import interleaved_timed, summarize
-from . import Settings  # noqa: F401 (the parameters live beside the TASK; memory_study.Settings, the notebook's name)
+from . import Settings  # noqa: F401 (study.Settings: the notebook's name for the TASK's parameters)
 
 
 def variants(resnets: Sequence[str], rev_stages: Sequence[int], segments: int) -> list[dict[str, Any]]:

@@ -1,8 +1,8 @@
 """What the questions report (Lab 2 Q1-Q4) concludes, computed from questions.answers()'s table: counts read from
 the model and from real optimizers after one step, each an exact count (provenance "counted": no n, no spread).
 
-    from hpml_lab.studies.questions import questions_answers, questions_study as questions
-    qa, flags = questions_answers.conclude(cfg, questions.answers(cfg.model))
+    from hpml_lab.studies.questions import conclusion, study as questions
+    qa, flags = conclusion.conclude(cfg, questions.answers(cfg.model))
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 import study_checks  # noqa: E402  (the tests' page check, tests/study_checks.py)
 
 from hpml_lab import memory, models
-from hpml_lab.studies.lab5 import scaling
+from hpml_lab.studies.lab5 import study as scaling
 
 
 def test_bus_bandwidth_and_ring_allreduce_model():
@@ -68,7 +68,7 @@ def test_lab5_trains_every_ddp_size_on_two_gloo_ranks_and_measures_the_allreduce
 
 
 def test_the_runs_worker_trains_every_configuration_in_turn_and_refuses_a_shared_folder(tiny_cfg, capsys):
-    """`python -m hpml_lab.studies.lab5.scaling runs` as a rank runs it, here in one process (world size 1, no
+    """`python -m hpml_lab.studies.lab5.study runs` as a rank runs it, here in one process (world size 1, no
     group): each configuration of the list trained, in order; the launcher refuses two that share a folder."""
     import json
 
@@ -95,7 +95,7 @@ def test_first_activation_matches_the_seeds_back_of_envelope():
 def test_allreduce_fit_recovers_latency_and_bandwidth_and_falls_back_on_noise():
     import pandas as pd
 
-    from hpml_lab.studies.lab5 import scaling
+    from hpml_lab.studies.lab5 import study as scaling
 
     sizes = [1e5, 1e6, 1e7]
     exact = pd.DataFrame(
@@ -153,7 +153,7 @@ def test_link_peak_matches_gpu_names_as_whole_words():
 def test_q1_counts_full_batch_steps_only(tiny_cfg):
     """An epoch of 40 images at batch 16 ends with an 8-image step: it is no step of batch 16, so Q1 leaves it out
     (counted, it read as twice the throughput)."""
-    from hpml_lab.studies.lab5.scaling import compute_sweep
+    from hpml_lab.studies.lab5.study import compute_sweep
 
     q1 = compute_sweep(
         tiny_cfg.replace(task="lab5", subset=40, max_batches=0, batch_size=16), [16], n_images=160
@@ -177,7 +177,7 @@ import pandas as pd  # noqa: E402
 from hpml_lab.config import RunConfig  # noqa: E402
 from hpml_lab.findings import fmt  # noqa: E402
 from hpml_lab.report import notebook  # noqa: E402
-from hpml_lab.studies.lab5 import scaling_answers  # noqa: E402
+from hpml_lab.studies.lab5 import conclusion as lab5_conclusion  # noqa: E402
 
 LAB_SIZES = (32, 128, 512, 2048, 8192)
 
@@ -200,12 +200,12 @@ def _q1(step_times: dict, oom=(), loads=None):
 def test_lab5_q1_partial_while_the_lab_sizes_were_not_all_run():
     """The grader's item: Q1 marked answered with only batch 16 and 32 run."""
     steps = {16: [0.010, 0.0101, 0.0099, 0.0102], 32: [0.040, 0.041, 0.039, 0.0405]}
-    short = scaling_answers.lab5_q1(_q1(steps), LAB_SIZES)
+    short = lab5_conclusion.lab5_q1(_q1(steps), LAB_SIZES)
     assert short.status == "partial" and "larger per-worker batches" in short.missing
     assert short.headline.plain().startswith(
         "Throughput peaks at per-worker batch 16 (1,592 images/s), higher"
     )
-    done = scaling_answers.lab5_q1(_q1(steps, oom=[128]), LAB_SIZES)  # ran until out of memory: answered
+    done = lab5_conclusion.lab5_q1(_q1(steps, oom=[128]), LAB_SIZES)  # ran until out of memory: answered
     assert done.status == "answered" and done.headline.plain().endswith("out of memory at 128.")
     assert "epoch excluding data I/O 3,843 s, extrapolated from 4 timed steps" in done.text
     study_checks.holds([short])
@@ -213,12 +213,12 @@ def test_lab5_q1_partial_while_the_lab_sizes_were_not_all_run():
 
 def test_lab5_q1_sizes_run_one_after_the_other_while_the_load_moved_cannot_be_told_apart():
     steps = {16: [0.010, 0.0101, 0.0099, 0.0102], 32: [0.040, 0.041, 0.039, 0.0405]}
-    moved = scaling_answers.lab5_q1(_q1(steps, loads={16: 0.5, 32: 4.0}), LAB_SIZES)
+    moved = lab5_conclusion.lab5_q1(_q1(steps, loads={16: 0.5, 32: 4.0}), LAB_SIZES)
     assert "cannot be told apart from batch 32" in moved.headline.plain()
     assert "load per core moved between 0.5 and 4" in moved.text
-    unknown = scaling_answers.lab5_q1(_q1(steps, loads={16: float("nan"), 32: 0.5}), LAB_SIZES)
+    unknown = lab5_conclusion.lab5_q1(_q1(steps, loads={16: float("nan"), 32: 0.5}), LAB_SIZES)
     assert "load during them was not recorded" in unknown.text
-    one = scaling_answers.lab5_q1(_q1({16: [0.01] * 4}), LAB_SIZES)
+    one = lab5_conclusion.lab5_q1(_q1({16: [0.01] * 4}), LAB_SIZES)
     assert one.headline.plain().startswith("Only per-worker batch 16 ran") and one.verdict is None
     study_checks.holds([moved])
 
@@ -313,7 +313,7 @@ def _lab5(miss=True, speedups=(1.31, 1.13), four=(3.73, 3.86), loss=1.5, acc=0.4
 
 def _conclude(res):
     res.strong, res.weak = scaling.scaling_tables(res.table, 50_000)  # from the table as the test left it
-    return scaling_answers.conclude(
+    return lab5_conclusion.conclude(
         RunConfig(task="lab5"), SimpleNamespace(n_images=50_000, lab_sizes=LAB_SIZES), res
     )
 
@@ -333,7 +333,7 @@ def test_lab5_model_that_misses_its_own_measurements_is_not_used_for_more_worker
     assert "(31%)" in q2.text and "(42%)" in q2.text and "not stated" in q2.text
     assert q2.status == "partial" and "not used" in q2.missing
     assert "model disagrees" in {f.kind for f in flags}
-    t = scaling_answers.shown(_lab5().table, model_ok=False)
+    t = lab5_conclusion.shown(_lab5().table, model_ok=False)
     four = t[t.workers == 4]
     assert four.speedup.isna().all() and four["model (s)"].notna().all()
     assert set(four.source) == {"scaling model: not used (misses its own measurements)"}
@@ -403,18 +403,18 @@ def test_lab5_notes_are_findings_and_the_notebook_settles_no_argument():
     )
     res.reference, res.reference_fit = scaling.reference_check()
     cfg = RunConfig(task="lab5", max_batches=2)
-    note = scaling_answers.setup_note(cfg, SimpleNamespace(n_images=50_000), res).plain()
+    note = lab5_conclusion.setup_note(cfg, SimpleNamespace(n_images=50_000), res).plain()
     assert "extrapolated to 50,000 images" in note and "Per-worker batch sizes: 16, 32" in note
     assert "Fit over the 1 measured sizes: latency 500 us, busbw 2 GB/s (gloo, 2 processes)." in (
-        scaling_answers.fit_note(res).plain()
+        lab5_conclusion.fit_note(res).plain()
     )
     res.fit = {**res.fit, "method": "largest message (no usable fit)"}
     assert (
-        scaling_answers.fit_note(res)
+        lab5_conclusion.fit_note(res)
         .plain()
         .startswith("No usable fit over the 1 measured sizes: latency 500 us")
     )
-    assert "against the reference's 5.02 s" in scaling_answers.reference_note(res).plain()
+    assert "against the reference's 5.02 s" in lab5_conclusion.reference_note(res).plain()
     nb = Path(__file__).resolve().parents[2] / "notebooks" / "lab5_ddp_scaling.ipynb"
     text = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"])
     assert "settled" not in text and ":.2f" not in text and ":," not in text
@@ -437,8 +437,8 @@ def test_lab5_without_multi_worker_runs_says_every_speedup_is_predicted():
         .headline.plain()
         .startswith("No multi-worker run here. At 32,768 a fixed number of epochs takes 196x")
     )
-    assert scaling_answers.model_misses(res.table) == []
-    assert list(scaling_answers.lr_table(50_000)["steps per epoch"]) == [391, 98, 25, 7, 2]
+    assert lab5_conclusion.model_misses(res.table) == []
+    assert list(lab5_conclusion.lr_table(50_000)["steps per epoch"]) == [391, 98, 25, 7, 2]
     study_checks.holds(answers)
 
 
@@ -535,9 +535,9 @@ def test_lab5_tables_show_the_answers_numbers_and_say_what_holds_data_loading():
     res = _lab5(miss=False)
     answers, _ = _conclude(res)
     nums = {n.name: n for a in answers for n in a.numbers}
-    table = scaling_answers.shown(res.table).set_index(["workers", "per_gpu_batch"])
-    strong = scaling_answers.shown(res.strong).set_index(["global batch", "workers"])
-    weak = scaling_answers.shown(res.weak).set_index(["per-worker batch", "workers"])
+    table = lab5_conclusion.shown(res.table).set_index(["workers", "per_gpu_batch"])
+    strong = lab5_conclusion.shown(res.strong).set_index(["global batch", "workers"])
+    weak = lab5_conclusion.shown(res.weak).set_index(["per-worker batch", "workers"])
     checked = 0
     for name, n in nums.items():
         if m := re.fullmatch(r"(\d) workers x (\d+): speedup", name):
@@ -553,7 +553,7 @@ def test_lab5_tables_show_the_answers_numbers_and_say_what_holds_data_loading():
     assert checked == 4 + 1 + 4  # two speedups timed and two the model's, one strong pair, four weak rows
     assert "1-worker step, data loading included (s)" in weak.columns
     assert weak.loc[(16, 2), "1-worker step, data loading included (s)"] == pytest.approx(200.0 / 3125)
-    q1 = scaling_answers.q1_shown(
+    q1 = lab5_conclusion.q1_shown(
         res.q1.assign(step_s=0.0625, epoch_s_incl_io=200.0)
     )  # as compute_sweep writes
     assert "step, data loading excluded (s)" in q1.columns and "step (s)" not in q1.columns
@@ -588,8 +588,8 @@ def test_lab5_q1_epoch_says_how_it_was_aggregated():
 
 def test_one_gpu_is_said_in_the_singular():
     """The H200 check's lab5 page said "more workers than the 1 GPUs here ... would share them"."""
-    one = scaling_answers._shared(SimpleNamespace(on_gpu=True, workers_here=1, meta={}), 2).plain()
+    one = lab5_conclusion._shared(SimpleNamespace(on_gpu=True, workers_here=1, meta={}), 2).plain()
     assert one == " (more workers than the 1 GPU here: on this machine its processes would share it)"
-    two = scaling_answers._shared(SimpleNamespace(on_gpu=True, workers_here=2, meta={}), 4).plain()
+    two = lab5_conclusion._shared(SimpleNamespace(on_gpu=True, workers_here=2, meta={}), 4).plain()
     assert two == " (more workers than the 2 GPUs here: on this machine its processes would share them)"
-    assert scaling_answers._shared(SimpleNamespace(on_gpu=True, workers_here=2, meta={}), 2) == ""
+    assert lab5_conclusion._shared(SimpleNamespace(on_gpu=True, workers_here=2, meta={}), 2) == ""

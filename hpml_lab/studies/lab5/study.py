@@ -1,14 +1,14 @@
 """Lab 5 scaling study: measured compute time, measured all-reduce bandwidth, DDP runs, and the
 scaling model that predicts the rows this machine cannot run.
 
-    from hpml_lab.studies.lab5 import scaling
+    from hpml_lab.studies.lab5 import study as scaling
     ar = scaling.measure_allreduce([grad_bytes], nproc=2)      # torchrun + gloo (NCCL on GPUs)
     ddp = scaling.run_ddp(cfg, nproc=2)                         # one run under torchrun, read back
     runs, ar = scaling.run_ddp_many([cfg_a, cfg_b], nproc=2)   # one launch, every rank trains both in turn
     scaling.predict_epoch(t_step, n=4, per_gpu_batch=512, n_images=50_000, grad_bytes=..., busbw=...)
 
     # the all-reduce worker torchrun starts (one JSON written by rank 0):
-    torchrun --nproc-per-node=2 -m hpml_lab.studies.lab5.scaling allreduce --bytes 44695848 --out ar.json
+    torchrun --nproc-per-node=2 -m hpml_lab.studies.lab5.study allreduce --bytes 44695848 --out ar.json
 
 The model (Q3): an epoch at n workers and per-worker batch b takes
     steps x (t_compute(b) + t_allreduce(n, G)),  steps = ceil(N / (n b)),
@@ -40,7 +40,7 @@ from ...config import ConfigError, RunConfig, project_root
 from ...device import free_cuda_memory
 from ...io import atomic_write_json
 from ...profiling import repeat_timed, summarize
-from . import N_IMAGES, Settings  # noqa: F401 (the parameters live beside the TASK; scaling.Settings, the notebook's name)
+from . import N_IMAGES, Settings  # noqa: F401 (study.Settings: the notebook's name for the TASK's parameters)
 
 # Reference (HPML Lab 5 as run on 4 V100s): epoch seconds it reported.
 REFERENCE_EPOCHS = [
@@ -179,7 +179,7 @@ def measure_allreduce(
         _torchrun(
             nproc,
             [
-                "hpml_lab.studies.lab5.scaling",
+                "hpml_lab.studies.lab5.study",
                 "allreduce",
                 "--bytes",
                 *map(str, sizes),
@@ -219,7 +219,7 @@ def run_ddp_many(
     with tempfile.TemporaryDirectory() as d:
         spec, out = Path(d) / "runs.json", Path(d) / "allreduce.json"
         spec.write_text(json.dumps([c.to_dict() for c in cfgs]))
-        args = ["hpml_lab.studies.lab5.scaling", "runs", "--configs", str(spec)]
+        args = ["hpml_lab.studies.lab5.study", "runs", "--configs", str(spec)]
         if allreduce:
             args += [
                 "--bytes",
@@ -571,7 +571,7 @@ def reference_check(n_images: int = N_IMAGES) -> tuple[pd.DataFrame, dict[str, f
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = OneLineParser(prog="python -m hpml_lab.studies.lab5.scaling")
+    p = OneLineParser(prog="python -m hpml_lab.studies.lab5.study")
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("allreduce", help="time all-reduce of the given sizes (run under torchrun)")
     a.add_argument("--bytes", type=int, nargs="+", required=True)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, Finding, join, say
+from ...findings import Background, Finding, fmt_in, join, say
 from ...profiling import summarize
 from ...verdict import compare, sample_record
 from .._conclude import dedupe, num, timing_disjoint
@@ -30,7 +30,8 @@ def _load(rec) -> list[float]:
 
 def _workers(w: int) -> Finding:
     return say(
-        "{w} workers", w=Number(f"loader workers: {w}", int(w), "", "setting", source="the run's config")
+        "{w} workers",
+        w=Number(fmt_in("loader workers: {w}", w=int(w)), int(w), "", "setting", source="the run's config"),
     )
 
 
@@ -47,33 +48,39 @@ def bottleneck_answer(res) -> Answer:
     vd = compare(
         list(bn.data_s),
         list(b0.data_s),
-        f"{wn} workers",
-        f"{w0} workers",
+        fmt_in("{w} workers", w=wn),
+        fmt_in("{w} workers", w=w0),
         what="data wait per batch",
         **design,
     )
     vc = compare(
         list(bn.train_s),
         list(b0.train_s),
-        f"{wn} workers",
-        f"{w0} workers",
+        fmt_in("{w} workers", w=wn),
+        fmt_in("{w} workers", w=w0),
         what="copy + compute per batch",
         **design,
     )
-    d0 = num(f"{w0} workers: data wait per batch", b0.data_s, "ms", 1000)
-    dn = num(f"{wn} workers: data wait per batch", bn.data_s, "ms", 1000)
-    c0 = num(f"{w0} workers: copy + compute per batch", b0.train_s, "ms", 1000)
-    cn = num(f"{wn} workers: copy + compute per batch", bn.train_s, "ms", 1000)
+    d0 = num(fmt_in("{w} workers: data wait per batch", w=w0), b0.data_s, "ms", 1000)
+    dn = num(fmt_in("{w} workers: data wait per batch", w=wn), bn.data_s, "ms", 1000)
+    c0 = num(fmt_in("{w} workers: copy + compute per batch", w=w0), b0.train_s, "ms", 1000)
+    cn = num(fmt_in("{w} workers: copy + compute per batch", w=wn), bn.train_s, "ms", 1000)
     share0, sharen = d0.value / (d0.value + c0.value), dn.value / (dn.value + cn.value)
 
     def part(w, d, c, share, n):
         return say(
             "{share} with {w} ({d} of {total})",
-            share=Number(f"{w} workers: data wait share of a batch", 100 * share, "%", "measured", n=n),
+            share=Number(
+                fmt_in("{w} workers: data wait share of a batch", w=w), 100 * share, "%", "measured", n=n
+            ),
             w=_workers(w),
             d=d,
             total=Number(
-                f"{w} workers: data wait + copy + compute per batch", d.value + c.value, "ms", "measured", n=n
+                fmt_in("{w} workers: data wait + copy + compute per batch", w=w),
+                d.value + c.value,
+                "ms",
+                "measured",
+                n=n,
             ),
         )
 
@@ -150,7 +157,7 @@ def checkpoint_answer(res) -> Answer:
         ),
         "x",
         "predicted",
-        source=f"activation bytes per image and the stated budget of {res.budget_note}",
+        source=fmt_in("activation bytes per image and the stated budget of {note}", note=res.budget_note),
     )
     said_gain = say(
         "It allows a {gain} larger batch (predicted from bytes per image), "
@@ -180,34 +187,34 @@ def throughput_findings(res) -> list[Finding]:
         return []
     base_ips = float(t.loc["baseline", "global batch"] / t.loc["baseline", "s/batch"])
     out = []
-    for v in t.index:
-        procs_v = t.loc[v, "processes"] if "processes" in t else 1
+    for variant in t.index:
+        procs_v = t.loc[variant, "processes"] if "processes" in t else 1
         if (
-            v == "baseline" or not procs_v > 1
+            variant == "baseline" or not procs_v > 1
         ):  # a one-process variant is compared by its verdict, not a ratio
             continue
         ratio = Number(
-            f"{v}: throughput vs baseline",
-            float(t.loc[v, "global batch"] / t.loc[v, "s/batch"]) / base_ips,
+            f"{variant}: throughput vs baseline",
+            float(t.loc[variant, "global batch"] / t.loc[variant, "s/batch"]) / base_ips,
             "x",
             "measured",
             n=1,
             source="(global batch / median time per batch) over the baseline's",
         )
         procs = (
-            int(t.loc[v, "processes"])
-            if "processes" in t and t.loc[v, "processes"] == t.loc[v, "processes"]
+            int(t.loc[variant, "processes"])
+            if "processes" in t and t.loc[variant, "processes"] == t.loc[variant, "processes"]
             else 1
         )
         if procs > 1 and ratio.value > procs:  # a parallel method's gain is bounded by its processes
-            loads = [x for r in (res.workers[max(res.workers)], res.variants.get(v)) for x in _load(r)]
-            p = Number(f"{v}: processes", procs, "", "setting", source="the run's processes")
+            loads = [x for r in (res.workers[max(res.workers)], res.variants.get(variant)) for x in _load(r)]
+            p = Number(f"{variant}: processes", procs, "", "setting", source="the run's processes")
             text = (
                 "{v} ran at {ratio} the baseline's images per second with {p} processes: more than {p} processes "
                 "can give by running side by side, so the excess is not the method's doing; the runs were made one "
                 "after the other"
             )
-            slots = {"v": v, "ratio": ratio, "p": p}
+            slots = {"v": variant, "ratio": ratio, "p": p}
             if len(loads) == 2:
                 text += " (load per core {la} and {lb} at their starts)"
                 lsrc = "the machine's load average per core when each run started"
@@ -215,7 +222,9 @@ def throughput_findings(res) -> list[Finding]:
                     "la": Number(
                         "baseline: load per core at start", loads[0], "", "measured", n=1, source=lsrc
                     ),
-                    "lb": Number(f"{v}: load per core at start", loads[1], "", "measured", n=1, source=lsrc),
+                    "lb": Number(
+                        f"{variant}: load per core at start", loads[1], "", "measured", n=1, source=lsrc
+                    ),
                 }
             out.append(say(text + ".", **slots).up())
         else:  # one run each, one after the other: no verdict, and the baseline's loader workers share its cores
@@ -224,7 +233,7 @@ def throughput_findings(res) -> list[Finding]:
                     "{v} ran at {ratio} the baseline's images per second, one run each, made one after the other "
                     "(no verdict); the baseline ran with {w} loader workers, which take cores from its own training "
                     "step, so the ratio is not the method's alone.",
-                    v=v,
+                    v=variant,
                     ratio=ratio,
                     w=Number(
                         "baseline: loader workers",
@@ -272,26 +281,36 @@ def epochs_answer(res) -> Answer:
         **{k: v for k, v in res.variants.items() if v is not None},
     }
     items, gaps = [], []
-    for n in t.index:
+    for variant in t.index:
         est = Number(
-            f"{n}: estimated epoch", float(t.loc[n, "estimated epoch (s)"]), "s", "predicted", source=src
+            f"{variant}: estimated epoch",
+            float(t.loc[variant, "estimated epoch (s)"]),
+            "s",
+            "predicted",
+            source=src,
         )
-        act = Number(f"{n}: actual epoch", float(t.loc[n, "actual epoch (s)"]), "s", "measured", n=1)
+        act = Number(
+            f"{variant}: actual epoch", float(t.loc[variant, "actual epoch (s)"]), "s", "measured", n=1
+        )
         if act.value > 0:
             gaps.append(abs(act.value - est.value) / act.value)
-        slots = {"n": n, "est": est, "act": act}
+        slots = {"n": variant, "est": est, "act": act}
         text = "{n}: estimate {est} against actual {act}"
-        rec = runs.get(n)
+        rec = runs.get(variant)
         if rec is not None:
             last = _last_epoch(rec)
             slots["first"] = Number(
-                f"{n}: first batch's data wait, last epoch", float(last.data_s.iloc[0]), "s", "measured", n=1
+                f"{variant}: first batch's data wait, last epoch",
+                float(last.data_s.iloc[0]),
+                "s",
+                "measured",
+                n=1,
             )
             text += " (its first batch waited {first} for the loader)"
-            full = int(t.loc[n, "global batch"])
+            full = int(t.loc[variant, "global batch"])
             if "images" in last and int(last.images.iloc[-1]) < full:
                 slots["part"] = Number(
-                    f"{n}: images in the last batch",
+                    f"{variant}: images in the last batch",
                     int(last.images.iloc[-1]),
                     "",
                     "counted",

@@ -1,7 +1,9 @@
 """What the memory report concludes, computed from memory.MemoryResult: activation memory against depth (RevNet),
 what checkpointing saves with its recomputation's working set counted, what each saving costs in time (verdicts
 over interleaved rounds), whether both networks trained; and the tables the report shows, built the same way.
-"""
+
+Why one module of about 700 lines: the four answers and the tables beside them share their Numbers
+(peak_share, working_set, the cost verdicts), so a table cannot state a number its answer does not."""
 
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ import pandas as pd
 from ... import sanity
 from ...answers import Answer, Number
 from ...data import classes_of
-from ...findings import Background, Finding, fmt, fmt_value, join, say
+from ...findings import Background, Finding, fmt_in, fmt_value, join, say
 from ...verdict import compare
-from .._conclude import dedupe
+from .._conclude import dedupe, span
 
 # the memory task's lab settings: the reference's table is at batch 8 with its adjusted ResNet-18; the rest as Lab 2
 COUNTED = "bytes of the tensors autograd saves for backward, counted over one forward pass"
@@ -376,7 +378,7 @@ def peak_findings(checked: list) -> tuple[Finding, Finding]:
         100 * PEAK_MARGIN,
         "%",
         "setting",
-        source="memory_answers.PEAK_MARGIN (one peak, no spread)",
+        source="memory.conclusion.PEAK_MARGIN (one peak, no spread)",
     )
     items = say(
         "Measured share of the plain network's peak against the predicted share: {items}.",
@@ -473,29 +475,19 @@ def cost_answer(res) -> Answer:
         got = groups[key]
         if not got:
             continue
-        ratios = sorted(
-            (
-                Number(
-                    f"{m}: time vs plain",
-                    v.ratio if key == "slower" else 1 / v.ratio,
-                    "x",
-                    "measured",
-                    n=min(v.n_a, v.n_b),
-                    source="ratio of medians, the slower over the faster",
-                )
-                for m, v in got
-            ),
-            key=lambda x: x.value,
-        )
+        ratios = [
+            Number(
+                f"{model}: time vs plain",
+                v.ratio if key == "slower" else 1 / v.ratio,
+                "x",
+                "measured",
+                n=min(v.n_a, v.n_b),
+                source="ratio of medians, the slower over the faster",
+            )
+            for model, v in got
+        ]
         k = _count(f"cost comparisons: memory-saving network {word}", len(got))
-        one = len(ratios) == 1 or fmt(ratios[0]) == fmt(
-            ratios[-1]
-        )  # a range of one shown value is that value
-        part = (
-            say("{k} {word} ({x})", k=k, word=word, x=ratios[-1])
-            if one
-            else say("{k} {word} ({lo} to {hi})", k=k, word=word, lo=ratios[0], hi=ratios[-1])
-        )
+        part = say("{k} {word} ({span})", k=k, word=word, span=span(ratios))
         # a count of the verdicts' own outcomes, in their words: the statement of those verdicts (data-verdict)
         parts.append(part.marked("cost: " + ", ".join(m for m, _ in got)))
     if groups["tie"]:
@@ -544,13 +536,13 @@ def cost_against_prediction(verdicts: dict) -> Finding | None:
     interval (too few rounds)."""
     pred = extra_forward()
     sides: dict[str, list] = {"above": [], "below": [], "within": []}
-    for m, v in verdicts.items():
+    for model, v in verdicts.items():
         if not (math.isfinite(v.ci_low) and math.isfinite(v.ci_high)):
             continue
         side = "above" if v.ci_low > pred.value else "below" if v.ci_high < pred.value else "within"
         sides[side].append(
             Number(
-                f"{m}: time vs plain, against the prediction",
+                f"{model}: time vs plain, against the prediction",
                 v.ratio,
                 "x",
                 "measured",
@@ -565,12 +557,6 @@ def cost_against_prediction(verdicts: dict) -> Finding | None:
         "cost comparisons with an interval", checked, "", "counted", source="verdicts with an interval"
     )
 
-    def span(ratios: list) -> Finding:
-        ratios = sorted(ratios, key=lambda x: x.value)
-        if len(ratios) == 1 or fmt(ratios[0]) == fmt(ratios[-1]):
-            return say("{x}", x=ratios[-1])
-        return say("{lo} to {hi}", lo=ratios[0], hi=ratios[-1])
-
     if not sides["above"] and not sides["below"]:
         return say(
             "Each of the {n} measured costs is consistent with the one extra forward predicted ({pred}): every "
@@ -582,7 +568,11 @@ def cost_against_prediction(verdicts: dict) -> Finding | None:
         say(
             "{k} of {n} networks: {span}, each interval " + where + " it",
             k=Number(
-                f"cost comparisons {key} the prediction", len(sides[key]), "", "counted", source="verdicts"
+                fmt_in("cost comparisons {side} the prediction", side=key),
+                len(sides[key]),
+                "",
+                "counted",
+                source="verdicts",
             ),
             n=n,
             span=span(sides[key]),

@@ -1,9 +1,13 @@
-"""What the Lab 5 report concludes, computed from scaling.Lab5Result: Q1 (best per-worker batch, verdicts over runs
-made one after the other, with the machine's load of each), Q2 (speedups measured where workers exist; the scaling
-model's predictions only where it agrees with its own measurements), Q3 (compute vs communication), Q4 (the large
-batch, judged against chance), the short answers, and the flags that apply. Every number a sentence states is a
-Number of the record, bound to a template (hpml_lab.findings).
-"""
+"""What the Lab 5 report concludes, computed from study.Lab5Result: Q1 (best per-worker batch, verdicts over
+runs made one after the other, with the machine's load of each), Q2 (speedups measured where workers exist;
+the scaling model's predictions only where it agrees with its own measurements), Q3 (compute vs
+communication), Q4 (the large batch, judged against chance), the short answers, and the flags that apply.
+Every number a sentence states is a Number of the record, bound to a template (hpml_lab.findings).
+
+Why one module of about 1,000 lines: Lab 5 asks seven questions, and each answer shares its labels (workers_n,
+batch_n), MODEL_MARGIN and its numbers (strong_numbers, weak_numbers) with the tables and notes the page shows
+beside it (shown, q1_shown, fit_note); kept together, a table cannot state a number its answer does not, and
+make test's coverage of conclusions reads them as one."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import pandas as pd
 from ... import sanity
 from ...answers import Answer, Number
 from ...data import classes_of
-from ...findings import Background, Finding, join, say
+from ...findings import Background, Finding, fmt_in, join, say
 from ...profiling import summarize
 from ...verdict import compare, sample_record
 from .._conclude import dedupe, num
@@ -25,11 +29,19 @@ LARGEST_GLOBAL = 32_768  # Q4: 4 GPUs x per-GPU batch 8,192
 
 
 def workers_n(n: int) -> Number:
-    return Number(f"workers: {int(n)}", int(n), "", "setting", source="processes of the run (one per worker)")
+    return Number(
+        fmt_in("workers: {n}", n=int(n)),
+        int(n),
+        "",
+        "setting",
+        source="processes of the run (one per worker)",
+    )
 
 
 def batch_n(b: int) -> Number:
-    return Number(f"per-worker batch {int(b)}", int(b), "", "setting", source="the run's batch per worker")
+    return Number(
+        fmt_in("per-worker batch {b}", b=int(b)), int(b), "", "setting", source="the run's batch per worker"
+    )
 
 
 def _workers(n: int) -> Finding:
@@ -68,8 +80,8 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
         b: compare(
             samples[top],
             samples[b],
-            f"batch {top}",
-            f"batch {b}",
+            fmt_in("batch {b}", b=top),
+            fmt_in("batch {b}", b=b),
             lower_is_better=False,
             what="throughput per step",
             interleaved=False,
@@ -80,7 +92,7 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
         if b != top
     }
     tied = [b for b, v in verdicts.items() if v.outcome != "better"]
-    thr = num(f"batch {top}: throughput per step", samples[top], "images/s")
+    thr = num(fmt_in("batch {b}: throughput per step", b=top), samples[top], "images/s")
     if not verdicts:
         head = say(
             "Only per-worker batch {b} ran ({thr} median): nothing to compare it with",
@@ -111,7 +123,9 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
     details = [
         say(
             "{v}.",
-            v=v.finding(f"Q1: batch {top} vs {b}", label_a=_batch(top), label_b=_batch(b)),
+            v=v.finding(
+                fmt_in("Q1: batch {top} vs {b}", top=top, b=b), label_a=_batch(top), label_b=_batch(b)
+            ),
         )
         for b, v in verdicts.items()
     ] + [
@@ -120,14 +134,14 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
             "steps, so not the images per second of the median throughput above).",
             b=batch_n(r.per_gpu_batch),
             e=Number(
-                f"batch {int(r.per_gpu_batch)}: epoch excl. I/O",
+                fmt_in("batch {b}: epoch excl. I/O", b=r.per_gpu_batch),
                 float(r.epoch_s_excl_io),
                 "s",
                 "predicted",
                 source="mean step time x steps per epoch",
             ),
             k=Number(
-                f"batch {int(r.per_gpu_batch)}: timed steps",
+                fmt_in("batch {b}: timed steps", b=r.per_gpu_batch),
                 int(r.batches_timed),
                 "",
                 "counted",
@@ -175,23 +189,27 @@ def model_misses(t: pd.DataFrame, margin: float = MODEL_MARGIN) -> list[Finding]
     more than `margin`, said with both numbers and the miss."""
     out = []
     for r in missed_rows(t, margin).itertuples():
-        at = f"{int(r.workers)} workers x {int(r.per_gpu_batch)}"
+        label_at = fmt_in("{n} workers x {b}", n=r.workers, b=r.per_gpu_batch)
         out.append(
             say(
                 "{at}: model {p} against {m} from timed steps ({miss})",
                 at=_at(r.workers, r.per_gpu_batch),
                 p=Number(
-                    f"{at}: model's epoch", float(r.predicted_s), "s", "predicted", source="scaling model"
+                    f"{label_at}: model's epoch",
+                    float(r.predicted_s),
+                    "s",
+                    "predicted",
+                    source="scaling model",
                 ),
                 m=Number(
-                    f"{at}: epoch from timed steps",
+                    f"{label_at}: epoch from timed steps",
                     float(r.measured_s),
                     "s",
                     "predicted",
                     source="timed step time x steps per epoch",
                 ),
                 miss=Number(
-                    f"{at}: model vs timed",
+                    f"{label_at}: model vs timed",
                     100 * float(abs(r.predicted_s / r.measured_s - 1)),
                     "%",
                     "predicted",
@@ -203,7 +221,7 @@ def model_misses(t: pd.DataFrame, margin: float = MODEL_MARGIN) -> list[Finding]
 
 
 def margin_number() -> Number:
-    return Number("model margin", 100 * MODEL_MARGIN, "%", "setting", source="scaling_answers.MODEL_MARGIN")
+    return Number("model margin", 100 * MODEL_MARGIN, "%", "setting", source="lab5.conclusion.MODEL_MARGIN")
 
 
 def step_samples(rec, global_batch: int) -> list[float]:
@@ -230,7 +248,7 @@ def speedup_verdicts(res) -> dict[tuple[int, int], tuple]:
             compare(
                 xa,
                 xb,
-                f"{n} workers",
+                fmt_in("{n} workers", n=n),
                 "1 worker",
                 what="compute per step and worker",
                 interleaved=False,
@@ -262,18 +280,18 @@ def beyond_bound(res, meas: pd.DataFrame) -> list[Finding]:
         }
         if la and lb:
             lsrc = "the machine's load average per core when each run started"
-            at = f"{int(r.workers)} workers x {int(r.per_gpu_batch)}"
+            label_at = fmt_in("{n} workers x {b}", n=r.workers, b=r.per_gpu_batch)
             text += " (load per core {la} and {lb} at their starts)"
             slots |= {
                 "la": Number(
-                    f"batch {int(r.per_gpu_batch)}: 1-worker load per core",
+                    fmt_in("batch {b}: 1-worker load per core", b=r.per_gpu_batch),
                     la[0],
                     "",
                     "measured",
                     n=1,
                     source=lsrc,
                 ),
-                "lb": Number(f"{at}: load per core", lb[0], "", "measured", n=1, source=lsrc),
+                "lb": Number(f"{label_at}: load per core", lb[0], "", "measured", n=1, source=lsrc),
             }
         out.append(say(text + ".", **slots))
     return out
@@ -303,9 +321,13 @@ def _shared(res, n) -> Finding | str:
 
 
 def _speedup(r, how: str) -> Number:
-    at = f"{int(r.workers)} workers x {int(r.per_gpu_batch)}"
+    label_at = fmt_in("{n} workers x {b}", n=r.workers, b=r.per_gpu_batch)
     return Number(
-        f"{at}: speedup", float(r.speedup), "x", "predicted", source="1-worker epoch / this epoch, " + how
+        f"{label_at}: speedup",
+        float(r.speedup),
+        "x",
+        "predicted",
+        source="1-worker epoch / this epoch, " + how,
     )
 
 
@@ -349,7 +371,7 @@ def lab5_q2(res) -> Answer:
         say(
             "{v}.",
             v=v.finding(
-                f"Q2: {n} workers vs 1 at batch {b}",
+                fmt_in("Q2: {n} workers vs 1 at batch {b}", n=n, b=b),
                 label_a=_at(n, b),
                 label_b=_at(1, b),
             ),
@@ -412,7 +434,9 @@ def lab5_q2(res) -> Answer:
                             say(
                                 "{p} with {at} (timed steps: {m})",
                                 p=Number(
-                                    f"{int(r.workers)} workers x {int(r.per_gpu_batch)}: model's speedup",
+                                    fmt_in(
+                                        "{n} workers x {b}: model's speedup", n=r.workers, b=r.per_gpu_batch
+                                    ),
                                     float(one[r.per_gpu_batch] / r.predicted_s),
                                     "x",
                                     "predicted",
@@ -470,7 +494,7 @@ def strong_numbers(res, model_ok: bool = True) -> dict[tuple[int, int], Number]:
                 "extrapolated from timed steps" if src == "measured" else "the n-worker epoch from the model"
             )
             out[(n, big)] = Number(
-                f"strong scaling, {n} workers at global batch {big}: speedup",
+                fmt_in("strong scaling, {n} workers at global batch {big}: speedup", n=n, big=big),
                 float(r["speedup"]),
                 "x",
                 "predicted",
@@ -489,7 +513,7 @@ def weak_numbers(res, model_ok: bool = True) -> dict[tuple[int, int], Number]:
         if usable(src, model_ok) and math.isfinite(float(r["efficiency"])):
             how = "extrapolated from timed steps" if src == "measured" else "the n-worker step from the model"
             out[(n, b)] = Number(
-                f"weak scaling, {n} workers x {b}: efficiency",
+                fmt_in("weak scaling, {n} workers x {b}: efficiency", n=n, b=b),
                 float(r["efficiency"]),
                 "",
                 "predicted",
@@ -541,7 +565,11 @@ def scaling_kinds(res, model_ok: bool = True) -> list[Finding]:
                             s=x,
                             w=_workers(n),
                             b=Number(
-                                f"global batch {big}", big, "", "setting", source="per-worker batch x workers"
+                                fmt_in("global batch {big}", big=big),
+                                big,
+                                "",
+                                "setting",
+                                source="per-worker batch x workers",
                             ),
                         )
                         for (n, big), x in strong.items()
@@ -586,25 +614,25 @@ def lab5_q3(res) -> Answer:
     )
     items = []
     for r in rows.itertuples():
-        at = f"{int(r.workers)} workers x {int(r.per_gpu_batch)}"
+        label_at = fmt_in("{n} workers x {b}", n=r.workers, b=r.per_gpu_batch)
         src = "as in Q2" if r.source == "measured" else "the scaling model"
         parts = {
             "at": _at(r.workers, r.per_gpu_batch),
             "c": Number(
-                f"{at}: compute per epoch",
+                f"{label_at}: compute per epoch",
                 float(r.compute_s),
                 "s",
                 "predicted",
                 source="Q1's step time x steps",
             ),
             "a": Number(
-                f"{at}: all-reduce per epoch",
+                f"{label_at}: all-reduce per epoch",
                 float(r.comm_s),
                 "s",
                 "predicted",
                 source=ar_model,
             ),
-            "e": Number(f"{at}: epoch", float(r.epoch_s), "s", "predicted", source=src),
+            "e": Number(f"{label_at}: epoch", float(r.epoch_s), "s", "predicted", source=src),
         }
         rest = 1 - float((r.compute_s + r.comm_s) / r.epoch_s)
         if (
@@ -621,7 +649,7 @@ def lab5_q3(res) -> Answer:
                 say(
                     "{at}: compute {c} and all-reduce {a} of an epoch of {e}; {u} of it neither explains",
                     u=Number(
-                        f"{at}: unexplained share",
+                        f"{label_at}: unexplained share",
                         100 * rest,
                         "%",
                         "predicted",
@@ -636,7 +664,7 @@ def lab5_q3(res) -> Answer:
                     "{at}: compute {c} and all-reduce {a} add up to {over} more than its epoch of {e}, so they do "
                     "not split it (Q1's step time and this run were timed one after the other)",
                     over=Number(
-                        f"{at}: compute + all-reduce over the epoch",
+                        f"{label_at}: compute + all-reduce over the epoch",
                         -100 * rest,
                         "%",
                         "predicted",
@@ -725,8 +753,8 @@ def lab5_q4(cfg, settings, res) -> Answer:
             "Q4: largest global batch run", int(gb), "", "setting", source="the largest DDP run here"
         ),
         "k": Number("Q4: epochs run", int(ep.epoch), "", "counted", source="the run's last epoch"),
-        "loss": Number(f"global batch {gb}: loss", float(ep.loss), "", "measured", n=1),
-        "acc": Number(f"global batch {gb}: top-1", 100 * float(ep.acc), "%", "measured", n=1),
+        "loss": Number(fmt_in("global batch {gb}: loss", gb=gb), float(ep.loss), "", "measured", n=1),
+        "acc": Number(fmt_in("global batch {gb}: top-1", gb=gb), 100 * float(ep.acc), "%", "measured", n=1),
         "chance_loss": Number(
             "chance loss", sanity.chance_loss(classes), "", "predicted", source="ln classes"
         ),
@@ -907,7 +935,7 @@ def fit_note(res) -> Finding:
     """The all-reduce fit in one sentence: latency, bus bandwidth, backend and processes."""
     unfitted = (
         res.fit["method"] != "fit"
-    )  # scaling.fit_allreduce fell back on the largest and smallest messages
+    )  # study.fit_allreduce fell back on the largest and smallest messages
     return say(
         "No usable fit over the {k} measured sizes: latency {lat} from the smallest message, busbw {bw} from the "
         "largest ({backend}, {p} processes)."

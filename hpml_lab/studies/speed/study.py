@@ -1,8 +1,8 @@
 """The speed ladder's rungs and their measurement: each rung is the one before with one more optimisation.
 
-    from hpml_lab.studies.speed import ladder
-    rungs = ladder.plan(cfg, settings, device)       # [Rung(name, label, change, cfg, skipped), ...]
-    result = ladder.measure(rungs, settings, device)  # a Ladder: one row per rung, the samples, the meta
+    from hpml_lab.studies.speed import study
+    rungs = study.plan(cfg, settings, device)       # [Rung(name, label, change, cfg, skipped), ...]
+    result = study.measure(rungs, settings, device)  # a Ladder: one row per rung, the samples, the meta
 
 The rungs, cumulative (each keeps everything the rungs before it turned on):
 

@@ -1,7 +1,7 @@
 """The data-loading study: one image per file, simulated storage latency, four ways to load batches.
 
     hpml-lab run dataloading                       # notebooks/dataloading.ipynb, smoke profile
-    from hpml_lab.studies.dataloading.dataloading_study import study
+    from hpml_lab.studies.dataloading.study import study
     rows, meta = study(cfg, latencies_ms=(0, 5, 20, 50))
 
 After "Profiling and improving the PyTorch DataLoader for high-latency storage" (Svogor et al.,

@@ -1,7 +1,7 @@
 """Lab 2 written questions Q1 to Q4, answered by inspecting the model and real optimizers.
 
     hpml-lab run questions
-    from hpml_lab.studies.questions import questions_study as questions
+    from hpml_lab.studies.questions import study as questions
     questions.answers("resnet18")     # a DataFrame: question, quantity, value, how it was counted
 
 Q1 conv layers (convention stated: main-path 3x3 convs vs 1x1 projection shortcuts),

@@ -1,0 +1,217 @@
+"""What the C2 report concludes: data-loading, training and total time per epoch, the first epoch kept out of
+the summary; whether that first epoch took longer; the first step of each epoch against the rest; its epoch
+table.
+
+    from hpml_lab.studies.c2 import conclusion
+    answers, flags = conclusion.conclude(cfg, run)     # run: results.Run of hpml_lab.train
+    conclusion.epoch_table(run.epochs, disjoint)       # the per-epoch times as the report shows them
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ... import sanity
+from ...answers import Answer, Number
+from ...findings import Background, Finding, say
+from ...flops import peak_number
+from ...results import drop_warmup
+from ...verdict import compare, sample_record
+from .._conclude import counted, num, training_flags
+from ..lab2_conclusion import timing_disjoint
+
+
+def busy_peak_note(fl: dict, machine: dict | None) -> Finding | None:
+    """The caveat an MFU needs when its peak was measured on a busy machine (or its load is unknown)."""
+    peak_load = (fl or {}).get("machine") or machine
+    if sanity.busy(peak_load):
+        return say(
+            "The peak was measured while the machine was busy, so this share is uncertain: a peak measured at "
+            "another load gives another share"
+        )
+    return None
+
+
+def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
+    """Data-loading, training and total time per epoch, the first epoch kept out of the summary; whether that first
+    epoch took longer, said only when the later epochs were steady; the first step of each epoch against the rest
+    (a verdict); the causes a small CPU usually has, as background."""
+    ep = run.epochs
+    steady = drop_warmup(ep)
+    flags = training_flags(cfg, run.batches, ep, run.meta)
+    few = sanity.too_few(len(steady), "epochs after warm-up")
+    if few:
+        flags.append(few)
+    data = num("data loading per epoch", steady["data_s"], "s")
+    train = num("training per epoch", steady["train_s"], "s")
+    total = num("total per epoch", steady["total_s"], "s")
+    share = Number(
+        "data-loading share of the epoch",
+        float(100 * steady["data_s"].sum() / steady["total_s"].sum()),
+        "%",
+        "measured",
+        n=len(steady),
+    )
+    other = Number(
+        "other share of the epoch (neither timer)",
+        float(
+            100 * (steady["total_s"] - steady["data_s"] - steady["train_s"]).sum() / steady["total_s"].sum()
+        ),
+        "%",
+        "measured",
+        n=len(steady),
+    )
+    which = (
+        say("the one epoch after the first")
+        if len(steady) == 1
+        else say("median of the {n} after the first", n=counted("epochs after the first", len(steady)))
+    )
+    head = say("Waiting for data takes {share} of an epoch (the times are below)", share=share)
+    details = [
+        say(
+            "Per epoch ({which}): data loading {data}, training {train}, total {total}",
+            which=which,
+            data=data,
+            train=train,
+            total=total,
+        ),
+        say("The rest of the epoch, {other}, is time outside both timers (the loop's own work)", other=other)
+        if timing_disjoint(cfg, run.meta)
+        # the GPU's steps overlap the host's wait for data: no rest of the epoch is theirs to split
+        else say(
+            "Data loading and training overlap on this GPU (no synchronize between steps, sync_each_step off), "
+            "so the epoch is not their sum and no rest of it is stated"
+        ),
+    ]
+    background = [
+        Background(
+            "A first epoch often holds one-time costs (worker start-up, allocator growth, kernel selection), which "
+            "is why every summary here leaves it out."
+        )
+    ]
+    fl = (run.meta or {}).get("flops")
+    if fl and "mfu" in steady:
+        peak = peak_number(fl)  # the machine's one peak, as the environment table states it
+        mfu = num("training compute, share of this device's peak", steady["mfu"], "%", 100)
+        details.append(
+            say(
+                "The training compute reached {mfu} of this device's peak; {peak} is that peak, not the rate "
+                "training ran at",
+                mfu=mfu,
+                peak=peak,
+            )
+        )
+        if mfu.value > 100:
+            details.append(say("That is more than the whole peak: the peak was measured under another load"))
+            background.append(
+                Background(
+                    "A share above the whole peak means the peak was measured while the machine was busier than "
+                    "during training: read it as near this CPU's own matrix-product speed."
+                )
+            )
+        note = busy_peak_note(fl, (run.meta or {}).get("machine"))
+        if note is not None:
+            details.append(note)
+    details += warmup_findings(ep)
+    step, verdict = first_step_finding(run.batches), None
+    if step is not None:
+        details.append(step)
+        sv, rest, firsts = first_step_verdict(run.batches)
+        verdict = {"first_step": sample_record(sv, rest, firsts)}
+    if (
+        step is not None and cfg.num_workers > 0
+    ):  # with no worker process there is no worker start-up to explain
+        background.append(
+            Background(
+                "On a small CPU the loader's worker processes start at each epoch and share the cores with "
+                "training, so part of their start-up can land in the first step's training time."
+            )
+        )
+    return [
+        Answer(
+            "C2: data-loading, training and total time per epoch", head, details, background, verdict=verdict
+        )
+    ], flags
+
+
+STEADY_SPREAD = 1.1  # later epochs whose longest is more than this times the shortest are not steady
+
+
+def warmup_findings(ep: pd.DataFrame) -> list[Finding]:
+    """Whether the first epoch took longer, as far as the data show it: said only when the later epochs were steady
+    (a climbing load makes later epochs longer, and a warm-up then cannot be seen)."""
+    if len(ep) < 2:
+        return []
+    later = list(ep.iloc[1:].total_s)
+    first = Number("first epoch", float(ep.iloc[0].total_s), "s", "measured", n=1)
+    lo = Number("shortest later epoch", float(min(later)), "s", "measured", n=1)
+    hi = Number("longest later epoch", float(max(later)), "s", "measured", n=1)
+    if first.value > hi.value:  # single values side by side, no verdict: "took longer than each"
+        return [
+            say("The first epoch took {first}, longer than each later one (at most {hi})", first=first, hi=hi)
+        ]
+    if len(later) > 1 and hi.value > STEADY_SPREAD * lo.value:
+        return [
+            say(
+                "The first epoch took {first}, but the later epochs were not steady ({lo} to {hi}), so this run "
+                "cannot show whether the first holds a warm-up",
+                first=first,
+                lo=lo,
+                hi=hi,
+            )
+        ]
+    span = say("{lo}", lo=lo) if len(later) == 1 else say("{lo} to {hi}", lo=lo, hi=hi)
+    return [
+        say(
+            "The first epoch took {first}, no longer than the later ones ({span}): no warm-up shows in this run",
+            first=first,
+            span=span,
+        )
+    ]
+
+
+def first_step_verdict(batches: pd.DataFrame):
+    """Each epoch's first training step against the later steps: (verdict, later steps, first steps)."""
+    firsts = list(batches.groupby("epoch")["train_s"].first())
+    rest = list(batches[batches.groupby("epoch").cumcount() > 0]["train_s"])
+    v = compare(  # each epoch's first step and its later steps take turns, so the load hits both alike
+        rest,
+        firsts,
+        "a later step",
+        "an epoch's first step",
+        what="training time per step",
+        interleaved=True,
+    )
+    return v, rest, firsts
+
+
+def first_step_finding(batches: pd.DataFrame) -> Finding | None:
+    """Each epoch's first training step against the later steps, as its verdict states it: a comparison within
+    epochs (per step), which the per-epoch warm-up sentence does not contradict; no table shows per-step times."""
+    if not (batches.groupby("epoch").cumcount() > 0).any():
+        return None
+    v, _, _ = first_step_verdict(batches)
+    return say(
+        "Within each epoch, per step (medians over the run's steps; a comparison of steps, not of whole epochs, "
+        "and no table here shows it): {v}",
+        v=v.finding("C2 first step"),
+    )
+
+
+def epoch_table(epochs: pd.DataFrame, disjoint: bool = True) -> pd.DataFrame:
+    """C2's per-epoch times as the report shows them; the rest of the epoch (total - data - training) only where
+    the two intervals are disjoint (timing_disjoint), since where they overlap it is no part of the epoch."""
+    ep = epochs.assign(other_s=epochs["total_s"] - epochs["data_s"] - epochs["train_s"])
+    cols = ["epoch", "batches", "images", "data_s", "train_s", *(["other_s"] if disjoint else []), "total_s"]
+    cols += ["images_per_s", "tflops", "mfu"]
+    return ep[[c for c in cols if c in ep]].rename(
+        columns={
+            "data_s": "data loading (s)",
+            "train_s": "training (s)",
+            "other_s": "other (s)",
+            "total_s": "total (s)",
+            "images_per_s": "images/s",
+            "tflops": "TFLOP/s (training)",
+            "mfu": "share of device peak",
+        }
+    )

@@ -1,0 +1,72 @@
+"""C4's figure: median data-loading, compute and other seconds per epoch for each worker count compared.
+
+from hpml_lab.studies.c4 import figure
+fig = figure.phase_bars(out.summary, "num_workers", "DataLoader workers")
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ...plots import bars_inside, legend_outside
+from ...sanity import MIN_SAMPLES
+
+
+def phase_bars(summary: pd.DataFrame, by: str, xlabel: str, disjoint: bool = True) -> plt.Figure:
+    """C4: median data-loading / compute / other seconds per group (steady epochs), stacked where the two
+    intervals are disjoint (lab2_conclusion.timing_disjoint); where they can overlap (a GPU without a
+    synchronize after each step), data loading, compute and the total side by side."""
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    x = summary[by].astype(str)
+    if disjoint:
+        other = (summary["total_median_s"] - summary["data_median_s"] - summary["train_median_s"]).clip(
+            lower=0
+        )
+        ax.bar(x, summary["data_median_s"], color="#d95f02", label="data loading (waiting on loader)")
+        ax.bar(
+            x,
+            summary["train_median_s"],
+            bottom=summary["data_median_s"],
+            color="#1b9e77",
+            label="compute (copy+fwd+bwd+step)",
+        )
+        ax.bar(
+            x,
+            other,
+            bottom=summary["data_median_s"] + summary["train_median_s"],
+            color="#bbbbbb",
+            label="other",
+        )
+        totals = list(range(len(x)))
+    else:
+        pos = range(len(summary))
+        parts = (
+            ("data_median_s", "data loading (waiting on loader)", "#d95f02"),
+            ("train_median_s", "compute (copy+fwd+bwd+step, on the GPU)", "#1b9e77"),
+            ("total_median_s", "whole epoch (the two can overlap: not stacked)", "#7570b3"),
+        )
+        for k, (col, label, color) in enumerate(parts):
+            ax.bar([p + (k - 1) * 0.27 for p in pos], summary[col], width=0.27, label=label, color=color)
+        ax.set_xticks(list(pos), list(x))
+        totals = [p + 0.27 for p in pos]
+    spread = summary["n"] >= MIN_SAMPLES  # a min-max range of fewer epochs is no spread: no caps
+    if spread.any():
+        ax.errorbar(
+            [t for t, keep in zip(totals, spread) if keep],
+            summary.loc[spread, "total_median_s"],
+            yerr=[
+                (summary["total_median_s"] - summary["total_min_s"])[spread],
+                (summary["total_max_s"] - summary["total_median_s"])[spread],
+            ],
+            fmt="none",
+            color="k",
+            capsize=4,
+        )
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"median seconds per epoch (n={int(summary['n'].min())} epochs)")
+    bars_inside(ax)
+    legend_outside(ax)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,79 @@
+"""What the C5 report concludes: epoch time on each device present, and a GPU-vs-CPU verdict only where both
+ran.
+
+from hpml_lab.studies.c5 import conclusion
+answers, flags = conclusion.conclude(cfg, out)     # out: study.C5Result
+"""
+
+from __future__ import annotations
+
+from ... import sanity
+from ...answers import Answer
+from ...findings import Background, say
+from ...results import drop_warmup
+from ...verdict import sample_record
+from .._conclude import busy_of, compare_configs, dedupe, loads_by, num, setting, steady_batches
+
+DEVICE_LABELS = {"cpu": "CPU", "cuda": "GPU"}
+
+
+def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
+    """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU); the
+    devices ran one after the other, which the verdict knows."""
+    ep = out.epochs
+    flags: list = [busy_of(out)]
+    said = []  # one sentence per device, the CPU's first: each names its own device
+    for device, g in sorted(ep.groupby("device", sort=False), key=lambda x: x[0] != "cpu"):
+        label = DEVICE_LABELS.get(str(device), str(device))
+        trend = sanity.trend(list(g["total_s"]), label=str(device))
+        steady = drop_warmup(g)
+        flags += [trend, sanity.too_few(len(steady), f"{device} epochs after warm-up")]
+        x = num(f"{device}: epoch time (after warm-up)", steady["total_s"], "s")
+        if trend is not None and trend.kind == "no steady state":
+            said.append(
+                say(
+                    "The {d} epochs never settled (see the flag), so no typical {d} epoch time can be given; "
+                    "their median is {x}",
+                    d=label,
+                    x=x,
+                )
+            )
+        else:
+            how = "median after warm-up" if (x.n or 0) > 1 else "the one epoch after the first"
+            said.append(say("A {d} epoch took {x} (" + how + ")", d=label, x=x))
+    lead = said[0]
+    question = "C5: average epoch time on GPU vs CPU"
+    if "cuda" not in out.devices:
+        head = say("No GPU was present, so there is no GPU time and no speedup")
+        return [
+            Answer(question, head, [lead], status="partial", missing="a GPU: run this task on a CUDA machine")
+        ], dedupe(flags)
+    bt = steady_batches(out.items, "device")
+    v, xa, xb = compare_configs(
+        bt,
+        "device",
+        "cuda",
+        "cpu",
+        "train_s",
+        "compute per step",
+        "GPU",
+        "CPU",
+        loads=loads_by(out.items, "device"),
+    )
+    head = say("{v}", v=v.short("C5 compute")).up()
+    details = [say("{v}", v=v.finding("C5 compute")).up(), *[say("{s}", s=x) for x in said]]
+    if cfg.max_batches:  # e.g. the GPU kit's profile: the CPU row would otherwise take most of a lease
+        details.append(
+            say(
+                "Every epoch, on both devices, was cut at {m} batches: these are partial epochs, and the "
+                "comparison is of compute per step",
+                m=setting("max_batches", int(cfg.max_batches)),
+            )
+        )
+    background = [
+        Background(
+            "On a GPU the epoch's wall time is synchronized with the device at both ends and each step's work is "
+            "timed with CUDA events, so asynchronous launches are not mistaken for finished work."
+        )
+    ]
+    return [Answer(question, head, details, background, verdict=sample_record(v, xa, xb))], dedupe(flags)

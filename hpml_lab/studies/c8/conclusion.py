@@ -1,0 +1,316 @@
+"""What the C8 report concludes: compiled against eager per training step, the compile cost from the first
+epoch, after how many steps compiling pays back, and where the traced steps' GPU time went; its tables and
+figure data.
+
+    from hpml_lab.studies.c8 import conclusion
+    answers, flags = conclusion.conclude(cfg, out, breakdown)   # out: study.C8Result; tracing.breakdown
+    conclusion.first_epoch_table(out)                           # the compile cost as the answer computes it
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ... import sanity
+from ...answers import Answer, Number
+from ...findings import Background, Finding, say
+from ...profiling import summarize
+from ...results import drop_warmup
+from ...verdict import sample_record
+from .._conclude import (
+    busy_of,
+    compare_configs,
+    counted,
+    dedupe,
+    loads_by,
+    num,
+    sampling,
+    setting,
+    steady_batches,
+)
+
+HOST_WAIT = Background(
+    "A GPU idles between kernels when the host has not yet queued the next one (Python and each kernel's launch "
+    'take host time); fusing kernels, larger batches and CUDA graphs (torch.compile\'s mode "reduce-overhead") '
+    "shorten that wait."
+)
+
+
+def trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
+    """What the traced steps' GPU timeline says, from Holistic Trace Analysis (`breakdown`, tracing.breakdown of
+    out.trace.path): the share of the traced steps' time the GPU sat idle and, where HTA found gaps between
+    kernels, the share of those gaps (summed over streams) that were waits for the host to queue work, with the
+    usual reading of such waits as background. Nothing without a GPU timeline: a CPU trace, no breakdown, or the
+    error computing one (report/notebook.py breakdown_or_error)."""
+    if getattr(breakdown, "idle", None) is None:
+        return [], []
+    table = breakdown.table.set_index("category")["share"]  # tracing's rows, "GPU idle" among them
+    src = f"{breakdown.source}, from the trace of the steps torch.profiler recorded"
+    steps = setting(
+        "steps traced", int(out.trace.steps), source="the profiler's schedule (tracing.trace_steps)"
+    )
+
+    def share(name: str, value) -> Number:  # a share HTA measured over the traced steps, in %
+        return Number(name, 100 * float(value), "%", "measured", n=steps.value, source=src)
+
+    idle = share("GPU idle, share of the traced steps' time", table["GPU idle"])
+    mode = "compiled" if out.traced_mode == "compile" else "eager"
+    caveat = (
+        "the profiler slows the host's work, and each traced step waits for the GPU before the next one starts, "
+        "so these shares may overstate the idle time of steps run without it"
+    )
+    causes = breakdown.idle.set_index("idle cause")["share"]  # HTA's causes: host_wait, kernel_wait, other
+    if "host_wait" not in causes.index or not breakdown.idle["time_ms"].sum() > 0:  # no gap between kernels
+        return [
+            say(
+                "In the {steps} {mode} steps traced with torch.profiler, the GPU sat idle {idle} of the time "
+                "(Holistic Trace Analysis); " + caveat,
+                steps=steps,
+                mode=mode,
+                idle=idle,
+            )
+        ], []
+    host = share("host wait, share of the gaps between kernels (summed over streams)", causes["host_wait"])
+    return [
+        say(
+            "In the {steps} {mode} steps traced with torch.profiler, the GPU sat idle {idle} of the time, and {host} "
+            "of the gaps between its kernels (summed over streams) were waits for the host to queue work (Holistic "
+            "Trace Analysis); " + caveat,
+            steps=steps,
+            mode=mode,
+            idle=idle,
+            host=host,
+        )
+    ], [HOST_WAIT]
+
+
+def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]:
+    """Compiled vs eager per training step (compute only: the data wait is not the question), a verdict that
+    knows the two ran one after the other (and cannot tell when the load moved between them), the compile cost
+    from the first epoch, and after how many steps compiling pays back (only from a separated verdict). With
+    the traced steps' GPU breakdown (`breakdown`, tracing.breakdown of out.trace.path), where their GPU time
+    went (trace_idle)."""
+    flags: list = [sanity.stand_in(cfg), busy_of(out)]
+    done = [it for it in out.items if it.complete]
+    bt = steady_batches(done, "compile")
+    question = "C8: does torch.compile pay off?"
+    idle_details, idle_background = trace_idle(out, breakdown)
+    if bt["compile"].nunique() < 2:
+        eager = num("eager: compute per step", bt["train_s"], "ms", 1000)
+        head = say("Only eager ran, so there is no comparison: {eager} per step", eager=eager)
+        return [
+            Answer(
+                question,
+                head,
+                [say("Why only eager: {why}", why=out.message or "no compiled run"), *idle_details],
+                idle_background,
+                status="partial",
+                missing="a compiled run (see the notice above)",
+            )
+        ], dedupe(flags)
+    v, comp, eag = compare_configs(
+        bt,
+        "compile",
+        True,
+        False,
+        "train_s",
+        "compute per step",
+        "compiled",
+        "eager",
+        loads=loads_by(done, "compile"),
+    )
+    from ...sweeps import tables
+
+    allb = tables(done, "batches", with_config=("compile",))
+    med_c, med_e = summarize(comp)["median"], summarize(eag)["median"]
+    firsts = first_epochs(out)
+    cost_n = firsts.get("cost")
+    cost = cost_n.value if cost_n is not None else 0.0
+    e_step = num("eager: compute per step", eag, "ms", 1000)
+    c_step = num("compiled: compute per step", comp, "ms", 1000)
+    ran = counted("compiled steps run", int(allb["compile"].eq(True).sum()))
+    how = {
+        "sequential": " made one after the other (not interleaved)",
+        "interleaved": " taking turns (interleaved)",
+    }
+    per_step = say(
+        "Per step after warm-up, from the two runs" + how.get(sampling([v]), "") + ": {v}",
+        v=v.finding("C8 step"),
+    )
+    details = [per_step, say("Per step after warm-up (medians): eager {e}, compiled {c}", e=e_step, c=c_step)]
+    if cost_n is not None:
+        details.append(
+            say(
+                "In its first epoch each run's compute exceeded its steps at their median after warm-up, the "
+                "compiled run's by {bc} and eager's by {be} (one first epoch each, runs made one after the other): "
+                "the difference, {cost}, holds the compile",
+                bc=firsts["compiled"]["beyond"],
+                be=firsts["eager"]["beyond"],
+                cost=cost_n,
+            )
+        )
+    else:  # epoch 1 was no slower than the step gap explains: no cost is measurable, and none is a number to state
+        details.append(
+            say("Compiling added no measurable time to the first epoch beyond the per-step difference")
+        )
+    if v.outcome == "better" and cost_n is not None:
+        steps = cost / (med_e - med_c)
+        src = "compile cost / (eager step - compiled step), from the medians above"
+        even = Number("break-even", steps, "steps", "predicted", source=src)
+        images = Number(
+            "break-even images", steps * cfg.batch_size, "images", "predicted", source=src + " x batch size"
+        )
+        batch = setting("batch_size", int(cfg.batch_size))
+        paid = steps <= ran.value
+        head = say(
+            "Compiling paid off: its compile cost is paid back after about {even}"
+            if paid
+            else "Compiling did not pay off in this run: its compile cost is paid back only after about {even}",
+            even=even,
+        )
+        details.insert(
+            0,
+            say(
+                (
+                    "Within the {ran} steps run, the compile cost ({cost}) is paid back"
+                    if paid
+                    else "Within the {ran} steps run, the compile cost ({cost}) is not paid back"
+                ),
+                ran=ran,
+                cost=cost_n,
+            ),
+        )
+        details.append(say("That break-even is {images} at batch {batch}", images=images, batch=batch))
+    elif v.outcome == "better":
+        head = say("Compiling paid off from the first step: no compile cost was measurable")
+        details.insert(
+            0,
+            say("The compiled run's first epoch held no measurable compile cost ({ran} steps run)", ran=ran),
+        )
+    elif v.reason == "too few samples":
+        head = say("Too few steps to tell whether compiling pays off")
+    else:
+        head = say("This run does not show compiling paying off: no measurable gain per step")
+        details.insert(
+            0, say("With no measurable gain per step, the compile cost is not paid back at this size")
+        )
+    background = [
+        Background(
+            "Compiling costs time once, on the first steps, and can pay back later when each compiled step is "
+            "cheaper; how much a step gains depends on the model, its size and the device."
+        )
+    ]
+    details += idle_details
+    background += idle_background
+    return [Answer(question, head, details, background, verdict=sample_record(v, comp, eag))], dedupe(flags)
+
+
+def first_epochs(out) -> dict:
+    """The compile cost, computed once for the answer and the table (first_epoch_table): per mode ("compiled",
+    "eager"), the first epoch's compute (its train_s summed: the wait for data is not compile's doing), its steps,
+    the median step after warm-up, and the first epoch's compute beyond those steps at that median, each a Number;
+    "cost": the compiled run's excess minus eager's (eager's own warm-up taken out), None when it is not above 0
+    (no cost to state). Empty without both modes."""
+    from ...sweeps import tables
+
+    done = [it for it in out.items if it.complete]
+    if not done:
+        return {}
+    allb = tables(done, "batches", with_config=("compile",))
+    steady = drop_warmup(allb)
+    got: dict = {}
+    for flag, mode in ((True, "compiled"), (False, "eager")):
+        first = allb[
+            (allb["compile"] == flag) & (allb["epoch"] == allb.loc[allb["compile"] == flag, "epoch"].min())
+        ]
+        later = steady[steady["compile"] == flag]["train_s"]
+        if first.empty or later.empty:
+            continue
+        median = float(later.median())
+        epoch1 = float(first["train_s"].sum())
+        got[mode] = {
+            "steps": counted(f"{mode}: epoch 1 steps", len(first)),
+            "compute": Number(f"{mode}: epoch 1 compute", epoch1, "s", "measured", n=1),
+            "median": num(f"{mode}: compute per step", later, "ms", 1000),  # the answer's per-step median
+            "beyond": Number(
+                f"{mode}: epoch 1 compute beyond its steps at the median",
+                epoch1 - len(first) * median,
+                "s",
+                "measured",
+                n=1,
+                source="epoch 1's compute - its steps x the median step after warm-up",
+            ),
+        }
+    if {"compiled", "eager"} <= got.keys():
+        cost = got["compiled"]["beyond"].value - got["eager"]["beyond"].value
+        got["cost"] = (
+            Number(
+                "compile cost (epoch 1, beyond eager's warm-up)",
+                cost,
+                "s",
+                "measured",
+                n=1,
+                source="compiled's epoch-1 compute beyond its steps at the median - eager's",
+            )
+            if cost > 0
+            else None
+        )
+    return got
+
+
+def epochs_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """study.run's whole-epoch summary as the report shows it: whole epochs, the wait for data included, named
+    so (the compile cost is computed from compute alone: first_epoch_table), and no second compile cost."""
+    return summary.drop(columns=["first_minus_steady_s"], errors="ignore").rename(
+        columns={
+            "n": "n epochs (steady)",
+            "median_s": "steady median, whole epoch (s)",
+            "iqr_s": "IQR (s)",
+            "min_s": "min (s)",
+            "max_s": "max (s)",
+            "mean_s": "mean (s)",
+            "first_epoch_s": "epoch 1, whole epoch (s)",
+        }
+    )
+
+
+def first_epoch_table(out) -> pd.DataFrame:
+    """The first epoch's compute per mode as first_epochs computes it for the answer (each cell a value of the
+    answer's Numbers), and the compile cost in the compiled row."""
+    firsts = first_epochs(out)
+    rows = []
+    for mode in ("eager", "compiled"):
+        if mode not in firsts:
+            continue
+        f = firsts[mode]
+        cost = firsts.get("cost") if mode == "compiled" else None
+        rows.append(
+            {
+                "mode": mode,
+                "epoch 1 steps": f["steps"].value,
+                "epoch 1 compute (s)": f["compute"].value,
+                "median step after warm-up (ms)": f["median"].value,
+                "epoch 1 compute beyond its steps at that median (s)": f["beyond"].value,
+                "compile cost: compiled's excess - eager's (s)": cost.value if cost is not None else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def step_summary(out) -> pd.DataFrame:
+    """C8's figure data, per training step as its answer states it (not per epoch): for eager and compiled, the
+    median, min and max compute per step in ms after warm-up (columns median_s/min_s/max_s hold ms, n the steps)."""
+    bt = steady_batches([it for it in out.items if it.complete], "compile")
+    rows = []
+    for flag, g in bt.groupby("compile", sort=True):
+        ms = 1000 * g["train_s"]
+        rows.append(
+            {
+                "mode": "compiled" if flag else "eager",
+                "median_s": ms.median(),
+                "min_s": ms.min(),
+                "max_s": ms.max(),
+                "n": len(ms),
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,311 @@
+"""What several Lab 2 tasks' conclusions share: how train() timed a run, said only as far as its settings make
+it true (timing_method, timing_disjoint), every verdict of a best-of-several as a finding (best_findings), and
+the conclusion of a training sweep, one run per value of a setting (training_sweep). Each task's own
+conclusion is its folder's conclusion.py (hpml_lab/studies/<task_id>/).
+
+    from hpml_lab.studies import lab2_conclusion
+    nb.said(*lab2_conclusion.timing_method(cfg, run.meta))     # the method sentences of a run's timing
+    answers, flags = lab2_conclusion.training_sweep(cfg, out, "optimizer", "Which optimizer trains best?")
+
+No sentence here states a direction it did not compute: comparisons come from hpml_lab.verdict, flags from
+hpml_lab.sanity. tests/studies/test_conclusions.py feeds canned results to every branch.
+"""
+
+from __future__ import annotations
+
+from .. import sanity
+from ..answers import Answer, Number
+from ..data import classes_of
+from ..findings import Background, Finding, fmt_in, join, say
+from ..results import drop_warmup
+from ..verdict import best, sample_record
+from ._conclude import busy_of, counted, dedupe, num, on_gpu, setting, twin_noise
+from ._conclude import timing_disjoint as _timing_disjoint
+
+
+def timing_disjoint(cfg, meta) -> bool:
+    """_conclude.timing_disjoint for a run of `cfg` (its sync_each_step) whose meta is `meta`."""
+    return _timing_disjoint(cfg.sync_each_step, meta)
+
+
+def timing_method(cfg, meta) -> list[Finding]:
+    """How train() timed this run, said only as far as its settings make it true: what data loading holds (worker
+    start-up only with workers; a device-resident loader's queued work), how training is timed on this device,
+    whether the two intervals can overlap (sync_each_step, the device), and what the rest of the epoch is."""
+    gpu, synced = on_gpu(meta), bool(cfg.sync_each_step)
+    if cfg.loader == "tensor":
+        data = (
+            "Data loading is the time next(loader) takes to crop, flip and normalise a batch of the dataset held "
+            "on the device"
+            + (
+                ": on the GPU, without a synchronize after each step, that is only the time to queue the work, "
+                "whose run time falls in neither interval, only in the total"
+                if gpu and not synced
+                else ", its work waited for before the step starts"
+                if gpu
+                else ""
+            )
+        )
+        data = say(data)
+    elif cfg.num_workers > 0:
+        data = say(
+            "Data loading is the host's wait in next(loader), the start of the loader's worker processes on an "
+            "epoch's first batch included; the host-to-device copy is not data loading but part of training"
+        )
+    else:
+        data = say(
+            "Data loading is the time next(loader) takes, the training process reading and augmenting each batch "
+            "itself (no worker processes); the host-to-device copy is not data loading but part of training"
+        )
+    if not gpu:
+        timed = say(
+            "Training (copy, forward, backward, optimizer step) is timed with perf_counter: on the CPU the work runs "
+            "as it is issued, so the two intervals never overlap and data loading + training is at most the total"
+        )
+    elif synced:
+        timed = say(
+            "Training (copy, forward, backward, optimizer step) is timed with CUDA events, and the device is "
+            "synchronized after every step (sync_each_step on), so the two intervals never overlap and data "
+            "loading + training is at most the total"
+        )
+    else:
+        timed = say(
+            "Training (copy, forward, backward, optimizer step) is timed with CUDA events read at the epoch's end, "
+            "and the device is not synchronized between steps (sync_each_step off): the host fetches the next "
+            "batch while the GPU still works, so the two intervals can overlap and data loading + training can "
+            "exceed the total"
+        )
+    total = say(
+        "The total is the synchronized wall time of the whole epoch; "
+        + (
+            "the rest of it is the loop's own work (metrics, Python)"
+            if timing_disjoint(cfg, meta)
+            else "where the two intervals overlap, total minus data loading minus training is not the loop's own "
+            "work, and it is not shown"
+        )
+    )
+    # shown on their own (nb.said), each a sentence
+    return [say("{x}.", x=f) for f in (data, timed, total)]
+
+
+def best_findings(b, labels: dict, name: str) -> list[Finding]:
+    """Each verdict of a verdict.best() (the best against every other label) as a Finding: a summary over several
+    comparisons states them all, never only the first."""
+    return [
+        say(
+            "Against {other}: {v}", other=labels[k], v=v.finding(f"{name} vs {k}", labels[b.label], labels[k])
+        )
+        for k, v in b.verdicts.items()
+    ]
+
+
+def training_sweep(
+    cfg,
+    out,
+    field: str,
+    question: str,
+    shown: dict | None = None,
+    twin: tuple[str, str] | None = None,
+    first_notes: list[Finding] | None = None,
+) -> tuple[list[Answer], list[sanity.Flag]]:
+    """A training sweep's answer: which setting of `field` trains best (last-epoch batch losses, a verdict
+    with ties), how fast each is per step, and which diverged or stayed at chance (sweep_notes). A winner is
+    named first only when it is separated and has learned: when a setting did not get below chance the
+    headline says so; a tie opens as a tie. `shown`: each value as a sentence names it (shown_setting);
+    `twin`: the task whose sweep shares a configuration with this one, and the field it sweeps (its TASK's
+    twin): a run of it with the same configuration whose epochs differ a lot flags the machine as noisy;
+    `first_notes`: the task's own findings, said before sweep_notes'."""
+    b = out.batches
+    flags: list = [
+        sanity.stand_in(cfg),
+        busy_of(out),
+        twin_noise(cfg, getattr(out, "items", None), field, twin),
+    ]
+    raw = _usable(cfg, out, field, flags, shown)
+    samples = {
+        shown_setting(v, shown): x for v, x in raw.items()
+    }  # a task's own names: "no BatchNorm", not "none"
+    per_step = []
+    for v in raw:
+        name = shown_setting(v, shown)
+        step = num(
+            f"{name}: compute per step (after warm-up)", drop_warmup(b[b[field] == v])["train_s"], "ms", 1000
+        )
+        per_step.append(say("{name} {step}", name=name, step=step))
+    flags.append(
+        sanity.too_few(min((len(x) for x in samples.values()), default=0), "last-epoch batches per setting")
+    )
+    notes = [*(first_notes or []), *sweep_notes(cfg, out, field, shown)]
+    classes = classes_of(cfg)
+    at_chance = [
+        shown_setting(v, shown) for v in raw if sanity.at_chance(list(b.loc[b[field] == v, "loss"]), classes)
+    ]
+    epochs = setting("epochs", int(cfg.epochs))
+    background = [
+        Background(
+            "One seed and a few epochs of training-set statistics show early training, not which setting "
+            "generalises best."
+        ),
+    ]
+    sequential = say(
+        "The settings ran one after the other, so their per-step times are listed, not compared: a change of the "
+        "machine's load between runs would show up as a difference"
+    )
+    if len(samples) < 2:
+        head = say("Fewer than two settings trained without diverging, so none can be compared")
+        return [
+            Answer(
+                question,
+                head,
+                notes,
+                background,
+                status="partial",
+                missing="two settings that train without diverging",
+            )
+        ], dedupe(flags)
+    bst = best(samples, what="last-epoch training loss", interleaved=False)  # runs one after the other
+    tied = [t for t in bst.tied if t != bst.label]
+    finals = {name: num(f"{name}: last-epoch batch loss", x, "") for name, x in samples.items()}
+    if len(at_chance) == len(samples) or (not tied and bst.label in at_chance):
+        head = (
+            say("No winner: no setting got clearly below the chance loss")
+            if len(at_chance) == len(samples)
+            else say(
+                "No winner: the lowest-loss setting, {best}, did not get clearly below the chance loss",
+                best=bst.label,
+            )
+        )
+        lead = say(
+            "No winner can be named: {names} clearly below chance loss in {e} epochs, so which setting trains "
+            "best is not shown by this run",
+            names=not_below(at_chance),
+            e=epochs,
+        )
+    elif tied:  # the leaders tie: that is why no winner, whatever the others did
+        head = say(
+            "No winner: {best} had the lowest last-epoch loss but cannot be told apart from {n} other settings"
+            if len(tied) > 1
+            else "No winner: {best} had the lowest last-epoch loss but cannot be told apart from {n} other setting",
+            best=bst.label,
+            n=counted("settings tied with the lowest loss", len(tied)),
+        )
+        lead = say(
+            "No winner can be named: {best} had the lowest median batch loss of the last epoch ({loss}) but "
+            "cannot be told apart from {tied}: a tie",
+            best=bst.label,
+            loss=finals[bst.label],
+            tied=join([say("{t}", t=t) for t in tied], ", ", " and "),
+        )
+    else:
+        head = say(
+            "Lowest last-epoch training loss: {best}, separated from each other setting", best=bst.label
+        )
+        lead = say(
+            "Lowest last-epoch training loss: {best} (median batch loss {loss}), separated from each other "
+            "setting after {e} epochs",
+            best=bst.label,
+            loss=finals[bst.label],
+            e=epochs,
+        )
+    labels = {k: k for k in samples}
+    details = [
+        lead,
+        say(
+            "Median batch loss of the last epoch (the table's loss is each epoch's mean): {all}",
+            all=join([say("{k} {x}", k=k, x=x) for k, x in finals.items()], ", "),
+        ),
+    ]
+    details += best_findings(bst, labels, "last-epoch loss")
+    details.append(say("Compute per step after warm-up: {all}", all=join(per_step, ", ")))
+    details.append(sequential)
+    details += notes
+    verdict = {
+        "best": str(bst.label),
+        "tied": [str(t) for t in bst.tied],
+        "against": {
+            str(k): sample_record(v, samples[bst.label], samples[k]) for k, v in bst.verdicts.items()
+        },
+    }
+    return [Answer(question, head, details, background, verdict=verdict)], dedupe(flags)
+
+
+def not_below(names: list[str]) -> Finding:
+    """'A did not get' / 'neither A nor B got' / 'A, B and C did not get': a list of settings that stayed at chance,
+    read as a sentence for any count."""
+    if len(names) == 1:
+        return say("{a} did not get", a=names[0])
+    if len(names) == 2:
+        return say("neither {a} nor {b} got", a=names[0], b=names[1])
+    return say("{all} did not get", all=join([say("{n}", n=n) for n in names], ", ", " and "))
+
+
+def shown_setting(value, shown: dict | None = None) -> str:
+    """A setting's value as a sentence names it: its entry in `shown` (a task's own names for its values, such
+    as 'no BatchNorm' for a norm of 'none', not 'none' of them), else the value itself."""
+    return (shown or {}).get(value, str(value))
+
+
+def _usable(cfg, out, field: str, flags: list | None = None, shown: dict | None = None) -> dict:
+    """Setting -> its last-epoch batch losses, for each complete setting that did not diverge (a diverged one
+    adds its flag to `flags`)."""
+    b, s = out.batches, out.summary
+    classes = classes_of(cfg)
+    last = b[b["epoch"] == b["epoch"].max()]
+    samples = {}
+    for v in s[s["status"] == "complete"][field]:
+        losses = list(b.loc[b[field] == v, "loss"])
+        d = sanity.diverged(losses, classes, label=shown_setting(v, shown))
+        if d:
+            if flags is not None:
+                flags.append(d)
+            continue
+        samples[v] = list(last.loc[last[field] == v, "loss"])
+    return samples
+
+
+def sweep_notes(cfg, out, field: str, shown: dict | None = None) -> list[Finding]:
+    """A training sweep's findings beyond the verdict: which settings failed, diverged or ended at chance
+    (their numbers in the record)."""
+    b, s = out.batches, out.summary
+    classes = classes_of(cfg)
+    chance = Number(
+        "chance loss",
+        sanity.chance_loss(classes),
+        "",
+        "predicted",
+        source=fmt_in("ln {classes}: a uniform guess", classes=classes),
+    )
+    lines = [
+        say("{name}: not usable ({status})", name=shown_setting(r[field], shown), status=str(r["status"]))
+        for _, r in s[s["status"] != "complete"].iterrows()
+    ]
+    for v in s[s["status"] == "complete"][field]:
+        losses = list(b.loc[b[field] == v, "loss"])
+        name = shown_setting(v, shown)
+        if sanity.diverged(losses, classes):
+            end = Number(f"{name}: last batch loss", float(losses[-1]), "", "measured", n=1)
+            lines.append(
+                say(
+                    "{name}'s loss ended far above chance ({end} at the end against the chance loss {chance}): it "
+                    "diverged or has not settled, so it is not a result",
+                    name=name,
+                    end=end,
+                    chance=chance,
+                )
+            )
+        elif sanity.at_chance(losses, classes):
+            tail = losses[-max(1, len(losses) // 5) :]
+            mean = Number(
+                f"{name}: mean loss over the last fifth", sum(tail) / len(tail), "", "measured", n=len(tail)
+            )
+            lines.append(
+                say(
+                    # the label does not start the sentence: 'sgd' stays lower-case, 'no BatchNorm' no double negative
+                    "Not clearly below chance: {name} (mean loss over the last fifth {mean} against the chance "
+                    "loss {chance}); it has not learned in this run",
+                    name=name,
+                    mean=mean,
+                    chance=chance,
+                )
+            )
+    return lines

@@ -1,0 +1,59 @@
+"""Lab 5's figure: epoch time against workers per per-worker batch, timed, modelled and ideal.
+
+from hpml_lab.studies.lab5 import figure
+fig = figure.scaling_figure(res.table, model_ok)
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ...plots import legend_outside
+from .conclusion import missed_rows
+
+
+def scaling_figure(table: pd.DataFrame, model_ok: bool = True) -> plt.Figure:
+    """Lab 5: epoch time against workers per per-worker batch. Epochs extrapolated from timed steps: filled points
+    on solid lines; the scaling model's predictions: hollow points on a dashed line of their own (the model's
+    points only, never joined to a timed one), drawn only where the answer states them: every prediction while the
+    model agrees with its own runs (`model_ok`), else only at the runs it misses (conclusion.missed_rows);
+    the ideal, the 1-worker epoch / n: a dotted line. None of them is a measured epoch: the legend says "from
+    timed steps", "model" and "ideal"."""
+    fig, ax = plt.subplots(figsize=(9.5, 4))
+    stated = table if model_ok or "predicted_s" not in table else missed_rows(table)
+    for b, g in table.groupby("per_gpu_batch"):
+        g = g.sort_values("workers")
+        meas = g[g.source == "measured"]
+        said = stated[stated.per_gpu_batch == b].sort_values("workers")
+        model = said[said.predicted_s.notna()] if "predicted_s" in said else said[said.source != "measured"]
+        model_s = model.predicted_s if "predicted_s" in model else model.epoch_s
+        (line,) = ax.plot(meas.workers, meas.epoch_s, "o-", label=f"batch {b}/worker, from timed steps")
+        if len(model):
+            ax.plot(
+                model.workers,
+                model_s,
+                "o--",
+                mfc="white",
+                color=line.get_color(),
+                label=f"batch {b}/worker, model"
+                + ("" if model_ok else " (misses these runs: not used for more workers)"),
+            )
+        one = g[g.workers == 1]
+        if len(one):
+            n = sorted(g.workers.unique())
+            ax.plot(
+                n,
+                [float(one.epoch_s.iloc[0]) / k for k in n],
+                ":",
+                color=line.get_color(),
+                alpha=0.7,
+                label=f"batch {b}/worker, ideal (1-worker epoch / n)",
+            )
+    ax.set_xlabel("workers")
+    ax.set_ylabel("epoch time (s), incl. data loading")
+    ax.set_xticks(sorted(table.workers.unique()))
+    ax.set_yscale("log")
+    legend_outside(ax, fontsize=7)
+    fig.tight_layout()
+    return fig
