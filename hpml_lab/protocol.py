@@ -45,9 +45,9 @@ TINY = {"model": "resnet_tiny", "epochs": 2, "max_batches": 2, "batch_size": 16,
 class Task:
     """One lab task. `order`: its place in the lab (index, bundle, `hpml-lab tasks`). What the GPU plan needs to
     estimate it: `gpu_runs` (training configurations run at the gpu profile, each for its epochs), `gpu_extra`
-    (seconds beyond training epochs and why; None seconds: computed by the plan), `gpu_priority` (lower runs
-    earlier, in case the check is cut short) and `gpu_with` (a task whose device command it must share: a bare
-    machine keeps nothing between commands)."""
+    (seconds beyond training epochs and why), `gpu_timed` (what a GPU check timed, which replaces the estimate),
+    `gpu_priority` (lower runs earlier, in case the check is cut short) and `gpu_with` (a task whose device command
+    it must share: a bare machine keeps nothing between commands)."""
 
     id: str
     notebook: str
@@ -59,7 +59,14 @@ class Task:
     tiny: dict[str, Any] = field(default_factory=lambda: dict(TINY))
     gpu: dict[str, Any] = field(default_factory=lambda: dict(GPU))
     gpu_runs: int = 1
-    gpu_extra: tuple[float | None, str] | None = None
+    # seconds beyond the training epochs and what they are: a number, or a function of (the gpu profile, steps
+    # per epoch, loader workers) that computes them
+    gpu_extra: tuple[float | Callable[[dict, int, int], float], str] | None = None
+    # what a GPU check timed for the whole task at the gpu profile (seconds, and a basis saying where: "measured:
+    # 21 s on an H200 ..."), or a prediction named as one ("predicted: ...") where the task changed after it was
+    # timed; the plan takes it instead of its own model (tests/unit/test_gpucheck.py reads each measured one
+    # against the manifest its basis names)
+    gpu_timed: tuple[float, str] | None = None
     gpu_priority: int = 100
     gpu_with: str = ""
     # the options `hpml-lab slurm <id>` needs for the lab's settings beyond its defaults (one GPU node, one GPU, the

@@ -9,8 +9,9 @@ and the 30 s a machine stays held after each counted), 10 minutes a command, the
 the install of the carried wheels and the synthetic data, and packs the units (a node record, the CUDA tests, the
 benchmarks, the lab tasks) into them in priority order; what does not fit is named, not silently dropped, and a
 command whose own units came home goes on down the rest. Unit estimates are predictions where a unit changed after a
-GPU check timed it (PREDICTED), else the GPU checks' seconds where one timed the unit (MEASURED), else predictions
-(FLOPs at an assumed rate on an H100, the PIL loader's measured cost, the review's reference figures).
+GPU check timed it, else the GPU checks' seconds where one timed the unit (a task's TASK.gpu_timed; the kit's own
+units' in PREDICTED and MEASURED), else predictions (FLOPs at an assumed rate on an H100, the PIL loader's measured
+cost, the review's reference figures).
 
 Per-task inputs come from one function, task_inputs(): the only place that reads the task table.
 """
@@ -104,8 +105,6 @@ H100_BF16_TFLOPS = 780.0
 EAGER_SHARE = 0.13
 # measured: lab_transform on one 32x32 PIL image, one core of this 2-core CPU (2026-11-24): 380 us
 PIL_S_PER_IMAGE = 380e-6
-# reference (review): ResNet-18, batch 128, one training step on a fast 16-core CPU: about 1.3 s
-CPU_STEP_S = 1.3
 # predicted: 8 workers' start (0.5 s) and the test pass, 10,000 images at the loader's rate (0.5 s), and slack
 EPOCH_OVERHEAD_S = 1.5
 # predicted: a task's kernel start and torch import (about 5 s), figures and the HTML render (about 3 s); the
@@ -132,7 +131,8 @@ SPECIAL = ("tests", "bench")  # units that are not lab tasks
 
 def task_inputs() -> dict[str, dict[str, Any]]:
     """Every lab task's inputs to the plan: {task id: {"profile": its gpu profile, "runs": training runs per
-    epoch setting, "extra_s": seconds beside the epochs or None (computed), "why": what those are, "priority",
+    epoch setting, "extra_s": seconds beside the epochs (a number, or the task's function of its profile, steps and
+    workers), "why": what those are, "timed": what a GPU check timed of it (or None), "priority",
     "with": a task whose command it shares}}, from each task's TASK."""
     from . import tasks
 
@@ -144,6 +144,7 @@ def task_inputs() -> dict[str, dict[str, Any]]:
             "why": (t.gpu_extra or (0.0, ""))[1],
             "priority": t.gpu_priority,
             "with": t.gpu_with,
+            "timed": t.gpu_timed,
         }
         for tid, t in tasks.TASKS.items()
     }
@@ -151,9 +152,10 @@ def task_inputs() -> dict[str, dict[str, Any]]:
 
 def data_needed(unit: str) -> list[str]:
     """The synthetic data sets a unit reads (the CUDA tests make their own)."""
-    if unit == "tests":
-        return []
-    return ["cifar10", "tinyimagenet"] if unit == "tinyimagenet" else ["cifar10"]
+    if unit in SPECIAL:
+        return [] if unit == "tests" else ["cifar10"]
+    dataset = task_inputs()[unit]["profile"].get("dataset", "cifar10")
+    return ["cifar10"] + ([dataset] if dataset != "cifar10" else [])
 
 
 def step_seconds(flops_per_step: float) -> float:
@@ -186,72 +188,35 @@ def task_estimate(task_id: str, inputs: dict[str, Any] | None = None) -> tuple[f
         else f"kernel {KERNEL_S:.0f} s"
     )
     extra, why = facts["extra_s"], facts["why"]
-    if task_id == "c5":
-        extra = int(p.get("epochs", 1)) * steps * CPU_STEP_S
-    elif task_id == "dataloading":
-        files, passes = int(p.get("subset", 0)), int(p.get("epochs", 1))
-        extra = files * 0.075 * passes / workers * 2  # the baseline and the worker loader sleep
+    if callable(extra):  # computed by the task from its profile (c5's CPU row, dataloading's sleeps)
+        extra = float(extra(p, steps, workers))
     if extra:
         seconds += extra
         basis += f" + {extra:.0f} s {why}"
     return seconds, basis
 
 
-# Measured: the first GPU check (one H200, 2026-11-26, commit 8fdc6f1: reports/gpu/NVIDIA-H200/manifest.json) and the
-# H100 check that ran the units the H200 had not finished (2026-11-26, commit 897f56e:
-# reports/gpu/NVIDIA-H100-80GB-HBM3/manifest.json): each unit's seconds on its machine, the synthetic data's writing
-# included where the unit was the first to read it. A measured figure replaces the model's prediction;
-# tests/unit/test_gpucheck.py checks each against the manifest its basis names.
+# The kit's own units, timed by the GPU checks (one H200, 2026-11-26: reports/gpu/NVIDIA-H200/manifest.json; one
+# H100 the same day: reports/gpu/NVIDIA-H100-80GB-HBM3/manifest.json) or predicted where they changed after it. A
+# lab task's timing is its TASK's (gpu_timed). tests/unit/test_gpucheck.py checks each measured figure against the
+# manifest its basis names.
 H200_CHECK = "reports/gpu/NVIDIA-H200/manifest.json"
 H100_CHECK = "reports/gpu/NVIDIA-H100-80GB-HBM3/manifest.json"
 MEASURED = {
     "tests": (95.0, "measured: 95 s on an H200 (the first GPU check)"),
-    "c2": (
-        42.0,
-        "measured: 42 s on an H200 (the first GPU check), the synthetic CIFAR-10's writing included",
-    ),
-    "c5": (32.0, "measured: 32 s on an H200 (the first GPU check)"),
-    "c1": (21.0, "measured: 21 s on an H200 (the first GPU check)"),
-    "c8": (78.0, "measured: 78 s on an H200 (the first GPU check)"),
-    "lab5": (115.0, "measured: 115 s on an H200 (the first GPU check)"),
-    "c4": (
-        54.0,
-        "measured: 230 s on an H200 (the first GPU check), 176 s of them C3's sweep, which C4 ran itself because C3"
-        " had not run; C3 now runs first in C4's command, so C4 reads its results: 54 s",
-    ),
     "bench": (
         100.0,
         "cut off after 64 s on an H200 (the first GPU check), in the last of its four benchmarks: planned 100 s",
     ),
-    # 97 s on the H200 before it was cut off; on the H100 its parts (timed rounds, the largest-batch sweep up to
-    # 32,768, the snapshots) were not timed apart
-    "memory": (310.0, "measured: 310 s on an H100 (the H100 check)"),
-    "speed": (
-        109.0,
-        "measured: 109 s on an H100 (the H100 check), the synthetic CIFAR-10's writing included",
-    ),
-    "c3": (77.0, "measured: 77 s on an H100 (the H100 check)"),
-    "c6": (68.0, "measured: 68 s on an H100 (the H100 check)"),
-    "c7": (35.0, "measured: 35 s on an H100 (the H100 check)"),
-    "questions": (9.0, "measured: 9 s on an H100 (the H100 check)"),
 }
-
-
-# Predicted: units whose work changed after their measurement above (issue 41: the fast path's whole step compiled,
-# CUDA graphs, new rungs, benchmarks and CUDA tests), on one H100, the inductor cache cold for the command's first
-# compile and warm after it (a cold compile of ResNet-18 took 17-43 s in a plain script on an H100). These replace
-# the measured seconds until a GPU check times the units again.
+# Predicted: the kit's units whose work changed after their measurement above (the fast path's whole step compiled,
+# CUDA graphs, the profile benchmark and CUDA tests), on one H100, the inductor cache cold for the command's first
+# compile and warm after it (a cold compile of ResNet-18 took 17-43 s in a plain script on an H100).
 PREDICTED = {
     "tests": (
         125.0,
         "predicted: the 85 s of pytest -m cuda on an H100 (the H100 check) and the fast step's three CUDA tests "
         "(two compiles of the tiny network with CUDA graphs, about 30 s), with the kernel's start",
-    ),
-    "speed": (
-        180.0,
-        "predicted: four compiled rungs (about 60 s, inductor's caches warm after the first), 5 rounds x 40 steps x "
-        "8 rungs (about 20 s), 3 whole epochs per rung (PIL 5.6 s, the tensor loader's rungs 0.6-4.4 s: about 60 s), "
-        "the plain script in its own process (start, load, compile, 4 epochs: about 30 s), the kernel's start",
     ),
     "bench": (
         120.0,
@@ -259,27 +224,16 @@ PREDICTED = {
         "loader (about 10 s), step, overhead and stall (a compile each with warm caches and 2 repeats: about 20 s "
         "each)",
     ),
-    "c6": (
-        50.0,
-        "predicted: 5 runs x 2 epochs on the fast path (tensor loader, channels_last: 3.3 s an epoch at batch 128 "
-        "on the H100's speed ladder), the runs' set-up, the kernel's start; 68 s measured with the PIL loader",
-    ),
-    "c7": (
-        28.0,
-        "predicted: 2 runs x 2 epochs on the fast path (3.3 s an epoch), the kernel's start; 35 s measured with the "
-        "PIL loader",
-    ),
 }
 
 
 def unit_estimate(unit: str) -> tuple[float, str]:
-    if unit in PREDICTED:
-        return PREDICTED[unit]
-    if unit in MEASURED:
-        return MEASURED[unit]
-    if unit in FIXED:
-        return FIXED[unit]
-    return task_estimate(unit)
+    """(seconds, basis) of one unit: the kit's own from its tables, a task's from what a GPU check timed of it (its
+    TASK's gpu_timed), else from the plan's model."""
+    if unit in SPECIAL:
+        return PREDICTED.get(unit) or MEASURED.get(unit) or FIXED[unit]
+    timed = task_inputs()[unit]["timed"]
+    return tuple(timed) if timed else task_estimate(unit)
 
 
 def units() -> list[str]:

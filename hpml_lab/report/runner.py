@@ -18,7 +18,6 @@ import datetime as _dt
 import html
 import logging
 import os
-import re
 import sys
 import time
 import typing
@@ -482,10 +481,11 @@ def _diverged(task_id: str) -> str:
 
 
 def lab_order(ids) -> list[str]:
-    """Task ids in the lab's order: c1 ... c8, then questions, then the rest in the task list's order."""
+    """Task ids in the lab's order, each TASK's `order` (c1 ... c8, the questions, then the other studies); an id no
+    task has goes last, in the order given."""
     ids = list(ids)
-    lab = sorted((t for t in ids if re.fullmatch(r"c\d+", t)), key=lambda t: int(t[1:]))
-    return lab + [t for t in ids if t == "questions"] + [t for t in ids if t not in lab and t != "questions"]
+    known = sorted((t for t in ids if t in tasks.TASKS), key=lambda t: (tasks.TASKS[t].order, t))
+    return known + [t for t in ids if t not in tasks.TASKS]
 
 
 def _answer_cell(rec: dict[str, Any]) -> str:

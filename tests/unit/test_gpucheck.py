@@ -98,7 +98,12 @@ def test_the_plans_measured_figures_are_those_the_gpu_checks_recorded():
         gpu: json.loads((ROOT / path).read_text())["units"]
         for gpu, path in (("H200", gpuplan.H200_CHECK), ("H100", gpuplan.H100_CHECK))
     }
-    for u, (seconds, basis) in gpuplan.MEASURED.items():
+    from hpml_lab.report import tasks
+
+    timed = {t.id: t.gpu_timed for t in tasks.TASKS.values() if t.gpu_timed}
+    measured = {**{u: tb for u, tb in timed.items() if tb[1].startswith("measured")}, **gpuplan.MEASURED}
+    assert {"c1", "c2", "c3", "c4", "c5", "c8", "lab5", "memory", "questions", "tests"} <= set(measured)
+    for u, (seconds, basis) in measured.items():
         gpu = next(g for g in checks if f" on an {g} " in basis)
         units = checks[gpu]
         if basis.startswith("cut off after"):
@@ -107,8 +112,13 @@ def test_the_plans_measured_figures_are_those_the_gpu_checks_recorded():
             continue
         assert units[u]["status"] == "ok" and round(units[u]["seconds"]) == (230 if u == "c4" else seconds), u
         assert f"measured: {round(units[u]['seconds'])} s on an {gpu}" in basis
-    assert gpuplan.unit_estimate("c1") == gpuplan.MEASURED["c1"]
-    for u, (seconds, basis) in gpuplan.PREDICTED.items():  # changed since it was timed: a prediction, named
+    assert gpuplan.unit_estimate("c1") == tasks.get("c1").gpu_timed  # a task's own timing, read from its TASK
+    predicted = {
+        **{u: tb for u, tb in timed.items() if not tb[1].startswith("measured")},
+        **gpuplan.PREDICTED,
+    }
+    assert {"c6", "c7", "speed", "tests", "bench"} <= set(predicted)
+    for u, (seconds, basis) in predicted.items():  # changed since it was timed: a prediction, named
         assert gpuplan.unit_estimate(u) == (seconds, basis) and basis.startswith("predicted: ")
     for gpu, path in (("NVIDIA-H200", gpuplan.H200_CHECK), ("NVIDIA-H100-80GB-HBM3", gpuplan.H100_CHECK)):
         units = json.loads((ROOT / path).read_text())["units"]

@@ -14,6 +14,7 @@ TASK = Task(
     smoke={"epochs": 2, "batch_size": 32, "max_batches": 20, "num_workers": 1, "lr": SMOKE_LR},
     gpu_runs=1,
     gpu_priority=80,
+    gpu_timed=(21.0, "measured: 21 s on an H200 (the first GPU check)"),
     smoke_s=41,
     run=lambda cfg, settings=None: later("hpml_lab.training", "train")(cfg),
     conclude=later("hpml_lab.studies.c1.conclusion", "conclude"),

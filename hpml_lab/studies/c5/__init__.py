@@ -5,6 +5,9 @@ registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it)."""
 
 from ...protocol import GPU, SMOKE_LR, Task, later
 
+# reference (review): ResNet-18, batch 128, one training step on a fast 16-core CPU: about 1.3 s
+CPU_STEP_S = 1.3
+
 TASK = Task(
     "c5",
     "c5_devices.ipynb",
@@ -15,6 +18,7 @@ TASK = Task(
     gpu={**GPU, "epochs": 2, "max_batches": 10},
     gpu_runs=1,
     gpu_priority=30,
+    gpu_timed=(32.0, "measured: 32 s on an H200 (the first GPU check)"),
     smoke_s=29,
     needs=(
         (
@@ -22,7 +26,10 @@ TASK = Task(
             "needs epochs of 2 or more: it compares the median epoch after the warm-up epoch on each device",
         ),
     ),
-    gpu_extra=(None, "the CPU row: epochs x max_batches steps at the CPU step time"),
+    gpu_extra=(
+        lambda profile, steps, workers: int(profile.get("epochs", 1)) * steps * CPU_STEP_S,
+        "the CPU row: epochs x max_batches steps at the CPU step time",
+    ),
     run=lambda cfg, settings=None: later("hpml_lab.studies.c5.study", "run")(cfg),
     conclude=later("hpml_lab.studies.c5.conclusion", "conclude"),
 )

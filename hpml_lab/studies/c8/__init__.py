@@ -21,6 +21,7 @@ TASK = Task(
     },
     gpu_runs=2,
     gpu_priority=10,
+    gpu_timed=(78.0, "measured: 78 s on an H200 (the first GPU check)"),
     smoke_s=50,
     gpu_extra=(150.0, "torch.compile of ResNet-18 (review: 1.5-2.5 min cold)"),
     run=lambda cfg, settings=None: later("hpml_lab.studies.c8.study", "run")(cfg),

@@ -17,7 +17,13 @@ TASK = Task(
     gpu_runs=0,
     gpu_priority=140,
     smoke_s=33,
-    gpu_extra=(None, "simulated storage sleeps: files x (0+5+20+50) ms x passes / workers, for the loaders"),
+    gpu_extra=(
+        # the baseline's and the worker loader's sleeps: 75 ms a file over the four latencies
+        lambda profile, steps, workers: (
+            int(profile.get("subset", 0)) * 0.075 * int(profile.get("epochs", 1)) / workers * 2
+        ),
+        "simulated storage sleeps: files x (0+5+20+50) ms x passes / workers, for the loaders",
+    ),
     run=lambda cfg, settings=None: later("hpml_lab.studies.dataloading.study", "study")(cfg),
     conclude=later("hpml_lab.studies.dataloading.conclusion", "conclude"),
 )

@@ -72,6 +72,7 @@ TASK = Task(
     smoke={"epochs": 1, "batch_size": 8, "max_batches": 25, "num_workers": 0, "lr": 0.01},
     gpu_runs=3,
     gpu_priority=60,
+    gpu_timed=(310.0, "measured: 310 s on an H100 (the H100 check)"),
     smoke_s=45,
     gpu_extra=(60.0, "the OOM batch sweep and the memory snapshots (python stacks)"),
     run=later("hpml_lab.studies.memory.study", "run"),

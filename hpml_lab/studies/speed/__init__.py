@@ -124,6 +124,12 @@ TASK = Task(
     gpu_runs=0,
     gpu_extra=GPU_EXTRA,
     gpu_priority=5,  # the fast path's figures first: its rungs, epochs and the plain script on the new GPU
+    gpu_timed=(
+        180.0,
+        "predicted: four compiled rungs (about 60 s, inductor's caches warm after the first), 5 rounds x 40 steps x "
+        "8 rungs (about 20 s), 3 whole epochs per rung (PIL 5.6 s, the tensor loader's rungs 0.6-4.4 s: about 60 s), "
+        "the plain script in its own process (start, load, compile, 4 epochs: about 30 s), the kernel's start",
+    ),
     smoke_s=31,  # `make report` on a fresh clone, 2 idle cores (fe82833); 433 s was measured at load 19-27
     # seconds on 2 CPU cores: the tiny network, no compile rung (its inductor build alone takes 1-2 minutes)
     tiny={
