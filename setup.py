@@ -1,6 +1,7 @@
-"""Package discovery for setuptools (the rest of the metadata is pyproject.toml's): every package under hpml_lab/,
-so a new task folder (hpml_lab/studies/<task>/) ships without being listed anywhere, plus the notebooks at the
-top of the checkout, shipped as hpml_lab.notebooks so that `hpml-lab run` works after a plain install.
+"""Package discovery for setuptools (the rest of the metadata is pyproject.toml's): every package under
+hpml_lab/, so a new task folder (hpml_lab/studies/<task>/) ships without being listed anywhere, plus the
+notebooks at the top of the checkout, shipped as hpml_lab.notebooks so that `hpml-lab run` works after a plain
+install.
 """
 
 from setuptools import find_packages, setup

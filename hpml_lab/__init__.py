@@ -5,8 +5,8 @@
 
 See README.md for the commands; `hpml-lab --help` for the CLI.
 
-`train` and `Run` are imported when first used (PEP 562), so that importing any part of the package does not import
-torch: the command line's front (help, tasks, init, slurm, data, bad input) answers without it.
+`train` and `Run` are imported when first used (PEP 562), so that importing any part of the package does not
+import torch: the command line's front (help, tasks, init, slurm, data, bad input) answers without it.
 """
 
 from .config import ConfigError, RunConfig

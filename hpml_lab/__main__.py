@@ -1,4 +1,5 @@
-"""`python -m hpml_lab`: train one run from flags (every RunConfig field is a flag); torchrun starts one per rank.
+"""`python -m hpml_lab`: train one run from flags (every RunConfig field is a flag); torchrun starts one per
+rank.
 
     python -m hpml_lab --epochs 2 --batch-size 64 --subset 2048 --save-model model.pt
     python -m hpml_lab --help        # every RunConfig field is a flag
@@ -43,7 +44,8 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(ns: argparse.Namespace, extra: Mapping[str, Any] | None = None) -> RunConfig:
-    """The RunConfig the parsed flags (and `extra`) give; from_dict refuses unknown keys and converts the strings."""
+    """The RunConfig the parsed flags (and `extra`) give; from_dict refuses unknown keys and converts the
+    strings."""
     params = {k: v for k, v in vars(ns).items() if k in RunConfig.field_names()}
     return RunConfig.from_dict({**params, **(extra or {})}, coerce=True)
 
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The flags of `python -m hpml_lab` (also read by tests/unit/test_docs_commands.py to check the docs' commands)."""
+    """The flags of `python -m hpml_lab` (also read by tests/unit/test_docs_commands.py to check the docs'
+    commands)."""
     parser = OneLineParser(prog="python -m hpml_lab", description="Train one run; see RunConfig.")
     add_config_flags(parser)
     parser.add_argument("--save-model", metavar="PATH", help="write the final weights (state_dict) here")

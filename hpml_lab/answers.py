@@ -1,8 +1,9 @@
-"""The answer types every conclusion returns: Number (a value tagged measured/predicted/reference/counted/setting),
-Answer (one lab question's answer: a headline Finding, detail Findings and general Background, whose numbers are
-the findings' numbers; see findings.py), Record (a report's answers and flags) and check(), which refuses a
-record with an untagged or unexplained number. They live in the core so that studies/ can build answers without importing
-report/; report/answer_box.py writes and shows records.
+"""The answer types every conclusion returns: Number (a value tagged
+measured/predicted/reference/counted/setting), Answer (one lab question's answer: a headline Finding, detail
+Findings and general Background, whose numbers are the findings' numbers; see findings.py), Record (a report's
+answers and flags) and check(), which refuses a record with an untagged or unexplained number. They live in
+the core so that studies/ can build answers without importing report/; report/answer_box.py writes and shows
+records.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Any
 
 from .findings import Background, Finding, fmt_value, say
 
-# measured: timed or observed, with its n; predicted: from a model (source says which); reference: a publication;
-# counted: an exact count (parameters, FLOPs, bytes saved for backward): no n, no spread, source says how counted;
-# setting: a value the run was given (a simulated latency, a budget), not a result: source says which setting.
+# measured: timed or observed, with its n; predicted: from a model (source says which); reference: a
+# publication; counted: an exact count (parameters, FLOPs, bytes saved for backward): no n, no spread, source
+# says how counted; setting: a value the run was given (a simulated latency, a budget), not a result: source
+# says which setting.
 PROVENANCE = ("measured", "predicted", "reference", "counted", "setting")
 STATUSES = ("answered", "partial", "not answered")
 
@@ -54,9 +56,9 @@ def sentence(text: str) -> str:
 
 @dataclass
 class Answer:
-    """One lab question's answer. `headline`: the one line a grader reads first (the verdict, about 25 words at
-    most); `details`: further findings of this run; `background`: general explanations, shown apart. Its numbers
-    are its findings' numbers."""
+    """One lab question's answer. `headline`: the one line a grader reads first (the verdict, about 25 words
+    at most); `details`: further findings of this run; `background`: general explanations, shown apart. Its
+    numbers are its findings' numbers."""
 
     question: str
     headline: Finding
@@ -131,8 +133,8 @@ class Record:
     ran_vs_lab: list[dict] = field(default_factory=list)
     reused: int = 0  # runs reused from an earlier run of the task (resumed sweep)
     # what the page shows outside the answers and flags, held so the claims check can read the whole page:
-    # tables by name ({"columns", "rows" (cells as shown), "values"}), figures by name ({"alt"}: its labels), and
-    # the Numbers of sentences shown in the body (captions, notes, the environment table's load), as dicts
+    # tables by name ({"columns", "rows" (cells as shown), "values"}), figures by name ({"alt"}: its labels),
+    # and the Numbers of sentences shown in the body (captions, notes, the environment table's load), as dicts
     tables: dict = field(default_factory=dict)
     figures: dict = field(default_factory=dict)
     shown: list = field(default_factory=list)
@@ -162,15 +164,16 @@ class Record:
 
 
 def all_numbers(rec: Record) -> list[Number]:
-    """Every Number the record's page states: its answers', its flags' and those of the sentences in its body."""
+    """Every Number the record's page states: its answers', its flags' and those of the sentences in its
+    body."""
     out = [n for a in rec.answers for n in a.numbers]
     out += [Number(**n) for f in rec.flags for n in f.get("numbers", [])]
     return out + [Number(**n) for n in rec.shown]
 
 
 def check(rec: Record) -> None:
-    """Refuse a record whose numbers lack provenance or share a name, whose statuses are unknown, or whose text is
-    not one line."""
+    """Refuse a record whose numbers lack provenance or share a name, whose statuses are unknown, or whose
+    text is not one line."""
     seen: dict[str, Number] = {}
     for num in all_numbers(rec):
         _check_number(rec, num, seen)
@@ -195,7 +198,8 @@ def _check_number(rec: Record, num: Number, seen: dict) -> None:
         )
     if num.provenance not in PROVENANCE:
         raise RecordError(
-            f"{rec.task}: number {num.name!r} has provenance {num.provenance!r}; valid: {', '.join(PROVENANCE)}"
+            f"{rec.task}: number {num.name!r} has provenance {num.provenance!r}; valid: "
+            f"{', '.join(PROVENANCE)}"
         )
     if num.provenance != "measured" and not num.source:
         raise RecordError(f"{rec.task}: {num.provenance} number {num.name!r} does not say its source")

@@ -26,13 +26,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-# the typed-parameter machinery lives in params.py; these names are imported from config by studies and report/
+# the typed-parameter machinery lives in params.py; these names are imported from config by studies and
+# report/
 from .params import ConfigError, StudySettings, _short, check_types, coerce_value  # noqa: F401
 
 DATASETS = ("cifar10", "tinyimagenet")
 NORMS = ("bn", "none")
-# name: (torch.optim class, its fixed keyword arguments, whether cfg.momentum applies); training.build_optimizer
-# builds from this table, so a new optimizer is one entry here
+# name: (torch.optim class, its fixed keyword arguments, whether cfg.momentum applies);
+# training.build_optimizer builds from this table, so a new optimizer is one entry here
 OPTIMIZER_TABLE: dict[str, tuple[str, dict[str, Any], bool]] = {
     "sgd": ("SGD", {}, True),
     "sgd_nesterov": ("SGD", {"nesterov": True}, True),
@@ -48,8 +49,8 @@ DEVICES = ("auto", "cpu", "cuda")
 PROGRESS = ("auto", "bar", "plot", "log", "none")
 STEMS = ("cifar", "imagenet")
 LOADERS = ("pil", "tensor")
-# torch.compile's modes (inductor): reduce-overhead and max-autotune capture CUDA graphs on a GPU; on a CPU every mode
-# runs as plain inductor (fastpath.compile_mode says what ran)
+# torch.compile's modes (inductor): reduce-overhead and max-autotune capture CUDA graphs on a GPU; on a CPU
+# every mode runs as plain inductor (fastpath.compile_mode says what ran)
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -94,11 +95,11 @@ class RunConfig:
         precision: fp32, tf32, bf16 or fp16 (autocast of forward and loss; fp16 scales the loss with a
             GradScaler); on CUDA and on CPU alike where torch supports it (fast path).
         amp: deprecated, amp=true is precision="bf16".
-        compile: torch.compile the training step (fast path; the first steps pay compilation): forward, loss and
-            the correct count as one graph, its backward compiled with it (hpml_lab.training.Step).
-        compile_mode: torch.compile's mode with the inductor backend: "default", "reduce-overhead" (CUDA graphs),
-            "max-autotune" (CUDA graphs and kernel autotuning), "max-autotune-no-cudagraphs"; on a CPU every
-            mode runs as plain inductor, and meta.json records the mode that ran.
+        compile: torch.compile the training step (fast path; the first steps pay compilation): forward, loss
+            and the correct count as one graph, its backward compiled with it (hpml_lab.training.Step).
+        compile_mode: torch.compile's mode with the inductor backend: "default", "reduce-overhead" (CUDA
+            graphs), "max-autotune" (CUDA graphs and kernel autotuning), "max-autotune-no-cudagraphs"; on a
+            CPU every mode runs as plain inductor, and meta.json records the mode that ran.
         persistent_workers: keep DataLoader workers alive between epochs (needs num_workers > 0).
         loader: "pil" (the lab's per-sample PIL pipeline in a DataLoader) or "tensor" (the whole
             uint8 dataset resident on the training device, augmented batched there; see
@@ -151,7 +152,8 @@ class RunConfig:
         elif self.amp and self.precision != "bf16":
             raise ConfigError(f"amp=true means precision=bf16, not {self.precision!r}: leave amp out")
         self._check_values()
-        # record what runs: the tensor loader loads in no worker, and workers persist only where there are some
+        # record what runs: the tensor loader loads in no worker, and workers persist only where there are
+        # some
         if self.loader == "tensor" and self.num_workers:
             object.__setattr__(self, "num_workers", 0)
         if self.persistent_workers and not self.num_workers:
@@ -208,7 +210,8 @@ class RunConfig:
             )
         if self.stem not in models.stems(self.model):
             raise ConfigError(
-                f"parameter 'stem' is {self.stem!r}; {self.model!r} supports {', '.join(models.stems(self.model))}"
+                f"parameter 'stem' is {self.stem!r}; {self.model!r} supports "
+                f"{', '.join(models.stems(self.model))}"
             )
         if self.checkpoint_segments and not models.accepts(self.model, "checkpoint_segments"):
             raise ConfigError(f"parameter 'checkpoint_segments' applies to ResNets only, not {self.model!r}")
@@ -303,8 +306,8 @@ NAME_RULE = "letters, digits, '_', '-', '.' and '+', not starting with '.' or '-
 
 
 def _plain_name(name: str) -> bool:
-    """A folder name every tool shows and finds: no separators, control characters, leading dot (hidden folders
-    are attempts, invisible to load_runs) or '..', nothing a shell or Slurm reads as an option."""
+    """A folder name every tool shows and finds: no separators, control characters, leading dot (hidden
+    folders are attempts, invisible to load_runs) or '..', nothing a shell or Slurm reads as an option."""
     return (
         0 < len(name) <= 100
         and name.isascii()
@@ -321,8 +324,9 @@ def check_keys(
     where: str = "",
     shown: Iterable[str] | None = None,
 ) -> None:
-    """The one check for unknown parameter names: each key must be a RunConfig field or one of `also` (a study's
-    settings); else one line naming it (`where`, e.g. " for task c1") and the valid names (`shown`, or all)."""
+    """The one check for unknown parameter names: each key must be a RunConfig field or one of `also` (a
+    study's settings); else one line naming it (`where`, e.g. " for task c1") and the valid names (`shown`, or
+    all)."""
     valid = [*RunConfig.field_names(), *also]
     for key in params:
         if key not in valid:

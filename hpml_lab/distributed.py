@@ -83,7 +83,8 @@ def read_env(environ: Mapping[str, str] | None = None) -> DistEnv:
             launcher="torchrun",
         )
     # Only a task that srun started for a step joins: srun sets SLURM_STEP_NUM_TASKS, the batch step does not,
-    # although it has SLURM_PROCID=0 and SLURM_NTASKS=N (a notebook run there would wait for N-1 ranks forever).
+    # although it has SLURM_PROCID=0 and SLURM_NTASKS=N (a notebook run there would wait for N-1 ranks
+    # forever).
     if "SLURM_PROCID" in e and _int(e, "SLURM_STEP_NUM_TASKS", 1) > 1:
         world = _int(e, "SLURM_STEP_NUM_TASKS", 1)
         return DistEnv(
@@ -101,7 +102,8 @@ def backend_for(device: torch.device) -> str:
 
 
 def timeout_seconds(environ: Mapping[str, str] | None = None) -> int:
-    """HPML_DIST_TIMEOUT_S, a whole number of seconds above 0 (default 300); anything else is one clear error."""
+    """HPML_DIST_TIMEOUT_S, a whole number of seconds above 0 (default 300); anything else is one clear
+    error."""
     e = os.environ if environ is None else environ
     raw = e.get("HPML_DIST_TIMEOUT_S", "").strip()
     if not raw:
@@ -177,15 +179,14 @@ def cleanup(barrier: bool = True) -> None:
 def leave(code: int) -> int:
     """The exit status for a command-line entry point, ending the process itself if it joined a group.
 
-    Building DDP in torch 2.11 leaves references to the process group behind (we counted ten
-    more on the group object after the wrapper was deleted), so destroy_process_group does not
-    free it and gloo's worker threads live on into interpreter finalization. A two-rank CPU
-    run once failed in CI with one rank aborting ("terminate called without an active
-    exception", SIGABRT), which is how a process ends when a C++ thread needs the GIL while
-    the interpreter finalizes; torchrun then reports the whole job failed. So a rank that joined a group, and has left it
-    (cleanup), flushes its output and exits with os._exit, skipping finalization; every result
-    file is already written atomically by then. A process that never joined a group gets
-    `code` back unchanged.
+    Building DDP in torch 2.11 leaves references to the process group behind (we counted ten more on the group
+    object after the wrapper was deleted), so destroy_process_group does not free it and gloo's worker threads
+    live on into interpreter finalization. A two-rank CPU run once failed in CI with one rank aborting
+    ("terminate called without an active exception", SIGABRT), which is how a process ends when a C++ thread
+    needs the GIL while the interpreter finalizes; torchrun then reports the whole job failed. So a rank that
+    joined a group, and has left it (cleanup), flushes its output and exits with os._exit, skipping
+    finalization; every result file is already written atomically by then. A process that never joined a group
+    gets `code` back unchanged.
     """
     if not _joined:
         return code

@@ -29,9 +29,10 @@ def _cpu_model() -> str:
 
 @lru_cache(maxsize=1)
 def git_commit() -> dict[str, Any]:
-    """Commit of the hpml-lab checkout in use and whether it had uncommitted changes (tracked files). Where the
-    tree is no git checkout of its own (a copy sent to a GPU machine without .git), the provenance file that
-    `make gpu-wheels` wrote beside the carried wheels says it (HPML_PROVENANCE, else .whl/provenance.json)."""
+    """Commit of the hpml-lab checkout in use and whether it had uncommitted changes (tracked files). Where
+    the tree is no git checkout of its own (a copy sent to a GPU machine without .git), the provenance file
+    that `make gpu-wheels` wrote beside the carried wheels says it (HPML_PROVENANCE, else
+    .whl/provenance.json)."""
     from .config import project_root
 
     root = project_root()
@@ -68,9 +69,10 @@ def usable_cores() -> int:
 
 @lru_cache(maxsize=1)
 def torchvision_version() -> str | None:
-    """torchvision.__version__ (with its build tag, as 0.26.0+cu130; the package metadata says 0.26.0), read from
-    its version.py where torchvision is not imported yet: importing it imports torch._dynamo (torchvision.ops),
-    2-3 s of CPU in a process that trains nothing, such as `hpml-lab run`'s parent. None where it is missing."""
+    """torchvision.__version__ (with its build tag, as 0.26.0+cu130; the package metadata says 0.26.0), read
+    from its version.py where torchvision is not imported yet: importing it imports torch._dynamo
+    (torchvision.ops), 2-3 s of CPU in a process that trains nothing, such as `hpml-lab run`'s parent. None
+    where it is missing."""
     import ast
     import importlib.util
 

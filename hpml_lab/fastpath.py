@@ -10,11 +10,11 @@
   AVX512-BF16) and is usually slower elsewhere: measure it. bfloat16 keeps float32's exponent
   range, so no gradient scaler is needed; fp16 (V100s have no bf16) gets a GradScaler in the step.
   tf32 turns on TF32 matrix products and convolutions on CUDA. amp=true (deprecated) is bf16.
-- compile: torch.compile with static shapes, a fresh compile per run: train() compiles the whole step's forward,
-  loss and correct count as one graph (its backward with it: training.Step), DDP's wrapper under torchrun;
-  compilation happens in the first steps (epoch 1); compile_available says beforehand whether it can build here.
-  compile_mode "reduce-overhead" or "max-autotune" also captures the step's graphs as CUDA graphs on a GPU (one
-  launch replays all its kernels); on a CPU every mode runs as plain inductor (compile_mode()).
+- compile: torch.compile with static shapes, a fresh compile per run: train() compiles the whole step's
+  forward, loss and correct count as one graph (its backward with it: training.Step), DDP's wrapper under
+  torchrun; compilation happens in the first steps (epoch 1); compile_available says beforehand whether it can
+  build here. compile_mode "reduce-overhead" or "max-autotune" also captures the step's graphs as CUDA graphs
+  on a GPU (one launch replays all its kernels); on a CPU every mode runs as plain inductor (compile_mode()).
 - the optimizer: fused where torch has a fused kernel for it on the device, else foreach on a GPU
   (optimizer_options), on the fast path only (the tensor loader): the lab's runs keep torch's default.
 - pinned memory and non_blocking copies: the DataLoader pins on CUDA, and train() copies
@@ -51,7 +51,8 @@ def check_backend(backend: str) -> None:
 
 
 def _python_include() -> str:
-    """Where Python.h is, read as Triton reads it (the default scheme; Debian's posix_local as posix_prefix)."""
+    """Where Python.h is, read as Triton reads it (the default scheme; Debian's posix_local as
+    posix_prefix)."""
     import sysconfig
 
     scheme = sysconfig.get_default_scheme()
@@ -96,8 +97,8 @@ def compile_available(backend: str, device: str = "auto") -> str:
                 )
         elif not any(shutil.which(c) for c in names):
             return (
-                f"the inductor backend on {kind} needs a {'C' if kind == 'cuda' else 'C++'} compiler: none of "
-                f"${env}, {', '.join(names)} was found (install {'gcc' if kind == 'cuda' else 'g++'})"
+                f"the inductor backend on {kind} needs a {'C' if kind == 'cuda' else 'C++'} compiler: none "
+                f"of ${env}, {', '.join(names)} was found (install {'gcc' if kind == 'cuda' else 'g++'})"
             )
         include = _python_include()
         if not (Path(include) / "Python.h").is_file():
@@ -128,9 +129,9 @@ GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes whose inductor ca
 
 
 def compile_mode(cfg, device: torch.device | str) -> str:
-    """The torch.compile mode that runs for cfg on `device`: cfg.compile_mode with inductor on CUDA; on a CPU, and
-    with any other backend, "default" (CUDA graphs and Triton's autotuning are CUDA's; other backends take no
-    mode)."""
+    """The torch.compile mode that runs for cfg on `device`: cfg.compile_mode with inductor on CUDA; on a CPU,
+    and with any other backend, "default" (CUDA graphs and Triton's autotuning are CUDA's; other backends take
+    no mode)."""
     if torch.device(device).type != "cuda" or cfg.compile_backend != "inductor":
         return "default"
     return cfg.compile_mode
@@ -154,8 +155,8 @@ def _compile(cfg, fn, device):
 
 
 def compile_step(cfg, fn, device: torch.device | str):
-    """torch.compile(fn) as compile_model compiles a model (static shapes, a fresh compile, cfg's backend and the
-    mode compile_mode() gives): training.Step compiles its forward, loss and correct count with it."""
+    """torch.compile(fn) as compile_model compiles a model (static shapes, a fresh compile, cfg's backend and
+    the mode compile_mode() gives): training.Step compiles its forward, loss and correct count with it."""
     return _compile(cfg, fn, device)
 
 
@@ -173,10 +174,10 @@ def compile_model(cfg, model: nn.Module) -> nn.Module:
 
 
 def optimizer_options(cfg, cls: type, device: torch.device | str) -> dict[str, bool]:
-    """{"fused": True} where `cls` has a fused kernel on `device`, else {"foreach": True} on a GPU, on the fast path
-    (the tensor loader); {} otherwise (the lab's runs keep torch's default: foreach on a GPU, a loop on a CPU).
-    A fused optimizer updates every parameter in one multi-tensor kernel and needs no host read of the step count
-    (GradScaler skips its found-inf check on the host with it too)."""
+    """{"fused": True} where `cls` has a fused kernel on `device`, else {"foreach": True} on a GPU, on the
+    fast path (the tensor loader); {} otherwise (the lab's runs keep torch's default: foreach on a GPU, a loop
+    on a CPU). A fused optimizer updates every parameter in one multi-tensor kernel and needs no host read of
+    the step count (GradScaler skips its found-inf check on the host with it too)."""
     import inspect
 
     if cfg.loader != "tensor":

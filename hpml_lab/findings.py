@@ -1,5 +1,5 @@
-"""Findings: what a report states of this run, written as templates whose every number is a named Number of the
-answer record, and Background: what usually happens and why, shown apart and labelled as general.
+"""Findings: what a report states of this run, written as templates whose every number is a named Number of
+the answer record, and Background: what usually happens and why, shown apart and labelled as general.
 
     from hpml_lab.findings import say, fmt, fmt_in, Background
     f = say("data loading {data}, training {train} per epoch", data=data_s, train=train_s)  # Numbers
@@ -10,8 +10,9 @@ answer record, and Background: what usually happens and why, shown apart and lab
     fmt_in("global batch {gb}: loss", gb=8192)  # 'global batch 8,192: loss': a value in a Number's name
 
 A template holds `{name}` slots only, each bound to a Number, a nested Finding (a verdict's statement), a word
-(a label such as 'eager') or an Ident (a name with digits that states no quantity: a run folder); a digit typed in the template is refused, so every number a finding states is a bound
-Number the record holds. Digits inside names ('top-1', 'ResNet-18', 'bf16') are words, not numbers.
+(a label such as 'eager') or an Ident (a name with digits that states no quantity: a run folder); a digit
+typed in the template is refused, so every number a finding states is a bound Number the record holds. Digits
+inside names ('top-1', 'ResNet-18', 'bf16') are words, not numbers.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ def stray_digits(text: str) -> list[str]:
 
 
 def fmt_value(x: Any, unit: str = "") -> str:
-    """One value as every sentence and table shows it: whole numbers with thousands separators (50,000), others with
-    3 significant digits (0.0323, 14.2) and whole from 1,000 up (3,309), never an exponent; '%' and 'x' follow the
-    value, other units follow a space; text as it is; a missing value is 'n/a'."""
+    """One value as every sentence and table shows it: whole numbers with thousands separators (50,000),
+    others with 3 significant digits (0.0323, 14.2) and whole from 1,000 up (3,309), never an exponent; '%'
+    and 'x' follow the value, other units follow a space; text as it is; a missing value is 'n/a'."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return str(x)
     if isinstance(x, float) and not math.isfinite(x):
@@ -218,8 +219,9 @@ def join(parts: list[Finding], sep: str = "; ", last: str | None = None) -> Find
 
 @dataclass(frozen=True)
 class Background:
-    """A general explanation (what usually happens, and why): shown apart from the findings, labelled as general.
-    It states no number of this run (a digit is refused) and no direction (a comparison is a verdict's)."""
+    """A general explanation (what usually happens, and why): shown apart from the findings, labelled as
+    general. It states no number of this run (a digit is refused) and no direction (a comparison is a
+    verdict's)."""
 
     text: str
 

@@ -1,24 +1,25 @@
 """Floating-point work of a training step, the device's peak, achieved TFLOP/s and MFU.
 
     from hpml_lab import flops
-    f = flops.step_flops_per_image("resnet18")                 # 3.33e9 for a 32x32 CIFAR image (fwd + bwd)
-    peak = flops.peak(torch.device("cuda"), "bf16")            # Peak(tflops=989.5, source="NVIDIA H100 SXM ...")
-    flops.precision_of(cfg, device)                            # "fp16" for RunConfig(precision="fp16")
-    flops.mfu(f * images, seconds, peak.tflops)                # achieved / peak, a fraction
+    f = flops.step_flops_per_image("resnet18")        # 3.33e9 for a 32x32 CIFAR image (fwd + bwd)
+    peak = flops.peak(torch.device("cuda"), "bf16")   # Peak(tflops=989.5, source="NVIDIA H100 SXM ...")
+    flops.precision_of(cfg, device)                   # "fp16" for RunConfig(precision="fp16")
+    flops.mfu(f * images, seconds, peak.tflops)       # achieved / peak, a fraction
 
 Convention: a multiply-add is 2 FLOPs, as torch.utils.flop_counter.FlopCounterMode counts (convolutions and
-matrix products, forward and backward; elementwise work such as BatchNorm and ReLU is not counted, as in the usual
-MFU definition). A training step is counted once per model, input shape and number of classes, on a batch of one
-image on the CPU (FLOPs per image do not depend on the batch or device), and cached.
+matrix products, forward and backward; elementwise work such as BatchNorm and ReLU is not counted, as in the
+usual MFU definition). A training step is counted once per model, input shape and number of classes, on a
+batch of one image on the CPU (FLOPs per image do not depend on the batch or device), and cached.
 
-Peaks are dense (not 2:4 sparse) figures from the vendors' data sheets; for a CPU, or a GPU not in the table, the
-peak is measured: the best of a few matrix products in the precision used, at the size where one takes 50 ms (at
-most 2048 on a CPU, 4096 on a GPU), repeated for about 0.5 s, at least 3 times (so an MFU near 1 on a CPU means
-"as fast as its own matrix product", not its theoretical peak). A measured peak is measured once per machine and
-kept in results/device-peaks.json (PEAKS_FILE), keyed by the device, its name, the threads torch uses and the
-precision, with when it was measured and the machine's load then; every later run and task on that machine reads
-it, so their shares of peak divide by one number and can be compared (each measured anew, one machine's CPU
-"peak" was 0.0666, 0.0252 and 0.0358 TFLOP/s on three pages). Delete the file to measure again.
+Peaks are dense (not 2:4 sparse) figures from the vendors' data sheets; for a CPU, or a GPU not in the table,
+the peak is measured: the best of a few matrix products in the precision used, at the size where one takes 50
+ms (at most 2048 on a CPU, 4096 on a GPU), repeated for about 0.5 s, at least 3 times (so an MFU near 1 on a
+CPU means "as fast as its own matrix product", not its theoretical peak). A measured peak is measured once per
+machine and kept in results/device-peaks.json (PEAKS_FILE), keyed by the device, its name, the threads torch
+uses and the precision, with when it was measured and the machine's load then; every later run and task on
+that machine reads it, so their shares of peak divide by one number and can be compared (each measured anew,
+one machine's CPU "peak" was 0.0666, 0.0252 and 0.0358 TFLOP/s on three pages). Delete the file to measure
+again.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from torch import nn
 from .profiling import WallClock
 
 # name (whole words of what torch.cuda.get_device_name reports) -> dense TFLOP/s by precision, and the source.
-# fp16 and bf16 tensor-core peaks are equal on the data sheets that give both. Volta and Turing (V100, T4,
-# RTX 5000) have FP16 tensor cores but no bf16 or TF32 units: no bf16 entry (a bf16 run's peak is measured), and
+# fp16 and bf16 tensor-core peaks are equal on the data sheets that give both. Volta and Turing (V100, T4, RTX
+# 5000) have FP16 tensor cores but no bf16 or TF32 units: no bf16 entry (a bf16 run's peak is measured), and
 # their tf32 entry is the fp32 figure (TF32 allowed there runs as fp32).
 GPU_PEAKS: dict[str, tuple[dict[str, float], str]] = {
     "H100 PCIe": (
@@ -69,7 +70,8 @@ GPU_PEAKS: dict[str, tuple[dict[str, float], str]] = {
 
 T = TypeVar("T")
 
-# variants whose figures differ from the entry their name contains (H100 NVL, H200 NVL, RTX 5000 Ada): measured
+# variants whose figures differ from the entry their name contains (H100 NVL, H200 NVL, RTX 5000 Ada):
+# measured
 OTHER_VARIANTS = ("NVL", "Ada")
 
 
@@ -85,7 +87,8 @@ def by_gpu_name(table: Mapping[str, T], gpu_name: str | None) -> T | None:
 
 
 def data_sheet(gpu_name: str) -> tuple[dict[str, float], str] | None:
-    """The GPU_PEAKS entry for a device name; None for an unknown GPU, whose peak is then measured, not borrowed."""
+    """The GPU_PEAKS entry for a device name; None for an unknown GPU, whose peak is then measured, not
+    borrowed."""
     return by_gpu_name(GPU_PEAKS, gpu_name)
 
 
@@ -103,9 +106,9 @@ PEAKS_FILE = "device-peaks.json"  # under the results folder: one measured peak 
 
 
 def precision_of(cfg, device: torch.device) -> str:
-    """The precision a run's convolutions and matrix products used: cfg.precision's bf16 or fp16 (autocast); on
-    CUDA tf32 when asked for or where torch allows it (cuDNN convolutions do by default); else fp32 (a CPU has no
-    TF32: precision=tf32 runs there as fp32)."""
+    """The precision a run's convolutions and matrix products used: cfg.precision's bf16 or fp16 (autocast);
+    on CUDA tf32 when asked for or where torch allows it (cuDNN convolutions do by default); else fp32 (a CPU
+    has no TF32: precision=tf32 runs there as fp32)."""
     if cfg.precision in ("bf16", "fp16"):
         return cfg.precision
     if device.type == "cuda" and (cfg.precision == "tf32" or any(tf32_state().values())):
@@ -114,9 +117,9 @@ def precision_of(cfg, device: torch.device) -> str:
 
 
 def _allows_tf32(new_api, legacy) -> bool:
-    """TF32 allowed for a backend: its fp32_precision (torch >= 2.9) when set ("tf32" or "ieee"), else the legacy
-    flag. Reading the legacy flag after a user set the new API raises "mix of legacy and new APIs"; it then counts
-    as not allowed."""
+    """TF32 allowed for a backend: its fp32_precision (torch >= 2.9) when set ("tf32" or "ieee"), else the
+    legacy flag. Reading the legacy flag after a user set the new API raises "mix of legacy and new APIs"; it
+    then counts as not allowed."""
     p = getattr(new_api, "fp32_precision", None)
     if p in ("tf32", "ieee"):
         return p == "tf32"
@@ -127,7 +130,8 @@ def _allows_tf32(new_api, legacy) -> bool:
 
 
 def tf32_state() -> dict[str, bool]:
-    """Whether CUDA matrix products and cuDNN convolutions may run in TF32, read through the new API where present."""
+    """Whether CUDA matrix products and cuDNN convolutions may run in TF32, read through the new API where
+    present."""
     cudnn = torch.backends.cudnn
     return {
         "matmul": _allows_tf32(torch.backends.cuda.matmul, lambda: torch.backends.cuda.matmul.allow_tf32),
@@ -141,9 +145,9 @@ def _count(name: str, num_classes: int, stem: str, norm: str, image_size: int) -
 
     from . import models
 
-    # A RevNet is counted under ordinary autograd: the same forward and backward arithmetic (its reconstruction in
-    # backward is extra work, not counted, like checkpointing's second forward), and the reversible Function's
-    # backward does not run under the counter's dispatch mode.
+    # A RevNet is counted under ordinary autograd: the same forward and backward arithmetic (its
+    # reconstruction in backward is extra work, not counted, like checkpointing's second forward), and the
+    # reversible Function's backward does not run under the counter's dispatch mode.
     extra = {"memory_saving": False} if models.accepts(name, "memory_saving") else {}
     kwargs = {"stem": stem} if models.accepts(name, "stem") else {}
     with torch.random.fork_rng(devices=[]):  # leave the caller's random stream where it was
@@ -165,8 +169,8 @@ def step_flops_per_image(
 
 
 def flops_per_image(cfg) -> int:
-    """step_flops_per_image for a RunConfig's model, dataset and stem (checkpointing's extra forward not counted:
-    MFU counts the useful work of the step, as is usual)."""
+    """step_flops_per_image for a RunConfig's model, dataset and stem (checkpointing's extra forward not
+    counted: MFU counts the useful work of the step, as is usual)."""
     from .data import classes_of
 
     size = 64 if cfg.dataset == "tinyimagenet" else 32
@@ -175,13 +179,14 @@ def flops_per_image(cfg) -> int:
 
 @functools.lru_cache(maxsize=8)
 def _measured(device_str: str, precision: str, budget_s: float = 0.5) -> float:
-    """The best rate of square matrix products on the device, in TFLOP/s: the best of 3 to 20 repeats, as many as
-    fit in `budget_s` (at least 3, so a slow path can pass it a little).
+    """The best rate of square matrix products on the device, in TFLOP/s: the best of 3 to 20 repeats, as many
+    as fit in `budget_s` (at least 3, so a slow path can pass it a little).
 
     The size doubles from 256 until one product takes 50 ms (or 4096 on a GPU, 2048 on a CPU), so a slow path
     (bf16 on a CPU without bf16 instructions runs at about 1 GFLOP/s: a 2048 product takes 15 s) is measured
     at a size it finishes quickly, and a fast one at a size large enough to reach its best rate; where one
-    product at the largest size is shorter than 50 ms, each repeat times enough back-to-back products to last 50 ms."""
+    product at the largest size is shorter than 50 ms, each repeat times enough back-to-back products to last
+    50 ms."""
     device = torch.device(device_str)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     cuda = device.type == "cuda"
@@ -226,9 +231,9 @@ def _measured(device_str: str, precision: str, budget_s: float = 0.5) -> float:
 
 @contextlib.contextmanager
 def tf32(allow: bool, convolutions: bool = True):
-    """TF32 on or off inside for CUDA matrix products (and cuDNN convolutions), through fp32_precision where torch
-    has it, so that a user's setting of the new API is neither mixed with the legacy flags (torch raises on a read
-    of one after a write of the other) nor lost; the previous settings are put back."""
+    """TF32 on or off inside for CUDA matrix products (and cuDNN convolutions), through fp32_precision where
+    torch has it, so that a user's setting of the new API is neither mixed with the legacy flags (torch raises
+    on a read of one after a write of the other) nor lost; the previous settings are put back."""
     cudnn = torch.backends.cudnn
     backends = [(torch.backends.cuda.matmul, torch.backends.cuda.matmul)]
     if convolutions:
@@ -249,7 +254,8 @@ def tf32(allow: bool, convolutions: bool = True):
 
 
 def device_name(device: torch.device) -> str:
-    """The device as its peak is keyed: the GPU's name, or the CPU's model and the threads torch uses on it."""
+    """The device as its peak is keyed: the GPU's name, or the CPU's model and the threads torch uses on
+    it."""
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
@@ -294,8 +300,8 @@ def peak(device: torch.device, precision: str, store: str | os.PathLike | None =
     return Peak(
         held["tflops"],
         precision,
-        f"measured once on this machine ({held['measured_at']}) and kept in {PEAKS_FILE} for every task: the best "
-        f"of several {precision} matrix products on {device.type} ({name}){missing}",
+        f"measured once on this machine ({held['measured_at']}) and kept in {PEAKS_FILE} for every task: the "
+        f"best of several {precision} matrix products on {device.type} ({name}){missing}",
         True,
         measured_at=held["measured_at"],
         machine=held.get("machine"),
@@ -304,7 +310,8 @@ def peak(device: torch.device, precision: str, store: str | os.PathLike | None =
 
 def peak_number(fl: Mapping) -> object:
     """A run's peak (meta.json's `flops`) as the Number every page states it by: measured (n = 1) when this
-    machine measured it, a reference when a data sheet gives it; its source says which and where it is kept."""
+    machine measured it, a reference when a data sheet gives it; its source says which and where it is
+    kept."""
     from .answers import Number
 
     measured = str(fl.get("peak_source", "")).startswith("measured")

@@ -89,8 +89,8 @@ class PlantedFile(FileExistsError):
 
 
 def own_target(path: Path) -> Path:
-    """`path` for a write of one of hpml-lab's own files: a link there (even a dangling one), or anything but a
-    regular file, is refused with one line (PlantedFile, an OSError naming `path`). Devices are refused as
+    """`path` for a write of one of hpml-lab's own files: a link there (even a dangling one), or anything but
+    a regular file, is refused with one line (PlantedFile, an OSError naming `path`). Devices are refused as
     plain_target does."""
     p = Path(os.path.abspath(path))
     if any(p == Path(s) or Path(s) in p.parents for s in _SPECIAL):
@@ -155,8 +155,9 @@ def this_host() -> str:
 
 
 def owner() -> str:
-    """'<pid>@<host>': who made a temporary file or folder, in its name. On a folder shared by nodes (a cluster's
-    data folder) a pid says nothing about another node's processes: the host says whose pid it is."""
+    """'<pid>@<host>': who made a temporary file or folder, in its name. On a folder shared by nodes (a
+    cluster's data folder) a pid says nothing about another node's processes: the host says whose pid it
+    is."""
     return f"{os.getpid()}@{this_host()}"
 
 
@@ -193,8 +194,8 @@ def made_by_a_live_process(path: Path, pid: int) -> bool:
 
 
 def regular_file(path: Path, limit: int | None = None) -> Path:
-    """path, if it is a regular file (through links) of at most `limit` bytes: a FIFO, a device or a folder put
-    where a result file belongs would block or never end when read. Else a ValueError naming it."""
+    """path, if it is a regular file (through links) of at most `limit` bytes: a FIFO, a device or a folder
+    put where a result file belongs would block or never end when read. Else a ValueError naming it."""
     import stat
 
     st = path.stat()  # FileNotFoundError as before when it is missing
@@ -231,10 +232,11 @@ def atomic_write_csv(
 
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
-    """SIGTERM, SIGHUP and Ctrl-C that arrive inside the block are delivered as it ends, to the handler in place
-    before: files that belong together are written together (an epoch's CSVs and its meta.json, a run's landing).
-    Held by swapping Python handlers, not by a signal mask: a mask is per thread, and torch's threads would take
-    the signal. The main thread only (elsewhere the block runs unchanged): Python runs handlers there."""
+    """SIGTERM, SIGHUP and Ctrl-C that arrive inside the block are delivered as it ends, to the handler in
+    place before: files that belong together are written together (an epoch's CSVs and its meta.json, a run's
+    landing). Held by swapping Python handlers, not by a signal mask: a mask is per thread, and torch's
+    threads would take the signal. The main thread only (elsewhere the block runs unchanged): Python runs
+    handlers there."""
     import signal
     import threading
 
@@ -242,7 +244,8 @@ def signals_deferred() -> Iterator[None]:
         yield
         return
     pending: list[int] = []
-    # a handler installed from C (getsignal() is None) cannot be put back from Python: such a signal is not held
+    # a handler installed from C (getsignal() is None) cannot be put back from Python: such a signal is not
+    # held
     held = [s for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP) if signal.getsignal(s) is not None]
     previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in held}
     try:
@@ -257,8 +260,8 @@ def signals_deferred() -> Iterator[None]:
 @contextlib.contextmanager
 def temp_folder(prefix: str, dir: str | os.PathLike) -> Iterator[Path]:
     """A fresh folder in `dir`, removed with everything in it when the block ends, however it ends. Made with
-    signals held and named inside the `try`: a Ctrl-C that arrives while it is being made is delivered once the
-    name is held for clean-up, so the folder never outlives the process."""
+    signals held and named inside the `try`: a Ctrl-C that arrives while it is being made is delivered once
+    the name is held for clean-up, so the folder never outlives the process."""
     import shutil
 
     tmp = ""
@@ -278,8 +281,8 @@ class LockBusy(Exception):
 @contextlib.contextmanager
 def held_lock(path: str | os.PathLike) -> Iterator[None]:
     """An exclusive flock on `path` (made if missing, never followed as a link) held until the block ends. The
-    kernel ends it with the process, also one killed with -9, so a crash leaves no stale lock to clear by hand.
-    LockBusy at once when another process holds it; OSError when the file cannot be opened."""
+    kernel ends it with the process, also one killed with -9, so a crash leaves no stale lock to clear by
+    hand. LockBusy at once when another process holds it; OSError when the file cannot be opened."""
     import fcntl
 
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)

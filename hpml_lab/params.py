@@ -1,14 +1,15 @@
 """Typed parameters: the one type check and command-line coercion behind RunConfig and every study's settings.
 
-RunConfig (config.py) and a study's StudySettings subclass both check their fields here, so a wrong type reads the
-same wherever it is given (notebook parameter, `-p key=value`, CLI flag). A study defines its own knobs as
+RunConfig (config.py) and a study's StudySettings subclass both check their fields here, so a wrong type reads
+the same wherever it is given (notebook parameter, `-p key=value`, CLI flag). A study defines its own knobs as
 
     from hpml_lab.params import StudySettings
     @dataclass(frozen=True)
     class Settings(StudySettings):
         rev_stages: tuple[int, ...] = (1, 2)
 
-and config.py re-exports ConfigError, StudySettings and coerce_value, the names callers already import from there.
+and config.py re-exports ConfigError, StudySettings and coerce_value, the names callers already import from
+there.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ def _short(value: Any, limit: int = 80) -> str:
 
 
 def check_types(obj: Any) -> None:
-    """The one type check of RunConfig and StudySettings: each field's value must have its annotated type (int,
-    float, str, bool or tuple[item, ...]); an int given for a float becomes a float, a list for a tuple a tuple."""
+    """The one type check of RunConfig and StudySettings: each field's value must have its annotated type
+    (int, float, str, bool or tuple[item, ...]); an int given for a float becomes a float, a list for a tuple
+    a tuple."""
     hints = typing.get_type_hints(type(obj))
     for f in fields(obj):
         value, want = getattr(obj, f.name), hints[f.name]
@@ -103,16 +105,17 @@ class StudySettings:
     """Base for a study's own settings: the knobs of one study that are not RunConfig fields (the memory
     task's RevNet depths, C3's tolerance, Lab 5's batch sizes). Subclass it as a frozen dataclass with typed
     fields (int, float, str, bool or tuple[int | float | str, ...]) and defaults, and name it in the task
-    (report/tasks.py, `Task(..., settings=...)`). Its field names are then notebook parameters like RunConfig's:
-    `-p rev_stages=3,5`, `-f params.yaml` and papermill set them and the runner checks them before any kernel
-    starts. In the notebook:
+    (report/tasks.py, `Task(..., settings=...)`). Its field names are then notebook parameters like
+    RunConfig's: `-p rev_stages=3,5`, `-f params.yaml` and papermill set them and the runner checks them
+    before any kernel starts. In the notebook:
 
         settings = memory.Settings.from_namespace(globals())   # the parameters cell's values, checked
 
-    The pre-run check every study passes, the same for all (a new study cannot leave it out): types; every number
-    within its range in RANGES, which every numeric field must have (a count of repeats, steps or rounds with no
-    bound once ran without end); check() for what ranges cannot say; and check_run(cfg) for what needs the run's
-    RunConfig (the data's size, the learning rate), called by the runner before any kernel starts.
+    The pre-run check every study passes, the same for all (a new study cannot leave it out): types; every
+    number within its range in RANGES, which every numeric field must have (a count of repeats, steps or
+    rounds with no bound once ran without end); check() for what ranges cannot say; and check_run(cfg) for
+    what needs the run's RunConfig (the data's size, the learning rate), called by the runner before any
+    kernel starts.
     """
 
     def __post_init__(self) -> None:
@@ -149,9 +152,9 @@ class StudySettings:
         """Value checks beyond types and ranges (override; raise ConfigError with one line)."""
 
     def check_run(self, cfg: Any) -> None:
-        """What these settings can run with `cfg`, the run's RunConfig (the data's size, the learning rate, the
-        time the run may take): override; raise ConfigError with one line. The runner calls it before any kernel
-        starts, for every task with settings."""
+        """What these settings can run with `cfg`, the run's RunConfig (the data's size, the learning rate,
+        the time the run may take): override; raise ConfigError with one line. The runner calls it before any
+        kernel starts, for every task with settings."""
 
     @classmethod
     def field_names(cls) -> list[str]:

@@ -19,7 +19,8 @@ from .sanity import MIN_SAMPLES
 
 def spread(ax, groups, labels) -> str:
     """Each group's values at x = 1, 2, ...: a box plot (quartiles, min-max whiskers) when every group has at
-    least 3 values, else only the values as points, since fewer than 3 have no spread. Returns 'box' or 'points'."""
+    least 3 values, else only the values as points, since fewer than 3 have no spread. Returns 'box' or
+    'points'."""
     groups = [list(map(float, g)) for g in groups]
     if groups and min(len(g) for g in groups) >= MIN_SAMPLES:
         ax.boxplot(groups, whis=(0, 100))
@@ -41,14 +42,14 @@ def epoch_boundaries(ax, batches: pd.DataFrame) -> int:
 
 
 def stated(answers, name: str):
-    """The Number named `name` that the answers state (a reference a figure draws because the text uses it, such as
-    "chance loss"), or None when no answer states it."""
+    """The Number named `name` that the answers state (a reference a figure draws because the text uses it,
+    such as "chance loss"), or None when no answer states it."""
     return next((n for a in answers for n in a.numbers if n.name == name), None)
 
 
 def captioned(fig, text: str):
-    """The figure with its caption: what is drawn, written where the drawing is decided (notebook.save_figure shows
-    it under the image), so that a caption cannot describe another plot."""
+    """The figure with its caption: what is drawn, written where the drawing is decided (notebook.save_figure
+    shows it under the image), so that a caption cannot describe another plot."""
     fig.hpml_caption = text
     return fig
 
@@ -58,7 +59,8 @@ def caption_of(fig) -> str:
 
 
 def chance_line(ax, number, what: str) -> None:
-    """A reference line at a chance level the answer states (`number`, a Number of the record), labelled with it."""
+    """A reference line at a chance level the answer states (`number`, a Number of the record), labelled with
+    it."""
     from .findings import fmt
 
     ax.axhline(
@@ -67,9 +69,9 @@ def chance_line(ax, number, what: str) -> None:
 
 
 def bars_inside(ax, axis: str = "y") -> None:
-    """Room above the longest bar: a bar of height 0 stacked on top of the others (an empty "other" segment) pins
-    the axis' end to the bar's top through its sticky edge, so the bar's end sat on the frame and could not be
-    seen. Sticky edges off, the limits recomputed with their margin, the axis kept starting at 0."""
+    """Room above the longest bar: a bar of height 0 stacked on top of the others (an empty "other" segment)
+    pins the axis' end to the bar's top through its sticky edge, so the bar's end sat on the frame and could
+    not be seen. Sticky edges off, the limits recomputed with their margin, the axis kept starting at 0."""
     ax.use_sticky_edges = False
     ax.relim()
     ax.autoscale_view()
@@ -142,8 +144,8 @@ def training_curves(
 
 
 def figure_legend(fig, fontsize: int = 8) -> None:
-    """One legend for every panel of a figure, to the right of them all (a legend beside one panel of several would
-    lie on the next): each label once, in the order drawn."""
+    """One legend for every panel of a figure, to the right of them all (a legend beside one panel of several
+    would lie on the next): each label once, in the order drawn."""
     seen: dict = {}
     for ax in fig.axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
@@ -160,15 +162,17 @@ def figure_legend(fig, fontsize: int = 8) -> None:
 
 
 def legend_outside(ax, fontsize: int = 8) -> None:
-    """The legend to the right of the axes, never over the data (saved with bbox_inches="tight", it is kept)."""
+    """The legend to the right of the axes, never over the data (saved with bbox_inches="tight", it is
+    kept)."""
     ax.legend(frameon=False, fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
 
 
 def stacked_bars(
     table: pd.DataFrame, by: str, parts: list[str], xlabel: str, stacked: bool = True
 ) -> plt.Figure:
-    """Horizontal bars, one row of `table` (labelled by `by`) each, one segment per column in `parts`: stacked where
-    the parts add up (disjoint times), else side by side (times that can overlap, which a stack would add)."""
+    """Horizontal bars, one row of `table` (labelled by `by`) each, one segment per column in `parts`: stacked
+    where the parts add up (disjoint times), else side by side (times that can overlap, which a stack would
+    add)."""
     fig, ax = plt.subplots(figsize=(6, 0.6 + (0.6 if stacked else 0.3 * len(parts)) * len(table)))
     left = pd.Series(0.0, index=table.index)
     labels = [f"{v} {by}" for v in table[by]]

@@ -80,10 +80,10 @@ class StepClock:
     """Device time of a training loop's steps, taken one of two ways.
 
     every=0 (the lab's baseline path): an event pair around every step (DeviceTimer), each step its own time.
-    every=k (the fast path): events only at the loop's start, after every k-th step and at its end, so a GPU step
-    pays one event record in k and the host records nothing else per step; each step gets its interval's mean, and
-    an interval holds everything the device did in it (a tensor loader's batch preparation included). Read
-    (one synchronize) only by step_times(), after the loop."""
+    every=k (the fast path): events only at the loop's start, after every k-th step and at its end, so a GPU
+    step pays one event record in k and the host records nothing else per step; each step gets its interval's
+    mean, and an interval holds everything the device did in it (a tensor loader's batch preparation
+    included). Read (one synchronize) only by step_times(), after the loop."""
 
     def __init__(self, device: torch.device | str, every: int = 0):
         self.timer = DeviceTimer(device)
@@ -242,18 +242,20 @@ def summarize(values: Iterable[float]) -> dict[str, float]:
 
 MEMORY_COLUMNS = ["peak_allocated_mb", "peak_reserved_mb", "alloc_retries", "peak_rss_mb"]
 MEMORY_NOTE = (
-    "peak_allocated_mb / peak_reserved_mb: the CUDA caching allocator's peaks within the epoch (peak statistics "
-    "reset at its start); alloc_retries: times in the epoch the allocator freed its cache and retried a failed "
-    "allocation (a sign of memory pressure); all three NaN on CPU. peak_rss_mb: this process's peak resident "
-    "memory within the epoch (Linux: the high-water mark reset at its start through /proc/self/clear_refs; "
-    "DataLoader workers are other processes and not counted); where it cannot be reset it is the process's "
-    "high-water mark since it started (ru_maxrss), and meta.json's memory_note says so."
+    "peak_allocated_mb / peak_reserved_mb: the CUDA caching allocator's peaks within the epoch (peak "
+    "statistics reset at its start); alloc_retries: times in the epoch the allocator freed its cache and "
+    "retried a failed allocation (a sign of memory pressure); all three NaN on CPU. peak_rss_mb: this "
+    "process's peak resident memory within the epoch (Linux: the high-water mark reset at its start through "
+    "/proc/self/clear_refs; DataLoader workers are other processes and not counted); where it cannot be "
+    "reset it is the process's high-water mark since it started (ru_maxrss), and meta.json's memory_note "
+    "says so."
 )
 
 
 class EpochMemory:
-    """Peak memory of one epoch, as torchtitan's memory monitor reads it: start() resets the peaks, read() gives
-    the MEMORY_COLUMNS values since then. `rss_per_epoch` says whether peak_rss_mb is the epoch's own peak."""
+    """Peak memory of one epoch, as torchtitan's memory monitor reads it: start() resets the peaks, read()
+    gives the MEMORY_COLUMNS values since then. `rss_per_epoch` says whether peak_rss_mb is the epoch's own
+    peak."""
 
     def __init__(self, device: torch.device | str):
         self.device = torch.device(device)

@@ -37,8 +37,8 @@ def _kernel_driven_by_batch_tool() -> bool:
             ).stdout.split()
         except (OSError, subprocess.SubprocessError):
             return False
-    # the program itself (`papermill ...`, `jupyter-nbconvert ...`, `python -m papermill ...`), not any word of
-    # its arguments: a JupyterLab started in a folder named papermill-runs is still interactive
+    # the program itself (`papermill ...`, `jupyter-nbconvert ...`, `python -m papermill ...`), not any word
+    # of its arguments: a JupyterLab started in a folder named papermill-runs is still interactive
     names = [Path(a).name for a in args[:3]]
     return any(
         n.startswith(("papermill", "jupyter-nbconvert", "jupyter-execute")) or n in _BATCH_TOOLS
@@ -56,10 +56,10 @@ def _in_kernel() -> bool:
 
 
 def progress_mode(setting: str) -> str:
-    """'bar' in JupyterLab (a widget with loss and accuracy) or a terminal; 'log' lines in batch runs: under the
-    runner (it sets HPML_PROGRESS=log), under papermill or nbconvert started any other way, and when stderr is
-    not a terminal (Slurm logs). 'plot' (asked for, never automatic) needs a Jupyter kernel: elsewhere what
-    'auto' gives there (a bar in a terminal, log lines in a batch log), said in one line."""
+    """'bar' in JupyterLab (a widget with loss and accuracy) or a terminal; 'log' lines in batch runs: under
+    the runner (it sets HPML_PROGRESS=log), under papermill or nbconvert started any other way, and when
+    stderr is not a terminal (Slurm logs). 'plot' (asked for, never automatic) needs a Jupyter kernel:
+    elsewhere what 'auto' gives there (a bar in a terminal, log lines in a batch log), said in one line."""
     if setting == "plot" and not _in_kernel():
         fallback = "bar" if sys.stderr.isatty() else "log"
         print(f"progress=plot draws in a Jupyter kernel only; progress={fallback} instead", file=sys.stderr)
@@ -76,13 +76,13 @@ def progress_mode(setting: str) -> str:
 
 class LivePlot:
     """progress="plot": per-batch loss and top-1 over the run's steps, one figure redrawn in place above the
-    epochs' bars (an IPython display handle, so a saved notebook keeps one image, the last). A redraw reads the
-    new batches' values (one device synchronize) and renders a PNG: 0.1 to 0.3 s on a CPU core, more with more
-    points. Inside an epoch it waits MIN_INTERVAL_S seconds, or SPACING times the last redraw if longer, so redraws
-    take at most about 5% of the epoch; they count in total_s (not in train_s; DataLoader workers keep
-    prefetching meanwhile, so data_s can be lower). One more redraw follows each epoch, after its clock stopped.
-    Matplotlib is imported before the first epoch. Use "bar" or "log" for runs whose epoch times you report;
-    meta.json records the mode that ran and reports flag a live plot."""
+    epochs' bars (an IPython display handle, so a saved notebook keeps one image, the last). A redraw reads
+    the new batches' values (one device synchronize) and renders a PNG: 0.1 to 0.3 s on a CPU core, more with
+    more points. Inside an epoch it waits MIN_INTERVAL_S seconds, or SPACING times the last redraw if longer,
+    so redraws take at most about 5% of the epoch; they count in total_s (not in train_s; DataLoader workers
+    keep prefetching meanwhile, so data_s can be lower). One more redraw follows each epoch, after its clock
+    stopped. Matplotlib is imported before the first epoch. Use "bar" or "log" for runs whose epoch times you
+    report; meta.json records the mode that ran and reports flag a live plot."""
 
     MIN_INTERVAL_S = 2.0
     SPACING = 20  # an interval of at least 20 redraws' time: redraws take at most about 1/21 of an epoch
@@ -149,10 +149,11 @@ class LivePlot:
 
 
 class Progress:
-    """One epoch's display: a tqdm bar (with the live plot under it) or log lines. In log mode a line as the epoch
-    starts (batch 0), after its first batch, every cfg.log_every batches, at its last, and whenever LOG_S seconds
-    passed without one: whoever reads the log (report/watch.py's heartbeat, a Slurm log) knows the epoch and batch
-    within seconds of the start and never waits long for the next, however slow a batch is on a busy machine."""
+    """One epoch's display: a tqdm bar (with the live plot under it) or log lines. In log mode a line as the
+    epoch starts (batch 0), after its first batch, every cfg.log_every batches, at its last, and whenever
+    LOG_S seconds passed without one: whoever reads the log (report/watch.py's heartbeat, a Slurm log) knows
+    the epoch and batch within seconds of the start and never waits long for the next, however slow a batch is
+    on a busy machine."""
 
     LOG_S = 10.0
 

@@ -68,7 +68,7 @@ class Run:
 
         run.path, run.status, run.meta["config"]
         run.epochs, run.batches           # the tables (DataFrames); run.table("epochs") likewise
-        run.model                         # the trained model, for a run train() returned (None when read back)
+        run.model                         # the trained model of a run train() returned (None read back)
     """
 
     path: Path
@@ -122,7 +122,8 @@ def write_derived(folder: Path, tables: Mapping[str, pd.DataFrame], meta: Mappin
 
 
 def read_run(run_dir: str | os.PathLike) -> Run:
-    """The run in a folder; a meta.json that is not a JSON object (a list, null, cut short) is a ValueError."""
+    """The run in a folder; a meta.json that is not a JSON object (a list, null, cut short) is a
+    ValueError."""
     run_dir = Path(run_dir)
     meta = json.loads(regular_file(run_dir / "meta.json", META_MAX).read_text())
     if not isinstance(meta, dict) or not isinstance(meta.get("config", {}), dict):
@@ -230,9 +231,9 @@ class Interrupted(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def sigterm_interrupts():
-    """While the block runs, SIGTERM (and SIGHUP: the terminal closed, an ssh session dropped) raises Interrupted
-    in the main thread, so it ends a run like Ctrl-C: files consistent, status "interrupted", never left
-    "running". Elsewhere (another thread) the block runs unchanged."""
+    """While the block runs, SIGTERM (and SIGHUP: the terminal closed, an ssh session dropped) raises
+    Interrupted in the main thread, so it ends a run like Ctrl-C: files consistent, status "interrupted",
+    never left "running". Elsewhere (another thread) the block runs unchanged."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -253,7 +254,8 @@ def sigterm_interrupts():
 
 def same_data(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Two runs' dataset records name the same data: same name, kind, folder and content fingerprint (a run
-    recorded before fingerprints existed is compared without one; the class count follows from the content)."""
+    recorded before fingerprints existed is compared without one; the class count follows from the
+    content)."""
     if not isinstance(old, Mapping) or not isinstance(new, Mapping):
         return False
     keys = set(new) if "fingerprint" in old else set(new) - {"fingerprint"}
@@ -266,8 +268,9 @@ def end_status(e: BaseException) -> str:
 
 
 def root_cause(e: BaseException) -> BaseException:
-    """The error a run ended on: a held signal delivered while an error was on its way out (io.signals_deferred) raises
-    Interrupted on top of it, and the error it interrupted is the one to record."""
+    """The error a run ended on: a held signal delivered while an error was on its way out
+    (io.signals_deferred) raises Interrupted on top of it, and the error it interrupted is the one to
+    record."""
     while (
         isinstance(e, KeyboardInterrupt)
         and e.__context__ is not None
@@ -283,8 +286,9 @@ def _remove(folder: Path | None) -> None:
 
 
 def _overwrite_in_place(path: Path, record: Mapping[str, Any]) -> None:
-    """Write a short record over an existing file's bytes (no new blocks are needed, so it works on a full disk)
-    where an atomic write cannot: the run ends "failed", never left "running". Silent if even that fails."""
+    """Write a short record over an existing file's bytes (no new blocks are needed, so it works on a full
+    disk) where an atomic write cannot: the run ends "failed", never left "running". Silent if even that
+    fails."""
     try:
         with open(path, "r+b") as f:
             f.write(json.dumps(dict(record), default=str).encode()[: max(os.fstat(f.fileno()).st_size, 2)])
@@ -325,7 +329,8 @@ class RunFolder:
         return self
 
     def _end_abandoned(self) -> None:
-        """This host's attempts whose process ended unrecorded (kill -9) say "failed"; other nodes' pids mean nothing."""
+        """This host's attempts whose process ended unrecorded (kill -9) say "failed"; other nodes' pids mean
+        nothing."""
         from .io import made_by_a_live_process
 
         for other in self.final.parent.glob(f".{self.final.name}.attempt-*"):

@@ -1,23 +1,32 @@
-"""Sanity flags computed for every run, shown where the reader sees the number. Each flag is a finding like any
-other (findings.say): a template over named Numbers read from the run or setting it names, so the answer record holds
-its numbers and the claims check reads it; the busy flag names its run (the environment table states that run's
-load with the same Numbers).
+"""Sanity flags computed for every run, shown where the reader sees the number. Each flag is a finding like
+any other (findings.say): a template over named Numbers read from the run or setting it names, so the answer
+record holds its numbers and the claims check reads it; the busy flag names its run (the environment table
+states that run's load with the same Numbers).
 
     from hpml_lab import sanity
     flags = sanity.run_flags(cfg, epochs, batches, meta)        # list of Flag
     sanity.ran_vs_lab(cfg)                                       # every setting that differs from the lab's
 
-| flag | when |
-|---|---|
-| diverged | the loss at the end (mean of the last fifth of the batches) is above ln(classes) + 0.5, chance level plus a margin, or is NaN/inf |
-| did not learn | from the second epoch on, the last epoch's mean loss is still at chance, at or above (1 - CHANCE_MARGIN) ln(classes) (CHANCE_MARGIN 0.05: 2.19 for CIFAR-10), or its top-1 at or below CHANCE_TOP1 (1.5) / classes (15% for CIFAR-10); training recorded it in meta.json's `did_not_learn` (a NaN loss is "diverged" instead) |
-| no steady state | the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10% and the last beyond the first by 25% (by 2x when there are only two) |
-| too few samples | fewer than 3 values behind a median: no spread is shown |
-| machine busy | the 1-minute load average before the run per usable core was above BUSY_LOAD_PER_CORE (1.0), or the CPU steal time above BUSY_STEAL_PCT (10%); recorded per run in meta.json's `machine`; any run a report used or made raises it on that report |
-| noisy machine | two identical configurations (e.g. c6's sgd and c7's bn) have medians more than NOISE_FACTOR (1.5x) apart |
-| stand-in model | the model is not the lab's (e.g. resnet_tiny for ResNet-18 in a smoke run) |
-| settings differ | any setting differs from the lab's (the full table comes from ran_vs_lab) |
-| live plot | the run drew a live plot (progress=plot in a Jupyter kernel, meta.json's `progress`): its redraws count in total_s |
+The flags, and when each is raised:
+
+- diverged: the loss at the end (mean of the last fifth of the batches) is above ln(classes) + 0.5, chance
+  level plus a margin, or is NaN/inf
+- did not learn: from the second epoch on, the last epoch's mean loss is still at chance, at or above (1 -
+  CHANCE_MARGIN) ln(classes) (CHANCE_MARGIN 0.05: 2.19 for CIFAR-10), or its top-1 at or below CHANCE_TOP1
+  (1.5) / classes (15% for CIFAR-10); training recorded it in meta.json's `did_not_learn` (a NaN loss is
+  "diverged" instead)
+- no steady state: the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10%
+  and the last beyond the first by 25% (by 2x when there are only two)
+- too few samples: fewer than 3 values behind a median: no spread is shown
+- machine busy: the 1-minute load average before the run per usable core was above BUSY_LOAD_PER_CORE (1.0),
+  or the CPU steal time above BUSY_STEAL_PCT (10%); recorded per run in meta.json's `machine`; any run a
+  report used or made raises it on that report
+- noisy machine: two identical configurations (e.g. c6's sgd and c7's bn) have medians more than NOISE_FACTOR
+  (1.5x) apart
+- stand-in model: the model is not the lab's (e.g. resnet_tiny for ResNet-18 in a smoke run)
+- settings differ: any setting differs from the lab's (the full table comes from ran_vs_lab)
+- live plot: the run drew a live plot (progress=plot in a Jupyter kernel, meta.json's `progress`): its redraws
+  count in total_s
 """
 
 from __future__ import annotations
@@ -66,9 +75,10 @@ _SEEN: list[dict[str, Any]] = []  # the machine load of every run this process m
 
 @dataclass(frozen=True)
 class Flag:
-    """A sanity flag: its kind and a finding (a template over named Numbers, findings.say) stating what was seen,
-    so that every number a flag shows is a Number of the answer record, formatted by findings.fmt like any other.
-    Plain words (no digit) are taken as a finding without slots; a flag that types a digit is refused."""
+    """A sanity flag: its kind and a finding (a template over named Numbers, findings.say) stating what was
+    seen, so that every number a flag shows is a Number of the answer record, formatted by findings.fmt like
+    any other. Plain words (no digit) are taken as a finding without slots; a flag that types a digit is
+    refused."""
 
     kind: str  # diverged | did not learn | no steady state | too few samples | machine busy | noisy machine
     # | stand-in model | settings differ | live plot
@@ -87,7 +97,8 @@ class Flag:
         return self.finding.numbers()
 
     def as_dict(self) -> dict[str, Any]:
-        """As the answer record holds it: the plain message, its html (each number in its slot) and its Numbers."""
+        """As the answer record holds it: the plain message, its html (each number in its slot) and its
+        Numbers."""
         return {
             "kind": self.kind,
             "message": self.message,
@@ -104,8 +115,8 @@ def _prefix(label: Any) -> str:
 
 
 def _label(label: Any) -> Finding:
-    """'adam: ' before a flag about one setting of a sweep: a word, a name (an Ident where it holds digits that
-    are no quantity: 'resnet18_adjusted'), or a Finding whose numbers are Numbers ('{n} workers')."""
+    """'adam: ' before a flag about one setting of a sweep: a word, a name (an Ident where it holds digits
+    that are no quantity: 'resnet18_adjusted'), or a Finding whose numbers are Numbers ('{n} workers')."""
     if isinstance(label, Finding):
         return say("{label}: ", label=label)
     if not label:
@@ -121,8 +132,8 @@ def chance_loss(num_classes: int) -> float:
 def diverged(
     losses: Sequence[float], num_classes: int, margin: float = DIVERGE_MARGIN, label: str = ""
 ) -> Flag | None:
-    """'diverged' when the loss ends above chance + margin or is not finite; `label` names the setting of a sweep
-    (its Numbers are named after it, one flag per setting)."""
+    """'diverged' when the loss ends above chance + margin or is not finite; `label` names the setting of a
+    sweep (its Numbers are named after it, one flag per setting)."""
     vals = [float(x) for x in losses]
     if not vals:
         return None
@@ -139,8 +150,8 @@ def diverged(
             "diverged",
             say(
                 "{label}the loss at the end ({end}, mean of the last {k} batches) is above chance level "
-                "ln({classes}) = {chance} + {margin}: training is diverging or has not settled, so its losses "
-                "and accuracies are not results",
+                "ln({classes}) = {chance} + {margin}: training is diverging or has not settled, so its "
+                "losses and accuracies are not results",
                 label=_label(label),
                 end=Number(f"{p}loss at the end", end, "", "measured", n=len(tail)),
                 k=Number(
@@ -161,9 +172,9 @@ def diverged(
 def did_not_learn(
     epoch_losses: Sequence[float], epoch_top1: Sequence[float], num_classes: int
 ) -> Flag | None:
-    """'did not learn' when, after two epochs or more, the last epoch's mean loss is still within CHANCE_MARGIN of
-    ln(classes) (or above it), or its top-1 (a fraction) is at most CHANCE_TOP1 / classes. None before the second
-    epoch, and for a loss that is not finite (that run diverged: its own flag)."""
+    """'did not learn' when, after two epochs or more, the last epoch's mean loss is still within
+    CHANCE_MARGIN of ln(classes) (or above it), or its top-1 (a fraction) is at most CHANCE_TOP1 / classes.
+    None before the second epoch, and for a loss that is not finite (that run diverged: its own flag)."""
     losses, top1 = [float(x) for x in epoch_losses], [float(x) for x in epoch_top1]
     if len(losses) < 2 or not math.isfinite(losses[-1]):
         return None
@@ -171,8 +182,8 @@ def did_not_learn(
 
 
 def _not_learned(epoch: int, loss: float, top1: float, num_classes: int) -> Flag | None:
-    """The 'did not learn' flag of a run whose epoch `epoch` ended at `loss` and `top1` (a fraction), its numbers
-    named Numbers; None where either is clear of chance."""
+    """The 'did not learn' flag of a run whose epoch `epoch` ended at `loss` and `top1` (a fraction), its
+    numbers named Numbers; None where either is clear of chance."""
     chance = chance_loss(num_classes)
     loss_stuck = math.isfinite(loss) and loss >= (1 - CHANCE_MARGIN) * chance
     top1_stuck = math.isfinite(top1) and top1 <= CHANCE_TOP1 / num_classes
@@ -219,8 +230,8 @@ def _not_learned(epoch: int, loss: float, top1: float, num_classes: int) -> Flag
     return Flag(
         "did not learn",
         say(
-            "after epoch {epoch} {said}: the run did not learn, so its losses and accuracies say nothing about the "
-            "setting it ran",
+            "after epoch {epoch} {said}: the run did not learn, so its losses and accuracies say nothing "
+            "about the setting it ran",
             epoch=nums["epoch"],
             said=join(said, " and "),
         ),
@@ -228,9 +239,9 @@ def _not_learned(epoch: int, loss: float, top1: float, num_classes: int) -> Flag
 
 
 def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -> bool:
-    """The loss at the end is not clearly below chance level (within `margin` of it, or above it): the network has
-    learned nothing yet. A loss above chance is no sign of learning (it was read as one: memory's "only resnet got
-    below chance" for a ResNet at 2.43 against 2.30)."""
+    """The loss at the end is not clearly below chance level (within `margin` of it, or above it): the network
+    has learned nothing yet. A loss above chance is no sign of learning (it was read as one: memory's "only
+    resnet got below chance" for a ResNet at 2.43 against 2.30)."""
     vals = [float(x) for x in losses if math.isfinite(float(x))]
     if not vals:
         return False
@@ -239,8 +250,8 @@ def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -
 
 
 def learning_flag(meta: Mapping | None) -> Flag | None:
-    """The run's own 'did not learn' record (meta.json, written by training with did_not_learn) as its flag, its
-    numbers those the record holds."""
+    """The run's own 'did not learn' record (meta.json, written by training with did_not_learn) as its flag,
+    its numbers those the record holds."""
     rec = (meta or {}).get("did_not_learn")
     if not isinstance(rec, Mapping):
         return None
@@ -280,8 +291,8 @@ def trend(
         return Flag(
             "no steady state",
             say(
-                "{label}epoch times after the warm-up epoch keep {way} ({seq}; epoch one: {first}): there is no "
-                "steady state to summarise; the median describes no typical epoch",
+                "{label}epoch times after the warm-up epoch keep {way} ({seq}; epoch one: {first}): there is "
+                "no steady state to summarise; the median describes no typical epoch",
                 label=_label(label),
                 way="growing" if up else "shrinking",
                 seq=seq,
@@ -296,8 +307,8 @@ def too_few(n: int, what: str = "values") -> Flag | None:
         return Flag(
             "too few samples",
             say(
-                "only {n} {what}: a median of fewer than {min} has no spread to show, so none is shown; treat the "
-                "number as one observation",
+                "only {n} {what}: a median of fewer than {min} has no spread to show, so none is shown; "
+                "treat the number as one observation",
                 n=Number(f"samples: {what}", int(n), "", "counted", source="counted in the results"),
                 what=what,
                 min=Number(
@@ -314,10 +325,10 @@ STEAL_WINDOW_MAX_S = 60.0  # an older last sample is not "just before the run": 
 
 
 def machine_load(sample_s: float = 0.1) -> dict[str, Any]:
-    """Load average, usable cores and the CPU steal share over at least `sample_s` before now (Linux /proc/stat).
-    The steal window is the time since this process's previous sample where that is between sample_s and
-    STEAL_WINDOW_MAX_S old (the run before, in a sweep: no wait), else a wait of sample_s; `steal_window_s` says
-    which it was."""
+    """Load average, usable cores and the CPU steal share over at least `sample_s` before now (Linux
+    /proc/stat). The steal window is the time since this process's previous sample where that is between
+    sample_s and STEAL_WINDOW_MAX_S old (the run before, in a sweep: no wait), else a wait of sample_s;
+    `steal_window_s` says which it was."""
     global _LAST_STAT
     out: dict[str, Any] = {
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -351,8 +362,9 @@ def machine_load(sample_s: float = 0.1) -> dict[str, Any]:
 
 
 def observe(load: Mapping[str, Any] | None, run: str = "") -> None:
-    """Remember one run's machine load (meta.json's `machine`; `run` its folder) so the report that made or showed
-    it can say whether the machine was busy (busiest_seen); machine_load() calls it for every run it samples."""
+    """Remember one run's machine load (meta.json's `machine`; `run` its folder) so the report that made or
+    showed it can say whether the machine was busy (busiest_seen); machine_load() calls it for every run it
+    samples."""
     if load:
         _SEEN.append({**dict(load), **({"run": run} if run else {})})
 
@@ -375,8 +387,8 @@ def load_numbers(load: Mapping[str, Any], run: str = "") -> dict[str, Any]:
 
 
 def load_finding(load: Mapping[str, Any] | None, run: str = "") -> Finding:
-    """'load average 3.4 on 2 usable cores, CPU steal 0%': one run's load as the environment table shows it, over
-    the Numbers of load_numbers (the busy flag's, when it is the same run)."""
+    """'load average 3.4 on 2 usable cores, CPU steal 0%': one run's load as the environment table shows it,
+    over the Numbers of load_numbers (the busy flag's, when it is the same run)."""
     if not load:
         return say("not recorded")
     x = load_numbers(load, run)
@@ -430,7 +442,8 @@ def busy(load: Mapping[str, Any] | None, run: str = "", runs: int = 0) -> Flag |
     return Flag(
         "machine busy",
         say(
-            "the machine was busy {which} ({msgs}): timings take longer and vary more than on an idle machine",
+            "the machine was busy {which} ({msgs}): timings take longer and vary more than on an idle "
+            "machine",
             which=which,
             msgs=join(msgs, "; "),
         ),
@@ -456,8 +469,8 @@ def busiest_seen(loads: Iterable[Mapping[str, Any] | None] | None = None) -> Fla
 def noise(
     a: Sequence[float], b: Sequence[float], what_a: str, what_b: str, factor: float = NOISE_FACTOR
 ) -> Flag | None:
-    """Two runs of one configuration whose medians are more than `factor` apart: the machine's noise is at least
-    that large, so smaller differences between settings on this machine are not results."""
+    """Two runs of one configuration whose medians are more than `factor` apart: the machine's noise is at
+    least that large, so smaller differences between settings on this machine are not results."""
     va, vb = sorted(float(x) for x in a), sorted(float(x) for x in b)
     if not va or not vb:
         return None
@@ -467,8 +480,9 @@ def noise(
         return Flag(
             "noisy machine",
             say(
-                "{a} and {b} are the same configuration, yet their medians are {ma} and {mb} ({r} apart, above "
-                "{factor}): differences smaller than that between settings measured here are noise, not results",
+                "{a} and {b} are the same configuration, yet their medians are {ma} and {mb} ({r} apart, "
+                "above {factor}): differences smaller than that between settings measured here are noise, "
+                "not results",
                 a=what_a,
                 b=what_b,
                 ma=Number(f"{what_a}: median epoch", ma, "s", "measured", n=len(va)),
@@ -499,8 +513,8 @@ def _show(key: str, value: Any) -> str:
 
 
 def stand_in(cfg, lab_model: str = LAB["model"], num_classes: int | None = None) -> Flag | None:
-    """'stand-in model' naming the model that ran and its parameter count, counted on the model as built for this
-    run's classes (`num_classes`, else the config's dataset's)."""
+    """'stand-in model' naming the model that ran and its parameter count, counted on the model as built for
+    this run's classes (`num_classes`, else the config's dataset's)."""
     if cfg.model != lab_model:
         from . import models
         from .data import classes_of
@@ -512,8 +526,8 @@ def stand_in(cfg, lab_model: str = LAB["model"], num_classes: int | None = None)
         return Flag(
             "stand-in model",
             say(
-                "model {model} ({n} parameters, for {classes} classes) stands in for the lab's {lab}: its times, "
-                "memory and accuracies are not the lab model's",
+                "model {model} ({n} parameters, for {classes} classes) stands in for the lab's {lab}: its "
+                "times, memory and accuracies are not the lab model's",
                 model=Ident(cfg.model) if stray_digits(cfg.model) else cfg.model,
                 n=Number(
                     fmt_in("parameters of {model} ({classes} classes)", model=cfg.model, classes=classes),
@@ -582,7 +596,8 @@ def run_flags(
     ]
     if flags[0] is not None:  # a diverged run: that flag says it; "did not learn" would repeat it
         flags[1] = None
-    # what the run did (meta.json: a reused run may have been made with other progress settings), else the config
+    # what the run did (meta.json: a reused run may have been made with other progress settings), else the
+    # config
     drew = meta.get("progress") == "plot" if meta is not None else getattr(cfg, "progress", None) == "plot"
     if drew:
         flags.append(

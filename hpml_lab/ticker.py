@@ -1,11 +1,13 @@
-"""A line at least every EVERY_S seconds while a long step of a command runs (data synthesis, the checks before a
-report, a bundle's PDF), so that a terminal is never silent for long. Each line says what runs and for how long,
-and, where the step knows how much of it is done, what is left at the pace it has kept so far (said as "about").
+"""A line at least every EVERY_S seconds while a long step of a command runs (data synthesis, the checks
+before a report, a bundle's PDF), so that a terminal is never silent for long. Each line says what runs and
+for how long, and, where the step knows how much of it is done, what is left at the pace it has kept so far
+(said as "about").
 
     with ticking("data synth cifar10") as t:
         for i, name in enumerate(files, 1):
             write(name)
-            t.done(i, len(files), f"{name} written")   # data synth cifar10: data_batch_2 written (2 of 6, 4 s; ...)
+            # "data synth cifar10: data_batch_2 written (2 of 6, 4 s; ...)"
+            t.done(i, len(files), f"{name} written")
     # a slow file: "data synth cifar10: still at it after 40 s (2 of 6 done)" every 20 s meanwhile
 
 `duration` and `about` say times the way report/watch.py says them.
@@ -42,7 +44,8 @@ def about(seconds: float) -> str:
 
 
 class Ticker:
-    """The lines of one long step: `done` when a part of it is done, the heartbeat between (see the module)."""
+    """The lines of one long step: `done` when a part of it is done, the heartbeat between (see the
+    module)."""
 
     def __init__(
         self,

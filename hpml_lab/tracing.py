@@ -7,10 +7,10 @@ a top-operators table, and where the time went.
     bd = breakdown(tr.path) # GPU kernels in the trace: Holistic Trace Analysis; else the labelled ranges
 
 The breakdown of a trace with GPU kernels is computed by Holistic Trace Analysis (the PyTorch project's trace
-analysis library, package traceinsight, module hta): its temporal breakdown (kernel compute, other kernels such
-as memory copies and communication, GPU idle) and its idle-time breakdown (host wait, kernel wait, other). A CPU
-trace has no GPU timeline for it to read, so there the step's labelled ranges are summed instead, and the
-breakdown says which it is and why.
+analysis library, package traceinsight, module hta): its temporal breakdown (kernel compute, other kernels
+such as memory copies and communication, GPU idle) and its idle-time breakdown (host wait, kernel wait,
+other). A CPU trace has no GPU timeline for it to read, so there the step's labelled ranges are summed
+instead, and the breakdown says which it is and why.
 
 The steps are labelled data / copy / forward / backward / optimizer (record_function): data is the
 wait on the loader, copy the host-to-device transfer, which train() counts as training time.
@@ -65,8 +65,8 @@ def trace_steps(
 ) -> Trace:
     """Profile `warmup` + `steps` training steps (only the last `steps` are recorded) and export the trace.
 
-    The step is train()'s (training.train_step: with `cfg`, channels-last copies and cfg.precision's autocast as cfg
-    asks), labelled copy / forward / backward / optimizer; "data" is the wait on the loader alone."""
+    The step is train()'s (training.train_step: with `cfg`, channels-last copies and cfg.precision's autocast
+    as cfg asks), labelled copy / forward / backward / optimizer; "data" is the wait on the loader alone."""
     from .training import train_step
 
     out_path = Path(out_path)
@@ -115,7 +115,8 @@ TOP_OPS_HEADERS = {
 
 
 def recorded(tr, what: str = "training step(s)") -> str:
-    """The sentence a report puts above a trace: how many steps were kept and how many warm-up steps were not."""
+    """The sentence a report puts above a trace: how many steps were kept and how many warm-up steps were
+    not."""
     return (
         f"`torch.profiler` recorded {tr.steps} {what} after {tr.warmup} warm-up step(s) that were not kept."
     )
@@ -228,8 +229,8 @@ def _hta_breakdown(path: Path) -> Breakdown:
             warnings.catch_warnings(),
         ):
             warnings.simplefilter("ignore")
-            # every recorded step: HTA leaves out the last ProfilerStep unless asked (trace_steps records exactly
-            # the steps it keeps, so the last one is as complete as the others)
+            # every recorded step: HTA leaves out the last ProfilerStep unless asked (trace_steps records
+            # exactly the steps it keeps, so the last one is as complete as the others)
             analysis = TraceAnalysis(trace_dir=folder, include_last_profiler_step=True)
             temporal = analysis.get_temporal_breakdown(visualize=False)
             idle = analysis.get_idle_time_breakdown(visualize=False)

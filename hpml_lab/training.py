@@ -19,15 +19,16 @@ loader: they may overlap. sync_each_step=True (off by default) synchronizes
 after every step, which makes them disjoint (data_s + train_s <= total_s) at the
 price of that overlap. On the CPU work is synchronous and both ways agree.
 
-The fast path (loader="tensor") keeps the host out of the step: Step runs it (compiled whole under compile=true,
-CUDA graphs with compile_mode reduce-overhead or max-autotune), its loss and correct count stay on the device and are
-read at the log interval and the epoch's end, and the device's time is taken with events only every log_every steps
-(per-batch train_s is then its interval's mean), so a step pays no event pair of its own.
+The fast path (loader="tensor") keeps the host out of the step: Step runs it (compiled whole under
+compile=true, CUDA graphs with compile_mode reduce-overhead or max-autotune), its loss and correct count stay
+on the device and are read at the log interval and the epoch's end, and the device's time is taken with events
+only every log_every steps (per-batch train_s is then its interval's mean), so a step pays no event pair of
+its own.
 
-Read top to bottom: train() sets up and writes the run, _epochs is the loop, Step the loop's step (train_step the
-one step other callers share), and
-_reduce_epoch combines the ranks' numbers under DDP; below them, how the model, optimizer and FLOPs record
-are built. The progress display is hpml_lab.progress; the command line is hpml_lab.__main__.
+Read top to bottom: train() sets up and writes the run, _epochs is the loop, Step the loop's step (train_step
+the one step other callers share), and _reduce_epoch combines the ranks' numbers under DDP; below them, how
+the model, optimizer and FLOPs record are built. The progress display is hpml_lab.progress; the command line
+is hpml_lab.__main__.
 """
 
 from __future__ import annotations
@@ -87,11 +88,11 @@ TIMING_NOTE = (
 )
 # the fast path's timing (meta.json's timing "interval"): what its columns mean instead
 INTERVAL_NOTE = (
-    "timing=interval (the fast path, tensor loader): events only every log_every steps and at the epoch's ends, "
-    "nothing per step; train_s is the device's time over each interval, the tensor loader's batch preparation "
-    "included (it runs on the device in the same stream), and a batch's train_s is its interval's mean; data_s "
-    "is the host's time queuing each batch. Each epoch's last partial batch is dropped (static shapes): "
-    "meta.json's loader_dropped says how many images an epoch leaves out."
+    "timing=interval (the fast path, tensor loader): events only every log_every steps and at the epoch's "
+    "ends, nothing per step; train_s is the device's time over each interval, the tensor loader's batch "
+    "preparation included (it runs on the device in the same stream), and a batch's train_s is its "
+    "interval's mean; data_s is the host's time queuing each batch. Each epoch's last partial batch is "
+    "dropped (static shapes): meta.json's loader_dropped says how many images an epoch leaves out."
 )
 
 
@@ -305,7 +306,8 @@ def _epochs(cfg, step, loader, device, dist_env, folder: Path | None, meta) -> t
                 "train_s": sum(step_times),
                 "total_s": total,
                 "images_per_s": images / total,
-                # achieved TFLOP/s of the step compute per device (images split over the ranks), and its share of peak
+                # achieved TFLOP/s of the step compute per device (images split over the ranks), and its share
+                # of peak
                 "tflops": flops.tflops(
                     meta["flops"]["per_image"] * images / dist_env.world_size, sum(step_times)
                 ),
@@ -349,9 +351,9 @@ def _epochs(cfg, step, loader, device, dist_env, folder: Path | None, meta) -> t
 
 
 def _check_learning(cfg, epoch_rows: list[dict], classes: int, meta: dict, say: bool) -> None:
-    """From the second epoch on: a run whose last epoch is still at chance (sanity.did_not_learn) is recorded in
-    meta.json's did_not_learn, as a diverged run is, and said in one line the first time; a later epoch that
-    learned takes the record back (it describes the run's latest epoch)."""
+    """From the second epoch on: a run whose last epoch is still at chance (sanity.did_not_learn) is recorded
+    in meta.json's did_not_learn, as a diverged run is, and said in one line the first time; a later epoch
+    that learned takes the record back (it describes the run's latest epoch)."""
     if "diverged" in meta:  # a NaN loss is its own record and flag
         return
     flag = sanity.did_not_learn([e["loss"] for e in epoch_rows], [e["acc"] for e in epoch_rows], classes)
@@ -383,12 +385,12 @@ class Step:
     reads), so the host queues the next step while the device works.
 
     compile=True: forward, loss and correct count are one torch.compile'd function (fastpath.compile_step:
-    static shapes, cfg's backend and mode), whose backward AOTAutograd compiles with it; the model's own compile
-    wrapper, if it has one, is looked through, so the step is one graph rather than a graph with eager ends. The
-    optimizer is not compiled: on the fast path it is torch's fused kernel (fastpath.optimizer_options), one
-    multi-tensor launch that a compile would only re-derive. Where the mode captures CUDA graphs, each step is
-    marked as a new replay and its two outputs are copied out of the graph's memory, which the next replay
-    overwrites."""
+    static shapes, cfg's backend and mode), whose backward AOTAutograd compiles with it; the model's own
+    compile wrapper, if it has one, is looked through, so the step is one graph rather than a graph with eager
+    ends. The optimizer is not compiled: on the fast path it is torch's fused kernel
+    (fastpath.optimizer_options), one multi-tensor launch that a compile would only re-derive. Where the mode
+    captures CUDA graphs, each step is marked as a new replay and its two outputs are copied out of the
+    graph's memory, which the next replay overwrites."""
 
     def __init__(
         self, model, optimizer, criterion, cfg: RunConfig, device: torch.device, compile: bool = False
@@ -438,9 +440,10 @@ class Step:
         return (loss.clone(), correct.clone()) if self.graphs else (loss, correct)
 
     def describe(self) -> dict[str, Any]:
-        """What ran, for meta.json: compiled or not, the mode that ran, CUDA graphs (false where inductor skipped
-        them), the optimizer's kernel, and what dynamo and inductor counted since this step was built (graphs, graph
-        breaks, recompiles, CUDA graph skips). The counters are the process's: one compiled step at a time."""
+        """What ran, for meta.json: compiled or not, the mode that ran, CUDA graphs (false where inductor
+        skipped them), the optimizer's kernel, and what dynamo and inductor counted since this step was built
+        (graphs, graph breaks, recompiles, CUDA graph skips). The counters are the process's: one compiled
+        step at a time."""
         groups = self.optimizer.param_groups
         first = groups[0] if groups else {}
         kernel = "fused" if first.get("fused") else "foreach" if first.get("foreach") else "default"
@@ -464,7 +467,8 @@ class Step:
         return out
 
 
-# fp16's loss scale, one per optimizer: it adapts over the steps, whichever caller (train, bench, tracing) makes them
+# fp16's loss scale, one per optimizer: it adapts over the steps, whichever caller (train, bench, tracing)
+# makes them
 _SCALERS: weakref.WeakKeyDictionary[torch.optim.Optimizer, torch.amp.GradScaler] = weakref.WeakKeyDictionary()
 
 
@@ -542,7 +546,8 @@ def _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait):
 def build_model(cfg: RunConfig, device: torch.device | None = None, compile: bool = True) -> nn.Module:
     """The model cfg names, sized for cfg's dataset (classes, stem, norm, checkpoint segments); with `device`,
     moved there and given the fast path's format and compilation (fastpath.apply_to_model) as cfg asks;
-    compile=False checks that compiling can work but leaves it to the caller (train() compiles DDP's wrapper)."""
+    compile=False checks that compiling can work but leaves it to the caller (train() compiles DDP's
+    wrapper)."""
     extra = {"checkpoint_segments": cfg.checkpoint_segments} if cfg.checkpoint_segments else {}
     model = models.build(cfg.model, num_classes=classes_of(cfg), norm=cfg.norm, stem=cfg.stem, **extra)
     return model if device is None else fastpath.apply_to_model(cfg, model.to(device), compile=compile)
@@ -579,7 +584,8 @@ def check_output_file(path: str | os.PathLike, what: str) -> None:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{what} {p} is a folder; give a file name such as {p / 'model.pt'}")
-    try:  # /dev/stdout and other links into /dev or /proc: an atomic save would replace the link (io.plain_target)
+    # /dev/stdout and other links into /dev or /proc: an atomic save would replace the link (io.plain_target)
+    try:
         plain_target(p)
     except OSError as e:
         raise ConfigError(f"{what} {p} {e.strerror}") from None

@@ -18,13 +18,14 @@ is "better" or "worse" only when the whole interval lies on one side of 1 (beyon
 A verdict knows how its samples were taken: `interleaved=True` (A B A B repeats, so the load hits both alike),
 `interleaved=False` (one side's runs after the other's) with the machine's load per core during each side
 (`load_a`, `load_b`). Runs one after the other whose load moved by more than `load_margin` (load per core), or
-whose load was not recorded, or made on a busy machine (a load per core above `busy_load`, sanity's threshold), cannot
-be told apart (for times: a loss or an accuracy does not depend on the load): on a busy machine other work takes
-turns with one side's runs and not with the other's, so a back-to-back difference may be the machine's, however
-steady its load average looked. Interleaved samples (A B A B, or repeated in rounds) share whatever load there was,
-so they keep their direction on a busy machine. Nor can a difference within `noise`, the ratio by which two twin
-configurations of this machine differed. `Verdict.finding(name)` states the comparison as a Finding whose
-ratio, interval and counts are Numbers of the answer record, named from `name`; direction words come only from it.
+whose load was not recorded, or made on a busy machine (a load per core above `busy_load`, sanity's
+threshold), cannot be told apart (for times: a loss or an accuracy does not depend on the load): on a busy
+machine other work takes turns with one side's runs and not with the other's, so a back-to-back difference may
+be the machine's, however steady its load average looked. Interleaved samples (A B A B, or repeated in rounds)
+share whatever load there was, so they keep their direction on a busy machine. Nor can a difference within
+`noise`, the ratio by which two twin configurations of this machine differed. `Verdict.finding(name)` states
+the comparison as a Finding whose ratio, interval and counts are Numbers of the answer record, named from
+`name`; direction words come only from it.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from .sanity import BUSY_LOAD_PER_CORE
 MIN_SAMPLES = 3
 TIMED = re.compile(r"\b(time|times|per step|per batch|per pass|per epoch|wait|seconds|latency)\b", re.I)
 LOAD_MARGIN = 0.5  # load per core two sequential sides may differ by and still be compared
-# load per core above which back-to-back timings are not compared: the threshold of sanity's 'machine busy' flag
+# load per core above which back-to-back timings are not compared: the threshold of sanity's 'machine busy'
+# flag
 BUSY_LOAD = BUSY_LOAD_PER_CORE
 
 
@@ -52,18 +54,19 @@ BUSY_LOAD = BUSY_LOAD_PER_CORE
 TIE_PLAIN = " (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})"
 TIES = {
     "too few samples": ": too few samples (n = {na} and {nb}; at least {min} each are needed for a spread)",
-    "load moved": ": their runs were made one after the other while the machine's load per core moved between "
-    "{load_lo} and {load_hi}, more than the {margin} such a comparison allows (ratio {ratio}, {conf} CI {low} to "
-    "{high}; n = {na} and {nb})",
-    "busy machine": ": their runs were made one after the other, not interleaved, on a busy machine (load per core "
-    "up to {load_hi}, above {busy}), so other work may have slowed one side and not the other (ratio {ratio}, "
+    "load moved": ": their runs were made one after the other while the machine's load per core moved "
+    "between {load_lo} and {load_hi}, more than the {margin} such a comparison allows (ratio {ratio}, "
     "{conf} CI {low} to {high}; n = {na} and {nb})",
-    "load not recorded": ": their runs were made one after the other and the machine's load during them was not "
-    "recorded (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
-    "within twin noise": ": the difference (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb}) is within "
-    "the {noise} by which twin configurations of this machine differed",
-    "difference under": ": the interval comes within {effect} of no difference, the least difference this check "
-    "counts (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",  # one side of 1, not clear of it
+    "busy machine": ": their runs were made one after the other, not interleaved, on a busy machine (load "
+    "per core up to {load_hi}, above {busy}), so other work may have slowed one side and not the other "
+    "(ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
+    "load not recorded": ": their runs were made one after the other and the machine's load during them was "
+    "not recorded (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
+    "within twin noise": ": the difference (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb}) is "
+    "within the {noise} by which twin configurations of this machine differed",
+    "difference under": ": the interval comes within {effect} of no difference, the least difference this "
+    # one side of 1, not clear of it
+    "check counts (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})",
 }
 
 
@@ -102,13 +105,15 @@ class Verdict:
 
     @property
     def undecided(self) -> bool:
-        """A tie for want of samples (fewer than MIN_SAMPLES on a side): no evidence that the two are alike, so a
-        sentence must not call it a tie. (A non-finite ratio with enough samples is also "too few samples".)"""
+        """A tie for want of samples (fewer than MIN_SAMPLES on a side): no evidence that the two are alike,
+        so a sentence must not call it a tie. (A non-finite ratio with enough samples is also "too few
+        samples".)"""
         return self.reason == "too few samples" and min(self.n_a, self.n_b) < MIN_SAMPLES
 
     @property
     def timed(self) -> bool:
-        """Whether the samples are times (said faster/slower) rather than another lower-is-better value (a loss)."""
+        """Whether the samples are times (said faster/slower) rather than another lower-is-better value (a
+        loss)."""
         return not self.what or bool(TIMED.search(self.what))
 
     def numbers(self, name: str) -> dict[str, Any]:
@@ -183,7 +188,8 @@ class Verdict:
             template = (
                 "{win} is {ratio} {up} than {lose} on {what} ({conf} CI {low} to {high}; n = {na} and {nb})"
                 if self.timed and self.lower_is_better
-                else "{what} is {up} for {win} than for {lose} by {ratio} ({conf} CI {low} to {high}; n = {na} and {nb})"
+                else "{what} is {up} for {win} than for {lose} by {ratio} ({conf} CI {low} to {high}; n = "
+                "{na} and {nb})"
             )
             f = say(
                 template,
@@ -203,9 +209,10 @@ class Verdict:
         return f.marked(name)
 
     def short(self, name: str, label_a=None, label_b=None):
-        """The verdict in words for a headline, read in one breath: the winner and the ratio ('compiled is 1.31x
-        faster than eager on time per step'), or that the two cannot be told apart; the interval, the counts and
-        why a tie is one are finding(name)'s, for the details. Its numbers are those of numbers(name)."""
+        """The verdict in words for a headline, read in one breath: the winner and the ratio ('compiled is
+        1.31x faster than eager on time per step'), or that the two cannot be told apart; the interval, the
+        counts and why a tie is one are finding(name)'s, for the details. Its numbers are those of
+        numbers(name)."""
         from .findings import say
 
         a = label_a if label_a is not None else self.label_a
@@ -309,8 +316,8 @@ def compare(
 
 
 def _design(outcome: str, lo: float, hi: float, common: dict) -> tuple[str, str]:
-    """A separated verdict kept only where its design allows it: sequential runs on a steady, recorded load of an
-    idle machine, and a difference beyond the twin-configuration noise."""
+    """A separated verdict kept only where its design allows it: sequential runs on a steady, recorded load of
+    an idle machine, and a difference beyond the twin-configuration noise."""
     loads = [*common["load_a"], *common["load_b"]]
     timed = not common["what"] or bool(
         TIMED.search(common["what"])
@@ -373,8 +380,9 @@ def sample_record(v: Verdict, a: Sequence[float], b: Sequence[float]) -> dict[st
 
 def target_met(v: Verdict, threshold: float, at_least: bool = True) -> bool | None:
     """Whether a target on the verdict's ratio is met: True only when the whole confidence interval is on the
-    target's side, False when it is wholly on the other side, None ("can't tell") when the interval straddles the
-    threshold or there were too few samples. `at_least`: the target is ratio >= threshold, else ratio <= threshold."""
+    target's side, False when it is wholly on the other side, None ("can't tell") when the interval straddles
+    the threshold or there were too few samples. `at_least`: the target is ratio >= threshold, else ratio <=
+    threshold."""
     if v.reason == "too few samples" or not (v.ci_low == v.ci_low and v.ci_high == v.ci_high):
         return None
     lo, hi = v.ci_low, v.ci_high

@@ -14,10 +14,10 @@ from pathlib import Path
 
 # One intra-op thread in each test process and in every process a test starts (kernels, CLI runs, Slurm jobs,
 # which inherit the environment): pytest-xdist runs one worker per core, and with torch's default of one
-# OpenMP thread per core each worker's threads spin-waited against the other worker's. Measured on 2 cores,
-# 2 workers: the training, lab2 and memory tests took 149 s of CPU (87 s wall) with the default and 72 s (45 s)
-# with one thread; the notebooks 278 s (152 s) and 206 s (117 s). Set before torch is imported (OpenMP reads it
-# when torch loads); a value the caller set is kept. The tests check no speed (benchmarks do).
+# OpenMP thread per core each worker's threads spin-waited against the other worker's. Measured on 2 cores, 2
+# workers: the training, lab2 and memory tests took 149 s of CPU (87 s wall) with the default and 72 s (45 s)
+# with one thread; the notebooks 278 s (152 s) and 206 s (117 s). Set before torch is imported (OpenMP reads
+# it when torch loads); a value the caller set is kept. The tests check no speed (benchmarks do).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
@@ -32,8 +32,9 @@ TORCH_THREADS_AT_LOAD = torch.get_num_threads()  # before any test sets its own 
 
 @pytest.fixture(autouse=True)
 def _fresh_report_page():
-    """notebook.py holds what one kernel's page shows (one page per kernel, notebook.config starts it): each test
-    starts a page of its own, so no table or number of an earlier test's page reaches its answer record."""
+    """notebook.py holds what one kernel's page shows (one page per kernel, notebook.config starts it): each
+    test starts a page of its own, so no table or number of an earlier test's page reaches its answer
+    record."""
     from hpml_lab.report import notebook
 
     notebook.new_page()
@@ -155,8 +156,9 @@ def rendered(tmp_path_factory, request):
     return render
 
 
-# Under pytest-xdist the longest tests start first, so that no worker is left with one of them at the end while
-# the others are idle: the files whose single test takes minutes, then the other real-Slurm, browser and slow ones.
+# Under pytest-xdist the longest tests start first, so that no worker is left with one of them at the end
+# while the others are idle: the files whose single test takes minutes, then the other real-Slurm, browser and
+# slow ones.
 LONGEST = (
     "tests/notebooks/test_gpucheck_image.py",
     "tests/cluster/test_slurm_real.py",
@@ -164,11 +166,11 @@ LONGEST = (
 )
 
 
-# Out of `make test-fast` (marked slow here, so still in `make test`): the fast tier's slowest tests, each a real
-# training loop, a subprocess or a signal, measured with --durations in one process at load 8 on 2 cores (seconds;
-# about 6 times CI's figures). Together 1,005 of the tier's 1,604 s there; what is left took 365 s in one process
-# at load 5-6 (with the last five below still in it: 76 s of it), and fits 60 s on 2 idle cores.
-# tests/unit/test_suite.py checks that each still names a test.
+# Out of `make test-fast` (marked slow here, so still in `make test`): the fast tier's slowest tests, each a
+# real training loop, a subprocess or a signal, measured with --durations in one process at load 8 on 2 cores
+# (seconds; about 6 times CI's figures). Together 1,005 of the tier's 1,604 s there; what is left took 365 s
+# in one process at load 5-6 (with the last five below still in it: 76 s of it), and fits 60 s on 2 idle
+# cores. tests/unit/test_suite.py checks that each still names a test.
 FAST_TIER_OUT = {
     "tests/studies/test_lab2.py::test_c4_reads_best_from_c3_and_writes_trace": 71,
     "tests/studies/test_memory.py::test_activation_bytes_revnet_flat_with_depth_resnets_grow": 68,
@@ -185,8 +187,10 @@ FAST_TIER_OUT = {
     "tests/unit/test_bench.py::test_bench_stall_compares_fed_steps_with_resident_ones": 32,
     "tests/studies/test_lab5.py::test_q1_counts_full_batch_steps_only": 31,
     "tests/faults/test_guard_runs.py::test_sigkill_mid_rerun_leaves_the_complete_run": 28,
-    "tests/studies/test_memory.py::test_revnet_memory_saving_under_bf16_autocast_is_as_close_to_fp32_as_plain_autograd": 28,
-    "tests/faults/test_guard_runs.py::test_switching_data_back_restores_the_kept_run_and_piles_up_no_copies": 23,
+    "tests/studies/test_memory.py::"
+    "test_revnet_memory_saving_under_bf16_autocast_is_as_close_to_fp32_as_plain_autograd": 28,
+    "tests/faults/test_guard_runs.py::"
+    "test_switching_data_back_restores_the_kept_run_and_piles_up_no_copies": 23,
     "tests/unit/test_training.py::test_same_seed_same_losses": 23,
     "tests/studies/test_lab2.py::test_c3_loader_sweep_writes_rows_summary_and_resumes": 22,
     "tests/unit/test_bench.py::test_bench_precision_option_reaches_the_fast_path": 19,
@@ -196,23 +200,27 @@ FAST_TIER_OUT = {
     "tests/unit/test_bench.py::test_bench_prints_one_json_line_and_saves_it": 16,
     "tests/studies/test_memory.py::test_revnet_memory_saving_gives_the_gradients_of_ordinary_autograd": 15,
     "tests/faults/test_guard_runs.py::test_failed_rerun_keeps_the_complete_run": 15,
-    "tests/unit/test_gpucheck.py::test_a_command_killed_half_way_brings_home_its_finished_units_and_the_next_skips_them": 14,
+    "tests/unit/test_gpucheck.py::"
+    "test_a_command_killed_half_way_brings_home_its_finished_units_and_the_next_skips_them": 14,
     "tests/unit/test_timing.py::test_steps_are_not_synchronized_by_default": 13,
     "tests/unit/test_training.py::test_results_written_atomically_with_metadata": 13,
     "tests/unit/test_models.py::test_every_registered_model_builds_trains_one_step_and_counts[resnet50]": 13,
     "tests/unit/test_training.py::test_epochs_csv_carries_each_epochs_peak_memory": 11,
-    # Then, on 2026-11-26, the fast tier took 65-77 s in pytest (69-89 s for `make test-fast`) on 2 idle cores:
-    # the tests left in it that start a Python which imports torch (2-3 s of CPU each, most of what they cost).
-    # Their CPU seconds, their subprocesses' included, measured then with -n 2 on the 2 cores:
+    # Then, on 2026-11-26, the fast tier took 65-77 s in pytest (69-89 s for `make test-fast`) on 2 idle
+    # cores: the tests left in it that start a Python which imports torch (2-3 s of CPU each, most of what
+    # they cost). Their CPU seconds, their subprocesses' included, measured then with -n 2 on the 2 cores:
     "tests/unit/test_packaging.py::test_the_recorded_torchvision_version_is_read_without_importing_it": 3.7,
     "tests/unit/test_gpucheck.py::test_limit_stops_the_command_itself_as_a_time_limit_would": 3.5,
-    "tests/unit/test_gpucheck.py::test_a_job_stopped_by_sigterm_records_the_unit_it_cut_off_and_ends_in_one_line": 3.4,
+    "tests/unit/test_gpucheck.py::"
+    "test_a_job_stopped_by_sigterm_records_the_unit_it_cut_off_and_ends_in_one_line": 3.4,
     "tests/unit/test_cli.py::test_console_script_help": 3.4,
     "tests/unit/test_cli.py::test_binary_parameters_file_is_one_line": 3.2,
-    "tests/cluster/test_distributed.py::test_leave_returns_code_alone_and_exits_a_rank_with_its_output_flushed": 2.9,
+    "tests/cluster/test_distributed.py::"
+    "test_leave_returns_code_alone_and_exits_a_rank_with_its_output_flushed": 2.9,
     # and the three longest of those that train or decode in the test's own process, for a margin under 60 s
     "tests/unit/test_gpu_loader.py::test_pil_pipeline_has_the_same_distribution": 2.1,
-    "tests/faults/test_guard_data.py::test_other_data_at_the_same_path_is_a_new_run_and_the_old_one_is_kept": 1.9,
+    "tests/faults/test_guard_data.py::"
+    "test_other_data_at_the_same_path_is_a_new_run_and_the_old_one_is_kept": 1.9,
     "tests/studies/test_tinyimagenet.py::test_partial_copy_needs_allow_partial_and_says_so": 1.5,
 }
 
@@ -238,10 +246,11 @@ def _start_order(item) -> int:
 # TRACED: `make test`'s branch coverage of the conclusion code (pyproject's [tool.coverage]) comes from these
 # files' fast-tier tests: which test files reach that code was measured with pytest-cov's --cov-context=test
 # (2026-11-26: these; tests/notebooks/test_notebooks.py is listed as it imports the claims check). Every other
-# test runs with coverage paused (pytest-cov's no_cover marker), as do the slow, Slurm, browser and CUDA tests:
-# coverage's tracer is called on every Python call; it made the real training runs in the test processes 50-65%
-# slower in CPU time, and with every fast-tier file traced the tier took 31 s more CPU (86 s, 55 s untraced).
-# tests/unit/test_suite.py checks that no other test file imports a covered module (or a helper that does).
+# test runs with coverage paused (pytest-cov's no_cover marker), as do the slow, Slurm, browser and CUDA
+# tests: coverage's tracer is called on every Python call; it made the real training runs in the test
+# processes 50-65% slower in CPU time, and with every fast-tier file traced the tier took 31 s more CPU (86 s,
+# 55 s untraced). tests/unit/test_suite.py checks that no other test file imports a covered module (or a
+# helper that does).
 TRACED_FILES = (
     "tests/studies/",
     "tests/faults/test_guard_runs.py",

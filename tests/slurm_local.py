@@ -81,8 +81,8 @@ class LocalSlurm:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
         nodes = "\n".join(
-            f"NodeName={n} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={free_port()} CPUs={CPUS_PER_NODE} "
-            f"RealMemory={MEMORY_MB} State=UNKNOWN"
+            f"NodeName={n} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={free_port()} "
+            f"CPUs={CPUS_PER_NODE} RealMemory={MEMORY_MB} State=UNKNOWN"
             for n in NODES
         )
         self.conf.write_text(f"""\
@@ -187,9 +187,9 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         while_running: Callable[[int], None] | None = None,
     ) -> Job:
         """sbatch, then wait for the job's line in the job-completion log (polled every 0.2 s: `sbatch --wait`
-        polls at 2, 4, 8, 16, 32 s intervals and would add up to half a minute per job); `while_running(job_id)`
-        is called at every poll. A job that has not ended after timeout_s is cancelled and the test fails: no
-        step may hang."""
+        polls at 2, 4, 8, 16, 32 s intervals and would add up to half a minute per job);
+        `while_running(job_id)` is called at every poll. A job that has not ended after timeout_s is cancelled
+        and the test fails: no step may hang."""
         t0 = time.monotonic()
         p = subprocess.run(
             ["sbatch", "--parsable", *sbatch_args, str(script)],
@@ -255,10 +255,10 @@ def _signal(pid: int, sig: int) -> None:
 
 APPTAINER_STAND_IN = """#!{python}
 # A stand-in for `apptainer` (not packaged for Debian): records its arguments, checks what apptainer would
-# (exec, its flags, the image and overlay files), then runs the command on the host. An ext3 overlay cannot be made
-# or mounted here: `overlay create` makes a folder overlay instead (apptainer's own layout: upper/ and work/), and
-# `exec` with a folder overlay runs the command with every argument under /ext3 (the overlay's files, as NYU
-# Greene's overlays hold them) pointed at that folder's upper/ext3: what the overlay would show there.
+# (exec, its flags, the image and overlay files), then runs the command on the host. An ext3 overlay cannot be
+# made or mounted here: `overlay create` makes a folder overlay instead (apptainer's own layout: upper/ and
+# work/), and `exec` with a folder overlay runs the command with every argument under /ext3 (the overlay's
+# files, as NYU Greene's overlays hold them) pointed at that folder's upper/ext3: what the overlay would show.
 import json, os, sys
 
 args = sys.argv[1:]
@@ -294,8 +294,9 @@ os.execvp(command[0], command)
 
 
 def apptainer_stand_in(folder: Path, python: str) -> dict[str, str]:
-    """A stand-in `apptainer` in folder/bin (see APPTAINER_STAND_IN), run by `python`; the environment that puts it
-    first on PATH and logs each call's arguments, one JSON line each, to folder/apptainer.log (CT_LOG)."""
+    """A stand-in `apptainer` in folder/bin (see APPTAINER_STAND_IN), run by `python`; the environment that
+    puts it first on PATH and logs each call's arguments, one JSON line each, to folder/apptainer.log
+    (CT_LOG)."""
     bin_dir = Path(folder) / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     (bin_dir / "apptainer").write_text(APPTAINER_STAND_IN.format(python=python))

@@ -1,6 +1,6 @@
 """The tests' check of a study's answers as a grader's page shows them (imported by test_memory, test_lab5,
-test_dataloading, test_tinyimagenet): the record builds (answers.check: every number tagged, each name once) and
-the claims check (report/claims.py) finds nothing in any prose field the page shows: every digit in a
+test_dataloading, test_tinyimagenet): the record builds (answers.check: every number tagged, each name once)
+and the claims check (report/claims.py) finds nothing in any prose field the page shows: every digit in a
 <span data-number> slot that prints fmt() of its Number, a direction word only inside a verdict's statement, a
 measured Number with its n, a background without a number."""
 

@@ -46,7 +46,8 @@ def num_classes(dataset: str) -> int:
 def classes_of(cfg, meta: Mapping | None = None) -> int:
     """How many classes a run's data holds: the count its meta.json recorded, else the prepared folder's (a
     partial or synthetic Tiny ImageNet has the classes its wnids.txt names, e.g. 4), else the official count.
-    Chance levels and the model's output layer use it: a 4-class set said "chance 0.5%" from the official 200."""
+    Chance levels and the model's output layer use it: a 4-class set said "chance 0.5%" from the official
+    200."""
     recorded = ((meta or {}).get("dataset") or {}).get("classes") if isinstance(meta, Mapping) else None
     if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1:
         return recorded
@@ -84,8 +85,8 @@ def check_dataset(cfg) -> str:
 
 
 def dataset_info(cfg) -> dict[str, Any]:
-    """What a run records about its data, and what makes two runs' data the same (sweeps.same_run): name, kind,
-    folder and a content fingerprint, so data replaced under the same path is other data."""
+    """What a run records about its data, and what makes two runs' data the same (sweeps.same_run): name,
+    kind, folder and a content fingerprint, so data replaced under the same path is other data."""
     return {
         "name": cfg.dataset,
         "kind": check_dataset(cfg),

@@ -4,7 +4,7 @@ URLs, one-line exception text, and whether image files really are the images the
     checks.in_range("--n-train", 5e12, 5, 100_000)   # DatasetError: one line naming the option and its range
     checks.http_url("file:///etc/passwd", "--url")   # DatasetError: only http(s) URLs with a host
     checks.verify_images(paths, size=64)            # headers of all, full decode of a sample
-    checks.zip_members(zipfile.ZipFile(p), p)        # names once each, safe, unencrypted, readable methods, CRCs
+    checks.zip_members(zipfile.ZipFile(p), p)        # names once, safe, unencrypted, readable methods, CRCs
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def http_url(url: str | None, option: str = "--url") -> str | None:
 
 
 def inside(folder: Path, path: Path, what: str) -> Path:
-    """path, unless it (through links) lies outside folder: data is read only from the folder the user named."""
+    """path, unless it (through links) lies outside folder: data is read only from the folder the user
+    named."""
     real, top = path.resolve(), folder.resolve()
     if real != top and top not in real.parents:
         raise DatasetError(
@@ -125,10 +126,11 @@ def free_space(folder: Path, need: int, what: str) -> None:
 
 
 def copy_download(resp, part: Path, have: int, url: str, final: Path) -> int:
-    """Append resp's body to `part` (which held `have` bytes; 0: write it afresh); returns the bytes it now holds.
-    A network break keeps `part` (the same command resumes it: one DatasetError line says so). A write that fails
-    (a full disk, a file-size limit) is no break a rerun resumes: `part` is put back as it was (removed when this
-    call made it, cut back to `have` bytes when it resumed one) and the line says how much space is free."""
+    """Append resp's body to `part` (which held `have` bytes; 0: write it afresh); returns the bytes it now
+    holds. A network break keeps `part` (the same command resumes it: one DatasetError line says so). A write
+    that fails (a full disk, a file-size limit) is no break a rerun resumes: `part` is put back as it was
+    (removed when this call made it, cut back to `have` bytes when it resumed one) and the line says how much
+    space is free."""
     import http.client
     import shutil
 
@@ -201,8 +203,8 @@ TEMP_KINDS = (
     "tinyimagenet-extract",
     "kaggle",
 )  # .<kind>-<pid>-<random>: folders only these make
-# .<kind>-<pid>@<host>-<random> (temp_prefix) and .tiny-imagenet-200.zip.<pid>@<host>-<random> (io.atomic_file);
-# names without @<host> were made before hosts were named, and are judged as this host's
+# .<kind>-<pid>@<host>-<random> (temp_prefix) and .tiny-imagenet-200.zip.<pid>@<host>-<random>
+# (io.atomic_file); names without @<host> were made before hosts were named, and are judged as this host's
 _STALE = re.compile(
     r"\.(?:(?:%s)-|tiny-imagenet-200\.zip\.)(\d+)(?:@([A-Za-z0-9._-]+))?-[A-Za-z0-9_]+" % "|".join(TEMP_KINDS)
 )
@@ -221,9 +223,9 @@ def temp_prefix(kind: str) -> str:
 
 
 def remove_stale(root: Path) -> list[str]:
-    """Remove the temporary folders and archive files in ROOT that a data command killed with -9 left (named by
-    temp_prefix or io.atomic_file, made by a process that has ended); returns their names. Nothing else in ROOT,
-    and nothing a running command uses, is touched.
+    """Remove the temporary folders and archive files in ROOT that a data command killed with -9 left (named
+    by temp_prefix or io.atomic_file, made by a process that has ended); returns their names. Nothing else in
+    ROOT, and nothing a running command uses, is touched.
 
     Each name carries the pid and host that made it. This host's are removed when that process has ended.
     Another host's (a data folder shared by cluster nodes) cannot be judged by pid here: one is removed only
@@ -263,10 +265,11 @@ def remove_stale(root: Path) -> list[str]:
 
 @contextlib.contextmanager
 def one_data_command(root: Path):
-    """Held while a data command writes into ROOT: a second one into the same ROOT on this host is refused with
-    one line (two `data synth` at once both exited 0, and the first named a seed the folder did not hold). An
-    flock on a file in the temporary folder, named by ROOT's real path (ROOT gets no file of it): it ends with
-    the process, also when it is killed with -9. Commands on other nodes of a shared folder are not seen."""
+    """Held while a data command writes into ROOT: a second one into the same ROOT on this host is refused
+    with one line (two `data synth` at once both exited 0, and the first named a seed the folder did not
+    hold). An flock on a file in the temporary folder, named by ROOT's real path (ROOT gets no file of it): it
+    ends with the process, also when it is killed with -9. Commands on other nodes of a shared folder are not
+    seen."""
     import hashlib
     import tempfile
 
@@ -347,7 +350,8 @@ def read_cache(path: Path) -> dict | None:
 
 def write_cache(path: Path, data: dict) -> None:
     """Write a data folder's cache file atomically, never through a link planted in its place (refused with
-    one DatasetError line); a read-only folder or a full disk only means no cache (checked again next time)."""
+    one DatasetError line); a read-only folder or a full disk only means no cache (checked again next
+    time)."""
     import json
 
     from ..io import PlantedFile, atomic_write_text
@@ -362,7 +366,8 @@ def write_cache(path: Path, data: dict) -> None:
 
 def no_planted_caches(folder: Path, names: list[str]) -> None:
     """Before a run: each cache file in the data folder is a regular file or absent (a link, FIFO, device or
-    folder there is one DatasetError line), so a planted one stops the run before its kernel, not inside it."""
+    folder there is one DatasetError line), so a planted one stops the run before its kernel, not inside
+    it."""
     import stat
 
     for n in names:
@@ -393,7 +398,8 @@ _FINGERPRINTS: dict = {}  # the same, in this process
 def content_fingerprint(folder: Path, names: list[str], what: str, also: dict | None = None) -> str:
     """16 hex digits of a hash over the named files' contents (and `also`, e.g. folder stamps): what tells one
     dataset from another at the same path. Hashing reads every byte (CIFAR-10: 180 MB, about half a second),
-    so the result is cached in the folder, keyed by the files' stamp; a read-only folder is hashed each time."""
+    so the result is cached in the folder, keyed by the files' stamp; a read-only folder is hashed each
+    time."""
     import hashlib
     import json
 

@@ -244,8 +244,8 @@ def _expected_md5(folder: Path, k: str) -> dict[str, str]:
 
 
 def read(root: str | os.PathLike, train: bool = True) -> tuple[np.ndarray, list[int], list[str], str]:
-    """(images uint8 N x 32 x 32 x 3, labels, class names, kind 'real' or 'synthetic') of the training or the test
-    batches, checked first (hpml_lab.data.cifar_files.CIFAR10Files is the Dataset over them)."""
+    """(images uint8 N x 32 x 32 x 3, labels, class names, kind 'real' or 'synthetic') of the training or the
+    test batches, checked first (hpml_lab.data.cifar_files.CIFAR10Files is the Dataset over them)."""
     root = Path(root)
     kind = check(root)
     folder = root / FOLDER

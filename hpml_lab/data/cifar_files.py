@@ -1,5 +1,6 @@
-"""The CIFAR-10 Dataset over the pickled batch files (hpml_lab.data.cifar reads and checks them), real or synthetic
-alike: a module of its own so that the data commands that only check, write or fetch files do not import torch."""
+"""The CIFAR-10 Dataset over the pickled batch files (hpml_lab.data.cifar reads and checks them), real or
+synthetic alike: a module of its own so that the data commands that only check, write or fetch files do not
+import torch."""
 
 from __future__ import annotations
 

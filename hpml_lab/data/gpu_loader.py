@@ -50,7 +50,8 @@ PAD = 4
 
 
 def sample_params(n: int, generator: torch.Generator, size: int = 32, padding: int = PAD):
-    """Per-image crop offsets (top, left) in 0..2*padding and flip flags, like RandomCrop + RandomHorizontalFlip."""
+    """Per-image crop offsets (top, left) in 0..2*padding and flip flags, like RandomCrop +
+    RandomHorizontalFlip."""
     span = 2 * padding + 1
     top = torch.randint(0, span, (n,), generator=generator)
     left = torch.randint(0, span, (n,), generator=generator)
@@ -148,9 +149,9 @@ class TensorLoader:
 
     @classmethod
     def from_config(cls, cfg, device: torch.device | str, rank: int = 0, world_size: int = 1) -> TensorLoader:
-        """The training set of cfg (subset applied) with cfg's batch size, seed, augment and shuffle; under DDP
-        this rank's share. Batches of one shape: the epoch's last partial batch is dropped where the epoch has a
-        full one (`dropped` says how many images that leaves out)."""
+        """The training set of cfg (subset applied) with cfg's batch size, seed, augment and shuffle; under
+        DDP this rank's share. Batches of one shape: the epoch's last partial batch is dropped where the epoch
+        has a full one (`dropped` says how many images that leaves out)."""
         ds = cifar_files.CIFAR10Files(cfg.data_path(), train=True)
         n = min(cfg.subset, len(ds)) if cfg.subset else len(ds)
         return cls(
@@ -173,7 +174,8 @@ class TensorLoader:
         return self.per_rank() % self.batch_size if self.drop_last else 0
 
     def per_rank(self) -> int:
-        """Items this rank sees an epoch: all of them in one process, ceil(N / W) under DDP (DistributedSampler's)."""
+        """Items this rank sees an epoch: all of them in one process, ceil(N / W) under DDP
+        (DistributedSampler's)."""
         return math.ceil(len(self.labels) / self.world_size)
 
     def __len__(self) -> int:
@@ -193,9 +195,10 @@ class TensorLoader:
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         order = self.epoch_order()
-        # The whole epoch's crop offsets and flips drawn at once and copied to the device in one transfer (with
-        # the order): no host draw, pin or copy per batch, which on a compiled GPU step of about 2 ms cost about
-        # 100 us a batch. Drawn from the same CPU generator, so the distribution and the CPU/CUDA equality hold.
+        # The whole epoch's crop offsets and flips drawn at once and copied to the device in one transfer
+        # (with the order): no host draw, pin or copy per batch, which on a compiled GPU step of about 2 ms
+        # cost about 100 us a batch. Drawn from the same CPU generator, so the distribution and the CPU/CUDA
+        # equality hold.
         params = sample_params(len(order), self.generator, padding=self.padding) if self.augment else None
         if self.pin:
             packed = torch.stack([order, *(t.long() for t in params)]) if params else order[None]

@@ -1,6 +1,6 @@
 """Tiny ImageNet (200 classes, 64x64): the official archive, a synthetic one, and the loaders.
 
-    hpml-lab data synth tinyimagenet --root data                 # synthetic zip, official layout, then prepared
+    hpml-lab data synth tinyimagenet --root data                 # synthetic zip, official layout, prepared
     hpml-lab data download tinyimagenet --root data              # cs231n.stanford.edu, resumable
     hpml-lab data download tinyimagenet --root data --url URL --allow-partial
     hpml-lab data download tinyimagenet --root data --source kaggle --dataset akash2sharma/tiny-imagenet
@@ -99,7 +99,8 @@ def _archive_prefix(names: list[str]) -> str:
 
 
 def _wnids(folder: Path) -> list[str]:
-    """wnids.txt's class ids: UTF-8, plain names, each once (a duplicate would count a class that is not there)."""
+    """wnids.txt's class ids: UTF-8, plain names, each once (a duplicate would count a class that is not
+    there)."""
     wnids = [
         plain_name(w, "wnids.txt names a class")
         for w in readable_text(folder / "wnids.txt", "wnids.txt").split()
@@ -122,9 +123,9 @@ def _count(folder: Path) -> dict[str, int]:
 
 
 def _check_images(folder: Path, wnids: list[str]) -> None:
-    """Every class has training images; every image's header says a 64x64 JPEG (a decompression bomb is refused
-    unread) and every image decodes (measured 0.24 ms each on 2 busy cores, about 30 s for the official 110,000):
-    a *.JPEG that is no image is found here, not in training."""
+    """Every class has training images; every image's header says a 64x64 JPEG (a decompression bomb is
+    refused unread) and every image decodes (measured 0.24 ms each on 2 busy cores, about 30 s for the
+    official 110,000): a *.JPEG that is no image is found here, not in training."""
     empty = [w for w in wnids if not any((folder / "train" / w / "images").glob("*.JPEG"))]
     if empty:
         raise DatasetError(
@@ -176,7 +177,8 @@ def prepare(
     source: str = "",
     log: Callable[[str], None] = print,
 ) -> Path:
-    """Check, extract, reorganise and count an archive; rename into ROOT/tiny-imagenet-200 only if all is well."""
+    """Check, extract, reorganise and count an archive; rename into ROOT/tiny-imagenet-200 only if all is
+    well."""
     archive, root = Path(archive), Path(root)
     target = root / FOLDER
     if target.exists():
@@ -205,8 +207,9 @@ def prepare(
                 if partial and not (allow_partial or synthetic):
                     raise DatasetError(
                         f"archive {archive} holds {counts['classes']} classes, {counts['train']} train and "
-                        f"{counts['val']} val images, not the official {OFFICIAL['classes']}, {OFFICIAL['train']:,} "
-                        f"and {OFFICIAL['val']:,}; pass --allow-partial to accept a smaller copy"
+                        f"{counts['val']} val images, not the official {OFFICIAL['classes']}, "
+                        f"{OFFICIAL['train']:,} and {OFFICIAL['val']:,}; pass --allow-partial to accept a "
+                        f"smaller copy"
                     )
                 rec = {
                     "counts": counts,
@@ -246,7 +249,8 @@ def prepare(
     if partial:
         log(
             f"note: accepted a partial Tiny ImageNet ({counts['classes']} classes, {counts['train']} train, "
-            f"{counts['val']} val; official {OFFICIAL['classes']}, {OFFICIAL['train']:,}, {OFFICIAL['val']:,})"
+            f"{counts['val']} val; official {OFFICIAL['classes']}, {OFFICIAL['train']:,}, "
+            f"{OFFICIAL['val']:,})"
             + (": it is synthetic" if synthetic else " because --allow-partial was given")
         )
     return target
@@ -309,8 +313,9 @@ def fetch(url: str, dest: Path, timeout: float = 60.0, log: Callable[[str], None
     """Download url to dest, resuming dest.part with an HTTP Range request when it exists.
 
     A server that ignores Range (200 instead of 206) gets a fresh download. A connection that ends before
-    Content-Length bytes leaves dest.part for the next run to resume and raises DatasetError; a write that fails
-    (a full disk) leaves dest.part as it found it (checks.copy_download). dest appears only when complete.
+    Content-Length bytes leaves dest.part for the next run to resume and raises DatasetError; a write that
+    fails (a full disk) leaves dest.part as it found it (checks.copy_download). dest appears only when
+    complete.
     """
     part = dest.with_name(dest.name + ".part")
     dest.parent.mkdir(
@@ -426,7 +431,8 @@ def download_kaggle(
     with temp_folder(temp_prefix("kaggle"), root) as tmp:
         with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
             try:
-                import kaggle  # authenticates at import: OSError (1.x) or SystemExit (2.x) without credentials
+                # authenticates at import: OSError (1.x) or SystemExit (2.x) without credentials
+                import kaggle
             except ImportError:
                 raise DatasetError(
                     "the kaggle package is not installed (pip install kaggle); "

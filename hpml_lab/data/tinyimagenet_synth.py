@@ -147,7 +147,8 @@ def synthesize_archive(
                         "per_class": per_class,
                         "val_per_class": val_per_class,
                         "n_test": n_test,
-                        "note": "Synthetic 64x64 JPEGs with learnable class structure; not the real Tiny ImageNet.",
+                        "note": "Synthetic 64x64 JPEGs with learnable class structure; not the real Tiny "
+                        "ImageNet.",
                     },
                     indent=2,
                 ),

@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
                 install(args.wheels, args.site or os.path.join(tempfile.gettempdir(), "hpml-site"))
             elif not machinery_here():
                 raise ConfigError(
-                    f"no wheels in {args.wheels} and no {', '.join(MACHINERY)} here: carry .whl (make gpu-wheels)"
+                    f"no wheels in {args.wheels} and no {', '.join(MACHINERY)} here: carry .whl (make "
+                    f"gpu-wheels)"
                 )
             use_provenance(args.wheels)
             out = run(
@@ -103,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
         print(
-            f"gpu-check: stopped by {signal.Signals(signum).name}: the units finished before it are in the manifest"
-            f" and packed{f' in {args.pack}' if getattr(args, 'pack', None) else ''}; run the command again to go on",
+            f"gpu-check: stopped by {signal.Signals(signum).name}: the units finished before it are in the "
+            f"manifest and packed{f' in {args.pack}' if getattr(args, 'pack', None) else ''}; run the "
+            f"command again to go on",
             file=sys.stderr,
         )
         return 128 + int(signum)

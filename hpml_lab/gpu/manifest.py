@@ -1,6 +1,6 @@
-"""The GPU check kit's manifest read as possibly damaged or hostile: its shape checked (every field the kit reads,
-with its type), every file it lists a plain relative path inside its GPU's folder, and anything else refused in
-one line that names the file and how to recover.
+"""The GPU check kit's manifest read as possibly damaged or hostile: its shape checked (every field the kit
+reads, with its type), every file it lists a plain relative path inside its GPU's folder, and anything else
+refused in one line that names the file and how to recover.
 
     from hpml_lab.gpu import manifest
     m = manifest.read(Path("reports/gpu/NVIDIA-H100/manifest.json"), manifest.AT_HOME)
@@ -28,8 +28,8 @@ IN_ARCHIVE = (
     "or unpack the other archives without it"
 )
 AT_HOME = (
-    "nothing was unpacked: put back a whole copy (git checkout -- FILE, where it is tracked), or move it aside "
-    "and unpack every archive of this GPU again"
+    "nothing was unpacked: put back a whole copy (git checkout -- FILE, where it is tracked), or move it "
+    "aside and unpack every archive of this GPU again"
 )
 ON_NODE = (
     "the command ran nothing: put back a whole copy (git checkout -- FILE, where it is tracked), or move it "
@@ -38,8 +38,8 @@ ON_NODE = (
 
 
 def safe_path(rel: Any) -> bool:
-    """Whether `rel` is a plain relative path that stays inside the folder it is joined to: text without a NUL or
-    a backslash, no leading '/', no empty, '.' or '..' part."""
+    """Whether `rel` is a plain relative path that stays inside the folder it is joined to: text without a NUL
+    or a backslash, no leading '/', no empty, '.' or '..' part."""
     if not isinstance(rel, str) or not rel or len(rel) > 4096 or "\0" in rel or "\\" in rel:
         return False
     if rel.startswith("/"):
@@ -88,7 +88,8 @@ def _no_constant(name: str) -> float:
 
 
 def parse(data: bytes, where: str, recover: str) -> dict:
-    """The manifest in `data` (read from `where`), checked; else a ConfigError: where, what is wrong, `recover`."""
+    """The manifest in `data` (read from `where`), checked; else a ConfigError: where, what is wrong,
+    `recover`."""
     try:
         m = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError:
@@ -105,8 +106,8 @@ def parse(data: bytes, where: str, recover: str) -> dict:
 
 
 def _read_bytes(path: Path) -> bytes | None:
-    """The bytes of the file at `path`, None when it is missing; never through a link, never blocking on a FIFO
-    (PlantedFile), at most MANIFEST_MAX bytes (ValueError)."""
+    """The bytes of the file at `path`, None when it is missing; never through a link, never blocking on a
+    FIFO (PlantedFile), at most MANIFEST_MAX bytes (ValueError)."""
     import os
     import stat
 

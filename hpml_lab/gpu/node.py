@@ -2,8 +2,8 @@
 benchmarks, a lab task), each returning its record.
 
     from hpml_lab.gpu import node
-    node.record_node(out, 1)                                  # node-part1.json: nvidia-smi, /dev/shm, versions
-    node.run_unit("c1", out, "cpu", data_root, print)         # {"status": "ok", ...}
+    node.record_node(out, 1)                           # node-part1.json: nvidia-smi, /dev/shm, versions
+    node.run_unit("c1", out, "cpu", data_root, print)  # {"status": "ok", ...}
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def _driver() -> str:
 
 
 def _ensure_kernel() -> None:
-    """The notebooks name the `hpml-lab` kernel: register one for this Python in a private folder if missing."""
+    """The notebooks name the `hpml-lab` kernel: register one for this Python in a private folder if
+    missing."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     try:  # one found must start this very Python (a user-wide one may point at another virtualenv)
@@ -81,8 +82,9 @@ def _data(root: Path, device: str, sets: list[str], log) -> None:
 
 
 def record_node(out: Path, part: int | str) -> dict:
-    """What the machine is, before anything runs: nvidia-smi, /dev/shm's size, Python, torch and CUDA versions,
-    whether make, gcc and Python.h exist (torch.compile's Triton needs the last two); into node-part<N>.json."""
+    """What the machine is, before anything runs: nvidia-smi, /dev/shm's size, Python, torch and CUDA
+    versions, whether make, gcc and Python.h exist (torch.compile's Triton needs the last two); into
+    node-part<N>.json."""
     import platform
     import shutil
     import sysconfig
@@ -151,7 +153,8 @@ def stage_tests(out: Path, device: str, log) -> dict:
 
 
 def stage_task(out: Path, device: str, data_root: Path, tid: str, log) -> dict:
-    """One lab task at the gpu profile (tiny on the CPU dry run); its traces are left to the gzipped copies."""
+    """One lab task at the gpu profile (tiny on the CPU dry run); its traces are left to the gzipped
+    copies."""
     from ..report import runner, tasks
 
     profile = "gpu" if device == "cuda" else "tiny"

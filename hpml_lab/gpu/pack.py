@@ -1,5 +1,6 @@
 """The GPU check kit's archives for the trip home: a folder's new files into tar.gz archives within the device
-tool's limits (16 MiB a file, 8 files in $OUT), traces only where room is left, each written whole and atomically.
+tool's limits (16 MiB a file, 8 files in $OUT), traces only where room is left, each written whole and
+atomically.
 
     from hpml_lab.gpu import pack
     archives, left_out = pack.pack(folder, Path(os.environ["OUT"]) / "H100.part1.tar.gz", prefix="H100")
@@ -45,7 +46,8 @@ def _bins(
     files: list[Path], size: dict[Path, int], cap: float, most: int
 ) -> tuple[list[list[Path]], list[Path]]:
     """(files per archive, files left out): the others first, largest first, into the first archive with room
-    (a new one while fewer than `most`), then traces and snapshots, smallest first, only where room is left."""
+    (a new one while fewer than `most`), then traces and snapshots, smallest first, only where room is
+    left."""
     bins: list[list[Path]] = []
     loads: list[int] = []
     dropped: list[Path] = []
@@ -75,12 +77,12 @@ def pack(
     log=print,
 ) -> tuple[list[Path], list[str]]:
     """The files under `folder` modified since `since` into tar.gz archives at `archive` (and, where one would
-    exceed `limit` bytes, default ARCHIVE_LIMIT, `<name>-2.tar.gz` and on, at most `most` of them: by default as
-    many as the device tool's 8 files leave in `archive`'s folder), each file under `prefix/`, each archive with
-    manifest.json, each written whole and atomically (a kill while they are written leaves the previous ones).
-    Traces and snapshots go only where room is left; what fits in none is left out and named. The per-command
-    reports/index.html is left out: unpack writes one index of everything that came home. Returns (the archives,
-    what was left out)."""
+    exceed `limit` bytes, default ARCHIVE_LIMIT, `<name>-2.tar.gz` and on, at most `most` of them: by default
+    as many as the device tool's 8 files leave in `archive`'s folder), each file under `prefix/`, each archive
+    with manifest.json, each written whole and atomically (a kill while they are written leaves the previous
+    ones). Traces and snapshots go only where room is left; what fits in none is left out and named. The
+    per-command reports/index.html is left out: unpack writes one index of everything that came home. Returns
+    (the archives, what was left out)."""
     limit = limit or ARCHIVE_LIMIT
     files = sorted(
         p

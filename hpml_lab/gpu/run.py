@@ -1,6 +1,6 @@
-"""One command of the GPU check: its units in order, each recorded in the manifest and packed for the trip home
-as it finishes, the rest of the check's units while its --limit allows, and at the limit a stop as a job's time
-limit would make (SIGTERM).
+"""One command of the GPU check: its units in order, each recorded in the manifest and packed for the trip
+home as it finishes, the rest of the check's units while its --limit allows, and at the limit a stop as a
+job's time limit would make (SIGTERM).
 
     from hpml_lab.gpu import run
     run.run(1, "cuda", pack_to=os.environ["OUT"])    # python3 -m hpml_lab.gpu run --part 1 --limit 420
@@ -26,10 +26,11 @@ from .pack import LOCK_FILE, pack
 
 
 def _units_of(part: int | None, units: list[str] | None) -> tuple[list[str], list[str]]:
-    """(this command's own units, those to run after them while its --limit allows: every other unit of the check,
-    in priority order). Which of them came home is the caller's to check, in the manifest the tree carries: a
-    command that never started, or was cut off before a unit, left no `ok` for it there, so any later command
-    picks it up, and a command whose own units came home goes on down the list. `units` (--units): those alone."""
+    """(this command's own units, those to run after them while its --limit allows: every other unit of the
+    check, in priority order). Which of them came home is the caller's to check, in the manifest the tree
+    carries: a command that never started, or was cut off before a unit, left no `ok` for it there, so any
+    later command picks it up, and a command whose own units came home goes on down the list. `units`
+    (--units): those alone."""
     if units:
         return list(units), []
     cmds, _ = gpuplan.parts()
@@ -39,8 +40,8 @@ def _units_of(part: int | None, units: list[str] | None) -> tuple[list[str], lis
     return own, [u for u in gpuplan.units() if u not in own]
 
 
-# the longest --limit taken: a week, more than any job a cluster grants; past it a number is a mistake (1e300 once
-# overflowed the watchdog's timer in its thread, and the limit was silently dropped)
+# the longest --limit taken: a week, more than any job a cluster grants; past it a number is a mistake (1e300
+# once overflowed the watchdog's timer in its thread, and the limit was silently dropped)
 MAX_LIMIT_S = 7 * 24 * 3600.0
 
 
@@ -52,8 +53,8 @@ def check(
     pack_to: str | os.PathLike | None = None,
 ) -> None:
     """What a command is given, checked before anything is written (no data, no wheels, no record): --part or
-    --units, every unit named one the check has, --limit a finite number of seconds up to MAX_LIMIT_S, and $OUT a
-    folder this process can write. Else one ConfigError line."""
+    --units, every unit named one the check has, --limit a finite number of seconds up to MAX_LIMIT_S, and
+    $OUT a folder this process can write. Else one ConfigError line."""
     if not units and not part:
         raise ConfigError("say --part N (see the plan) or --units a,b")
     if part and not units:
@@ -111,13 +112,13 @@ def run(
     rerun: list[str] | tuple[str, ...] = (),
     started: float | None = None,
 ) -> Path:
-    """One command of the check: the node record, then `rerun`'s units (each after the unit whose results it reads,
-    where that has not come home), then each unit of plan part `part` (or `units`) that has not already come home
-    (status ok in the manifest the tree carried), then the check's other units not home while `limit` (seconds from
-    `started`, default now; for a part, the plan's) allows; at `limit` a SIGTERM stops it, and that is recorded.
-    Outputs (HPML_OUTPUT_DIR) and manifest.json go under reports/gpu/<gpu-name>/; with pack_to ($OUT), that folder's
-    new files are packed into pack_to/<gpu-name>.part<N>.tar.gz after every unit, so a command killed at its limit
-    still brings home every unit it finished."""
+    """One command of the check: the node record, then `rerun`'s units (each after the unit whose results it
+    reads, where that has not come home), then each unit of plan part `part` (or `units`) that has not already
+    come home (status ok in the manifest the tree carried), then the check's other units not home while
+    `limit` (seconds from `started`, default now; for a part, the plan's) allows; at `limit` a SIGTERM stops
+    it, and that is recorded. Outputs (HPML_OUTPUT_DIR) and manifest.json go under reports/gpu/<gpu-name>/;
+    with pack_to ($OUT), that folder's new files are packed into pack_to/<gpu-name>.part<N>.tar.gz after every
+    unit, so a command killed at its limit still brings home every unit it finished."""
     import torch
 
     from ..envinfo import environment
@@ -177,10 +178,11 @@ def run(
                 )
                 log(f"[gpu-check] not packed: {said}; the next unit runs")
 
-    # a job's time limit (SIGTERM, SIGHUP) or Ctrl-C: the unit it cut off is recorded and packed, then it is raised
+    # a job's time limit (SIGTERM, SIGHUP) or Ctrl-C: the unit it cut off is recorded and packed, then it is
+    # raised
     stop: KeyboardInterrupt | None = None
-    # at `limit` (counted from `started`: the command's start, the wheels' install included) the command stops itself
-    # as a job's time limit would, so the unit it cuts off is recorded
+    # at `limit` (counted from `started`: the command's start, the wheels' install included) the command stops
+    # itself as a job's time limit would, so the unit it cuts off is recorded
     watchdog = None
     if limit:
         watchdog = threading.Timer(
@@ -240,7 +242,8 @@ def run(
                         stop = e
                         result = {"status": "interrupted", "error": str(e) or "Ctrl-C"}
                         log(
-                            f"[gpu-check] {unit} cut off after {time.monotonic() - t0:.0f} s: {result['error']}"
+                            f"[gpu-check] {unit} cut off after {time.monotonic() - t0:.0f} s: "
+                            f"{result['error']}"
                         )
                     except Exception as e:  # recorded; the next unit runs
                         result = {
@@ -255,8 +258,8 @@ def run(
                             "seconds": round(time.monotonic() - t0, 1),
                             "part": command["part"],
                             "finished_at": time.time(),
-                            # what this unit wrote: unpack keeps these files from the record it keeps, so pages
-                            # and manifest agree
+                            # what this unit wrote: unpack keeps these files from the record it keeps, so
+                            # pages and manifest agree
                             "files": sorted(f for f, stamp in _stamps(out).items() if before.get(f) != stamp),
                         }
                         command["units"][unit] = result["status"]

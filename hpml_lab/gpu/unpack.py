@@ -47,11 +47,12 @@ def _member_problem(m: tarfile.TarInfo) -> str:
 
 
 def _check_archive(a: Path) -> tuple[str, dict, list[tarfile.TarInfo]]:
-    """(its GPU folder, its manifest, its file members but the manifest), the whole archive checked before any of
-    it is written: the gzip stream read to its end (its CRC and length, which the gzip module checks there), every
-    member a plain file or folder by a plain path under one GPU folder, each read whole at the size its header
-    says, nothing but zeros after the last one (tarfile ends its listing quietly at a damaged header), and the
-    manifest's shape and file list (gpu.manifest). Else one ConfigError line naming the archive."""
+    """(its GPU folder, its manifest, its file members but the manifest), the whole archive checked before any
+    of it is written: the gzip stream read to its end (its CRC and length, which the gzip module checks
+    there), every member a plain file or folder by a plain path under one GPU folder, each read whole at the
+    size its header says, nothing but zeros after the last one (tarfile ends its listing quietly at a damaged
+    header), and the manifest's shape and file list (gpu.manifest). Else one ConfigError line naming the
+    archive."""
     import gzip
     import zlib
 
@@ -111,9 +112,9 @@ def _check_archive(a: Path) -> tuple[str, dict, list[tarfile.TarInfo]]:
 
 
 def merge_manifests(manifests: list[dict]) -> dict:
-    """One manifest from every command's (in any order): each unit's record is its best one (ok before not ok, then
-    the latest finished), the machine's facts are the latest command's, and every stage (plan part) lists each of
-    its units with its status, `not run` where nothing came home."""
+    """One manifest from every command's (in any order): each unit's record is its best one (ok before not ok,
+    then the latest finished), the machine's facts are the latest command's, and every stage (plan part) lists
+    each of its units with its status, `not run` where nothing came home."""
     ordered = sorted(manifests, key=lambda m: (m.get("packed_at", 0), json.dumps(m, sort_keys=True)))
     merged: dict = {}
     for m in ordered:
@@ -167,8 +168,8 @@ def merge_manifests(manifests: list[dict]) -> dict:
 
 
 def write_gpu_index(folder: Path, manifest: dict) -> Path:
-    """reports/index.html under a GPU's folder: every stage and unit with its status, linking every report that
-    came home (the report pages link back to it)."""
+    """reports/index.html under a GPU's folder: every stage and unit with its status, linking every report
+    that came home (the report pages link back to it)."""
     import html
 
     def link(unit: str) -> str:
@@ -191,10 +192,10 @@ def write_gpu_index(folder: Path, manifest: dict) -> Path:
             )
     nodes = sorted(p.name for p in folder.glob("node-part*.json"))
     body = (
-        f"<h1>GPU check: {html.escape(str(manifest.get('gpu', '?')))}</h1>"
-        f"<p>commit {html.escape(str(manifest.get('commit')))} (dirty: {html.escape(str(manifest.get('dirty')))}),"
-        f" torch {html.escape(str(manifest.get('torch')))}, CUDA {html.escape(str(manifest.get('cuda')))},"
-        f" driver {html.escape(str(manifest.get('driver')))}</p>"
+        f"<h1>GPU check: {html.escape(str(manifest.get('gpu', '?')))}</h1><p>commit "
+        f"{html.escape(str(manifest.get('commit')))} (dirty: {html.escape(str(manifest.get('dirty')))}), "
+        f"torch {html.escape(str(manifest.get('torch')))}, CUDA {html.escape(str(manifest.get('cuda')))}, "
+        f"driver {html.escape(str(manifest.get('driver')))}</p>"
         "<table><tr><th>stage</th><th>unit</th><th>status</th><th>seconds</th></tr>"
         + "".join(rows)
         + "</table>"
@@ -226,8 +227,8 @@ def _inside(root: Path, rel: str) -> Path:
 
 @contextlib.contextmanager
 def _holding(root: Path, log):
-    """An flock on root/.gpu-unpack.lock for the whole read, merge and write: a second unpack into the same folder
-    waits for the first, then merges what the first wrote (two at once lost a unit's record)."""
+    """An flock on root/.gpu-unpack.lock for the whole read, merge and write: a second unpack into the same
+    folder waits for the first, then merges what the first wrote (two at once lost a unit's record)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -253,17 +254,17 @@ def _holding(root: Path, log):
 
 def unpack(path: str | os.PathLike, dest: str | os.PathLike | None = None, log=print) -> list[Path]:
     """Every archive at `path` (a .tar.gz or a folder of them, any number, in any order, from any GPU) into
-    dest/<gpu-name>/ (dest: reports/gpu/), merged with what earlier calls unpacked there: one manifest.json (each
-    unit's record the best one: ok before not ok, then the latest finished) and one reports/index.html per GPU.
-    A unit's files (those its record lists) are written only from the archive whose record the manifest keeps, and
-    the files of a record it no longer keeps are removed, so the pages always show the result the manifest lists,
-    whatever order the archives come in, in one call or many. Other files (the machine records): the newest
-    command's.
+    dest/<gpu-name>/ (dest: reports/gpu/), merged with what earlier calls unpacked there: one manifest.json
+    (each unit's record the best one: ok before not ok, then the latest finished) and one reports/index.html
+    per GPU. A unit's files (those its record lists) are written only from the archive whose record the
+    manifest keeps, and the files of a record it no longer keeps are removed, so the pages always show the
+    result the manifest lists, whatever order the archives come in, in one call or many. Other files (the
+    machine records): the newest command's.
 
     Archives and manifests are read as hostile: every archive is checked whole (_check_archive) and every path
-    it or a manifest names resolved inside its GPU's folder, with no link on the way, before anything is written
-    or removed; a refusal is one line and writes nothing. The destination is locked while it is written, so two
-    unpacks at once end with both their units listed."""
+    it or a manifest names resolved inside its GPU's folder, with no link on the way, before anything is
+    written or removed; a refusal is one line and writes nothing. The destination is locked while it is
+    written, so two unpacks at once end with both their units listed."""
     path = Path(path)
     dest = Path(dest) if dest else project_root() / "reports" / "gpu"
     archives = sorted(path.glob("*.tar.gz")) if path.is_dir() else [path]

@@ -1,5 +1,6 @@
-"""The GPU check kit's wheels: what the node's image lacks (the notebook machinery), fetched here for the node's
-Python, installed there privately, and the commit of the tree recorded beside them (.git does not travel).
+"""The GPU check kit's wheels: what the node's image lacks (the notebook machinery), fetched here for the
+node's Python, installed there privately, and the commit of the tree recorded beside them (.git does not
+travel).
 
     make gpu-wheels                         # python3 -m hpml_lab.gpu wheels --dest .whl
     from hpml_lab.gpu import wheels
@@ -24,8 +25,8 @@ from ..report.gpuplan import GPU_PYTHON, IMAGE_HAS
 ROOTS = ["papermill", "nbconvert", "nbformat", "nbclient", "ipykernel", "jupyter-client", "traceinsight"]
 
 
-# Requirements not followed: Holistic Trace Analysis (traceinsight) lists JupyterLab and pytest, which its analysis
-# code never imports (checked in hta/, 0.6.1); carrying JupyterLab would triple the wheels.
+# Requirements not followed: Holistic Trace Analysis (traceinsight) lists JupyterLab and pytest, which its
+# analysis code never imports (checked in hta/, 0.6.1); carrying JupyterLab would triple the wheels.
 SKIP_REQUIRES = {"traceinsight": {"jupyterlab", "pytest"}}
 
 
@@ -86,10 +87,10 @@ def wheel_list(roots=ROOTS, python: str = GPU_PYTHON) -> list[tuple[str, str]]:
 
 
 def download_wheels(dest: str | os.PathLike = ".whl", log=print, python: str = GPU_PYTHON) -> list[Path]:
-    """pip download the wheels for CPython `python` manylinux x86_64 into dest (one version each). The GPU image
-    needs 3.12; the kit's CPU test fetches the same list for this host's Python. One pip process fetches all that
-    dest lacks (a pip process per wheel cost 39 s of CPU for the 46, nearly all of it pip starting); where it
-    fails, each is asked for alone, to name the one without a wheel."""
+    """pip download the wheels for CPython `python` manylinux x86_64 into dest (one version each). The GPU
+    image needs 3.12; the kit's CPU test fetches the same list for this host's Python. One pip process fetches
+    all that dest lacks (a pip process per wheel cost 39 s of CPU for the 46, nearly all of it pip starting);
+    where it fails, each is asked for alone, to name the one without a wheel."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     wanted = [
@@ -131,8 +132,9 @@ def machinery_here() -> bool:
 
 
 def _wheel_pythons(files: list[Path]) -> dict[str, str]:
-    """{a wheel's file name: the CPython it is built for ('3.12')} for each wheel that does not install on this
-    Python: a cpXY tag of another version (cpXY-abi3: one newer than this), from the name's python tag."""
+    """{a wheel's file name: the CPython it is built for ('3.12')} for each wheel that does not install on
+    this Python: a cpXY tag of another version (cpXY-abi3: one newer than this), from the name's python
+    tag."""
     here = sys.version_info[:2]
     wrong = {}
     for f in files:
@@ -150,10 +152,11 @@ def _wheel_pythons(files: list[Path]) -> dict[str, str]:
 
 
 def install(wheels: str | os.PathLike, site: str | os.PathLike, log=print) -> Path:
-    """The carried wheels into `site` with pip --target (no index, no dependencies: the GPU machine reaches none),
-    then that folder on this process's path, on PYTHONPATH for the kernels it starts, and its share/jupyter (the
-    nbconvert templates pip --target puts there) on the Jupyter path. Skipped when already installed (a warm machine).
-    Wheels built for another Python are refused in one line that names it, before pip runs."""
+    """The carried wheels into `site` with pip --target (no index, no dependencies: the GPU machine reaches
+    none), then that folder on this process's path, on PYTHONPATH for the kernels it starts, and its
+    share/jupyter (the nbconvert templates pip --target puts there) on the Jupyter path. Skipped when already
+    installed (a warm machine). Wheels built for another Python are refused in one line that names it, before
+    pip runs."""
     site = Path(site).resolve()
     files = sorted(Path(wheels).glob("*.whl"))
     if not files:
@@ -165,10 +168,10 @@ def install(wheels: str | os.PathLike, site: str | os.PathLike, log=print) -> Pa
         name, built = next(iter(sorted(wrong.items())))
         here = ".".join(map(str, sys.version_info[:2]))
         raise ConfigError(
-            f"the wheels in {wheels} are built for CPython {built} ({name} and {len(wrong) - 1} more), not this "
-            f"Python {here}: run the command with Python {built} (the GPU node's python3), or rehearse here on "
-            f"the CPU in the project's venv (make gpu-check DEVICE=cpu), or fetch wheels for this Python "
-            f"(python3 -m hpml_lab.gpu wheels --python-version {here} --dest DIR, then --wheels DIR)"
+            f"the wheels in {wheels} are built for CPython {built} ({name} and {len(wrong) - 1} more), not "
+            f"this Python {here}: run the command with Python {built} (the GPU node's python3), or rehearse "
+            f"here on the CPU in the project's venv (make gpu-check DEVICE=cpu), or fetch wheels for this "
+            f"Python (python3 -m hpml_lab.gpu wheels --python-version {here} --dest DIR, then --wheels DIR)"
         )
     stamp = site / ".hpml-wheels"
     names = "\n".join(f.name for f in files)
@@ -214,8 +217,8 @@ def activate(site: Path) -> None:
 
 
 def write_provenance(dest: str | os.PathLike) -> Path:
-    """dest/provenance.json: the commit of this tree and whether it is dirty, for records made where .git does not
-    travel (envinfo reads it through HPML_PROVENANCE when git cannot say)."""
+    """dest/provenance.json: the commit of this tree and whether it is dirty, for records made where .git does
+    not travel (envinfo reads it through HPML_PROVENANCE when git cannot say)."""
     from ..envinfo import git_commit
 
     rec = {**git_commit(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

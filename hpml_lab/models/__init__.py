@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from torch import nn
 
-# The network classes, and what a configuration is checked against, known without importing them (and torch): a
-# run's settings are refused before any compute, also by the command line's parent process, which imports no torch
-# (hpml_lab.protocol). tests/unit/test_models.py checks each entry against its class (STEMS, the signature).
+# The network classes, and what a configuration is checked against, known without importing them (and torch):
+# a run's settings are refused before any compute, also by the command line's parent process, which imports no
+# torch (hpml_lab.protocol). tests/unit/test_models.py checks each entry against its class (STEMS, the
+# signature).
 CLASSES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     # class: (module, its STEMS, its keyword arguments)
     "ResNet": (

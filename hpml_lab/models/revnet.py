@@ -92,8 +92,9 @@ class _ReversibleSequence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, units, *params):
         ctx.units = units
-        # backward runs outside the caller's autocast region: re-enter it there, or the recomputation runs in fp32
-        # on the bf16/fp16 activations forward made (what torch.amp.custom_fwd/custom_bwd do for one fixed device)
+        # backward runs outside the caller's autocast region: re-enter it there, or the recomputation runs in
+        # fp32 on the bf16/fp16 activations forward made (what torch.amp.custom_fwd/custom_bwd do for one
+        # fixed device)
         ctx.device_type = x.device.type
         ctx.autocast = torch.is_autocast_enabled(ctx.device_type)
         ctx.autocast_dtype = torch.get_autocast_dtype(ctx.device_type)

@@ -18,7 +18,7 @@ folder's figure.py).
 | cli | the `hpml-lab` command |
 | guards | checks before a kernel starts; a report's files replaced as one set |
 | answer_box | the answer record: every number tagged measured, predicted or reference |
-| claims | the claims check: every number a sentence states is in its record, every comparison names its verdict |
+| claims | the claims check: every number a page states is in its record, every comparison names its verdict |
 | bundle | the one-file hand-in (HTML, PDF with Chromium) |
 | gpuplan | the GPU check kit's stages and their time estimates (the kit itself: hpml_lab/gpu/) |
 """

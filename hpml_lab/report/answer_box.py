@@ -9,12 +9,13 @@
         flags=[f.as_dict() for f in flags], synthetic_data=True, stand_in_model="resnet_tiny")
     answer_box.show(rec)       # writes reports/c8.answer.json (atomically) and shows the answer box
 
-Provenance of a number: `measured` (this run), `predicted` (a model: say which in `source`), `reference`
-(a published figure: say where in `source`), `counted` (an exact count: parameters, FLOPs, bytes saved for
-backward; no n), `setting` (a value the run was given, such as a simulated latency). Status of an answer: `answered`, `partial` (say what is
-missing in `missing`, e.g. "needs a GPU"), `not answered`. A record with a number that has no provenance, or a
-predicted/reference number without its source, is refused when written, so no report can show one.
-The runner puts the box at the top of the rendered page and the one-line answers on reports/index.html.
+Provenance of a number: `measured` (this run), `predicted` (a model: say which in `source`), `reference` (a
+published figure: say where in `source`), `counted` (an exact count: parameters, FLOPs, bytes saved for
+backward; no n), `setting` (a value the run was given, such as a simulated latency). Status of an answer:
+`answered`, `partial` (say what is missing in `missing`, e.g. "needs a GPU"), `not answered`. A record with a
+number that has no provenance, or a predicted/reference number without its source, is refused when written, so
+no report can show one. The runner puts the box at the top of the rendered page and the one-line answers on
+reports/index.html.
 """
 
 from __future__ import annotations
@@ -102,9 +103,9 @@ STAGE_ENV = "HPML_REPORT_STAGE"
 
 
 def path_for(task: str, stage: str | None = None) -> Path:
-    """reports/<task>.answer.json. Inside a kernel the runner started (HPML_REPORT_STAGE, or `stage`, its pid):
-    reports/.<task>.running-<pid>.answer.json, which replaces the record in place only when the run's whole report
-    does (report.guards.land_report): a rerun never costs the report it replaces."""
+    """reports/<task>.answer.json. Inside a kernel the runner started (HPML_REPORT_STAGE, or `stage`, its
+    pid): reports/.<task>.running-<pid>.answer.json, which replaces the record in place only when the run's
+    whole report does (report.guards.land_report): a rerun never costs the report it replaces."""
     stage = os.environ.get(STAGE_ENV, "") if stage is None else stage
     return output_path("reports") / (
         f".{task}.running-{stage}.answer.json" if stage else f"{task}.answer.json"
@@ -142,9 +143,10 @@ LEGEND = (
 
 
 def answer_html(a: dict[str, Any]) -> str:
-    """One answer in the box: the question and status, the headline (the line a grader reads first), the details
-    under it, the background apart and labelled as general, then its tagged numbers folded. Every number of a
-    finding sits in its <span data-number="NAME"> (findings.py), NAME being the Number's name in the record."""
+    """One answer in the box: the question and status, the headline (the line a grader reads first), the
+    details under it, the background apart and labelled as general, then its tagged numbers folded. Every
+    number of a finding sits in its <span data-number="NAME"> (findings.py), NAME being the Number's name in
+    the record."""
     from .pages import headline
 
     nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
@@ -183,7 +185,8 @@ def box_html(rec: dict[str, Any], shared: bool = False, shown_status: str | None
     from .pages import finding_html
 
     items = [answer_html(a) for a in rec["answers"]]
-    # a flag is a finding: its numbers in their slots, as the record holds them (a record without html: escaped)
+    # a flag is a finding: its numbers in their slots, as the record holds them (a record without html:
+    # escaped)
     flags = "".join(
         f"<li><b>{html.escape(f['kind'])}</b>: "
         f"{finding_html(f['html']) if f.get('html') is not None else html.escape(f['message'])}</li>"
@@ -220,8 +223,9 @@ def show(rec: Record) -> Path:
 
 
 def fold_logs(nb, min_lines: int = 3):
-    """Training logs (a cell's printed lines, stdout/stderr) folded into a closed <details> the reader can open:
-    the report shows its answers, tables and figures, not pages of progress lines. Returns the notebook."""
+    """Training logs (a cell's printed lines, stdout/stderr) folded into a closed <details> the reader can
+    open: the report shows its answers, tables and figures, not pages of progress lines. Returns the
+    notebook."""
     import nbformat
 
     for cell in nb.cells:
@@ -247,7 +251,8 @@ def fold_logs(nb, min_lines: int = 3):
                         "display_data",
                         data={
                             "text/html": (
-                                f"<details data-log><summary>training log ({n} lines)</summary><pre>{html.escape(text)}</pre></details>"
+                                f"<details data-log><summary>training log ({n} "
+                                f"lines)</summary><pre>{html.escape(text)}</pre></details>"
                             )
                         },
                     )

@@ -1,7 +1,7 @@
 """One hand-in: every task's answer box first, then every report, in one self-contained HTML (and a PDF where
 Chromium is installed), built from the executed notebooks and answer records that `hpml-lab report` left.
 
-    hpml-lab report --bundle            # bundle the reports already rendered (seconds; says which are missing)
+    hpml-lab report --bundle            # bundle the reports already rendered (says which are missing)
     hpml-lab report --bundle --rerun    # run every task first, then bundle
 
 Figures are embedded PNGs (as in the reports); traces and snapshots stay linked by relative paths
@@ -39,9 +39,10 @@ def shared_notices(recs: dict[str, dict]) -> str:
     synthetic = [t for t, r in recs.items() if r.get("synthetic_data")]
     if synthetic:
         out.append(
-            f"<p class='hpml-notice'><b>Synthetic data</b> ({which(synthetic)}): computed on a synthetic dataset in "
-            "the real on-disk format; timings reflect the real pipeline, losses and accuracies are not the real "
-            "dataset's.</p>"
+            f"<p class='hpml-notice'><b>Synthetic data</b> ({which(synthetic)}): computed on a synthetic "
+            f"dataset in "
+            "the real on-disk format; timings reflect the real pipeline, losses and accuracies are not the "
+            "real dataset's.</p>"
         )
     stand_in: dict[str, list[str]] = {}
     for t, r in recs.items():
@@ -49,13 +50,15 @@ def shared_notices(recs: dict[str, dict]) -> str:
             stand_in.setdefault(r["stand_in_model"], []).append(t)
     for model, ids in stand_in.items():
         out.append(
-            f"<p class='hpml-notice'><b>Stand-in model</b> ({which(ids)}): {html.escape(model)} ran instead of the "
+            f"<p class='hpml-notice'><b>Stand-in model</b> ({which(ids)}): {html.escape(model)} ran instead "
+            f"of the "
             "lab's model: its times, memory and accuracies are not the lab model's.</p>"
         )
     busy = [t for t, r in recs.items() if any(f.get("kind") == "machine busy" for f in r.get("flags", []))]
     if busy:
         out.append(
-            f"<p class='hpml-banner'><b>Busy machine</b> ({which(busy)}): times are slower and noisier than on an idle "
+            f"<p class='hpml-banner'><b>Busy machine</b> ({which(busy)}): times are slower and noisier than "
+            f"on an idle "
             "machine (each report's flag says how it was busy: its load average or CPU steal).</p>"
         )
     out.append(f"<p class='hpml-legend'>{answer_box.LEGEND}</p>")
@@ -63,14 +66,17 @@ def shared_notices(recs: dict[str, dict]) -> str:
 
 
 def demonstration_banner(demo: list[str], n: int) -> str:
-    """At the bundle's top when some of its reports are demonstrations (smoke or tiny runs): never a hand-in."""
+    """At the bundle's top when some of its reports are demonstrations (smoke or tiny runs): never a
+    hand-in."""
     if not demo:
         return ""
     which = "Every report here" if len(demo) == n else f"{len(demo)} of its {n} reports ({', '.join(demo)})"
     return (
-        f"<p class='hpml-banner'><b>A demonstration, not a hand-in.</b> {html.escape(which)} ran at a demonstration "
-        "profile (smoke or tiny: a few batches, to show every step working): their numbers do not answer the lab's "
-        "questions. The reports to hand in come from <code>--profile full</code> on the real data, on a GPU.</p>"
+        f"<p class='hpml-banner'><b>A demonstration, not a hand-in.</b> {html.escape(which)} ran at a "
+        f"demonstration "
+        "profile (smoke or tiny: a few batches, to show every step working): their numbers do not answer the "
+        "lab's questions. The reports to hand in come from <code>--profile full</code> on the real data, on "
+        "a GPU.</p>"
     )
 
 
@@ -158,10 +164,12 @@ def _write_bundle(reports: Path, log) -> Path:
     page = (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>hpml-lab: all reports</title>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<style>{CSS}{PAGE_CSS}</style></head><body><div class='hpml-page'><h1>hpml-lab: all reports</h1>"
-        f"<p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit <code>{env['commit'][:10]}"
-        f"</code>{' (uncommitted changes)' if env['dirty'] else ''}. Each report's environment table is at its "
-        f"end.</p>{demonstration_banner(demo, len(present) - len(damaged))}<h2>Contents</h2><ol>{''.join(toc)}</ol>"
+        f"<style>{CSS}{PAGE_CSS}</style></head><body><div class='hpml-page'><h1>hpml-lab: all "
+        f"reports</h1><p>Machine: {html.escape(hardware_label(env))}; torch {env['torch']}; commit "
+        f"<code>{env['commit'][:10]}</code>{' (uncommitted changes)' if env['dirty'] else ''}. Each "
+        f"report's environment table is at its "
+        f"end.</p>{demonstration_banner(demo, len(present) - len(damaged))}"
+        f"<h2>Contents</h2><ol>{''.join(toc)}</ol>"
         f"<h2>Answers</h2>{shared_notices(recs)}{''.join(boxes)}"
         + (
             f"<p>Not in this bundle (not rendered or damaged): {html.escape(', '.join(missing))}.</p>"

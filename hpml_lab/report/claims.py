@@ -1,24 +1,25 @@
 """The claims check: a report's answers against the record they came from, by structure, not by reading prose.
 
     from hpml_lab.report import claims
-    problems = claims.check_record(answer_box.load("c8"))     # [] when every claim holds
-    claims.check_reports(Path("reports"))                  # {task: problems} over every reports/<task>.answer.json
+    problems = claims.check_record(answer_box.load("c8"))  # [] when every claim holds
+    claims.check_reports(Path("reports"))                 # {task: problems}, every reports/<task>.answer.json
 
-Each finding of an answer is stored as html in which every number is a `<span data-number="NAME">` (findings.py).
-In every prose field of an answer that a page shows (question, headline, details, missing, background): every
-digit lies in such a slot (digits inside names such as 'top-1' are words); every slot names a Number of the answer
-and prints exactly fmt() of it; a direction word (faster, slower, rose, fell, better, worse) appears only inside a
-verdict's statement (`<span data-verdict>`, made by Verdict.finding); a measured
-Number has its n, and no spread from fewer than 3 samples. An answer written before findings (a plain text) fails.
-The flags are read the same way: each is a finding over Numbers the record holds.
+Each finding of an answer is stored as html in which every number is a `<span data-number="NAME">`
+(findings.py). In every prose field of an answer that a page shows (question, headline, details, missing,
+background): every digit lies in such a slot (digits inside names such as 'top-1' are words); every slot names
+a Number of the answer and prints exactly fmt() of it; a direction word (faster, slower, rose, fell, better,
+worse) appears only inside a verdict's statement (`<span data-verdict>`, made by Verdict.finding); a measured
+Number has its n, and no spread from fewer than 3 samples. An answer written before findings (a plain text)
+fails. The flags are read the same way: each is a finding over Numbers the record holds.
 
-The whole page (check_page: reports/<task>.html against its record) is read too. Where the page shows what the run
-computed (the outputs of the notebook's cells; its own markdown cells, the same on every page, printed logs in <pre>
-and folded training logs are not read), every digit is in a number slot that names a Number of the record and prints fmt() of it, in
-a table the record holds (`<table data-table="NAME">`, compared cell by cell with the record's table NAME), in a
-figure's labels the record holds (`<img data-figure="NAME">`, its alt text compared with the record's), in the
-answer box's list of tagged numbers (each a Number of the record as Number.text() shows it), or in a name that
-states no quantity (`<span data-id>`: a run folder, a version). Anything else is a number the record does not hold.
+The whole page (check_page: reports/<task>.html against its record) is read too. Where the page shows what the
+run computed (the outputs of the notebook's cells; its own markdown cells, the same on every page, printed
+logs in <pre> and folded training logs are not read), every digit is in a number slot that names a Number of
+the record and prints fmt() of it, in a table the record holds (`<table data-table="NAME">`, compared cell by
+cell with the record's table NAME), in a figure's labels the record holds (`<img data-figure="NAME">`, its alt
+text compared with the record's), in the answer box's list of tagged numbers (each a Number of the record as
+Number.text() shows it), or in a name that states no quantity (`<span data-id>`: a run folder, a version).
+Anything else is a number the record does not hold.
 """
 
 from __future__ import annotations
@@ -76,8 +77,8 @@ class _Slots(HTMLParser):
 
 
 def verdicts_of(v: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    """The pairwise verdicts in an answer's verdict: a Verdict.as_dict(), a verdict.best() record whose `against`
-    maps each label to a Verdict, or named verdicts ({"data": v, "compute": v})."""
+    """The pairwise verdicts in an answer's verdict: a Verdict.as_dict(), a verdict.best() record whose
+    `against` maps each label to a Verdict, or named verdicts ({"data": v, "compute": v})."""
     if not v:
         return []
     if "outcome" in v:
@@ -108,8 +109,9 @@ def _check_html(stored: str, numbers: Mapping[str, Any], at: str) -> list[str]:
 
 
 def shown(answer: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Every prose field of an answer that a page shows, as (field, html): the question, the headline, the details,
-    what is missing and the background (plain fields escaped, so a digit in them is outside any slot)."""
+    """Every prose field of an answer that a page shows, as (field, html): the question, the headline, the
+    details, what is missing and the background (plain fields escaped, so a digit in them is outside any
+    slot)."""
     out = [("question", html.escape(str(answer.get("question") or "")))]
     out += [("headline", answer["headline"]["html"])]
     out += [("details", d["html"]) for d in answer.get("details", [])]
@@ -137,7 +139,8 @@ def check_answer(answer: Mapping[str, Any], where: str = "") -> list[str]:
 
 
 def record_numbers(rec: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """Every Number a record holds, by name: its answers', its flags' and those of the sentences of its body."""
+    """Every Number a record holds, by name: its answers', its flags' and those of the sentences of its
+    body."""
     out: dict = {}
     for a in rec.get("answers", []):
         out.update({n["name"]: n for n in a.get("numbers", [])})
@@ -158,8 +161,8 @@ def _check_numbers(numbers, at: str) -> list[str]:
 
 
 def check_flag(flag: Mapping[str, Any], numbers: Mapping[str, Any], where: str = "") -> list[str]:
-    """One flag against the record's numbers: a finding (html with its numbers in slots), each slot a Number of the
-    record printed as fmt() prints it, no digit outside a slot, no direction word."""
+    """One flag against the record's numbers: a finding (html with its numbers in slots), each slot a Number
+    of the record printed as fmt() prints it, no digit outside a slot, no direction word."""
     at = f"{where}flag {flag.get('kind', '?')!r}: "
     if flag.get("html") is None:
         return [f"{at}is a plain text, not a finding over named numbers"]
@@ -167,8 +170,8 @@ def check_flag(flag: Mapping[str, Any], numbers: Mapping[str, Any], where: str =
 
 
 def check_record(rec: Mapping[str, Any]) -> list[str]:
-    """Every claim of a record (reports/<task>.answer.json, loaded) that its own numbers contradict: its answers'
-    and its flags'."""
+    """Every claim of a record (reports/<task>.answer.json, loaded) that its own numbers contradict: its
+    answers' and its flags'."""
     where = f"{rec.get('task', '?')}: "
     numbers = record_numbers(rec)
     problems = [p for a in rec.get("answers", []) for p in check_answer(a, where)]
@@ -254,9 +257,9 @@ def _norm(text: str) -> str:
 
 
 def check_page(page: str, rec: Mapping[str, Any]) -> list[str]:
-    """Every number the rendered page `page` (html) shows that its record `rec` does not hold (module docstring):
-    a slot naming no Number or printing another value, a table or figure the record does not hold or whose cell or
-    label differs from it, a digit outside all of these."""
+    """Every number the rendered page `page` (html) shows that its record `rec` does not hold (module
+    docstring): a slot naming no Number or printing another value, a table or figure the record does not hold
+    or whose cell or label differs from it, a digit outside all of these."""
     at = f"{rec.get('task', '?')} page: "
     numbers = record_numbers(rec)
     parts = _Page()
@@ -325,7 +328,8 @@ def _chunks(text: str) -> list[str]:
 
 
 def check_reports(reports: Path) -> dict[str, list[str]]:
-    """check_record over every answer record in a reports folder; a record that cannot be read is a problem."""
+    """check_record over every answer record in a reports folder; a record that cannot be read is a
+    problem."""
     out = {}
     for path in sorted(Path(reports).glob("*.answer.json")):
         task = path.name[: -len(".answer.json")]

@@ -5,14 +5,15 @@
     hpml-lab report [--profile smoke|full] [--only c1,c2]
     hpml-lab data synth cifar10 --root data          # synthetic CIFAR-10, real on-disk format
     hpml-lab data download cifar10 --root data       # the real one (needs the network)
-    hpml-lab data synth tinyimagenet --root data     # synthetic tiny-imagenet-200.zip, official layout, prepared
-    hpml-lab data download tinyimagenet --root data [--url URL] [--allow-partial] [--source kaggle --dataset O/N]
+    hpml-lab data synth tinyimagenet --root data     # synthetic tiny-imagenet-200.zip, official layout
+    hpml-lab data download tinyimagenet --root data [--url URL] [--allow-partial]
+    hpml-lab data download tinyimagenet --root data --source kaggle --dataset OWNER/NAME
     hpml-lab train --epochs 1 --max-batches 10       # one run, flags = RunConfig fields
     hpml-lab slurm c1 --gpus 4 [--nodes 2] [--time 01:00] [--partition P] [-p key=value]   # sbatch script
     hpml-lab slurm c1 --gpus 0 --ntasks-per-node 2                                         # CPU nodes, gloo
-    hpml-lab slurm c2 --container lab.sif --overlay overlay.ext3:ro --python /ext3/env/bin/python  # in apptainer
-    hpml-lab slurm c2 --mem 32G --account X --gres gpu:v100:1                               # Slurm's own options
-    hpml-lab overlay --container lab.sif --overlay overlay.ext3 [--cuda cu126]   # the overlay's Python environment
+    hpml-lab slurm c2 --container lab.sif --overlay overlay.ext3:ro --python /ext3/env/bin/python  # apptainer
+    hpml-lab slurm c2 --mem 32G --account X --gres gpu:v100:1                               # Slurm's options
+    hpml-lab overlay --container lab.sif --overlay overlay.ext3 [--cuda cu126]   # the overlay's environment
     hpml-lab bench loader|step|overhead|stall|profile|all   # one JSON line each (hpml_lab.studies.bench)
 
 Bad input is one line on stderr and exit status 2, before any compute.
@@ -56,14 +57,16 @@ def _cmd_init(args) -> int:
     if not registered:  # the notebooks name the kernel hpml-lab: without it JupyterLab asks for another
         print(
             "the notebooks' kernel hpml-lab is not registered for this Python; register it once with:\n"
-            f"  {shlex.join([sys.executable, '-m', 'ipykernel', 'install', '--sys-prefix', '--name', 'hpml-lab'])}"
+            "  "
+            + shlex.join([sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", "hpml-lab"])
         )
     return 0
 
 
 def lab_command(folder) -> str:
-    """The command that opens JupyterLab on `folder` with the Python running hpml-lab (its environment's kernel
-    and packages), as a shell takes it: works as printed, whether or not the environment is activated."""
+    """The command that opens JupyterLab on `folder` with the Python running hpml-lab (its environment's
+    kernel and packages), as a shell takes it: works as printed, whether or not the environment is
+    activated."""
     return shlex.join([sys.executable, "-m", "jupyterlab", f"--notebook-dir={folder}"])
 
 
@@ -225,7 +228,8 @@ def _cmd_data_tinyimagenet(args, root) -> int:
     if args.action == "synth":
         if args.if_missing and (root / tinyimagenet.FOLDER / tinyimagenet.RECORD).exists():
             print(
-                f"{root / tinyimagenet.FOLDER} already holds {tinyimagenet.check(root)} Tiny ImageNet; nothing to do"
+                f"{root / tinyimagenet.FOLDER} already holds {tinyimagenet.check(root)} Tiny ImageNet; "
+                f"nothing to do"
             )
             return 0
         from .dataprep import synthesize
@@ -351,7 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const="-",
         metavar="README.md",
-        help="print the README's task table from the TASKs; with a file, rewrite the table between its markers",
+        help="print the README's task table from the TASKs; with a file, rewrite the table between its "
+        "markers",
     )
     tl.add_argument(
         "--force",

@@ -1,17 +1,17 @@
-"""The GPU check kit's plan: which units run in which device command, each command's estimate on a bare machine,
-and the basis of every figure.
+"""The GPU check kit's plan: which units run in which device command, each command's estimate on a bare
+machine, and the basis of every figure.
 
     python3 -m hpml_lab.gpu plan    # the commands to run, one per line, then the plan as JSON
 
-This check's limits: 15 minutes of device time a session (the device tool's README, 2026-11-26: each start, command
-and the 30 s a machine stays held after each counted), 10 minutes a command, the machine bare at every command
-(nothing installed or written survives). The plan gives itself two commands, 9 minutes and 4, each counting a start,
-the install of the carried wheels and the synthetic data, and packs the units (a node record, the CUDA tests, the
-benchmarks, the lab tasks) into them in priority order; what does not fit is named, not silently dropped, and a
-command whose own units came home goes on down the rest. Unit estimates are predictions where a unit changed after a
-GPU check timed it, else the GPU checks' seconds where one timed the unit (a task's TASK.gpu_timed; the kit's own
-units' in PREDICTED and MEASURED), else predictions (FLOPs at an assumed rate on an H100, the PIL loader's measured
-cost, the review's reference figures).
+This check's limits: 15 minutes of device time a session (the device tool's README, 2026-11-26: each start,
+command and the 30 s a machine stays held after each counted), 10 minutes a command, the machine bare at every
+command (nothing installed or written survives). The plan gives itself two commands, 9 minutes and 4, each
+counting a start, the install of the carried wheels and the synthetic data, and packs the units (a node
+record, the CUDA tests, the benchmarks, the lab tasks) into them in priority order; what does not fit is
+named, not silently dropped, and a command whose own units came home goes on down the rest. Unit estimates are
+predictions where a unit changed after a GPU check timed it, else the GPU checks' seconds where one timed the
+unit (a task's TASK.gpu_timed; the kit's own units' in PREDICTED and MEASURED), else predictions (FLOPs at an
+assumed rate on an H100, the PIL loader's measured cost, the review's reference figures).
 
 Per-task inputs come from one function, task_inputs(): the only place that reads the task table.
 """
@@ -21,38 +21,41 @@ from __future__ import annotations
 import math
 from typing import Any
 
-# Packages the GPU image holds (notes/gpu-machine.md, its whole list): never carried. The kit's rehearsal test builds
-# a Python with exactly these (those of them installed here) to run the kit as the GPU machine would.
+# Packages the GPU image holds (notes/gpu-machine.md, its whole list): never carried. The kit's rehearsal test
+# builds a Python with exactly these (those of them installed here) to run the kit as the GPU machine would.
 IMAGE_HAS = set(
-    """absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch
-build certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
-cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers
-flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize
-hypothesis idna imageio iniconfig interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2 joblib
-kiwisolver lazy-loader lightning lightning-utilities linear-operator lineax llvmlite lxml markdown markdown-it-py
-markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict multipledispatch mypy-extensions nanobind
-narwhals networkx ninja numba numba-cuda numpy numpyro nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc
-nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse
-nvidia-cusparselt-cu13 nvidia-ml-py nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir
-onnxruntime onnxscript opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint packaging
-pandas pathspec patsy peft pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow pybind11
-py-cpuinfo pygments pyparsing pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov pytest-mock
-pytest-timeout pytest-xdist python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu safetensors
-scikit-build-core scikit-image scikit-learn scipy seaborn sentencepiece sentence-transformers setuptools shellingham
-simplejson six sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-server tensorstore
-threadpoolctl tifffile tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics
-torchvision tqdm transformers treescope triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig
-werkzeug wheel wrapt xarray xxhash yarl zipp""".split()
+    """absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
+certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
+cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock
+flatbuffers flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx
+huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta jax jax-cuda13-pjrt
+jax-cuda13-plugin jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning lightning-utilities
+linear-operator lineax llvmlite lxml markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes
+mpi4py mpmath msgpack multidict multipledispatch mypy-extensions nanobind narwhals networkx ninja numba
+numba-cuda numpy numpyro nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime
+nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse
+nvidia-cusparselt-cu13 nvidia-ml-py nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx onnx
+onnx-ir onnxruntime onnxscript opencv-python-headless optax opt-einsum opt-einsum-fx optimistix
+orbax-checkpoint packaging pandas pathspec patsy peft pillow pip pluggy portalocker prometheus-client
+propcache protobuf psutil pyarrow pybind11 py-cpuinfo pygments pyparsing pyproject-hooks pyre-extensions
+pytest pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist python-dateutil pytorch-lightning
+pyyaml regex requests rich sacrebleu safetensors scikit-build-core scikit-image scikit-learn scipy seaborn
+sentencepiece sentence-transformers setuptools shellingham simplejson six sortedcontainers statsmodels sympy
+tabulate tensorboard tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm tokenizers toolz
+torch torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope triton typer
+typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl
+zipp""".split()
 )
 GPU_PYTHON = "3.12.3"  # the GPU image's Python (a Requires-Python such as >=3.12.1 needs the micro version)
 
-# This check's budget: the device machine lends 15 minutes of device time a session (its start, each command and the
-# 30 s it stays held after each counted), 10 minutes a command, and starts no machine with under 4 minutes left. So
-# two commands, each of which may land on a bare machine, as on a cluster's short GPU partition: the first planned
-# within 8 minutes, its start included, the second within 4. Each runs with --limit (its time less the start), after
-# which it stops itself as a job's time limit would (SIGTERM: the unit it cuts off is recorded as interrupted,
-# everything before it packed), and its call is given GRACE_S more for that. At worst (480 + 60) + 30 + (240 + 60) +
-# 30 = 900 s, and the second command finds 330 s left, more than the 240 a start needs.
+# This check's budget: the device machine lends 15 minutes of device time a session (its start, each command
+# and the 30 s it stays held after each counted), 10 minutes a command, and starts no machine with under 4
+# minutes left. So two commands, each of which may land on a bare machine, as on a cluster's short GPU
+# partition: the first planned within 8 minutes, its start included, the second within 4. Each runs with
+# --limit (its time less the start), after which it stops itself as a job's time limit would (SIGTERM: the
+# unit it cuts off is recorded as interrupted, everything before it packed), and its call is given GRACE_S
+# more for that. At worst (480 + 60) + 30 + (240 + 60) + 30 = 900 s, and the second command finds 330 s left,
+# more than the 240 a start needs.
 DEVICE_TIME_S = 900.0
 IDLE_S = 30.0  # the machine stays held this long after each command, counted
 # each command's planned time, its start included (its call gets GRACE_S more)
@@ -77,31 +80,34 @@ def run_limit(part: int) -> int:
     return int(command_limit(part) - START_S)
 
 
-# Set-up on a bare machine, measured on this project's 2-core development machine on 2026-11-25 as CPU time (user +
-# sys) of one process, since the GPU machine's 16 idle cores give each its own core (the wall time here, at load
-# 18-20 from other work, was 9-17 times longer), then planned at about 1.5 times that for disk and a slower core.
-# The manifest of the first run measures them (node-part<N>.json, each unit's seconds).
+# Set-up on a bare machine, measured on this project's 2-core development machine on 2026-11-25 as CPU time
+# (user + sys) of one process, since the GPU machine's 16 idle cores give each its own core (the wall time
+# here, at load 18-20 from other work, was 9-17 times longer), then planned at about 1.5 times that for disk
+# and a slower core. The manifest of the first run measures them (node-part<N>.json, each unit's seconds).
 INSTALL_S = (
     10.0,
-    "the 46 carried wheels (23 MiB) by pip --target with Python 3.12.1: 4.4 s CPU measured here, planned 10 s",
+    "the 46 carried wheels (23 MiB) by pip --target with Python 3.12.1: 4.4 s CPU measured here, "
+    "planned 10 s",
 )
 DATA_S = {
     "cifar10": (
         15.0,
-        "synthetic CIFAR-10, 60,000 images: 18.6 s CPU measured here, 9 s on the H100's 16 cores, planned 15 s",
+        "synthetic CIFAR-10, 60,000 images: 18.6 s CPU measured here, 9 s on the H100's 16 cores, planned 15 "
+        "s",
     ),
     "tinyimagenet": (15.0, "synthetic Tiny ImageNet, 2,400 images: 8.9 s CPU measured here, planned 15 s"),
 }
 NODE_RECORD_S = (5.0, "nvidia-smi, df /dev/shm, versions: a few seconds (predicted)")
 
-# FLOPs of one ResNet-18 training step (forward and backward) per image, as hpml_lab.flops counts them over one image:
-# CIFAR-10 (32x32, the CIFAR stem, 10 classes) and Tiny ImageNet (64x64, the ImageNet stem, 200 classes). Written
-# here because counting them takes seconds of CPU in every process that plans (the plan, each command, each
-# unpack); tests/unit/test_gpucheck.py counts them again and fails if they differ.
+# FLOPs of one ResNet-18 training step (forward and backward) per image, as hpml_lab.flops counts them over
+# one image: CIFAR-10 (32x32, the CIFAR stem, 10 classes) and Tiny ImageNet (64x64, the ImageNet stem, 200
+# classes). Written here because counting them takes seconds of CPU in every process that plans (the plan,
+# each command, each unpack); tests/unit/test_gpucheck.py counts them again and fails if they differ.
 STEP_FLOPS = {"cifar10": 3_328_997_376, "tinyimagenet": 869_621_760}
 # reference: bf16 8192^3 products measured 769-798 TFLOP/s on the lent H100 (notes/gpu-machine.md)
 H100_BF16_TFLOPS = 780.0
-# predicted: the lab's eager fp32 step (convolutions in TF32 under cuDNN) at batch 128 sustains about 13% of that
+# predicted: the lab's eager fp32 step (convolutions in TF32 under cuDNN) at batch 128 sustains about 13% of
+# that
 EAGER_SHARE = 0.13
 # measured: lab_transform on one 32x32 PIL image, one core of this 2-core CPU (2026-11-24): 380 us
 PIL_S_PER_IMAGE = 380e-6
@@ -120,19 +126,19 @@ FIXED = {
         f" the kit runs {BENCH_REPEATS}",
     ),
 }
-# The kit's own units, before and among the lab tasks in priority order (notes/gpu-review.md: check these first):
-# the node and the CUDA tests first, then the speed ladder and the benchmarks (the profile of the fast step beside a
-# plain script's is the first thing to read on a new GPU), then the lab's tasks. Each task's priority, and the task
-# whose command it must share, are its TASK's (gpu_priority, gpu_with): no per-task table here.
-# bench opens with the profile of the fast step beside a plain script's
+# The kit's own units, before and among the lab tasks in priority order (notes/gpu-review.md: check these
+# first): the node and the CUDA tests first, then the speed ladder and the benchmarks (the profile of the fast
+# step beside a plain script's is the first thing to read on a new GPU), then the lab's tasks. Each task's
+# priority, and the task whose command it must share, are its TASK's (gpu_priority, gpu_with): no per-task
+# table here. bench opens with the profile of the fast step beside a plain script's
 SPECIAL_PRIORITY = {"tests": 0, "bench": 6}
 SPECIAL = ("tests", "bench")  # units that are not lab tasks
 
 
 def task_inputs() -> dict[str, dict[str, Any]]:
     """Every lab task's inputs to the plan: {task id: {"profile": its gpu profile, "runs": training runs per
-    epoch setting, "extra_s": seconds beside the epochs (a number, or the task's function of its profile, steps and
-    workers), "why": what those are, "timed": what a GPU check timed of it (or None), "priority",
+    epoch setting, "extra_s": seconds beside the epochs (a number, or the task's function of its profile,
+    steps and workers), "why": what those are, "timed": what a GPU check timed of it (or None), "priority",
     "with": a task whose command it shares}}, from each task's TASK."""
     from . import tasks
 
@@ -181,9 +187,10 @@ def task_estimate(task_id: str, inputs: dict[str, Any] | None = None) -> tuple[f
     runs = facts["runs"] * int(p.get("epochs", 1))
     seconds = KERNEL_S + runs * epoch
     basis = (
-        f"{runs} epochs x ({steps} steps x max(compute {1000 * compute:.1f} ms = {fpi * batch / 1e12:.2f} TFLOP"
-        f" / {H100_BF16_TFLOPS * EAGER_SHARE:.0f} TFLOP/s, loader {1000 * loader:.1f} ms = {batch} x"
-        f" {PIL_S_PER_IMAGE * 1e6:.0f} us / {workers} workers) + {EPOCH_OVERHEAD_S:.1f} s) + kernel {KERNEL_S:.0f} s"
+        f"{runs} epochs x ({steps} steps x max(compute {1000 * compute:.1f} ms = {fpi * batch / 1e12:.2f} "
+        f"TFLOP / {H100_BF16_TFLOPS * EAGER_SHARE:.0f} TFLOP/s, loader {1000 * loader:.1f} ms = {batch} x "
+        f"{PIL_S_PER_IMAGE * 1e6:.0f} us / {workers} workers) + {EPOCH_OVERHEAD_S:.1f} s) + kernel "
+        f"{KERNEL_S:.0f} s"
         if runs
         else f"kernel {KERNEL_S:.0f} s"
     )
@@ -196,40 +203,42 @@ def task_estimate(task_id: str, inputs: dict[str, Any] | None = None) -> tuple[f
     return seconds, basis
 
 
-# The kit's own units, timed by the GPU checks (one H200, 2026-11-26: reports/gpu/NVIDIA-H200/manifest.json; one
-# H100 the same day: reports/gpu/NVIDIA-H100-80GB-HBM3/manifest.json) or predicted where they changed after it. A
-# lab task's timing is its TASK's (gpu_timed). tests/unit/test_gpucheck.py checks each measured figure against the
-# manifest its basis names.
+# The kit's own units, timed by the GPU checks (one H200, 2026-11-26: reports/gpu/NVIDIA-H200/manifest.json;
+# one H100 the same day: reports/gpu/NVIDIA-H100-80GB-HBM3/manifest.json) or predicted where they changed
+# after it. A lab task's timing is its TASK's (gpu_timed). tests/unit/test_gpucheck.py checks each measured
+# figure against the manifest its basis names.
 H200_CHECK = "reports/gpu/NVIDIA-H200/manifest.json"
 H100_CHECK = "reports/gpu/NVIDIA-H100-80GB-HBM3/manifest.json"
 MEASURED = {
     "tests": (95.0, "measured: 95 s on an H200 (the first GPU check)"),
     "bench": (
         100.0,
-        "cut off after 64 s on an H200 (the first GPU check), in the last of its four benchmarks: planned 100 s",
+        "cut off after 64 s on an H200 (the first GPU check), in the last of its four benchmarks: planned "
+        "100 s",
     ),
 }
-# Predicted: the kit's units whose work changed after their measurement above (the fast path's whole step compiled,
-# CUDA graphs, the profile benchmark and CUDA tests), on one H100, the inductor cache cold for the command's first
-# compile and warm after it (a cold compile of ResNet-18 took 17-43 s in a plain script on an H100).
+# Predicted: the kit's units whose work changed after their measurement above (the fast path's whole step
+# compiled, CUDA graphs, the profile benchmark and CUDA tests), on one H100, the inductor cache cold for the
+# command's first compile and warm after it (a cold compile of ResNet-18 took 17-43 s in a plain script on an
+# H100).
 PREDICTED = {
     "tests": (
         125.0,
-        "predicted: the 85 s of pytest -m cuda on an H100 (the H100 check) and the fast step's three CUDA tests "
-        "(two compiles of the tiny network with CUDA graphs, about 30 s), with the kernel's start",
+        "predicted: the 85 s of pytest -m cuda on an H100 (the H100 check) and the fast step's three CUDA "
+        "tests (two compiles of the tiny network with CUDA graphs, about 30 s), with the kernel's start",
     ),
     "bench": (
         120.0,
-        "predicted: profile (the fast step and the plain script's, each compiled with CUDA graphs: about 40 s), "
-        "loader (about 10 s), step, overhead and stall (a compile each with warm caches and 2 repeats: about 20 s "
-        "each)",
+        "predicted: profile (the fast step and the plain script's, each compiled with CUDA graphs: about 40 "
+        "s), loader (about 10 s), step, overhead and stall (a compile each with warm caches and 2 repeats: "
+        "about 20 s each)",
     ),
 }
 
 
 def unit_estimate(unit: str) -> tuple[float, str]:
-    """(seconds, basis) of one unit: the kit's own from its tables, a task's from what a GPU check timed of it (its
-    TASK's gpu_timed), else from the plan's model."""
+    """(seconds, basis) of one unit: the kit's own from its tables, a task's from what a GPU check timed of it
+    (its TASK's gpu_timed), else from the plan's model."""
     if unit in SPECIAL:
         return PREDICTED.get(unit) or MEASURED.get(unit) or FIXED[unit]
     timed = task_inputs()[unit]["timed"]
@@ -251,8 +260,8 @@ def together() -> dict[str, str]:
 
 
 def command_line(part: int) -> str:
-    """The command as it is run on the GPU machine: python3 from the tree's root, no make (it may be missing), with
-    the --limit that ends it inside its share of the lease."""
+    """The command as it is run on the GPU machine: python3 from the tree's root, no make (it may be missing),
+    with the --limit that ends it inside its share of the lease."""
     return f"python3 -m hpml_lab.gpu run --part {part} --limit {run_limit(part)}"
 
 
@@ -268,8 +277,8 @@ def setup_estimate(us: list[str]) -> tuple[float, str]:
 
 
 def parts() -> tuple[list[list[str]], list[str]]:
-    """The units of each command (first fit in priority order, units that share a command kept together) and what
-    fits in none."""
+    """The units of each command (first fit in priority order, units that share a command kept together) and
+    what fits in none."""
     groups: list[list[str]] = []
     for u in units():
         with_ = together().get(u)
@@ -296,8 +305,8 @@ def _command_seconds(us: list[str]) -> float:
 
 
 def plan() -> dict[str, Any]:
-    """The plan: each command's units, estimate on a bare machine and basis; the total with every start; what was
-    left out."""
+    """The plan: each command's units, estimate on a bare machine and basis; the total with every start; what
+    was left out."""
     cmds, left = parts()
     rows = []
     for i, us in enumerate(cmds, 1):
@@ -330,7 +339,8 @@ def plan() -> dict[str, Any]:
 
 
 def home(root=None) -> dict[str, list[str]]:
-    """{GPU folder: the units whose ok came home there}, from the manifests the tree holds (reports/gpu/*/)."""
+    """{GPU folder: the units whose ok came home there}, from the manifests the tree holds
+    (reports/gpu/*/)."""
     import json
     from pathlib import Path
 
@@ -363,12 +373,13 @@ def text(p: dict[str, Any] | None = None) -> str:
             f" {run_limit(r['part'])} s: give its call a time limit of {run_limit(r['part']) + GRACE_S:.0f} s"
         )
     lines.append(
-        f"# total about {p['total_s']} s of {p['check_limit_s']:.0f}: a {START_S:.0f} s start counted for each"
-        f" command, and {IDLE_S:.0f} s held after each, in {DEVICE_TIME_S / 60:.0f} minutes of device time"
+        f"# total about {p['total_s']} s of {p['check_limit_s']:.0f}: a {START_S:.0f} s start counted for "
+        f"each command, and {IDLE_S:.0f} s held after each, in {DEVICE_TIME_S / 60:.0f} minutes of device "
+        f"time"
     )
     lines.append(
-        "# each command first records the machine (node-part<N>.json: nvidia-smi, /dev/shm's size, Python, torch"
-        " and CUDA versions, make, gcc, Python.h) and packs into $OUT after every unit"
+        "# each command first records the machine (node-part<N>.json: nvidia-smi, /dev/shm's size, Python, "
+        "torch and CUDA versions, make, gcc, Python.h) and packs into $OUT after every unit"
     )
     if p["left_out"]:
         lines.append(
@@ -377,10 +388,10 @@ def text(p: dict[str, Any] | None = None) -> str:
             + "; a command whose own units end early runs them"
         )
     lines.append(
-        "# before each command, unpack what came home into the tree (python3 -m hpml_lab.gpu unpack"
-        " DIR): a command skips every unit whose ok it carries in reports/gpu/<gpu-name>/manifest.json (--rerun a,b"
-        " runs them again) and, after its own units, goes on down the other units not home, in priority order, as"
-        " far as its --limit allows"
+        "# before each command, unpack what came home into the tree (python3 -m hpml_lab.gpu unpack DIR): a "
+        "command skips every unit whose ok it carries in reports/gpu/<gpu-name>/manifest.json (--rerun a,b "
+        "runs them again) and, after its own units, goes on down the other units not home, in priority "
+        "order, as far as its --limit allows"
     )
     for gpu, done in home().items():
         lines.append(f"# came home from {gpu} (skipped there): {', '.join(done)}")

@@ -2,9 +2,9 @@
 
     from hpml_lab.report import guards
     params = guards.read_params_file("params.yaml")   # YAML without aliases, at most 1 MiB
-    guards.preflight(task, cfg)                        # output folders writable with space, device, compile backend
-    guards.land_report("c1", outcome)                  # the run's staged report in place, as one set
-    guards.recover_reports()                           # what killed runs left, put back or removed
+    guards.preflight(task, cfg)         # output folders writable with space, device, compile backend
+    guards.land_report("c1", outcome)   # the run's staged report in place, as one set
+    guards.recover_reports()            # what killed runs left, put back or removed
 
 Every refusal is a ConfigError with one line, shown as it is by the CLI with exit status 2.
 """
@@ -31,8 +31,8 @@ PARAMS_FILE_MAX = 1 << 20  # a parameters file is a few lines; more is a mistake
 
 
 class _NoAliases(yaml.SafeLoader):
-    """YAML without anchors and aliases: a parameters file never needs them, and nested aliases (an alias bomb)
-    expand to gigabytes from a few lines."""
+    """YAML without anchors and aliases: a parameters file never needs them, and nested aliases (an alias
+    bomb) expand to gigabytes from a few lines."""
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.events.AliasEvent):
@@ -44,7 +44,8 @@ class _NoAliases(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):
-        """A key given twice is refused: YAML keeps the last silently, and which one a user meant is unknown."""
+        """A key given twice is refused: YAML keeps the last silently, and which one a user meant is
+        unknown."""
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
@@ -136,7 +137,8 @@ def preflight(task: tasks.Task, cfg: RunConfig) -> None:
 
 
 def _report_files(task_id: str) -> list[Path]:
-    """The files that make one task's report, replaced together: page, answer record, executed notebook, outcome."""
+    """The files that make one task's report, replaced together: page, answer record, executed notebook,
+    outcome."""
     out = reports_dir()
     return [
         out / f"{task_id}.html",
@@ -147,9 +149,9 @@ def _report_files(task_id: str) -> list[Path]:
 
 
 def staged(task_id: str) -> dict[str, Path]:
-    """Where a run writes its report while it runs (hidden, per process), beside the report in place, which stays
-    whole until the new one is complete: the notebook papermill writes, the page, the answer record its kernel
-    writes (answer_box.path_for under HPML_REPORT_STAGE). land_report puts them in place as one set."""
+    """Where a run writes its report while it runs (hidden, per process), beside the report in place, which
+    stays whole until the new one is complete: the notebook papermill writes, the page, the answer record its
+    kernel writes (answer_box.path_for under HPML_REPORT_STAGE). land_report puts them in place as one set."""
     pid = str(os.getpid())
     return {
         "notebook": partial_notebook(task_id),
@@ -167,8 +169,8 @@ def rerun_files(task_id: str) -> dict[str, Path]:
 
 
 def complete_report(task_id: str) -> dict | None:
-    """The outcome record of the report in place when it is a complete one (its notebook ran through: status ok,
-    and its page and executed notebook are there), else None."""
+    """The outcome record of the report in place when it is a complete one (its notebook ran through: status
+    ok, and its page and executed notebook are there), else None."""
     data, _ = read_outcome(reports_dir() / "executed" / f"{task_id}.json")
     if not data or data["status"] != "ok":
         return None
@@ -178,8 +180,8 @@ def complete_report(task_id: str) -> dict | None:
 
 def land_report(task_id: str, record: dict) -> str:
     """The run's staged report (staged()) and its outcome `record` in place of the task's report, as one set:
-    the files in place are set aside, the new ones moved in, the outcome written, the set-aside ones dropped (a
-    kill in between: recover_reports puts back the previous set, or keeps the new one once its outcome is
+    the files in place are set aside, the new ones moved in, the outcome written, the set-aside ones dropped
+    (a kill in between: recover_reports puts back the previous set, or keeps the new one once its outcome is
     written). Except when this run did not end ok and the report in place is complete: that one stays as it is
     (a rerun never costs the report it replaces), this run's notebook and page go to <task>.rerun.* beside it,
     and the line saying so is returned ('' otherwise). A full disk while the outcome is written puts the
@@ -214,7 +216,8 @@ def land_report(task_id: str, record: dict) -> str:
 
 def set_aside(task_id: str) -> Path:
     """Move a task's report files into reports/.<task>.previous-<pid>/ while a new report is put in place
-    (land_report): one killed meanwhile (-9) has them put back by recover_reports, one that ends drops them."""
+    (land_report): one killed meanwhile (-9) has them put back by recover_reports, one that ends drops
+    them."""
     aside = reports_dir() / f".{task_id}.previous-{os.getpid()}"
     aside.mkdir(parents=True, exist_ok=True)
     for i, p in enumerate(_report_files(task_id)):
@@ -230,9 +233,9 @@ def partial_notebook(task_id: str) -> Path:
 
 
 def whole_notebook(partial: Path, executed: Path) -> str:
-    """'' when the notebook papermill wrote at `partial` reads as a whole notebook (or none was written); else it is
-    removed and one line says why (a full disk, a file-size limit cut it short), naming `executed`, the file the
-    user knows."""
+    """'' when the notebook papermill wrote at `partial` reads as a whole notebook (or none was written); else
+    it is removed and one line says why (a full disk, a file-size limit cut it short), naming `executed`, the
+    file the user knows."""
     import nbformat
 
     if not partial.exists():  # papermill stopped before writing (no kernel, bad notebook): nothing to land
@@ -306,10 +309,10 @@ OUTCOME_MAX = 1 << 20  # an outcome record is a few hundred bytes
 
 
 def recover_reports() -> None:
-    """Put back the report files of reruns that were killed while they replaced a report (their process is gone):
-    the previous report comes back whole, with nothing the killed run half-wrote beside it; the files killed runs
-    staged (their notebook, page and answer record, hidden) are removed. Every command that reads the reports
-    calls it first (the index, the bundle, a run)."""
+    """Put back the report files of reruns that were killed while they replaced a report (their process is
+    gone): the previous report comes back whole, with nothing the killed run half-wrote beside it; the files
+    killed runs staged (their notebook, page and answer record, hidden) are removed. Every command that reads
+    the reports calls it first (the index, the bundle, a run)."""
     folder = reports_dir()
     for partial in [*(folder / "executed").glob(".*.running-*"), *folder.glob(".*.running-*")]:
         pid = partial.name.rsplit(".running-", 1)[-1].split(".")[0]
@@ -351,10 +354,10 @@ OUTCOMES = ("ok", "failed", "interrupted")
 
 
 def read_record(task_id: str, path: Path | None = None) -> tuple[dict | None, str]:
-    """A task's answer record as the index and the bundle show it, and '' ; or None and one line naming the file
-    and what is wrong with it ('' when there is none): read capped in size, never through a link or from a FIFO
-    or device, and only when it has the shape a run writes (answers, statuses, numbers) and its box renders.
-    `path`: another copy of it (a run's staged record), else the one in place."""
+    """A task's answer record as the index and the bundle show it, and '' ; or None and one line naming the
+    file and what is wrong with it ('' when there is none): read capped in size, never through a link or from
+    a FIFO or device, and only when it has the shape a run writes (answers, statuses, numbers) and its box
+    renders. `path`: another copy of it (a run's staged record), else the one in place."""
     import json
 
     from ..io import PlantedFile, read_own

@@ -36,8 +36,8 @@ except ImportError:  # plain Python: print instead
 
 def config(task: str, namespace: Mapping[str, Any]) -> RunConfig:
     """RunConfig from the RunConfig fields defined in `namespace` (the notebook's globals). Under papermill,
-    however it was started, a parameter the notebook does not take is refused here (papermill itself only warns
-    and runs with the default)."""
+    however it was started, a parameter the notebook does not take is refused here (papermill itself only
+    warns and runs with the default)."""
     from . import tasks
 
     t = tasks.TASKS.get(task)
@@ -69,9 +69,10 @@ TRAIN_IMAGES = {"cifar10": 50_000, "tinyimagenet": 100_000}
 
 
 def step_seconds(cfg: RunConfig) -> float:
-    """Seconds of one training step of cfg's model at cfg's batch on this CPU, as train() takes it: one step at a
-    batch of up to 16 images twice (the first builds the kernels for its shape), the second timed and scaled to
-    cfg's batch (a CPU's step grows about linearly with the batch): seconds, also for ResNet-18 at batch 128."""
+    """Seconds of one training step of cfg's model at cfg's batch on this CPU, as train() takes it: one step
+    at a batch of up to 16 images twice (the first builds the kernels for its shape), the second timed and
+    scaled to cfg's batch (a CPU's step grows about linearly with the batch): seconds, also for ResNet-18 at
+    batch 128."""
     import time
 
     import torch
@@ -92,9 +93,9 @@ def step_seconds(cfg: RunConfig) -> float:
 
 
 def cpu_time_notice(cfg: RunConfig, measure=step_seconds) -> str | None:
-    """For a notebook opened in JupyterLab on a machine without CUDA (no profile applied): how long its settings
-    take here, from a step of its model measured now, and how to pick the smoke or tiny settings instead (those
-    that differ from its own). None where the run goes to a GPU."""
+    """For a notebook opened in JupyterLab on a machine without CUDA (no profile applied): how long its
+    settings take here, from a step of its model measured now, and how to pick the smoke or tiny settings
+    instead (those that differ from its own). None where the run goes to a GPU."""
     import math
 
     from ..device import resolve_device
@@ -115,8 +116,8 @@ def cpu_time_notice(cfg: RunConfig, measure=step_seconds) -> str | None:
     if steps:
         step = measure(cfg)
         told = (
-            f"**On this CPU these settings take {about(steps * step)} of training**: {task.gpu_runs} run(s) of "
-            f"{cfg.epochs} epoch(s) x {per_epoch} batches of {cfg.batch_size}, at {step:.2g} s a step of "
+            f"**On this CPU these settings take {about(steps * step)} of training**: {task.gpu_runs} run(s) "
+            f"of {cfg.epochs} epoch(s) x {per_epoch} batches of {cfg.batch_size}, at {step:.2g} s a step of "
             f"{cfg.model} (measured here just now){extra}."
         )
     else:
@@ -137,16 +138,16 @@ def cpu_time_notice(cfg: RunConfig, measure=step_seconds) -> str | None:
         for p in other
     )
     return (
-        f"{told} For a demonstration in a minute or less, set in the parameters cell the values of {how}, or run "
-        f"it from a terminal: `hpml-lab run {task.id} --profile {other[0]}`."
+        f"{told} For a demonstration in a minute or less, set in the parameters cell the values of {how}, or "
+        f"run it from a terminal: `hpml-lab run {task.id} --profile {other[0]}`."
     )
 
 
 def parameter_names(namespace: Mapping[str, Any]) -> set[str] | None:
-    """The names the notebook's parameters cell and papermill's injected cell assign (both start with
-    '# Parameters'): the only names config() reads, so that `from hpml_lab.studies import precision` in a later
-    cell is never taken for a parameter. None outside a kernel with input history (then every RunConfig name is
-    read, modules left out)."""
+    """The names the notebook's parameters cell and papermill's injected cell assign (both start with '#
+    Parameters'): the only names config() reads, so that `from hpml_lab.studies import precision` in a later
+    cell is never taken for a parameter. None outside a kernel with input history (then every RunConfig name
+    is read, modules left out)."""
     import ast
 
     cells = [
@@ -209,20 +210,24 @@ def data_notice(info: Mapping[str, Any]) -> str:
         return (
             '<div style="border:2px solid #c60;background:#fff4e5;padding:10px 14px;margin:8px 0;'
             'font-size:1.05em"><b>Synthetic data.</b> These results were computed on a synthetic '
-            f"{html.escape(info['name'])} written in the real on-disk format (<span data-id>{html.escape(info['root'])}</span>), "
+            f"{html.escape(info['name'])} written in the real on-disk format (<span "
+            f"data-id>{html.escape(info['root'])}</span>), "
             "not on the real dataset. Timings reflect the real pipeline; losses and accuracies are "
             f"not comparable with published {html.escape(info['name'])} numbers.</div>"
         )
     if info["kind"] == "unverified":
         return (
             '<div style="border:2px solid #c60;background:#fff4e5;padding:10px 14px;margin:8px 0">'
-            f"<b>Unverified data.</b> The {html.escape(info['name'])} in <span data-id>{html.escape(info['root'])}</span> carries no "
-            "synthetic marker, but its files do not match the published md5s: it is neither the real dataset nor "
-            "this kit's synthetic one, so its losses and accuracies are not comparable with published numbers.</div>"
+            f"<b>Unverified data.</b> The {html.escape(info['name'])} in <span "
+            f"data-id>{html.escape(info['root'])}</span> carries no "
+            "synthetic marker, but its files do not match the published md5s: it is neither the real dataset "
+            "nor this kit's synthetic one, so its losses and accuracies are not comparable with published "
+            "numbers.</div>"
         )
     return (
         f'<div style="border:1px solid #2a7;padding:8px 14px;margin:8px 0">Dataset: real '
-        f"{html.escape(info['name'])} from <span data-id>{html.escape(info['root'])}</span> (md5s verified).</div>"
+        f"{html.escape(info['name'])} from <span data-id>{html.escape(info['root'])}</span> (md5s "
+        f"verified).</div>"
     )
 
 
@@ -239,9 +244,9 @@ def header(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> dict[str, Any
 
     display(
         HTML(
-            f"<p><b>Hardware:</b> {name(hardware_label(env))} &nbsp;·&nbsp; <b>torch</b> {name(env['torch'])} "
-            f"&nbsp;·&nbsp; <b>commit</b> <code>{name(env['commit'][:10])}</code>"
-            f"{' (uncommitted changes)' if env['dirty'] else ''}</p>"
+            f"<p><b>Hardware:</b> {name(hardware_label(env))} &nbsp;·&nbsp; <b>torch</b> "
+            f"{name(env['torch'])} &nbsp;·&nbsp; <b>commit</b> "
+            f"<code>{name(env['commit'][:10])}</code>{' (uncommitted changes)' if env['dirty'] else ''}</p>"
         )
     )
     return info
@@ -296,9 +301,10 @@ def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
     if flag:
         hold_numbers(flag.finding)
     dropped = (
-        "<p>The tensor-resident loader hands out batches of one size: each epoch's last partial batch is left out "
-        "(static shapes for a compiled step; how many images, in each run's meta.json, <code>loader_dropped</code>), "
-        "and the device's time is taken every <code>log_every</code> steps, not around each step.</p>"
+        "<p>The tensor-resident loader hands out batches of one size: each epoch's last partial batch is "
+        "left out (static shapes for a compiled step; how many images, in each run's meta.json, "
+        "<code>loader_dropped</code>), and the device's time is taken every <code>log_every</code> steps, "
+        "not around each step.</p>"
         if getattr(cfg, "loader", "pil") == "tensor"
         else ""
     )
@@ -311,15 +317,17 @@ def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
     )
 
 
-# What this kernel's page shows beside the answer record, held in it so that the claims check can read the whole
-# page (report/claims.py check_page): tables by name, figures' labels, the Numbers of sentences in the body. The
-# record answer() wrote is written again when the page shows more after it (the environment table comes last).
+# What this kernel's page shows beside the answer record, held in it so that the claims check can read the
+# whole page (report/claims.py check_page): tables by name, figures' labels, the Numbers of sentences in the
+# body. The record answer() wrote is written again when the page shows more after it (the environment table
+# comes last).
 _PAGE: dict[str, dict] = {"tables": {}, "figures": {}, "shown": {}}
 _RECORD: list = []
 
 
 def new_page() -> None:
-    """Forget what an earlier page of this kernel showed (config() calls it: one page per run of the notebook)."""
+    """Forget what an earlier page of this kernel showed (config() calls it: one page per run of the
+    notebook)."""
     _PAGE.update(tables={}, figures={}, shown={})
     _RECORD.clear()
     _BUSY.clear()
@@ -336,8 +344,8 @@ def _rewrite() -> None:
 
 
 def hold_numbers(*findings: Any) -> None:
-    """The Numbers of findings the page shows outside the answer box (a caption, a note, a table's cell), held in
-    the record: every number on the page is a Number of its record."""
+    """The Numbers of findings the page shows outside the answer box (a caption, a note, a table's cell), held
+    in the record: every number on the page is a Number of its record."""
     from dataclasses import asdict
 
     for f in findings:
@@ -454,8 +462,8 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     }
     # a Styler renders every cell whole (a DataFrame's HTML cuts long cells, and the config row is long)
     # left-aligned, the names beside their values (a page that right-aligns cells put them at the far right);
-    # escaped: a value is text from the user or a file (a data folder named '<img onerror=...>'), never markup.
-    # Held in the record as the table "environment" (its load row states load_finding's Numbers)
+    # escaped: a value is text from the user or a file (a data folder named '<img onerror=...>'), never
+    # markup. Held in the record as the table "environment" (its load row states load_finding's Numbers)
     cells = [[k, str(v)] for k, v in rows.items()]
     hold_table("environment", ["", "value"], cells)
     return (
@@ -472,8 +480,8 @@ _BUSY: list = []  # the 'machine busy' flag answer() put on this page, if any
 
 
 def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:
-    """The device's peak that every share of peak on the page divides by, and where it came from (a data sheet, or
-    measured once on this machine and kept for every task: flops.PEAKS_FILE)."""
+    """The device's peak that every share of peak on the page divides by, and where it came from (a data
+    sheet, or measured once on this machine and kept for every task: flops.PEAKS_FILE)."""
     if not fl or not fl.get("peak_tflops"):
         return {}
     from ..findings import say
@@ -482,13 +490,14 @@ def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:
     peak = peak_number(fl)
     hold_numbers(say("{p}", p=peak))
     return {
-        "device peak (every share of peak divides by it)": f"{fmt_value(peak.value, peak.unit)}: {peak.source}"
+        "device peak (every share of peak divides by it)": f"{fmt_value(peak.value, peak.unit)}: "
+        f"{peak.source}"
     }
 
 
 def _busiest_row(run: str) -> dict[str, str]:
-    """The environment table's row for the page's busy flag when that flag read another run than the table's: the
-    same run and the same Numbers as the flag, so the two never state two loads without saying whose."""
+    """The environment table's row for the page's busy flag when that flag read another run than the table's:
+    the same run and the same Numbers as the flag, so the two never state two loads without saying whose."""
     flag = _BUSY[0] if _BUSY else None
     if flag is None or not flag.run or flag.run == run:
         return {}
@@ -523,8 +532,8 @@ def table(
 ):
     """A table as the report shows it: column names through answer_box.readable ('per_gpu_batch' -> 'per-GPU
     batch'), numbers through number_text, the `percent` columns (fractions, or percentages with of_one=False)
-    through answer_box.percent ('14.2%'); no index. Held in the answer record by `name` (default 'table N'), its
-    cells as shown, and marked data-table on the page, so the claims check compares the two."""
+    through answer_box.percent ('14.2%'); no index. Held in the answer record by `name` (default 'table N'),
+    its cells as shown, and marked data-table on the page, so the claims check compares the two."""
     import numbers
 
     from .answer_box import percent as pct
@@ -611,7 +620,8 @@ _RUN: dict[str, Any] = {}  # the model this kernel's report runs (config), for f
 
 
 def stand_in_label(model: str | None, lab_model: str = sanity.LAB["model"]) -> str:
-    """'model resnet_tiny, a stand-in for the lab's resnet18', or '' for the lab's model (or its adjusted form)."""
+    """'model resnet_tiny, a stand-in for the lab's resnet18', or '' for the lab's model (or its adjusted
+    form)."""
     if not model or model == lab_model or model.startswith(lab_model + "_"):
         return ""
     return f"model {model}, a stand-in for the lab's {lab_model}"
@@ -642,8 +652,8 @@ def alt_text(fig, name: str) -> str:
 
 
 def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
-    """Save under figures/<name>.png (in the project, or HPML_OUTPUT_DIR) and show it with alt text (`alt`, else
-    what alt_text reads off the figure); a stand-in model is named in the figure's title.
+    """Save under figures/<name>.png (in the project, or HPML_OUTPUT_DIR) and show it with alt text (`alt`,
+    else what alt_text reads off the figure); a stand-in model is named in the figure's title.
 
     Returns nothing, so a cell that ends with it shows the figure once and no path."""
     import base64
@@ -657,7 +667,8 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
             fig.suptitle((head + "\n" if head else "") + f"({label})", fontsize=9)
             engine = fig.get_layout_engine()
             if type(engine).__name__ != "ConstrainedLayoutEngine":  # constrained layout makes room by itself
-                fig.tight_layout()  # make room for the caption: it was added after the layout and sat on the plot
+                # make room for the caption: it was added after the layout and sat on the plot
+                fig.tight_layout()
     alt = alt or alt_text(fig, name)
     caption = getattr(
         fig, "hpml_caption", ""
@@ -681,7 +692,8 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
     data = base64.b64encode(buf.getvalue()).decode()
     display(
         HTML(
-            f'<img src="data:image/png;base64,{data}" data-figure="{html.escape(name)}" alt="{html.escape(alt)}">'
+            f'<img src="data:image/png;base64,{data}" data-figure="{html.escape(name)}" '
+            f'alt="{html.escape(alt)}">'
         )
     )
     if caption:
@@ -693,7 +705,8 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
     plt.close(fig)  # shown above, with its alt text: the inline backend would show it again without
 
 
-# the per-epoch memory columns of epochs.csv (profiling.MEMORY_COLUMNS) as a table shows them, units in the header
+# the per-epoch memory columns of epochs.csv (profiling.MEMORY_COLUMNS) as a table shows them, units in the
+# header
 MEMORY_HEADERS = {
     "peak_allocated_mb": "CUDA peak allocated (MB)",
     "peak_reserved_mb": "CUDA peak reserved (MB)",
@@ -703,16 +716,18 @@ MEMORY_HEADERS = {
 
 
 def memory_table(epochs: pd.DataFrame, by: tuple[str, ...] = ()) -> Any:
-    """Each epoch's peak memory (train() measures it, peaks reset at each epoch's start) as a styled table: the
-    `by` columns (e.g. "device"), the epoch, and the memory columns that hold a value; those empty in every row
-    (CUDA's on a CPU, all of them in runs older than the measurement) are left out, and a line says which."""
+    """Each epoch's peak memory (train() measures it, peaks reset at each epoch's start) as a styled table:
+    the `by` columns (e.g. "device"), the epoch, and the memory columns that hold a value; those empty in
+    every row (CUDA's on a CPU, all of them in runs older than the measurement) are left out, and a line says
+    which."""
     shown = [c for c in MEMORY_HEADERS if c in epochs and epochs[c].notna().any()]
     left_out = [MEMORY_HEADERS[c] for c in MEMORY_HEADERS if c not in shown]
     display(
         Markdown(
             "**Peak memory per epoch** (measured; the peaks are reset at the start of each epoch)."
             + (
-                f" Not measured in these runs (the CUDA ones are measured on a GPU only), so left out: {', '.join(left_out)}."
+                f" Not measured in these runs (the CUDA ones are measured on a GPU only), so left out: "
+                f"{', '.join(left_out)}."
                 if left_out
                 else ""
             )
@@ -737,8 +752,8 @@ def breakdown_or_error(path) -> Any:
 def trace_breakdown(path, bd=None) -> Any:
     """Shows where a trace's recorded steps spent their time (hpml_lab.tracing.breakdown): with GPU kernels,
     Holistic Trace Analysis's temporal and idle-time breakdowns; on a CPU trace, the labelled ranges, and why.
-    `bd`: breakdown_or_error's result computed already (C8's answer states from it), not computed again; without
-    it, computed here the same way (C4), so a failed analysis is one line on either page."""
+    `bd`: breakdown_or_error's result computed already (C8's answer states from it), not computed again;
+    without it, computed here the same way (C4), so a failed analysis is one line on either page."""
     from IPython.display import Markdown, display
 
     from ..cliargs import one_line
@@ -746,7 +761,8 @@ def trace_breakdown(path, bd=None) -> Any:
     bd = breakdown_or_error(path) if bd is None else bd
     if isinstance(bd, Exception):
         warn(
-            f"The trace could not be broken down ({html.escape(type(bd).__name__)}: {html.escape(one_line(bd))})."
+            f"The trace could not be broken down ({html.escape(type(bd).__name__)}: "
+            f"{html.escape(one_line(bd))})."
         )
         return None
     display(Markdown(f"**Where the recorded steps' time went** (source: {bd.source}). {bd.note}"))
@@ -758,9 +774,9 @@ def trace_breakdown(path, bd=None) -> Any:
 
 
 def said(*items: Any, questions: bool = False) -> None:
-    """Shows answers (their headline and details) or findings in the report's body as the record holds them: each
-    number in its <span data-number> slot, never formatted again here; an answer's background follows apart, labelled
-    as general. `questions`: each answer's question first, in bold."""
+    """Shows answers (their headline and details) or findings in the report's body as the record holds them:
+    each number in its <span data-number> slot, never formatted again here; an answer's background follows
+    apart, labelled as general. `questions`: each answer's question first, in bold."""
     from IPython.display import HTML, display
 
     parts, general = [], []

@@ -1,25 +1,28 @@
-"""The script that prepares an Apptainer (or Singularity) overlay for hpml-lab jobs: an ext3 overlay image holding a
-Python environment with hpml-lab, its tested pins and the `hpml-lab` Jupyter kernel, the way NYU Greene's guide
-prepares one by hand (an overlay, a Python inside it under /ext3, the packages, then jobs that mount it read-only).
+"""The script that prepares an Apptainer (or Singularity) overlay for hpml-lab jobs: an ext3 overlay image
+holding a Python environment with hpml-lab, its tested pins and the `hpml-lab` Jupyter kernel, the way NYU
+Greene's guide prepares one by hand (an overlay, a Python inside it under /ext3, the packages, then jobs that
+mount it read-only).
 
-    hpml-lab overlay --container lab.sif --overlay overlay.ext3 [--cuda cu126] [--size 15G]   # writes slurm/overlay.sh
-    bash slurm/overlay.sh        # once, on a login node (it needs the package index)
+    hpml-lab overlay --container lab.sif --overlay overlay.ext3 [--cuda cu126] [--size 15G]
+    bash slurm/overlay.sh        # the script it wrote: once, on a login node (it needs the package index)
     hpml-lab slurm c2 --container lab.sif --overlay overlay.ext3:ro --python /ext3/env/bin/python
 
 What the script does, in order, saying each step:
   0. picks `apptainer`, else `singularity`; checks the image; makes the overlay if it is missing
-     (`apptainer overlay create --size MB FILE`; Greene's ready-made empty overlays can be copied there instead);
-  1. inside the container with the overlay writable: the interpreter: --base-python, else the image's `python3`
-     if it is 3.11 or newer, else Miniforge installed under /ext3/miniforge3 (Greene's way);
+     (`apptainer overlay create --size MB FILE`; Greene's ready-made empty overlays can be copied there
+     instead);
+  1. inside the container with the overlay writable: the interpreter: --base-python, else the image's
+     `python3` if it is 3.11 or newer, else Miniforge installed under /ext3/miniforge3 (Greene's way);
   2. a virtual environment at --env (default /ext3/env);
-  3. torch and torchvision at the pinned versions, from --torch-index (or the PyTorch index for --cuda) where the
-     cluster's driver needs another CUDA build than the package index's (`nvidia-smi` says which CUDA it supports);
+  3. torch and torchvision at the pinned versions, from --torch-index (or the PyTorch index for --cuda) where
+     the cluster's driver needs another CUDA build than the package index's (`nvidia-smi` says which CUDA it
+     supports);
   4. hpml-lab from this checkout with constraints.txt (not editable: the overlay holds everything it needs);
-  5. the `hpml-lab` kernel in the environment itself (`ipykernel install --sys-prefix`: inside the overlay, where a
-     `--user` kernel under $HOME would name a Python the host does not have);
+  5. the `hpml-lab` kernel in the environment itself (`ipykernel install --sys-prefix`: inside the overlay,
+     where a `--user` kernel under $HOME would name a Python the host does not have);
   6. a check: hpml-lab imports, the kernel is found, torch says its version and CUDA build.
-The installs use uv where it is on PATH (faster, the same pins), else pip. An overlay given as a folder (Apptainer
-takes folders too) gets no `overlay create`.
+The installs use uv where it is on PATH (faster, the same pins), else pip. An overlay given as a folder
+(Apptainer takes folders too) gets no `overlay create`.
 """
 
 from __future__ import annotations
@@ -59,7 +62,10 @@ if [ -z "$base" ]; then
         base=$forge/bin/python
     fi
 fi
-old_enough "$base" || { echo "overlay: $base is not Python 3.11 or newer (with venv); pass --base-python" >&2; exit 2; }
+old_enough "$base" || {
+    echo "overlay: $base is not Python 3.11 or newer (with venv); pass --base-python" >&2
+    exit 2
+}
 say "Python: $base ($("$base" -c 'import sys; print(sys.version.split()[0])'))"
 if command -v uv >/dev/null 2>&1; then
     install() { uv pip install --python "$env_dir/bin/python" --quiet "$@"; }
@@ -75,10 +81,16 @@ if [ -n "$torch_index" ]; then
 fi
 say "hpml-lab and its pins from $checkout (a few minutes: torch is large)"
 install -c "$checkout/constraints.txt" "$checkout"
-"$env_dir/bin/python" -m ipykernel install --sys-prefix --name hpml-lab --display-name "Python (hpml-lab)" >/dev/null
-spec=$("$env_dir/bin/python" -m jupyter kernelspec list | grep -w hpml-lab) || { echo "overlay: the kernel hpml-lab is not found" >&2; exit 1; }
+"$env_dir/bin/python" -m ipykernel install --sys-prefix --name hpml-lab \
+    --display-name "Python (hpml-lab)" >/dev/null
+spec=$("$env_dir/bin/python" -m jupyter kernelspec list | grep -w hpml-lab) || {
+    echo "overlay: the kernel hpml-lab is not found" >&2
+    exit 1
+}
 say "kernel: $spec"
-"$env_dir/bin/python" -c 'import hpml_lab, torch; print("overlay: ready: hpml-lab", hpml_lab.__version__, "torch", torch.__version__, "CUDA build", torch.version.cuda or "none")'
+"$env_dir/bin/python" -c 'import hpml_lab, torch
+print("overlay: ready: hpml-lab", hpml_lab.__version__, "torch", torch.__version__,
+      "CUDA build", torch.version.cuda or "none")'
 """
 
 
@@ -104,8 +116,8 @@ def torch_index(cuda: str | None, index: str | None) -> str:
     if index is not None:
         if not re.match(r"^(https?://[^/\s]+|file:///)\S*$", index, re.ASCII) or not index.isprintable():
             raise ConfigError(
-                f"--torch-index takes a package index's URL (https://..., or file:/// for a folder of wheels), "
-                f"got {index[:60]!r}"
+                f"--torch-index takes a package index's URL (https://..., or file:/// for a folder of "
+                f"wheels), got {index[:60]!r}"
             )
         return index
     return ""
@@ -143,7 +155,8 @@ def render(
         )
     if not env.startswith("/") or any(c.isspace() or ord(c) < 32 for c in env) or env.rstrip("/") == "":
         raise ConfigError(
-            f"--env is a folder inside the container, absolute and without spaces (e.g. /ext3/env), got {env!r}"
+            f"--env is a folder inside the container, absolute and without spaces (e.g. /ext3/env), got "
+            f"{env!r}"
         )
     env = env.rstrip("/")
     if base_python is not None:
@@ -158,17 +171,22 @@ def render(
     q = shlex.quote
     lines = [
         "#!/bin/bash",
-        "# Written by `hpml-lab overlay`: hpml-lab's Python environment inside an overlay, for jobs in a container.",
-        f"#   image {image}; overlay {overlay_file} (made if missing: {size_mb} MiB, ext3); environment {env}",
+        "# Written by `hpml-lab overlay`: hpml-lab's Python environment inside an overlay, for jobs in a "
+        "container.",
+        f"#   image {image}; overlay {overlay_file} (made if missing: {size_mb} MiB, ext3)",
+        f"#   environment {env}",
         f"#   torch from {url or 'the package index (constraints.txt: CUDA 13 builds, a recent driver)'}",
         "# Run it once where the package index is reachable (a login node): bash THIS-FILE. Then:",
-        f"#   hpml-lab slurm TASK --container {q(image)} --overlay {q(overlay_file)}:ro --python {env}/bin/python",
+        f"#   hpml-lab slurm TASK --container {q(image)} --overlay {q(overlay_file)}:ro --python "
+        f"{env}/bin/python",
         "set -euo pipefail",
         "if command -v apptainer >/dev/null 2>&1; then CONTAINER_CMD=apptainer",
         "elif command -v singularity >/dev/null 2>&1; then CONTAINER_CMD=singularity",
-        'else echo "hpml-lab: neither apptainer nor singularity is on PATH (module load apptainer?)" >&2; exit 2',
+        'else echo "hpml-lab: neither apptainer nor singularity is on PATH (module load apptainer?)" >&2; '
+        "exit 2",
         "fi",
-        f"if [ ! -f {q(image)} ]; then echo {q(f'hpml-lab: the image {image} does not exist')} >&2; exit 2; fi",
+        f"if [ ! -f {q(image)} ]; then echo {q(f'hpml-lab: the image {image} does not exist')} >&2; exit 2; "
+        f"fi",
         *(
             [
                 f"for f in {' '.join(q(f) for f in files[2:])}; do",

@@ -15,9 +15,10 @@ from typing import Any
 
 TRUE, FALSE = "✓", "✗"
 
-# One look for every page: the system's sans-serif type (on a report page the answer box inherits JupyterLab's own,
-# so the box and the notebook's outputs share it), tables left-aligned with their text at the left (JupyterLab's pages right-align every cell,
-# which put the environment table's values at the far right), numbers right-aligned where a table marks them.
+# One look for every page: the system's sans-serif type (on a report page the answer box inherits JupyterLab's
+# own, so the box and the notebook's outputs share it), tables left-aligned with their text at the left
+# (JupyterLab's pages right-align every cell, which put the environment table's values at the far right),
+# numbers right-aligned where a table marks them.
 PAGE_CSS = """
 :root{--hpml-font:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
 body{font-family:var(--hpml-font);line-height:1.45;color:#1f2328}
@@ -71,8 +72,8 @@ _SLOT = re.compile(r"&lt;span data-(number|verdict)=&quot;(.*?)&quot;&gt;")
 
 def finding_html(stored: str) -> str:
     """A finding's stored html made safe to show: everything escaped except the slots findings.py writes
-    (<span data-number="NAME">, <span data-verdict="NAME">, <span data-id> and their </span>). The record is a file
-    that may have been edited or damaged; a <script> in it stays text."""
+    (<span data-number="NAME">, <span data-verdict="NAME">, <span data-id> and their </span>). The record is a
+    file that may have been edited or damaged; a <script> in it stays text."""
     text = html.escape(html.unescape(str(stored)))
     text = text.replace("&lt;span data-id&gt;", "<span data-id>")
     return _SLOT.sub(r'<span data-\1="\2">', text).replace("&lt;/span&gt;", "</span>")
@@ -102,9 +103,9 @@ def headline(answer: dict[str, Any], key: str = "plain") -> tuple[str, str]:
 
 
 def box_after_title(nb, box_html: str):
-    """The notebook with the answer box as a cell right after its title (the first markdown cell's `# ` line; the
-    rest of that cell follows the box), so the page reads: title, answer, then the notebook. A notebook without a
-    title gets the box first. Returns the notebook."""
+    """The notebook with the answer box as a cell right after its title (the first markdown cell's `# ` line;
+    the rest of that cell follows the box), so the page reads: title, answer, then the notebook. A notebook
+    without a title gets the box first. Returns the notebook."""
     import nbformat
 
     box = nbformat.v4.new_code_cell(
@@ -125,8 +126,8 @@ def box_after_title(nb, box_html: str):
     return nb
 
 
-# The top of every page: the machine, the data and the profile, then for a demonstration (a smoke or tiny run) a
-# banner saying that it does not answer the lab's questions; the index and the bundle say it too.
+# The top of every page: the machine, the data and the profile, then for a demonstration (a smoke or tiny run)
+# a banner saying that it does not answer the lab's questions; the index and the bundle say it too.
 DEMONSTRATION_PROFILES = ("smoke", "tiny")
 
 
@@ -136,24 +137,26 @@ def demonstration(profile: str) -> bool:
 
 
 DEMONSTRATION = (
-    "<b>A demonstration, not an answer to the lab's questions</b>: the {profile} profile runs a few batches to show "
-    "every step working; do not hand it in. The answer: <code>hpml-lab run {task} --profile full</code> on the "
-    "real data, on a GPU."
+    "<b>A demonstration, not an answer to the lab's questions</b>: the {profile} profile runs a few batches "
+    "to show every step working; do not hand it in. The answer: <code>hpml-lab run {task} --profile "
+    "full</code> on the real data, on a GPU."
 )
 
 
 def top_html(task: str, machine: str, data: str, profile: str) -> str:
-    """The lines at the top of a report, above its introduction: machine, data (synthetic or real) and profile,
-    then the demonstration banner where the profile is one."""
+    """The lines at the top of a report, above its introduction: machine, data (synthetic or real) and
+    profile, then the demonstration banner where the profile is one."""
     line = (
         # the machine's name (its model, its core count) names it, as the environment table does: no finding
-        f"<p class='hpml-context'><b>Machine:</b> <span data-id>{html.escape(machine)}</span> &middot; <b>data:</b> "
-        f"{html.escape(data)} &middot; <b>profile:</b> {html.escape(profile)}"
+        f"<p class='hpml-context'><b>Machine:</b> <span data-id>{html.escape(machine)}</span> &middot; "
+        f"<b>data:</b> {html.escape(data)} &middot; <b>profile:</b> {html.escape(profile)}"
         + (" (a demonstration)" if demonstration(profile) else "")
         + "</p>"
     )
     banner = (
-        f"<p class='hpml-banner'>{DEMONSTRATION.format(profile=html.escape(profile), task=html.escape(task))}</p>"
+        "<p class='hpml-banner'>"
+        + DEMONSTRATION.format(profile=html.escape(profile), task=html.escape(task))
+        + "</p>"
         if demonstration(profile)
         else ""
     )

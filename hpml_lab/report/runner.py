@@ -80,7 +80,8 @@ def notebook_parameters(path: Path) -> dict[str, Any]:
 
 
 def read_params_file(path: str | os.PathLike) -> dict[str, Any]:
-    """A YAML file of name: value parameters, checked as guards.read_params_file does (no aliases, capped size)."""
+    """A YAML file of name: value parameters, checked as guards.read_params_file does (no aliases, capped
+    size)."""
     return guards.read_params_file(path)
 
 
@@ -140,9 +141,9 @@ def _render_html(
 ) -> None:
     """The report page: code hidden, titled with the task, a link back to the index, then `top` (the machine,
     data and profile, and the demonstration banner: pages.top_html) and the task's answer box
-    (reports/<task>.answer.json, written by the notebook; `record`: the run's staged one; headed "demonstration"
-    for one) right after the notebook's title, in the page's own type (pages.PAGE_CSS), before the task's
-    introduction and the outputs."""
+    (reports/<task>.answer.json, written by the notebook; `record`: the run's staged one; headed
+    "demonstration" for one) right after the notebook's title, in the page's own type (pages.PAGE_CSS), before
+    the task's introduction and the outputs."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -159,8 +160,8 @@ def _render_html(
     box = (
         answer_box.box_html(rec, shown_status="demonstration" if demonstration else None)
         if rec
-        else "<div class='hpml-banner'>This run wrote no answer record: its notebook stopped before answering "
-        "(see the error below).</div>"
+        else "<div class='hpml-banner'>This run wrote no answer record: its notebook stopped before "
+        "answering (see the error below).</div>"
     )
     # training logs folded away (a closed <details>), and no folder of this machine named on the page
     nb = box_after_title(answer_box.fold_logs(nbformat.read(str(executed), as_version=4)), top + box)
@@ -180,8 +181,8 @@ def _render_html(
 @contextlib.contextmanager
 def _ipc_sockets():
     """Kernel connection settings for one task: the kernel talks to the runner over Unix sockets in a private
-    temporary folder, not TCP on localhost, so nothing else on a shared node can connect to it (and ipykernel 7
-    does not warn that it runs unencrypted). The folder is per task and removed after it: no socket file is
+    temporary folder, not TCP on localhost, so nothing else on a shared node can connect to it (and ipykernel
+    7 does not warn that it runs unencrypted). The folder is per task and removed after it: no socket file is
     left in the working folder, also when a run is killed, and two jobs sharing a folder never collide. The
     kernel keeps no history database (nothing to write, so nothing to fail, on a full disk)."""
     import shutil
@@ -196,13 +197,14 @@ def _ipc_sockets():
     with tempfile.TemporaryDirectory(
         prefix=f"hpml-kernel-{os.getpid()}-"
     ) as folder:  # short: a socket path has 107 bytes
-        # a kernel stopped while it runs a cell (SIGTERM, Ctrl-C) is killed, not asked to shut down: asked, it closes
-        # its sockets under the running cell and prints a ZMQError traceback
+        # a kernel stopped while it runs a cell (SIGTERM, Ctrl-C) is killed, not asked to shut down: asked, it
+        # closes its sockets under the running cell and prints a ZMQError traceback
         yield Config(
             {
                 "KernelManager": {"transport": "ipc", "ip": os.path.join(folder, "k")},
-                # no IPython history database: nbclient turns it off only for kernels named python3; ours kept an
-                # sqlite file under ~/.ipython whose traceback on a full disk stood beside the project's own line
+                # no IPython history database: nbclient turns it off only for kernels named python3; ours kept
+                # an sqlite file under ~/.ipython whose traceback on a full disk stood beside the project's
+                # own line
                 "NotebookClient": {
                     "shutdown_kernel": "immediate",
                     "extra_arguments": ["--HistoryManager.enabled=False"],
@@ -322,7 +324,8 @@ def run_task(
     watcher: watch.Watch | None = None,
 ) -> Outcome:
     """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute.
-    `watcher` (run_all's) says the task's start, heartbeat and end; without one, a Watch of this task alone."""
+    `watcher` (run_all's) says the task's start, heartbeat and end; without one, a Watch of this task
+    alone."""
     task = tasks.get(task_id)
     params, cfg = resolve_parameters(task, profile, file_params, cli_params)
     preflight(task, cfg)  # the cheap checks (arguments, output folders) before the dataset scan
@@ -353,8 +356,8 @@ def _execute(
     out_dir = reports_dir()
     executed = out_dir / "executed" / f"{task.id}.ipynb"
     executed.parent.mkdir(parents=True, exist_ok=True)
-    # the run's notebook, page and answer record are written hidden beside the report in place, which stays whole
-    # until they are complete (guards.land_report): a failed, killed or disk-full rerun costs it nothing
+    # the run's notebook, page and answer record are written hidden beside the report in place, which stays
+    # whole until they are complete (guards.land_report): a failed, killed or disk-full rerun costs it nothing
     stage = guards.staged(task.id)
     partial = stage["notebook"]
     target = out_dir / f"{task.id}.html"
@@ -395,8 +398,9 @@ def _execute(
             raise stopped[0]
     except KeyboardInterrupt as e:  # record it, render what ran, update the index; then stop
         status, error, interrupted = "interrupted", f"interrupted ({str(e) or 'Ctrl-C'})", e
-        # the notebook client's cell task dies with the killed kernel (DeadKernelError) and nobody awaits it any
-        # more: asyncio would print "Task exception was never retrieved" and a traceback when it is collected
+        # the notebook client's cell task dies with the killed kernel (DeadKernelError) and nobody awaits it
+        # any more: asyncio would print "Task exception was never retrieved" and a traceback when it is
+        # collected
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     except Exception as e:  # a cell's error, a dead kernel (e.g. killed for memory), missing kernel, ...
         # the kernel we signalled ended its cell (Interrupted) or died of it: a stop, not a failure
@@ -414,8 +418,8 @@ def _execute(
                 "failed",
                 f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
             )
-    # a SIGTERM or Ctrl-C while the page renders waits until the outcome is written: it once ended the run with
-    # exit 143, no outcome and an index that linked a missing page
+    # a SIGTERM or Ctrl-C while the page renders waits until the outcome is written: it once ended the run
+    # with exit 143, no outcome and an index that linked a missing page
     with signals_deferred():
         seconds = time.perf_counter() - t0
         error = error.replace(str(partial), str(executed))  # a write error names the file the user knows
@@ -425,7 +429,8 @@ def _execute(
         machine = hardware_label(environment())
         data = f"{kind} {dataprep.NAMES.get(cfg.dataset, cfg.dataset)}"
         if partial.exists():
-            try:  # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
+            # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
+            try:
                 top = pages.top_html(task.id, machine, data, profile)
                 _render_html(
                     partial, stage["page"], task, top, pages.demonstration(profile), record=stage["answer"]
@@ -470,8 +475,8 @@ def _execute(
 
 
 def _diverged(task_id: str) -> str:
-    """'diverged: ...' when the answer record the task just wrote flags a diverged run (a NaN loss ends its run:
-    the task is ok, its numbers are not a result), for the task's line; else ''."""
+    """'diverged: ...' when the answer record the task just wrote flags a diverged run (a NaN loss ends its
+    run: the task is ok, its numbers are not a result), for the task's line; else ''."""
     rec = guards.read_record(task_id)[0] or {}
     flags = rec.get("flags") if isinstance(rec, dict) else None
     for f in flags if isinstance(flags, list) else []:
@@ -481,8 +486,8 @@ def _diverged(task_id: str) -> str:
 
 
 def lab_order(ids) -> list[str]:
-    """Task ids in the lab's order, each TASK's `order` (c1 ... c8, the questions, then the other studies); an id no
-    task has goes last, in the order given."""
+    """Task ids in the lab's order, each TASK's `order` (c1 ... c8, the questions, then the other studies); an
+    id no task has goes last, in the order given."""
     ids = list(ids)
     known = sorted((t for t in ids if t in tasks.TASKS), key=lambda t: (tasks.TASKS[t].order, t))
     return known + [t for t in ids if t not in tasks.TASKS]
@@ -527,7 +532,8 @@ def write_index(outcomes: list[Outcome]) -> Path:
         answer = _answer_cell(rec) if rec else html.escape(answer_box.scrub_paths(o.error))
         if rec and rec.get("reused"):
             answer += (
-                f" <i>({html.escape(str(rec['reused']))} run(s) reused from an earlier run of this task, not made for this "
+                f" <i>({html.escape(str(rec['reused']))} run(s) reused from an earlier run of this task, not "
+                f"made for this "
                 "report: their start time is in the report)</i>"
             )
         if rec and rec.get("synthetic_data") or "synthetic" in o.dataset:
@@ -550,22 +556,25 @@ def write_index(outcomes: list[Outcome]) -> Path:
             f'<td style="color:{color};font-weight:bold">{html.escape(status)}</td>'
             f'<td class="hpml-head">{answer}</td>'
             f"{differ}<td class='hpml-num' style='white-space:nowrap'>{duration(o.seconds)}</td>"
-            f"<td style='white-space:nowrap'>{html.escape(finished[11:] if len(days) == 1 else finished)}</td></tr>"
+            f"<td style='white-space:nowrap'>{html.escape(finished[11:] if len(days) == 1 else finished)}"
+            "</td></tr>"
         )
     notices = []
     if busy:
         every = "Every run was" if len(busy) == len(rows) else f"{len(busy)} of {len(rows)} runs were"
         notices.append(
-            f"<p class='hpml-banner'><b>Busy machine.</b> {every} made on a busy machine (each report's flag says how: "
-            "its load average or CPU steal): their times are slower and noisier than on an idle machine, and a comparison of "
-            "times may not separate"
+            f"<p class='hpml-banner'><b>Busy machine.</b> {every} made on a busy machine (each report's flag "
+            f"says how: "
+            "its load average or CPU steal): their times are slower and noisier than on an idle machine, and "
+            "a comparison of times may not separate"
             + ("" if len(busy) == len(rows) else f" ({', '.join(busy)})")
             + ". Run again on an idle machine for times to hand in.</p>"
         )
     if synthetic:
         every = "All reports" if len(synthetic) == len(rows) else "These reports"
         notices.append(
-            f"<p class='hpml-notice'>{every} were computed on <b>synthetic data</b> in the real on-disk format "
+            f"<p class='hpml-notice'>{every} were computed on <b>synthetic data</b> in the real on-disk "
+            f"format "
             "(their accuracies are not the real dataset's)"
             + (f": {', '.join(synthetic)}" if every == "These reports" else "")
             + ".</p>"
@@ -582,15 +591,16 @@ def write_index(outcomes: list[Outcome]) -> Path:
     ):  # never offered as a hand-in: the bundle only shows what one looks like
         notice += (
             "<p class='hpml-banner'><b>Nothing here to hand in.</b> Every report is a demonstration (the "
-            f"{html.escape(' and '.join(sorted({o.profile for o in shown})))} profile: a few batches, to show "
+            f"{html.escape(' and '.join(sorted({o.profile for o in shown})))} profile: a few batches, to "
+            f"show "
             "every step working): none answers the lab's questions"
             + (
                 ', and <a href="bundle.html">bundle.html</a> only shows what a hand-in looks like'
                 if made.is_file()
                 else ""
             )
-            + ". The answers come from <code>hpml-lab report --profile full -p data_root=... -p device=cuda</code> "
-            "on the real data, on a GPU.</p>"
+            + ". The answers come from <code>hpml-lab report --profile full -p data_root=... -p "
+            "device=cuda</code> on the real data, on a GPU.</p>"
         )
     else:
         notice += (
@@ -599,14 +609,15 @@ def write_index(outcomes: list[Outcome]) -> Path:
             + ": every answer first, then every report, in one file (hand in the reports folder with it: its "
             "traces are linked from artifacts/).</p>"
             if made.is_file()
-            else "<p><b>Hand-in:</b> not made yet: <code>hpml-lab report --bundle</code> writes bundle.html from "
-            "these reports in seconds.</p>"
+            else "<p><b>Hand-in:</b> not made yet: <code>hpml-lab report --bundle</code> writes bundle.html "
+            "from these reports in seconds.</p>"
         )
         if demo:
             notice += (
-                f"<p class='hpml-banner'><b>Demonstrations, not answers:</b> {html.escape(', '.join(demo))} ran at a "
-                "demonstration profile (smoke or tiny): run them again with <code>--profile full</code> before "
-                "handing in.</p>"
+                f"<p class='hpml-banner'><b>Demonstrations, not answers:</b> {html.escape(', '.join(demo))} "
+                f"ran at a "
+                "demonstration profile (smoke or tiny): run them again with <code>--profile full</code> "
+                "before handing in.</p>"
             )
     env = environment()
     context = [f"<b>Machine:</b> {html.escape(usual['hardware'] if shown else hardware_label(env))}"]
@@ -628,10 +639,11 @@ td,th{{border:1px solid #d0d7de;padding:4px 8px}} th{{background:#f3f3f3}} td.hp
 <p class="hpml-context">{" &middot; ".join(context)}{" (uncommitted changes)" if env["dirty"] else ""}</p>
 {notice}
 <p>Status is the report's own: <i>answered</i>, <i>partial</i> (what is missing is said in the report),
-<i>not answered</i>, or <i>failed</i> (the notebook did not run through); <i>demonstration</i> for a run at the smoke
-or tiny profile, which shows every step working and answers none of the lab's questions. The answer is each
-report's headline: its details, numbers and flags are in the report.</p>
-<div class="hpml-scroll"><table class="hpml-index"><tr><th>task</th><th>what</th><th>status</th><th>answer</th>{heads}
+<i>not answered</i>, or <i>failed</i> (the notebook did not run through); <i>demonstration</i> for a run at
+the smoke or tiny profile, which shows every step working and answers none of the lab's questions. The answer
+is each report's headline: its details, numbers and flags are in the report.</p>
+<div class="hpml-scroll"><table class="hpml-index">
+<tr><th>task</th><th>what</th><th>status</th><th>answer</th>{heads}
 <th>time taken</th><th>finished (UTC{day})</th></tr>
 {"".join(rows)}
 </table></div></div></body></html>

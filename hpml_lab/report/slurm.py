@@ -5,19 +5,16 @@
     hpml-lab slurm c1 --gpus 0 --ntasks-per-node 2            # CPU nodes: 2 gloo ranks per node, no GPU asked
     sbatch slurm/lab5-1x4.sbatch
 
-The script (i) checks the dataset is there (prepared before launch: several ranks
-never download at once), (ii) trains with torchrun: `torchrun --standalone` on one
-node; on several, one srun task per node runs torchrun with a c10d rendezvous on
-the address (NodeAddr) of the first host of `scontrol show hostnames`, (iii) runs
-the task's notebook through papermill (`hpml-lab run`: log output, no progress
-bar) and renders the HTML report at the end. The torchrun step is the task's
-configuration trained with DDP over every allocated GPU (or, with --gpus 0, over
---ntasks-per-node gloo processes per node), filed as results/<task>/ddp<N>-<id>/;
-the notebook makes its own measurements and does not read that run (lab5 and
-tinyimagenet launch their DDP runs themselves), so for a sweep-only task (c3,
-dataloading) `--no-train` leaves the step out (`--no-report` the notebook step). The notebook step runs in the batch
-step as a single process: the batch step has SLURM_PROCID=0 and SLURM_NTASKS=N but
-is never a rank (hpml_lab.distributed.read_env).
+The script (i) checks the dataset is there (prepared before launch: several ranks never download at once),
+(ii) trains with torchrun: `torchrun --standalone` on one node; on several, one srun task per node runs
+torchrun with a c10d rendezvous on the address (NodeAddr) of the first host of `scontrol show hostnames`,
+(iii) runs the task's notebook through papermill (`hpml-lab run`: log output, no progress bar) and renders the
+HTML report at the end. The torchrun step is the task's configuration trained with DDP over every allocated
+GPU (or, with --gpus 0, over --ntasks-per-node gloo processes per node), filed as results/<task>/ddp<N>-<id>/;
+the notebook makes its own measurements and does not read that run (lab5 and tinyimagenet launch their DDP
+runs themselves), so for a sweep-only task (c3, dataloading) `--no-train` leaves the step out (`--no-report`
+the notebook step). The notebook step runs in the batch step as a single process: the batch step has
+SLURM_PROCID=0 and SLURM_NTASKS=N but is never a rank (hpml_lab.distributed.read_env).
 
 Time limits: the script asks Slurm for SIGUSR1 some time before the limit
 (`--signal=B:USR1@<lead>`; Slurm may send it up to a minute earlier than asked, 20 s seen here). The
@@ -36,18 +33,18 @@ Containers (the course's clusters run Singularity or Apptainer images with an ov
 runs every step inside `apptainer exec --nv` (or `singularity exec --nv`, whichever the node has, apptainer
 first; `--nv` only when GPUs are asked for), the multi-node torchrun too (srun starts one container per node,
 torchrun starts the ranks inside it). The script checks that the image and overlay exist, and that a container
-command is on PATH, before the first step; the job's environment passes into the container (no --cleanenv:
-the steps need HPML_*, SLURM_*, OMP_NUM_THREADS). Inside it the interpreter is `--python` (written into the script,
-e.g. /ext3/env/bin/python in the overlay), else `python3` from the image's PATH unless HPML_PYTHON names another.
-`overlay_script` writes the script that prepares such an overlay (a Python environment with hpml-lab, its pins and
-the `hpml-lab` kernel), as NYU Greene's guide does by hand:
+command is on PATH, before the first step; the job's environment passes into the container (no --cleanenv: the
+steps need HPML_*, SLURM_*, OMP_NUM_THREADS). Inside it the interpreter is `--python` (written into the
+script, e.g. /ext3/env/bin/python in the overlay), else `python3` from the image's PATH unless HPML_PYTHON
+names another. `overlay_script` writes the script that prepares such an overlay (a Python environment with
+hpml-lab, its pins and the `hpml-lab` kernel), as NYU Greene's guide does by hand:
 
     hpml-lab overlay --container lab.sif --overlay overlay.ext3 [--cuda cu126]   # writes slurm/overlay.sh
     bash slurm/overlay.sh
 
-Resources as Slurm users ask for them: `--mem 32G`, `--account X`, `--partition P`, `--gres gpu:v100:2` (instead of
---gpus-per-node), each checked in one line. A script written again replaces only what hpml-lab wrote: an edited
-one is refused (written.py), or kept beside the new one with --force.
+Resources as Slurm users ask for them: `--mem 32G`, `--account X`, `--partition P`, `--gres gpu:v100:2`
+(instead of --gpus-per-node), each checked in one line. A script written again replaces only what hpml-lab
+wrote: an edited one is refused (written.py), or kept beside the new one with --force.
 """
 
 from __future__ import annotations
@@ -81,7 +78,8 @@ STOPPING=""
 tree() { local c; for c in $(pgrep -P "$1"); do tree "$c"; done; echo "$1"; }
 stop_step() {
     STOPPING=1
-    echo "hpml-lab: SIGUSR1, the time limit is near: stopping the running step (submit the job again to go on)" >&2
+    echo "hpml-lab: SIGUSR1, the time limit is near: stopping the running step" \
+        "(submit the job again to go on)" >&2
     if [ -n "$STEP_PID" ]; then kill -TERM $(tree "$STEP_PID") 2>/dev/null || true; fi
 }
 trap stop_step USR1
@@ -142,7 +140,8 @@ def _check(
 
 
 def check_mem(mem: str | None) -> str | None:
-    """--mem as Slurm reads it: a whole number of megabytes, or with K, M, G or T (0: all of the node's memory)."""
+    """--mem as Slurm reads it: a whole number of megabytes, or with K, M, G or T (0: all of the node's
+    memory)."""
     if mem is None:
         return None
     if not _MEM.match(mem):
@@ -156,14 +155,15 @@ def check_mem(mem: str | None) -> str | None:
 def check_account(account: str | None) -> str | None:
     if account is not None and not _ACCOUNT.match(account):
         raise ConfigError(
-            f"--account must be a plain Slurm account name (letters, digits, '_', '-', '.'), got {account[:60]!r}"
+            f"--account must be a plain Slurm account name (letters, digits, '_', '-', '.'), got "
+            f"{account[:60]!r}"
         )
     return account
 
 
 def gres_gpus(gres: str) -> int | None:
-    """The GPUs per node a --gres asks for (gpu, gpu:2, gpu:v100:2; a gres without gpu: None), or a ConfigError
-    naming what Slurm would not read."""
+    """The GPUs per node a --gres asks for (gpu, gpu:2, gpu:v100:2; a gres without gpu: None), or a
+    ConfigError naming what Slurm would not read."""
     gpus = None
     for item in gres.split(","):
         if not _GRES_ITEM.match(item):
@@ -201,15 +201,16 @@ def check_python(python: str | None, container: bool) -> str | None:
 
 
 def _plain_path(path: str, what: str) -> str:
-    """A path the container command can take: not empty, no control characters; absolute (the script cds to the
-    work folder, the user meant their own folder)."""
+    """A path the container command can take: not empty, no control characters; absolute (the script cds to
+    the work folder, the user meant their own folder)."""
     if not path or not path.strip():
         raise ConfigError(f"{what} needs a file path, got {path!r}")
     if any(ord(c) < 32 or ord(c) == 127 for c in path):
         raise ConfigError(f"{what} must not contain control characters, got {path!r}")
     if "://" in path:
         raise ConfigError(
-            f"{what} must be a file on the cluster (pull the image first: apptainer pull lab.sif URI), got {path!r}"
+            f"{what} must be a file on the cluster (pull the image first: apptainer pull lab.sif URI), got "
+            f"{path!r}"
         )
     return os.path.abspath(os.path.expanduser(path))
 
@@ -324,17 +325,17 @@ def render(
     account: str | None = None,
     gres: str | None = None,
 ) -> str:
-    """The sbatch script's text for TASK on `nodes` nodes with `gpus` GPUs each (default 1, or the count `gres`
-    names), or with gpus=0 on CPU nodes with `ntasks_per_node` gloo processes each (`cpus_per_task` CPUs per
-    process).
+    """The sbatch script's text for TASK on `nodes` nodes with `gpus` GPUs each (default 1, or the count
+    `gres` names), or with gpus=0 on CPU nodes with `ntasks_per_node` gloo processes each (`cpus_per_task`
+    CPUs per process).
 
-    `params` go to the notebook and the training step; `train_params` (any RunConfig field, e.g.
-    loader=tensor or augment=false) to the training step only; `save_model` is where that step writes its
-    final weights. `train=False` leaves the training step out, `report=False` the notebook step.
-    `container` (an image file), `overlay` (FILE or FILE:ro) and `binds` (SRC[:DST[:ro]]) run every step
-    inside `apptainer exec` or `singularity exec` (see the module's docstring). `python` is the interpreter
-    every step runs (written into the script); `mem`, `account` and `gres` are Slurm's --mem, --account and --gres
-    (a --gres replaces --gpus-per-node).
+    `params` go to the notebook and the training step; `train_params` (any RunConfig field, e.g. loader=tensor
+    or augment=false) to the training step only; `save_model` is where that step writes its final weights.
+    `train=False` leaves the training step out, `report=False` the notebook step. `container` (an image file),
+    `overlay` (FILE or FILE:ro) and `binds` (SRC[:DST[:ro]]) run every step inside `apptainer exec` or
+    `singularity exec` (see the module's docstring). `python` is the interpreter every step runs (written into
+    the script); `mem`, `account` and `gres` are Slurm's --mem, --account and --gres (a --gres replaces
+    --gpus-per-node).
     """
     from ..config import RunConfig, check_keys
     from .runner import notebook_parameters, notebooks_dir, resolve_parameters
@@ -401,7 +402,8 @@ def render(
         ]
     else:
         resources = [
-            f"#SBATCH --ntasks-per-node={per_node}            # CPU nodes: torchrun starts this many gloo processes",
+            f"#SBATCH --ntasks-per-node={per_node}            # CPU nodes: torchrun starts this many gloo "
+            f"processes",
             f"#SBATCH --cpus-per-task={cpus_per_task}",
         ]
     head = [
@@ -410,7 +412,8 @@ def render(
         f"#SBATCH --nodes={nodes}",
         *resources,
         f"#SBATCH --time={time}",
-        f"#SBATCH --signal=B:USR1@{signal_lead_s}          # warning before the limit: stop cleanly, resume later",
+        f"#SBATCH --signal=B:USR1@{signal_lead_s}          # warning before the limit: stop cleanly, resume "
+        f"later",
         *([f"#SBATCH --partition={partition}"] if partition else []),
         *([f"#SBATCH --account={account}"] if account else []),
         *([f"#SBATCH --mem={mem}"] if mem else []),
@@ -423,7 +426,8 @@ def render(
         f"cd {shlex.quote(workdir)}",
         f"PY={shlex.quote(python)}          # --python: every step's interpreter"
         if python
-        else 'PY="${HPML_PYTHON:-python3}"          # inside the container: its python3 unless HPML_PYTHON says'
+        else 'PY="${HPML_PYTHON:-python3}"          # inside the container: its python3 unless HPML_PYTHON '
+        "says"
         if inside
         else 'PY="${HPML_PYTHON:-.venv/bin/python}"',
         "export HPML_PROGRESS=log                # periodic log lines, no progress bars, in batch logs",
@@ -446,32 +450,38 @@ def render(
         launch = ["# 2. (no training step: --no-train)"]
     elif nodes == 1:
         launch = [
-            f"# 2. Distributed training, results under results/{task.id}/ (written by rank 0 only; skipped when",
+            f"# 2. Distributed training, results under results/{task.id}/ (written by rank 0 only; skipped "
+            f"when",
             "#    that run is already complete, so a resubmitted job goes straight on).",
             f'step {run_in}"$PY" -m torch.distributed.run --standalone --nproc-per-node={per_node} \\',
             f"    -m hpml_lab --task {task.id} {train_flags} --if-missing true",
         ]
     else:
         launch = [
-            f"# 2. Distributed training, results under results/{task.id}/ (written by rank 0 only; skipped when",
+            f"# 2. Distributed training, results under results/{task.id}/ (written by rank 0 only; skipped "
+            f"when",
             "#    that run is already complete, so a resubmitted job goes straight on).",
             'HEAD_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
             "HEAD_ADDR=$(scontrol show node \"$HEAD_NODE\" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2 || true)",
             "HEAD_ADDR=${HEAD_ADDR:-$HEAD_NODE}",
             f"RDZV_PORT=${{RDZV_PORT:-{RDZV_PORT}}}",
             'echo "rendezvous on $HEAD_NODE ($HEAD_ADDR:$RDZV_PORT) for $SLURM_NNODES nodes"',
-            "# one task per node (the job's SLURM_NTASKS would otherwise set the task count), holding the node's CPUs",
+            "# one task per node (the job's SLURM_NTASKS would otherwise set the task count), holding the "
+            "node's CPUs",
             f'step srun --nodes="$SLURM_NNODES" --ntasks="$SLURM_NNODES" --ntasks-per-node=1 '
             f"--cpus-per-task={cpus_per_gpu * gpus if gpus else per_node * cpus_per_task} \\",
-            f'    {run_in}"$PY" -m torch.distributed.run --nnodes="$SLURM_NNODES" --nproc-per-node={per_node} \\',
+            f'    {run_in}"$PY" -m torch.distributed.run --nnodes="$SLURM_NNODES" '
+            f"--nproc-per-node={per_node} \\",
             '    --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --rdzv-endpoint="$HEAD_ADDR:$RDZV_PORT" \\',
             f"    -m hpml_lab --task {task.id} {train_flags} --if-missing true",
         ]
     tail = (
         [
             "",
-            "# 3. The notebook through papermill (log output), then its HTML report; one process, never a rank.",
-            f'step {run_in}"$PY" -m hpml_lab.report.cli run {task.id} --profile {profile} {run_params}'.rstrip(),
+            "# 3. The notebook through papermill (log output), then its HTML report; one process, never a "
+            "rank.",
+            f'step {run_in}"$PY" -m hpml_lab.report.cli run {task.id} --profile {profile} '
+            f"{run_params}".rstrip(),
             f'echo "report: reports/{task.id}.html"',
             "",
         ]
@@ -483,8 +493,8 @@ def render(
 
 def write(task_id: str, out: str | None = None, force: bool = False, say=print, **kw) -> Path:
     """Render and write the script (atomically); returns its path (default slurm/<task>-<nodes>x<gpus>.sbatch,
-    <task>-<nodes>x<N>cpu.sbatch for CPU jobs). A script there that was edited since hpml-lab wrote it is refused
-    (ConfigError, nothing written), or with `force` kept as NAME.edited and said through `say`."""
+    <task>-<nodes>x<N>cpu.sbatch for CPU jobs). A script there that was edited since hpml-lab wrote it is
+    refused (ConfigError, nothing written), or with `force` kept as NAME.edited and said through `say`."""
     text = written.signed(render(task_id, **kw))
     gpus, _ = _gpus_and_gres(kw.get("gpus"), kw.get("gres"))
     shape = (

@@ -23,7 +23,8 @@ TASKS: dict[str, Task] = registry()
 
 
 def register(task: Task) -> Task:
-    """Add a task at run time (tests, experiments); an id registered twice is refused (the way models register)."""
+    """Add a task at run time (tests, experiments); an id registered twice is refused (the way models
+    register)."""
     if task.id in TASKS:
         raise ConfigError(f"task {task.id!r} is registered twice")
     TASKS[task.id] = task
@@ -49,8 +50,8 @@ _END = re.compile(re.escape(TABLE_END) + r"(?:; checksum ([0-9a-f]{12}))? -->")
 
 def markdown_table(found: dict[str, Task] | None = None) -> str:
     """The task table for a student: each task's id, notebook, what it answers (its title, less a "C1: " that
-    repeats the id) and the `hpml-lab slurm` command that writes a job for the lab's settings (its TASK's `slurm`
-    options), in lab order."""
+    repeats the id) and the `hpml-lab slurm` command that writes a job for the lab's settings (its TASK's
+    `slurm` options), in lab order."""
     rows = [
         "| task | notebook | what it covers | lab's settings on a GPU node (Slurm) |",
         "|---|---|---|---|",
@@ -79,9 +80,9 @@ def _edited(text: str) -> bool:
 
 
 def write_table(path: str | Path, force: bool = False, say=print) -> bool:
-    """Rewrite the task table between the markers in `path` (README.md) from the TASKs; True if it changed. A table
-    there that was edited by hand (or written by hand) is refused (ConfigError, nothing written), or with `force`
-    the file is first kept as NAME.edited and said through `say`."""
+    """Rewrite the task table between the markers in `path` (README.md) from the TASKs; True if it changed. A
+    table there that was edited by hand (or written by hand) is refused (ConfigError, nothing written), or
+    with `force` the file is first kept as NAME.edited and said through `say`."""
     from ..io import atomic_write_text
     from .written import digest, kept_copy
 
@@ -89,7 +90,8 @@ def write_table(path: str | Path, force: bool = False, say=print) -> bool:
     text = path.read_text()
     if table_in(text) is None:
         raise ConfigError(
-            f"{path} has no task table markers: put {TABLE_BEGIN!r} and '{TABLE_END} -->' on lines of their own"
+            f"{path} has no task table markers: put {TABLE_BEGIN!r} and '{TABLE_END} -->' on lines of their "
+            f"own"
         )
     table = markdown_table()
     head, rest = text.split(TABLE_BEGIN, 1)

@@ -12,12 +12,12 @@ epoch and batch the heartbeat states at least every HEARTBEAT_S seconds; its std
 warnings and the like) is only counted.
 
 The estimate, always said as "about", is this run's own as soon as it has one:
-  * the running task's rest, from its progress lines (the share of its sweep's runs, epochs and batches done, at
-    the pace it has kept since its first batch: its start-up is not its pace);
-  * the tasks after it, from each task's figure (the times this output folder's earlier runs recorded for it at
-    this profile, reports/executed/durations.json; else the task's measured smoke figure, or the GPU plan's) times
-    this run's pace: its time over the figures, for the last PACE_WINDOW tasks it finished (the machine's load
-    changes; the running task's projection counts before any has finished).
+  * the running task's rest, from its progress lines (the share of its sweep's runs, epochs and batches done,
+    at the pace it has kept since its first batch: its start-up is not its pace);
+  * the tasks after it, from each task's figure (the times this output folder's earlier runs recorded for it
+    at this profile, reports/executed/durations.json; else the task's measured smoke figure, or the GPU
+    plan's) times this run's pace: its time over the figures, for the last PACE_WINDOW tasks it finished (the
+    machine's load changes; the running task's projection counts before any has finished).
 A task past its figure with no progress line to go by is said to be so, never given a figure already passed.
 """
 
@@ -50,7 +50,8 @@ _ROUND = re.compile(
 
 
 class _Stream:
-    """A file-like sink for one of the kernel's streams: lines are kept (not printed) and passed to `on_line`."""
+    """A file-like sink for one of the kernel's streams: lines are kept (not printed) and passed to
+    `on_line`."""
 
     def __init__(self, on_line: Callable[[str], None]):
         self.on_line, self.lines, self._part = on_line, 0, ""
@@ -115,7 +116,7 @@ class Watch:
                 f"every {duration(heartbeat_s)} at most while a task runs"
             )
 
-    # the estimate ----------------------------------------------------------------------------------------------
+    # the estimate -------------------------------------------------------------------------------------------
     def _read_times(self) -> dict[str, float]:
         """Each task's last successful time at this profile: durations.json, else the outcome the task's last
         run left beside it (executed/<task>.json, written before this module kept times). A damaged file only
@@ -177,8 +178,8 @@ class Watch:
 
     def done_share(self) -> float | None:
         """The share of the running task done, from its progress lines: a sweep's runs, each run's epochs and
-        batches (an epoch said done counts whole), the speed ladder's rounds. None before any line says, or once
-        a second training run began that no sweep count announced (its length is then unknown)."""
+        batches (an epoch said done counts whole), the speed ladder's rounds. None before any line says, or
+        once a second training run began that no sweep count announced (its length is then unknown)."""
         w = self._where
         if self.restarted or not w:
             return None
@@ -204,10 +205,10 @@ class Watch:
             self.marks.append((self.clock(), min(share, 1.0)))
 
     def running_left(self) -> float | None:
-        """Seconds the running task has left at the pace it has kept since the first of its progress lines that
-        said some of it done (its first batch: the kernel's start, the imports and the loader's first workers are
-        behind it); the time since the last line counts, so a stalled task's estimate grows. None before two such
-        lines."""
+        """Seconds the running task has left at the pace it has kept since the first of its progress lines
+        that said some of it done (its first batch: the kernel's start, the imports and the loader's first
+        workers are behind it); the time since the last line counts, so a stalled task's estimate grows. None
+        before two such lines."""
         marks = [m for m in self.marks if m[1] > 0]
         if len(marks) < 2:
             return None
@@ -218,8 +219,8 @@ class Watch:
         return (1.0 - f) * elapsed / (f - f0)
 
     def pace(self) -> float | None:
-        """This run's time over the figures', for its last PACE_WINDOW finished tasks that have a figure; before
-        any, the running task's projected time over its figure; None while nothing is measured."""
+        """This run's time over the figures', for its last PACE_WINDOW finished tasks that have a figure;
+        before any, the running task's projected time over its figure; None while nothing is measured."""
         pairs = [(self.done[t], self.expected(t)[0]) for t in self.order[-PACE_WINDOW:]]
         pairs = [(s, e) for s, e in pairs if e]
         if not pairs and self.current is not None:
@@ -276,7 +277,7 @@ class Watch:
             text += f", plus {', '.join(unknown)} (no time recorded yet)"
         return text
 
-    # the lines -------------------------------------------------------------------------------------------------
+    # the lines ----------------------------------------------------------------------------------------------
     def _say(self, line: str) -> None:
         with self._lock:
             self.log(line)
@@ -300,8 +301,8 @@ class Watch:
         return self.streams
 
     def _stdout_line(self, line: str) -> None:
-        """One line the kernel printed: a training progress line or a sweep's item sets what the heartbeat says
-        and how much of the task is done."""
+        """One line the kernel printed: a training progress line or a sweep's item sets what the heartbeat
+        says and how much of the task is done."""
         w = self._where
         m = _PROGRESS.search(line)
         if m:
@@ -344,8 +345,8 @@ class Watch:
                 self._say(self.heartbeat())
 
     def stop(self) -> None:
-        """Stop the heartbeat (end() does; run_task also does when its task ends by an exception, so no beat of
-        a finished task goes on beside the next one's)."""
+        """Stop the heartbeat (end() does; run_task also does when its task ends by an exception, so no beat
+        of a finished task goes on beside the next one's)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)

@@ -1,7 +1,7 @@
-"""Files hpml-lab writes for a person to read and perhaps edit (the job scripts of `hpml-lab slurm`, the README's
-task table of `hpml-lab tasks --markdown`): each carries a checksum of what hpml-lab wrote, so that writing it again
-replaces only what is still hpml-lab's own. An edited copy (or a file hpml-lab never wrote) is refused in one line;
-with --force it is kept beside the new one, and the line says where.
+"""Files hpml-lab writes for a person to read and perhaps edit (the job scripts of `hpml-lab slurm`, the
+README's task table of `hpml-lab tasks --markdown`): each carries a checksum of what hpml-lab wrote, so that
+writing it again replaces only what is still hpml-lab's own. An edited copy (or a file hpml-lab never wrote)
+is refused in one line; with --force it is kept beside the new one, and the line says where.
 
     text = written.signed(body, "# ")                    # body + a last line '# ... checksum 1a2b3c4d5e6f'
     written.replace(path, text, "# ", force=False, how="...")   # ConfigError if the file there was edited
@@ -54,9 +54,10 @@ def kept_copy(path: Path) -> Path:
 
 
 def replace(path: Path, text: str, force: bool, how: str, follow_links: bool = False) -> str:
-    """Write `text` to `path` unless the file there was edited (or not written by hpml-lab): then a ConfigError
-    saying so (nothing written), or with `force` the file is first kept as NAME.edited. Returns what to tell the
-    user ('' when nothing of theirs was kept). `how`: what else they may do, for the refusal."""
+    """Write `text` to `path` unless the file there was edited (or not written by hpml-lab): then a
+    ConfigError saying so (nothing written), or with `force` the file is first kept as NAME.edited. Returns
+    what to tell the user ('' when nothing of theirs was kept). `how`: what else they may do, for the
+    refusal."""
     path = Path(path)
     target = plain_target(path) if follow_links else own_target(path)  # a device or a planted link: one line
     if not target.is_file():

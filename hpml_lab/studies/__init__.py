@@ -25,8 +25,8 @@ import pkgutil
 
 
 def registry() -> dict:
-    """{task id: Task} of every task folder under hpml_lab/studies/ (its __init__.py's TASK), in lab order: the one
-    way a task is registered (hpml_lab.protocol)."""
+    """{task id: Task} of every task folder under hpml_lab/studies/ (its __init__.py's TASK), in lab order:
+    the one way a task is registered (hpml_lab.protocol)."""
     found = []
     for m in pkgutil.iter_modules(__path__):
         if m.ispkg and not m.name.startswith("_"):

@@ -1,5 +1,6 @@
-"""Shared pieces of the studies' conclusions (each study's conclude() lives beside its run()): a measured median
-as a tagged Number, flags without repeats, per-batch tables of a sweep and a verdict between two of its settings.
+"""Shared pieces of the studies' conclusions (each study's conclude() lives beside its run()): a measured
+median as a tagged Number, flags without repeats, per-batch tables of a sweep and a verdict between two of its
+settings.
 """
 
 from __future__ import annotations
@@ -39,21 +40,23 @@ def setting(name: str, value, unit: str = "", source: str = "the run's settings"
 
 
 def on_gpu(meta) -> bool:
-    """Whether a run's steps ran on a CUDA device (its meta's device: "cuda", "cuda:0"; "cpu" or none: not)."""
+    """Whether a run's steps ran on a CUDA device (its meta's device: "cuda", "cuda:0"; "cpu" or none:
+    not)."""
     return str((meta or {}).get("device", "cpu")).startswith("cuda")
 
 
 def timing_disjoint(sync_each_step: bool, meta) -> bool:
-    """Whether a run's data-loading and training intervals are disjoint, so that data + training <= total and the
-    rest of the epoch is the loop's own work: on a CPU, where work runs as it is issued, or on a GPU synchronized
-    after every step (sync_each_step). On a GPU without it they may overlap (hpml_lab.training)."""
+    """Whether a run's data-loading and training intervals are disjoint, so that data + training <= total and
+    the rest of the epoch is the loop's own work: on a CPU, where work runs as it is issued, or on a GPU
+    synchronized after every step (sync_each_step). On a GPU without it they may overlap
+    (hpml_lab.training)."""
     return not on_gpu(meta) or bool(sync_each_step)
 
 
 def sampling(verdicts) -> str | None:
     """How the compared samples were taken, as the verdicts themselves record it (Verdict.interleaved):
-    "sequential" (every side's runs one after the other), "interleaved" (the sides took turns), or None when the
-    verdicts do not say or disagree, and no sentence about the design may be written."""
+    "sequential" (every side's runs one after the other), "interleaved" (the sides took turns), or None when
+    the verdicts do not say or disagree, and no sentence about the design may be written."""
     designs = {v.interleaved for v in verdicts}
     return {frozenset({False}): "sequential", frozenset({True}): "interleaved"}.get(frozenset(designs))
 
@@ -63,7 +66,8 @@ def counted(name: str, value: int, unit: str = "", source: str = "counted in the
 
 
 def worker_label(n: int, name: str = "") -> Finding:
-    """'2 workers' / '1 worker' as a Finding whose count is a setting Number (named `name`, default 'workers: n')."""
+    """'2 workers' / '1 worker' as a Finding whose count is a setting Number (named `name`, default 'workers:
+    n')."""
     num = setting(name or fmt_in("worker count {n}", n=int(n)), int(n))
     return say("{n} worker" if int(n) == 1 else "{n} workers", n=num)
 
@@ -143,8 +147,8 @@ def meta_machine(sweep) -> dict | None:
 
 
 def busy_of(sweep) -> sanity.Flag | None:
-    """'machine busy' from the busiest run of a sweep: its numbers are that run's, named after its folder, and the
-    flag says how many runs the report read."""
+    """'machine busy' from the busiest run of a sweep: its numbers are that run's, named after its folder, and
+    the flag says how many runs the report read."""
     return sanity.busiest_seen(machines(sweep))
 
 
@@ -166,9 +170,9 @@ def compare_configs(
     label_b: str = "",
     loads: dict | None = None,
 ):
-    """Verdict of configuration `a` against `b` (values of `by`) on a per-batch column (seconds: lower is better).
-    With `loads` (loads_by: value -> load per core of its runs) the runs are known to have been made one after the
-    other, and the verdict cannot tell when the load moved between them."""
+    """Verdict of configuration `a` against `b` (values of `by`) on a per-batch column (seconds: lower is
+    better). With `loads` (loads_by: value -> load per core of its runs) the runs are known to have been made
+    one after the other, and the verdict cannot tell when the load moved between them."""
     xa = list(batches.loc[batches[by] == a, column])
     xb = list(batches.loc[batches[by] == b, column])
     design = {} if loads is None else {"interleaved": False, "load_a": loads.get(a), "load_b": loads.get(b)}

@@ -1,11 +1,12 @@
 """Benchmarks that print ratios: the fast path against the lab's baseline, measured in one run.
 
     hpml-lab bench loader          # PIL per-sample pipeline vs batched tensor augmentation, images/s per core
-    hpml-lab bench step            # the lab's baseline (fp32 weights, TF32 convolutions on CUDA, NCHW, PIL loader,
-                                   # 2 workers) vs the fast path
+    hpml-lab bench step            # the lab's baseline (fp32 weights, TF32 convolutions on CUDA, NCHW,
+                                   # PIL loader, 2 workers) vs the fast path
     hpml-lab bench overhead        # one training step with and without the kit's timing instrumentation
     hpml-lab bench stall           # share of step time spent waiting for data, baseline vs fast path
-    hpml-lab bench profile         # torch.profiler: the fast path's step beside the plain script's (speed/reference.py)
+    hpml-lab bench profile         # torch.profiler: the fast path's step beside the plain script's
+                                   # (speed/reference.py)
     hpml-lab bench all             # the five, one after the other (`make bench`)
     hpml-lab bench step --repeats 7 --model resnet18 --batch-size 128 --device cuda
 
@@ -90,9 +91,11 @@ class Settings(StudySettings):
         """From keyword options (None: the default; compile/channels_last also as True/False)."""
         opts = {k: v for k, v in options.items() if v is not None}
         if opts.get("steps") == 0:  # 0 is the default's meaning ("by device"): said, not silently taken
+            by_device = "; ".join(
+                f"{d}: " + ", ".join(f"{b} {n}" for b, n in v.items()) for d, v in STEPS.items()
+            )
             raise ConfigError(
-                "--steps must be at least 1; leave it out for the device's default "
-                f"({'; '.join(f'{d}: ' + ', '.join(f'{b} {n}' for b, n in v.items()) for d, v in STEPS.items())})"
+                f"--steps must be at least 1; leave it out for the device's default ({by_device})"
             )
         unknown = set(opts) - set(cls.field_names())
         if unknown:

@@ -1,12 +1,13 @@
-"""The five measurements behind `hpml-lab bench` (loader, step, overhead, stall, profile), each a function of the options
-and the device that returns its result object; bench.py checks the options, runs one and saves what it returns.
+"""The five measurements behind `hpml-lab bench` (loader, step, overhead, stall, profile), each a function of
+the options and the device that returns its result object; bench.py checks the options, runs one and saves
+what it returns.
 
     from hpml_lab.studies import bench_measure
     bench_measure.BENCHES["step"](opts, device)   # opts: bench.Settings as a dict, completed by bench.run
 
-Compared variants take turns (profiling.interleaved_timed), so slow drift of a shared machine hits them alike; the
-headline ratio is a ratio of medians, and per-round ratios give its spread. Timing goes through hpml_lab.profiling
-(synchronized wall clocks; CUDA events inside train()).
+Compared variants take turns (profiling.interleaved_timed), so slow drift of a shared machine hits them alike;
+the headline ratio is a ratio of medians, and per-round ratios give its spread. Timing goes through
+hpml_lab.profiling (synchronized wall clocks; CUDA events inside train()).
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ def fast_overrides(
     compile: bool | None = None,
     channels_last: bool | None = None,
 ) -> dict[str, Any]:
-    """The fast path's RunConfig fields; None picks by device. On CUDA every option (precision bf16, the whole step
-    compiled and replayed as CUDA graphs); on CPU the tensor-resident loader only, unless asked: bf16 autocast is
-    slower on CPUs without bf16 units, channels_last was no clear win for fp32 on the 2-core development machine,
-    and compilation costs minutes there."""
+    """The fast path's RunConfig fields; None picks by device. On CUDA every option (precision bf16, the whole
+    step compiled and replayed as CUDA graphs); on CPU the tensor-resident loader only, unless asked: bf16
+    autocast is slower on CPUs without bf16 units, channels_last was no clear win for fp32 on the 2-core
+    development machine, and compilation costs minutes there."""
     on_gpu = device.type == "cuda"
     pick = lambda v: on_gpu if v is None else v  # noqa: E731
     return {
@@ -71,8 +72,8 @@ def _fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **cha
 
 
 class _Trainer:
-    """The training step of hpml_lab.training.train (training.Step, compiled whole as train() compiles it), without
-    its bookkeeping, for timing."""
+    """The training step of hpml_lab.training.train (training.Step, compiled whole as train() compiles it),
+    without its bookkeeping, for timing."""
 
     def __init__(self, cfg: RunConfig, device: torch.device):
         self.cfg, self.device = cfg, device
@@ -87,10 +88,10 @@ class _Trainer:
         self._it = None
 
     def next_batch(self):
-        """Next full batch, starting the next epoch when one ends. An epoch's smaller last batch is skipped when
-        the epoch has full ones: a step on fewer images is not the step timed, and under torch.compile its new
-        shape would be compiled inside a timed repeat. (Fetching the skipped batch counts toward the next one's
-        data wait in `bench stall`: once an epoch.)"""
+        """Next full batch, starting the next epoch when one ends. An epoch's smaller last batch is skipped
+        when the epoch has full ones: a step on fewer images is not the step timed, and under torch.compile
+        its new shape would be compiled inside a timed repeat. (Fetching the skipped batch counts toward the
+        next one's data wait in `bench stall`: once an epoch.)"""
         full, last = getattr(self.loader, "batch_size", None) or self.cfg.batch_size, None
         for _ in range(3):  # at most: the rest of this epoch, then a fresh one
             if self._it is None:
@@ -109,8 +110,8 @@ class _Trainer:
         return self._step(x, y)
 
     def epoch(self) -> int:
-        """One whole epoch of the loader from its start (every batch it gives, a PIL loader's partial last batch
-        included; the tensor loader gives full ones), as train() runs it: the images it carried."""
+        """One whole epoch of the loader from its start (every batch it gives, a PIL loader's partial last
+        batch included; the tensor loader gives full ones), as train() runs it: the images it carried."""
         self._it, n = None, 0
         for x, y in self.loader:
             self._step(x, y)
@@ -122,8 +123,8 @@ class _Trainer:
 
 
 def _base_cfg(opts: dict[str, Any], device: torch.device) -> RunConfig:
-    """The baseline: the lab's defaults (ResNet-18, batch 128, fp32 weights (TF32 convolutions on CUDA, torch's
-    default), NCHW, PIL loader, 2 workers)."""
+    """The baseline: the lab's defaults (ResNet-18, batch 128, fp32 weights (TF32 convolutions on CUDA,
+    torch's default), NCHW, PIL loader, 2 workers)."""
     params = {
         "task": "bench",
         "data_root": opts["data_root"],
@@ -243,8 +244,8 @@ def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         tr.close()
     per_image = flops.flops_per_image(base)
     achieved = {}
-    # The baseline's steps wait on the PIL loader (2 workers): an MFU of them would measure the loader. It gets
-    # throughput only; MFU is the fast path's (device-resident tensor loader).
+    # The baseline's steps wait on the PIL loader (2 workers): an MFU of them would measure the loader. It
+    # gets throughput only; MFU is the fast path's (device-resident tensor loader).
     achieved["baseline"] = {
         "images_per_s": base.batch_size / rows["baseline"]["median"],
         "mfu": None,
@@ -283,14 +284,14 @@ def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
 
 
 def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    """What train()'s instrumentation costs a step of the fast configuration (on CUDA: the tensor loader's batch,
-    channels_last, bf16, the whole step compiled with CUDA graphs; the shortest step the kit times, so where
-    instrumentation weighs most), on a fixed, device-resident batch, the loop keeping each step's loss and correct
-    count on the device as train() does. Four variants in interleaved rounds: plain (no clock); train()'s fast-path
-    instrumentation (a host clock around each fetch, device events only every log_every steps: its default on the
-    tensor loader); the baseline path's (an event pair around every step); and that with a per-step synchronize
-    (sync_each_step=True). Ratio = median fast-path instrumented / median plain; the per-round ratios give the
-    spread; the other two are reported beside it."""
+    """What train()'s instrumentation costs a step of the fast configuration (on CUDA: the tensor loader's
+    batch, channels_last, bf16, the whole step compiled with CUDA graphs; the shortest step the kit times, so
+    where instrumentation weighs most), on a fixed, device-resident batch, the loop keeping each step's loss
+    and correct count on the device as train() does. Four variants in interleaved rounds: plain (no clock);
+    train()'s fast-path instrumentation (a host clock around each fetch, device events only every log_every
+    steps: its default on the tensor loader); the baseline path's (an event pair around every step); and that
+    with a per-step synchronize (sync_each_step=True). Ratio = median fast-path instrumented / median plain;
+    the per-round ratios give the spread; the other two are reported beside it."""
     cfg = _fast_cfg(_base_cfg(opts, device), opts, device, num_workers=0)
     tr = _Trainer(cfg, device)
     x, y = tr.next_batch()
@@ -328,10 +329,12 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
         [plain, make(False, False), make(True, False), make(True, True)], device, rounds, opts["warmup"]
     )
     r_fast = [a / b for a, b in zip(fast_s, plain_s)]
-    # Ratio of medians: robust to the sporadic interference of a shared machine; per-round ratios give the spread.
+    # Ratio of medians: robust to the sporadic interference of a shared machine; per-round ratios give the
+    # spread.
     ratio = summarize(fast_s)["median"] / summarize(plain_s)["median"]
-    # The instrumentation's own cost, timed in a tight loop without the step: precise where the A/B ratio is noisy.
-    # (On CUDA a per-step synchronize would also cost lost overlap, which only ratio_with_step_sync sees.)
+    # The instrumentation's own cost, timed in a tight loop without the step: precise where the A/B ratio is
+    # noisy. (On CUDA a per-step synchronize would also cost lost overlap, which only ratio_with_step_sync
+    # sees.)
     n = 2000
     clock = WallClock(device)
     costs = {}
@@ -348,8 +351,8 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
         work.step_times()
         costs[name] = clock.stop() / n
     plain_median = summarize([t / steps for t in plain_s])["median"]
-    # The target (instrumented <= 1.02 x plain) is met only when the 95% interval of the ratio lies under 1.02,
-    # missed only when it lies wholly above; otherwise this run cannot resolve 2% and says so (None).
+    # The target (instrumented <= 1.02 x plain) is met only when the 95% interval of the ratio lies under
+    # 1.02, missed only when it lies wholly above; otherwise this run cannot resolve 2% and says so (None).
     v = compare(
         plain_s, fast_s, "plain", "instrumented", what="step time", interleaved=True
     )  # rounds took turns
@@ -378,9 +381,9 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
         "conclusive": met is not None,
         "verdict": v.as_dict(),
         "note": (
-            "'instrumented' = train()'s fast-path timing (host clock per fetch, device events every log_every "
-            "steps, no synchronize); ratio_per_step_events = the baseline path's event pair around every step; "
-            "ratio_with_step_sync adds sync_each_step=True's synchronize (a no-op on CPU)"
+            "'instrumented' = train()'s fast-path timing (host clock per fetch, device events every "
+            "log_every steps, no synchronize); ratio_per_step_events = the baseline path's event pair "
+            "around every step; ratio_with_step_sync adds sync_each_step=True's synchronize (a no-op on CPU)"
         ),
         "step": tr._step.describe(),
         "config": _cfg_fields(cfg),
@@ -392,8 +395,8 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     training runs them when it does not split data from compute (no synchronize between steps, so the loader's
     work overlaps the device's as it can), against the same steps on one batch already resident on the device,
     in interleaved rounds. Stall = 1 - resident time / fed time, per round (the host-to-device copy counts as
-    data here; the loader's prefetched batches carry over between rounds, a few against `steps`). Synchronizing
-    around each fetch instead would serialise what overlaps in real training."""
+    data here; the loader's prefetched batches carry over between rounds, a few against `steps`).
+    Synchronizing around each fetch instead would serialise what overlaps in real training."""
     base = _base_cfg(opts, device)
     fast = _fast_cfg(base, opts, device)
     out: dict[str, Any] = {"unit": "share of step time lost to data loading (0..1)"}
@@ -462,11 +465,11 @@ def kind_of(name: str) -> str:
 
 
 def profile_summary(events, steps: int, cuda: bool) -> dict[str, Any]:
-    """Per step, from torch.profiler's events: kernels (count and time by kind), the device's busy and idle time
-    between its first and last kernel (idle: the gaps where it waited on the host), and the host's launch calls.
-    On a CPU there are no kernels: its ATen operators that compute (METADATA_OPS left out) stand in, each by its
-    own time (its children's apart, so nothing is counted twice), and gaps are not measured (the host does the
-    work itself)."""
+    """Per step, from torch.profiler's events: kernels (count and time by kind), the device's busy and idle
+    time between its first and last kernel (idle: the gaps where it waited on the host), and the host's launch
+    calls. On a CPU there are no kernels: its ATen operators that compute (METADATA_OPS left out) stand in,
+    each by its own time (its children's apart, so nothing is counted twice), and gaps are not measured (the
+    host does the work itself)."""
     from torch.autograd import DeviceType
 
     if cuda:
@@ -509,13 +512,13 @@ def profile_summary(events, steps: int, cuda: bool) -> dict[str, Any]:
 
 
 def bench_profile(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    """torch.profiler over `steps` steps of the project's fast path (its loader's batch and training.Step, as the
-    speed ladder's fastest configuration at this batch: on CUDA bf16, channels_last, compiled with CUDA graphs)
-    and of the plain script's (speed/reference.py: its own batches and step at the same batch, precision and
-    compile mode) on the same device, each after warm-up steps that compile and capture; per step, each side's
-    kernels by kind, device busy and idle time, launch calls (profile_summary). Ratio: the project's device span
-    per step over the script's (its kernel time on a CPU). Run it first on a GPU: it says where the project's step
-    differs from the framework's plain one."""
+    """torch.profiler over `steps` steps of the project's fast path (its loader's batch and training.Step, as
+    the speed ladder's fastest configuration at this batch: on CUDA bf16, channels_last, compiled with CUDA
+    graphs) and of the plain script's (speed/reference.py: its own batches and step at the same batch,
+    precision and compile mode) on the same device, each after warm-up steps that compile and capture; per
+    step, each side's kernels by kind, device busy and idle time, launch calls (profile_summary). Ratio: the
+    project's device span per step over the script's (its kernel time on a CPU). Run it first on a GPU: it
+    says where the project's step differs from the framework's plain one."""
     from torch.profiler import ProfilerActivity, profile
 
     from .speed.reference import batches as ref_batches
@@ -592,11 +595,11 @@ STALL_FLOOR = 0.005  # a stall share below half a percent is within the timing's
 
 
 def stall_ratio(baseline: float, fast: float, repeats: int = MIN_SAMPLES) -> tuple[float | None, str]:
-    """baseline / fast stall share, and a note; None, with the note saying why, when the shares come from fewer
-    than MIN_SAMPLES repeats (one repeat gave a bare "ratio 0": a share clipped at none, with no spread to tell it
-    from noise), or when either share is within timing noise of none: the fast path's too small to divide by (a
-    share of 1e-12 made a ratio of 5e11 that meant nothing: revnet38 at batch size 1), the baseline's a ratio of
-    about 0 that says nothing."""
+    """baseline / fast stall share, and a note; None, with the note saying why, when the shares come from
+    fewer than MIN_SAMPLES repeats (one repeat gave a bare "ratio 0": a share clipped at none, with no spread
+    to tell it from noise), or when either share is within timing noise of none: the fast path's too small to
+    divide by (a share of 1e-12 made a ratio of 5e11 that meant nothing: revnet38 at batch size 1), the
+    baseline's a ratio of about 0 that says nothing."""
     shares = f"the baseline's stall share is {baseline:.2%}, the fast path's {fast:.2%}"
     if repeats < MIN_SAMPLES:
         gives = "repeat gives" if repeats == 1 else "repeats give"

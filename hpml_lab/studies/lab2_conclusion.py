@@ -29,17 +29,18 @@ def timing_disjoint(cfg, meta) -> bool:
 
 
 def timing_method(cfg, meta) -> list[Finding]:
-    """How train() timed this run, said only as far as its settings make it true: what data loading holds (worker
-    start-up only with workers; a device-resident loader's queued work), how training is timed on this device,
-    whether the two intervals can overlap (sync_each_step, the device), and what the rest of the epoch is."""
+    """How train() timed this run, said only as far as its settings make it true: what data loading holds
+    (worker start-up only with workers; a device-resident loader's queued work), how training is timed on this
+    device, whether the two intervals can overlap (sync_each_step, the device), and what the rest of the epoch
+    is."""
     gpu, synced = on_gpu(meta), bool(cfg.sync_each_step)
     if cfg.loader == "tensor":
         data = (
-            "Data loading is the time next(loader) takes to crop, flip and normalise a batch of the dataset held "
-            "on the device"
+            "Data loading is the time next(loader) takes to crop, flip and normalise a batch of the dataset "
+            "held on the device"
             + (
-                ": on the GPU, without a synchronize after each step, that is only the time to queue the work, "
-                "whose run time falls in neither interval, only in the total"
+                ": on the GPU, without a synchronize after each step, that is only the time to queue the "
+                "work, whose run time falls in neither interval, only in the total"
                 if gpu and not synced
                 else ", its work waited for before the step starts"
                 if gpu
@@ -49,18 +50,21 @@ def timing_method(cfg, meta) -> list[Finding]:
         data = say(data)
     elif cfg.num_workers > 0:
         data = say(
-            "Data loading is the host's wait in next(loader), the start of the loader's worker processes on an "
-            "epoch's first batch included; the host-to-device copy is not data loading but part of training"
+            "Data loading is the host's wait in next(loader), the start of the loader's worker processes on "
+            "an epoch's first batch included; the host-to-device copy is not data loading but part of "
+            "training"
         )
     else:
         data = say(
-            "Data loading is the time next(loader) takes, the training process reading and augmenting each batch "
-            "itself (no worker processes); the host-to-device copy is not data loading but part of training"
+            "Data loading is the time next(loader) takes, the training process reading and augmenting each "
+            "batch itself (no worker processes); the host-to-device copy is not data loading but part of "
+            "training"
         )
     if not gpu:
         timed = say(
-            "Training (copy, forward, backward, optimizer step) is timed with perf_counter: on the CPU the work runs "
-            "as it is issued, so the two intervals never overlap and data loading + training is at most the total"
+            "Training (copy, forward, backward, optimizer step) is timed with perf_counter: on the CPU the "
+            "work runs as it is issued, so the two intervals never overlap and data loading + training is "
+            "at most the total"
         )
     elif synced:
         timed = say(
@@ -70,18 +74,18 @@ def timing_method(cfg, meta) -> list[Finding]:
         )
     else:
         timed = say(
-            "Training (copy, forward, backward, optimizer step) is timed with CUDA events read at the epoch's end, "
-            "and the device is not synchronized between steps (sync_each_step off): the host fetches the next "
-            "batch while the GPU still works, so the two intervals can overlap and data loading + training can "
-            "exceed the total"
+            "Training (copy, forward, backward, optimizer step) is timed with CUDA events read at the "
+            "epoch's end, and the device is not synchronized between steps (sync_each_step off): the host "
+            "fetches the next batch while the GPU still works, so the two intervals can overlap and data "
+            "loading + training can exceed the total"
         )
     total = say(
         "The total is the synchronized wall time of the whole epoch; "
         + (
             "the rest of it is the loop's own work (metrics, Python)"
             if timing_disjoint(cfg, meta)
-            else "where the two intervals overlap, total minus data loading minus training is not the loop's own "
-            "work, and it is not shown"
+            else "where the two intervals overlap, total minus data loading minus training is not the loop's "
+            "own work, and it is not shown"
         )
     )
     # shown on their own (nb.said), each a sentence
@@ -89,8 +93,8 @@ def timing_method(cfg, meta) -> list[Finding]:
 
 
 def best_findings(b, labels: dict, name: str) -> list[Finding]:
-    """Each verdict of a verdict.best() (the best against every other label) as a Finding: a summary over several
-    comparisons states them all, never only the first."""
+    """Each verdict of a verdict.best() (the best against every other label) as a Finding: a summary over
+    several comparisons states them all, never only the first."""
     return [
         say(
             "Against {other}: {v}", other=labels[k], v=v.finding(f"{name} vs {k}", labels[b.label], labels[k])
@@ -148,8 +152,8 @@ def training_sweep(
         ),
     ]
     sequential = say(
-        "The settings ran one after the other, so their per-step times are listed, not compared: a change of the "
-        "machine's load between runs would show up as a difference"
+        "The settings ran one after the other, so their per-step times are listed, not compared: a change of "
+        "the machine's load between runs would show up as a difference"
     )
     if len(samples) < 2:
         head = say("Fewer than two settings trained without diverging, so none can be compared")
@@ -176,16 +180,18 @@ def training_sweep(
             )
         )
         lead = say(
-            "No winner can be named: {names} clearly below chance loss in {e} epochs, so which setting trains "
-            "best is not shown by this run",
+            "No winner can be named: {names} clearly below chance loss in {e} epochs, so which setting "
+            "trains best is not shown by this run",
             names=not_below(at_chance),
             e=epochs,
         )
     elif tied:  # the leaders tie: that is why no winner, whatever the others did
         head = say(
-            "No winner: {best} had the lowest last-epoch loss but cannot be told apart from {n} other settings"
+            "No winner: {best} had the lowest last-epoch loss but cannot be told apart from {n} other "
+            "settings"
             if len(tied) > 1
-            else "No winner: {best} had the lowest last-epoch loss but cannot be told apart from {n} other setting",
+            else "No winner: {best} had the lowest last-epoch loss but cannot be told apart from {n} other "
+            "setting",
             best=bst.label,
             n=counted("settings tied with the lowest loss", len(tied)),
         )
@@ -230,8 +236,8 @@ def training_sweep(
 
 
 def not_below(names: list[str]) -> Finding:
-    """'A did not get' / 'neither A nor B got' / 'A, B and C did not get': a list of settings that stayed at chance,
-    read as a sentence for any count."""
+    """'A did not get' / 'neither A nor B got' / 'A, B and C did not get': a list of settings that stayed at
+    chance, read as a sentence for any count."""
     if len(names) == 1:
         return say("{a} did not get", a=names[0])
     if len(names) == 2:
@@ -286,8 +292,8 @@ def sweep_notes(cfg, out, field: str, shown: dict | None = None) -> list[Finding
             end = Number(f"{name}: last batch loss", float(losses[-1]), "", "measured", n=1)
             lines.append(
                 say(
-                    "{name}'s loss ended far above chance ({end} at the end against the chance loss {chance}): it "
-                    "diverged or has not settled, so it is not a result",
+                    "{name}'s loss ended far above chance ({end} at the end against the chance loss "
+                    "{chance}): it diverged or has not settled, so it is not a result",
                     name=name,
                     end=end,
                     chance=chance,
@@ -300,9 +306,10 @@ def sweep_notes(cfg, out, field: str, shown: dict | None = None) -> list[Finding
             )
             lines.append(
                 say(
-                    # the label does not start the sentence: 'sgd' stays lower-case, 'no BatchNorm' no double negative
-                    "Not clearly below chance: {name} (mean loss over the last fifth {mean} against the chance "
-                    "loss {chance}); it has not learned in this run",
+                    # the label does not start the sentence: 'sgd' stays lower-case, 'no BatchNorm' no double
+                    # negative
+                    "Not clearly below chance: {name} (mean loss over the last fifth {mean} against the "
+                    "chance loss {chance}); it has not learned in this run",
                     name=name,
                     mean=mean,
                     chance=chance,

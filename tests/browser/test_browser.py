@@ -1,10 +1,10 @@
 """JupyterLab in a real browser: the C1 notebook opened and run in headless Chromium, as a student would.
 
 Starts `jupyter lab` on 127.0.0.1 with a token and its own config/runtime folders, drives Debian's Chromium
-through Playwright (`executable_path`: Playwright cannot download its own browser here), runs all cells from the
-Run menu with tiny parameters set in the parameters cell, and checks: the kernel is the project's, no cell
-failed, a widget progress bar rendered with loss and accuracy in it, and the figure appeared. The screenshot is
-kept in the test's temporary folder (jupyterlab-c1.png). Marked `browser`; skipped with the reason without
+through Playwright (`executable_path`: Playwright cannot download its own browser here), runs all cells from
+the Run menu with tiny parameters set in the parameters cell, and checks: the kernel is the project's, no cell
+failed, a widget progress bar rendered with loss and accuracy in it, and the figure appeared. The screenshot
+is kept in the test's temporary folder (jupyterlab-c1.png). Marked `browser`; skipped with the reason without
 Chromium or Playwright (`.ci/run` installs Debian's chromium).
 """
 

@@ -1,9 +1,11 @@
-"""The pages a grader reads, looked at in headless Chromium (issue 31): the index, the C1 report and the bundle,
-made from the suite's real tiny runs of C1 and C3 (rendered once per test run, tests/conftest.py), at a laptop's width (1280 px) and a phone's (390 px). Screenshots are kept in
-the test's temporary folder (<page>-<width>.png, the first screen and the whole page). Checked: the answer box is
-below the title, in the page's own sans-serif type, and its headline is within the first screen; nothing is wider
-than a phone's screen (a wide table scrolls inside its own box); the index's first headline is on its first
-screen at 1280 px and whole at 390 px (each row a card). Marked `browser` and `slow`; skipped without Chromium or Playwright, as tests/browser/test_browser.py.
+"""The pages a grader reads, looked at in headless Chromium (issue 31): the index, the C1 report and the
+bundle, made from the suite's real tiny runs of C1 and C3 (rendered once per test run, tests/conftest.py), at
+a laptop's width (1280 px) and a phone's (390 px). Screenshots are kept in the test's temporary folder
+(<page>-<width>.png, the first screen and the whole page). Checked: the answer box is below the title, in the
+page's own sans-serif type, and its headline is within the first screen; nothing is wider than a phone's
+screen (a wide table scrolls inside its own box); the index's first headline is on its first screen at 1280 px
+and whole at 390 px (each row a card). Marked `browser` and `slow`; skipped without Chromium or Playwright, as
+tests/browser/test_browser.py.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ WIDTHS = {1280: 900, 390: 844}  # width: height of the first screen (a laptop; a
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory, rendered):
-    """reports/ with c1 and c3 as the suite ran them for real (conftest's `rendered`, tiny profile, copied: it is
-    shared), the index and the bundle (no PDF) written over them."""
+    """reports/ with c1 and c3 as the suite ran them for real (conftest's `rendered`, tiny profile, copied: it
+    is shared), the index and the bundle (no PDF) written over them."""
     import shutil
 
     out = tmp_path_factory.mktemp("pages")

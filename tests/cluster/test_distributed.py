@@ -126,9 +126,10 @@ def _run(cmd, tmp_path, env_extra=None):
 
 
 def _one_process_vs_two_ranks(common: list, tmp_path) -> dict:
-    """Train `common` once at batch 16 (task one) and with torchrun on 2 ranks at batch 8 (task ddp); the final
-    weights must match. Returns the single process's weights. The single process is `python -m hpml_lab`'s main
-    called in the test's process, on one thread as each rank (a process of its own only cost its imports)."""
+    """Train `common` once at batch 16 (task one) and with torchrun on 2 ranks at batch 8 (task ddp); the
+    final weights must match. Returns the single process's weights. The single process is `python -m
+    hpml_lab`'s main called in the test's process, on one thread as each rank (a process of its own only cost
+    its imports)."""
     from hpml_lab.__main__ import main
     from hpml_lab.device import torch_threads
 
@@ -236,7 +237,8 @@ def test_distributed_sampler_shards_and_reshuffles_per_epoch():
 def test_tensor_loader_under_ddp_two_ranks_equal_one_process(cifar_root, tmp_path):
     """The fast path under torchrun: each rank holds the data and takes items r, r+2, ... of every epoch's
     permutation (shuffled here), so 2 ranks at batch 8 train exactly as 1 process at batch 16 (augment off).
-    Compiled too (aot_eager: dynamo and AOTAutograd without a C++ build), DDP's wrapper compiled under torchrun."""
+    Compiled too (aot_eager: dynamo and AOTAutograd without a C++ build), DDP's wrapper compiled under
+    torchrun."""
     common = [
         "--model",
         "resnet_tiny",

@@ -1,5 +1,5 @@
-"""`hpml-lab slurm`: sbatch scripts for one node (torchrun --standalone) and several (srun + torchrun, c10d), GPU and
-CPU nodes. What the scripts say; tests/cluster/test_slurm_real.py submits them to a real Slurm."""
+"""`hpml-lab slurm`: sbatch scripts for one node (torchrun --standalone) and several (srun + torchrun, c10d),
+GPU and CPU nodes. What the scripts say; tests/cluster/test_slurm_real.py submits them to a real Slurm."""
 
 import subprocess
 
@@ -90,7 +90,8 @@ def test_multi_node_script(tmp_path):
         ({"gpus": 10**6}, "--gpus must be 0"),
         ({"train_params": {"batch_size": "1e20"}}, "'batch_size' must be int"),
         ({"train_params": {"run_id": "..x"}}, "plain folder name"),
-        # Slurm's own options, each checked when the script is written (sbatch would refuse them at submit time)
+        # Slurm's own options, each checked when the script is written (sbatch would refuse them at submit
+        # time)
         ({"mem": "32GB"}, "--mem takes a size as Slurm reads it"),
         ({"mem": "-1G"}, "--mem takes a size"),
         ({"mem": ""}, "--mem takes a size"),
@@ -193,8 +194,8 @@ def test_notebooks_without_a_device_parameter_still_get_cpu_jobs(tmp_path):
 
 
 def test_slurms_own_options_are_written_as_sbatch_reads_them(tmp_path, monkeypatch):
-    """--mem, --account, --partition, --gres (which replaces --gpus-per-node and gives the GPU count) and --python
-    (the interpreter every step runs, written into the script: no HPML_PYTHON to remember)."""
+    """--mem, --account, --partition, --gres (which replaces --gpus-per-node and gives the GPU count) and
+    --python (the interpreter every step runs, written into the script: no HPML_PYTHON to remember)."""
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "j.sbatch"
     argv = ["slurm", "c2", "--mem", "32g", "--account", "hpml-class", "--partition", "rtx8000"]

@@ -1,7 +1,7 @@
-"""`hpml-lab slurm ... --container IMAGE [--overlay FILE:ro] [--bind SRC:DST]`: every step of the job runs inside
-`apptainer exec` (or `singularity exec`). Apptainer is not installed here, so the scripts are run by bash with a
-stand-in container command on PATH that records its arguments: the exact command lines, the checks before the
-first step, and hostile paths (spaces, quotes, `$(...)`) reaching the container command intact.
+"""`hpml-lab slurm ... --container IMAGE [--overlay FILE:ro] [--bind SRC:DST]`: every step of the job runs
+inside `apptainer exec` (or `singularity exec`). Apptainer is not installed here, so the scripts are run by
+bash with a stand-in container command on PATH that records its arguments: the exact command lines, the checks
+before the first step, and hostile paths (spaces, quotes, `$(...)`) reaching the container command intact.
 tests/cluster/test_slurm_real.py runs such a job under a real Slurm."""
 
 import os
@@ -175,7 +175,8 @@ def test_bad_container_options_are_one_line(kw, match):
 
 
 def test_writing_the_job_notes_files_this_machine_lacks(tmp_path, monkeypatch, capsys):
-    """Written on a login node for another node: a missing image is a note (the job checks it), not an error."""
+    """Written on a login node for another node: a missing image is a note (the job checks it), not an
+    error."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "lab.sif").write_text("x")
     out = str(tmp_path / "j.sbatch")
@@ -184,9 +185,9 @@ def test_writing_the_job_notes_files_this_machine_lacks(tmp_path, monkeypatch, c
     assert f"note: {tmp_path}/gone.ext3 is not on this machine" in printed and "lab.sif is not" not in printed
 
 
-# `hpml-lab overlay`: the script that puts hpml-lab's environment into an overlay. Its full run (an environment
-# made, packages installed, the kernel registered, then a job run with that Python under a real Slurm) is
-# tests/cluster/test_slurm_real.py::test_c2_runs_with_the_python_of_an_overlay_hpml_lab_prepared.
+# `hpml-lab overlay`: the script that puts hpml-lab's environment into an overlay. Its full run (an
+# environment made, packages installed, the kernel registered, then a job run with that Python under a real
+# Slurm) is tests/cluster/test_slurm_real.py::test_c2_runs_with_the_python_of_an_overlay_hpml_lab_prepared.
 
 
 @pytest.mark.parametrize(
@@ -215,9 +216,10 @@ def test_bad_overlay_options_are_one_line(kw, match):
 
 def test_the_overlay_script_makes_the_overlay_then_installs_inside_it(tmp_path, monkeypatch, capsys):
     """The script's command lines, with a stand-in container command that records them and runs nothing:
-    `overlay create` for a missing overlay (its size in MiB), then one `exec` with the overlay writable that runs
-    the install with the environment's folder, this checkout, torch's index (--cuda) and no base Python. An
-    overlay that exists is not made again; a missing image or no container command stops it before any step."""
+    `overlay create` for a missing overlay (its size in MiB), then one `exec` with the overlay writable that
+    runs the install with the environment's folder, this checkout, torch's index (--cuda) and no base Python.
+    An overlay that exists is not made again; a missing image or no container command stops it before any
+    step."""
     from hpml_lab.report import overlay
 
     monkeypatch.chdir(tmp_path)
@@ -256,8 +258,8 @@ def test_the_overlay_script_makes_the_overlay_then_installs_inside_it(tmp_path, 
 
 
 def test_the_overlay_install_refuses_a_python_older_than_3_11(tmp_path):
-    """Inside the container (the stand-in runs the install on this host): a base Python that is not 3.11 or newer
-    stops the install in one line, before any environment is made."""
+    """Inside the container (the stand-in runs the install on this host): a base Python that is not 3.11 or
+    newer stops the install in one line, before any environment is made."""
     import sys
 
     from slurm_local import apptainer_stand_in

@@ -167,7 +167,8 @@ def _ddp_job(
         script, work, env={**(_job_env() if job_env is None else job_env), **(env or {})}, timeout_s=400
     )
     assert (job.returncode, job.state) == (0, "COMPLETED"), job.output[-6000:] + cluster.logs()[-3000:]
-    # The torchrun step: `world` ranks over the allocation, weights equal to one process at the same global batch.
+    # The torchrun step: `world` ranks over the allocation, weights equal to one process at the same global
+    # batch.
     _assert_same_weights(work / "ddp.pt", reference)
     ddp = [m for m in _runs(work, task) if m["run_id"].startswith(f"ddp{world}-")]
     assert len(ddp) == 1 and ddp[0]["status"] == "complete"
@@ -186,20 +187,21 @@ def _ddp_job(
     return job
 
 
-# Batches per epoch of each C6 run in the time-limit test (2 epochs; tiny's 2 batches would make a run shorter than
-# the warning's way to the step). It was every batch for 3 epochs (63 batches of 16: 15-20 s a run at load 8, 3 of
-# the test's minutes); 32 steps are a few seconds a run, and the stop must only reach the step before the four runs
-# after the first are done (with 12 a run, the first job stopped with 1 of 5 complete at load 7; 16 for margin).
+# Batches per epoch of each C6 run in the time-limit test (2 epochs; tiny's 2 batches would make a run shorter
+# than the warning's way to the step). It was every batch for 3 epochs (63 batches of 16: 15-20 s a run at
+# load 8, 3 of the test's minutes); 32 steps are a few seconds a run, and the stop must only reach the step
+# before the four runs after the first are done (with 12 a run, the first job stopped with 1 of 5 complete at
+# load 7; 16 for margin).
 SWEEP_BATCHES = 16
 
 
 def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_root, tmp_path):
-    """A 4-minute limit with the warning (USR1 to the batch shell) 60 s before it, which Slurm would send about
-    3 minutes in (its documentation allows up to a minute early; 19 to 20 s early seen here). The test sends the
-    same signal the same way (`scancel --batch --signal=USR1`) once the first run of the C6 notebook's sweep of
-    five is complete, so the stop always falls inside the sweep, on a fast machine or a loaded one. The job stops
-    cleanly; submitted again (with more time) it skips the complete training run, reuses exactly the sweep runs
-    the first job completed, and finishes."""
+    """A 4-minute limit with the warning (USR1 to the batch shell) 60 s before it, which Slurm would send
+    about 3 minutes in (its documentation allows up to a minute early; 19 to 20 s early seen here). The test
+    sends the same signal the same way (`scancel --batch --signal=USR1`) once the first run of the C6
+    notebook's sweep of five is complete, so the stop always falls inside the sweep, on a fast machine or a
+    loaded one. The job stops cleanly; submitted again (with more time) it skips the complete training run,
+    reuses exactly the sweep runs the first job completed, and finishes."""
     work = tmp_path / "work"
     work.mkdir()
     script = _write_script(
@@ -275,24 +277,25 @@ def test_time_limit_stops_cleanly_and_a_resubmitted_job_resumes(cluster, cifar_r
     assert len(runs) == 6 and all(m["status"] == "complete" for m in runs)
     assert json.loads((work / "reports" / "executed" / "c6.json").read_text())["status"] == "ok"
     print(
-        f"time limit: the first job stopped after {first.seconds:.0f} s (the test's USR1 sent {sent[0]:.0f} s in) "
-        f"with the training run and "
-        f"{len(done_first)} of 5 sweep runs complete; the second reused them and finished in {second.seconds:.0f} s"
+        f"time limit: the first job stopped after {first.seconds:.0f} s (the test's USR1 sent {sent[0]:.0f} "
+        f"s in) with the training run and {len(done_first)} of 5 sweep runs complete; the second reused "
+        f"them and finished in {second.seconds:.0f} s"
     )
 
 
 def _stand_in(tmp_path: Path) -> dict[str, str]:
-    """A stand-in `apptainer` first on PATH (tests/slurm_local.py); it logs each call's arguments to CT_LOG."""
+    """A stand-in `apptainer` first on PATH (tests/slurm_local.py); it logs each call's arguments to
+    CT_LOG."""
     return apptainer_stand_in(tmp_path, sys.executable)
 
 
 def test_a_job_across_two_nodes_in_a_container(cluster, cifar_root, tmp_path, reference):
-    """Two slurmd daemons on this host are two nodes: srun starts the container command once per node (n1, n2),
-    not once per task of the allocation, and torchrun inside each starts 2 ranks, c10d rendezvous on the first
-    node's NodeAddr: 4 ranks at batch 8 give one process's weights at 32. The notebook step is left out
-    (--no-report): the one-node container job runs it. (One job for what were two: the plain job across two nodes
-    ran the same srun and torchrun lines without the container prefix, which tests/cluster/test_slurm.py checks
-    in the script.)"""
+    """Two slurmd daemons on this host are two nodes: srun starts the container command once per node (n1,
+    n2), not once per task of the allocation, and torchrun inside each starts 2 ranks, c10d rendezvous on the
+    first node's NodeAddr: 4 ranks at batch 8 give one process's weights at 32. The notebook step is left out
+    (--no-report): the one-node container job runs it. (One job for what were two: the plain job across two
+    nodes ran the same srun and torchrun lines without the container prefix, which tests/cluster/test_slurm.py
+    checks in the script.)"""
     work = tmp_path / "work"
     work.mkdir()
     (work / "lab.sif").write_text("a stand-in image")
@@ -305,20 +308,22 @@ def test_a_job_across_two_nodes_in_a_container(cluster, cifar_root, tmp_path, re
     assert len(calls) == 3 and len(torchruns) == 2, calls  # the dataset check, one torchrun per node
     assert all(c[:3] == ["exec", f"{work}/lab.sif", sys.executable] for c in calls), calls
     print(
-        f"{cluster.version}: c1 in a stand-in container, 2 nodes x 2 ranks, job {job.id} took {job.seconds:.0f} s"
+        f"{cluster.version}: c1 in a stand-in container, 2 nodes x 2 ranks, job {job.id} took "
+        f"{job.seconds:.0f} s"
     )
 
 
 def test_c2_runs_with_the_python_of_an_overlay_hpml_lab_prepared(cluster, cifar_root, tmp_path, reference):
     """The cluster as it is, end to end: `hpml-lab overlay` writes the script that fills an overlay (a folder
-    stands in for the ext3 image, which cannot be made here); run through the stand-in `apptainer` it makes the
-    environment at /ext3/env with the image's python3 (this interpreter's), installs hpml-lab with its pins (uv,
-    from make setup's cache, offline) and registers the `hpml-lab` kernel there. Then `hpml-lab slurm c2
-    --container lab.sif --overlay overlay.ext3:ro --python /ext3/env/bin/python --mem 32G --account X` (on CPU
-    nodes: --gpus 0 --ntasks-per-node 2) runs under the real Slurm with no HPML_PYTHON or PYTHONPATH: the dataset
-    check, the torchrun step (2 ranks, --standalone, the weights of one process at the same global batch) and the
-    notebook step (one process, not a rank) each go through the container command with that Python, and the job
-    completes with its report. Apptainer itself, ext3 images and --nv on GPUs are not run here."""
+    stands in for the ext3 image, which cannot be made here); run through the stand-in `apptainer` it makes
+    the environment at /ext3/env with the image's python3 (this interpreter's), installs hpml-lab with its
+    pins (uv, from make setup's cache, offline) and registers the `hpml-lab` kernel there. Then `hpml-lab
+    slurm c2 --container lab.sif --overlay overlay.ext3:ro --python /ext3/env/bin/python --mem 32G --account
+    X` (on CPU nodes: --gpus 0 --ntasks-per-node 2) runs under the real Slurm with no HPML_PYTHON or
+    PYTHONPATH: the dataset check, the torchrun step (2 ranks, --standalone, the weights of one process at the
+    same global batch) and the notebook step (one process, not a rank) each go through the container command
+    with that Python, and the job completes with its report. Apptainer itself, ext3 images and --nv on GPUs
+    are not run here."""
     uv = Path(sys.executable).parent / "uv"
     if not uv.is_file():
         pytest.skip(
@@ -382,6 +387,6 @@ def test_c2_runs_with_the_python_of_an_overlay_hpml_lab_prepared(cluster, cifar_
     assert calls[2][5:9] == ["-m", "hpml_lab.report.cli", "run", "c2"]
     assert "container: apptainer exec --overlay" in job.output
     print(
-        f"{cluster.version}: c2 in a stand-in container with the Python of an overlay hpml-lab filled, 1 node x "
-        f"2 ranks, job {job.id} took {job.seconds:.0f} s"
+        f"{cluster.version}: c2 in a stand-in container with the Python of an overlay hpml-lab filled, 1 "
+        f"node x 2 ranks, job {job.id} took {job.seconds:.0f} s"
     )

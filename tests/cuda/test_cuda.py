@@ -1,4 +1,5 @@
-"""Every CUDA path, checked where a GPU is (`pytest -m cuda`, the GPU check kit's tests stage); skipped elsewhere."""
+"""Every CUDA path, checked where a GPU is (`pytest -m cuda`, the GPU check kit's tests stage); skipped
+elsewhere."""
 
 import pickle
 import subprocess
@@ -140,8 +141,8 @@ def test_timing_invariants_hold_with_sync_each_step_off(cifar_root, tmp_path):
     run = train(cfg, write=False)
     ep = run.epochs
     assert (ep["train_s"] > 0).all() and (ep["data_s"] >= 0).all()
-    # the fast path's timing: the device's time over intervals of log_every steps, which the host's queuing of the
-    # batches (data_s) overlaps, so each is within the epoch's wall time, not their sum
+    # the fast path's timing: the device's time over intervals of log_every steps, which the host's queuing of
+    # the batches (data_s) overlaps, so each is within the epoch's wall time, not their sum
     assert run.meta["timing"] == "interval"
     for col in ("train_s", "data_s"):
         assert (ep[col] <= ep["total_s"] * 1.001 + 1e-4).all(), ep[["data_s", "train_s", "total_s"]]
@@ -174,7 +175,8 @@ def _step(cfg, compile):
 
 
 def test_the_graphed_step_makes_no_host_sync(cifar_root, tmp_path):
-    """CUDA's own check: any synchronizing call in the steady-state step raises (torch.cuda.set_sync_debug_mode)."""
+    """CUDA's own check: any synchronizing call in the steady-state step raises
+    (torch.cuda.set_sync_debug_mode)."""
     from hpml_lab.data.gpu_loader import TensorLoader
 
     cfg = _fast(cifar_root, tmp_path, precision="bf16", compile=True, compile_mode="reduce-overhead")
@@ -195,8 +197,8 @@ def test_the_graphed_step_makes_no_host_sync(cifar_root, tmp_path):
 
 
 def test_the_graphed_step_updates_the_weights_as_the_eager_step_does(cifar_root, tmp_path):
-    """The issue's compiled run at lr 0.4 sat at chance: one graphed step must move every weight as the eager one
-    (fp32: TF32 off, so the two differ by rounding), and a few more keep the losses together."""
+    """The issue's compiled run at lr 0.4 sat at chance: one graphed step must move every weight as the eager
+    one (fp32: TF32 off, so the two differ by rounding), and a few more keep the losses together."""
     from hpml_lab.data.gpu_loader import TensorLoader
     from hpml_lab.flops import tf32
 

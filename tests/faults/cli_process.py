@@ -1,6 +1,7 @@
-"""Shared shapes of the fault tests that need a real process: an hpml-lab command (`python -m MODULE`, this tree
-first on PYTHONPATH) in a subprocess, with its own output folder (and temporary folder, where its kernel's
-sockets go) when given one; a run of C1 at the tiny profile; a wait with a deadline; the kernels a run started."""
+"""Shared shapes of the fault tests that need a real process: an hpml-lab command (`python -m MODULE`, this
+tree first on PYTHONPATH) in a subprocess, with its own output folder (and temporary folder, where its
+kernel's sockets go) when given one; a run of C1 at the tiny profile; a wait with a deadline; the kernels a
+run started."""
 
 import os
 import subprocess

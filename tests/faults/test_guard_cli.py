@@ -142,7 +142,8 @@ def test_a_results_folder_under_a_file_names_the_run_folder_not_the_attempt(tmp_
     "what", ["meta is /dev/zero", "epochs.csv is a FIFO", "meta too big", "answer is a FIFO"]
 )
 def test_result_files_that_would_block_or_never_end_are_refused(what, tmp_path, monkeypatch):
-    """Each read here used to block (a FIFO) or grow without end (/dev/zero); a worker thread bounds the wait."""
+    """Each read here used to block (a FIFO) or grow without end (/dev/zero); a worker thread bounds the
+    wait."""
     import threading
 
     from hpml_lab import results
@@ -288,9 +289,10 @@ def test_save_model_to_dev_stdout_is_refused_before_training(tmp_path, cifar_roo
     ],
 )
 def test_values_that_cannot_run_are_refused_before_compute(argv, needle, capsys, out, tmp_path):
-    """rev_stages=1e6 ended in a MemoryError after 86 s in the kernel, cpu_threads=1e9 killed it, budget_gb=1e-300
-    a ZeroDivisionError; c2 and c5 with one epoch described a warm-up epoch as measured; cifar10 in the Tiny
-    ImageNet task was a BatchNorm ValueError. Each is one line before the dataset is even looked at."""
+    """rev_stages=1e6 ended in a MemoryError after 86 s in the kernel, cpu_threads=1e9 killed it,
+    budget_gb=1e-300 a ZeroDivisionError; c2 and c5 with one epoch described a warm-up epoch as measured;
+    cifar10 in the Tiny ImageNet task was a BatchNorm ValueError. Each is one line before the dataset is even
+    looked at."""
     t0 = time.monotonic()
     assert cli.main([*argv, "-p", f"data_root={tmp_path / 'no-data-here'}"]) == 2
     err = capsys.readouterr().err
@@ -353,7 +355,8 @@ def test_a_stall_ratio_over_a_share_within_noise_is_no_ratio_with_its_reason():
 
 
 def test_bench_stall_from_a_single_repeat_says_it_cannot_give_a_ratio(cifar_root, out, capsys):
-    """Issue 43: `bench stall` from one repeat printed a bare "ratio 0" (a share clipped at none, no spread)."""
+    """Issue 43: `bench stall` from one repeat printed a bare "ratio 0" (a share clipped at none, no
+    spread)."""
     argv = ["bench", "stall", "--data-root", cifar_root, "--model", "resnet_tiny", "--batch-size", "8"]
     argv += ["--repeats", "1", "--warmup", "0", "--steps", "1", "--num-workers", "0", "--device", "cpu"]
     assert cli.main([str(a) for a in argv]) == 0
@@ -365,8 +368,9 @@ def test_bench_stall_from_a_single_repeat_says_it_cannot_give_a_ratio(cifar_root
 
 
 def test_every_number_a_study_takes_is_bounded_before_compute():
-    """Issue 43: the pre-run check is shared, so a new task cannot skip it: every study's settings (each registered
-    task's and the benchmarks') give a range for every number they take, and a value far outside it is one line."""
+    """Issue 43: the pre-run check is shared, so a new task cannot skip it: every study's settings (each
+    registered task's and the benchmarks') give a range for every number they take, and a value far outside it
+    is one line."""
     import typing
     from dataclasses import fields
 

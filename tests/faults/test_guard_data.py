@@ -574,7 +574,8 @@ def test_root_that_is_a_file_is_one_line(tmp_path, capsys):
     assert (tmp_path / "f").read_text() == "mine"
 
 
-# ------------------------------------------------------------------ SIGTERM and Ctrl-C leave no temporary folder
+# ------------------------------------------------------------------ SIGTERM and Ctrl-C leave no temporary
+# folder
 def _temporaries(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.name.startswith("."))
 
@@ -649,7 +650,8 @@ def test_disk_full_mid_synth_names_the_target_and_leaves_nothing(tmp_path, capsy
     assert "data_batch_3" not in err and list(tmp_path.iterdir()) == []
 
 
-# ------------------------------------------------------------------ issue 30: files planted in a shared data folder
+# ------------------------------------------------------------------ issue 30: files planted in a shared data
+# folder
 def _tin_copy(small_zip, root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / tin.ARCHIVE).write_bytes(small_zip)
@@ -681,8 +683,9 @@ CACHES = {  # dataset, cache file, folder
 def test_a_cache_file_planted_in_the_data_folder_is_refused_never_written_through(
     case, plant, cifar_copy, small_zip, tmp_path
 ):
-    """Issue 30: a link in place of a cache made the next run overwrite the file it names with the cache's JSON;
-    a FIFO blocked the run for ever; /dev/zero read until memory ran out. Each is one line, nothing written."""
+    """Issue 30: a link in place of a cache made the next run overwrite the file it names with the cache's
+    JSON; a FIFO blocked the run for ever; /dev/zero read until memory ran out. Each is one line, nothing
+    written."""
     from hpml_lab.data import DatasetError
     from hpml_lab.data import checks as dchecks
 
@@ -788,7 +791,8 @@ def test_a_zip_the_user_put_in_root_is_never_deleted(damage, small_zip, tmp_path
 
 # ------------------------------------------------------------------ issue 30: servers that do not speak HTTP
 def _raw_server(answer: bytes) -> str:
-    """A server on 127.0.0.1 that answers every connection with `answer`, raw, then closes (for 20 s at most)."""
+    """A server on 127.0.0.1 that answers every connection with `answer`, raw, then closes (for 20 s at
+    most)."""
     import socket
     import threading
 
@@ -850,9 +854,10 @@ def test_a_root_under_an_unknown_user_is_one_line(capsys, tmp_path, monkeypatch)
 # ==== moved from test_hostile_more.py (issue 22's second pass)
 # ---- the dataset's content is part of a run's identity
 def _set_first_label(folder, label=None):
-    """The first label of data_batch_1 changed in place (to `label`, or to the next class), the file's size and
-    modification time kept, as an edit followed by `touch -r` leaves them: only its bytes and change time differ.
-    The synthesizer writes protocol-2 pickles: the labels list is `(` then one `K <byte>` per label."""
+    """The first label of data_batch_1 changed in place (to `label`, or to the next class), the file's size
+    and modification time kept, as an edit followed by `touch -r` leaves them: only its bytes and change time
+    differ. The synthesizer writes protocol-2 pickles: the labels list is `(` then one `K <byte>` per
+    label."""
     p = folder / "cifar-10-batches-py" / "data_batch_1"
     st = p.stat()
     raw = bytearray(p.read_bytes())
@@ -911,7 +916,8 @@ def test_a_run_recorded_before_fingerprints_is_still_the_same_data():
 
 def test_a_stale_check_cache_does_not_pass_edited_data(tmp_path, cifar_root, capsys):
     """Bad data (a label of 10) written with the file's size and time kept: the check's cache, keyed also by
-    the change time, reads it again and refuses it up front (one line, exit 2) instead of every run failing."""
+    the change time, reads it again and refuses it up front (one line, exit 2) instead of every run
+    failing."""
     import shutil
 
     from hpml_lab.data import cifar
@@ -1115,10 +1121,10 @@ def test_a_temporary_folder_of_a_live_process_is_kept(tmp_path):
 
 
 def test_another_hosts_temporaries_are_judged_by_age_not_by_a_pid_of_this_host(tmp_path):
-    """A data folder shared by cluster nodes: another node's live temporary folder named a pid that is dead here,
-    and the next data command on this node removed it. Names now carry their host: this host's are removed when
-    their process ended, another host's only when untouched for a day; names from before hosts were named are
-    judged as this host's."""
+    """A data folder shared by cluster nodes: another node's live temporary folder named a pid that is dead
+    here, and the next data command on this node removed it. Names now carry their host: this host's are
+    removed when their process ended, another host's only when untouched for a day; names from before hosts
+    were named are judged as this host's."""
     import subprocess
     import time
 
@@ -1223,10 +1229,11 @@ def test_a_part_file_that_is_a_link_or_folder_is_refused_not_appended_to(kind, t
     assert victim.read_text() == "precious"
 
 
-# ------------------------------------------------------------------ issue 30: unreadable files, as a user who is not root
+# ------------------------------------------------------------------ issue 30: unreadable files, as a user who
+# is not root
 def _as_nobody() -> list[str]:
-    """The command prefix that runs a process as `nobody` without root's capabilities, or a skip saying why not
-    (CI runs as root, and root reads every file: an unreadable-file case means nothing as root)."""
+    """The command prefix that runs a process as `nobody` without root's capabilities, or a skip saying why
+    not (CI runs as root, and root reads every file: an unreadable-file case means nothing as root)."""
     prefix = [
         "setpriv",
         "--reuid=nobody",
@@ -1237,8 +1244,9 @@ def _as_nobody() -> list[str]:
     ]
     if not shutil.which("setpriv"):
         pytest.skip("setpriv is not installed: cannot run as nobody")
-    # The premise is that nobody can start this Python, import this checkout and find its root from here: a clone
-    # under a folder only root may enter (as `mktemp -d` makes) breaks it, and the test then has nothing to say.
+    # The premise is that nobody can start this Python, import this checkout and find its root from here: a
+    # clone under a folder only root may enter (as `mktemp -d` makes) breaks it, and the test then has nothing
+    # to say.
     checkout = str(Path(__file__).resolve().parents[2])
     try:
         probe = subprocess.run(
@@ -1251,8 +1259,9 @@ def _as_nobody() -> list[str]:
         pytest.skip(f"cannot run a process as nobody here ({e})")
     if probe.returncode != 0:
         pytest.skip(
-            f"nobody cannot run {sys.executable} with this checkout ({checkout}) here: the interpreter or the "
-            f"checkout lies in a folder only root may enter ({(probe.stderr.decode(errors='replace').strip().splitlines() or [''])[-1][:160]})"
+            f"nobody cannot run {sys.executable} with this checkout ({checkout}) here: the interpreter or "
+            f"the checkout lies in a folder only root may enter "
+            f"({(probe.stderr.decode(errors='replace').strip().splitlines() or [''])[-1][:160]})"
         )
     return prefix
 

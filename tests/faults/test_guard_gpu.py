@@ -1,8 +1,8 @@
 """Issue 43, the GPU check kit under hostile input: archives and manifests that came home (paths out of the
-destination, links, a flipped byte, a cut-short or damaged tar, manifests of the wrong shape), two unpacks at once,
-and a command given unknown units, a bad --limit or an $OUT it cannot write, or an $OUT that fills mid-job. Each
-case ends in one line (exit status 2 from the command line) and loses nothing: a refused archive writes nothing,
-and nothing outside the destination is written or removed."""
+destination, links, a flipped byte, a cut-short or damaged tar, manifests of the wrong shape), two unpacks at
+once, and a command given unknown units, a bad --limit or an $OUT it cannot write, or an $OUT that fills
+mid-job. Each case ends in one line (exit status 2 from the command line) and loses nothing: a refused archive
+writes nothing, and nothing outside the destination is written or removed."""
 
 import gzip
 import io
@@ -28,7 +28,8 @@ QUIET = {"log": lambda *a: None}
 
 
 def _snapshot(root: Path) -> dict:
-    """Every file and link under root with its bytes (a link: where it points): what 'nothing changed' compares."""
+    """Every file and link under root with its bytes (a link: where it points): what 'nothing changed'
+    compares."""
     if not root.exists():
         return {}
     return {
@@ -62,8 +63,8 @@ def _file(name: str, data: bytes) -> tuple[tarfile.TarInfo, bytes]:
 
 
 def _archive(path: Path, manifest, files: dict[str, bytes], extra=()) -> Path:
-    """A tar.gz as the kit packs one: GPU/manifest.json (a dict as JSON, or the bytes given) and GPU/<rel> files;
-    `extra`: more members as (TarInfo, bytes)."""
+    """A tar.gz as the kit packs one: GPU/manifest.json (a dict as JSON, or the bytes given) and GPU/<rel>
+    files; `extra`: more members as (TarInfo, bytes)."""
     data = manifest if isinstance(manifest, bytes) else json.dumps(manifest).encode()
     members = [_file(f"{GPU}/manifest.json", data)] + [_file(f"{GPU}/{r}", b) for r, b in files.items()]
     path.write_bytes(gzip.compress(_tar(members + list(extra))))
@@ -95,8 +96,8 @@ def _refused(argv, capsys, *needles) -> str:
 # ---- paths out of the destination, in an archive's members or its manifest's file lists
 @pytest.mark.parametrize("rel", ["../../../victim.txt", "/ABS/victim.txt", "reports/../../../victim.txt"])
 def test_a_manifest_listing_a_file_outside_its_folder_is_refused_and_removes_nothing(tmp_path, capsys, rel):
-    """The issue's case: a manifest listing GPU-X/../../../victim.txt as a unit's file, then a newer record for
-    that unit, printed 'removed' and the file outside the destination was gone."""
+    """The issue's case: a manifest listing GPU-X/../../../victim.txt as a unit's file, then a newer record
+    for that unit, printed 'removed' and the file outside the destination was gone."""
     victim = tmp_path / "victim.txt"
     victim.write_text("a classmate's file")
     rel = rel.replace("/ABS", str(tmp_path))
@@ -199,8 +200,8 @@ def _flipped(path: Path, at: int) -> Path:
 
 @pytest.mark.parametrize("damage", ["crc", "length", "data", "cut"])
 def test_an_archive_whose_gzip_stream_does_not_check_is_refused(tmp_path, capsys, damage):
-    """The issue's case: one flipped byte (gzip -t reports a CRC error) unpacked with exit 0 and a file of another
-    sha256. Now the stream is read to its end, CRC and length checked, before anything is written."""
+    """The issue's case: one flipped byte (gzip -t reports a CRC error) unpacked with exit 0 and a file of
+    another sha256. Now the stream is read to its end, CRC and length checked, before anything is written."""
     dest, before = _unpacked_once(tmp_path)
     a = _archive(
         tmp_path / "a.tar.gz",
@@ -222,8 +223,9 @@ def _regzipped(path: Path, edit) -> Path:
 
 
 def test_a_tar_whose_member_is_cut_short_or_whose_header_is_damaged_is_refused(tmp_path, capsys):
-    """A valid gzip stream around a damaged tar: a member shorter than its header says, or a later header whose
-    checksum fails (tarfile ends its listing there without a word, and the members after it were dropped)."""
+    """A valid gzip stream around a damaged tar: a member shorter than its header says, or a later header
+    whose checksum fails (tarfile ends its listing there without a word, and the members after it were
+    dropped)."""
     dest, before = _unpacked_once(tmp_path)
     files = {"reports/c1.html": b"<html>c1</html>" * 100, "results/c1/metrics.csv": b"1,2\n" * 400}
     m = _manifest(200.0, {"c1": _record(200.0, sorted(files))})
@@ -302,9 +304,9 @@ UNPACK = "import sys\nfrom hpml_lab.gpu import unpack\nunpack.unpack(sys.argv[1]
 
 
 def test_two_unpacks_at_once_both_end_listed(tmp_path):
-    """The issue's case: two unpacks at once both exited 0, c2's page was on disk, the manifest listed only c1 and
-    the index said c2 'not run'. Now an unpack holds a lock on the destination: while one holds it (here the
-    test), the others wait and write nothing; then each merges what the one before it wrote."""
+    """The issue's case: two unpacks at once both exited 0, c2's page was on disk, the manifest listed only c1
+    and the index said c2 'not run'. Now an unpack holds a lock on the destination: while one holds it (here
+    the test), the others wait and write nothing; then each merges what the one before it wrote."""
     dest = tmp_path / "home"
     dest.mkdir()
     archives = [
@@ -344,7 +346,8 @@ def test_two_unpacks_at_once_both_end_listed(tmp_path):
 # ---- a command checks what it is given before anything is written
 @pytest.fixture
 def node_tree(tmp_path, monkeypatch):
-    """A tree as the GPU machine gets it, here: HPML_LAB_HOME a folder of the test's (its data/ and reports/gpu/)."""
+    """A tree as the GPU machine gets it, here: HPML_LAB_HOME a folder of the test's (its data/ and
+    reports/gpu/)."""
     home = tmp_path / "tree"
     home.mkdir()
     monkeypatch.setenv("HPML_LAB_HOME", str(home))
@@ -427,9 +430,10 @@ run.run(None, "cpu", sys.argv[1], ["c1", "c2", "c3"], pack_to=sys.argv[2])
 
 
 def test_an_out_that_fills_mid_job_is_recorded_and_the_next_units_run(tmp_path):
-    """Files may grow to 100 kB (a full disk as the fault tests make one): c1's archive fits, the archive with c2
-    does not. The command records the error, leaves no cut-short .tmp in $OUT and the last whole archive in place,
-    runs c3, and ends as usual (before: an OSError traceback from pack, a 0-byte .tar.gz.tmp, c3 never ran)."""
+    """Files may grow to 100 kB (a full disk as the fault tests make one): c1's archive fits, the archive with
+    c2 does not. The command records the error, leaves no cut-short .tmp in $OUT and the last whole archive in
+    place, runs c3, and ends as usual (before: an OSError traceback from pack, a 0-byte .tar.gz.tmp, c3 never
+    ran)."""
     node_out, out = tmp_path / "node" / "cpu-dry-run", tmp_path / "OUT"
     env = {**os.environ, **NO_BYTECODE, "PYTHONPATH": TREE, "HPML_LAB_HOME": str(tmp_path / "node")}
     r = subprocess.run(

@@ -306,7 +306,8 @@ def _limited(limit):
 
 # The environment a process under _limited needs: no bytecode written. Python writes a module's .pyc with one
 # unchecked write(), so at the limit it put a cut-short file in place (30,000 bytes of executing.py's, for
-# IPython's tracebacks), and every later process that imported the module failed with "marshal data too short".
+# IPython's tracebacks), and every later process that imported the module failed with "marshal data too
+# short".
 NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
 
 
@@ -354,9 +355,9 @@ def test_a_full_disk_while_the_notebook_is_written_keeps_nothing_cut_short(cifar
 
 @pytest.mark.slow
 def test_a_full_disk_during_a_rerun_keeps_the_complete_report(rendered, tmp_path):
-    """Issue 43: a full disk while `hpml-lab run c1` reran deleted the complete report it was to replace (page,
-    answer record, executed notebook and the set-aside copy). The first run is the suite's shared tiny render of
-    c1, copied; the rerun's files may grow to 30,000 bytes, so its notebook is cut short."""
+    """Issue 43: a full disk while `hpml-lab run c1` reran deleted the complete report it was to replace
+    (page, answer record, executed notebook and the set-aside copy). The first run is the suite's shared tiny
+    render of c1, copied; the rerun's files may grow to 30,000 bytes, so its notebook is cut short."""
     import shutil
 
     first = rendered("c1")
@@ -447,10 +448,10 @@ def test_an_outcome_that_cannot_be_written_puts_the_previous_report_back(out, mo
 
 # ==== issue 43: a rerun never costs the report it replaces
 def _fake_run(monkeypatch, ends: str):
-    """papermill.execute_notebook replaced (no kernel): the notebook's run `ends` 'ok' (a whole notebook and its
-    answer record, written where a kernel of the runner's writes them), 'failed' (a cell's error after a whole
-    notebook), 'cut' (the disk filled while the notebook was written: a cut-short file) or 'killed' (the process
-    dies, as with -9, while its notebook runs: nothing after it runs)."""
+    """papermill.execute_notebook replaced (no kernel): the notebook's run `ends` 'ok' (a whole notebook and
+    its answer record, written where a kernel of the runner's writes them), 'failed' (a cell's error after a
+    whole notebook), 'cut' (the disk filled while the notebook was written: a cut-short file) or 'killed' (the
+    process dies, as with -9, while its notebook runs: nothing after it runs)."""
     import nbformat
     import papermill
 
@@ -492,8 +493,8 @@ def test_a_rerun_that_does_not_end_ok_leaves_the_complete_report_in_place(
     reports, cifar_root, monkeypatch, ends
 ):
     """The issue's cases: a full disk during a rerun lost c1.html, c1.answer.json, executed/c1.ipynb and the
-    set-aside copy; a killed rerun left the report only in .c1.previous-<pid> (the index linked a missing page and
-    the bundle found nothing). Now the report in place is never moved until the new one is complete; an
+    set-aside copy; a killed rerun left the report only in .c1.previous-<pid> (the index linked a missing page
+    and the bundle found nothing). Now the report in place is never moved until the new one is complete; an
     interrupted rerun (Ctrl-C, a job's time limit) keeps it too."""
     _rendered(reports, "c1")
     before = _files(reports, "c1")

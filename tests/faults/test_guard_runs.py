@@ -1,7 +1,8 @@
-"""Issue 22: hostile inputs against runs, results, config and the CLI. Each ends in one line on stderr and exit
-status 2 before any kernel starts, or in the documented behaviour, with nothing complete changed.
+"""Issue 22: hostile inputs against runs, results, config and the CLI. Each ends in one line on stderr and
+exit status 2 before any kernel starts, or in the documented behaviour, with nothing complete changed.
 
-Pure validation cases call the CLI's main() in process (quick); the few that need a process are marked slow."""
+Pure validation cases call the CLI's main() in process (quick); the few that need a process are marked
+slow."""
 
 import contextlib
 import json
@@ -589,7 +590,8 @@ class BreaksAfter:
 
 
 def _args(cfg, *extra):
-    """The `python -m hpml_lab` arguments of a small run of `cfg` (for the CLI in a subprocess or main() here)."""
+    """The `python -m hpml_lab` arguments of a small run of `cfg` (for the CLI in a subprocess or main()
+    here)."""
     return [
         "--task",
         cfg.task,
@@ -640,8 +642,8 @@ def _process_tree(pid: int) -> list[int]:
 
 @pytest.mark.parametrize("workers", [0, 2], ids=["main-process", "tree-with-loader-workers"])
 def test_sigterm_marks_the_run_interrupted_and_keeps_finished_epochs(cfg, workers):
-    # With workers, SIGTERM goes to the whole process tree, as Slurm sends it at a time limit: a DataLoader worker
-    # killed by it used to make the run 'failed' ("worker ... is killed by signal: Terminated")
+    # With workers, SIGTERM goes to the whole process tree, as Slurm sends it at a time limit: a DataLoader
+    # worker killed by it used to make the run 'failed' ("worker ... is killed by signal: Terminated")
     extra = ["--num-workers", str(workers), "--persistent-workers", "true"] if workers else []
     p = subprocess.Popen(
         _cli(cfg, "--epochs", "5000", "--max-batches", "2", *extra), stderr=subprocess.PIPE, text=True
@@ -795,10 +797,10 @@ run_sweep([base.replace(lr=lr) for lr in {SWEEP_LRS!r}], train, log=None)
 @pytest.mark.slow
 def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifar_root, tmp_path):
     """A sweep process killed at random points while it trains, then resumed, ends with the numbers of a sweep
-    never interrupted (run here, in the test's process, with the same one thread, timing its runs). SIGKILL within
-    1.5 runs of its first run's start, SIGTERM within half a run of a run's end (so inside a later run): each waits
-    on what the sweep writes, never a fixed time that could fall while Python imports, and each stops the sweep
-    part way."""
+    never interrupted (run here, in the test's process, with the same one thread, timing its runs). SIGKILL
+    within 1.5 runs of its first run's start, SIGTERM within half a run of a run's end (so inside a later
+    run): each waits on what the sweep writes, never a fixed time that could fall while Python imports, and
+    each stops the sweep part way."""
     import random
 
     import pandas as pd
@@ -852,10 +854,10 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
         base = RunConfig(data_root=str(cifar_root), results_dir=str(clean), **SWEEP_SETTINGS)
         run_sweep([base.replace(lr=lr) for lr in SWEEP_LRS], timed, log=None)
     run_s = min(took[1:])  # one warm run on this machine, now (the first paid this process's one-time costs)
-    # The random waits are fractions of a run, not fixed seconds: on a fast machine a wait of up to 1 s let the
-    # SIGKILL land after three of the four runs, and the SIGTERM then after the last one (all four complete).
-    # Up to 1.5 runs after the first one starts leaves at least two for the second sweep, and up to half a run
-    # after one completes lands in the next.
+    # The random waits are fractions of a run, not fixed seconds: on a fast machine a wait of up to 1 s let
+    # the SIGKILL land after three of the four runs, and the SIGTERM then after the last one (all four
+    # complete). Up to 1.5 runs after the first one starts leaves at least two for the second sweep, and up to
+    # half a run after one completes lands in the next.
     rng = random.Random(0)
     codes = []
     for kill in (
@@ -911,9 +913,9 @@ def test_sigterm_while_the_page_renders_arrives_after_the_outcome_is_written(cif
 
 # ---- a NaN loss: the run ends diverged (recorded, flagged, said), not a RecordError
 def test_a_nan_loss_ends_the_run_diverged_and_c1_says_so(cfg):
-    """lr and weight decay of 1000 turn the loss NaN within a few steps: the run completes, its meta.json saying
-    where it diverged; C1's record passes the check (it failed: "number 'mean loss, last batches' is nan") and
-    its headline and flag say diverged."""
+    """lr and weight decay of 1000 turn the loss NaN within a few steps: the run completes, its meta.json
+    saying where it diverged; C1's record passes the check (it failed: "number 'mean loss, last batches' is
+    nan") and its headline and flag say diverged."""
     from hpml_lab.answers import Record, check
     from hpml_lab.studies.c1 import conclusion
 
@@ -956,8 +958,8 @@ def test_the_kernel_keeps_no_history_database(tmp_path, monkeypatch):
 # ---- signals to the `hpml-lab run` process alone (not its group): the kernel, in a session of its own, is
 # stopped by the runner, so the run inside it ends interrupted, not "running" until the next attempt
 INTERRUPTED_LINE = (
-    "hpml-lab: interrupted; completed results are kept, the index says which task stopped (a rerun's stop keeps "
-    "the complete report it would have replaced)"
+    "hpml-lab: interrupted; completed results are kept, the index says which task stopped (a rerun's stop "
+    "keeps the complete report it would have replaced)"
 )
 
 
@@ -974,10 +976,10 @@ def _statuses(results_dir):
 def test_a_signal_to_the_runs_pid_alone_ends_the_kernels_run_interrupted(
     sig, code, when, cifar_root, tmp_path
 ):
-    """Mid-training (SIGINT once an epoch is written, SIGTERM as soon as the run's meta.json is, inside the first
-    epoch): the exit code, one line and no traceback (a ZMQError's once), the outcome and the index say
-    interrupted, the run inside the kernel too, and the kernel's socket folder is gone (from the run's TMPDIR).
-    Two tests that each ran C1 to send SIGTERM, at those two moments, are these cases now."""
+    """Mid-training (SIGINT once an epoch is written, SIGTERM as soon as the run's meta.json is, inside the
+    first epoch): the exit code, one line and no traceback (a ZMQError's once), the outcome and the index say
+    interrupted, the run inside the kernel too, and the kernel's socket folder is gone (from the run's
+    TMPDIR). Two tests that each ran C1 to send SIGTERM, at those two moments, are these cases now."""
     from cli_process import run_c1, wait_for
 
     out = tmp_path / "out"
@@ -1015,8 +1017,8 @@ def test_sigterm_while_the_kernel_starts_is_one_line_and_leaves_no_kernel(cifar_
 
 @pytest.mark.slow
 def test_a_run_whose_loss_turns_nan_ends_ok_and_its_line_says_diverged(cifar_root, tmp_path):
-    """`hpml-lab run c1 -p lr=1000 -p weight_decay=1000` ended failed with "RecordError: c1: number 'mean loss,
-    last batches' is nan"; now the task is ok, its line and its record say diverged."""
+    """`hpml-lab run c1 -p lr=1000 -p weight_decay=1000` ended failed with "RecordError: c1: number 'mean
+    loss, last batches' is nan"; now the task is ok, its line and its record say diverged."""
     from cli_process import run_c1
 
     out = tmp_path / "out"
@@ -1032,8 +1034,8 @@ def test_a_run_whose_loss_turns_nan_ends_ok_and_its_line_says_diverged(cifar_roo
 
 
 def test_lab5_states_no_nan_loss_for_a_diverged_largest_batch():
-    """Lab 5 with lr and weight decay of 1000 failed with "RecordError: lab5: number 'global batch 32: loss' is
-    nan"; its Q4 now says the run diverged and states no NaN."""
+    """Lab 5 with lr and weight decay of 1000 failed with "RecordError: lab5: number 'global batch 32: loss'
+    is nan"; its Q4 now says the run diverged and states no NaN."""
     from types import SimpleNamespace
 
     import pandas as pd
@@ -1055,8 +1057,8 @@ def test_lab5_states_no_nan_loss_for_a_diverged_largest_batch():
 
 
 def test_memory_states_no_nan_loss_for_a_diverged_network():
-    """The memory task's convergence answer stated each network's mean loss over the last fifth: a network whose
-    loss became NaN made the record refuse it. It now says that network diverged."""
+    """The memory task's convergence answer stated each network's mean loss over the last fifth: a network
+    whose loss became NaN made the record refuse it. It now says that network diverged."""
     from types import SimpleNamespace
 
     import pandas as pd

@@ -1,5 +1,5 @@
-"""The hand-in from reports already rendered: nothing re-run, missing reports named, the missing PDF explained,
-trace links that still open when the reports folder is handed in elsewhere."""
+"""The hand-in from reports already rendered: nothing re-run, missing reports named, the missing PDF
+explained, trace links that still open when the reports folder is handed in elsewhere."""
 
 import shutil
 import time

@@ -1,19 +1,19 @@
-"""A rehearsal of the GPU check kit as the GPU machine runs it, on this CPU: a Python holding only the GPU image's
-packages (those of notes/gpu-machine.md's list, nothing else of the project's .venv), the kit's wheels for that
-Python carried in .whl/ with the commit `make gpu-wheels` records, a copy of the tree without .git, and every
-command in a fresh process with the site folder deleted before it, as a bare machine has it; $OUT is checked for
-the device tool's limits (file count, size, depth, names) after each command.
+"""A rehearsal of the GPU check kit as the GPU machine runs it, on this CPU: a Python holding only the GPU
+image's packages (those of notes/gpu-machine.md's list, nothing else of the project's .venv), the kit's wheels
+for that Python carried in .whl/ with the commit `make gpu-wheels` records, a copy of the tree without .git,
+and every command in a fresh process with the site folder deleted before it, as a bare machine has it; $OUT is
+checked for the device tool's limits (file count, size, depth, names) after each command.
 
 Which Python: the GPU image's is 3.12. A 3.12 that can import torch is used where this machine has one
-($HPML_GPU_PYTHON, python3.12 on PATH, pyenv's 3.12.x); otherwise the host's Python stands in, and the test says so
-(a warning in pytest's summary). On this project's machines pyenv's 3.12.1 has no torch (its CUDA wheels would
-take about 4.7 GB): the host's 3.11 stands in there. The wheels for the Python used are fetched by the kit's own
-`wheels` code into build/gpu-wheels-cpXY (or $HPML_GPU_WHEEL_CACHE), once.
+($HPML_GPU_PYTHON, python3.12 on PATH, pyenv's 3.12.x); otherwise the host's Python stands in, and the test
+says so (a warning in pytest's summary). On this project's machines pyenv's 3.12.1 has no torch (its CUDA
+wheels would take about 4.7 GB): the host's 3.11 stands in there. The wheels for the Python used are fetched
+by the kit's own `wheels` code into build/gpu-wheels-cpXY (or $HPML_GPU_WHEEL_CACHE), once.
 
 Kept short (what costs CPU here is each fresh process's imports, the two wheel installs and c1's kernel): the
 image's packages are found, not imported, before the commands run; the tiny profile, one lab task (c1; every
-notebook's rendering is the notebook tests' job) run by the first command and skipped by the second (it came home),
-and the session's synthetic CIFAR-10 (tests/conftest.py) linked in, not written again.
+notebook's rendering is the notebook tests' job) run by the first command and skipped by the second (it came
+home), and the session's synthetic CIFAR-10 (tests/conftest.py) linked in, not written again.
 """
 
 import glob
@@ -184,9 +184,9 @@ def test_the_kit_runs_command_by_command_as_on_a_bare_gpu_machine(tmp_path, cifa
 @pytest.mark.slow  # asks the package index for the node's wheels (once: build/gpu-wheels-cp312 keeps them)
 def test_make_gpu_wheels_then_the_cpu_rehearsal_runs_in_this_venv(tmp_path, cifar_root):
     """Issue 46, in docs/gpu-node.md's order: `make gpu-wheels` (wheels for the node's Python 3.12), then
-    `make gpu-check DEVICE=cpu UNITS=bench` on this Python: it runs in the project's venv and brings the unit home
-    (before, pip refused the cp312 wheels on 3.11 and the rehearsal stopped at once). The project's home is a
-    folder of the test's with the session's synthetic CIFAR-10 linked in, not written again."""
+    `make gpu-check DEVICE=cpu UNITS=bench` on this Python: it runs in the project's venv and brings the unit
+    home (before, pip refused the cp312 wheels on 3.11 and the rehearsal stopped at once). The project's home
+    is a folder of the test's with the session's synthetic CIFAR-10 linked in, not written again."""
     make = shutil.which("make") or pytest.skip("make is not installed")
     node_wheels = Path(os.environ.get("HPML_GPU_NODE_WHEELS") or ROOT / "build" / "gpu-wheels-cp312")
     home = tmp_path / "home"
@@ -211,7 +211,8 @@ def test_make_gpu_wheels_then_the_cpu_rehearsal_runs_in_this_venv(tmp_path, cifa
         warnings.warn(
             "this Python is the node's 3.12: the wheels would fit; the rehearsal is run anyway", stacklevel=1
         )
-    # the project's home (reports/gpu/, data/) is the test's; the commit is this tree's (gpu-wheels recorded it)
+    # the project's home (reports/gpu/, data/) is the test's; the commit is this tree's (gpu-wheels recorded
+    # it)
     r = make_("gpu-check", "DEVICE=cpu", "UNITS=bench", HPML_LAB_HOME=str(home), OUT=str(tmp_path / "OUT"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "the carried wheels are not installed" in r.stdout and "installed" not in r.stdout.replace(

@@ -30,14 +30,14 @@ def test_notebook_hygiene(path):
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
 
 
-# Tasks whose claims the check may still find wrong at the tiny profile, with the text each problem holds. Empty:
-# every report's claims hold (report/claims.py). Strict both ways: any other problem fails, and so does an entry
-# whose claims now hold.
+# Tasks whose claims the check may still find wrong at the tiny profile, with the text each problem holds.
+# Empty: every report's claims hold (report/claims.py). Strict both ways: any other problem fails, and so does
+# an entry whose claims now hold.
 PENDING_CLAIMS: dict[str, tuple[str, ...]] = {}
 
-# Numbers the rendered page still types outside the record (claims.check_page), by task, with the text each problem
-# holds: method sentences in the notebooks and lab2.WARMUP_NOTE, which issue 42's method-sentence work rewrites as
-# findings. Strict both ways, like PENDING_CLAIMS.
+# Numbers the rendered page still types outside the record (claims.check_page), by task, with the text each
+# problem holds: method sentences in the notebooks and lab2.WARMUP_NOTE, which issue 42's method-sentence work
+# rewrites as findings. Strict both ways, like PENDING_CLAIMS.
 WARMUP = "Epoch 1 of every run is warm-up"
 PENDING_PAGE: dict[str, tuple[str, ...]] = {
     "c2": (WARMUP, "With fewer than 3 epochs no spread"),
@@ -46,8 +46,8 @@ PENDING_PAGE: dict[str, tuple[str, ...]] = {
     "lab5": ("efficiency = 1-worker step / n-worker step",),
     "tinyimagenet": ("The reference's table (2 RTX 5000;",),
 }
-# Headlines still longer than a breath (claims.headline_problems): memory's and Lab 5's answers, which issue 42's
-# work on each study's own question and on Lab 5's tables rewrites. Strict both ways.
+# Headlines still longer than a breath (claims.headline_problems): memory's and Lab 5's answers, which issue
+# 42's work on each study's own question and on Lab 5's tables rewrites. Strict both ways.
 LONG_HEADLINES: dict[str, tuple[str, ...]] = {
     "memory": (
         "Does a RevNet keep activation memory flat",
@@ -93,7 +93,8 @@ def test_notebook_executes_and_renders(task_id, rendered):
     pending = PENDING_CLAIMS.get(task_id, ())
     assert [p for p in problems if not any(k in p for k in pending)] == []
     assert not pending or problems, f"{task_id}'s claims hold now: remove it from PENDING_CLAIMS"
-    # the whole page against its record: flags, tables, captions and figure labels (report/claims.py check_page)
+    # the whole page against its record: flags, tables, captions and figure labels (report/claims.py
+    # check_page)
     on_page = claims.check_page(html, rec)
     pending = PENDING_PAGE.get(task_id, ())
     assert [p for p in on_page if not any(k in p for k in pending)] == []
@@ -207,8 +208,9 @@ def test_injected_names_come_only_from_papermills_cell():
 
 @pytest.mark.slow
 def test_plain_papermill_gets_log_lines_not_widgets_or_warnings(cifar_root, tmp_path):
-    """`papermill notebooks/c1_training.ipynb out.ipynb -k hpml-lab ...` started by hand (not by hpml-lab, so no
-    HPML_PROGRESS): the kernel sees papermill as its parent and prints log lines; no widget, no TqdmWarning."""
+    """`papermill notebooks/c1_training.ipynb out.ipynb -k hpml-lab ...` started by hand (not by hpml-lab, so
+    no HPML_PROGRESS): the kernel sees papermill as its parent and prints log lines; no widget, no
+    TqdmWarning."""
     import os
     import subprocess
     import sys

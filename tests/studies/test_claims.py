@@ -1,6 +1,6 @@
-"""The claims check (report/claims.py) on answer records built through findings and then tampered with, and over
-the rendered reports every notebook test reads: memory's, whose tiny profile makes its verdicts separate, so the
-directional findings render for real; c3's and c4's (sequential comparisons)."""
+"""The claims check (report/claims.py) on answer records built through findings and then tampered with, and
+over the rendered reports every notebook test reads: memory's, whose tiny profile makes its verdicts separate,
+so the directional findings render for real; c3's and c4's (sequential comparisons)."""
 
 import json
 
@@ -27,7 +27,8 @@ def _record(*extra) -> dict:
 
 
 def _tamper(rec: dict, old: str, new: str) -> dict:
-    """The record with `old` replaced by `new` in its stored findings and background (as a hand edit would)."""
+    """The record with `old` replaced by `new` in its stored findings and background (as a hand edit
+    would)."""
     a = rec["answers"][0]
     for f in [a["headline"], *a["details"]]:
         f["html"] = f["html"].replace(old, new)
@@ -101,14 +102,14 @@ def test_verdicts_of_reads_one_best_and_named_verdicts():
 
 # Reports whose verdicts the claims check reads as rendered, on the tiny render every notebook test reads
 # (conftest's `rendered`), and the design each verdict must record. memory's tiny profile times 7 interleaved
-# rounds of checkpointed and plain steps (recomputation costs time) and decides a direction in most runs, but not
-# in all: beside xdist's other worker (a DDP test's ranks, a Slurm job) its steps are preempted, and in 2 of 8 suite
-# runs on 2026-11-26 all four intervals included no difference (0.65-2.72 at 11 rounds), so a verdict may rightly
-# say it cannot tell. c3 and c4 compare runs made one after the other (C3's counts run smallest first, C4 reruns 1
-# worker and the best count), each with its load, which moves between their runs. For all three the design is
-# checked and the claims must hold whatever was decided; the directional branches are canned-tested
-# (tests/studies/test_memory.py, test_conclusions.py). c8 has none here: a compiled step faster than eager needs
-# inductor's C++ build (1-2 min on this CPU).
+# rounds of checkpointed and plain steps (recomputation costs time) and decides a direction in most runs, but
+# not in all: beside xdist's other worker (a DDP test's ranks, a Slurm job) its steps are preempted, and in 2
+# of 8 suite runs on 2026-11-26 all four intervals included no difference (0.65-2.72 at 11 rounds), so a
+# verdict may rightly say it cannot tell. c3 and c4 compare runs made one after the other (C3's counts run
+# smallest first, C4 reruns 1 worker and the best count), each with its load, which moves between their runs.
+# For all three the design is checked and the claims must hold whatever was decided; the directional branches
+# are canned-tested (tests/studies/test_memory.py, test_conclusions.py). c8 has none here: a compiled step
+# faster than eager needs inductor's C++ build (1-2 min on this CPU).
 SEQUENTIAL = ("c4", "c3")
 INTERLEAVED = ("memory",)
 
@@ -143,8 +144,8 @@ def _with(rec: dict, **fields) -> dict:
 
 
 def test_every_prose_field_the_page_shows_is_checked():
-    """The question, what is missing and the background are read like the findings: a digit outside a slot or a
-    direction word outside a verdict is caught wherever the reader sees it."""
+    """The question, what is missing and the background are read like the findings: a digit outside a slot or
+    a direction word outside a verdict is caught wherever the reader sees it."""
     assert claims.check_record(_with(_record(), question="C2 at batch 128?")) != []
     assert claims.check_record(_with(_record(), question="C2: is compiling faster?")) != []
     assert (
@@ -173,9 +174,10 @@ def test_missing_that_states_a_number_is_a_finding_with_its_slot():
         Background("More workers usually make loading faster.")
 
 
-# The whole page (issue 42): flags, table cells, captions and figure labels are read against the record, not only
-# the answer box. A page is built here as a notebook builds it (notebook.answer, notebook.table, notebook.said,
-# notebook.save_figure, notebook.environment_table), then a wrong value is planted in each part.
+# The whole page (issue 42): flags, table cells, captions and figure labels are read against the record, not
+# only the answer box. A page is built here as a notebook builds it (notebook.answer, notebook.table,
+# notebook.said, notebook.save_figure, notebook.environment_table), then a wrong value is planted in each
+# part.
 def _page(tmp_path, monkeypatch):
     import matplotlib
 
@@ -236,7 +238,8 @@ def _page(tmp_path, monkeypatch):
         f"<p>{caption.html()}</p>",
         f'<img src="data:image/png;base64,AAAA" data-figure="per_count" alt="{alt}">',
         env.to_html(),
-        "<div class='jp-MarkdownCell'><p>The lab suggests 0, 4, 8 workers.</p></div>",  # the notebook's own text
+        # the notebook's own text
+        "<div class='jp-MarkdownCell'><p>The lab suggests 0, 4, 8 workers.</p></div>",
         "<pre>[sweep 1/1] c2/run-w0: done in 18.2 s</pre>",  # a printed log
     ]
     return "<html><body>" + "".join(body) + "</body></html>", answer_box.load("c2")
@@ -311,9 +314,9 @@ def test_a_flag_is_checked_like_an_answer():
 
 
 def test_a_headline_is_read_in_one_breath():
-    """c1's headline was 'Mixed evidence of learning: median top-1 is higher for the last 4 batches than for the
-    first 4 batches by 3.67x (95% CI 2.75x to 11x; n = 4 and 4), but ...': the verdict in words first, at most
-    about 20 words and one number, the statistics after it."""
+    """c1's headline was 'Mixed evidence of learning: median top-1 is higher for the last 4 batches than for
+    the first 4 batches by 3.67x (95% CI 2.75x to 11x; n = 4 and 4), but ...': the verdict in words first, at
+    most about 20 words and one number, the statistics after it."""
     full = Answer("C8?", say("Overall {v}", v=FAST.finding("c8 step")))
     short = Answer("C8?", say("{v}", v=FAST.short("c8 step")), [say("{v}", v=FAST.finding("c8 step"))])
     rec = Record("c8", "t", [full, short]).as_dict()

@@ -1,6 +1,6 @@
-"""Every branch of every study's conclusion, from canned results built by hand (no training): faster, slower, tie,
-too few samples (n < 3: no direction, no spread), diverged, predicted vs measured, a model that misses its own
-measurements, a busy machine. Sweeps are real result folders written with results.write_derived."""
+"""Every branch of every study's conclusion, from canned results built by hand (no training): faster, slower,
+tie, too few samples (n < 3: no direction, no spread), diverged, predicted vs measured, a model that misses
+its own measurements, a busy machine. Sweeps are real result folders written with results.write_derived."""
 
 import re
 import statistics
@@ -91,7 +91,8 @@ CFG = RunConfig(task="c1")
 
 def holds(answers) -> list[str]:
     """What the claims check (report/claims.py) finds in answers as the record stores them: [] when all hold.
-    Answers still written as plain text (the studies not yet moved onto findings) are checked only once moved."""
+    Answers still written as plain text (the studies not yet moved onto findings) are checked only once
+    moved."""
     return [p for a in answers for p in claims.check_answer(a.as_dict()) if "is a plain text" not in p]
 
 
@@ -159,7 +160,8 @@ def test_c1_too_few_batches_neither_learning_nor_not():
         and "too few samples" in text
     )
     assert (
-        "top-1 went from 14% over the first batch to 34.5% over the last batch (10 batches in all; chance 10%)"
+        "top-1 went from 14% over the first batch to 34.5% over the last batch (10 batches in all; chance "
+        "10%)"
         in text
         and holds(answers) == []
     )  # chance recorded, tie said
@@ -167,15 +169,17 @@ def test_c1_too_few_batches_neither_learning_nor_not():
 
 
 def test_c1_loss_tie_with_top1_learning_says_no_measurable_change_as_a_verdict():
-    """Grader (issue 27): 'The run learned: the training loss went from 2.524 to 2.161 (no measurable change)'."""
+    """Grader (issue 27): 'The run learned: the training loss went from 2.524 to 2.161 (no measurable
+    change)'."""
     loss = [2.52, 2.1, 2.6, 2.0, 2.5, 2.16, 2.7, 1.9] * 5  # noisy: the ends cannot be told apart
     answers, _ = c1_conclusion.conclude(CFG, run(loss, [0.1 + 0.01 * i for i in range(40)]))
     text = answers[0].text
     assert (
         answers[0].verdict["loss"]["outcome"] == "tie" and answers[0].verdict["top1"]["outcome"] == "better"
     )
-    # grader (lab 2): "The run learned" beside a loss verdict that ties; a second grader: "This run does not show
-    # learning" above a top-1 that rose well above chance. Both measures are said, neither verdict overruled
+    # grader (lab 2): "The run learned" beside a loss verdict that ties; a second grader: "This run does not
+    # show learning" above a top-1 that rose well above chance. Both measures are said, neither verdict
+    # overruled
     assert answers[0].headline.plain().startswith("Mixed evidence of learning: the end has ") and answers[
         0
     ].headline.plain().endswith("x the median top-1 of the start, but not on the loss")
@@ -273,7 +277,8 @@ def test_c2_warmup_sentence_only_when_epoch_1_was_slower():
 
 
 def test_c2_no_warmup_claim_from_epochs_climbing_with_the_load():
-    """Grader (issue 27): 'no warm-up shows in this run' of epochs climbing 91 -> 127 -> 151 s as the load rose."""
+    """Grader (issue 27): 'no warm-up shows in this run' of epochs climbing 91 -> 127 -> 151 s as the load
+    rose."""
     answers, _ = c2_conclusion.conclude(
         CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(91.0, 127.0, 151.0))
     )
@@ -462,30 +467,30 @@ def test_c3_tag_names_a_best_only_when_c3_did():
 
 
 def test_too_few_epochs_are_not_called_a_tie():
-    """The H200 check's C4 page said C3 "could not tell" 16 workers from 0 workers, "a tie", when C3 had timed 2
-    epochs per count (15.3 s against 2.07 s): too few samples for any verdict is no evidence of a tie."""
+    """The H200 check's C4 page said C3 "could not tell" 16 workers from 0 workers, "a tie", when C3 had timed
+    2 epochs per count (15.3 s against 2.07 s): too few samples for any verdict is no evidence of a tie."""
     two = _c3_rows({0: [13.4, 17.2], 1: [13.7, 15.4], 16: [1.86, 2.28]})
     answers, _ = c3_conclusion.conclude(RunConfig(task="c3"), SimpleNamespace(rows=two, items=[]))
     head = answers[0].headline.plain()
     assert head == "No best worker count: too few epochs were timed to tell the counts apart"
     assert answers[0].details[0].plain() == (
-        "16 workers had the lowest median (2.07 s per epoch), but too few epochs were timed to tell it from any "
-        "other count (as few as 2 epochs timed for a count, and a verdict needs 3 on each side), so this run "
-        "names no best count"
+        "16 workers had the lowest median (2.07 s per epoch), but too few epochs were timed to tell it from "
+        "any other count (as few as 2 epochs timed for a count, and a verdict needs 3 on each side), so "
+        "this run names no best count"
     )
     assert holds(answers) == [] and answers[0].verdict["undecided"] == [0, 1]
     tag = c4_conclusion.c3_tag(16, two).plain()
     assert tag == (
-        "C3's lowest median; C3 timed too few epochs to tell it from 0 or 1 workers: as few as 2 epochs timed for "
-        "a count, and a verdict needs 3 on each side"
+        "C3's lowest median; C3 timed too few epochs to tell it from 0 or 1 workers: as few as 2 epochs "
+        "timed for a count, and a verdict needs 3 on each side"
     )
     # C3's stopping rule chose another count than the lowest median: only that pair was compared, and said so
     other = _c3_rows({8: [2.05, 2.06], 16: [2.00, 2.01], 0: [15.0, 16.0]})
     for chosen in (8, 0):
         tag = c4_conclusion.c3_tag(chosen, other).plain()
         assert "a tie" not in tag and tag == (
-            "C3's stopping rule; C3's lowest median was 16 workers, and C3 timed too few epochs to tell the two "
-            "apart: as few as 2 epochs timed for a count, and a verdict needs 3 on each side"
+            "C3's stopping rule; C3's lowest median was 16 workers, and C3 timed too few epochs to tell the "
+            "two apart: as few as 2 epochs timed for a count, and a verdict needs 3 on each side"
         )
     assert c4_conclusion.c3_tag(4, other).plain() == (  # a count C3's rows do not hold: nothing compared
         "C3's stopping rule; its epochs are not in C3's results, so C3 compared it with no other count"
@@ -544,9 +549,9 @@ def test_c4_compares_and_says_not_interleaved(tmp_path):
 
 
 def test_c4_on_a_busy_machine_cannot_tell_runs_made_back_to_back(tmp_path):
-    """Grader (issue 42): C4 said '0 workers is 1.71x faster than 1 worker on compute per step (n = 3 and 3)' from
-    runs one after the other at load 6.8 on 2 cores. Back to back on a busy machine, the verdict cannot tell, and
-    says the samples were not interleaved and why that limits it."""
+    """Grader (issue 42): C4 said '0 workers is 1.71x faster than 1 worker on compute per step (n = 3 and 3)'
+    from runs one after the other at load 6.8 on 2 cores. Back to back on a busy machine, the verdict cannot
+    tell, and says the samples were not interleaved and why that limits it."""
     tables = {1: batches(SLOW, data=0.02), 4: batches(FAST, data=0.001)}
     out = SimpleNamespace(best=4, items=sweep(tmp_path, "num_workers", tables, machine=BUSY), c3_rows=None)
     answers, _ = c4_conclusion.conclude(RunConfig(task="c4"), out)
@@ -558,8 +563,9 @@ def test_c4_on_a_busy_machine_cannot_tell_runs_made_back_to_back(tmp_path):
 
 
 def test_c4_per_epoch_table_ordering_otherwise_is_explained(tmp_path):
-    """Grader (lab 2): 'cannot be told apart on data wait per step' with 0 workers waiting ~6x longer per step,
-    beside a table whose per-epoch data wait is lower for 0 workers (1 worker's start-up on its first step)."""
+    """Grader (lab 2): 'cannot be told apart on data wait per step' with 0 workers waiting ~6x longer per
+    step, beside a table whose per-epoch data wait is lower for 0 workers (1 worker's start-up on its first
+    step)."""
     one = batches(FAST, data=lambda i: 0.13 if i == 0 else 0.003)
     items = sweep(tmp_path, "num_workers", {0: batches(SLOW, data=0.0185), 1: one})
     summary = pd.DataFrame({"num_workers": [0, 1], "n": [1, 1], "data_median_s": [0.0645, 0.135]})
@@ -580,7 +586,8 @@ def test_c4_per_epoch_table_ordering_otherwise_is_explained(tmp_path):
 
 
 def test_c3_unmeasured_causes_are_background_and_the_design_is_said():
-    """Grader (issue 27): c3 stated 'add start-up and scheduling cost without adding compute' as this run's fact."""
+    """Grader (issue 27): c3 stated 'add start-up and scheduling cost without adding compute' as this run's
+    fact."""
     rows = _c3_rows({0: [0.9, 0.91, 0.92], 2: [0.30, 0.31, 0.29], 4: [0.5, 0.51, 0.49]})
     answers, _ = c3_conclusion.conclude(RunConfig(task="c3"), SimpleNamespace(rows=rows, items=[], cores=2))
     text, background = answers[0].text, " ".join(b.text for b in answers[0].background)
@@ -650,8 +657,8 @@ def test_c5_gpu_against_cpu_is_a_verdict(tmp_path):
 
 
 def test_c5_says_each_devices_epoch_with_its_device_whichever_ran_first(tmp_path):
-    """The first GPU run's report said "A CPU epoch took 7.64 s" and then a bare "0.47 s.": the GPU's epoch had no
-    sentence, and the CPU's was whichever device came first in the table."""
+    """The first GPU run's report said "A CPU epoch took 7.64 s" and then a bare "0.47 s.": the GPU's epoch
+    had no sentence, and the CPU's was whichever device came first in the table."""
     ep = pd.DataFrame(
         {"device": ["cuda"] * 3 + ["cpu"] * 3, "epoch": [1, 2, 3] * 2, "total_s": [0.5, 0.25, 0.25, 8, 4, 4]}
     )
@@ -707,8 +714,8 @@ def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
         .details[0]
         .plain()
         .startswith(
-            "No winner can be named: sgd had the lowest median batch loss of the last epoch (0.5) but cannot be told "
-            "apart from adam: a tie"
+            "No winner can be named: sgd had the lowest median batch loss of the last epoch (0.5) but cannot "
+            "be told apart from adam: a tie"
         )
     )
     assert "adagrad: not usable (failed)" in [
@@ -812,7 +819,8 @@ def _epochs_run(folder, config, epoch_s):
 
 
 def test_twin_tasks_same_configuration_far_apart_is_a_noisy_machine(tmp_path):
-    # c6's sgd and c7's bn are one configuration: epoch medians 1.40 vs 4.46 s say the machine moved, not a setting
+    # c6's sgd and c7's bn are one configuration: epoch medians 1.40 vs 4.46 s say the machine moved, not a
+    # setting
     same = RunConfig(task="c7").to_dict()
     mine = _epochs_run(tmp_path / "c7-bn", same, [9.0, 4.4, 4.46, 4.5])
     c6_sgd = _epochs_run(
@@ -877,7 +885,8 @@ def test_c8_no_cost_and_no_gain(tmp_path):
 
 
 def test_c8_sequential_runs_on_a_moving_load_cannot_tell(tmp_path):
-    """Grader (issue 27): 'Eager is 2.85x faster than compiled' from runs one after the other while the load moved."""
+    """Grader (issue 27): 'Eager is 2.85x faster than compiled' from runs one after the other while the load
+    moved."""
     out = _c8(tmp_path, SLOW, FAST)
     results.write_derived(out.items[0].run_dir, {}, {"config": {"compile": True}, "machine": BUSY})
     answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), out)
@@ -912,22 +921,22 @@ def _traced(out, mode="compile", steps=3):
 
 H200_LIKE = (17.3, 0.1, 82.6, {"host_wait": 82.27, "kernel_wait": 0.33, "other": 0.0})  # ms; 99.6% host waits
 CAVEAT = (
-    "the profiler slows the host's work, and each traced step waits for the GPU before the next one starts, so "
-    "these shares may overstate the idle time of steps run without it."
+    "the profiler slows the host's work, and each traced step waits for the GPU before the next one starts, "
+    "so these shares may overstate the idle time of steps run without it."
 )
 
 
 def test_c8_says_where_the_traced_steps_gpu_time_went(tmp_path):
-    """The H200's compiled trace: kernels busy about 18%, the GPU idle about 82%, over 99% of the gaps host waits.
-    The page showed HTA's tables beside an answer that said nothing of them; the answer now states them, measured,
-    with the profiler's caveat, and the usual reading of host waits apart, as background."""
+    """The H200's compiled trace: kernels busy about 18%, the GPU idle about 82%, over 99% of the gaps host
+    waits. The page showed HTA's tables beside an answer that said nothing of them; the answer now states
+    them, measured, with the profiler's caveat, and the usual reading of host waits apart, as background."""
     out = _traced(_c8(tmp_path, SLOW, FAST))
     answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), out, _gpu_breakdown(*H200_LIKE))
     text = answers[0].text
     assert (
-        "In the 3 compiled steps traced with torch.profiler, the GPU sat idle 82.6% of the time, and 99.6% of the "
-        "gaps between its kernels (summed over streams) were waits for the host to queue work (Holistic Trace "
-        "Analysis); " + CAVEAT in text
+        "In the 3 compiled steps traced with torch.profiler, the GPU sat idle 82.6% of the time, and 99.6% "
+        "of the gaps between its kernels (summed over streams) were waits for the host to queue work "
+        "(Holistic Trace Analysis); " + CAVEAT in text
     )
     said = {n.name: n for n in answers[0].numbers}
     idle = said["GPU idle, share of the traced steps' time"]
@@ -940,7 +949,8 @@ def test_c8_says_where_the_traced_steps_gpu_time_went(tmp_path):
     assert (
         "reduce-overhead" in general and "reduce-overhead" not in text
     )  # the usual reading: background only
-    # an eager trace says eager; no host wait among HTA's causes: the idle share alone, no background on host waits
+    # an eager trace says eager; no host wait among HTA's causes: the idle share alone, no background on host
+    # waits
     for causes in ({"kernel_wait": 5.0}, {"host_wait": 0.0, "kernel_wait": 0.0}):
         out = _traced(_c8(tmp_path / str(len(causes)), SLOW, FAST), mode="eager", steps=2)
         answers, _ = c8_conclusion.conclude(
@@ -984,9 +994,10 @@ def test_c8_without_an_idle_breakdown_says_nothing_of_one(tmp_path):
 
 
 def test_c8_reads_the_real_h200_trace_through_hta():
-    """The compiled trace the H200 brought home (reports/gpu/NVIDIA-H200), through Holistic Trace Analysis as the
-    notebook calls it: HTA's own names (its "host_wait" cause, tracing's "GPU idle" row) reach the sentence, over
-    all three recorded steps (HTA leaves out the last one unless asked: 82.6% idle over two)."""
+    """The compiled trace the H200 brought home (reports/gpu/NVIDIA-H200), through Holistic Trace Analysis as
+    the notebook calls it: HTA's own names (its "host_wait" cause, tracing's "GPU idle" row) reach the
+    sentence, over all three recorded steps (HTA leaves out the last one unless asked: 82.6% idle over
+    two)."""
     from pathlib import Path
 
     from hpml_lab import tracing
@@ -1046,7 +1057,8 @@ def test_a_study_module_with_a_task_registers_it_once():
 
 def test_every_function_a_task_names_for_later_exists():
     """A TASK names its run and conclude with protocol.later (imported at the first call, so that registering
-    imports no torch): a misspelt module or name would fail only when the task runs, so each is resolved here."""
+    imports no torch): a misspelt module or name would fail only when the task runs, so each is resolved
+    here."""
     import importlib
     from pathlib import Path
 
@@ -1106,7 +1118,8 @@ def test_busy_machine_is_flagged_from_the_busiest_run_of_a_sweep(tmp_path):
     assert "machine busy" in {f.kind for f in flags}
 
 
-# ------------------------------------------------------------------ verdicts that know their design (issue 27)
+# ------------------------------------------------------------------ verdicts that know their design (issue
+# 27)
 def test_c3_counts_run_one_after_the_other_cannot_tell_when_the_load_moved():
     """C3's counts ran smallest first; a count that looks faster while the load moved between its run and the
     best's is not called faster: the verdict says the load moved. With no load recorded it says that."""
@@ -1175,9 +1188,8 @@ def _design_of_calls() -> dict[str, str]:
             if None in keys:
                 out[where] = "**design"
             elif "interleaved" in keys:
-                out[where] = (
-                    f"interleaved={ast.unparse(next(k.value for k in node.keywords if k.arg == 'interleaved'))}"
-                )
+                given = next(k.value for k in node.keywords if k.arg == "interleaved")
+                out[where] = f"interleaved={ast.unparse(given)}"
             elif "loads" in keys:
                 out[where] = "sequential, loads per side"
             else:
@@ -1191,7 +1203,8 @@ def test_every_comparison_declares_its_design():
     assert {w: d for w, d in calls.items() if d == "undeclared"} == {}
 
 
-# ------------------------------------------------------------------ the grader's read of the tiny reports (issue 27)
+# ------------------------------------------------------------------ the grader's read of the tiny reports
+# (issue 27)
 def test_c2_explains_worker_start_up_only_when_the_run_had_workers():
     r = run([2.0] * 12, epochs_s=(3.0, 1.0, 1.1, 1.05))
     r.batches["train_s"] = [0.5, 0.1, 0.1] * 4  # each epoch's first step is slow: the first-step note is made
@@ -1211,8 +1224,8 @@ def test_c5_one_epoch_is_not_called_a_median():
 
 
 def test_c6_sequential_runs_and_a_high_loss_are_said_as_measured():
-    """A grader read 'The runs took turns' of runs made one after the other, and 'adam diverged' of a loss that
-    ended above chance after a few batches (the flag says 'diverging or has not settled')."""
+    """A grader read 'The runs took turns' of runs made one after the other, and 'adam diverged' of a loss
+    that ended above chance after a few batches (the flag says 'diverging or has not settled')."""
     out = _training_sweep(
         {
             "sgd": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5],
@@ -1238,9 +1251,10 @@ def test_c8_first_epoch_cost_is_said_as_measured(tmp_path):
 
 
 def test_c8_table_and_answer_state_one_compile_cost(tmp_path):
-    """Grader: the answer said the compiled first epoch took "58.5 s more than eager's" beside a table of whole
-    epochs (68.6 vs 9.28 s) and a column saying 61.7: three ways of computing one quantity. The answer's compile
-    cost and each run's excess are the table's cells, and the whole-epoch table states no second cost."""
+    """Grader: the answer said the compiled first epoch took "58.5 s more than eager's" beside a table of
+    whole epochs (68.6 vs 9.28 s) and a column saying 61.7: three ways of computing one quantity. The answer's
+    compile cost and each run's excess are the table's cells, and the whole-epoch table states no second
+    cost."""
     out = _c8(tmp_path, FAST, SLOW, first_compiled=5.0)
     answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), out)
     nums = {n.name: n for n in answers[0].numbers}
@@ -1274,8 +1288,8 @@ def test_c8_table_and_answer_state_one_compile_cost(tmp_path):
 
 
 def test_a_sentence_about_the_sampling_design_is_read_off_the_verdicts():
-    """'ran one after the other' or 'took turns' is said from the verdicts' own record of how their samples were
-    taken (Verdict.interleaved), and nothing where they do not say or disagree."""
+    """'ran one after the other' or 'took turns' is said from the verdicts' own record of how their samples
+    were taken (Verdict.interleaved), and nothing where they do not say or disagree."""
     seq = _conclude.compare(FAST, SLOW, "a", "b", interleaved=False, load_a=[0.1], load_b=[0.1])
     turns = _conclude.compare(FAST, SLOW, "a", "b", interleaved=True)
     unsaid = _conclude.compare(FAST, SLOW, "a", "b")

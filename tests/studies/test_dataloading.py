@@ -61,7 +61,8 @@ def test_time_passes_counts_every_batch(cifar_root, tmp_path):
         DataLoader(FileImageDataset(paths, latency_s=0.01), batch_size=4), 2, torch.device("cpu")
     )
     assert len(passes) == 2 and all(len(p["waits"]) == 3 for p in passes)
-    # 10 files at 10 ms each in the main process: every pass waits at least 0.1 s in total, 40 ms per full batch
+    # 10 files at 10 ms each in the main process: every pass waits at least 0.1 s in total, 40 ms per full
+    # batch
     assert all(sum(p["waits"]) >= 0.1 and min(p["waits"][:2]) >= 0.04 for p in passes)
 
 

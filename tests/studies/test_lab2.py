@@ -57,8 +57,8 @@ def test_c4_reads_best_from_c3_and_writes_trace(cfg):
 
 
 def test_c4_without_c3_times_enough_epochs_for_c3s_verdict(cfg, monkeypatch):
-    """On the H200, C4 ran C3's sweep itself with its own 2 epochs: 2 timed epochs a count, too few for any of C3's
-    verdicts. The sweep C4 runs times at least verdict.MIN_SAMPLES epochs a count."""
+    """On the H200, C4 ran C3's sweep itself with its own 2 epochs: 2 timed epochs a count, too few for any of
+    C3's verdicts. The sweep C4 runs times at least verdict.MIN_SAMPLES epochs a count."""
     asked = []
 
     class Stop(Exception):
@@ -161,7 +161,8 @@ def test_compile_without_its_compiler_is_one_line_before_any_compute(cfg, monkey
 
 
 def test_config_reads_only_the_parameters_cell():
-    """Issue 28: `from hpml_lab.studies import precision` in a notebook was read as the parameter 'precision'."""
+    """Issue 28: `from hpml_lab.studies import precision` in a notebook was read as the parameter
+    'precision'."""
     import types
 
     from hpml_lab.report import notebook as nb
@@ -229,6 +230,7 @@ def test_the_stand_in_caption_does_not_overlap_the_plot(tmp_path, monkeypatch):
 
 
 def test_c3_notebook_claims_no_unchecked_equivalence():
-    """Grader (issue 27): c3 said its doubling grid 'finds the same turning point with fewer runs' (never checked)."""
+    """Grader (issue 27): c3 said its doubling grid 'finds the same turning point with fewer runs' (never
+    checked)."""
     text = (Path(__file__).resolve().parents[2] / "notebooks/c3_io.ipynb").read_text()
     assert "finds the same turning point" not in text and "is not checked here" in text

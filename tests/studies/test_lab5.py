@@ -41,9 +41,9 @@ def test_allreduce_measured_with_two_gloo_processes():
 
 @pytest.mark.slow
 def test_lab5_trains_every_ddp_size_on_two_gloo_ranks_and_measures_the_allreduce(rendered):
-    """The tiny render on this CPU: both per-worker batches trained by 2 gloo ranks (run_ddp_many, the all-reduce
-    measured in the same launch), each run complete and filed as ddp2-<id>. That it is one launch is a speed
-    property, not asserted here; the worker's turn-by-turn training is (the test below)."""
+    """The tiny render on this CPU: both per-worker batches trained by 2 gloo ranks (run_ddp_many, the
+    all-reduce measured in the same launch), each run complete and filed as ddp2-<id>. That it is one launch
+    is a speed property, not asserted here; the worker's turn-by-turn training is (the test below)."""
     import json
 
     done = rendered("lab5")
@@ -151,8 +151,8 @@ def test_link_peak_matches_gpu_names_as_whole_words():
 
 
 def test_q1_counts_full_batch_steps_only(tiny_cfg):
-    """An epoch of 40 images at batch 16 ends with an 8-image step: it is no step of batch 16, so Q1 leaves it out
-    (counted, it read as twice the throughput)."""
+    """An epoch of 40 images at batch 16 ends with an 8-image step: it is no step of batch 16, so Q1 leaves it
+    out (counted, it read as twice the throughput)."""
     from hpml_lab.studies.lab5.study import compute_sweep
 
     q1 = compute_sweep(
@@ -164,7 +164,8 @@ def test_q1_counts_full_batch_steps_only(tiny_cfg):
     per_step = sorted(16 / float(t) for t in row.step_times_s.split(";"))
     assert row.images_per_s == pytest.approx((per_step[0] + per_step[1]) / 2, rel=1e-4)
     assert row.load_per_core == row.load_per_core  # the run's load, recorded for Q1's sequential verdicts
-    # the epoch Q1's sentence gives: the mean full-batch step time x the epoch's steps (10 of batch 16 in 160 images)
+    # the epoch Q1's sentence gives: the mean full-batch step time x the epoch's steps (10 of batch 16 in 160
+    # images)
     steps = [float(t) for t in row.step_times_s.split(";")]
     assert row.epoch_s_excl_io == pytest.approx(sum(steps) / len(steps) * 10, rel=1e-4)
 
@@ -253,8 +254,8 @@ def _ddp_rec(step, n, b, loss=1.5, acc=0.4, batch_losses=None):
 
 
 def _lab5(miss=True, speedups=(1.31, 1.13), four=(3.73, 3.86), loss=1.5, acc=0.4, batch_losses=None):
-    """Two per-worker batches, each run on 1 and 2 workers and predicted on 4. `miss`: the model's 2-worker epochs
-    miss the timed ones by 31% and 42% (the smoke report's case), else by 10%."""
+    """Two per-worker batches, each run on 1 and 2 workers and predicted on 4. `miss`: the model's 2-worker
+    epochs miss the timed ones by 31% and 42% (the smoke report's case), else by 10%."""
     one = {16: 200.0, 32: 220.0}
     rows = []
     for k, b in enumerate((16, 32)):
@@ -324,8 +325,8 @@ def test_lab5_model_that_misses_its_own_measurements_is_not_used_for_more_worker
     answers, flags = _conclude(_lab5())
     q2 = answers[1]
     assert q2.headline.plain() == (
-        "Speedup at a fixed per-worker batch, epochs extrapolated from timed steps: 1.31x with 2 workers at batch 16; "
-        "1.13x with 2 workers at batch 32."
+        "Speedup at a fixed per-worker batch, epochs extrapolated from timed steps: 1.31x with 2 workers at "
+        "batch 16; 1.13x with 2 workers at batch 32."
     )
     page = " ".join(a.text for a in answers)
     assert "3.73" not in page and "3.86" not in page  # the model's 4-worker speedups are not stated
@@ -350,19 +351,21 @@ def test_lab5_model_that_agrees_gives_its_predictions_as_predictions():
     q2 = answers[1]
     # the grader's item: predictions for 4 workers on 2 cores, from a model whose margin the page never gave
     assert (
-        "The scaling model's epochs for the runs made are within 25% of those from timed steps (largest miss 10%), "
-        "so its predictions are stated. Predicted by the scaling model (not run): 3.73x with 4 workers at batch 16 "
-        "(more workers than the 2 cores here: on this machine its processes would share them)"
+        "The scaling model's epochs for the runs made are within 25% of those from timed steps (largest miss "
+        "10%), so its predictions are stated. Predicted by the scaling model (not run): 3.73x with 4 "
+        "workers at batch 16 (more workers than the 2 cores here: on this machine its processes would share "
+        "them)"
     ) in q2.text
     assert (
         "For the runs made, the same model predicts 1.46x with 2 workers at batch 16 (timed steps: 1.31x)"
         in q2.text
     )
     assert "model disagrees" not in {f.kind for f in flags} and q2.status == "partial"
-    # the grader's item: a 4-worker epoch is the model's own compute + all-reduce: no "unexplained share" of it
+    # the grader's item: a 4-worker epoch is the model's own compute + all-reduce: no "unexplained share" of
+    # it
     assert (
-        "4 workers at batch 16 (not run): compute 37.5 s and all-reduce 6 s, from which the model builds its epoch"
-        in answers[2].text
+        "4 workers at batch 16 (not run): compute 37.5 s and all-reduce 6 s, from which the model builds its "
+        "epoch" in answers[2].text
     )
     assert answers[2].text.count("neither explains") == 2  # the two measured rows only
     # the 2-worker runs came after the 1-worker sweep: each verdict knows it, with both loads
@@ -454,15 +457,17 @@ def test_lab5_speedup_beyond_its_workers_is_said_not_to_be_ddp():
     """The tiny report: 2.02x with 2 workers, stated as DDP's speedup."""
     answers, _ = _conclude(_lab5(speedups=(2.02, 1.75), miss=False))
     assert (
-        "2.02x with 2 workers at batch 16 is more than 2 workers can give by running side by side, so the excess is "
-        "not DDP's doing; the runs were made one after the other (load per core 0.5 and 0.5 at their starts)."
+        "2.02x with 2 workers at batch 16 is more than 2 workers can give by running side by side, so the "
+        "excess is not DDP's doing; the runs were made one after the other (load per core 0.5 and 0.5 at "
+        "their starts)."
     ) in answers[1].text
     assert "1.75x with 2 workers at batch 32 is more" not in answers[1].text
     study_checks.holds(answers)
 
 
 def test_lab5_q3_parts_that_exceed_their_epoch_do_not_split_it():
-    """The smoke report: compute 5,826 s and all-reduce 96.8 s 'of an epoch of 5,115 s; 0% of it neither explains'."""
+    """The smoke report: compute 5,826 s and all-reduce 96.8 s 'of an epoch of 5,115 s; 0% of it neither
+    explains'."""
     res = _lab5(miss=False)
     res.table.loc[(res.table.workers == 2) & (res.table.per_gpu_batch == 32), "compute_s"] = 500.0
     q3 = _conclude(res)[0][2].headline.plain()
@@ -488,7 +493,8 @@ def test_lab5_speedups_whose_verdicts_all_tie_lead_with_the_tie():
 
 
 def test_lab5_speedups_with_too_few_samples_say_so_not_a_tie():
-    """The grader's item: "(each comparison below is a tie)" above verdicts that all said "too few samples" (n=2)."""
+    """The grader's item: "(each comparison below is a tie)" above verdicts that all said "too few samples"
+    (n=2)."""
     res = _lab5()
     for rec in res.runs:
         b = rec.table("batches")
@@ -507,9 +513,9 @@ def _kinds(answers) -> str:
 
 
 def test_lab5_says_which_kinds_of_scaling_its_tables_hold():
-    """Grader: "this report measures weak scaling only" stood above the page's own strong-scaling table. Which kinds
-    the answer states follows the tables: both where two per-worker batches a factor of the workers apart ran, weak
-    alone where none did; the background states no finding of the run."""
+    """Grader: "this report measures weak scaling only" stood above the page's own strong-scaling table. Which
+    kinds the answer states follows the tables: both where two per-worker batches a factor of the workers
+    apart ran, weak alone where none did; the background states no finding of the run."""
     both = _conclude(_lab5(miss=False))[0]
     said = _kinds(both)
     assert "strong and weak scaling from the same runs follow" in said
@@ -529,9 +535,9 @@ def test_lab5_says_which_kinds_of_scaling_its_tables_hold():
 
 
 def test_lab5_tables_show_the_answers_numbers_and_say_what_holds_data_loading():
-    """Grader: the weak-scaling table said 1.47 / 3 s per step where the answer's Q1 said 1.45 / 2.94 (one with its
-    data loading, one without, the headers silent). Each table cell the answer states is the answer's Number, and
-    the headers of Q1 and Q2 say which time holds data loading."""
+    """Grader: the weak-scaling table said 1.47 / 3 s per step where the answer's Q1 said 1.45 / 2.94 (one
+    with its data loading, one without, the headers silent). Each table cell the answer states is the answer's
+    Number, and the headers of Q1 and Q2 say which time holds data loading."""
     res = _lab5(miss=False)
     answers, _ = _conclude(res)
     nums = {n.name: n for a in answers for n in a.numbers}
@@ -577,9 +583,10 @@ def test_lab5_without_a_usable_fit_names_no_number_a_fit():
 
 
 def test_lab5_q1_epoch_says_how_it_was_aggregated():
-    """One quantity, two values: Q1's headline throughput is the median of per-step throughputs, its epochs the
-    mean step time x steps (test_q1_counts_full_batch_steps_only checks the computation); the epoch sentence says
-    which, so a reader does not divide one into the other. The H200 check's page said "median" of this mean."""
+    """One quantity, two values: Q1's headline throughput is the median of per-step throughputs, its epochs
+    the mean step time x steps (test_q1_counts_full_batch_steps_only checks the computation); the epoch
+    sentence says which, so a reader does not divide one into the other. The H200 check's page said "median"
+    of this mean."""
     q1 = _conclude(_lab5())[0][0]
     assert (
         "(the mean step time x steps, so not the images per second of the median throughput above)" in q1.text

@@ -248,8 +248,8 @@ NOISY = [0.08, 0.2, 0.1, 0.12, 0.09]  # against BASE: an interval that includes 
 
 
 def _res(slow=(1.45, 1.50, 1.56), first=NOISY, segments=2, cuda=False, losses=None, ck=NOISY):
-    """Seven comparisons (three checkpointed ResNets, four RevNets), the first a tie; `slow` the RevNets' clear
-    slowdowns over their ordinary-autograd twins (the rest noisy ties)."""
+    """Seven comparisons (three checkpointed ResNets, four RevNets), the first a tie; `slow` the RevNets'
+    clear slowdowns over their ordinary-autograd twins (the rest noisy ties)."""
     rows = []
     for i, d in enumerate((18, 34, 50)):
         rows.append(_row(f"resnet{d}", "ResNet", d, f"resnet{d}", 2.0 * (i + 1), BASE))
@@ -368,8 +368,8 @@ def test_memory_budget_note_is_a_finding_over_the_record():
 
 
 def test_memory_answer_and_tables_state_one_value_per_quantity():
-    """The working-set share the answer states is the table's and the figure's column; fewer than 3 rounds show no
-    spread; a GPU's largest batch is measured."""
+    """The working-set share the answer states is the table's and the figure's column; fewer than 3 rounds
+    show no spread; a GPU's largest batch is measured."""
 
     res = _res()
     answers, _ = _conclude(res)
@@ -392,8 +392,8 @@ def test_memory_answer_and_tables_state_one_value_per_quantity():
 
 
 def _swept(sweeps: dict, top: int = 128):
-    """_res(cuda=True) with measured sweeps {model: (largest size that fitted, first out of memory or None)}, the
-    sweep's sizes doubling from 32 to `top`."""
+    """_res(cuda=True) with measured sweeps {model: (largest size that fitted, first out of memory or None)},
+    the sweep's sizes doubling from 32 to `top`."""
     res = _res(cuda=True)
     res.sweep = [b for b in (32, 64, 128, 256) if b <= top]
     for model, (fitted, out) in sweeps.items():
@@ -463,7 +463,8 @@ def test_a_revnet_and_its_plain_twin_are_told_apart_by_name():
 
 # ------------------------------------------------------------------ the study's own question, answered first
 def _peaks(res, peaks: dict, resident: dict | None = None):
-    """_res(cuda=True) with each network's measured CUDA peak (MB) and, where given, what its step started from."""
+    """_res(cuda=True) with each network's measured CUDA peak (MB) and, where given, what its step started
+    from."""
     res.table["peak_MB"] = [peaks.get(m, float("nan")) for m in res.table.model]
     if resident is not None:
         res.table["resident_MB"] = [resident.get(m, float("nan")) for m in res.table.model]
@@ -474,7 +475,8 @@ PLAIN = {"resnet18": 400.0, "resnet34": 400.0, "resnet50": 400.0}
 
 
 def test_a_measured_peak_that_departs_from_the_predicted_share_is_said_first():
-    """The H100's memory page predicted 0.54-0.67x and measured 0.90-0.98x without a word: the departure leads."""
+    """The H100's memory page predicted 0.54-0.67x and measured 0.90-0.98x without a word: the departure
+    leads."""
     res = _peaks(_res(cuda=True), {**PLAIN, "resnet18 ck": 390.0, "resnet34 ck": 380.0, "resnet50 ck": 360.0})
     ck = _conclude(res)[0][1]
     assert ck.headline.plain() == (
@@ -482,8 +484,8 @@ def test_a_measured_peak_that_departs_from_the_predicted_share_is_said_first():
         "plain network's peak memory is off the predicted one by more than 10%."
     )
     assert ck.details[0].plain() == (
-        "Measured share of the plain network's peak against the predicted share: resnet18 0.975x against 0.65x, "
-        "resnet34 0.95x against 0.325x and resnet50 0.9x against 0.217x."
+        "Measured share of the plain network's peak against the predicted share: resnet18 0.975x against "
+        "0.65x, resnet34 0.95x against 0.325x and resnet50 0.9x against 0.217x."
     )
     assert (
         ck.details[1]
@@ -501,14 +503,15 @@ def test_a_measured_peak_that_departs_from_the_predicted_share_is_said_first():
 
 
 def test_a_measured_peak_within_the_margin_agrees_and_what_the_step_started_from_is_left_out():
-    """The peak above what was resident before the step (weights, gradients, momentum, batch) is what the predicted
-    activation share describes: 295 MB against 400 MB is 0.74x whole, but 195 MB above 100 against 300 is 0.65x."""
+    """The peak above what was resident before the step (weights, gradients, momentum, batch) is what the
+    predicted activation share describes: 295 MB against 400 MB is 0.74x whole, but 195 MB above 100 against
+    300 is 0.65x."""
     peaks = {**PLAIN, "resnet18 ck": 295.0, "resnet34 ck": 197.5, "resnet50 ck": 165.0}
     resident = {m: 100.0 for m in peaks}
     agree = _conclude(_peaks(_res(cuda=True), peaks, resident))[0][1]
     assert agree.headline.plain() == (
-        "Measured on this GPU, the peak memory of each of the 3 checkpointed ResNets agrees with the predicted "
-        "share of its plain network's, within 10%."
+        "Measured on this GPU, the peak memory of each of the 3 checkpointed ResNets agrees with the "
+        "predicted share of its plain network's, within 10%."
     )
     assert "resnet18 0.65x against 0.65x" in agree.details[0].plain()
     whole = _conclude(_peaks(_res(cuda=True), peaks))[0][1]  # a record without what the step started from
@@ -520,8 +523,8 @@ def test_a_measured_peak_within_the_margin_agrees_and_what_the_step_started_from
 
 
 def test_a_cost_beyond_one_extra_forward_is_said_first_and_one_within_it_agrees():
-    """The H100's page said "about one extra forward" (as background) beside slowdowns of 1.69-2.39x: the measured
-    costs are held against that prediction (1.33x), each by its interval, and a departure leads."""
+    """The H100's page said "about one extra forward" (as background) beside slowdowns of 1.69-2.39x: the
+    measured costs are held against that prediction (1.33x), each by its interval, and a departure leads."""
     answers, _ = _conclude(
         _res(slow=(1.9, 1.9, 1.9, 1.9), first=[t * 1.9 for t in BASE], ck=[t * 1.9 for t in BASE])
     )
@@ -533,8 +536,8 @@ def test_a_cost_beyond_one_extra_forward_is_said_first_and_one_within_it_agrees(
     extra = [t * 4 / 3 for t in BASE]
     answers, _ = _conclude(_res(slow=(4 / 3,) * 4, first=extra, ck=extra))
     assert answers[2].headline.plain() == (
-        "Each of the 7 measured costs is consistent with the one extra forward predicted (1.33x): every interval "
-        "holds it."
+        "Each of the 7 measured costs is consistent with the one extra forward predicted (1.33x): every "
+        "interval holds it."
     )
     pred = next(n for n in answers[2].numbers if n.name == "one extra forward: predicted time vs plain")
     assert pred.provenance == "predicted" and "two forwards" in pred.source
@@ -546,8 +549,9 @@ def test_a_cost_beyond_one_extra_forward_is_said_first_and_one_within_it_agrees(
 
 
 def test_the_h100_memory_record_answers_its_own_question_first():
-    """The record the H100 brought home (reports/gpu/NVIDIA-H100-80GB-HBM3/results/memory): measured 0.90-0.98x of
-    the plain peak against 0.54-0.67x predicted, and slowdowns of 1.69-2.39x against one extra forward."""
+    """The record the H100 brought home (reports/gpu/NVIDIA-H100-80GB-HBM3/results/memory): measured
+    0.90-0.98x of the plain peak against 0.54-0.67x predicted, and slowdowns of 1.69-2.39x against one extra
+    forward."""
     from pathlib import Path
 
     d = (
@@ -570,7 +574,7 @@ def test_the_h100_memory_record_answers_its_own_question_first():
     assert "resnet18_adjusted 0.98x against 0.667x" in ck.details[0].plain()
     cost = memory_conclusion.cost_answer(res)
     assert cost.headline.plain().startswith(
-        "The memory saving cost more than the one extra forward predicted (1.33x) for 6 of 7 networks: 1.69x to "
-        "2.39x"
+        "The memory saving cost more than the one extra forward predicted (1.33x) for 6 of 7 networks: 1.69x "
+        "to 2.39x"
     )
     study_checks.holds([ck, cost])

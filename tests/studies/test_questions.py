@@ -41,7 +41,8 @@ def test_questions_from_a_real_count():
     table = questions.answers("resnet_tiny")
     qa, flags = conclusion.conclude(RunConfig(task="questions", model="resnet_tiny"), table)
     assert [a.question[:2] for a in qa] == ["Q1", "Q2", "Q3", "Q4"] and flags
-    # counts are exact ("counted", no n), the float32 size and momentum are recorded: every stated number holds
+    # counts are exact ("counted", no n), the float32 size and momentum are recorded: every stated number
+    # holds
     holds(qa, "questions")
     assert "MB as float32 each" in qa[2].text and "1x1" not in qa[0].text
     assert {n.provenance for a in qa for n in a.numbers} == {"counted", "setting"}

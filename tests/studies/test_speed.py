@@ -1,5 +1,5 @@
-"""The speed ladder (hpml_lab/studies/speed): each rung's configuration, the interleaved timing, the conclusions on
-hand-built results, and the notebook rendered once at the tiny profile."""
+"""The speed ladder (hpml_lab/studies/speed): each rung's configuration, the interleaved timing, the
+conclusions on hand-built results, and the notebook rendered once at the tiny profile."""
 
 import json
 import time
@@ -131,9 +131,9 @@ def test_the_task_registers_itself_with_a_tiny_profile_that_leaves_compile_out()
 
 
 def test_the_packages_names_from_its_modules_stay_what_they_name_on_every_use():
-    """speed's conclude, chart and the ladder's names are imported at first use (registering the task imports no
-    torch). A module of the package named like one of them (chart.py, as it was) would replace that name with the
-    module as soon as it is imported, and the notebook's `speed.chart(result)` would fail."""
+    """speed's conclude, chart and the ladder's names are imported at first use (registering the task imports
+    no torch). A module of the package named like one of them (chart.py, as it was) would replace that name
+    with the module as soon as it is imported, and the notebook's `speed.chart(result)` would fail."""
     import importlib
     import inspect
 
@@ -253,8 +253,8 @@ def _ladder(
     reason: str = "not run at this profile (compile_rung is off)",
     epochs: dict[str, list[float]] | None = None,
 ):
-    """A hand-built ladder: `rates` (images/s per round) per rung, None for a rung not run; `epochs` (seconds of
-    whole epochs) per rung, and for the reference's row (REFERENCE), which is 'not run' unless given."""
+    """A hand-built ladder: `rates` (images/s per round) per rung, None for a rung not run; `epochs` (seconds
+    of whole epochs) per rung, and for the reference's row (REFERENCE), which is 'not run' unless given."""
     epochs = epochs or {}
     rows, samples = [], {}
     for i, name in enumerate((*ladder.RUNGS, ladder.REFERENCE)):
@@ -465,8 +465,8 @@ def test_the_plain_script_is_set_beside_the_fastest_whole_epoch(base):
 
 
 def test_the_reference_script_runs_here_and_trains_the_labs_network(base, cifar_root):
-    """The outside reference end to end on this CPU at a tiny size (its own process, as the ladder runs it), and
-    its network: the lab's ResNet-18, parameter for parameter."""
+    """The outside reference end to end on this CPU at a tiny size (its own process, as the ladder runs it),
+    and its network: the lab's ResNet-18, parameter for parameter."""
     from hpml_lab import models
     from hpml_lab.studies.speed import reference
 

@@ -1,7 +1,7 @@
-"""The figures of the memory, Lab 5, data-loading, Tiny ImageNet, C1, C6 and C7 reports, from hand-built tables and
-answers: legends beside the data (never on it), no min-max caps on fewer than three samples, the chance level the
-text judges by (from the answers' own Numbers), Lab 5's model on a line of its own with the ideal 1/n beside it and
-only where its text uses it, and a stand-in caption clear of the plot."""
+"""The figures of the memory, Lab 5, data-loading, Tiny ImageNet, C1, C6 and C7 reports, from hand-built
+tables and answers: legends beside the data (never on it), no min-max caps on fewer than three samples, the
+chance level the text judges by (from the answers' own Numbers), Lab 5's model on a line of its own with the
+ideal 1/n beside it and only where its text uses it, and a stand-in caption clear of the plot."""
 
 import matplotlib
 
@@ -105,7 +105,8 @@ def test_lab5_figure_model_line_is_its_own_and_the_ideal_is_drawn():
 
 def test_lab5_figure_draws_the_models_points_only_where_the_answer_states_them():
     """Grader: lab5's figure drew the model's 4-worker points where its text said the model was not used (it
-    missed its own 2-worker runs by more than the margin): then only the missed runs' model points are drawn."""
+    missed its own 2-worker runs by more than the margin): then only the missed runs' model points are
+    drawn."""
     t = _scaling_table()  # the model's 100 s against 150 s timed at 2 workers: a 33% miss
     fig = lab5_figure.scaling_figure(t, model_ok=False)
     model = [ln for ln in fig.axes[0].get_lines() if "model" in ln.get_label()]
@@ -157,8 +158,8 @@ def test_tinyimagenet_bars_legend_and_stand_in_caption_clear_of_the_plot(monkeyp
 
 
 def test_report_body_shows_the_records_findings_and_background_apart(monkeypatch):
-    """notebook.said: what the four reports' bodies show is the record's own html (numbers in data-number slots),
-    never numbers formatted again; background follows, labelled as general."""
+    """notebook.said: what the four reports' bodies show is the record's own html (numbers in data-number
+    slots), never numbers formatted again; background follows, labelled as general."""
     import IPython.display
 
     from hpml_lab.answers import Answer, Number

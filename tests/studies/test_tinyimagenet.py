@@ -94,7 +94,8 @@ def serve():
 
 
 def test_fetch_into_a_new_folder_from_a_server_that_sends_no_length(serve, tmp_path):
-    """The folder is made before the .part is opened also when no Content-Length (and so no space check) comes."""
+    """The folder is made before the .part is opened also when no Content-Length (and so no space check)
+    comes."""
     srv = serve(b"x" * 5000, length=False)
     dest = tmp_path / "new" / "root" / tin.ARCHIVE
     assert tin.fetch(srv.url, dest, log=lambda *a: None) == dest and dest.read_bytes() == b"x" * 5000
@@ -412,8 +413,8 @@ def test_tinyimagenet_ddp_beyond_its_processes_is_said_not_to_be_ddp():
     ddp = [d.plain() for d in answers[2].details if d.plain().startswith("DDP")]
     assert ddp == [
         "DDP ran at 15x the baseline's images per second with 2 processes: more than 2 processes can give by "
-        "running side by side, so the excess is not the method's doing; the runs were made one after the other (load "
-        "per core 0.5 and 4 at their starts)."
+        "running side by side, so the excess is not the method's doing; the runs were made one after the "
+        "other (load per core 0.5 and 4 at their starts)."
     ]
     one = _tin()
     one.timing.loc[one.timing.variant == "checkpointing", "s/batch"] = 4.0  # one process: its verdict says it
@@ -421,8 +422,8 @@ def test_tinyimagenet_ddp_beyond_its_processes_is_said_not_to_be_ddp():
     near, _ = _conclude(_tin(ddp_s=4.7))  # twice the images per batch in the same time: 2x with 2 processes
     # the grader's item: an n=1 ratio of sequential runs, the baseline's loader workers unsaid
     assert (
-        "DDP ran at 2x the baseline's images per second, one run each, made one after the other (no verdict); the "
-        "baseline ran with 2 loader workers, which take cores from its own training step"
+        "DDP ran at 2x the baseline's images per second, one run each, made one after the other (no "
+        "verdict); the baseline ran with 2 loader workers, which take cores from its own training step"
     ) in near[2].text
     study_checks.holds(answers)
 
@@ -461,7 +462,8 @@ def test_tinyimagenet_bottleneck_branches_and_sequential_verdicts():
     shifted, _ = _conclude(_tin(data0=2.0, loads=(0.5, 4.0, 0.5, 0.5)))  # the load moved between the two runs
     assert "whether 2 workers move it to compute, this run cannot tell" in shifted[0].headline.plain()
     assert "while the machine's load per core moved between 0.5 and 4" in shifted[0].text
-    # the grader's item: "0 workers is 3.01x faster than 2 workers" from sequential runs, unlike c3/c4 not said
+    # the grader's item: "0 workers is 3.01x faster than 2 workers" from sequential runs, unlike c3/c4 not
+    # said
     assert [
         d.plain().endswith("(the two runs were made one after the other).") for d in moved[0].details[1:]
     ] == [
@@ -516,8 +518,9 @@ def test_tinyimagenet_worker_table_holds_the_answers_medians():
 
 
 def test_tinyimagenet_a_slow_baseline_is_said_when_checkpointing_outran_it():
-    """The grader's read of the tiny report: DDP at 18.6x the baseline, 'not the method's doing', but whose? The
-    checkpointing run (more work per batch, one process) also outran the baseline: the baseline itself was slow."""
+    """The grader's read of the tiny report: DDP at 18.6x the baseline, 'not the method's doing', but whose?
+    The checkpointing run (more work per batch, one process) also outran the baseline: the baseline itself was
+    slow."""
     res = _tin(loads=(0.5, 0.5, 0.5, 4.0))
     base = float(res.timing.loc[res.timing.variant == "baseline", "s/batch"].iloc[0])
     res.timing.loc[res.timing.variant == "checkpointing", "s/batch"] = base / 3

@@ -1,10 +1,11 @@
-"""No number is typed into prose a reader sees (issue 27): a grep, by the syntax tree, over every notebook's code
-cells and every conclusion module. A notebook shows what the record holds (tables through the one formatter,
-findings through the answer box or nb.said); a conclusion binds its numbers as Number slots (findings.say).
+"""No number is typed into prose a reader sees (issue 27): a grep, by the syntax tree, over every notebook's
+code cells and every conclusion module. A notebook shows what the record holds (tables through the one
+formatter, findings through the answer box or nb.said); a conclusion binds its numbers as Number slots
+(findings.say).
 
-Flagged: a format spec ('{x:.3g}', '{n:,}'), %-formatting or str.format anywhere in those sources (each would print a
-number by its own rule, not fmt's); and in a notebook, an f-string value put into text shown by print, Markdown,
-HTML or a notice, unless the value is a word (a model, backend or device name, a link, a path)."""
+Flagged: a format spec ('{x:.3g}', '{n:,}'), %-formatting or str.format anywhere in those sources (each would
+print a number by its own rule, not fmt's); and in a notebook, an f-string value put into text shown by print,
+Markdown, HTML or a notice, unless the value is a word (a model, backend or device name, a link, a path)."""
 
 import ast
 import json

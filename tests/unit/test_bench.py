@@ -1,4 +1,5 @@
-"""Benchmarks: the JSON shape and where it is saved, at minimal size. No speed is asserted (machine-dependent)."""
+"""Benchmarks: the JSON shape and where it is saved, at minimal size. No speed is asserted
+(machine-dependent)."""
 
 import json
 
@@ -12,7 +13,8 @@ from hpml_lab.studies import bench, bench_measure
 
 @pytest.fixture
 def run_bench(cifar_root, tmp_path, monkeypatch, capsys):
-    """`hpml-lab bench NAME` at the smallest size on the CPU (output under tmp_path): the record its last line prints."""
+    """`hpml-lab bench NAME` at the smallest size on the CPU (output under tmp_path): the record its last line
+    prints."""
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
 
     def run(name: str, steps: int = 1, repeats: int = 1, warmup: int = 0, *more: str) -> dict:
@@ -52,7 +54,8 @@ def test_bench_prints_one_json_line_and_saves_it(run_bench, tmp_path):
     assert rec["benchmark"] == "overhead" and rec["status"] == "complete"
     assert rec["ratio"] > 0 and rec["plain_step_s"]["n"] == 3 and "median" in rec["plain_step_s"]
     # the target (instrumented <= 1.02x plain) read from the recorded 95% interval of the ratio: met only when
-    # all of it is under 1.02, missed only when all of it is over, else "can't tell" (None), and then inconclusive
+    # all of it is under 1.02, missed only when all of it is over, else "can't tell" (None), and then
+    # inconclusive
     v = rec["verdict"]
     assert v["n_a"] == 3 and v["ci_low"] <= v["ci_high"]
     expected = True if v["ci_high"] <= 1.02 else (False if v["ci_low"] > 1.02 else None)
@@ -156,8 +159,8 @@ def test_bench_profile_compares_the_fast_step_with_the_plain_scripts(run_bench):
 
 
 def test_a_profiles_gaps_are_the_time_no_kernel_ran():
-    """The CUDA branch on hand-built kernel events: two steps, kernels at 0-10, 15-20 and 18-30 us (overlapping),
-    then 100-110 us; one graph launch a step."""
+    """The CUDA branch on hand-built kernel events: two steps, kernels at 0-10, 15-20 and 18-30 us
+    (overlapping), then 100-110 us; one graph launch a step."""
     from types import SimpleNamespace as NS
 
     from torch.autograd import DeviceType

@@ -116,8 +116,9 @@ print(json.dumps(seen))
 
 
 def test_the_command_lines_front_answers_without_importing_torch(tmp_path, cifar_root):
-    """help, tasks, init, slurm and the refusals of bad input import no torch (3 s of CPU, more on a login node's
-    shared file system): registering a task, the data layer's checks and the model registry do without it."""
+    """help, tasks, init, slurm and the refusals of bad input import no torch (3 s of CPU, more on a login
+    node's shared file system): registering a task, the data layer's checks and the model registry do without
+    it."""
     import json
 
     calls = [
@@ -144,8 +145,8 @@ def test_the_command_lines_front_answers_without_importing_torch(tmp_path, cifar
     assert (tmp_path / "slurm" / "c1-1x1.sbatch").is_file() and (tmp_path / "mine" / "notebooks").is_dir()
 
 
-# The quick start (issue 45): init's command works as printed; data synth says what it does; a task on the default
-# data folder writes the missing synthetic data itself, while a folder the user named is refused.
+# The quick start (issue 45): init's command works as printed; data synth says what it does; a task on the
+# default data folder writes the missing synthetic data itself, while a folder the user named is refused.
 
 
 def test_init_prints_a_jupyterlab_command_that_works_as_printed(tmp_path):

@@ -149,7 +149,8 @@ def test_a_stem_the_model_lacks_is_refused_and_revnets_take_autocast():
     with pytest.raises(ConfigError, match="'stem' is 'imagenet'; 'revnet38' supports cifar"):
         RunConfig(model="revnet38", stem="imagenet")
     assert RunConfig(model="resnet18", stem="imagenet").stem == "imagenet"
-    # the reversible backward re-enters forward's autocast region (tests/studies/test_memory.py): no longer refused
+    # the reversible backward re-enters forward's autocast region (tests/studies/test_memory.py): no longer
+    # refused
     assert RunConfig(model="revnet38", precision="bf16").precision == "bf16"
 
 

@@ -128,7 +128,8 @@ def test_truncated_batch_file_is_one_line(cifar_root, tmp_path):
 
 def test_chance_and_the_model_follow_the_datas_class_count(tmp_path):
     """A Tiny ImageNet of 4 classes (a partial or synthetic copy): its runs record 4 classes, the model has 4
-    outputs, and C1 says chance 25% (it said 0.5%, a uniform guess over the official 200, shown as "chance 0%")."""
+    outputs, and C1 says chance 25% (it said 0.5%, a uniform guess over the official 200, shown as "chance
+    0%")."""
     import pandas as pd
 
     from hpml_lab import results

@@ -1,7 +1,8 @@
-"""Every command in README.md and docs/*.md stays runnable: shell blocks (fenced or indented) and inline commands
-parse (`bash -n`), every `make` target exists in the Makefile, every `hpml-lab` subcommand and flag is accepted by
-the real argparse parsers (`hpml-lab`'s and `python -m hpml_lab`'s, also under torchrun), every `python -m`
-module imports, Python blocks compile and their `hpml_lab` imports resolve, and every linked file exists."""
+"""Every command in README.md and docs/*.md stays runnable: shell blocks (fenced or indented) and inline
+commands parse (`bash -n`), every `make` target exists in the Makefile, every `hpml-lab` subcommand and flag
+is accepted by the real argparse parsers (`hpml-lab`'s and `python -m hpml_lab`'s, also under torchrun), every
+`python -m` module imports, Python blocks compile and their `hpml_lab` imports resolve, and every linked file
+exists."""
 
 from __future__ import annotations
 
@@ -84,7 +85,8 @@ def extract(text: str, name: str) -> Found:
 
 
 def simple_commands(text: str) -> list[list[str]]:
-    """The simple commands of a shell text as word lists (comments, `VAR=value` prefixes and `...` dropped)."""
+    """The simple commands of a shell text as word lists (comments, `VAR=value` prefixes and `...`
+    dropped)."""
     commands = []
     for line in text.replace("\\\n", " ").split("\n"):
         lex = shlex.shlex(line, posix=True, punctuation_chars=True)
@@ -315,7 +317,8 @@ def test_the_readme_task_table_names_every_task_and_its_slurm_command_writes_a_j
 
 
 def test_the_readme_task_table_is_the_one_the_tasks_give():
-    """Adding a task touches its folder, notebook and tests only: the README's table is printed from the TASKs."""
+    """Adding a task touches its folder, notebook and tests only: the README's table is printed from the
+    TASKs."""
     from hpml_lab.report import tasks
 
     block = tasks.table_in((ROOT / "README.md").read_text())
@@ -359,8 +362,8 @@ def test_hpml_lab_tasks_markdown_rewrites_only_the_table_and_takes_a_new_task(tm
 
 
 def test_tasks_markdown_never_overwrites_a_table_edited_by_hand(tmp_path, monkeypatch, capsys):
-    """A row reworded by hand (or a table typed without the checksum hpml-lab writes) is refused in one line and
-    nothing is written; --force replaces it and keeps the edited file beside it, saying where."""
+    """A row reworded by hand (or a table typed without the checksum hpml-lab writes) is refused in one line
+    and nothing is written; --force replaces it and keeps the edited file beside it, saying where."""
     from hpml_lab.report import cli, tasks
 
     readme = tmp_path / "README.md"
@@ -397,12 +400,13 @@ CLONE = ("Makefile", "pyproject.toml", "setup.py", "constraints.txt", "README.md
 
 @pytest.mark.slow
 def test_the_readme_quick_start_works_word_for_word_in_a_fresh_clone(tmp_path):
-    """README.md's quick-start lines, run in order in a fresh copy of the checkout (no data/, results/ or reports/;
-    the files' times kept) that shares this checkout's environment as its .venv, so that `make setup` runs and
-    finds it up to date (the install itself is make setup's own, which CI's first step runs). Each line exits 0 as
-    written; an `hpml-lab run` line gets `--profile tiny` appended to keep the suite quick (its data are still the
-    default's, written at their full size). The task's run writes the missing synthetic CIFAR-10 first and says so
-    in one line, then its report; no more than 25 s pass without a line (the commands aim at 20)."""
+    """README.md's quick-start lines, run in order in a fresh copy of the checkout (no data/, results/ or
+    reports/; the files' times kept) that shares this checkout's environment as its .venv, so that `make
+    setup` runs and finds it up to date (the install itself is make setup's own, which CI's first step runs).
+    Each line exits 0 as written; an `hpml-lab run` line gets `--profile tiny` appended to keep the suite
+    quick (its data are still the default's, written at their full size). The task's run writes the missing
+    synthetic CIFAR-10 first and says so in one line, then its report; no more than 25 s pass without a line
+    (the commands aim at 20)."""
     import os
     import shutil
     import sys

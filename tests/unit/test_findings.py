@@ -1,6 +1,6 @@
-"""The one way to write a finding (issue 27): hpml_lab/findings.py on hand-built values: the formatter, templates
-and their slots, html, nested findings, background, and an answer's numbers. What each study concludes from canned
-results is tests/studies/test_conclusions.py; the grep for numbers typed into prose is
+"""The one way to write a finding (issue 27): hpml_lab/findings.py on hand-built values: the formatter,
+templates and their slots, html, nested findings, background, and an answer's numbers. What each study
+concludes from canned results is tests/studies/test_conclusions.py; the grep for numbers typed into prose is
 tests/studies/test_typed_numbers.py."""
 
 import pytest

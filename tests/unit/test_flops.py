@@ -54,7 +54,8 @@ def test_peak_table_and_precision(tmp_path):
     ]
     assert flops.precision_of(RunConfig(precision="tf32"), torch.device("cuda")) == "tf32"
     assert flops.precision_of(RunConfig(amp=True), cpu) == "bf16"  # the deprecated spelling of bf16
-    # fp16 has its own figures, equal to bf16's where a data sheet gives both; Volta/Turing have no bf16 figure
+    # fp16 has its own figures, equal to bf16's where a data sheet gives both; Volta/Turing have no bf16
+    # figure
     for table, _ in flops.GPU_PEAKS.values():
         assert table["fp16"] == table.get("bf16", table["fp16"]) and table["fp16"] > table["fp32"]
     v100, source = flops.data_sheet("Tesla V100-SXM2-16GB")
@@ -104,8 +105,8 @@ def test_counting_leaves_the_random_stream_alone(tmp_path):
 
 
 def test_tf32_is_read_through_the_new_api_without_mixing_it_with_the_legacy_one():
-    """After a user sets torch.backends.cuda.matmul.fp32_precision, reading allow_tf32 raises ("mix of legacy and
-    new APIs"): the precision label and the peak's TF32 switch go through the new API (torch >= 2.9)."""
+    """After a user sets torch.backends.cuda.matmul.fp32_precision, reading allow_tf32 raises ("mix of legacy
+    and new APIs"): the precision label and the peak's TF32 switch go through the new API (torch >= 2.9)."""
     m, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
     if not hasattr(m, "fp32_precision"):
         pytest.skip("torch without fp32_precision")
@@ -131,8 +132,9 @@ def test_tf32_is_read_through_the_new_api_without_mixing_it_with_the_legacy_one(
 
 
 def test_measured_peak_stays_within_its_budget_on_a_slow_path():
-    """bf16 on a CPU without bf16 instructions runs at about 1 GFLOP/s: the old fixed 2048 products took minutes
-    (a CI run sat 8 minutes in one amp test). The size is now chosen so the measurement keeps to its budget."""
+    """bf16 on a CPU without bf16 instructions runs at about 1 GFLOP/s: the old fixed 2048 products took
+    minutes (a CI run sat 8 minutes in one amp test). The size is now chosen so the measurement keeps to its
+    budget."""
     flops._measured.cache_clear()
     t0 = time.perf_counter()
     rate = flops._measured("cpu", "bf16", budget_s=1.0)
@@ -154,7 +156,8 @@ def test_measured_tf32_peak_uses_tf32_products_on_a_gpu():
 
 
 def test_precision_tf32_turns_tf32_on_for_the_run_only_and_through_the_new_api():
-    """fastpath.matmul_precision set the legacy allow_tf32 flags, which torch refuses to mix with fp32_precision."""
+    """fastpath.matmul_precision set the legacy allow_tf32 flags, which torch refuses to mix with
+    fp32_precision."""
     from hpml_lab import fastpath
 
     m, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
@@ -175,9 +178,9 @@ def test_precision_tf32_turns_tf32_on_for_the_run_only_and_through_the_new_api()
 
 
 def test_a_measured_peak_is_measured_once_per_machine_and_read_by_every_task(tmp_path, monkeypatch):
-    """One machine's CPU 'peak' was 0.0666 TFLOP/s on c1's page, 0.0252 on c2's and 0.0358 on c5's (issue 42): each
-    run measured its own. A measured peak is kept per device, name and precision in the results folder; a later
-    run, of any task, reads it, and says where it came from."""
+    """One machine's CPU 'peak' was 0.0666 TFLOP/s on c1's page, 0.0252 on c2's and 0.0358 on c5's (issue 42):
+    each run measured its own. A measured peak is kept per device, name and precision in the results folder; a
+    later run, of any task, reads it, and says where it came from."""
     import json
 
     calls = []

@@ -91,7 +91,8 @@ def test_loader_iterates_like_a_dataloader(cifar_root, tiny_cfg):
     assert sorted(seen.tolist()) == sorted(ds.targets[:100])  # a permutation
     first = torch.cat([y for _, y in kept])
     assert not torch.equal(seen, first)  # reshuffled each epoch
-    # a run's loader: batches of one shape (static shapes for a compiled step), the partial batch left out and said
+    # a run's loader: batches of one shape (static shapes for a compiled step), the partial batch left out and
+    # said
     loader = TensorLoader.from_config(tiny_cfg.replace(subset=100, batch_size=32), "cpu")
     assert len(loader) == 3 and loader.dropped == 4
     batches = list(loader)

@@ -1,6 +1,6 @@
-"""The GPU check kit without a GPU: its plan for bare machines, results packed as each unit finishes (a command
-killed half-way), unpacking that merges in any order, provenance without .git, the machine's record. The kit on
-the GPU image's package set, command by command, is tests/notebooks/test_gpucheck_image.py."""
+"""The GPU check kit without a GPU: its plan for bare machines, results packed as each unit finishes (a
+command killed half-way), unpacking that merges in any order, provenance without .git, the machine's record.
+The kit on the GPU image's package set, command by command, is tests/notebooks/test_gpucheck_image.py."""
 
 import json
 import os
@@ -92,8 +92,8 @@ def test_plan_is_at_most_2_plain_commands_that_fit_a_15_minute_lease_of_bare_mac
 
 def test_the_plans_measured_figures_are_those_the_gpu_checks_recorded():
     """gpuplan.MEASURED replaces predictions with the seconds a GPU check recorded: each must be that of the
-    manifest its basis names (c4's without the C3 sweep it then ran itself, as its basis says; bench was cut off,
-    at least that)."""
+    manifest its basis names (c4's without the C3 sweep it then ran itself, as its basis says; bench was cut
+    off, at least that)."""
     checks = {
         gpu: json.loads((ROOT / path).read_text())["units"]
         for gpu, path in (("H200", gpuplan.H200_CHECK), ("H100", gpuplan.H100_CHECK))
@@ -175,8 +175,8 @@ def _members(archive: Path) -> list[str]:
 
 
 def _when_packed(proc, archive: Path, member: str) -> None:
-    """Wait (up to 240 s) until `member` is in the archive the process keeps rewriting, then a second more: by then
-    the process is in the next unit, `slow`."""
+    """Wait (up to 240 s) until `member` is in the archive the process keeps rewriting, then a second more: by
+    then the process is in the next unit, `slow`."""
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
         if archive.is_file() and member in _members(archive):
@@ -245,16 +245,18 @@ def test_limit_stops_the_command_itself_as_a_time_limit_would(tmp_path):
 
 
 def test_a_job_stopped_by_sigterm_records_the_unit_it_cut_off_and_ends_in_one_line(tmp_path):
-    """The H200 check's second command was stopped by `timeout` (SIGTERM, as a Slurm time limit sends): it ended in
-    a traceback, and the unit it cut off came home as "not run". Now the unit is recorded as interrupted and packed,
-    the units after it as not started, and the command ends with one line and 128 + the signal's number."""
+    """The H200 check's second command was stopped by `timeout` (SIGTERM, as a Slurm time limit sends): it
+    ended in a traceback, and the unit it cut off came home as "not run". Now the unit is recorded as
+    interrupted and packed, the units after it as not started, and the command ends with one line and 128 +
+    the signal's number."""
     out, proc = _stopped(tmp_path)
     _when_packed(proc, out / "cpu-dry-run.partx.tar.gz", "cpu-dry-run/reports/c1.html")
     proc.send_signal(signal.SIGTERM)
     err = proc.communicate(timeout=60)[1]
     assert proc.returncode == 128 + signal.SIGTERM
     assert err.strip().splitlines() == [
-        f"gpu-check: stopped by SIGTERM: the units finished before it are in the manifest and packed in {out};"
+        f"gpu-check: stopped by SIGTERM: the units finished before it are in the manifest and packed in "
+        f"{out};"
         " run the command again to go on"
     ]
     home = tmp_path / "home"
@@ -271,7 +273,8 @@ def test_a_job_stopped_by_sigterm_records_the_unit_it_cut_off_and_ends_in_one_li
 
 
 def _command(tmp_path, monkeypatch, gpu: str, part: int, units: dict[str, str], out: Path) -> None:
-    """One fake command on a fresh node for GPU `gpu`: units finish with the given statuses, packed into out."""
+    """One fake command on a fresh node for GPU `gpu`: units finish with the given statuses, packed into
+    out."""
     tree = tmp_path / f"node-{gpu}-{part}-{time.monotonic_ns()}"
 
     def fake(unit, folder, device, data_root, log):
@@ -544,7 +547,8 @@ def test_a_later_command_picks_up_units_of_commands_that_never_started_or_were_c
     # parts 1 and 2 never started (their machine did not come up): nothing of them came home
     run.run(3, "cpu", tmp_path / "bare", limit=100, **QUIET)
     assert ran == ["c", "a", "a2", "b"]
-    # part 1 was cut off after `a` (its archive came home and was unpacked into the tree); part 2 never started
+    # part 1 was cut off after `a` (its archive came home and was unpacked into the tree); part 2 never
+    # started
     ran.clear()
     tree = tmp_path / "tree"
     tree.mkdir()
@@ -627,7 +631,8 @@ def test_run_refuses_a_bad_limit_or_an_unknown_rerun_in_one_line(capsys):
 
 
 def test_make_gpu_check_runs_the_units_it_is_given_and_prints_the_plan_otherwise():
-    # docs/gpu-node.md's dry run: `make gpu-check DEVICE=cpu UNITS=c1,bench` once printed the plan (STAGE's default)
+    # docs/gpu-node.md's dry run: `make gpu-check DEVICE=cpu UNITS=c1,bench` once printed the plan (STAGE's
+    # default)
     import shutil
     import subprocess
     from pathlib import Path
@@ -646,9 +651,9 @@ def test_make_gpu_check_runs_the_units_it_is_given_and_prints_the_plan_otherwise
 
 
 def _node_wheels(folder: Path) -> Path:
-    """A .whl folder as `make gpu-wheels` leaves it for a node whose Python is not this one: a wheel built for a
-    CPython one minor version newer, one of the stable ABI (abi3) of that version, and a pure one (empty files:
-    nothing is installed from them)."""
+    """A .whl folder as `make gpu-wheels` leaves it for a node whose Python is not this one: a wheel built for
+    a CPython one minor version newer, one of the stable ABI (abi3) of that version, and a pure one (empty
+    files: nothing is installed from them)."""
     other = f"cp{sys.version_info.major}{sys.version_info.minor + 1}"
     folder.mkdir()
     for name in (
@@ -664,9 +669,9 @@ def _node_wheels(folder: Path) -> Path:
 def test_the_cpu_rehearsal_runs_in_this_environment_and_leaves_the_nodes_wheels_alone(
     tmp_path, monkeypatch, capsys
 ):
-    """Issue 46: after `make gpu-wheels` (wheels for the node's 3.12), `make gpu-check DEVICE=cpu` on 3.11 stopped at
-    pip ("not a supported wheel on this platform"). Where the notebook machinery imports, the CPU rehearsal runs in
-    this environment and installs nothing."""
+    """Issue 46: after `make gpu-wheels` (wheels for the node's 3.12), `make gpu-check DEVICE=cpu` on 3.11
+    stopped at pip ("not a supported wheel on this platform"). Where the notebook machinery imports, the CPU
+    rehearsal runs in this environment and installs nothing."""
     whl = _node_wheels(tmp_path / "whl")
     ran, installed = [], []
     monkeypatch.setattr(kit, "run", lambda *a, **k: ran.append(a) or tmp_path)
@@ -688,8 +693,8 @@ def test_the_cpu_rehearsal_runs_in_this_environment_and_leaves_the_nodes_wheels_
 
 
 def test_wheels_for_another_python_are_one_line_naming_it_before_pip(tmp_path, monkeypatch, capsys):
-    """Where the wheels are needed (no notebook machinery here, or a GPU run) and were built for another Python, one
-    line names that Python and what to do; pip never runs and nothing is installed."""
+    """Where the wheels are needed (no notebook machinery here, or a GPU run) and were built for another
+    Python, one line names that Python and what to do; pip never runs and nothing is installed."""
     whl = _node_wheels(tmp_path / "whl")
     other = f"{sys.version_info.major}.{sys.version_info.minor + 1}"
     monkeypatch.setattr(kit, "machinery_here", lambda: False)

@@ -1,4 +1,5 @@
-"""The package's layers: core (hpml_lab/*.py, models/, data/) <- studies/ <- report/ <- gpu/ (the GPU check kit).
+"""The package's layers: core (hpml_lab/*.py, models/, data/) <- studies/ <- report/ <- gpu/ (the GPU check
+kit).
 
 Each module imports only from its own layer or the layers below, no two modules import each other
 (directly or through others), and every module says in its docstring what it holds.
@@ -122,7 +123,8 @@ def test_readme_layout_table_names_every_module_in_its_layer():
 
 
 def test_ruff_format_and_check_pass():
-    # a formatter decides layout (110 columns), not a file-length cap; ruff check holds the lint rules of pyproject
+    # a formatter decides layout (110 columns), not a file-length cap; ruff check holds the lint rules of
+    # pyproject
     import shutil
     import subprocess
 
@@ -142,7 +144,8 @@ _EXAMPLE_IMPORT = re.compile(r"(from hpml_lab(\.\w+)* import [\w, ]+|import hpml
 
 
 def _docstring_imports() -> list[tuple[str, str]]:
-    """Every `from hpml_lab... import ...` line in a docstring example of the package (module, class, function)."""
+    """Every `from hpml_lab... import ...` line in a docstring example of the package (module, class,
+    function)."""
     found = []
     for f in sorted(PKG.rglob("*.py")):
         for node in ast.walk(ast.parse(f.read_text())):
@@ -154,7 +157,8 @@ def _docstring_imports() -> list[tuple[str, str]]:
 
 
 def test_docstring_examples_import_what_they_name():
-    # the docstrings' examples start with the import a reader copies; a module that moved makes it an ImportError
+    # the docstrings' examples start with the import a reader copies; a module that moved makes it an
+    # ImportError
     examples = _docstring_imports()
     assert (
         len(examples) >= 10

@@ -71,7 +71,8 @@ def test_known_counts_name_registered_models():
 
 
 def test_what_the_registry_knows_of_each_class_without_importing_it_is_the_class():
-    """models.CLASSES lets a configuration be checked without torch; each entry must say what its class does."""
+    """models.CLASSES lets a configuration be checked without torch; each entry must say what its class
+    does."""
     import inspect
 
     for cls, (module, stems, arguments) in models.CLASSES.items():

@@ -149,16 +149,17 @@ def test_a_plain_install_runs_a_task_from_an_empty_folder(tmp_path, cifar_root):
 
 
 def test_setup_removes_the_slow_iri_parser_and_notebooks_still_validate():
-    """`make setup` uninstalls rfc3987-syntax (the Makefile says why: 2-3 s of CPU in every process that imports
-    nbformat) and writes the bytecode of what the lab imports. Where this environment was built by `make setup`
-    it is gone; without it jsonschema, nbformat's validation and jupyter-events (JupyterLab's) still import and
-    work, in a process that cannot import it."""
+    """`make setup` uninstalls rfc3987-syntax (the Makefile says why: 2-3 s of CPU in every process that
+    imports nbformat) and writes the bytecode of what the lab imports. Where this environment was built by
+    `make setup` it is gone; without it jsonschema, nbformat's validation and jupyter-events (JupyterLab's)
+    still import and work, in a process that cannot import it."""
     import importlib.util
 
     make = (ROOT / "Makefile").read_text()
     assert "SLOW_IMPORTS := rfc3987-syntax" in make and "pip uninstall --quiet --yes $(SLOW_IMPORTS)" in make
     # uv's route: no bytecode for all 13,000 files; the two warm-up imports write it for what the lab imports,
-    # after the uninstall (else they would import the parser and compile it), and the tests' processes the rest
+    # after the uninstall (else they would import the parser and compile it), and the tests' processes the
+    # rest
     assert "uv pip install --python $(BIN)/python --quiet -c constraints.txt" in make
     uninstall = make.index("pip uninstall --quiet --yes $(SLOW_IMPORTS)")
     assert uninstall < make.index("$(WRITE_BYTECODE) $(BIN)/python -c 'import $(WARM_TORCH)'")
@@ -190,8 +191,8 @@ def test_setup_removes_the_slow_iri_parser_and_notebooks_still_validate():
 
 
 def test_setups_long_steps_say_a_line_every_tick(tmp_path):
-    """The Makefile's TICK/UNTICK around the install and the bytecode warm-up: a line every TICK_S seconds while
-    the step runs (1 s here), none after it, and the step's own exit status kept."""
+    """The Makefile's TICK/UNTICK around the install and the bytecode warm-up: a line every TICK_S seconds
+    while the step runs (1 s here), none after it, and the step's own exit status kept."""
     extra = tmp_path / "extra.mk"
     extra.write_text(
         "tick-ok:\n\t@$(call TICK,sleeping) sleep 2.5 $(UNTICK)\n"

@@ -1,6 +1,6 @@
-"""Pages for a grader (issue 31): the answer box after the title in the page's own type, each answer's headline
-first, the index's headlines with its context said once and a busy banner, notices once per bundle, booleans as
-marks, tables aligned. Their look in a real browser: tests/browser/test_pages_browser.py."""
+"""Pages for a grader (issue 31): the answer box after the title in the page's own type, each answer's
+headline first, the index's headlines with its context said once and a busy banner, notices once per bundle,
+booleans as marks, tables aligned. Their look in a real browser: tests/browser/test_pages_browser.py."""
 
 from __future__ import annotations
 
@@ -289,7 +289,8 @@ def test_a_demonstration_is_never_marked_answered_nor_its_bundle_offered_as_the_
     page = runner.write_index(demo).read_text()
     assert 'href="bundle.html">bundle.html</a> only shows what a hand-in looks like' in page
     assert "<b>Hand-in:</b>" not in page
-    # runs at the lab's settings are answers, and their bundle is the hand-in; one demonstration among them is named
+    # runs at the lab's settings are answers, and their bundle is the hand-in; one demonstration among them is
+    # named
     full = _write_outcomes(reports, [_outcome("c1", profile="full"), _outcome("c2", profile="full")])
     page = runner.write_index(full).read_text()
     assert statuses(page) == ["answered", "answered"] and '<b>Hand-in:</b> <a href="bundle.html">' in page
@@ -307,9 +308,10 @@ def test_a_demonstration_is_never_marked_answered_nor_its_bundle_offered_as_the_
 def test_a_notebook_opened_on_a_cpu_says_how_long_its_settings_take_and_how_to_pick_smoke_or_tiny(
     monkeypatch,
 ):
-    """Opened in JupyterLab (no parameters injected, not rendered by hpml-lab) on a machine without CUDA: the first
-    output says how long the lab's settings take here, from a step measured now (2 s here, a fake figure), and the
-    smoke and tiny values to put in the parameters cell; settings that are already short say only their time."""
+    """Opened in JupyterLab (no parameters injected, not rendered by hpml-lab) on a machine without CUDA: the
+    first output says how long the lab's settings take here, from a step measured now (2 s here, a fake
+    figure), and the smoke and tiny values to put in the parameters cell; settings that are already short say
+    only their time."""
     import torch
 
     from hpml_lab import device
@@ -318,8 +320,8 @@ def test_a_notebook_opened_on_a_cpu_says_how_long_its_settings_take_and_how_to_p
     monkeypatch.setattr(device, "resolve_device", lambda name: torch.device("cpu"))  # also on a CUDA machine
     lab = notebook.cpu_time_notice(RunConfig(task="c1"), measure=lambda cfg: 2.0)
     assert lab.startswith(
-        "**On this CPU these settings take about 1 h 10 min of training**: 1 run(s) of 5 epoch(s) x 391 batches "
-        "of 128, at 2 s a step of resnet18 (measured here just now)."
+        "**On this CPU these settings take about 1 h 10 min of training**: 1 run(s) of 5 epoch(s) x 391 "
+        "batches of 128, at 2 s a step of resnet18 (measured here just now)."
     )
     assert "**smoke** profile's (`epochs = 2`, `batch_size = 32`, `max_batches = 20`" in lab
     assert "**tiny** profile's (`model = 'resnet_tiny'`" in lab and "`hpml-lab run c1 --profile smoke`" in lab

@@ -1,7 +1,7 @@
 """The report's figures draw what their text and record say, read off the figure's artists: a smoothed curve's
 legend names a running mean of batches; a caption that describes the plot drawn (the chance lines the answers
-state: tests/studies/test_study_figures.py); no error bar on fewer than three samples; axes that hold every bar; times that can overlap never
-stacked; legends beside the data, not on it."""
+state: tests/studies/test_study_figures.py); no error bar on fewer than three samples; axes that hold every
+bar; times that can overlap never stacked; legends beside the data, not on it."""
 
 import matplotlib
 
@@ -40,7 +40,8 @@ def chance_lines(ax) -> list[Line2D]:
 
 
 def bars_held(ax) -> None:
-    """Every bar ends inside the axes, clear of the frame (a bar whose end is the frame hides where it ends)."""
+    """Every bar ends inside the axes, clear of the frame (a bar whose end is the frame hides where it
+    ends)."""
     bottom, top = ax.get_ylim()
     tops = [p.get_y() + p.get_height() for p in ax.patches]
     assert tops and max(tops) < top - 0.01 * (top - bottom), (max(tops), top)
@@ -128,8 +129,8 @@ def _phases(n=1):
 
 
 def test_axes_hold_every_bar():
-    """Grader: the H200's C4 figure cut its tallest bar at the frame (an empty 'other' segment on top pinned the
-    axis to it)."""
+    """Grader: the H200's C4 figure cut its tallest bar at the frame (an empty 'other' segment on top pinned
+    the axis to it)."""
     for fig in (
         c4_figure.phase_bars(_phases(), "num_workers", "workers"),
         c4_figure.phase_bars(_phases(5), "num_workers", "workers", disjoint=False),
@@ -145,7 +146,8 @@ def test_axes_hold_every_bar():
 
 
 def test_times_that_can_overlap_are_never_stacked():
-    """On a GPU without a synchronize after each step the data wait and the step overlap: a stack would add them."""
+    """On a GPU without a synchronize after each step the data wait and the step overlap: a stack would add
+    them."""
     ep = pd.DataFrame({"epoch": [1, 2], "data_s": [0.3, 0.4], "train_s": [5.4, 5.44], "total_s": [5.6, 5.5]})
     stacked = c2_figure.epoch_timing(ep, disjoint=True)
     assert any(p.get_y() > 0 for p in stacked.axes[0].patches)  # data at the bottom, training on top

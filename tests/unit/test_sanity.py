@@ -1,4 +1,5 @@
-"""Sanity flags from canned runs: a diverged run, a trend, n=2, a busy machine, a stand-in model, a live plot."""
+"""Sanity flags from canned runs: a diverged run, a trend, n=2, a busy machine, a stand-in model, a live
+plot."""
 
 import math
 
@@ -77,7 +78,8 @@ def test_growing_epochs_are_no_steady_state():
     assert (
         f.kind == "no steady state" and "growing (3.71 s -> 8.83 s -> 12 s; epoch one: 2.31 s)" in f.message
     )
-    # c2's smoke epochs 73.64, 76.10, 37.66 read "keep shrinking (73.64 -> 76.10 -> 37.66 s)": epoch 1 is not the trend
+    # c2's smoke epochs 73.64, 76.10, 37.66 read "keep shrinking (73.64 -> 76.10 -> 37.66 s)": epoch 1 is not
+    # the trend
     assert "shrinking (76.1 s -> 37.7 s; epoch one: 73.6 s)" in sanity.trend([73.64, 76.10, 37.66]).message
     assert sanity.trend([2.31, 3.71, 8.83]).kind == "no steady state"  # two epochs after warm-up, 2.4x apart
     assert sanity.trend([2.31, 3.71]) is None  # one epoch after warm-up: nothing to trend
@@ -198,8 +200,9 @@ def test_no_box_for_fewer_than_three_values():
 
 
 def test_every_report_says_busy_and_settings_differ(tmp_path, monkeypatch):
-    """notebook.answer adds 'machine busy' when a run it made or showed was busy and 'settings differ' whenever
-    its ran-vs-lab table has a row, even when the task's conclusions forgot them (c5-c8 and lab5 did)."""
+    """notebook.answer adds 'machine busy' when a run it made or showed was busy and 'settings differ'
+    whenever its ran-vs-lab table has a row, even when the task's conclusions forgot them (c5-c8 and lab5
+    did)."""
     from hpml_lab.report import answer_box, notebook
 
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
@@ -222,8 +225,8 @@ def test_every_report_says_busy_and_settings_differ(tmp_path, monkeypatch):
 
 
 def test_a_flag_is_a_finding_over_numbers_of_the_record():
-    """Flags were f-strings (issue 42): every number a flag shows is now a named Number, formatted by fmt, and a
-    flag that types a digit is refused."""
+    """Flags were f-strings (issue 42): every number a flag shows is now a named Number, formatted by fmt, and
+    a flag that types a digit is refused."""
     import pytest
 
     flags = [

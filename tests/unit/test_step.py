@@ -1,6 +1,6 @@
-"""The fast path's training step (training.Step): no host read inside it, one graph for the compiled step with no
-break and no recompile after the first batch, compiled steps that update the weights as eager ones do, and the
-optimizer fused where torch has the kernel. CPU only; the CUDA twins (CUDA graphs, sync debug mode) are in
+"""The fast path's training step (training.Step): no host read inside it, one graph for the compiled step with
+no break and no recompile after the first batch, compiled steps that update the weights as eager ones do, and
+the optimizer fused where torch has the kernel. CPU only; the CUDA twins (CUDA graphs, sync debug mode) are in
 tests/cuda/test_cuda.py."""
 
 import contextlib
@@ -85,8 +85,8 @@ def test_the_fast_step_reads_nothing_on_the_host(cifar_root, tmp_path):
 
 
 def test_a_fast_epoch_reads_the_host_only_at_its_end(cifar_root, tmp_path):
-    """train()'s loop on the fast path: the per-batch losses and correct counts stay on the device and are read
-    once, when the epoch ends (progress off: no log interval), however many batches it has."""
+    """train()'s loop on the fast path: the per-batch losses and correct counts stay on the device and are
+    read once, when the epoch ends (progress off: no log interval), however many batches it has."""
     cfg = _fast(cifar_root, tmp_path, epochs=1)
     reads = {}
     for subset in (32, 64):
@@ -97,8 +97,9 @@ def test_a_fast_epoch_reads_the_host_only_at_its_end(cifar_root, tmp_path):
 
 
 def test_the_compiled_step_is_one_graph_with_no_break_and_no_recompile(cifar_root, tmp_path):
-    """aot_eager: dynamo's graph capture and AOTAutograd's backward without a C++ build (the breaks and recompiles
-    are dynamo's, whatever the backend). A batch of another shape is the recompile the counters must see."""
+    """aot_eager: dynamo's graph capture and AOTAutograd's backward without a C++ build (the breaks and
+    recompiles are dynamo's, whatever the backend). A batch of another shape is the recompile the counters
+    must see."""
     import torch._dynamo as dynamo
 
     cfg = _fast(cifar_root, tmp_path, compile=True, compile_backend="aot_eager")
@@ -124,11 +125,11 @@ def test_the_compiled_step_is_one_graph_with_no_break_and_no_recompile(cifar_roo
     ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)],  # inductor builds C++: about 20 s here
 )
 def test_compiled_steps_update_the_weights_as_eager_steps_do(cifar_root, tmp_path, backend):
-    """The issue's compiled run at lr 0.4 sat at chance while its eager twin learned: a compiled step must move the
-    weights as the eager step does (same seed, same batches, lr 0.4). The first update is compared tensor by
-    tensor; after it, at lr 0.4 this tiny network is so sensitive that the order of a sum (eager code and inductor's
-    kernels use their own thread counts) moves later updates by percents in eager code alone, so the next steps are
-    compared by their losses, which stay within a tenth of a percent."""
+    """The issue's compiled run at lr 0.4 sat at chance while its eager twin learned: a compiled step must
+    move the weights as the eager step does (same seed, same batches, lr 0.4). The first update is compared
+    tensor by tensor; after it, at lr 0.4 this tiny network is so sensitive that the order of a sum (eager
+    code and inductor's kernels use their own thread counts) moves later updates by percents in eager code
+    alone, so the next steps are compared by their losses, which stay within a tenth of a percent."""
     cfg = _fast(cifar_root, tmp_path, lr=0.4, compile_backend=backend)
     batches = list(TensorLoader.from_config(cfg, CPU))[:3]
     eager, compiled = _step(cfg), _step(cfg.replace(compile=True), compile=True)
@@ -159,8 +160,8 @@ def test_the_fast_path_fuses_the_optimizer_and_the_lab_keeps_torchs_default(cifa
 
 
 def test_a_page_of_a_fast_path_run_says_so_in_its_settings(cifar_root, tmp_path):
-    """The GPU check's C6 and C7 train on the fast path: the page's settings table names its options beside the lab's
-    and says that each epoch's partial batch is left out and how the device's time is taken."""
+    """The GPU check's C6 and C7 train on the fast path: the page's settings table names its options beside
+    the lab's and says that each epoch's partial batch is left out and how the device's time is taken."""
     from hpml_lab.report.notebook import settings_notice
 
     fast = settings_notice(_fast(cifar_root, tmp_path).replace(model="resnet18", subset=0))

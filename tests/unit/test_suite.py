@@ -15,8 +15,8 @@ def _tests_in(path: Path) -> set[str]:
 
 
 def test_every_test_kept_out_of_the_fast_tier_still_exists():
-    """A renamed or moved test would silently come back into `make test-fast`: each entry names a test function
-    in its file (a parametrized entry, its function)."""
+    """A renamed or moved test would silently come back into `make test-fast`: each entry names a test
+    function in its file (a parametrized entry, its function)."""
     for nodeid in conftest.FAST_TIER_OUT:
         path, name = nodeid.split("::")
         assert (ROOT / path).is_file(), nodeid
@@ -39,7 +39,8 @@ def test_the_traced_files_exist_and_no_other_test_file_imports_a_module_the_cove
     """Coverage is measured on the conclusion code (pyproject's [tool.coverage.run] include) in the tests of
     TRACED_FILES only; a file run untraced must not be where that code is exercised. Read from each other test
     file's own imports, a helper of tests/ that imports covered code (study_checks) counting as covered; what
-    the imported modules reach in turn is not followed: the total coverage, printed by make test, checks that."""
+    the imported modules reach in turn is not followed: the total coverage, printed by make test, checks
+    that."""
     import tomllib
 
     covered = {
@@ -132,9 +133,9 @@ class _Collected:
 
 
 def test_the_slow_tier_runs_untraced_and_the_fast_tier_traced(monkeypatch):
-    """TRACED_FILES in tests/conftest.py: coverage is paused (pytest-cov's no_cover) in slow, Slurm, browser and
-    CUDA tests, in those FAST_TIER_OUT marks slow and in fast tests outside TRACED_FILES; the fast tests of those
-    files are traced."""
+    """TRACED_FILES in tests/conftest.py: coverage is paused (pytest-cov's no_cover) in slow, Slurm, browser
+    and CUDA tests, in those FAST_TIER_OUT marks slow and in fast tests outside TRACED_FILES; the fast tests
+    of those files are traced."""
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     items = [
         _Collected("tests/studies/test_conclusions.py::test_x"),
@@ -151,9 +152,10 @@ def test_the_slow_tier_runs_untraced_and_the_fast_tier_traced(monkeypatch):
 
 
 def test_a_test_process_loads_torch_with_the_one_thread_conftest_sets():
-    """conftest sets OMP_NUM_THREADS (one thread, where the caller set none) before torch loads, in the environment
-    every process a test starts inherits: torch in this worker loaded with it (read at load, before any test set
-    its own thread count). With the variable set after torch loads, torch takes one thread per core."""
+    """conftest sets OMP_NUM_THREADS (one thread, where the caller set none) before torch loads, in the
+    environment every process a test starts inherits: torch in this worker loaded with it (read at load,
+    before any test set its own thread count). With the variable set after torch loads, torch takes one thread
+    per core."""
     import os
 
     threads = int(os.environ["OMP_NUM_THREADS"])

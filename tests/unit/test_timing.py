@@ -1,6 +1,6 @@
 """Epoch times a user can trust: the loop train() times is the loop a user runs. Per-step timing (host timers
-for the loader, DeviceTimer for the step: CUDA events read at the epoch's end on a GPU) must not slow the epoch,
-and no synchronize sits between steps unless asked for (sync_each_step)."""
+for the loader, DeviceTimer for the step: CUDA events read at the epoch's end on a GPU) must not slow the
+epoch, and no synchronize sits between steps unless asked for (sync_each_step)."""
 
 import statistics
 
@@ -52,17 +52,17 @@ def _cfg(root, tmp, device):
     )
 
 
-# On a GPU only: there the device is the test's alone and 2% is measurable. On these shared 2-core machines the
-# same target is the benchmark's (`hpml-lab bench overhead`: instrumented vs plain step over interleaved rounds,
-# with a verdict that says "can't tell" when the run cannot resolve 2%; tests/unit/test_bench.py runs it), not a
-# timed test's: at load 2 the CPU case's three tries read 1.13, 1.08 and 1.03 on unchanged code.
+# On a GPU only: there the device is the test's alone and 2% is measurable. On these shared 2-core machines
+# the same target is the benchmark's (`hpml-lab bench overhead`: instrumented vs plain step over interleaved
+# rounds, with a verdict that says "can't tell" when the run cannot resolve 2%; tests/unit/test_bench.py runs
+# it), not a timed test's: at load 2 the CPU case's three tries read 1.13, 1.08 and 1.03 on unchanged code.
 DEVICES = [pytest.param("cuda", marks=pytest.mark.cuda)]
 LOADERS = ["pil", "tensor"]  # the baseline's per-step events, the fast path's events every log_every steps
 
 
 def test_the_fast_path_records_events_only_every_log_every_steps(monkeypatch, cifar_root, tmp_path):
-    """The fast path's clock: one interval per log_every steps (and the rest), each step its interval's mean; the
-    baseline's: one interval a step. Counted on the clock itself (its DeviceTimer's start/stop calls)."""
+    """The fast path's clock: one interval per log_every steps (and the rest), each step its interval's mean;
+    the baseline's: one interval a step. Counted on the clock itself (its DeviceTimer's start/stop calls)."""
     from hpml_lab import profiling
 
     starts = []
@@ -99,8 +99,9 @@ def test_steps_are_not_synchronized_by_default(monkeypatch, cifar_root, tmp_path
 def test_epoch_time_with_timing_stays_within_2_percent_of_the_untimed_loop(
     monkeypatch, cifar_root, tmp_path, device, loader
 ):
-    """Interleaved repeats (timed, untimed, untimed, timed, ...) so that a load change on a shared machine hits both
-    sides alike; each side's epoch time is its fastest repeat (the one least disturbed by other processes)."""
+    """Interleaved repeats (timed, untimed, untimed, timed, ...) so that a load change on a shared machine
+    hits both sides alike; each side's epoch time is its fastest repeat (the one least disturbed by other
+    processes)."""
     cfg = _cfg(cifar_root, tmp_path, device).replace(loader=loader, log_every=5)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread: the 2 shared cores' load disturbs it least

@@ -45,8 +45,8 @@ def test_a_cpu_trace_is_broken_down_by_its_labelled_ranges_and_says_why(tiny_cfg
 
 
 def _kineto_trace(path, gaps_us=(30, 30, 400, 30, 30)):
-    """A trace in Kineto's Chrome-trace format with GPU kernels: host ops launching kernels on stream 7 (a conv
-    kernel, then a host-to-device copy, alternately), with the gaps between kernels given."""
+    """A trace in Kineto's Chrome-trace format with GPU kernels: host ops launching kernels on stream 7 (a
+    conv kernel, then a host-to-device copy, alternately), with the gaps between kernels given."""
     ev, t = [], 1000.0
     for i, gap in enumerate((0, *gaps_us)):
         t += gap
@@ -113,9 +113,9 @@ def test_a_real_cuda_trace_is_broken_down_by_holistic_trace_analysis(tiny_cfg, t
 
 
 def test_a_breakdown_that_fails_keeps_the_answer_and_is_shown_where_its_tables_go(tmp_path, monkeypatch):
-    """C8's answer states from the breakdown, computed before it: an analysis that raises (here, a damaged trace)
-    is handed on as the error, the answer goes on without it, and the page shows the error in one line. C4's page,
-    which computes none before, shows it the same way (the analysis raised out of its cell)."""
+    """C8's answer states from the breakdown, computed before it: an analysis that raises (here, a damaged
+    trace) is handed on as the error, the answer goes on without it, and the page shows the error in one line.
+    C4's page, which computes none before, shows it the same way (the analysis raised out of its cell)."""
     from hpml_lab.report import notebook as nb
 
     bad = tmp_path / "trace.json"

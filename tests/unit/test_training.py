@@ -232,8 +232,8 @@ def test_module_entry_point_saves_model(tiny_cfg, tmp_path):
 
 
 def test_if_missing_skips_a_complete_run_of_the_same_settings(tiny_cfg, capsys):
-    """What a resubmitted Slurm job relies on: `--if-missing true` does nothing when the run is complete already,
-    and trains when any setting differs."""
+    """What a resubmitted Slurm job relies on: `--if-missing true` does nothing when the run is complete
+    already, and trains when any setting differs."""
     import json
 
     from hpml_lab.__main__ import _main
@@ -298,9 +298,10 @@ def test_the_cpu_allocators_failure_counts_as_out_of_memory():
 
 @pytest.mark.slow  # three compiled runs: about 15 s on a shared CPU
 def test_compiled_runs_in_one_process_each_compile_afresh_and_stay_compiled(tiny_cfg):
-    # a sweep over batch sizes in one process (Lab 5's Q1 does this): every size and its smaller last batch is a
-    # static graph; kept across runs they would pass dynamo's recompile limit (8), past which it runs eager code.
-    # The limit is lowered to 4 here, so that three runs of six distinct shapes would pass it, instead of five runs
+    # a sweep over batch sizes in one process (Lab 5's Q1 does this): every size and its smaller last batch is
+    # a static graph; kept across runs they would pass dynamo's recompile limit (8), past which it runs eager
+    # code. The limit is lowered to 4 here, so that three runs of six distinct shapes would pass it, instead
+    # of five runs
     import torch._dynamo as dynamo
 
     counts = []  # graphs each run compiled: a run starts dynamo's counters afresh (training.Step, its record)
@@ -315,8 +316,8 @@ def test_compiled_runs_in_one_process_each_compile_afresh_and_stay_compiled(tiny
     assert (
         dynamo.config.fail_on_recompile_limit_hit
     )  # should one run pass the limit: an error, not eager code
-    # each run compiles its two graphs (full batch, last batch) itself, none served by an earlier run's cache, and
-    # its record says so
+    # each run compiles its two graphs (full batch, last batch) itself, none served by an earlier run's cache,
+    # and its record says so
     assert counts == [(2, 2)] * 3, counts
 
 
@@ -340,7 +341,8 @@ def counted(self):
     draw(self)
 progress.LivePlot._draw = counted
 run = train(RunConfig(**{cfg.to_dict()!r}), write=False)
-print(json.dumps({{"draws": draws, "loss": run.batches["loss"].tolist(), "acc": run.batches["acc"].tolist()}}))
+print(json.dumps({{"draws": draws, "loss": run.batches["loss"].tolist(),
+                  "acc": run.batches["acc"].tolist()}}))
 """
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     NotebookClient(

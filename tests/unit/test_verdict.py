@@ -87,7 +87,8 @@ def test_sequential_runs_on_a_steady_recorded_load_keep_their_direction():
 
 def test_sequential_runs_on_a_busy_machine_cannot_tell():
     """C4 said '0 workers is 1.71x faster than 1 worker on compute per step (n = 3 and 3)' from runs made one
-    after the other at load 6.8 on 2 cores: a steady load that high is other work taking turns with one side only."""
+    after the other at load 6.8 on 2 cores: a steady load that high is other work taking turns with one side
+    only."""
     v = compare(
         FAST, SLOW, "no workers", "one worker", interleaved=False, load_a=[3.4, 3.4], load_b=[3.4, 3.5]
     )
@@ -97,7 +98,8 @@ def test_sequential_runs_on_a_busy_machine_cannot_tell():
         "one after the other, not interleaved, on a busy machine (load per core up to 3.5, above 1)" in text
     )
     assert "faster" not in text and "ratio 1.5x" in text
-    # the same samples interleaved (or in rounds) on that machine keep their direction: both sides shared the load
+    # the same samples interleaved (or in rounds) on that machine keep their direction: both sides shared the
+    # load
     both = compare(FAST, SLOW, "no workers", "one worker", interleaved=True, load_a=[3.4], load_b=[3.4])
     assert both.outcome == "better" and both.reason == ""
     # a loss does not feel the load: back to back on a busy machine, it keeps its direction
@@ -174,7 +176,8 @@ def test_labels_with_digits_are_findings_of_their_own():
 
 def test_a_tie_whose_interval_misses_one_says_it_did_not_clear_the_least_difference():
     """A grader read 'cannot be told apart (ratio 0.36x, 95% CI 0.227x to 0.984x)' as a contradiction: the
-    interval excludes 1. The tie's reason is that it does not clear the least difference; the sentence says so."""
+    interval excludes 1. The tie's reason is that it does not clear the least difference; the sentence says
+    so."""
     from hpml_lab.verdict import compare
 
     v = compare([1.0, 1.0, 1.0, 1.0, 1.01], [1.03, 1.03, 1.03, 1.03, 1.04], "A", "B", min_effect=0.05)
@@ -187,8 +190,9 @@ def test_a_tie_whose_interval_misses_one_says_it_did_not_clear_the_least_differe
 
 
 def test_the_short_form_says_the_verdict_in_words_with_its_ratio_alone():
-    """A headline's verdict (issue 42): the winner and the ratio, or that the two cannot be told apart; the interval
-    and counts stay in finding(). Each branch, on hand-built samples; its numbers are finding()'s own."""
+    """A headline's verdict (issue 42): the winner and the ratio, or that the two cannot be told apart; the
+    interval and counts stay in finding(). Each branch, on hand-built samples; its numbers are finding()'s
+    own."""
     win = compare(FAST, SLOW, "compiled", "eager", what="time per step")
     assert win.short("s").plain() == "compiled is 1.5x faster than eager on time per step"
     assert compare(SLOW, FAST, "eager", "compiled", what="time per step").short("s").plain() == (

@@ -1,5 +1,6 @@
-"""A run a person can watch (report/watch.py): a line per task as it starts and ends, an estimate of what is left
-from earlier runs' times, a heartbeat with the epoch and batch while a task runs, the kernel's warnings kept out."""
+"""A run a person can watch (report/watch.py): a line per task as it starts and ends, an estimate of what is
+left from earlier runs' times, a heartbeat with the epoch and batch while a task runs, the kernel's warnings
+kept out."""
 
 from __future__ import annotations
 
@@ -41,8 +42,9 @@ def test_lines_per_task_with_times_and_what_is_left(tmp_path):
     clock.t += 119
     w.end("c1", "ok", 119.2, target="reports/c1.html")
     assert lines[-1] == (
-        "[1/3] c1 ... ok in 1 min 59 s -> reports/c1.html; 2 line(s) on stderr kept in its executed notebook; "
-        "about 6 min left (from earlier runs, at this run's pace: 4.0x), plus c3 (no time recorded yet)"
+        "[1/3] c1 ... ok in 1 min 59 s -> reports/c1.html; 2 line(s) on stderr kept in its executed "
+        "notebook; about 6 min left (from earlier runs, at this run's pace: 4.0x), plus c3 (no time "
+        "recorded yet)"
     )
     assert not any("DataLoader" in line for line in lines)  # the warning itself is not printed
     assert json.loads(times.read_text()) == {"tiny": {"c1": 119.2, "c2": 90}, "smoke": {"c3": 999}}
@@ -119,7 +121,8 @@ def test_the_heartbeat_thread_is_never_silent_longer_than_its_interval():
 
 
 def test_a_sweeps_log_says_how_each_run_ended(tmp_path):
-    """Each '[sweep i/n] ...: running' line is followed by its end ('done in ... s'); five runs, five of each."""
+    """Each '[sweep i/n] ...: running' line is followed by its end ('done in ... s'); five runs, five of
+    each."""
     from hpml_lab import results
     from hpml_lab.config import RunConfig
     from hpml_lab.sweeps import run_sweep
@@ -136,8 +139,8 @@ def test_a_sweeps_log_says_how_each_run_ended(tmp_path):
 def test_run_task_prints_the_watch_lines_and_keeps_the_kernels_output_out(
     cifar_root, tmp_path, monkeypatch, capsys
 ):
-    """The runner's hook: papermill gets the watch's streams, so a kernel's warnings and log lines are not printed
-    (papermill keeps them in the executed notebook), and the task's start and end lines are."""
+    """The runner's hook: papermill gets the watch's streams, so a kernel's warnings and log lines are not
+    printed (papermill keeps them in the executed notebook), and the task's start and end lines are."""
     import nbformat
     import papermill
 
@@ -182,14 +185,15 @@ def test_what_is_left_is_said_at_this_runs_pace_when_it_is_far_from_the_figures(
     assert steady.pace() == pytest.approx(1.0) and lines[-1].endswith("at this run's pace: 1.0x)")
 
 
-# The estimate from this run's own pace (issue 45): a fake clock, progress lines as the training loop prints them.
+# The estimate from this run's own pace (issue 45): a fake clock, progress lines as the training loop prints
+# them.
 
 
 def test_the_running_task_is_projected_from_its_own_progress_and_so_is_the_rest():
-    """c1 starts (10 s of kernel and imports), says batch 0 of 20, its first batch 5 s later (the loader's workers
-    started), then batch 11 twenty seconds after that: a quarter of its training in 20 s since its first batch, so
-    58 s more at its own pace; before any task has ended, that projection (93 s where the figure said 41 s) is this
-    run's pace for c2 and c3 too."""
+    """c1 starts (10 s of kernel and imports), says batch 0 of 20, its first batch 5 s later (the loader's
+    workers started), then batch 11 twenty seconds after that: a quarter of its training in 20 s since its
+    first batch, so 58 s more at its own pace; before any task has ended, that projection (93 s where the
+    figure said 41 s) is this run's pace for c2 and c3 too."""
     lines, clock = [], Clock()
     w = watch.Watch(["c1", "c2", "c3"], "smoke", lines.append, None, heartbeat_s=0, clock=clock)
     rest = w.expected("c2")[0] + w.expected("c3")[0]
@@ -208,10 +212,11 @@ def test_the_running_task_is_projected_from_its_own_progress_and_so_is_the_rest(
     beat = w.heartbeat()
     assert beat.startswith("    c1 running 35 s: epoch 1/2, batch 11/20; ")
     assert beat.endswith(
-        f"{watch.about(58 + rest * pace)} left (c1 {watch.about(58)} more at its own pace; from a fresh clone on 2 "
-        f"idle cores, at this run's pace: {pace:.1f}x)"
+        f"{watch.about(58 + rest * pace)} left (c1 {watch.about(58)} more at its own pace; from a fresh "
+        f"clone on 2 idle cores, at this run's pace: {pace:.1f}x)"
     )
-    # no line for 40 s: the task is slower than it was, and what is left grows with it, never shrinks to a guess
+    # no line for 40 s: the task is slower than it was, and what is left grows with it, never shrinks to a
+    # guess
     clock.t += 40
     assert w.running_left() == pytest.approx(29 / 40 * 60 / 0.25)
     alone = watch.Watch(["c1"], "smoke", lines.append, None, heartbeat_s=0, clock=clock)  # `hpml-lab run c1`
@@ -259,8 +264,8 @@ def test_sweeps_and_rounds_say_how_much_of_the_task_is_done_and_a_second_run_wit
 
 
 def test_the_pace_is_this_runs_over_its_last_tasks_and_a_steady_slowdown_is_estimated_exactly():
-    """A machine three times slower than the figures: after the first task the rest is estimated at 3x, which is
-    what it takes. Then the load drops: the pace follows the last PACE_WINDOW tasks, not the whole run."""
+    """A machine three times slower than the figures: after the first task the rest is estimated at 3x, which
+    is what it takes. Then the load drops: the pace follows the last PACE_WINDOW tasks, not the whole run."""
     ids = ["c1", "c2", "c3", "c4", "c5", "c6"]
     lines, clock = [], Clock()
     w = watch.Watch(ids, "smoke", lines.append, None, heartbeat_s=0, clock=clock)
@@ -276,7 +281,8 @@ def test_the_pace_is_this_runs_over_its_last_tasks_and_a_steady_slowdown_is_esti
         w.end(t, "ok", figure[t])  # idle again
     assert w.pace() == pytest.approx(1.0)  # c2-c4, not c1's 3x
     assert lines[-1].endswith(
-        f"{watch.about(figure['c5'] + figure['c6'])} left (from a fresh clone on 2 idle cores, at this run's pace: 1.0x)"
+        f"{watch.about(figure['c5'] + figure['c6'])} left (from a fresh clone on 2 idle cores, at this run's "
+        f"pace: 1.0x)"
     )
 
 
@@ -307,8 +313,9 @@ def test_the_training_log_says_the_epoch_and_batch_at_once_and_never_waits_long(
 
 
 def test_a_long_step_says_what_is_left_at_its_own_pace_and_is_never_silent_long():
-    """ticker.py (data synth, the checks before a report, the bundle): each part done is said with what is left at
-    the step's pace so far (a fake clock), and the heartbeat speaks whenever `every` seconds passed in silence."""
+    """ticker.py (data synth, the checks before a report, the bundle): each part done is said with what is
+    left at the step's pace so far (a fake clock), and the heartbeat speaks whenever `every` seconds passed in
+    silence."""
     from hpml_lab import ticker
 
     lines, clock = [], Clock()
@@ -340,8 +347,8 @@ def test_before_anything_is_measured_a_busy_machine_is_said_beside_the_idle_figu
     lines = []
     watch.Watch(["c1", "c2"], "smoke", lines.append, None, heartbeat_s=0)
     assert (
-        "(from a fresh clone on 2 idle cores) (an idle machine's figures; this one is busy now, load 6.5 on 2 "
-        "cores: likely longer); a line every" in lines[0]
+        "(from a fresh clone on 2 idle cores) (an idle machine's figures; this one is busy now, load 6.5 on "
+        "2 cores: likely longer); a line every" in lines[0]
     )
     monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 1.0, 1.0))
     watch.Watch(["c1", "c2"], "smoke", lines.append, None, heartbeat_s=0)

@@ -23,9 +23,10 @@ def _ends(k: Number, which: str) -> Finding:
 
 
 def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Per-batch loss and top-1: where they started and ended, and one learning headline decided from verdicts of
-    the last batches against the first (loss and top-1) and top-1 against chance; diverged runs are not a result.
-    The headline states the verdict that decided it; a loss that did not measurably change says so as a verdict."""
+    """Per-batch loss and top-1: where they started and ended, and one learning headline decided from verdicts
+    of the last batches against the first (loss and top-1) and top-1 against chance; diverged runs are not a
+    result. The headline states the verdict that decided it; a loss that did not measurably change says so as
+    a verdict."""
     b = run.batches
     k = max(1, len(b) // 10)
     first, last = b.head(k), b.tail(k)
@@ -36,7 +37,8 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     la, lb = _ends(kn, "last"), _ends(kn, "first")
     # the first batches ran before the last ones (one run), but a loss or top-1 does not depend on the load
     seq = dict(interleaved=False)
-    # a verdict's ratio is of medians: its sentence names that aggregate (the means are said beside it, as means)
+    # a verdict's ratio is of medians: its sentence names that aggregate (the means are said beside it, as
+    # means)
     v = compare(last["loss"], first["loss"], la.plain(), lb.plain(), what="median training loss", **seq)
     va = compare(
         last["acc"], first["acc"], la.plain(), lb.plain(), what="median top-1", lower_is_better=False, **seq
@@ -74,8 +76,8 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         "predicted",
         source=fmt_in("ln {classes}: a uniform guess", classes=classes),
     )
-    # the headline is the verdict in words, read in one breath (at most one number); the full statement, with its
-    # interval and counts, is the first detail
+    # the headline is the verdict in words, read in one breath (at most one number); the full statement, with
+    # its interval and counts, is the first detail
     end, start = say("the end"), say("the start")
     loss_s, acc_s = v.short("C1 loss", end, start), va.short("C1 top-1", end, start)
     if diverged:
@@ -109,7 +111,8 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         )
         details = [say("Although {v}", v=loss_v), say("{v}", v=acc_v).up(), say("{r}", r=rise).up()]
     elif v.outcome == "tie" and v.reason != "too few samples" and va.outcome == "better" and above:
-        # the two measures disagree: say both, neither "learned" (the loss ties) nor "no learning" (top-1 rose)
+        # the two measures disagree: say both, neither "learned" (the loss ties) nor "no learning" (top-1
+        # rose)
         head = say("Mixed evidence of learning: {va}, but not on the loss", va=acc_s)
         details = [say("{va}", va=acc_v).up(), say("But {v}", v=loss_v), say("{r}", r=rise).up()]
     elif v.outcome == "tie" and v.reason != "too few samples" and va.outcome == "better":

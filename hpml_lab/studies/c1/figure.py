@@ -15,10 +15,10 @@ from ...plots import captioned, chance_line, epoch_boundaries, figure_legend
 def loss_accuracy(
     batches: pd.DataFrame, title: str = "", smooth: int = 0, chance_loss=None, chance_top1=None
 ) -> plt.Figure:
-    """Per-batch training loss and top-1 accuracy against step, each a thin line through every batch; grey vertical
-    lines mark epochs; smooth > 1 overlays a running mean of that many batches (a thick line). `chance_loss`,
-    `chance_top1`: the chance levels the answer states (Numbers of its record, plots.stated), drawn dotted. The
-    caption (captioned) says what is drawn."""
+    """Per-batch training loss and top-1 accuracy against step, each a thin line through every batch; grey
+    vertical lines mark epochs; smooth > 1 overlays a running mean of that many batches (a thick line).
+    `chance_loss`, `chance_top1`: the chance levels the answer states (Numbers of its record, plots.stated),
+    drawn dotted. The caption (captioned) says what is drawn."""
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
     refs = ((a1, chance_loss, "loss"), (a2, chance_top1, "top-1"))
     for (ax, chance, what), col, label in zip(
@@ -45,8 +45,8 @@ def loss_accuracy(
     if smooth > 1 or chance_loss is not None or chance_top1 is not None:
         figure_legend(fig)
     parts = [
-        "Each mini-batch's training loss and top-1 (on the images it was trained on, in training mode), joined by a "
-        "thin line over the steps"
+        "Each mini-batch's training loss and top-1 (on the images it was trained on, in training mode), "
+        "joined by a thin line over the steps"
         + (f"; a thick line is their running mean over {smooth} batches" if smooth > 1 else ": no smoothing")
     ]
     if bounds:

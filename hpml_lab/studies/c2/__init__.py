@@ -22,7 +22,8 @@ TASK = Task(
     needs=(
         (
             lambda cfg: cfg.epochs >= 2,
-            "needs epochs of 2 or more: its first epoch is the warm-up, and the timing is of the epochs after it",
+            "needs epochs of 2 or more: its first epoch is the warm-up, and the timing is of the epochs "
+            "after it",
         ),
     ),
     run=lambda cfg, settings=None: later("hpml_lab.training", "train")(cfg),

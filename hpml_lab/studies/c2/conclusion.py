@@ -26,16 +26,16 @@ def busy_peak_note(fl: dict, machine: dict | None) -> Finding | None:
     peak_load = (fl or {}).get("machine") or machine
     if sanity.busy(peak_load):
         return say(
-            "The peak was measured while the machine was busy, so this share is uncertain: a peak measured at "
-            "another load gives another share"
+            "The peak was measured while the machine was busy, so this share is uncertain: a peak measured "
+            "at another load gives another share"
         )
     return None
 
 
 def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Data-loading, training and total time per epoch, the first epoch kept out of the summary; whether that first
-    epoch took longer, said only when the later epochs were steady; the first step of each epoch against the rest
-    (a verdict); the causes a small CPU usually has, as background."""
+    """Data-loading, training and total time per epoch, the first epoch kept out of the summary; whether that
+    first epoch took longer, said only when the later epochs were steady; the first step of each epoch against
+    the rest (a verdict); the causes a small CPU usually has, as background."""
     ep = run.epochs
     steady = drop_warmup(ep)
     flags = training_flags(cfg, run.batches, ep, run.meta)
@@ -79,14 +79,14 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         if timing_disjoint(cfg, run.meta)
         # the GPU's steps overlap the host's wait for data: no rest of the epoch is theirs to split
         else say(
-            "Data loading and training overlap on this GPU (no synchronize between steps, sync_each_step off), "
-            "so the epoch is not their sum and no rest of it is stated"
+            "Data loading and training overlap on this GPU (no synchronize between steps, sync_each_step "
+            "off), so the epoch is not their sum and no rest of it is stated"
         ),
     ]
     background = [
         Background(
-            "A first epoch often holds one-time costs (worker start-up, allocator growth, kernel selection), which "
-            "is why every summary here leaves it out."
+            "A first epoch often holds one-time costs (worker start-up, allocator growth, kernel selection), "
+            "which is why every summary here leaves it out."
         )
     ]
     fl = (run.meta or {}).get("flops")
@@ -105,8 +105,8 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
             details.append(say("That is more than the whole peak: the peak was measured under another load"))
             background.append(
                 Background(
-                    "A share above the whole peak means the peak was measured while the machine was busier than "
-                    "during training: read it as near this CPU's own matrix-product speed."
+                    "A share above the whole peak means the peak was measured while the machine was busier "
+                    "than during training: read it as near this CPU's own matrix-product speed."
                 )
             )
         note = busy_peak_note(fl, (run.meta or {}).get("machine"))
@@ -138,8 +138,8 @@ STEADY_SPREAD = 1.1  # later epochs whose longest is more than this times the sh
 
 
 def warmup_findings(ep: pd.DataFrame) -> list[Finding]:
-    """Whether the first epoch took longer, as far as the data show it: said only when the later epochs were steady
-    (a climbing load makes later epochs longer, and a warm-up then cannot be seen)."""
+    """Whether the first epoch took longer, as far as the data show it: said only when the later epochs were
+    steady (a climbing load makes later epochs longer, and a warm-up then cannot be seen)."""
     if len(ep) < 2:
         return []
     later = list(ep.iloc[1:].total_s)
@@ -153,8 +153,8 @@ def warmup_findings(ep: pd.DataFrame) -> list[Finding]:
     if len(later) > 1 and hi.value > STEADY_SPREAD * lo.value:
         return [
             say(
-                "The first epoch took {first}, but the later epochs were not steady ({lo} to {hi}), so this run "
-                "cannot show whether the first holds a warm-up",
+                "The first epoch took {first}, but the later epochs were not steady ({lo} to {hi}), so this "
+                "run cannot show whether the first holds a warm-up",
                 first=first,
                 lo=lo,
                 hi=hi,
@@ -163,7 +163,8 @@ def warmup_findings(ep: pd.DataFrame) -> list[Finding]:
     span = say("{lo}", lo=lo) if len(later) == 1 else say("{lo} to {hi}", lo=lo, hi=hi)
     return [
         say(
-            "The first epoch took {first}, no longer than the later ones ({span}): no warm-up shows in this run",
+            "The first epoch took {first}, no longer than the later ones ({span}): no warm-up shows in this "
+            "run",
             first=first,
             span=span,
         )
@@ -187,20 +188,22 @@ def first_step_verdict(batches: pd.DataFrame):
 
 def first_step_finding(batches: pd.DataFrame) -> Finding | None:
     """Each epoch's first training step against the later steps, as its verdict states it: a comparison within
-    epochs (per step), which the per-epoch warm-up sentence does not contradict; no table shows per-step times."""
+    epochs (per step), which the per-epoch warm-up sentence does not contradict; no table shows per-step
+    times."""
     if not (batches.groupby("epoch").cumcount() > 0).any():
         return None
     v, _, _ = first_step_verdict(batches)
     return say(
-        "Within each epoch, per step (medians over the run's steps; a comparison of steps, not of whole epochs, "
-        "and no table here shows it): {v}",
+        "Within each epoch, per step (medians over the run's steps; a comparison of steps, not of whole "
+        "epochs, and no table here shows it): {v}",
         v=v.finding("C2 first step"),
     )
 
 
 def epoch_table(epochs: pd.DataFrame, disjoint: bool = True) -> pd.DataFrame:
-    """C2's per-epoch times as the report shows them; the rest of the epoch (total - data - training) only where
-    the two intervals are disjoint (timing_disjoint), since where they overlap it is no part of the epoch."""
+    """C2's per-epoch times as the report shows them; the rest of the epoch (total - data - training) only
+    where the two intervals are disjoint (timing_disjoint), since where they overlap it is no part of the
+    epoch."""
     ep = epochs.assign(other_s=epochs["total_s"] - epochs["data_s"] - epochs["train_s"])
     cols = ["epoch", "batches", "images", "data_s", "train_s", *(["other_s"] if disjoint else []), "total_s"]
     cols += ["images_per_s", "tflops", "mfu"]

@@ -47,8 +47,9 @@ def too_few_split(b, name: str) -> tuple[list, list, Finding | None]:
 
 
 def loads_of(rows: pd.DataFrame) -> dict:
-    """Worker count -> the load per core of its runs: C3's counts ran one after the other, so each comparison is
-    sequential and cannot tell when the load moved. No load recorded: an empty list (the verdict says so)."""
+    """Worker count -> the load per core of its runs: C3's counts ran one after the other, so each comparison
+    is sequential and cannot tell when the load moved. No load recorded: an empty list (the verdict says
+    so)."""
     col = rows["load_per_core"] if "load_per_core" in rows else pd.Series(math.nan, index=rows.index)
     return {int(n): [float(x) for x in g.dropna().unique()] for n, g in col.groupby(rows["num_workers"])}
 
@@ -66,8 +67,8 @@ def conclude(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     if few and not tied and not separated:
         head = say("No best worker count: too few epochs were timed to tell the counts apart")
         lead = say(
-            "{best} had the lowest median ({med} per epoch), but too few epochs were timed to tell it from any "
-            "other count ({why}), so this run names no best count",
+            "{best} had the lowest median ({med} per epoch), but too few epochs were timed to tell it from "
+            "any other count ({why}), so this run names no best count",
             best=labels[b.label],
             med=nums[b.label],
             why=why,
@@ -89,8 +90,8 @@ def conclude(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
             best=labels[b.label],
         )
         lead = say(
-            "{best} had the lowest median ({med} per epoch) but cannot be told apart from {parts}, so this run "
-            "shows no single best count",
+            "{best} had the lowest median ({med} per epoch) but cannot be told apart from {parts}, so this "
+            "run shows no single best count",
             best=labels[b.label],
             med=nums[b.label],
             parts=join(parts, "; nor from "),
@@ -110,8 +111,8 @@ def conclude(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     if design == "sequential":
         details.append(
             say(
-                "The counts ran one after the other, smallest first, so a change in the machine's load during the "
-                "sweep shows up as a difference between counts"
+                "The counts ran one after the other, smallest first, so a change in the machine's load "
+                "during the sweep shows up as a difference between counts"
             )
         )
     elif design == "interleaved":
@@ -128,10 +129,11 @@ def conclude(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
         )
     background = [
         Background(
-            "Worker processes beyond the usable cores time-share them: they usually add start-up and scheduling "
-            "cost without adding compute. Every epoch pays the workers' start-up (non-persistent workers), which "
-            "weighs more the shorter the epoch; in training the workers also compete with the training process, "
-            "so the best count for training can differ from this loader-only one (C4 checks it)."
+            "Worker processes beyond the usable cores time-share them: they usually add start-up and "
+            "scheduling cost without adding compute. Every epoch pays the workers' start-up (non-persistent "
+            "workers), which weighs more the shorter the epoch; in training the workers also compete with "
+            "the training process, so the best count for training can differ from this loader-only one (C4 "
+            "checks it)."
         )
     ]
     flags = [busy_of(sweep)]

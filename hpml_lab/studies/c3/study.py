@@ -35,9 +35,9 @@ from . import MAX_WORKERS
 LOADER_COLUMNS = ["num_workers", "repeat", "seconds", "batches", "images", "images_per_s"]
 
 LOADER_NOTE = (
-    "Total DataLoader time per epoch: a fresh iterator (so worker start-up is included, as in "
-    "training) drained of every batch (or max_batches), no model. One untimed warm-up epoch per "
-    "worker count (file cache, first imports in the workers) is excluded; then the timed repeats (the report says how many)."
+    "Total DataLoader time per epoch: a fresh iterator (so worker start-up is included, as in training) "
+    "drained of every batch (or max_batches), no model. One untimed warm-up epoch per worker count (file "
+    "cache, first imports in the workers) is excluded; then the timed repeats (the report says how many)."
 )
 
 
@@ -96,7 +96,8 @@ class LoaderSweep:
     best_workers: int
     cores: int
     stop_reason: str
-    stop: dict  # where the sweep stopped, as a table row (its numbers shown by the table formatter, not in prose)
+    # where the sweep stopped, as a table row (its numbers shown by the table formatter, not in prose)
+    stop: dict
     items: list[SweepItem] = field(default_factory=list)
     summary_dir: Path | None = None
 
@@ -179,8 +180,8 @@ def run(
 
 
 def rows_of(summary_dir: str) -> pd.DataFrame | None:
-    """The timed epochs of the C3 sweep a loader summary was made from, each with its run's load per core (None
-    when they are gone)."""
+    """The timed epochs of the C3 sweep a loader summary was made from, each with its run's load per core
+    (None when they are gone)."""
     try:
         runs = read_run(Path(summary_dir)).meta.get("runs", [])
         return pd.concat([with_load(read_run(Path(summary_dir).parent / r), "loader") for r in runs])

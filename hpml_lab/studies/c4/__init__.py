@@ -17,11 +17,11 @@ TASK = Task(
     gpu_priority=70,
     gpu_timed=(
         54.0,
-        "measured: 230 s on an H200 (the first GPU check), 176 s of them C3's sweep, which C4 ran itself because C3"
-        " had not run; C3 now runs first in C4's command, so C4 reads its results: 54 s",
+        "measured: 230 s on an H200 (the first GPU check), 176 s of them C3's sweep, which C4 ran itself "
+        "because C3 had not run; C3 now runs first in C4's command, so C4 reads its results: 54 s",
     ),
-    # C3's results give C4 its worker count; without them C4 runs C3's whole sweep itself (176 s of C4's 230 s on
-    # the H200 check). The same command, C3 first: each command starts bare
+    # C3's results give C4 its worker count; without them C4 runs C3's whole sweep itself (176 s of C4's 230 s
+    # on the H200 check). The same command, C3 first: each command starts bare
     gpu_with="c3",
     smoke_s=30,
     gpu_extra=(20.0, "the profiler trace and its analysis"),

@@ -64,8 +64,8 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
         )
     if v.undecided:
         return say(
-            "C3's stopping rule; C3's lowest median was {low}, and C3 timed too few epochs to tell the two apart: "
-            "{why}",
+            "C3's stopping rule; C3's lowest median was {low}, and C3 timed too few epochs to tell the two "
+            "apart: {why}",
             low=low,
             why=too_few_why([v], "C3"),
         )
@@ -76,8 +76,9 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
 
 def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Data loading vs compute per step with 1 worker and with the count C3 chose (named a best only when C3's
-    verdict named one), each difference a verdict that knows the counts ran one after the other (and cannot tell
-    when the load moved between them); the data share per count as findings; what workers usually do, background."""
+    verdict named one), each difference a verdict that knows the counts ran one after the other (and cannot
+    tell when the load moved between them); the data share per count as findings; what workers usually do,
+    background."""
     best_n = int(out.best)
     bt = steady_batches(out.items, "num_workers")
     # each count's run diverged or not; the settings that differ are the page's own (notebook.answer), not a
@@ -109,10 +110,10 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     details = [say("Waiting for data is a share of the epoch of {s}", s=join(shares, ", "))] if shares else []
     background = [
         Background(
-            "With one worker a single process decodes and augments every image; when that takes longer than a "
-            "step, the loop waits. Workers share the CPU cores with the training computation, so more workers can "
-            "also slow the compute down; on a GPU node compute is usually fast and loading can dominate unless "
-            "enough workers feed it."
+            "With one worker a single process decodes and augments every image; when that takes longer than "
+            "a step, the loop waits. Workers share the CPU cores with the training computation, so more "
+            "workers can also slow the compute down; on a GPU node compute is usually fast and loading can "
+            "dominate unless enough workers feed it."
         )
     ]
     against = getattr(out, "against", None)
@@ -121,8 +122,8 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     if against is None or against == 1:
         one = next(iter(waits))
         head = say(
-            "The count C3 gave is {one} ({tag}), so it is compared with nothing: data wait {wait} and compute "
-            "{compute} per step (medians)",
+            "The count C3 gave is {one} ({tag}), so it is compared with nothing: data wait {wait} and "
+            "compute {compute} per step (medians)",
             one=labels[one],
             tag=tag,
             wait=waits[one],
@@ -186,8 +187,9 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
 
 
 def per_epoch_wait_note(summary, waits: dict, labels: dict, against: int) -> Finding | None:
-    """When the table's data wait per epoch (median epoch) orders the two counts otherwise than the median wait per
-    step does, both aggregates named and why they can differ; None when they agree or the table lacks the column."""
+    """When the table's data wait per epoch (median epoch) orders the two counts otherwise than the median
+    wait per step does, both aggregates named and why they can differ; None when they agree or the table lacks
+    the column."""
     if summary is None or "data_median_s" not in summary:
         return None
     per_epoch = {int(n): float(x) for n, x in zip(summary["num_workers"], summary["data_median_s"])}
@@ -209,9 +211,10 @@ def per_epoch_wait_note(summary, waits: dict, labels: dict, against: int) -> Fin
         for n in (against, 1)
     }
     return say(
-        "The table's data wait is per epoch ({ea} with {wa}, {eb} with {wb}: median epoch) and orders the two "
-        "counts the other way round from the median per step: an epoch's total holds every step's wait, the few "
-        "long ones too (such as a worker's start-up on an epoch's first step), which a median per step leaves out",
+        "The table's data wait is per epoch ({ea} with {wa}, {eb} with {wb}: median epoch) and orders the "
+        "two counts the other way round from the median per step: an epoch's total holds every step's wait, "
+        "the few long ones too (such as a worker's start-up on an epoch's first step), which a median per "
+        "step leaves out",
         ea=ep[against],
         wa=labels[against],
         eb=ep[1],

@@ -28,7 +28,8 @@ from ..c3 import study as c3_study
 
 # ------------------------------------------------------------------ C4: data vs compute
 def best_workers_from_c3(cfg: RunConfig, c3_task: str = "c3") -> tuple[int, str] | None:
-    """(best count, summary run folder) from the newest complete C3 summary with this batch size and dataset."""
+    """(best count, summary run folder) from the newest complete C3 summary with this batch size and
+    dataset."""
     for run in results.load_runs(c3_task, cfg.results_dir):
         m = run.meta
         if (
@@ -71,7 +72,8 @@ def run(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print
                 c3_study.rows_of(found[1]),
             )
         else:
-            # C3's own verdict needs MIN_SAMPLES timed epochs a count: C4's 2 epochs would leave every count undecided
+            # C3's own verdict needs MIN_SAMPLES timed epochs a count: C4's 2 epochs would leave every count
+            # undecided
             c3_cfg = cfg.replace(task="c3", run_id="", epochs=max(cfg.epochs, MIN_SAMPLES))
             sweep = c3_study.run(c3_cfg, log=log)
             best, source, c3_rows = (
@@ -131,8 +133,8 @@ def phase_summary(steady_epochs: pd.DataFrame, by: str) -> pd.DataFrame:
 
 
 def runner_up(rows: pd.DataFrame | None, best: int) -> int | None:
-    """The count with C3's lowest median epoch other than `best` (None without C3's rows): when C3's best is 1 worker,
-    C4 compares 1 worker with it, so that the task still compares two counts."""
+    """The count with C3's lowest median epoch other than `best` (None without C3's rows): when C3's best is 1
+    worker, C4 compares 1 worker with it, so that the task still compares two counts."""
     if rows is None or rows.empty:
         return None
     medians = rows[rows["num_workers"] != best].groupby("num_workers")["seconds"].median()

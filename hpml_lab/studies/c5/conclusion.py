@@ -18,8 +18,8 @@ DEVICE_LABELS = {"cpu": "CPU", "cuda": "GPU"}
 
 
 def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU); the
-    devices ran one after the other, which the verdict knows."""
+    """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU);
+    the devices ran one after the other, which the verdict knows."""
     ep = out.epochs
     flags: list = [busy_of(out)]
     said = []  # one sentence per device, the CPU's first: each names its own device
@@ -72,8 +72,8 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         )
     background = [
         Background(
-            "On a GPU the epoch's wall time is synchronized with the device at both ends and each step's work is "
-            "timed with CUDA events, so asynchronous launches are not mistaken for finished work."
+            "On a GPU the epoch's wall time is synchronized with the device at both ends and each step's "
+            "work is timed with CUDA events, so asynchronous launches are not mistaken for finished work."
         )
     ]
     return [Answer(question, head, details, background, verdict=sample_record(v, xa, xb))], dedupe(flags)

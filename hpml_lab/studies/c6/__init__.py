@@ -26,8 +26,9 @@ TASK = Task(
     gpu_priority=90,
     gpu_timed=(
         50.0,
-        "predicted: 5 runs x 2 epochs on the fast path (tensor loader, channels_last: 3.3 s an epoch at batch 128 "
-        "on the H100's speed ladder), the runs' set-up, the kernel's start; 68 s measured with the PIL loader",
+        "predicted: 5 runs x 2 epochs on the fast path (tensor loader, channels_last: 3.3 s an epoch at "
+        "batch 128 on the H100's speed ladder), the runs' set-up, the kernel's start; 68 s measured with "
+        "the PIL loader",
     ),
     smoke_s=19,
     run=lambda cfg, settings=None: later("hpml_lab.studies.c6.study", "run")(cfg),

@@ -14,5 +14,6 @@ from ..lab2 import TrainingSweep, training_sweep
 
 
 def run(cfg: RunConfig, optimizers=OPTIMIZERS, log=print) -> TrainingSweep:
-    """SGD, SGD+Nesterov, Adagrad, Adadelta, Adam with the same lr / momentum / weight decay (where they apply)."""
+    """SGD, SGD+Nesterov, Adagrad, Adadelta, Adam with the same lr / momentum / weight decay (where they
+    apply)."""
     return training_sweep(cfg, "optimizer", list(optimizers), log=log)

@@ -30,18 +30,20 @@ from .._conclude import (
 )
 
 HOST_WAIT = Background(
-    "A GPU idles between kernels when the host has not yet queued the next one (Python and each kernel's launch "
-    'take host time); fusing kernels, larger batches and CUDA graphs (torch.compile\'s mode "reduce-overhead") '
+    "A GPU idles between kernels when the host has not yet queued the next one (Python and each kernel's "
+    "launch "
+    "take host time); fusing kernels, larger batches and CUDA graphs (torch.compile's mode "
+    '"reduce-overhead") '
     "shorten that wait."
 )
 
 
 def trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
-    """What the traced steps' GPU timeline says, from Holistic Trace Analysis (`breakdown`, tracing.breakdown of
-    out.trace.path): the share of the traced steps' time the GPU sat idle and, where HTA found gaps between
-    kernels, the share of those gaps (summed over streams) that were waits for the host to queue work, with the
-    usual reading of such waits as background. Nothing without a GPU timeline: a CPU trace, no breakdown, or the
-    error computing one (report/notebook.py breakdown_or_error)."""
+    """What the traced steps' GPU timeline says, from Holistic Trace Analysis (`breakdown`, tracing.breakdown
+    of out.trace.path): the share of the traced steps' time the GPU sat idle and, where HTA found gaps between
+    kernels, the share of those gaps (summed over streams) that were waits for the host to queue work, with
+    the usual reading of such waits as background. Nothing without a GPU timeline: a CPU trace, no breakdown,
+    or the error computing one (report/notebook.py breakdown_or_error)."""
     if getattr(breakdown, "idle", None) is None:
         return [], []
     table = breakdown.table.set_index("category")["share"]  # tracing's rows, "GPU idle" among them
@@ -56,8 +58,8 @@ def trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
     idle = share("GPU idle, share of the traced steps' time", table["GPU idle"])
     mode = "compiled" if out.traced_mode == "compile" else "eager"
     caveat = (
-        "the profiler slows the host's work, and each traced step waits for the GPU before the next one starts, "
-        "so these shares may overstate the idle time of steps run without it"
+        "the profiler slows the host's work, and each traced step waits for the GPU before the next one "
+        "starts, so these shares may overstate the idle time of steps run without it"
     )
     causes = breakdown.idle.set_index("idle cause")["share"]  # HTA's causes: host_wait, kernel_wait, other
     if "host_wait" not in causes.index or not breakdown.idle["time_ms"].sum() > 0:  # no gap between kernels
@@ -73,9 +75,9 @@ def trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
     host = share("host wait, share of the gaps between kernels (summed over streams)", causes["host_wait"])
     return [
         say(
-            "In the {steps} {mode} steps traced with torch.profiler, the GPU sat idle {idle} of the time, and {host} "
-            "of the gaps between its kernels (summed over streams) were waits for the host to queue work (Holistic "
-            "Trace Analysis); " + caveat,
+            "In the {steps} {mode} steps traced with torch.profiler, the GPU sat idle {idle} of the time, "
+            "and {host} of the gaps between its kernels (summed over streams) were waits for the host to "
+            "queue work (Holistic Trace Analysis); " + caveat,
             steps=steps,
             mode=mode,
             idle=idle,
@@ -142,14 +144,15 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
         details.append(
             say(
                 "In its first epoch each run's compute exceeded its steps at their median after warm-up, the "
-                "compiled run's by {bc} and eager's by {be} (one first epoch each, runs made one after the other): "
-                "the difference, {cost}, holds the compile",
+                "compiled run's by {bc} and eager's by {be} (one first epoch each, runs made one after the "
+                "other): the difference, {cost}, holds the compile",
                 bc=firsts["compiled"]["beyond"],
                 be=firsts["eager"]["beyond"],
                 cost=cost_n,
             )
         )
-    else:  # epoch 1 was no slower than the step gap explains: no cost is measurable, and none is a number to state
+    # epoch 1 was no slower than the step gap explains: no cost is measurable, and none is a number to state
+    else:
         details.append(
             say("Compiling added no measurable time to the first epoch beyond the per-step difference")
         )
@@ -165,7 +168,8 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
         head = say(
             "Compiling paid off: its compile cost is paid back after about {even}"
             if paid
-            else "Compiling did not pay off in this run: its compile cost is paid back only after about {even}",
+            else "Compiling did not pay off in this run: its compile cost is paid back only after about "
+            "{even}",
             even=even,
         )
         details.insert(
@@ -196,8 +200,8 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
         )
     background = [
         Background(
-            "Compiling costs time once, on the first steps, and can pay back later when each compiled step is "
-            "cheaper; how much a step gains depends on the model, its size and the device."
+            "Compiling costs time once, on the first steps, and can pay back later when each compiled step "
+            "is cheaper; how much a step gains depends on the model, its size and the device."
         )
     ]
     details += idle_details
@@ -207,10 +211,10 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
 
 def first_epochs(out) -> dict:
     """The compile cost, computed once for the answer and the table (first_epoch_table): per mode ("compiled",
-    "eager"), the first epoch's compute (its train_s summed: the wait for data is not compile's doing), its steps,
-    the median step after warm-up, and the first epoch's compute beyond those steps at that median, each a Number;
-    "cost": the compiled run's excess minus eager's (eager's own warm-up taken out), None when it is not above 0
-    (no cost to state). Empty without both modes."""
+    "eager"), the first epoch's compute (its train_s summed: the wait for data is not compile's doing), its
+    steps, the median step after warm-up, and the first epoch's compute beyond those steps at that median,
+    each a Number; "cost": the compiled run's excess minus eager's (eager's own warm-up taken out), None when
+    it is not above 0 (no cost to state). Empty without both modes."""
     from ...sweeps import tables
 
     done = [it for it in out.items if it.complete]
@@ -298,8 +302,9 @@ def first_epoch_table(out) -> pd.DataFrame:
 
 
 def step_summary(out) -> pd.DataFrame:
-    """C8's figure data, per training step as its answer states it (not per epoch): for eager and compiled, the
-    median, min and max compute per step in ms after warm-up (columns median_s/min_s/max_s hold ms, n the steps)."""
+    """C8's figure data, per training step as its answer states it (not per epoch): for eager and compiled,
+    the median, min and max compute per step in ms after warm-up (columns median_s/min_s/max_s hold ms, n the
+    steps)."""
     bt = steady_batches([it for it in out.items if it.complete], "compile")
     rows = []
     for flag, g in bt.groupby("compile", sort=True):

@@ -1,7 +1,7 @@
-"""What the data-loading report concludes, computed from the study's table (dataloading.study): each loader against
-the baseline at the same storage latency (verdicts over passes the loaders took in turns) and the tensor-resident
-loader with and without its one-time load. Every number a sentence states is a Number of the record, bound to a
-template (hpml_lab.findings); what usually happens is Background, apart.
+"""What the data-loading report concludes, computed from the study's table (dataloading.study): each loader
+against the baseline at the same storage latency (verdicts over passes the loaders took in turns) and the
+tensor-resident loader with and without its one-time load. Every number a sentence states is a Number of the
+record, bound to a template (hpml_lab.findings); what usually happens is Background, apart.
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
         ],
         [
             Background(
-                "Concurrent fetches inside a worker overlap the waits on storage, which is why they help when each "
-                "file waits on slow storage and help little when files come at once."
+                "Concurrent fetches inside a worker overlap the waits on storage, which is why they help "
+                "when each file waits on slow storage and help little when files come at once."
             ),
             *BACKGROUND,
         ],
@@ -104,9 +104,9 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
 
 
 def notes(df: pd.DataFrame) -> list[Finding]:
-    """The report's findings beyond the answer: the tensor-resident loader's one-time load spread over the passes,
-    the threads at no latency (and how much of that is start-up, measured by the first batch), and the reference's
-    own numbers."""
+    """The report's findings beyond the answer: the tensor-resident loader's one-time load spread over the
+    passes, the threads at no latency (and how much of that is start-up, measured by the first batch), and the
+    reference's own numbers."""
     rows, hi, lo = _rows(df)
     vt_lo = _against_baseline(rows, "threads", lo)[0]
     tr = rows[(hi, "tensor-resident")]
@@ -119,9 +119,9 @@ def notes(df: pd.DataFrame) -> list[Finding]:
     )
     lines = [
         say(
-            "At {lat} the tensor-resident loader reads storage once ({once} for {files} files), then a pass takes "
-            "{tr_pass}; with that load spread over the {passes} passes run it is {with_load} per pass. The "
-            "baseline's pass took {base}.",
+            "At {lat} the tensor-resident loader reads storage once ({once} for {files} files), then a pass "
+            "takes {tr_pass}; with that load spread over the {passes} passes run it is {with_load} per "
+            "pass. The baseline's pass took {base}.",
             lat=latency(hi),
             once=Number(
                 fmt_in("tensor-resident one-time load at {lat} ms", lat=hi),
@@ -175,8 +175,8 @@ def notes(df: pd.DataFrame) -> list[Finding]:
     lines.append(
         say(
             "The reference project measured {ref_base} of data loading with its baseline and {ref_par} with "
-            "parallel workers; its storage latency and worker counts were not recorded, so these numbers cannot "
-            "say why.",
+            "parallel workers; its storage latency and worker counts were not recorded, so these numbers "
+            "cannot say why.",
             ref_base=Number(
                 "reference: data loading, baseline", 703, "s", "reference", source=REFERENCE_DATALOADING
             ),
@@ -195,8 +195,8 @@ def notes(df: pd.DataFrame) -> list[Finding]:
 def setup(cfg, meta: dict) -> Finding:
     """What ran: files, batch, passes per loader, and where the results are."""
     return say(
-        "{files} files, batch {b}, {passes} {word} per file-based loader (taking turns), each pass from a fresh "
-        "iterator so worker start-up is inside it, as in an epoch without persistent workers.",
+        "{files} files, batch {b}, {passes} {word} per file-based loader (taking turns), each pass from a "
+        "fresh iterator so worker start-up is inside it, as in an epoch without persistent workers.",
         files=Number("files", int(meta["files"]), "", "setting", source="the run's subset"),
         b=Number("batch size", int(cfg.batch_size), "", "setting", source="the run's config"),
         passes=Number(
@@ -208,8 +208,8 @@ def setup(cfg, meta: dict) -> Finding:
 
 BACKGROUND = [
     Background(
-        "Latency is simulated with a sleep per file: waiting without CPU work, as on remote storage. With that, a "
-        "single process that decodes and augments every image waits on each file in turn; more workers or threads "
-        "overlap the waits, and a dataset held in memory waits once."
+        "Latency is simulated with a sleep per file: waiting without CPU work, as on remote storage. With "
+        "that, a single process that decodes and augments every image waits on each file in turn; more "
+        "workers or threads overlap the waits, and a dataset held in memory waits once."
     )
 ]

@@ -240,19 +240,19 @@ def study(
             "preload_threads": PRELOAD_THREADS,
             "passes": passes,
             "timing_note": (
-                "per configuration, `epochs` full passes over the files, the file-based loaders taking turns pass "
-                "by pass (interleaved), each pass from a fresh iterator, so worker "
-                "start-up is inside every pass as in a training epoch; the first batch's wait is also "
-                "reported alone; the tensor-resident loader's one-time load is reported apart (one_time_s), and on "
-                "CPU its passes run with one torch thread, as a DataLoader worker does; "
-                "synchronized wall clocks (hpml_lab.profiling.WallClock)"
+                "per configuration, `epochs` full passes over the files, the file-based loaders taking turns "
+                "pass by pass (interleaved), each pass from a fresh iterator, so worker start-up is inside "
+                "every pass as in a training epoch; the first batch's wait is also reported alone; the "
+                "tensor-resident loader's one-time load is reported apart (one_time_s), and on CPU its "
+                "passes run with one torch thread, as a DataLoader worker does; synchronized wall clocks "
+                "(hpml_lab.profiling.WallClock)"
             ),
         },
     )
     rows: list[dict[str, Any]] = []
     base = Path(tempfile.mkdtemp(prefix="dataloading-files-"))
-    # The run lifecycle (results.RunFolder): an attempt folder, landed only when complete, so a rerun that fails
-    # or is interrupted never overwrites a complete study; SIGTERM ends it as interrupted.
+    # The run lifecycle (results.RunFolder): an attempt folder, landed only when complete, so a rerun that
+    # fails or is interrupted never overwrites a complete study; SIGTERM ends it as interrupted.
     folder = results.RunFolder(run_dir) if write else contextlib.nullcontext()
     with results.sigterm_interrupts(), folder as rf:
         if write:
@@ -284,8 +284,8 @@ def study(
                             pin_memory=device.type == "cuda",
                             worker_init_fn=worker_init,
                         )
-                    # The loaders take turns pass by pass (A B C A B C ...), so a change in the machine's load hits
-                    # them alike and each verdict between them compares interleaved samples.
+                    # The loaders take turns pass by pass (A B C A B C ...), so a change in the machine's load
+                    # hits them alike and each verdict between them compares interleaved samples.
                     got: dict[str, list] = {name: [] for name, *_ in configs}
                     for k in range(passes):
                         for name, *_ in configs[k % len(configs) :] + configs[: k % len(configs)]:
@@ -301,9 +301,9 @@ def study(
                 images, labels = preload(plain)
                 tl = TensorLoader(images, labels, b, device, seed=cfg.seed)
                 once = clock.stop()
-                # Its passes take milliseconds: more of them for a stable median (the passes column says how many).
-                # On CPU with one torch thread, as each DataLoader worker has: fair, and immune to the stalls of
-                # multi-threaded tiny ops on an oversubscribed machine.
+                # Its passes take milliseconds: more of them for a stable median (the passes column says how
+                # many). On CPU with one torch thread, as each DataLoader worker has: fair, and immune to the
+                # stalls of multi-threaded tiny ops on an oversubscribed machine.
                 threads_before = torch.get_num_threads()
                 if device.type == "cpu":
                     torch.set_num_threads(1)

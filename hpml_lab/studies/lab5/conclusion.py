@@ -64,9 +64,9 @@ def _loads(x) -> list[float]:
 # ------------------------------------------------------------------ Q1
 def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
     """Lab 5 Q1: the per-worker batch with the highest median throughput, and each other batch against it by a
-    verdict. The sizes ran one after the other, so each verdict carries the machine's load of both runs (a load that
-    moved, or was not recorded, makes it a tie). Partial while the lab's sizes were not all run and none ran out of
-    memory."""
+    verdict. The sizes ran one after the other, so each verdict carries the machine's load of both runs (a
+    load that moved, or was not recorded, makes it a tie). Partial while the lab's sizes were not all run and
+    none ran out of memory."""
     ok = q1[q1.status == "ok"]
     oom = [int(b) for b in q1[q1.status == "OOM"].per_gpu_batch]
     samples = {
@@ -101,8 +101,8 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
         )
     elif tied:
         head = say(
-            "Per-worker batch {b} had the highest median throughput ({thr}) but cannot be told apart from {others}: "
-            "this run shows no single best batch",
+            "Per-worker batch {b} had the highest median throughput ({thr}) but cannot be told apart from "
+            "{others}: this run shows no single best batch",
             b=batch_n(top),
             thr=thr,
             others=join([_batch(b) for b in tied], ", ", " or "),
@@ -130,8 +130,8 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
         for b, v in verdicts.items()
     ] + [
         say(
-            "Batch {b}: epoch excluding data I/O {e}, extrapolated from {k} timed steps (the mean step time x "
-            "steps, so not the images per second of the median throughput above).",
+            "Batch {b}: epoch excluding data I/O {e}, extrapolated from {k} timed steps (the mean step time "
+            "x steps, so not the images per second of the median throughput above).",
             b=batch_n(r.per_gpu_batch),
             e=Number(
                 fmt_in("batch {b}: epoch excl. I/O", b=r.per_gpu_batch),
@@ -158,13 +158,13 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
         details,
         [
             Background(
-                "A larger batch usually keeps the hardware busier per step until memory runs out; on a shared "
-                "machine the load of each run decides as much as the batch."
+                "A larger batch usually keeps the hardware busier per step until memory runs out; on a "
+                "shared machine the load of each run decides as much as the batch."
             )
         ],
         status="partial" if short else "answered",
-        missing="the lab's larger per-worker batches, up to the one that runs out of memory: this run stopped at "
-        "its batch_size setting"
+        missing="the lab's larger per-worker batches, up to the one that runs out of memory: this run "
+        "stopped at its batch_size setting"
         if short
         else "",
         verdict={
@@ -185,8 +185,8 @@ def missed_rows(t: pd.DataFrame, margin: float = MODEL_MARGIN) -> pd.DataFrame:
 
 
 def model_misses(t: pd.DataFrame, margin: float = MODEL_MARGIN) -> list[Finding]:
-    """Each row where the model's prediction and this machine's extrapolation of the same configuration differ by
-    more than `margin`, said with both numbers and the miss."""
+    """Each row where the model's prediction and this machine's extrapolation of the same configuration differ
+    by more than `margin`, said with both numbers and the miss."""
     out = []
     for r in missed_rows(t, margin).itertuples():
         label_at = fmt_in("{n} workers x {b}", n=r.workers, b=r.per_gpu_batch)
@@ -232,9 +232,9 @@ def step_samples(rec, global_batch: int) -> list[float]:
 
 
 def speedup_verdicts(res) -> dict[tuple[int, int], tuple]:
-    """(workers, per-worker batch) -> (verdict, n-worker samples, 1-worker samples) for each measured multi-worker
-    row: compute time per step (all-reduce included) divided by the workers against the 1-worker step's. The two
-    runs were made one after the other: each verdict carries both runs' load."""
+    """(workers, per-worker batch) -> (verdict, n-worker samples, 1-worker samples) for each measured
+    multi-worker row: compute time per step (all-reduce included) divided by the workers against the 1-worker
+    step's. The two runs were made one after the other: each verdict carries both runs' load."""
     out = {}
     q1 = res.q1[res.q1.status == "ok"].set_index("per_gpu_batch")
     for r in res.table[(res.table.workers > 1) & (res.table.source == "measured")].itertuples():
@@ -262,16 +262,17 @@ def speedup_verdicts(res) -> dict[tuple[int, int], tuple]:
 
 
 def beyond_bound(res, meas: pd.DataFrame) -> list[Finding]:
-    """A speedup beyond its workers at a fixed per-worker batch (n workers, n times the images per step) cannot come
-    from running side by side: said so, with both runs' load (the 1-worker sweep and the DDP run were sequential)."""
+    """A speedup beyond its workers at a fixed per-worker batch (n workers, n times the images per step)
+    cannot come from running side by side: said so, with both runs' load (the 1-worker sweep and the DDP run
+    were sequential)."""
     q1 = res.q1[res.q1.status == "ok"].set_index("per_gpu_batch")
     out = []
     for r in meas[meas.speedup > meas.workers].itertuples():
         la = _loads(q1.loc[r.per_gpu_batch].get("load_per_core") if "load_per_core" in q1 else None)
         lb = _loads(getattr(r, "load_per_core", None))
         text = (
-            "{s} with {at} is more than {w} can give by running side by side, so the excess is not DDP's doing; the "
-            "runs were made one after the other"
+            "{s} with {at} is more than {w} can give by running side by side, so the excess is not DDP's "
+            "doing; the runs were made one after the other"
         )
         slots = {
             "s": _speedup(r, "both extrapolated from timed steps"),
@@ -298,8 +299,8 @@ def beyond_bound(res, meas: pd.DataFrame) -> list[Finding]:
 
 
 def _shared(res, n) -> Finding | str:
-    """More workers than this machine has cores (GPUs on a GPU node): its processes would share them, which the
-    model, built on one worker's step time, does not count."""
+    """More workers than this machine has cores (GPUs on a GPU node): its processes would share them, which
+    the model, built on one worker's step time, does not count."""
     gpu = bool(getattr(res, "on_gpu", False))
     machine = (getattr(res, "meta", None) or {}).get("machine") or {}
     here = (
@@ -332,8 +333,9 @@ def _speedup(r, how: str) -> Number:
 
 
 def lab5_q2(res) -> Answer:
-    """Speedups measured where the workers exist (extrapolated epochs, each with its verdict on compute per step);
-    the model's predictions for more workers only when it agrees with its own measurements, else withheld."""
+    """Speedups measured where the workers exist (extrapolated epochs, each with its verdict on compute per
+    step); the model's predictions for more workers only when it agrees with its own measurements, else
+    withheld."""
     t = res.table
     multi = t[t.workers > 1]
     meas, pred = multi[multi.source == "measured"], multi[multi.source != "measured"]
@@ -344,12 +346,12 @@ def lab5_q2(res) -> Answer:
     if len(meas):
         head = say(
             (
-                "No speedup can be told from these runs (too few samples to compare: each comparison below has "
-                "too few timed steps for a spread); the ratios of the epochs extrapolated from timed steps, at a "
-                "fixed per-worker batch, were: {items}."
+                "No speedup can be told from these runs (too few samples to compare: each comparison below "
+                "has too few timed steps for a spread); the ratios of the epochs extrapolated from timed "
+                "steps, at a fixed per-worker batch, were: {items}."
                 if too_few
-                else "No speedup can be told from these runs (each comparison below is a tie); the ratios of the "
-                "epochs extrapolated from timed steps, at a fixed per-worker batch, were: {items}."
+                else "No speedup can be told from these runs (each comparison below is a tie); the ratios of "
+                "the epochs extrapolated from timed steps, at a fixed per-worker batch, were: {items}."
                 if all_ties
                 else "Speedup at a fixed per-worker batch, epochs extrapolated from timed steps: {items}."
             ),
@@ -382,8 +384,8 @@ def lab5_q2(res) -> Answer:
     if misses:
         details.append(
             say(
-                "The scaling model misses its own measurements by more than {margin} ({items}), so its predictions "
-                "for more workers are not stated.",
+                "The scaling model misses its own measurements by more than {margin} ({items}), so its "
+                "predictions for more workers are not stated.",
                 margin=margin_number(),
                 items=join(misses, "; "),
             )
@@ -465,9 +467,9 @@ def lab5_q2(res) -> Answer:
         details,
         [
             Background(
-                "A fixed per-worker batch with the dataset fixed gives fewer steps per epoch as workers are added; "
-                "strong scaling keeps the global batch fixed as workers are added, weak scaling the per-worker "
-                "batch."
+                "A fixed per-worker batch with the dataset fixed gives fewer steps per epoch as workers are "
+                "added; strong scaling keeps the global batch fixed as workers are added, weak scaling the "
+                "per-worker batch."
             )
         ],
         status="partial" if missing else "answered",
@@ -477,15 +479,15 @@ def lab5_q2(res) -> Answer:
 
 
 def usable(source: str, model_ok: bool) -> bool:
-    """Whether a row's epoch may be stated: extrapolated from timed steps, or the model's while it agrees with its
-    own measurements."""
+    """Whether a row's epoch may be stated: extrapolated from timed steps, or the model's while it agrees with
+    its own measurements."""
     return source == "measured" or model_ok
 
 
 def strong_numbers(res, model_ok: bool = True) -> dict[tuple[int, int], Number]:
-    """(workers, global batch) -> the strong-scaling speedup (1 worker at the global batch against n workers at its
-    nth, each epoch with its data loading) of each row of res.strong that may be stated: the table's and the
-    answer's one value."""
+    """(workers, global batch) -> the strong-scaling speedup (1 worker at the global batch against n workers
+    at its nth, each epoch with its data loading) of each row of res.strong that may be stated: the table's
+    and the answer's one value."""
     out = {}
     for r in res.strong.to_dict("records") if len(res.strong) else []:
         n, big, src = int(r["workers"]), int(r["global batch"]), str(r["source"])
@@ -498,15 +500,15 @@ def strong_numbers(res, model_ok: bool = True) -> dict[tuple[int, int], Number]:
                 float(r["speedup"]),
                 "x",
                 "predicted",
-                source="1-worker epoch at the global batch / n-worker epoch at its nth, data loading included, "
-                + how,
+                source="1-worker epoch at the global batch / n-worker epoch at its nth, data loading "
+                "included, " + how,
             )
     return out
 
 
 def weak_numbers(res, model_ok: bool = True) -> dict[tuple[int, int], Number]:
-    """(workers, per-worker batch) -> the weak-scaling efficiency (1-worker step / n-worker step, each with its data
-    loading) of each row of res.weak that may be stated: the table's and the answer's one value."""
+    """(workers, per-worker batch) -> the weak-scaling efficiency (1-worker step / n-worker step, each with
+    its data loading) of each row of res.weak that may be stated: the table's and the answer's one value."""
     out = {}
     for r in res.weak.to_dict("records") if len(res.weak) else []:
         n, b, src = int(r["workers"]), int(r["per-worker batch"]), str(r["source"])
@@ -524,16 +526,19 @@ def weak_numbers(res, model_ok: bool = True) -> dict[tuple[int, int], Number]:
 
 
 def scaling_kinds(res, model_ok: bool = True) -> list[Finding]:
-    """What kind of scaling the speedups are (a fixed per-worker batch on a fixed dataset: neither kind alone), and
-    each kind derived from the same runs as far as this run allows: strong scaling only where two per-worker batches
-    a factor of the workers apart ran, each row only where its epoch may be stated."""
+    """What kind of scaling the speedups are (a fixed per-worker batch on a fixed dataset: neither kind
+    alone), and each kind derived from the same runs as far as this run allows: strong scaling only where two
+    per-worker batches a factor of the workers apart ran, each row only where its epoch may be stated."""
     strong, weak = strong_numbers(res, model_ok), weak_numbers(res, model_ok)
     kinds = [k for k, got in (("strong", strong), ("weak", weak)) if got]
-    lead = "The speedups above hold the per-worker batch fixed on a fixed dataset, so an epoch has fewer steps on more workers: neither strong nor weak scaling alone"
+    lead = (
+        "The speedups above hold the per-worker batch fixed on a fixed dataset, so an epoch has fewer "
+        "steps on more workers: neither strong nor weak scaling alone"
+    )
     if not len(res.strong):
         lead += (
-            "; no two per-worker batches a factor of the workers apart ran, so no strong-scaling (fixed global "
-            "batch) speedup can be derived"
+            "; no two per-worker batches a factor of the workers apart ran, so no strong-scaling (fixed "
+            "global batch) speedup can be derived"
         )
     elif not strong:
         lead += (
@@ -555,8 +560,8 @@ def scaling_kinds(res, model_ok: bool = True) -> list[Finding]:
     if strong:
         out.append(
             say(
-                "Strong scaling (a fixed global batch: one worker at the whole batch against n workers at its nth, "
-                "each epoch with its data loading): {items}.",
+                "Strong scaling (a fixed global batch: one worker at the whole batch against n workers at "
+                "its nth, each epoch with its data loading): {items}.",
                 items=join(
                     [
                         say(
@@ -581,8 +586,8 @@ def scaling_kinds(res, model_ok: bool = True) -> list[Finding]:
     if weak:
         out.append(
             say(
-                "Weak scaling (a fixed per-worker batch; efficiency = one worker's step / n workers' step, each step with "
-                "its data loading): {items}.",
+                "Weak scaling (a fixed per-worker batch; efficiency = one worker's step / n workers' step, "
+                "each step with its data loading): {items}.",
                 items=join(
                     [
                         say(
@@ -601,8 +606,9 @@ def scaling_kinds(res, model_ok: bool = True) -> list[Finding]:
 
 # ------------------------------------------------------------------ Q3
 def lab5_q3(res) -> Answer:
-    """Per epoch, compute (Q1's step time x steps) and all-reduce (the fitted model) against the epoch time, for the
-    rows extrapolated from timed steps (and the model's rows only while the model agrees with them)."""
+    """Per epoch, compute (Q1's step time x steps) and all-reduce (the fitted model) against the epoch time,
+    for the rows extrapolated from timed steps (and the model's rows only while the model agrees with
+    them)."""
     multi = res.table[res.table.workers > 1]
     misses = model_misses(res.table)
     rows = multi[multi.source == "measured"] if misses else multi
@@ -640,7 +646,8 @@ def lab5_q3(res) -> Answer:
         ):  # the model's epoch is built from these parts: no share of it is left to explain
             items.append(
                 say(
-                    "{at} (not run): compute {c} and all-reduce {a}, from which the model builds its epoch of {e}",
+                    "{at} (not run): compute {c} and all-reduce {a}, from which the model builds its epoch "
+                    "of {e}",
                     **parts,
                 )
             )
@@ -661,8 +668,8 @@ def lab5_q3(res) -> Answer:
         else:  # the parts exceed the whole: Q1's step time and this run were timed one after the other
             items.append(
                 say(
-                    "{at}: compute {c} and all-reduce {a} add up to {over} more than its epoch of {e}, so they do "
-                    "not split it (Q1's step time and this run were timed one after the other)",
+                    "{at}: compute {c} and all-reduce {a} add up to {over} more than its epoch of {e}, so "
+                    "they do not split it (Q1's step time and this run were timed one after the other)",
                     over=Number(
                         f"{label_at}: compute + all-reduce over the epoch",
                         -100 * rest,
@@ -691,8 +698,8 @@ def lab5_q3(res) -> Answer:
         head,
         background=[
             Background(
-                "The part of an epoch that neither compute nor the all-reduce explains usually holds data loading "
-                "and the loop's own overhead; this run does not break it down."
+                "The part of an epoch that neither compute nor the all-reduce explains usually holds data "
+                "loading and the loop's own overhead; this run does not break it down."
             )
         ],
     )
@@ -701,7 +708,8 @@ def lab5_q3(res) -> Answer:
 # ------------------------------------------------------------------ Q4
 def lab5_q4(cfg, settings, res) -> Answer:
     """The largest global batch that ran: its last epoch's loss and top-1 against chance (a run at chance says
-    nothing about the accuracy cost of a large batch), and the optimizer steps a fixed number of epochs loses."""
+    nothing about the accuracy cost of a large batch), and the optimizer steps a fixed number of epochs
+    loses."""
     big = Number(
         "Q4: global batch asked", LARGEST_GLOBAL, "", "setting", source="Lab 5: 4 GPUs x per-GPU batch 8,192"
     )
@@ -726,8 +734,8 @@ def lab5_q4(cfg, settings, res) -> Answer:
     background = [
         Background(
             "Remedy: scale the learning rate linearly with the global batch and reach it by a gradual "
-            "warm-up over the first epochs (Goyal et al., Accurate, Large Minibatch SGD); they report the rule "
-            "holding up to batches of about eight thousand, so beyond it is a starting point."
+            "warm-up over the first epochs (Goyal et al., Accurate, Large Minibatch SGD); they report the "
+            "rule holding up to batches of about eight thousand, so beyond it is a starting point."
         )
     ]
     missing = say(
@@ -766,8 +774,8 @@ def lab5_q4(cfg, settings, res) -> Answer:
         nums.pop("loss")
         head = say(
             "Largest global batch run here: {gb} for {k} epochs: the loss became NaN or infinite, training "
-            "diverged (top-1 {acc}; chance loss {chance_loss}, top-1 {chance_acc}): this run says nothing about "
-            "the accuracy cost of a large batch.",
+            "diverged (top-1 {acc}; chance loss {chance_loss}, top-1 {chance_acc}): this run says nothing "
+            "about the accuracy cost of a large batch.",
             **nums,
         )
         return Answer(
@@ -781,8 +789,8 @@ def lab5_q4(cfg, settings, res) -> Answer:
     head = say(
         "Largest global batch run here: {gb} for {k} epochs: loss {loss} and top-1 {acc}, "
         + (
-            "not below chance (loss {chance_loss}, top-1 {chance_acc}): this run says nothing about the accuracy "
-            "cost of a large batch."
+            "not below chance (loss {chance_loss}, top-1 {chance_acc}): this run says nothing about the "
+            "accuracy cost of a large batch."
             if at_chance
             else "against chance {chance_loss} and {chance_acc}."
         ),
@@ -804,8 +812,8 @@ SHORT_ANSWERS = [
     Answer(
         "Q5: why DistributedSampler.set_epoch?",
         say(
-            "The sampler shuffles with its seed plus the epoch; without set_epoch every epoch reuses the first "
-            "epoch's permutation, so each rank sees the same shard in the same order every epoch "
+            "The sampler shuffles with its seed plus the epoch; without set_epoch every epoch reuses the "
+            "first epoch's permutation, so each rank sees the same shard in the same order every epoch "
             "(hpml_lab.training.train calls it before every epoch)."
         ),
     ),
@@ -813,26 +821,26 @@ SHORT_ANSWERS = [
         "Q6: are gradients the only thing communicated?",
         say(
             "No: DDP broadcasts parameters and buffers from the first rank at construction and, with "
-            "broadcast_buffers=True (the default), buffers such as BatchNorm's running statistics before every "
-            "forward; our loss and accuracy are all-reduced once per epoch."
+            "broadcast_buffers=True (the default), buffers such as BatchNorm's running statistics before "
+            "every forward; our loss and accuracy are all-reduced once per epoch."
         ),
     ),
     Answer(
         "Q7: is that enough?",
         say(
-            "For identical models yes: the same initial weights, the same averaged gradients and a deterministic "
-            "optimizer keep the replicas identical (a test checks two ranks at half the batch against one rank at "
-            "the whole batch, without BatchNorm); with BatchNorm each rank normalises with its own batch "
-            "statistics, which SyncBatchNorm all-reduces if that matters."
+            "For identical models yes: the same initial weights, the same averaged gradients and a "
+            "deterministic optimizer keep the replicas identical (a test checks two ranks at half the batch "
+            "against one rank at the whole batch, without BatchNorm); with BatchNorm each rank normalises "
+            "with its own batch statistics, which SyncBatchNorm all-reduces if that matters."
         ),
     ),
 ]
 
 
 def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Lab 5 Q1-Q7 from the study: every epoch time is an extrapolation (from timed steps or from the model, said
-    which), each measured speedup a verdict that knows its runs were sequential, and a model that misses its own
-    measurements is not used for the rows it would predict."""
+    """Lab 5 Q1-Q7 from the study: every epoch time is an extrapolation (from timed steps or from the model,
+    said which), each measured speedup a verdict that knows its runs were sequential, and a model that misses
+    its own measurements is not used for the rows it would predict."""
     backend = res.allreduce.backend.iloc[0]
     q1, q2, q3 = lab5_q1(res.q1, getattr(settings, "lab_sizes", ())), lab5_q2(res), lab5_q3(res)
     # what ran, the all-reduce fit and the model against the reference: shown in the report's body, held here
@@ -848,9 +856,9 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
         flags.append(
             sanity.Flag(
                 "settings differ",
-                "only one GPU here: the multi-GPU rows are predicted with the all-reduce bandwidth of gloo between "
-                "CPU processes on this host, not of a GPU link (NVLink or PCIe with NCCL), so their communication "
-                "time is a poor guide to a real multi-GPU run",
+                "only one GPU here: the multi-GPU rows are predicted with the all-reduce bandwidth of gloo "
+                "between CPU processes on this host, not of a GPU link (NVLink or PCIe with NCCL), so their "
+                "communication time is a poor guide to a real multi-GPU run",
             )
         )
     for rec in res.runs:
@@ -861,8 +869,8 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
             sanity.Flag(
                 "model disagrees",
                 say(
-                    "the scaling model misses its own measurements by more than {margin} ({items}): its predictions "
-                    "for more workers are not used",
+                    "the scaling model misses its own measurements by more than {margin} ({items}): its "
+                    "predictions for more workers are not used",
                     margin=margin_number(),
                     items=join(misses, "; "),
                 ),
@@ -872,7 +880,8 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
 
 
 def lr_table(n_images: int, batches=(128, 512, 2048, 8192, 32768)) -> pd.DataFrame:
-    """Q4.2's remedy in numbers: the linearly scaled lr (0.1 x B / 128), steps per epoch and 5 warm-up epochs."""
+    """Q4.2's remedy in numbers: the linearly scaled lr (0.1 x B / 128), steps per epoch and 5 warm-up
+    epochs."""
     return pd.DataFrame(
         [
             {
@@ -889,8 +898,8 @@ def lr_table(n_images: int, batches=(128, 512, 2048, 8192, 32768)) -> pd.DataFra
 def setup_note(cfg, settings, res) -> Finding:
     """What ran: batch sizes, workers here, gradient size, and whether epochs are extrapolated."""
     note = say(
-        "Per-worker batch sizes: {sizes}; DataLoader workers per process: {nw}. Workers available here: {w} ({kind}). "
-        "Gradient size of {model}: {g}.",
+        "Per-worker batch sizes: {sizes}; DataLoader workers per process: {nw}. Workers available here: {w} "
+        "({kind}). Gradient size of {model}: {g}.",
         sizes=join([batch_n(b) for b in res.sizes], ", "),
         nw=Number(
             "DataLoader workers per process", cfg.num_workers, "", "setting", source="the run's config"
@@ -905,8 +914,8 @@ def setup_note(cfg, settings, res) -> Finding:
     if not cfg.max_batches:
         return note
     return say(
-        "{note} Each epoch is cut at {mb} batches and extrapolated to {n} images (time per step x steps per epoch): "
-        "an estimate, not a measured epoch.",
+        "{note} Each epoch is cut at {mb} batches and extrapolated to {n} images (time per step x steps per "
+        "epoch): an estimate, not a measured epoch.",
         note=note,
         mb=Number("batches per epoch run", cfg.max_batches, "", "setting", source="the run's max_batches"),
         n=Number("images per epoch", settings.n_images, "", "setting", source="the task's n_images"),
@@ -914,8 +923,9 @@ def setup_note(cfg, settings, res) -> Finding:
 
 
 def fit_numbers(res) -> dict[str, Number]:
-    """The all-reduce's latency and bus bandwidth as the model uses them, named for how they were found: a fit over
-    the measured sizes, or (no usable fit) the smallest message's time and the largest message's busbw."""
+    """The all-reduce's latency and bus bandwidth as the model uses them, named for how they were found: a fit
+    over the measured sizes, or (no usable fit) the smallest message's time and the largest message's
+    busbw."""
     n = int(res.allreduce.n.min())
     lat, bw = 1e6 * res.fit["latency_s"], res.fit["busbw_Bps"] / 1e9
     if res.fit["method"] == "fit":
@@ -937,8 +947,8 @@ def fit_note(res) -> Finding:
         res.fit["method"] != "fit"
     )  # study.fit_allreduce fell back on the largest and smallest messages
     return say(
-        "No usable fit over the {k} measured sizes: latency {lat} from the smallest message, busbw {bw} from the "
-        "largest ({backend}, {p} processes)."
+        "No usable fit over the {k} measured sizes: latency {lat} from the smallest message, busbw {bw} from "
+        "the largest ({backend}, {p} processes)."
         if unfitted
         else "Fit over the {k} measured sizes: latency {lat}, busbw {bw} ({backend}, {p} processes).",
         k=Number("all-reduce sizes measured", len(res.allreduce), "", "counted", source="the sizes timed"),
@@ -952,9 +962,10 @@ SOURCE_SHOWN = {"measured": "predicted: timed steps x steps", "predicted": "pred
 
 
 def shown(df: pd.DataFrame, model_ok: bool = True) -> pd.DataFrame:
-    """A Lab 5 table (res.table, res.strong, res.weak) as the report shows it: every epoch time is an extrapolation,
-    so no row says "measured"; a row from a run's timed steps says so, a row from the model says that. With a model
-    that misses its own measurements (`model_ok` False) its rows keep the model's time but no epoch or speedup."""
+    """A Lab 5 table (res.table, res.strong, res.weak) as the report shows it: every epoch time is an
+    extrapolation, so no row says "measured"; a row from a run's timed steps says so, a row from the model
+    says that. With a model that misses its own measurements (`model_ok` False) its rows keep the model's time
+    but no epoch or speedup."""
     out = df.copy()
     if "source" in out:
         model_rows = out["source"] != "measured"
@@ -967,7 +978,8 @@ def shown(df: pd.DataFrame, model_ok: bool = True) -> pd.DataFrame:
     return out.drop(columns=["load_per_core"], errors="ignore").rename(columns=SHOWN_COLUMNS)
 
 
-# every epoch and step of the Q2 tables holds its data loading (Q2's definition), unlike Q1's step: the headers say so
+# every epoch and step of the Q2 tables holds its data loading (Q2's definition), unlike Q1's step: the
+# headers say so
 SHOWN_COLUMNS = {
     "measured_s": "from timed steps, data loading included (s)",
     "predicted_s": "model (s)",
@@ -981,8 +993,8 @@ SHOWN_COLUMNS = {
 
 
 def q1_shown(q1: pd.DataFrame) -> pd.DataFrame:
-    """Q1's table as the report shows it: its step and epoch leave data loading out (the lab's Q1 definition), unlike
-    every time of the Q2 tables, and the headers say so."""
+    """Q1's table as the report shows it: its step and epoch leave data loading out (the lab's Q1 definition),
+    unlike every time of the Q2 tables, and the headers say so."""
     return q1.drop(columns=["step_times_s"], errors="ignore").rename(
         columns={
             "step_s": "step, data loading excluded (s)",
@@ -1002,13 +1014,14 @@ def allreduce_table(res) -> pd.DataFrame:
 
 
 def reference_note(res) -> Finding:
-    """The model fitted to the reference's 1- and 2-GPU times, and its prediction of the reference's 4-GPU row."""
+    """The model fitted to the reference's 1- and 2-GPU times, and its prediction of the reference's 4-GPU
+    row."""
     e4, f = res.reference.iloc[-1], res.reference_fit
     src = "the scaling model fitted to the reference's 1- and 2-GPU epochs"
     return say(
         "The reference's epochs on {g1} and {g2} GPUs imply {step} of compute per step at batch {b} and an "
-        "all-reduce of {comm}, i.e. busbw {bw}. The model then predicts {pred} for its unfitted row on {g4} GPUs "
-        "against the reference's {ref} ({err}).",
+        "all-reduce of {comm}, i.e. busbw {bw}. The model then predicts {pred} for its unfitted row on {g4} "
+        "GPUs against the reference's {ref} ({err}).",
         g1=Number("reference: GPUs, first fitted row", 1, "", "reference", source="Lab 5 as run on 4 V100s"),
         g2=Number("reference: GPUs, second fitted row", 2, "", "reference", source="Lab 5 as run on 4 V100s"),
         g4=Number("reference: GPUs, predicted row", 4, "", "reference", source="Lab 5 as run on 4 V100s"),

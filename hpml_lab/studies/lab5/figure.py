@@ -14,12 +14,12 @@ from .conclusion import missed_rows
 
 
 def scaling_figure(table: pd.DataFrame, model_ok: bool = True) -> plt.Figure:
-    """Lab 5: epoch time against workers per per-worker batch. Epochs extrapolated from timed steps: filled points
-    on solid lines; the scaling model's predictions: hollow points on a dashed line of their own (the model's
-    points only, never joined to a timed one), drawn only where the answer states them: every prediction while the
-    model agrees with its own runs (`model_ok`), else only at the runs it misses (conclusion.missed_rows);
-    the ideal, the 1-worker epoch / n: a dotted line. None of them is a measured epoch: the legend says "from
-    timed steps", "model" and "ideal"."""
+    """Lab 5: epoch time against workers per per-worker batch. Epochs extrapolated from timed steps: filled
+    points on solid lines; the scaling model's predictions: hollow points on a dashed line of their own (the
+    model's points only, never joined to a timed one), drawn only where the answer states them: every
+    prediction while the model agrees with its own runs (`model_ok`), else only at the runs it misses
+    (conclusion.missed_rows); the ideal, the 1-worker epoch / n: a dotted line. None of them is a measured
+    epoch: the legend says "from timed steps", "model" and "ideal"."""
     fig, ax = plt.subplots(figsize=(9.5, 4))
     stated = table if model_ok or "predicted_s" not in table else missed_rows(table)
     for b, g in table.groupby("per_gpu_batch"):

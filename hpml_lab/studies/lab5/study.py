@@ -102,8 +102,8 @@ def _allreduce_worker(
     try:
         for nbytes in sizes:
             buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
-            # a barrier before each timed all-reduce: a rank that arrives late would otherwise add its lag to the
-            # others' times (nccl-tests starts its clock after a barrier too)
+            # a barrier before each timed all-reduce: a rank that arrives late would otherwise add its lag to
+            # the others' times (nccl-tests starts its clock after a barrier too)
             times = repeat_timed(
                 lambda b=buf: torch.distributed.all_reduce(b),
                 device,
@@ -173,7 +173,8 @@ def measure_allreduce(
     device: str = "auto",
 ) -> pd.DataFrame:
     """All-reduce times over `nproc` local processes launched by torchrun: gloo on CPU (device="cpu"), NCCL on
-    GPUs (device="cuda", one GPU per rank: more ranks than GPUs is refused); "auto" picks CUDA when present."""
+    GPUs (device="cuda", one GPU per rank: more ranks than GPUs is refused); "auto" picks CUDA when
+    present."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "allreduce.json"
         _torchrun(
@@ -209,10 +210,11 @@ def run_ddp_many(
     timeout: float = 600,
     allreduce: dict | None = None,
 ) -> tuple[list[results.Run], pd.DataFrame | None]:
-    """Train each of cfgs (batch_size per process) in one torchrun launch of nproc processes: every rank trains
-    them in turn in one process group, so the launch, the imports and the rendezvous are paid once, not once a
-    run. With allreduce (measure_allreduce's sizes, repeats, warmup and device), the all-reduce is measured
-    first, in the same group. The rank-0 records in the order of cfgs, and the all-reduce table (or None)."""
+    """Train each of cfgs (batch_size per process) in one torchrun launch of nproc processes: every rank
+    trains them in turn in one process group, so the launch, the imports and the rendezvous are paid once, not
+    once a run. With allreduce (measure_allreduce's sizes, repeats, warmup and device), the all-reduce is
+    measured first, in the same group. The rank-0 records in the order of cfgs, and the all-reduce table (or
+    None)."""
     cfgs = [distributed.run_config(c.replace(progress="none"), nproc) for c in cfgs]
     if len({c.run_dir() for c in cfgs}) < len(cfgs):  # one would overwrite the other and be read back twice
         raise ConfigError("run_ddp_many: two configurations share a run folder; give them distinct run_id")
@@ -259,9 +261,9 @@ def load_per_core(meta: dict) -> float:
 
 
 def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50_000) -> pd.DataFrame:
-    """Q1: one worker, each per-worker batch size, 2 epochs; the 2nd epoch's full-batch step time (copy, forward,
-    backward, update; data loading excluded) and its extrapolation to a whole epoch of n_images.
-    A resumable sweep (hpml_lab.sweeps): out of memory is a row with status "OOM", not a crash."""
+    """Q1: one worker, each per-worker batch size, 2 epochs; the 2nd epoch's full-batch step time (copy,
+    forward, backward, update; data loading excluded) and its extrapolation to a whole epoch of n_images. A
+    resumable sweep (hpml_lab.sweeps): out of memory is a row with status "OOM", not a crash."""
     from ...sweeps import run_sweep
     from ...training import train
 
@@ -308,10 +310,10 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
     return pd.DataFrame(rows)
 
 
-# ------------------------------------------------------------------ the Lab 5 study
-# Peak unidirectional bandwidth per GPU of the link an all-reduce between GPUs of one node uses (GB/s), from the
-# vendors' data sheets: NVLink 4 (H100/H200 SXM) 900 GB/s total = 450 each way; A100 NVLink 3 600 = 300; V100
-# NVLink 2 300 = 150; PCIe 4.0 x16 about 32, PCIe 5.0 x16 about 64 each way.
+# ------------------------------------------------------------------ the Lab 5 study Peak unidirectional
+# bandwidth per GPU of the link an all-reduce between GPUs of one node uses (GB/s), from the vendors' data
+# sheets: NVLink 4 (H100/H200 SXM) 900 GB/s total = 450 each way; A100 NVLink 3 600 = 300; V100 NVLink 2 300 =
+# 150; PCIe 4.0 x16 about 32, PCIe 5.0 x16 about 64 each way.
 LINK_PEAK_GBPS = {
     "H100 SXM": 450.0,
     "H100 80GB HBM3": 450.0,
@@ -375,8 +377,9 @@ class Lab5Result:
 
 
 def allreduce_note(res: Lab5Result, gpu_name: str | None):
-    """What the measured all-reduce stands for (a Finding): the GPUs' interconnect (NCCL, with the link's data-sheet
-    peak when known) or gloo between CPU processes on one host, which says nothing about a GPU link."""
+    """What the measured all-reduce stands for (a Finding): the GPUs' interconnect (NCCL, with the link's
+    data-sheet peak when known) or gloo between CPU processes on one host, which says nothing about a GPU
+    link."""
     from ...answers import Number
     from ...findings import say
 
@@ -393,17 +396,18 @@ def allreduce_note(res: Lab5Result, gpu_name: str | None):
         )
     if res.on_gpu:
         return say(
-            "Only {n} GPU here: the all-reduce ran with gloo between CPU processes on this host (loopback), not over "
-            "the GPUs' link, and the predicted multi-GPU rows below inherit that bandwidth.",
+            "Only {n} GPU here: the all-reduce ran with gloo between CPU processes on this host (loopback), "
+            "not over the GPUs' link, and the predicted multi-GPU rows below inherit that bandwidth.",
             n=Number("GPUs here", res.workers_here, "", "measured", n=1),
         )
     return say("No link peak applies: the processes share one host (loopback), so no utilisation is given.")
 
 
 def scaling_tables(table: pd.DataFrame, n_images: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Strong and weak scaling from the speedup table's epochs (each with its data loading, Q2's definition): strong,
-    a fixed global batch B (1 worker at B against n workers at B/n, where both ran or were predicted); weak, a fixed
-    per-worker batch b (one step of 1 worker against one step of n workers, each epoch / its steps)."""
+    """Strong and weak scaling from the speedup table's epochs (each with its data loading, Q2's definition):
+    strong, a fixed global batch B (1 worker at B against n workers at B/n, where both ran or were predicted);
+    weak, a fixed per-worker batch b (one step of 1 worker against one step of n workers, each epoch / its
+    steps)."""
     idx = table.set_index(["workers", "per_gpu_batch"])
     one_worker = sorted(int(b) for b in table[table.workers == 1].per_gpu_batch)
     strong = pd.DataFrame(
@@ -459,12 +463,13 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     cfg2 = cfg.replace(epochs=max(2, cfg.epochs))
     q1 = compute_sweep(cfg2, sizes, n_images=settings.n_images)
     ok = q1[q1.status == "ok"].set_index("per_gpu_batch")
-    # NCCL across the GPUs when there are 2 or more; else gloo between 2 CPU processes, labelled by its backend
+    # NCCL across the GPUs when there are 2 or more; else gloo between 2 CPU processes, labelled by its
+    # backend
     ar_dev = "cuda" if on_gpu and workers_here >= 2 else "cpu"
     ar_n = min(workers_here, 4) if ar_dev == "cuda" else 2
     ar_spec = {"sizes": [grad_bytes // 100, grad_bytes // 10, grad_bytes], "repeats": 10, "warmup": 3}
-    # the DDP runs: one torchrun launch per worker count, every batch size in it, the all-reduce measured in the
-    # launch of its own worker count when that trains on its device (one launch on a CPU, not one per run)
+    # the DDP runs: one torchrun launch per worker count, every batch size in it, the all-reduce measured in
+    # the launch of its own worker count when that trains on its device (one launch on a CPU, not one per run)
     train_dev = "cuda" if on_gpu else "cpu"
     ddp, ar = {}, None
     for n in (n for n in (2, 4) if n <= workers_here):
@@ -545,7 +550,8 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
 
 
 def reference_check(n_images: int = N_IMAGES) -> tuple[pd.DataFrame, dict[str, float]]:
-    """The model fitted to the reference's 1- and 2-GPU epochs, predicting its 4-GPU row (the unfitted one)."""
+    """The model fitted to the reference's 1- and 2-GPU epochs, predicting its 4-GPU row (the unfitted
+    one)."""
     G = RESNET18_GRAD_BYTES
     t_step_512 = 18.07 / math.ceil(n_images / 512)
     t_comm2 = 10.20 / math.ceil(n_images / (2 * 512)) - t_step_512

@@ -18,7 +18,8 @@ class Settings(StudySettings):
     budget_gb: float = 16.0  # CPU only: the budget the largest batch is predicted for
     cpu_threads: int = 1  # CPU only: intra-op threads for every timed step
 
-    RANGES = {  # issue 30: rev_stages=1e6 ended in a MemoryError after 86 s, cpu_threads=1e9 killed the kernel
+    # issue 30: rev_stages=1e6 ended in a MemoryError after 86 s, cpu_threads=1e9 killed the kernel
+    RANGES = {
         "rev_stages": (1, 200, "RevNet-1202, the deepest net of the ResNet paper, has 200 per stage"),
         "cpu_threads": (1, 1024, "more threads than any node has cores"),
         "budget_gb": (0.01, 100_000, "a memory budget in GB"),
@@ -52,12 +53,13 @@ TASK = Task(
     order=10,
     settings=Settings,
     # Two ResNets and two RevNets, the fewest that show growth (or none) with depth, timed over 7 interleaved
-    # rounds: the tiny render, the tests' one, should mostly show a decided verdict (checkpointed against plain
-    # steps: recomputation costs time). With 3 rounds all four verdicts said "can't tell" in a CI rehearsal (2 test
-    # workers on 2 cores); with 5 they did again in one run with 3 test workers on the 2 cores, and 9 of 12 were
-    # decided in 3 renders beside two busy loops here; with 7, 12 of 12 there, in the same 23-25 s per render, but
-    # beside a DDP test or a Slurm job none was decided in 2 of 8 suite runs (11 rounds did no better), so the
-    # tests check the verdicts' design and claims there, not a direction (tests/studies/test_claims.py)
+    # rounds: the tiny render, the tests' one, should mostly show a decided verdict (checkpointed against
+    # plain steps: recomputation costs time). With 3 rounds all four verdicts said "can't tell" in a CI
+    # rehearsal (2 test workers on 2 cores); with 5 they did again in one run with 3 test workers on the 2
+    # cores, and 9 of 12 were decided in 3 renders beside two busy loops here; with 7, 12 of 12 there, in the
+    # same 23-25 s per render, but beside a DDP test or a Slurm job none was decided in 2 of 8 suite runs (11
+    # rounds did no better), so the tests check the verdicts' design and claims there, not a direction
+    # (tests/studies/test_claims.py)
     tiny={
         **TINY,
         "epochs": 1,

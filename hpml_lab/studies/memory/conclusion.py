@@ -1,6 +1,7 @@
-"""What the memory report concludes, computed from memory.MemoryResult: activation memory against depth (RevNet),
-what checkpointing saves with its recomputation's working set counted, what each saving costs in time (verdicts
-over interleaved rounds), whether both networks trained; and the tables the report shows, built the same way.
+"""What the memory report concludes, computed from memory.MemoryResult: activation memory against depth
+(RevNet), what checkpointing saves with its recomputation's working set counted, what each saving costs in
+time (verdicts over interleaved rounds), whether both networks trained; and the tables the report shows, built
+the same way.
 
 Why one module of about 700 lines: the four answers and the tables beside them share their Numbers
 (peak_share, working_set, the cost verdicts), so a table cannot state a number its answer does not."""
@@ -18,11 +19,12 @@ from ...findings import Background, Finding, fmt_in, fmt_value, join, say
 from ...verdict import compare
 from .._conclude import dedupe, span
 
-# the memory task's lab settings: the reference's table is at batch 8 with its adjusted ResNet-18; the rest as Lab 2
+# the memory task's lab settings: the reference's table is at batch 8 with its adjusted ResNet-18; the rest as
+# Lab 2
 COUNTED = "bytes of the tensors autograd saves for backward, counted over one forward pass"
 LAB = {**sanity.LAB, "model": "resnet18_adjusted", "batch_size": 8}
-# One measured peak has no spread: a measured share of the plain network's peak agrees with the predicted share when
-# within this fraction of it, and departs beyond it (the answer then says so first).
+# One measured peak has no spread: a measured share of the plain network's peak agrees with the predicted
+# share when within this fraction of it, and departs beyond it (the answer then says so first).
 PEAK_MARGIN = 0.10
 # What recomputation is expected to cost: one more forward pass per step, with a backward pass taken as two
 # forwards' work, (forward + backward + forward) / (forward + backward).
@@ -80,9 +82,9 @@ def report_table(res) -> pd.DataFrame:
 
 
 def fits_table(res) -> pd.DataFrame:
-    """The largest batch per model, measured (CUDA) or predicted, with the bytes per sample it comes from. A measured
-    one is the sweep's: the largest size that fitted (0 where none did) and the first that ran out of memory, or
-    "none up to" the largest size tried, where the limit is only known to be at least that."""
+    """The largest batch per model, measured (CUDA) or predicted, with the bytes per sample it comes from. A
+    measured one is the sweep's: the largest size that fitted (0 where none did) and the first that ran out of
+    memory, or "none up to" the largest size tried, where the limit is only known to be at least that."""
     swept = _sweeps(res)
     saved = res.table.set_index("model").act_MB_per_sample
     top = f"none up to {fmt_value(res.sweep[-1])}" if res.sweep else None
@@ -99,8 +101,9 @@ def fits_table(res) -> pd.DataFrame:
 
 
 def _sweeps(res) -> dict[str, tuple[int, int | None]]:
-    """Per model swept on this GPU: (the largest batch that fitted, res.largest's; the smallest that ran out of
-    memory, or None). The limit lies between them, or at or above the first when every size tried fitted."""
+    """Per model swept on this GPU: (the largest batch that fitted, res.largest's; the smallest that ran out
+    of memory, or None). The limit lies between them, or at or above the first when every size tried
+    fitted."""
     failed: dict[str, int | None] = {}
     for r in res.max_batch:
         if r["method"] == "measured":
@@ -112,10 +115,10 @@ def _sweeps(res) -> dict[str, tuple[int, int | None]]:
 
 
 def largest_batch(res, model: str, baseline: str) -> Finding:
-    """The largest batch of a checkpointed network against its plain network's. Predicted without a GPU (a ratio).
-    On a GPU each limit is known only between the last size that fitted and the first that ran out of memory (the
-    sweep doubles the batch), or as a lower bound when every size fitted: a side is named only when its limit is
-    above the other's whole range, else this run cannot tell."""
+    """The largest batch of a checkpointed network against its plain network's. Predicted without a GPU (a
+    ratio). On a GPU each limit is known only between the last size that fitted and the first that ran out of
+    memory (the sweep doubles the batch), or as a lower bound when every size fitted: a side is named only
+    when its limit is above the other's whole range, else this run cannot tell."""
     swept = _sweeps(res)
     if not res.cuda or not {model, baseline} <= swept.keys():
         predicted = {r["model"]: r["batch_size"] for r in res.max_batch if r["method"] == "predicted"}
@@ -177,7 +180,8 @@ def convergence_table(res) -> pd.DataFrame:
 
 
 def chance_loss(cfg) -> float:
-    """The loss of a uniform guess over the run's classes: the line the convergence answer and figure judge by."""
+    """The loss of a uniform guess over the run's classes: the line the convergence answer and figure judge
+    by."""
     return sanity.chance_loss(classes_of(cfg))
 
 
@@ -235,8 +239,8 @@ def revnet_answer(res) -> Answer:
 
 
 def checkpoint_answer(cfg, res) -> Answer:
-    """What checkpointing holds at the peak of backward (saved + the recomputation's working set) against the plain
-    network, and the largest batch that follows; one finding per ResNet, the range in the headline."""
+    """What checkpointing holds at the peak of backward (saved + the recomputation's working set) against the
+    plain network, and the largest batch that follows; one finding per ResNet, the range in the headline."""
     t = res.table.set_index("model")
     work = working_set(res)
     ck = res.table[res.table.family == "ResNet + checkpointing"]
@@ -285,21 +289,21 @@ def checkpoint_answer(cfg, res) -> Answer:
     lo, hi = min(shares, key=lambda n: n.value), max(shares, key=lambda n: n.value)
     # a prediction from counted bytes (the working set taken as plain / segments), not a measured peak
     how = (
-        ", its recomputation counted: predicted from the bytes autograd saves, the recomputation's working set "
-        "taken as the plain network's divided by the segments"
+        ", its recomputation counted: predicted from the bytes autograd saves, the recomputation's working "
+        "set taken as the plain network's divided by the segments"
         + ("." if res.cuda else "; no peak was measured here (no GPU).")
     )
     predicted = (
         say(
-            "With {segments} segments, a checkpointed ResNet is predicted to hold {share} of its plain network's "
-            "activation memory at the peak of backward" + how,
+            "With {segments} segments, a checkpointed ResNet is predicted to hold {share} of its plain "
+            "network's activation memory at the peak of backward" + how,
             segments=segments,
             share=lo,
         )
         if lo is hi
         else say(
-            "With {segments} segments, a checkpointed ResNet is predicted to hold between {lo} and {hi} of its "
-            "plain network's activation memory at the peak of backward" + how,
+            "With {segments} segments, a checkpointed ResNet is predicted to hold between {lo} and {hi} of "
+            "its plain network's activation memory at the peak of backward" + how,
             segments=segments,
             lo=lo,
             hi=hi,
@@ -326,9 +330,10 @@ def checkpoint_answer(cfg, res) -> Answer:
 
 
 def peak_share(res, model: str, baseline: str) -> Number | None:
-    """The measured share of the plain network's memory a network's training step used: the CUDA peak above what
-    was allocated before the step (weights, gradients, optimizer state, the batch) where the study recorded that,
-    else the whole peak (that state included, said in its source); None without both peaks (no GPU)."""
+    """The measured share of the plain network's memory a network's training step used: the CUDA peak above
+    what was allocated before the step (weights, gradients, optimizer state, the batch) where the study
+    recorded that, else the whole peak (that state included, said in its source); None without both peaks (no
+    GPU)."""
     t = res.table.set_index("model")
     if not res.cuda or "peak_MB" not in t:
         return None
@@ -358,8 +363,8 @@ PEAKS = "checkpointed networks whose peak and their plain network's were measure
 
 
 def peak_checks(res, ck: pd.DataFrame, predicted: dict) -> list[tuple[str, Number, Number, bool]]:
-    """(plain network, predicted share, measured share, whether the measurement departs from the prediction by more
-    than PEAK_MARGIN) for each checkpointed network whose peak and its plain network's were measured."""
+    """(plain network, predicted share, measured share, whether the measurement departs from the prediction by
+    more than PEAK_MARGIN) for each checkpointed network whose peak and its plain network's were measured."""
     out = []
     for r in ck.itertuples():
         got = peak_share(res, r.model, r.baseline)
@@ -371,8 +376,8 @@ def peak_checks(res, ck: pd.DataFrame, predicted: dict) -> list[tuple[str, Numbe
 
 def peak_findings(checked: list) -> tuple[Finding, Finding]:
     """The study's question answered by its measurement first: how many checkpointed networks' measured peaks
-    departed from the predicted share by more than the margin, and which way (the headline), or that each agreed;
-    then each network's measured and predicted share (a detail)."""
+    departed from the predicted share by more than the margin, and which way (the headline), or that each
+    agreed; then each network's measured and predicted share (a detail)."""
     margin = Number(
         "peak margin",
         100 * PEAK_MARGIN,
@@ -417,8 +422,8 @@ def _load_per_core(res) -> float | None:
 
 
 def cost_verdicts(res) -> dict:
-    """Each memory-saving network -> the verdict of its time per training step against its plain network's. The
-    networks took turns in every timed round (profiling.interleaved_timed): an interleaved design."""
+    """Each memory-saving network -> the verdict of its time per training step against its plain network's.
+    The networks took turns in every timed round (profiling.interleaved_timed): an interleaved design."""
     t = res.table.set_index("model")
     load = _load_per_core(res)
     loads = [load] if load is not None else []  # one reading for the rounds both sides shared
@@ -439,13 +444,15 @@ def cost_verdicts(res) -> dict:
 
 
 def saving_label(model: str, baseline: str) -> str:
-    """The memory-saving network as a verdict names it: a RevNet and its plain twin share a name ('revnet38' and
-    'revnet38 (no saving)'), so the saving one is 'revnet38 (reversible)'; a checkpointed ResNet has its own."""
+    """The memory-saving network as a verdict names it: a RevNet and its plain twin share a name ('revnet38'
+    and 'revnet38 (no saving)'), so the saving one is 'revnet38 (reversible)'; a checkpointed ResNet has its
+    own."""
     return f"{model} (reversible)" if baseline.startswith(model + " ") else model
 
 
 def tally(verdicts: dict) -> dict[str, list]:
-    """The comparisons by outcome: 'slower' (the memory-saving network lost to its plain one), 'faster', 'tie'."""
+    """The comparisons by outcome: 'slower' (the memory-saving network lost to its plain one), 'faster',
+    'tie'."""
     out = {"slower": [], "faster": [], "tie": []}
     for model, v in verdicts.items():
         out[{"better": "slower", "worse": "faster"}.get(v.outcome, "tie")].append((model, v))
@@ -488,7 +495,8 @@ def cost_answer(res) -> Answer:
         ]
         k = _count(f"cost comparisons: memory-saving network {word}", len(got))
         part = say("{k} {word} ({span})", k=k, word=word, span=span(ratios))
-        # a count of the verdicts' own outcomes, in their words: the statement of those verdicts (data-verdict)
+        # a count of the verdicts' own outcomes, in their words: the statement of those verdicts
+        # (data-verdict)
         parts.append(part.marked("cost: " + ", ".join(m for m, _ in got)))
     if groups["tie"]:
         parts.append(
@@ -511,8 +519,8 @@ def cost_answer(res) -> Answer:
         details,
         [
             Background(
-                "Both methods redo forward work in the backward pass, so a step usually costs about one extra "
-                "forward; on a busy machine the rounds' spread can hide that."
+                "Both methods redo forward work in the backward pass, so a step usually costs about one "
+                "extra forward; on a busy machine the rounds' spread can hide that."
             )
         ],
         verdict={m: v.as_dict() for m, v in verdicts.items()},
@@ -530,10 +538,10 @@ def extra_forward() -> Number:
 
 
 def cost_against_prediction(verdicts: dict) -> Finding | None:
-    """Each measured cost (a verdict's interval of the memory-saving network's time over its plain network's) held
-    against the one extra forward predicted: above it when the whole interval lies above, below when below, else
-    consistent with it. The departures are said first, with their measured range; None when no verdict has an
-    interval (too few rounds)."""
+    """Each measured cost (a verdict's interval of the memory-saving network's time over its plain network's)
+    held against the one extra forward predicted: above it when the whole interval lies above, below when
+    below, else consistent with it. The departures are said first, with their measured range; None when no
+    verdict has an interval (too few rounds)."""
     pred = extra_forward()
     sides: dict[str, list] = {"above": [], "below": [], "within": []}
     for model, v in verdicts.items():
@@ -559,8 +567,8 @@ def cost_against_prediction(verdicts: dict) -> Finding | None:
 
     if not sides["above"] and not sides["below"]:
         return say(
-            "Each of the {n} measured costs is consistent with the one extra forward predicted ({pred}): every "
-            "interval holds it.",
+            "Each of the {n} measured costs is consistent with the one extra forward predicted ({pred}): "
+            "every interval holds it.",
             n=n,
             pred=pred,
         )
@@ -608,7 +616,8 @@ def cost_against_prediction(verdicts: dict) -> Finding | None:
 
 
 def convergence_answer(cfg, res) -> tuple[Answer, list[sanity.Flag]]:
-    """Whether both networks got clearly below chance on the same steps (the mean loss over the last fifth)."""
+    """Whether both networks got clearly below chance on the same steps (the mean loss over the last
+    fifth)."""
     classes = classes_of(cfg)
     chance = Number(
         "chance loss",
@@ -651,15 +660,15 @@ def convergence_answer(cfg, res) -> tuple[Answer, list[sanity.Flag]]:
         )
     elif not trained:
         head = say(
-            "Neither got clearly below chance (mean loss over the last fifth: {said}; chance {chance}): too few "
-            "steps to show training, so no convergence comparison can be made.",
+            "Neither got clearly below chance (mean loss over the last fifth: {said}; chance {chance}): too "
+            "few steps to show training, so no convergence comparison can be made.",
             said=said,
             chance=chance,
         )
     else:
         head = say(
-            "Only {ok} got clearly below chance (mean loss over the last fifth: {said}; chance {chance}); {rest} "
-            "did not in this run.",
+            "Only {ok} got clearly below chance (mean loss over the last fifth: {said}; chance {chance}); "
+            "{rest} did not in this run.",
             ok=", ".join(trained),
             rest=", ".join(others),
             said=said,
@@ -689,8 +698,8 @@ def budget_note(res) -> Finding:
     )
     if res.cuda:
         return say(
-            "Budget: {budget}, the GPU's memory. A measured value equal to the sweep's largest size ({top}) is a "
-            "lower bound.",
+            "Budget: {budget}, the GPU's memory. A measured value equal to the sweep's largest size ({top}) "
+            "is a lower bound.",
             budget=budget,
             top=Number("largest batch tried", res.sweep[-1], "", "setting", source="the sweep's batch sizes"),
         )
@@ -699,8 +708,8 @@ def budget_note(res) -> Finding:
 
 def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """RevNet and checkpointing against the plain networks: activation memory (with the recomputation's own
-    working set), the largest batch, the time it costs (verdicts over interleaved rounds, summarised by how many
-    went which way), and whether both networks trained."""
+    working set), the largest batch, the time it costs (verdicts over interleaved rounds, summarised by how
+    many went which way), and whether both networks trained."""
     a4, flags = convergence_answer(cfg, res)
     flags = [sanity.busy((getattr(res, "meta", None) or {}).get("machine"))] + flags
     a2 = checkpoint_answer(cfg, res)

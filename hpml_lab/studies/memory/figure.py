@@ -13,8 +13,8 @@ from ...sanity import MIN_SAMPLES
 
 
 def depth_figure(table, column: str = "act_MB_per_sample", label: str = "saved for backward (MB per sample)"):
-    """Activation MB per sample (`column`: e.g. saved + recompute working set) and seconds per batch against depth,
-    one line per family; min-max bars only where a network had at least MIN_SAMPLES timed rounds."""
+    """Activation MB per sample (`column`: e.g. saved + recompute working set) and seconds per batch against
+    depth, one line per family; min-max bars only where a network had at least MIN_SAMPLES timed rounds."""
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
     spread_shown = bool(len(table)) and int(table["repeats"].min()) >= MIN_SAMPLES
@@ -46,8 +46,8 @@ def depth_figure(table, column: str = "act_MB_per_sample", label: str = "saved f
 
 
 def loss_curves(runs, smooth: int = 5, chance: float | None = None):
-    """Per-batch training loss of several train() runs on the same steps: {label: batches df}; `chance`: the loss
-    of a uniform guess (ln classes), drawn as a line because the text judges the runs against it."""
+    """Per-batch training loss of several train() runs on the same steps: {label: batches df}; `chance`: the
+    loss of a uniform guess (ln classes), drawn as a line because the text judges the runs against it."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.8))

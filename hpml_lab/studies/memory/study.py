@@ -60,7 +60,8 @@ def variants(resnets: Sequence[str], rev_stages: Sequence[int], segments: int) -
                 }
             )
     for n in rev_stages:
-        # named by depth (revnet38 = 3-3-3), as the registry names them: a label a sentence can state as a word
+        # named by depth (revnet38 = 3-3-3), as the registry names them: a label a sentence can state as a
+        # word
         plain = f"revnet{12 * n + 2} (no saving)"
         out.append(
             {
@@ -125,8 +126,8 @@ def measure(
         if device.type == "cuda":
             peak = cuda_peak_step(model, batch_size, device)
             row["peak_MB"] = peak["peak_allocated"] / MB
-            # what the step started from (weights, gradients, optimizer state, the batch): the peak above it is the
-            # step's own memory, which the answer sets against the activation bytes predicted
+            # what the step started from (weights, gradients, optimizer state, the batch): the peak above it
+            # is the step's own memory, which the answer sets against the activation bytes predicted
             row["resident_MB"] = peak["resident_before"] / MB
         rows.append(row)
         log(f"[memory] {spec['label']}: {act / MB:.3f} MB/sample saved for backward")
@@ -246,8 +247,8 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
     from ...training import train
 
     device = resolve_device(cfg.device)
-    # the two convergence runs at the end, checked now: a setting one of them refuses (a stem RevNet lacks) is one
-    # line before the measurements, not an error after them
+    # the two convergence runs at the end, checked now: a setting one of them refuses (a stem RevNet lacks) is
+    # one line before the measurements, not an error after them
     train_cfgs = {name: cfg.replace(checkpoint_segments=0, model=name) for name in (cfg.model, "revnet38")}
     if device.type == "cpu":
         torch.set_num_threads(settings.cpu_threads)

@@ -1,5 +1,6 @@
-"""What the questions report (Lab 2 Q1-Q4) concludes, computed from questions.answers()'s table: counts read from
-the model and from real optimizers after one step, each an exact count (provenance "counted": no n, no spread).
+"""What the questions report (Lab 2 Q1-Q4) concludes, computed from questions.answers()'s table: counts read
+from the model and from real optimizers after one step, each an exact count (provenance "counted": no n, no
+spread).
 
     from hpml_lab.studies.questions import conclusion, study as questions
     qa, flags = conclusion.conclude(cfg, questions.answers(cfg.model))
@@ -46,16 +47,17 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
             ),
             [
                 say(
-                    "They are {sc} projection shortcuts (one-by-one convolutions) and {main} on the main path",
+                    "They are {sc} projection shortcuts (one-by-one convolutions) and {main} on the main "
+                    "path",
                     sc=n("shortcut convs", sc),
                     main=n("conv layers, main path", main),
                 )
             ],
             background=[
                 Background(
-                    "Convention: every Conv2d counts once, the shortcut convolutions included; the final linear layer "
-                    "is not a convolution. The usual name of the network counts the main-path convolutions plus the "
-                    "linear classifier."
+                    "Convention: every Conv2d counts once, the shortcut convolutions included; the final "
+                    "linear layer is not a convolution. The usual name of the network counts the main-path "
+                    "convolutions plus the linear classifier."
                 )
             ],
         ),
@@ -79,7 +81,8 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
                     size=size("SGD parameters", sgd["parameters"]),
                 ),
                 say(
-                    "Momentum {m} adds a momentum buffer of {buf} values, which is optimizer state, not gradients",
+                    "Momentum {m} adds a momentum buffer of {buf} values, which is optimizer state, not "
+                    "gradients",
                     m=momentum,
                     buf=n("SGD momentum buffer", mom),
                 ),
@@ -99,8 +102,8 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
             ),
             [
                 say(
-                    "{p} parameters, {g} gradients, and optimizer state of {m} (exp_avg) + {v} (exp_avg_sq) values ({size} "
-                    "as float32 each), plus {steps}",
+                    "{p} parameters, {g} gradients, and optimizer state of {m} (exp_avg) + {v} (exp_avg_sq) "
+                    "values ({size} as float32 each), plus {steps}",
                     p=adam_p,
                     g=n("Adam gradients", adam["gradients"]),
                     m=n("Adam exp_avg", adam["optimizer state exp_avg"]),
@@ -127,7 +130,8 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
             ],
             [
                 Background(
-                    "Optimizer state is neither parameters nor gradients; plain SGD without momentum keeps none."
+                    "Optimizer state is neither parameters nor gradients; plain SGD without momentum keeps "
+                    "none."
                 )
             ],
         ),

@@ -52,7 +52,8 @@ def memory_after_one_step(
     batch: int = 2,
     size: int = 32,
 ) -> dict[str, int]:
-    """Element counts of trainable parameters, gradients and each optimizer-state entry after one real step."""
+    """Element counts of trainable parameters, gradients and each optimizer-state entry after one real
+    step."""
     torch.manual_seed(0)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = build_optimizer(
@@ -113,9 +114,11 @@ def answers(model_name: str = "resnet18", norm: str = "bn", stem: str = "cifar")
             note = {
                 "parameters": "trainable weights and biases (requires_grad), one value each",
                 "gradients": "one .grad value per trainable parameter after backward",
-                "state:momentum_buffer": "SGD's momentum buffer (absent with momentum=0): optimizer state, not a gradient",
+                "state:momentum_buffer": "SGD's momentum buffer (absent with momentum=0): optimizer state, "
+                "not a gradient",
                 "state:exp_avg": "Adam's first moment (running mean of gradients): optimizer state",
-                "state:exp_avg_sq": "Adam's second moment (running mean of squared gradients): optimizer state",
+                "state:exp_avg_sq": "Adam's second moment (running mean of squared gradients): optimizer "
+                "state",
                 "state:step": "Adam's step count, one scalar per parameter tensor",
             }.get(key, "optimizer state")
             rows.append(

@@ -6,17 +6,17 @@
     answers, flags = speed.conclude(cfg, result)
     fig = speed.chart(result)
 
-PIL loader with workers -> tensor-resident loader -> channels_last -> bf16 autocast (fp16 with a GradScaler on a
-GPU without bf16) -> torch.compile of the whole step -> CUDA graphs (a GPU's) -> a larger batch with the learning rate
-scaled -> twice that batch; then the outside reference, a plain script in plain torch (reference.py) at the last
-rung's settings. Per rung: images/s and the step time (median and spread over interleaved repeats, warm-up left out),
-MFU and the images/s the device's peak would allow, and whole epochs timed apart; per rung a verdict against the rung
-before it, so the ladder says which optimisations pay here and which do not (on a CPU several do not), and the
-fastest whole epoch against the plain script's. How the rungs are built and timed: study.py; what the report
-concludes: conclusion.py; the figure: figure.py.
+PIL loader with workers -> tensor-resident loader -> channels_last -> bf16 autocast (fp16 with a GradScaler on
+a GPU without bf16) -> torch.compile of the whole step -> CUDA graphs (a GPU's) -> a larger batch with the
+learning rate scaled -> twice that batch; then the outside reference, a plain script in plain torch
+(reference.py) at the last rung's settings. Per rung: images/s and the step time (median and spread over
+interleaved repeats, warm-up left out), MFU and the images/s the device's peak would allow, and whole epochs
+timed apart; per rung a verdict against the rung before it, so the ladder says which optimisations pay here
+and which do not (on a CPU several do not), and the fastest whole epoch against the plain script's. How the
+rungs are built and timed: study.py; what the report concludes: conclusion.py; the figure: figure.py.
 
-This folder is the whole task: TASK registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it), run()
-measures, conclude() states the findings.
+This folder is the whole task: TASK registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it),
+run() measures, conclude() states the findings.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ LATER = {
 __getattr__ = names_later(__name__, LATER)
 
 
-# the training set the ladder's last rung must fit its batch in (a subset, when given, is the set); a synthetic set
-# with fewer images leaves that rung out at run time and says so
+# the training set the ladder's last rung must fit its batch in (a subset, when given, is the set); a
+# synthetic set with fewer images leaves that rung out at run time and says so
 TRAIN_IMAGES = {"cifar10": 50_000}
 # steps per rung, warm-up rounds included: the GPU profile's 7 rounds of 40 steps take 280 (seconds on a GPU);
 # the cap keeps a run to hours even on a CPU. With steps 0 the device's default (study.STEPS) counts as its
@@ -79,40 +79,41 @@ class Settings(StudySettings):
                 raise ConfigError(f"parameter {name!r} must be on or off, got {getattr(self, name)!r}")
 
     def check_run(self, cfg: RunConfig) -> None:
-        """What the ladder can run with cfg: the last rung's batch within the training set and its learning rate
-        (both times batch_factor) within RunConfig's ranges, and every rung's steps within STEPS_MAX."""
+        """What the ladder can run with cfg: the last rung's batch within the training set and its learning
+        rate (both times batch_factor) within RunConfig's ranges, and every rung's steps within STEPS_MAX."""
         k = self.batch_factor
         images = cfg.subset or TRAIN_IMAGES.get(cfg.dataset, 0)
         if images and cfg.batch_size * k > images:
             raise ConfigError(
-                f"parameter 'batch_factor' {k} makes the last rung's batch {cfg.batch_size * k:,}, more than the "
-                f"{images:,} training images{' of the subset' if cfg.subset else ''}: use at most "
+                f"parameter 'batch_factor' {k} makes the last rung's batch {cfg.batch_size * k:,}, more than "
+                f"the {images:,} training images{' of the subset' if cfg.subset else ''}: use at most "
                 f"{max(2, images // cfg.batch_size)}"
             )
         try:
             cfg.replace(batch_size=cfg.batch_size * k, lr=cfg.lr * k)
         except ConfigError as e:
             raise ConfigError(
-                f"parameter 'batch_factor' {k} makes the last rung's batch {cfg.batch_size * k:,} and its learning "
-                f"rate {cfg.lr * k:g}, which cannot run ({e})"
+                f"parameter 'batch_factor' {k} makes the last rung's batch {cfg.batch_size * k:,} and its "
+                f"learning rate {cfg.lr * k:g}, which cannot run ({e})"
             ) from None
         steps = self.steps or STEPS_DEFAULT_MAX
         if (self.warmup + self.repeats) * steps > STEPS_MAX:
             raise ConfigError(
-                f"parameters 'warmup' + 'repeats' ({self.warmup + self.repeats} rounds) times 'steps' ({steps}) "
-                f"make {(self.warmup + self.repeats) * steps:,} training steps per rung, more than the "
-                f"{STEPS_MAX:,} a ladder takes: fewer rounds or steps"
+                f"parameters 'warmup' + 'repeats' ({self.warmup + self.repeats} rounds) times 'steps' "
+                f"({steps}) make {(self.warmup + self.repeats) * steps:,} training steps per rung, more "
+                f"than the {STEPS_MAX:,} a ladder takes: fewer rounds or steps"
             )
 
 
 _LADDER = {"data_root": "data", "model": "resnet18", "batch_size": 128, "subset": 0, "lr": 0.1}
-# What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted: no GPU has run these
-# rungs; gpuplan.PREDICTED holds the same). The H100 check ran the six rungs of then, two compiled, in 109 s.
+# What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted: no GPU has run
+# these rungs; gpuplan.PREDICTED holds the same). The H100 check ran the six rungs of then, two compiled, in
+# 109 s.
 GPU_EXTRA = (
     170.0,
-    "predicted: four compiled rungs (about 60 s, inductor's caches warm after the first), 5 rounds x 40 steps x 8 "
-    "rungs (about 20 s), 3 whole epochs per rung (PIL 5.6 s, the tensor loader's rungs 0.6-4.4 s: about 60 s), "
-    "the plain script in its own process (start, load, compile, 4 epochs: about 30 s)",
+    "predicted: four compiled rungs (about 60 s, inductor's caches warm after the first), 5 rounds x 40 "
+    "steps x 8 rungs (about 20 s), 3 whole epochs per rung (PIL 5.6 s, the tensor loader's rungs 0.6-4.4 s: "
+    "about 60 s), the plain script in its own process (start, load, compile, 4 epochs: about 30 s)",
 )
 TASK = Task(
     "speed",
@@ -126,9 +127,10 @@ TASK = Task(
     gpu_priority=5,  # the fast path's figures first: its rungs, epochs and the plain script on the new GPU
     gpu_timed=(
         180.0,
-        "predicted: four compiled rungs (about 60 s, inductor's caches warm after the first), 5 rounds x 40 steps x "
-        "8 rungs (about 20 s), 3 whole epochs per rung (PIL 5.6 s, the tensor loader's rungs 0.6-4.4 s: about 60 s), "
-        "the plain script in its own process (start, load, compile, 4 epochs: about 30 s), the kernel's start",
+        "predicted: four compiled rungs (about 60 s, inductor's caches warm after the first), 5 rounds x 40 "
+        "steps x 8 rungs (about 20 s), 3 whole epochs per rung (PIL 5.6 s, the tensor loader's rungs "
+        "0.6-4.4 s: about 60 s), the plain script in its own process (start, load, compile, 4 epochs: about "
+        "30 s), the kernel's start",
     ),
     smoke_s=31,  # `make report` on a fresh clone, 2 idle cores (fe82833); 433 s was measured at load 19-27
     # seconds on 2 CPU cores: the tiny network, no compile rung (its inductor build alone takes 1-2 minutes)
@@ -165,8 +167,9 @@ TASK = Task(
 
 
 def run(cfg: RunConfig, settings: Settings) -> Ladder:
-    """Plan the rungs for cfg, time them, run the outside reference, and write ladder.csv, samples.json (images/s
-    of each timed round), epochs.json (seconds of each whole epoch) and meta.json to cfg.run_dir()."""
+    """Plan the rungs for cfg, time them, run the outside reference, and write ladder.csv, samples.json
+    (images/s of each timed round), epochs.json (seconds of each whole epoch) and meta.json to
+    cfg.run_dir()."""
     from ...device import resolve_device
     from ...io import atomic_write_csv, atomic_write_json
     from ...results import new_meta

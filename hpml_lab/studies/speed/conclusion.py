@@ -1,14 +1,16 @@
-"""What the speed ladder concludes: per rung a verdict against the rung before it, how far the rung with the most
-images/s is from the device's ideal, and how far the project's fastest whole epoch is from the plain script's.
+"""What the speed ladder concludes: per rung a verdict against the rung before it, how far the rung with the
+most images/s is from the device's ideal, and how far the project's fastest whole epoch is from the plain
+script's.
 
     from hpml_lab.studies.speed import conclude
     answers, flags = conclude(cfg, result)      # result: study.Ladder
 
-Every comparison is a verdict (hpml_lab.verdict.compare, told that the samples were interleaved and the load of
-each round) on the images/s of the timed runs, stated by Verdict.finding: a rung that ran slower than the one
-before says it does not help here, a rung the data cannot separate from the one before says this run cannot tell,
-and a rung that did not run here says so (why: the answer's `missing`, and the table). Every number is a named
-Number of the record (findings.say); the why of each rung is general Background, shown apart.
+Every comparison is a verdict (hpml_lab.verdict.compare, told that the samples were interleaved and the load
+of each round) on the images/s of the timed runs, stated by Verdict.finding: a rung that ran slower than the
+one before says it does not help here, a rung the data cannot separate from the one before says this run
+cannot tell, and a rung that did not run here says so (why: the answer's `missing`, and the table). Every
+number is a named Number of the record (findings.say); the why of each rung is general Background, shown
+apart.
 """
 
 from __future__ import annotations
@@ -28,37 +30,41 @@ from .study import REFERENCE
 QUESTION_TOP = "How fast does this machine train, and how far is that from the hardware?"
 
 WHY = {
-    "tensor": "A DataLoader worker decodes, crops, flips and normalises one image at a time in Python; a resident "
-    "dataset is augmented a whole batch at a time in a few tensor operations, and no worker process competes with "
-    "the training step for the CPU.",
-    "channels_last": "Convolution libraries (cuDNN on a GPU, oneDNN on a CPU) have kernels tuned for the NHWC "
-    "layout, above all for bf16 or fp16 on tensor cores; in fp32 the gain is often small or none.",
-    "bf16": "On a GPU with tensor cores bf16 matrix products run at several times the fp32 rate and move half the "
-    "bytes. A CPU without bf16 units (AMX, AVX512-BF16) converts and computes slowly, so bf16 autocast usually "
-    "takes longer there than fp32.",
-    "fp16": "On a GPU without bf16 (a V100), fp16 autocast uses the tensor cores; fp16's narrow exponent range lets "
-    "small gradients underflow, so a GradScaler scales the loss and adapts the scale as training goes.",
-    "compile": "torch.compile fuses element-wise work (BatchNorm, ReLU, the residual add) into fewer kernels and "
-    "removes Python overhead per operation; it pays a one-off build before its first step, left out of the timing here.",
-    "cuda_graphs": "A CUDA graph records the step's kernels once and replays them with one launch, so the host's "
-    "work per kernel (Python, the dispatcher, the launch itself) leaves the step; it needs shapes and memory "
-    "addresses that do not change, which static shapes and the compiler's memory pool give.",
-    "big_batch": "A larger batch gives every kernel more work, so the fixed costs of a step (kernel launches, the "
-    "optimizer step, Python) weigh less per image; the linear scaling rule (Goyal et al.) multiplies the learning "
-    "rate by the same factor so that the update per image stays alike, usually with a warm-up.",
-    "bigger_batch": "Doubling the batch again halves the fixed costs per image once more, until the kernels fill the "
-    "device; past that the step's time grows with the batch and images/s stops rising.",
+    "tensor": "A DataLoader worker decodes, crops, flips and normalises one image at a time in Python; a "
+    "resident dataset is augmented a whole batch at a time in a few tensor operations, and no worker "
+    "process competes with the training step for the CPU.",
+    "channels_last": "Convolution libraries (cuDNN on a GPU, oneDNN on a CPU) have kernels tuned for the "
+    "NHWC layout, above all for bf16 or fp16 on tensor cores; in fp32 the gain is often small or none.",
+    "bf16": "On a GPU with tensor cores bf16 matrix products run at several times the fp32 rate and move "
+    "half the bytes. A CPU without bf16 units (AMX, AVX512-BF16) converts and computes slowly, so bf16 "
+    "autocast usually takes longer there than fp32.",
+    "fp16": "On a GPU without bf16 (a V100), fp16 autocast uses the tensor cores; fp16's narrow exponent "
+    "range lets small gradients underflow, so a GradScaler scales the loss and adapts the scale as training "
+    "goes.",
+    "compile": "torch.compile fuses element-wise work (BatchNorm, ReLU, the residual add) into fewer kernels "
+    "and removes Python overhead per operation; it pays a one-off build before its first step, left out of "
+    "the timing here.",
+    "cuda_graphs": "A CUDA graph records the step's kernels once and replays them with one launch, so the "
+    "host's work per kernel (Python, the dispatcher, the launch itself) leaves the step; it needs shapes "
+    "and memory addresses that do not change, which static shapes and the compiler's memory pool give.",
+    "big_batch": "A larger batch gives every kernel more work, so the fixed costs of a step (kernel "
+    "launches, the optimizer step, Python) weigh less per image; the linear scaling rule (Goyal et al.) "
+    "multiplies the learning rate by the same factor so that the update per image stays alike, usually with "
+    "a warm-up.",
+    "bigger_batch": "Doubling the batch again halves the fixed costs per image once more, until the kernels "
+    "fill the device; past that the step's time grows with the batch and images/s stops rising.",
 }
 REFERENCE_WHY = (
-    "The plain script (reference.py) trains the same network with the same data, augmentation, precision, memory "
-    "format and compile mode in plain torch, and keeps nothing of a run: no per-batch records, no timers, no "
-    "progress, no checks. Its epoch against the project's says what the project's own work per step costs."
+    "The plain script (reference.py) trains the same network with the same data, augmentation, precision, "
+    "memory format and compile mode in plain torch, and keeps nothing of a run: no per-batch records, no "
+    "timers, no progress, no checks. Its epoch against the project's says what the project's own work per "
+    "step costs."
 )
 QUESTION_REFERENCE = "How far is the project's fastest whole epoch from a plain script's on this device?"
 MFU_WHY = (
-    "MFU is the model's FLOPs per second over the device's peak for the precision used. A small ResNet on small "
-    "images stays far below the peak: many of its kernels are limited by memory bandwidth, not arithmetic, and "
-    "every step pays fixed costs that do not grow with the batch."
+    "MFU is the model's FLOPs per second over the device's peak for the precision used. A small ResNet on "
+    "small images stays far below the peak: many of its kernels are limited by memory bandwidth, not "
+    "arithmetic, and every step pays fixed costs that do not grow with the batch."
 )
 
 
@@ -68,7 +74,8 @@ def rungs_only(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def neighbours(table: pd.DataFrame) -> list[tuple[dict, dict | None]]:
-    """(rung, the last measured rung before it) for every rung after the first; None when none before it ran."""
+    """(rung, the last measured rung before it) for every rung after the first; None when none before it
+    ran."""
     out, prev = [], None
     for i, row in enumerate(rungs_only(table).to_dict("records")):
         if i:
@@ -79,7 +86,8 @@ def neighbours(table: pd.DataFrame) -> list[tuple[dict, dict | None]]:
 
 
 def label(row: dict) -> Finding | str:
-    """The rung's label as a finding: its numbers (workers, batch) are Numbers of the record, its words words."""
+    """The rung's label as a finding: its numbers (workers, batch) are Numbers of the record, its words
+    words."""
     if row["rung"] == "pil":
         w = Number("pil: workers", int(row["num_workers"]), "", "setting", source="num_workers")
         return say("PIL loader, {w} worker" + ("" if w.value == 1 else "s"), w=w)
@@ -217,8 +225,8 @@ def _words(reason: str) -> str:
 def rung_answer(
     row: dict, prev: dict | None, nums: Numbers, meta: dict, device: str, base: dict | None = None
 ) -> Answer:
-    """One rung against the last measured rung before it (`prev`). `base`: the rung before `prev`, when the ladder
-    found `prev` slower than it; the answer then says what this rung is measured on top of."""
+    """One rung against the last measured rung before it (`prev`). `base`: the rung before `prev`, when the
+    ladder found `prev` slower than it; the answer then says what this rung is measured on top of."""
     question = f"What does {row['change']} buy here?"
     why = [Background(WHY[row["rung"]])] if row["rung"] in WHY else []
     if row["status"] != "measured":
@@ -255,7 +263,8 @@ def rung_answer(
     ):  # stacked on a rung its own verdict put behind `base`: this one says nothing of `base`
         details.append(
             say(
-                "This rung is measured on top of {prev} ({pv}): it does not show what the rung gives on {base}.",
+                "This rung is measured on top of {prev} ({pv}): it does not show what the rung gives on "
+                "{base}.",
                 prev=label(prev),
                 pv=verdict_of(prev, base, nums.samples, meta).finding(
                     f"{prev['rung']} vs {base['rung']}", label(prev), label(base)
@@ -303,16 +312,17 @@ def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
         full = say("{v}.", v=v.finding(name, label(top), label(base)).up())
         shown = base["rung"]
     details = [full, nums.line(top["rung"]), nums.line(shown)]
-    # every other rung the best cannot be told apart from, each by its own verdict (a tie is the verdict's word)
+    # every other rung the best cannot be told apart from, each by its own verdict (a tie is the verdict's
+    # word)
     details += [against(k) for k in b.tied if k not in (b.label, shown)]
     record = sample_record(v, nums.samples[top["rung"]], nums.samples[shown])
     return Answer(QUESTION_TOP, headline, details, [Background(MFU_WHY)], "answered", verdict=record)
 
 
 def reference_answer(nums: Numbers, meta: dict) -> Answer:
-    """The project's fastest whole epoch (the rung with the lowest median epoch time) against the plain script's,
-    on epoch time: a verdict on runs made one after the other (the script ran after the rungs' epochs), told the
-    machine's load during each."""
+    """The project's fastest whole epoch (the rung with the lowest median epoch time) against the plain
+    script's, on epoch time: a verdict on runs made one after the other (the script ran after the rungs'
+    epochs), told the machine's load during each."""
     ref = nums.rows.get(REFERENCE)
     background = [Background(REFERENCE_WHY)]
     if ref is None or ref["status"] != "measured":
@@ -365,7 +375,8 @@ def reference_answer(nums: Numbers, meta: dict) -> Answer:
 
 
 def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
-    """A rung whose MFU passed 100%: its peak was measured here and is no bound (a busy machine measured it low)."""
+    """A rung whose MFU passed 100%: its peak was measured here and is no bound (a busy machine measured it
+    low)."""
     over = [r for r in table.to_dict("records") if r["status"] == "measured" and r["mfu"] > 1]
     if not over:
         return None
@@ -380,8 +391,9 @@ def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
     return sanity.Flag(
         "MFU above 100%",
         say(
-            "{over} reached more FLOP/s than the peak measured for its precision: that peak (the best of a few "
-            "matrix products, measured on this machine while it was shared) is no bound, so read MFU with care",
+            "{over} reached more FLOP/s than the peak measured for its precision: that peak (the best of a "
+            "few matrix products, measured on this machine while it was shared) is no bound, so read MFU "
+            "with care",
             over=join(reached, ", ", " and "),
         ),
     )
@@ -401,8 +413,8 @@ def graphs_skipped(table: pd.DataFrame, meta: dict) -> sanity.Flag | None:
     return sanity.Flag(
         "CUDA graphs skipped",
         say(
-            "inductor ran compiled graphs without CUDA graphs during the ladder (its log says why), so {rungs} may "
-            "have run without them: read those rungs as compiled, not graphed",
+            "inductor ran compiled graphs without CUDA graphs during the ladder (its log says why), so "
+            "{rungs} may have run without them: read those rungs as compiled, not graphed",
             rungs=join(
                 [x if isinstance(x, Finding) else say("{r}", r=Ident(x)) for x in skipped], ", ", " and "
             ),

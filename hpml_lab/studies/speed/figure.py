@@ -14,10 +14,10 @@ from ...findings import fmt_value
 
 
 def chart(result):
-    """One figure, two panels sharing the rungs. Left: images/s (median bar, interquartile whisker) on a log axis,
-    the images/s the device's peak would allow for the rung's precision as a marker above each bar, and the MFU
-    written on each bar. Right: the step time (median, whiskers from the fastest to the slowest timed run).
-    Rungs that did not run keep their place, marked 'not run'."""
+    """One figure, two panels sharing the rungs. Left: images/s (median bar, interquartile whisker) on a log
+    axis, the images/s the device's peak would allow for the rung's precision as a marker above each bar, and
+    the MFU written on each bar. Right: the step time (median, whiskers from the fastest to the slowest timed
+    run). Rungs that did not run keep their place, marked 'not run'."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)

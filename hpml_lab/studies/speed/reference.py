@@ -1,7 +1,8 @@
-"""The speed ladder's outside reference: the plainest script that trains the lab's ResNet-18 on CIFAR-10 on one
-device, in plain torch (nothing from hpml_lab), so the ladder shows how far the project is from what the framework
-gives. Data resident on the device, the lab's augmentation per image, bf16 autocast, channels_last, fused SGD, the
-step compiled (reduce-overhead: CUDA graphs); each epoch timed whole, synchronized at both ends.
+"""The speed ladder's outside reference: the plainest script that trains the lab's ResNet-18 on CIFAR-10 on
+one device, in plain torch (nothing from hpml_lab), so the ladder shows how far the project is from what the
+framework gives. Data resident on the device, the lab's augmentation per image, bf16 autocast, channels_last,
+fused SGD, the step compiled (reduce-overhead: CUDA graphs); each epoch timed whole, synchronized at both
+ends.
 
     python hpml_lab/studies/speed/reference.py --data data --device cuda --batch 1024 --epochs 4
 Prints one JSON line: each epoch's seconds, images and mean loss (epoch 1 includes the compile).
@@ -56,7 +57,8 @@ def load(root, device, subset=0):
 
 
 def batches(x, y, batch):
-    """One epoch of full batches, each image randomly cropped from its 4-pixel padding and flipped half the time."""
+    """One epoch of full batches, each image randomly cropped from its 4-pixel padding and flipped half the
+    time."""
     dev, r = x.device, torch.arange(32, device=x.device)
     pad, order = F.pad(x, (0, 0, 4, 4, 4, 4)), torch.randperm(len(y), device=dev)
     mean, std = torch.tensor(MEAN, device=dev), torch.tensor(STD, device=dev)
@@ -72,7 +74,8 @@ def batches(x, y, batch):
 
 
 def make_step(model, opt, mode="reduce-overhead", precision="bf16"):
-    """forward + loss compiled (AOTAutograd compiles its backward), the fused optimizer eager; returns the loss."""
+    """forward + loss compiled (AOTAutograd compiles its backward), the fused optimizer eager; returns the
+    loss."""
     dev = next(model.parameters()).device.type
 
     def forward(xb, yb):

@@ -6,31 +6,35 @@
 
 The rungs, cumulative (each keeps everything the rungs before it turned on):
 
-1. pil: the lab's baseline, the per-sample PIL pipeline in a DataLoader with cfg.num_workers persistent workers;
+1. pil: the lab's baseline, the per-sample PIL pipeline in a DataLoader with cfg.num_workers persistent
+workers;
 2. tensor: the whole uint8 dataset resident on the device, augmented batched there (data/gpu_loader.py);
 3. channels_last: weights and batches in NHWC memory format;
 4. bf16: bfloat16 autocast of forward and loss (fp16 with a GradScaler on a CUDA GPU without bf16);
-5. compile: torch.compile (inductor) of the whole step (training.Step), built in the warm-up, not in a timed repeat;
+5. compile: torch.compile (inductor) of the whole step (training.Step), built in the warm-up, not in a timed
+repeat;
 6. cuda_graphs: the same compiled step in mode reduce-overhead, replayed as CUDA graphs (a GPU's only);
 7. big_batch: the batch times `batch_factor`, the learning rate scaled by the same factor (Goyal et al. 2017);
 8. bigger_batch: the batch times twice `batch_factor` (1024 from the lab's 128), the learning rate with it.
 
-Then the outside reference, not a rung of the ladder: reference.py beside this file, the plainest script that trains
-the same network on the same device in plain torch, at the last rung's batch, precision and compile mode, run in its
-own process (run_reference), so a reader sees how far the project's fastest rung is from what the framework gives.
+Then the outside reference, not a rung of the ladder: reference.py beside this file, the plainest script that
+trains the same network on the same device in plain torch, at the last rung's batch, precision and compile
+mode, run in its own process (run_reference), so a reader sees how far the project's fastest rung is from what
+the framework gives.
 
-A rung that cannot run here (CUDA graphs on a CPU), or that this profile leaves out (torch.compile, whose build c8
-times), is kept as a row that says why; the rung after it builds on the last rung that ran.
+A rung that cannot run here (CUDA graphs on a CPU), or that this profile leaves out (torch.compile, whose
+build c8 times), is kept as a row that says why; the rung after it builds on the last rung that ran.
 
 Every rung has its own model, optimizer and loader (bench_measure's trainer, training.Step's step), all built
-before any is timed, so a compiled rung compiles once, in the warm-up. Then `warmup` untimed rounds and `repeats`
-timed rounds; in each round every rung runs `steps` steps back to back, the order rotated each round (A B C, then
-B C A, ...), so neighbouring rungs take turns and a change of the machine's load hits them alike. Each timed run is
-synchronized at its start and timed with profiling.DeviceTimer (CUDA events on a GPU, perf_counter on a CPU).
-Before a worker-fed rung's timed run, the batches its workers prefetched while other rungs ran are taken untimed,
-so the run starts with the loader's queue empty instead of a head start of ready batches. After the rounds, each
-rung trains `epoch_repeats` whole epochs of its loader (the rungs again taking turns), each timed whole by a wall
-clock synchronized at both ends: the epoch time a user's loop takes, loading included, not a sum of steps.
+before any is timed, so a compiled rung compiles once, in the warm-up. Then `warmup` untimed rounds and
+`repeats` timed rounds; in each round every rung runs `steps` steps back to back, the order rotated each round
+(A B C, then B C A, ...), so neighbouring rungs take turns and a change of the machine's load hits them alike.
+Each timed run is synchronized at its start and timed with profiling.DeviceTimer (CUDA events on a GPU,
+perf_counter on a CPU). Before a worker-fed rung's timed run, the batches its workers prefetched while other
+rungs ran are taken untimed, so the run starts with the loader's queue empty instead of a head start of ready
+batches. After the rounds, each rung trains `epoch_repeats` whole epochs of its loader (the rungs again taking
+turns), each timed whole by a wall clock synchronized at both ends: the epoch time a user's loop takes,
+loading included, not a sum of steps.
 """
 
 from __future__ import annotations
@@ -58,8 +62,8 @@ REFERENCE = "reference"  # the outside reference's row, after the rungs
 # steps per timed run when settings.steps is 0: a CPU step of ResNet-18 takes seconds, a GPU one milliseconds
 STEPS = {"cpu": 2, "cuda": 40}
 WARMUP_NOTE = (
-    "{warmup} untimed warm-up round(s) per rung are left out of every number (worker start, cuDNN autotuning, "
-    "the torch.compile build, allocator growth)"
+    "{warmup} untimed warm-up round(s) per rung are left out of every number (worker start, cuDNN "
+    "autotuning, the torch.compile build, allocator growth)"
 )
 COLUMNS = [
     "rung",
@@ -110,7 +114,8 @@ class Rung:
 @dataclass
 class Ladder:
     """What measure() returns: `table` (one row per rung, COLUMNS), `samples` (rung -> images/s of each timed
-    run, for the verdicts), `meta` (device, settings, load before and after, warm-up note, how samples were taken)."""
+    run, for the verdicts), `meta` (device, settings, load before and after, warm-up note, how samples were
+    taken)."""
 
     table: pd.DataFrame
     samples: dict[str, list[float]]
@@ -122,14 +127,16 @@ class Ladder:
 
 
 def low_precision(device: torch.device) -> str:
-    """bf16 where the device has it; fp16 on a CUDA GPU without bf16 (a V100), which then needs a GradScaler."""
+    """bf16 where the device has it; fp16 on a CUDA GPU without bf16 (a V100), which then needs a
+    GradScaler."""
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         return "fp16"
     return "bf16"
 
 
 def plan(cfg: RunConfig, settings, device: torch.device) -> list[Rung]:
-    """The rungs for cfg (the baseline's model, data, batch, workers, lr) on `device`, each with its RunConfig."""
+    """The rungs for cfg (the baseline's model, data, batch, workers, lr) on `device`, each with its
+    RunConfig."""
     base = cfg.replace(
         loader="pil",
         persistent_workers=cfg.num_workers > 0,
@@ -174,8 +181,8 @@ def plan(cfg: RunConfig, settings, device: torch.device) -> list[Rung]:
     )
     compiled = last.replace(compile=True)
     off = (
-        "not run at this profile (compile_rung is off here; the torch.compile report times the compiled step and "
-        "its build)"
+        "not run at this profile (compile_rung is off here; the torch.compile report times the compiled step "
+        "and its build)"
     )
     why = off if settings.compile_rung == "off" else compile_available(compiled.compile_backend, device.type)
     add(
@@ -222,8 +229,8 @@ def plan(cfg: RunConfig, settings, device: torch.device) -> list[Rung]:
 
 def reference_args(cfg: RunConfig, device: torch.device, settings) -> tuple[list[str], str]:
     """(the reference script's arguments for cfg, the last rung that ran; '' or why it cannot run): the same
-    network (its widths and blocks), data, batch, learning rate, precision and compile mode (CUDA graphs on a GPU
-    where the ladder compiles; plain inductor on a CPU where it compiles there; else eager)."""
+    network (its widths and blocks), data, batch, learning rate, precision and compile mode (CUDA graphs on a
+    GPU where the ladder compiles; plain inductor on a CPU where it compiles there; else eager)."""
     from ... import models
 
     if settings.reference == "off":
@@ -291,8 +298,8 @@ def _precision_refused(cfg: RunConfig, device: torch.device) -> str:
 
 
 def _too_big(cfg: RunConfig) -> str:
-    """Why a batch this large cannot run: more images than the (subset) dataset holds, so no full batch exists.
-    (The dataset is read only when the subset does not already settle it.)"""
+    """Why a batch this large cannot run: more images than the (subset) dataset holds, so no full batch
+    exists. (The dataset is read only when the subset does not already settle it.)"""
     from ...data import cifar_files
 
     if cfg.subset and cfg.batch_size <= cfg.subset:
@@ -354,7 +361,8 @@ def measure(
         loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
         log(f"{'round' if timed else 'warm-up'} {rnd + 1}/{settings.warmup + settings.repeats} done")
     seconds = {name: t.intervals() for name, t in timers.items()}
-    # whole epochs, the rungs taking turns: the epoch time a user's loop takes, loading and its last batch included
+    # whole epochs, the rungs taking turns: the epoch time a user's loop takes, loading and its last batch
+    # included
     epochs: dict[str, list[float]] = {r.name: [] for r in active}
     epoch_images: dict[str, int] = {}
     epoch_loads: list[float | None] = []  # the 1-minute load average after each round of epochs
@@ -404,19 +412,20 @@ def measure(
         "flops_per_image": per_image,
         "epoch_repeats": settings.epoch_repeats,
         "load_epochs": epoch_loads,
-        "epoch_note": "whole epochs of each rung's loader after the rounds, the rungs taking turns, each timed by a "
-        "wall clock synchronized at both ends (an epoch of the PIL loader keeps its last partial batch; the "
-        "tensor loader drops it: static shapes)",
+        "epoch_note": "whole epochs of each rung's loader after the rounds, the rungs taking turns, each "
+        "timed by a wall clock synchronized at both ends (an epoch of the PIL loader keeps its last partial "
+        "batch; the tensor loader drops it: static shapes)",
         "reference": ref_meta,
-        # what each rung's step ran (training.Step.describe; dynamo's and inductor's counters are the process's,
-        # so a later rung's counts include the earlier rungs')
+        # what each rung's step ran (training.Step.describe; dynamo's and inductor's counters are the
+        # process's, so a later rung's counts include the earlier rungs')
         "step_ran": steps_ran,
     }
     return Ladder(pd.DataFrame(rows, columns=COLUMNS), samples, meta, epochs)
 
 
 def _epoch_stats(seconds: list[float], images: int, per_image: int, peak_tflops: float) -> dict[str, Any]:
-    """Median and spread of whole epochs' seconds, the images an epoch carried, and MFU over the whole epoch."""
+    """Median and spread of whole epochs' seconds, the images an epoch carried, and MFU over the whole
+    epoch."""
     st = summarize(seconds)
     med = st["median"]
     ok = bool(seconds) and med > 0 and peak_tflops and peak_tflops > 0
@@ -432,8 +441,8 @@ def _epoch_stats(seconds: list[float], images: int, per_image: int, peak_tflops:
 def _reference(
     last: Rung, settings, device: torch.device, per_image: int, log
 ) -> tuple[dict, list[float], dict]:
-    """The outside reference's row (the plain script at the last rung's settings), its warm epochs' seconds and
-    what ran; a row that says why where it could not run. Its first epoch (the compile) is left out."""
+    """The outside reference's row (the plain script at the last rung's settings), its warm epochs' seconds
+    and what ran; a row that says why where it could not run. Its first epoch (the compile) is left out."""
     cfg = last.cfg
     row = {
         **dict.fromkeys(COLUMNS, float("nan")),
@@ -522,10 +531,10 @@ def _stats(rate: list[float], step_s: list[float]) -> dict[str, float]:
 
 
 def peak_for(cfg: RunConfig, device: torch.device) -> flops.Peak:
-    """The peak that bounds a rung: its precision's (flops.peak). Where that is measured and below the fp32 rate
-    (a CPU without bf16 units: its bf16 matrix products crawl, while autocast's convolutions convert and compute
-    at about the fp32 rate), the device has no faster units for it, so its fp32 peak bounds the rung instead; else
-    an MFU above 100% would read as the hardware's limit broken."""
+    """The peak that bounds a rung: its precision's (flops.peak). Where that is measured and below the fp32
+    rate (a CPU without bf16 units: its bf16 matrix products crawl, while autocast's convolutions convert and
+    compute at about the fp32 rate), the device has no faster units for it, so its fp32 peak bounds the rung
+    instead; else an MFU above 100% would read as the hardware's limit broken."""
     store = flops.peaks_path(cfg.results_dir)  # this machine's measured peaks, one per device and precision
     pk = flops.peak(device, flops.precision_of(cfg, device), store)
     if pk.measured and pk.precision in ("bf16", "fp16"):
@@ -539,8 +548,8 @@ def peak_for(cfg: RunConfig, device: torch.device) -> flops.Peak:
 
 
 def _hardware(cfg: RunConfig, device: torch.device, per_image: int, images_per_s: float) -> dict[str, Any]:
-    """Achieved TFLOP/s, the peak for the rung's precision (data sheet, else measured), MFU and the images/s the
-    device would reach at that peak (its ideal). MFU counts the whole step time, data waits included."""
+    """Achieved TFLOP/s, the peak for the rung's precision (data sheet, else measured), MFU and the images/s
+    the device would reach at that peak (its ideal). MFU counts the whole step time, data waits included."""
     pk = peak_for(cfg, device)
     achieved = per_image * images_per_s
     return {

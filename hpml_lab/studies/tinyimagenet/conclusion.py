@@ -1,9 +1,10 @@
-"""What the Tiny ImageNet report concludes, computed from tinyimagenet.TinResult: where the bottleneck is with 0 and
-N workers (shares from the same medians the table shows; the two runs made one after the other, so the verdicts
-carry their loads), what checkpointing costs and buys (a tie said as a tie), each variant's throughput against the
-baseline's (a DDP row beyond what its processes can give is said to be no DDP effect), and the estimated against
-the actual epoch time with what was measured outside the batches. Every number a sentence states is a Number of
-the record, bound to a template (hpml_lab.findings); what usually happens is Background, apart.
+"""What the Tiny ImageNet report concludes, computed from tinyimagenet.TinResult: where the bottleneck is with
+0 and N workers (shares from the same medians the table shows; the two runs made one after the other, so the
+verdicts carry their loads), what checkpointing costs and buys (a tie said as a tie), each variant's
+throughput against the baseline's (a DDP row beyond what its processes can give is said to be no DDP effect),
+and the estimated against the actual epoch time with what was measured outside the batches. Every number a
+sentence states is a Number of the record, bound to a template (hpml_lab.findings); what usually happens is
+Background, apart.
 """
 
 from __future__ import annotations
@@ -89,8 +90,8 @@ def bottleneck_answer(res) -> Answer:
         + (
             "."
             if worker_times_disjoint(res)
-            else " (data wait + copy + compute: on this GPU, without a synchronize after each step, the two can "
-            "overlap, so their sum is not the batch's wall time)."
+            else " (data wait + copy + compute: on this GPU, without a synchronize after each step, the two "
+            "can overlap, so their sum is not the batch's wall time)."
         ),
         p0=part(w0, d0, c0, share0, len(b0)),
         pn=part(wn, dn, cn, sharen, len(bn)),
@@ -122,9 +123,9 @@ def bottleneck_answer(res) -> Answer:
         ],
         [
             Background(
-                "Without workers the training process decodes and augments every image itself, so the loop waits "
-                "for each batch; workers prepare batches in other processes, which on a machine with few cores "
-                "also take cores from the training step."
+                "Without workers the training process decodes and augments every image itself, so the loop "
+                "waits for each batch; workers prepare batches in other processes, which on a machine with "
+                "few cores also take cores from the training step."
             )
         ],
         verdict={
@@ -171,8 +172,8 @@ def checkpoint_answer(res) -> Answer:
         [say("{v}.", v=vt.finding(name).up()), said_gain],
         [
             Background(
-                "Checkpointing recomputes each segment's forward pass during backward, so a step usually costs about "
-                "one extra forward; what it buys is activation memory, hence a larger batch."
+                "Checkpointing recomputes each segment's forward pass during backward, so a step usually "
+                "costs about one extra forward; what it buys is activation memory, hence a larger batch."
             )
         ],
         verdict=sample_record(vt, bn.train_s, bc.train_s),
@@ -180,8 +181,9 @@ def checkpoint_answer(res) -> Answer:
 
 
 def throughput_findings(res) -> list[Finding]:
-    """Each run variant's images per second against the baseline's, from the timing table's median batch time and
-    global batch. A ratio beyond the processes a variant used cannot come from them: said so, with both runs' load."""
+    """Each run variant's images per second against the baseline's, from the timing table's median batch time
+    and global batch. A ratio beyond the processes a variant used cannot come from them: said so, with both
+    runs' load."""
     t = res.timing.dropna(subset=["s/batch"]).set_index("variant")
     if "baseline" not in t.index:
         return []
@@ -210,9 +212,9 @@ def throughput_findings(res) -> list[Finding]:
             loads = [x for r in (res.workers[max(res.workers)], res.variants.get(variant)) for x in _load(r)]
             p = Number(f"{variant}: processes", procs, "", "setting", source="the run's processes")
             text = (
-                "{v} ran at {ratio} the baseline's images per second with {p} processes: more than {p} processes "
-                "can give by running side by side, so the excess is not the method's doing; the runs were made one "
-                "after the other"
+                "{v} ran at {ratio} the baseline's images per second with {p} processes: more than {p} "
+                "processes can give by running side by side, so the excess is not the method's doing; the "
+                "runs were made one after the other"
             )
             slots = {"v": variant, "ratio": ratio, "p": p}
             if len(loads) == 2:
@@ -227,12 +229,13 @@ def throughput_findings(res) -> list[Finding]:
                     ),
                 }
             out.append(say(text + ".", **slots).up())
-        else:  # one run each, one after the other: no verdict, and the baseline's loader workers share its cores
+        # one run each, one after the other: no verdict, and the baseline's loader workers share its cores
+        else:
             out.append(
                 say(
-                    "{v} ran at {ratio} the baseline's images per second, one run each, made one after the other "
-                    "(no verdict); the baseline ran with {w} loader workers, which take cores from its own training "
-                    "step, so the ratio is not the method's alone.",
+                    "{v} ran at {ratio} the baseline's images per second, one run each, made one after the "
+                    "other (no verdict); the baseline ran with {w} loader workers, which take cores from "
+                    "its own training step, so the ratio is not the method's alone.",
                     v=variant,
                     ratio=ratio,
                     w=Number(
@@ -249,17 +252,18 @@ def throughput_findings(res) -> list[Finding]:
 
 
 def _slow_baseline(t, base_ips: float) -> Finding | None:
-    """When checkpointing, which does more work per batch in the same one process, ran at more images per second
-    than the baseline, the baseline's own batches were slow in this run: every ratio against it is inflated."""
+    """When checkpointing, which does more work per batch in the same one process, ran at more images per
+    second than the baseline, the baseline's own batches were slow in this run: every ratio against it is
+    inflated."""
     if "checkpointing" not in t.index:
         return None
     c = float(t.loc["checkpointing", "global batch"] / t.loc["checkpointing", "s/batch"]) / base_ips
     if c <= 1:
         return None
     return say(
-        "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the baseline's "
-        "images per second: the baseline's own batches were slow in this run, so every ratio against the baseline "
-        "is inflated by it.",
+        "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the "
+        "baseline's images per second: the baseline's own batches were slow in this run, so every ratio "
+        "against the baseline is inflated by it.",
         c=Number(
             "checkpointing: throughput vs baseline",
             c,
@@ -272,8 +276,9 @@ def _slow_baseline(t, base_ips: float) -> Finding | None:
 
 
 def epochs_answer(res) -> Answer:
-    """Estimated (N / B x median time per batch) against actual epoch time per variant, and what this run measured
-    outside the batches: the first batch's wait (loader start) and whether the last batch was partial."""
+    """Estimated (N / B x median time per batch) against actual epoch time per variant, and what this run
+    measured outside the batches: the first batch's wait (loader start) and whether the last batch was
+    partial."""
     t = res.timing.dropna(subset=["s/batch"]).set_index("variant")
     src = "N / B x median time per batch"
     runs = {
@@ -337,8 +342,9 @@ def epochs_answer(res) -> Answer:
         ([say("{items}.", items=join(items, "; "))] if items else []) + throughput_findings(res),
         [
             Background(
-                "An epoch estimated from the median batch leaves out what happens outside the batches, such as the "
-                "loader's start and a partial last batch, and any batch that takes longer than the median."
+                "An epoch estimated from the median batch leaves out what happens outside the batches, such "
+                "as the loader's start and a partial last batch, and any batch that takes longer than the "
+                "median."
             )
         ],
         status="partial" if len(skipped) else "answered",
@@ -356,7 +362,8 @@ SKIPPED_NEEDS = {
 
 
 def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Bottleneck (0 vs N workers), checkpointing's cost in time and gain in batch, estimated vs actual epochs."""
+    """Bottleneck (0 vs N workers), checkpointing's cost in time and gain in batch, estimated vs actual
+    epochs."""
     # the stand-in's parameters counted for the 200 classes it trained on (it said 78,002, a 10-class model's)
     loads = [
         {**r.meta["machine"], "run": str(r.meta.get("run_id", ""))}
@@ -392,9 +399,10 @@ def memory_note(cfg, res) -> Finding:
     """Static memory, the budget, and the first activation here and at the reference's 224 x 224."""
     first = res.first_activation
     return say(
-        "Static memory (weights, gradients, momentum) {static}; budget {budget} ({note}). First activation with the "
-        "{stem} stem: {f64} per image here, {f224} with this network's stem at the reference's input size, and all "
-        "activations {all224} per image there; the reference's own first activation, for comparison: {ref}.",
+        "Static memory (weights, gradients, momentum) {static}; budget {budget} ({note}). First activation "
+        "with the {stem} stem: {f64} per image here, {f224} with this network's stem at the reference's "
+        "input size, and all activations {all224} per image there; the reference's own first activation, "
+        "for comparison: {ref}.",
         ref=Number(
             "reference: first activation per image",
             REFERENCE_FIRST_BYTES / 1e6,
@@ -429,8 +437,8 @@ def memory_note(cfg, res) -> Finding:
 
 
 def worker_times_disjoint(res) -> bool:
-    """Whether the worker runs' data wait and copy + compute are disjoint (_conclude.timing_disjoint of each run's
-    sync_each_step and device), so that their sum is a batch's time and the figure may stack them."""
+    """Whether the worker runs' data wait and copy + compute are disjoint (_conclude.timing_disjoint of each
+    run's sync_each_step and device), so that their sum is a batch's time and the figure may stack them."""
     return all(
         timing_disjoint(((rec.meta or {}).get("config") or {}).get("sync_each_step", False), rec.meta)
         for rec in res.workers.values()

@@ -1,5 +1,6 @@
-"""The Tiny ImageNet task: where the bottleneck is (0 vs N loader workers), activation memory per image and the
-largest batch, and time per batch against epoch time for the baseline, checkpointing, DataParallel and DDP.
+"""The Tiny ImageNet task: where the bottleneck is (0 vs N loader workers), activation memory per image and
+the largest batch, and time per batch against epoch time for the baseline, checkpointing, DataParallel and
+DDP.
 
     hpml-lab run tinyimagenet                 # the notebook notebooks/tinyimagenet.ipynb
     from hpml_lab.studies.tinyimagenet import study as tinyimagenet
