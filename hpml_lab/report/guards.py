@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,47 @@ def preflight(task: tasks.Task, cfg: RunConfig) -> None:
         why_not = compile_available(cfg.compile_backend, cfg.device) if cfg.compile else ""
         if why_not:
             raise ConfigError(f"compile=true cannot run: {why_not}; or set compile=false")
+
+
+def checked(task: tasks.Task, cfg: RunConfig, given_root: bool, log=print) -> str:
+    """Every check a run passes before its kernel starts, in one call: the arguments and output folders
+    (preflight), then the dataset, the default synthetic one written first where it is missing and no
+    data_root was given (dataprep.ready). Returns the data's kind ('synthetic' or 'real')."""
+    from . import dataprep
+
+    preflight(task, cfg)
+    return dataprep.ready(cfg, given_root, log)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A run's place in the reports folder while it runs: the data's kind, and where its notebook, page and
+    answer record are written hidden (staged()) until land() puts them in place as one set."""
+
+    task_id: str
+    kind: str
+    notebook: Path
+    page: Path
+    answer: Path
+
+    def land(self, outcome: dict) -> str:
+        """land_report for this run: '' when its report is the one in place now, else the line saying which
+        report stays."""
+        return land_report(self.task_id, outcome)
+
+
+@contextlib.contextmanager
+def stage(task: tasks.Task, cfg: RunConfig, given_root: bool, log=print):
+    """A run's one pass through the guards: checked (checked()), then the task's lock held while it runs, what
+    killed runs left put back or removed (recover_reports), and its files staged hidden beside the report in
+    place, which stays whole until Stage.land."""
+    kind = checked(task, cfg, given_root, log)
+    with task_lock(task.id):
+        recover_reports()
+        files = staged(task.id)
+        for f in files.values():  # left by a run of this pid's (a process that ran before in this session)
+            f.unlink(missing_ok=True)
+        yield Stage(task.id, kind, **files)
 
 
 def _report_files(task_id: str) -> list[Path]:

@@ -33,7 +33,7 @@ from ..envinfo import environment, hardware_label
 from ..io import atomic_write_text, signals_deferred
 from ..ticker import ticking
 from . import answer_box, dataprep, guards, pages, tasks, watch
-from .guards import preflight, recover_reports
+from .guards import recover_reports
 
 KERNEL = "hpml-lab"
 
@@ -135,15 +135,14 @@ def _render_html(
     executed: Path,
     target: Path,
     task: tasks.Task,
+    rec: dict | None,
     top: str = "",
     demonstration: bool = False,
-    record: Path | None = None,
 ) -> None:
     """The report page: code hidden, titled with the task, a link back to the index, then `top` (the machine,
-    data and profile, and the demonstration banner: pages.top_html) and the task's answer box
-    (reports/<task>.answer.json, written by the notebook; `record`: the run's staged one; headed
-    "demonstration" for one) right after the notebook's title, in the page's own type (pages.PAGE_CSS), before
-    the task's introduction and the outputs."""
+    data and profile, and the demonstration banner: pages.top_html) and the task's answer box from its record
+    `rec` (headed "demonstration" for one; None: the page says no answer was recorded) right after the
+    notebook's title, in the page's own type (pages.PAGE_CSS), before the task's introduction and outputs."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -153,10 +152,6 @@ def _render_html(
     exporter.exclude_input = True
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
-    # a damaged record is one line, the page says no answer
-    rec, problem = guards.read_record(task.id, record)
-    if problem:
-        print(f"hpml-lab: warning: {answer_box.scrub_paths(problem)}", file=sys.stderr)
     box = (
         answer_box.box_html(rec, shown_status="demonstration" if demonstration else None)
         if rec
@@ -323,53 +318,61 @@ def run_task(
     log=print,
     watcher: watch.Watch | None = None,
 ) -> Outcome:
-    """Validate, execute with papermill, render HTML. Raises ConfigError/DatasetError before any compute.
-    `watcher` (run_all's) says the task's start, heartbeat and end; without one, a Watch of this task
-    alone."""
+    """One task's life, each step once and in order: its settings (the TASK's profile, the notebook's
+    parameters, RunConfig, the study's own settings), the guards (every check before compute, the dataset, the
+    task's lock, its files staged: guards.stage), the notebook executed by papermill, its answer record read
+    once, its page rendered from that record, the report landed as one set with its outcome, the task's line
+    said; after an interruption the index too (run_all writes it after every task). Raises ConfigError or
+    DatasetError before any compute. `watcher` (run_all's) says the task's start, heartbeat and end; without
+    one, a Watch of this task alone."""
     task = tasks.get(task_id)
     params, cfg = resolve_parameters(task, profile, file_params, cli_params)
-    preflight(task, cfg)  # the cheap checks (arguments, output folders) before the dataset scan
-    # the dataset checked, after the default synthetic one is written where it is missing (dataprep.py)
-    kind = dataprep.ready(cfg, _gives_root(file_params, cli_params), log)
-    watcher = watcher or watch.Watch([task.id], profile, log, watch.times_file(reports_dir()))
-    with guards.task_lock(task.id):  # one run of a task per reports folder at a time
+    with guards.stage(task, cfg, _gives_root(file_params, cli_params), log) as stage:
+        watcher = watcher or watch.Watch([task.id], profile, log, watch.times_file(reports_dir()))
         try:
-            return _execute(task, params, cfg, kind, profile, kernel, log, watcher)
+            ran = _execute(task, params, profile, kernel, stage, watcher)
+            # a SIGTERM or Ctrl-C while the page renders waits until the outcome is written: it once ended the
+            # run with exit 143, no outcome and an index that linked a missing page
+            with signals_deferred():
+                outcome, rec = _record_and_render(task, params, cfg, profile, stage, ran)
+                # '' when this run's report is the one in place now; else the line saying which report stays
+                kept = stage.land(asdict(outcome))
+                if kept:  # the run's own page, kept beside the complete report
+                    page = guards.rerun_files(task.id)["page"]
+                    outcome.html = page.name if page.exists() else ""
+            said = f"{outcome.error}; {kept}" if kept else outcome.error or _diverged(rec)
+            page = reports_dir() / outcome.html if outcome.html else None
+            watcher.end(task.id, outcome.status, outcome.seconds, said, str(page) if page else "")
         finally:
             watcher.stop()  # the heartbeat ends with its task, also when the task ends by an exception
+    if ran.interrupted is not None:
+        write_index(load_outcomes())
+        raise ran.interrupted
+    return outcome
 
 
-def _execute(
-    task: tasks.Task,
-    params: dict,
-    cfg: RunConfig,
-    kind: str,
-    profile: str,
-    kernel: str,
-    log,
-    watcher: watch.Watch,
-) -> Outcome:
-    """run_task's work once its checks passed and it holds the task's lock."""
+@dataclass
+class _Ran:
+    """How the notebook's execution ended: its status, the error that ended it, the signal that stopped it."""
+
+    status: str
+    error: str
+    seconds: float
+    interrupted: KeyboardInterrupt | None = None
+
+
+def _execute(task: tasks.Task, params: dict, profile: str, kernel: str, stage: guards.Stage, watcher) -> _Ran:
+    """The notebook executed by papermill into the stage's notebook, under the task's watch line: how it
+    ended."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    out_dir = reports_dir()
-    executed = out_dir / "executed" / f"{task.id}.ipynb"
-    executed.parent.mkdir(parents=True, exist_ok=True)
-    # the run's notebook, page and answer record are written hidden beside the report in place, which stays
-    # whole until they are complete (guards.land_report): a failed, killed or disk-full rerun costs it nothing
-    stage = guards.staged(task.id)
-    partial = stage["notebook"]
-    target = out_dir / f"{task.id}.html"
     streams = watcher.start(
         task.id,
         task.title,
         f"notebooks/{task.notebook}, {profile} profile"
         + (f", {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""),
     )
-    recover_reports()
-    for f in stage.values():  # left by a run of this pid's (a process that ran before in this session)
-        f.unlink(missing_ok=True)
     t0 = time.perf_counter()
     status, error = "ok", ""
     interrupted: KeyboardInterrupt | None = None
@@ -384,7 +387,7 @@ def _execute(
         ):
             papermill.execute_notebook(
                 str(notebooks_dir() / task.notebook),
-                str(partial),
+                str(stage.notebook),
                 parameters=params,
                 kernel_name=kernel,
                 cwd=str(project_root()),
@@ -418,66 +421,62 @@ def _execute(
                 "failed",
                 f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
             )
-    # a SIGTERM or Ctrl-C while the page renders waits until the outcome is written: it once ended the run
-    # with exit 143, no outcome and an index that linked a missing page
-    with signals_deferred():
-        seconds = time.perf_counter() - t0
-        error = error.replace(str(partial), str(executed))  # a write error names the file the user knows
-        broken = guards.whole_notebook(partial, executed)  # a full disk cut it short: not kept, not rendered
-        if broken:
-            status, error = "failed", (f"{error}; " if error else "") + broken
-        machine = hardware_label(environment())
-        data = f"{kind} {dataprep.NAMES.get(cfg.dataset, cfg.dataset)}"
-        if partial.exists():
-            # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
-            try:
-                top = pages.top_html(task.id, machine, data, profile)
-                _render_html(
-                    partial, stage["page"], task, top, pages.demonstration(profile), record=stage["answer"]
-                )
-            except (
-                Exception
-            ) as e:  # the first error stays first: a render that fails after it is its consequence
-                said = (
-                    f"{e.strerror}: {e.filename}"
-                    if isinstance(e, OSError) and e.strerror
-                    else str(e).strip()[:300]
-                )
-                status, error = (
-                    "failed",
-                    (f"{error}; " if error else "") + f"HTML render: {type(e).__name__}: {said}",
-                )
-        outcome = Outcome(
-            task.id,
-            task.title,
-            status,
-            seconds,
-            profile,
-            params,
-            machine,
-            f"{cfg.dataset} ({kind})",
-            target.name if stage["page"].exists() else "",
-            str(executed),
-            error,
-        )
-        # '' when this run's report is the one in place now; else the line saying which report stays
-        kept = guards.land_report(task.id, asdict(outcome))
-        if kept:  # the run's own page, kept beside the complete report
-            page = guards.rerun_files(task.id)["page"]
-            outcome.html = page.name if page.exists() else ""
-    said = f"{error}; {kept}" if kept else error or _diverged(task.id)
-    page = reports_dir() / outcome.html if outcome.html else None
-    watcher.end(task.id, status, seconds, said, str(page) if page else "")
-    if interrupted is not None:
-        write_index(load_outcomes())
-        raise interrupted
-    return outcome
+    return _Ran(status, error, time.perf_counter() - t0, interrupted)
 
 
-def _diverged(task_id: str) -> str:
-    """'diverged: ...' when the answer record the task just wrote flags a diverged run (a NaN loss ends its
-    run: the task is ok, its numbers are not a result), for the task's line; else ''."""
-    rec = guards.read_record(task_id)[0] or {}
+def _record_and_render(
+    task: tasks.Task, params: dict, cfg: RunConfig, profile: str, stage: guards.Stage, ran: _Ran
+) -> tuple[Outcome, dict | None]:
+    """The run's outcome and its answer record (read once, from the stage), and its page rendered from that
+    record into the stage: a notebook cut short (a full disk) is not kept, a render that fails is the task's
+    failure after the error that came first."""
+    executed = reports_dir() / "executed" / f"{task.id}.ipynb"
+    status = ran.status
+    error = ran.error.replace(str(stage.notebook), str(executed))  # a write error names the file users know
+    broken = guards.whole_notebook(
+        stage.notebook, executed
+    )  # a full disk cut it short: not kept, not rendered
+    if broken:
+        status, error = "failed", (f"{error}; " if error else "") + broken
+    rec, problem = guards.read_record(task.id, stage.answer)
+    if problem:  # a damaged record is one line, and the page says no answer
+        print(f"hpml-lab: warning: {answer_box.scrub_paths(problem)}", file=sys.stderr)
+    machine = hardware_label(environment())
+    data = f"{stage.kind} {dataprep.NAMES.get(cfg.dataset, cfg.dataset)}"
+    if stage.notebook.exists():
+        # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
+        try:
+            top = pages.top_html(task.id, machine, data, profile)
+            _render_html(stage.notebook, stage.page, task, rec, top, pages.demonstration(profile))
+        except Exception as e:  # the first error stays first: a render that fails after it is its consequence
+            said = (
+                f"{e.strerror}: {e.filename}"
+                if isinstance(e, OSError) and e.strerror
+                else str(e).strip()[:300]
+            )
+            status, error = (
+                "failed",
+                (f"{error}; " if error else "") + f"HTML render: {type(e).__name__}: {said}",
+            )
+    outcome = Outcome(
+        task.id,
+        task.title,
+        status,
+        ran.seconds,
+        profile,
+        params,
+        machine,
+        f"{cfg.dataset} ({stage.kind})",
+        f"{task.id}.html" if stage.page.exists() else "",
+        str(executed),
+        error,
+    )
+    return outcome, rec
+
+
+def _diverged(rec: dict | None) -> str:
+    """'diverged: ...' when the run's answer record flags a diverged run (a NaN loss ends its run: the task is
+    ok, its numbers are not a result), for the task's line; else ''."""
     flags = rec.get("flags") if isinstance(rec, dict) else None
     for f in flags if isinstance(flags, list) else []:
         if isinstance(f, dict) and f.get("kind") == "diverged":
@@ -712,8 +711,7 @@ def run_all(
                 if k in nb_params or k not in RunConfig.field_names()
             }
             _, cfg = resolve_parameters(task, profile, fp, cp)  # validate all before running any
-            preflight(task, cfg)
-            dataprep.ready(cfg, _gives_root(fp, cp), log)
+            guards.checked(task, cfg, _gives_root(fp, cp), log)
             plans.append((tid, fp, cp))
             ticker.progress = f"{n} of {len(ids)} checked"
     outcomes = []

@@ -456,10 +456,10 @@ def test_a_sweep_where_every_run_fails_says_why_per_run(task, field, n, cifar_ro
 def test_a_report_whose_every_run_fails_renders_and_says_why(task, cifar_root, out, monkeypatch):
     """The kernel reaches the all-failed path (the up-front device check is bypassed so that every run fails
     inside it): the task ends failed with the sweep's own lines, the page renders, no KeyError anywhere."""
-    from hpml_lab.report import runner
+    from hpml_lab.report import guards, runner
 
     _no_cuda()
-    monkeypatch.setattr(runner, "preflight", lambda task, cfg: None)
+    monkeypatch.setattr(guards, "preflight", lambda task, cfg: None)
     o = runner.run_task(
         task, "tiny", cli_params={"data_root": str(cifar_root), "device": "cuda"}, log=lambda s: None
     )

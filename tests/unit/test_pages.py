@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hpml_lab.findings import say
-from hpml_lab.report import answer_box, bundle, notebook, pages, runner, tasks
+from hpml_lab.report import answer_box, bundle, guards, notebook, pages, runner, tasks
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def test_the_headline_is_the_records_own_else_its_first_sentence():
 def test_the_report_page_has_the_box_after_the_title_in_the_pages_type(reports):
     executed = _rendered(reports, "c1")
     target = reports / "c1.html"
-    runner._render_html(executed, target, tasks.get("c1"))
+    runner._render_html(executed, target, tasks.get("c1"), guards.read_record("c1")[0])
     page = target.read_text()
     title, box, asks = (
         page.index("c1 title line<"),
@@ -243,7 +243,9 @@ def test_the_page_says_machine_data_and_profile_above_the_introduction_and_a_dem
     executed = _rendered(reports, "c1")
     target = reports / "c1.html"
     top = pages.top_html("c1", "CPU: Xeon (2 cores)", "synthetic CIFAR-10", "smoke")
-    runner._render_html(executed, target, tasks.get("c1"), top, demonstration=True)
+    runner._render_html(
+        executed, target, tasks.get("c1"), guards.read_record("c1")[0], top, demonstration=True
+    )
     page = target.read_text().replace('"', "'")
     assert "(demonstration)</span></h2>" in page and "(answered)</span></h2>" not in page
     title, context = (
