@@ -167,6 +167,47 @@ def legend_outside(ax, fontsize: int = 8) -> None:
     ax.legend(frameon=False, fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
 
 
+PHASE_COLORS = {"data": "#d95f02", "train": "#1b9e77", "other": "#bbbbbb", "total": "#7570b3"}
+
+
+def time_phases(
+    ax: plt.Axes,
+    labels: list[str],
+    data: pd.Series,
+    train: pd.Series,
+    total: pd.Series,
+    disjoint: bool,
+    train_word: str = "training",
+    other_label: str = "other",
+) -> list[float]:
+    """Vertical bars, one group per label, of data loading, training (`train_word`) and the rest of the epoch:
+    stacked where the two intervals are disjoint (a CPU, or a GPU synchronized after every step), else data
+    loading, training and the whole epoch side by side, since a stack would add times that overlap. Returns
+    where each whole-epoch bar stands (for a whisker over it)."""
+    if disjoint:
+        other = (total - data - train).clip(lower=0)
+        ax.bar(labels, data, label="data loading (waiting on loader)", color=PHASE_COLORS["data"])
+        ax.bar(
+            labels,
+            train,
+            bottom=data,
+            label=f"{train_word} (copy+fwd+bwd+step)",
+            color=PHASE_COLORS["train"],
+        )
+        ax.bar(labels, other, bottom=data + train, label=other_label, color=PHASE_COLORS["other"])
+        return list(range(len(labels)))
+    pos = range(len(labels))
+    parts = (
+        (data, "data loading (waiting on loader)", PHASE_COLORS["data"]),
+        (train, f"{train_word} (copy+fwd+bwd+step, on the GPU)", PHASE_COLORS["train"]),
+        (total, "whole epoch (the two can overlap: not stacked)", PHASE_COLORS["total"]),
+    )
+    for k, (values, label, color) in enumerate(parts):
+        ax.bar([p + (k - 1) * 0.27 for p in pos], values, width=0.27, label=label, color=color)
+    ax.set_xticks(list(pos), list(labels))
+    return [p + 0.27 for p in pos]
+
+
 def stacked_bars(
     table: pd.DataFrame, by: str, parts: list[str], xlabel: str, stacked: bool = True
 ) -> plt.Figure:

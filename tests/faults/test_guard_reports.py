@@ -311,17 +311,10 @@ def _limited(limit):
 NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
 
 
-@pytest.mark.slow
-def test_a_full_disk_while_the_notebook_is_written_keeps_nothing_cut_short(cifar_root, out):
-    import subprocess
-    import sys
-
-    env = {
-        **os.environ,
-        **NO_BYTECODE,
-        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    }
-    r = subprocess.run(
+def _run_c1_under_a_size_limit(data_root, env) -> subprocess.CompletedProcess:
+    """`hpml-lab run c1 --profile tiny` in a process whose files may grow to 30,000 bytes: its notebook is
+    cut short as on a full disk."""
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -331,7 +324,7 @@ def test_a_full_disk_while_the_notebook_is_written_keeps_nothing_cut_short(cifar
             "--profile",
             "tiny",
             "-p",
-            f"data_root={cifar_root}",
+            f"data_root={data_root}",
         ],
         preexec_fn=_limited(30_000),
         capture_output=True,
@@ -339,6 +332,17 @@ def test_a_full_disk_while_the_notebook_is_written_keeps_nothing_cut_short(cifar
         env=env,
         timeout=300,
     )
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_the_notebook_is_written_keeps_nothing_cut_short(cifar_root, out):
+
+    env = {
+        **os.environ,
+        **NO_BYTECODE,
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    }
+    r = _run_c1_under_a_size_limit(cifar_root, env)
     assert r.returncode == 1, r.stderr[-2000:]
     executed = out / "reports" / "executed"
     rec = json.loads((executed / "c1.json").read_text())
@@ -368,24 +372,7 @@ def test_a_full_disk_during_a_rerun_keeps_the_complete_report(rendered, tmp_path
     before = {reports / n: (reports / n).read_bytes() for n in names}
     env = {**os.environ, **NO_BYTECODE, "HPML_OUTPUT_DIR": str(tmp_path / "out"), "TMPDIR": str(tmp_path)}
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hpml_lab.report.cli",
-            "run",
-            "c1",
-            "--profile",
-            "tiny",
-            "-p",
-            f"data_root={first.params['data_root']}",
-        ],
-        preexec_fn=_limited(30_000),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    r = _run_c1_under_a_size_limit(first.params["data_root"], env)
     assert r.returncode == 1, r.stderr[-2000:]
     assert "could not be written whole" in r.stdout + r.stderr and "is kept" in r.stdout + r.stderr
     assert {p: p.read_bytes() for p in before} == before

@@ -11,6 +11,7 @@ from types import SimpleNamespace  # noqa: E402
 
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from figure_checks import legends_clear_of_data, overlap  # noqa: E402
 
 from hpml_lab import plots  # noqa: E402
 from hpml_lab.config import RunConfig  # noqa: E402
@@ -21,20 +22,6 @@ from hpml_lab.studies.c1 import figure as c1_figure  # noqa: E402
 from hpml_lab.studies.dataloading import figure as dataloading_figure  # noqa: E402
 from hpml_lab.studies.lab5 import figure as lab5_figure  # noqa: E402
 from hpml_lab.studies.memory import figure as memory_figure  # noqa: E402
-
-
-def _overlap(a, b) -> bool:
-    return not (a.x1 <= b.x0 or b.x1 <= a.x0 or a.y1 <= b.y0 or b.y1 <= a.y0)
-
-
-def _legends_clear_of_data(fig) -> None:
-    """Every legend of the figure, an axes' or the figure's own, lies outside every axes' plotting area."""
-    r = fig.canvas.get_renderer()
-    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
-    assert legends, "the figure has no legend"
-    for leg in legends:
-        for ax in fig.axes:
-            assert not _overlap(leg.get_window_extent(r), ax.get_window_extent(r)), leg
 
 
 def _caps(ax) -> int:
@@ -62,7 +49,7 @@ def test_memory_depth_figure_draws_min_max_caps_only_from_three_rounds(repeats, 
     fig = memory_figure.depth_figure(_depth_table(repeats), "peak_act_MB_per_sample", "MB")
     assert (_caps(fig.axes[1]) > 0) is caps
     assert ("min-max" in fig.axes[1].get_ylabel()) is caps
-    _legends_clear_of_data(fig)
+    legends_clear_of_data(fig)
 
 
 def test_memory_convergence_figure_draws_the_chance_line_its_text_judges_by():
@@ -71,7 +58,7 @@ def test_memory_convergence_figure_draws_the_chance_line_its_text_judges_by():
     ax = fig.axes[0]
     chance = [ln for ln in ax.get_lines() if ln.get_label().startswith("chance")]
     assert len(chance) == 1 and list(chance[0].get_ydata()) == [2.302585, 2.302585]
-    _legends_clear_of_data(fig)
+    legends_clear_of_data(fig)
     without = memory_figure.loss_curves(runs)
     assert not [ln for ln in without.axes[0].get_lines() if ln.get_label().startswith("chance")]
 
@@ -100,7 +87,7 @@ def test_lab5_figure_model_line_is_its_own_and_the_ideal_is_drawn():
     # the model's own predictions only: 100 s at 2 workers, not the timed 150 s it used to start from
     assert list(model.get_xdata()) == [2, 4] and list(model.get_ydata()) == [100.0, 55.0]
     assert list(ideal.get_xdata()) == [1, 2, 4] and list(ideal.get_ydata()) == [200.0, 100.0, 50.0]
-    _legends_clear_of_data(fig)
+    legends_clear_of_data(fig)
 
 
 def test_lab5_figure_draws_the_models_points_only_where_the_answer_states_them():
@@ -115,7 +102,7 @@ def test_lab5_figure_draws_the_models_points_only_where_the_answer_states_them()
     assert 4 not in [
         x for ln in fig.axes[0].get_lines() if "ideal" not in ln.get_label() for x in ln.get_xdata()
     ]
-    _legends_clear_of_data(fig)
+    legends_clear_of_data(fig)
 
 
 def test_dataloading_figure_bars_only_from_three_passes_and_legend_beside():
@@ -136,7 +123,7 @@ def test_dataloading_figure_bars_only_from_three_passes_and_legend_beside():
     for passes, caps in ((3, True), (2, False)):
         fig = dataloading_figure.latency_figure(pd.DataFrame(rows).assign(passes=passes))
         assert (_caps(fig.axes[0]) > 0) is caps
-        _legends_clear_of_data(fig)
+        legends_clear_of_data(fig)
 
 
 def test_tinyimagenet_bars_legend_and_stand_in_caption_clear_of_the_plot(monkeypatch, tmp_path):
@@ -144,7 +131,7 @@ def test_tinyimagenet_bars_legend_and_stand_in_caption_clear_of_the_plot(monkeyp
         {"workers": [0, 2], "data ms/batch": [50.0, 1.0], "copy + compute ms/batch": [40.0, 41.0]}
     )
     fig = plots.stacked_bars(wt, "workers", ["data ms/batch", "copy + compute ms/batch"], "ms per batch")
-    _legends_clear_of_data(fig)
+    legends_clear_of_data(fig)
     # the grader's item: the caption read "value against ms per batch"; the bars are one per worker count
     assert "a panel: workers against ms per batch (" in notebook.alt_text(fig, "bars")
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
@@ -154,7 +141,7 @@ def test_tinyimagenet_bars_legend_and_stand_in_caption_clear_of_the_plot(monkeyp
     caption = fig._suptitle
     assert caption is not None and "stand-in" in caption.get_text()
     for ax in fig.axes:
-        assert not _overlap(caption.get_window_extent(r), ax.get_tightbbox(r))
+        assert not overlap(caption.get_window_extent(r), ax.get_tightbbox(r))
 
 
 def test_report_body_shows_the_records_findings_and_background_apart(monkeypatch):
@@ -213,7 +200,7 @@ def test_c1_figure_draws_the_chance_levels_its_answer_states():
     # the run learned: its answer states no chance loss, so none is drawn
     assert plots.stated(answers, "chance loss") is None and _chance_lines(fig.axes[0]) == []
     assert "the dotted line is the chance top-1 the answer states" in plots.caption_of(fig)
-    _legends_clear_of_data(fig)
+    legends_clear_of_data(fig)
     rising = _batch_rows(epochs=4, loss=2.3)
     rising["loss"] = [2.3 + 0.5 * i for i in range(len(rising))]  # diverged: judged against the chance loss
     answers, _ = c1_conclusion.conclude(
@@ -249,7 +236,7 @@ def test_c6_c7_figure_draws_the_chance_loss_where_the_answer_states_it():
     fig = plots.training_curves(out.batches, out.epochs, "optimizer", chance_loss=chance)
     (line,) = _chance_lines(fig.axes[0])
     assert line.get_ydata()[0] == pytest.approx(chance.value) and not _chance_lines(fig.axes[1])
-    _legends_clear_of_data(fig)
+    legends_clear_of_data(fig)
     bare = plots.training_curves(out.batches, out.epochs, "optimizer")
     assert not _chance_lines(bare.axes[0])
     for f in (fig, bare):

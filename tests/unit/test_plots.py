@@ -8,26 +8,13 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pandas as pd  # noqa: E402
+from figure_checks import legends_clear_of_data  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from hpml_lab import plots  # noqa: E402
 from hpml_lab.studies.c1 import figure as c1_figure  # noqa: E402
 from hpml_lab.studies.c2 import figure as c2_figure  # noqa: E402
 from hpml_lab.studies.c4 import figure as c4_figure  # noqa: E402
-
-
-def _overlap(a, b) -> bool:
-    return not (a.x1 <= b.x0 or b.x1 <= a.x0 or a.y1 <= b.y0 or b.y1 <= a.y0)
-
-
-def legends_clear_of_data(fig) -> None:
-    """Every legend, an axes' or the figure's, lies outside every axes' plotting area."""
-    r = fig.canvas.get_renderer()
-    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
-    assert legends, "the figure has no legend"
-    for leg in legends:
-        for ax in fig.axes:
-            assert not _overlap(leg.get_window_extent(r), ax.get_window_extent(r)), leg
 
 
 def labels(fig) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ...plots import bars_inside, legend_outside
+from ...plots import bars_inside, legend_outside, time_phases
 from ...sanity import MIN_SAMPLES
 
 
@@ -18,38 +18,15 @@ def phase_bars(summary: pd.DataFrame, by: str, xlabel: str, disjoint: bool = Tru
     intervals are disjoint (lab2_conclusion.timing_disjoint); where they can overlap (a GPU without a
     synchronize after each step), data loading, compute and the total side by side."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
-    x = summary[by].astype(str)
-    if disjoint:
-        other = (summary["total_median_s"] - summary["data_median_s"] - summary["train_median_s"]).clip(
-            lower=0
-        )
-        ax.bar(x, summary["data_median_s"], color="#d95f02", label="data loading (waiting on loader)")
-        ax.bar(
-            x,
-            summary["train_median_s"],
-            bottom=summary["data_median_s"],
-            color="#1b9e77",
-            label="compute (copy+fwd+bwd+step)",
-        )
-        ax.bar(
-            x,
-            other,
-            bottom=summary["data_median_s"] + summary["train_median_s"],
-            color="#bbbbbb",
-            label="other",
-        )
-        totals = list(range(len(x)))
-    else:
-        pos = range(len(summary))
-        parts = (
-            ("data_median_s", "data loading (waiting on loader)", "#d95f02"),
-            ("train_median_s", "compute (copy+fwd+bwd+step, on the GPU)", "#1b9e77"),
-            ("total_median_s", "whole epoch (the two can overlap: not stacked)", "#7570b3"),
-        )
-        for k, (col, label, color) in enumerate(parts):
-            ax.bar([p + (k - 1) * 0.27 for p in pos], summary[col], width=0.27, label=label, color=color)
-        ax.set_xticks(list(pos), list(x))
-        totals = [p + 0.27 for p in pos]
+    totals = time_phases(
+        ax,
+        list(summary[by].astype(str)),
+        summary["data_median_s"],
+        summary["train_median_s"],
+        summary["total_median_s"],
+        disjoint,
+        train_word="compute",
+    )
     spread = summary["n"] >= MIN_SAMPLES  # a min-max range of fewer epochs is no spread: no caps
     if spread.any():
         ax.errorbar(
