@@ -165,10 +165,10 @@ def plan(cfg: RunConfig, settings, device: torch.device) -> list[Rung]:
     add(
         "tensor",
         "tensor-resident loader",
-        "dataset resident on the device, augmented in batches",
+        "a dataset resident on the device, augmented in batches",
         last.replace(loader="tensor"),
     )
-    add("channels_last", "+ channels_last", "NHWC memory format", last.replace(channels_last=True))
+    add("channels_last", "+ channels_last", "the NHWC memory format", last.replace(channels_last=True))
     prec = low_precision(device)
     why = _precision_refused(last.replace(precision=prec), device)
     scaler = " with a GradScaler (no bf16 on this GPU)" if prec == "fp16" else ""
