@@ -19,7 +19,7 @@ from ..config import RunConfig, output_path
 from ..data import dataset_info
 from ..envinfo import environment, hardware_label
 from ..findings import fmt_value
-from .page_record import _BUSY, HTML, Markdown, display, hold_numbers, hold_table, number_text, table
+from .page_record import HTML, Markdown, busy_flag, display, hold_numbers, hold_table, number_text, table
 
 
 def shown_path(path: Any) -> str:
@@ -209,7 +209,7 @@ def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:
 def _busiest_row(run: str) -> dict[str, str]:
     """The environment table's row for the page's busy flag when that flag read another run than the table's:
     the same run and the same Numbers as the flag, so the two never state two loads without saying whose."""
-    flag = _BUSY[0] if _BUSY else None
+    flag = busy_flag()
     if flag is None or not flag.run or flag.run == run:
         return {}
     nums = {n.name: n for n in flag.numbers()}

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import sanity
 from ..config import output_path
-from .page_record import _PAGE, _rewrite, display
+from .page_record import display, hold_figure
 
 _RUN: dict[str, Any] = {}  # the model this kernel's report runs (config), for figure titles
 
@@ -72,8 +72,7 @@ def save_figure(fig, name: str, folder: str = "figures", alt: str = "") -> None:
         fig, "hpml_caption", ""
     )  # plots.captioned: what is drawn, said by the code that drew it
     # its labels and caption, held in the record: the claims check reads the page's
-    _PAGE["figures"][name] = {"alt": alt, **({"caption": caption} if caption else {})}
-    _rewrite()
+    hold_figure(name, alt, caption)
     path = output_path(folder) / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")

@@ -94,6 +94,18 @@ def hold_table(name: str, columns: list, rows: list[list], values: list[list] | 
     _rewrite()
 
 
+def hold_figure(name: str, alt: str, caption: str = "") -> None:
+    """A figure the page shows, held in the record by name: its alt text and caption (figures.save_figure),
+    whose numbers the claims check reads."""
+    _PAGE["figures"][name] = {"alt": alt, **({"caption": caption} if caption else {})}
+    _rewrite()
+
+
+def busy_flag() -> Any:
+    """The 'machine busy' flag answer() put on this page, or None (the environment table names its run)."""
+    return _BUSY[0] if _BUSY else None
+
+
 def _table_name(name: str) -> str:
     if name:
         return name

@@ -112,10 +112,11 @@ def test_epochs_csv_carries_each_epochs_peak_memory(tiny_cfg):
 
 def test_the_reports_memory_table_shows_what_was_measured_with_units(monkeypatch):
     from hpml_lab.profiling import MEMORY_COLUMNS
+    from hpml_lab.report import displays
     from hpml_lab.report import notebook as nb
 
     shown = []
-    monkeypatch.setattr(nb, "display", lambda obj: shown.append(getattr(obj, "data", obj)))
+    monkeypatch.setattr(displays, "display", lambda obj: shown.append(getattr(obj, "data", obj)))
     nan = float("nan")
     cpu = pd.DataFrame(
         {
