@@ -15,7 +15,7 @@ the same object (with hardware, versions and commit from envinfo.environment()) 
 benchmarks/results/<name>-<host>-<UTC time>.json. Every number is a median over `repeats` timed
 repeats after `warmup` untimed ones, with its spread (hpml_lab.profiling.summarize). This module
 holds the command: its options (Settings), running one benchmark, saving and printing its record;
-the measurements themselves are in bench_measure.py.
+the measurements themselves are in bench_measure.py and bench_profile.py.
 Not part of `make test`: speeds depend on the machine; tests check the JSON shape only.
 """
 

@@ -61,7 +61,7 @@ def fast_overrides(
     }
 
 
-def _fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **changes: Any) -> RunConfig:
+def fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **changes: Any) -> RunConfig:
     """The baseline with the fast path's fields (opts' precision, compile, channels_last; None: by device)."""
     return base.replace(
         **changes,
@@ -69,7 +69,7 @@ def _fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **cha
     )
 
 
-class _Trainer:
+class Trainer:
     """The training step of hpml_lab.training.train (training.Step, compiled whole as train() compiles it),
     without its bookkeeping, for timing."""
 
@@ -120,7 +120,7 @@ class _Trainer:
         self._it = None
 
 
-def _base_cfg(opts: dict[str, Any], device: torch.device) -> RunConfig:
+def base_cfg(opts: dict[str, Any], device: torch.device) -> RunConfig:
     """The baseline: the lab's defaults (ResNet-18, batch 128, fp32 weights (TF32 convolutions on CUDA,
     torch's default), NCHW, PIL loader, 2 workers)."""
     params = {
@@ -224,12 +224,12 @@ def fastpath_tensor_loader(ds, batch_size: int, device: torch.device):
 def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """Seconds per training step (data + copy + forward + backward + update, back to back, no per-step
     synchronization), baseline vs fast path, timed as whole runs of `steps` steps."""
-    base = _base_cfg(opts, device)
-    fast = _fast_cfg(base, opts, device)
+    base = base_cfg(opts, device)
+    fast = fast_cfg(base, opts, device)
     rows = {}
     trainers = {}
     for name, cfg in (("baseline", base), ("fast", fast)):
-        trainers[name] = _Trainer(cfg, device)
+        trainers[name] = Trainer(cfg, device)
     fns = []
     for name in ("baseline", "fast"):
         tr = trainers[name]
@@ -272,8 +272,8 @@ def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         "ratio": summarize(ratios)["median"],
         "ratio_spread": summarize(ratios),
         "ratio_meaning": "baseline step time / fast step time (speedup)",
-        "baseline_config": _cfg_fields(base),
-        "fast_config": _cfg_fields(fast),
+        "baseline_config": cfg_fields(base),
+        "fast_config": cfg_fields(fast),
         "images_per_s": {
             "baseline": base.batch_size / rows["baseline"]["median"],
             "fast": fast.batch_size / rows["fast"]["median"],
@@ -290,8 +290,8 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
     steps: its default on the tensor loader); the baseline path's (an event pair around every step); and that
     with a per-step synchronize (sync_each_step=True). Ratio = median fast-path instrumented / median plain;
     the per-round ratios give the spread; the other two are reported beside it."""
-    cfg = _fast_cfg(_base_cfg(opts, device), opts, device, num_workers=0)
-    tr = _Trainer(cfg, device)
+    cfg = fast_cfg(base_cfg(opts, device), opts, device, num_workers=0)
+    tr = Trainer(cfg, device)
     x, y = tr.next_batch()
     xb, yb = x.to(device), y.to(device)
     steps = opts["steps"]
@@ -384,7 +384,7 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
             "around every step; ratio_with_step_sync adds sync_each_step=True's synchronize (a no-op on CPU)"
         ),
         "step": tr._step.describe(),
-        "config": _cfg_fields(cfg),
+        "config": cfg_fields(cfg),
     }
 
 
@@ -395,12 +395,12 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     in interleaved rounds. Stall = 1 - resident time / fed time, per round (the host-to-device copy counts as
     data here; the loader's prefetched batches carry over between rounds, a few against `steps`).
     Synchronizing around each fetch instead would serialise what overlaps in real training."""
-    base = _base_cfg(opts, device)
-    fast = _fast_cfg(base, opts, device)
+    base = base_cfg(opts, device)
+    fast = fast_cfg(base, opts, device)
     out: dict[str, Any] = {"unit": "share of step time lost to data loading (0..1)"}
     steps = opts["steps"]
     for name, cfg in (("baseline", base), ("fast", fast)):
-        tr = _Trainer(cfg, device)
+        tr = Trainer(cfg, device)
         resident = tuple(t.to(device) for t in tr.next_batch())
 
         def fed():
@@ -417,7 +417,7 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         out[f"{name}_stall"] = summarize(shares)
         out[f"{name}_fed_step_s"] = summarize([t / steps for t in fed_s])
         out[f"{name}_resident_step_s"] = summarize([t / steps for t in resident_s])
-        out[f"{name}_config"] = _cfg_fields(cfg)
+        out[f"{name}_config"] = cfg_fields(cfg)
         log(f"stall {name}: {summarize(shares)['median']:.1%} of step time lost to data")
     out["ratio"], out["ratio_note"] = stall_ratio(
         out["baseline_stall"]["median"], out["fast_stall"]["median"], opts["repeats"]
@@ -471,7 +471,7 @@ def _interleaved(
     )
 
 
-def _cfg_fields(cfg: RunConfig) -> dict[str, Any]:
+def cfg_fields(cfg: RunConfig) -> dict[str, Any]:
     keys = (
         "model",
         "batch_size",

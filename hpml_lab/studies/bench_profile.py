@@ -15,7 +15,7 @@ import torch
 
 from ..fastpath import compile_mode
 from ..profiling import synchronize
-from .bench_measure import _base_cfg, _cfg_fields, _fast_cfg, _Trainer
+from .bench_measure import Trainer, base_cfg, cfg_fields, fast_cfg
 
 # Kernel kinds by name (cuDNN, cuBLAS/CUTLASS, inductor's Triton, ATen's own), first match wins; a CPU's aten
 # operators by the same words.
@@ -117,7 +117,7 @@ def bench_profile(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         **opts,
         "channels_last": True,
     }  # the script's layout, on a CPU too: the two steps differ in code only
-    cfg = _fast_cfg(_base_cfg(opts, device), opts, device, num_workers=0)
+    cfg = fast_cfg(base_cfg(opts, device), opts, device, num_workers=0)
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     steps, warm = opts["steps"], opts["warmup"] + 3  # the first steps compile, record and capture CUDA graphs
@@ -132,7 +132,7 @@ def bench_profile(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
             synchronize(device)
         return profile_summary(prof.events(), steps, cuda)
 
-    tr = _Trainer(cfg, device)
+    tr = Trainer(cfg, device)
     project = measure(lambda: tr.step(*tr.next_batch()))
     project["step"] = tr._step.describe()
     tr.close()
@@ -173,6 +173,6 @@ def bench_profile(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         "reference": side,
         "ratio": ratio,
         "ratio_meaning": f"project {key} / reference {key} (above 1: the project's step takes longer)",
-        "config": _cfg_fields(cfg),
+        "config": cfg_fields(cfg),
         "activities": [a.name for a in activities],
     }

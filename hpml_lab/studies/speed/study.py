@@ -55,7 +55,7 @@ from ...config import RunConfig
 from ...fastpath import check_precision, compile_available
 from ...profiling import DeviceTimer, WallClock, summarize, synchronize
 from ...sanity import machine_load
-from ..bench_measure import _Trainer
+from ..bench_measure import Trainer
 
 RUNGS = ("pil", "tensor", "channels_last", "bf16", "compile", "cuda_graphs", "big_batch", "bigger_batch")
 REFERENCE = "reference"  # the outside reference's row, after the rungs
@@ -319,7 +319,7 @@ def measure(
     settings,
     device: torch.device,
     log: Callable[[str], None] = _log,
-    trainer: Callable[[RunConfig, torch.device], Any] = _Trainer,
+    trainer: Callable[[RunConfig, torch.device], Any] = Trainer,
 ) -> Ladder:
     """Time every rung that runs (see the module docstring); one row per rung, skipped ones included."""
     steps = settings.steps or STEPS.get(device.type, STEPS["cuda"])
