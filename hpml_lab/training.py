@@ -19,16 +19,17 @@ loader: they may overlap. sync_each_step=True (off by default) synchronizes
 after every step, which makes them disjoint (data_s + train_s <= total_s) at the
 price of that overlap. On the CPU work is synchronous and both ways agree.
 
-The fast path (loader="tensor") keeps the host out of the step: Step runs it (compiled whole under
-compile=true, CUDA graphs with compile_mode reduce-overhead or max-autotune), its loss and correct count stay
-on the device and are read at the log interval and the epoch's end, and the device's time is taken with events
-only every log_every steps (per-batch train_s is then its interval's mean), so a step pays no event pair of
-its own.
+The fast path (loader="tensor") keeps the host out of the step: Step (hpml_lab.step) runs it (compiled whole
+under compile=true, CUDA graphs with compile_mode reduce-overhead or max-autotune), its loss and correct count
+stay on the device and are read at the log interval and the epoch's end, and the device's time is taken with
+events only every log_every steps (per-batch train_s is then its interval's mean), so a step pays no event
+pair of its own.
 
-Read top to bottom: train() sets up and writes the run, _epochs is the loop, Step the loop's step (train_step
-the one step other callers share), and _reduce_epoch combines the ranks' numbers under DDP; below them, how
-the model, optimizer and FLOPs record are built. The progress display is hpml_lab.progress; the command line
-is hpml_lab.__main__.
+Read top to bottom: train() sets up and writes the run, _epochs is the loop, and _reduce_epoch combines the
+ranks' numbers under DDP; below them, the FLOPs record and the saved model. The loop's step, the one step
+other callers share and how the model and optimizer are built are hpml_lab.step (Step, train_step,
+build_model and build_optimizer import from here too); the progress display is hpml_lab.progress; the
+command line is hpml_lab.__main__.
 """
 
 from __future__ import annotations

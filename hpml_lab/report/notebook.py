@@ -126,7 +126,7 @@ def step_seconds(cfg: RunConfig) -> float:
 
     import torch
 
-    from ..training import build_model, build_optimizer, train_step
+    from ..step import build_model, build_optimizer, train_step
 
     device = torch.device("cpu")
     model = build_model(cfg, device, compile=False)

@@ -25,7 +25,7 @@ from ..data import build_loader, cifar_files, lab_transform
 from ..device import configure as configure_device
 from ..device import seed_everything, torch_threads
 from ..profiling import HostTimer, StepClock, WallClock, interleaved_timed, summarize, synchronize
-from ..training import Step, build_model, build_optimizer
+from ..step import Step, build_model, build_optimizer
 from ..verdict import MIN_SAMPLES, compare, target_met
 
 TARGETS = {
@@ -70,7 +70,7 @@ def fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **chan
 
 
 class Trainer:
-    """The training step of hpml_lab.training.train (training.Step, compiled whole as train() compiles it),
+    """The training step of hpml_lab.training.train (step.Step, compiled whole as train() compiles it),
     without its bookkeeping, for timing."""
 
     def __init__(self, cfg: RunConfig, device: torch.device):

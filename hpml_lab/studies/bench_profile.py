@@ -99,7 +99,7 @@ def profile_summary(events, steps: int, cuda: bool) -> dict[str, Any]:
 
 
 def bench_profile(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    """torch.profiler over `steps` steps of the project's fast path (its loader's batch and training.Step, as
+    """torch.profiler over `steps` steps of the project's fast path (its loader's batch and step.Step, as
     the speed ladder's fastest configuration at this batch: on CUDA bf16, channels_last, compiled with CUDA
     graphs) and of the plain script's (speed/reference.py: its own batches and step at the same batch,
     precision and compile mode) on the same device, each after warm-up steps that compile and capture; per

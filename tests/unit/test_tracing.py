@@ -9,7 +9,7 @@ import torch
 
 from hpml_lab import tracing
 from hpml_lab.data import build_loader
-from hpml_lab.training import build_model, build_optimizer
+from hpml_lab.step import build_model, build_optimizer
 
 
 def _trace(cfg, device, path):

@@ -305,7 +305,7 @@ def test_compiled_runs_in_one_process_each_compile_afresh_and_stay_compiled(tiny
     # of five runs
     import torch._dynamo as dynamo
 
-    counts = []  # graphs each run compiled: a run starts dynamo's counters afresh (training.Step, its record)
+    counts = []  # graphs each run compiled: a run starts dynamo's counters afresh (step.Step, its record)
     with dynamo.config.patch(recompile_limit=4):
         for b in (3, 7, 8):  # 20 images: batches of 3 and 2, 7 and 6, 8 and 4: six shapes, none shared
             run = train(
