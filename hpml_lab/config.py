@@ -33,7 +33,7 @@ from .params import ConfigError, StudySettings, _short, check_types, coerce_valu
 DATASETS = ("cifar10", "tinyimagenet")
 NORMS = ("bn", "none")
 # name: (torch.optim class, its fixed keyword arguments, whether cfg.momentum applies);
-# training.build_optimizer builds from this table, so a new optimizer is one entry here
+# step.build_optimizer builds from this table, so a new optimizer is one entry here
 OPTIMIZER_TABLE: dict[str, tuple[str, dict[str, Any], bool]] = {
     "sgd": ("SGD", {}, True),
     "sgd_nesterov": ("SGD", {"nesterov": True}, True),
@@ -96,7 +96,7 @@ class RunConfig:
             GradScaler); on CUDA and on CPU alike where torch supports it (fast path).
         amp: deprecated, amp=true is precision="bf16".
         compile: torch.compile the training step (fast path; the first steps pay compilation): forward, loss
-            and the correct count as one graph, its backward compiled with it (hpml_lab.training.Step).
+            and the correct count as one graph, its backward compiled with it (hpml_lab.step.Step).
         compile_mode: torch.compile's mode with the inductor backend: "default", "reduce-overhead" (CUDA
             graphs), "max-autotune" (CUDA graphs and kernel autotuning), "max-autotune-no-cudagraphs"; on a
             CPU every mode runs as plain inductor, and meta.json records the mode that ran.

@@ -11,7 +11,7 @@
   range, so no gradient scaler is needed; fp16 (V100s have no bf16) gets a GradScaler in the step.
   tf32 turns on TF32 matrix products and convolutions on CUDA. amp=true (deprecated) is bf16.
 - compile: torch.compile with static shapes, a fresh compile per run: train() compiles the whole step's
-  forward, loss and correct count as one graph (its backward with it: training.Step), DDP's wrapper under
+  forward, loss and correct count as one graph (its backward with it: step.Step), DDP's wrapper under
   torchrun; compilation happens in the first steps (epoch 1); compile_available says beforehand whether it can
   build here. compile_mode "reduce-overhead" or "max-autotune" also captures the step's graphs as CUDA graphs
   on a GPU (one launch replays all its kernels); on a CPU every mode runs as plain inductor (compile_mode()).
@@ -23,7 +23,7 @@
 - loader="tensor": hpml_lab.data.gpu_loader.TensorLoader, the dataset resident on the device (chosen by
   hpml_lab.data.build_loader).
 
-Models are built by training.build_model and loaders by data.build_loader; this module holds only what the
+Models are built by step.build_model and loaders by data.build_loader; this module holds only what the
 fast path changes: the model's format and compilation (and whether compiling can work here), the copy,
 autocast and loss scaling, and unwrapping for saving.
 """
@@ -156,7 +156,7 @@ def _compile(cfg, fn, device):
 
 def compile_step(cfg, fn, device: torch.device | str):
     """torch.compile(fn) as compile_model compiles a model (static shapes, a fresh compile, cfg's backend and
-    the mode compile_mode() gives): training.Step compiles its forward, loss and correct count with it."""
+    the mode compile_mode() gives): step.Step compiles its forward, loss and correct count with it."""
     return _compile(cfg, fn, device)
 
 

@@ -143,9 +143,9 @@ def make_step(
     num_classes: int = 10,
     lr: float = 0.01,
 ) -> Callable[[], None]:
-    """A closure doing one SGD training step (training.train_step, fp32) on a fixed random batch
+    """A closure doing one SGD training step (step.train_step, fp32) on a fixed random batch
     already on the device, so only the step is timed."""
-    from .training import train_step
+    from .step import train_step
 
     device = torch.device(device)
     x = torch.randn(batch_size, 3, image_size, image_size, device=device)

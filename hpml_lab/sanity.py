@@ -27,6 +27,9 @@ The flags, and when each is raised:
 - settings differ: any setting differs from the lab's (the full table comes from ran_vs_lab)
 - live plot: the run drew a live plot (progress=plot in a Jupyter kernel, meta.json's `progress`): its redraws
   count in total_s
+
+Why one module of about 600 lines: the flags share Flag, the thresholds and the label slots above, and this
+list is the one place a reader finds when each of them is raised.
 """
 
 from __future__ import annotations

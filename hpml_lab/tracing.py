@@ -65,9 +65,9 @@ def trace_steps(
 ) -> Trace:
     """Profile `warmup` + `steps` training steps (only the last `steps` are recorded) and export the trace.
 
-    The step is train()'s (training.train_step: with `cfg`, channels-last copies and cfg.precision's autocast
+    The step is train()'s (step.train_step: with `cfg`, channels-last copies and cfg.precision's autocast
     as cfg asks), labelled copy / forward / backward / optimizer; "data" is the wait on the loader alone."""
-    from .training import train_step
+    from .step import train_step
 
     out_path = Path(out_path)
     with atomic_file(out_path) as tmp:  # the trace appears whole or not at all

@@ -32,9 +32,9 @@ TORCH_THREADS_AT_LOAD = torch.get_num_threads()  # before any test sets its own 
 
 @pytest.fixture(autouse=True)
 def _fresh_report_page():
-    """notebook.py holds what one kernel's page shows (one page per kernel, notebook.config starts it): each
-    test starts a page of its own, so no table or number of an earlier test's page reaches its answer
-    record."""
+    """report/page_record.py holds what one kernel's page shows (one page per kernel, notebook.config starts
+    it): each test starts a page of its own, so no table or number of an earlier test's page reaches its
+    answer record."""
     from hpml_lab.report import notebook
 
     notebook.new_page()

@@ -10,7 +10,10 @@ folder's figure.py).
 | runner | parameter checks, papermill, nbconvert, reports/index.html |
 | watch | what a run prints while it runs: a line per task with its time, what is left, a heartbeat |
 | pages | how the pages look: one type and table style, the answer box after the title, headlines first |
-| notebook | what a notebook calls: config, header, data notice, environment table, figure saving |
+| notebook | what a notebook calls, as nb.<name>: config, the CPU time notice; the next three re-exported |
+| page_record | what the page shows, held in its answer record: tables, figures' labels, Numbers; the record |
+| displays | the page's displays: header, data and settings notices, environment table, artifacts, memory |
+| figures | figures saved and shown with their alt text and caption, held in the page's record |
 | slurm | sbatch scripts for a task |
 | overlay | the script that fills an Apptainer overlay with hpml-lab's environment and kernel |
 | written | job scripts and tables written for a person: an edited one is never replaced without a word |

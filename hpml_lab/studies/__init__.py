@@ -13,7 +13,8 @@ tinyimagenet, lab5, dataloading, speed.
 | lab2_conclusion | what several Lab 2 tasks conclude: the timing method, best-of verdicts, a sweep's answer |
 | _conclude | pieces every conclusion shares: a measured median as a Number, flags without repeats, ... |
 | bench | (hpml-lab bench) speed benchmarks that print ratios measured in one run: options, saving, printing |
-| bench_measure | (hpml-lab bench) the benchmarks' four measurements: loader, step, overhead, stall |
+| bench_measure | (hpml-lab bench) four measurements: loader, step, overhead, stall; the trainer they share |
+| bench_profile | (hpml-lab bench profile) torch.profiler of the fast step beside the plain script's |
 
 Each task is run by its notebook (`hpml-lab run TASK`) or from Python.
 """

@@ -15,7 +15,7 @@ the same object (with hardware, versions and commit from envinfo.environment()) 
 benchmarks/results/<name>-<host>-<UTC time>.json. Every number is a median over `repeats` timed
 repeats after `warmup` untimed ones, with its spread (hpml_lab.profiling.summarize). This module
 holds the command: its options (Settings), running one benchmark, saving and printing its record;
-the measurements themselves are in bench_measure.py.
+the measurements themselves are in bench_measure.py and bench_profile.py.
 Not part of `make test`: speeds depend on the machine; tests check the JSON shape only.
 """
 
@@ -26,6 +26,7 @@ import json
 import re
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -36,8 +37,16 @@ from ..data import cifar
 from ..device import free_cuda_memory, is_oom, resolve_device
 from ..envinfo import environment
 from ..io import atomic_write_json
-from .bench_measure import BENCHES, log
+from .bench_measure import bench_loader, bench_overhead, bench_stall, bench_step, log
+from .bench_profile import bench_profile
 
+BENCHES: dict[str, Callable[[dict[str, Any], torch.device], dict[str, Any]]] = {
+    "loader": bench_loader,
+    "step": bench_step,
+    "overhead": bench_overhead,
+    "stall": bench_stall,
+    "profile": bench_profile,
+}
 NAMES = tuple(BENCHES)
 
 

@@ -1,9 +1,9 @@
-"""The five measurements behind `hpml-lab bench` (loader, step, overhead, stall, profile), each a function of
-the options and the device that returns its result object; bench.py checks the options, runs one and saves
-what it returns.
+"""Four of the measurements behind `hpml-lab bench` (loader, step, overhead, stall; profile is
+bench_profile.py), each a function of the options and the device that returns its result object, and the
+trainer and configurations they share; bench.py checks the options, runs one and saves what it returns.
 
     from hpml_lab.studies import bench_measure
-    bench_measure.BENCHES["step"](opts, device)   # opts: bench.Settings as a dict, completed by bench.run
+    bench_measure.bench_step(opts, device)   # opts: bench.Settings as a dict, completed by bench.run
 
 Compared variants take turns (profiling.interleaved_timed), so slow drift of a shared machine hits them alike;
 the headline ratio is a ratio of medians, and per-round ratios give its spread. Timing goes through
@@ -12,7 +12,6 @@ hpml_lab.profiling (synchronized wall clocks; CUDA events inside train()).
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -25,9 +24,8 @@ from ..config import ConfigError, RunConfig
 from ..data import build_loader, cifar_files, lab_transform
 from ..device import configure as configure_device
 from ..device import seed_everything, torch_threads
-from ..fastpath import compile_mode
 from ..profiling import HostTimer, StepClock, WallClock, interleaved_timed, summarize, synchronize
-from ..training import Step, build_model, build_optimizer
+from ..step import Step, build_model, build_optimizer
 from ..verdict import MIN_SAMPLES, compare, target_met
 
 TARGETS = {
@@ -63,7 +61,7 @@ def fast_overrides(
     }
 
 
-def _fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **changes: Any) -> RunConfig:
+def fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **changes: Any) -> RunConfig:
     """The baseline with the fast path's fields (opts' precision, compile, channels_last; None: by device)."""
     return base.replace(
         **changes,
@@ -71,8 +69,8 @@ def _fast_cfg(base: RunConfig, opts: dict[str, Any], device: torch.device, **cha
     )
 
 
-class _Trainer:
-    """The training step of hpml_lab.training.train (training.Step, compiled whole as train() compiles it),
+class Trainer:
+    """The training step of hpml_lab.training.train (step.Step, compiled whole as train() compiles it),
     without its bookkeeping, for timing."""
 
     def __init__(self, cfg: RunConfig, device: torch.device):
@@ -122,7 +120,7 @@ class _Trainer:
         self._it = None
 
 
-def _base_cfg(opts: dict[str, Any], device: torch.device) -> RunConfig:
+def base_cfg(opts: dict[str, Any], device: torch.device) -> RunConfig:
     """The baseline: the lab's defaults (ResNet-18, batch 128, fp32 weights (TF32 convolutions on CUDA,
     torch's default), NCHW, PIL loader, 2 workers)."""
     params = {
@@ -226,12 +224,12 @@ def fastpath_tensor_loader(ds, batch_size: int, device: torch.device):
 def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """Seconds per training step (data + copy + forward + backward + update, back to back, no per-step
     synchronization), baseline vs fast path, timed as whole runs of `steps` steps."""
-    base = _base_cfg(opts, device)
-    fast = _fast_cfg(base, opts, device)
+    base = base_cfg(opts, device)
+    fast = fast_cfg(base, opts, device)
     rows = {}
     trainers = {}
     for name, cfg in (("baseline", base), ("fast", fast)):
-        trainers[name] = _Trainer(cfg, device)
+        trainers[name] = Trainer(cfg, device)
     fns = []
     for name in ("baseline", "fast"):
         tr = trainers[name]
@@ -274,8 +272,8 @@ def bench_step(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         "ratio": summarize(ratios)["median"],
         "ratio_spread": summarize(ratios),
         "ratio_meaning": "baseline step time / fast step time (speedup)",
-        "baseline_config": _cfg_fields(base),
-        "fast_config": _cfg_fields(fast),
+        "baseline_config": cfg_fields(base),
+        "fast_config": cfg_fields(fast),
         "images_per_s": {
             "baseline": base.batch_size / rows["baseline"]["median"],
             "fast": fast.batch_size / rows["fast"]["median"],
@@ -292,8 +290,8 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
     steps: its default on the tensor loader); the baseline path's (an event pair around every step); and that
     with a per-step synchronize (sync_each_step=True). Ratio = median fast-path instrumented / median plain;
     the per-round ratios give the spread; the other two are reported beside it."""
-    cfg = _fast_cfg(_base_cfg(opts, device), opts, device, num_workers=0)
-    tr = _Trainer(cfg, device)
+    cfg = fast_cfg(base_cfg(opts, device), opts, device, num_workers=0)
+    tr = Trainer(cfg, device)
     x, y = tr.next_batch()
     xb, yb = x.to(device), y.to(device)
     steps = opts["steps"]
@@ -386,7 +384,7 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
             "around every step; ratio_with_step_sync adds sync_each_step=True's synchronize (a no-op on CPU)"
         ),
         "step": tr._step.describe(),
-        "config": _cfg_fields(cfg),
+        "config": cfg_fields(cfg),
     }
 
 
@@ -397,12 +395,12 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     in interleaved rounds. Stall = 1 - resident time / fed time, per round (the host-to-device copy counts as
     data here; the loader's prefetched batches carry over between rounds, a few against `steps`).
     Synchronizing around each fetch instead would serialise what overlaps in real training."""
-    base = _base_cfg(opts, device)
-    fast = _fast_cfg(base, opts, device)
+    base = base_cfg(opts, device)
+    fast = fast_cfg(base, opts, device)
     out: dict[str, Any] = {"unit": "share of step time lost to data loading (0..1)"}
     steps = opts["steps"]
     for name, cfg in (("baseline", base), ("fast", fast)):
-        tr = _Trainer(cfg, device)
+        tr = Trainer(cfg, device)
         resident = tuple(t.to(device) for t in tr.next_batch())
 
         def fed():
@@ -419,7 +417,7 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
         out[f"{name}_stall"] = summarize(shares)
         out[f"{name}_fed_step_s"] = summarize([t / steps for t in fed_s])
         out[f"{name}_resident_step_s"] = summarize([t / steps for t in resident_s])
-        out[f"{name}_config"] = _cfg_fields(cfg)
+        out[f"{name}_config"] = cfg_fields(cfg)
         log(f"stall {name}: {summarize(shares)['median']:.1%} of step time lost to data")
     out["ratio"], out["ratio_note"] = stall_ratio(
         out["baseline_stall"]["median"], out["fast_stall"]["median"], opts["repeats"]
@@ -428,167 +426,6 @@ def bench_stall(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
     out["target"] = TARGETS["stall"]
     out["meets_target"] = out["fast_stall"]["median"] <= 0.05 if device.type == "cuda" else None
     return out
-
-
-# Kernel kinds by name (cuDNN, cuBLAS/CUTLASS, inductor's Triton, ATen's own), first match wins; a CPU's aten
-# operators by the same words.
-KINDS = (
-    ("convolution", re.compile(r"conv|cudnn|implicit_gemm|xmma_fprop|dgrad|wgrad|winograd|fprop", re.I)),
-    ("matrix product", re.compile(r"gemm|cutlass|matmul|\bmm\b|addmm|sm90_|sm80_|ampere_|hopper", re.I)),
-    ("fused (inductor)", re.compile(r"^triton_|^cpp_fused|^CompiledFunction", re.I)),
-    ("optimizer", re.compile(r"multi_tensor|fused_sgd|fused_adam|foreach|sgd|adam", re.I)),
-    ("batch norm", re.compile(r"batch_norm|batchnorm|bn_|welford", re.I)),
-    ("copy or fill", re.compile(r"memcpy|memset|copy|fill|cat|index|gather|pad|clone", re.I)),
-    ("reduction", re.compile(r"reduce|sum|mean|max|argmax|softmax|nll|cross_entropy", re.I)),
-    (
-        "elementwise",
-        re.compile(r"elementwise|vectorized|unrolled|relu|add|mul|where|div|threshold|sub", re.I),
-    ),
-)
-# ATen operators that only describe or allocate tensors (no arithmetic): not counted as a CPU's kernels
-METADATA_OPS = re.compile(
-    r"^aten::(empty|as_strided|view|reshape|t|transpose|expand|select|slice|detach|unsqueeze|squeeze|permute|"
-    r"alias|resolve_\w+|contiguous|_unsafe_view|lift_fresh|result_type|to|_to_copy|empty_like|empty_strided|"
-    r"zeros_like|ones_like|set_|is_\w+|item|_local_scalar_dense|size|stride|numel|flatten)$"
-)
-LAUNCHES = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cudaGraphLaunch",
-)
-
-
-def kind_of(name: str) -> str:
-    return next((k for k, rx in KINDS if rx.search(name)), "other")
-
-
-def profile_summary(events, steps: int, cuda: bool) -> dict[str, Any]:
-    """Per step, from torch.profiler's events: kernels (count and time by kind), the device's busy and idle
-    time between its first and last kernel (idle: the gaps where it waited on the host), and the host's launch
-    calls. On a CPU there are no kernels: its ATen operators that compute (METADATA_OPS left out) stand in,
-    each by its own time (its children's apart, so nothing is counted twice), and gaps are not measured (the
-    host does the work itself)."""
-    from torch.autograd import DeviceType
-
-    if cuda:
-        ks = [e for e in events if e.device_type == DeviceType.CUDA]
-        spans = sorted((e.time_range.start, e.time_range.end, e.name) for e in ks)
-    else:
-        ks = [e for e in events if e.name.startswith("aten::") and not METADATA_OPS.match(e.name)]
-        spans = sorted((e.time_range.start, e.time_range.start + e.self_cpu_time_total, e.name) for e in ks)
-    by_kind: dict[str, dict[str, float]] = {}
-    for start, end, name in spans:
-        k = by_kind.setdefault(kind_of(name), {"count": 0.0, "ms": 0.0})
-        k["count"] += 1 / steps
-        k["ms"] += (end - start) / 1000 / steps
-    out: dict[str, Any] = {
-        "kernels_per_step": len(spans) / steps,
-        "kernel_ms_per_step": sum(e - s for s, e, _ in spans) / 1000 / steps,
-        "by_kind": {k: {"count": round(v["count"], 2), "ms": v["ms"]} for k, v in sorted(by_kind.items())},
-    }
-    if cuda and spans:
-        busy, gaps, reach = 0.0, [], spans[0][0]
-        for s0, e0, _ in spans:  # union of the kernels' intervals; a gap is time no kernel ran
-            if s0 > reach:
-                gaps.append(s0 - reach)
-            busy += max(0.0, e0 - max(s0, reach))
-            reach = max(reach, e0)
-        span = reach - spans[0][0]
-        out.update(
-            span_ms_per_step=span / 1000 / steps,
-            busy_ms_per_step=busy / 1000 / steps,
-            idle_ms_per_step=(span - busy) / 1000 / steps,
-            idle_share=(span - busy) / span if span > 0 else float("nan"),
-            gaps_over_10us_per_step=sum(g > 10 for g in gaps) / steps,
-            largest_gaps_us=sorted(gaps, reverse=True)[:5],
-        )
-        calls = [e.name for e in events if e.device_type == DeviceType.CPU and e.name in LAUNCHES]
-        out["launch_calls_per_step"] = {n: calls.count(n) / steps for n in sorted(set(calls))}
-    else:
-        out["gaps_note"] = "not measured on a CPU: the host runs each operator itself"
-    return out
-
-
-def bench_profile(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    """torch.profiler over `steps` steps of the project's fast path (its loader's batch and training.Step, as
-    the speed ladder's fastest configuration at this batch: on CUDA bf16, channels_last, compiled with CUDA
-    graphs) and of the plain script's (speed/reference.py: its own batches and step at the same batch,
-    precision and compile mode) on the same device, each after warm-up steps that compile and capture; per
-    step, each side's kernels by kind, device busy and idle time, launch calls (profile_summary). Ratio: the
-    project's device span per step over the script's (its kernel time on a CPU). Run it first on a GPU: it
-    says where the project's step differs from the framework's plain one."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from .speed.reference import batches as ref_batches
-    from .speed.reference import load as ref_load
-    from .speed.reference import make_step as ref_make_step
-    from .speed.reference import resnet as ref_resnet
-
-    opts = {
-        **opts,
-        "channels_last": True,
-    }  # the script's layout, on a CPU too: the two steps differ in code only
-    cfg = _fast_cfg(_base_cfg(opts, device), opts, device, num_workers=0)
-    cuda = device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    steps, warm = opts["steps"], opts["warmup"] + 3  # the first steps compile, record and capture CUDA graphs
-
-    def measure(step_once) -> dict[str, Any]:
-        for _ in range(warm):
-            step_once()
-        synchronize(device)
-        with profile(activities=activities) as prof:
-            for _ in range(steps):
-                step_once()
-            synchronize(device)
-        return profile_summary(prof.events(), steps, cuda)
-
-    tr = _Trainer(cfg, device)
-    project = measure(lambda: tr.step(*tr.next_batch()))
-    project["step"] = tr._step.describe()
-    tr.close()
-    from .. import models
-
-    cls, args = models.arguments(cfg.model)
-    side: dict[str, Any]
-    if cls != "ResNet" or args.get("block") != "basic" or cfg.precision not in ("fp32", "bf16"):
-        side = {
-            "status": "not run",
-            "why": "the reference script has basic-block ResNets in bf16 or fp32 only",
-        }
-    else:
-        torch.manual_seed(cfg.seed)
-        x, y = ref_load(opts["data_root"], device, cfg.subset)
-        model = ref_resnet(args["widths"], args["num_blocks"]).to(device, memory_format=torch.channels_last)
-        opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9, weight_decay=5e-4, fused=True)
-        mode = compile_mode(cfg, device) if cfg.compile else "eager"
-        ref_step = ref_make_step(model, opt, mode, cfg.precision)
-        feed = {"it": iter(())}
-
-        def ref_once():
-            try:
-                xb, yb = next(feed["it"])
-            except StopIteration:
-                feed["it"] = ref_batches(x, y, cfg.batch_size)
-                xb, yb = next(feed["it"])
-            ref_step(xb, yb)
-
-        side = {"status": "measured", **measure(ref_once), "mode": mode}
-    key = "span_ms_per_step" if cuda else "kernel_ms_per_step"
-    ratio = project[key] / side[key] if side.get("status") == "measured" and side.get(key) else None
-    return {
-        "unit": "per training step (the batch's preparation on the device included)",
-        "steps_profiled": steps,
-        "warmup_steps": warm,
-        "project": project,
-        "reference": side,
-        "ratio": ratio,
-        "ratio_meaning": f"project {key} / reference {key} (above 1: the project's step takes longer)",
-        "config": _cfg_fields(cfg),
-        "activities": [a.name for a in activities],
-    }
 
 
 STALL_FLOOR = 0.005  # a stall share below half a percent is within the timing's noise of none
@@ -634,7 +471,7 @@ def _interleaved(
     )
 
 
-def _cfg_fields(cfg: RunConfig) -> dict[str, Any]:
+def cfg_fields(cfg: RunConfig) -> dict[str, Any]:
     keys = (
         "model",
         "batch_size",
@@ -648,12 +485,3 @@ def _cfg_fields(cfg: RunConfig) -> dict[str, Any]:
         "device",
     )
     return {k: getattr(cfg, k) for k in keys}
-
-
-BENCHES: dict[str, Callable[[dict[str, Any], torch.device], dict[str, Any]]] = {
-    "loader": bench_loader,
-    "step": bench_step,
-    "overhead": bench_overhead,
-    "stall": bench_stall,
-    "profile": bench_profile,
-}

@@ -70,7 +70,7 @@ def test_compile_builds_a_graph_and_runs_a_training_step_on_cuda():
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    from hpml_lab.training import build_model, build_optimizer, train_step
+    from hpml_lab.step import build_model, build_optimizer, train_step
 
     torch._dynamo.reset()
     counters.clear()
@@ -84,7 +84,7 @@ def test_compile_builds_a_graph_and_runs_a_training_step_on_cuda():
 
 
 def test_fast_path_step_runs_convolutions_in_bf16_on_channels_last_input():
-    from hpml_lab.training import build_model, build_optimizer, train_step
+    from hpml_lab.step import build_model, build_optimizer, train_step
 
     cfg = RunConfig(model="resnet_tiny", precision="bf16", channels_last=True, device="cuda")
     model = build_model(cfg, torch.device("cuda"))
@@ -166,7 +166,7 @@ def _fast(cifar_root, tmp_path, **changes):
 
 
 def _step(cfg, compile):
-    from hpml_lab.training import Step, build_model, build_optimizer
+    from hpml_lab.step import Step, build_model, build_optimizer
 
     torch.manual_seed(0)
     model = build_model(cfg, torch.device("cuda"), compile=False)

@@ -979,7 +979,7 @@ def test_c8_only_eager_with_a_gpu_trace_states_it_too(tmp_path):
 def test_c8_without_an_idle_breakdown_says_nothing_of_one(tmp_path):
     """No GPU sentence and no background on host waits from: no breakdown, a CPU trace's labelled ranges (no
     idle table), a GPU timeline whose idle time HTA did not break down by cause, or the error computing the
-    breakdown (report/notebook.py breakdown_or_error)."""
+    breakdown (report/displays.py breakdown_or_error)."""
     from hpml_lab.tracing import Breakdown
 
     cpu = Breakdown(

@@ -8,12 +8,13 @@ import pytest
 import study_checks  # noqa: E402  (the tests' page check, tests/study_checks.py)
 
 from hpml_lab import memory, models
+from hpml_lab.studies.lab5 import ranks
 from hpml_lab.studies.lab5 import study as scaling
 
 
 def test_bus_bandwidth_and_ring_allreduce_model():
-    assert scaling.bus_bandwidth(10.0, 2) == pytest.approx(10.0)
-    assert scaling.bus_bandwidth(10.0, 4) == pytest.approx(15.0)
+    assert ranks.bus_bandwidth(10.0, 2) == pytest.approx(10.0)
+    assert ranks.bus_bandwidth(10.0, 4) == pytest.approx(15.0)
     assert scaling.allreduce_time(1e9, 1, 1e9) == 0.0
     assert scaling.allreduce_time(1e9, 4, 1e9) == pytest.approx(1.5)
     p = scaling.predict_epoch(0.1, n=2, per_gpu_batch=512, n_images=50_000, grad_bytes=1e8, busbw=1e9)
@@ -34,7 +35,7 @@ def test_strong_scaling_speedup_is_bounded_by_workers_and_falls_with_bandwidth()
 
 @pytest.mark.slow
 def test_allreduce_measured_with_two_gloo_processes():
-    df = scaling.measure_allreduce([4096, 400_000], nproc=2, repeats=3, warmup=1, device="cpu")
+    df = ranks.measure_allreduce([4096, 400_000], nproc=2, repeats=3, warmup=1, device="cpu")
     assert list(df.world_size) == [2, 2] and set(df.backend) == {"gloo"}
     assert (df.time_s > 0).all() and (df.busbw_GBps == df.algbw_GBps).all()  # 2(n-1)/n = 1 at n = 2
 
@@ -68,7 +69,7 @@ def test_lab5_trains_every_ddp_size_on_two_gloo_ranks_and_measures_the_allreduce
 
 
 def test_the_runs_worker_trains_every_configuration_in_turn_and_refuses_a_shared_folder(tiny_cfg, capsys):
-    """`python -m hpml_lab.studies.lab5.study runs` as a rank runs it, here in one process (world size 1, no
+    """`python -m hpml_lab.studies.lab5.ranks runs` as a rank runs it, here in one process (world size 1, no
     group): each configuration of the list trained, in order; the launcher refuses two that share a folder."""
     import json
 
@@ -77,14 +78,14 @@ def test_the_runs_worker_trains_every_configuration_in_turn_and_refuses_a_shared
     cfgs = [tiny_cfg.replace(task="many", batch_size=b, max_batches=1, epochs=1) for b in (4, 8)]
     spec = Path(tiny_cfg.results_dir).parent / "runs.json"
     spec.write_text(json.dumps([c.to_dict() for c in cfgs]))
-    assert scaling.main(["runs", "--configs", str(spec)]) == 0
+    assert ranks.main(["runs", "--configs", str(spec)]) == 0
     got = [json.loads((c.run_dir() / "meta.json").read_text()) for c in cfgs]
     assert [(m["status"], m["config"]["batch_size"]) for m in got] == [("complete", 4), ("complete", 8)]
     with pytest.raises(SystemExit):
-        scaling.main(["runs", "--configs", str(spec), "--bytes", "64"])  # an all-reduce table needs --out
+        ranks.main(["runs", "--configs", str(spec), "--bytes", "64"])  # an all-reduce table needs --out
     assert "--bytes needs --out" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="share a run folder"):
-        scaling.run_ddp_many([cfgs[0], cfgs[0]], nproc=2)
+        ranks.run_ddp_many([cfgs[0], cfgs[0]], nproc=2)
 
 
 def test_first_activation_matches_the_seeds_back_of_envelope():

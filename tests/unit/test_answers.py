@@ -107,9 +107,11 @@ def test_tables_and_the_load_average_are_shown_for_a_reader():
         "-",
         "sgd",
     ]
-    text = notebook._load_text({"load1": 4.123456789, "cores": 2, "steal_pct": 0.0})
+    from hpml_lab.report.displays import _load_text
+
+    text = _load_text({"load1": 4.123456789, "cores": 2, "steal_pct": 0.0})
     assert text == "load average 4.12 on 2 usable cores, CPU steal 0%"
-    assert notebook._load_text({"cores": 2}).startswith("load average not recorded")
+    assert _load_text({"cores": 2}).startswith("load average not recorded")
 
 
 def test_an_answer_written_as_text_is_refused():

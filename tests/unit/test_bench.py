@@ -8,7 +8,7 @@ import torch
 
 from hpml_lab.config import ConfigError
 from hpml_lab.report import cli
-from hpml_lab.studies import bench, bench_measure
+from hpml_lab.studies import bench, bench_measure, bench_profile
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_the_timed_step_never_gets_an_epochs_smaller_last_batch():
 
     import torch
 
-    t = bench_measure._Trainer.__new__(bench_measure._Trainer)
+    t = bench_measure.Trainer.__new__(bench_measure.Trainer)
     t.cfg, t._it = types.SimpleNamespace(batch_size=8), None
     t.loader = [(torch.zeros(n), torch.zeros(n)) for n in (8, 8, 4)]  # an epoch of 20 images
     assert [len(t.next_batch()[0]) for _ in range(7)] == [8] * 7
@@ -175,7 +175,7 @@ def test_a_profiles_gaps_are_the_time_no_kernel_ran():
         kernel(100, 110, "void at::native::multi_tensor_apply_kernel"),
         *[NS(device_type=DeviceType.CPU, name="cudaGraphLaunch", time_range=NS(start=0, end=1))] * 2,
     ]
-    s = bench_measure.profile_summary(events, 2, cuda=True)
+    s = bench_profile.profile_summary(events, 2, cuda=True)
     assert s["kernels_per_step"] == 2 and s["kernel_ms_per_step"] == pytest.approx(37 / 1000 / 2)
     assert s["span_ms_per_step"] == pytest.approx(0.110 / 2) and s["busy_ms_per_step"] == pytest.approx(
         0.035 / 2

@@ -134,8 +134,8 @@ def test_chance_and_the_model_follow_the_datas_class_count(tmp_path):
 
     from hpml_lab import results
     from hpml_lab.data import classes_of, tinyimagenet
+    from hpml_lab.step import build_model
     from hpml_lab.studies.c1 import conclusion as c1_conclusion
-    from hpml_lab.training import build_model
 
     tinyimagenet.synthesize(tmp_path, classes=4, per_class=2, val_per_class=1, n_test=1, log=lambda _: None)
     cfg = RunConfig(task="c1", dataset="tinyimagenet", data_root=str(tmp_path), model="resnet_tiny")

@@ -1,7 +1,7 @@
-"""The fast path's training step (training.Step): no host read inside it, one graph for the compiled step with
-no break and no recompile after the first batch, compiled steps that update the weights as eager ones do, and
-the optimizer fused where torch has the kernel. CPU only; the CUDA twins (CUDA graphs, sync debug mode) are in
-tests/cuda/test_cuda.py."""
+"""The fast path's training step (hpml_lab.step.Step): no host read inside it, one graph for the compiled
+step with no break and no recompile after the first batch, compiled steps that update the weights as eager
+ones do, and the optimizer fused where torch has the kernel. CPU only; the CUDA twins (CUDA graphs, sync
+debug mode) are in tests/cuda/test_cuda.py."""
 
 import contextlib
 
@@ -12,6 +12,7 @@ from torch import nn
 from hpml_lab import training
 from hpml_lab.config import RunConfig
 from hpml_lab.data.gpu_loader import TensorLoader
+from hpml_lab.step import Step, build_model, build_optimizer
 
 CPU = torch.device("cpu")
 # every Tensor method through which Python code reads a device value on the host (a synchronisation on a GPU)
@@ -59,9 +60,9 @@ def _fast(cifar_root, tmp_path, **changes) -> RunConfig:
 
 def _step(cfg: RunConfig, compile: bool = False, seed: int = 0):
     torch.manual_seed(seed)
-    model = training.build_model(cfg, CPU, compile=False)
-    opt = training.build_optimizer(cfg, model.parameters())
-    return training.Step(model, opt, nn.CrossEntropyLoss(), cfg, CPU, compile=compile)
+    model = build_model(cfg, CPU, compile=False)
+    opt = build_optimizer(cfg, model.parameters())
+    return Step(model, opt, nn.CrossEntropyLoss(), cfg, CPU, compile=compile)
 
 
 def test_the_counter_sees_a_host_read():
@@ -150,12 +151,12 @@ def test_compiled_steps_update_the_weights_as_eager_steps_do(cifar_root, tmp_pat
 def test_the_fast_path_fuses_the_optimizer_and_the_lab_keeps_torchs_default(cifar_root, tmp_path):
     fast = _fast(cifar_root, tmp_path)
     params = list(nn.Linear(3, 2).parameters())
-    assert training.build_optimizer(fast, params).param_groups[0]["fused"] is True
-    assert training.build_optimizer(fast.replace(optimizer="adam"), params).param_groups[0]["fused"] is True
+    assert build_optimizer(fast, params).param_groups[0]["fused"] is True
+    assert build_optimizer(fast.replace(optimizer="adam"), params).param_groups[0]["fused"] is True
     # Adadelta has no fused kernel, and foreach is a GPU's: torch's default on a CPU
-    assert not training.build_optimizer(fast.replace(optimizer="adadelta"), params).param_groups[0]["foreach"]
+    assert not build_optimizer(fast.replace(optimizer="adadelta"), params).param_groups[0]["foreach"]
     lab = fast.replace(loader="pil")
-    assert not training.build_optimizer(lab, params).param_groups[0]["fused"]
+    assert not build_optimizer(lab, params).param_groups[0]["fused"]
     assert _step(fast).describe()["optimizer_kernel"] == "fused"
 
 

@@ -9,7 +9,7 @@ import torch
 
 from hpml_lab import tracing
 from hpml_lab.data import build_loader
-from hpml_lab.training import build_model, build_optimizer
+from hpml_lab.step import build_model, build_optimizer
 
 
 def _trace(cfg, device, path):
@@ -116,6 +116,7 @@ def test_a_breakdown_that_fails_keeps_the_answer_and_is_shown_where_its_tables_g
     """C8's answer states from the breakdown, computed before it: an analysis that raises (here, a damaged
     trace) is handed on as the error, the answer goes on without it, and the page shows the error in one line.
     C4's page, which computes none before, shows it the same way (the analysis raised out of its cell)."""
+    from hpml_lab.report import displays
     from hpml_lab.report import notebook as nb
 
     bad = tmp_path / "trace.json"
@@ -123,7 +124,7 @@ def test_a_breakdown_that_fails_keeps_the_answer_and_is_shown_where_its_tables_g
     err = nb.breakdown_or_error(bad)
     assert isinstance(err, ValueError)
     shown = []
-    monkeypatch.setattr(nb, "warn", shown.append)
+    monkeypatch.setattr(displays, "warn", shown.append)  # where trace_breakdown looks it up
     assert nb.trace_breakdown(bad, err) is None
     assert len(shown) == 1 and shown[0].startswith("The trace could not be broken down (JSONDecodeError: ")
     assert nb.trace_breakdown(bad) is None  # C4: computed here

@@ -112,10 +112,11 @@ def test_epochs_csv_carries_each_epochs_peak_memory(tiny_cfg):
 
 def test_the_reports_memory_table_shows_what_was_measured_with_units(monkeypatch):
     from hpml_lab.profiling import MEMORY_COLUMNS
+    from hpml_lab.report import displays
     from hpml_lab.report import notebook as nb
 
     shown = []
-    monkeypatch.setattr(nb, "display", lambda obj: shown.append(getattr(obj, "data", obj)))
+    monkeypatch.setattr(displays, "display", lambda obj: shown.append(getattr(obj, "data", obj)))
     nan = float("nan")
     cpu = pd.DataFrame(
         {
@@ -304,7 +305,7 @@ def test_compiled_runs_in_one_process_each_compile_afresh_and_stay_compiled(tiny
     # of five runs
     import torch._dynamo as dynamo
 
-    counts = []  # graphs each run compiled: a run starts dynamo's counters afresh (training.Step, its record)
+    counts = []  # graphs each run compiled: a run starts dynamo's counters afresh (step.Step, its record)
     with dynamo.config.patch(recompile_limit=4):
         for b in (3, 7, 8):  # 20 images: batches of 3 and 2, 7 and 6, 8 and 4: six shapes, none shared
             run = train(

@@ -20,8 +20,9 @@ from ...data import build_loader
 from ...device import resolve_device, seed_everything
 from ...profiling import summarize
 from ...results import drop_warmup
+from ...step import build_model, build_optimizer
 from ...sweeps import run_sweep, tables
-from ...training import build_model, build_optimizer, train
+from ...training import train
 from ...verdict import MIN_SAMPLES
 from ..c3 import study as c3_study
 

@@ -43,7 +43,7 @@ def trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
     of out.trace.path): the share of the traced steps' time the GPU sat idle and, where HTA found gaps between
     kernels, the share of those gaps (summed over streams) that were waits for the host to queue work, with
     the usual reading of such waits as background. Nothing without a GPU timeline: a CPU trace, no breakdown,
-    or the error computing one (report/notebook.py breakdown_or_error)."""
+    or the error computing one (report/displays.py breakdown_or_error)."""
     if getattr(breakdown, "idle", None) is None:
         return [], []
     table = breakdown.table.set_index("category")["share"]  # tracing's rows, "GPU idle" among them

@@ -22,8 +22,9 @@ from ...device import resolve_device, seed_everything
 from ...fastpath import check_backend, compile_available
 from ...profiling import summarize
 from ...results import drop_warmup
+from ...step import build_model, build_optimizer
 from ...sweeps import run_sweep, tables
-from ...training import build_model, build_optimizer, train
+from ...training import train
 from ..lab2 import stats_row
 
 

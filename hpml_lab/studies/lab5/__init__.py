@@ -1,5 +1,6 @@
-"""The lab5 task: its TASK and settings (here, importing no torch); its study in study.py, what its report
-concludes in conclusion.py, its figure in figure.py."""
+"""The lab5 task: its TASK and settings (here, importing no torch); its study in study.py, the torchrun
+launches and what each rank runs in ranks.py, what its report concludes in conclusion.py, its figure in
+figure.py."""
 
 from dataclasses import dataclass
 

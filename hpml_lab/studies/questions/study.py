@@ -23,7 +23,7 @@ from torch import nn
 
 from ... import models, results
 from ...config import RunConfig
-from ...training import build_optimizer, train_step
+from ...step import build_optimizer, train_step
 
 
 def conv_layers(model: nn.Module) -> dict[str, int]:

@@ -11,7 +11,7 @@ workers;
 2. tensor: the whole uint8 dataset resident on the device, augmented batched there (data/gpu_loader.py);
 3. channels_last: weights and batches in NHWC memory format;
 4. bf16: bfloat16 autocast of forward and loss (fp16 with a GradScaler on a CUDA GPU without bf16);
-5. compile: torch.compile (inductor) of the whole step (training.Step), built in the warm-up, not in a timed
+5. compile: torch.compile (inductor) of the whole step (step.Step), built in the warm-up, not in a timed
 repeat;
 6. cuda_graphs: the same compiled step in mode reduce-overhead, replayed as CUDA graphs (a GPU's only);
 7. big_batch: the batch times `batch_factor`, the learning rate scaled by the same factor (Goyal et al. 2017);
@@ -25,7 +25,7 @@ the framework gives.
 A rung that cannot run here (CUDA graphs on a CPU), or that this profile leaves out (torch.compile, whose
 build c8 times), is kept as a row that says why; the rung after it builds on the last rung that ran.
 
-Every rung has its own model, optimizer and loader (bench_measure's trainer, training.Step's step), all built
+Every rung has its own model, optimizer and loader (bench_measure's trainer, step.Step's step), all built
 before any is timed, so a compiled rung compiles once, in the warm-up. Then `warmup` untimed rounds and
 `repeats` timed rounds; in each round every rung runs `steps` steps back to back, the order rotated each round
 (A B C, then B C A, ...), so neighbouring rungs take turns and a change of the machine's load hits them alike.
@@ -55,7 +55,7 @@ from ...config import RunConfig
 from ...fastpath import check_precision, compile_available
 from ...profiling import DeviceTimer, WallClock, summarize, synchronize
 from ...sanity import machine_load
-from ..bench_measure import _Trainer
+from ..bench_measure import Trainer
 
 RUNGS = ("pil", "tensor", "channels_last", "bf16", "compile", "cuda_graphs", "big_batch", "bigger_batch")
 REFERENCE = "reference"  # the outside reference's row, after the rungs
@@ -319,7 +319,7 @@ def measure(
     settings,
     device: torch.device,
     log: Callable[[str], None] = _log,
-    trainer: Callable[[RunConfig, torch.device], Any] = _Trainer,
+    trainer: Callable[[RunConfig, torch.device], Any] = Trainer,
 ) -> Ladder:
     """Time every rung that runs (see the module docstring); one row per rung, skipped ones included."""
     steps = settings.steps or STEPS.get(device.type, STEPS["cuda"])
@@ -416,7 +416,7 @@ def measure(
         "timed by a wall clock synchronized at both ends (an epoch of the PIL loader keeps its last partial "
         "batch; the tensor loader drops it: static shapes)",
         "reference": ref_meta,
-        # what each rung's step ran (training.Step.describe; dynamo's and inductor's counters are the
+        # what each rung's step ran (step.Step.describe; dynamo's and inductor's counters are the
         # process's, so a later rung's counts include the earlier rungs')
         "step_ran": steps_ran,
     }

@@ -58,7 +58,7 @@ def _record(run) -> results.Run:
 
 
 def run(cfg, log: Callable[[str], None] = print) -> TinResult:
-    from ..lab5 import study as scaling
+    from ..lab5 import ranks
 
     on_gpu = torch.cuda.is_available() and cfg.device != "cpu"
     rec = tin.record(cfg.data_path())
@@ -137,7 +137,7 @@ def run(cfg, log: Callable[[str], None] = print) -> TinResult:
     procs["DataParallel"] = 1  # one process driving every GPU
     n_ddp = gpus if on_gpu else min(2, usable_cores())
     if n_ddp >= 2:
-        ddp = scaling.run_ddp(cfg, nproc=n_ddp)
+        ddp = ranks.run_ddp(cfg, nproc=n_ddp)
         procs["DDP"] = n_ddp
         variants["DDP"] = (
             ddp,
