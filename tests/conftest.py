@@ -77,7 +77,7 @@ def tinyimagenet_root(tmp_path_factory):
 
 # Tasks whose notebook needs another dataset: (the dataset parameter, the fixture that writes its tiny copy).
 TASK_DATA = {"tinyimagenet": ("tinyimagenet", "tinyimagenet_root")}
-# What a task's run must leave the caller's environment as it found it (runner._kernel_env puts them back)
+# What a task's run must leave the caller's environment as it found it (kernel.environment puts them back)
 KERNEL_ENV = (
     "HPML_OUTPUT_DIR",
     "HPML_LAB_HOME",

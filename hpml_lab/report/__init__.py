@@ -8,6 +8,7 @@ folder's figure.py).
 |---|---|
 | tasks | the one list of tasks: id, notebook, title, parameter profiles |
 | runner | parameter checks, papermill, nbconvert, reports/index.html |
+| kernel | the kernel a notebook runs in: its sockets, its environment, the signals that stop it |
 | watch | what a run prints while it runs: a line per task with its time, what is left, a heartbeat |
 | pages | how the pages look: one type and table style, the answer box after the title, headlines first |
 | notebook | what a notebook calls, as nb.<name>: config, the CPU time notice; the next three re-exported |

@@ -64,7 +64,7 @@ COMMAND_LIMITS_S = (480.0, 240.0)
 # commands' own, 2026-11-26 and 2026-11-27); notes/gpu-machine.md said 60-120 s; planned at 45 s
 START_S = 45.0
 GRACE_S = (
-    60.0  # beyond --limit: a stopped kernel's 30 s to record its end (runner.KERNEL_GRACE_S), and the packing
+    60.0  # beyond --limit: a stopped kernel's 30 s to record its end (kernel.KERNEL_GRACE_S), and the packing
 )
 CHECK_LIMIT_S = DEVICE_TIME_S - (IDLE_S + GRACE_S) * len(COMMAND_LIMITS_S)
 MAX_COMMANDS = len(COMMAND_LIMITS_S)

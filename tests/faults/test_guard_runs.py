@@ -323,14 +323,14 @@ def test_a_rerun_killed_with_sigkill_leaves_the_previous_report_whole(rendered, 
     assert r.returncode == 2  # refused before a kernel: nothing is touched
     import tempfile
 
-    from hpml_lab.report import runner
+    from hpml_lab.report import kernel, runner
 
     monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
     assert [o.status for o in runner.load_outcomes()] == ["ok"]  # the reader puts the previous report back
     assert {q: q.read_bytes() for q in files} == files
     assert not [q for q in reports.iterdir() if q.name.startswith(".")]
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    with runner._ipc_sockets():  # the next run removes the dead run's kernel folder
+    with kernel.ipc_sockets():  # the next run removes the dead run's kernel folder
         assert not list(tmp_path.glob(f"hpml-kernel-{p.pid}-*"))
 
 
@@ -938,12 +938,12 @@ def test_the_kernel_keeps_no_history_database(tmp_path, monkeypatch):
     import nbformat
     import papermill
 
-    from hpml_lab.report import runner
+    from hpml_lab.report import kernel, runner
 
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1 + 1")])
     nbformat.write(nb, str(tmp_path / "in.ipynb"))
-    with runner._ipc_sockets() as config:
+    with kernel.ipc_sockets() as config:
         papermill.execute_notebook(
             str(tmp_path / "in.ipynb"),
             str(tmp_path / "out.ipynb"),
