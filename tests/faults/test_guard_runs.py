@@ -1072,5 +1072,5 @@ def test_memory_states_no_nan_loss_for_a_diverged_network():
     }
     answer, flags = conclusion.convergence_answer(RunConfig(task="memory"), SimpleNamespace(runs=runs))
     check(Record("memory", "Memory", [answer]))
-    assert "revnet38 diverged (the loss became NaN or infinite)" in answer.headline.plain()
+    assert "revnet38 diverged (the loss became NaN or infinite)" in answer.details[0].plain()
     assert [f.kind for f in flags] == ["diverged"]
