@@ -222,8 +222,8 @@ def test_lab5_q1_sizes_run_one_after_the_other_while_the_load_moved_cannot_be_to
         "batch 32"
     )
     assert moved.details[1].plain() == (
-        "Per-worker batch 16 had the highest median throughput (1,592 images/s) but cannot be told apart from "
-        "batch 32."
+        "Per-worker batch 16 had the highest median throughput (1,592 images/s) but cannot be told apart "
+        "from batch 32."
     )
     assert "load per core moved between 0.5 and 4" in moved.text
     unknown = lab5_conclusion.lab5_q1(_q1(steps, loads={16: float("nan"), 32: 0.5}), LAB_SIZES)
@@ -395,8 +395,8 @@ def test_lab5_q4_at_chance_is_said_to_say_nothing():
     """The grader's item: Q4's loss 2.517 and top-1 7.0%, below chance, unremarked."""
     answers, _ = _conclude(_lab5(loss=2.517, acc=0.07, batch_losses=[2.5, 2.52]))
     assert answers[3].headline.plain() == (
-        "At global batch 64, training stayed at chance: this run says nothing about a large batch's accuracy "
-        "cost"
+        "At global batch 64, training did not beat chance: this run says nothing about a large batch's "
+        "accuracy cost"
     )
     q4 = answers[3].details[0].plain()
     assert q4.startswith(
@@ -576,8 +576,8 @@ def test_lab5_speedups_whose_verdicts_all_tie_lead_with_the_tie():
         q2.details[0]
         .plain()
         .startswith(
-            "The ratios of the epochs extrapolated from timed steps, at a fixed per-worker batch, were: 1.31x "
-            "with 2 workers at batch 16"
+            "The ratios of the epochs extrapolated from timed steps, at a fixed per-worker batch, were: "
+            "1.31x with 2 workers at batch 16"
         )
     )
     study_checks.holds([q2])

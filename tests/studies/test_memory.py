@@ -684,8 +684,8 @@ def test_the_h100_memory_record_answers_its_own_question_first():
         cost.details[0]
         .plain()
         .startswith(
-            "The memory saving cost more than the one extra forward predicted (1.33x) for 6 of 7 networks: 1.69x "
-            "to 2.39x"
+            "The memory saving cost more than the one extra forward predicted (1.33x) for 6 of 7 networks: "
+            "1.69x to 2.39x"
         )
     )
     study_checks.holds([ck, cost])

@@ -847,7 +847,7 @@ def lab5_q4(cfg, settings, res) -> Answer:
         )
     elif at_chance:
         head = say(
-            "At global batch {gb}, training stayed at chance: this run says nothing about a large batch's "
+            "At global batch {gb}, training did not beat chance: this run says nothing about a large batch's "
             "accuracy cost",
             gb=nums["gb"],
         )
