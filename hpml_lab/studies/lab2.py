@@ -39,9 +39,11 @@ def stats_row(values, **labels: Any) -> dict[str, Any]:
     }
 
 
+# Words only (no digit): the pages show it as a note outside the record's slots (claims.check_page)
 WARMUP_NOTE = (
-    "Epoch 1 of every run is warm-up (worker start-up, allocator growth, kernel selection) and is excluded "
-    "from the steady-state figures; a run of one epoch has nothing else, so there it is reported as is."
+    "The first epoch of every run is warm-up (worker start-up, allocator growth, kernel selection) and is "
+    "excluded from the steady-state figures; a run of a single epoch has nothing else, so there it is "
+    "reported as is."
 )
 
 

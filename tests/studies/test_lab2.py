@@ -234,3 +234,12 @@ def test_c3_notebook_claims_no_unchecked_equivalence():
     checked)."""
     text = (Path(__file__).resolve().parents[2] / "notebooks/c3_io.ipynb").read_text()
     assert "finds the same turning point" not in text and "is not checked here" in text
+
+
+def test_the_warm_up_note_states_no_quantity():
+    """The note the Lab 2 pages show beside their tables is no finding: it says "the first epoch", a digit in
+    it would be a number on the page outside the record (claims.check_page)."""
+    from hpml_lab.findings import stray_digits
+    from hpml_lab.studies import lab2
+
+    assert not stray_digits(lab2.WARMUP_NOTE) and lab2.WARMUP_NOTE.startswith("The first epoch of every run")

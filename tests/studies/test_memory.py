@@ -305,12 +305,13 @@ def test_memory_cost_says_how_many_comparisons_went_which_way_never_only_the_fir
     slowdowns."""
     answers, _ = _conclude(_res())
     cost = answers[2]
-    tally = cost.details[0].plain()  # after the prediction the study holds them against (the headline)
+    # after the prediction the study holds them against (the headline, then its statement)
+    tally = cost.details[1].plain()
     assert tally == (
         "Of 7 memory-saving networks timed against their plain network per training step: 3 slower "
         "(1.45x to 1.56x); 4 could not be told apart."
     ), tally
-    assert len(cost.details) == 8 and "cannot be told apart" in cost.details[1].plain()
+    assert len(cost.details) == 9 and "cannot be told apart" in cost.details[2].plain()
     assert sum("is 1.5" in d.plain() or "is 1.4" in d.plain() for d in cost.details) == 3
     assert all(v["interleaved"] is True for v in cost.verdict.values())  # the rounds took turns
     assert cost.background and not any(ch.isdigit() for b in cost.background for ch in b.text)
@@ -319,38 +320,48 @@ def test_memory_cost_says_how_many_comparisons_went_which_way_never_only_the_fir
 
 def test_memory_cost_one_way_each_and_a_faster_one():
     answers, _ = _conclude(_res(slow=(1.5, 0.6)))  # one slower, one faster, five ties
-    tally = answers[2].details[0].plain()
+    tally = answers[2].details[1].plain()
     assert "1 slower (1.5x)" in tally and "1 faster (1.67x)" in tally and "5 could not be told apart" in tally
     slow = [t * 1.5 for t in BASE]
     answers, _ = _conclude(_res(slow=(1.5, 1.5, 1.5, 1.5), first=slow, ck=slow))
-    assert answers[2].details[0].plain().endswith(": 7 slower (1.5x).")  # a range of one value is one value
+    assert answers[2].details[1].plain().endswith(": 7 slower (1.5x).")  # a range of one value is one value
     study_checks.holds(answers)
 
 
 def test_memory_revnet_checkpoint_and_convergence_answers():
     answers, flags = _conclude(_res())
     rev, ck, _, conv = answers
-    assert rev.headline.plain().startswith("RevNet saved 1.12 MB/sample for backward at the shallowest depth")
-    assert (
-        "(1x for 5.74x the depth)" in rev.headline.plain()
-    )  # the formatter's digits, as the table shows them
+    # the question's answer in words, the growth its one number (the formatter's digits, as the table's)
+    assert rev.headline.plain() == (
+        "Yes: RevNet's activation memory stays flat as depth grows (1x for 5.74x the depth), unlike "
+        "ordinary autograd's"
+    )
+    assert rev.details[0].plain().startswith(
+        "RevNet saved 1.12 MB/sample for backward at the shallowest depth"
+    ) and rev.details[0].plain().endswith(
+        "Flat means a growth within 10%: the bytes are counted, with no spread."
+    )
     # the grader's item: a share tagged predicted (plain / segments) was stated as if a peak had been measured
-    assert ck.headline.plain().startswith(
+    assert ck.headline.plain() == (
+        "Predicted, not measured: with 2 segments a checkpointed ResNet holds at most 0.65x of its plain "
+        "network's activation memory"
+    )
+    assert ck.details[0].plain().startswith(
         "With 2 segments, a checkpointed ResNet is predicted to hold between"
-    )
-    assert (
-        ck.headline.plain().endswith("divided by the segments; no peak was measured here (no GPU).")
-        and "(predicted 0." in ck.details[0].plain()
-    )
-    assert ck.status == "partial" and len(ck.details) == 4 and "largest batch 3x" in ck.details[0].plain()
-    assert conv.headline.plain().startswith("Both got clearly below chance") and "chance 2.3" in conv.text
+    ) and ck.details[0].plain().endswith("divided by the segments; no peak was measured here (no GPU).")
+    assert "(predicted 0." in ck.details[1].plain()
+    assert ck.status == "partial" and len(ck.details) == 5 and "largest batch 3x" in ck.details[1].plain()
+    assert conv.headline.plain() == "Both got clearly below the chance loss (2.3)"
+    assert conv.details[0].plain().startswith("Mean loss over the last fifth: resnet18 ")
     study_checks.holds(answers)
     neither, _ = _conclude(_res(losses={"resnet18": [2.3] * 5, "revnet38": [2.3] * 5}))
-    assert neither[3].headline.plain().startswith("Neither got clearly below chance")
+    assert neither[3].headline.plain().startswith("Neither got clearly below the chance loss (2.3): too few")
     one, flags = _conclude(
         _res(losses={"resnet18": [2.3, 2.0, 1.5, 1.2, 1.0], "revnet38": [2.3, 9, 14, 20, 30]})
     )
-    assert one[3].headline.plain().startswith("Only resnet18 got clearly below chance")
+    assert one[3].headline.plain() == (
+        "Only resnet18 got clearly below the chance loss (2.3); revnet38 did not in this run"
+    )
     assert "diverged" in {f.kind for f in flags}
     none, _ = _conclude(_res(segments=0), segments=0)
     assert none[1].headline.plain() == "Checkpointing was not run: checkpoint_segments was 0."
@@ -433,7 +444,8 @@ def _swept(sweeps: dict, top: int = 128):
 )
 def test_a_largest_batch_on_a_gpu_is_compared_only_where_the_sweep_tells_them_apart(ck, plain, says):
     answers, _ = _conclude(_swept({"resnet18 ck": ck, "resnet18": plain}))
-    detail = answers[1].details[0].plain()
+    detail = answers[1].details[1].plain()  # after the prediction (no peak measured in these sweeps)
+    assert answers[1].headline.plain().startswith("Predicted, not measured: with 2 segments")
     assert says in detail and "largest batch 3x" not in detail and " 1x" not in detail, detail
     assert answers[1].status == "answered"
     study_checks.holds(answers)
@@ -479,19 +491,40 @@ def test_a_measured_peak_that_departs_from_the_predicted_share_is_said_first():
     leads."""
     res = _peaks(_res(cuda=True), {**PLAIN, "resnet18 ck": 390.0, "resnet34 ck": 380.0, "resnet50 ck": 360.0})
     ck = _conclude(res)[0][1]
-    assert ck.headline.plain() == (
-        "Measured on this GPU, checkpointing saved less than predicted: for 3 of 3 ResNets the share of the "
-        "plain network's peak memory is off the predicted one by more than 10%."
+    assert (
+        ck.headline.plain()
+        == "Measured on this GPU, checkpointing saved less than predicted for every ResNet measured"
     )
     assert ck.details[0].plain() == (
+        "For 3 of 3 ResNets the share of the plain network's peak memory is off the predicted one by more "
+        "than 10%."
+    )
+    assert ck.details[1].plain() == (
         "Measured share of the plain network's peak against the predicted share: resnet18 0.975x against "
         "0.65x, resnet34 0.95x against 0.325x and resnet50 0.9x against 0.217x."
     )
     assert (
-        ck.details[1]
+        ck.details[2]
         .plain()
         .startswith("With 2 segments, a checkpointed ResNet is predicted to hold between")
     )
+    # one network within the margin: the headline counts the others, in one number
+    some = _peaks(
+        _res(cuda=True), {**PLAIN, "resnet18 ck": 260.0, "resnet34 ck": 380.0, "resnet50 ck": 360.0}
+    )
+    part = _conclude(some)[0][1]
+    assert part.headline.plain() == (
+        "Measured on this GPU, checkpointing saved less than predicted for 2 of the ResNets measured"
+    )
+    assert part.details[0].plain().startswith("For 2 of 3 ResNets")
+    # measured below the prediction for one, above for another: the headline says it departs, no way
+    mixed = _peaks(
+        _res(cuda=True), {**PLAIN, "resnet18 ck": 150.0, "resnet34 ck": 380.0, "resnet50 ck": 87.0}
+    )
+    assert _conclude(mixed)[0][1].headline.plain() == (
+        "Measured on this GPU, checkpointing departs from the prediction for 2 of the ResNets measured"
+    )
+    study_checks.holds([part])
     measured = next(n for n in ck.numbers if n.name == "resnet18 ck: measured peak vs plain")
     table = memory_conclusion.report_table(res).set_index("model")
     assert table.loc["resnet18 ck", "measured peak vs plain"] == measured.value  # one quantity, one value
@@ -510,14 +543,18 @@ def test_a_measured_peak_within_the_margin_agrees_and_what_the_step_started_from
     resident = {m: 100.0 for m in peaks}
     agree = _conclude(_peaks(_res(cuda=True), peaks, resident))[0][1]
     assert agree.headline.plain() == (
-        "Measured on this GPU, the peak memory of each of the 3 checkpointed ResNets agrees with the "
-        "predicted share of its plain network's, within 10%."
+        "Measured on this GPU, each checkpointed ResNet's peak memory agrees with its predicted share"
     )
-    assert "resnet18 0.65x against 0.65x" in agree.details[0].plain()
+    assert agree.details[0].plain() == (
+        "The peak memory of each of the 3 checkpointed ResNets agrees with the predicted share of its plain "
+        "network's, within 10%."
+    )
+    assert "resnet18 0.65x against 0.65x" in agree.details[1].plain()
     whole = _conclude(_peaks(_res(cuda=True), peaks))[0][1]  # a record without what the step started from
     assert whole.headline.plain().startswith("Measured on this GPU, checkpointing saved less than predicted")
     cpu = _conclude(_peaks(_res(), peaks, resident))[0][1]  # no GPU: nothing measured, the prediction alone
-    assert cpu.headline.plain().startswith("With 2 segments, a checkpointed ResNet is predicted to hold")
+    assert cpu.headline.plain().startswith("Predicted, not measured: with 2 segments")
+    assert cpu.details[0].plain().startswith("With 2 segments, a checkpointed ResNet is predicted to hold")
     for one in (agree, whole, cpu):
         study_checks.holds([one])
 
@@ -529,13 +566,19 @@ def test_a_cost_beyond_one_extra_forward_is_said_first_and_one_within_it_agrees(
         _res(slow=(1.9, 1.9, 1.9, 1.9), first=[t * 1.9 for t in BASE], ck=[t * 1.9 for t in BASE])
     )
     assert answers[2].headline.plain() == (
+        "The memory saving cost more than the one extra forward predicted (1.33x) for every network timed"
+    )
+    assert answers[2].details[0].plain() == (
         "The memory saving cost more than the one extra forward predicted (1.33x) for 7 of 7 networks: 1.9x, "
         "each interval above it."
     )
-    assert answers[2].details[0].plain().startswith("Of 7 memory-saving networks timed against their plain")
+    assert answers[2].details[1].plain().startswith("Of 7 memory-saving networks timed against their plain")
     extra = [t * 4 / 3 for t in BASE]
     answers, _ = _conclude(_res(slow=(4 / 3,) * 4, first=extra, ck=extra))
     assert answers[2].headline.plain() == (
+        "Every measured cost is consistent with the one extra forward predicted (1.33x)"
+    )
+    assert answers[2].details[0].plain() == (
         "Each of the 7 measured costs is consistent with the one extra forward predicted (1.33x): every "
         "interval holds it."
     )
@@ -546,6 +589,66 @@ def test_a_cost_beyond_one_extra_forward_is_said_first_and_one_within_it_agrees(
     few = {"x": compare([0.1, 0.2], [0.3, 0.4], "x (no saving)", "x", what="time per training step")}
     assert memory_conclusion.cost_against_prediction(few) is None  # no interval: the tally leads, as before
     study_checks.holds(answers)
+
+
+def test_every_cost_headline_is_one_breath_in_words_first():
+    """Each way the costs can fall against the one extra forward, said in words with the prediction its one
+    number: some networks above it, some above and some below, none with an interval (too few rounds)."""
+    some = _conclude(_res())[0][2]  # 3 of 7 clear slowdowns above it, 4 ties whose interval holds it
+    assert some.headline.plain() == (
+        "The memory saving cost more than the one extra forward predicted (1.33x) for some networks timed"
+    )
+    assert (
+        some.details[0]
+        .plain()
+        .endswith("for 3 of 7 networks: 1.45x to 1.56x, each interval above it; 4 whose interval holds it.")
+    )
+    mixed = _conclude(_res(slow=(1.9, 1.0, 1.0, 1.0), first=BASE, ck=BASE))[0][2]
+    assert mixed.headline.plain() == (
+        "The memory saving cost above the one extra forward predicted (1.33x) for some networks, below it "
+        "for others"
+    )
+    assert "1 of 7 networks: 1.9x, each interval above it; 6 of 7 networks: 1x, each interval below it" in (
+        mixed.details[0].plain()
+    )
+    few = _res()
+    few.table["times_s"] = "0.1;0.2"  # two rounds each: no interval to hold against the prediction
+    none = _conclude(few)[0][2]
+    assert none.headline.plain() == (
+        "Too few timed rounds to tell what the memory saving costs: no comparison has an interval"
+    )
+    assert none.details[0].plain().startswith(
+        "Of 7 memory-saving networks timed"
+    ) and "could not be told" in (none.details[0].plain())
+    for one in (some, mixed, none):  # each from its own record
+        study_checks.holds([one])
+
+
+def test_the_revnet_headline_answers_yes_or_no_from_the_counted_growth():
+    """Flat within FLAT_MARGIN (counted bytes have no spread), ordinary autograd's growth said beside it only
+    where it grew; a RevNet whose saved bytes grow with depth is a no."""
+    both_flat = _res()
+    plain = both_flat.table.family == "RevNet, ordinary autograd"
+    both_flat.table.loc[plain, "act_bytes_per_sample"] = 3e6
+    rev = _conclude(both_flat)[0][0]
+    assert rev.headline.plain() == (
+        "Yes: RevNet's activation memory stays flat as depth grows (1x for 5.74x the depth)"
+    )
+    grows = _res()
+    deep = grows.table.model == "revnet218"
+    grows.table.loc[deep, "act_bytes_per_sample"] = 1.12e6 * 1.11  # just beyond the margin
+    grows.table.loc[deep, "act_MB_per_sample"] = 1.12 * 1.11
+    no = _conclude(grows)[0][0]
+    assert (
+        no.headline.plain() == "No: RevNet's activation memory grows with depth (1.11x for 5.74x the depth)"
+    )
+    assert (
+        no.details[0]
+        .plain()
+        .endswith("Flat means a growth within 10%: the bytes are counted, with no spread.")
+    )
+    for one in (rev, no):
+        study_checks.holds([one])
 
 
 def test_the_h100_memory_record_answers_its_own_question_first():
@@ -568,13 +671,21 @@ def test_the_h100_memory_record_answers_its_own_question_first():
         sweep=[2**k for k in range(6, 16)],
     )
     ck = memory_conclusion.checkpoint_answer(RunConfig(task="memory", checkpoint_segments=2), res)
-    assert ck.headline.plain().startswith(
-        "Measured on this GPU, checkpointing saved less than predicted: for 3 of 3"
+    assert ck.headline.plain() == (
+        "Measured on this GPU, checkpointing saved less than predicted for every ResNet measured"
     )
-    assert "resnet18_adjusted 0.98x against 0.667x" in ck.details[0].plain()
+    assert ck.details[0].plain().startswith("For 3 of 3 ResNets")
+    assert "resnet18_adjusted 0.98x against 0.667x" in ck.details[1].plain()
     cost = memory_conclusion.cost_answer(res)
-    assert cost.headline.plain().startswith(
-        "The memory saving cost more than the one extra forward predicted (1.33x) for 6 of 7 networks: 1.69x "
-        "to 2.39x"
+    assert cost.headline.plain() == (
+        "The memory saving cost more than the one extra forward predicted (1.33x) for most networks timed"
+    )
+    assert (
+        cost.details[0]
+        .plain()
+        .startswith(
+            "The memory saving cost more than the one extra forward predicted (1.33x) for 6 of 7 networks: "
+            "1.69x to 2.39x"
+        )
     )
     study_checks.holds([ck, cost])

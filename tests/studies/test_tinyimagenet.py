@@ -503,6 +503,11 @@ def test_tinyimagenet_checkpointing_cost_and_notes():
     # the grader's item: the page says the reference's 112x112x64 floats are shown for comparison: they are
     assert note.endswith("the reference's own first activation, for comparison: 3.21 MB.")
     study_checks.holds(answers)
+    # the reference's hardware above its table: its GPU count a Number of the record, their model a name
+    ref = tinyimagenet_conclusion.reference_note()
+    assert ref.plain().startswith("The reference's table, full epochs on 2 RTX 5000 GPUs")
+    assert [(n.name, n.provenance) for n in ref.numbers()] == [("reference: GPUs", "reference")]
+    assert "<span data-id>RTX 5000</span>" in ref.html()
 
 
 def test_tinyimagenet_worker_table_holds_the_answers_medians():

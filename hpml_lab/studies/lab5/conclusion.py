@@ -4,7 +4,7 @@ the scaling model's predictions only where it agrees with its own measurements),
 communication), Q4 (the large batch, judged against chance), the short answers, and the flags that apply.
 Every number a sentence states is a Number of the record, bound to a template (hpml_lab.findings).
 
-Why one module of about 1,000 lines: Lab 5 asks seven questions, and each answer shares its labels (workers_n,
+Why one module of about 1,100 lines: Lab 5 asks seven questions, and each answer shares its labels (workers_n,
 batch_n), MODEL_MARGIN and its numbers (strong_numbers, weak_numbers) with the tables and notes the page shows
 beside it (shown, q1_shown, fit_note); kept together, a table cannot state a number its answer does not, and
 make test's coverage of conclusions reads them as one."""
@@ -93,6 +93,8 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
     }
     tied = [b for b, v in verdicts.items() if v.outcome != "better"]
     thr = num(fmt_in("batch {b}: throughput per step", b=top), samples[top], "images/s")
+    # the headline: the best batch in words, its throughput the one number; the batches it ties with, what ran
+    # out of memory and every verdict: the details
     if not verdicts:
         head = say(
             "Only per-worker batch {b} ran ({thr} median): nothing to compare it with",
@@ -101,11 +103,15 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
         )
     elif tied:
         head = say(
-            "Per-worker batch {b} had the highest median throughput ({thr}) but cannot be told apart from "
-            "{others}: this run shows no single best batch",
+            "No single best per-worker batch: batch {b}, the highest median throughput, cannot be told apart "
+            "from {others}",
             b=batch_n(top),
-            thr=thr,
-            others=join([_batch(b) for b in tied], ", ", " or "),
+            others=_batch(tied[0])
+            if len(tied) == 1
+            else say(
+                "{k} other batches",
+                k=Number("Q1: batches tied with the best", len(tied), "", "counted", source="Q1's verdicts"),
+            ),
         )
     else:
         v = next(iter(verdicts.values()))
@@ -115,12 +121,22 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
             thr=thr,
             up=v.words()[0],
         )
-    head = say(
-        "{head}; out of memory at {oom}." if oom else "{head}; no batch ran out of memory.",
-        head=head,
+    ran_out = say(
+        "Out of memory at {oom}." if oom else "No batch ran out of memory.",
         **({"oom": join([batch_n(b) for b in oom], ", ")} if oom else {}),
     )
-    details = [
+    details = [ran_out]
+    if tied:  # the best's throughput and every batch it ties with, which the headline leaves out
+        details.append(
+            say(
+                "Per-worker batch {b} had the highest median throughput ({thr}) but cannot be told apart "
+                "from {others}.",
+                b=batch_n(top),
+                thr=thr,
+                others=join([_batch(b) for b in tied], ", ", " or "),
+            )
+        )
+    details += [
         say(
             "{v}.",
             v=v.finding(
@@ -343,33 +359,54 @@ def lab5_q2(res) -> Answer:
     misses = model_misses(t)
     all_ties = bool(verdicts) and all(v.outcome == "tie" for v, _, _ in verdicts.values())
     too_few = all_ties and all(v.reason == "too few samples" for v, _, _ in verdicts.values())
-    if len(meas):
-        head = say(
-            (
-                "No speedup can be told from these runs (too few samples to compare: each comparison below "
-                "has too few timed steps for a spread); the ratios of the epochs extrapolated from timed "
-                "steps, at a fixed per-worker batch, were: {items}."
-                if too_few
-                else "No speedup can be told from these runs (each comparison below is a tie); the ratios of "
-                "the epochs extrapolated from timed steps, at a fixed per-worker batch, were: {items}."
-                if all_ties
-                else "Speedup at a fixed per-worker batch, epochs extrapolated from timed steps: {items}."
-            ),
-            items=join(
-                [
-                    say(
-                        "{s} with {at}",
-                        s=_speedup(r, "both extrapolated from timed steps"),
-                        at=_at(r.workers, r.per_gpu_batch),
-                    )
-                    for r in meas.itertuples()
-                ],
-                "; ",
-            ),
-        )
-    else:
+    items = join(
+        [
+            say(
+                "{s} with {at}",
+                s=_speedup(r, "both extrapolated from timed steps"),
+                at=_at(r.workers, r.per_gpu_batch),
+            )
+            for r in meas.itertuples()
+        ],
+        "; ",
+    )
+    # the headline: whether a speedup can be told, and the largest measured one (its one number); every
+    # ratio and its verdict: the details
+    if not len(meas):
         head = say("No multi-worker run here: every speedup below is the scaling model's prediction.")
-    details = [
+        details = []
+    elif too_few or all_ties:
+        head = say(
+            "No speedup can be told from these runs: "
+            + (
+                "too few timed steps in each comparison for a spread"
+                if too_few
+                else "each comparison below is a tie"
+            )
+        )
+        details = [
+            say(
+                "The ratios of the epochs extrapolated from timed steps, at a fixed per-worker batch, were: "
+                "{items}.",
+                items=items,
+            )
+        ]
+    else:
+        top = meas.loc[meas.speedup.idxmax()]
+        head = say(
+            ("Largest speedup" if len(meas) > 1 else "Speedup")
+            + " at a fixed per-worker batch: {s} with {at}"
+            + (", more than its workers can give" if top.speedup > top.workers else ""),
+            s=_speedup(top, "both extrapolated from timed steps"),
+            at=_at(top.workers, top.per_gpu_batch),
+        )
+        details = [
+            say(
+                "Speedup at a fixed per-worker batch, epochs extrapolated from timed steps: {items}.",
+                items=items,
+            )
+        ]
+    details += [
         say(
             "{v}.",
             v=v.finding(
@@ -680,22 +717,26 @@ def lab5_q3(res) -> Answer:
                     **parts,
                 )
             )
-    head = (
-        say(
-            "Per epoch, with the all-reduce at "
-            + ("the fitted" if res.fit["method"] == "fit" else "the largest message's")
-            + " {bw}: {items}.",
-            bw=busbw,
-            items=join(items, "; "),
-        )
-        if items
-        else say(
+    if not items:
+        head = say(
             "No multi-worker row to split: nothing ran with more than one worker, and the model is not used."
         )
-    )
+        details = []
+    else:
+        head = q3_headline(rows, busbw, res.fit["method"] == "fit")
+        details = [
+            say(
+                "Per epoch, with the all-reduce at "
+                + ("the fitted" if res.fit["method"] == "fit" else "the largest message's")
+                + " {bw}: {items}.",
+                bw=busbw,
+                items=join(items, "; "),
+            )
+        ]
     return Answer(
         "Q3: compute vs communication",
         head,
+        details,
         background=[
             Background(
                 "The part of an epoch that neither compute nor the all-reduce explains usually holds data "
@@ -703,6 +744,26 @@ def lab5_q3(res) -> Answer:
             )
         ],
     )
+
+
+def q3_headline(rows: pd.DataFrame, busbw: Number, fitted: bool) -> Finding:
+    """Which outweighs the other per epoch, compute or the all-reduce, in words: in every row, up to a
+    per-worker batch and the other beyond it (where the rows split so), or some of each; the busbw the
+    all-reduce was taken at its one number."""
+    comm = rows[rows.comm_s >= rows.compute_s]
+    compute = rows[rows.comm_s < rows.compute_s]
+    at = ", at the " + ("fitted" if fitted else "largest message's") + " busbw {bw}"
+    if not len(comm):
+        return say("Compute outweighs the all-reduce in every multi-worker row" + at, bw=busbw)
+    if not len(compute):
+        return say("The all-reduce outweighs compute in every multi-worker row" + at, bw=busbw)
+    if comm.per_gpu_batch.max() < compute.per_gpu_batch.min():
+        return say(
+            "The all-reduce outweighs compute up to per-worker batch {b}, compute beyond it" + at,
+            b=batch_n(comm.per_gpu_batch.max()),
+            bw=busbw,
+        )
+    return say("The all-reduce outweighs compute in some multi-worker rows, compute in others" + at, bw=busbw)
 
 
 # ------------------------------------------------------------------ Q4
@@ -770,36 +831,46 @@ def lab5_q4(cfg, settings, res) -> Answer:
     }
     losses = list(rec.table("batches")["loss"])
     at_chance = sanity.at_chance(losses, classes) or float(ep.acc) * classes <= 1.05
+    # the headline: what the largest batch's run can say, in words (its top-1 the one number where it
+    # trained); its loss, top-1 and chance: the details
     if not math.isfinite(float(ep.loss)):  # a NaN loss is no number to state (a record refuses one)
         nums.pop("loss")
         head = say(
-            "Largest global batch run here: {gb} for {k} epochs: the loss became NaN or infinite, training "
-            "diverged (top-1 {acc}; chance loss {chance_loss}, top-1 {chance_acc}): this run says nothing "
-            "about the accuracy cost of a large batch.",
+            "At global batch {gb}, training diverged: this run says nothing about a large batch's accuracy "
+            "cost",
+            gb=nums["gb"],
+        )
+        stated = say(
+            "Largest global batch run here: {gb} for {k} epochs: the loss became NaN or infinite (top-1 "
+            "{acc}; chance loss {chance_loss}, top-1 {chance_acc}).",
             **nums,
         )
-        return Answer(
-            "Q4: 5th-epoch loss and accuracy at the largest batch on 4 GPUs",
-            head,
-            [fewer],
-            background,
-            status="partial",
-            missing=missing,
+    elif at_chance:
+        head = say(
+            "At global batch {gb}, training did not beat chance: this run says nothing about a large batch's "
+            "accuracy cost",
+            gb=nums["gb"],
         )
-    head = say(
-        "Largest global batch run here: {gb} for {k} epochs: loss {loss} and top-1 {acc}, "
-        + (
-            "not below chance (loss {chance_loss}, top-1 {chance_acc}): this run says nothing about the "
-            "accuracy cost of a large batch."
-            if at_chance
-            else "against chance {chance_loss} and {chance_acc}."
-        ),
-        **nums,
-    )
+        stated = say(
+            "Largest global batch run here: {gb} for {k} epochs: loss {loss} and top-1 {acc}, not below "
+            "chance (loss {chance_loss}, top-1 {chance_acc}).",
+            **nums,
+        )
+    else:
+        head = say(
+            "At global batch {gb}, training beat chance: top-1 {acc} in its last epoch",
+            gb=nums["gb"],
+            acc=nums["acc"],
+        )
+        stated = say(
+            "Largest global batch run here: {gb} for {k} epochs: loss {loss} and top-1 {acc}, against chance "
+            "{chance_loss} and {chance_acc}.",
+            **nums,
+        )
     return Answer(
         Q4,
         head,
-        [fewer],
+        [stated, fewer],
         background,
         status="partial",
         missing=missing,
@@ -808,31 +879,44 @@ def lab5_q4(cfg, settings, res) -> Answer:
 
 Q4 = "Q4: fifth-epoch loss and accuracy at the largest batch on four GPUs"
 
+# Q5-Q7: the answer in a breath, the reasons in the details
 SHORT_ANSWERS = [
     Answer(
         "Q5: why DistributedSampler.set_epoch?",
         say(
-            "The sampler shuffles with its seed plus the epoch; without set_epoch every epoch reuses the "
-            "first epoch's permutation, so each rank sees the same shard in the same order every epoch "
-            "(hpml_lab.training.train calls it before every epoch)."
+            "So that each epoch shuffles differently: the sampler seeds its shuffle with its seed plus the "
+            "epoch"
         ),
+        [
+            say(
+                "Without set_epoch every epoch reuses the first epoch's permutation, so each rank sees the "
+                "same shard in the same order every epoch (hpml_lab.training.train calls it before every "
+                "epoch)."
+            )
+        ],
     ),
     Answer(
         "Q6: are gradients the only thing communicated?",
-        say(
-            "No: DDP broadcasts parameters and buffers from the first rank at construction and, with "
-            "broadcast_buffers=True (the default), buffers such as BatchNorm's running statistics before "
-            "every forward; our loss and accuracy are all-reduced once per epoch."
-        ),
+        say("No: DDP also broadcasts parameters and buffers, and our loss and accuracy are all-reduced"),
+        [
+            say(
+                "DDP broadcasts parameters and buffers from the first rank at construction and, with "
+                "broadcast_buffers=True (the default), buffers such as BatchNorm's running statistics before "
+                "every forward; our loss and accuracy are all-reduced once per epoch."
+            )
+        ],
     ),
     Answer(
         "Q7: is that enough?",
-        say(
-            "For identical models yes: the same initial weights, the same averaged gradients and a "
-            "deterministic optimizer keep the replicas identical (a test checks two ranks at half the batch "
-            "against one rank at the whole batch, without BatchNorm); with BatchNorm each rank normalises "
-            "with its own batch statistics, which SyncBatchNorm all-reduces if that matters."
-        ),
+        say("For identical models yes; with BatchNorm, each rank normalises with its own batch statistics"),
+        [
+            say(
+                "The same initial weights, the same averaged gradients and a deterministic optimizer keep "
+                "the replicas identical (a test checks two ranks at half the batch against one rank at the "
+                "whole batch, without BatchNorm); with BatchNorm, SyncBatchNorm all-reduces the batch "
+                "statistics if that matters."
+            )
+        ],
     ),
 ]
 

@@ -29,6 +29,9 @@ PEAK_MARGIN = 0.10
 # What recomputation is expected to cost: one more forward pass per step, with a backward pass taken as two
 # forwards' work, (forward + backward + forward) / (forward + backward).
 ONE_EXTRA_FORWARD = 4 / 3
+# Activation bytes are counted, not timed, so they have no spread: a RevNet's saved bytes are "flat" across
+# the depths run when the deepest saves at most this fraction more than the shallowest.
+FLAT_MARGIN = 0.10
 
 
 def working_set(res) -> dict[str, float]:
@@ -221,14 +224,37 @@ def revnet_answer(res) -> Answer:
             "x",
         ),
     }
+    margin = Number("flat margin", 100 * FLAT_MARGIN, "%", "setting", source="memory.conclusion.FLAT_MARGIN")
+    flat = nums["growth"].value <= 1 + FLAT_MARGIN
+    plain_flat = nums["plain_growth"].value <= 1 + FLAT_MARGIN
+    # the headline: the question's yes or no in words, the growth its one number; every byte count: the
+    # details
+    if flat:
+        head = say(
+            "Yes: RevNet's activation memory stays flat as depth grows ({growth} for {deeper} the depth)"
+            + ("" if plain_flat else ", unlike ordinary autograd's"),
+            growth=nums["growth"],
+            deeper=nums["deeper"],
+        )
+    else:
+        head = say(
+            "No: RevNet's activation memory grows with depth ({growth} for {deeper} the depth)",
+            growth=nums["growth"],
+            deeper=nums["deeper"],
+        )
     return Answer(
         "Does a RevNet keep activation memory flat as depth grows?",
-        say(
-            "RevNet saved {lo} for backward at the shallowest depth and {hi} at the deepest ({growth} for "
-            "{deeper} the depth); the same networks under ordinary autograd: {plain_lo} and {plain_hi} "
-            "({plain_growth}).",
-            **nums,
-        ),
+        head,
+        [
+            say(
+                "RevNet saved {lo} for backward at the shallowest depth and {hi} at the deepest ({growth} "
+                "for {deeper} the depth); the same networks under ordinary autograd: {plain_lo} and "
+                "{plain_hi} ({plain_growth}). Flat means a growth within {margin}: the bytes are counted, "
+                "with no spread.",
+                margin=margin,
+                **nums,
+            )
+        ],
         background=[
             Background(
                 "A reversible unit recomputes its input from its output in the backward pass, so it need not "
@@ -309,11 +335,20 @@ def checkpoint_answer(cfg, res) -> Answer:
             hi=hi,
         )
     )
+    # the headline in one breath: what was predicted (the largest share, one number) or, measured on a GPU,
+    # whether the measurement departs from the prediction; the range and how it was found: the details
+    short = say(
+        "Predicted, not measured: with {segments} segments a checkpointed ResNet holds "
+        + ("{hi}" if lo is hi else "at most {hi}")
+        + " of its plain network's activation memory",
+        segments=segments,
+        hi=hi,
+    )
     checked = peak_checks(res, ck, dict(zip(ck.model, shares)))
-    headline = predicted
+    headline, details = short, [predicted, *details]
     if checked:
-        headline, measured = peak_findings(checked)
-        details = [measured, predicted, *details]
+        headline, full, measured = peak_findings(checked)
+        details = [full, measured, *details]
     return Answer(
         "What does gradient checkpointing save, its recomputation counted?",
         headline,
@@ -374,10 +409,11 @@ def peak_checks(res, ck: pd.DataFrame, predicted: dict) -> list[tuple[str, Numbe
     return out
 
 
-def peak_findings(checked: list) -> tuple[Finding, Finding]:
-    """The study's question answered by its measurement first: how many checkpointed networks' measured peaks
-    departed from the predicted share by more than the margin, and which way (the headline), or that each
-    agreed; then each network's measured and predicted share (a detail)."""
+def peak_findings(checked: list) -> tuple[Finding, Finding, Finding]:
+    """The study's question answered by its measurement first: whether the checkpointed networks' measured
+    peaks departed from the predicted share by more than the margin, and which way, in words (the headline);
+    how many of how many, and the margin (a detail); then each network's measured and predicted share (a
+    detail)."""
     margin = Number(
         "peak margin",
         100 * PEAK_MARGIN,
@@ -394,12 +430,18 @@ def peak_findings(checked: list) -> tuple[Finding, Finding]:
     off = [(m, p) for _, p, m, departs in checked if departs]
     n = Number("checkpointed networks with a measured peak", len(checked), "", "counted", source=PEAKS)
     if not off:
-        return say(
-            "Measured on this GPU, the peak memory of each of the {n} checkpointed ResNets agrees with the "
-            "predicted share of its plain network's, within {margin}.",
-            n=n,
-            margin=margin,
-        ), items
+        return (
+            say(
+                "Measured on this GPU, each checkpointed ResNet's peak memory agrees with its predicted share"
+            ),
+            say(
+                "The peak memory of each of the {n} checkpointed ResNets agrees with the predicted share of "
+                "its plain network's, within {margin}.",
+                n=n,
+                margin=margin,
+            ),
+            items,
+        )
     way = (
         "saved less than predicted"
         if all(m.value > p.value for m, p in off)
@@ -407,13 +449,23 @@ def peak_findings(checked: list) -> tuple[Finding, Finding]:
         if all(m.value < p.value for m, p in off)
         else "departs from the prediction"
     )
-    return say(
-        "Measured on this GPU, checkpointing " + way + ": for {k} of {n} ResNets the share of the plain "
-        "network's peak memory is off the predicted one by more than {margin}.",
-        k=Number("checkpointed networks off the predicted peak", len(off), "", "counted", source=PEAKS),
-        n=n,
-        margin=margin,
-    ), items
+    k = Number("checkpointed networks off the predicted peak", len(off), "", "counted", source=PEAKS)
+    head = (
+        say("Measured on this GPU, checkpointing " + way + " for every ResNet measured")
+        if len(off) == len(checked)
+        else say("Measured on this GPU, checkpointing " + way + " for {k} of the ResNets measured", k=k)
+    )
+    return (
+        head,
+        say(
+            "For {k} of {n} ResNets the share of the plain network's peak memory is off the predicted one by "
+            "more than {margin}.",
+            k=k,
+            n=n,
+            margin=margin,
+        ),
+        items,
+    )
 
 
 def _load_per_core(res) -> float | None:
@@ -510,9 +562,13 @@ def cost_answer(res) -> Answer:
     details = [say("{v}.", v=v.finding(f"{m} vs {v.label_a}: time per step")) for m, v in verdicts.items()]
     against = cost_against_prediction(verdicts)
     if against is None:  # no interval to hold against the prediction (too few rounds each)
-        headline = tallied
+        headline = say(
+            "Too few timed rounds to tell what the memory saving costs: no comparison has an interval"
+        )
+        details = [tallied, *details]
     else:
-        headline, details = against, [tallied, *details]
+        headline, stated = against
+        details = [stated, tallied, *details]
     return Answer(
         "What does the memory saving cost in time?",
         headline,
@@ -537,11 +593,12 @@ def extra_forward() -> Number:
     )
 
 
-def cost_against_prediction(verdicts: dict) -> Finding | None:
+def cost_against_prediction(verdicts: dict) -> tuple[Finding, Finding] | None:
     """Each measured cost (a verdict's interval of the memory-saving network's time over its plain network's)
     held against the one extra forward predicted: above it when the whole interval lies above, below when
-    below, else consistent with it. The departures are said first, with their measured range; None when no
-    verdict has an interval (too few rounds)."""
+    below, else consistent with it. (headline, statement): the departures in words first, for every, most or
+    some of the networks timed, the prediction its one number; then how many of them, with their measured
+    range. None when no verdict has an interval (too few rounds)."""
     pred = extra_forward()
     sides: dict[str, list] = {"above": [], "below": [], "within": []}
     for model, v in verdicts.items():
@@ -567,6 +624,8 @@ def cost_against_prediction(verdicts: dict) -> Finding | None:
 
     if not sides["above"] and not sides["below"]:
         return say(
+            "Every measured cost is consistent with the one extra forward predicted ({pred})", pred=pred
+        ), say(
             "Each of the {n} measured costs is consistent with the one extra forward predicted ({pred}): "
             "every interval holds it.",
             n=n,
@@ -608,7 +667,26 @@ def cost_against_prediction(verdicts: dict) -> Finding | None:
         if sides["below"] and not sides["above"]
         else "other than"
     )
-    return say(
+    if sides["above"] and sides["below"]:
+        head = say(
+            "The memory saving cost above the one extra forward predicted ({pred}) for some networks, below "
+            "it for others",
+            pred=pred,
+        )
+    else:
+        off = len(sides["above"] or sides["below"])
+        whom = (
+            "every network timed"
+            if off == len(verdicts)
+            else "most networks timed"
+            if 2 * off > len(verdicts)
+            else "some networks timed"
+        )
+        head = say(
+            "The memory saving cost " + way + " the one extra forward predicted ({pred}) for " + whom,
+            pred=pred,
+        )
+    return head, say(
         "The memory saving cost " + way + " the one extra forward predicted ({pred}) for {parts}.",
         pred=pred,
         parts=join(parts, "; "),
@@ -652,32 +730,27 @@ def convergence_answer(cfg, res) -> tuple[Answer, list[sanity.Flag]]:
         ", ",
     )
     others = sorted(set(res.runs) - set(trained))
+    # the headline: who trained, in words, against chance (its one number); each network's loss: the details
     if len(trained) == len(res.runs):
-        head = say(
-            "Both got clearly below chance (mean loss over the last fifth: {said}; chance {chance}).",
-            said=said,
-            chance=chance,
-        )
+        head = say("Both got clearly below the chance loss ({chance})", chance=chance)
     elif not trained:
         head = say(
-            "Neither got clearly below chance (mean loss over the last fifth: {said}; chance {chance}): too "
-            "few steps to show training, so no convergence comparison can be made.",
-            said=said,
+            "Neither got clearly below the chance loss ({chance}): too few steps to show training or compare "
+            "convergence",
             chance=chance,
         )
     else:
         head = say(
-            "Only {ok} got clearly below chance (mean loss over the last fifth: {said}; chance {chance}); "
-            "{rest} did not in this run.",
+            "Only {ok} got clearly below the chance loss ({chance}); {rest} did not in this run",
             ok=", ".join(trained),
             rest=", ".join(others),
-            said=said,
             chance=chance,
         )
     return (
         Answer(
             "Do ResNet and RevNet both train on the same steps?",
             head,
+            [say("Mean loss over the last fifth: {said}; chance {chance}.", said=said, chance=chance)],
             background=[
                 Background("One seed per network: a difference within the curves' noise is no evidence.")
             ],

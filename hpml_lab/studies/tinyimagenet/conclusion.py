@@ -13,7 +13,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, Finding, fmt_in, join, say
+from ...findings import Background, Finding, Ident, fmt_in, join, say
 from ...profiling import summarize
 from ...verdict import compare, sample_record
 from .._conclude import dedupe, num, timing_disjoint
@@ -433,6 +433,20 @@ def memory_note(cfg, res) -> Finding:
             "counted",
             source="saved for backward",
         ),
+    )
+
+
+def reference_note() -> Finding:
+    """What the reference's table (study.REFERENCE) was measured on, above it on the page: its GPUs a
+    Number of the record, their model a name."""
+    from .study import REFERENCE_GPUS
+
+    gpus, model = REFERENCE_GPUS
+    return say(
+        "The reference's table, full epochs on {gpus} {model} GPUs (its checkpointing comparison was "
+        "invalid, see below):",
+        gpus=Number("reference: GPUs", gpus, "", "reference", source="the Tiny ImageNet reference's table"),
+        model=Ident(model),
     )
 
 

@@ -28,7 +28,9 @@ from ...training import train
 
 SEGMENTS = 4  # checkpoint segments of the checkpointing variant
 CLASSES = 200
-# The reference's table (2 RTX 5000, full epochs; its checkpointing comparison was invalid: see the notebook).
+# The reference's table (full epochs on REFERENCE_GPUS; its checkpointing comparison was invalid: see the
+# notebook), and the GPUs it ran on: how many, and their model
+REFERENCE_GPUS = (2, "RTX 5000")
 REFERENCE = [
     {"variant": "baseline", "batch": 512, "s/batch": 0.57, "estimated (s)": 111, "actual (s)": 187},
     {"variant": "checkpointing", "batch": 1500, "s/batch": 2.0, "estimated (s)": 133, "actual (s)": 125},
