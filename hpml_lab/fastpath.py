@@ -138,8 +138,11 @@ def compile_mode(cfg, device: torch.device | str) -> str:
 
 
 def captures_graphs(cfg, device: torch.device | str) -> bool:
-    """Whether cfg's compiled step replays CUDA graphs on `device`."""
-    return bool(cfg.compile) and compile_mode(cfg, device) in GRAPH_MODES
+    """Whether cfg's compiled step replays CUDA graphs on `device`: inductor in a mode that captures them, or
+    dynamo's own `cudagraphs` backend (CUDA graphs over eager kernels), on CUDA."""
+    if not cfg.compile or torch.device(device).type != "cuda":
+        return False
+    return cfg.compile_backend == "cudagraphs" or compile_mode(cfg, device) in GRAPH_MODES
 
 
 def _compile(cfg, fn, device):
@@ -173,6 +176,11 @@ def compile_model(cfg, model: nn.Module) -> nn.Module:
     return _compile(cfg, model, params.device if params is not None else "cpu")
 
 
+# Optimizers whose fused kernel torch lacks on a device its fused list names: Adagrad's is CPU-only (torch's
+# adagrad.py checks with cuda_unsupported=True, and its first step raises on CUDA)
+FUSED_NOT_ON = {"Adagrad": ("cuda",)}
+
+
 def optimizer_options(cfg, cls: type, device: torch.device | str) -> dict[str, bool]:
     """{"fused": True} where `cls` has a fused kernel on `device`, else {"foreach": True} on a GPU, on the
     fast path (the tensor loader); {} otherwise (the lab's runs keep torch's default: foreach on a GPU, a loop
@@ -190,7 +198,7 @@ def optimizer_options(cfg, cls: type, device: torch.device | str) -> dict[str, b
         fused_on = ["cuda"]
     kind = torch.device(device).type
     takes = inspect.signature(cls.__init__).parameters
-    if "fused" in takes and kind in fused_on:
+    if "fused" in takes and kind in fused_on and kind not in FUSED_NOT_ON.get(cls.__name__, ()):
         return {"fused": True}
     if "foreach" in takes and kind == "cuda":
         return {"foreach": True}

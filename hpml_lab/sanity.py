@@ -11,10 +11,11 @@ The flags, and when each is raised:
 
 - diverged: the loss at the end (mean of the last fifth of the batches) is above ln(classes) + 0.5, chance
   level plus a margin, or is NaN/inf
-- did not learn: from the second epoch on, the last epoch's mean loss is still at chance, at or above (1 -
-  CHANCE_MARGIN) ln(classes) (CHANCE_MARGIN 0.05: 2.19 for CIFAR-10), or its top-1 at or below CHANCE_TOP1
-  (1.5) / classes (15% for CIFAR-10); training recorded it in meta.json's `did_not_learn` (a NaN loss is
-  "diverged" instead)
+- did not learn: from the second epoch on, the last epoch's mean loss is still at chance, at or above
+  (1 - CHANCE_MARGIN) ln(classes) (CHANCE_MARGIN 0.05: 2.19 for CIFAR-10), and its top-1 at chance too (where
+  it was measured), at or below CHANCE_TOP1 / classes and no more than CHANCE_TOP1_POINTS above 1 / classes
+  (chance_top1: 15% for CIFAR-10, 30% for 4 classes); training recorded it in meta.json's `did_not_learn` (a
+  NaN loss is "diverged" instead)
 - no steady state: the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10%
   and the last beyond the first by 25% (by 2x when there are only two)
 - too few samples: fewer than 3 values behind a median: no spread is shown
@@ -68,7 +69,9 @@ LAB = {
 MIN_SAMPLES = 3
 DIVERGE_MARGIN = 0.5
 CHANCE_MARGIN = 0.05  # a loss within 5% of ln(classes) is still at chance
-CHANCE_TOP1 = 1.5  # top-1 at or below 1.5 / classes is at chance
+CHANCE_TOP1 = 1.5  # top-1 at or below 1.5 / classes (and CHANCE_TOP1_POINTS above chance at most): chance
+# so that with few classes a top-1 far above chance is not called chance (4 classes: 30%, not 37.5%)
+CHANCE_TOP1_POINTS = 0.05
 BUSY_LOAD_PER_CORE = 1.0  # 1-minute load average per usable core above which timings are shared with others
 BUSY_STEAL_PCT = 10.0  # CPU steal (% of CPU time taken by the hypervisor) above which the same holds
 NOISE_FACTOR = 1.5  # identical configurations further apart than this: the machine, not the setting, moved
@@ -176,21 +179,31 @@ def did_not_learn(
     epoch_losses: Sequence[float], epoch_top1: Sequence[float], num_classes: int
 ) -> Flag | None:
     """'did not learn' when, after two epochs or more, the last epoch's mean loss is still within
-    CHANCE_MARGIN of ln(classes) (or above it), or its top-1 (a fraction) is at most CHANCE_TOP1 / classes.
-    None before the second epoch, and for a loss that is not finite (that run diverged: its own flag)."""
+    CHANCE_MARGIN of ln(classes) (or above it) and its top-1 (a fraction, where measured) is at chance too
+    (chance_top1). None before the second epoch, and for a loss that is not finite (that run diverged: its own
+    flag)."""
     losses, top1 = [float(x) for x in epoch_losses], [float(x) for x in epoch_top1]
     if len(losses) < 2 or not math.isfinite(losses[-1]):
         return None
     return _not_learned(len(losses), losses[-1], top1[-1] if top1 else math.nan, num_classes)
 
 
+def chance_top1(num_classes: int) -> float:
+    """The top-1 (a fraction) at or below which a run is at chance: CHANCE_TOP1 / classes, and no more than
+    CHANCE_TOP1_POINTS above 1 / classes."""
+    return min(CHANCE_TOP1 / num_classes, 1 / num_classes + CHANCE_TOP1_POINTS)
+
+
 def _not_learned(epoch: int, loss: float, top1: float, num_classes: int) -> Flag | None:
     """The 'did not learn' flag of a run whose epoch `epoch` ended at `loss` and `top1` (a fraction), its
-    numbers named Numbers; None where either is clear of chance."""
+    numbers named Numbers; None unless its loss is at chance and its top-1 too (where it was measured)."""
     chance = chance_loss(num_classes)
     loss_stuck = math.isfinite(loss) and loss >= (1 - CHANCE_MARGIN) * chance
-    top1_stuck = math.isfinite(top1) and top1 <= CHANCE_TOP1 / num_classes
-    if not (loss_stuck or top1_stuck):
+    top1_known = math.isfinite(top1)
+    top1_stuck = top1_known and top1 <= chance_top1(num_classes)
+    # both must say so where both were measured: a loss near chance beside a top-1 well above it (or the
+    # reverse) is a run that learned something, and calling it one that did not would be false
+    if not (loss_stuck and (top1_stuck or not top1_known)):
         return None
     nums = {
         "epoch": Number("did not learn: epoch", int(epoch), "", "counted", source="the run's epochs"),
@@ -230,6 +243,8 @@ def _not_learned(epoch: int, loss: float, top1: float, num_classes: int) -> Flag
         )
     if top1_stuck:
         said.append(say("its top-1 {top1} is at chance ({c})", top1=nums["top1"], c=nums["chance_top1"]))
+    else:  # top-1 was not measured: the loss alone says it
+        del nums["top1"], nums["chance_top1"]
     return Flag(
         "did not learn",
         say(

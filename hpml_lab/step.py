@@ -39,7 +39,14 @@ class Step:
     graph's memory, which the next replay overwrites."""
 
     def __init__(
-        self, model, optimizer, criterion, cfg: RunConfig, device: torch.device, compile: bool = False
+        self,
+        model,
+        optimizer,
+        criterion,
+        cfg: RunConfig,
+        device: torch.device,
+        compile: bool = False,
+        wrapper_compiled: bool = False,
     ):
         self.model, self.optimizer, self.criterion, self.cfg, self.device = (
             model,
@@ -54,10 +61,13 @@ class Step:
                 optimizer, fastpath.grad_scaler(cfg, device)
             )
         self.compiled = compile
+        # under torchrun the DDP wrapper is compiled instead (train()): the model's forward and backward, not
+        # the loss and count; said so in describe()
+        self.wrapper_compiled = wrapper_compiled and not compile
         self.graphs = compile and fastpath.captures_graphs(cfg, device)
         self._plain = getattr(model, "_orig_mod", model) if compile else model
         self.forward = fastpath.compile_step(cfg, self._forward, device) if compile else self._forward
-        if compile:
+        if compile or self.wrapper_compiled:
             from torch._dynamo.utils import counters, guard_failures
 
             counters.clear()  # describe() reports this run's graphs, breaks and recompiles
@@ -93,13 +103,19 @@ class Step:
         groups = self.optimizer.param_groups
         first = groups[0] if groups else {}
         kernel = "fused" if first.get("fused") else "foreach" if first.get("foreach") else "default"
+        compiled = self.compiled or self.wrapper_compiled
         out: dict[str, Any] = {
-            "compiled": self.compiled,
-            "compile_mode": fastpath.compile_mode(self.cfg, self.device) if self.compiled else None,
+            "compiled": compiled,
+            "compile_mode": fastpath.compile_mode(self.cfg, self.device) if compiled else None,
             "cuda_graphs": self.graphs,
             "optimizer_kernel": kernel,
         }
-        if self.compiled:
+        if compiled:
+            out["compiled_what"] = (
+                "the whole step (forward, loss, correct count; backward with it)"
+                if self.compiled
+                else "the DDP wrapper (the model's forward and backward; the loss and count eager)"
+            )
             from torch._dynamo.utils import counters, guard_failures
 
             skips = int(counters["inductor"].get("cudagraph_skips", 0))

@@ -153,7 +153,15 @@ def train(
         loader = build_loader(cfg, device, dist_env)  # PIL DataLoader (sharded under DDP) or tensor-resident
     optimizer = build_optimizer(cfg, model.parameters())
     criterion = nn.CrossEntropyLoss()
-    step = Step(model, optimizer, criterion, cfg, device, compile=cfg.compile and not late)
+    step = Step(
+        model,
+        optimizer,
+        criterion,
+        cfg,
+        device,
+        compile=cfg.compile and not late,
+        wrapper_compiled=cfg.compile and late,
+    )
     # the fast path times the device every log_every steps; the lab's baseline (and sync_each_step) every step
     timing = "step" if cfg.loader != "tensor" or cfg.sync_each_step else "interval"
 

@@ -43,6 +43,9 @@ from .sanity import BUSY_LOAD_PER_CORE
 
 MIN_SAMPLES = 3
 TIMED = re.compile(r"\b(time|times|per step|per batch|per pass|per epoch|wait|seconds|latency)\b", re.I)
+# what the machine's load moves: times, and the rates made of them (images/s, throughput, bandwidth); a loss
+# or an accuracy does not feel it. Sequential samples of these are held to the load rules (_design)
+LOADED = re.compile(TIMED.pattern + r"|images/s|throughput|per second|bandwidth|\brates?\b", re.I)
 LOAD_MARGIN = 0.5  # load per core two sequential sides may differ by and still be compared
 # load per core above which back-to-back timings are not compared: the threshold of sanity's 'machine busy'
 # flag
@@ -319,10 +322,8 @@ def _design(outcome: str, lo: float, hi: float, common: dict) -> tuple[str, str]
     """A separated verdict kept only where its design allows it: sequential runs on a steady, recorded load of
     an idle machine, and a difference beyond the twin-configuration noise."""
     loads = [*common["load_a"], *common["load_b"]]
-    timed = not common["what"] or bool(
-        TIMED.search(common["what"])
-    )  # a loss or an accuracy does not feel load
-    if common["interleaved"] is False and timed:
+    loaded = not common["what"] or bool(LOADED.search(common["what"]))  # a loss or an accuracy: no
+    if common["interleaved"] is False and loaded:
         if not common["load_a"] or not common["load_b"]:
             return "tie", "load not recorded"
         if max(loads) - min(loads) > common["load_margin"]:

@@ -126,11 +126,17 @@ def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
     )
     if flag:
         hold_numbers(flag.finding)
+    # what the tensor loader changes, as the run's settings make it true: the timing follows sync_each_step
+    timed = (
+        "the device's time is taken around each step (<code>sync_each_step</code>)"
+        if getattr(cfg, "sync_each_step", False)
+        else "the device's time is taken every <code>log_every</code> steps, not around each step"
+    )
     dropped = (
-        "<p>The tensor-resident loader hands out batches of one size: each epoch's last partial batch is "
-        "left out (static shapes for a compiled step; how many images, in each run's meta.json, "
-        "<code>loader_dropped</code>), and the device's time is taken every <code>log_every</code> steps, "
-        "not around each step.</p>"
+        "<p>The tensor-resident loader hands out batches of one size: each epoch's last partial batch, if "
+        "there is one, is left out (static shapes for a compiled step; how many images, in each run's "
+        "meta.json, "
+        f"<code>loader_dropped</code>), and {timed}.</p>"
         if getattr(cfg, "loader", "pil") == "tensor"
         else ""
     )

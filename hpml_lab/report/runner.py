@@ -204,7 +204,7 @@ def run_task(
                 if kept:  # the run's own page, kept beside the complete report
                     page = guards.rerun_files(task.id)["page"]
                     outcome.html = page.name if page.exists() else ""
-            said = f"{outcome.error}; {kept}" if kept else outcome.error or _diverged(rec)
+            said = f"{outcome.error}; {kept}" if kept else outcome.error or _not_a_result(rec)
             page = reports_dir() / outcome.html if outcome.html else None
             watcher.end(task.id, outcome.status, outcome.seconds, said, str(page) if page else "")
         finally:
@@ -338,13 +338,14 @@ def _record_and_render(
     return outcome, rec
 
 
-def _diverged(rec: dict | None) -> str:
-    """'diverged: ...' when the run's answer record flags a diverged run (a NaN loss ends its run: the task is
-    ok, its numbers are not a result), for the task's line; else ''."""
+def _not_a_result(rec: dict | None) -> str:
+    """'diverged: ...' or 'did not learn: ...' when the run's answer record flags one of them (the task is ok,
+    its numbers are not a result), for the task's line; else ''."""
     flags = rec.get("flags") if isinstance(rec, dict) else None
-    for f in flags if isinstance(flags, list) else []:
-        if isinstance(f, dict) and f.get("kind") == "diverged":
-            return f"diverged: {str(f.get('message', ''))[:200]}"
+    for kind in ("diverged", "did not learn"):
+        for f in flags if isinstance(flags, list) else []:
+            if isinstance(f, dict) and f.get("kind") == kind:
+                return f"{kind}: {str(f.get('message', ''))[:200]}"
     return ""
 
 

@@ -272,9 +272,19 @@ def test_save_model_to_dev_stdout_is_refused_before_training(tmp_path, cifar_roo
         (["run", "speed", "-p", "batch_factor=100000"], "'batch_factor' 100000 is out of range"),
         (
             ["run", "speed", "-p", "batch_factor=1000"],
-            "last rung's batch 32,000, more than the 2,048 training",
+            "batch rung's batch 32,000, more than the 2,048 training",
         ),
-        (["run", "speed", "-p", "lr=1000", "-p", "batch_factor=1000"], "'batch_factor' 1000 makes the last"),
+        (["run", "speed", "-p", "lr=1000", "-p", "batch_factor=1000"], "'batch_factor' 1000 makes the batch"),
+        # the last rung trains at twice batch_factor: its learning rate checked too (it failed in the kernel)
+        (
+            ["run", "speed", "-p", "lr=10", "-p", "batch_factor=64"],
+            "makes the last rung's batch 4,096 and its learning rate 1280, which cannot run",
+        ),
+        # the page says the compile's build is left out of the timing: a warm-up round must hold it
+        (
+            ["run", "speed", "--profile", "full", "-p", "warmup=0"],
+            "'warmup' must be 1 or more while the compile rung runs",
+        ),
         (
             ["run", "speed", "-p", "lr=1000", "-p", "batch_factor=64"],
             "its learning rate 64000, which cannot run",

@@ -432,7 +432,7 @@ def test_the_charts_mfu_labels_sit_above_the_whiskers_not_on_them():
             )
 
 
-def test_the_plain_script_is_set_beside_the_fastest_whole_epoch(base):
+def test_the_plain_script_is_set_beside_the_rung_it_mirrors(base):
     from hpml_lab.report import claims
 
     epochs = {
@@ -459,6 +459,12 @@ def test_the_plain_script_is_set_beside_the_fastest_whole_epoch(base):
     # runs one after the other while the load moved: the verdict cannot tell, and says why
     res.meta["reference"] = {"loads": [30.0, 30.0]}
     assert speed.conclude(base, res)[0][-1].verdict["outcome"] == "tie"
+    # the script ran at another rung's settings: that rung is its match, not the fastest epoch
+    res.meta["reference"] = {"loads": [1.0, 1.1], "rung": "tensor"}
+    ref = speed.conclude(base, res)[0][-1]
+    assert ref.verdict["label_a"] == "L1" and "L1: a whole epoch" in ref.text
+    res.meta["reference"] = {"loads": [1.0, 1.1], "rung": "compile"}  # its rung has no timed epoch
+    assert speed.conclude(base, res)[0][-1].status == "not answered"
     # no rung's epoch timed: nothing to set beside it
     only = _ladder(RATES, epochs={ladder.REFERENCE: [0.6, 0.61, 0.59]})
     assert speed.conclude(base, only)[0][-1].status == "not answered"

@@ -345,3 +345,19 @@ def test_a_notebook_opened_on_a_cpu_says_how_long_its_settings_take_and_how_to_p
     monkeypatch.setenv("HPML_RENDERING", "1")
     notebook.config("c1", {"epochs": 5})
     assert len(shown) == 1
+
+
+def test_the_tasks_line_says_a_run_that_is_no_result():
+    """A task that ran through but whose run diverged or did not learn says so on its line (issue 41): its
+    numbers are not a result. Diverged first, where a record flags both."""
+    rec = {
+        "flags": [
+            {"kind": "did not learn", "message": "after epoch 2 its loss 2.3 is still at chance"},
+            {"kind": "machine busy", "message": "load 6.7"},
+        ]
+    }
+    assert runner._not_a_result(rec) == "did not learn: after epoch 2 its loss 2.3 is still at chance"
+    rec["flags"].append({"kind": "diverged", "message": "the loss became NaN"})
+    assert runner._not_a_result(rec) == "diverged: the loss became NaN"
+    assert runner._not_a_result({"flags": [{"kind": "machine busy", "message": "x"}]}) == ""
+    assert runner._not_a_result(None) == "" and runner._not_a_result({"flags": "damaged"}) == ""

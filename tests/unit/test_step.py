@@ -167,6 +167,66 @@ def test_a_page_of_a_fast_path_run_says_so_in_its_settings(cifar_root, tmp_path)
 
     fast = settings_notice(_fast(cifar_root, tmp_path).replace(model="resnet18", subset=0))
     assert "<td>loader</td><td><b>tensor</b></td><td>pil</td>" in fast.replace("Loader", "loader")
-    assert "channels" in fast and "last partial batch is left out" in fast and "loader_dropped" in fast
+    assert "channels" in fast and "last partial batch, if there is one, is left out" in fast
+    assert "loader_dropped" in fast and "every <code>log_every</code> steps" in fast
+    # synchronized after every step, the fast path times each step: the sentence follows the setting
+    synced = settings_notice(
+        _fast(cifar_root, tmp_path).replace(model="resnet18", subset=0, sync_each_step=True)
+    )
+    assert "around each step" in synced and "log_every" not in synced
     lab = settings_notice(_fast(cifar_root, tmp_path).replace(model="resnet18", subset=0, loader="pil"))
     assert "partial batch" not in lab
+
+
+def test_the_optimizer_is_fused_only_where_torch_has_the_kernel_on_that_device():
+    """Adagrad's fused kernel is a CPU's only (torch checks it with cuda_unsupported): on CUDA the fast path
+    gives it foreach, where fused=True would raise at its first step; SGD and Adam are fused on both."""
+    from hpml_lab import fastpath
+
+    fast = RunConfig(loader="tensor")
+    assert fastpath.optimizer_options(fast, torch.optim.Adagrad, "cuda") == {"foreach": True}
+    assert fastpath.optimizer_options(fast, torch.optim.Adagrad, "cpu") == {"fused": True}
+    for cls in (torch.optim.SGD, torch.optim.Adam):
+        assert fastpath.optimizer_options(fast, cls, "cuda") == {"fused": True}
+    assert fastpath.optimizer_options(fast, torch.optim.Adadelta, "cuda") == {"foreach": True}
+    assert fastpath.optimizer_options(fast.replace(loader="pil"), torch.optim.Adagrad, "cuda") == {}
+
+
+def test_a_step_over_cuda_graphs_copies_its_outputs_whichever_backend_captured_them():
+    """Inductor's reduce-overhead mode and dynamo's cudagraphs backend both replay CUDA graphs, whose
+    outputs the next replay overwrites: the step marks each replay and copies its loss and count out. Never
+    on a CPU."""
+    from hpml_lab import fastpath
+
+    compiled = RunConfig(compile=True)
+    assert fastpath.captures_graphs(compiled.replace(compile_mode="reduce-overhead"), "cuda")
+    assert fastpath.captures_graphs(compiled.replace(compile_backend="cudagraphs"), "cuda")
+    assert not fastpath.captures_graphs(compiled, "cuda")  # inductor's default mode: no graphs
+    assert not fastpath.captures_graphs(compiled.replace(compile_backend="cudagraphs"), "cpu")
+    assert not fastpath.captures_graphs(RunConfig(compile=False, compile_backend="cudagraphs"), "cuda")
+
+
+def test_a_step_whose_ddp_wrapper_is_compiled_says_it_ran_compiled_and_what(cifar_root, tmp_path):
+    """Under torchrun train() compiles the DDP wrapper, not the step: its record says compiled, and what was
+    (it said compiled: false)."""
+    cfg = _fast(cifar_root, tmp_path, compile=True)
+    torch.manual_seed(0)
+    model = build_model(cfg, CPU, compile=False)
+    step = Step(model, build_optimizer(cfg, model.parameters()), nn.CrossEntropyLoss(), cfg, CPU)
+    assert step.describe()["compiled"] is False and "compiled_what" not in step.describe()
+    wrapped = Step(
+        model,
+        build_optimizer(cfg, model.parameters()),
+        nn.CrossEntropyLoss(),
+        cfg,
+        CPU,
+        wrapper_compiled=True,
+    )
+    said = wrapped.describe()
+    assert (
+        said["compiled"] is True
+        and said["compile_mode"] == "default"
+        and "DDP wrapper" in said["compiled_what"]
+    )
+    assert not wrapped.graphs and "graphs" in said  # dynamo's counts, as for a compiled step
+    assert "whole step" in _step(cfg, compile=True).describe()["compiled_what"]

@@ -114,6 +114,19 @@ def test_sequential_runs_on_a_busy_machine_cannot_tell():
         load_b=[3.4],
     )
     assert loss.outcome == "better"
+    # a rate is made of times: images/s back to back on a busy machine cannot tell either (said higher/lower)
+    rate = compare(
+        SLOW,
+        FAST,
+        "a",
+        "b",
+        what="images/s",
+        lower_is_better=False,
+        interleaved=False,
+        load_a=[3.4],
+        load_b=[3.4],
+    )
+    assert rate.outcome == "tie" and rate.reason == "busy machine" and "faster" not in rate.words()
     # the busy threshold is the busy flag's, so the page's flag and its verdicts agree on what busy is
     from hpml_lab import sanity, verdict
 

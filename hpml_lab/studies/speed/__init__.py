@@ -12,7 +12,8 @@ learning rate scaled -> twice that batch; then the outside reference, a plain sc
 (reference.py) at the last rung's settings. Per rung: images/s and the step time (median and spread over
 interleaved repeats, warm-up left out), MFU and the images/s the device's peak would allow, and whole epochs
 timed apart; per rung a verdict against the rung before it, so the ladder says which optimisations pay here
-and which do not (on a CPU several do not), and the fastest whole epoch against the plain script's. How the
+and which do not (on a CPU several do not), and the last rung's whole epoch against the plain script's at
+its settings. How the
 rungs are built and timed: study.py; what the report concludes: conclusion.py; the figure: figure.py.
 
 This folder is the whole task: TASK registers it (hpml_lab.protocol; hpml_lab.studies.registry() finds it),
@@ -77,25 +78,32 @@ class Settings(StudySettings):
         for name in ("compile_rung", "reference"):
             if getattr(self, name) not in ("on", "off"):
                 raise ConfigError(f"parameter {name!r} must be on or off, got {getattr(self, name)!r}")
+        if self.compile_rung == "on" and self.warmup < 1:  # the page says the build is left out of the timing
+            raise ConfigError(
+                "parameter 'warmup' must be 1 or more while the compile rung runs (its build and the CUDA "
+                "graphs' recording would be timed), or set compile_rung=off"
+            )
 
     def check_run(self, cfg: RunConfig) -> None:
-        """What the ladder can run with cfg: the last rung's batch within the training set and its learning
-        rate (both times batch_factor) within RunConfig's ranges, and every rung's steps within STEPS_MAX."""
+        """What the ladder can run with cfg: the batch rung's batch within the training set, its learning rate
+        and the last rung's (times batch_factor, then twice that) within RunConfig's ranges, and every rung's
+        steps within STEPS_MAX."""
         k = self.batch_factor
         images = cfg.subset or TRAIN_IMAGES.get(cfg.dataset, 0)
         if images and cfg.batch_size * k > images:
             raise ConfigError(
-                f"parameter 'batch_factor' {k} makes the last rung's batch {cfg.batch_size * k:,}, more than "
-                f"the {images:,} training images{' of the subset' if cfg.subset else ''}: use at most "
+                f"parameter 'batch_factor' {k} makes the batch rung's batch {cfg.batch_size * k:,}, more "
+                f"than the {images:,} training images{' of the subset' if cfg.subset else ''}: use at most "
                 f"{max(2, images // cfg.batch_size)}"
             )
-        try:
-            cfg.replace(batch_size=cfg.batch_size * k, lr=cfg.lr * k)
-        except ConfigError as e:
-            raise ConfigError(
-                f"parameter 'batch_factor' {k} makes the last rung's batch {cfg.batch_size * k:,} and its "
-                f"learning rate {cfg.lr * k:g}, which cannot run ({e})"
-            ) from None
+        for rung, f in (("the batch rung's", k), ("the last rung's", 2 * k)):  # big_batch, bigger_batch
+            try:
+                cfg.replace(batch_size=cfg.batch_size * f, lr=cfg.lr * f)
+            except ConfigError as e:
+                raise ConfigError(
+                    f"parameter 'batch_factor' {k} makes {rung} batch {cfg.batch_size * f:,} and its "
+                    f"learning rate {cfg.lr * f:g}, which cannot run ({e})"
+                ) from None
         steps = self.steps or STEPS_DEFAULT_MAX
         if (self.warmup + self.repeats) * steps > STEPS_MAX:
             raise ConfigError(

@@ -1,6 +1,6 @@
 """What the speed ladder concludes: per rung a verdict against the rung before it, how far the rung with the
-most images/s is from the device's ideal, and how far the project's fastest whole epoch is from the plain
-script's.
+most images/s is from the device's ideal, and how far the project's whole epoch is from the plain script's
+at the same settings.
 
     from hpml_lab.studies.speed import conclude
     answers, flags = conclude(cfg, result)      # result: study.Ladder
@@ -25,7 +25,7 @@ from ...answers import Answer, Number
 from ...fastpath import GRAPH_MODES
 from ...findings import Background, Finding, Ident, join, say, stray_digits
 from ...verdict import best, compare, sample_record
-from .study import REFERENCE
+from .study import REFERENCE, RUNGS
 
 QUESTION_TOP = "How fast does this machine train, and how far is that from the hardware?"
 
@@ -60,7 +60,9 @@ REFERENCE_WHY = (
     "timers, no progress, no checks. Its epoch against the project's says what the project's own work per "
     "step costs."
 )
-QUESTION_REFERENCE = "How far is the project's fastest whole epoch from a plain script's on this device?"
+QUESTION_REFERENCE = (
+    "How far is the project's epoch from a plain script's at the same settings on this device?"
+)
 MFU_WHY = (
     "MFU is the model's FLOPs per second over the device's peak for the precision used. A small ResNet on "
     "small images stays far below the peak: many of its kernels are limited by memory bandwidth, not "
@@ -320,9 +322,10 @@ def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
 
 
 def reference_answer(nums: Numbers, meta: dict) -> Answer:
-    """The project's fastest whole epoch (the rung with the lowest median epoch time) against the plain
-    script's, on epoch time: a verdict on runs made one after the other (the script ran after the rungs'
-    epochs), told the machine's load during each."""
+    """The whole epoch of the rung the plain script mirrors (the last rung that ran: its batch, learning rate,
+    precision and compile mode are the script's) against the script's, on epoch time: a verdict on runs made
+    one after the other (the script ran after the rungs' epochs), told the machine's load during each. A rung
+    at other settings would compare the settings, not the project's own work per step."""
     ref = nums.rows.get(REFERENCE)
     background = [Background(REFERENCE_WHY)]
     if ref is None or ref["status"] != "measured":
@@ -342,7 +345,20 @@ def reference_answer(nums: Numbers, meta: dict) -> Answer:
             "not answered",
             "a whole epoch of a rung",
         )
-    fast = min(timed, key=lambda k: float(np.median(nums.epochs[k])))
+    mirrored = (meta.get("reference") or {}).get("rung")
+    if mirrored is None:  # a record from before the script named its rung: the ladder's last that was timed
+        order = {**{r: i for i, r in enumerate(RUNGS)}, "fp16": RUNGS.index("bf16")}
+        mirrored = max(timed, key=lambda k: order.get(k, -1))
+    if mirrored not in timed:
+        return Answer(
+            QUESTION_REFERENCE,
+            say("The rung the plain script mirrors has no timed whole epoch to set beside the script's."),
+            [nums.epoch_line(REFERENCE)],
+            background,
+            "not answered",
+            "a whole epoch of the rung at the script's settings",
+        )
+    fast = mirrored
     cores = ((meta.get("load_before") or {}).get("cores")) or 1
     loads = meta.get("load_epochs") or []
     ref_loads = (meta.get("reference") or {}).get("loads") or []
@@ -356,7 +372,7 @@ def reference_answer(nums: Numbers, meta: dict) -> Answer:
         load_a=[x / cores for x in loads if x is not None],
         load_b=[x / cores for x in ref_loads if x is not None],
     )
-    name, a = "fastest epoch vs plain script", label(nums.rows[fast])
+    name, a = "same-settings epoch vs plain script", label(nums.rows[fast])
     # the verdict in words first; its interval, counts and the two epochs in the details
     details = [
         say("{v}.", v=v.finding(name, a, "the plain script")).up(),
@@ -424,7 +440,7 @@ def graphs_skipped(table: pd.DataFrame, meta: dict) -> sanity.Flag | None:
 
 def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
     """(answers, flags): the top answer, one per rung after the baseline, then the plain script's against the
-    fastest whole epoch; flags for few repeats and a busy machine."""
+    epoch of the rung at its settings; flags for few repeats and a busy machine."""
     nums = Numbers(result.table, result.samples, getattr(result, "epochs", None))
     device = "GPU" if str(result.meta.get("device", cfg.device)).startswith("cuda") else "CPU"
     answers = [top_answer(result.table, nums, result.meta)]

@@ -475,7 +475,11 @@ def _reference(
                 str(e) if isinstance(e, RuntimeError) else f"the reference script failed: {type(e).__name__}"
             )
     if why:
-        return {**row, "status": "not run", "reason": why}, [], {"args": args, "why": why}
+        return (
+            {**row, "status": "not run", "reason": why},
+            [],
+            {"args": args, "why": why, "rung": last.name},
+        )
     warm = out["epochs"][1:]
     seconds = [float(e["seconds"]) for e in warm]
     images = int(warm[0]["images"]) if warm else 0
@@ -489,7 +493,13 @@ def _reference(
     return (
         row,
         seconds,
-        {"args": args, "ran": ran, "first_epoch_s": out["epochs"][0]["seconds"], "loads": loads},
+        {
+            "args": args,
+            "ran": ran,
+            "rung": last.name,  # the rung whose settings the script ran at: the answer compares with it
+            "first_epoch_s": out["epochs"][0]["seconds"],
+            "loads": loads,
+        },
     )
 
 
