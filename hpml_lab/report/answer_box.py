@@ -142,11 +142,12 @@ LEGEND = (
 )
 
 
-def answer_html(a: dict[str, Any]) -> str:
+def answer_html(a: dict[str, Any], demonstration: bool = False) -> str:
     """One answer in the box: the question and status, the headline (the line a grader reads first), the
     details under it, the background apart and labelled as general, then its tagged numbers folded. Every
     number of a finding sits in its <span data-number="NAME"> (findings.py), NAME being the Number's name in
-    the record."""
+    the record. In a demonstration an answer the run gave is tagged `shown`, never `answered`: it answers none
+    of the lab's questions (partial and not answered stay as they are: something is missing even there)."""
     from .pages import headline
 
     nums = "".join(f"<li>{html.escape(Number(**n).text())}</li>" for n in a["numbers"])
@@ -159,13 +160,14 @@ def answer_html(a: dict[str, Any]) -> str:
     )
     missing = f" <i>(missing: {shown_missing})</i>" if a.get("missing") else ""
     head, details = headline(a, "html")
+    tag = "shown" if demonstration and a["status"] == "answered" else a["status"]
     background = "".join(
         f"<p class='hpml-background'><i>In general (not a finding of this run):</i> {html.escape(b)}</p>"
         for b in a.get("background") or []
     )
     return (
         f"<li class='hpml-item'><p class='hpml-question'>{html.escape(a['question'])} "
-        f"<span style='color:{STATUS_COLOR[a['status']]}'>[{a['status']}]</span></p>"
+        f"<span style='color:{STATUS_COLOR[a['status']]}'>[{tag}]</span></p>"
         f"<p class='hpml-headline'>{head}</p>"
         + (f"<p class='hpml-details'>{details}{missing}</p>" if details or missing else "")
         + background
@@ -184,7 +186,7 @@ def box_html(rec: dict[str, Any], shared: bool = False, shown_status: str | None
     `shown_status`: what its heading says instead of the record's status (a demonstration's)."""
     from .pages import finding_html
 
-    items = [answer_html(a) for a in rec["answers"]]
+    items = [answer_html(a, demonstration=shown_status == "demonstration") for a in rec["answers"]]
     # a flag is a finding: its numbers in their slots, as the record holds them (a record without html:
     # escaped)
     flags = "".join(

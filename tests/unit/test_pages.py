@@ -248,6 +248,8 @@ def test_the_page_says_machine_data_and_profile_above_the_introduction_and_a_dem
     )
     page = target.read_text().replace('"', "'")
     assert "(demonstration)</span></h2>" in page and "(answered)</span></h2>" not in page
+    # nor is any of its answers tagged answered: what the run gave is shown, not an answer to the lab
+    assert "[answered]" not in page and "[shown]" in page
     title, context = (
         page.index("c1 title line<"),
         page.index("<b>Machine:</b> <span data-id"),
