@@ -123,8 +123,12 @@ def recorded(tr, what: str = "training step(s)") -> str:
 
 
 def top_ops_table(tr) -> pd.DataFrame:
-    """A trace's top-operators table with a reader's column names."""
-    return tr.top_ops.rename(columns=TOP_OPS_HEADERS)
+    """A trace's top-operators table with a reader's column names; the GPU column only where the trace timed
+    a device (a CPU trace's column was zeros, read as measured)."""
+    ops = tr.top_ops
+    if "self_device_ms" in ops and not (ops["self_device_ms"] > 0).any():
+        ops = ops.drop(columns=["self_device_ms"])
+    return ops.rename(columns=TOP_OPS_HEADERS)
 
 
 def top_operators(prof, top: int = 15) -> pd.DataFrame:

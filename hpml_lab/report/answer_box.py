@@ -63,6 +63,9 @@ def readable(name: str) -> str:
     'epoch excl. I/O (s)', 'num_workers' -> 'workers', 'batch_size' -> 'batch size'."""
     if str(name).endswith("_per_s") and len(str(name)) > 6:  # 'images_per_s' -> 'images/s'
         return readable(str(name)[:-6]) + "/s"
+    if "_per_s_" in str(name):  # 'images_per_s_q1' -> 'images/s q1' (it read 'images per q1 (s)')
+        head, tail = str(name).split("_per_s_", 1)
+        return f"{readable(head)}/s {readable(tail)}"
     parts = str(name).split("_")
     at = next((i for i, p in enumerate(parts) if i and p.lower() in UNIT_SUFFIX), None)
     unit = UNIT_SUFFIX[parts[at].lower()] if at is not None else None
@@ -217,10 +220,12 @@ def show(rec: Record) -> Path:
     """Write the record and show its box (in JupyterLab and under plain papermill; when hpml-lab renders the
     report it puts the box at the top of the page instead, so it is not shown twice)."""
     p = write(rec)
-    if os.environ.get("HPML_RENDERING") != "1":
-        from IPython.display import HTML, display
+    from IPython.display import HTML, display
 
+    if os.environ.get("HPML_RENDERING") != "1":
         display(HTML(box_html(load(rec.task) or {})))
+    else:  # the section that asked for the answer says where it is, rather than stand empty
+        display(HTML("<p><i>The answer is at the top of this page, in its answer box.</i></p>"))
     return p
 
 

@@ -197,8 +197,9 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:
-    """The device's peak that every share of peak on the page divides by, and where it came from (a data
-    sheet, or measured once on this machine and kept for every task: flops.PEAKS_FILE)."""
+    """The peak of the run's device that a share of peak on the page divides by, and where it came from (a
+    data sheet, or measured once on this machine for that device and thread count and kept for every task:
+    flops.PEAKS_FILE)."""
     if not fl or not fl.get("peak_tflops"):
         return {}
     from ..findings import say
@@ -206,9 +207,10 @@ def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:
 
     peak = peak_number(fl)
     hold_numbers(say("{p}", p=peak))
+    # the run's device as its peak is keyed (on a CPU the threads torch used: a run on fewer threads has a
+    # lower peak); the shares of peak a page states divide by it
     return {
-        "device peak (every share of peak divides by it)": f"{fmt_value(peak.value, peak.unit)}: "
-        f"{peak.source}"
+        "device peak (of this run's device and threads)": f"{fmt_value(peak.value, peak.unit)}: {peak.source}"
     }
 
 

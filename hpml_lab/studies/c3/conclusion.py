@@ -85,9 +85,13 @@ def conclude(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
                     why=why,
                 )
             )
+        others = [*tied, *few]
         head = say(
-            "No single best worker count: the lowest median, {best}, cannot be told apart from some others",
+            "No single best worker count: the lowest median, {best}, cannot be told apart from {others}",
             best=labels[b.label],
+            others=join([labels[n] for n in others], ", ", " and ")
+            if len(others) <= 2
+            else say("several other counts"),
         )
         lead = say(
             "{best} had the lowest median ({med} per epoch) but cannot be told apart from {parts}, so this "

@@ -1012,10 +1012,14 @@ def fit_numbers(res) -> dict[str, Number]:
     busbw."""
     n = int(res.allreduce.n.min())
     lat, bw = 1e6 * res.fit["latency_s"], res.fit["busbw_Bps"] / 1e9
-    if res.fit["method"] == "fit":
+    if res.fit["method"] == "fit":  # a model fitted to the measured sizes: its values are the model's
+        sizes = int(res.allreduce["bytes"].nunique()) if "bytes" in res.allreduce else len(res.allreduce)
+        src = fmt_in(
+            "time = latency + bytes / busbw, fitted to {k} message sizes, each a median of {n}", k=sizes, n=n
+        )
         return {
-            "lat": Number("all-reduce latency (fit)", lat, "us", "measured", n=n),
-            "bw": Number("busbw (fit)", bw, "GB/s", "measured", n=n),
+            "lat": Number("all-reduce latency (fit)", lat, "us", "predicted", source=src),
+            "bw": Number("busbw (fit)", bw, "GB/s", "predicted", source=src),
         }
     return {
         "lat": Number(

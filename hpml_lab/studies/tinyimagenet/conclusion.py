@@ -280,7 +280,8 @@ def epochs_answer(res) -> Answer:
     measured outside the batches: the first batch's wait (loader start) and whether the last batch was
     partial."""
     t = res.timing.dropna(subset=["s/batch"]).set_index("variant")
-    src = "N / B x median time per batch"
+    # N / B is the batches the epoch ran: the whole set's, or max_batches where the run stops there
+    src = "N / B x median time per batch, N / B the batches the epoch ran"
     runs = {
         "baseline": res.workers[max(res.workers)],
         **{k: v for k, v in res.variants.items() if v is not None},
@@ -385,13 +386,23 @@ REFERENCE_FIRST_BYTES = 112 * 112 * 64 * 4  # the reference's ImageNet stem outp
 
 def setup(cfg, res) -> Finding:
     """The training set the run had, its stem and batch."""
+    capped = (
+        say(
+            " Each epoch stops after {m} batches (max_batches): the estimates below count those, not "
+            "the set.",
+            m=Number("batches per epoch", int(cfg.max_batches), "", "setting", source="max_batches"),
+        )
+        if cfg.max_batches
+        else say("")
+    )
     return say(
-        "Training set here: {n} images ({classes} classes{partial}); stem {stem}, batch {b}.",
+        "Training set here: {n} images ({classes} classes{partial}); stem {stem}, batch {b}.{capped}",
         n=Number("training images", int(res.n_train), "", "counted", source="the dataset read"),
         classes=Number("classes", CLASSES_TIN, "", "setting", source="Tiny ImageNet"),
         partial=", a partial copy" if res.partial_copy else "",
         stem=cfg.stem,
         b=Number("batch size", int(cfg.batch_size), "", "setting", source="the run's config"),
+        capped=capped,
     )
 
 
