@@ -11,7 +11,7 @@ from types import SimpleNamespace  # noqa: E402
 
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from figure_checks import legends_clear_of_data, overlap  # noqa: E402
+from figure_checks import batch_rows, legends_clear_of_data, overlap  # noqa: E402
 
 from hpml_lab import plots  # noqa: E402
 from hpml_lab.config import RunConfig  # noqa: E402
@@ -174,24 +174,9 @@ def _chance_lines(ax):
     return [ln for ln in ax.get_lines() if ln.get_label().startswith("chance")]
 
 
-def _batch_rows(epochs=2, per=10, loss=2.3, acc=0.1):
-    n = epochs * per
-    return pd.DataFrame(
-        {
-            "epoch": [1 + i // per for i in range(n)],
-            "batch": range(n),
-            "step": range(1, n + 1),
-            "loss": [loss - 0.05 * i for i in range(n)],
-            "acc": [acc + 0.01 * i for i in range(n)],
-            "data_s": 0.01,
-            "train_s": 0.1,
-        }
-    )
-
-
 def test_c1_figure_draws_the_chance_levels_its_answer_states():
     """Grader: the chance level c1's answer uses (top-1 against chance) was not drawn."""
-    b = _batch_rows(epochs=4)
+    b = batch_rows(epochs=4)
     run = SimpleNamespace(batches=b, epochs=pd.DataFrame({"epoch": [1, 2, 3, 4], "total_s": 1.0}), meta={})
     answers, _ = c1_conclusion.conclude(RunConfig(task="c1"), run)
     top1 = plots.stated(answers, "chance top-1")
@@ -205,7 +190,7 @@ def test_c1_figure_draws_the_chance_levels_its_answer_states():
     assert plots.stated(answers, "chance loss") is None and _chance_lines(fig.axes[0]) == []
     assert "the dotted line is the chance top-1 the answer states" in plots.caption_of(fig)
     legends_clear_of_data(fig)
-    rising = _batch_rows(epochs=4, loss=2.3)
+    rising = batch_rows(epochs=4, loss=2.3)
     rising["loss"] = [2.3 + 0.5 * i for i in range(len(rising))]  # diverged: judged against the chance loss
     answers, _ = c1_conclusion.conclude(
         RunConfig(task="c1"), SimpleNamespace(**{**vars(run), "batches": rising})

@@ -8,7 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pandas as pd  # noqa: E402
-from figure_checks import legends_clear_of_data  # noqa: E402
+from figure_checks import batch_rows, legends_clear_of_data  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from hpml_lab import plots  # noqa: E402
@@ -38,21 +38,6 @@ def error_bars(ax) -> int:
     return sum(1 for c in ax.containers if type(c).__name__ == "ErrorbarContainer")
 
 
-def _batches(epochs=2, per=10, loss=2.3, acc=0.1):
-    n = epochs * per
-    return pd.DataFrame(
-        {
-            "epoch": [1 + i // per for i in range(n)],
-            "batch": range(n),
-            "step": range(1, n + 1),
-            "loss": [loss - 0.05 * i for i in range(n)],
-            "acc": [acc + 0.01 * i for i in range(n)],
-            "data_s": 0.01,
-            "train_s": 0.1,
-        }
-    )
-
-
 def test_smoothed_curve_is_labelled_a_running_mean_of_batches():
     """Grader (lab 2): c1's '(per batch, mean of 2)' read as two seeds."""
     b = pd.DataFrame({"epoch": [1] * 4, "step": range(4), "loss": [2.3, 2.2, 2.1, 2.0], "acc": [0.1] * 4})
@@ -64,14 +49,14 @@ def test_smoothed_curve_is_labelled_a_running_mean_of_batches():
 
 def test_c1_caption_says_what_the_figure_draws():
     """Grader: c1's caption said each point is one mini-batch where the plot draws lines."""
-    fig = c1_figure.loss_accuracy(_batches(), smooth=4)
+    fig = c1_figure.loss_accuracy(batch_rows(), smooth=4)
     caption = plots.caption_of(fig)
     per_batch = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "per batch"]
     assert per_batch[0].get_linestyle() == "-" and per_batch[0].get_marker() in ("None", None, "")
     assert "thin line" in caption and "point" not in caption and "running mean over 4 batches" in caption
     boundaries = [ln for ln in fig.axes[0].get_lines() if list(ln.get_xdata()) == [10.5, 10.5]]
     assert len(boundaries) == 1 and "grey vertical lines" in caption  # two epochs: one boundary
-    one = c1_figure.loss_accuracy(_batches(epochs=1), smooth=0)
+    one = c1_figure.loss_accuracy(batch_rows(epochs=1), smooth=0)
     assert "grey" not in plots.caption_of(one) and "no smoothing" in plots.caption_of(one)
     assert "chance" not in plots.caption_of(one) and not chance_lines(one.axes[0])
     for f in (fig, one):
