@@ -42,10 +42,9 @@ def get(task_id: str) -> Task:
 TABLE_BEGIN = (
     "<!-- task table: written by `hpml-lab tasks --markdown README.md` from each TASK; edit those -->"
 )
-TABLE_END = (
-    "<!-- end of the task table"  # then, as written, "; checksum <12 hex> -->": what a hand edit changes
-)
-_END = re.compile(re.escape(TABLE_END) + r"(?:; checksum ([0-9a-f]{12}))? -->")
+# then, as written, "; checksum sha256 <12 base-32 characters> -->": what a hand edit changes
+TABLE_END = "<!-- end of the task table"
+_END = re.compile(re.escape(TABLE_END) + r"(?:; checksum (?:sha256 )?([0-9a-z]{12}))? -->")
 
 
 def markdown_table(found: dict[str, Task] | None = None) -> str:
@@ -73,10 +72,10 @@ def table_in(text: str) -> str | None:
 def _edited(text: str) -> bool:
     """True when the table between the markers is not the one `hpml-lab tasks --markdown` wrote there: its end
     marker's checksum differs from the table's, or the marker has none (a table typed or pasted by hand)."""
-    from .written import digest
+    from .written import matches
 
     m = _END.search(text.split(TABLE_BEGIN, 1)[1])
-    return m.group(1) != digest(table_in(text) or "")
+    return not matches(m.group(1), table_in(text) or "")
 
 
 def write_table(path: str | Path, force: bool = False, say=print) -> bool:
@@ -96,7 +95,7 @@ def write_table(path: str | Path, force: bool = False, say=print) -> bool:
     table = markdown_table()
     head, rest = text.split(TABLE_BEGIN, 1)
     tail = rest[_END.search(rest).end() :]
-    new = f"{head}{TABLE_BEGIN}\n{table}\n{TABLE_END}; checksum {digest(table)} -->{tail}"
+    new = f"{head}{TABLE_BEGIN}\n{table}\n{TABLE_END}; checksum sha256 {digest(table)} -->{tail}"
     if new == text:
         return False
     if _edited(text) and table_in(text) != table:

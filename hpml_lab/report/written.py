@@ -3,12 +3,13 @@ README's task table of `hpml-lab tasks --markdown`): each carries a checksum of 
 writing it again replaces only what is still hpml-lab's own. An edited copy (or a file hpml-lab never wrote)
 is refused in one line; with --force it is kept beside the new one, and the line says where.
 
-    text = written.signed(body, "# ")                    # body + a last line '# ... checksum 1a2b3c4d5e6f'
+    text = written.signed(body, "# ")                    # body + a last line '# ... checksum sha256 ...'
     written.replace(path, text, "# ", force=False, how="...")   # ConfigError if the file there was edited
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from pathlib import Path
@@ -16,18 +17,25 @@ from pathlib import Path
 from ..config import ConfigError
 from ..io import atomic_write_text, own_target, plain_target
 
-_SIGNATURE = re.compile(r"checksum ([0-9a-f]{12})\b")
+_SIGNATURE = re.compile(r"checksum (?:sha256 )?([0-9a-z]{12})\b")
 
 
 def digest(text: str) -> str:
-    """The first 12 hex digits of the sha256 of `text`: what a file's signature line records."""
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    """The sha256 of `text`, its first 12 base-32 characters: what a file's signature line records (not hex,
+    so that no reader takes it for a commit)."""
+    return base64.b32encode(hashlib.sha256(text.encode()).digest()).decode().lower()[:12]
+
+
+def matches(recorded: str | None, text: str) -> bool:
+    """Whether a recorded checksum is that of `text`: this digest, or the 12 hex digits files written before
+    it carry."""
+    return recorded is not None and recorded in (digest(text), hashlib.sha256(text.encode()).hexdigest()[:12])
 
 
 def signature_line(body: str, comment: str = "# ", end: str = "") -> str:
     return (
         f"{comment}written by hpml-lab; an edited copy is never replaced without a word: "
-        f"checksum {digest(body)}{end}"
+        f"checksum sha256 {digest(body)}{end}"
     )
 
 
@@ -41,7 +49,7 @@ def unedited(text: str) -> bool:
     """True if `text` is what hpml-lab signed: its last line's checksum is that of the lines above it."""
     lines = text.rstrip("\n").split("\n")
     m = _SIGNATURE.search(lines[-1]) if lines else None
-    return bool(m) and digest("\n".join(lines[:-1]) + "\n") == m.group(1)
+    return bool(m) and matches(m.group(1), "\n".join(lines[:-1]) + "\n")
 
 
 def kept_copy(path: Path) -> Path:

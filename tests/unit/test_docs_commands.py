@@ -456,3 +456,20 @@ def test_the_readme_quick_start_works_word_for_word_in_a_fresh_clone(tmp_path):
     assert (clone / "data" / "cifar-10-batches-py" / "SYNTHETIC.json").is_file()
     page = (clone / "reports" / "c1.html").read_text()
     assert "<b>profile:</b> tiny (a demonstration)" in page and "<b>data:</b> synthetic CIFAR-10" in page
+
+
+def test_a_signature_is_no_hex_a_reader_takes_for_a_commit_and_old_ones_still_read():
+    """The README's table checksum read as a commit hash ('899ee82298d2'): it is base-32 now; a file signed
+    with the old hex digits is still recognised as hpml-lab's own, not refused as edited."""
+    import hashlib
+    import re
+
+    from hpml_lab.report import written
+
+    body = "line one\nline two\n"
+    new = written.signed(body)
+    assert written.unedited(new) and not re.search(r"\b[0-9a-f]{7,40}\b", new.splitlines()[-1])
+    old = body + f"# written by hpml-lab: checksum {hashlib.sha256(body.encode()).hexdigest()[:12]}\n"
+    assert written.unedited(old) and not written.unedited(old.replace("one", "1"))
+    readme = (ROOT / "README.md").read_text()
+    assert not re.search(r"\b[0-9a-f]{7,40}\b", readme)
