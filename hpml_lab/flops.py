@@ -18,8 +18,9 @@ CPU means "as fast as its own matrix product", not its theoretical peak). A meas
 machine and kept in results/device-peaks.json (PEAKS_FILE), keyed by the device, its name, the threads torch
 uses and the precision, with when it was measured and the machine's load then; every later run and task on
 that machine reads it, so their shares of peak divide by one number and can be compared (each measured anew,
-one machine's CPU "peak" was 0.0666, 0.0252 and 0.0358 TFLOP/s on three pages). Delete the file to measure
-again.
+one machine's CPU "peak" was 0.0666, 0.0252 and 0.0358 TFLOP/s on three pages). A peak measured while the
+machine was busy is measured again by the runs that follow (MEASURE_BUSY_PEAK times at most) and the higher
+kept, since a busy machine only measures low. Delete the file to measure again.
 """
 
 from __future__ import annotations
@@ -300,12 +301,17 @@ def peak(device: torch.device, precision: str, store: str | os.PathLike | None =
     return Peak(
         held["tflops"],
         precision,
-        f"measured once on this machine ({held['measured_at']}) and kept in {PEAKS_FILE} for every task: the "
-        f"best of several {precision} matrix products on {device.type} ({name}){missing}",
+        f"measured on this machine ({held['measured_at']}{_times(held)}) and kept in {PEAKS_FILE} for every "
+        f"task: the best of several {precision} matrix products on {device.type} ({name}){missing}",
         True,
         measured_at=held["measured_at"],
         machine=held.get("machine"),
     )
+
+
+def _times(held: Mapping) -> str:
+    made = int(held.get("measurements") or 1)
+    return f", the best of {made} measurements" if made > 1 else ""
 
 
 def peak_number(fl: Mapping) -> object:
@@ -354,12 +360,34 @@ def _stored(path: Path, key: str, measure) -> dict:
             held = {}  # a damaged file is measured over
         held = held if isinstance(held, dict) else {}
         entry = held.get(key)
-        if not (
+        valid = (
             isinstance(entry, dict) and isinstance(entry.get("tflops"), (int, float)) and entry["tflops"] > 0
-        ):
-            entry = measure()
+        )
+        if not valid or _measure_again(entry):
+            new = measure()
+            made = int(entry.get("measurements") or 1) + 1 if valid else 1
+            # the best rate seen is the nearest to the device's peak: a busy machine only ever measures low
+            entry = {**(entry if valid and entry["tflops"] >= new["tflops"] else new), "measurements": made}
             atomic_write_json(path, {**held, key: entry})
         return entry
+
+
+MEASURE_BUSY_PEAK = 5  # times a peak measured on a busy machine is measured again by the runs that follow
+
+
+def _measure_again(entry: dict) -> bool:
+    """A kept peak measured while the machine was busy (sanity.busy's thresholds) is measured again by the
+    next run, at most MEASURE_BUSY_PEAK times in all, and the higher kept: shared cores or oversubscribed
+    threads measured one machine's 2-thread fp32 peak at 0.054 TFLOP/s where training then ran at 0.074 (138%
+    of it)."""
+    from .sanity import pressure
+
+    machine = entry.get("machine")
+    return (
+        isinstance(machine, dict)
+        and pressure(machine) > 1
+        and int(entry.get("measurements") or 1) < MEASURE_BUSY_PEAK
+    )
 
 
 def mfu(flops: float, seconds: float, peak_tflops: float) -> float:

@@ -87,7 +87,7 @@ class Flag:
     refused."""
 
     kind: str  # diverged | did not learn | no steady state | too few samples | machine busy | noisy machine
-    # | stand-in model | settings differ | live plot
+    # | stand-in model | settings differ | live plot | MFU above 100%
     finding: Any  # findings.Finding (words: a finding without slots)
     run: str = ""  # the run folder its numbers were read from, where one run's (machine busy)
 
@@ -592,6 +592,28 @@ def differ(cfg, lab: Mapping[str, Any] = LAB) -> Flag | None:
     if not rows:
         return None
     return Flag("settings differ", say("settings differ from the lab's: {rows}", rows=join(rows, ", ")))
+
+
+def above_peak(shares: Sequence[Number], peak: Number | None) -> Flag | None:
+    """'MFU above 100%' when any of `shares` (Numbers in %, each named for what reached it) passed the whole
+    of a measured peak: that peak (the best of a few matrix products on this machine) was measured low, a busy
+    machine or oversubscribed threads slowing it, and is no bound, so no share of it on the page can be read.
+    A data-sheet peak cannot be passed; None where none passed it."""
+    over = [s for s in shares if isinstance(s.value, (int, float)) and s.value > 100]
+    if not over:
+        return None
+    top = max(over, key=lambda s: s.value)
+    of_peak = say(" of the measured {peak}", peak=peak) if peak is not None else ""
+    return Flag(
+        "MFU above 100%",
+        say(
+            "{k} ran at more FLOP/s than this device's measured peak (up to {top}{of_peak}): that peak was "
+            "measured low, so it is no bound and no share of it on this page can be read",
+            k=join([say("{n}", n=Ident(s.name.split(":")[0])) for s in over], ", ", " and "),
+            top=top,
+            of_peak=of_peak,
+        ),
+    )
 
 
 def run_flags(

@@ -198,7 +198,7 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
 
 def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:
     """The peak of the run's device that a share of peak on the page divides by, and where it came from (a
-    data sheet, or measured once on this machine for that device and thread count and kept for every task:
+    data sheet, or measured on this machine for that device and thread count and kept for every task:
     flops.PEAKS_FILE)."""
     if not fl or not fl.get("peak_tflops"):
         return {}

@@ -123,7 +123,29 @@ def first_up(sentence: str) -> str:
 
 
 def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict | None) -> list[sanity.Flag]:
-    return sanity.run_flags(cfg, batches["loss"], list(epochs["total_s"]), meta, classes_of(cfg, meta))
+    flags = sanity.run_flags(cfg, batches["loss"], list(epochs["total_s"]), meta, classes_of(cfg, meta))
+    over = sanity.above_peak(epoch_shares(epochs), run_peak(meta))
+    return flags + ([over] if over else [])
+
+
+def run_peak(meta: dict | None):
+    """The run's peak as every page states it (flops.peak_number), or None where the run recorded none."""
+    from ..flops import peak_number
+
+    fl = (meta or {}).get("flops") or {}
+    return peak_number(fl) if fl.get("peak_tflops") else None
+
+
+def epoch_shares(epochs: pd.DataFrame) -> list[Number]:
+    """Each epoch's training compute as a share of the device's peak (the epochs table's column), as Numbers
+    named for their epoch."""
+    if "mfu" not in epochs:
+        return []
+    return [
+        Number(f"epoch {int(e)}: share of device peak", 100 * float(m), "%", "measured", n=1)
+        for e, m in zip(epochs["epoch"], epochs["mfu"])
+        if pd.notna(m)
+    ]
 
 
 def machines(sweep) -> list[dict]:

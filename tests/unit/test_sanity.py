@@ -4,6 +4,7 @@ plot."""
 import math
 
 from hpml_lab import sanity
+from hpml_lab.answers import Number
 from hpml_lab.config import RunConfig
 
 
@@ -300,3 +301,21 @@ def test_c4s_flags_do_not_invent_a_worker_setting(tmp_path):
         RunConfig(task="c4", num_workers=1), SimpleNamespace(best=0, items=items, c3_rows=None)
     )
     assert not [f for f in flags if "num_workers" in f.message], [f.message for f in flags]
+
+
+def test_a_share_above_the_whole_peak_is_flagged_once_naming_what_reached_it():
+    peak = Number("this device's fp32 peak", 0.054, "TFLOP/s", "measured", n=1)
+    shares = [
+        Number("epoch 1: share of device peak", 92.0, "%", "measured", n=1),
+        Number("epoch 2: share of device peak", 138.0, "%", "measured", n=1),
+        Number("epoch 3: share of device peak", 121.0, "%", "measured", n=1),
+    ]
+    flag = sanity.above_peak(shares, peak)
+    assert flag.kind == "MFU above 100%"
+    assert flag.message.startswith("epoch 2 and epoch 3 ran at more FLOP/s than this device's measured peak")
+    assert "(up to 138% of the measured 0.054 TFLOP/s)" in flag.message and "epoch 1" not in flag.message
+    # the flag's numbers are Numbers (slots), and no peak recorded: the share alone
+    assert {n.name for n in flag.numbers()} == {"epoch 2: share of device peak", "this device's fp32 peak"}
+    alone = sanity.above_peak(shares, None)
+    assert "(up to 138%)" in alone.message
+    assert sanity.above_peak(shares[:1], peak) is None and sanity.above_peak([], peak) is None

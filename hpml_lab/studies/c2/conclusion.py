@@ -93,25 +93,27 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     if fl and "mfu" in steady:
         peak = peak_number(fl)  # the machine's one peak, as the environment table states it
         mfu = num("training compute, share of this device's peak", steady["mfu"], "%", 100)
-        details.append(
-            say(
-                "The training compute reached {mfu} of this device's peak; {peak} is that peak, not the rate "
-                "training ran at",
-                mfu=mfu,
-                peak=peak,
-            )
-        )
         if mfu.value > 100:
-            details.append(say("That is more than the whole peak: the peak was measured under another load"))
-            background.append(
-                Background(
-                    "A share above the whole peak means the peak was measured while the machine was busier "
-                    "than during training: read it as near this CPU's own matrix-product speed."
+            # faster than the peak: that peak was measured low (the page's 'MFU above 100%' flag), no bound
+            details.append(
+                say(
+                    "The training compute ran at more FLOP/s than {peak}, the peak measured for this device, "
+                    "so that peak is no bound and no share of it can be read",
+                    peak=peak,
                 )
             )
-        note = busy_peak_note(fl, (run.meta or {}).get("machine"))
-        if note is not None:
-            details.append(note)
+        else:
+            details.append(
+                say(
+                    "The training compute reached {mfu} of this device's peak; {peak} is that peak, not the "
+                    "rate training ran at",
+                    mfu=mfu,
+                    peak=peak,
+                )
+            )
+            note = busy_peak_note(fl, (run.meta or {}).get("machine"))
+            if note is not None:
+                details.append(note)
     details += warmup_findings(ep)
     step, verdict = first_step_finding(run.batches), None
     if step is not None:
