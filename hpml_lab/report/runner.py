@@ -425,12 +425,13 @@ def write_index(outcomes: list[Outcome]) -> Path:
         )
     notices = []
     if busy:
-        every = "Every run was" if len(busy) == len(rows) else f"{len(busy)} of {len(rows)} runs were"
+        # counted in reports, not runs: a report reads several runs, and its flag names the busiest of them
+        every = "Every report" if len(busy) == len(rows) else f"{len(busy)} of {len(rows)} reports"
         notices.append(
-            f"<p class='hpml-banner'><b>Busy machine.</b> {every} made on a busy machine (each report's flag "
-            f"says how: "
-            "its load average or CPU steal): their times are slower and noisier than on an idle machine, and "
-            "a comparison of times may not separate"
+            f"<p class='hpml-banner'><b>Busy machine.</b> {every} read a run made on a busy machine (each "
+            "report's flag names the run and says how busy: its load average or CPU steal): times from a busy "
+            "machine are slower and noisier than on an idle one, and each report's verdicts say where a "
+            "comparison cannot tell"
             + ("" if len(busy) == len(rows) else f" ({', '.join(busy)})")
             + ". Run again on an idle machine for times to hand in.</p>"
         )

@@ -168,7 +168,7 @@ def test_the_index_shows_headlines_and_its_context_once(reports):
     )
     assert page.count("The median epoch takes 1.25 s.") == 3 and "The first epoch was longer" not in page
     assert "1 min 59 s" in page
-    assert "Busy machine." in page and "2 of 3 runs were" in page and "(c1, c2)" in page
+    assert "Busy machine." in page and "2 of 3 reports read a run made on a busy machine" in page and "(c1, c2)" in page
     # rows that differ say it per row, in a column of their own
     mixed = runner.write_index([_outcome("c1"), _outcome("c2", profile="smoke"), _outcome("c3")]).read_text()
     assert (
@@ -177,7 +177,7 @@ def test_the_index_shows_headlines_and_its_context_once(reports):
     assert mixed.count("<td>smoke</td>") == 1 and "<td>tiny</td>" not in mixed  # only the row that differs
     for tid in ("c1", "c2", "c3"):
         _rendered(reports, tid, busy=True)
-    assert "Every run was made on a busy machine" in runner.write_index([_outcome("c1")]).read_text()
+    assert "Every report read a run made on a busy machine" in runner.write_index([_outcome("c1")]).read_text()
 
 
 def test_a_findings_record_shows_its_own_headline_tagged_and_its_background_apart(reports):
