@@ -1,10 +1,12 @@
 """What several Lab 2 tasks' conclusions share: how train() timed a run, said only as far as its settings make
-it true (timing_method, timing_disjoint), every verdict of a best-of-several as a finding (best_findings), and
-the conclusion of a training sweep, one run per value of a setting (training_sweep). Each task's own
-conclusion is its folder's conclusion.py (hpml_lab/studies/<task_id>/).
+it true (timing_method, timing_disjoint), what a run's first epoch, left out as warm-up, showed
+(first_epoch_finding), every verdict of a best-of-several as a finding (best_findings), and the conclusion of
+a training sweep, one run per value of a setting (training_sweep). Each task's own conclusion is its folder's
+conclusion.py (hpml_lab/studies/<task_id>/).
 
     from hpml_lab.studies import lab2_conclusion
     nb.said(*lab2_conclusion.timing_method(cfg, run.meta))     # the method sentences of a run's timing
+    lab2_conclusion.first_epoch_finding([5.6, 6.6, 6.6])       # 'The first epoch took 5.6 s, shorter ...'
     answers, flags = lab2_conclusion.training_sweep(cfg, out, "optimizer", "Which optimizer trains best?")
 
 No sentence here states a direction it did not compute: comparisons come from hpml_lab.verdict, flags from
@@ -20,6 +22,7 @@ from ..findings import Background, Finding, fmt_in, join, say
 from ..results import drop_warmup
 from ..verdict import best, sample_record
 from ._conclude import busy_of, counted, dedupe, num, on_gpu, setting, twin_noise
+from ._conclude import span as spanned
 from ._conclude import timing_disjoint as _timing_disjoint
 
 
@@ -119,7 +122,7 @@ def first_epoch_finding(
     else:
         lo = Number(f"{name}shortest epoch kept", min(later), "s", "measured", n=1)
         hi = Number(f"{name}longest epoch kept", max(later), "s", "measured", n=1)
-        span = say("{lo} to {hi}", lo=lo, hi=hi)
+        span = spanned([lo, hi])  # one value where the two ends print alike
     kept = "the epoch kept" if len(later) == 1 else "each epoch kept"
     by_rule = "; it is left out by rule, as every run's first epoch is"
     if first.value > hi.value:  # single values side by side, no verdict: "longer than each"

@@ -1,6 +1,6 @@
 """What the C2 report concludes: data-loading, training and total time per epoch, the first epoch kept out of
-the summary; whether that first epoch took longer; the first step of each epoch against the rest; its epoch
-table.
+the summary; the first step of each epoch against the rest, and what the whole epochs show of the first epoch
+in the light of that verdict (a start-up every epoch repeats is never denied); its epoch table.
 
     from hpml_lab.studies.c2 import conclusion
     answers, flags = conclusion.conclude(cfg, run)     # run: results.Run of hpml_lab.train
