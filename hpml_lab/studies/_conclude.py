@@ -73,10 +73,10 @@ def worker_label(n: int, name: str = "") -> Finding:
 
 
 def workers_list(counts, name: str = "worker count") -> Finding:
-    """Several worker counts: '0 or 2 workers'."""
+    """Several worker counts: '0 or 2 workers'; the one count 1: '1 worker'."""
     counts = [int(c) for c in counts]
     nums = [say("{n}", n=setting(fmt_in("{name} {c}", name=name, c=c), c)) for c in counts]
-    return say("{counts} workers", counts=join(nums, ", ", " or "))
+    return say("{counts} worker" if counts == [1] else "{counts} workers", counts=join(nums, ", ", " or "))
 
 
 def span(numbers) -> Finding:

@@ -1,10 +1,12 @@
 """What several Lab 2 tasks' conclusions share: how train() timed a run, said only as far as its settings make
-it true (timing_method, timing_disjoint), every verdict of a best-of-several as a finding (best_findings), and
-the conclusion of a training sweep, one run per value of a setting (training_sweep). Each task's own
-conclusion is its folder's conclusion.py (hpml_lab/studies/<task_id>/).
+it true (timing_method, timing_disjoint), what a run's first epoch, left out as warm-up, showed
+(first_epoch_finding), every verdict of a best-of-several as a finding (best_findings), and the conclusion of
+a training sweep, one run per value of a setting (training_sweep). Each task's own conclusion is its folder's
+conclusion.py (hpml_lab/studies/<task_id>/).
 
     from hpml_lab.studies import lab2_conclusion
     nb.said(*lab2_conclusion.timing_method(cfg, run.meta))     # the method sentences of a run's timing
+    lab2_conclusion.first_epoch_finding([5.6, 6.6, 6.6])       # 'The first epoch took 5.6 s, shorter ...'
     answers, flags = lab2_conclusion.training_sweep(cfg, out, "optimizer", "Which optimizer trains best?")
 
 No sentence here states a direction it did not compute: comparisons come from hpml_lab.verdict, flags from
@@ -20,6 +22,7 @@ from ..findings import Background, Finding, fmt_in, join, say
 from ..results import drop_warmup
 from ..verdict import best, sample_record
 from ._conclude import busy_of, counted, dedupe, num, on_gpu, setting, twin_noise
+from ._conclude import span as spanned
 from ._conclude import timing_disjoint as _timing_disjoint
 
 
@@ -90,6 +93,83 @@ def timing_method(cfg, meta) -> list[Finding]:
     )
     # shown on their own (nb.said), each a sentence
     return [say("{x}.", x=f) for f in (data, timed, total)]
+
+
+STEADY_SPREAD = 1.1  # epochs whose longest is more than this times the shortest are not steady
+
+
+def first_epoch_finding(
+    totals, who: str | Finding = "", name: str = "", repeats: bool = False
+) -> Finding | None:
+    """What a run's whole epochs (`totals`, seconds, in order) show of its first epoch, which every summary
+    leaves out as warm-up by rule: that it was longer than each epoch kept; or why this run cannot tell (the
+    epochs grew longer through the run, the epochs kept were not steady, or the first was clearly shorter than
+    each of them: something slowed the later epochs, and it would hide a warm-up); or that it was no longer,
+    with no one-time cost showing. None for a run of one epoch (it is reported as is).
+
+    `who` names the run in the sentence (' on the CPU'), `name` starts its Numbers' names ('cpu: ');
+    `repeats`: each epoch's first step was found to hold a start-up of its own (C2's first-step verdict),
+    which every epoch repeats, so that whole epochs cannot set it apart and 'no one-time cost' must not deny
+    it."""
+    totals = [float(x) for x in totals]
+    if len(totals) < 2:
+        return None
+    later = totals[1:]
+    first = Number(f"{name}first epoch", totals[0], "s", "measured", n=1)
+    if len(later) == 1:
+        lo = hi = Number(f"{name}epoch kept", later[0], "s", "measured", n=1)
+        span = say("{x}", x=hi)
+    else:
+        lo = Number(f"{name}shortest epoch kept", min(later), "s", "measured", n=1)
+        hi = Number(f"{name}longest epoch kept", max(later), "s", "measured", n=1)
+        span = spanned([lo, hi])  # one value where the two ends print alike
+    kept = "the epoch kept" if len(later) == 1 else "each epoch kept"
+    by_rule = "; it is left out by rule, as every run's first epoch is"
+    if first.value > hi.value:  # single values side by side, no verdict: "longer than each"
+        return say(
+            "The first epoch{who} took {first}, longer than " + kept + " ({span}): it is left out as warm-up",
+            who=who,
+            first=first,
+            span=span,
+        )
+    climbing = all(b > a for a, b in zip(totals, totals[1:])) and totals[-1] > STEADY_SPREAD * totals[0]
+    if len(totals) >= 3 and climbing:
+        last = Number(f"{name}last epoch", totals[-1], "s", "measured", n=1)
+        return say(
+            "The epochs{who} grew longer through the run, each longer than the one before ({first} to "
+            "{last}): a drift, which a rising machine load can cause and which would hide a warm-up of the "
+            "first epoch, so this run cannot show whether the first held one" + by_rule,
+            who=who,
+            first=first,
+            last=last,
+        )
+    if len(later) > 1 and hi.value > STEADY_SPREAD * lo.value:
+        return say(
+            "The first epoch{who} took {first}, but the epochs kept were not steady ({span}), so this run "
+            "cannot show whether the first held a warm-up" + by_rule,
+            who=who,
+            first=first,
+            span=span,
+        )
+    if lo.value > STEADY_SPREAD * first.value:
+        return say(
+            "The first epoch{who} took {first}, shorter than "
+            + kept
+            + " ({span}): the epochs got longer after the first, which a warm-up does not do, so this run "
+            "cannot show whether the first held one" + by_rule + ", and the median of the epochs kept is the "
+            "higher for it",
+            who=who,
+            first=first,
+            span=span,
+        )
+    beyond = " beyond the start-up that every epoch repeats in its first step" if repeats else ""
+    return say(
+        "The first epoch{who} took {first}, no longer than the epochs kept ({span}): whole epochs show no "
+        "one-time cost of the first epoch" + beyond + by_rule,
+        who=who,
+        first=first,
+        span=span,
+    )
 
 
 def best_findings(b, labels: dict, name: str) -> list[Finding]:

@@ -297,8 +297,16 @@ def test_c4s_flags_do_not_invent_a_worker_setting(tmp_path):
             d, {"batches": pd.DataFrame(rows)}, {"config": {"num_workers": n}, "run_id": f"w{n}"}
         )
         items.append(SimpleNamespace(run_dir=d, complete=True, status="done"))
+    epochs = pd.DataFrame(  # the epochs C4's verdicts compare (its table's)
+        [
+            {"run_id": f"w{n}", "num_workers": n, "epoch": e, "data_s": 0.04, "train_s": 0.4, "total_s": 0.5}
+            for n in (0, 1)
+            for e in (1, 2)
+        ]
+    )
     _, flags = c4_conclusion.conclude(
-        RunConfig(task="c4", num_workers=1), SimpleNamespace(best=0, items=items, c3_rows=None)
+        RunConfig(task="c4", num_workers=1),
+        SimpleNamespace(best=0, items=items, c3_rows=None, epochs=epochs),
     )
     assert not [f for f in flags if "num_workers" in f.message], [f.message for f in flags]
 

@@ -1,6 +1,6 @@
 """What the C2 report concludes: data-loading, training and total time per epoch, the first epoch kept out of
-the summary; whether that first epoch took longer; the first step of each epoch against the rest; its epoch
-table.
+the summary; the first step of each epoch against the rest, and what the whole epochs show of the first epoch
+in the light of that verdict (a start-up every epoch repeats is never denied); its epoch table.
 
     from hpml_lab.studies.c2 import conclusion
     answers, flags = conclusion.conclude(cfg, run)     # run: results.Run of hpml_lab.train
@@ -18,7 +18,7 @@ from ...flops import peak_number
 from ...results import drop_warmup
 from ...verdict import compare, sample_record
 from .._conclude import counted, num, training_flags
-from ..lab2_conclusion import timing_disjoint
+from ..lab2_conclusion import first_epoch_finding, timing_disjoint
 
 
 def busy_peak_note(fl: dict, machine: dict | None) -> Finding | None:
@@ -114,12 +114,15 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
             note = busy_peak_note(fl, (run.meta or {}).get("machine"))
             if note is not None:
                 details.append(note)
-    details += warmup_findings(ep)
-    step, verdict = first_step_finding(run.batches), None
+    # the first step of each epoch, then the whole epochs: both from the one verdict, so that the epochs'
+    # sentence never denies a start-up the steps show
+    step, verdict, repeats = first_step_finding(run.batches), None, False
     if step is not None:
         details.append(step)
         sv, rest, firsts = first_step_verdict(run.batches)
         verdict = {"first_step": sample_record(sv, rest, firsts)}
+        repeats = sv.outcome == "better"  # a later step beats the first: each epoch starts slow
+    details += warmup_findings(ep, repeats)
     if (
         step is not None and cfg.num_workers > 0
     ):  # with no worker process there is no worker start-up to explain
@@ -136,41 +139,12 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     ], flags
 
 
-STEADY_SPREAD = 1.1  # later epochs whose longest is more than this times the shortest are not steady
-
-
-def warmup_findings(ep: pd.DataFrame) -> list[Finding]:
-    """Whether the first epoch took longer, as far as the data show it: said only when the later epochs were
-    steady (a climbing load makes later epochs longer, and a warm-up then cannot be seen)."""
-    if len(ep) < 2:
-        return []
-    later = list(ep.iloc[1:].total_s)
-    first = Number("first epoch", float(ep.iloc[0].total_s), "s", "measured", n=1)
-    lo = Number("shortest later epoch", float(min(later)), "s", "measured", n=1)
-    hi = Number("longest later epoch", float(max(later)), "s", "measured", n=1)
-    if first.value > hi.value:  # single values side by side, no verdict: "took longer than each"
-        return [
-            say("The first epoch took {first}, longer than each later one (at most {hi})", first=first, hi=hi)
-        ]
-    if len(later) > 1 and hi.value > STEADY_SPREAD * lo.value:
-        return [
-            say(
-                "The first epoch took {first}, but the later epochs were not steady ({lo} to {hi}), so this "
-                "run cannot show whether the first holds a warm-up",
-                first=first,
-                lo=lo,
-                hi=hi,
-            )
-        ]
-    span = say("{lo}", lo=lo) if len(later) == 1 else say("{lo} to {hi}", lo=lo, hi=hi)
-    return [
-        say(
-            "The first epoch took {first}, no longer than the later ones ({span}): no warm-up shows in this "
-            "run",
-            first=first,
-            span=span,
-        )
-    ]
+def warmup_findings(ep: pd.DataFrame, repeats: bool = False) -> list[Finding]:
+    """What the whole epochs show of the first epoch, left out of every summary (lab2_conclusion
+    .first_epoch_finding): `repeats` when the first-step verdict found each epoch's first step slower, so that
+    the sentence does not deny the start-up every epoch repeats."""
+    f = first_epoch_finding(list(ep.total_s), repeats=repeats)
+    return [] if f is None else [f]
 
 
 def first_step_verdict(batches: pd.DataFrame):
@@ -190,15 +164,23 @@ def first_step_verdict(batches: pd.DataFrame):
 
 def first_step_finding(batches: pd.DataFrame) -> Finding | None:
     """Each epoch's first training step against the later steps, as its verdict states it: a comparison within
-    epochs (per step), which the per-epoch warm-up sentence does not contradict; no table shows per-step
+    epochs (per step); where it finds the first step slower, what follows for the summaries: every epoch
+    repeats that start-up, so leaving out the first epoch does not remove it. No table shows per-step
     times."""
     if not (batches.groupby("epoch").cumcount() > 0).any():
         return None
     v, _, _ = first_step_verdict(batches)
-    return say(
+    said = say(
         "Within each epoch, per step (medians over the run's steps; a comparison of steps, not of whole "
         "epochs, and no table here shows it): {v}",
         v=v.finding("C2 first step"),
+    )
+    if v.outcome != "better":  # no start-up of its own in each epoch's first step shows
+        return said
+    return say(
+        "{said}. So every epoch starts with a warm-up of its own, its first step, which stays in that "
+        "epoch's time: leaving out the first epoch does not remove it",
+        said=said,
     )
 
 

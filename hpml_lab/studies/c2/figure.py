@@ -1,7 +1,8 @@
 """C2's figure: per epoch, data loading, training and the rest of the epoch's time.
 
 from hpml_lab.studies.c2 import figure
-fig = figure.epoch_timing(run.epochs, disjoint=lab2_conclusion.timing_disjoint(cfg, run.meta))
+fig = figure.epoch_timing(run.epochs, title=figure.title(cfg, run.meta),
+                          disjoint=lab2_conclusion.timing_disjoint(cfg, run.meta))
 """
 
 from __future__ import annotations
@@ -10,6 +11,14 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ...plots import bars_inside, legend_outside, time_phases
+from .._conclude import workers
+
+
+def title(cfg, meta) -> str:
+    """The figure's title: the run's model, batch size, workers ('1 worker', never '1 workers') and device."""
+    return (
+        f"{cfg.model}, batch {cfg.batch_size}, {workers(cfg.num_workers)}, {(meta or {}).get('device', '')}"
+    )
 
 
 def epoch_timing(epochs: pd.DataFrame, title: str = "", disjoint: bool = True) -> plt.Figure:

@@ -1,6 +1,6 @@
-"""What the C4 report concludes: data loading against compute per step with 1 worker and with the count C3
-chose (named a best only where C3's verdict named one), each difference a verdict that knows the counts ran
-one after the other.
+"""What the C4 report concludes: data loading against compute per epoch with 1 worker and with the count C3
+chose (named a best only where C3's verdict named one), each difference a verdict over the epochs its table
+summarises that knows the counts ran one after the other.
 
     from hpml_lab.studies.c4 import conclusion
     answers, flags = conclusion.conclude(cfg, out)     # out: study.C4Result
@@ -15,6 +15,7 @@ from ... import sanity
 from ...answers import Answer, Number
 from ...data import classes_of
 from ...findings import Background, Finding, fmt_in, join, say
+from ...results import drop_warmup
 from ...verdict import best, sample_record
 from .._conclude import (
     busy_of,
@@ -29,6 +30,13 @@ from .._conclude import (
     workers_list,
 )
 from ..c3.conclusion import loads_of, too_few_split, too_few_why
+from ..lab2_conclusion import first_epoch_finding
+
+# how the compared counts' runs were made, as the verdicts record it (_conclude.sampling)
+SAMPLING = {
+    "sequential": "; the counts ran one after the other, not interleaved",
+    "interleaved": "; the counts took turns",
+}
 
 
 def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
@@ -75,9 +83,11 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
 
 
 def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
-    """Data loading vs compute per step with 1 worker and with the count C3 chose (named a best only when C3's
-    verdict named one), each difference a verdict that knows the counts ran one after the other (and cannot
-    tell when the load moved between them); the data share per count as findings; what workers usually do,
+    """Data loading vs compute per epoch with 1 worker and with the count C3 chose (named a best only when
+    C3's verdict named one), each difference a verdict over the epochs the table summarises (each epoch after
+    a run's warm-up epoch one sample, the table's median its statistic) that knows the counts ran one after
+    the other (and cannot tell when the load moved between them, or from fewer than three epochs a count); the
+    data share per count and what each run's first epoch showed, as findings; what workers usually do,
     background."""
     best_n = int(out.best)
     bt = steady_batches(out.items, "num_workers")
@@ -88,10 +98,13 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         for n, g in bt.groupby("num_workers")
     ]
     flags.append(busy_of(out))
+    # the epochs the table summarises (study.phase_summary) are the verdicts' samples: the steps of one epoch
+    # run back to back, at one moment of the machine, so they are not counted as samples of their own
+    ep = drop_warmup(out.epochs)
     waits, computes = {}, {}
-    for n, g in bt.groupby("num_workers"):
-        waits[int(n)] = num(f"{workers(n)}: data wait per step", g["data_s"], "ms", 1000)
-        computes[int(n)] = num(f"{workers(n)}: compute per step", g["train_s"], "ms", 1000)
+    for n, g in ep.groupby("num_workers"):
+        waits[int(n)] = num(f"{workers(n)}: data wait per epoch", g["data_s"], "s")
+        computes[int(n)] = num(f"{workers(n)}: compute per epoch", g["train_s"], "s")
     labels = {n: worker_label(n, fmt_in("C4 worker count {n}", n=n)) for n in waits}
     tag = c3_tag(best_n, getattr(out, "c3_rows", None))
     shares = []
@@ -108,6 +121,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
                 )
                 shares.append(say("{share} with {w}", share=share, w=labels[int(n)]))
     details = [say("Waiting for data is a share of the epoch of {s}", s=join(shares, ", "))] if shares else []
+    details += first_epochs(out.epochs, labels)
     background = [
         Background(
             "With one worker a single process decodes and augments every image; when that takes longer than "
@@ -123,7 +137,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         one = next(iter(waits))
         head = say(
             "The count C3 gave is {one} ({tag}), so it is compared with nothing: data wait {wait} and "
-            "compute {compute} per step (medians)",
+            "compute {compute} per epoch (medians)",
             one=labels[one],
             tag=tag,
             wait=waits[one],
@@ -133,10 +147,10 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     loads = loads_by(out.items, "num_workers")
     names = dict(label_a=workers(against), label_b="1 worker")  # each side named, the compared count first
     vd, da, db = compare_configs(
-        bt, "num_workers", against, 1, "data_s", "data wait per step", **names, loads=loads
+        ep, "num_workers", against, 1, "data_s", "data wait per epoch", **names, loads=loads
     )
     vc, ca, cb = compare_configs(
-        bt, "num_workers", against, 1, "train_s", "compute per step", **names, loads=loads
+        ep, "num_workers", against, 1, "train_s", "compute per epoch", **names, loads=loads
     )
     lab = dict(label_a=labels[against], label_b=labels[1])
     lead = (
@@ -154,21 +168,24 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         lead.up(),
         say("Data wait: {d}", d=vd.finding("C4 data wait", **lab)),
         say("Compute: {c}", c=vc.finding("C4 compute", **lab)),
+        say(
+            "Both compare whole epochs, each epoch after a run's warm-up epoch one sample and their median "
+            "the statistic: the steps of an epoch run back to back, at one moment of the machine, so they "
+            "are not samples of their own" + SAMPLING.get(sampling([vd, vc]), "")
+        ),
+        say(
+            "Per epoch, as the table has them ("
+            + ("the one epoch each run kept" if max(waits[against].n, waits[1].n) == 1 else "medians")
+            + "): data wait {wa} with {a} and {wb} with {b}; compute {ca} and {cb}",
+            wa=waits[against],
+            a=labels[against],
+            wb=waits[1],
+            b=labels[1],
+            ca=computes[against],
+            cb=computes[1],
+        ),
         *details,
     ]
-    how = {
-        "sequential": "; the counts ran one after the other, not interleaved",
-        "interleaved": "; the counts took turns",
-    }
-    details.append(
-        say(
-            "Both compare medians per training step, from every batch after each run's warm-up epoch"
-            + how.get(sampling([vd, vc]), "")
-        )
-    )
-    epoch_note = per_epoch_wait_note(summary, waits, labels, against)
-    if epoch_note is not None:
-        details.append(epoch_note)
     return [
         Answer(
             question,
@@ -178,6 +195,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             verdict={
                 "data": sample_record(vd, da, db),
                 "compute": sample_record(vc, ca, cb),
+                "samples": "epochs",
                 "interleaved": False,
                 "c3": tag.plain(),
                 "against": against,
@@ -186,37 +204,13 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     ], dedupe(flags)
 
 
-def per_epoch_wait_note(summary, waits: dict, labels: dict, against: int) -> Finding | None:
-    """When the table's data wait per epoch (median epoch) orders the two counts otherwise than the median
-    wait per step does, both aggregates named and why they can differ; None when they agree or the table lacks
-    the column."""
-    if summary is None or "data_median_s" not in summary:
-        return None
-    per_epoch = {int(n): float(x) for n, x in zip(summary["num_workers"], summary["data_median_s"])}
-    if against not in per_epoch or 1 not in per_epoch:
-        return None
-    if (waits[against].value - waits[1].value) * (per_epoch[against] - per_epoch[1]) >= 0:
-        return None
-    counts = dict(
-        zip(summary["num_workers"].astype(int), summary["n"] if "n" in summary else [1] * len(summary))
-    )
-    ep = {
-        n: Number(
-            f"{workers(n)}: data wait per epoch (median epoch)",
-            per_epoch[n],
-            "s",
-            "measured",
-            n=int(counts[n]),
-        )
-        for n in (against, 1)
-    }
-    return say(
-        "The table's data wait is per epoch ({ea} with {wa}, {eb} with {wb}: median epoch) and orders the "
-        "two counts the other way round from the median per step: an epoch's total holds every step's wait, "
-        "the few long ones too (such as a worker's start-up on an epoch's first step), which a median per "
-        "step leaves out",
-        ea=ep[against],
-        wa=labels[against],
-        eb=ep[1],
-        wb=labels[1],
-    )
+def first_epochs(epochs: pd.DataFrame, labels: dict) -> list[Finding]:
+    """What each count's first epoch, left out as warm-up, showed against the epochs kept
+    (lab2_conclusion.first_epoch_finding), in the order of `labels`."""
+    out = []
+    for n, label in labels.items():
+        g = epochs[epochs["num_workers"] == n].sort_values("epoch")
+        f = first_epoch_finding(list(g["total_s"]), who=say(" with {w}", w=label), name=f"{workers(n)}: ")
+        if f is not None:
+            out.append(f)
+    return out

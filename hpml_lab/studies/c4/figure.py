@@ -41,7 +41,8 @@ def phase_bars(summary: pd.DataFrame, by: str, xlabel: str, disjoint: bool = Tru
             capsize=4,
         )
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(f"median seconds per epoch (n={int(summary['n'].min())} epochs)")
+    n = int(summary["n"].min())
+    ax.set_ylabel(f"median seconds per epoch (n = {n} epoch{'' if n == 1 else 's'})")
     bars_inside(ax)
     legend_outside(ax)
     ax.grid(axis="y", alpha=0.3)

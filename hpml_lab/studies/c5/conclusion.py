@@ -8,13 +8,36 @@ answers, flags = conclusion.conclude(cfg, out)     # out: study.C5Result
 from __future__ import annotations
 
 from ... import sanity
-from ...answers import Answer
+from ...answers import Answer, Number
 from ...findings import Background, say
 from ...results import drop_warmup
 from ...verdict import sample_record
-from .._conclude import busy_of, compare_configs, dedupe, loads_by, num, setting, steady_batches
+from .._conclude import busy_of, compare_configs, counted, dedupe, loads_by, num, setting, steady_batches
+from ..lab2_conclusion import first_epoch_finding
 
 DEVICE_LABELS = {"cpu": "CPU", "cuda": "GPU"}
+
+
+def table_note(summary) -> str:
+    """What the summary table's columns measure, in words, said only of the columns it has: whole epochs after
+    the first (both sides of the data wait's share whole epochs), and the median training step of those
+    epochs (compute per step; with a GPU its speedup, the samples the GPU-vs-CPU verdict compares)."""
+    gpu = "compute_speedup_vs_cpu" in summary
+    step = (
+        "compute per step, its speedup and its share of the device's peak: the samples the GPU-vs-CPU "
+        "verdict compares"
+        if gpu
+        else "compute per step and its share of the device's peak"
+    )
+    epoch = "their median, spread and mean, " + ("their speedup, " if gpu else "")
+    return (
+        "The columns hold two kinds of measurement, each named in its header: whole epochs after the first ("
+        + epoch
+        + "images/s, and the data wait's share of their time, both sides of it whole epochs), and the median "
+        "training step of those epochs ("
+        + step
+        + "). The last column is the plain average over all epochs, warm-up included, as the lab words it."
+    )
 
 
 def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -23,6 +46,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     ep = out.epochs
     flags: list = [busy_of(out)]
     said = []  # one sentence per device, the CPU's first: each names its own device
+    dropped = []  # per device: what its first epoch, left out as warm-up, showed
     for device, g in sorted(ep.groupby("device", sort=False), key=lambda x: x[0] != "cpu"):
         label = DEVICE_LABELS.get(str(device), str(device))
         trend = sanity.trend(list(g["total_s"]), label=str(device))
@@ -41,12 +65,36 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         else:
             how = "median after warm-up" if (x.n or 0) > 1 else "the one epoch after the first"
             said.append(say("A {d} epoch took {x} (" + how + ")", d=label, x=x))
-    lead = said[0]
+        if len(g) > 1:  # the lab's "average epoch time": every epoch, the first included, beside the median
+            mean = Number(
+                f"{device}: mean epoch time (all epochs)",
+                float(g["total_s"].mean()),
+                "s",
+                "measured",
+                n=len(g),
+            )
+            said.append(
+                say(
+                    "The plain mean of all {n} {d} epochs, the first included, is {m}",
+                    n=counted(f"{device}: epochs", len(g)),
+                    d=label,
+                    m=mean,
+                )
+            )
+        note = first_epoch_finding(list(g["total_s"]), who=f" on the {label}", name=f"{device}: ")
+        if note is not None:
+            dropped.append(note)
     question = "C5: average epoch time on GPU vs CPU"
     if "cuda" not in out.devices:
         head = say("No GPU was present, so there is no GPU time and no speedup")
         return [
-            Answer(question, head, [lead], status="partial", missing="a GPU: run this task on a CUDA machine")
+            Answer(
+                question,
+                head,
+                [*said, *dropped],
+                status="partial",
+                missing="a GPU: run this task on a CUDA machine",
+            )
         ], dedupe(flags)
     bt = steady_batches(out.items, "device")
     v, xa, xb = compare_configs(
@@ -61,7 +109,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         loads=loads_by(out.items, "device"),
     )
     head = say("{v}", v=v.short("C5 compute")).up()
-    details = [say("{v}", v=v.finding("C5 compute")).up(), *[say("{s}", s=x) for x in said]]
+    details = [say("{v}", v=v.finding("C5 compute")).up(), *said, *dropped]
     if cfg.max_batches:  # e.g. the GPU kit's profile: the CPU row would otherwise take most of a lease
         details.append(
             say(

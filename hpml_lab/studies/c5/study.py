@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from ... import flops, results
 from ...config import RunConfig
 from ...profiling import summarize
 from ...results import drop_warmup
@@ -37,6 +38,16 @@ def devices_present() -> list[str]:
     return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
+def step_mfu(item, batches: pd.DataFrame, step_s: float) -> float:
+    """The training compute of the median step as a share of this device's peak (a fraction): the FLOPs of a
+    step of the median batch over the median step time, over the peak the run recorded (meta.json's flops);
+    nan without them."""
+    fl = results.read_run(item.run_dir).meta.get("flops") or {}
+    if not fl.get("per_image") or not fl.get("peak_tflops") or not len(batches):
+        return float("nan")
+    return flops.mfu(fl["per_image"] * float(batches["images"].median()), step_s, fl["peak_tflops"])
+
+
 def run(cfg: RunConfig, log=print) -> C5Result:
     """The same training on every device present. Without CUDA there is only a CPU row, and `note` says so."""
     devs = devices_present()
@@ -44,18 +55,21 @@ def run(cfg: RunConfig, log=print) -> C5Result:
     epochs = tables(items, "epochs", with_config=("device",))
     st, st_b = drop_warmup(epochs), drop_warmup(tables(items, "batches", with_config=("device",)))
     rows = []
-    for d in devs:
+    for d, item in zip(devs, items):
         g, all_g, b = st[st["device"] == d], epochs[epochs["device"] == d], st_b[st_b["device"] == d]
+        step_s = summarize(b["train_s"])["median"]
         rows.append(
             {
                 **stats_row(g["total_s"], device=d),
                 "warmup_epoch_s": all_g["total_s"].iloc[0],
+                # whole epochs (both sides of each share): images over the epochs' wall time, and the data
+                # wait's share of it
                 "images_per_s": g["images"].sum() / g["total_s"].sum(),
-                # the epoch holds data loading too: its share, and the step's own compute apart
                 "data_share": g["data_s"].sum() / g["total_s"].sum(),
-                "step_compute_ms": 1000 * summarize(b["train_s"])["median"],
-                # training compute's share of this device's peak (hpml_lab.flops), median of the steady epochs
-                "mfu_pct": 100 * float(g["mfu"].median()) if "mfu" in g and len(g) else float("nan"),
+                # the median training step of those epochs: the samples the GPU-vs-CPU verdict compares, and
+                # its share of this device's peak (hpml_lab.flops) from that same step
+                "step_compute_ms": 1000 * step_s,
+                "mfu_pct": 100 * step_mfu(item, b, step_s),
             }
         )
     summary = pd.DataFrame(rows)
