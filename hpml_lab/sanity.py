@@ -320,15 +320,20 @@ def trend(
     return None
 
 
+# the counted nouns too_few's callers name, each with its form for a count of one ("only 1 cpu epoch")
+_ONE = {"epochs": "epoch", "passes": "pass", "batches": "batch", "repeats": "repeat", "values": "value"}
+
+
 def too_few(n: int, what: str = "values") -> Flag | None:
     if n < MIN_SAMPLES:
+        said = " ".join(_ONE.get(w, w) for w in what.split()) if int(n) == 1 else what
         return Flag(
             "too few samples",
             say(
                 "only {n} {what}: a median of fewer than {min} has no spread to show, so none is shown; "
                 "treat the number as one observation",
                 n=Number(f"samples: {what}", int(n), "", "counted", source="counted in the results"),
-                what=what,
+                what=said,
                 min=Number(
                     "samples needed for a spread", MIN_SAMPLES, "", "setting", source="sanity.MIN_SAMPLES"
                 ),

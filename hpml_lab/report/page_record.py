@@ -205,10 +205,22 @@ def reused_note(items) -> None:
     n = sum(getattr(i, "status", "") == "skipped" for i in items)
     _REUSED += n  # the answer record says it too, and the index from it
     if n:
-        display(
-            Markdown(
-                f"*{n} configuration(s) were complete from an earlier run and were reused (resumed sweep); "
-                "their start time is in their meta.json.*"
+        from ..answers import Number
+        from ..findings import say
+
+        name = "configurations reused from an earlier run"
+        k = sum(
+            1 for held in _PAGE["shown"] if held.startswith(name)
+        )  # a page's later sweeps: their own names
+        count = Number(name + (f" (sweep {k + 1})" if k else ""), n, "", "counted", source="the sweep")
+        said(
+            say(
+                "{n} configuration was complete from an earlier run and was reused (a resumed sweep); its "
+                "start time is in its meta.json"
+                if n == 1
+                else "{n} configurations were complete from an earlier run and were reused (a resumed sweep); "
+                "their start times are in their meta.json",
+                n=count,
             )
         )
 

@@ -429,9 +429,9 @@ def write_index(outcomes: list[Outcome]) -> Path:
         every = "Every report" if len(busy) == len(rows) else f"{len(busy)} of {len(rows)} reports"
         notices.append(
             f"<p class='hpml-banner'><b>Busy machine.</b> {every} read a run made on a busy machine (each "
-            "report's flag names the run and says how busy: its load average or CPU steal): times from a busy "
-            "machine are slower and noisier than on an idle one, and each report's verdicts say where a "
-            "comparison cannot tell"
+            "report's flag names the run and says how busy: its load average or CPU steal): times from a "
+            "busy machine are slower and noisier than on an idle one, and each report's verdicts say where "
+            "a comparison cannot tell"
             + ("" if len(busy) == len(rows) else f" ({', '.join(busy)})")
             + ". Run again on an idle machine for times to hand in.</p>"
         )

@@ -168,7 +168,11 @@ def test_the_index_shows_headlines_and_its_context_once(reports):
     )
     assert page.count("The median epoch takes 1.25 s.") == 3 and "The first epoch was longer" not in page
     assert "1 min 59 s" in page
-    assert "Busy machine." in page and "2 of 3 reports read a run made on a busy machine" in page and "(c1, c2)" in page
+    assert (
+        "Busy machine." in page
+        and "2 of 3 reports read a run made on a busy machine" in page
+        and ("(c1, c2)") in page
+    )
     # rows that differ say it per row, in a column of their own
     mixed = runner.write_index([_outcome("c1"), _outcome("c2", profile="smoke"), _outcome("c3")]).read_text()
     assert (
@@ -177,7 +181,9 @@ def test_the_index_shows_headlines_and_its_context_once(reports):
     assert mixed.count("<td>smoke</td>") == 1 and "<td>tiny</td>" not in mixed  # only the row that differs
     for tid in ("c1", "c2", "c3"):
         _rendered(reports, tid, busy=True)
-    assert "Every report read a run made on a busy machine" in runner.write_index([_outcome("c1")]).read_text()
+    assert (
+        "Every report read a run made on a busy machine" in runner.write_index([_outcome("c1")]).read_text()
+    )
 
 
 def test_a_findings_record_shows_its_own_headline_tagged_and_its_background_apart(reports):
@@ -363,3 +369,30 @@ def test_the_tasks_line_says_a_run_that_is_no_result():
     assert runner._not_a_result(rec) == "diverged: the loss became NaN"
     assert runner._not_a_result({"flags": [{"kind": "machine busy", "message": "x"}]}) == ""
     assert runner._not_a_result(None) == "" and runner._not_a_result({"flags": "damaged"}) == ""
+
+
+def test_a_resumed_sweeps_reused_count_is_a_slot_of_the_record(monkeypatch):
+    """The reused note typed its count outside a number slot ('2 configuration(s) were ...'): the claims check
+    refused it on a rerun's page. It is a counted Number, held in the record, and its noun agrees."""
+    import types
+
+    from IPython import display as ipd
+
+    from hpml_lab.report import page_record
+    from hpml_lab.report.claims import _check_html
+
+    shown = []
+    monkeypatch.setattr(ipd, "display", shown.append)
+    page_record.new_page()
+    done, kept = types.SimpleNamespace(status="skipped"), types.SimpleNamespace(status="ok")
+    page_record.reused_note([done, done, kept])
+    page_record.reused_note([done])
+    page_record.reused_note([kept])
+    assert len(shown) == 2
+    two, one = (s.data for s in shown)
+    held = page_record._PAGE["shown"]
+    assert held["configurations reused from an earlier run"]["value"] == 2
+    assert held["configurations reused from an earlier run (sweep 2)"]["value"] == 1
+    assert _check_html(one, held, "") == []
+    assert _check_html(two, held, "") == [] and "2</span> configurations were complete" in two
+    assert "1</span> configuration was complete from an earlier run and was reused" in one

@@ -327,3 +327,12 @@ def test_a_share_above_the_whole_peak_is_flagged_once_naming_what_reached_it():
     alone = sanity.above_peak(shares, None)
     assert "(up to 138%)" in alone.message
     assert sanity.above_peak(shares[:1], peak) is None and sanity.above_peak([], peak) is None
+
+
+def test_too_few_names_one_sample_in_the_singular():
+    assert sanity.too_few(1, "cpu epochs after warm-up").message.startswith("only 1 cpu epoch after warm-up:")
+    assert sanity.too_few(1, "passes per loader").message.startswith("only 1 pass per loader:")
+    assert sanity.too_few(2, "timed batches per Q1 size").message.startswith(
+        "only 2 timed batches per Q1 size:"
+    )
+    assert sanity.too_few(3, "epochs") is None
