@@ -218,8 +218,8 @@ def reused_note(items) -> None:
                 "{n} configuration was complete from an earlier run and was reused (a resumed sweep); its "
                 "start time is in its meta.json"
                 if n == 1
-                else "{n} configurations were complete from an earlier run and were reused (a resumed sweep); "
-                "their start times are in their meta.json",
+                else "{n} configurations were complete from an earlier run and were reused (a resumed "
+                "sweep); their start times are in their meta.json",
                 n=count,
             )
         )
