@@ -142,7 +142,7 @@ def epoch_shares(epochs: pd.DataFrame) -> list[Number]:
     if "mfu" not in epochs:
         return []
     return [
-        Number(f"epoch {int(e)}: share of device peak", 100 * float(m), "%", "measured", n=1)
+        Number(fmt_in("epoch {e}: share of device peak", e=int(e)), 100 * float(m), "%", "measured", n=1)
         for e, m in zip(epochs["epoch"], epochs["mfu"])
         if pd.notna(m)
     ]
