@@ -1,12 +1,14 @@
-"""What the speed ladder concludes: per rung a verdict against the rung before it, how far the rung with the
-most images/s is from the device's ideal, and how far the project's whole epoch is from the plain script's
-at the same settings.
+"""What the speed ladder concludes: first, on whole epochs (the lab asks for training time), the rung with the
+shortest epoch against the baseline's and how much of the device's one peak that epoch used (MFU); then per
+rung a verdict against the rung before it, and how far the project's whole epoch is from the plain script's at
+the same settings.
 
     from hpml_lab.studies.speed import conclude
     answers, flags = conclude(cfg, result)      # result: study.Ladder
 
 Every comparison is a verdict (hpml_lab.verdict.compare, told that the samples were interleaved and the load
-of each round) on the images/s of the timed runs, stated by Verdict.finding: a rung that ran slower than the
+of each round) on the seconds of whole epochs (the first answer, and the plain script's) or the images/s of
+the timed runs (each rung's), stated by Verdict.finding: a rung that ran slower than the
 one before says it does not help here, a rung the data cannot separate from the one before says this run
 cannot tell, and a rung that did not run here says so (why: the answer's `missing`, and the table). Every
 number is a named Number of the record (findings.say); the why of each rung is general Background, shown
