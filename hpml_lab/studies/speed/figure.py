@@ -16,8 +16,9 @@ from ...findings import fmt_value
 def chart(result):
     """One figure, two panels sharing the rungs. Left: images/s (median bar, interquartile whisker) on a log
     axis, the images/s the device's peak would allow for the rung's precision as a marker above each bar, and
-    the MFU written on each bar. Right: the step time (median, whiskers from the fastest to the slowest timed
-    run). Rungs that did not run keep their place, marked 'not run'."""
+    the timed steps' MFU written above each bar (the whole epochs' MFU is the table's and the answer's).
+    Right: the step time (median, whiskers from the fastest to the slowest timed run). Rungs that did not run
+    keep their place, marked 'not run'."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -59,7 +60,8 @@ def chart(result):
             ax.text(
                 i,
                 top * 1.15,  # above the whisker's cap, not on it (a log axis: a factor is a fixed gap)
-                "MFU " + fmt_value(100 * row["mfu"], "%"),
+                # the timed steps' MFU, as the bar's images/s; the first answer states the whole epoch's
+                "step MFU " + fmt_value(100 * row["mfu"], "%"),
                 ha="center",
                 va="bottom",
                 fontsize=8,
@@ -70,7 +72,7 @@ def chart(result):
         ax.set_ylim(min(finite) / 3, max(finite) * 60)  # room for the legend above the ideal
     ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
     ax.set_ylabel("images/s (log scale)")
-    ax.set_title("Throughput per rung, and the device's ideal")
+    ax.set_title("Throughput per rung over the timed steps, and the device's ideal")
     ax.legend(fontsize=8, loc="upper left")
     step_ms = 1000 * table["step_s"]
     ax2.errorbar(

@@ -61,10 +61,6 @@ RUNGS = ("pil", "tensor", "channels_last", "bf16", "compile", "cuda_graphs", "bi
 REFERENCE = "reference"  # the outside reference's row, after the rungs
 # steps per timed run when settings.steps is 0: a CPU step of ResNet-18 takes seconds, a GPU one milliseconds
 STEPS = {"cpu": 2, "cuda": 40}
-WARMUP_NOTE = (
-    "{warmup} untimed warm-up round(s) per rung are left out of every number (worker start, cuDNN "
-    "autotuning, the torch.compile build, allocator growth)"
-)
 COLUMNS = [
     "rung",
     "label",
@@ -126,6 +122,25 @@ class Ladder:
         return self.table[self.table["status"] == "measured"]
 
 
+def warmup_note(rungs: list[Rung], device: torch.device) -> str:
+    """What the untimed warm-up rounds hold that the timed ones do not, named only where this ladder has it:
+    the workers' start where a rung that ran has DataLoader workers, cuDNN's autotuning on a GPU, the
+    torch.compile build (and the CUDA graphs' recording) where a compiled rung ran; the allocator's growth
+    always."""
+    ran = [r.cfg for r in rungs if not r.skipped]
+    held = []
+    if any(c.loader == "pil" and c.num_workers > 0 for c in ran):
+        held.append("the DataLoader workers' start")
+    if device.type == "cuda":
+        held.append("cuDNN's autotuning")
+    if any(c.compile for c in ran):
+        graphs = any(c.compile and c.compile_mode == "reduce-overhead" for c in ran)
+        held.append("the torch.compile build" + (" and the CUDA graphs' recording" if graphs else ""))
+    held.append("the allocator's growth")
+    listed = ", ".join(held[:-1]) + " and " + held[-1] if len(held) > 1 else held[0]
+    return f"The untimed warm-up rounds are left out of every number: they hold {listed}."
+
+
 def low_precision(device: torch.device) -> str:
     """bf16 where the device has it; fp16 on a CUDA GPU without bf16 (a V100), which then needs a
     GradScaler."""
@@ -158,7 +173,7 @@ def plan(cfg: RunConfig, settings, device: torch.device) -> list[Rung]:
     workers = f"{base.num_workers} worker{'' if base.num_workers == 1 else 's'}"
     add(
         "pil",
-        f"PIL loader, {workers}",
+        f"PIL loader with {workers}",
         "the lab's baseline: the per-sample PIL pipeline with its workers",
         base,
     )
@@ -404,7 +419,7 @@ def measure(
         "steps": steps,
         "repeats": settings.repeats,
         "warmup": settings.warmup,
-        "warmup_note": WARMUP_NOTE.format(warmup=settings.warmup),
+        "warmup_note": warmup_note(rungs, device),
         "sampling": "interleaved",  # every rung in every round, the order rotated each round
         "load_before": load_before,
         "load_after": load_after,
