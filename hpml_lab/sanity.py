@@ -195,18 +195,21 @@ def chance_top1(num_classes: int) -> float:
     return min(CHANCE_TOP1 / num_classes, 1 / num_classes + CHANCE_TOP1_POINTS)
 
 
-def chance_rule(num_classes: int, top1: bool = True) -> Finding:
+def chance_rule(num_classes: int, top1: bool = True, chance: Number | None = None) -> Finding:
     """The one rule by which a run is at chance, said the same way wherever a page states it (the 'did not
     learn' flag, the answers that read its record): 'loss at or above 2.19, within 5% of the chance loss
     ln(10) = 2.3; top-1 at or below 15%' for CIFAR-10 (CHANCE_MARGIN, chance_top1); the loss's part alone
-    where no top-1 was measured (`top1` False)."""
-    chance = chance_loss(num_classes)
+    where no top-1 was measured (`top1` False). `chance`: the chance loss as the caller's answer names it
+    (its own Number), else the flag's ('did not learn: chance loss', a name no answer's Number takes)."""
+    chance = chance or Number(
+        "did not learn: chance loss", chance_loss(num_classes), "", "predicted", source="ln(classes)"
+    )
     return say(
         "loss at or above {limit}, within {margin} of the chance loss ln({classes}) = {chance}"
         + ("; top-1 at or below {top1}" if top1 else ""),
         limit=Number(
             "did not learn: loss limit",
-            (1 - CHANCE_MARGIN) * chance,
+            (1 - CHANCE_MARGIN) * chance_loss(num_classes),
             "",
             "setting",
             source="(1 - sanity.CHANCE_MARGIN) x ln(classes)",
@@ -217,7 +220,7 @@ def chance_rule(num_classes: int, top1: bool = True) -> Finding:
         classes=Number(
             "did not learn: classes", int(num_classes), "", "counted", source="the dataset's classes"
         ),
-        chance=Number("chance loss", chance, "", "predicted", source="ln(classes): a uniform guess"),
+        chance=chance,
         **(
             {
                 "top1": Number(

@@ -365,7 +365,7 @@ def sweep_notes(cfg, out, field: str, shown: dict | None = None) -> list[Finding
                 "By each run's own record (meta.json's did_not_learn), {names}: after its last epoch a run's "
                 "loss and top-1 were still at chance ({rule}); the flags give each run's values",
                 names=not_learned(stuck),
-                rule=sanity.chance_rule(classes_of(cfg)),
+                rule=sanity.chance_rule(classes, chance=chance),  # the chance loss the figure draws
             )
         )
     return lines

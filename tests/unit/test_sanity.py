@@ -26,7 +26,8 @@ def test_a_run_still_at_chance_after_its_second_epoch_did_not_learn():
         "after epoch 2 its loss 2.3 and top-1 10% are still at chance (loss at or above 2.19, within 5% of "
         "the chance loss ln(10) = 2.3; top-1 at or below 15%): the run did not learn"
     )
-    assert {n.name for n in f.numbers()} >= {"did not learn: last epoch's loss", "chance loss"}
+    # named for the flag: an answer's own "chance loss" (c1's, with its source) never meets a second one
+    assert {n.name for n in f.numbers()} >= {"did not learn: last epoch's loss", "did not learn: chance loss"}
     # the loss near chance beside a top-1 clearly above it (or the reverse) learned something: no flag, where
     # either alone once said "did not learn" of a run at 2.2 times chance
     assert sanity.did_not_learn([2.3, 2.2], [0.1, 0.4], 10) is None
@@ -342,3 +343,32 @@ def test_c4s_flags_do_not_invent_a_worker_setting(tmp_path):
         RunConfig(task="c4", num_workers=1), SimpleNamespace(best=0, items=items, c3_rows=None)
     )
     assert not [f for f in flags if "num_workers" in f.message], [f.message for f in flags]
+
+
+def test_a_run_that_did_not_learn_can_be_recorded_beside_an_answer_that_states_chance():
+    """The flag's chance loss is its own Number ('did not learn: chance loss'): c1's answer states a 'chance
+    loss' of its own (another source), and one record holding both under one name is refused (RecordError)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from hpml_lab.answers import Record, check
+    from hpml_lab.studies.c1 import conclusion as c1_conclusion
+
+    n = 40  # a loss falling from 2.45 to chance: c1's answer states the chance loss it ended at
+    b = pd.DataFrame(
+        {
+            "epoch": [1 + i // 20 for i in range(n)],
+            "batch": range(n),
+            "loss": [2.45 - 0.004 * i for i in range(n)],
+            "acc": [0.1] * n,
+        }
+    )
+    b = b.assign(data_s=0.01, train_s=0.1)
+    stuck = {"epoch": 2, "loss": 2.3, "acc": 0.1, "classes": 10}
+    e = pd.DataFrame({"epoch": [1, 2], "total_s": [2.0, 1.0], "data_s": 0.1, "train_s": 0.8})
+    run = SimpleNamespace(batches=b, epochs=e, meta={"did_not_learn": stuck})
+    answers, flags = c1_conclusion.conclude(RunConfig(task="c1"), run)
+    assert "did not learn" in {f.kind for f in flags}
+    assert "chance loss" in {num.name for a in answers for num in a.numbers}
+    check(Record("c1", "C1", answers, [f.as_dict() for f in flags]))  # no name held twice
