@@ -113,12 +113,28 @@ def median_bars(
     return fig
 
 
+def limit_line(ax, number, text: str) -> None:
+    """A threshold the answer states (`number`, a Number of its record) drawn dashed, labelled `text` and
+    the number as the record formats it."""
+    from .findings import fmt
+
+    ax.axhline(number.value, color="0.55", ls="--", lw=1.0, label=f"{text} {fmt(number)}")
+
+
 def training_curves(
-    batches: pd.DataFrame, epochs: pd.DataFrame, by: str, smooth: int = 5, chance_loss=None, chance_top1=None
+    batches: pd.DataFrame,
+    epochs: pd.DataFrame,
+    by: str,
+    smooth: int = 5,
+    chance_loss=None,
+    chance_top1=None,
+    loss_limit=None,
+    top1_limit=None,
 ) -> plt.Figure:
     """A training sweep's per-batch loss and top-1 (running mean) side by side per group, and steady epoch
     times; the chance levels the answer states (`chance_loss`, `chance_top1`: Numbers of its record,
-    plots.stated) drawn dotted."""
+    plots.stated) drawn dotted, and the limits of its 'did not learn' rule (`loss_limit`, `top1_limit`,
+    sanity.chance_rule's Numbers) dashed."""
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for key, g in batches.groupby(by, sort=False):
         g = g.sort_values("step")
@@ -133,6 +149,12 @@ def training_curves(
         ax.grid(alpha=0.3)
         if chance is not None:
             chance_line(ax, chance, what)
+    for ax, limit, text in (
+        (axes[0], loss_limit, "did not learn: loss at or above"),
+        (axes[1], top1_limit, "did not learn: top-1 at or below"),
+    ):
+        if limit is not None:
+            limit_line(ax, limit, text)
     st = epochs[epochs["epoch"] > 1] if epochs["epoch"].max() > 1 else epochs
     keys = list(dict.fromkeys(epochs[by]))
     spread(axes[2], [st[st[by] == k]["total_s"] for k in keys], [str(k) for k in keys])

@@ -15,7 +15,8 @@ The flags, and when each is raised:
   (1 - CHANCE_MARGIN) ln(classes) (CHANCE_MARGIN 0.05: 2.19 for CIFAR-10), and its top-1 at chance too (where
   it was measured), at or below CHANCE_TOP1 / classes and no more than CHANCE_TOP1_POINTS above 1 / classes
   (chance_top1: 15% for CIFAR-10, 30% for 4 classes); training recorded it in meta.json's `did_not_learn` (a
-  NaN loss is "diverged" instead)
+  NaN loss is "diverged" instead); the flag, and every page that reads the record, states the rule the same
+  way (chance_rule)
 - no steady state: the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10%
   and the last beyond the first by 25% (by 2x when there are only two)
 - too few samples: fewer than 3 values behind a median: no spread is shown
@@ -194,9 +195,53 @@ def chance_top1(num_classes: int) -> float:
     return min(CHANCE_TOP1 / num_classes, 1 / num_classes + CHANCE_TOP1_POINTS)
 
 
-def _not_learned(epoch: int, loss: float, top1: float, num_classes: int) -> Flag | None:
+def chance_rule(num_classes: int, top1: bool = True, chance: Number | None = None) -> Finding:
+    """The one rule by which a run is at chance, said the same way wherever a page states it (the 'did not
+    learn' flag, the answers that read its record): 'loss at or above 2.19, within 5% of the chance loss
+    ln(10) = 2.3; top-1 at or below 15%' for CIFAR-10 (CHANCE_MARGIN, chance_top1); the loss's part alone
+    where no top-1 was measured (`top1` False). `chance`: the chance loss as the caller's answer names it
+    (its own Number), else the flag's ('did not learn: chance loss', a name no answer's Number takes)."""
+    chance = chance or Number(
+        "did not learn: chance loss", chance_loss(num_classes), "", "predicted", source="ln(classes)"
+    )
+    return say(
+        "loss at or above {limit}, within {margin} of the chance loss ln({classes}) = {chance}"
+        + ("; top-1 at or below {top1}" if top1 else ""),
+        limit=Number(
+            "did not learn: loss limit",
+            (1 - CHANCE_MARGIN) * chance_loss(num_classes),
+            "",
+            "setting",
+            source="(1 - sanity.CHANCE_MARGIN) x ln(classes)",
+        ),
+        margin=Number(
+            "did not learn: chance margin", 100 * CHANCE_MARGIN, "%", "setting", source="sanity.CHANCE_MARGIN"
+        ),
+        classes=Number(
+            "did not learn: classes", int(num_classes), "", "counted", source="the dataset's classes"
+        ),
+        chance=chance,
+        **(
+            {
+                "top1": Number(
+                    "did not learn: top-1 limit",
+                    100 * chance_top1(num_classes),
+                    "%",
+                    "setting",
+                    source="sanity.chance_top1: min(1.5 / classes, 1 / classes + 5 points)",
+                )
+            }
+            if top1
+            else {}
+        ),
+    )
+
+
+def _not_learned(epoch: int, loss: float, top1: float, num_classes: int, label: Any = "") -> Flag | None:
     """The 'did not learn' flag of a run whose epoch `epoch` ended at `loss` and `top1` (a fraction), its
-    numbers named Numbers; None unless its loss is at chance and its top-1 too (where it was measured)."""
+    numbers named Numbers (named after `label`, the setting of a sweep it ran, where there is one) and the
+    rule stated with them (chance_rule); None unless its loss is at chance and its top-1 too (where it was
+    measured)."""
     chance = chance_loss(num_classes)
     loss_stuck = math.isfinite(loss) and loss >= (1 - CHANCE_MARGIN) * chance
     top1_known = math.isfinite(top1)
@@ -205,53 +250,37 @@ def _not_learned(epoch: int, loss: float, top1: float, num_classes: int) -> Flag
     # reverse) is a run that learned something, and calling it one that did not would be false
     if not (loss_stuck and (top1_stuck or not top1_known)):
         return None
-    nums = {
-        "epoch": Number("did not learn: epoch", int(epoch), "", "counted", source="the run's epochs"),
-        "classes": Number(
-            "did not learn: classes", int(num_classes), "", "counted", source="the dataset's classes"
-        ),
-        "loss": Number(
-            "did not learn: last epoch's loss",
-            loss,
-            "",
-            "measured",
-            n=1,
-            source="epochs.csv: the epoch's mean",
-        ),
-        "chance": Number("did not learn: chance loss", chance, "", "predicted", source="ln(classes)"),
-        "top1": Number(
-            "did not learn: last epoch's top-1",
+    p = _prefix(label)
+    epoch_n = Number(f"{p}did not learn: epoch", int(epoch), "", "counted", source="the run's epochs")
+    loss_n = Number(
+        f"{p}did not learn: last epoch's loss",
+        loss,
+        "",
+        "measured",
+        n=1,
+        source="epochs.csv: the epoch's mean",
+    )
+    if top1_known:
+        top1_n = Number(
+            f"{p}did not learn: last epoch's top-1",
             100 * top1,
             "%",
             "measured",
             n=1,
             source="epochs.csv: the epoch's",
-        ),
-        "chance_top1": Number(
-            "did not learn: chance top-1", 100 / num_classes, "%", "predicted", source="1 / classes"
-        ),
-    }
-    said = []
-    if loss_stuck:
-        said.append(
-            say(
-                "its loss {loss} is still at chance level ln({classes}) = {chance}",
-                loss=nums["loss"],
-                classes=nums["classes"],
-                chance=nums["chance"],
-            )
         )
-    if top1_stuck:
-        said.append(say("its top-1 {top1} is at chance ({c})", top1=nums["top1"], c=nums["chance_top1"]))
+        seen = say("its loss {loss} and top-1 {top1} are still at chance", loss=loss_n, top1=top1_n)
     else:  # top-1 was not measured: the loss alone says it
-        del nums["top1"], nums["chance_top1"]
+        seen = say("its loss {loss} is still at chance, its top-1 not measured", loss=loss_n)
     return Flag(
         "did not learn",
         say(
-            "after epoch {epoch} {said}: the run did not learn, so its losses and accuracies say nothing "
-            "about the setting it ran",
-            epoch=nums["epoch"],
-            said=join(said, " and "),
+            "{label}after epoch {epoch} {seen} ({rule}): the run did not learn, so its losses and accuracies "
+            "say nothing about the setting it ran",
+            label=_label(label),
+            epoch=epoch_n,
+            seen=seen,
+            rule=chance_rule(num_classes, top1=top1_known),
         ),
     )
 
@@ -267,9 +296,10 @@ def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -
     return sum(tail) / len(tail) >= (1 - margin) * chance_loss(num_classes)
 
 
-def learning_flag(meta: Mapping | None) -> Flag | None:
+def learning_flag(meta: Mapping | None, label: Any = "") -> Flag | None:
     """The run's own 'did not learn' record (meta.json, written by training with did_not_learn) as its flag,
-    its numbers those the record holds."""
+    its numbers those the record holds; `label` names the setting of a sweep the run was (its Numbers are
+    named after it, one flag per setting)."""
     rec = (meta or {}).get("did_not_learn")
     if not isinstance(rec, Mapping):
         return None
@@ -281,8 +311,14 @@ def learning_flag(meta: Mapping | None) -> Flag | None:
             int(rec["classes"]),
         )
     except (KeyError, TypeError, ValueError):  # a record of another shape: said without numbers
-        return Flag("did not learn", "the run recorded that it did not learn (meta.json's did_not_learn)")
-    return _not_learned(epoch, loss, acc, classes)
+        return Flag(
+            "did not learn",
+            say(
+                "{label}the run recorded that it did not learn (meta.json's did_not_learn)",
+                label=_label(label),
+            ),
+        )
+    return _not_learned(epoch, loss, acc, classes, label)
 
 
 def trend(
@@ -535,37 +571,79 @@ def _show(key: str, value: Any) -> str:
     return str(value)
 
 
-def stand_in(cfg, lab_model: str = LAB["model"], num_classes: int | None = None) -> Flag | None:
+def stand_in(
+    cfg,
+    lab_model: str = LAB["model"],
+    num_classes: int | None = None,
+    counts: Mapping[str, int] | None = None,
+) -> Flag | None:
     """'stand-in model' naming the model that ran and its parameter count, counted on the model as built for
-    this run's classes (`num_classes`, else the config's dataset's)."""
-    if cfg.model != lab_model:
-        from . import models
-        from .data import classes_of
+    this run's classes (`num_classes`, else the config's dataset's). `counts`: where a sweep built several
+    networks from the model (C7's with and without BatchNorm), each network's count by its name (from its
+    run's record, meta.json's parameters): one count where they agree, else each with its name, so that no
+    network is given another's count."""
+    if cfg.model == lab_model:
+        return None
+    from .data import classes_of
 
-        classes = int(num_classes or classes_of(cfg))
-        # built as the run built it: its classes, norm and stem (an ImageNet stem has other weights)
-        stem = {"stem": cfg.stem} if models.accepts(cfg.model, "stem") else {}
-        n = models.count_parameters(models.build(cfg.model, num_classes=classes, norm=cfg.norm, **stem))
-        return Flag(
-            "stand-in model",
+    classes = int(num_classes or classes_of(cfg))
+    model = Ident(cfg.model) if stray_digits(cfg.model) else cfg.model
+    classes_n = Number(f"classes of {cfg.model}", classes, "", "counted", source="the dataset's classes")
+    tail = "stands in for the lab's {lab}: its times, memory and accuracies are not the lab model's"
+    if counts and len(set(counts.values())) > 1:
+        each = [
             say(
-                "model {model} ({n} parameters, for {classes} classes) stands in for the lab's {lab}: its "
-                "times, memory and accuracies are not the lab model's",
-                model=Ident(cfg.model) if stray_digits(cfg.model) else cfg.model,
+                "{n} with {name}",
                 n=Number(
-                    fmt_in("parameters of {model} ({classes} classes)", model=cfg.model, classes=classes),
-                    n,
+                    fmt_in(
+                        "parameters of {model} with {name} ({classes} classes)",
+                        model=cfg.model,
+                        name=name,
+                        classes=classes,
+                    ),
+                    int(n),
                     "",
                     "counted",
                     source="models.count_parameters",
                 ),
-                classes=Number(
-                    f"classes of {cfg.model}", classes, "", "counted", source="the dataset's classes"
-                ),
+                name=Ident(name) if stray_digits(name) else name,
+            )
+            for name, n in counts.items()
+        ]
+        return Flag(
+            "stand-in model",
+            say(
+                "model {model} (parameters: {each}; for {classes} classes) " + tail,
+                model=model,
+                each=join(each, ", ", " and "),
+                classes=classes_n,
                 lab=lab_model,
             ),
         )
-    return None
+    if counts:
+        n = int(next(iter(counts.values())))
+    else:
+        from . import models
+
+        # built as the run built it: its classes, norm and stem (an ImageNet stem has other weights)
+        stem = {"stem": cfg.stem} if models.accepts(cfg.model, "stem") else {}
+        n = models.count_parameters(models.build(cfg.model, num_classes=classes, norm=cfg.norm, **stem))
+    return Flag(
+        "stand-in model",
+        say(
+            "model {model} ({n} parameters, for {classes} classes) " + tail,
+            model=model,
+            n=Number(
+                fmt_in("parameters of {model} ({classes} classes)", model=cfg.model, classes=classes),
+                n,
+                "",
+                "counted",
+                source="models.count_parameters",
+            ),
+            classes=classes_n,
+            lab=lab_model,
+        ),
+    )
 
 
 def _setting_slot(key: str, value: Any, whose: str) -> Any:

@@ -74,12 +74,14 @@ def data_notice(info: Mapping[str, Any]) -> str:
     )
 
 
-def header(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> dict[str, Any]:
-    """Show the dataset notice, what this run changed from the lab's settings (a stand-in model first) and
-    the machine; returns the dataset info."""
+def header(
+    cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB, stand_in: sanity.Flag | None = None
+) -> dict[str, Any]:
+    """Show the dataset notice, what this run changed from the lab's settings (a stand-in model first: the
+    page's own `stand_in` flag where it gives one) and the machine; returns the dataset info."""
     info = dataset_info(cfg)
     display(HTML(data_notice(info)))
-    display(HTML(settings_notice(cfg, lab)))
+    display(HTML(settings_notice(cfg, lab, stand_in)))
     env = environment()
 
     def name(text) -> str:  # a name with digits that states no quantity (a GPU's model, a version, a commit)
@@ -106,14 +108,18 @@ def warn(text: str) -> None:
     )
 
 
-def settings_notice(cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB) -> str:
-    """The ran-vs-lab table, in full, where the reader sees the numbers; empty when the lab's settings ran."""
+def settings_notice(
+    cfg: RunConfig, lab: Mapping[str, Any] = sanity.LAB, stand_in: sanity.Flag | None = None
+) -> str:
+    """The ran-vs-lab table, in full, where the reader sees the numbers; empty when the lab's settings ran.
+    `stand_in`: the page's own stand-in flag, where the model of cfg alone does not say it (C7's two
+    networks, each with its parameter count)."""
     if not lab:  # a study with no lab setting to compare (e.g. the loader alone)
         return ""
     rows = sanity.ran_vs_lab(cfg, lab)
     if not rows:
         return "<p>Settings: the lab's.</p>"
-    flag = sanity.stand_in(cfg, lab["model"]) if "model" in lab else None
+    flag = stand_in or (sanity.stand_in(cfg, lab["model"]) if "model" in lab else None)
     from .answer_box import readable
 
     shown = [[readable(r["setting"]), r["ran"], r["lab"]] for r in rows]

@@ -202,11 +202,12 @@ def compare_configs(
 
 
 def dedupe(flags) -> list[sanity.Flag]:
-    """Flags without repeats: one of each kind, except 'diverged', kept once per setting it names (a sweep's
-    second diverged setting is not hidden behind its first)."""
+    """Flags without repeats: one of each kind, except 'diverged' and 'did not learn', kept once per setting
+    they name (a sweep's second diverged setting is not hidden behind its first)."""
     seen, out = set(), []
     for f in flags:
-        key = (f.kind, f.message) if f is not None and f.kind == "diverged" else getattr(f, "kind", None)
+        per_setting = f is not None and f.kind in ("diverged", "did not learn")
+        key = (f.kind, f.message) if per_setting else getattr(f, "kind", None)
         if f is not None and key not in seen:
             seen.add(key)
             out.append(f)

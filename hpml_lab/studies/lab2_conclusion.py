@@ -18,7 +18,7 @@ from __future__ import annotations
 from .. import sanity
 from ..answers import Answer, Number
 from ..data import classes_of
-from ..findings import Background, Finding, fmt_in, join, say
+from ..findings import Background, Finding, join, say
 from ..results import drop_warmup
 from ..verdict import best, sample_record
 from ._conclude import busy_of, counted, dedupe, num, on_gpu, setting, twin_noise
@@ -193,15 +193,20 @@ def training_sweep(
     first_notes: list[Finding] | None = None,
 ) -> tuple[list[Answer], list[sanity.Flag]]:
     """A training sweep's answer: which setting of `field` trains best (last-epoch batch losses, a verdict
-    with ties), how fast each is per step, and which diverged or stayed at chance (sweep_notes). A winner is
-    named first only when it is separated and has learned: when a setting did not get below chance the
-    headline says so; a tie opens as a tie. `shown`: each value as a sentence names it (shown_setting);
+    with ties), how fast each is per step, and which diverged or did not learn (sweep_notes; whether a run
+    did not learn is its own record, meta.json's did_not_learn, read by run_metas, and each such run gets its
+    flag). A winner is named first only when it is separated and has learned: when the lowest-loss setting
+    did not learn the headline says so; a tie opens as a tie. The stand-in flag gives each run's parameter
+    count from its record (one count where the networks agree). `shown`: each value as a sentence names it
+    (shown_setting);
     `twin`: the task whose sweep shares a configuration with this one, and the field it sweeps (its TASK's
     twin): a run of it with the same configuration whose epochs differ a lot flags the machine as noisy;
     `first_notes`: the task's own findings, said before sweep_notes'."""
     b = out.batches
+    metas = run_metas(out, field)
+    counts = {shown_setting(v, shown): m["parameters"] for v, m in metas.items() if "parameters" in m}
     flags: list = [
-        sanity.stand_in(cfg),
+        sanity.stand_in(cfg, counts=counts or None),
         busy_of(out),
         twin_noise(cfg, getattr(out, "items", None), field, twin),
     ]
@@ -209,6 +214,9 @@ def training_sweep(
     samples = {
         shown_setting(v, shown): x for v, x in raw.items()
     }  # a task's own names: "no BatchNorm", not "none"
+    # which settings did not learn is each run's own record (meta.json's did_not_learn, written by training
+    # by sanity's one rule), never decided again here: the flag, the table and the answer say the same
+    flags += [sanity.learning_flag(metas.get(v), label=shown_setting(v, shown)) for v in raw]
     per_step = []
     for v in raw:
         name = shown_setting(v, shown)
@@ -220,10 +228,7 @@ def training_sweep(
         sanity.too_few(min((len(x) for x in samples.values()), default=0), "last-epoch batches per setting")
     )
     notes = [*(first_notes or []), *sweep_notes(cfg, out, field, shown)]
-    classes = classes_of(cfg)
-    at_chance = [
-        shown_setting(v, shown) for v in raw if sanity.at_chance(list(b.loc[b[field] == v, "loss"]), classes)
-    ]
+    stuck = [shown_setting(v, shown) for v in raw if "did_not_learn" in metas.get(v, {})]
     epochs = setting("epochs", int(cfg.epochs))
     background = [
         Background(
@@ -250,19 +255,20 @@ def training_sweep(
     bst = best(samples, what="last-epoch training loss", interleaved=False)  # runs one after the other
     tied = [t for t in bst.tied if t != bst.label]
     finals = {name: num(f"{name}: last-epoch batch loss", x, "") for name, x in samples.items()}
-    if len(at_chance) == len(samples) or (not tied and bst.label in at_chance):
+    if len(stuck) == len(samples) or (not tied and bst.label in stuck):
         head = (
-            say("No winner: no setting got clearly below the chance loss")
-            if len(at_chance) == len(samples)
+            say("No winner: no setting learned; each run's record says it stayed at chance")
+            if len(stuck) == len(samples)
             else say(
-                "No winner: the lowest-loss setting, {best}, did not get clearly below the chance loss",
+                "No winner: the lowest-loss setting, {best}, did not learn (its run's record: still at "
+                "chance)",
                 best=bst.label,
             )
         )
         lead = say(
-            "No winner can be named: {names} clearly below chance loss in {e} epochs, so which setting "
-            "trains best is not shown by this run",
-            names=not_below(at_chance),
+            "No winner can be named: {names} in {e} epochs (each run's record: its last epoch still at "
+            "chance), so which setting trains best is not shown by this run",
+            names=not_learned(stuck),
             e=epochs,
         )
     elif tied:  # the leaders tie: that is why no winner, whatever the others did
@@ -315,14 +321,67 @@ def training_sweep(
     return [Answer(question, head, details, background, verdict=verdict)], dedupe(flags)
 
 
-def not_below(names: list[str]) -> Finding:
-    """'A did not get' / 'neither A nor B got' / 'A, B and C did not get': a list of settings that stayed at
-    chance, read as a sentence for any count."""
+def not_learned(names: list[str]) -> Finding:
+    """'A did not learn' / 'neither A nor B learned' / 'A, B and C did not learn': the settings whose runs
+    recorded that they did not learn, read as a sentence for any count."""
     if len(names) == 1:
-        return say("{a} did not get", a=names[0])
+        return say("{a} did not learn", a=names[0])
     if len(names) == 2:
-        return say("neither {a} nor {b} got", a=names[0], b=names[1])
-    return say("{all} did not get", all=join([say("{n}", n=n) for n in names], ", ", " and "))
+        return say("neither {a} nor {b} learned", a=names[0], b=names[1])
+    return say("{all} did not learn", all=join([say("{n}", n=n) for n in names], ", ", " and "))
+
+
+def run_metas(out, field: str) -> dict:
+    """Setting -> its complete run's record (meta.json), by the value of `field` in the run's config: what
+    the run itself recorded (its parameters, whether it did not learn). Runs whose record cannot be read
+    are left out."""
+    from ..results import read_run
+
+    got: dict = {}
+    for it in getattr(out, "items", None) or ():
+        if not getattr(it, "complete", False):
+            continue
+        try:
+            meta = read_run(it.run_dir).meta
+        except (OSError, ValueError):
+            continue
+        got.setdefault((meta.get("config") or {}).get(field), meta)
+    return got
+
+
+# the summary's columns as a training sweep's page names them
+SUMMARY_COLUMNS = {
+    "final_loss": "last-epoch loss",
+    "final_acc": "last-epoch top-1",
+    "mean_loss": "mean loss (all epochs)",
+    "mean_acc": "mean top-1 (all epochs)",
+    "n": "n epochs (timed)",
+    "median_s": "epoch median (s)",
+    "iqr_s": "IQR (s)",
+    "min_s": "min (s)",
+    "max_s": "max (s)",
+    "mean_s": "mean (s)",
+}
+
+
+def summary_table(out, field: str):
+    """The sweep's summary as its page shows it, with whether each run did not learn as the run recorded it
+    (meta.json's did_not_learn: 'yes'; 'no' for a complete run of two epochs or more without that record;
+    '-' where it was not judged: a run that failed or diverged, or one epoch), the record the answer and the
+    flags read."""
+    metas = run_metas(out, field)
+    s = out.summary.copy()
+
+    def judged(row) -> str:
+        meta = metas.get(row[field])
+        if row.get("status") != "complete" or meta is None:
+            return "-"
+        if "did_not_learn" in meta:
+            return "yes"
+        return "no" if row.get("epochs", 2) >= 2 else "-"
+
+    s.insert(s.columns.get_loc("status") + 1, "did not learn", [judged(r) for _, r in s.iterrows()])
+    return s.rename(columns=SUMMARY_COLUMNS)
 
 
 def shown_setting(value, shown: dict | None = None) -> str:
@@ -350,21 +409,19 @@ def _usable(cfg, out, field: str, flags: list | None = None, shown: dict | None 
 
 
 def sweep_notes(cfg, out, field: str, shown: dict | None = None) -> list[Finding]:
-    """A training sweep's findings beyond the verdict: which settings failed, diverged or ended at chance
-    (their numbers in the record)."""
+    """A training sweep's findings beyond the verdict: which settings failed, diverged, or did not learn (as
+    each run recorded it: meta.json's did_not_learn, by sanity's one rule, stated with its numbers)."""
     b, s = out.batches, out.summary
     classes = classes_of(cfg)
     chance = Number(
-        "chance loss",
-        sanity.chance_loss(classes),
-        "",
-        "predicted",
-        source=fmt_in("ln {classes}: a uniform guess", classes=classes),
+        "chance loss", sanity.chance_loss(classes), "", "predicted", source="ln(classes): a uniform guess"
     )
+    metas = run_metas(out, field)
     lines = [
         say("{name}: not usable ({status})", name=shown_setting(r[field], shown), status=str(r["status"]))
         for _, r in s[s["status"] != "complete"].iterrows()
     ]
+    stuck = []
     for v in s[s["status"] == "complete"][field]:
         losses = list(b.loc[b[field] == v, "loss"])
         name = shown_setting(v, shown)
@@ -379,20 +436,16 @@ def sweep_notes(cfg, out, field: str, shown: dict | None = None) -> list[Finding
                     chance=chance,
                 )
             )
-        elif sanity.at_chance(losses, classes):
-            tail = losses[-max(1, len(losses) // 5) :]
-            mean = Number(
-                f"{name}: mean loss over the last fifth", sum(tail) / len(tail), "", "measured", n=len(tail)
+        elif "did_not_learn" in metas.get(v, {}):
+            stuck.append(name)
+    if stuck:
+        lines.append(
+            say(
+                # the names do not start the sentence: 'sgd' stays lower-case
+                "By each run's own record (meta.json's did_not_learn), {names}: after its last epoch a run's "
+                "loss and top-1 were still at chance ({rule}); the flags give each run's values",
+                names=not_learned(stuck),
+                rule=sanity.chance_rule(classes, chance=chance),  # the chance loss the figure draws
             )
-            lines.append(
-                say(
-                    # the label does not start the sentence: 'sgd' stays lower-case, 'no BatchNorm' no double
-                    # negative
-                    "Not clearly below chance: {name} (mean loss over the last fifth {mean} against the "
-                    "chance loss {chance}); it has not learned in this run",
-                    name=name,
-                    mean=mean,
-                    chance=chance,
-                )
-            )
+        )
     return lines

@@ -863,23 +863,35 @@ def test_c5_compute_columns_are_all_of_the_median_step(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------ C6 and C7
-def _training_sweep(losses: dict, status=None):
+def _training_sweep(losses: dict, status=None, tmp_path=None, stuck=(), field="optimizer", parameters=None):
+    """A training sweep's tables over `field`; with `tmp_path`, each complete setting's run folder too, its
+    meta.json holding the run's own record: its `parameters` (78,002 unless given) and, for the settings in
+    `stuck`, did_not_learn (its last epoch still at chance, as training records it)."""
     rows = []
     for v, ls in losses.items():
         rows += [
-            {"optimizer": v, "epoch": 1 + i * 2 // len(ls), "loss": x, "train_s": 0.01}
-            for i, x in enumerate(ls)
+            {field: v, "epoch": 1 + i * 2 // len(ls), "loss": x, "train_s": 0.01} for i, x in enumerate(ls)
         ]
     summary = pd.DataFrame(
         {
-            "optimizer": list(losses) + list(status or {}),
+            field: list(losses) + list(status or {}),
             "status": ["complete"] * len(losses) + list((status or {}).values()),
+            "epochs": [2] * (len(losses) + len(status or {})),
+            "final_loss": [ls[-1] for ls in losses.values()] + [None] * len(status or {}),
         }
     )
-    return SimpleNamespace(batches=pd.DataFrame(rows), summary=summary)
+    items = []
+    for v in losses if tmp_path is not None else ():
+        meta = {"config": {field: v}, "parameters": (parameters or {}).get(v, 78002)}
+        if v in stuck:
+            meta["did_not_learn"] = {"epoch": 2, "loss": 2.3, "acc": 0.1, "classes": 10}
+        d = tmp_path / f"run-{field}-{v}"
+        results.write_derived(d, {}, meta)
+        items.append(SimpleNamespace(run_dir=d, complete=True, status="done"))
+    return SimpleNamespace(batches=pd.DataFrame(rows), summary=summary, items=items)
 
 
-def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
+def test_training_sweep_clear_best_tie_chance_diverged_and_failed(tmp_path):
     cfg = RunConfig(task="c6", model="resnet_tiny")
     clear = _training_sweep(
         {"sgd": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "adam": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]}
@@ -910,13 +922,17 @@ def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
         f.plain() for f in lab2_conclusion.sweep_notes(cfg, tie, "optimizer")
     ]
     assert holds(answers) == []
-    bad = _training_sweep({"sgd": [2.3] * 8, "adam": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 30.0]})
+    bad = _training_sweep(
+        {"sgd": [2.3] * 8, "adam": [2.3, 9.0, 14.0, 20.0, 25.0, 30.0, 30.0, 30.0]},
+        tmp_path=tmp_path,
+        stuck={"sgd"},
+    )
     answers, flags = lab2_conclusion.training_sweep(cfg, bad, "optimizer", "C6?")
     lines = lab2_conclusion.sweep_notes(cfg, bad, "optimizer")
-    assert answers[0].status == "partial" and "diverged" in {f.kind for f in flags}
+    assert answers[0].status == "partial" and {"diverged", "did not learn"} <= {f.kind for f in flags}
     assert (
         any(
-            line.plain().startswith("Not clearly below chance: sgd (mean loss over the last fifth 2.3")
+            line.plain().startswith("By each run's own record (meta.json's did_not_learn), sgd did not learn")
             for line in lines
         )
         and "adam's loss ended far above chance (30 at the end against the chance loss 2.3)"
@@ -924,20 +940,23 @@ def test_training_sweep_clear_best_tie_chance_diverged_and_failed():
     )
 
 
-def test_c7_names_no_winner_from_a_tie_of_runs_at_chance():
+def test_c7_names_no_winner_from_a_tie_of_runs_at_chance(tmp_path):
     """Grader (issue 27): c7 opened with a winner from a tie of two runs that did not get below chance."""
-    rows = _training_sweep({"bn": [2.3, 2.31, 2.29, 2.3] * 2, "none": [2.3, 2.29, 2.31, 2.3] * 2})
-    rows.batches = rows.batches.rename(columns={"optimizer": "norm"})
-    rows.summary = rows.summary.rename(columns={"optimizer": "norm"})
+    rows = _training_sweep(
+        {"bn": [2.3, 2.31, 2.29, 2.3] * 2, "none": [2.3, 2.29, 2.31, 2.3] * 2},
+        tmp_path=tmp_path,
+        stuck={"bn", "none"},
+        field="norm",
+    )
     answers, _ = c7_conclusion.conclude(RunConfig(task="c7"), rows)
     text = answers[0].text
     # grader (lab 2): "BatchNorm, no BatchNorm did not get" read as a broken list
-    assert text.startswith("No winner: no setting got clearly below the chance loss")
+    assert text.startswith("No winner: no setting learned; each run's record says it stayed at chance")
     assert (
         answers[0]
         .details[0]
         .plain()
-        .startswith("No winner can be named: neither BatchNorm nor no BatchNorm got clearly below chance")
+        .startswith("No winner can be named: neither BatchNorm nor no BatchNorm learned in")
     )
     assert (
         "Median batch loss of the last epoch (the table's loss is each epoch's mean): BatchNorm 2.3" in text
@@ -945,13 +964,15 @@ def test_c7_names_no_winner_from_a_tie_of_runs_at_chance():
     assert "Lowest" not in text and holds(answers) == []
 
 
-def test_c6_no_winner_from_tied_leaders_says_the_tie_not_the_runs_at_chance():
+def test_c6_no_winner_from_tied_leaders_says_the_tie_not_the_runs_at_chance(tmp_path):
     """Grader (lab 2): c6 blamed sgd, sgd_nesterov and adadelta at chance when adagrad and adam, both below
     chance and above the others, tied."""
     chance = [2.3, 2.31, 2.29, 2.3] * 2
     low = [2.0] * 4 + [0.5, 0.6, 0.4, 0.5]
     out = _training_sweep(
-        {"sgd": chance, "sgd_nesterov": chance, "adadelta": chance, "adagrad": low, "adam": list(low)}
+        {"sgd": chance, "sgd_nesterov": chance, "adadelta": chance, "adagrad": low, "adam": list(low)},
+        tmp_path=tmp_path / "a",
+        stuck={"sgd", "sgd_nesterov", "adadelta"},
     )
     answers, _ = lab2_conclusion.training_sweep(RunConfig(task="c6"), out, "optimizer", "C6?")
     text = answers[0].text
@@ -959,16 +980,96 @@ def test_c6_no_winner_from_tied_leaders_says_the_tie_not_the_runs_at_chance():
         answers[0].details[0].plain().startswith("No winner can be named: adagrad had the lowest median")
         and "apart from adam: a tie" in text
     )
-    assert "did not get clearly below chance loss in" not in text and holds(answers) == []
-    allchance = _training_sweep({"sgd": chance, "adagrad": list(chance), "adam": list(chance)})
+    assert "did not learn in" not in text and holds(answers) == []
+    allchance = _training_sweep(
+        {"sgd": chance, "adagrad": list(chance), "adam": list(chance)},
+        tmp_path=tmp_path / "b",
+        stuck={"sgd", "adagrad", "adam"},
+    )
     answers, _ = lab2_conclusion.training_sweep(RunConfig(task="c6"), allchance, "optimizer", "C6?")
     assert (
         answers[0]
         .details[0]
         .plain()
-        .startswith("No winner can be named: sgd, adagrad and adam did not get clearly below")
+        .startswith("No winner can be named: sgd, adagrad and adam did not learn in")
     )
-    assert lab2_conclusion.not_below(["sgd"]).plain() == "sgd did not get"
+    assert lab2_conclusion.not_learned(["sgd"]).plain() == "sgd did not learn"
+
+
+def test_c6_reads_which_runs_did_not_learn_from_their_records(tmp_path):
+    """Grader (c6): the page decided on its own (the last fifth of the batch losses) which runs stayed at
+    chance, and showed no 'did not learn' flag where the runs' meta.json recorded one. Now the record alone
+    decides: a flag per run that recorded it, the table's column and the answer say the same, and a run whose
+    batch losses sit near chance but whose record says nothing is not called one that did not learn."""
+    near = [2.3, 2.31, 2.29, 2.3] * 2
+    low = [2.0] * 4 + [0.5, 0.6, 0.4, 0.5]
+    out = _training_sweep(
+        {"sgd": near, "adadelta": list(near), "adam": low}, tmp_path=tmp_path, stuck={"adadelta"}
+    )
+    cfg = RunConfig(task="c6", model="resnet_tiny")
+    answers, flags = lab2_conclusion.training_sweep(cfg, out, "optimizer", "C6?")
+    stuck = [f for f in flags if f.kind == "did not learn"]
+    assert [f.message.split(":")[0] for f in stuck] == ["adadelta"]
+    assert stuck[0].message.startswith(
+        "adadelta: after epoch 2 its loss 2.3 and top-1 10% are still at chance (loss at or above 2.19"
+    )
+    text = answers[0].text
+    assert "By each run's own record (meta.json's did_not_learn), adadelta did not learn" in text
+    assert "sgd did not learn" not in text and "Not clearly below chance" not in text
+    table = lab2_conclusion.summary_table(out, "optimizer")
+    assert dict(zip(table["optimizer"], table["did not learn"])) == {
+        "sgd": "no",
+        "adadelta": "yes",
+        "adam": "no",
+    }
+    assert "last-epoch loss" in table.columns and holds(answers) == []
+    # the chance line the figure draws is the chance loss the answer states
+    assert fmt(next(n for n in answers[0].numbers if n.name == "chance loss")) == "2.3"
+
+
+def test_c6_says_what_each_adaptive_optimizers_learning_rate_is(tmp_path):
+    """Grader (c6): the page's note on learning rates misled about Adadelta, whose lr (torch.optim's default
+    1.0) only scales the step it computes: the rate that ran, each default and the ratio, from torch."""
+    import torch
+
+    from hpml_lab.studies.c6 import conclusion as c6_conclusion
+
+    out = _training_sweep(
+        {o: [2.0] * 4 + [1.0 + 0.1 * i] * 4 for i, o in enumerate(("sgd", "adagrad", "adadelta", "adam"))},
+        tmp_path=tmp_path,
+    )
+    answers, _ = c6_conclusion.conclude(RunConfig(task="c6", lr=0.1), out)
+    text = answers[0].text
+    assert torch.optim.Adadelta([torch.zeros(1, requires_grad=True)]).defaults["lr"] == 1.0
+    assert (
+        "Every optimizer ran at the same learning rate, 0.1, as the lab prescribes one rate for all (not "
+        "each one's best); torch.optim's defaults differ: Adagrad's is 0.01 (this rate is 10x it), Adam's is "
+        "0.001 (this rate is 100x it) and Adadelta's is 1 (this rate is 0.1x it; its lr only scales the step "
+        "it computes from its running averages)"
+    ) in text
+    assert "smaller rates" not in text and holds(answers) == []
+    assert c6_conclusion.rate_note(RunConfig(task="c6"), ["sgd", "sgd_nesterov"]) is None
+
+
+def test_c7_flag_gives_each_network_its_own_parameter_count(tmp_path):
+    """Grader (c7): the stand-in flag gave one count (78,002) for both networks; the one without BatchNorm
+    has 77,642. The answer's flag reads each run's record; the header's counts each network as built."""
+    rows = _training_sweep(
+        {"bn": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "none": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]},
+        tmp_path=tmp_path,
+        field="norm",
+        parameters={"bn": 78002, "none": 77642},
+    )
+    cfg = RunConfig(task="c7", model="resnet_tiny")
+    _, flags = c7_conclusion.conclude(cfg, rows)
+    flag = next(f for f in flags if f.kind == "stand-in model")
+    assert flag.message.startswith(
+        "model resnet_tiny (parameters: 78,002 with BatchNorm and 77,642 with no BatchNorm; for 10 classes)"
+    )
+    header = c7_conclusion.header_stand_in(cfg)
+    assert header.message == flag.message
+    assert header.numbers() == flag.numbers()  # one Number per name in the page's record
+    assert c7_conclusion.header_stand_in(RunConfig(task="c7")) is None  # the lab's model: no flag
 
 
 def test_every_diverged_setting_keeps_its_flag():
@@ -1086,6 +1187,35 @@ def test_c8_sequential_runs_on_a_moving_load_cannot_tell(tmp_path):
         in text
     )
     assert "faster" not in text and "slower" not in text and holds(answers) == []
+
+
+def test_c8_says_of_each_run_what_its_record_says_and_names_the_busy_run(tmp_path):
+    """Grader (c8): a run at 14.5% top-1 was called "at chance (10%)" in its log, another at 15.2% was not,
+    and the page itself said nothing; the busy flag stated the traced steps' load as "the run" beside a table
+    of another run's. Each run's own record is its flag, stating the one rule (15% for 10 classes), named for
+    its mode; the busy flag names the folder whose load it states."""
+    out = _c8(tmp_path, FAST, SLOW)
+    stuck = {"epoch": 2, "loss": 2.3, "acc": 0.145, "classes": 10}
+    results.write_derived(
+        out.items[1].run_dir, {}, {"config": {"compile": False}, "machine": IDLE, "did_not_learn": stuck}
+    )
+    trace = tmp_path / "trace-compile-inductor-abc"
+    results.write_derived(trace, {}, {"config": {}, "run_id": trace.name, "machine": BUSY})
+    out.trace = SimpleNamespace(path=trace / "trace.json", steps=3)
+    _, flags = c8_conclusion.conclude(RunConfig(task="c8"), out)
+    learned = [f for f in flags if f.kind == "did not learn"]
+    assert [f.message for f in learned] == [
+        "eager: after epoch 2 its loss 2.3 and top-1 14.5% are still at chance (loss at or above 2.19, "
+        "within 5% of the chance loss ln(10) = 2.3; top-1 at or below 15%): the run did not learn, so its "
+        "losses and accuracies say nothing about the setting it ran"
+    ]
+    busy = next(f for f in flags if f.kind == "machine busy")
+    assert (
+        busy.run == "trace-compile-inductor-abc" and "before run trace-compile-inductor-abc" in busy.message
+    )
+    # no record, no flag: the page decides nothing about learning on its own
+    _, flags = c8_conclusion.conclude(RunConfig(task="c8"), _c8(tmp_path / "b", FAST, SLOW))
+    assert "did not learn" not in {f.kind for f in flags} and "machine busy" not in {f.kind for f in flags}
 
 
 def _gpu_breakdown(compute_ms, other_ms, idle_ms, causes_ms):
@@ -1472,6 +1602,11 @@ def test_c8_table_and_answer_state_one_compile_cost(tmp_path):
         )
     )
     assert list(whole.columns) == ["mode", "steady median, whole epoch (s)", "epoch 1, whole epoch (s)"]
+    # grader (c8): one run, two names ("compile (inductor)" in one table, "compiled" in the next)
+    both = c8_conclusion.epochs_table(
+        pd.DataFrame({"mode": ["eager", "compile (inductor)"], "median_s": [9, 8]})
+    )
+    assert list(both["mode"]) == list(c8_conclusion.first_epoch_table(out)["mode"]) == ["eager", "compiled"]
     free = _c8(
         tmp_path / "free", FAST, SLOW, first_compiled=0.0001
     )  # no cost: none stated, none in the table

@@ -47,3 +47,24 @@ def test_questions_from_a_real_count():
     assert "MB as float32 each" in qa[2].text and "1x1" not in qa[0].text
     assert {n.provenance for a in qa for n in a.numbers} == {"counted", "setting"}
     assert conclusion.conclude(RunConfig(task="questions"), questions.answers("resnet18"))[1] == []
+
+
+def test_no_heading_stands_over_the_answer_box_pointer_alone():
+    """Grader (questions): an 'Answers' heading with nothing under it (the answer box is at the top of the
+    page; under the heading the call that writes it shows at most a pointer to it). Every section heading of
+    the notebook has a cell of its own content before the next heading."""
+    from pathlib import Path
+
+    import nbformat
+
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "questions.ipynb"
+    cells = nbformat.read(str(path), as_version=4).cells
+    heads = [i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## ")]
+    for i in heads:
+        section = []
+        for c in cells[i + 1 :]:
+            if c.cell_type == "markdown" and c.source.startswith("#"):
+                break
+            section.append(c)
+        shows = [c for c in section if "nb.answer(" not in c.source]
+        assert shows, f"{cells[i].source!r} holds only the answer call: its box is at the top of the page"

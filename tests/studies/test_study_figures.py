@@ -205,14 +205,23 @@ def test_c1_figure_draws_the_chance_levels_its_answer_states():
         plots.plt.close(f)
 
 
-def test_c6_c7_figure_draws_the_chance_loss_where_the_answer_states_it():
-    """Grader: c6's and c7's answers judge runs against the chance loss, which their figure did not draw."""
+def test_c6_c7_figure_draws_the_chance_loss_where_the_answer_states_it(tmp_path):
+    """Grader: c6's and c7's answers judge runs against the chance loss, which their figure did not draw (the
+    runs' own records say they did not learn)."""
+    from hpml_lab import results
+
     rows = [
         {"optimizer": k, "epoch": 1 + i // 5, "step": i, "loss": loss, "acc": 0.1, "train_s": 0.01}
         for k, loss in (("sgd", 2.303), ("adam", 2.303))
         for i in range(10)
     ]
+    items = []
+    for k in ("sgd", "adam"):
+        stuck = {"epoch": 2, "loss": 2.303, "acc": 0.1, "classes": 10}
+        results.write_derived(tmp_path / k, {}, {"config": {"optimizer": k}, "did_not_learn": stuck})
+        items.append(SimpleNamespace(run_dir=tmp_path / k, complete=True))
     out = SimpleNamespace(
+        items=items,
         batches=pd.DataFrame(rows),
         summary=pd.DataFrame({"optimizer": ["sgd", "adam"], "status": ["complete"] * 2}),
         epochs=pd.DataFrame(
@@ -222,9 +231,20 @@ def test_c6_c7_figure_draws_the_chance_loss_where_the_answer_states_it():
     answers, _ = lab2_conclusion.training_sweep(RunConfig(task="c6"), out, "optimizer", "C6?")
     chance = plots.stated(answers, "chance loss")
     assert chance is not None and "chance loss" in answers[0].text
-    fig = plots.training_curves(out.batches, out.epochs, "optimizer", chance_loss=chance)
+    # the limits of the 'did not learn' rule the answer states (loss 2.19 and up, top-1 15% and down)
+    loss_limit, top1_limit = (plots.stated(answers, f"did not learn: {x} limit") for x in ("loss", "top-1"))
+    fig = plots.training_curves(
+        out.batches, out.epochs, "optimizer", chance_loss=chance, loss_limit=loss_limit, top1_limit=top1_limit
+    )
     (line,) = _chance_lines(fig.axes[0])
     assert line.get_ydata()[0] == pytest.approx(chance.value) and not _chance_lines(fig.axes[1])
+    limits = [
+        (ax, ln) for ax in fig.axes[:2] for ln in ax.get_lines() if ln.get_label().startswith("did not")
+    ]
+    assert [(fig.axes.index(ax), ln.get_label(), ln.get_ydata()[0]) for ax, ln in limits] == [
+        (0, "did not learn: loss at or above 2.19", pytest.approx(loss_limit.value)),
+        (1, "did not learn: top-1 at or below 15%", pytest.approx(15.0)),
+    ]
     legends_clear_of_data(fig)
     bare = plots.training_curves(out.batches, out.epochs, "optimizer")
     assert not _chance_lines(bare.axes[0])

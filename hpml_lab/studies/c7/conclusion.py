@@ -40,6 +40,26 @@ def averages(cfg, out) -> Finding | None:
     )
 
 
+def header_stand_in(cfg) -> sanity.Flag | None:
+    """The page header's stand-in flag, shown before the runs: each network's parameter count (with
+    BatchNorm and without it: the two differ by BatchNorm's weights and the convolutions' biases), counted
+    on each as built for cfg, as the runs build it and record it in meta.json's parameters (the answer's flag
+    reads those); None for the lab's model."""
+    from ... import models
+    from ...data import classes_of
+
+    if cfg.model == sanity.LAB["model"]:
+        return None
+    stem = {"stem": cfg.stem} if models.accepts(cfg.model, "stem") else {}
+    counts = {
+        SHOWN[norm]: models.count_parameters(
+            models.build(cfg.model, num_classes=classes_of(cfg), norm=norm, **stem)
+        )
+        for norm in SHOWN  # the two norms study.run trains
+    }
+    return sanity.stand_in(cfg, counts=counts)
+
+
 def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """The sweep's answer over the two norms, the averages over all epochs first among its notes; a run of the
     twin task (TASK.twin) with the same configuration whose epochs differ a lot flags the machine as noisy."""

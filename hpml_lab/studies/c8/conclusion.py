@@ -9,6 +9,8 @@ figure data.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from ... import sanity
@@ -18,11 +20,11 @@ from ...profiling import summarize
 from ...results import drop_warmup
 from ...verdict import sample_record
 from .._conclude import (
-    busy_of,
     compare_configs,
     counted,
     dedupe,
     loads_by,
+    machines,
     num,
     sampling,
     setting,
@@ -36,6 +38,40 @@ HOST_WAIT = Background(
     '"reduce-overhead") '
     "shorten that wait."
 )
+
+
+def learning_flags(done) -> list[sanity.Flag]:
+    """Each run's own 'did not learn' record (meta.json's did_not_learn, by sanity's one rule) as its flag,
+    named for its mode: the page says of a run what its record says, and nothing of its own."""
+    from ...results import read_run
+
+    flags = []
+    for it in done:
+        try:
+            meta = read_run(it.run_dir).meta
+        except (OSError, ValueError):
+            continue
+        mode = "compiled" if (meta.get("config") or {}).get("compile") else "eager"
+        flags.append(sanity.learning_flag(meta, label=mode))
+    return [f for f in flags if f is not None]
+
+
+def busy_in(out) -> sanity.Flag | None:
+    """'machine busy' from the busiest run this page made: the eager and compiled runs and the traced steps
+    (their folder's meta.json), each named after its folder, so the flag never states the load of a run it
+    does not name."""
+    from ...results import read_run
+
+    loads = machines(out)
+    trace = getattr(getattr(out, "trace", None), "path", None)
+    if trace:
+        try:
+            meta = read_run(Path(trace).parent).meta
+        except (OSError, ValueError):
+            meta = {}
+        if meta.get("machine"):
+            loads.append({**meta["machine"], "run": str(meta.get("run_id") or Path(trace).parent.name)})
+    return sanity.busiest_seen(loads)
 
 
 def trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
@@ -92,8 +128,8 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
     from the first epoch, and after how many steps compiling pays back (only from a separated verdict). With
     the traced steps' GPU breakdown (`breakdown`, tracing.breakdown of out.trace.path), where their GPU time
     went (trace_idle)."""
-    flags: list = [sanity.stand_in(cfg), busy_of(out)]
     done = [it for it in out.items if it.complete]
+    flags: list = [sanity.stand_in(cfg), busy_in(out), *learning_flags(done)]
     bt = steady_batches(done, "compile")
     question = "C8: does torch.compile pay off?"
     idle_details, idle_background = trace_idle(out, breakdown)
@@ -264,8 +300,13 @@ def first_epochs(out) -> dict:
 
 def epochs_table(summary: pd.DataFrame) -> pd.DataFrame:
     """study.run's whole-epoch summary as the report shows it: whole epochs, the wait for data included, named
-    so (the compile cost is computed from compute alone: first_epoch_table), and no second compile cost."""
-    return summary.drop(columns=["first_minus_steady_s"], errors="ignore").rename(
+    so (the compile cost is computed from compute alone: first_epoch_table), and no second compile cost; each
+    mode named as the answer and the other tables name it ('compiled', not study.run's 'compile (inductor)':
+    the backend is in the settings)."""
+    shown = summary.assign(
+        mode=[("compiled" if str(m).startswith("compile") else m) for m in summary["mode"]]
+    )
+    return shown.drop(columns=["first_minus_steady_s"], errors="ignore").rename(
         columns={
             "n": "n epochs (steady)",
             "median_s": "steady median, whole epoch (s)",
