@@ -443,7 +443,8 @@ def test_tinyimagenet_outside_the_batches_only_what_was_measured():
     )
     assert "partial last" not in text and "last batch" not in text  # every batch was full
     # a 52% miss is said as a miss, not as "within 52%"
-    assert answers[2].headline.plain() == "Estimates from the median batch miss the actual epochs by up to 52%."
+    head = answers[2].headline.plain()
+    assert head == "Estimates from the median batch miss the actual epochs by up to 52%."
     assert any("partial last batch" in b.text for b in answers[2].background)  # general, and labelled so
     assert answers[2].status == "partial" and "DataParallel" in answers[2].missing
     partial, _ = _conclude(_tin(last_images=8))

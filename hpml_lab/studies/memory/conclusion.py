@@ -615,47 +615,36 @@ def _side_of(v, pred: Number) -> str | None:
 
 def _cost_headline(sides: dict[str, str], methods: dict[str, str], pred: Number) -> Finding:
     """The measured costs against the prediction in one breath, the verdict in words first and the prediction
-    its one number: per method ('Checkpointing cost more than ..., RevNet less') where each method's
-    networks fall on one side of it, else for every, most or some of the networks."""
+    its one number. The networks off the prediction are named by their method where they are all of one
+    ('Checkpointing cost more than ...; RevNet was consistent with it', 'Some checkpointed ResNets cost more
+    than ...'), else counted in words (every, most, some memory savings)."""
+    nets: dict[str, list[str]] = {}
+    for model in sides:
+        nets.setdefault(methods.get(model, ""), []).append(model)
     above = [m for m, s in sides.items() if s == "above"]
     below = [m for m, s in sides.items() if s == "below"]
     within = [m for m, s in sides.items() if s == "within"]
     if not above and not below:
         return say("Every memory saving's cost was consistent with " + PREDICTED, pred=pred)
-    # each method's state: the one side its networks fall on (some perhaps consistent with it), or None when
-    # its networks fall on both sides
-    state: dict[str, str | None] = {}
-    for model, side in sides.items():
-        method = methods.get(model)
-        if method is None:
-            state = {}
-            break
-        seen = state.get(method, "within")
-        state[method] = side if seen == "within" else seen if side in ("within", seen) else None
-    split = len(state) == 2 and None not in state.values() and len(set(state.values())) > 1
-    if split:
-        # the method whose networks fall on one side of the prediction first, one consistent with it after
-        first, other = sorted(state, key=lambda k: state[k] == "within")
-        partial = sorted(
-            {methods[m] for m in sides if sides[m] == "within" and state[methods[m]] != "within"}
-        )
-        text = "{first} " + {"above": "cost more than ", "below": "cost less than "}[state[first]] + PREDICTED
-        text += {
-            "above": ", {other} more",
-            "below": ", {other} less",
-            "within": ", {other} was consistent with it",
-        }[state[other]]
-        if state[other] == "within" and partial:  # only the first method can hold some consistent networks
-            text += ", as were some {noun}"
-        elif partial:
-            text += "; some {noun} were consistent with it"
-        slots = {"first": first, "other": other, "pred": pred}
-        if partial:
-            slots["noun"] = (
-                NOUNS.get(partial[0], partial[0] + " networks") if len(partial) == 1 else "networks"
-            )
-        return say(text, **slots).up()
+
+    def method(models: list[str]) -> str | None:  # the one method all of `models` belong to, if any
+        got = {methods.get(m, "") for m in models}
+        return got.pop() if len(got) == 1 and "" not in got else None
+
+    def subject(
+        models: list[str],
+    ) -> str | None:  # 'checkpointing', 'most RevNets', 'some checkpointed ResNets'
+        m = method(models)
+        if m is None:
+            return None
+        if len(models) == len(nets[m]):
+            return m
+        return ("most " if 2 * len(models) > len(nets[m]) else "some ") + NOUNS.get(m, m + " networks")
+
     if above and below:
+        a, b = subject(above), subject(below)
+        if a and b and method(above) != method(below):  # "some" says where not every network of a method is
+            return say("{a} cost more than " + PREDICTED + ", {b} less", a=a, b=b, pred=pred).up()
         return say(
             "Some memory savings cost more than "
             + PREDICTED
@@ -663,21 +652,16 @@ def _cost_headline(sides: dict[str, str], methods: dict[str, str], pred: Number)
             + ("; some were consistent with it" if within else ""),
             pred=pred,
         )
-    off = len(above or below)
-    who = (
-        "Every memory saving"
-        if off == len(sides)
-        else "Most memory savings"
-        if 2 * off > len(sides)
-        else "Some memory savings"
-    )
-    return say(
-        who
-        + (" cost more than " if above else " cost less than ")
-        + PREDICTED
-        + ("" if off == len(sides) else "; the rest were consistent with it"),
-        pred=pred,
-    )
+    off, word = (above, "more") if above else (below, "less")
+    if len(off) == len(sides):
+        return say("Every memory saving cost " + word + " than " + PREDICTED, pred=pred)
+    who = subject(off) or ("most" if 2 * len(off) > len(sides) else "some") + " memory savings"
+    rest, slots = "all other networks were consistent with it", {}
+    if method(off) and who == method(off):  # a whole method off the prediction: the others consistent with it
+        others = [m for m in nets if m != method(off)]
+        rest = "{others} " + ("was" if len(others) == 1 else "were") + " consistent with it"
+        slots["others"] = " and ".join(others)
+    return say("{who} cost " + word + " than " + PREDICTED + "; " + rest, who=who, pred=pred, **slots).up()
 
 
 def cost_against_prediction(
