@@ -532,6 +532,7 @@ def test_tinyimagenet_bottleneck_is_told_from_the_batches_after_the_loaders_star
         "on a busy machine"
     )
     assert "on a busy machine (load per core up to 1.5, above 1)" in busy.text
+    assert "one after the other)." not in busy.details[2].plain()  # said once, by the verdict's reason
     few = _tin(data0=2.0)
     few.workers = {w: _rec(FAST[:3], 2.0 if w == 0 else 0.001) for w in (0, 2)}  # two batches after the first
     assert _conclude(few)[0][0].headline.plain().endswith("this run cannot tell: too few batches")

@@ -81,6 +81,10 @@ WHY_NOT = {
 }
 
 
+# a verdict's reasons whose sentence already says the runs were made one after the other (verdict.TIES)
+SEQUENTIAL_REASONS = ("load moved", "busy machine", "load not recorded")
+
+
 def _why_not(v) -> str:
     return next((w for r, w in WHY_NOT.items() if v.reason.startswith(r)), "the batches spread too widely")
 
@@ -179,7 +183,10 @@ def bottleneck_answer(res) -> Answer:
         head,
         [say("{s}", s=shares).up(), first]
         + [
-            say(
+            # the design said once: a tie for the load's sake says it in its own words
+            say("{v}.", v=v.finding(what, label_a=wnf, label_b=w0f))
+            if v.reason.startswith(SEQUENTIAL_REASONS)
+            else say(
                 "{v} (the two runs were made one after the other).",
                 v=v.finding(what, label_a=wnf, label_b=w0f),
             )
