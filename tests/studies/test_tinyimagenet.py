@@ -648,3 +648,16 @@ def test_tinyimagenet_data_and_compute_are_added_and_stacked_only_where_they_are
     assert any(p.get_x() > 0 for p in stacked.axes[0].patches)
     for f in (apart, stacked):
         plots.plt.close(f)
+
+
+def test_tinyimagenet_steady_batches_are_the_last_epochs_after_its_first():
+    """The batches every per-batch median of the page comes from (the worker table, the verdicts and the
+    timing table's time per batch): the last epoch's, without its first, which waits for the workers to
+    start; an epoch of one batch keeps it."""
+    import pandas as pd
+
+    from hpml_lab.studies.tinyimagenet.conclusion import steady
+
+    b = pd.DataFrame({"epoch": [1, 1, 2, 2, 2], "data_s": [9.0, 1.0, 5.0, 0.1, 0.2]})
+    assert list(steady(b).data_s) == [0.1, 0.2]
+    assert list(steady(b.iloc[:3]).data_s) == [5.0]  # epoch 2 of one batch

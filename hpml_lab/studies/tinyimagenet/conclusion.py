@@ -41,13 +41,17 @@ def _last_epoch(rec) -> pd.DataFrame:
     return b[b.epoch == b.epoch.max()]
 
 
-def _steady(rec) -> pd.DataFrame:
+def steady(batches: pd.DataFrame) -> pd.DataFrame:
     """The last epoch's batches after its first, which also waits for the loader to start (its worker
-    processes, started again each epoch): the per-batch samples the bottleneck and the checkpointing verdicts
-    compare and the worker table shows. The first batch's wait is stated apart (bottleneck_answer, and beside
-    each epoch's estimate)."""
-    b = _last_epoch(rec)
+    processes, started again each epoch): the per-batch samples the verdicts compare, the worker table shows
+    and the timing table's time per batch is the median of (study.run). The first batch's wait is stated
+    apart (bottleneck_answer, and beside each epoch's estimate)."""
+    b = batches[batches.epoch == batches.epoch.max()]
     return b.iloc[1:] if len(b) > 1 else b
+
+
+def _steady(rec) -> pd.DataFrame:
+    return steady(rec.table("batches"))
 
 
 def _first_wait(rec, w) -> Number:

@@ -7,7 +7,8 @@ DDP.
     res = tinyimagenet.run(cfg)               # TinResult: runs, memory table, timing table
 
 Every run is a train() run whose files are under results/tinyimagenet/; the last epoch of each is the one
-reported (epoch 1 is warm-up). DataParallel runs only with 2 or more GPUs and DDP only with 2 or more workers
+reported (epoch 1 is warm-up), its time per batch from the batches after its first (conclusion.steady).
+DataParallel runs only with 2 or more GPUs and DDP only with 2 or more workers
 (GPUs, or CPU cores with gloo); otherwise their rows say why they were skipped.
 """
 
@@ -25,6 +26,7 @@ from ...data import tinyimagenet as tin
 from ...data import train_dataset
 from ...envinfo import usable_cores
 from ...training import train
+from .conclusion import steady
 
 SEGMENTS = 4  # checkpoint segments of the checkpointing variant
 CLASSES = 200
@@ -153,8 +155,8 @@ def run(cfg, log: Callable[[str], None] = print) -> TinResult:
         if r is None:
             rows.append({"variant": name, "note": note})
             continue
-        bt, ep = r.table("batches"), r.table("epochs").iloc[-1]
-        last = bt[bt.epoch == bt.epoch.max()]
+        ep = r.table("epochs").iloc[-1]
+        last = steady(r.table("batches"))  # after the first batch, as the bottleneck answer's medians
         per_batch = float((last.data_s + last.train_s).median())
         rows.append(
             {
