@@ -656,7 +656,7 @@ def test_tinyimagenet_steady_batches_are_the_last_epochs_after_its_first():
     start; an epoch of one batch keeps it."""
     import pandas as pd
 
-    from hpml_lab.studies.tinyimagenet.conclusion import steady
+    from hpml_lab.studies.tinyimagenet.study import steady
 
     b = pd.DataFrame({"epoch": [1, 1, 2, 2, 2], "data_s": [9.0, 1.0, 5.0, 0.1, 0.2]})
     assert list(steady(b).data_s) == [0.1, 0.2]

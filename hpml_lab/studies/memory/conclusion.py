@@ -701,14 +701,14 @@ def cost_against_prediction(
             span=span(
                 [
                     Number(
-                        f"{m}: time vs plain, against the prediction",
-                        verdicts[m].ratio,
+                        f"{model}: time vs plain, against the prediction",
+                        verdicts[model].ratio,
                         "x",
                         "measured",
-                        n=min(verdicts[m].n_a, verdicts[m].n_b),
+                        n=min(verdicts[model].n_a, verdicts[model].n_b),
                         source="ratio of medians, the memory-saving network's time over its plain network's",
                     )
-                    for m, s in sides.items()
+                    for model, s in sides.items()
                     if s == key
                 ]
             ),

@@ -41,16 +41,10 @@ def _last_epoch(rec) -> pd.DataFrame:
     return b[b.epoch == b.epoch.max()]
 
 
-def steady(batches: pd.DataFrame) -> pd.DataFrame:
-    """The last epoch's batches after its first, which also waits for the loader to start (its worker
-    processes, started again each epoch): the per-batch samples the verdicts compare, the worker table shows
-    and the timing table's time per batch is the median of (study.run). The first batch's wait is stated
-    apart (bottleneck_answer, and beside each epoch's estimate)."""
-    b = batches[batches.epoch == batches.epoch.max()]
-    return b.iloc[1:] if len(b) > 1 else b
-
-
 def _steady(rec) -> pd.DataFrame:
+    """study.steady of a run's batches: the last epoch's after its first."""
+    from .study import steady
+
     return steady(rec.table("batches"))
 
 

@@ -7,7 +7,7 @@ DDP.
     res = tinyimagenet.run(cfg)               # TinResult: runs, memory table, timing table
 
 Every run is a train() run whose files are under results/tinyimagenet/; the last epoch of each is the one
-reported (epoch 1 is warm-up), its time per batch from the batches after its first (conclusion.steady).
+reported (epoch 1 is warm-up), its time per batch from the batches after its first (steady).
 DataParallel runs only with 2 or more GPUs and DDP only with 2 or more workers
 (GPUs, or CPU cores with gloo); otherwise their rows say why they were skipped.
 """
@@ -26,7 +26,6 @@ from ...data import tinyimagenet as tin
 from ...data import train_dataset
 from ...envinfo import usable_cores
 from ...training import train
-from .conclusion import steady
 
 SEGMENTS = 4  # checkpoint segments of the checkpointing variant
 CLASSES = 200
@@ -55,6 +54,15 @@ class TinResult:
     timing: pd.DataFrame  # per variant: global batch, s/batch, estimated and actual epoch
     variants: dict[str, results.Run | None] = field(default_factory=dict)
     on_gpu: bool = False
+
+
+def steady(batches: pd.DataFrame) -> pd.DataFrame:
+    """The last epoch's batches after its first, which also waits for the loader to start (its worker
+    processes, started again each epoch): the per-batch samples the report's verdicts compare, its worker
+    table shows and the timing table's time per batch is the median of. The first batch's wait is stated
+    apart (conclusion.bottleneck_answer, and beside each epoch's estimate)."""
+    b = batches[batches.epoch == batches.epoch.max()]
+    return b.iloc[1:] if len(b) > 1 else b
 
 
 def _record(run) -> results.Run:
