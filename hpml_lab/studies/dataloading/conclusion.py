@@ -12,7 +12,9 @@ from ... import sanity
 from ...answers import Answer, Number
 from ...findings import Background, Finding, fmt_in, say
 from ...verdict import compare, sample_record
-from .study import pass_times
+from .study import concurrency, pass_times
+
+DEFAULT_PREFETCH = 2  # torch.utils.data.DataLoader's prefetch_factor with workers
 
 REFERENCE_DATALOADING = (
     "resnet-50-performance reference: data loading 703 s with its baseline vs 1052 s with "
@@ -75,6 +77,7 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
         [
             _said(vt_hi, name, hi),
             _said(vw_hi, fmt_in("more workers vs baseline at {lat} ms", lat=hi), hi),
+            in_flight(df, meta),
             say(
                 ("Median pass" if min(int(rows[(hi, k)]["passes"]) for k in LOADERS) > 1 else "One pass each")
                 + " at {lat}: baseline {base}, more workers {more}, threads {threads}.",
@@ -83,6 +86,7 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
                 more=_pass(rows, hi, "more workers"),
                 threads=_pass(rows, hi, "threads"),
             ),
+            floors(df, meta, hi),
             *notes(df),
             setup(cfg, meta),
         ],
@@ -101,6 +105,121 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
     )
     few = sanity.too_few(int(df["passes"].min()), "passes per loader")
     return [ans], [f for f in [few, sanity.busy(meta.get("machine"))] if f]
+
+
+def prefetch(meta: dict) -> Number:
+    """The batches each DataLoader worker keeps in flight, as the run recorded it (the DataLoader's default
+    where an older run did not)."""
+    pf = meta.get("prefetch_factor")
+    return Number(
+        "prefetch_factor",
+        int(pf or DEFAULT_PREFETCH),
+        "",
+        "setting",
+        source="the run's DataLoaders" if pf else "the DataLoader's default (this run did not record it)",
+    )
+
+
+def concurrency_table(df: pd.DataFrame, meta: dict) -> pd.DataFrame:
+    """Per file-based loader, from the run's settings: its workers, the threads each uses for a batch's files,
+    the files it reads at once and the batches it keeps in flight (study.concurrency; the same at every
+    latency)."""
+    _, hi, _ = _rows(df)
+    c = concurrency(df[df["latency_ms"] == hi], prefetch(meta).value).set_index("loader")
+    d = df[df["latency_ms"] == hi].set_index("loader").loc[list(c.index)]
+    return pd.DataFrame(
+        {
+            "loader": list(c.index),
+            "workers": list(d["workers"].astype(int)),
+            "threads per worker": list(d["threads"].astype(int)),
+            "files read at once": list(c["files at once"]),
+            "batches in flight": list(c["batches in flight"]),
+        }
+    )
+
+
+def in_flight(df: pd.DataFrame, meta: dict) -> Finding:
+    """How much each file-based loader has in flight, from the run's settings (concurrency_table's numbers):
+    the files it reads at once and the batches it keeps in flight, and who reads them (workers, threads)."""
+    t = concurrency_table(df, meta).set_index("loader")
+    pf = prefetch(meta)
+
+    def n(loader: str, column: str, what: str) -> Number:
+        return Number(
+            fmt_in("{loader}: {what}", loader=loader, what=what),
+            int(t.loc[loader, column]),
+            "",
+            "setting",
+            source="from the run's workers, threads and prefetch_factor (dataloading.study.concurrency)",
+        )
+
+    def how(loader: str) -> Finding:  # who reads the files, and how many at a time
+        w = n(loader, "workers", "workers")
+        if loader == "threads":
+            t = n(loader, "threads per worker", "threads per worker")
+            return (
+                say("{w} workers, each on {t} threads", w=w, t=t)
+                if w.value
+                else say("the training process, on {t} threads", t=t)
+            )
+        return (
+            say("{w} workers, one file at a time each", w=w)
+            if w.value
+            else say("the training process, one file at a time")
+        )
+
+    def held(loader: str) -> Finding:  # '16 files at once, 4 batches in flight', singular for one
+        f, b = (
+            n(loader, "files read at once", "files read at once"),
+            n(loader, "batches in flight", "batches in flight"),
+        )
+        return say(
+            "{f} "
+            + ("file" if f.value == 1 else "files")
+            + " at once, {b} "
+            + ("batch" if b.value == 1 else "batches")
+            + " in flight",
+            f=f,
+            b=b,
+        )
+
+    return say(
+        "From the run's settings, what each loader reads at once and keeps in flight: baseline {b} ({hb}); "
+        "more workers {m} ({hm}); threads {t} ({ht}). Batches in flight are workers x prefetch_factor "
+        "({pf}), one batch without workers.",
+        b=held("baseline"),
+        hb=how("baseline"),
+        m=held("more workers"),
+        hm=how("more workers"),
+        t=held("threads"),
+        ht=how("threads"),
+        pf=pf,
+    )
+
+
+def floors(df: pd.DataFrame, meta: dict, lat: float) -> Finding:
+    """The least time the storage's sleeps alone take per pass at `lat`, per file-based loader
+    (study.sleep_floor): predicted from the settings, beside the measured passes."""
+    c = concurrency(df[df["latency_ms"] == lat], prefetch(meta).value).set_index("loader")
+
+    def fl(loader: str) -> Number:
+        return Number(
+            fmt_in("{loader} at {lat} ms: sleep floor per pass", loader=loader, lat=lat),
+            float(c.loc[loader, "sleep floor (s)"]),
+            "s",
+            "predicted",
+            source="dataloading.study.sleep_floor: each worker's batches in turn, each batch's files in "
+            "rounds of those read at once, times the latency; the sleeps alone",
+        )
+
+    return say(
+        "At {lat} the sleeps alone take at least {b}, {m} and {t} per pass (each worker's batches in turn, "
+        "each batch's files in rounds of those read at once).",
+        lat=latency(lat),
+        b=fl("baseline"),
+        m=fl("more workers"),
+        t=fl("threads"),
+    )
 
 
 def notes(df: pd.DataFrame) -> list[Finding]:

@@ -284,6 +284,8 @@ def study(
                             pin_memory=device.type == "cuda",
                             worker_init_fn=worker_init,
                         )
+                    # the batches each worker keeps in flight: the DataLoader's own (its loaders with workers)
+                    meta["prefetch_factor"] = loaders["more workers"].prefetch_factor
                     # The loaders take turns pass by pass (A B C A B C ...), so a change in the machine's load
                     # hits them alike and each verdict between them compares interleaved samples.
                     got: dict[str, list] = {name: [] for name, *_ in configs}
@@ -328,6 +330,38 @@ def study(
 
 
 ORDER = ["baseline", "more workers", "threads", "tensor-resident"]
+FILE_BASED = ("baseline", "more workers", "threads")
+
+
+def sleep_floor(files: int, batch: int, workers: int, at_once: int, latency_s: float) -> float:
+    """The least time the storage's sleeps alone take in one pass: the batches go to the workers in turn
+    (batch k to worker k mod workers; all to the training process without workers), each batch's files read
+    in rounds of `at_once`; the busiest worker's sleeps."""
+    sizes = [min(batch, files - start) for start in range(0, files, batch)]
+    n = max(workers, 1)
+    return max(sum(-(-size // at_once) for size in sizes[k::n]) for k in range(n)) * latency_s
+
+
+def concurrency(df, prefetch_factor: int) -> pd.DataFrame:
+    """Per file-based row, from its settings: the files it reads at once (each worker, or the training process
+    without workers, reads one file at a time, or `threads` of its batch's files at once), the batches in
+    flight (workers x prefetch_factor; one without workers), and the floor the storage's sleeps alone set on a
+    pass (sleep_floor). The tensor-resident loader reads no file in a pass (its one-time load aside): not
+    counted."""
+    rows = []
+    for _, r in df[df["loader"].isin(FILE_BASED)].iterrows():
+        w, b = int(r["workers"]), int(r["batch_size"])
+        at_once = min(int(r["threads"]), b)
+        rows.append(
+            {
+                "latency_ms": r["latency_ms"],
+                "loader": r["loader"],
+                "files at once": max(w, 1) * at_once,
+                "batches in flight": w * prefetch_factor if w > 0 else 1,
+                "sleep floor (s)": sleep_floor(int(r["files"]), b, w, at_once, float(r["latency_ms"]) / 1000),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def pass_times(row) -> list[float]:

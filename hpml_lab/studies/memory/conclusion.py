@@ -560,7 +560,7 @@ def cost_answer(res) -> Answer:
         parts=join(parts, "; "),
     )
     details = [say("{v}.", v=v.finding(f"{m} vs {v.label_a}: time per step")) for m, v in verdicts.items()]
-    against = cost_against_prediction(verdicts)
+    against = cost_against_prediction(verdicts, methods_of(res))
     if against is None:  # no interval to hold against the prediction (too few rounds each)
         headline = say(
             "Too few timed rounds to tell what the memory saving costs: no comparison has an interval"
@@ -593,104 +593,144 @@ def extra_forward() -> Number:
     )
 
 
-def cost_against_prediction(verdicts: dict) -> tuple[Finding, Finding] | None:
+# the memory-saving families as a cost headline names them (the table's family -> the method)
+METHODS = {"ResNet + checkpointing": "checkpointing", "RevNet": "RevNet"}
+PREDICTED = "the predicted one extra forward pass ({pred})"
+NOUNS = {"checkpointing": "checkpointed ResNets", "RevNet": "RevNets"}  # a method's networks, in a headline
+
+
+def methods_of(res) -> dict[str, str]:
+    """Each memory-saving network -> its method as a headline names it ('checkpointing', 'RevNet')."""
+    return {r.model: METHODS.get(r.family, r.family) for r in res.table.itertuples() if r.model != r.baseline}
+
+
+def _side_of(v, pred: Number) -> str | None:
+    """Where a verdict's interval (the memory-saving network's time over its plain network's) lies against the
+    prediction: 'above' or 'below' when the whole interval does, 'within' when it holds it; None without an
+    interval (too few rounds)."""
+    if not (math.isfinite(v.ci_low) and math.isfinite(v.ci_high)):
+        return None
+    return "above" if v.ci_low > pred.value else "below" if v.ci_high < pred.value else "within"
+
+
+def _cost_headline(sides: dict[str, str], methods: dict[str, str], pred: Number) -> Finding:
+    """The measured costs against the prediction in one breath, the verdict in words first and the prediction
+    its one number. The networks off the prediction are named by their method where they are all of one
+    ('Checkpointing cost more than ...; RevNet was consistent with it', 'Some checkpointed ResNets cost more
+    than ...'), else counted in words (every, most, some memory savings)."""
+    nets: dict[str, list[str]] = {}
+    for model in sides:
+        nets.setdefault(methods.get(model, ""), []).append(model)
+    above = [m for m, s in sides.items() if s == "above"]
+    below = [m for m, s in sides.items() if s == "below"]
+    within = [m for m, s in sides.items() if s == "within"]
+    if not above and not below:
+        return say("Every memory saving's cost was consistent with " + PREDICTED, pred=pred)
+
+    def method(models: list[str]) -> str | None:  # the one method all of `models` belong to, if any
+        got = {methods.get(m, "") for m in models}
+        return got.pop() if len(got) == 1 and "" not in got else None
+
+    def subject(
+        models: list[str],
+    ) -> str | None:  # 'checkpointing', 'most RevNets', 'some checkpointed ResNets'
+        m = method(models)
+        if m is None:
+            return None
+        if len(models) == len(nets[m]):
+            return m
+        return ("most " if 2 * len(models) > len(nets[m]) else "some ") + NOUNS.get(m, m + " networks")
+
+    if above and below:
+        a, b = subject(above), subject(below)
+        if a and b and method(above) != method(below):  # "some" says where not every network of a method is
+            return say("{a} cost more than " + PREDICTED + ", {b} less", a=a, b=b, pred=pred).up()
+        return say(
+            "Some memory savings cost more than "
+            + PREDICTED
+            + ", others less"
+            + ("; some were consistent with it" if within else ""),
+            pred=pred,
+        )
+    off, word = (above, "more") if above else (below, "less")
+    if len(off) == len(sides):
+        return say("Every memory saving cost " + word + " than " + PREDICTED, pred=pred)
+    who = subject(off) or ("most" if 2 * len(off) > len(sides) else "some") + " memory savings"
+    rest, slots = "all other networks were consistent with it", {}
+    if method(off) and who == method(off):  # a whole method off the prediction: the others consistent with it
+        others = [m for m in nets if m != method(off)]
+        rest = "{others} " + ("was" if len(others) == 1 else "were") + " consistent with it"
+        slots["others"] = " and ".join(others)
+    return say("{who} cost " + word + " than " + PREDICTED + "; " + rest, who=who, pred=pred, **slots).up()
+
+
+def cost_against_prediction(
+    verdicts: dict, methods: dict[str, str] | None = None
+) -> tuple[Finding, Finding] | None:
     """Each measured cost (a verdict's interval of the memory-saving network's time over its plain network's)
     held against the one extra forward predicted: above it when the whole interval lies above, below when
-    below, else consistent with it. (headline, statement): the departures in words first, for every, most or
-    some of the networks timed, the prediction its one number; then how many of them, with their measured
-    range. None when no verdict has an interval (too few rounds)."""
+    below, else consistent with it. (headline, statement): the headline from _cost_headline (`methods`: each
+    network's method, for a headline per method); the statement names, per side, how many of how many
+    networks, which, and their measured range. None when no verdict has an interval (too few rounds)."""
     pred = extra_forward()
-    sides: dict[str, list] = {"above": [], "below": [], "within": []}
-    for model, v in verdicts.items():
-        if not (math.isfinite(v.ci_low) and math.isfinite(v.ci_high)):
-            continue
-        side = "above" if v.ci_low > pred.value else "below" if v.ci_high < pred.value else "within"
-        sides[side].append(
-            Number(
-                f"{model}: time vs plain, against the prediction",
-                v.ratio,
-                "x",
-                "measured",
-                n=min(v.n_a, v.n_b),
-                source="ratio of medians, the memory-saving network's time over its plain network's",
-            )
-        )
-    checked = sum(len(x) for x in sides.values())
-    if not checked:
+    sides = {m: s for m, v in verdicts.items() if (s := _side_of(v, pred)) is not None}
+    if not sides:
         return None
     n = Number(
-        "cost comparisons with an interval", checked, "", "counted", source="verdicts with an interval"
+        "cost comparisons with an interval", len(sides), "", "counted", source="verdicts with an interval"
     )
 
-    if not sides["above"] and not sides["below"]:
-        return say(
-            "Every measured cost is consistent with the one extra forward predicted ({pred})", pred=pred
-        ), say(
-            "Each of the {n} measured costs is consistent with the one extra forward predicted ({pred}): "
-            "every interval holds it.",
-            n=n,
-            pred=pred,
+    def count(key: str) -> Number:
+        return Number(
+            fmt_in("cost comparisons {side} the prediction", side=key),
+            sum(s == key for s in sides.values()),
+            "",
+            "counted",
+            source="verdicts",
         )
+
+    def names(key: str) -> str:
+        return ", ".join(verdicts[m].label_b for m, s in sides.items() if s == key)
+
     parts = [
         say(
-            "{k} of {n} networks: {span}, each interval " + where + " it",
-            k=Number(
-                fmt_in("cost comparisons {side} the prediction", side=key),
-                len(sides[key]),
-                "",
-                "counted",
-                source="verdicts",
-            ),
+            "{k} of {n} networks " + key + " it ({names}: {span}, each whole interval " + key + " it)",
+            k=count(key),
             n=n,
-            span=span(sides[key]),
+            names=names(key),
+            span=span(
+                [
+                    Number(
+                        f"{model}: time vs plain, against the prediction",
+                        verdicts[model].ratio,
+                        "x",
+                        "measured",
+                        n=min(verdicts[model].n_a, verdicts[model].n_b),
+                        source="ratio of medians, the memory-saving network's time over its plain network's",
+                    )
+                    for model, s in sides.items()
+                    if s == key
+                ]
+            ),
         )
-        for key, where in (("above", "above"), ("below", "below"))
-        if sides[key]
+        for key in ("above", "below")
+        if key in sides.values()
     ]
-    if sides["within"]:
+    if "within" in sides.values():
         parts.append(
             say(
-                "{k} whose interval holds it",
-                k=Number(
-                    "cost comparisons within the prediction",
-                    len(sides["within"]),
-                    "",
-                    "counted",
-                    source="verdicts",
-                ),
+                "{k} of {n} networks whose interval holds it ({names})",
+                k=count("within"),
+                n=n,
+                names=names("within"),
             )
         )
-    way = (
-        "more than"
-        if sides["above"] and not sides["below"]
-        else "less than"
-        if sides["below"] and not sides["above"]
-        else "other than"
-    )
-    if sides["above"] and sides["below"]:
-        head = say(
-            "The memory saving cost above the one extra forward predicted ({pred}) for some networks, below "
-            "it for others",
-            pred=pred,
-        )
-    else:
-        off = len(sides["above"] or sides["below"])
-        whom = (
-            "every network timed"
-            if off == len(verdicts)
-            else "most networks timed"
-            if 2 * off > len(verdicts)
-            else "some networks timed"
-        )
-        head = say(
-            "The memory saving cost " + way + " the one extra forward predicted ({pred}) for " + whom,
-            pred=pred,
-        )
-    return head, say(
-        "The memory saving cost " + way + " the one extra forward predicted ({pred}) for {parts}.",
+    stated = say(
+        "Time per step over the plain network's, against " + PREDICTED + ": {parts}.",
         pred=pred,
         parts=join(parts, "; "),
     )
+    return _cost_headline(sides, methods or {}, pred), stated
 
 
 def convergence_answer(cfg, res) -> tuple[Answer, list[sanity.Flag]]:

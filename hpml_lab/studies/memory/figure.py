@@ -1,26 +1,33 @@
 """The memory task's figures: activation memory and time per batch against depth, and the loss curves.
 
 from hpml_lab.studies.memory import figure
-fig = figure.depth_figure(conclusion.at_peak(res), "peak_act_MB_per_sample")
+fig = figure.depth_figure(conclusion.at_peak(res))
 """
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from ...plots import legend_outside
+from ...plots import captioned, legend_outside
 from ...sanity import MIN_SAMPLES
 
 
-def depth_figure(table, column: str = "act_MB_per_sample", label: str = "saved for backward (MB per sample)"):
-    """Activation MB per sample (`column`: e.g. saved + recompute working set) and seconds per batch against
-    depth, one line per family; min-max bars only where a network had at least MIN_SAMPLES timed rounds."""
+def depth_figure(table):
+    """Activation MB per sample and seconds per batch against depth, one colour per family. Left: the bytes
+    autograd saves for backward (solid; the RevNet answer's growth is of these) and, for the networks that
+    recompute in backward, those plus the recompute working set (dashed; the checkpointing answer's share is
+    of these), so that each answer's quantity is drawn and labelled. Right: min-max bars only where a network
+    had at least MIN_SAMPLES timed rounds."""
+    from matplotlib.lines import Line2D
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8))
     spread_shown = bool(len(table)) and int(table["repeats"].min()) >= MIN_SAMPLES
+    held = "working_MB_per_sample" in table and bool((table["working_MB_per_sample"] > 0).any())
     for family, part in table.groupby("family", sort=False):
         part = part.sort_values("depth")
-        a1.plot(part["depth"], part[column], "o-", label=family)
+        (line,) = a1.plot(part["depth"], part["act_MB_per_sample"], "o-", label=family)
+        if held and (part["working_MB_per_sample"] > 0).any():
+            a1.plot(part["depth"], part["peak_act_MB_per_sample"], "o--", color=line.get_color(), mfc="none")
         if spread_shown:
             a2.errorbar(
                 part["depth"],
@@ -28,11 +35,14 @@ def depth_figure(table, column: str = "act_MB_per_sample", label: str = "saved f
                 yerr=[part["s_per_batch"] - part["s_min"], part["s_max"] - part["s_per_batch"]],
                 fmt="o-",
                 capsize=3,
+                color=line.get_color(),
                 label=family,
             )
         else:
-            a2.plot(part["depth"], part["s_per_batch"], "o-", label=family)
-    a1.set_ylabel(label)
+            a2.plot(part["depth"], part["s_per_batch"], "o-", color=line.get_color(), label=family)
+    a1.set_ylabel(
+        "MB per sample: saved for backward" + (" (solid), + recompute working set (dashed)" if held else "")
+    )
     a2.set_ylabel(
         f"s per batch ({'median, min-max' if spread_shown else 'median, too few rounds for a spread'}), "
         f"batch {int(table['batch_size'].iloc[0])}"
@@ -40,9 +50,37 @@ def depth_figure(table, column: str = "act_MB_per_sample", label: str = "saved f
     for ax in (a1, a2):
         ax.set_xlabel("depth (layers)")
         ax.grid(alpha=0.3)
-    legend_outside(a2)
+    if held:  # the line styles, beside the families' colours
+        handles, labels = a2.get_legend_handles_labels()
+        handles += [
+            Line2D([], [], color="0.3", ls="-", marker="o", label="saved for backward"),
+            Line2D(
+                [], [], color="0.3", ls="--", marker="o", mfc="none", label="saved + recompute working set"
+            ),
+        ]
+        a2.legend(
+            handles=handles,
+            frameon=False,
+            fontsize=8,
+            loc="upper left",
+            bbox_to_anchor=(1.02, 1),
+            borderaxespad=0,
+        )
+    else:
+        legend_outside(a2)
     fig.tight_layout()
-    return fig
+    return captioned(
+        fig,
+        "Left: solid lines are the bytes autograd saves for backward per sample, the quantity the RevNet "
+        "answer compares across depths"
+        + (
+            "; dashed lines add the working set a recomputation holds again during backward, the quantity "
+            "the checkpointing answer compares with the plain network"
+            if held
+            else ""
+        )
+        + ". Right: time per training step.",
+    )
 
 
 def loss_curves(runs, smooth: int = 5, chance: float | None = None):

@@ -41,26 +41,68 @@ def _last_epoch(rec) -> pd.DataFrame:
     return b[b.epoch == b.epoch.max()]
 
 
-def bottleneck_answer(res) -> Answer:
-    """Data wait against copy + compute with 0 and N loader workers (the last epoch's medians)."""
-    (w0, r0), (wn, rn) = sorted(res.workers.items())
-    b0, bn = _last_epoch(r0), _last_epoch(rn)
-    design = dict(interleaved=False, load_a=_load(rn), load_b=_load(r0))  # one run after the other
-    vd = compare(
-        list(bn.data_s),
-        list(b0.data_s),
-        fmt_in("{w} workers", w=wn),
-        fmt_in("{w} workers", w=w0),
-        what="data wait per batch",
-        **design,
+def _steady(rec) -> pd.DataFrame:
+    """study.steady of a run's batches: the last epoch's after its first."""
+    from .study import steady
+
+    return steady(rec.table("batches"))
+
+
+def _first_wait(rec, w) -> Number:
+    return Number(
+        fmt_in("{w} workers: first batch's data wait, last epoch", w=w),
+        1000 * float(_last_epoch(rec).data_s.iloc[0]),
+        "ms",
+        "measured",
+        n=1,
     )
-    vc = compare(
-        list(bn.train_s),
-        list(b0.train_s),
-        fmt_in("{w} workers", w=wn),
-        fmt_in("{w} workers", w=w0),
-        what="copy + compute per batch",
-        **design,
+
+
+def _epoch_s(rec, w) -> Number:
+    return Number(
+        fmt_in("{w} workers: last epoch", w=w),
+        float(rec.table("epochs").iloc[-1].total_s),
+        "s",
+        "measured",
+        n=1,
+        source="the run's epochs table: the last epoch's total time",
+    )
+
+
+# why two runs' batch times cannot be told apart, by the verdict's reason, in a headline's words
+WHY_NOT = {
+    "too few samples": "too few batches",
+    "load moved": "load moved between the runs",
+    "busy machine": "back-to-back runs on a busy machine",
+    "load not recorded": "the runs' load was not recorded",
+    "difference under": "too small a difference",
+}
+
+
+# a verdict's reasons whose sentence already says the runs were made one after the other (verdict.TIES)
+SEQUENTIAL_REASONS = ("load moved", "busy machine", "load not recorded")
+
+
+def _why_not(v) -> str:
+    return next((w for r, w in WHY_NOT.items() if v.reason.startswith(r)), "the batches spread too widely")
+
+
+def bottleneck_answer(res) -> Answer:
+    """Data wait against copy + compute with 0 and N loader workers (the last epoch's batches after its first:
+    medians and verdicts), and, where the two add up to a batch's time, the whole batch compared too."""
+    (w0, r0), (wn, rn) = sorted(res.workers.items())
+    b0, bn = _steady(r0), _steady(rn)
+    design = dict(interleaved=False, load_a=_load(rn), load_b=_load(r0))  # one run after the other
+    labels = fmt_in("{w} workers", w=wn), fmt_in("{w} workers", w=w0)
+    vd = compare(list(bn.data_s), list(b0.data_s), *labels, what="data wait per batch", **design)
+    vc = compare(list(bn.train_s), list(b0.train_s), *labels, what="copy + compute per batch", **design)
+    disjoint = worker_times_disjoint(res)
+    whole = "data wait + copy + compute per batch"
+    # the whole batch, batch by batch: only where the two parts add up to its time (they do not overlap)
+    vt = (
+        compare(list(bn.data_s + bn.train_s), list(b0.data_s + b0.train_s), *labels, what=whole, **design)
+        if disjoint
+        else None
     )
     d0 = num(fmt_in("{w} workers: data wait per batch", w=w0), b0.data_s, "ms", 1000)
     dn = num(fmt_in("{w} workers: data wait per batch", w=wn), bn.data_s, "ms", 1000)
@@ -88,38 +130,65 @@ def bottleneck_answer(res) -> Answer:
     shares = say(
         "from the per-batch medians, data wait is {p0} and {pn} of a batch"
         + (
-            "."
-            if worker_times_disjoint(res)
+            " (the two medians added)."
+            if disjoint
             else " (data wait + copy + compute: on this GPU, without a synchronize after each step, the two "
             "can overlap, so their sum is not the batch's wall time)."
         ),
         p0=part(w0, d0, c0, share0, len(b0)),
         pn=part(wn, dn, cn, sharen, len(bn)),
     )
+    first = say(
+        "Each run's first batch of the epoch is left out of these medians and verdicts, since with workers "
+        "it also waits for them to start: it waited {f0} with {w0} and {fn} with {wn}; the whole last epoch, "
+        "that batch included, took {e0} and {en} (one epoch each, no verdict).",
+        f0=_first_wait(r0, w0),
+        fn=_first_wait(rn, wn),
+        e0=_epoch_s(r0, w0),
+        en=_epoch_s(rn, wn),
+        w0=_workers(w0),
+        wn=_workers(wn),
+    )
     w0f, wnf = _workers(w0), _workers(wn)
     # the headline: where the bottleneck is, in words; the shares and the verdicts behind it: the details
     if vd.outcome == "better" and share0 > 0.5 > sharen:
         head = say("With {wn} the bottleneck moves from loading to the copy and compute", wn=wnf)
+        if vt is not None and vt.outcome in ("better", "worse"):  # the whole batch, in the verdict's word
+            head = say(
+                "{head}, but whole batches are {word}"
+                if vt.outcome == "worse"
+                else "{head}; whole batches are {word}",
+                head=head,
+                word=say("{w}", w=vt.words()[0 if vt.outcome == "better" else 1]).marked(whole),
+            )
     elif share0 <= 0.5:
         head = say("Loading is not the bottleneck here, even with {w}", w=w0f)
     elif vd.outcome == "tie":
+        # the table beside it shows the medians: the headline says why they do not settle it
         head = say(
-            "Loading is the bottleneck with {w0}; whether {wn} move it to compute, this run cannot tell",
+            "Loading is the bottleneck with {w0}; with {wn}, this run cannot tell: {why}",
             w0=w0f,
             wn=wnf,
+            why=_why_not(vd),
         )
     else:
         head = say("The bottleneck did not move from loading to compute in this run")
+    verdicts = [(vd, "data wait per batch"), (vc, "copy + compute per batch")]
+    if vt is not None:
+        verdicts.append((vt, whole))
     return Answer(
         "Where is the bottleneck with no loader workers and with N workers?",
         head,
-        [say("{s}", s=shares).up()]
+        [say("{s}", s=shares).up(), first]
         + [
-            say(
+            # the design said once: a tie for the load's sake says it in its own words
+            say("{v}.", v=v.finding(what, label_a=wnf, label_b=w0f))
+            if v.reason.startswith(SEQUENTIAL_REASONS)
+            else say(
                 "{v} (the two runs were made one after the other).",
                 v=v.finding(what, label_a=wnf, label_b=w0f),
             )
-            for v, what in ((vd, "data wait per batch"), (vc, "copy + compute per batch"))
+            for v, what in verdicts
         ],
         [
             Background(
@@ -131,6 +200,7 @@ def bottleneck_answer(res) -> Answer:
         verdict={
             "data": sample_record(vd, bn.data_s, b0.data_s),
             "compute": sample_record(vc, bn.train_s, b0.train_s),
+            **({"batch": sample_record(vt, bn.data_s + bn.train_s, b0.data_s + b0.train_s)} if vt else {}),
         },
     )
 
@@ -138,7 +208,7 @@ def bottleneck_answer(res) -> Answer:
 def checkpoint_answer(res) -> Answer:
     """Checkpointing's time per batch against the baseline's (runs one after the other) and its batch gain."""
     wn = max(res.workers)
-    bn, bc = _last_epoch(res.workers[wn]), _last_epoch(res.variants["checkpointing"])
+    bn, bc = _steady(res.workers[wn]), _steady(res.variants["checkpointing"])
     vt = compare(
         list(bn.train_s),
         list(bc.train_s),
@@ -168,7 +238,10 @@ def checkpoint_answer(res) -> Answer:
     name = "checkpointing vs baseline: copy + compute per batch"
     return Answer(
         "What does checkpointing cost in time, and what does it buy in batch size?",
-        say("{v}.", v=vt.short(name).up()),
+        # a tie says why right there (the table of batch times beside it may look decided)
+        say("{v}.", v=vt.short(name).up())
+        if vt.outcome != "tie" or vt.undecided  # too few samples: said by short() itself
+        else say("{v}: {why}.", v=vt.short(name).up(), why=_why_not(vt)),
         [say("{v}.", v=vt.finding(name).up()), said_gain],
         [
             Background(
@@ -334,7 +407,7 @@ def epochs_answer(res) -> Answer:
             n=1,
             source="|actual - estimated| / actual, over the variants",
         )
-        head = say("Estimates from the median batch come within {gap} of the actual epochs.", gap=gap)
+        head = say("Estimates from the median batch miss the actual epochs by up to {gap}.", gap=gap)
     else:
         head = say("No variant ran.")
     return Answer(
@@ -471,11 +544,11 @@ def worker_times_disjoint(res) -> bool:
 
 
 def worker_table(res) -> pd.DataFrame:
-    """Per worker count: the last epoch's median data wait and copy + compute per batch (ms), the medians the
-    bottleneck answer uses (epoch 1 is warm-up)."""
+    """Per worker count: the median data wait and copy + compute per batch (ms) of the last epoch's batches
+    after its first (_steady), the medians the bottleneck answer uses (epoch 1 is warm-up)."""
     rows = []
     for w, rec in res.workers.items():
-        b = _last_epoch(rec)
+        b = _steady(rec)
         rows.append(
             {
                 "workers": w,

@@ -7,7 +7,8 @@ DDP.
     res = tinyimagenet.run(cfg)               # TinResult: runs, memory table, timing table
 
 Every run is a train() run whose files are under results/tinyimagenet/; the last epoch of each is the one
-reported (epoch 1 is warm-up). DataParallel runs only with 2 or more GPUs and DDP only with 2 or more workers
+reported (epoch 1 is warm-up), its time per batch from the batches after its first (steady).
+DataParallel runs only with 2 or more GPUs and DDP only with 2 or more workers
 (GPUs, or CPU cores with gloo); otherwise their rows say why they were skipped.
 """
 
@@ -53,6 +54,15 @@ class TinResult:
     timing: pd.DataFrame  # per variant: global batch, s/batch, estimated and actual epoch
     variants: dict[str, results.Run | None] = field(default_factory=dict)
     on_gpu: bool = False
+
+
+def steady(batches: pd.DataFrame) -> pd.DataFrame:
+    """The last epoch's batches after its first, which also waits for the loader to start (its worker
+    processes, started again each epoch): the per-batch samples the report's verdicts compare, its worker
+    table shows and the timing table's time per batch is the median of. The first batch's wait is stated
+    apart (conclusion.bottleneck_answer, and beside each epoch's estimate)."""
+    b = batches[batches.epoch == batches.epoch.max()]
+    return b.iloc[1:] if len(b) > 1 else b
 
 
 def _record(run) -> results.Run:
@@ -153,8 +163,8 @@ def run(cfg, log: Callable[[str], None] = print) -> TinResult:
         if r is None:
             rows.append({"variant": name, "note": note})
             continue
-        bt, ep = r.table("batches"), r.table("epochs").iloc[-1]
-        last = bt[bt.epoch == bt.epoch.max()]
+        ep = r.table("epochs").iloc[-1]
+        last = steady(r.table("batches"))  # after the first batch, as the bottleneck answer's medians
         per_batch = float((last.data_s + last.train_s).median())
         rows.append(
             {
