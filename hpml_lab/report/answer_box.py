@@ -216,7 +216,7 @@ def box_html(rec: dict[str, Any], shared: bool = False, shown_status: str | None
     )
 
 
-def show(rec: Record) -> Path:
+def show(rec: Record, pointer: bool = True) -> Path:
     """Write the record and show its box (in JupyterLab and under plain papermill; when hpml-lab renders the
     report it puts the box at the top of the page instead, so it is not shown twice)."""
     p = write(rec)
@@ -224,7 +224,7 @@ def show(rec: Record) -> Path:
 
     if os.environ.get("HPML_RENDERING") != "1":
         display(HTML(box_html(load(rec.task) or {})))
-    else:  # the section that asked for the answer says where it is, rather than stand empty
+    elif pointer:  # the section that asked for the answer says where it is, rather than stand empty
         display(HTML("<p><i>The answer is at the top of this page, in its answer box.</i></p>"))
     return p
 

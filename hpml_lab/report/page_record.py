@@ -232,9 +232,12 @@ def answer(
     flags=(),
     title: str = "",
     lab: Mapping[str, Any] = sanity.LAB,
+    pointer: bool = True,
 ) -> None:
     """Build this report's answer record (answer_box.Record) from computed answers and flags, write it to
-    reports/<task>.answer.json and show it (at the top of the rendered page)."""
+    reports/<task>.answer.json and show it (at the top of the rendered page). `pointer`: on a rendered page,
+    say where the answer went in the cell that asked for it (a section that would stand empty otherwise);
+    False where the cell sits in a section of other content (its Environment, say)."""
     from . import answer_box, tasks
 
     stand_in = sanity.stand_in(cfg, lab["model"]) if "model" in lab else None
@@ -265,4 +268,4 @@ def answer(
     )
     _RECORD[:] = [rec]
     _BUSY[:] = [f for f in flags if f.kind == "machine busy"]
-    answer_box.show(rec)
+    answer_box.show(rec, pointer=pointer)

@@ -396,3 +396,34 @@ def test_a_resumed_sweeps_reused_count_is_a_slot_of_the_record(monkeypatch):
     assert _check_html(one, held, "") == []
     assert _check_html(two, held, "") == [] and "2</span> configurations were complete" in two
     assert "1</span> configuration was complete from an earlier run and was reused" in one
+
+
+def test_the_answer_pointer_shows_only_in_a_section_that_would_stand_empty(monkeypatch, tmp_path):
+    """A grader found 'The answer is at the top of this page' under memory's and lab5's Environment heading:
+    the call that writes the answer sat in the environment cell. The pointer is shown on a rendered page only
+    where asked; every notebook whose answer call shares a section with other content turns it off."""
+    from pathlib import Path
+
+    from IPython import display as ipd
+
+    shown = []
+    monkeypatch.setattr(ipd, "display", shown.append)
+    monkeypatch.setattr(answer_box, "write", lambda rec: tmp_path / "x.answer.json")
+    monkeypatch.setenv("HPML_RENDERING", "1")
+    answer_box.show(answer_box.Record.__new__(answer_box.Record), pointer=False)
+    assert shown == []
+    answer_box.show(answer_box.Record.__new__(answer_box.Record))
+    assert "The answer is at the top of this page" in shown[0].data
+
+    for path in sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb")):
+        cells = nbformat.read(str(path), as_version=4).cells
+        head, sections = "", {}
+        for c in cells:
+            if c.cell_type == "markdown" and c.source.lstrip().startswith("#"):
+                head = c.source.lstrip().splitlines()[0]
+            sections.setdefault(head, []).append(c)
+        for head, cs in sections.items():
+            asks = [c for c in cs if c.cell_type == "code" and "nb.answer(" in c.source]
+            for c in asks:
+                alone = "Environment" not in head and "environment_table" not in c.source
+                assert alone or "pointer=False" in c.source, f"{path.name}: {head!r} shows the pointer"
