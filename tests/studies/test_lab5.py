@@ -58,6 +58,12 @@ def test_lab5_trains_every_ddp_size_on_two_gloo_ranks_and_measures_the_allreduce
     for m in metas:
         assert m["status"] == "complete" and m["distributed"]["world_size"] == 2
         assert m["distributed"]["backend"] == "gloo" and m["distributed"]["launcher"] == "torchrun"
+    # the all-reduce of that launch: a record of its own beside the runs, with its start, load and settings
+    (kept,) = [
+        json.loads(p.read_text()) for p in (done.out / "results" / "lab5").glob("allreduce2-*/meta.json")
+    ]
+    assert kept["status"] == "complete" and kept["machine"]["cores"] >= 1 and kept["started_at"]
+    assert kept["allreduce"]["backend"] == "gloo" and kept["allreduce"]["launch_workers"] == 2
 
     executed = json.loads((done.reports / "executed" / "lab5.ipynb").read_text())
     html = "".join(
@@ -480,6 +486,17 @@ def test_lab5_busy_machine_is_flagged():
     assert "machine busy" in {f.kind for f in _conclude(res)[1]}
     res.meta = {"machine": {"load1": 0.1, "cores": 2, "steal_pct": 0.0}}
     assert "machine busy" not in {f.kind for f in _conclude(res)[1]}
+    # every run of the execution counts, the all-reduce's own record among them: the busiest, by its folder
+    res.machines = [
+        {"load1": 0.5, "cores": 2, "steal_pct": 0.0, "run": "q1-b16-1c84ba55"},
+        {"load1": 3.35, "cores": 2, "steal_pct": 0.0, "run": "allreduce2-1c84ba55"},
+        {"load1": 1.2, "cores": 2, "steal_pct": 0.0, "run": "ddp2-resnet18-sgd-b32-1c84ba55"},
+    ]
+    (flag,) = [f for f in _conclude(res)[1] if f.kind == "machine busy"]
+    assert flag.run == "allreduce2-1c84ba55" and flag.message.startswith(
+        "the machine was busy before run allreduce2-1c84ba55, the busiest of the 3 runs this report used "
+        "(load average 3.35 on 2 usable cores"
+    )
 
 
 def test_lab5_speedup_beyond_its_workers_is_said_not_to_be_ddp():

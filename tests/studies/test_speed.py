@@ -483,6 +483,42 @@ def test_an_mfu_above_the_measured_peak_is_flagged(base):
     assert [f.kind for f in flags] == ["MFU above 100%"] and "L6 (150%) reached more" in flags[0].message
 
 
+def test_the_busy_flag_states_the_load_before_the_run_as_the_environment_table_does(base):
+    """A fresh page said 'busy before the run (load average 3.48 ...)' beside an environment table whose load
+    before the run was 3.33: the flag took the load read after the ladder. It states the load before the run,
+    the same Numbers as the environment table; a machine that became busy only while the ladder ran is said
+    so, with its busiest reading."""
+    from hpml_lab import sanity
+
+    res = _ladder(RATES)
+    idle = {"load1": 0.4, "cores": 2, "steal_pct": 0.0}
+    res.meta.update(
+        run_id="resnet_tiny-sgd-b32-6428e42e", machine=idle, load_after={"load1": 5.0, "cores": 2}
+    )
+    (flag,) = [f for f in speed.conclude(base, res)[1] if f.kind == "machine busy"]
+    assert flag.message.startswith(
+        "the machine became busy while the ladder ran (load average 5 on 2 usable cores at its busiest "
+        "reading"
+    )
+    res.meta.update(load_after={"load1": 0.5, "cores": 2}, load_per_round=[0.5, 3.0], load_epochs=[0.6])
+    assert (
+        "load average 3 on 2"
+        in next(f for f in speed.conclude(base, res)[1] if f.kind == "machine busy").message
+    )
+    res.meta.update(load_per_round=[0.5, 0.7])
+    assert "machine busy" not in {f.kind for f in speed.conclude(base, res)[1]}
+    busy = {"load1": 3.33, "cores": 2, "steal_pct": 0.0}
+    res.meta.update(machine=busy, load_after={"load1": 3.48, "cores": 2})
+    (flag,) = [f for f in speed.conclude(base, res)[1] if f.kind == "machine busy"]
+    assert flag.message.startswith(
+        "the machine was busy before run resnet_tiny-sgd-b32-6428e42e (load average 3.33 on 2 usable cores"
+    )
+    table = sanity.load_finding(busy, "resnet_tiny-sgd-b32-6428e42e")  # the environment table's load
+    said, shown = ({n.name: n.value for n in f.numbers()} for f in (flag, table))
+    load = "load average before resnet_tiny-sgd-b32-6428e42e"
+    assert said[load] == shown[load] == 3.33 and all(shown[k] == v for k, v in said.items() if k in shown)
+
+
 def test_too_few_repeats_are_flagged(base):
     res = _ladder({k: (v[:2] if v else v) for k, v in RATES.items()})
     res.meta["repeats"] = 2

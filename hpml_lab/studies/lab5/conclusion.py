@@ -952,6 +952,17 @@ SHORT_ANSWERS = [
 ]
 
 
+def busy(res) -> sanity.Flag | None:
+    """'machine busy' from the busiest of this execution's runs (Q1's, the DDP runs, the all-reduce: each a
+    folder under results/lab5/), its numbers that run's, named after its folder, so that the environment table
+    states the same run's load beside it; from the run the environment table shows where no list was kept."""
+    machines = getattr(res, "machines", None)
+    if machines:
+        return sanity.busiest_seen(machines)
+    meta = getattr(res, "meta", None) or {}
+    return sanity.busy(meta.get("machine"), run=str(meta.get("run_id") or ""))
+
+
 def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """Lab 5 Q1-Q7 from the study: every epoch time is an extrapolation (from timed steps or from the model,
     said which), each measured speedup a verdict that knows its runs were sequential, and a model that misses
@@ -965,7 +976,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     answers = [q1, q2, q3, lab5_q4(cfg, settings, res), *SHORT_ANSWERS]
     flags = [
         sanity.too_few(int(res.q1[res.q1.status == "ok"].batches_timed.min()), "timed batches per Q1 size"),
-        sanity.busy((getattr(res, "meta", None) or {}).get("machine")),
+        busy(res),
     ]
     if res.on_gpu and backend != "nccl":
         flags.append(

@@ -187,6 +187,9 @@ class Lab5Result:
     runs: list = field(default_factory=list)  # every DDP record of this execution
     meta: dict = field(default_factory=dict)  # provenance of the newest run of the study
     allreduce_run: results.Run | None = None  # the all-reduce's own record, which `allreduce` is read from
+    # the machine's load before each run of this execution (Q1's, the DDP runs, the all-reduce), each with
+    # its run folder ('run'): the busy flag reads the busiest
+    machines: list = field(default_factory=list)
 
 
 def allreduce_note(res: Lab5Result, gpu_name: str | None):
@@ -351,6 +354,12 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     table["speedup"] = [one[b] / t for b, t in zip(table.per_gpu_batch, table.epoch_s)]
     strong, weak = scaling_tables(table, settings.n_images)
     ref, ref_fit = reference_check(settings.n_images)
+    folders = [cfg.run_dir().parent / f for f in q1.get("run_folder", pd.Series(dtype=object)).dropna()]
+    machines = [
+        {**r.meta["machine"], "run": r.path.name}
+        for r in [*map(results.read_run, folders), *runs, ar_run]
+        if r.meta.get("machine")
+    ]
     # the newest training run (the all-reduce's own record holds no training)
     newest = [r for r in results.load_runs(cfg.task, cfg.results_dir) if "allreduce" not in r.meta]
     return Lab5Result(
@@ -369,6 +378,7 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
         runs,
         runs[-1].meta if runs else (newest[0].meta if newest else {}),
         ar_run,
+        machines,
     )
 
 

@@ -605,6 +605,51 @@ def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
     )
 
 
+def busy(meta: dict) -> sanity.Flag | None:
+    """'machine busy' for the ladder's run: from the load read before it (meta.json's machine, the one the
+    environment table states, its Numbers named after the run's folder), else, where the machine became busy
+    while the ladder ran, from the busiest reading of its rounds and epochs (the load the verdicts were told),
+    said as such: a load read after a round is not the load before the run."""
+    run = str(meta.get("run_id") or "")
+    before = sanity.busy(meta.get("machine"), run=run)
+    if before is not None:
+        return before
+    cores = int(((meta.get("machine") or meta.get("load_before") or {}).get("cores")) or 1)
+    ends = [
+        (meta.get(k) or {}).get("load1") for k in ("load_before", "load_after")
+    ]  # as the ladder began, ended
+    during = [x for x in [*ends, *(meta.get("load_per_round") or []), *(meta.get("load_epochs") or [])] if x]
+    if not during or max(during) / cores <= sanity.BUSY_LOAD_PER_CORE:
+        return None
+    at = f" during {run}" if run else " during the ladder"
+    return sanity.Flag(
+        "machine busy",
+        say(
+            "the machine became busy while the ladder ran (load average {load} on {cores} usable cores at "
+            "its busiest reading, above {limit} per core): timings take longer and vary more than on an "
+            "idle machine",
+            load=Number(
+                f"busiest load average{at}",
+                float(max(during)),
+                "",
+                "measured",
+                n=1,
+                source="the 1-minute load average read as the ladder began, after each of its rounds and "
+                "at its end",
+            ),
+            cores=Number(f"usable cores{at}", cores, "", "counted", source="os.sched_getaffinity"),
+            limit=Number(
+                "busy load per core",
+                sanity.BUSY_LOAD_PER_CORE,
+                "",
+                "setting",
+                source="sanity.BUSY_LOAD_PER_CORE",
+            ),
+        ),
+        run=run,
+    )
+
+
 def graphs_skipped(table: pd.DataFrame, meta: dict) -> sanity.Flag | None:
     """A rung that asked for CUDA graphs whose compiled step inductor ran without them (meta's steps)."""
     steps = meta.get("step_ran") or {}
@@ -649,7 +694,7 @@ def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
     answers.append(reference_answer(nums, result.meta))
     flags = [
         sanity.too_few(int(result.meta.get("repeats", 0)), "timed repeats per rung"),
-        sanity.busiest_seen([result.meta.get("load_before"), result.meta.get("load_after")]),
+        busy(result.meta),
         above_peak(result.table),
         graphs_skipped(result.table, result.meta),
     ]
