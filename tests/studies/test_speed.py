@@ -568,7 +568,7 @@ def _many_rungs(k: int = 14, mfu: float = 0.79) -> pd.DataFrame:
             {
                 **{c: float("nan") for c in ladder.COLUMNS},
                 "rung": f"r{i}",
-                "label": f"rung {chr(65 + i)}",
+                "label": f"PIL loader with {i} workers",  # as long as the ladder's own
                 "status": "measured",
                 "repeats": 5,
                 "images_per_s": ips,
@@ -615,6 +615,11 @@ def test_the_charts_mfu_labels_overlap_no_label_marker_or_legend(k):
         for x, y in ax.transData.transform(cap.get_xydata()):
             assert not any(b.x0 <= x <= b.x1 and b.y0 <= y <= b.y1 for b in boxes)
     legends_clear_of_data(fig)
+    legend = fig.legends[0].get_window_extent(r)
+    for panel in fig.axes:  # an axis label clear of the rungs' slanted names, a title clear of the legend
+        names = [t.get_window_extent(r) for t in panel.get_xticklabels() if t.get_text()]
+        assert not any(overlap(panel.yaxis.label.get_window_extent(r), b) for b in names), panel.get_ylabel()
+        assert not overlap(panel.title.get_window_extent(r), legend), panel.get_title()
 
 
 def test_a_row_with_too_few_samples_shows_no_spread():

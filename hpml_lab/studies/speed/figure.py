@@ -16,6 +16,7 @@ from ...findings import fmt_value
 # the axes' height kept free above them, so that a later layout (a stand-in's two-line title) keeps them in
 LABEL_GAP_PT = 4
 HEADROOM = 0.12
+IDEAL_SIZE = 600  # the ideal marker's size (points squared): a bar's width where rungs are few
 
 
 def chart(result):
@@ -45,11 +46,11 @@ def chart(result):
     if spread.any():
         at = [i for i in x if spread[i]]
         ax.errorbar(at, ips[spread], yerr=[low[spread], high[spread]], fmt="none", ecolor="black", capsize=3)
-    ax.scatter(
+    ideal = ax.scatter(
         x,
         table["ideal_images_per_s"],
         marker="_",
-        s=600,
+        s=IDEAL_SIZE,
         color="#c44e52",
         zorder=3,
         label="ideal: FLOPs at the device's peak",
@@ -116,11 +117,15 @@ def chart(result):
             capsize=3,
         )
     ax2.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
-    ax2.set_ylabel("step time (ms), median; whiskers min to max")
-    ax2.set_title("Step time per rung (larger batches last)")
+    # a short axis label: a long one ran past the axes' foot into the first rung's slanted name
+    ax2.set_ylabel("step time (ms)")
+    ax2.set_title("Step time per rung (median, min to max)")
     fig.suptitle("Speed ladder: each rung adds one optimisation to the one before")
     figure_legend(fig)
     fig.tight_layout()
+    # each ideal marker at most 60% of a rung's width: wider, it reached the next rung's label
+    rung_pt = ax.get_window_extent(fig.canvas.get_renderer()).width * 72 / fig.dpi / max(1, len(x))
+    ideal.set_sizes([min(IDEAL_SIZE, (0.6 * rung_pt) ** 2)])
     if marks:
         _lay_out(fig, ax, marks)
     return fig
