@@ -147,7 +147,11 @@ def table(
     shown = df.copy()
     numeric = []  # columns of numbers: right-aligned, so their digits line up (text stays at the left)
     for c in shown.columns:
-        values = [v for v in shown[c] if v is not None and v == v]
+        # a cell that says in words why it is empty ('n/a': too few samples for a spread) keeps its column one
+        # of numbers, right-aligned
+        values = [
+            v for v in shown[c] if v is not None and v == v and not (isinstance(v, str) and v in (na, "n/a"))
+        ]
         if values and all(
             isinstance(v, numbers.Real) and type(v).__name__ not in ("bool", "bool_") for v in values
         ):

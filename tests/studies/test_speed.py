@@ -483,6 +483,42 @@ def test_an_mfu_above_the_measured_peak_is_flagged(base):
     assert [f.kind for f in flags] == ["MFU above 100%"] and "L6 (150%) reached more" in flags[0].message
 
 
+def test_the_busy_flag_states_the_load_before_the_run_as_the_environment_table_does(base):
+    """A fresh page said 'busy before the run (load average 3.48 ...)' beside an environment table whose load
+    before the run was 3.33: the flag took the load read after the ladder. It states the load before the run,
+    the same Numbers as the environment table; a machine that became busy only while the ladder ran is said
+    so, with its busiest reading."""
+    from hpml_lab import sanity
+
+    res = _ladder(RATES)
+    idle = {"load1": 0.4, "cores": 2, "steal_pct": 0.0}
+    res.meta.update(
+        run_id="resnet_tiny-sgd-b32-6428e42e", machine=idle, load_after={"load1": 5.0, "cores": 2}
+    )
+    (flag,) = [f for f in speed.conclude(base, res)[1] if f.kind == "machine busy"]
+    assert flag.message.startswith(
+        "the machine became busy while the ladder ran (load average 5 on 2 usable cores at its busiest "
+        "reading"
+    )
+    res.meta.update(load_after={"load1": 0.5, "cores": 2}, load_per_round=[0.5, 3.0], load_epochs=[0.6])
+    assert (
+        "load average 3 on 2"
+        in next(f for f in speed.conclude(base, res)[1] if f.kind == "machine busy").message
+    )
+    res.meta.update(load_per_round=[0.5, 0.7])
+    assert "machine busy" not in {f.kind for f in speed.conclude(base, res)[1]}
+    busy = {"load1": 3.33, "cores": 2, "steal_pct": 0.0}
+    res.meta.update(machine=busy, load_after={"load1": 3.48, "cores": 2})
+    (flag,) = [f for f in speed.conclude(base, res)[1] if f.kind == "machine busy"]
+    assert flag.message.startswith(
+        "the machine was busy before run resnet_tiny-sgd-b32-6428e42e (load average 3.33 on 2 usable cores"
+    )
+    table = sanity.load_finding(busy, "resnet_tiny-sgd-b32-6428e42e")  # the environment table's load
+    said, shown = ({n.name: n.value for n in f.numbers()} for f in (flag, table))
+    load = "load average before resnet_tiny-sgd-b32-6428e42e"
+    assert said[load] == shown[load] == 3.33 and all(shown[k] == v for k, v in said.items() if k in shown)
+
+
 def test_too_few_repeats_are_flagged(base):
     res = _ladder({k: (v[:2] if v else v) for k, v in RATES.items()})
     res.meta["repeats"] = 2
@@ -508,18 +544,135 @@ def test_the_charts_mfu_labels_sit_above_the_whiskers_not_on_them():
     whiskers = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
     segments = [seg for c in whiskers for coll in c.lines[2] for seg in coll.get_segments() if len(seg) == 2]
     mfu = [
-        t for t in ax.texts if t.get_text().startswith("step MFU")
-    ]  # not the epoch's, which the answer says
+        t for t in ax.texts if t.get_gid() == "mfu"
+    ]  # the timed steps' MFU, not the epoch's (the answer's)
     assert mfu and len(mfu) == int((table["status"] == "measured").sum())
     for t in mfu:
-        i, y = t.get_position()
-        assert y > table.loc[int(i), "images_per_s_q3"]  # above the whisker's top
+        i, _ = t.xy  # the point it stands over (its position is an offset from it)
         box = t.get_window_extent(r)
+        assert box.y0 > ax.transData.transform((i, table.loc[int(i), "images_per_s_q3"]))[1]  # above the top
         for seg in segments:  # no whisker passes through a label
             (x0, y0), (x1, y1) = ax.transData.transform(seg)
             assert not (box.x0 <= x0 <= box.x1 and min(y0, y1) <= box.y1 and max(y0, y1) >= box.y0), (
                 t.get_text()
             )
+
+
+def _many_rungs(k: int = 14, mfu: float = 0.79) -> pd.DataFrame:
+    """A hand-built ladder table of `k` measured rungs of about the same images/s, each `mfu` of its ideal (so
+    the ideal marker sits just above the bar, where the grader found the labels drawn over it)."""
+    rows = []
+    for i in range(k):
+        ips = 1_500.0 + 40 * (i % 3)
+        rows.append(
+            {
+                **{c: float("nan") for c in ladder.COLUMNS},
+                "rung": f"r{i}",
+                "label": f"PIL loader with {i} workers",  # as long as the ladder's own
+                "status": "measured",
+                "repeats": 5,
+                "images_per_s": ips,
+                "images_per_s_q1": ips * 0.95,
+                "images_per_s_q3": ips * 1.05,
+                "step_s": 0.02,
+                "step_min_s": 0.018,
+                "step_max_s": 0.03,
+                "mfu": mfu,
+                "ideal_images_per_s": ips / mfu,
+            }
+        )
+    return pd.DataFrame(rows, columns=ladder.COLUMNS)
+
+
+@pytest.mark.parametrize("k", [9, 14, 24])
+def test_the_charts_mfu_labels_overlap_no_label_marker_or_legend(k):
+    """Grader: 'MFU 78.9%MFU 67.4%MFU 3.04%' ran into each other and sat on the red ideal markers. On a
+    table of many rungs whose ideal sits just above each bar, no MFU label overlaps another, an ideal marker
+    or a whisker; each stands inside the axes; the legend covers no panel."""
+    from figure_checks import legends_clear_of_data, overlap
+    from matplotlib.transforms import Bbox
+
+    table = _many_rungs(k)
+    fig = speed.chart(table)
+    ax, r = fig.axes[0], fig.canvas.get_renderer()
+    fig.canvas.draw()
+    labels = [t for t in ax.texts if t.get_gid() == "mfu"]
+    assert [t.get_text() for t in labels] == [fmt_value(79.0, "%")] * k
+    boxes = [t.get_window_extent(r) for t in labels]
+    for i, a in enumerate(boxes):
+        assert all(not overlap(a, b) for b in boxes[i + 1 :]), labels[i].get_text()
+        inner = ax.get_window_extent(r)
+        assert inner.x0 <= a.x0 and a.x1 <= inner.x1 and inner.y0 <= a.y0 and a.y1 <= inner.y1
+    ideal = next(c for c in ax.collections if c.get_label().startswith("ideal"))
+    half_w = (ideal.get_sizes()[0] ** 0.5) / 2 * fig.dpi / 72  # the marker's half width, in pixels
+    half_h = max(1.0, ideal.get_linewidths()[0] * fig.dpi / 72)
+    for x, y in ax.transData.transform(ideal.get_offsets()):
+        mark = Bbox.from_extents(x - half_w, y - half_h, x + half_w, y + half_h)
+        assert not any(overlap(mark, b) for b in boxes), (x, y)
+    for cap in (
+        line for c in ax.containers if type(c).__name__ == "ErrorbarContainer" for line in c.lines[1]
+    ):
+        for x, y in ax.transData.transform(cap.get_xydata()):
+            assert not any(b.x0 <= x <= b.x1 and b.y0 <= y <= b.y1 for b in boxes)
+    legends_clear_of_data(fig)
+    legend = fig.legends[0].get_window_extent(r)
+    for panel in fig.axes:  # an axis label clear of the rungs' slanted names, a title clear of the legend
+        names = [t.get_window_extent(r) for t in panel.get_xticklabels() if t.get_text()]
+        assert not any(overlap(panel.yaxis.label.get_window_extent(r), b) for b in names), panel.get_ylabel()
+        assert not overlap(panel.title.get_window_extent(r), legend), panel.get_title()
+
+
+def test_a_row_with_too_few_samples_shows_no_spread():
+    """Grader: the plain script's row showed q1 = q3 and a step IQR of 0 from one epoch. A row with fewer than
+    sanity.MIN_SAMPLES samples has no quartiles, IQR, min or max in the record, the table says n/a there with
+    a note that says why, and the chart draws no whisker for it."""
+    from hpml_lab import sanity
+
+    stats = ladder._stats([2_164.0], [0.118])
+    assert stats["images_per_s"] == 2_164.0 and stats["step_s"] == 0.118
+    for k in ("images_per_s_q1", "images_per_s_q3", "step_iqr_s", "step_min_s", "step_max_s"):
+        assert stats[k] != stats[k], k  # NaN: no spread from one value
+    two = ladder._stats([1.0, 2.0], [1.0, 0.5])
+    assert two["step_iqr_s"] != two["step_iqr_s"]
+    three = ladder._stats([1.0, 2.0, 3.0], [1.0, 0.5, 0.3])
+    assert three["images_per_s_q1"] < three["images_per_s_q3"] and three["step_iqr_s"] > 0
+    assert sanity.MIN_SAMPLES == 3
+
+    res = _ladder(RATES, epochs={ladder.REFERENCE: [0.6]})
+    t = res.table
+    ref = t["rung"] == ladder.REFERENCE
+    t.loc[ref, ["repeats", "images_per_s_q1", "images_per_s_q3", "step_iqr_s"]] = [
+        1,
+        float("nan"),
+        float("nan"),
+        float("nan"),
+    ]
+    t.loc[t["status"] == "measured", "repeats"] = t.loc[t["status"] == "measured", "repeats"].fillna(5)
+    shown = speed.ladder_table(t)
+    assert list(shown.loc[ref, ["images_per_s_q1", "images_per_s_q3", "step_iqr_s"]].iloc[0]) == ["n/a"] * 3
+    not_run = t["status"] != "measured"
+    assert shown.loc[not_run, "images_per_s_q1"].isna().all()  # a rung not run: '-', not n/a
+    t.loc[not_run, "peak_precision"] = ""  # as study._row leaves it: a blank cell beside its '-' cells
+    assert speed.ladder_table(t).loc[not_run, "peak_precision"].isna().all()
+    assert shown.loc[t["rung"] == "pil", "images_per_s_q1"].iloc[0] == pytest.approx(100.0)
+    note = speed.spread_note(t)
+    assert note.plain() == (
+        "n/a in the quartile and IQR columns: plain script (reference) (1 epoch) had fewer than 3 samples, "
+        "and fewer give no spread, so none is shown."
+    )
+    assert not stray_digits(note.template)
+    fig = speed.chart(t)  # no whisker on the one sample
+    ax = fig.axes[0]
+    xs = {
+        round(float(seg[0][0]))
+        for c in ax.containers
+        if type(c).__name__ == "ErrorbarContainer"
+        for coll in c.lines[2]
+        for seg in coll.get_segments()
+    }
+    assert int(t.index[ref][0]) not in xs and 0 in xs
+    t.loc[ref, "repeats"] = 3
+    assert speed.spread_note(t) is None and "n/a" not in set(speed.ladder_table(t)["step_iqr_s"].astype(str))
 
 
 def test_the_plain_script_is_set_beside_the_rung_it_mirrors(base):

@@ -18,7 +18,7 @@ import pandas as pd
 from ... import sanity
 from ...answers import Answer, Number
 from ...data import classes_of
-from ...findings import Background, Finding, fmt_in, join, say
+from ...findings import Background, Finding, Ident, fmt_in, join, say
 from ...profiling import summarize
 from ...verdict import compare, sample_record
 from .._conclude import dedupe, num
@@ -254,7 +254,7 @@ def speedup_verdicts(res) -> dict[tuple[int, int], tuple]:
     out = {}
     q1 = res.q1[res.q1.status == "ok"].set_index("per_gpu_batch")
     for r in res.table[(res.table.workers > 1) & (res.table.source == "measured")].itertuples():
-        idx = getattr(r, "run", None)
+        idx = getattr(r, "run_index", None)
         if idx is None or idx != idx or int(r.per_gpu_batch) not in q1.index:
             continue
         n, b = int(r.workers), int(r.per_gpu_batch)
@@ -952,6 +952,17 @@ SHORT_ANSWERS = [
 ]
 
 
+def busy(res) -> sanity.Flag | None:
+    """'machine busy' from the busiest of this execution's runs (Q1's, the DDP runs, the all-reduce: each a
+    folder under results/lab5/), its numbers that run's, named after its folder, so that the environment table
+    states the same run's load beside it; from the run the environment table shows where no list was kept."""
+    machines = getattr(res, "machines", None)
+    if machines:
+        return sanity.busiest_seen(machines)
+    meta = getattr(res, "meta", None) or {}
+    return sanity.busy(meta.get("machine"), run=str(meta.get("run_id") or ""))
+
+
 def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """Lab 5 Q1-Q7 from the study: every epoch time is an extrapolation (from timed steps or from the model,
     said which), each measured speedup a verdict that knows its runs were sequential, and a model that misses
@@ -965,7 +976,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     answers = [q1, q2, q3, lab5_q4(cfg, settings, res), *SHORT_ANSWERS]
     flags = [
         sanity.too_few(int(res.q1[res.q1.status == "ok"].batches_timed.min()), "timed batches per Q1 size"),
-        sanity.busy((getattr(res, "meta", None) or {}).get("machine")),
+        busy(res),
     ]
     if res.on_gpu and backend != "nccl":
         flags.append(
@@ -1094,7 +1105,8 @@ def shown(df: pd.DataFrame, model_ok: bool = True) -> pd.DataFrame:
                 if col in out:
                     out.loc[model_rows, col] = float("nan")
             out.loc[model_rows, "source"] = "scaling model: not used (misses its own measurements)"
-    return out.drop(columns=["load_per_core"], errors="ignore").rename(columns=SHOWN_COLUMNS)
+    # the run's folder, not its index into res.runs (which read "run 0" for a run that was made)
+    return out.drop(columns=["load_per_core", "run_index"], errors="ignore").rename(columns=SHOWN_COLUMNS)
 
 
 # every epoch and step of the Q2 tables holds its data loading (Q2's definition), unlike Q1's step: the
@@ -1108,6 +1120,7 @@ SHOWN_COLUMNS = {
     "1-worker step (s)": "1-worker step, data loading included (s)",
     "n-worker step (s)": "n-worker step, data loading included (s)",
     "compute_s": "compute, excluding data loading (s)",
+    "run_folder": "run folder (results/lab5/)",
 }
 
 
@@ -1120,6 +1133,7 @@ def q1_shown(q1: pd.DataFrame) -> pd.DataFrame:
             "data_s_per_step": "data wait per step (s)",
             "epoch_s_excl_io": "epoch, data loading excluded (s)",
             "epoch_s_incl_io": "epoch, data loading included (s)",
+            "run_folder": SHOWN_COLUMNS["run_folder"],
         }
     )
 
@@ -1130,6 +1144,30 @@ def allreduce_table(res) -> pd.DataFrame:
     return ar.assign(MB=ar.bytes / 1e6, time_ms=1e3 * ar.time_s, iqr_ms=1e3 * ar.iqr_s)[
         ["world_size", "backend", "MB", "time_ms", "iqr_ms", "n", "algbw_GBps", "busbw_GBps"]
     ]
+
+
+def allreduce_source(res) -> Finding:
+    """Where the all-reduce table and its fit come from: the measurement's own record in the study's results
+    folder (allreduce.csv beside its meta.json), when it started, in which torchrun launch, and the machine's
+    load then, as the environment table states a run's (sanity.load_finding)."""
+    run = getattr(res, "allreduce_run", None)
+    if run is None:
+        return say("The all-reduce above has no record of its own in the results folder.")
+    meta, folder = run.meta, run.path.name
+    launch = int((meta.get("allreduce") or {}).get("launch_workers") or 0)
+    where = (
+        say("first in the torchrun launch of the DDP runs on {w}", w=_workers(launch))
+        if launch
+        else say("in a torchrun launch of its own")
+    )
+    return say(
+        "The all-reduce table above is read from its own record, run {run} (allreduce.csv, with its settings "
+        "in meta.json): measured {where}, started {when} (UTC), with {load} before it.",
+        run=Ident(folder),
+        where=where,
+        when=Ident(str(meta.get("started_at", "an unrecorded time"))),
+        load=sanity.load_finding(meta.get("machine"), folder),
+    )
 
 
 def reference_note(res) -> Finding:

@@ -106,6 +106,7 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
             {
                 "per_gpu_batch": b,
                 "status": "ok",
+                "run_folder": it.run_dir.name,  # where its record is: results/<task>/<this>/
                 "batches_timed": len(full),
                 "step_s": per_step,
                 "data_s_per_step": data_step,
@@ -185,6 +186,10 @@ class Lab5Result:
     reference_fit: dict[str, float]
     runs: list = field(default_factory=list)  # every DDP record of this execution
     meta: dict = field(default_factory=dict)  # provenance of the newest run of the study
+    allreduce_run: results.Run | None = None  # the all-reduce's own record, which `allreduce` is read from
+    # the machine's load before each run of this execution (Q1's, the DDP runs, the all-reduce), each with
+    # its run folder ('run'): the busy flag reads the busiest
+    machines: list = field(default_factory=list)
 
 
 def allreduce_note(res: Lab5Result, gpu_name: str | None):
@@ -282,9 +287,11 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     # the DDP runs: one torchrun launch per worker count, every batch size in it, the all-reduce measured in
     # the launch of its own worker count when that trains on its device (one launch on a CPU, not one per run)
     train_dev = "cuda" if on_gpu else "cpu"
-    ddp, ar = {}, None
+    ddp, ar, ar_meta = {}, None, None
     for n in (n for n in (2, 4) if n <= workers_here):
         fold = n == ar_n and ar_dev == train_dev and ar is None
+        if fold:  # when and at what load: the all-reduce is the first thing this launch measures
+            ar_meta = allreduce_meta(cfg, {**ar_spec, "device": ar_dev, "nproc": ar_n}, launch=n)
         ddp[n], got = run_ddp_many(
             [cfg2.replace(batch_size=int(b)) for b in ok.index],
             nproc=n,
@@ -292,9 +299,13 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
         )
         ar = got if fold else ar
     if ar is None:
+        ar_meta = allreduce_meta(cfg, {**ar_spec, "device": ar_dev, "nproc": ar_n}, launch=0)
         ar = measure_allreduce(
             ar_spec["sizes"], nproc=ar_n, repeats=ar_spec["repeats"], warmup=ar_spec["warmup"], device=ar_dev
         )
+    # kept in the study's results folder like every other measurement, and read back from there
+    ar_run = write_allreduce(cfg, ar, ar_meta)
+    ar = ar_run.table("allreduce")
     fit = fit_allreduce(ar)
     rows, runs = [], []
     for i, (b, q) in enumerate(ok.iterrows()):
@@ -306,6 +317,7 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
                 "predicted_s": None,
                 "compute_s": q.step_s * math.ceil(settings.n_images / b),
                 "comm_s": 0.0,
+                "run_folder": q.get("run_folder"),
             }
         )
         for n in (2, 4):
@@ -329,7 +341,8 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
             if n <= workers_here:
                 rec = ddp[n][i]
                 runs.append(rec)
-                row["run"] = len(runs) - 1
+                row["run_index"] = len(runs) - 1  # into res.runs (the verdicts' samples); not shown
+                row["run_folder"] = rec.path.name  # what the page shows: where its record is
                 ep = rec.table("epochs").iloc[-1]
                 row["measured_s"] = ep.total_s / ep.batches * p["steps"]
                 row["load_per_core"] = load_per_core(rec.meta)
@@ -341,7 +354,14 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     table["speedup"] = [one[b] / t for b, t in zip(table.per_gpu_batch, table.epoch_s)]
     strong, weak = scaling_tables(table, settings.n_images)
     ref, ref_fit = reference_check(settings.n_images)
-    newest = results.load_runs(cfg.task, cfg.results_dir)
+    folders = [cfg.run_dir().parent / f for f in q1.get("run_folder", pd.Series(dtype=object)).dropna()]
+    machines = [
+        {**r.meta["machine"], "run": r.path.name}
+        for r in [*map(results.read_run, folders), *runs, ar_run]
+        if r.meta.get("machine")
+    ]
+    # the newest training run (the all-reduce's own record holds no training)
+    newest = [r for r in results.load_runs(cfg.task, cfg.results_dir) if "allreduce" not in r.meta]
     return Lab5Result(
         sizes,
         workers_here,
@@ -357,7 +377,48 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
         ref_fit,
         runs,
         runs[-1].meta if runs else (newest[0].meta if newest else {}),
+        ar_run,
+        machines,
     )
+
+
+def allreduce_folder(cfg: RunConfig, nproc: int) -> str:
+    """The all-reduce record's run folder name: its processes and the study's configuration."""
+    return f"allreduce{nproc}-{cfg.config_hash()}"
+
+
+def allreduce_meta(cfg: RunConfig, spec: dict, launch: int) -> dict:
+    """The all-reduce's provenance, taken just before its torchrun launch starts (its start time and the
+    machine's load then, as every run's meta.json holds them) with its settings: sizes, timed calls, warm-up
+    calls, processes, device, and the launch it is measured in (`launch` workers' DDP runs, or 0: one of its
+    own)."""
+    return results.new_meta(
+        cfg.replace(run_id=allreduce_folder(cfg, spec["nproc"])),
+        spec["device"],
+        allreduce={
+            "sizes_bytes": list(spec["sizes"]),
+            "repeats": spec["repeats"],
+            "warmup": spec["warmup"],
+            "nproc": spec["nproc"],
+            "device": spec["device"],
+            # the DDP launch it was measured first in (its workers), or 0: a torchrun launch of its own
+            "launch_workers": int(launch),
+        },
+    )
+
+
+def write_allreduce(cfg: RunConfig, ar: pd.DataFrame, meta: dict) -> results.Run:
+    """The all-reduce table as allreduce.csv beside its meta.json (complete, with the backend that ran and
+    when it finished) in results/<task>/<allreduce_folder>/; the record read back."""
+    from ...io import atomic_write_csv, atomic_write_json
+
+    folder = cfg.replace(run_id=meta["run_id"]).run_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_csv(folder / "allreduce.csv", ar.to_dict("records"), list(ar.columns))
+    backend = str(ar["backend"].iloc[0]) if len(ar) else ""
+    done = {**meta, "status": "complete", "finished_at": results.now()}
+    atomic_write_json(folder / "meta.json", {**done, "allreduce": {**meta["allreduce"], "backend": backend}})
+    return results.read_run(folder)
 
 
 def reference_check(n_images: int = N_IMAGES) -> tuple[pd.DataFrame, dict[str, float]]:

@@ -31,11 +31,24 @@ from ...protocol import Task, later, names_later
 if TYPE_CHECKING:
     from .study import Ladder
 
-__all__ = ["TASK", "Settings", "run", "conclude", "chart", "Ladder", "Rung", "RUNGS", "plan", "measure"]
+__all__ = [
+    "TASK",
+    "Settings",
+    "run",
+    "conclude",
+    "chart",
+    "ladder_table",
+    "spread_note",
+    "Ladder",
+    "Rung",
+    "RUNGS",
+    "plan",
+    "measure",
+]
 # the names above from study.py, conclusion.py and figure.py, imported at first use (PEP 562): registering the
 # task (hpml_lab.studies.registry(), the command line's front) imports no torch
 LATER = {
-    "conclude": "conclusion",
+    **dict.fromkeys(("conclude", "ladder_table", "spread_note"), "conclusion"),
     "chart": "figure",
     **dict.fromkeys(("COLUMNS", "RUNGS", "Ladder", "Rung", "measure", "plan"), "study"),
 }

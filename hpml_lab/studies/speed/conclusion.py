@@ -165,7 +165,7 @@ class Numbers:
         r = self.rows[rung]
         if what == "epoch":
             e = self.epochs.get(rung, [])
-            iqr = float(r["epoch_iqr_s"]) if len(e) >= 3 else None
+            iqr = float(r["epoch_iqr_s"]) if len(e) >= sanity.MIN_SAMPLES else None
             return Number(f"{rung}: epoch time", float(r["epoch_s"]), "s", "measured", n=len(e), spread=iqr)
         if what == "epoch MFU":
             n_epochs = len(self.epochs.get(rung, []))
@@ -174,7 +174,7 @@ class Numbers:
             )
         s = self.samples[rung]
         n = len(s)
-        spread = n >= 3
+        spread = n >= sanity.MIN_SAMPLES
         if what == "images/s":
             iqr = float(r["images_per_s_q3"] - r["images_per_s_q1"]) if spread else None
             return Number(
@@ -504,6 +504,82 @@ def reference_answer(nums: Numbers, meta: dict) -> Answer:
     )
 
 
+# the ladder table's columns as the page shows them, and those that give a spread (none from too few samples)
+SHOWN = [
+    "label",
+    "status",
+    "batch_size",
+    "lr",
+    "images_per_s",
+    "images_per_s_q1",
+    "images_per_s_q3",
+    "step_s",
+    "step_iqr_s",
+    "mfu",
+    "ideal_images_per_s",
+    "peak_precision",
+    "epoch_s",
+    "epoch_images",
+    "epoch_mfu",
+]
+SPREAD = ("images_per_s_q1", "images_per_s_q3", "step_iqr_s")
+TOO_FEW = "n/a"  # a spread cell of a row with fewer than sanity.MIN_SAMPLES samples; "-": a rung not run
+
+
+def _too_few(table: pd.DataFrame) -> pd.Series:
+    """The measured rows timed fewer times than a spread needs (`repeats`: a rung's timed rounds, the plain
+    script's epochs after its first)."""
+    n = pd.to_numeric(table["repeats"], errors="coerce").fillna(0)
+    return (table["status"] == "measured") & (n < sanity.MIN_SAMPLES)
+
+
+def ladder_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The ladder table as the page shows it (SHOWN): a row with fewer than sanity.MIN_SAMPLES samples shows
+    TOO_FEW in its spread columns, not a spread of one or two values (q1 = q3 and an IQR of 0 from one
+    epoch), and spread_note says why; a rung not run shows '-' in every cell it has no value for."""
+    out = table[SHOWN].copy()
+    # a rung not run has no peak: its cell reads '-' as its other empty cells do, not blank
+    out["peak_precision"] = [v if isinstance(v, str) and v else float("nan") for v in out["peak_precision"]]
+    few = _too_few(table)
+    for c in SPREAD:
+        out[c] = out[c].astype(object)
+        out.loc[few, c] = TOO_FEW
+    return out
+
+
+def spread_note(table: pd.DataFrame) -> Finding | None:
+    """Why a spread cell of the ladder table reads TOO_FEW: each such row and how many samples it has; None
+    where every measured row has enough."""
+    rows = table[_too_few(table)].to_dict("records")
+    if not rows:
+        return None
+    items = []
+    for r in rows:
+        ref = r["rung"] == REFERENCE
+        n = Number(
+            f"{r['rung']}: timed samples",
+            int(r["repeats"]),
+            "",
+            "counted",
+            source="the plain script's epochs after its first" if ref else "the timed rounds",
+        )
+        what = (
+            ("epoch" if n.value == 1 else "epochs")
+            if ref
+            else ("timed round" if n.value == 1 else "timed rounds")
+        )
+        items.append(say("{label} ({n} " + what + ")", label=label(r), n=n))
+    return say(
+        "{mark} in the quartile and IQR columns: {rows} had fewer than {min} samples, and fewer give no "
+        "spread, so none is shown.",
+        mark=TOO_FEW,
+        rows=join(items, ", ", " and "),
+        min=Number(
+            "samples needed for a spread", sanity.MIN_SAMPLES, "", "setting", source="sanity.MIN_SAMPLES"
+        ),
+    )
+
+
 def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
     """A rung whose MFU passed 100%: its peak was measured here and is no bound (a busy machine measured it
     low)."""
@@ -526,6 +602,51 @@ def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
             "with care",
             over=join(reached, ", ", " and "),
         ),
+    )
+
+
+def busy(meta: dict) -> sanity.Flag | None:
+    """'machine busy' for the ladder's run: from the load read before it (meta.json's machine, the one the
+    environment table states, its Numbers named after the run's folder), else, where the machine became busy
+    while the ladder ran, from the busiest reading of its rounds and epochs (the load the verdicts were told),
+    said as such: a load read after a round is not the load before the run."""
+    run = str(meta.get("run_id") or "")
+    before = sanity.busy(meta.get("machine"), run=run)
+    if before is not None:
+        return before
+    cores = int(((meta.get("machine") or meta.get("load_before") or {}).get("cores")) or 1)
+    ends = [
+        (meta.get(k) or {}).get("load1") for k in ("load_before", "load_after")
+    ]  # as the ladder began, ended
+    during = [x for x in [*ends, *(meta.get("load_per_round") or []), *(meta.get("load_epochs") or [])] if x]
+    if not during or max(during) / cores <= sanity.BUSY_LOAD_PER_CORE:
+        return None
+    at = f" during {run}" if run else " during the ladder"
+    return sanity.Flag(
+        "machine busy",
+        say(
+            "the machine became busy while the ladder ran (load average {load} on {cores} usable cores at "
+            "its busiest reading, above {limit} per core): timings take longer and vary more than on an "
+            "idle machine",
+            load=Number(
+                f"busiest load average{at}",
+                float(max(during)),
+                "",
+                "measured",
+                n=1,
+                source="the 1-minute load average read as the ladder began, after each of its rounds and "
+                "at its end",
+            ),
+            cores=Number(f"usable cores{at}", cores, "", "counted", source="os.sched_getaffinity"),
+            limit=Number(
+                "busy load per core",
+                sanity.BUSY_LOAD_PER_CORE,
+                "",
+                "setting",
+                source="sanity.BUSY_LOAD_PER_CORE",
+            ),
+        ),
+        run=run,
     )
 
 
@@ -573,7 +694,7 @@ def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
     answers.append(reference_answer(nums, result.meta))
     flags = [
         sanity.too_few(int(result.meta.get("repeats", 0)), "timed repeats per rung"),
-        sanity.busiest_seen([result.meta.get("load_before"), result.meta.get("load_after")]),
+        busy(result.meta),
         above_peak(result.table),
         graphs_skipped(result.table, result.meta),
     ]

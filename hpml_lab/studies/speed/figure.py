@@ -12,19 +12,28 @@ import pandas as pd
 
 from ...findings import fmt_value
 
+# the MFU labels: the gap between a label and the highest thing drawn at its rung (points), and the share of
+# the axes' height kept free above them, so that a later layout (a stand-in's two-line title) keeps them in
+LABEL_GAP_PT = 4
+HEADROOM = 0.12
+IDEAL_SIZE = 600  # the ideal marker's size (points squared): a bar's width where rungs are few
+
 
 def chart(result):
     """One figure, two panels sharing the rungs. Left: images/s (median bar, interquartile whisker) on a log
     axis, the images/s the device's peak would allow for the rung's precision as a marker above each bar, and
-    the timed steps' MFU written above each bar (the whole epochs' MFU is the table's and the answer's).
-    Right: the step time (median, whiskers from the fastest to the slowest timed run). Rungs that did not run
-    keep their place, marked 'not run'."""
+    the timed steps' MFU written above the highest of the two (the whole epochs' MFU is the table's and the
+    answer's). Right: the step time (median, whiskers from the fastest to the slowest timed run). No whisker
+    where a row has too few samples for a spread (its quartiles are empty). Rungs that did not run keep their
+    place, marked 'not run'. The legend stands outside both panels, so that it covers no data."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    table: pd.DataFrame = getattr(result, "table", result)
+    from ...plots import figure_legend
+
+    table: pd.DataFrame = getattr(result, "table", result).reset_index(drop=True)
     labels = [str(v) for v in table["label"]]
     ran = table["status"] == "measured"
     x = list(range(len(table)))
@@ -33,17 +42,21 @@ def chart(result):
     low = (ips - table["images_per_s_q1"]).clip(lower=0)
     high = (table["images_per_s_q3"] - ips).clip(lower=0)
     ax.bar(x, ips.fillna(0), color=["#4c72b0" if r else "#dddddd" for r in ran], label="measured (median)")
-    ax.errorbar(x, ips, yerr=[low, high], fmt="none", ecolor="black", capsize=3)
-    ax.scatter(
+    spread = low.notna() & high.notna()
+    if spread.any():
+        at = [i for i in x if spread[i]]
+        ax.errorbar(at, ips[spread], yerr=[low[spread], high[spread]], fmt="none", ecolor="black", capsize=3)
+    ideal = ax.scatter(
         x,
         table["ideal_images_per_s"],
         marker="_",
-        s=600,
+        s=IDEAL_SIZE,
         color="#c44e52",
         zorder=3,
         label="ideal: FLOPs at the device's peak",
     )
-    for i, row in table.reset_index(drop=True).iterrows():
+    marks = []  # the MFU labels, laid out below once the axes have their size
+    for i, row in table.iterrows():
         if row["status"] != "measured":
             ax.text(
                 i,
@@ -56,39 +69,93 @@ def chart(result):
                 transform=ax.get_xaxis_transform(),
             )
         elif isinstance(row["mfu"], float) and math.isfinite(row["mfu"]):
-            top = max(v for v in (row["images_per_s"], row["images_per_s_q3"]) if math.isfinite(v))
-            ax.text(
-                i,
-                top * 1.15,  # above the whisker's cap, not on it (a log axis: a factor is a fixed gap)
-                # the timed steps' MFU, as the bar's images/s; the first answer states the whole epoch's
-                "step MFU " + fmt_value(100 * row["mfu"], "%"),
-                ha="center",
-                va="bottom",
-                fontsize=8,
+            # above the highest thing drawn at this rung: the whisker's cap, the bar or the ideal marker
+            drawn = (row["images_per_s"], row["images_per_s_q3"], row["ideal_images_per_s"])
+            top = max(float(v) for v in drawn if isinstance(v, float) and math.isfinite(v))
+            marks.append(
+                ax.annotate(
+                    fmt_value(100 * row["mfu"], "%"),
+                    (i, top),
+                    xytext=(0, LABEL_GAP_PT),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                    gid="mfu",
+                )
             )
     finite = [v for v in list(ips) + list(table["ideal_images_per_s"]) if isinstance(v, float) and v > 0]
     if finite:
         ax.set_yscale("log")
-        ax.set_ylim(min(finite) / 3, max(finite) * 60)  # room for the legend above the ideal
+        ax.set_ylim(min(finite) / 3, max(finite) * 3)
     ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
     ax.set_ylabel("images/s (log scale)")
     ax.set_title("Throughput per rung over the timed steps, and the device's ideal")
-    ax.legend(fontsize=8, loc="upper left")
+    if marks:  # a legend entry that says what the numbers above the bars are
+        ax.plot(
+            [],
+            [],
+            ls="none",
+            marker="$\\%$",
+            color="black",
+            label="MFU over the timed steps (above each rung)",
+        )
     step_ms = 1000 * table["step_s"]
-    ax2.errorbar(
-        x,
-        step_ms,
-        yerr=[
-            1000 * (table["step_s"] - table["step_min_s"]).clip(lower=0),
-            1000 * (table["step_max_s"] - table["step_s"]).clip(lower=0),
-        ],
-        fmt="o",
-        color="#4c72b0",
-        capsize=3,
-    )
+    whiskers = table["step_min_s"].notna() & table["step_max_s"].notna()
+    ax2.plot(x, step_ms, "o", color="#4c72b0")
+    if whiskers.any():
+        at = [i for i in x if whiskers[i]]
+        ax2.errorbar(
+            at,
+            step_ms[whiskers],
+            yerr=[
+                1000 * (table["step_s"] - table["step_min_s"])[whiskers].clip(lower=0),
+                1000 * (table["step_max_s"] - table["step_s"])[whiskers].clip(lower=0),
+            ],
+            fmt="none",
+            ecolor="#4c72b0",
+            capsize=3,
+        )
     ax2.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
-    ax2.set_ylabel("step time (ms), median; whiskers min to max")
-    ax2.set_title("Step time per rung (batch grows on the last)")
+    # a short axis label: a long one ran past the axes' foot into the first rung's slanted name
+    ax2.set_ylabel("step time (ms)")
+    ax2.set_title("Step time per rung (median, min to max)")
     fig.suptitle("Speed ladder: each rung adds one optimisation to the one before")
+    figure_legend(fig)
     fig.tight_layout()
+    # each ideal marker at most 60% of a rung's width: wider, it reached the next rung's label
+    rung_pt = ax.get_window_extent(fig.canvas.get_renderer()).width * 72 / fig.dpi / max(1, len(x))
+    ideal.set_sizes([min(IDEAL_SIZE, (0.6 * rung_pt) ** 2)])
+    if marks:
+        _lay_out(fig, ax, marks)
     return fig
+
+
+def _lay_out(fig, ax, marks) -> None:
+    """Upright labels where each clears its neighbours, else all turned on end (rungs packed closer than a
+    label's width); then the log axis raised until every label stands inside the axes, HEADROOM to spare."""
+    r = fig.canvas.get_renderer()
+    boxes = [m.get_window_extent(r) for m in marks]
+    if any(a.x1 + 2 > b.x0 for a, b in zip(boxes, boxes[1:])):  # drawn left to right, rung by rung
+        for m in marks:
+            m.set_rotation(90)
+    for _ in range(3):  # the axes' height settles with the layout
+        r = fig.canvas.get_renderer()
+        height = ax.get_window_extent(r).height
+        lo, hi = ax.get_ylim()
+        span = math.log10(hi / lo)
+        # each label's top as a share of the axes' height, at this span
+        tops = [
+            math.log10(m.xy[1] / lo) / span
+            + (LABEL_GAP_PT * fig.dpi / 72 + m.get_window_extent(r).height) / height
+            for m in marks
+        ]
+        need = max(tops)
+        if need <= 1 - HEADROOM:
+            break
+        # the labels' own height stays in pixels: widen the span until the highest fits
+        k = max(range(len(marks)), key=lambda j: tops[j])
+        base = math.log10(marks[k].xy[1] / lo)
+        room = 1 - HEADROOM - (tops[k] - base / span)
+        ax.set_ylim(lo, lo * 10 ** (base / max(room, 0.2)))
+        fig.tight_layout()

@@ -54,7 +54,7 @@ from ... import flops
 from ...config import RunConfig
 from ...fastpath import check_precision, compile_available
 from ...profiling import DeviceTimer, WallClock, summarize, synchronize
-from ...sanity import machine_load
+from ...sanity import MIN_SAMPLES, machine_load
 from ..bench_measure import Trainer
 
 RUNGS = ("pil", "tensor", "channels_last", "bf16", "compile", "cuda_graphs", "big_batch", "bigger_batch")
@@ -447,7 +447,7 @@ def _epoch_stats(seconds: list[float], images: int, per_image: int, peak_tflops:
     return {
         "epochs_timed": len(seconds),
         "epoch_s": med,
-        "epoch_iqr_s": st["iqr"] if len(seconds) >= 3 else float("nan"),
+        "epoch_iqr_s": st["iqr"] if len(seconds) >= MIN_SAMPLES else float("nan"),
         "epoch_images": images,
         "epoch_mfu": per_image * images / med / (peak_tflops * 1e12) if ok else float("nan"),
     }
@@ -542,16 +542,23 @@ def _row(r: Rung, steps: int, repeats: int) -> dict[str, Any]:
 
 
 def _stats(rate: list[float], step_s: list[float]) -> dict[str, float]:
-    """Median and spread of images/s and of the step time over the timed runs."""
+    """Median and spread of images/s and of the step time over the timed runs; no spread (quartiles, IQR,
+    min and max left empty) from fewer than sanity.MIN_SAMPLES of them: one or two values are no spread, and
+    q1 = q3 with an IQR of 0 from one epoch read as a measured steadiness."""
     ips, st = summarize(rate), summarize(step_s)
+    spread = min(ips["n"], st["n"]) >= MIN_SAMPLES
+
+    def kept(x: float) -> float:
+        return x if spread else math.nan
+
     return {
         "images_per_s": ips["median"],
-        "images_per_s_q1": ips["q1"],
-        "images_per_s_q3": ips["q3"],
+        "images_per_s_q1": kept(ips["q1"]),
+        "images_per_s_q3": kept(ips["q3"]),
         "step_s": st["median"],
-        "step_iqr_s": st["iqr"],
-        "step_min_s": st["min"],
-        "step_max_s": st["max"],
+        "step_iqr_s": kept(st["iqr"]),
+        "step_min_s": kept(st["min"]),
+        "step_max_s": kept(st["max"]),
     }
 
 
