@@ -260,7 +260,8 @@ def device_name(device: torch.device) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{cpu_model()}, {torch.get_num_threads()} threads"
+    n = torch.get_num_threads()
+    return f"{cpu_model()}, {n} thread{'' if n == 1 else 's'}"
 
 
 def cpu_model() -> str:

@@ -248,3 +248,14 @@ def test_every_run_of_a_machine_states_its_one_peak(tmp_path, monkeypatch, tiny_
     fa, fb = a.meta["flops"], b.meta["flops"]
     assert fa["peak_tflops"] == fb["peak_tflops"] and fa["peak_measured_at"] == fb["peak_measured_at"]
     assert (flops.peaks_path(tiny_cfg.results_dir)).is_file()
+
+
+def test_a_cpu_is_named_with_its_thread_count_in_words_that_agree():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert flops.device_name(torch.device("cpu")).endswith(", 1 thread")
+        torch.set_num_threads(2)
+        assert flops.device_name(torch.device("cpu")).endswith(", 2 threads")
+    finally:
+        torch.set_num_threads(before)
