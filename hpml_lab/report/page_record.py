@@ -193,6 +193,7 @@ def said(*items: Any, questions: bool = False) -> None:
     parts, general = [], []
     for it in items:
         findings = getattr(it, "findings", None) or [it]
+        findings = _unrepeated(findings) if getattr(it, "details", None) else findings
         hold_numbers(*findings)
         q = f"<b>{html.escape(it.question)}</b> " if questions and getattr(it, "question", "") else ""
         parts.append(q + " ".join(_sentence(f) for f in findings))
@@ -201,6 +202,13 @@ def said(*items: Any, questions: bool = False) -> None:
     if general:
         body += "<p><i>In general (not measured in this run):</i> " + " ".join(general) + "</p>"
     display(HTML(body))
+
+
+def _unrepeated(findings: list) -> list:
+    """An answer's headline and details for the body, without the headline where its first detail restates it
+    with more (a verdict's headline, then the same verdict with its interval and counts): said once."""
+    head, first = findings[0].plain().strip().rstrip("."), findings[1].plain().strip()
+    return findings[1:] if head and first.startswith(head) else findings
 
 
 def reused_note(items) -> None:

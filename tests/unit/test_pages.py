@@ -427,3 +427,27 @@ def test_the_answer_pointer_shows_only_in_a_section_that_would_stand_empty(monke
             for c in asks:
                 alone = "Environment" not in head and "environment_table" not in c.source
                 assert alone or "pointer=False" in c.source, f"{path.name}: {head!r} shows the pointer"
+
+
+def test_a_headline_its_first_detail_restates_is_said_once_in_the_body(monkeypatch):
+    """A grader read 'At 50 ms: threads is 6.63x faster than the baseline on time per pass.' twice in a row on
+    the dataloading page: the headline, then the first detail (the same verdict with its interval)."""
+    from IPython import display as ipd
+
+    from hpml_lab.answers import Answer, Number
+    from hpml_lab.report import page_record
+
+    shown = []
+    monkeypatch.setattr(ipd, "display", shown.append)
+    page_record.new_page()
+    r = Number("ratio", 6.63, "x", "measured", n=3)
+    a = Answer(
+        "Q",
+        say("Threads is {r} the baseline's pace", r=r),
+        [say("Threads is {r} the baseline's pace (and its interval)", r=r), say("Another detail")],
+    )
+    b = Answer("Q2", say("Another headline"), [say("A detail that says something else")])
+    page_record.said(a, b)
+    body = shown[0].data
+    assert body.count("the baseline&#x27;s pace") + body.count("the baseline's pace") == 1
+    assert "Another headline" in body and "A detail that says something else" in body

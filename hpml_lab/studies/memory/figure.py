@@ -40,9 +40,11 @@ def depth_figure(table):
             )
         else:
             a2.plot(part["depth"], part["s_per_batch"], "o-", color=line.get_color(), label=family)
-    a1.set_ylabel(
-        "MB per sample: saved for backward" + (" (solid), + recompute working set (dashed)" if held else "")
-    )
+    # which line is which in the panel's title, where it has the panel's width: on the axis it ran past the
+    # panel's height
+    a1.set_ylabel("MB per sample" if held else "MB per sample, saved for backward")
+    if held:
+        a1.set_title("saved for backward (solid); + recompute working set (dashed)", fontsize=9)
     a2.set_ylabel(
         f"s per batch ({'median, min-max' if spread_shown else 'median, too few rounds for a spread'}), "
         f"batch {int(table['batch_size'].iloc[0])}"
