@@ -25,7 +25,7 @@ import pandas as pd
 from ... import sanity
 from ...answers import Answer, Number
 from ...fastpath import GRAPH_MODES
-from ...findings import Background, Finding, Ident, join, say, stray_digits
+from ...findings import Background, Finding, Ident, fmt_in, join, say, stray_digits
 from ...verdict import best, compare, sample_record
 from .study import REFERENCE, RUNGS
 
@@ -621,7 +621,7 @@ def busy(meta: dict) -> sanity.Flag | None:
     during = [x for x in [*ends, *(meta.get("load_per_round") or []), *(meta.get("load_epochs") or [])] if x]
     if not during or max(during) / cores <= sanity.BUSY_LOAD_PER_CORE:
         return None
-    at = f" during {run}" if run else " during the ladder"
+    at = fmt_in(" during {run}", run=run) if run else " during the ladder"
     return sanity.Flag(
         "machine busy",
         say(
@@ -629,7 +629,7 @@ def busy(meta: dict) -> sanity.Flag | None:
             "its busiest reading, above {limit} per core): timings take longer and vary more than on an "
             "idle machine",
             load=Number(
-                f"busiest load average{at}",
+                "busiest load average" + at,
                 float(max(during)),
                 "",
                 "measured",
@@ -637,7 +637,7 @@ def busy(meta: dict) -> sanity.Flag | None:
                 source="the 1-minute load average read as the ladder began, after each of its rounds and "
                 "at its end",
             ),
-            cores=Number(f"usable cores{at}", cores, "", "counted", source="os.sched_getaffinity"),
+            cores=Number("usable cores" + at, cores, "", "counted", source="os.sched_getaffinity"),
             limit=Number(
                 "busy load per core",
                 sanity.BUSY_LOAD_PER_CORE,
