@@ -439,12 +439,7 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """Bottleneck (0 vs N workers), checkpointing's cost in time and gain in batch, estimated vs actual
     epochs."""
     # the stand-in's parameters counted for the 200 classes it trained on (it said 78,002, a 10-class model's)
-    loads = [
-        {**r.meta["machine"], "run": str(r.meta.get("run_id", ""))}
-        for r in res.workers.values()
-        if (getattr(r, "meta", None) or {}).get("machine")
-    ]
-    flags = [sanity.stand_in(cfg, num_classes=CLASSES_TIN), sanity.busiest_seen(loads)]
+    flags = [sanity.stand_in(cfg, num_classes=CLASSES_TIN), busy_flag(res)]
     for name, rec in [*res.workers.items(), ("checkpointing", res.variants.get("checkpointing"))]:
         if rec is not None:
             flags.append(sanity.diverged(rec.table("batches")["loss"], CLASSES_TIN, label=str(name)))
@@ -452,6 +447,32 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
     a2.details.insert(0, memory_note(cfg, res))  # shown in the body too: the record holds its numbers
     a3.details.insert(0, setup(cfg, res))
     return [bottleneck_answer(res), a2, a3], dedupe(flags)
+
+
+def runs_read(res) -> dict[str, object]:
+    """Every run this page reads, once each, by its folder (its meta's run_id, else its label here): the two
+    worker runs and each variant that ran (the baseline is the worker run with N workers, read once)."""
+    out: dict[str, object] = {}
+    seen: set[int] = set()
+    labelled = [(f"{w} workers", r) for w, r in sorted(res.workers.items())]
+    labelled += [(str(k), r) for k, r in (getattr(res, "variants", None) or {}).items()]
+    for label, rec in labelled:
+        if rec is None or id(rec) in seen:
+            continue
+        seen.add(id(rec))
+        out.setdefault(str(((getattr(rec, "meta", None) or {}).get("run_id")) or label), rec)
+    return out
+
+
+def busy_flag(res) -> sanity.Flag | None:
+    """'machine busy' from the busiest of every run the page reads (runs_read: the worker runs, checkpointing,
+    DataParallel and DDP), named by its folder, the count of runs being all of them."""
+    loads = [
+        {**rec.meta["machine"], "run": run}
+        for run, rec in runs_read(res).items()
+        if (getattr(rec, "meta", None) or {}).get("machine")
+    ]
+    return sanity.busiest_seen(loads)
 
 
 REFERENCE_FIRST_BYTES = 112 * 112 * 64 * 4  # the reference's ImageNet stem output at 224 x 224, fp32
