@@ -1,13 +1,16 @@
 """What the Tiny ImageNet report concludes, computed from tinyimagenet.TinResult: where the bottleneck is with
-0 and N workers (shares from the same medians the table shows; the two runs made one after the other, so the
-verdicts carry their loads), what checkpointing costs and buys (a tie said as a tie), each variant's
-throughput against the baseline's (a DDP row beyond what its processes can give is said to be no DDP effect),
-and the estimated against the actual epoch time with what was measured outside the batches. Every number a
-sentence states is a Number of the record, bound to a template (hpml_lab.findings); what usually happens is
-Background, apart.
+0 and N workers (each run's data wait against its copy + compute over the same batches, which cannot tell on a
+busy machine; shares from the same medians the table shows; the two runs made one after the other, so the
+verdicts between them carry their loads), what checkpointing costs and buys (a tie said as a tie), each
+variant's throughput against the baseline's (a DDP row beyond what its processes can give is said to be no DDP
+effect), and the estimated against the actual epoch time with what was measured outside the batches. Every
+number a sentence states is a Number of the record, bound to a template (hpml_lab.findings); what usually
+happens is Background, apart.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pandas as pd
 
@@ -15,7 +18,7 @@ from ... import sanity
 from ...answers import Answer, Number
 from ...findings import Background, Finding, Ident, fmt_in, join, say
 from ...profiling import summarize
-from ...verdict import compare, sample_record
+from ...verdict import BUSY_LOAD, Verdict, compare, sample_record
 from .._conclude import dedupe, num, timing_disjoint
 
 CLASSES_TIN = 200
@@ -87,11 +90,120 @@ def _why_not(v) -> str:
     return next((w for r, w in WHY_NOT.items() if v.reason.startswith(r)), "the batches spread too widely")
 
 
+# why a part verdict (part_verdict) names no bottleneck on a busy machine
+BUSY_PARTS = "parts on a busy machine"
+
+
+def part_verdict(b: pd.DataFrame, load: list[float]) -> Verdict:
+    """Data wait (A) against copy + compute (B) over the same batches of one run: "better" when the loop waits
+    less for data than it computes (loading is not the bottleneck), "worse" when it waits longer (loading is).
+    The two take turns batch by batch, so a steady load falls on both; but they are different work (the
+    loading, or a wait on worker processes, against the training step's threads), and on a busy machine (a
+    load per core above verdict.BUSY_LOAD at the run's start) other work may slow one and not the other, so
+    there the verdict names no direction (reason BUSY_PARTS)."""
+    v = compare(
+        list(b.data_s),
+        list(b.train_s),
+        "data wait",
+        "copy + compute",
+        what="time per batch",
+        interleaved=True,
+        load_a=load,
+        load_b=load,
+    )
+    if v.outcome != "tie" and load and max(load) > BUSY_LOAD:
+        v = replace(v, outcome="tie", reason=BUSY_PARTS)
+    return v
+
+
+def _bottleneck(v: Verdict) -> str | None:
+    """Where a part verdict puts the bottleneck: "loading", "compute", or None (it cannot tell)."""
+    return {"better": "compute", "worse": "loading"}.get(v.outcome)
+
+
+def _why_part(v: Verdict) -> str:
+    """Why a part verdict cannot tell, in a headline's words."""
+    return "the machine was busy" if v.reason == BUSY_PARTS else _why_not(v)
+
+
+def _part_finding(v: Verdict, w: int, b: pd.DataFrame) -> Finding:
+    """A part verdict as a sentence ('With 0 workers, ...'), its numbers those of v.numbers()."""
+    name = fmt_in("{w} workers: data wait against copy + compute", w=w)
+    x = v.numbers(name)
+    wf = _workers(w)
+    interval = "({conf} CI {low} to {high}; n = {na} batches)"
+    slots = {
+        "w": wf,
+        "ratio": x["ratio"],
+        "conf": x["conf"],
+        "low": x["low"],
+        "high": x["high"],
+        "na": x["na"],
+    }
+    if v.outcome == "better":
+        f = say(
+            "With {w}, the loop waited less for data than it spent on copy + compute: the median copy + "
+            "compute is {ratio} the median data wait " + interval + ".",
+            **slots,
+        )
+    elif v.outcome == "worse":
+        f = say(
+            "With {w}, the loop waited longer for data than it spent on copy + compute: the median data wait "
+            "is {ratio} the median copy + compute " + interval + ".",
+            **slots,
+        )
+    elif v.undecided:
+        f = say(
+            "With {w}, too few batches to tell which is longer, data wait or copy + compute (n = {na}; at "
+            "least {min} are needed).",
+            w=wf,
+            na=x["na"],
+            min=x["min"],
+        )
+    elif v.reason == BUSY_PARTS:
+
+        def ms(what, values, pick):
+            return Number(
+                fmt_in("{w} workers: {what} per batch", w=w, what=what),
+                1000 * float(pick(values)),
+                "ms",
+                "measured",
+                n=len(values),
+                source="the last epoch's batches after its first",
+            )
+
+        f = say(
+            "With {w}, this run cannot tell which is longer, data wait or copy + compute: the machine was "
+            "busy (load per core {load}, above {busy}), and other work may slow the two unequally; copy + "
+            "compute took {clo} to {chi} a batch, the data wait {dlo} to {dhi} (ratio of medians {ratio}, "
+            + interval[1:]
+            + ".",
+            load=x["load_hi"],
+            busy=x["busy"],
+            clo=ms("shortest copy + compute", b.train_s, min),
+            chi=ms("longest copy + compute", b.train_s, max),
+            dlo=ms("shortest data wait", b.data_s, min),
+            dhi=ms("longest data wait", b.data_s, max),
+            **slots,
+        )
+    else:
+        f = say(
+            "With {w}, this run cannot tell which is longer, data wait or copy + compute: {why} (ratio of "
+            "medians {ratio}, " + interval[1:] + ".",
+            why=_why_not(v),
+            **slots,
+        )
+    return f.marked(name)
+
+
 def bottleneck_answer(res) -> Answer:
-    """Data wait against copy + compute with 0 and N loader workers (the last epoch's batches after its first:
-    medians and verdicts), and, where the two add up to a batch's time, the whole batch compared too."""
+    """Where the bottleneck is with 0 and N loader workers: within each run, its data wait against its copy +
+    compute over the same batches (part_verdict: the last epoch's batches after its first), which decides the
+    headline or says why it cannot; beside it the medians' shares, and the two runs compared on each part and,
+    where the two add up to a batch's time, on the whole batch."""
     (w0, r0), (wn, rn) = sorted(res.workers.items())
     b0, bn = _steady(r0), _steady(rn)
+    p0, pn = part_verdict(b0, _load(r0)), part_verdict(bn, _load(rn))
     design = dict(interleaved=False, load_a=_load(rn), load_b=_load(r0))  # one run after the other
     labels = fmt_in("{w} workers", w=wn), fmt_in("{w} workers", w=w0)
     vd = compare(list(bn.data_s), list(b0.data_s), *labels, what="data wait per batch", **design)
@@ -110,9 +222,9 @@ def bottleneck_answer(res) -> Answer:
     cn = num(fmt_in("{w} workers: copy + compute per batch", w=wn), bn.train_s, "ms", 1000)
     share0, sharen = d0.value / (d0.value + c0.value), dn.value / (dn.value + cn.value)
 
-    def part(w, d, c, share, n):
+    def part(w, d, c, share, n, of):
         return say(
-            "{share} with {w} ({d} of {total})",
+            "{share}" + of + " with {w} ({d} of {total})",
             share=Number(
                 fmt_in("{w} workers: data wait share of a batch", w=w), 100 * share, "%", "measured", n=n
             ),
@@ -128,15 +240,16 @@ def bottleneck_answer(res) -> Answer:
         )
 
     shares = say(
-        "from the per-batch medians, data wait is {p0} and {pn} of a batch"
+        "With the median data wait and the median copy + compute added as a batch"
         + (
-            " (the two medians added)."
+            ""
             if disjoint
-            else " (data wait + copy + compute: on this GPU, without a synchronize after each step, the two "
-            "can overlap, so their sum is not the batch's wall time)."
-        ),
-        p0=part(w0, d0, c0, share0, len(b0)),
-        pn=part(wn, dn, cn, sharen, len(bn)),
+            else " (on this GPU, without a synchronize after each step, the two can overlap, so their sum is "
+            "not the batch's wall time)"
+        )
+        + ", data wait is {p0} and {pn}.",
+        p0=part(w0, d0, c0, share0, len(b0), " of a batch"),
+        pn=part(wn, dn, cn, sharen, len(bn), ""),
     )
     first = say(
         "Each run's first batch of the epoch is left out of these medians and verdicts, since with workers "
@@ -150,8 +263,37 @@ def bottleneck_answer(res) -> Answer:
         wn=_workers(wn),
     )
     w0f, wnf = _workers(w0), _workers(wn)
-    # the headline: where the bottleneck is, in words; the shares and the verdicts behind it: the details
-    if vd.outcome == "better" and share0 > 0.5 > sharen:
+    # the headline: where the bottleneck is, in words, from each run's own part verdict; why not, where one
+    # cannot tell; the shares and the verdicts behind it: the details
+    at0, atn = _bottleneck(p0), _bottleneck(pn)
+    if at0 is None:
+        head = say(
+            "This run cannot tell where the bottleneck is with {whom}: {why}",
+            whom=say("{w0} or {wn}", w0=w0f, wn=wnf) if atn is None else w0f,
+            why=_why_part(p0),
+        )
+    elif at0 == "compute":
+        if atn == "compute":
+            head = say("Loading is not the bottleneck here, even with {w}", w=w0f)
+        elif atn == "loading":
+            head = say("Loading is the bottleneck with {wn}, not with {w0}", wn=wnf, w0=w0f)
+        else:
+            head = say(
+                "Loading is not the bottleneck with {w0}; with {wn}, this run cannot tell: {why}",
+                w0=w0f,
+                wn=wnf,
+                why=_why_part(pn),
+            )
+    elif atn == "loading":
+        head = say("The bottleneck did not move from loading to compute in this run")
+    elif atn is None:
+        head = say(
+            "Loading is the bottleneck with {w0}; with {wn}, this run cannot tell: {why}",
+            w0=w0f,
+            wn=wnf,
+            why=_why_part(pn),
+        )
+    else:
         head = say("With {wn} the bottleneck moves from loading to the copy and compute", wn=wnf)
         if vt is not None and vt.outcome in ("better", "worse"):  # the whole batch, in the verdict's word
             head = say(
@@ -161,31 +303,19 @@ def bottleneck_answer(res) -> Answer:
                 head=head,
                 word=say("{w}", w=vt.words()[0 if vt.outcome == "better" else 1]).marked(whole),
             )
-    elif share0 <= 0.5:
-        head = say("Loading is not the bottleneck here, even with {w}", w=w0f)
-    elif vd.outcome == "tie":
-        # the table beside it shows the medians: the headline says why they do not settle it
-        head = say(
-            "Loading is the bottleneck with {w0}; with {wn}, this run cannot tell: {why}",
-            w0=w0f,
-            wn=wnf,
-            why=_why_not(vd),
-        )
-    else:
-        head = say("The bottleneck did not move from loading to compute in this run")
     verdicts = [(vd, "data wait per batch"), (vc, "copy + compute per batch")]
     if vt is not None:
         verdicts.append((vt, whole))
     return Answer(
         "Where is the bottleneck with no loader workers and with N workers?",
         head,
-        [say("{s}", s=shares).up(), first]
+        [shares, _part_finding(p0, w0, b0), _part_finding(pn, wn, bn), first]
         + [
             # the design said once: a tie for the load's sake says it in its own words
             say("{v}.", v=v.finding(what, label_a=wnf, label_b=w0f))
             if v.reason.startswith(SEQUENTIAL_REASONS)
             else say(
-                "{v} (the two runs were made one after the other).",
+                "{v}; the two runs were made one after the other.",
                 v=v.finding(what, label_a=wnf, label_b=w0f),
             )
             for v, what in verdicts
@@ -198,6 +328,8 @@ def bottleneck_answer(res) -> Answer:
             )
         ],
         verdict={
+            "parts_0": sample_record(p0, b0.data_s, b0.train_s),
+            "parts_n": sample_record(pn, bn.data_s, bn.train_s),
             "data": sample_record(vd, bn.data_s, b0.data_s),
             "compute": sample_record(vc, bn.train_s, b0.train_s),
             **({"batch": sample_record(vt, bn.data_s + bn.train_s, b0.data_s + b0.train_s)} if vt else {}),
