@@ -337,13 +337,13 @@ def bottleneck_answer(res) -> Answer:
     )
 
 
-def checkpoint_answer(res) -> Answer:
-    """Checkpointing's time per batch against the baseline's (runs one after the other) and its batch gain."""
+def checkpoint_verdict(res) -> Verdict:
+    """The baseline's copy + compute per batch (A) against checkpointing's (B), over the last epoch's batches
+    after its first; the runs were made one after the other."""
     wn = max(res.workers)
-    bn, bc = _steady(res.workers[wn]), _steady(res.variants["checkpointing"])
-    vt = compare(
-        list(bn.train_s),
-        list(bc.train_s),
+    return compare(
+        list(_steady(res.workers[wn]).train_s),
+        list(_steady(res.variants["checkpointing"]).train_s),
         "the baseline",
         "checkpointing",
         what="copy + compute per batch",
@@ -351,6 +351,13 @@ def checkpoint_answer(res) -> Answer:
         load_a=_load(res.workers[wn]),
         load_b=_load(res.variants["checkpointing"]),
     )
+
+
+def checkpoint_answer(res) -> Answer:
+    """Checkpointing's time per batch against the baseline's (runs one after the other) and its batch gain."""
+    wn = max(res.workers)
+    bn, bc = _steady(res.workers[wn]), _steady(res.variants["checkpointing"])
+    vt = checkpoint_verdict(res)
     m = res.memory.set_index("variant")
     gain = Number(
         "largest batch, checkpointing / baseline",
@@ -452,38 +459,198 @@ def throughput_findings(res) -> list[Finding]:
                     ),
                 ).up()
             )
-    slow = _slow_baseline(t, base_ips) if out else None
+    slow = _slow_baseline(res, t, base_ips) if out else None
     return out + ([slow] if slow is not None else [])
 
 
-def _slow_baseline(t, base_ips: float) -> Finding | None:
+def _slow_baseline(res, t, base_ips: float) -> Finding | None:
     """When checkpointing, which does more work per batch in the same one process, ran at more images per
-    second than the baseline, the baseline's own batches were slow in this run: every ratio against it is
-    inflated."""
-    if "checkpointing" not in t.index:
+    second than the baseline: where its verdict (checkpoint_verdict) finds checkpointing's batches faster, the
+    baseline's own batches were slow in this run and every ratio against it is inflated; where it cannot tell
+    them apart, the ratio rests on medians of batches that spread too widely to say so."""
+    if "checkpointing" not in t.index or res.variants.get("checkpointing") is None:
         return None
     c = float(t.loc["checkpointing", "global batch"] / t.loc["checkpointing", "s/batch"]) / base_ips
     if c <= 1:
         return None
-    return say(
-        "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the "
-        "baseline's images per second: the baseline's own batches were slow in this run, so every ratio "
-        "against the baseline is inflated by it.",
-        c=Number(
-            "checkpointing: throughput vs baseline",
-            c,
-            "x",
+    ratio = Number(
+        "checkpointing: throughput vs baseline",
+        c,
+        "x",
+        "measured",
+        n=1,
+        source="(global batch / median time per batch) over the baseline's",
+    )
+    v = checkpoint_verdict(res)
+    if v.outcome == "worse":
+        return say(
+            "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the "
+            "baseline's images per second: the baseline's own batches were slow in this run, so every ratio "
+            "against the baseline is inflated by it.",
+            c=ratio,
+        )
+    if v.outcome == "tie":
+        return say(
+            "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the "
+            "baseline's images per second by their median batches, though the two cannot be told apart on "
+            "copy + compute per batch: a ratio against the baseline's median batch carries that spread.",
+            c=ratio,
+        )
+    return None
+
+
+SLOW_BATCH = 2.0  # a batch over this many median batches is named where an epoch's time went
+NAMED_SLOW = 3  # at most this many slow batches are named one by one; more are counted
+
+
+def _said(variant: str) -> str:
+    """A variant as a sentence names it ('the baseline', 'checkpointing', 'DDP')."""
+    return "the baseline" if variant == "baseline" else variant
+
+
+def where_the_epoch_went(variant: str, rec, median_s: float, actual: Number) -> tuple[Finding, bool]:
+    """What a variant's record shows of its last epoch beyond the median batch: its batches' time against the
+    epoch (where data wait and step are disjoint, the rest lying outside the batches), the batches over
+    SLOW_BATCH median batches (data wait + step) and the first batch's wait for the loader. Returns the
+    sentence and whether it named slow batches (whose cause the record does not hold)."""
+    last = _last_epoch(rec)
+    t = (last.data_s + last.train_s).reset_index(drop=True)
+    n = len(t)
+    src = "the batches table: data wait + step, last epoch"
+    median = Number(
+        f"{variant}: time per batch",
+        median_s,
+        "s",
+        "measured",
+        n=max(1, n - 1),
+        source="the median of the last epoch's batches after its first (the timing table's)",
+    )
+    wait = Number(
+        f"{variant}: first batch's data wait, last epoch", float(last.data_s.iloc[0]), "s", "measured", n=1
+    )
+    slow = [k for k in range(n) if t[k] > SLOW_BATCH * median_s]
+
+    def batch(k: int) -> Finding:
+        took = Number(
+            fmt_in("{v}: batch {k}, last epoch", v=variant, k=k + 1),
+            float(t[k]),
+            "s",
             "measured",
             n=1,
-            source="(global batch / median time per batch) over the baseline's",
-        ),
+            source=src,
+        )
+        if k == 0:
+            return say("{t} for the first ({w} of it waiting for the loader)", t=took, w=wait)
+        if k == n - 1:
+            return say("{t} for the last", t=took)
+        place = fmt_in("{v}: batch {k}, last epoch: its place", v=variant, k=k + 1)
+        return say("{t} for batch {k}", k=Number(place, k + 1, "", "counted", source=src), t=took)
+
+    first_apart = say(" (its first batch waited {w} for the loader)", w=wait)
+    if not slow:
+        which = say("none took over twice the median batch of {m}{first}", m=median, first=first_apart)
+    elif len(slow) <= NAMED_SLOW:
+        which = say(
+            "{list}, against a median batch of {m}{first}",
+            list=join([batch(k) for k in slow], ", ", last=" and "),
+            m=median,
+            first=first_apart if 0 not in slow else say(""),
+        )
+    else:
+        which = say(
+            "{k} took over twice the median batch of {m}, {sum} together{first}",
+            k=Number(f"{variant}: slow batches, last epoch", len(slow), "", "counted", source=src),
+            m=median,
+            sum=Number(
+                f"{variant}: slow batches' time, last epoch",
+                float(t[slow].sum()),
+                "s",
+                "measured",
+                n=len(slow),
+                source=src,
+            ),
+            first=first_apart,
+        )
+    name = _said(variant)
+    if timing_disjoint(((rec.meta or {}).get("config") or {}).get("sync_each_step", False), rec.meta):
+        total = float(t.sum())
+        f = say(
+            "{v}'s batches took {sum} of its {act} epoch: {which}; the remaining {out} of the epoch lies "
+            "outside its batches.",
+            v=name,
+            sum=Number(f"{variant}: the last epoch's batches", total, "s", "measured", n=n, source=src),
+            act=actual,
+            which=which,
+            out=Number(
+                f"{variant}: the last epoch outside its batches",
+                max(0.0, actual.value - total),
+                "s",
+                "measured",
+                n=1,
+                source="the epoch's total time less its batches' data wait + step",
+            ),
+        )
+    else:
+        f = say(
+            "On this GPU {v}'s data wait and step can overlap, so its batches do not add up to its epoch; "
+            "with the two added per batch: {which}.",
+            v=name,
+            which=which,
+        )
+    return f.up(), bool(slow)
+
+
+def _reference_misses() -> Finding | None:
+    """The reference's estimates against its actual epochs (study.REFERENCE), said by direction."""
+    from .study import REFERENCE
+
+    short, over = [], []
+    for row in REFERENCE:
+        est, act = row["estimated (s)"], row["actual (s)"]
+        if est is None or act is None:
+            continue
+        pair = say(
+            "{est} estimated, {act} actual",
+            est=Number(
+                f"reference: {row['variant']}: estimated epoch",
+                est,
+                "s",
+                "reference",
+                source="the reference's table",
+            ),
+            act=Number(
+                f"reference: {row['variant']}: actual epoch",
+                act,
+                "s",
+                "reference",
+                source="the reference's table",
+            ),
+        )
+        (short if est < act else over).append((_said(row["variant"]), pair))
+    if not short and not over:
+        return None
+
+    def group(rows, verb):
+        return say(
+            verb + " for {names} ({pairs})",
+            names=join([say("{n}", n=n) for n, _ in rows], ", ", last=" and "),
+            pairs=join([p for _, p in rows], "; "),
+        )
+
+    parts = ([group(short, "the estimate falls short")] if short else []) + (
+        [group(over, "exceeds the actual epoch" if short else "the estimate exceeds the actual epoch")]
+        if over
+        else []
     )
+    return say("In the reference's table, {parts}.", parts=join(parts, " and "))
 
 
 def epochs_answer(res) -> Answer:
-    """Estimated (N / B x median time per batch) against actual epoch time per variant, and what this run
-    measured outside the batches: the first batch's wait (loader start) and whether the last batch was
-    partial."""
+    """Estimated (N / B x median time per batch) against actual epoch time per variant: the headline says
+    which way the estimates miss and by how much, each variant's ratio follows, then what its record shows of
+    where the epoch went (where_the_epoch_went: its batches' time, the slow ones, the first batch's wait for
+    the loader, the time outside the batches) and what it cannot say; the reference's own misses for
+    comparison."""
     t = res.timing.dropna(subset=["s/batch"]).set_index("variant")
     # N / B is the batches the epoch ran: the whole set's, or max_batches where the run stops there
     src = "N / B x median time per batch, N / B the batches the epoch ran"
@@ -491,7 +658,8 @@ def epochs_answer(res) -> Answer:
         "baseline": res.workers[max(res.workers)],
         **{k: v for k, v in res.variants.items() if v is not None},
     }
-    items, gaps = [], []
+    items, went, pairs = [], [], []
+    named_slow = outside = False
     for variant in t.index:
         est = Number(
             f"{variant}: estimated epoch",
@@ -503,21 +671,26 @@ def epochs_answer(res) -> Answer:
         act = Number(
             f"{variant}: actual epoch", float(t.loc[variant, "actual epoch (s)"]), "s", "measured", n=1
         )
-        if act.value > 0:
-            gaps.append(abs(act.value - est.value) / act.value)
-        slots = {"n": variant, "est": est, "act": act}
-        text = "{n}: estimate {est} against actual {act}"
+        if est.value <= 0 or act.value <= 0:
+            continue
+        pairs.append((est.value, act.value))
+        slots = {
+            "n": variant,
+            "est": est,
+            "act": act,
+            "r": Number(
+                f"{variant}: actual epoch / estimate",
+                act.value / est.value,
+                "x",
+                "measured",
+                n=1,
+                source="the actual epoch over its estimate",
+            ),
+        }
+        text = "{n}: estimate {est}, actual {act} ({r} the estimate)"
         rec = runs.get(variant)
         if rec is not None:
             last = _last_epoch(rec)
-            slots["first"] = Number(
-                f"{variant}: first batch's data wait, last epoch",
-                float(last.data_s.iloc[0]),
-                "s",
-                "measured",
-                n=1,
-            )
-            text += " (its first batch waited {first} for the loader)"
             full = int(t.loc[variant, "global batch"])
             if "images" in last and int(last.images.iloc[-1]) < full:
                 slots["part"] = Number(
@@ -528,24 +701,71 @@ def epochs_answer(res) -> Answer:
                     source="the batches table",
                 )
                 text = text[:-1] + "; its last batch held {part} images)"
+            if act.value > est.value:
+                f, slow = where_the_epoch_went(variant, rec, float(t.loc[variant, "s/batch"]), act)
+                went.append(f)
+                named_slow |= slow
+                outside |= timing_disjoint(
+                    ((rec.meta or {}).get("config") or {}).get("sync_each_step", False), rec.meta
+                )
         items.append(say(text, **slots))
     skipped = res.timing[res.timing["s/batch"].isna()] if "s/batch" in res.timing else res.timing.iloc[0:0]
-    if gaps:  # the headline: how far the estimates were off, one number; each variant's pair: the details
-        gap = Number(
-            "largest gap between an estimated and an actual epoch",
-            100 * max(gaps),
-            "%",
-            "measured",
-            n=1,
-            source="|actual - estimated| / actual, over the variants",
+    # the headline: which way the estimates miss and the largest miss (one number); each variant: the details
+    if pairs and all(a > e for e, a in pairs):
+        head = say(
+            "Every estimate from the median batch falls short: the actual epoch is up to {r} the estimate.",
+            r=Number(
+                "largest actual epoch over its estimate",
+                max(a / e for e, a in pairs),
+                "x",
+                "measured",
+                n=1,
+                source="actual / estimated epoch, over the variants",
+            ),
         )
-        head = say("Estimates from the median batch miss the actual epochs by up to {gap}.", gap=gap)
+    elif pairs and all(a < e for e, a in pairs):
+        head = say(
+            "Every estimate from the median batch exceeds its actual epoch, by up to {r} the actual.",
+            r=Number(
+                "largest estimate over its actual epoch",
+                max(e / a for e, a in pairs),
+                "x",
+                "measured",
+                n=1,
+                source="estimated / actual epoch, over the variants",
+            ),
+        )
+    elif pairs:
+        head = say(
+            "Estimates from the median batch miss the actual epochs by up to {gap}.",
+            gap=Number(
+                "largest gap between an estimated and an actual epoch",
+                100 * max(abs(a - e) / a for e, a in pairs),
+                "%",
+                "measured",
+                n=1,
+                source="|actual - estimated| / actual, over the variants",
+            ),
+        )
     else:
         head = say("No variant ran.")
+    unsaid = [
+        *(
+            ["why those batches took so long beyond the first batch's wait for the loader"]
+            if named_slow
+            else []
+        ),
+        *(["what the time outside the batches went to"] if outside else []),
+    ]
+    reference = _reference_misses()
     return Answer(
         "Estimated (N / B x time per batch) vs actual epoch time, per variant",
         head,
-        ([say("{items}.", items=join(items, "; "))] if items else []) + throughput_findings(res),
+        ([say("{items}.", items=join(items, "; ")).up()] if items else [])
+        + went
+        + ([say("The record does not say {what}.", what=", nor ".join(unsaid))] if unsaid else [])
+        + ([reference] if reference is not None else [])
+        + throughput_findings(res),
         [
             Background(
                 "An epoch estimated from the median batch leaves out what happens outside the batches, such "
