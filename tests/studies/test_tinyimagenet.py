@@ -673,6 +673,7 @@ def test_tinyimagenet_bottleneck_is_a_comparison_that_says_why_it_cannot_tell():
         got.verdict["parts_0"]["outcome"] == "tie"
         and got.verdict["parts_0"]["samples_a"] == (GRADE2_DATA[0][1:])
     )
+    assert all(d.html().endswith(".") for d in got.details)  # one full stop, outside the verdict's span
     # the same batches on an idle machine: the comparison decides, and the headline follows it
     idle = _conclude(_grade2(loads=(0.5, 0.5)))[0][0]
     assert idle.headline.plain() == "Loading is not the bottleneck here, even with 0 workers"
@@ -682,7 +683,15 @@ def test_tinyimagenet_bottleneck_is_a_comparison_that_says_why_it_cannot_tell():
     assert _conclude(spread)[0][0].headline.plain() == (
         "This run cannot tell where the bottleneck is with 0 workers: the batches spread too widely"
     )
-    for one in (got, idle):
+    # each run its own reason: said for each, in few words
+    both = _tin()
+    both.workers = {0: _rec([0.01, 0.005, 0.02, 0.009, 0.03], 0.0101, 1.5), 2: _rec(FAST, 0.001, 1.5)}
+    two = _conclude(both)[0][0]
+    assert two.headline.plain() == (
+        "This run cannot tell where the bottleneck is: with 0 workers, widely spread batches; with 2, a busy "
+        "machine"
+    )
+    for one in (got, idle, two):
         study_checks.holds([one])
 
 

@@ -33,10 +33,12 @@ def _load(rec) -> list[float]:
 
 
 def _workers(w: int) -> Finding:
-    return say(
-        "{w} workers",
-        w=Number(fmt_in("loader workers: {w}", w=int(w)), int(w), "", "setting", source="the run's config"),
-    )
+    return say("{w} workers", w=_setting_workers(w))
+
+
+def _setting_workers(w: int) -> Number:
+    """A loader-worker count as a setting of the run ('2', as in '2 workers')."""
+    return Number(fmt_in("loader workers: {w}", w=int(w)), int(w), "", "setting", source="the run's config")
 
 
 def _last_epoch(rec) -> pd.DataFrame:
@@ -121,6 +123,13 @@ def _bottleneck(v: Verdict) -> str | None:
     return {"better": "compute", "worse": "loading"}.get(v.outcome)
 
 
+# a part verdict's reason in fewer words, for a headline that gives two
+SHORT_WHY = {
+    "the machine was busy": "a busy machine",
+    "the batches spread too widely": "widely spread batches",
+}
+
+
 def _why_part(v: Verdict) -> str:
     """Why a part verdict cannot tell, in a headline's words."""
     return "the machine was busy" if v.reason == BUSY_PARTS else _why_not(v)
@@ -143,19 +152,19 @@ def _part_finding(v: Verdict, w: int, b: pd.DataFrame) -> Finding:
     if v.outcome == "better":
         f = say(
             "With {w}, the loop waited less for data than it spent on copy + compute: the median copy + "
-            "compute is {ratio} the median data wait " + interval + ".",
+            "compute is {ratio} the median data wait " + interval,
             **slots,
         )
     elif v.outcome == "worse":
         f = say(
             "With {w}, the loop waited longer for data than it spent on copy + compute: the median data wait "
-            "is {ratio} the median copy + compute " + interval + ".",
+            "is {ratio} the median copy + compute " + interval,
             **slots,
         )
     elif v.undecided:
         f = say(
             "With {w}, too few batches to tell which is longer, data wait or copy + compute (n = {na}; at "
-            "least {min} are needed).",
+            "least {min} are needed)",
             w=wf,
             na=x["na"],
             min=x["min"],
@@ -176,8 +185,7 @@ def _part_finding(v: Verdict, w: int, b: pd.DataFrame) -> Finding:
             "With {w}, this run cannot tell which is longer, data wait or copy + compute: the machine was "
             "busy (load per core {load}, above {busy}), and other work may slow the two unequally; copy + "
             "compute took {clo} to {chi} a batch, the data wait {dlo} to {dhi} (ratio of medians {ratio}, "
-            + interval[1:]
-            + ".",
+            + interval[1:],
             load=x["load_hi"],
             busy=x["busy"],
             clo=ms("shortest copy + compute", b.train_s, min),
@@ -189,11 +197,11 @@ def _part_finding(v: Verdict, w: int, b: pd.DataFrame) -> Finding:
     else:
         f = say(
             "With {w}, this run cannot tell which is longer, data wait or copy + compute: {why} (ratio of "
-            "medians {ratio}, " + interval[1:] + ".",
+            "medians {ratio}, " + interval[1:],
             why=_why_not(v),
             **slots,
         )
-    return f.marked(name)
+    return say("{f}.", f=f.marked(name))  # the verdict's statement, the full stop outside it
 
 
 def bottleneck_answer(res) -> Answer:
@@ -266,7 +274,15 @@ def bottleneck_answer(res) -> Answer:
     # the headline: where the bottleneck is, in words, from each run's own part verdict; why not, where one
     # cannot tell; the shares and the verdicts behind it: the details
     at0, atn = _bottleneck(p0), _bottleneck(pn)
-    if at0 is None:
+    if at0 is None and atn is None and _why_part(p0) != _why_part(pn):  # each run's own reason, short
+        head = say(
+            "This run cannot tell where the bottleneck is: with {w0}, {r0}; with {wn}, {rn}",
+            w0=w0f,
+            r0=SHORT_WHY.get(_why_part(p0), _why_part(p0)),
+            wn=_setting_workers(wn),
+            rn=SHORT_WHY.get(_why_part(pn), _why_part(pn)),
+        )
+    elif at0 is None:
         head = say(
             "This run cannot tell where the bottleneck is with {whom}: {why}",
             whom=say("{w0} or {wn}", w0=w0f, wn=wnf) if atn is None else w0f,
