@@ -313,7 +313,7 @@ def test_crafted_archive_cannot_touch_files_outside_its_folder(archive_bytes, tm
 # ------------------------------------------------------------------ the report's answers, from canned results
 
 
-def _rec(train, data, load=0.5, last_images=32, images=32):
+def _rec(train, data, load=0.5, last_images=32, images=32, run="", outside=0.0):
     from types import SimpleNamespace
 
     import pandas as pd
@@ -334,11 +334,12 @@ def _rec(train, data, load=0.5, last_images=32, images=32):
     ]
     b = pd.DataFrame(rows)
     b.loc[b.index[-1], "images"] = last_images
-    e = b.groupby("epoch", as_index=False).agg(total_s=("train_s", "sum"))
-    e["total_s"] += b.groupby("epoch")["data_s"].sum().values
-    return SimpleNamespace(
-        table=lambda name: e if name == "epochs" else b, meta={"machine": {"load1": 2 * load, "cores": 2}}
-    )
+    e = b.groupby("epoch", as_index=False).agg(total_s=("train_s", "sum"), batches=("batch", "count"))
+    e["total_s"] += (
+        b.groupby("epoch")["data_s"].sum().values + outside
+    )  # the epoch's time outside its batches
+    meta = {"machine": {"load1": 2 * load, "cores": 2}, **({"run_id": run} if run else {})}
+    return SimpleNamespace(table=lambda name: e if name == "epochs" else b, meta=meta)
 
 
 FAST = [0.010, 0.0102, 0.0098, 0.0101, 0.0099]
@@ -411,10 +412,36 @@ def _conclude(res):
     return tinyimagenet_conclusion.conclude(RunConfig(task="tinyimagenet", model="resnet_tiny"), res)
 
 
+def test_tinyimagenet_busy_flag_is_the_busiest_of_every_run_the_page_reads():
+    """The grader's item: the flag said 'the busiest of the 2 runs' (the worker runs', load 3.33) on a page
+    that reads four, the checkpointing run (3.52) and DDP's (3.47) busier, and states 1.74 itself."""
+    res = _tin(loads=(1.64, 1.67, 1.76, 1.74))
+    for name, rec in [("workers0", res.workers[0]), ("workers2", res.workers[2])]:
+        rec.meta["run_id"] = name
+    res.variants["checkpointing"].meta["run_id"] = "resnet_tiny-sgd-b32-e61cbe1b"
+    res.variants["DDP"].meta["run_id"] = "ddp2-resnet_tiny"
+    res.variants["baseline"] = res.workers[2]  # as study.run holds it: the N-worker run, read once
+    busy = [f for f in _conclude(res)[1] if f.kind == "machine busy"]
+    assert [f.message for f in busy] == [
+        "the machine was busy before run resnet_tiny-sgd-b32-e61cbe1b, the busiest of the 4 runs this report "
+        "used (load average 3.52 on 2 usable cores, above 1 per core): timings take longer and vary more "
+        "than on an idle machine"
+    ]
+    assert busy[0].run == "resnet_tiny-sgd-b32-e61cbe1b"
+    res.variants["DDP"].meta["machine"]["load1"] = 2 * 1.9  # DDP busiest: named, still 4 runs
+    assert "before run ddp2-resnet_tiny, the busiest of the 4 runs" in _busy(res)
+    res.variants["DDP"] = None  # a variant that did not run is no run the page reads
+    assert "before run resnet_tiny-sgd-b32-e61cbe1b, the busiest of the 3 runs" in _busy(res)
+
+
+def _busy(res) -> str:
+    return " ".join(f.message for f in _conclude(res)[1] if f.kind == "machine busy")
+
+
 def test_tinyimagenet_ddp_beyond_its_processes_is_said_not_to_be_ddp():
     """The grader's item: the DDP row at 15x the baseline's throughput on 2 cores, unexplained."""
     answers, _ = _conclude(_tin(loads=(0.5, 0.5, 0.5, 4.0)))
-    ddp = [d.plain() for d in answers[2].details if d.plain().startswith("DDP")]
+    ddp = [d.plain() for d in answers[2].details if d.plain().startswith("DDP ran")]
     assert ddp == [
         "DDP ran at 15x the baseline's images per second with 2 processes: more than 2 processes can give by "
         "running side by side, so the excess is not the method's doing; the runs were made one after the "
@@ -437,19 +464,129 @@ def test_tinyimagenet_outside_the_batches_only_what_was_measured():
     stated though not measured, and no partial batch ran."""
     answers, _ = _conclude(_tin())
     text = answers[2].text
-    assert (
-        "baseline: estimate 18.8 s against actual 22.2 s (its first batch waited 0.001 s for the loader)"
-        in text
-    )
-    assert "partial last" not in text and "last batch" not in text  # every batch was full
-    # a 52% miss is said as a miss, not as "within 52%"
-    head = answers[2].headline.plain()
-    assert head == "Estimates from the median batch miss the actual epochs by up to 52%."
+    assert "Baseline: estimate 18.8 s, actual 22.2 s (1.18x the estimate)" in text
+    assert "partial last" not in text and "last batch held" not in text  # every batch was full
     assert any("partial last batch" in b.text for b in answers[2].background)  # general, and labelled so
     assert answers[2].status == "partial" and "DataParallel" in answers[2].missing
     partial, _ = _conclude(_tin(last_images=8))
-    assert "(its first batch waited 0.001 s for the loader; its last batch held 8 images)" in partial[2].text
+    assert "actual 22.2 s (1.18x the estimate; its last batch held 8 images)" in partial[2].text
     study_checks.holds(partial)
+
+
+# The grader's second read: the last epoch of each variant, as recorded (batches.csv, epochs.csv): data wait,
+# step, and the epoch's time outside its batches. Baseline: the 2-worker run.
+EPOCHS = {
+    "baseline": ([0.13206, 0.00204, 0.00850, 0.00466], [1.41367, 0.13672, 0.07073, 1.33799], 0.0318),
+    "checkpointing": ([0.06788, 0.00636, 0.00061, 0.00526], [1.31282, 0.09133, 0.08540, 1.79944], 0.0430),
+    "DDP": ([0.24700, 0.00233, 0.01072, 0.00122], [0.13377, 0.06060, 0.05183, 0.04540], 0.0322),
+}
+
+
+def _epochs(actual_scale: dict | None = None):
+    """Records of the three variants from EPOCHS, their timing table made by the study's own timing_row."""
+    import pandas as pd
+
+    from hpml_lab.studies.tinyimagenet.study import timing_row
+
+    recs = {
+        v: _rec(train, data.__getitem__, 1.7, *((64, 64) if v == "DDP" else (32, 32)), outside=out)
+        for v, (data, train, out) in EPOCHS.items()
+    }
+    res = _tin()
+    res.workers[2] = recs["baseline"]
+    res.variants = {**recs, "DataParallel": None}
+    res.timing = pd.DataFrame(
+        [timing_row(v, r, 64 if v == "DDP" else 32, "", 2 if v == "DDP" else 1) for v, r in recs.items()]
+        + [{"variant": "DataParallel", "note": "skipped"}]
+    )
+    for v, k in (actual_scale or {}).items():  # an actual epoch moved against its estimate
+        res.timing.loc[res.timing.variant == v, "actual epoch (s)"] *= k
+    return res
+
+
+def test_tinyimagenet_estimates_say_which_way_they_miss_and_what_the_record_shows_of_the_gap():
+    """The grader's item: all three estimates fell short of their actual epochs (by 2.3x to 8.7x) and the page
+    said neither that nor why; the first batch's wait for the loader, the one cause it named, is 5%, 2% and
+    74% of the gaps, and for the baseline and checkpointing the rest came from first and last batches of
+    1.3-1.8 s against medians of 0.10-0.14 s. Now: the direction and the largest ratio first, then what each
+    record shows of where its epoch went, what it cannot say, and the reference's own misses."""
+    a = _conclude(_epochs())[0][2]
+    assert a.headline.plain() == (
+        "Every estimate from the median batch falls short: the actual epoch is up to 8.73x the estimate."
+    )
+    said = [d.plain() for d in a.details]
+    assert said[1] == (
+        "Baseline: estimate 0.555 s, actual 3.14 s (5.65x the estimate); checkpointing: estimate 0.391 s, "
+        "actual 3.41 s (8.73x the estimate); DDP: estimate 0.25 s, actual 0.585 s (2.34x the estimate)."
+    )
+    assert said[2] == (
+        "The baseline's batches took 3.11 s of its 3.14 s epoch: 1.55 s for the first (0.132 s of it "
+        "waiting for the loader) and 1.34 s for the last, against a median batch of 0.139 s; the remaining "
+        "0.0318 s of the epoch lies outside its batches."
+    )
+    assert said[4] == (
+        "DDP's batches took 0.553 s of its 0.585 s epoch: 0.381 s for the first (0.247 s of it waiting for "
+        "the loader), against a median batch of 0.0625 s; the remaining 0.0322 s of the epoch lies outside "
+        "its batches."
+    )
+    assert said[5] == (
+        "The record does not say why those batches took so long beyond the first batch's wait for the "
+        "loader, nor what the time outside the batches went to."
+    )
+    assert said[6] == (
+        "In the reference's table, the estimate falls short for the baseline (111 s estimated, 187 s actual) "
+        "and exceeds the actual epoch for checkpointing and DataParallel (133 s estimated, 125 s actual; "
+        "140 s estimated, 127 s actual)."
+    )
+    study_checks.holds([a])
+    # every actual epoch under its estimate: said so, and nothing to account for
+    over = _conclude(_epochs({"baseline": 0.1, "checkpointing": 0.1, "DDP": 0.2}))[0][2]
+    assert over.headline.plain() == (
+        "Every estimate from the median batch exceeds its actual epoch, by up to 2.14x the actual."
+    )
+    assert "batches took" not in over.text and "The record does not say" not in over.text
+    # both ways: the largest miss, as a share of the actual epoch
+    mixed = _conclude(_epochs({"DDP": 0.3}))[0][2]
+    assert mixed.headline.plain() == "Estimates from the median batch miss the actual epochs by up to 88.5%."
+    assert "DDP's batches took" not in mixed.text
+    for one in (over, mixed):
+        study_checks.holds([one])
+
+
+def test_tinyimagenet_where_an_epoch_went_names_its_slow_batches_or_counts_them():
+    from hpml_lab.answers import Number
+    from hpml_lab.studies.tinyimagenet.conclusion import where_the_epoch_went
+
+    def went(train, data=0.001, meta=None):
+        rec = _rec(train, data, outside=0.01)
+        rec.meta.update(meta or {})
+        act = Number("v: actual epoch", float(rec.table("epochs").total_s.iloc[-1]), "s", "measured", n=1)
+        f, slow = where_the_epoch_went("v", rec, 0.011, act)
+        return f.plain(), slow
+
+    assert went([0.01] * 5) == (
+        "V's batches took 0.055 s of its 0.065 s epoch: none took over twice the median batch of 0.011 s "
+        "(its first batch waited 0.001 s for the loader); the remaining 0.01 s of the epoch lies outside its "
+        "batches.",
+        False,
+    )
+    middle, slow = went([0.01, 0.01, 0.09, 0.01, 0.01])
+    assert (
+        slow
+        and (
+            ": 0.091 s for batch 3, against a median batch of 0.011 s (its first batch waited 0.001 s for "
+            "the loader)"
+        )
+        in middle
+    )
+    many, _ = went([0.09] * 4 + [0.01])
+    assert ": 4 took over twice the median batch of 0.011 s, 0.364 s together (its first" in many
+    gpu, _ = went([0.09, 0.01, 0.01], meta={"device": "cuda", "config": {"sync_each_step": False}})
+    assert gpu == (
+        "On this GPU v's data wait and step can overlap, so its batches do not add up to its epoch; with "
+        "the two added per batch: 0.091 s for the first (0.001 s of it waiting for the loader), against a "
+        "median batch of 0.011 s."
+    )
 
 
 def test_tinyimagenet_bottleneck_branches_and_sequential_verdicts():
@@ -457,31 +594,105 @@ def test_tinyimagenet_bottleneck_branches_and_sequential_verdicts():
     head = answers[0].headline.plain()
     assert head == "Loading is not the bottleneck here, even with 0 workers"  # in words; the shares follow
     assert answers[0].details[0].plain() == (
-        "From the per-batch medians, data wait is 9.09% "
-        "with 0 workers (1 ms of 11 ms) and 9.09% with 2 workers (1 ms of 11 ms) of a batch (the two medians "
-        "added)."
+        "With the median data wait and the median copy + compute added as a batch, data wait is 9.09% of a "
+        "batch with 0 workers (1 ms of 11 ms) and 9.09% with 2 workers (1 ms of 11 ms)."
+    )
+    # the headline's own comparison, stated: each run's data wait against its copy + compute
+    assert answers[0].details[1].plain() == (
+        "With 0 workers, the loop waited less for data than it spent on copy + compute: the median copy + "
+        "compute is 10x the median data wait (95% CI 9.8x to 10.2x; n = 4 batches)."
     )
     moved, _ = _conclude(_tin(data0=2.0))
     assert moved[0].headline.plain() == (
         "With 2 workers the bottleneck moves from loading to the copy and compute; whole batches are faster"
     )
-    assert all(v["interleaved"] is False for v in moved[0].verdict.values())
-    assert set(moved[0].verdict) == {"data", "compute", "batch"}
+    assert "With 0 workers, the loop waited longer for data than it spent on copy + compute" in moved[0].text
+    assert {k: v["interleaved"] for k, v in moved[0].verdict.items()} == {
+        "parts_0": True,  # one run's own batches
+        "parts_n": True,
+        "data": False,  # the two runs, one after the other
+        "compute": False,
+        "batch": False,
+    }
     shifted, _ = _conclude(_tin(data0=2.0, loads=(0.5, 4.0, 0.5, 0.5)))  # the load moved between the two runs
     assert shifted[0].headline.plain() == (
-        "Loading is the bottleneck with 0 workers; with 2 workers, this run cannot tell: load moved between "
-        "the runs"
+        "Loading is the bottleneck with 0 workers; with 2 workers, this run cannot tell: the machine was busy"
     )
     assert "while the machine's load per core moved between 0.5 and 4" in shifted[0].text
     # the grader's item: "0 workers is 3.01x faster than 2 workers" from sequential runs, unlike c3/c4 not
     # said
     assert [
-        d.plain().endswith("(the two runs were made one after the other).") for d in moved[0].details[2:]
+        d.plain().endswith("; the two runs were made one after the other.") for d in moved[0].details[4:]
     ] == [True, True, True]
     grew, _ = _conclude(_tin(data0=2.0, datan=4.0))
     assert grew[0].headline.plain().startswith("The bottleneck did not move")
-    for got in (answers, moved, shifted, grew):
+    only_n, _ = _conclude(_tin(data0=0.001, datan=2.0))
+    assert only_n[0].headline.plain() == "Loading is the bottleneck with 2 workers, not with 0 workers"
+    busy_n, _ = _conclude(_tin(data0=0.001, loads=(0.5, 1.5, 0.5, 0.5)))
+    assert busy_n[0].headline.plain() == (
+        "Loading is not the bottleneck with 0 workers; with 2 workers, this run cannot tell: the machine was "
+        "busy"
+    )
+    for got in (answers, moved, shifted, grew, only_n, busy_n):
         study_checks.holds(got)
+
+
+# The grader's second read of a smoke page (2 cores, load per core 1.64 and 1.67): the last epoch's four
+# batches of each worker run, as recorded (workers0-65d19ed8, workers2-65d19ed8). Without workers, the three
+# after the first computed in 35, 1,072 and 1,298 ms against data waits of 32-34 ms: in the one batch the busy
+# machine did not slow, the loop waited about as long for data as it computed.
+GRADE2_DATA = {0: [0.02949, 0.03318, 0.03374, 0.03175], 2: [0.13206, 0.00204, 0.00850, 0.00466]}
+GRADE2_TRAIN = {0: [0.03232, 0.03510, 1.07175, 1.29819], 2: [1.41367, 0.13672, 0.07073, 1.33799]}
+
+
+def _grade2(loads=(1.64, 1.67)):
+    res = _tin()
+    res.workers = {
+        w: _rec(GRADE2_TRAIN[w], GRADE2_DATA[w].__getitem__, load) for w, load in zip((0, 2), loads)
+    }
+    return res
+
+
+def test_tinyimagenet_bottleneck_is_a_comparison_that_says_why_it_cannot_tell():
+    """The grader's item: "Loading is not the bottleneck here, even with 0 workers" from the medians (33.2 ms
+    of data wait against 1,072 ms of copy + compute), though the batches behind them span it and the page's
+    own comparisons of them cannot tell. The headline is now each run's data wait against its copy + compute
+    over the same batches; on a busy machine, where other work may slow the two unequally, it cannot tell and
+    says why, with the spread that shows it."""
+    got = _conclude(_grade2())[0][0]
+    assert got.headline.plain() == (
+        "This run cannot tell where the bottleneck is with 0 workers or 2 workers: the machine was busy"
+    )
+    assert got.details[1].plain() == (
+        "With 0 workers, this run cannot tell which is longer, data wait or copy + compute: the machine was "
+        "busy (load per core 1.64, above 1), and other work may slow the two unequally; copy + compute took "
+        "35.1 ms to 1,298 ms a batch, the data wait 31.8 ms to 33.7 ms (ratio of medians 32.3x, 95% CI 1.04x "
+        "to 40.9x; n = 3 batches)."
+    )
+    assert (
+        got.verdict["parts_0"]["outcome"] == "tie"
+        and got.verdict["parts_0"]["samples_a"] == (GRADE2_DATA[0][1:])
+    )
+    assert all(d.html().endswith(".") for d in got.details)  # one full stop, outside the verdict's span
+    # the same batches on an idle machine: the comparison decides, and the headline follows it
+    idle = _conclude(_grade2(loads=(0.5, 0.5)))[0][0]
+    assert idle.headline.plain() == "Loading is not the bottleneck here, even with 0 workers"
+    # batches that spread across the data wait: it cannot tell, on any machine
+    spread = _tin()
+    spread.workers[0] = _rec([0.01, 0.005, 0.02, 0.009, 0.03], 0.0101)
+    assert _conclude(spread)[0][0].headline.plain() == (
+        "This run cannot tell where the bottleneck is with 0 workers: the batches spread too widely"
+    )
+    # each run its own reason: said for each, in few words
+    both = _tin()
+    both.workers = {0: _rec([0.01, 0.005, 0.02, 0.009, 0.03], 0.0101, 1.5), 2: _rec(FAST, 0.001, 1.5)}
+    two = _conclude(both)[0][0]
+    assert two.headline.plain() == (
+        "This run cannot tell where the bottleneck is: with 0 workers, widely spread batches; with 2, a busy "
+        "machine"
+    )
+    for one in (got, idle, two):
+        study_checks.holds([one])
 
 
 # The grader's read of a smoke page (2 cores): the last epoch's four batches of each run, as recorded. The
@@ -510,7 +721,7 @@ def test_tinyimagenet_bottleneck_is_told_from_the_batches_after_the_loaders_star
     res = _smoke()
     got = _conclude(res)[0][0]
     assert got.headline.plain() == "With 2 workers the bottleneck moves from loading to the copy and compute"
-    assert got.details[1].plain() == (
+    assert got.details[3].plain() == (
         "Each run's first batch of the epoch is left out of these medians and verdicts, since with workers "
         "it also waits for them to start: it waited 20 ms with 0 workers and 72.8 ms with 2 workers; the "
         "whole last epoch, that batch included, took 0.136 s and 0.29 s (one epoch each, no verdict)."
@@ -528,14 +739,15 @@ def test_tinyimagenet_bottleneck_is_told_from_the_batches_after_the_loaders_star
     assert "0 workers is 1.5x faster than 2 workers on data wait + copy + compute per batch" in slower.text
     busy = _conclude(_smoke(load=1.5))[0][0]
     assert busy.headline.plain() == (
-        "Loading is the bottleneck with 0 workers; with 2 workers, this run cannot tell: back-to-back runs "
-        "on a busy machine"
+        "This run cannot tell where the bottleneck is with 0 workers or 2 workers: the machine was busy"
     )
     assert "on a busy machine (load per core up to 1.5, above 1)" in busy.text
-    assert "one after the other)." not in busy.details[2].plain()  # said once, by the verdict's reason
+    assert "one after the other." not in busy.details[4].plain()  # said once, by the verdict's reason
     few = _tin(data0=2.0)
     few.workers = {w: _rec(FAST[:3], 2.0 if w == 0 else 0.001) for w in (0, 2)}  # two batches after the first
-    assert _conclude(few)[0][0].headline.plain().endswith("this run cannot tell: too few batches")
+    assert _conclude(few)[0][0].headline.plain() == (
+        "This run cannot tell where the bottleneck is with 0 workers or 2 workers: too few batches"
+    )
     for one in (got, slower, busy):  # each from its own record
         study_checks.holds([one])
 
@@ -604,8 +816,10 @@ def test_tinyimagenet_worker_table_holds_the_answers_medians():
 def test_tinyimagenet_a_slow_baseline_is_said_when_checkpointing_outran_it():
     """The grader's read of the tiny report: DDP at 18.6x the baseline, 'not the method's doing', but whose?
     The checkpointing run (more work per batch, one process) also outran the baseline: the baseline itself was
-    slow."""
-    res = _tin(loads=(0.5, 0.5, 0.5, 4.0))
+    slow, where checkpointing's verdict says its batches were faster; where that verdict cannot tell (the
+    grader's second read: 1.42x by the medians, "cannot be told apart"), the ratio is said to carry the
+    spread instead."""
+    res = _tin(ck=[x / 3 for x in FAST], loads=(0.5, 0.5, 0.5, 4.0))  # checkpointing's batches faster
     base = float(res.timing.loc[res.timing.variant == "baseline", "s/batch"].iloc[0])
     res.timing.loc[res.timing.variant == "checkpointing", "s/batch"] = base / 3
     answers, _ = _conclude(res)
@@ -613,6 +827,15 @@ def test_tinyimagenet_a_slow_baseline_is_said_when_checkpointing_outran_it():
         "also ran at 3x the baseline's images per second: the baseline's own batches were slow"
         in answers[2].text
     )
+    tie = _tin(ck=[0.010, 0.03, 0.005, 0.02, 0.009], loads=(0.5, 0.5, 0.5, 4.0))
+    tie.timing.loc[tie.timing.variant == "checkpointing", "s/batch"] = base / 3
+    tied = _conclude(tie)[0][2].text
+    assert "baseline's own batches were slow" not in tied
+    assert (
+        "also ran at 3x the baseline's images per second by their median batches, though the two cannot be "
+        "told apart on copy + compute per batch: a ratio against the baseline's median batch carries that "
+        "spread."
+    ) in tied
     assert "baseline's own batches were slow" not in _conclude(_tin(loads=(0.5, 0.5, 0.5, 4.0)))[0][2].text
     study_checks.holds(answers)
 

@@ -1,13 +1,16 @@
 """What the Tiny ImageNet report concludes, computed from tinyimagenet.TinResult: where the bottleneck is with
-0 and N workers (shares from the same medians the table shows; the two runs made one after the other, so the
-verdicts carry their loads), what checkpointing costs and buys (a tie said as a tie), each variant's
-throughput against the baseline's (a DDP row beyond what its processes can give is said to be no DDP effect),
-and the estimated against the actual epoch time with what was measured outside the batches. Every number a
-sentence states is a Number of the record, bound to a template (hpml_lab.findings); what usually happens is
-Background, apart.
+0 and N workers (each run's data wait against its copy + compute over the same batches, which cannot tell on a
+busy machine; shares from the same medians the table shows; the two runs made one after the other, so the
+verdicts between them carry their loads), what checkpointing costs and buys (a tie said as a tie), each
+variant's throughput against the baseline's (a DDP row beyond what its processes can give is said to be no DDP
+effect), and the estimated against the actual epoch time with what was measured outside the batches. Every
+number a sentence states is a Number of the record, bound to a template (hpml_lab.findings); what usually
+happens is Background, apart.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pandas as pd
 
@@ -15,7 +18,7 @@ from ... import sanity
 from ...answers import Answer, Number
 from ...findings import Background, Finding, Ident, fmt_in, join, say
 from ...profiling import summarize
-from ...verdict import compare, sample_record
+from ...verdict import BUSY_LOAD, Verdict, compare, sample_record
 from .._conclude import dedupe, num, timing_disjoint
 
 CLASSES_TIN = 200
@@ -30,10 +33,12 @@ def _load(rec) -> list[float]:
 
 
 def _workers(w: int) -> Finding:
-    return say(
-        "{w} workers",
-        w=Number(fmt_in("loader workers: {w}", w=int(w)), int(w), "", "setting", source="the run's config"),
-    )
+    return say("{w} workers", w=_setting_workers(w))
+
+
+def _setting_workers(w: int) -> Number:
+    """A loader-worker count as a setting of the run ('2', as in '2 workers')."""
+    return Number(fmt_in("loader workers: {w}", w=int(w)), int(w), "", "setting", source="the run's config")
 
 
 def _last_epoch(rec) -> pd.DataFrame:
@@ -87,11 +92,126 @@ def _why_not(v) -> str:
     return next((w for r, w in WHY_NOT.items() if v.reason.startswith(r)), "the batches spread too widely")
 
 
+# why a part verdict (part_verdict) names no bottleneck on a busy machine
+BUSY_PARTS = "parts on a busy machine"
+
+
+def part_verdict(b: pd.DataFrame, load: list[float]) -> Verdict:
+    """Data wait (A) against copy + compute (B) over the same batches of one run: "better" when the loop waits
+    less for data than it computes (loading is not the bottleneck), "worse" when it waits longer (loading is).
+    The two take turns batch by batch, so a steady load falls on both; but they are different work (the
+    loading, or a wait on worker processes, against the training step's threads), and on a busy machine (a
+    load per core above verdict.BUSY_LOAD at the run's start) other work may slow one and not the other, so
+    there the verdict names no direction (reason BUSY_PARTS)."""
+    v = compare(
+        list(b.data_s),
+        list(b.train_s),
+        "data wait",
+        "copy + compute",
+        what="time per batch",
+        interleaved=True,
+        load_a=load,
+        load_b=load,
+    )
+    if v.outcome != "tie" and load and max(load) > BUSY_LOAD:
+        v = replace(v, outcome="tie", reason=BUSY_PARTS)
+    return v
+
+
+def _bottleneck(v: Verdict) -> str | None:
+    """Where a part verdict puts the bottleneck: "loading", "compute", or None (it cannot tell)."""
+    return {"better": "compute", "worse": "loading"}.get(v.outcome)
+
+
+# a part verdict's reason in fewer words, for a headline that gives two
+SHORT_WHY = {
+    "the machine was busy": "a busy machine",
+    "the batches spread too widely": "widely spread batches",
+}
+
+
+def _why_part(v: Verdict) -> str:
+    """Why a part verdict cannot tell, in a headline's words."""
+    return "the machine was busy" if v.reason == BUSY_PARTS else _why_not(v)
+
+
+def _part_finding(v: Verdict, w: int, b: pd.DataFrame) -> Finding:
+    """A part verdict as a sentence ('With 0 workers, ...'), its numbers those of v.numbers()."""
+    name = fmt_in("{w} workers: data wait against copy + compute", w=w)
+    x = v.numbers(name)
+    wf = _workers(w)
+    interval = "({conf} CI {low} to {high}; n = {na} batches)"
+    slots = {
+        "w": wf,
+        "ratio": x["ratio"],
+        "conf": x["conf"],
+        "low": x["low"],
+        "high": x["high"],
+        "na": x["na"],
+    }
+    if v.outcome == "better":
+        f = say(
+            "With {w}, the loop waited less for data than it spent on copy + compute: the median copy + "
+            "compute is {ratio} the median data wait " + interval,
+            **slots,
+        )
+    elif v.outcome == "worse":
+        f = say(
+            "With {w}, the loop waited longer for data than it spent on copy + compute: the median data wait "
+            "is {ratio} the median copy + compute " + interval,
+            **slots,
+        )
+    elif v.undecided:
+        f = say(
+            "With {w}, too few batches to tell which is longer, data wait or copy + compute (n = {na}; at "
+            "least {min} are needed)",
+            w=wf,
+            na=x["na"],
+            min=x["min"],
+        )
+    elif v.reason == BUSY_PARTS:
+
+        def ms(what, values, pick):
+            return Number(
+                fmt_in("{w} workers: {what} per batch", w=w, what=what),
+                1000 * float(pick(values)),
+                "ms",
+                "measured",
+                n=len(values),
+                source="the last epoch's batches after its first",
+            )
+
+        f = say(
+            "With {w}, this run cannot tell which is longer, data wait or copy + compute: the machine was "
+            "busy (load per core {load}, above {busy}), and other work may slow the two unequally; copy + "
+            "compute took {clo} to {chi} a batch, the data wait {dlo} to {dhi} (ratio of medians {ratio}, "
+            + interval[1:],
+            load=x["load_hi"],
+            busy=x["busy"],
+            clo=ms("shortest copy + compute", b.train_s, min),
+            chi=ms("longest copy + compute", b.train_s, max),
+            dlo=ms("shortest data wait", b.data_s, min),
+            dhi=ms("longest data wait", b.data_s, max),
+            **slots,
+        )
+    else:
+        f = say(
+            "With {w}, this run cannot tell which is longer, data wait or copy + compute: {why} (ratio of "
+            "medians {ratio}, " + interval[1:],
+            why=_why_not(v),
+            **slots,
+        )
+    return say("{f}.", f=f.marked(name))  # the verdict's statement, the full stop outside it
+
+
 def bottleneck_answer(res) -> Answer:
-    """Data wait against copy + compute with 0 and N loader workers (the last epoch's batches after its first:
-    medians and verdicts), and, where the two add up to a batch's time, the whole batch compared too."""
+    """Where the bottleneck is with 0 and N loader workers: within each run, its data wait against its copy +
+    compute over the same batches (part_verdict: the last epoch's batches after its first), which decides the
+    headline or says why it cannot; beside it the medians' shares, and the two runs compared on each part and,
+    where the two add up to a batch's time, on the whole batch."""
     (w0, r0), (wn, rn) = sorted(res.workers.items())
     b0, bn = _steady(r0), _steady(rn)
+    p0, pn = part_verdict(b0, _load(r0)), part_verdict(bn, _load(rn))
     design = dict(interleaved=False, load_a=_load(rn), load_b=_load(r0))  # one run after the other
     labels = fmt_in("{w} workers", w=wn), fmt_in("{w} workers", w=w0)
     vd = compare(list(bn.data_s), list(b0.data_s), *labels, what="data wait per batch", **design)
@@ -110,9 +230,9 @@ def bottleneck_answer(res) -> Answer:
     cn = num(fmt_in("{w} workers: copy + compute per batch", w=wn), bn.train_s, "ms", 1000)
     share0, sharen = d0.value / (d0.value + c0.value), dn.value / (dn.value + cn.value)
 
-    def part(w, d, c, share, n):
+    def part(w, d, c, share, n, of):
         return say(
-            "{share} with {w} ({d} of {total})",
+            "{share}" + of + " with {w} ({d} of {total})",
             share=Number(
                 fmt_in("{w} workers: data wait share of a batch", w=w), 100 * share, "%", "measured", n=n
             ),
@@ -128,15 +248,16 @@ def bottleneck_answer(res) -> Answer:
         )
 
     shares = say(
-        "from the per-batch medians, data wait is {p0} and {pn} of a batch"
+        "With the median data wait and the median copy + compute added as a batch"
         + (
-            " (the two medians added)."
+            ""
             if disjoint
-            else " (data wait + copy + compute: on this GPU, without a synchronize after each step, the two "
-            "can overlap, so their sum is not the batch's wall time)."
-        ),
-        p0=part(w0, d0, c0, share0, len(b0)),
-        pn=part(wn, dn, cn, sharen, len(bn)),
+            else " (on this GPU, without a synchronize after each step, the two can overlap, so their sum is "
+            "not the batch's wall time)"
+        )
+        + ", data wait is {p0} and {pn}.",
+        p0=part(w0, d0, c0, share0, len(b0), " of a batch"),
+        pn=part(wn, dn, cn, sharen, len(bn), ""),
     )
     first = say(
         "Each run's first batch of the epoch is left out of these medians and verdicts, since with workers "
@@ -150,8 +271,45 @@ def bottleneck_answer(res) -> Answer:
         wn=_workers(wn),
     )
     w0f, wnf = _workers(w0), _workers(wn)
-    # the headline: where the bottleneck is, in words; the shares and the verdicts behind it: the details
-    if vd.outcome == "better" and share0 > 0.5 > sharen:
+    # the headline: where the bottleneck is, in words, from each run's own part verdict; why not, where one
+    # cannot tell; the shares and the verdicts behind it: the details
+    at0, atn = _bottleneck(p0), _bottleneck(pn)
+    if at0 is None and atn is None and _why_part(p0) != _why_part(pn):  # each run's own reason, short
+        head = say(
+            "This run cannot tell where the bottleneck is: with {w0}, {r0}; with {wn}, {rn}",
+            w0=w0f,
+            r0=SHORT_WHY.get(_why_part(p0), _why_part(p0)),
+            wn=_setting_workers(wn),
+            rn=SHORT_WHY.get(_why_part(pn), _why_part(pn)),
+        )
+    elif at0 is None:
+        head = say(
+            "This run cannot tell where the bottleneck is with {whom}: {why}",
+            whom=say("{w0} or {wn}", w0=w0f, wn=wnf) if atn is None else w0f,
+            why=_why_part(p0),
+        )
+    elif at0 == "compute":
+        if atn == "compute":
+            head = say("Loading is not the bottleneck here, even with {w}", w=w0f)
+        elif atn == "loading":
+            head = say("Loading is the bottleneck with {wn}, not with {w0}", wn=wnf, w0=w0f)
+        else:
+            head = say(
+                "Loading is not the bottleneck with {w0}; with {wn}, this run cannot tell: {why}",
+                w0=w0f,
+                wn=wnf,
+                why=_why_part(pn),
+            )
+    elif atn == "loading":
+        head = say("The bottleneck did not move from loading to compute in this run")
+    elif atn is None:
+        head = say(
+            "Loading is the bottleneck with {w0}; with {wn}, this run cannot tell: {why}",
+            w0=w0f,
+            wn=wnf,
+            why=_why_part(pn),
+        )
+    else:
         head = say("With {wn} the bottleneck moves from loading to the copy and compute", wn=wnf)
         if vt is not None and vt.outcome in ("better", "worse"):  # the whole batch, in the verdict's word
             head = say(
@@ -161,31 +319,19 @@ def bottleneck_answer(res) -> Answer:
                 head=head,
                 word=say("{w}", w=vt.words()[0 if vt.outcome == "better" else 1]).marked(whole),
             )
-    elif share0 <= 0.5:
-        head = say("Loading is not the bottleneck here, even with {w}", w=w0f)
-    elif vd.outcome == "tie":
-        # the table beside it shows the medians: the headline says why they do not settle it
-        head = say(
-            "Loading is the bottleneck with {w0}; with {wn}, this run cannot tell: {why}",
-            w0=w0f,
-            wn=wnf,
-            why=_why_not(vd),
-        )
-    else:
-        head = say("The bottleneck did not move from loading to compute in this run")
     verdicts = [(vd, "data wait per batch"), (vc, "copy + compute per batch")]
     if vt is not None:
         verdicts.append((vt, whole))
     return Answer(
         "Where is the bottleneck with no loader workers and with N workers?",
         head,
-        [say("{s}", s=shares).up(), first]
+        [shares, _part_finding(p0, w0, b0), _part_finding(pn, wn, bn), first]
         + [
             # the design said once: a tie for the load's sake says it in its own words
             say("{v}.", v=v.finding(what, label_a=wnf, label_b=w0f))
             if v.reason.startswith(SEQUENTIAL_REASONS)
             else say(
-                "{v} (the two runs were made one after the other).",
+                "{v}; the two runs were made one after the other.",
                 v=v.finding(what, label_a=wnf, label_b=w0f),
             )
             for v, what in verdicts
@@ -198,6 +344,8 @@ def bottleneck_answer(res) -> Answer:
             )
         ],
         verdict={
+            "parts_0": sample_record(p0, b0.data_s, b0.train_s),
+            "parts_n": sample_record(pn, bn.data_s, bn.train_s),
             "data": sample_record(vd, bn.data_s, b0.data_s),
             "compute": sample_record(vc, bn.train_s, b0.train_s),
             **({"batch": sample_record(vt, bn.data_s + bn.train_s, b0.data_s + b0.train_s)} if vt else {}),
@@ -205,13 +353,13 @@ def bottleneck_answer(res) -> Answer:
     )
 
 
-def checkpoint_answer(res) -> Answer:
-    """Checkpointing's time per batch against the baseline's (runs one after the other) and its batch gain."""
+def checkpoint_verdict(res) -> Verdict:
+    """The baseline's copy + compute per batch (A) against checkpointing's (B), over the last epoch's batches
+    after its first; the runs were made one after the other."""
     wn = max(res.workers)
-    bn, bc = _steady(res.workers[wn]), _steady(res.variants["checkpointing"])
-    vt = compare(
-        list(bn.train_s),
-        list(bc.train_s),
+    return compare(
+        list(_steady(res.workers[wn]).train_s),
+        list(_steady(res.variants["checkpointing"]).train_s),
         "the baseline",
         "checkpointing",
         what="copy + compute per batch",
@@ -219,6 +367,13 @@ def checkpoint_answer(res) -> Answer:
         load_a=_load(res.workers[wn]),
         load_b=_load(res.variants["checkpointing"]),
     )
+
+
+def checkpoint_answer(res) -> Answer:
+    """Checkpointing's time per batch against the baseline's (runs one after the other) and its batch gain."""
+    wn = max(res.workers)
+    bn, bc = _steady(res.workers[wn]), _steady(res.variants["checkpointing"])
+    vt = checkpoint_verdict(res)
     m = res.memory.set_index("variant")
     gain = Number(
         "largest batch, checkpointing / baseline",
@@ -320,38 +475,198 @@ def throughput_findings(res) -> list[Finding]:
                     ),
                 ).up()
             )
-    slow = _slow_baseline(t, base_ips) if out else None
+    slow = _slow_baseline(res, t, base_ips) if out else None
     return out + ([slow] if slow is not None else [])
 
 
-def _slow_baseline(t, base_ips: float) -> Finding | None:
+def _slow_baseline(res, t, base_ips: float) -> Finding | None:
     """When checkpointing, which does more work per batch in the same one process, ran at more images per
-    second than the baseline, the baseline's own batches were slow in this run: every ratio against it is
-    inflated."""
-    if "checkpointing" not in t.index:
+    second than the baseline: where its verdict (checkpoint_verdict) finds checkpointing's batches faster, the
+    baseline's own batches were slow in this run and every ratio against it is inflated; where it cannot tell
+    them apart, the ratio rests on medians of batches that spread too widely to say so."""
+    if "checkpointing" not in t.index or res.variants.get("checkpointing") is None:
         return None
     c = float(t.loc["checkpointing", "global batch"] / t.loc["checkpointing", "s/batch"]) / base_ips
     if c <= 1:
         return None
-    return say(
-        "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the "
-        "baseline's images per second: the baseline's own batches were slow in this run, so every ratio "
-        "against the baseline is inflated by it.",
-        c=Number(
-            "checkpointing: throughput vs baseline",
-            c,
-            "x",
+    ratio = Number(
+        "checkpointing: throughput vs baseline",
+        c,
+        "x",
+        "measured",
+        n=1,
+        source="(global batch / median time per batch) over the baseline's",
+    )
+    v = checkpoint_verdict(res)
+    if v.outcome == "worse":
+        return say(
+            "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the "
+            "baseline's images per second: the baseline's own batches were slow in this run, so every ratio "
+            "against the baseline is inflated by it.",
+            c=ratio,
+        )
+    if v.outcome == "tie":
+        return say(
+            "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the "
+            "baseline's images per second by their median batches, though the two cannot be told apart on "
+            "copy + compute per batch: a ratio against the baseline's median batch carries that spread.",
+            c=ratio,
+        )
+    return None
+
+
+SLOW_BATCH = 2.0  # a batch over this many median batches is named where an epoch's time went
+NAMED_SLOW = 3  # at most this many slow batches are named one by one; more are counted
+
+
+def _said(variant: str) -> str:
+    """A variant as a sentence names it ('the baseline', 'checkpointing', 'DDP')."""
+    return "the baseline" if variant == "baseline" else variant
+
+
+def where_the_epoch_went(variant: str, rec, median_s: float, actual: Number) -> tuple[Finding, bool]:
+    """What a variant's record shows of its last epoch beyond the median batch: its batches' time against the
+    epoch (where data wait and step are disjoint, the rest lying outside the batches), the batches over
+    SLOW_BATCH median batches (data wait + step) and the first batch's wait for the loader. Returns the
+    sentence and whether it named slow batches (whose cause the record does not hold)."""
+    last = _last_epoch(rec)
+    t = (last.data_s + last.train_s).reset_index(drop=True)
+    n = len(t)
+    src = "the batches table: data wait + step, last epoch"
+    median = Number(
+        f"{variant}: time per batch",
+        median_s,
+        "s",
+        "measured",
+        n=max(1, n - 1),
+        source="the median of the last epoch's batches after its first (the timing table's)",
+    )
+    wait = Number(
+        f"{variant}: first batch's data wait, last epoch", float(last.data_s.iloc[0]), "s", "measured", n=1
+    )
+    slow = [k for k in range(n) if t[k] > SLOW_BATCH * median_s]
+
+    def batch(k: int) -> Finding:
+        took = Number(
+            fmt_in("{v}: batch {k}, last epoch", v=variant, k=k + 1),
+            float(t[k]),
+            "s",
             "measured",
             n=1,
-            source="(global batch / median time per batch) over the baseline's",
-        ),
+            source=src,
+        )
+        if k == 0:
+            return say("{t} for the first ({w} of it waiting for the loader)", t=took, w=wait)
+        if k == n - 1:
+            return say("{t} for the last", t=took)
+        place = fmt_in("{v}: batch {k}, last epoch: its place", v=variant, k=k + 1)
+        return say("{t} for batch {k}", k=Number(place, k + 1, "", "counted", source=src), t=took)
+
+    first_apart = say(" (its first batch waited {w} for the loader)", w=wait)
+    if not slow:
+        which = say("none took over twice the median batch of {m}{first}", m=median, first=first_apart)
+    elif len(slow) <= NAMED_SLOW:
+        which = say(
+            "{list}, against a median batch of {m}{first}",
+            list=join([batch(k) for k in slow], ", ", last=" and "),
+            m=median,
+            first=first_apart if 0 not in slow else say(""),
+        )
+    else:
+        which = say(
+            "{k} took over twice the median batch of {m}, {sum} together{first}",
+            k=Number(f"{variant}: slow batches, last epoch", len(slow), "", "counted", source=src),
+            m=median,
+            sum=Number(
+                f"{variant}: slow batches' time, last epoch",
+                float(t[slow].sum()),
+                "s",
+                "measured",
+                n=len(slow),
+                source=src,
+            ),
+            first=first_apart,
+        )
+    name = _said(variant)
+    if timing_disjoint(((rec.meta or {}).get("config") or {}).get("sync_each_step", False), rec.meta):
+        total = float(t.sum())
+        f = say(
+            "{v}'s batches took {sum} of its {act} epoch: {which}; the remaining {out} of the epoch lies "
+            "outside its batches.",
+            v=name,
+            sum=Number(f"{variant}: the last epoch's batches", total, "s", "measured", n=n, source=src),
+            act=actual,
+            which=which,
+            out=Number(
+                f"{variant}: the last epoch outside its batches",
+                max(0.0, actual.value - total),
+                "s",
+                "measured",
+                n=1,
+                source="the epoch's total time less its batches' data wait + step",
+            ),
+        )
+    else:
+        f = say(
+            "On this GPU {v}'s data wait and step can overlap, so its batches do not add up to its epoch; "
+            "with the two added per batch: {which}.",
+            v=name,
+            which=which,
+        )
+    return f.up(), bool(slow)
+
+
+def _reference_misses() -> Finding | None:
+    """The reference's estimates against its actual epochs (study.REFERENCE), said by direction."""
+    from .study import REFERENCE
+
+    short, over = [], []
+    for row in REFERENCE:
+        est, act = row["estimated (s)"], row["actual (s)"]
+        if est is None or act is None:
+            continue
+        pair = say(
+            "{est} estimated, {act} actual",
+            est=Number(
+                f"reference: {row['variant']}: estimated epoch",
+                est,
+                "s",
+                "reference",
+                source="the reference's table",
+            ),
+            act=Number(
+                f"reference: {row['variant']}: actual epoch",
+                act,
+                "s",
+                "reference",
+                source="the reference's table",
+            ),
+        )
+        (short if est < act else over).append((_said(row["variant"]), pair))
+    if not short and not over:
+        return None
+
+    def group(rows, verb):
+        return say(
+            verb + " for {names} ({pairs})",
+            names=join([say("{n}", n=n) for n, _ in rows], ", ", last=" and "),
+            pairs=join([p for _, p in rows], "; "),
+        )
+
+    parts = ([group(short, "the estimate falls short")] if short else []) + (
+        [group(over, "exceeds the actual epoch" if short else "the estimate exceeds the actual epoch")]
+        if over
+        else []
     )
+    return say("In the reference's table, {parts}.", parts=join(parts, " and "))
 
 
 def epochs_answer(res) -> Answer:
-    """Estimated (N / B x median time per batch) against actual epoch time per variant, and what this run
-    measured outside the batches: the first batch's wait (loader start) and whether the last batch was
-    partial."""
+    """Estimated (N / B x median time per batch) against actual epoch time per variant: the headline says
+    which way the estimates miss and by how much, each variant's ratio follows, then what its record shows of
+    where the epoch went (where_the_epoch_went: its batches' time, the slow ones, the first batch's wait for
+    the loader, the time outside the batches) and what it cannot say; the reference's own misses for
+    comparison."""
     t = res.timing.dropna(subset=["s/batch"]).set_index("variant")
     # N / B is the batches the epoch ran: the whole set's, or max_batches where the run stops there
     src = "N / B x median time per batch, N / B the batches the epoch ran"
@@ -359,7 +674,8 @@ def epochs_answer(res) -> Answer:
         "baseline": res.workers[max(res.workers)],
         **{k: v for k, v in res.variants.items() if v is not None},
     }
-    items, gaps = [], []
+    items, went, pairs = [], [], []
+    named_slow = outside = False
     for variant in t.index:
         est = Number(
             f"{variant}: estimated epoch",
@@ -371,21 +687,26 @@ def epochs_answer(res) -> Answer:
         act = Number(
             f"{variant}: actual epoch", float(t.loc[variant, "actual epoch (s)"]), "s", "measured", n=1
         )
-        if act.value > 0:
-            gaps.append(abs(act.value - est.value) / act.value)
-        slots = {"n": variant, "est": est, "act": act}
-        text = "{n}: estimate {est} against actual {act}"
+        if est.value <= 0 or act.value <= 0:
+            continue
+        pairs.append((est.value, act.value))
+        slots = {
+            "n": variant,
+            "est": est,
+            "act": act,
+            "r": Number(
+                f"{variant}: actual epoch / estimate",
+                act.value / est.value,
+                "x",
+                "measured",
+                n=1,
+                source="the actual epoch over its estimate",
+            ),
+        }
+        text = "{n}: estimate {est}, actual {act} ({r} the estimate)"
         rec = runs.get(variant)
         if rec is not None:
             last = _last_epoch(rec)
-            slots["first"] = Number(
-                f"{variant}: first batch's data wait, last epoch",
-                float(last.data_s.iloc[0]),
-                "s",
-                "measured",
-                n=1,
-            )
-            text += " (its first batch waited {first} for the loader)"
             full = int(t.loc[variant, "global batch"])
             if "images" in last and int(last.images.iloc[-1]) < full:
                 slots["part"] = Number(
@@ -396,24 +717,71 @@ def epochs_answer(res) -> Answer:
                     source="the batches table",
                 )
                 text = text[:-1] + "; its last batch held {part} images)"
+            if act.value > est.value:
+                f, slow = where_the_epoch_went(variant, rec, float(t.loc[variant, "s/batch"]), act)
+                went.append(f)
+                named_slow |= slow
+                outside |= timing_disjoint(
+                    ((rec.meta or {}).get("config") or {}).get("sync_each_step", False), rec.meta
+                )
         items.append(say(text, **slots))
     skipped = res.timing[res.timing["s/batch"].isna()] if "s/batch" in res.timing else res.timing.iloc[0:0]
-    if gaps:  # the headline: how far the estimates were off, one number; each variant's pair: the details
-        gap = Number(
-            "largest gap between an estimated and an actual epoch",
-            100 * max(gaps),
-            "%",
-            "measured",
-            n=1,
-            source="|actual - estimated| / actual, over the variants",
+    # the headline: which way the estimates miss and the largest miss (one number); each variant: the details
+    if pairs and all(a > e for e, a in pairs):
+        head = say(
+            "Every estimate from the median batch falls short: the actual epoch is up to {r} the estimate.",
+            r=Number(
+                "largest actual epoch over its estimate",
+                max(a / e for e, a in pairs),
+                "x",
+                "measured",
+                n=1,
+                source="actual / estimated epoch, over the variants",
+            ),
         )
-        head = say("Estimates from the median batch miss the actual epochs by up to {gap}.", gap=gap)
+    elif pairs and all(a < e for e, a in pairs):
+        head = say(
+            "Every estimate from the median batch exceeds its actual epoch, by up to {r} the actual.",
+            r=Number(
+                "largest estimate over its actual epoch",
+                max(e / a for e, a in pairs),
+                "x",
+                "measured",
+                n=1,
+                source="estimated / actual epoch, over the variants",
+            ),
+        )
+    elif pairs:
+        head = say(
+            "Estimates from the median batch miss the actual epochs by up to {gap}.",
+            gap=Number(
+                "largest gap between an estimated and an actual epoch",
+                100 * max(abs(a - e) / a for e, a in pairs),
+                "%",
+                "measured",
+                n=1,
+                source="|actual - estimated| / actual, over the variants",
+            ),
+        )
     else:
         head = say("No variant ran.")
+    unsaid = [
+        *(
+            ["why those batches took so long beyond the first batch's wait for the loader"]
+            if named_slow
+            else []
+        ),
+        *(["what the time outside the batches went to"] if outside else []),
+    ]
+    reference = _reference_misses()
     return Answer(
         "Estimated (N / B x time per batch) vs actual epoch time, per variant",
         head,
-        ([say("{items}.", items=join(items, "; "))] if items else []) + throughput_findings(res),
+        ([say("{items}.", items=join(items, "; ")).up()] if items else [])
+        + went
+        + ([say("The record does not say {what}.", what=", nor ".join(unsaid))] if unsaid else [])
+        + ([reference] if reference is not None else [])
+        + throughput_findings(res),
         [
             Background(
                 "An epoch estimated from the median batch leaves out what happens outside the batches, such "
@@ -439,12 +807,7 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """Bottleneck (0 vs N workers), checkpointing's cost in time and gain in batch, estimated vs actual
     epochs."""
     # the stand-in's parameters counted for the 200 classes it trained on (it said 78,002, a 10-class model's)
-    loads = [
-        {**r.meta["machine"], "run": str(r.meta.get("run_id", ""))}
-        for r in res.workers.values()
-        if (getattr(r, "meta", None) or {}).get("machine")
-    ]
-    flags = [sanity.stand_in(cfg, num_classes=CLASSES_TIN), sanity.busiest_seen(loads)]
+    flags = [sanity.stand_in(cfg, num_classes=CLASSES_TIN), busy_flag(res)]
     for name, rec in [*res.workers.items(), ("checkpointing", res.variants.get("checkpointing"))]:
         if rec is not None:
             flags.append(sanity.diverged(rec.table("batches")["loss"], CLASSES_TIN, label=str(name)))
@@ -452,6 +815,32 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
     a2.details.insert(0, memory_note(cfg, res))  # shown in the body too: the record holds its numbers
     a3.details.insert(0, setup(cfg, res))
     return [bottleneck_answer(res), a2, a3], dedupe(flags)
+
+
+def runs_read(res) -> dict[str, object]:
+    """Every run this page reads, once each, by its folder (its meta's run_id, else its label here): the two
+    worker runs and each variant that ran (the baseline is the worker run with N workers, read once)."""
+    out: dict[str, object] = {}
+    seen: set[int] = set()
+    labelled = [(f"{w} workers", r) for w, r in sorted(res.workers.items())]
+    labelled += [(str(k), r) for k, r in (getattr(res, "variants", None) or {}).items()]
+    for label, rec in labelled:
+        if rec is None or id(rec) in seen:
+            continue
+        seen.add(id(rec))
+        out.setdefault(str(((getattr(rec, "meta", None) or {}).get("run_id")) or label), rec)
+    return out
+
+
+def busy_flag(res) -> sanity.Flag | None:
+    """'machine busy' from the busiest of every run the page reads (runs_read: the worker runs, checkpointing,
+    DataParallel and DDP), named by its folder, the count of runs being all of them."""
+    loads = [
+        {**rec.meta["machine"], "run": run}
+        for run, rec in runs_read(res).items()
+        if (getattr(rec, "meta", None) or {}).get("machine")
+    ]
+    return sanity.busiest_seen(loads)
 
 
 REFERENCE_FIRST_BYTES = 112 * 112 * 64 * 4  # the reference's ImageNet stem output at 224 x 224, fp32

@@ -65,6 +65,24 @@ def steady(batches: pd.DataFrame) -> pd.DataFrame:
     return b.iloc[1:] if len(b) > 1 else b
 
 
+def timing_row(name: str, r, batch: int, note: str, processes: int = 1) -> dict[str, Any]:
+    """A variant's row of the timing table from its run's record: the median time per batch (data wait +
+    step) of the last epoch's batches after its first (steady), as the bottleneck answer's medians; the
+    estimate, the batches the epoch ran times that median; the actual, the epoch's synchronized total."""
+    ep = r.table("epochs").iloc[-1]
+    last = steady(r.table("batches"))
+    per_batch = float((last.data_s + last.train_s).median())
+    return {
+        "variant": name,
+        "global batch": batch,
+        "s/batch": per_batch,
+        "estimated epoch (s)": int(ep.batches) * per_batch,
+        "actual epoch (s)": float(ep.total_s),
+        "processes": processes,
+        "note": note,
+    }
+
+
 def _record(run) -> results.Run:
     return results.read_run(run.run_dir)
 
@@ -158,25 +176,12 @@ def run(cfg, log: Callable[[str], None] = print) -> TinResult:
         )
     else:
         variants["DDP"] = (None, None, "skipped: needs 2 or more workers")
-    rows = []
-    for name, (r, batch, note) in variants.items():
-        if r is None:
-            rows.append({"variant": name, "note": note})
-            continue
-        ep = r.table("epochs").iloc[-1]
-        last = steady(r.table("batches"))  # after the first batch, as the bottleneck answer's medians
-        per_batch = float((last.data_s + last.train_s).median())
-        rows.append(
-            {
-                "variant": name,
-                "global batch": batch,
-                "s/batch": per_batch,
-                "estimated epoch (s)": int(ep.batches) * per_batch,
-                "actual epoch (s)": float(ep.total_s),
-                "processes": procs.get(name, 1),
-                "note": note,
-            }
-        )
+    rows = [
+        timing_row(name, r, batch, note, procs.get(name, 1))
+        if r is not None
+        else {"variant": name, "note": note}
+        for name, (r, batch, note) in variants.items()
+    ]
     return TinResult(
         len(train_dataset(cfg)),
         bool(rec["partial"]),
