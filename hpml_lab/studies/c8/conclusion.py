@@ -9,8 +9,6 @@ figure data.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from ... import sanity
@@ -19,12 +17,12 @@ from ...findings import Background, Finding, say
 from ...profiling import summarize
 from ...results import drop_warmup
 from ...verdict import sample_record
+from .. import _conclude
 from .._conclude import (
     compare_configs,
     counted,
     dedupe,
     loads_by,
-    machines,
     num,
     sampling,
     setting,
@@ -79,35 +77,16 @@ def against_steps(x: Number, took: str, full: bool) -> Finding:
 def learning_flags(done) -> list[sanity.Flag]:
     """Each run's own 'did not learn' record (meta.json's did_not_learn, by sanity's one rule) as its flag,
     named for its mode: the page says of a run what its record says, and nothing of its own."""
-    from ...results import read_run
-
-    flags = []
-    for it in done:
-        try:
-            meta = read_run(it.run_dir).meta
-        except (OSError, ValueError):
-            continue
-        mode = "compiled" if (meta.get("config") or {}).get("compile") else "eager"
-        flags.append(sanity.learning_flag(meta, label=mode))
-    return [f for f in flags if f is not None]
+    return _conclude.learning_flags(
+        done, lambda meta: "compiled" if (meta.get("config") or {}).get("compile") else "eager"
+    )
 
 
 def busy_in(out) -> sanity.Flag | None:
     """'machine busy' from the busiest run this page made: the eager and compiled runs and the traced steps
     (their folder's meta.json), each named after its folder, so the flag never states the load of a run it
     does not name."""
-    from ...results import read_run
-
-    loads = machines(out)
-    trace = getattr(getattr(out, "trace", None), "path", None)
-    if trace:
-        try:
-            meta = read_run(Path(trace).parent).meta
-        except (OSError, ValueError):
-            meta = {}
-        if meta.get("machine"):
-            loads.append({**meta["machine"], "run": str(meta.get("run_id") or Path(trace).parent.name)})
-    return sanity.busiest_seen(loads)
+    return _conclude.busy_of(out, getattr(out, "trace", None))
 
 
 def trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
