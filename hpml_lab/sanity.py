@@ -239,10 +239,11 @@ def chance_rule(num_classes: int, top1: bool = True, chance: Number | None = Non
     )
 
 
-def _chance_seen(epoch: int, loss: float, top1: float, label: Any = "") -> tuple[Finding, Finding]:
-    """('epoch 2', 'its loss 2.3 and top-1 14.5%'): what one epoch of a run ended at, as Numbers named
-    after `label` (the setting of a sweep it ran, where there is one); the top-1 (a fraction) where it was
-    measured."""
+def _epoch_numbers(
+    epoch: int, loss: float, top1: float, label: Any = ""
+) -> tuple[Number, Number, Number | None]:
+    """What one epoch of a run ended at (its number, mean loss and top-1), as Numbers named after `label` (the
+    setting of a sweep it ran, where there is one); no top-1 Number where it was not measured (nan)."""
     p = _prefix(label)
     epoch_n = Number(f"{p}did not learn: epoch", int(epoch), "", "counted", source="the run's epochs")
     loss_n = Number(
@@ -254,7 +255,7 @@ def _chance_seen(epoch: int, loss: float, top1: float, label: Any = "") -> tuple
         source="epochs.csv: the epoch's mean",
     )
     if not math.isfinite(top1):
-        return say("{epoch}", epoch=epoch_n), say("its loss {loss}", loss=loss_n)
+        return epoch_n, loss_n, None
     top1_n = Number(
         f"{p}did not learn: last epoch's top-1",
         100 * top1,
@@ -263,7 +264,15 @@ def _chance_seen(epoch: int, loss: float, top1: float, label: Any = "") -> tuple
         n=1,
         source="epochs.csv: the epoch's",
     )
-    return say("{epoch}", epoch=epoch_n), say("its loss {loss} and top-1 {top1}", loss=loss_n, top1=top1_n)
+    return epoch_n, loss_n, top1_n
+
+
+def _chance_seen(epoch: int, loss: float, top1: float, label: Any = "") -> tuple[Number, Finding]:
+    """(the epoch's Number, 'its loss 2.3 and top-1 14.5%'): _epoch_numbers said as a phrase."""
+    epoch_n, loss_n, top1_n = _epoch_numbers(epoch, loss, top1, label)
+    if top1_n is None:
+        return epoch_n, say("its loss {loss}", loss=loss_n)
+    return epoch_n, say("its loss {loss} and top-1 {top1}", loss=loss_n, top1=top1_n)
 
 
 def _at_chance(loss: float, top1: float, num_classes: int) -> bool:
@@ -326,18 +335,24 @@ def chance_left(
     epoch_losses: Sequence[float], epoch_top1: Sequence[float], num_classes: int, noted: int
 ) -> Finding:
     """What a run says at its end when a mid-run note (chance_note, after epoch `noted`) found it at chance
-    and its last epoch is not (did_not_learn is None): the note is withdrawn, and the record holds no
-    did_not_learn."""
+    and its last epoch is not (did_not_learn is None): which of its loss and top-1 left chance, by the rule,
+    and that the note is withdrawn and the record holds no did_not_learn."""
     losses, top1 = [float(x) for x in epoch_losses], [float(x) for x in epoch_top1]
     acc = top1[-1] if top1 else math.nan
-    epoch_n, seen = _chance_seen(len(losses), losses[-1], acc)
+    loss_off = not losses[-1] >= (1 - CHANCE_MARGIN) * chance_loss(num_classes)
+    top1_off = math.isfinite(acc) and acc > chance_top1(num_classes)
+    epoch_n, loss_n, top1_n = _epoch_numbers(len(losses), losses[-1], acc)
+    if loss_off and top1_off:
+        off = say("its loss {loss} and top-1 {top1} are past the rule's limits", loss=loss_n, top1=top1_n)
+    elif top1_off:
+        off = say("its top-1 {top1} is above the rule's limit", top1=top1_n)
+    else:
+        off = say("its loss {loss} is below the rule's limit", loss=loss_n)
     return say(
-        "after epoch {epoch} {seen} "
-        + ("are not both" if math.isfinite(acc) else "is not")
-        + " at chance ({rule}), so the note after epoch {noted} is withdrawn and meta.json records no "
-        "did_not_learn",
+        "the note after epoch {noted} is withdrawn: after epoch {epoch} {off} ({rule}), so the run is no "
+        "longer at chance, and meta.json records no did_not_learn",
         epoch=epoch_n,
-        seen=seen,
+        off=off,
         rule=chance_rule(num_classes, top1=math.isfinite(acc)),
         noted=Number(
             "did not learn: epoch of the note", int(noted), "", "counted", source="the run's epochs"

@@ -400,7 +400,7 @@ def _check_learning(cfg, epoch_rows: list[dict], classes: int, meta: dict, say: 
             "diverged), which is its record instead",
         )
     elif noted:
-        _said(cfg, f"no longer at chance: {sanity.chance_left(losses, top1, classes, noted).plain()}")
+        _said(cfg, sanity.chance_left(losses, top1, classes, noted).plain())
 
 
 def _noted(losses: list, top1: list, classes: int, meta: dict) -> int:

@@ -84,10 +84,15 @@ def test_a_run_at_chance_after_epoch_2_that_learns_withdraws_its_note(tiny_cfg, 
     assert "did_not_learn" not in meta
     assert "did not learn" not in err and err.count("[test] note: after epoch 2") == 1
     assert err.splitlines()[-1] == (
-        "[test] no longer at chance: after epoch 4 its loss 2.5 and top-1 21.9% are not both at chance "
+        "[test] the note after epoch 2 is withdrawn: after epoch 4 its top-1 21.9% is above the rule's limit "
         "(loss at or above 2.19, within 5% of the chance loss ln(10) = 2.3; top-1 at or below 15%), so the "
-        "note after epoch 2 is withdrawn and meta.json records no did_not_learn"
+        "run is no longer at chance, and meta.json records no did_not_learn"
     )
+    # which of the two left chance is said: the loss alone, or both
+    _learning_log(tiny_cfg.replace(epochs=3), _rows((2.4, 0.1), (2.3, 0.1), (2.0, 0.12)))
+    assert "after epoch 3 its loss 2 is below the rule's limit (" in capsys.readouterr().err
+    _learning_log(tiny_cfg.replace(epochs=3), _rows((2.4, 0.1), (2.3, 0.1), (1.5, 0.4)))
+    assert "its loss 1.5 and top-1 40% are past the rule's limits (" in capsys.readouterr().err
     # a run that never sat at chance says nothing; one of two epochs at chance says the decision alone
     assert _learning_log(tiny_cfg.replace(epochs=3), _rows((2.3, 0.1), (1.5, 0.4), (1.2, 0.6))) == {}
     assert capsys.readouterr().err == ""
