@@ -32,7 +32,7 @@ The flags, and when each is raised:
 - live plot: the run drew a live plot (progress=plot in a Jupyter kernel, meta.json's `progress`): its redraws
   count in total_s
 
-Why one module of about 600 lines: the flags share Flag, the thresholds and the label slots above, and this
+Why one module of about 800 lines: the flags share Flag, the thresholds and the label slots above, and this
 list is the one place a reader finds when each of them is raised.
 """
 

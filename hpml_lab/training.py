@@ -364,9 +364,8 @@ def _check_learning(cfg, epoch_rows: list[dict], classes: int, meta: dict, say: 
     meta.json's did_not_learn holds that decision after every epoch (an interrupted run's record describes the
     epochs it finished, as a diverged run's does), and at the run's last epoch it is the run's. The line the
     run prints is that last decision, said once at its end; an earlier epoch at chance prints only a note that
-    the end confirms or withdraws (sanity.chance_note), so that the log never states a conclusion the record
-    later takes back (a run at chance after epoch 2 that learned by epoch 4 once printed "the run did not
-    learn" beside a record and a page that said it learned)."""
+    the end confirms or withdraws (sanity.chance_note), so that the log never states a conclusion that the
+    record, the page's flag and the index's line then contradict."""
     losses, top1 = [e["loss"] for e in epoch_rows], [e["acc"] for e in epoch_rows]
     flag = None if "diverged" in meta else sanity.did_not_learn(losses, top1, classes)
     if flag is None:  # a NaN loss is its own record and flag
