@@ -11,12 +11,14 @@ The flags, and when each is raised:
 
 - diverged: the loss at the end (mean of the last fifth of the batches) is above ln(classes) + 0.5, chance
   level plus a margin, or is NaN/inf
-- did not learn: from the second epoch on, the last epoch's mean loss is still at chance, at or above
+- did not learn: a run of two epochs or more whose last epoch's mean loss is still at chance, at or above
   (1 - CHANCE_MARGIN) ln(classes) (CHANCE_MARGIN 0.05: 2.19 for CIFAR-10), and its top-1 at chance too (where
   it was measured), at or below CHANCE_TOP1 / classes and no more than CHANCE_TOP1_POINTS above 1 / classes
-  (chance_top1: 15% for CIFAR-10, 30% for 4 classes); training recorded it in meta.json's `did_not_learn` (a
-  NaN loss is "diverged" instead); the flag, and every page that reads the record, states the rule the same
-  way (chance_rule)
+  (chance_top1: 15% for CIFAR-10, 30% for 4 classes). Decided once, at the run's end, over its last epoch:
+  training records it in meta.json's `did_not_learn` (a NaN loss is "diverged" instead) and prints that
+  decision; a run at chance earlier (after its second epoch) prints a note that the end confirms or
+  withdraws (chance_note, chance_left), never the decision. The flag, the line the run prints, and every
+  page that reads the record state the rule the same way (chance_rule)
 - no steady state: the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10%
   and the last beyond the first by 25% (by 2x when there are only two)
 - too few samples: fewer than 3 values behind a median: no spread is shown
@@ -30,7 +32,7 @@ The flags, and when each is raised:
 - live plot: the run drew a live plot (progress=plot in a Jupyter kernel, meta.json's `progress`): its redraws
   count in total_s
 
-Why one module of about 600 lines: the flags share Flag, the thresholds and the label slots above, and this
+Why one module of about 800 lines: the flags share Flag, the thresholds and the label slots above, and this
 list is the one place a reader finds when each of them is raised.
 """
 
@@ -237,19 +239,11 @@ def chance_rule(num_classes: int, top1: bool = True, chance: Number | None = Non
     )
 
 
-def _not_learned(epoch: int, loss: float, top1: float, num_classes: int, label: Any = "") -> Flag | None:
-    """The 'did not learn' flag of a run whose epoch `epoch` ended at `loss` and `top1` (a fraction), its
-    numbers named Numbers (named after `label`, the setting of a sweep it ran, where there is one) and the
-    rule stated with them (chance_rule); None unless its loss is at chance and its top-1 too (where it was
-    measured)."""
-    chance = chance_loss(num_classes)
-    loss_stuck = math.isfinite(loss) and loss >= (1 - CHANCE_MARGIN) * chance
-    top1_known = math.isfinite(top1)
-    top1_stuck = top1_known and top1 <= chance_top1(num_classes)
-    # both must say so where both were measured: a loss near chance beside a top-1 well above it (or the
-    # reverse) is a run that learned something, and calling it one that did not would be false
-    if not (loss_stuck and (top1_stuck or not top1_known)):
-        return None
+def _epoch_numbers(
+    epoch: int, loss: float, top1: float, label: Any = ""
+) -> tuple[Number, Number, Number | None]:
+    """What one epoch of a run ended at (its number, mean loss and top-1), as Numbers named after `label` (the
+    setting of a sweep it ran, where there is one); no top-1 Number where it was not measured (nan)."""
     p = _prefix(label)
     epoch_n = Number(f"{p}did not learn: epoch", int(epoch), "", "counted", source="the run's epochs")
     loss_n = Number(
@@ -260,29 +254,121 @@ def _not_learned(epoch: int, loss: float, top1: float, num_classes: int, label: 
         n=1,
         source="epochs.csv: the epoch's mean",
     )
-    if top1_known:
-        top1_n = Number(
-            f"{p}did not learn: last epoch's top-1",
-            100 * top1,
-            "%",
-            "measured",
-            n=1,
-            source="epochs.csv: the epoch's",
-        )
-        seen = say("its loss {loss} and top-1 {top1} are still at chance", loss=loss_n, top1=top1_n)
-    else:  # top-1 was not measured: the loss alone says it
-        seen = say("its loss {loss} is still at chance, its top-1 not measured", loss=loss_n)
+    if not math.isfinite(top1):
+        return epoch_n, loss_n, None
+    top1_n = Number(
+        f"{p}did not learn: last epoch's top-1",
+        100 * top1,
+        "%",
+        "measured",
+        n=1,
+        source="epochs.csv: the epoch's",
+    )
+    return epoch_n, loss_n, top1_n
+
+
+def _chance_seen(epoch: int, loss: float, top1: float, label: Any = "") -> tuple[Number, Finding]:
+    """(the epoch's Number, 'its loss 2.3 and top-1 14.5%'): _epoch_numbers said as a phrase."""
+    epoch_n, loss_n, top1_n = _epoch_numbers(epoch, loss, top1, label)
+    if top1_n is None:
+        return epoch_n, say("its loss {loss}", loss=loss_n)
+    return epoch_n, say("its loss {loss} and top-1 {top1}", loss=loss_n, top1=top1_n)
+
+
+def _at_chance(loss: float, top1: float, num_classes: int) -> bool:
+    """The rule (chance_rule): the loss at chance, and the top-1 at chance too where it was measured; a loss
+    near chance beside a top-1 well above it (or the reverse) is a run that learned something."""
+    loss_stuck = math.isfinite(loss) and loss >= (1 - CHANCE_MARGIN) * chance_loss(num_classes)
+    return loss_stuck and (not math.isfinite(top1) or top1 <= chance_top1(num_classes))
+
+
+def _not_learned(epoch: int, loss: float, top1: float, num_classes: int, label: Any = "") -> Flag | None:
+    """The 'did not learn' flag of a run whose epoch `epoch` ended at `loss` and `top1` (a fraction), its
+    numbers named Numbers (named after `label`, the setting of a sweep it ran, where there is one) and the
+    rule stated with them (chance_rule); None unless its loss is at chance and its top-1 too (where it was
+    measured)."""
+    if not _at_chance(loss, top1, num_classes):
+        return None
+    top1_known = math.isfinite(top1)
+    epoch_n, seen = _chance_seen(epoch, loss, top1, label)
     return Flag(
         "did not learn",
         say(
-            "{label}after epoch {epoch} {seen} ({rule}): the run did not learn, so its losses and accuracies "
-            "say nothing about the setting it ran",
+            "{label}after epoch {epoch} {seen} "
+            + ("are" if top1_known else "is")
+            + " still at chance"
+            + ("" if top1_known else ", its top-1 not measured")
+            + " ({rule}): the run did not learn, so its losses and accuracies say nothing about the setting "
+            "it ran",
             label=_label(label),
             epoch=epoch_n,
             seen=seen,
             rule=chance_rule(num_classes, top1=top1_known),
         ),
     )
+
+
+def chance_note(
+    epoch_losses: Sequence[float], epoch_top1: Sequence[float], num_classes: int, last_epoch: int
+) -> Finding | None:
+    """What a training run may say mid-run, from its second epoch on, when its latest epoch is at chance by
+    the rule (the same test as did_not_learn): an observation that its last epoch (`last_epoch`) confirms or
+    withdraws, never the decision, which is the record's at the run's end (did_not_learn over the last
+    epoch). None where the latest epoch is not at chance, or is the last."""
+    losses, top1 = [float(x) for x in epoch_losses], [float(x) for x in epoch_top1]
+    if len(losses) < 2 or len(losses) >= last_epoch or did_not_learn(losses, top1, num_classes) is None:
+        return None
+    acc = top1[-1] if top1 else math.nan
+    epoch_n, seen = _chance_seen(len(losses), losses[-1], acc)
+    return say(
+        "after epoch {epoch} {seen} "
+        + ("are" if math.isfinite(acc) else "is")
+        + " at chance ({rule}); whether the run learned is decided after its last epoch, epoch {last}",
+        epoch=epoch_n,
+        seen=seen,
+        rule=chance_rule(num_classes, top1=math.isfinite(acc)),
+        last=Number("did not learn: the run's last epoch", int(last_epoch), "", "setting", source="epochs"),
+    )
+
+
+def chance_left(
+    epoch_losses: Sequence[float], epoch_top1: Sequence[float], num_classes: int, noted: int
+) -> Finding:
+    """What a run says at its end when a mid-run note (chance_note, after epoch `noted`) found it at chance
+    and its last epoch is not (did_not_learn is None): which of its loss and top-1 left chance, by the rule,
+    and that the note is withdrawn and the record holds no did_not_learn."""
+    losses, top1 = [float(x) for x in epoch_losses], [float(x) for x in epoch_top1]
+    acc = top1[-1] if top1 else math.nan
+    loss_off = not losses[-1] >= (1 - CHANCE_MARGIN) * chance_loss(num_classes)
+    top1_off = math.isfinite(acc) and acc > chance_top1(num_classes)
+    epoch_n, loss_n, top1_n = _epoch_numbers(len(losses), losses[-1], acc)
+    if loss_off and top1_off:
+        off = say("its loss {loss} and top-1 {top1} are past the rule's limits", loss=loss_n, top1=top1_n)
+    elif top1_off:
+        off = say("its top-1 {top1} is above the rule's limit", top1=top1_n)
+    else:
+        off = say("its loss {loss} is below the rule's limit", loss=loss_n)
+    return say(
+        "the note after epoch {noted} is withdrawn: after epoch {epoch} {off} ({rule}), so the run is no "
+        "longer at chance, and meta.json records no did_not_learn",
+        epoch=epoch_n,
+        off=off,
+        rule=chance_rule(num_classes, top1=math.isfinite(acc)),
+        noted=Number(
+            "did not learn: epoch of the note", int(noted), "", "counted", source="the run's epochs"
+        ),
+    )
+
+
+def chance_noted(epoch_losses: Sequence[float], epoch_top1: Sequence[float], num_classes: int) -> int:
+    """The epoch after which a run of these epochs said its mid-run note (chance_note: the first epoch from
+    the second on, before the last, that was at chance), or 0: decided from the epochs alone, so the run's
+    end knows what it said without keeping a state."""
+    losses, top1 = list(epoch_losses), list(epoch_top1)
+    for k in range(2, len(losses)):
+        if did_not_learn(losses[:k], top1[:k], num_classes) is not None:
+            return k
+    return 0
 
 
 def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -> bool:

@@ -360,31 +360,57 @@ def _epochs(cfg, step, loader, device, dist_env, folder: Path | None, meta) -> t
 
 
 def _check_learning(cfg, epoch_rows: list[dict], classes: int, meta: dict, say: bool) -> None:
-    """From the second epoch on: a run whose last epoch is still at chance (sanity.did_not_learn) is recorded
-    in meta.json's did_not_learn, as a diverged run is, and said in one line the first time; a later epoch
-    that learned takes the record back (it describes the run's latest epoch)."""
-    if "diverged" in meta:  # a NaN loss is its own record and flag
-        return
-    flag = sanity.did_not_learn([e["loss"] for e in epoch_rows], [e["acc"] for e in epoch_rows], classes)
-    if flag is None:
+    """Whether the run did not learn (sanity.did_not_learn), decided over its latest epoch from the second on:
+    meta.json's did_not_learn holds that decision after every epoch (an interrupted run's record describes the
+    epochs it finished, as a diverged run's does), and at the run's last epoch it is the run's. The line the
+    run prints is that last decision, said once at its end; an earlier epoch at chance prints only a note that
+    the end confirms or withdraws (sanity.chance_note), so that the log never states a conclusion that the
+    record, the page's flag and the index's line then contradict."""
+    losses, top1 = [e["loss"] for e in epoch_rows], [e["acc"] for e in epoch_rows]
+    flag = None if "diverged" in meta else sanity.did_not_learn(losses, top1, classes)
+    if flag is None:  # a NaN loss is its own record and flag
         meta.pop("did_not_learn", None)
+    else:
+        e = epoch_rows[-1]
+        meta["did_not_learn"] = {
+            "epoch": e["epoch"],
+            "loss": e["loss"],
+            "acc": e["acc"],
+            "classes": classes,
+            "chance_loss": sanity.chance_loss(classes),
+            "message": flag.message,
+        }
+    if not say:
         return
-    e = epoch_rows[-1]
-    first = "did_not_learn" not in meta
-    meta["did_not_learn"] = {
-        "epoch": e["epoch"],
-        "loss": e["loss"],
-        "acc": e["acc"],
-        "classes": classes,
-        "chance_loss": sanity.chance_loss(classes),
-        "message": flag.message,
-    }
-    if first and say:
-        print(
-            f"[{cfg.task}] did not learn: {flag.message} (lr {cfg.lr}, batch {cfg.batch_size})",
-            file=sys.stderr,
-            flush=True,
+    epoch = int(epoch_rows[-1]["epoch"])
+    if epoch < cfg.epochs:  # mid-run: a note the first time, never the decision
+        note = None if "diverged" in meta else sanity.chance_note(losses, top1, classes, cfg.epochs)
+        if note is not None and _noted(losses, top1, classes, meta) == 0:
+            _said(cfg, f"note: {note.plain()}")
+        return
+    noted = _noted(losses, top1, classes, meta)
+    if flag is not None:
+        _said(cfg, f"did not learn: {flag.message} (lr {cfg.lr}, batch {cfg.batch_size})")
+    elif noted and "diverged" in meta:
+        at = meta["diverged"]["epoch"]
+        _said(
+            cfg,
+            f"the note after epoch {noted} is withdrawn: the run diverged at epoch {at} (meta.json's "
+            "diverged), which is its record instead",
         )
+    elif noted:
+        _said(cfg, sanity.chance_left(losses, top1, classes, noted).plain())
+
+
+def _noted(losses: list, top1: list, classes: int, meta: dict) -> int:
+    """The epoch whose note (sanity.chance_note) this run printed before its latest epoch, or 0: the epochs
+    before a divergence alone (after it the run says no note)."""
+    upto = meta["diverged"]["epoch"] if "diverged" in meta else len(losses)
+    return sanity.chance_noted(losses[:upto], top1[:upto], classes)
+
+
+def _said(cfg, text: str) -> None:
+    print(f"[{cfg.task}] {text}", file=sys.stderr, flush=True)
 
 
 def _reduce_epoch(loss_v, corr_v, sizes, total, step_times, wait):

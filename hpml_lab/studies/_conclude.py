@@ -168,10 +168,48 @@ def meta_machine(sweep) -> dict | None:
     return max(machines(sweep), key=sanity.pressure, default=None)
 
 
-def busy_of(sweep) -> sanity.Flag | None:
-    """'machine busy' from the busiest run of a sweep: its numbers are that run's, named after its folder, and
-    the flag says how many runs the report read."""
-    return sanity.busiest_seen(machines(sweep))
+def trace_loads(trace) -> list[dict]:
+    """The machine load recorded with a study's profiler trace (its folder's meta.json), named after that
+    folder: a page that shows the trace's tables read that run too. [] without one."""
+    from ..results import read_run
+
+    path = getattr(trace, "path", None)
+    if not path:
+        return []
+    folder = Path(path).parent
+    try:
+        meta = read_run(folder).meta
+    except (OSError, ValueError):
+        return []
+    return [{**meta["machine"], "run": str(meta.get("run_id") or folder.name)}] if meta.get("machine") else []
+
+
+def busy_of(sweep, trace=None) -> sanity.Flag | None:
+    """'machine busy' from the busiest run of a sweep, and of its profiler trace where the page shows one
+    (`trace`, tracing.Trace): its numbers are that run's, named after its folder, and the flag says how many
+    runs the report read."""
+    return sanity.busiest_seen(machines(sweep) + trace_loads(trace))
+
+
+def learning_flags(items, label_of) -> list[sanity.Flag]:
+    """Each complete run's own 'did not learn' record (meta.json's did_not_learn, decided by training at the
+    run's end, by sanity's one rule) as its flag, named by label_of(meta) (a word or a Finding; None leaves
+    the run out): the page says of a run what its record and the line the run printed say, and nothing of
+    its own."""
+    from ..results import read_run
+
+    flags = []
+    for it in items:
+        if not getattr(it, "complete", True):
+            continue
+        try:
+            meta = read_run(it.run_dir).meta
+        except (OSError, ValueError):
+            continue
+        label = label_of(meta)
+        if label is not None:
+            flags.append(sanity.learning_flag(meta, label=label))
+    return [f for f in flags if f is not None]
 
 
 def steady_batches(items, by: str) -> pd.DataFrame:

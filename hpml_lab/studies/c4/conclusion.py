@@ -21,6 +21,7 @@ from .._conclude import (
     busy_of,
     compare_configs,
     dedupe,
+    learning_flags,
     loads_by,
     num,
     sampling,
@@ -34,9 +35,21 @@ from ..lab2_conclusion import first_epoch_finding
 
 # how the compared counts' runs were made, as the verdicts record it (_conclude.sampling)
 SAMPLING = {
-    "sequential": "; the counts ran one after the other, not interleaved",
-    "interleaved": "; the counts took turns",
+    "sequential": "The counts ran one after the other, not interleaved",
+    "interleaved": "The counts took turns",
 }
+# what both verdicts compare, in short sentences (one read a run-on sentence twice to find its subject)
+SAMPLES = [
+    "Both verdicts compare whole epochs",
+    "Each epoch after a run's warm-up epoch is one sample, and the median of those epochs is the statistic",
+    "The steps within an epoch are not samples of their own: they run back to back, at one moment of the "
+    "machine",
+]
+
+
+def count_label(n) -> Finding:
+    """'0 workers', its count the setting Number 'C4 worker count 0': how the page names each count's run."""
+    return worker_label(int(n), fmt_in("C4 worker count {n}", n=int(n)))
 
 
 def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
@@ -93,11 +106,19 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     bt = steady_batches(out.items, "num_workers")
     # each count's run diverged or not; the settings that differ are the page's own (notebook.answer), not a
     # count's: a count's run_flags said "num_workers 0 (lab 2)" beside a config of 1
-    flags: list = [
-        sanity.diverged(g["loss"], classes_of(cfg), label=worker_label(n, fmt_in("C4 worker count {n}", n=n)))
+    diverged = {
+        int(n): sanity.diverged(g["loss"], classes_of(cfg), label=count_label(n))
         for n, g in bt.groupby("num_workers")
-    ]
-    flags.append(busy_of(out))
+    }
+    flags: list = list(diverged.values())
+    # every run the page reads: the counts' runs and the profiler trace whose tables it shows
+    flags.append(busy_of(out, getattr(out, "trace", None)))
+
+    def learned_label(meta):  # a count's own record of whether it learned, unless its diverged flag says more
+        n = (meta.get("config") or {}).get("num_workers")
+        return None if n is None or diverged.get(int(n)) is not None else count_label(n)
+
+    flags += learning_flags(out.items, learned_label)
     # the epochs the table summarises (study.phase_summary) are the verdicts' samples: the steps of one epoch
     # run back to back, at one moment of the machine, so they are not counted as samples of their own
     ep = drop_warmup(out.epochs)
@@ -105,7 +126,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     for n, g in ep.groupby("num_workers"):
         waits[int(n)] = num(f"{workers(n)}: data wait per epoch", g["data_s"], "s")
         computes[int(n)] = num(f"{workers(n)}: compute per epoch", g["train_s"], "s")
-    labels = {n: worker_label(n, fmt_in("C4 worker count {n}", n=n)) for n in waits}
+    labels = {n: count_label(n) for n in waits}
     tag = c3_tag(best_n, getattr(out, "c3_rows", None))
     shares = []
     summary = getattr(out, "summary", None)
@@ -120,7 +141,11 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
                     n=int(r.get("n", 1) or 1),
                 )
                 shares.append(say("{share} with {w}", share=share, w=labels[int(n)]))
-    details = [say("Waiting for data is a share of the epoch of {s}", s=join(shares, ", "))] if shares else []
+    details = (
+        [say("Waiting for data took this share of each epoch: {s}", s=join(shares, ", ", " and "))]
+        if shares
+        else []
+    )
     details += first_epochs(out.epochs, labels)
     background = [
         Background(
@@ -168,11 +193,8 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         lead.up(),
         say("Data wait: {d}", d=vd.finding("C4 data wait", **lab)),
         say("Compute: {c}", c=vc.finding("C4 compute", **lab)),
-        say(
-            "Both compare whole epochs, each epoch after a run's warm-up epoch one sample and their median "
-            "the statistic: the steps of an epoch run back to back, at one moment of the machine, so they "
-            "are not samples of their own" + SAMPLING.get(sampling([vd, vc]), "")
-        ),
+        *[say(x) for x in SAMPLES],
+        *([say(SAMPLING[sampling([vd, vc])])] if sampling([vd, vc]) in SAMPLING else []),
         say(
             "Per epoch, as the table has them ("
             + ("the one epoch each run kept" if max(waits[against].n, waits[1].n) == 1 else "medians")

@@ -20,6 +20,7 @@ from ...data import build_loader
 from ...device import resolve_device, seed_everything
 from ...profiling import summarize
 from ...results import drop_warmup
+from ...sanity import machine_load
 from ...step import build_model, build_optimizer
 from ...sweeps import run_sweep, tables
 from ...training import train
@@ -93,6 +94,7 @@ def run(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print
     model = build_model(cfg, device)  # as timed: channels-last, compile, checkpointing as cfg asks
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
+    before = machine_load()  # the trace's record states the load before it, as every run's does, not its own
     tr = _trace(
         model,
         build_loader(cfg.replace(num_workers=best), device),
@@ -106,7 +108,12 @@ def run(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print
         tdir,
         {"top_ops": tr.top_ops},
         results.new_meta(
-            cfg.replace(num_workers=best), device, kind="trace", steps=tr.steps, warmup_steps=tr.warmup
+            cfg.replace(num_workers=best),
+            device,
+            kind="trace",
+            steps=tr.steps,
+            warmup_steps=tr.warmup,
+            machine=before,
         ),
     )
     return C4Result(epochs, summary, best, source, tr, items, c3_rows, against)

@@ -12,7 +12,17 @@ from ...answers import Answer, Number
 from ...findings import Background, say
 from ...results import drop_warmup
 from ...verdict import sample_record
-from .._conclude import busy_of, compare_configs, counted, dedupe, loads_by, num, setting, steady_batches
+from .._conclude import (
+    busy_of,
+    compare_configs,
+    counted,
+    dedupe,
+    learning_flags,
+    loads_by,
+    num,
+    setting,
+    steady_batches,
+)
 from ..lab2_conclusion import first_epoch_finding
 
 DEVICE_LABELS = {"cpu": "CPU", "cuda": "GPU"}
@@ -45,6 +55,13 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     the devices ran one after the other, which the verdict knows."""
     ep = out.epochs
     flags: list = [busy_of(out)]
+    # each device's run's own record of whether it learned, as the line the run printed at its end says
+    flags += learning_flags(
+        out.items,
+        lambda meta: (
+            DEVICE_LABELS.get(str((meta.get("config") or {}).get("device")), "") if len(out.items) > 1 else ""
+        ),
+    )
     said = []  # one sentence per device, the CPU's first: each names its own device
     dropped = []  # per device: what its first epoch, left out as warm-up, showed
     for device, g in sorted(ep.groupby("device", sort=False), key=lambda x: x[0] != "cpu"):

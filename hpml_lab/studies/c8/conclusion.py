@@ -9,8 +9,6 @@ figure data.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from ... import sanity
@@ -19,12 +17,12 @@ from ...findings import Background, Finding, say
 from ...profiling import summarize
 from ...results import drop_warmup
 from ...verdict import sample_record
+from .. import _conclude
 from .._conclude import (
     compare_configs,
     counted,
     dedupe,
     loads_by,
-    machines,
     num,
     sampling,
     setting,
@@ -40,38 +38,55 @@ HOST_WAIT = Background(
 )
 
 
+# Why C8 cannot tell whether compiling pays off, by the verdict's reason (verdict.TIES): the headline's words
+CANT_TELL = {
+    "busy machine": "the two runs were made one after the other on a busy machine",
+    "load moved": "the machine's load moved between the two runs",
+    "load not recorded": "the two runs were made one after the other, their load not recorded",
+    "within twin noise": "the difference is within this machine's own noise",
+}
+TIED = "compiled and eager steps cannot be told apart"  # the interval holds no difference, or too little
+SEQUENTIAL_TIES = ("busy machine", "load moved", "load not recorded")  # verdicts that say how the runs ran
+NO_PAY_BACK = say(
+    "No pay-back step count is given: it needs a compiled step measurably cheaper than an eager one, and "
+    "these runs cannot tell"
+)
+
+
+def against_steps(x: Number, took: str, full: bool) -> Finding:
+    """A first epoch's compute against its steps at their median after warm-up, said with its direction: '...
+    took 37.3 s longer than its steps at their median after warm-up', or '0.329 s less' (a Number of the
+    shortfall, never 'exceeded by -0.329 s'); `full` names what it is measured against, else it is understood
+    from the sentence before ('eager's took 0.329 s less')."""
+    against = " than its steps at their median after warm-up" if full else ""
+    if x.value > 0:
+        return say(took + " {x} longer" + against, x=x)
+    if x.value < 0:
+        short = Number(
+            x.name.replace("minus its steps", "short of its steps"),
+            -x.value,
+            x.unit,
+            x.provenance,
+            n=x.n,
+            source="its steps x the median step after warm-up - epoch 1's compute",
+        )
+        return say(took + " {x} less" + against, x=short)
+    return say(took + (" as long as its steps at their median after warm-up" if full else " just as long"))
+
+
 def learning_flags(done) -> list[sanity.Flag]:
     """Each run's own 'did not learn' record (meta.json's did_not_learn, by sanity's one rule) as its flag,
     named for its mode: the page says of a run what its record says, and nothing of its own."""
-    from ...results import read_run
-
-    flags = []
-    for it in done:
-        try:
-            meta = read_run(it.run_dir).meta
-        except (OSError, ValueError):
-            continue
-        mode = "compiled" if (meta.get("config") or {}).get("compile") else "eager"
-        flags.append(sanity.learning_flag(meta, label=mode))
-    return [f for f in flags if f is not None]
+    return _conclude.learning_flags(
+        done, lambda meta: "compiled" if (meta.get("config") or {}).get("compile") else "eager"
+    )
 
 
 def busy_in(out) -> sanity.Flag | None:
     """'machine busy' from the busiest run this page made: the eager and compiled runs and the traced steps
     (their folder's meta.json), each named after its folder, so the flag never states the load of a run it
     does not name."""
-    from ...results import read_run
-
-    loads = machines(out)
-    trace = getattr(getattr(out, "trace", None), "path", None)
-    if trace:
-        try:
-            meta = read_run(Path(trace).parent).meta
-        except (OSError, ValueError):
-            meta = {}
-        if meta.get("machine"):
-            loads.append({**meta["machine"], "run": str(meta.get("run_id") or Path(trace).parent.name)})
-    return sanity.busiest_seen(loads)
+    return _conclude.busy_of(out, getattr(out, "trace", None))
 
 
 def trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
@@ -171,19 +186,23 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
         "sequential": " made one after the other (not interleaved)",
         "interleaved": " taking turns (interleaved)",
     }
+    # a tie for how the runs were made says so itself ("their runs were made one after the other ..."):
+    # the lead does not say it twice
+    said_in_verdict = v.outcome == "tie" and v.reason.startswith(SEQUENTIAL_TIES)
     per_step = say(
-        "Per step after warm-up, from the two runs" + how.get(sampling([v]), "") + ": {v}",
+        "Per step after warm-up, from the two runs"
+        + ("" if said_in_verdict else how.get(sampling([v]), ""))
+        + ": {v}",
         v=v.finding("C8 step"),
     )
     details = [per_step, say("Per step after warm-up (medians): eager {e}, compiled {c}", e=e_step, c=c_step)]
     if cost_n is not None:
         details.append(
             say(
-                "In its first epoch each run's compute exceeded its steps at their median after warm-up, the "
-                "compiled run's by {bc} and eager's by {be} (one first epoch each, runs made one after the "
-                "other): the difference, {cost}, holds the compile",
-                bc=firsts["compiled"]["beyond"],
-                be=firsts["eager"]["beyond"],
+                "In the first epoch, {compiled}, and {eager} (one first epoch each, runs made one after the "
+                "other): the difference between the two, {cost}, is the compile cost",
+                compiled=against_steps(firsts["compiled"]["beyond"], "the compiled run's compute took", True),
+                eager=against_steps(firsts["eager"]["beyond"], "eager's took", False),
                 cost=cost_n,
             )
         )
@@ -229,11 +248,20 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
         )
     elif v.reason == "too few samples":
         head = say("Too few steps to tell whether compiling pays off")
-    else:
-        head = say("This run does not show compiling paying off: no measurable gain per step")
+        details.insert(0, NO_PAY_BACK)
+    elif v.outcome == "worse":
+        head = say("Compiling does not pay off here: {v}", v=v.short("C8 step"))
         details.insert(
-            0, say("With no measurable gain per step, the compile cost is not paid back at this size")
+            0,
+            say(
+                "With each compiled step costing more than an eager one, no number of steps pays back the "
+                "compile cost"
+            ),
         )
+    else:  # a can't-tell: the samples may point one way, yet the design or the interval cannot say which
+        why = next((w for r, w in CANT_TELL.items() if v.reason.startswith(r)), TIED)
+        head = say("Can't tell whether compiling pays off: " + why)
+        details.insert(0, NO_PAY_BACK)
     background = [
         Background(
             "Compiling costs time once, on the first steps, and can pay back later when each compiled step "
@@ -273,7 +301,7 @@ def first_epochs(out) -> dict:
             "compute": Number(f"{mode}: epoch 1 compute", epoch1, "s", "measured", n=1),
             "median": num(f"{mode}: compute per step", later, "ms", 1000),  # the answer's per-step median
             "beyond": Number(
-                f"{mode}: epoch 1 compute beyond its steps at the median",
+                f"{mode}: epoch 1 compute minus its steps at the median",
                 epoch1 - len(first) * median,
                 "s",
                 "measured",
@@ -290,7 +318,7 @@ def first_epochs(out) -> dict:
                 "s",
                 "measured",
                 n=1,
-                source="compiled's epoch-1 compute beyond its steps at the median - eager's",
+                source="compiled's epoch-1 compute minus its steps at the median - eager's",
             )
             if cost > 0
             else None
@@ -335,8 +363,8 @@ def first_epoch_table(out) -> pd.DataFrame:
                 "epoch 1 steps": f["steps"].value,
                 "epoch 1 compute (s)": f["compute"].value,
                 "median step after warm-up (ms)": f["median"].value,
-                "epoch 1 compute beyond its steps at that median (s)": f["beyond"].value,
-                "compile cost: compiled's excess - eager's (s)": cost.value if cost is not None else None,
+                "epoch 1 compute minus its steps at that median (s)": f["beyond"].value,
+                "compile cost: compiled's minus eager's (s)": cost.value if cost is not None else None,
             }
         )
     return pd.DataFrame(rows)

@@ -22,6 +22,7 @@ from ...device import resolve_device, seed_everything
 from ...fastpath import check_backend, compile_available
 from ...profiling import summarize
 from ...results import drop_warmup
+from ...sanity import machine_load
 from ...step import build_model, build_optimizer
 from ...sweeps import run_sweep, tables
 from ...training import train
@@ -116,6 +117,7 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     model = compiled_model["m"] if traced else build_model(cfg.replace(compile=False), device)
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"
+    before = machine_load()  # the trace's record states the load before it, as every run's does, not its own
     tr = _trace(
         model, build_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg
     )
@@ -129,6 +131,7 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
             traced_mode="compile" if traced else "eager",
             steps=tr.steps,
             warmup_steps=tr.warmup,
+            machine=before,
         ),
     )
     return C8Result(
