@@ -102,7 +102,7 @@ class Answer:
         """Every Number its findings state (each once), in the order stated."""
         out: list = []
         for f in [*self.findings, self.missing_finding]:
-            out += [n for n in f.numbers() if not any(n is m for m in out)]
+            out += [n for n in f.numbers() if not any(n is m or n == m for m in out)]
         return out
 
     def as_dict(self) -> dict[str, Any]:

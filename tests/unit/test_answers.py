@@ -122,3 +122,17 @@ def test_an_answer_written_as_text_is_refused():
     its text, outside any slot; a headline is a Finding now, and a text is refused where it is written."""
     with pytest.raises(TypeError, match="headline is a Finding"):
         Answer("Q?", "compiled is 1.3x faster", "answered", [Number("step", 17.3, "ms", "measured", n=5)])
+
+
+def test_an_answer_lists_a_number_its_headline_and_details_both_state_once():
+    """A verdict used in both the headline and a detail listed its ratio twice under "its numbers" (two equal
+    Numbers, not one object)."""
+    from hpml_lab.answers import Answer, Number
+    from hpml_lab.findings import say
+
+    a = Answer(
+        "Q",
+        say("A is {r} B", r=Number("ratio", 1.55, "x", "measured", n=3)),
+        [say("A is {r} B, and more", r=Number("ratio", 1.55, "x", "measured", n=3))],
+    )
+    assert [n.name for n in a.numbers] == ["ratio"]
