@@ -165,6 +165,18 @@ def test_an_allreduce_line_that_misses_its_points_or_outlasts_a_whole_call_is_no
         "GB/s at 44.7 MB, its latency included (gloo, 2 processes)."
     )
     assert "busbw (fit)" not in {n.name for n in lab5_conclusion.fit_note(res).numbers()}
+    # a line below zero at no bytes (a later smoke render's sizes): its busbw is positive, its latency not
+    below = _allreduce([0.68965, 3.38527, 42.26706], [1.52200, 0.51886, 9.15226])
+    neg = SimpleNamespace(allreduce=below, fit=scaling.fit_allreduce(below))
+    assert (
+        lab5_conclusion.fit_note(neg)
+        .plain()
+        .startswith(
+            "No usable fit over the 3 measured sizes: the least-squares line through them (busbw 1.05 GB/s) "
+            "has a latency below zero (-0.272 ms), and misses 1 of the 3 sizes, each by more than its "
+            "interquartile range (4.47 MB: 3.98 ms against 3.39 ms measured, IQR 0.519 ms). The model takes"
+        )
+    )
     # each reason alone: a line within every spread whose latency outlasts the shortest call ...
     late = scaling.fit_allreduce(_allreduce([1.0, 2.5, 11.0], [1.0, 1.0, 1.0], mb=(0.1, 1.0, 10.0)))
     assert late["method"] != "fit" and not late["misses"] and late["latency_over"][1] == pytest.approx(1e-3)

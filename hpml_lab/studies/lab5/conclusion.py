@@ -1199,8 +1199,15 @@ def refused_fit(res) -> Finding:
         return say("no line through them holds")
     lat_s, bw_bps = float(line.get("latency_s", math.nan)), float(line.get("busbw_Bps", math.nan))
     why: list[Finding] = []
-    if not (bw_bps > 0) or lat_s < 0:
-        why.append(say("gives no positive bandwidth and latency"))
+    if not (bw_bps > 0):
+        why.append(say("gives no positive bandwidth"))
+    elif lat_s < 0:
+        why.append(
+            say(
+                "has a latency below zero ({lat})",
+                lat=Number("refused fit: all-reduce latency", 1e3 * lat_s, "ms", "predicted", source=REFUSED),
+            )
+        )
     over = fit.get("latency_over")
     if over and bw_bps > 0:
         why.append(
