@@ -436,9 +436,10 @@ def write_index(outcomes: list[Outcome]) -> Path:
         )
         if reused:
             answer += (
-                f" <i>({reused} run(s) reused from an earlier run of this task, not "
-                f"made for this "
-                "report: their start time is in the report)</i>"
+                f" <i>({reused} run{'s' if reused > 1 else ''} reused from an earlier run of this task, not "
+                "made for this report: "
+                + ("their start times are" if reused > 1 else "its start time is")
+                + " in the report)</i>"
             )
         if rec and rec.get("synthetic_data") or "synthetic" in o.dataset:
             synthetic.append(tid)
