@@ -132,6 +132,9 @@ class Record:
     stand_in_model: str = ""  # the stand-in's name, "" when the lab's model ran
     ran_vs_lab: list[dict] = field(default_factory=list)
     reused: int = 0  # runs reused from an earlier run of the task (resumed sweep)
+    # the runs the page's numbers come from (results.runs_used): each one's folder, commit, uncommitted
+    # changes, start, and whether an earlier render made it ('reused'); the index names a report's commits
+    runs: list = field(default_factory=list)
     # what the page shows outside the answers and flags, held so the claims check can read the whole page:
     # tables by name ({"columns", "rows" (cells as shown), "values"}), figures by name ({"alt"}: its labels),
     # and the Numbers of sentences shown in the body (captions, notes, the environment table's load), as dicts

@@ -27,6 +27,11 @@ def _cpu_model() -> str:
     return cpu_model()
 
 
+def commit_label(commit: str, dirty: bool | None = False) -> str:
+    """A commit as pages and the index name it: its first 10 characters, and uncommitted changes if any."""
+    return str(commit)[:10] + (" (uncommitted changes)" if dirty else "")
+
+
 @lru_cache(maxsize=1)
 def git_commit() -> dict[str, Any]:
     """Commit of the hpml-lab checkout in use and whether it had uncommitted changes (tracked files). Where

@@ -36,6 +36,36 @@ def now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
+# The runs this process made or read for the report it renders, by run folder: each one's commit and start,
+# so that a page (and the index from its record) can say which commit made its numbers and whether an earlier
+# render made some of them. new_meta notes a run made here; sweeps.run_sweep one it reuses; a study notes a
+# run made by a process it launched (lab5's torchrun ranks); the environment table the run it shows.
+_USED: dict[str, dict[str, Any]] = {}
+
+
+def note_run(meta: Mapping[str, Any] | None) -> None:
+    """Remember a run this report uses: its folder (run_id), commit, uncommitted changes and start time."""
+    if not isinstance(meta, Mapping) or not meta.get("run_id"):
+        return
+    env = meta.get("environment") if isinstance(meta.get("environment"), Mapping) else {}
+    _USED[str(meta["run_id"])] = {
+        "run": str(meta["run_id"]),
+        "commit": str(env.get("commit") or "unknown"),
+        "dirty": bool(env.get("dirty")),
+        "started_at": str(meta.get("started_at") or ""),
+    }
+
+
+def runs_used() -> list[dict[str, Any]]:
+    """The runs noted since forget_runs(), oldest first."""
+    return sorted((dict(r) for r in _USED.values()), key=lambda r: (r["started_at"], r["run"]))
+
+
+def forget_runs() -> None:
+    """Start a new report's list of runs (a notebook's config() does, through page_record.new_page)."""
+    _USED.clear()
+
+
 def new_meta(cfg, device, **extra: Any) -> dict[str, Any]:
     """The provenance every run records: task, run id, status "running", start time, resolved config and
     its hash, seed, device, dataset (name, real or synthetic, folder) and environment (versions,
@@ -44,7 +74,8 @@ def new_meta(cfg, device, **extra: Any) -> dict[str, Any]:
     from .envinfo import environment
     from .sanity import machine_load
 
-    return {
+    run_id = extra.get("run_id") or cfg.resolved_run_id()  # the folder a busy flag from its load names
+    meta = {
         "task": cfg.task,
         "run_id": cfg.resolved_run_id(),
         "status": "running",
@@ -55,9 +86,11 @@ def new_meta(cfg, device, **extra: Any) -> dict[str, Any]:
         "device": str(device),
         "dataset": dataset_info(cfg),
         "environment": environment(device),
-        "machine": machine_load(),
+        "machine": machine_load(run=str(run_id)),
         **extra,
     }
+    note_run(meta)
+    return meta
 
 
 @dataclass

@@ -120,11 +120,13 @@ def run_sweep(
         tag = f"[sweep {i}/{len(configs)}] {cfg.task}/{run_dir.name}"
         if results.is_complete(run_dir) and same_run(cfg, run_dir):
             say(f"{tag}: complete from an earlier run, skipped")
+            results.note_run(results.read_run(run_dir).meta)  # a run of this report, made by an earlier one
             items.append(SweepItem(cfg, run_dir, "skipped"))
             continue
         kept = results.restore_kept(run_dir, lambda d, cfg=cfg: same_run(cfg, d))  # data switched back
         if kept is not None:
             say(f"{tag}: complete from an earlier run on this data, restored from {kept.name}")
+            results.note_run(results.read_run(run_dir).meta)
             items.append(SweepItem(cfg, run_dir, "skipped"))
             continue
         say(f"{tag}: running")

@@ -17,9 +17,19 @@ import pandas as pd
 from .. import sanity
 from ..config import RunConfig, output_path
 from ..data import dataset_info
-from ..envinfo import environment, hardware_label
+from ..envinfo import commit_label, environment, hardware_label
 from ..findings import fmt_value
-from .page_record import HTML, Markdown, busy_flag, display, hold_numbers, hold_table, number_text, table
+from .page_record import (
+    HTML,
+    Markdown,
+    busy_flag,
+    display,
+    hold_numbers,
+    hold_table,
+    number_text,
+    page_runs,
+    table,
+)
 
 
 def shown_path(path: Any) -> str:
@@ -157,9 +167,12 @@ def settings_notice(
 
 def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     """The run's provenance as a two-column table: versions, hardware, commit, dataset, seed, config."""
+    from .. import results
+
     env = meta["environment"]
     run = str(meta.get("run_id") or "")
     sanity.observe(meta.get("machine"), run)  # a run shown on this report counts for its 'machine busy' flag
+    results.note_run(meta)  # and for the commits its record names
     load = sanity.load_finding(meta.get("machine"), run)  # the busy flag's Numbers when it is this run's
     hold_numbers(load)
     rows = {
@@ -179,6 +192,7 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         "run folder": meta["run_id"],
         "machine load before the run": load.plain(),
         **_busiest_row(run),
+        **runs_row(page_runs()),
         **_peak_row(meta.get("flops")),
         "config": ", ".join(
             f"{k}={shown_path(v) if k.endswith('_root') else number_text(v) if isinstance(v, bool) else v}"
@@ -218,6 +232,27 @@ def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:
     return {
         "device peak (of this run's device and threads)": f"{fmt_value(peak.value, peak.unit)}: {peak.source}"
     }
+
+
+def runs_row(runs: list[Mapping[str, Any]]) -> dict[str, str]:
+    """The environment table's row naming each run of the report by commit, where its runs were made at more
+    than one commit or an earlier render made some of them (the table's 'git commit' is then one run's
+    only): 'commit <c>, made by an earlier render: <run> (started <time>), ...; commit <c>: ...'. Empty
+    otherwise."""
+    commits = {commit_label(r["commit"], r.get("dirty", False)) for r in runs}
+    if len(commits) < 2 and not any(r.get("reused") for r in runs):
+        return {}
+    groups: dict[tuple[str, bool], list[str]] = {}
+    for r in runs:
+        key = (commit_label(r["commit"], r.get("dirty", False)), bool(r.get("reused")))
+        groups.setdefault(key, []).append(
+            f"{r['run']} (started {r['started_at'] or 'at an unrecorded time'})"
+        )
+    parts = [
+        f"commit {c}{', made by an earlier render' if old else ''}: {', '.join(names)}"
+        for (c, old), names in groups.items()
+    ]
+    return {"runs of this report, by commit": "; ".join(parts)}
 
 
 def _busiest_row(run: str) -> dict[str, str]:

@@ -42,12 +42,31 @@ _BUSY: list = []  # the 'machine busy' flag answer() put on this page, if any
 _REUSED = 0  # configurations reused from an earlier run in this kernel (reused_note), for the answer record
 
 
+_STARTED: list = []  # when this page began (new_page): a run started before it was made by an earlier render
+
+
 def new_page() -> None:
     """Forget what an earlier page of this kernel showed (config() calls it: one page per run of the
     notebook)."""
+    from .. import results
+
     _PAGE.update(tables={}, figures={}, shown={})
     _RECORD.clear()
     _BUSY.clear()
+    results.forget_runs()
+    _STARTED[:] = [results.now()]
+
+
+def page_runs() -> list[dict[str, Any]]:
+    """The runs this page's numbers come from (results.runs_used), each marked 'reused' where it started
+    before this page did (an earlier render made it: a resumed sweep)."""
+    from .. import results
+
+    start = _STARTED[0] if _STARTED else ""
+    return [
+        {**r, "reused": bool(start and r["started_at"] and r["started_at"] < start)}
+        for r in results.runs_used()
+    ]
 
 
 def _rewrite() -> None:
@@ -57,6 +76,7 @@ def _rewrite() -> None:
         rec = _RECORD[-1]
         rec.tables, rec.figures = dict(_PAGE["tables"]), dict(_PAGE["figures"])
         rec.shown = list(_PAGE["shown"].values())
+        rec.runs = page_runs()
         answer_box.write(rec)
 
 
@@ -274,6 +294,7 @@ def answer(
         stand_in_model=cfg.model if stand_in else "",
         ran_vs_lab=differ,
         reused=_REUSED,
+        runs=page_runs(),
         tables=dict(_PAGE["tables"]),
         figures=dict(_PAGE["figures"]),
         shown=list(_PAGE["shown"].values()),

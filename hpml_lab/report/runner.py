@@ -28,7 +28,7 @@ from typing import Any
 
 from .. import results
 from ..config import ConfigError, RunConfig, _short, check_keys, coerce_value, output_path, project_root
-from ..envinfo import environment, hardware_label
+from ..envinfo import commit_label, environment, hardware_label
 from ..io import atomic_write_text, signals_deferred
 from ..ticker import ticking
 from . import answer_box, dataprep, guards, pages, tasks, watch
@@ -365,6 +365,33 @@ def _answer_cell(rec: dict[str, Any]) -> str:
     return "<br>".join(heads) if heads else html.escape(rec.get("summary", ""))
 
 
+def _runs(rec: Mapping[str, Any] | None) -> list[dict]:
+    """The runs an answer record names (page_record.page_runs), each a dict; none from an older record."""
+    runs = rec.get("runs") if isinstance(rec, Mapping) else None
+    return [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+
+
+def _commits(rec: Mapping[str, Any] | None) -> list[str] | None:
+    """The commits a report's runs were made at (displays.commit_label), in the order its runs started; None
+    where its record names no runs (a failed task, an older record)."""
+    got: list[str] = []
+    for r in _runs(rec):
+        label = commit_label(str(r.get("commit") or "unknown"), bool(r.get("dirty")))
+        if label not in got:
+            got.append(label)
+    return got or None
+
+
+def _commit_cell(commits: list[str] | None, usual: str) -> str:
+    """A row's own commit where it is not the one said above the table: its runs' one commit, or every
+    commit when its runs were made at more than one; 'not recorded' where its record names no runs."""
+    if commits is None:
+        return "not recorded" if usual else ""
+    if len(commits) > 1:
+        return " and ".join(commits) + f" (its runs were made at {len(commits)} commits)"
+    return "" if commits[0] == usual else commits[0]
+
+
 def write_index(outcomes: list[Outcome]) -> Path:
     """reports/index.html: one row per task, in task order, with each answer's headline and its status (from
     the answer record; "failed" when the notebook failed), time taken and a link. The machine, dataset and
@@ -382,30 +409,45 @@ def write_index(outcomes: list[Outcome]) -> Path:
     usual = {w: Counter(getattr(o, w) for o in shown).most_common(1)[0][0] if shown else "" for w in fields}
     same = {w: all(getattr(o, w) == usual[w] for o in shown) for w in fields}
     days = {o.finished_at[:10] for o in shown}
+    records = {}
+    for o in shown:
+        rec, problem = guards.read_record(o.task) if o.status == "ok" else (None, "")
+        if problem:
+            print(f"hpml-lab: warning: {answer_box.scrub_paths(problem)}", file=sys.stderr)
+        records[o.task] = rec
+    # the commit: that of most reports' runs said once above the table, a row naming its own where its runs
+    # were made at another (or at more than one)
+    commits = {t: _commits(rec) for t, rec in records.items()}
+    held = Counter(c for got in commits.values() for c in set(got or ()))
+    usual_commit = held.most_common(1)[0][0] if held else ""
+    own_commit = {t: _commit_cell(got, usual_commit) if records[t] else "" for t, got in commits.items()}
     rows, synthetic, stand_in, busy, demo = [], [], [], [], []
     for o in shown:
         tid = o.task
-        rec, problem = guards.read_record(tid) if o.status == "ok" else (None, "")
-        if problem:
-            print(f"hpml-lab: warning: {answer_box.scrub_paths(problem)}", file=sys.stderr)
+        rec = records[tid]
         status = o.status if o.status != "ok" else (rec["status"] if rec else "no answer record")
         if pages.demonstration(o.profile):
             demo.append(tid)
             if status in ("answered", "partial"):  # a demonstration answers none of the lab's questions
                 status = "demonstration"
         answer = _answer_cell(rec) if rec else html.escape(answer_box.scrub_paths(o.error))
-        if rec and rec.get("reused"):
+        reused = (
+            max(int(rec.get("reused") or 0), sum(bool(r.get("reused")) for r in _runs(rec))) if rec else 0
+        )
+        if reused:
             answer += (
-                f" <i>({html.escape(str(rec['reused']))} run(s) reused from an earlier run of this task, not "
-                f"made for this "
-                "report: their start time is in the report)</i>"
+                f" <i>({reused} run{'s' if reused > 1 else ''} reused from an earlier run of this task, not "
+                "made for this report: "
+                + ("their start times are" if reused > 1 else "its start time is")
+                + " in the report)</i>"
             )
         if rec and rec.get("synthetic_data") or "synthetic" in o.dataset:
             synthetic.append(tid)
         if rec and rec.get("stand_in_model"):
             stand_in.append(html.escape(f"{tid} ({rec['stand_in_model']})"))
-        if rec and any(f.get("kind") == "machine busy" for f in rec.get("flags", [])):
-            busy.append(tid)
+        flag = [f for f in (rec or {}).get("flags", []) if f.get("kind") == "machine busy"]
+        if flag:
+            busy.append((tid, bool(flag[0].get("run"))))
         page = guards.page_link(o.html)  # a relative page inside reports/, never javascript: or a URL
         link = f'<a href="{html.escape(page)}">{html.escape(tid)}</a>' if page else html.escape(tid)
         color = answer_box.STATUS_COLOR.get(status, "#9a6700" if status == "demonstration" else "#cf222e")
@@ -414,6 +456,8 @@ def write_index(outcomes: list[Outcome]) -> Path:
             for w in fields
             if not same[w]
         )
+        if any(own_commit.values()):
+            differ += f"<td>{html.escape(own_commit[tid])}</td>"
         finished = o.finished_at.replace("T", " ").split("+")[0]
         rows.append(
             f"<tr><td>{link}</td><td>{html.escape(o.title)}</td>"
@@ -426,13 +470,16 @@ def write_index(outcomes: list[Outcome]) -> Path:
     notices = []
     if busy:
         # counted in reports, not runs: a report reads several runs, and its flag names the busiest of them
+        # (where it knows which: a flag that names none is not said to)
         every = "Every report" if len(busy) == len(rows) else f"{len(busy)} of {len(rows)} reports"
+        names = all(named for _, named in busy)
         notices.append(
             f"<p class='hpml-banner'><b>Busy machine.</b> {every} read a run made on a busy machine (each "
-            "report's flag names the run and says how busy: its load average or CPU steal): times from a "
+            + ("report's flag names the run and says how busy" if names else "report's flag says how busy")
+            + ": its load average or CPU steal): times from a "
             "busy machine are slower and noisier than on an idle one, and each report's verdicts say where "
             "a comparison cannot tell"
-            + ("" if len(busy) == len(rows) else f" ({', '.join(busy)})")
+            + ("" if len(busy) == len(rows) else f" ({', '.join(t for t, _ in busy)})")
             + ". Run again on an idle machine for times to hand in.</p>"
         )
     if synthetic:
@@ -489,10 +536,19 @@ def write_index(outcomes: list[Outcome]) -> Path:
     if shown:
         context.append(f"<b>dataset:</b> {html.escape(usual['dataset'])}")
         context.append(f"<b>profile:</b> {html.escape(usual['profile'])}")
-    if not all(same.values()):
+    if not all(same.values()) or any(own_commit.values()):
         context.append("a row names its own where it differs")
-    context.append(f"torch {env['torch']}; commit <code>{env['commit'][:10]}</code>")
+    context.append(
+        f"torch {env['torch']}; "
+        + (
+            f"commit of the reports' runs <code>{html.escape(usual_commit)}</code>"
+            if usual_commit
+            else f"commit <code>{html.escape(commit_label(env['commit'], bool(env['dirty'])))}</code> (this "
+            "index's: the reports do not record their runs' commits)"
+        )
+    )
     heads = "".join(f"<th>{w}</th>" for w in fields if not same[w])
+    heads += "<th>commit of its runs</th>" if any(own_commit.values()) else ""
     day = f", {days.pop()}" if len(days) == 1 else ""
     page = f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -501,7 +557,7 @@ def write_index(outcomes: list[Outcome]) -> Path:
 td,th{{border:1px solid #d0d7de;padding:4px 8px}} th{{background:#f3f3f3}} td.hpml-head{{min-width:18em}}
 </style></head>
 <body><div class="hpml-page"><h1>hpml-lab reports</h1>
-<p class="hpml-context">{" &middot; ".join(context)}{" (uncommitted changes)" if env["dirty"] else ""}</p>
+<p class="hpml-context">{" &middot; ".join(context)}</p>
 {notice}
 <p>Status is the report's own: <i>answered</i>, <i>partial</i> (what is missing is said in the report),
 <i>not answered</i>, or <i>failed</i> (the notebook did not run through); <i>demonstration</i> for a run at

@@ -96,7 +96,7 @@ def test_lab_order_and_the_index_says_what_was_reused(reports):
     page = runner.write_index(outcomes).read_text()
     at = [page.index(f'href="{t}.html"') for t in ("c1", "c3", "questions", "memory")]
     assert at == sorted(at)  # the lab's order, not the order the tasks ran in
-    assert "4 run(s) reused from an earlier run" in page and page.count("reused from an earlier run") == 1
+    assert "4 runs reused from an earlier run" in page and page.count("reused from an earlier run") == 1
     assert "not made yet: <code>hpml-lab report --bundle</code>" in page
     for o in outcomes:  # demonstrations (tiny): no hand-in is offered, made or not
         o.profile = "tiny"

@@ -123,6 +123,15 @@ def test_dataloading_sentences_against_the_table_and_general_explanations_apart(
     assert not any(ch.isdigit() for b in a.background for ch in b.text)
     assert "machine busy" in {f.kind for f in flags}
     study_checks.holds(answers)
+    # grade2: its flag said 'busy before the run' where the index said every flag names its run: it names
+    # the run of the meta it read, the run the environment table shows
+    named = dataloading_conclusion.conclude(
+        RunConfig(task="dataloading"), _loading(0.5), {**busy, "run_id": "files128-b16-w2-cf37fae0"}
+    )[1]
+    (flag,) = [f for f in named if f.kind == "machine busy"]
+    assert (
+        flag.run == "files128-b16-w2-cf37fae0" and "busy before run files128-b16-w2-cf37fae0" in flag.message
+    )
     little, _ = dataloading_conclusion.conclude(
         RunConfig(task="dataloading"), _loading(0.5, 0.49), {"files": 100, "passes": 4}
     )

@@ -378,6 +378,16 @@ def test_memory_budget_note_is_a_finding_over_the_record():
     assert "(128) is a lower bound" in gpu.plain()
 
 
+def test_memory_busy_flag_names_the_run_the_environment_table_shows():
+    """grade2: 'the machine was busy before the run (load average 3.64 ...)' beside an index saying each
+    report's flag names its run: the flag names the study's run folder, whose load it read."""
+    res = _res()
+    res.meta = {"machine": {"load1": 3.64, "cores": 2, "steal_pct": 0.0}, "run_id": "study-7de7562e"}
+    (flag,) = [f for f in _conclude(res)[1] if f.kind == "machine busy"]
+    assert flag.run == "study-7de7562e"
+    assert flag.message.startswith("the machine was busy before run study-7de7562e (load average 3.64")
+
+
 def test_memory_answer_and_tables_state_one_value_per_quantity():
     """The working-set share the answer states is the table's and the figure's column; fewer than 3 rounds
     show no spread; a GPU's largest batch is measured."""

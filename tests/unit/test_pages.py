@@ -451,3 +451,113 @@ def test_a_headline_its_first_detail_restates_is_said_once_in_the_body(monkeypat
     body = shown[0].data
     assert body.count("the baseline&#x27;s pace") + body.count("the baseline's pace") == 1
     assert "Another headline" in body and "A detail that says something else" in body
+
+
+# The index's commit and busy note say what each report's record holds (grade2's index items)
+
+
+def _runs(*commits, reused=False):
+    return [
+        {"run": f"run-{i}", "commit": c, "dirty": False, "started_at": f"2026-11-27T19:3{i}:00+00:00",
+         "reused": reused}
+        for i, c in enumerate(commits)
+    ]  # fmt: skip
+
+
+def _with_runs(tid, runs, busy_run=None):
+    rec = _record(tid, busy=busy_run is not None)
+    if busy_run:
+        rec.flags[0] = {**rec.flags[0], "run": busy_run}
+    rec.runs = runs
+    answer_box.write(rec)
+
+
+def test_the_index_names_a_reports_commit_where_its_runs_were_made_at_another(reports):
+    """grade2: 'commit 33dbf8c889' above the table (the index's own tree) where 12 reports and lab5's Q1 runs
+    were made at 88fe982cac, and no row named its own although the line said 'a row names its own'."""
+    old, new = "88fe982cac69104de2beb4ab22b7e44ce4602e2c", "33dbf8c889d5264625f943c4a58e0fd8bd5e9376"
+    _with_runs("c1", _runs(old, old))
+    _with_runs("c2", _runs(old))
+    _with_runs("c3", _runs(new))
+    _with_runs("c4", _runs(old, new))  # a report that read runs of two commits
+    _with_runs("c5", [])  # a record that names no runs
+    page = runner.write_index([_outcome(t) for t in ("c1", "c2", "c3", "c4", "c5")]).read_text()
+    context = page.split('class="hpml-context">')[1].split("</p>")[0]
+    assert "commit of the reports' runs <code>88fe982cac</code>" in context and new[:10] not in context
+    assert "a row names its own where it differs" in context and "<th>commit of its runs</th>" in page
+    row = {t: page.split(f">{t}</a>")[1].split("</tr>")[0] for t in ("c1", "c2", "c3", "c4", "c5")}
+    assert "<td></td>" in row["c1"] and "<td></td>" in row["c2"]  # the commit above the table
+    assert "<td>33dbf8c889</td>" in row["c3"]
+    assert "<td>88fe982cac and 33dbf8c889 (its runs were made at 2 commits)</td>" in row["c4"]
+    assert "<td>not recorded</td>" in row["c5"]
+    # every report's runs of one commit: said once, no column
+    for tid in ("c1", "c2"):
+        _with_runs(tid, _runs(new))
+    same = runner.write_index([_outcome(t) for t in ("c1", "c2")]).read_text()
+    assert "commit of the reports' runs <code>33dbf8c889</code>" in same and "commit of its runs" not in same
+    assert "a row names its own" not in same
+
+
+def test_the_index_says_a_busy_flag_names_its_run_only_where_every_flag_does(reports):
+    """grade2: 'each report's flag names the run' where questions', memory's and dataloading's said only
+    'before the run'."""
+    _with_runs("c1", _runs("a" * 40), busy_run="q1-b16-1c84ba55")
+    _with_runs("c2", _runs("a" * 40), busy_run="study-7de7562e")
+    named = runner.write_index([_outcome(t) for t in ("c1", "c2")]).read_text()
+    assert "each report's flag names the run and says how busy" in named
+    _with_runs("c2", _runs("a" * 40), busy_run="")
+    unnamed = runner.write_index([_outcome(t) for t in ("c1", "c2")]).read_text()
+    assert "names the run" not in unnamed and "each report's flag says how busy" in unnamed
+
+
+def test_a_page_names_its_runs_commits_and_the_runs_an_earlier_render_made(tmp_path, monkeypatch):
+    """grade2's lab5: Q1's runs reused from an earlier render at another commit, the page and the environment
+    table stating one commit. A resumed sweep notes the runs it reuses, a new run notes itself; the record
+    lists each run with its commit and whether an earlier render made it, and the environment table names
+    each by commit where they differ."""
+    from hpml_lab import results
+    from hpml_lab.config import RunConfig
+    from hpml_lab.report import page_record
+    from hpml_lab.sweeps import run_sweep
+
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path / "out"))
+    env = {"cpu": "x", "cpu_cores": 2, "gpu": None, "python": "3.11", "torch": "2", "torchvision": "0",
+           "cuda": None, "hostname": "h"}  # fmt: skip
+
+    def made_at(commit, started):
+        def run_one(cfg):
+            meta = {
+                "run_id": cfg.run_dir().name,
+                "status": "complete",
+                "config": cfg.to_dict(),
+                "environment": {**env, "commit": commit, "dirty": False},
+                "started_at": started,
+            }
+            cfg.run_dir().mkdir(parents=True)
+            results.write_meta(cfg.run_dir(), meta)
+            results.note_run(meta)  # as new_meta does for a run made here
+
+        return run_one
+
+    cfgs = [RunConfig(task="sw", results_dir=str(tmp_path / "results"), batch_size=b) for b in (16, 32)]
+    page_record.new_page()
+    run_sweep(cfgs[:1], made_at("88fe982cac69", "2000-01-01T00:00:00+00:00"), log=None)  # an earlier render
+    page_record.new_page()  # this render: the first run is reused, the second made now
+    run_sweep(cfgs, made_at("33dbf8c88912", results.now()), log=None)
+    got = {r["run"]: r for r in page_record.page_runs()}
+    assert {k: (v["commit"][:10], v["reused"]) for k, v in got.items()} == {
+        cfgs[0].run_dir().name: ("88fe982cac", True),
+        cfgs[1].run_dir().name: ("33dbf8c889", False),
+    }
+    meta = results.read_run(cfgs[1].run_dir()).meta
+    meta |= {"device": "cpu", "dataset": {"name": "cifar10", "kind": "synthetic"}, "seed": 0}
+    page = notebook.environment_table(meta).to_html()
+    row = page.split("runs of this report, by commit")[1].split("</tr>")[0]
+    assert (
+        f"commit 88fe982cac, made by an earlier render: {cfgs[0].run_dir().name} (started "
+        "2000-01-01T00:00:00+00:00); commit 33dbf8c889: " + cfgs[1].run_dir().name in row
+    )
+    # one commit, all made now: no such row
+    page_record.new_page()
+    meta["started_at"] = results.now()  # made by this render
+    assert "runs of this report" not in notebook.environment_table(meta).to_html()

@@ -408,3 +408,24 @@ def test_a_run_that_did_not_learn_can_be_recorded_beside_an_answer_that_states_c
     assert "did not learn" in {f.kind for f in flags}
     assert "chance loss" in {num.name for a in answers for num in a.numbers}
     check(Record("c1", "C1", answers, [f.as_dict() for f in flags]))  # no name held twice
+
+
+def test_a_busy_flag_names_the_run_folder_whose_load_it_read(tiny_cfg, monkeypatch):
+    """grade2: the flags of questions, memory and dataloading said 'busy before the run (load average 3.64
+    ...)' beside an index saying each flag names the run. The load new_meta reads is observed under the run's
+    folder (its config's, or the run_id a study gives it), and memory's and dataloading's own flags name the
+    run of their meta (tests/studies: test_memory, test_dataloading)."""
+    import os
+
+    from hpml_lab import results
+
+    monkeypatch.setattr(sanity, "_SEEN", [])
+    monkeypatch.setattr(os, "getloadavg", lambda: (7.3, 7.0, 6.0))
+    meta = results.new_meta(tiny_cfg.replace(run_id="resnet18-sgd-b128-b8c4c423"), "cpu")
+    sanity.observe(meta["machine"], meta["run_id"])  # the environment table shows the same run
+    flag = sanity.busiest_seen()
+    assert flag.run == "resnet18-sgd-b128-b8c4c423"
+    assert flag.message.startswith("the machine was busy before run resnet18-sgd-b128-b8c4c423 (load average")
+    monkeypatch.setattr(sanity, "_SEEN", [])
+    results.new_meta(tiny_cfg, "cpu", run_id="study-7de7562e")  # memory's study folder
+    assert sanity.busiest_seen().run == "study-7de7562e"

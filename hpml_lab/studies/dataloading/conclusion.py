@@ -104,7 +104,8 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
         },
     )
     few = sanity.too_few(int(df["passes"].min()), "passes per loader")
-    return [ans], [f for f in [few, sanity.busy(meta.get("machine"))] if f]
+    busy = sanity.busy(meta.get("machine"), run=str(meta.get("run_id") or ""))  # named: the table's run
+    return [ans], [f for f in [few, busy] if f]
 
 
 def prefetch(meta: dict) -> Number:

@@ -672,6 +672,101 @@ def source_note(table: pd.DataFrame, model_ok: bool = True) -> list[Finding]:
     ]
 
 
+def _when(started: list[str]) -> Finding:
+    """'started <t>' or 'started <first> to <last>' (UTC, as meta.json records it, without its offset)."""
+    t = sorted(x.replace("T", " ").replace("+00:00", " UTC") for x in started if x)
+    if not t:
+        return say("at an unrecorded time")
+    if t[0] == t[-1]:
+        return say("started {t}", t=Ident(t[0]))
+    return say("started {a} to {b}", a=Ident(t[0]), b=Ident(t[-1]))
+
+
+def _group(workers: int) -> Finding:
+    """What one worker count's runs are called: 'the runs on 2 workers'; 0: the all-reduce's own record."""
+    if workers == 0:
+        return say("the all-reduce's own record")
+    return say("the runs on {w}", w=_workers(workers))
+
+
+def provenance_note(res) -> Finding | None:
+    """Where this execution's runs (res.provenance: Q1's, the DDP runs, the all-reduce) were made at more
+    than one commit, or some by an earlier render (a resumed Q1 sweep): each worker count's runs with their
+    commit, start and load per core, and, where the 1-worker runs and the multi-worker runs differ so, that
+    every speedup and efficiency divides one by the other (and Q3's compute is the 1-worker runs' step time).
+    None where every run is this render's and of one commit."""
+    from ...envinfo import commit_label
+
+    prov = list(getattr(res, "provenance", None) or [])
+    labels = {commit_label(p["commit"], p.get("dirty")) for p in prov}
+    if len(labels) < 2 and not any(p.get("reused") for p in prov):
+        return None
+    groups = []
+    for w in sorted({int(p["workers"]) for p in prov}, key=lambda w: (w == 0, w)):
+        ps = [p for p in prov if int(p["workers"]) == w]
+        prefix = "all-reduce record" if w == 0 else fmt_in("runs on {n} workers", n=w)
+        commits = sorted({commit_label(p["commit"], p.get("dirty")) for p in ps})
+        reused = [bool(p.get("reused")) for p in ps]
+        made = (
+            "made by an earlier render of this report"
+            if all(reused)
+            else "partly made by an earlier render"
+            if any(reused)
+            else "made by this render"
+        )
+        loads = sorted(x for x in (float(p.get("load_per_core", math.nan)) for p in ps) if math.isfinite(x))
+        src = "the machine's load average per core when each run started (its meta.json)"
+        if not loads:
+            load = say("")
+        elif loads[0] == loads[-1]:
+            load = say(
+                ", at load per core {l}",
+                l=Number(
+                    fmt_in("{p}: load per core", p=prefix), loads[0], "", "measured", n=len(loads), source=src
+                ),
+            )
+        else:
+            load = say(
+                ", at load per core {lo} to {hi}",
+                lo=Number(
+                    fmt_in("{p}: lowest load per core", p=prefix), loads[0], "", "measured", n=1, source=src
+                ),
+                hi=Number(
+                    fmt_in("{p}: highest load per core", p=prefix), loads[-1], "", "measured", n=1, source=src
+                ),
+            )
+        groups.append(
+            say(
+                "{what} ({runs}) " + ("was " if len(ps) == 1 else "were ") + made + " at commit {commit}, "
+                "{when}{load}",
+                what=_group(w),
+                runs=join([say("{r}", r=Ident(p["run"])) for p in ps], ", ", " and "),
+                commit=join([say("{c}", c=Ident(c)) for c in commits], ", ", " and "),
+                when=_when([p.get("started_at", "") for p in ps]),
+                load=load,
+            )
+        )
+
+    def kinds(ps) -> set:
+        return {(commit_label(p["commit"], p.get("dirty")), bool(p.get("reused"))) for p in ps}
+
+    one = [p for p in prov if int(p["workers"]) == 1]
+    multi = [p for p in prov if int(p["workers"]) > 1]
+    across = bool(one and multi and kinds(one) != kinds(multi))
+    return say(
+        "Not all of these runs were made together: {groups}."
+        + (
+            " Every speedup and efficiency here divides a run on {one} by a run on more workers, and Q3's "
+            "compute is the step time of the runs on {one}: each compares runs of different commits or "
+            "renders, made at the loads above."
+            if across
+            else ""
+        ),
+        groups=join(groups, "; "),
+        **({"one": _workers(1)} if across else {}),
+    )
+
+
 # ------------------------------------------------------------------ Q3
 def lab5_q3(res) -> Answer:
     """Per epoch, compute (Q1's step time x steps) and all-reduce (the fitted model) against the epoch time,
@@ -973,6 +1068,10 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     q1.details.insert(0, setup_note(cfg, settings, res))
     q2.details.append(reference_note(res))
     q3.details.append(fit_note(res))
+    made = provenance_note(res)
+    if made is not None:  # beside what divides one set of runs by the other: Q2's ratios and Q3's split
+        q2.details.insert(1, made)
+        q3.details.insert(1, made)
     answers = [q1, q2, q3, lab5_q4(cfg, settings, res), *SHORT_ANSWERS]
     flags = [
         sanity.too_few(int(res.q1[res.q1.status == "ok"].batches_timed.min()), "timed batches per Q1 size"),
@@ -1049,9 +1148,9 @@ def setup_note(cfg, settings, res) -> Finding:
 
 
 def fit_numbers(res) -> dict[str, Number]:
-    """The all-reduce's latency and bus bandwidth as the model uses them, named for how they were found: a fit
-    over the measured sizes, or (no usable fit) the smallest message's time and the largest message's
-    busbw."""
+    """The all-reduce's bus bandwidth (and latency, from a fit) as the model uses them, named for how they
+    were found: a fit over the measured sizes that holds ('lat' and 'bw'), or, with no usable fit, the
+    largest message's own busbw, its latency included ('bw' only)."""
     n = int(res.allreduce.n.min())
     lat, bw = 1e6 * res.fit["latency_s"], res.fit["busbw_Bps"] / 1e9
     if res.fit["method"] == "fit":  # a model fitted to the measured sizes: its values are the model's
@@ -1063,27 +1162,128 @@ def fit_numbers(res) -> dict[str, Number]:
             "lat": Number("all-reduce latency (fit)", lat, "us", "predicted", source=src),
             "bw": Number("busbw (fit)", bw, "GB/s", "predicted", source=src),
         }
-    return {
-        "lat": Number(
-            "all-reduce latency (smallest message)", lat, "us", "measured", n=n, source="no usable fit"
-        ),
-        "bw": Number("busbw (largest message)", bw, "GB/s", "measured", n=n, source="no usable fit"),
-    }
+    return {"bw": Number("busbw (largest message)", bw, "GB/s", "measured", n=n, source="no usable fit")}
+
+
+def _ar_size(b: float) -> Number:
+    return Number(
+        fmt_in("all-reduce message of {mb} MB", mb=b / 1e6),
+        b / 1e6,
+        "MB",
+        "counted",
+        source="the sizes timed",
+    )
+
+
+def _ar_time(b: float, t: float, n: int, what: str = "time") -> Number:
+    return Number(
+        fmt_in("all-reduce of {mb} MB: " + what, mb=b / 1e6),
+        1e3 * t,
+        "ms",
+        "measured",
+        n=n,
+        source="the table",
+    )
+
+
+REFUSED = "the least-squares line time = latency + bytes / busbw over the measured sizes, not used"
+
+
+def refused_fit(res) -> Finding:
+    """Why the line through the measured sizes is not used (study.fit_allreduce's rule), with its numbers:
+    its latency longer than a whole measured call, the sizes it misses by more than their interquartile range
+    (its time against the measured one), or no positive bandwidth and latency."""
+    fit, n = res.fit, int(res.allreduce.n.min())
+    line = fit.get("line") or {}
+    if not line:
+        return say("no line through them holds")
+    lat_s, bw_bps = float(line.get("latency_s", math.nan)), float(line.get("busbw_Bps", math.nan))
+    why: list[Finding] = []
+    if not (bw_bps > 0):
+        why.append(say("gives no positive bandwidth"))
+    elif lat_s < 0:
+        why.append(
+            say(
+                "has a latency below zero ({lat})",
+                lat=Number("refused fit: all-reduce latency", 1e3 * lat_s, "ms", "predicted", source=REFUSED),
+            )
+        )
+    over = fit.get("latency_over")
+    if over and bw_bps > 0:
+        why.append(
+            say(
+                "has a latency of {lat}, longer than the whole {mb} all-reduce ({t})",
+                lat=Number("refused fit: all-reduce latency", 1e3 * lat_s, "ms", "predicted", source=REFUSED),
+                mb=_ar_size(over[0]),
+                t=_ar_time(over[0], over[1], n),
+            )
+        )
+    misses = fit.get("misses") or []
+    if misses:
+        why.append(
+            say(
+                "misses {m} of the {k} sizes, each by more than its interquartile range ({items})",
+                m=Number("refused fit: sizes missed", len(misses), "", "counted", source=REFUSED),
+                k=Number(
+                    "all-reduce sizes measured", len(res.allreduce), "", "counted", source="the sizes timed"
+                ),
+                items=join(
+                    [
+                        say(
+                            "{mb}: {line} against {t} measured, IQR {q}",
+                            mb=_ar_size(x["bytes"]),
+                            line=Number(
+                                fmt_in("refused fit at {mb} MB", mb=x["bytes"] / 1e6),
+                                1e3 * x["line_s"],
+                                "ms",
+                                "predicted",
+                                source=REFUSED,
+                            ),
+                            t=_ar_time(x["bytes"], x["time_s"], n),
+                            q=_ar_time(x["bytes"], x["spread_s"], n, "IQR"),
+                        )
+                        for x in misses
+                    ],
+                    "; ",
+                ),
+            )
+        )
+    lead = (
+        say(
+            "the least-squares line through them (busbw {bw})",
+            bw=Number("refused fit: busbw", bw_bps / 1e9, "GB/s", "predicted", source=REFUSED),
+        )
+        if bw_bps > 0
+        else say("the least-squares line through them")
+    )
+    return say("{lead} {why}", lead=lead, why=join(why, "; ", ", and ") if why else say("does not hold"))
 
 
 def fit_note(res) -> Finding:
-    """The all-reduce fit in one sentence: latency, bus bandwidth, backend and processes."""
-    unfitted = (
-        res.fit["method"] != "fit"
-    )  # study.fit_allreduce fell back on the largest and smallest messages
+    """The all-reduce fit in a sentence (latency, bus bandwidth, backend and processes), or, where no line
+    holds, why not (refused_fit) and what the model takes instead: the largest message's own busbw."""
+    k = Number("all-reduce sizes measured", len(res.allreduce), "", "counted", source="the sizes timed")
+    common = {
+        "backend": str(res.allreduce.backend.iloc[0]),
+        "p": Number(
+            "all-reduce processes", int(res.fit["world_size"]), "", "setting", source="the measurement"
+        ),
+    }
+    if res.fit["method"] == "fit":
+        return say(
+            "Fit over the {k} measured sizes: latency {lat}, busbw {bw} ({backend}, {p} processes).",
+            k=k,
+            **common,
+            **fit_numbers(res),
+        )
+    big = float(res.fit.get("largest_bytes") or res.allreduce.bytes.max())
     return say(
-        "No usable fit over the {k} measured sizes: latency {lat} from the smallest message, busbw {bw} from "
-        "the largest ({backend}, {p} processes)."
-        if unfitted
-        else "Fit over the {k} measured sizes: latency {lat}, busbw {bw} ({backend}, {p} processes).",
-        k=Number("all-reduce sizes measured", len(res.allreduce), "", "counted", source="the sizes timed"),
-        backend=str(res.allreduce.backend.iloc[0]),
-        p=Number("all-reduce processes", int(res.fit["world_size"]), "", "setting", source="the measurement"),
+        "No usable fit over the {k} measured sizes: {refused}. The model takes the largest message's own "
+        "all-reduce instead, busbw {bw} at {mb}, its latency included ({backend}, {p} processes).",
+        k=k,
+        refused=refused_fit(res),
+        mb=_ar_size(big),
+        **common,
         **fit_numbers(res),
     )
 
@@ -1092,21 +1292,34 @@ SOURCE_SHOWN = {"measured": "predicted: timed steps x steps", "predicted": "pred
 
 
 def shown(df: pd.DataFrame, model_ok: bool = True) -> pd.DataFrame:
-    """A Lab 5 table (res.table, res.strong, res.weak) as the report shows it: every epoch time is an
-    extrapolation, so no row says "measured"; a row from a run's timed steps says so, a row from the model
-    says that. With a model that misses its own measurements (`model_ok` False) its rows keep the model's time
-    but no epoch or speedup."""
+    """A Lab 5 table (res.table, res.strong, res.weak, Q3.1's rows) as the report shows it: every epoch time
+    is an extrapolation, so no row says "measured"; a row from a run's timed steps says so, a row from the
+    model says that. With a model that misses its own measurements (`model_ok` False) its rows for worker
+    counts that did not run are left out (withheld_note says so): the answer states none of them."""
     out = df.copy()
     if "source" in out:
-        model_rows = out["source"] != "measured"
-        out["source"] = [SOURCE_SHOWN.get(x, x) for x in out["source"]]
         if not model_ok:
-            for col in ("epoch_s", "speedup", "n-worker epoch (s)", "n-worker step (s)", "efficiency"):
-                if col in out:
-                    out.loc[model_rows, col] = float("nan")
-            out.loc[model_rows, "source"] = "scaling model: not used (misses its own measurements)"
+            out = out[out["source"] == "measured"]
+        out["source"] = [SOURCE_SHOWN.get(x, x) for x in out["source"]]
     # the run's folder, not its index into res.runs (which read "run 0" for a run that was made)
     return out.drop(columns=["load_per_core", "run_index"], errors="ignore").rename(columns=SHOWN_COLUMNS)
+
+
+def withheld_note(table: pd.DataFrame, model_ok: bool) -> list[Finding]:
+    """Where the model misses its own measurements: its rows for the worker counts that did not run are in no
+    table and no figure of the page, said once where the tables start. Empty otherwise."""
+    unrun = sorted({int(n) for n in table[(table.workers > 1) & (table.source != "measured")].workers})
+    if model_ok or not unrun:
+        return []
+    return [
+        say(
+            "The scaling model's rows for {w} are left out of the tables and the figure of this page: the "
+            "model misses its own measurements by more than {margin} (Q2), so none of its predictions for "
+            "them is stated.",
+            w=join([_workers(n) for n in unrun], ", ", " and "),
+            margin=margin_number(),
+        )
+    ]
 
 
 # every epoch and step of the Q2 tables holds its data loading (Q2's definition), unlike Q1's step: the
@@ -1126,8 +1339,9 @@ SHOWN_COLUMNS = {
 
 def q1_shown(q1: pd.DataFrame) -> pd.DataFrame:
     """Q1's table as the report shows it: its step and epoch leave data loading out (the lab's Q1 definition),
-    unlike every time of the Q2 tables, and the headers say so."""
-    return q1.drop(columns=["step_times_s"], errors="ignore").rename(
+    unlike every time of the Q2 tables, and the headers say so. Whether an earlier render made a run is said
+    beside what compares it (provenance_note), not in a column."""
+    return q1.drop(columns=["step_times_s", "reused"], errors="ignore").rename(
         columns={
             "step_s": "step, data loading excluded (s)",
             "data_s_per_step": "data wait per step (s)",

@@ -18,10 +18,14 @@ def scaling_figure(table: pd.DataFrame, model_ok: bool = True) -> plt.Figure:
     points on solid lines; the scaling model's predictions: hollow points on a dashed line of their own (the
     model's points only, never joined to a timed one), drawn only where the answer states them: every
     prediction while the model agrees with its own runs (`model_ok`), else only at the runs it misses
-    (conclusion.missed_rows); the ideal, the 1-worker epoch / n: a dotted line. None of them is a measured
-    epoch: the legend says "from timed steps", "model" and "ideal"."""
+    (conclusion.missed_rows), and then no worker count that did not run is drawn at all; the ideal, the
+    1-worker epoch / n: a dotted line. None of them is a measured epoch: the legend says "from timed steps",
+    "model" and "ideal"."""
     fig, ax = plt.subplots(figsize=(9.5, 4))
     stated = table if model_ok or "predicted_s" not in table else missed_rows(table)
+    # the worker counts that did not run are the unused model's alone: not drawn, nor their axis
+    if not model_ok:
+        table = table[table.source == "measured"]
     for b, g in table.groupby("per_gpu_batch"):
         g = g.sort_values("workers")
         meas = g[g.source == "measured"]

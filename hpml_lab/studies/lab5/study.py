@@ -107,6 +107,7 @@ def compute_sweep(cfg: RunConfig, batch_sizes: Iterable[int], n_images: int = 50
                 "per_gpu_batch": b,
                 "status": "ok",
                 "run_folder": it.run_dir.name,  # where its record is: results/<task>/<this>/
+                "reused": it.status == "skipped",  # made by an earlier run of the study (a resumed sweep)
                 "batches_timed": len(full),
                 "step_s": per_step,
                 "data_s_per_step": data_step,
@@ -140,26 +141,49 @@ LINK_PEAK_GBPS = {
 }
 
 
-def fit_allreduce(ar: pd.DataFrame) -> dict[str, float]:
-    """Least-squares fit of time = latency + 2(n-1)/n x bytes / busbw over the measured message sizes
-    (method "fit"); when the points give no positive slope and intercept, the largest message's bus bandwidth
-    and the smallest message's time (method "largest message (no usable fit)")."""
+def fit_allreduce(ar: pd.DataFrame) -> dict:
+    """Least-squares fit of time = latency + 2(n-1)/n x bytes / busbw over the measured message sizes, used
+    (method "fit") only where the line holds: a positive bandwidth, a latency from zero up to the shortest
+    whole all-reduce measured (a latency is part of every call), and every size within its own spread of the
+    line (its interquartile range, `iqr_s`). Otherwise (method "largest message (no usable fit)") the model
+    takes the largest message's own bus bandwidth, its latency included (latency 0: that message's measured
+    time is the model's all-reduce of it), and the line is kept as `line` with why it was refused: `misses`
+    (each size it misses: bytes, measured time, the line's time, spread) and `latency_over` (the bytes and
+    time of the shortest whole call, where the line's latency is longer)."""
     import numpy as np
 
     n = int(ar.world_size.iloc[0])
     x = 2 * (n - 1) / n * ar.bytes.to_numpy(float)
+    t = ar.time_s.to_numpy(float)
+    spread = (
+        np.nan_to_num(ar.iqr_s.to_numpy(float), nan=0.0) if "iqr_s" in ar else np.zeros_like(t)
+    )  # no spread recorded: the line must meet the point itself
     A = np.vstack([np.ones_like(x), x]).T
-    (lat, inv_bw), *_ = np.linalg.lstsq(A, ar.time_s.to_numpy(float), rcond=None)
-    if inv_bw > 0 and lat >= 0:
+    (lat, inv_bw), *_ = np.linalg.lstsq(A, t, rcond=None)
+    line_t = lat + inv_bw * x
+    # a rounding error's worth of tolerance, so that exact points are on their line
+    off = np.abs(line_t - t) > spread + 1e-9 * np.abs(t)
+    misses = [
+        {"bytes": float(b), "time_s": float(m), "line_s": float(f), "spread_s": float(q)}
+        for b, m, f, q, o in zip(ar.bytes, t, line_t, spread, off)
+        if o
+    ]
+    shortest = float(t.min())
+    if inv_bw > 0 and 0 <= lat <= shortest and not misses:
         return {"latency_s": float(lat), "busbw_Bps": float(1 / inv_bw), "world_size": n, "method": "fit"}
-    # Noise larger than the size effect (a busy machine, tiny messages): no usable line. Fall back to the
-    # largest message's own bus bandwidth and the smallest message's time as the latency, and say so.
-    big, small = ar.loc[ar.bytes.idxmax()], ar.loc[ar.bytes.idxmin()]
+    # No line holds (noise larger than the size effect, or times that do not grow linearly): the largest
+    # message's own bus bandwidth, and the refused line with what it got wrong, for the page to say.
+    big = ar.loc[ar.bytes.idxmax()]
     return {
-        "latency_s": float(small.time_s),
+        "latency_s": 0.0,
         "busbw_Bps": float(big.busbw_GBps) * 1e9,
         "world_size": n,
         "method": "largest message (no usable fit)",
+        "line": {"latency_s": float(lat), "busbw_Bps": float(1 / inv_bw) if inv_bw > 0 else float("nan")},
+        "misses": misses,
+        # the shortest whole call (its size and time) where the line's latency is longer than it
+        "latency_over": (float(ar.bytes.iloc[int(t.argmin())]), shortest) if lat > shortest else None,
+        "largest_bytes": float(big.bytes),
     }
 
 
@@ -190,6 +214,26 @@ class Lab5Result:
     # the machine's load before each run of this execution (Q1's, the DDP runs, the all-reduce), each with
     # its run folder ('run'): the busy flag reads the busiest
     machines: list = field(default_factory=list)
+    # each run of this execution (Q1's, the DDP runs, the all-reduce): run_provenance's folder, workers,
+    # commit, start, load and whether an earlier run of the study made it, so that the page says where the
+    # runs it compares come from different commits or renders
+    provenance: list = field(default_factory=list)
+
+
+def run_provenance(run: results.Run, workers: int, reused: bool = False) -> dict:
+    """Where one run's numbers come from: its folder, its workers (0 for the all-reduce's own record), the
+    commit and uncommitted changes it was made at, its start, the machine's load per core then, and whether
+    an earlier run of the study made it (reused)."""
+    env = run.meta.get("environment") or {}
+    return {
+        "run": run.path.name,
+        "workers": int(workers),
+        "commit": str(env.get("commit") or "unknown"),
+        "dirty": bool(env.get("dirty")),
+        "started_at": str(run.meta.get("started_at") or ""),
+        "load_per_core": load_per_core(run.meta),
+        "reused": bool(reused),
+    }
 
 
 def allreduce_note(res: Lab5Result, gpu_name: str | None):
@@ -354,12 +398,22 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     table["speedup"] = [one[b] / t for b, t in zip(table.per_gpu_batch, table.epoch_s)]
     strong, weak = scaling_tables(table, settings.n_images)
     ref, ref_fit = reference_check(settings.n_images)
-    folders = [cfg.run_dir().parent / f for f in q1.get("run_folder", pd.Series(dtype=object)).dropna()]
+    made = q1[q1.status == "ok"] if "run_folder" in q1 else q1.iloc[:0]
+    q1_runs = [
+        (results.read_run(cfg.run_dir().parent / f), bool(r)) for f, r in zip(made.run_folder, made.reused)
+    ]
+    for rec in runs:  # made by the torchrun ranks this study launched: runs of this report too
+        results.note_run(rec.meta)
     machines = [
         {**r.meta["machine"], "run": r.path.name}
-        for r in [*map(results.read_run, folders), *runs, ar_run]
+        for r in [*(r for r, _ in q1_runs), *runs, ar_run]
         if r.meta.get("machine")
     ]
+    provenance = (
+        [run_provenance(r, 1, reused) for r, reused in q1_runs]
+        + [run_provenance(r, int((r.meta.get("distributed") or {}).get("world_size") or 0)) for r in runs]
+        + [run_provenance(ar_run, 0)]
+    )
     # the newest training run (the all-reduce's own record holds no training)
     newest = [r for r in results.load_runs(cfg.task, cfg.results_dir) if "allreduce" not in r.meta]
     return Lab5Result(
@@ -379,6 +433,7 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
         runs[-1].meta if runs else (newest[0].meta if newest else {}),
         ar_run,
         machines,
+        provenance,
     )
 
 

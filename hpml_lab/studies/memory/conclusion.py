@@ -824,7 +824,8 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     working set), the largest batch, the time it costs (verdicts over interleaved rounds, summarised by how
     many went which way), and whether both networks trained."""
     a4, flags = convergence_answer(cfg, res)
-    flags = [sanity.busy((getattr(res, "meta", None) or {}).get("machine"))] + flags
+    meta = getattr(res, "meta", None) or {}
+    flags = [sanity.busy(meta.get("machine"), run=str(meta.get("run_id") or ""))] + flags  # the table's run
     a2 = checkpoint_answer(cfg, res)
     a2.details.append(budget_note(res))  # the budget the largest batches are for, shown in the body too
     return [revnet_answer(res), a2, cost_answer(res), a4], dedupe(flags)
