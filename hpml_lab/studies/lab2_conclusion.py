@@ -162,7 +162,7 @@ def first_epoch_finding(
             first=first,
             span=span,
         )
-    beyond = " beyond the start-up that every epoch repeats in its first step" if repeats else ""
+    beyond = " beyond the start-up an epoch's first step typically holds" if repeats else ""
     return say(
         "The first epoch{who} took {first}, no longer than the epochs kept ({span}): whole epochs show no "
         "one-time cost of the first epoch" + beyond + by_rule,

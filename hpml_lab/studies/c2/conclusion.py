@@ -178,8 +178,9 @@ def first_step_finding(batches: pd.DataFrame) -> Finding | None:
     if v.outcome != "better":  # no start-up of its own in each epoch's first step shows
         return said
     return say(
-        "{said}. So every epoch starts with a warm-up of its own, its first step, which stays in that "
-        "epoch's time: leaving out the first epoch does not remove it",
+        "{said}. So an epoch's first step typically takes longer than its later ones (a comparison of "
+        "medians, not of every epoch); that start-up stays in each epoch's time, and leaving out the first "
+        "epoch does not remove it",
         said=said,
     )
 
@@ -190,7 +191,10 @@ def epoch_table(epochs: pd.DataFrame, disjoint: bool = True) -> pd.DataFrame:
     epoch."""
     ep = epochs.assign(other_s=epochs["total_s"] - epochs["data_s"] - epochs["train_s"])
     cols = ["epoch", "batches", "images", "data_s", "train_s", *(["other_s"] if disjoint else []), "total_s"]
-    cols += ["images_per_s", "tflops", "mfu"]
+    # a share above the whole peak: the peak was measured low and no share of it can be read (the page's 'MFU
+    # above 100%' flag), so the column is not shown
+    over = "mfu" in ep and bool((ep["mfu"] > 1).any())
+    cols += ["images_per_s", "tflops", *([] if over else ["mfu"])]
     return ep[[c for c in cols if c in ep]].rename(
         columns={
             "data_s": "data loading (s)",
