@@ -440,7 +440,8 @@ def throughput_findings(res) -> list[Finding]:
             loads = [x for r in (res.workers[max(res.workers)], res.variants.get(variant)) for x in _load(r)]
             p = Number(f"{variant}: processes", procs, "", "setting", source="the run's processes")
             text = (
-                "{v} ran at {ratio} the baseline's images per second with {p} processes: more than {p} "
+                "{v} ran at {ratio} the baseline's images per second by their median batches (not whole "
+                "epochs) with {p} processes: more than {p} "
                 "processes can give by running side by side, so the excess is not the method's doing; the "
                 "runs were made one after the other"
             )
@@ -461,9 +462,10 @@ def throughput_findings(res) -> list[Finding]:
         else:
             out.append(
                 say(
-                    "{v} ran at {ratio} the baseline's images per second, one run each, made one after the "
-                    "other (no verdict); the baseline ran with {w} loader workers, which take cores from "
-                    "its own training step, so the ratio is not the method's alone.",
+                    "{v} ran at {ratio} the baseline's images per second by their median batches (not whole "
+                    "epochs, which hold their slow first and last batches too), one run each, made one "
+                    "after the other (no verdict); the baseline ran with {w} loader workers, which take "
+                    "cores from its own training step, so the ratio is not the method's alone.",
                     v=variant,
                     ratio=ratio,
                     w=Number(
