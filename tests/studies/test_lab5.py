@@ -194,6 +194,29 @@ def test_an_allreduce_line_that_misses_its_points_or_outlasts_a_whole_call_is_no
     )
 
 
+def test_a_held_allreduce_line_far_from_a_median_says_so():
+    """A grader's item (grade3): a line that holds (each size within its interquartile range) with a latency
+    of 780 us beside a whole 0.447 MB call of 0.794 ms: the line is 37% above that median, unsaid."""
+    noisy = _allreduce([0.794, 4.21, 31.8], [2.8, 1.0, 3.0])
+    fit = scaling.fit_allreduce(noisy)
+    assert fit["method"] == "fit" and fit["latency_s"] == pytest.approx(0.78e-3, rel=0.05)
+    note = lab5_conclusion.fit_note(SimpleNamespace(allreduce=noisy, fit=fit))
+    text = note.plain()
+    assert text.startswith("Fit over the 3 measured sizes: latency")
+    assert (
+        "The line passes within each size's interquartile range but far from some medians (0.447 MB: " in text
+    )
+    assert "against a median of 0.794 ms (" in text and "4.47 MB" not in text.split("far from")[1]
+    from hpml_lab.answers import Answer
+    from hpml_lab.findings import say
+
+    study_checks.holds([Answer("The all-reduce", say("The all-reduce line"), [note])])
+    # a line near every median: nothing more said
+    near = _allreduce([0.55, 1.02, 5.49], [0.1, 0.1, 0.1], mb=(0.1, 1.0, 10.0))
+    held = lab5_conclusion.fit_note(SimpleNamespace(allreduce=near, fit=scaling.fit_allreduce(near))).plain()
+    assert "far from" not in held
+
+
 def test_allreduce_note_names_a_link_peak_only_for_an_nccl_measurement():
     import types
 

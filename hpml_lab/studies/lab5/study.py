@@ -170,7 +170,18 @@ def fit_allreduce(ar: pd.DataFrame) -> dict:
     ]
     shortest = float(t.min())
     if inv_bw > 0 and 0 <= lat <= shortest and not misses:
-        return {"latency_s": float(lat), "busbw_Bps": float(1 / inv_bw), "world_size": n, "method": "fit"}
+        # each size against the line, for the page to say where the line passes far from a median it holds
+        points = [
+            {"bytes": float(b), "time_s": float(m), "line_s": float(f), "spread_s": float(q)}
+            for b, m, f, q in zip(ar.bytes, t, line_t, spread)
+        ]
+        return {
+            "latency_s": float(lat),
+            "busbw_Bps": float(1 / inv_bw),
+            "world_size": n,
+            "method": "fit",
+            "points": points,
+        }
     # No line holds (noise larger than the size effect, or times that do not grow linearly): the largest
     # message's own bus bandwidth, and the refused line with what it got wrong, for the page to say.
     big = ar.loc[ar.bytes.idxmax()]
