@@ -164,8 +164,11 @@ def first_epoch_finding(
         )
     beyond = " beyond the start-up an epoch's first step typically holds" if repeats else ""
     return say(
-        "The first epoch{who} took {first}, no longer than the epochs kept ({span}): whole epochs show no "
-        "one-time cost of the first epoch" + beyond + by_rule,
+        "The first epoch{who} took {first}, no longer than "
+        + kept
+        + " ({span}): whole epochs show no one-time cost of the first epoch"
+        + beyond
+        + by_rule,
         who=who,
         first=first,
         span=span,

@@ -277,7 +277,7 @@ def test_c2_warmup_sentence_only_when_epoch_1_was_slower():
     assert "shorter than each epoch kept (65.5 s to 68.7 s)" in text and "cannot show whether" in text
     assert "which is why" not in text and "no one-time cost" not in text and holds(faster) == []
     steady, _ = c2_conclusion.conclude(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(1.0, 1.02, 0.99)))
-    assert "no longer than the epochs kept (0.99 s to 1.02 s): whole epochs show no one-time cost" in (
+    assert "no longer than each epoch kept (0.99 s to 1.02 s): whole epochs show no one-time cost" in (
         steady[0].text
     )
     assert c2_conclusion.warmup_findings(pd.DataFrame({"total_s": [1.0]})) == []
