@@ -458,25 +458,34 @@ def throughput_findings(res) -> list[Finding]:
                     ),
                 }
             out.append(say(text + ".", **slots).up())
-        # one run each, one after the other: no verdict, and the baseline's loader workers share its cores
+        # one run each, one after the other: no verdict, and both runs' loader workers share their cores
         else:
-            out.append(
-                say(
-                    "{v} ran at {ratio} the baseline's images per second by their median batches (not whole "
-                    "epochs, which hold their slow first and last batches too), one run each, made one "
-                    "after the other (no verdict); the baseline ran with {w} loader workers, which take "
-                    "cores from its own training step, so the ratio is not the method's alone.",
-                    v=variant,
-                    ratio=ratio,
-                    w=Number(
-                        "baseline: loader workers",
-                        int(max(res.workers)),
-                        "",
-                        "setting",
-                        source="the run's config",
-                    ),
-                ).up()
+            run_v = res.variants.get(variant)
+            wv = ((run_v.meta or {}).get("config") or {}).get("num_workers") if run_v is not None else None
+            text = (
+                "{v} ran at {ratio} the baseline's images per second by their median batches (not whole "
+                "epochs), one run each, made one after the other (no verdict); the baseline ran with {w} "
+                "loader workers"
             )
+            slots = {
+                "v": variant,
+                "ratio": ratio,
+                "w": Number(
+                    "baseline: loader workers",
+                    int(max(res.workers)),
+                    "",
+                    "setting",
+                    source="the run's config",
+                ),
+            }
+            if isinstance(wv, int):
+                text += " and {v} with {wv} in each of its {p} processes"
+                slots |= {
+                    "wv": Number(f"{variant}: loader workers", wv, "", "setting", source="the run's config"),
+                    "p": Number(f"{variant}: processes", procs, "", "setting", source="the run's processes"),
+                }
+            text += ", which take cores from the training steps, so the ratio is not the method's alone."
+            out.append(say(text, **slots).up())
     slow = _slow_baseline(res, t, base_ips) if out else None
     return out + ([slow] if slow is not None else [])
 
@@ -863,11 +872,25 @@ def setup(cfg, res) -> Finding:
         "Training set here: {n} images ({classes} classes{partial}); stem {stem}, batch {b}.{capped}",
         n=Number("training images", int(res.n_train), "", "counted", source="the dataset read"),
         classes=Number("classes", CLASSES_TIN, "", "setting", source="Tiny ImageNet"),
-        partial=", a partial copy" if res.partial_copy else "",
+        # a partial copy of the real set, or no copy at all: synthetic data in its on-disk format
+        partial=", synthetic"
+        if _data_kind(res) == "synthetic"
+        else ", a partial copy"
+        if res.partial_copy
+        else "",
         stem=cfg.stem,
         b=Number("batch size", int(cfg.batch_size), "", "setting", source="the run's config"),
         capped=capped,
     )
+
+
+def _data_kind(res) -> str:
+    """The kind of data the page's runs read ('synthetic', 'real'), from their records."""
+    for run in (res.workers or {}).values():
+        kind = (((run.meta or {}).get("dataset") or {}) if run is not None else {}).get("kind")
+        if kind:
+            return str(kind)
+    return ""
 
 
 def memory_note(cfg, res) -> Finding:
