@@ -1328,8 +1328,9 @@ def far_points(res) -> Finding | None:
         )
         for p in far
     ]
+    where = "one size's median" if len(far) == 1 else "some sizes' medians"
     return say(
-        "The line passes within each size's interquartile range but far from some medians ({items}): the "
+        "The line passes within each size's interquartile range but far from " + where + " ({items}): the "
         "times are noisy, and its latency and busbw are rough.",
         items=join(items, "; "),
     )
