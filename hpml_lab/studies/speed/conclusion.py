@@ -408,7 +408,7 @@ def epoch_rate(row: dict, nums: Numbers) -> Number:
     """A rung's images per second over its whole epochs: its epoch's images over its median epoch time."""
     e = nums.epoch(str(row["rung"]))
     return Number(
-        fmt_in("{rung}: images/s over its epochs", rung=str(row["rung"])),
+        fmt_in("{rung}: images/s over its epochs", rung=row["rung"]),
         float(row["epoch_images"]) / e.value,
         "images/s",
         "measured",
