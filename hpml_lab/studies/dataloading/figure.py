@@ -37,7 +37,7 @@ def latency_figure(df):
         xlabel="simulated storage latency per file (ms)",
         ylabel="images/s (log)",
         yscale="log",
-        title="Loading throughput (files / median pass, start-up included)",
+        title="Loading throughput (files / median pass)",  # a tensor-resident pass holds no load: said below
     )
     a2.set(
         xlabel="simulated storage latency per file (ms)",
