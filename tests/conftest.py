@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,12 @@ from pathlib import Path
 # with one thread; the notebooks 278 s (152 s) and 206 s (117 s). Set before torch is imported (OpenMP reads
 # it when torch loads); a value the caller set is kept. The tests check no speed (benchmarks do).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Ctrl-C as a terminal's user sends it: a suite started in the background (nohup, `make test &`) inherits
+# SIGINT ignored, and so does every process it starts, so the tests of what an interruption leaves behind
+# would see none. Python's own handler again, here and (reset to the default on exec) in every child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
