@@ -196,20 +196,26 @@ def learning_flags(items, label_of) -> list[sanity.Flag]:
     run's end, by sanity's one rule) as its flag, named by label_of(meta) (a word or a Finding; None leaves
     the run out): the page says of a run what its record and the line the run printed say, and nothing of
     its own."""
-    from ..results import read_run
-
     flags = []
-    for it in items:
-        if not getattr(it, "complete", True):
-            continue
-        try:
-            meta = read_run(it.run_dir).meta
-        except (OSError, ValueError):
-            continue
+    for meta in complete_metas(items, unknown=True):
         label = label_of(meta)
         if label is not None:
             flags.append(sanity.learning_flag(meta, label=label))
     return [f for f in flags if f is not None]
+
+
+def complete_metas(items, unknown: bool = False):
+    """The records (meta.json) of a sweep's complete runs, in order, leaving out runs whose record cannot be
+    read; `unknown`: whether an item that does not say it is complete counts as complete."""
+    from ..results import read_run
+
+    for it in items or ():
+        if not getattr(it, "complete", unknown):
+            continue
+        try:
+            yield read_run(it.run_dir).meta
+        except (OSError, ValueError):
+            continue
 
 
 def steady_batches(items, by: str) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from ..data import classes_of
 from ..findings import Background, Finding, join, say
 from ..results import drop_warmup
 from ..verdict import best, sample_record
-from ._conclude import busy_of, counted, dedupe, num, on_gpu, setting, twin_noise
+from ._conclude import busy_of, complete_metas, counted, dedupe, num, on_gpu, setting, twin_noise
 from ._conclude import span as spanned
 from ._conclude import timing_disjoint as _timing_disjoint
 
@@ -338,16 +338,8 @@ def run_metas(out, field: str) -> dict:
     """Setting -> its complete run's record (meta.json), by the value of `field` in the run's config: what
     the run itself recorded (its parameters, whether it did not learn). Runs whose record cannot be read
     are left out."""
-    from ..results import read_run
-
     got: dict = {}
-    for it in getattr(out, "items", None) or ():
-        if not getattr(it, "complete", False):
-            continue
-        try:
-            meta = read_run(it.run_dir).meta
-        except (OSError, ValueError):
-            continue
+    for meta in complete_metas(getattr(out, "items", None)):
         got.setdefault((meta.get("config") or {}).get(field), meta)
     return got
 

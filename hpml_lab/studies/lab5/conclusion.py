@@ -338,6 +338,18 @@ def _shared(res, counts) -> Finding | None:
     )
 
 
+def _speedups(rows: pd.DataFrame, how: str) -> Finding:
+    """Each row's speedup with its worker count and batch, joined by semicolons (`how`: where both times come
+    from)."""
+    return join(
+        [
+            say("{s} with {at}", s=_speedup(r, how), at=_at(r.workers, r.per_gpu_batch))
+            for r in rows.itertuples()
+        ],
+        "; ",
+    )
+
+
 def _speedup(r, how: str) -> Number:
     label_at = fmt_in("{n} workers x {b}", n=r.workers, b=r.per_gpu_batch)
     return Number(
@@ -360,17 +372,7 @@ def lab5_q2(res) -> Answer:
     misses = model_misses(t)
     all_ties = bool(verdicts) and all(v.outcome == "tie" for v, _, _ in verdicts.values())
     too_few = all_ties and all(v.reason == "too few samples" for v, _, _ in verdicts.values())
-    items = join(
-        [
-            say(
-                "{s} with {at}",
-                s=_speedup(r, "both extrapolated from timed steps"),
-                at=_at(r.workers, r.per_gpu_batch),
-            )
-            for r in meas.itertuples()
-        ],
-        "; ",
-    )
+    items = _speedups(meas, "both extrapolated from timed steps")
     # the headline: whether a speedup can be told, and the largest measured one (its one number); every
     # ratio and its verdict: the details
     if not len(meas):
@@ -450,17 +452,7 @@ def lab5_q2(res) -> Answer:
             say(
                 "{gate}. Predicted by the scaling model (not run): {items}.",
                 gate=gate,
-                items=join(
-                    [
-                        say(
-                            "{s} with {at}",
-                            s=_speedup(r, "both from the model"),
-                            at=_at(r.workers, r.per_gpu_batch),
-                        )
-                        for r in pred.itertuples()
-                    ],
-                    "; ",
-                ),
+                items=_speedups(pred, "both from the model"),
             )
         )
         shared = _shared(res, pred.workers)
