@@ -25,6 +25,7 @@ optimizer-state bytes (rows labelled "predicted").
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -189,20 +190,44 @@ def cuda_peak_step(
     }
 
 
+def grid_search(
+    sizes: Iterable[int], fits: Callable[[int], dict[str, Any]], start: int = 0
+) -> list[dict[str, Any]]:
+    """The rows of `fits` (a row with "status": "ok" or "oom" for one batch size) over the sizes it needs to
+    find the largest size that fits and the first that does not: from `start`, the largest size at or below it
+    first, then up the sizes while each fits, or down while each runs out of memory. Memory grows with the
+    batch, so the answer is the one trying every size from the smallest would give; started near the limit,
+    it tries two or three sizes where that tries up to all of them. Rows in ascending order of size."""
+    grid = sorted(set(sizes))
+    if not grid:
+        return []
+    i = max([k for k, b in enumerate(grid) if b <= start] or [0])
+    tried = {grid[i]: fits(grid[i])}
+    step = 1 if tried[grid[i]]["status"] == "ok" else -1
+    while 0 <= i + step < len(grid):
+        i += step
+        tried[grid[i]] = fits(grid[i])
+        if (tried[grid[i]]["status"] == "ok") != (step == 1):  # the limit lies between this size and the last
+            break
+    return [tried[b] for b in sorted(tried)]
+
+
 def cuda_max_batch(
     build: Callable[[], nn.Module],
     batch_sizes: Iterable[int],
     device: torch.device | str = "cuda",
-    stop_after_oom: bool = True,
     image_size: int = 32,
     num_classes: int = 10,
+    start: int = 0,
 ) -> list[dict[str, Any]]:
-    """Try a training step at each batch size (ascending); an OOM is a row, memory is freed and the
-    sweep goes on (to the next network: larger batches after an OOM are skipped unless asked)."""
-    rows = []
-    for b in batch_sizes:
+    """A training step at the batch sizes grid_search() needs, from `start` (a predicted limit; 0: from the
+    smallest size up): an OOM is a row, memory is freed and the search goes on. Each row says how long its
+    size took (model built, a warm-up and a measured step, cuDNN's search for the new shape included)."""
+
+    def attempt(b: int) -> dict[str, Any]:
         model = None
         status, peak, error = "ok", float("nan"), ""
+        t0 = time.perf_counter()
         try:
             model = build().to(device)
             peak = cuda_peak_step(model, b, device, image_size, num_classes)["peak_allocated"] / MB
@@ -211,12 +236,16 @@ def cuda_max_batch(
         finally:
             del model
             free_cuda_memory()
-        rows.append(
-            {"batch_size": b, "status": status, "peak_MB": peak, "error": error, "method": "measured"}
-        )
-        if status == "oom" and stop_after_oom:
-            break
-    return rows
+        return {
+            "batch_size": b,
+            "status": status,
+            "peak_MB": peak,
+            "error": error,
+            "method": "measured",
+            "seconds": time.perf_counter() - t0,
+        }
+
+    return grid_search(batch_sizes, attempt, start)
 
 
 def cuda_memory_snapshot(

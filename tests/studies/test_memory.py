@@ -166,6 +166,93 @@ def test_measure_rows_have_times_and_overheads():
     assert pred[1]["recompute_MB_per_sample"] == pytest.approx(rows[0]["act_MB_per_sample"] / 2)
 
 
+GRID = [2**k for k in range(6, 16)]  # the study's sizes on a GPU: 64 to 32,768
+
+
+def _bracket(rows):
+    """(largest size that fitted, 0 if none; smallest that ran out of memory, None if none)."""
+    fitted = [r["batch_size"] for r in rows if r["status"] == "ok"]
+    out = [r["batch_size"] for r in rows if r["status"] == "oom"]
+    return max(fitted, default=0), min(out, default=None)
+
+
+@pytest.mark.parametrize("limit", [0, 63, 64, 100, 4096, 5000, 16384, 32767, 32768, 10**9])
+@pytest.mark.parametrize("start", [0, 64, 1000, 8192, 41529, 10**9])
+def test_the_search_from_a_prediction_finds_what_trying_every_size_finds(limit, start):
+    """memory.grid_search from any start (a prediction under, at or over the limit, or none) ends with the
+    bracket that trying every size from the smallest up to the first out-of-memory gives, in ascending
+    rows, and tries no size twice."""
+    tried = []
+
+    def fits(b):
+        tried.append(b)
+        return {"batch_size": b, "status": "ok" if b <= limit else "oom"}
+
+    every = []
+    for b in GRID:  # the sweep it replaces: every size up to the first out-of-memory
+        every.append({"batch_size": b, "status": "ok" if b <= limit else "oom"})
+        if b > limit:
+            break
+    rows = memory.grid_search(GRID, fits, start)
+    assert _bracket(rows) == _bracket(every)
+    assert [r["batch_size"] for r in rows] == sorted(set(tried)) and len(tried) == len(set(tried))
+    if start == 0:  # no prediction: the same sizes as that sweep
+        assert rows == every
+
+
+@pytest.mark.parametrize(
+    "limit, start, sizes",
+    [
+        (32768, 41529, [32768]),  # a prediction over the top: the top alone, a lower bound
+        (16383, 26149, [8192, 16384]),  # under the prediction's grid size: one step down
+        (16384, 16086, [8192, 16384, 32768]),  # over it: up until one runs out
+        (10, 8192, [64, 128, 256, 512, 1024, 2048, 4096, 8192]),  # far over: down to the smallest
+    ],
+)
+def test_the_search_tries_the_sizes_near_its_start(limit, start, sizes):
+    """Started at a prediction (the H100 check's own cases: resnet18_adjusted 41,529 fitted 32,768; resnet34's
+    26,149 fitted 16,384; revnet62 without saving 16,086 fitted 16,384), the search tries the sizes around it,
+    not every size below it; where the prediction is far off it walks the grid to the limit."""
+    rows = memory.grid_search(
+        GRID, lambda b: {"batch_size": b, "status": "ok" if b <= limit else "oom"}, start
+    )
+    assert [r["batch_size"] for r in rows] == sizes
+    assert memory.grid_search([], lambda b: {}, 64) == []
+
+
+@pytest.mark.slow
+def test_the_study_records_where_its_time_went(rendered):
+    """The tiny render's study folder: meta.json holds each part's seconds (what a GPU check's plan, which
+    times the task whole, cannot tell apart), together no more than the study's own span."""
+    import json
+    from datetime import datetime
+
+    run = rendered("memory")
+    assert run.outcome["status"] == "ok", run.outcome["error"]
+    (meta,) = [json.loads(p.read_text()) for p in (run.out / "results" / "memory").glob("study-*/meta.json")]
+    phases = meta["phase_s"]
+    assert set(phases) == {"table and timed rounds", "largest batch", "snapshots", "convergence runs"}
+    assert phases["table and timed rounds"] > 0 and phases["convergence runs"] > 0
+    span = datetime.fromisoformat(meta["finished_at"]) - datetime.fromisoformat(meta["started_at"])
+    assert sum(phases.values()) <= span.total_seconds() + 1  # the stamps are whole seconds
+
+
+@pytest.mark.cuda
+def test_the_study_searches_the_largest_batch_near_its_prediction():
+    """On a GPU each network's measured rows are the few sizes around its predicted limit, each with its
+    seconds, and they bracket the limit as trying every size would."""
+    specs = memory_study.variants(["resnet_tiny"], [], 2)
+    rows = memory_study.measure(specs, 8, "cuda", repeats=1, warmup=0, log=lambda *a: None)
+    budget = torch.cuda.get_device_properties(0).total_memory  # the study's budget on a GPU
+    mb = memory_study.max_batch_rows(specs, rows, budget, "cuda", cuda_batches=GRID)
+    for spec in specs:
+        measured = [r for r in mb if r["model"] == spec["label"] and r["method"] == "measured"]
+        assert 1 <= len(measured) <= 3 and all(r["seconds"] > 0 for r in measured)
+        fitted, out = _bracket(measured)
+        assert fitted or out == GRID[0]
+        assert out is None or out == 2 * fitted or not fitted
+
+
 def test_config_checkpoint_segments(tiny_cfg):
     with pytest.raises(ConfigError, match="checkpoint_segments"):
         RunConfig(checkpoint_segments=-1)

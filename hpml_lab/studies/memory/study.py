@@ -12,6 +12,7 @@ hpml_lab.memory; this module picks the networks, runs them and builds the report
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,8 +181,9 @@ def max_batch_rows(
     cuda_batches: Sequence[int] = (),
     norm: str = "bn",
 ) -> list[dict[str, Any]]:
-    """Largest batch within the budget for each network: measured on CUDA (OOM rows kept),
-    predicted from activation bytes + parameter/gradient/optimizer state otherwise."""
+    """Largest batch within the budget for each network: predicted from activation bytes + parameter/
+    gradient/optimizer state, and on CUDA measured too, on the sizes of `cuda_batches` that
+    memory.grid_search() needs from the prediction (OOM rows kept)."""
     device = torch.device(device)
     configure(device)  # the sweep's peaks are those of the autotuned kernels the timed runs use
     rows = []
@@ -206,7 +208,9 @@ def max_batch_rows(
         )
         if device.type == "cuda":
             build = lambda spec=spec: _build(spec, norm)
-            for r in cuda_max_batch(build, cuda_batches, device):
+            # the search starts at the predicted limit (an upper bound: it leaves out workspace and
+            # fragmentation), so it tries two or three sizes near the limit instead of every size below it
+            for r in cuda_max_batch(build, cuda_batches, device, start=pred):
                 rows.append({"model": spec["label"], "budget_MB": budget_bytes / MB, **r})
         del model
     return rows
@@ -263,6 +267,15 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
         results.RunFolder(run_dir) as rf,
     ):  # a complete run is replaced only on success
         rf.write_meta(meta)
+        # each part's seconds, in meta.json: where a GPU check's time went (its plan times the task whole)
+        phases: dict[str, float] = {}
+        clock = time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            phases[name] = round(time.perf_counter() - clock, 3)
+            clock = time.perf_counter()
+
         rows = measure(
             specs,
             cfg.batch_size,
@@ -272,6 +285,7 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
             log=lambda line: None,
         )
         atomic_write_csv(rf.path / "memory.csv", rows)
+        lap("table and timed rounds")
         cuda = device.type == "cuda"
         budget = (
             torch.cuda.get_device_properties(device).total_memory
@@ -281,6 +295,7 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
         sweep = [2**k for k in range(6, 16)] if cuda else []
         mb_rows = max_batch_rows(specs, rows, budget, device, cuda_batches=sweep)
         atomic_write_csv(rf.path / "max_batch.csv", mb_rows)
+        lap("largest batch")
         snaps = []
         if cuda:
             last_rev = settings.rev_stages[-1]
@@ -293,12 +308,15 @@ def run(cfg, settings: Settings, log: Callable[[str], None] = print) -> MemoryRe
                 snaps.append(run_dir / name)  # where it lands with the run folder
                 del net
                 free_cuda_memory()
+        lap("snapshots")
         runs = {name: train(c, extra_meta={"memory_run": run_dir.name}) for name, c in train_cfgs.items()}
+        lap("convergence runs")
         meta.update(
             finished_at=results.now(),
             repeats=settings.repeats,
             warmup_rounds=settings.warmup,
             batch_size=cfg.batch_size,
+            phase_s=phases,
         )
         rf.complete(meta)
         meta["status"] = "complete"
