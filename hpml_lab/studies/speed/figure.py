@@ -90,7 +90,9 @@ def chart(result):
         ax.set_ylim(min(finite) / 3, max(finite) * 3)
     ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
     ax.set_ylabel("images/s (log scale)")
-    ax.set_title("Throughput per rung over the timed steps, and the device's ideal")
+    ax.set_title(
+        "Throughput per rung over the timed steps\n(median, interquartile range) and the device's ideal"
+    )
     if marks:  # a legend entry that says what the numbers above the bars are
         ax.plot(
             [],
