@@ -18,7 +18,16 @@ from ..report.gpuplan import GPU_PYTHON
 from . import __doc__ as KIT_DOC
 from .run import check, run
 from .unpack import unpack
-from .wheels import MACHINERY, download_wheels, install, machinery_here, use_provenance, write_provenance
+from .wheels import (
+    MACHINERY,
+    copy_course,
+    download_wheels,
+    install,
+    machinery_here,
+    use_course,
+    use_provenance,
+    write_provenance,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             if not re.fullmatch(r"3\.\d{1,2}(\.\d{1,2})?", args.python_version):
                 raise ConfigError(f"--python-version must look like 3.12.3, not {args.python_version!r}")
             download_wheels(args.dest, python=args.python_version)
+            copy_course(args.dest)
             print(f"[gpu-wheels] provenance: {write_provenance(args.dest)}")
         elif args.cmd == "plan":
             print(json.dumps(gpuplan.plan(), indent=1) if args.json else gpuplan.text())
@@ -86,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"gpu-wheels)"
                 )
             use_provenance(args.wheels)
+            use_course(args.wheels)
             out = run(
                 args.part,
                 args.device,

@@ -230,6 +230,54 @@ def write_provenance(dest: str | os.PathLike) -> Path:
     return path
 
 
+COURSE = "course-lab2"  # the course's own Lab 2 code beside the wheels (the speed ladder's course.py)
+
+
+def copy_course(dest: str | os.PathLike, log=print) -> Path | None:
+    """The course's Lab 2 code (lab2.py and the files beside it; not part of this project) copied to
+    dest/course-lab2, so that it travels to the GPU machine with the wheels and the speed ladder runs it there
+    as written; None, said in one line, where it is not at hand here."""
+    import shutil
+    import tempfile
+
+    from ..studies.speed import course
+
+    target = (Path(dest) / COURSE).resolve()
+    source = next(
+        (f for f in course.places() if (f / "lab2.py").is_file() and f.resolve() != target),
+        None,
+    )
+    if source is None:
+        log(
+            "[gpu-wheels] the course's lab2.py is not at hand (looked in "
+            + ", ".join(str(f) for f in course.places())
+            + "): the speed page will say it did not run"
+        )
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{COURSE}-", dir=target.parent))
+    try:
+        for f in sorted(source.iterdir()):
+            if f.is_file():
+                shutil.copy2(f, tmp / f.name)
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log(f"[gpu-wheels] the course's lab2.py: {source} -> {target}")
+    return target
+
+
+def use_course(wheels: str | os.PathLike) -> None:
+    """Point the speed ladder at the course's code carried beside the wheels, if it is there."""
+    from ..studies.speed import course
+
+    folder = Path(wheels) / COURSE
+    if (folder / "lab2.py").is_file():
+        os.environ[course.ENV] = str(folder.resolve())
+
+
 def use_provenance(wheels: str | os.PathLike) -> None:
     """Point envinfo (and the kernels this process starts) at the carried provenance.json, if there is one."""
     from .. import envinfo

@@ -331,7 +331,8 @@ RATES = {
 
 def test_each_rung_gets_its_verdict_against_the_rung_before(base):
     answers, flags = speed.conclude(base, _ladder(RATES))
-    top, tensor, cl, bf16, comp, graphs, big, bigger, ref = answers
+    top, tensor, cl, bf16, comp, graphs, big, bigger, ref, course = answers
+    assert course.status == "not answered"  # no record of the course's script: it did not run
     assert tensor.verdict["outcome"] == "better"
     said = tensor.headline.plain()  # the verdict's own words (verdict.py), its ratio and both labels
     assert "3.01x" in said and "L1" in said and "PIL loader with 2 workers" in said
@@ -361,7 +362,7 @@ def test_each_rung_gets_its_verdict_against_the_rung_before(base):
         and ref.missing == "a run of this rung (the table says why it did not run)"
     )
     # every rung's why is general background, apart from the findings; the numbers are the findings' own
-    assert [bool(a.background) for a in answers] == [True] * 9
+    assert [bool(a.background) for a in answers] == [True] * 10
     assert "big_batch: images/s" in [n.name for n in top.numbers] and "big_batch: MFU" in [
         n.name for n in top.numbers
     ]
@@ -696,7 +697,7 @@ def test_the_plain_script_is_set_beside_the_rung_it_mirrors(base):
     res = _ladder(RATES, epochs=epochs)
     res.meta.update(load_before={"cores": 16}, load_epochs=[1.0, 1.0, 1.0], reference={"loads": [1.0, 1.1]})
     answers, _ = speed.conclude(base, res)
-    ref = answers[-1]
+    ref = answers[-2]
     assert ref.status == "answered" and ref.verdict["outcome"] == "worse"  # the project's epoch is the slower
     said = ref.headline.plain()
     assert (
@@ -710,16 +711,173 @@ def test_the_plain_script_is_set_beside_the_rung_it_mirrors(base):
     assert claims.check_record(json.loads(json.dumps(rec.as_dict()))) == []
     # runs one after the other while the load moved: the verdict cannot tell, and says why
     res.meta["reference"] = {"loads": [30.0, 30.0]}
-    assert speed.conclude(base, res)[0][-1].verdict["outcome"] == "tie"
+    assert speed.conclude(base, res)[0][-2].verdict["outcome"] == "tie"
     # the script ran at another rung's settings: that rung is its match, not the fastest epoch
     res.meta["reference"] = {"loads": [1.0, 1.1], "rung": "tensor"}
-    ref = speed.conclude(base, res)[0][-1]
+    ref = speed.conclude(base, res)[0][-2]
     assert ref.verdict["label_a"] == "L1" and "L1: a whole epoch" in ref.text
     res.meta["reference"] = {"loads": [1.0, 1.1], "rung": "compile"}  # its rung has no timed epoch
-    assert speed.conclude(base, res)[0][-1].status == "not answered"
+    assert speed.conclude(base, res)[0][-2].status == "not answered"
     # no rung's epoch timed: nothing to set beside it
     only = _ladder(RATES, epochs={ladder.REFERENCE: [0.6, 0.61, 0.59]})
-    assert speed.conclude(base, only)[0][-1].status == "not answered"
+    assert speed.conclude(base, only)[0][-2].status == "not answered"
+
+
+LAB2_OUT = """...........................running new python file.............................
+Number of trainable parameters :  11173962
+-----------------------------------------------
+Epoch :  1
+Time taken for Epoch :  12.3456 sec
+Load Time for epoch :  0.912345 sec with 2 workers  | Train Time :  6.543210 sec
+Avg Loss :  1.734  | Avg Accuracy :  35.12 %
+Top 1 accuracy is  3 among the individual label accuracies [1. 2.]
+-----------------------------------------------
+Epoch :  2
+Time taken for Epoch :  8.8600 sec
+Load Time for epoch :  0.456789 sec with 2 workers  | Train Time :  5.432100 sec
+Avg Loss :  1.201  | Avg Accuracy :  56.7 %
+Avg Data Load times with `2` workers is `0.684567` sec and Avg Train Times is `5.987655` sec
+Avg epoch time is `10.6028` sec
+"""
+
+
+def test_the_course_scripts_epochs_are_read_from_what_it_prints():
+    """course.parse reads lab2.py's own lines (its print calls, reproduced above with their spacing): each
+    epoch's whole-loop seconds, its summed loading and training, its workers, loss and accuracy; the
+    averages at the end are not epochs."""
+    from hpml_lab.studies.speed import course
+
+    assert course.parse(LAB2_OUT) == [
+        {
+            "seconds": 12.3456,
+            "load_s": 0.912345,
+            "workers": 2,
+            "train_s": 6.54321,
+            "loss": 1.734,
+            "accuracy": 35.12,
+        },
+        {
+            "seconds": 8.86,
+            "load_s": 0.456789,
+            "workers": 2,
+            "train_s": 5.4321,
+            "loss": 1.201,
+            "accuracy": 56.7,
+        },
+    ]
+    assert course.parse("Traceback (most recent call last):\n  RuntimeError: no CUDA") == []
+
+
+def test_the_course_script_is_found_where_the_kit_puts_it_and_runs_on_a_gpu_only(tmp_path, monkeypatch):
+    """Where the course's code is looked for, in order ($HPML_COURSE_LAB2, the wheels' copy, the shared
+    reference beside the project), how it is started (through run_on_synthetic.py on the synthetic data,
+    lab2.py's own flags on the real data), and why it does not run: on a CPU, below two epochs, not found.
+    Each reason is words the answer box can state (no digits)."""
+    from hpml_lab.studies.speed import course
+
+    root = tmp_path / "project"
+    wheels, beside, own = (
+        root / ".whl" / "course-lab2",
+        tmp_path / "shared" / "reference" / "course-lab2",
+        tmp_path / "mine",
+    )
+    monkeypatch.delenv(course.ENV, raising=False)
+    assert course.find(root) is None
+    for folder in (beside, wheels, own):
+        folder.mkdir(parents=True)
+        (folder / "lab2.py").write_text("")
+        (folder / "run_on_synthetic.py").write_text("")
+    assert course.find(root) == wheels.resolve()
+    monkeypatch.setenv(course.ENV, str(own))
+    assert course.find(root) == own.resolve()
+    assert course.places(root) == [own, wheels, root / ".." / "shared" / "reference" / "course-lab2"]
+    monkeypatch.delenv(course.ENV)
+    (wheels / "lab2.py").unlink()
+    assert course.find(root) == beside.resolve()
+
+    data = tmp_path / "data"
+    (data / "cifar-10-batches-py").mkdir(parents=True)
+    argv, env = course.command(beside, data, 4)
+    assert argv[1].endswith("lab2.py") and "--epochs=4" in argv and "--device=cuda" in argv and env == {}
+    assert (
+        f"--dataset-path={data.resolve()}" in argv
+        and "--num-of-workers=2" in argv
+        and "--batch-size=128" in argv
+    )
+    (data / "cifar-10-batches-py" / "SYNTHETIC.json").write_text("{}")
+    argv, env = course.command(beside, data, 4)
+    assert argv[1].endswith("run_on_synthetic.py")
+    assert env == {"ROOT": str(data.resolve()), "W": "2", "E": "4", "B": "128"}
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert "GPU only" in course.why_not(cpu, beside, 4)
+    assert "leaves the course's script out" in course.why_not(cuda, beside, 1)
+    assert "not found" in course.why_not(cuda, None, 4)
+    assert course.why_not(cuda, beside, 4) == ""
+    for why in (
+        course.why_not(cpu, beside, 4),
+        course.why_not(cuda, beside, 1),
+        course.why_not(cuda, None, 4),
+    ):
+        assert not stray_digits(why)
+    info = course.measure(data, cpu, 4, root=root, log=lambda *a: None)  # refused before any process starts
+    assert info["status"] == "not run" and "GPU only" in info["why"] and "command" not in info
+    assert info["looked_in"][-1].endswith("course-lab2") and info["folder"] == str(beside.resolve())
+
+
+@pytest.mark.cuda
+def test_the_course_script_runs_as_written_on_the_gpu(cifar_root):
+    """The course's own lab2.py, found where the kit carries it, run as written for two epochs on the
+    suite's synthetic CIFAR-10 (1,000 images: 8 batches of its 128), each epoch read from what it printed."""
+    from hpml_lab.studies.speed import course
+
+    if course.find() is None:
+        pytest.skip("the course's lab2.py is not at hand (make gpu-wheels copies it beside the wheels)")
+    info = course.measure(cifar_root, torch.device("cuda"), 2, log=lambda *a: None)
+    assert info["status"] == "measured", info["why"]
+    assert len(info["epochs"]) == 2 and all(e["seconds"] > 0 and e["workers"] == 2 for e in info["epochs"])
+    assert "run_on_synthetic.py" in info["command"] and info["load_after"]["cores"] >= 1
+
+
+def test_the_ladders_shortest_epoch_is_set_beside_the_course_scripts(base):
+    """The course's script's epochs after its first against the ladder's shortest whole epoch (not the rung
+    the plain script mirrors): a verdict on runs one after the other, in words first; too few epochs say
+    they cannot tell; a script that did not run says why, in words; a failure's digits stay in meta.json."""
+    from hpml_lab.report import claims
+
+    epochs = {"pil": [9.0, 9.1, 8.9], "tensor": [3.3, 3.4, 3.2], "big_batch": [1.0, 1.02, 0.98]}
+    res = _ladder(RATES, epochs=epochs)
+    course = {
+        "status": "measured",
+        "why": "",
+        "workers": 2,
+        "batch_size": 128,
+        "epochs": [{"seconds": s} for s in (12.3, 8.9, 8.8, 9.0)],
+        "load_before": {"load1": 1.0},
+        "load_after": {"load1": 1.1},
+    }
+    res.meta.update(load_before={"cores": 16}, load_epochs=[1.0, 1.0, 1.0], course=course)
+    answers, _ = speed.conclude(base, res)
+    c = answers[-1]
+    assert c.status == "answered" and c.verdict["outcome"] == "better"
+    assert c.verdict["median_b"] == pytest.approx(8.9) and c.verdict["n_b"] == 3  # the first epoch left out
+    assert c.headline.plain() == "+ batch 64 is 8.9x faster than the course's lab2.py on epoch time."
+    assert "The course's lab2.py, as written: 8.9 s an epoch after its first" in c.text
+    assert "a PIL loader with 2 workers, batch 128" in c.text and "+ batch 64: a whole epoch" in c.text
+    rec = Record("speed", "Speed ladder", answers, [])
+    assert claims.check_record(json.loads(json.dumps(rec.as_dict()))) == []
+    course["epochs"] = course["epochs"][:2]  # one epoch after the first: no verdict from it
+    assert speed.conclude(base, res)[0][-1].verdict["outcome"] != "better"
+    res.meta["course"] = {
+        "status": "not run",
+        "why": "the course's script synchronizes CUDA after every step, so it runs on a GPU only",
+    }
+    c = speed.conclude(base, res)[0][-1]
+    assert c.status == "not answered" and c.headline.plain() == "The course's lab2.py did not run here."
+    assert c.missing.endswith("GPU only")
+    res.meta["course"] = {"status": "not run", "why": "the course's lab2.py ended with code 1 after 0 epochs"}
+    failed = speed.conclude(base, res)[0][-1]
+    assert failed.status == "not answered" and "its entry in the run's meta.json" in failed.missing
 
 
 def test_the_reference_script_runs_here_and_trains_the_labs_network(base, cifar_root):
@@ -752,8 +910,11 @@ def test_the_notebook_renders_at_tiny(rendered):
     html = (run.reports / "speed.html").read_text()
     assert "torch.compile" in html and "not run at this profile" in html
     rec = json.loads((run.reports / "speed.answer.json").read_text())
-    # the headline, one per rung after the baseline, and the plain script's beside the fastest epoch
-    assert len(rec["answers"]) == len(ladder.RUNGS) + 1
+    # the headline, one per rung after the baseline, the plain script's beside the fastest epoch, and the
+    # course's script's, which runs on a GPU only
+    assert len(rec["answers"]) == len(ladder.RUNGS) + 2
+    course = rec["answers"][-1]
+    assert course["status"] == "not answered" and "GPU only" in course["missing"]
     table = pd.read_csv(next((run.out / "results" / "speed").glob("*/ladder.csv")))
     assert list(table["rung"]) == [*ladder.RUNGS, ladder.REFERENCE]
     assert (run.out / "figures" / "speed_ladder.png").is_file()

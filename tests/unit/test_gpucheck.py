@@ -464,6 +464,40 @@ def test_records_made_without_git_carry_the_commit_from_gpu_wheels(tmp_path, mon
         envinfo.git_commit.cache_clear()
 
 
+def test_gpu_wheels_carries_the_course_script_beside_the_wheels_and_the_run_points_at_it(
+    tmp_path, monkeypatch
+):
+    """copy_course: the course's lab2.py folder (here a stand-in named by $HPML_COURSE_LAB2, as a checkout
+    with ../shared finds the real one) copied whole to .whl/course-lab2, replacing an older copy; use_course
+    then points the speed ladder there; without the course's code, one line says the page will say so."""
+    from hpml_lab.studies.speed import course
+
+    src = tmp_path / "shared" / "course-lab2"
+    src.mkdir(parents=True)
+    for name in ("lab2.py", "loader.py", "model.py", "run_on_synthetic.py", "README.md"):
+        (src / name).write_text(f"# {name}\n")
+    (src / "__pycache__").mkdir()  # not carried
+    dest = tmp_path / "whl"
+    (dest / wheels.COURSE).mkdir(parents=True)
+    (dest / wheels.COURSE / "stale.py").write_text("")
+    monkeypatch.setenv(course.ENV, str(src))
+    lines = []
+    target = wheels.copy_course(dest, log=lines.append)
+    assert target == (dest / wheels.COURSE).resolve() and str(src) in lines[0]
+    assert sorted(f.name for f in target.iterdir()) == sorted(
+        ["lab2.py", "loader.py", "model.py", "run_on_synthetic.py", "README.md"]
+    )
+    assert not list(dest.glob(".course-lab2-*"))  # no temporary folder left
+    monkeypatch.delenv(course.ENV)
+    wheels.use_course(dest)
+    assert os.environ[course.ENV] == str(target) and course.find() == target
+    monkeypatch.setenv(course.ENV, str(tmp_path / "nowhere"))
+    monkeypatch.setenv("HPML_LAB_HOME", str(tmp_path / "bare"))  # no .whl and no ../shared there either
+    lines.clear()
+    assert wheels.copy_course(tmp_path / "other", log=lines.append) is None
+    assert "not at hand" in lines[0] and not (tmp_path / "other" / wheels.COURSE).exists()
+
+
 def test_the_machine_record_says_what_the_node_has(tmp_path):
     r = node.record_node(tmp_path, 1)
     rec = json.loads((tmp_path / "node-part1.json").read_text())

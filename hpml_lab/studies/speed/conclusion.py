@@ -1,7 +1,7 @@
 """What the speed ladder concludes: first, on whole epochs (the lab asks for training time), the rung with the
 shortest epoch against the baseline's and how much of the device's one peak that epoch used (MFU); then per
-rung a verdict against the rung before it, and how far the project's whole epoch is from the plain script's at
-the same settings.
+rung a verdict against the rung before it, how far the project's whole epoch is from the plain script's at
+the same settings, and how far the shortest epoch is from the course's own lab2.py run as written (on a GPU).
 
     from hpml_lab.studies.speed import conclude
     answers, flags = conclude(cfg, result)      # result: study.Ladder
@@ -26,6 +26,7 @@ from ... import sanity
 from ...answers import Answer, Number
 from ...fastpath import GRAPH_MODES
 from ...findings import Background, Finding, Ident, fmt_in, join, say, stray_digits
+from ...profiling import summarize
 from ...verdict import best, compare, sample_record
 from .study import REFERENCE, RUNGS
 
@@ -65,6 +66,14 @@ REFERENCE_WHY = (
 QUESTION_REFERENCE = (
     "How far is the project's epoch from a plain script's at the same settings on this device?"
 )
+COURSE_WHY = (
+    "The course's own training script for this lab is what a student starts from: the same network in "
+    "single precision fed by a PIL loader at its default workers and batch, a loop that synchronizes the GPU "
+    "after every step and compares each prediction on the host. Its epoch against the ladder's shortest says "
+    "what the ladder's changes give together over that code, on this device; it runs in its own process, "
+    "after the ladder."
+)
+QUESTION_COURSE = "How far is the ladder's shortest epoch from the course's own script, run as written here?"
 MFU_WHY = (
     "MFU is the model's FLOPs per second over the device's peak for the precision used. A small ResNet on "
     "small images stays far below the peak: many of its kernels are limited by memory bandwidth, not "
@@ -530,6 +539,90 @@ def reference_answer(nums: Numbers, meta: dict) -> Answer:
     )
 
 
+def _course() -> Finding:
+    """'the course's lab2.py': its file name a name, not a number."""
+    return say("the course's {script}", script=Ident("lab2.py"))
+
+
+def course_answer(nums: Numbers, meta: dict) -> Answer:
+    """The ladder's shortest whole epoch against the course's lab2.py's epochs after its first (course.py),
+    on epoch time: a verdict on runs made one after the other, told the machine's load during each; where the
+    course's code did not run, why."""
+    info = meta.get("course") or {}
+    background = [Background(COURSE_WHY)]
+    if info.get("status") != "measured":
+        why = str(info.get("why") or "the course's script's run")
+        if stray_digits(why):  # an exit status or an error's text: meta.json's course entry holds it
+            why = "a run of the course's script (its entry in the run's meta.json says why it failed)"
+        return Answer(
+            QUESTION_COURSE,
+            say("{c} did not run here.", c=_course()).up(),
+            [],
+            background,
+            "not answered",
+            why,
+        )
+    warm = [float(e["seconds"]) for e in info["epochs"][1:]]
+    timed = {
+        k: r
+        for k, r in nums.rows.items()
+        if k != REFERENCE and r["status"] == "measured" and nums.epochs.get(k)
+    }
+    if not timed or not warm:
+        return Answer(
+            QUESTION_COURSE,
+            say("There is no whole epoch to set beside the course's script's."),
+            [],
+            background,
+            "not answered",
+            "a whole epoch of a rung and of the course's script after its first",
+        )
+    fast = min(timed, key=lambda k: float(timed[k]["epoch_s"]))
+    cores = ((meta.get("load_before") or {}).get("cores")) or 1
+    course_loads = [(info.get(k) or {}).get("load1") for k in ("load_before", "load_after")]
+    v = compare(
+        nums.epochs[fast],
+        warm,
+        str(label(nums.rows[fast])),
+        "the course's script",
+        what="epoch time",
+        interleaved=False,
+        load_a=[x / cores for x in meta.get("load_epochs") or [] if x is not None],
+        load_b=[x / cores for x in course_loads if x is not None],
+    )
+    name, a = "shortest epoch vs the course's script", label(nums.rows[fast])
+    st = summarize(warm)
+    epoch = Number(
+        "course script: epoch time",
+        st["median"],
+        "s",
+        "measured",
+        n=len(warm),
+        spread=st["iqr"] if len(warm) >= sanity.MIN_SAMPLES else None,
+    )
+    default = "the course script's own default"
+    workers = Number("course script: workers", int(info["workers"]), "", "setting", source=default)
+    batch = Number("course script: batch size", int(info["batch_size"]), "", "setting", source=default)
+    course_line = say(
+        "{c}, as written: {e} an epoch after its first, in single precision, a PIL loader with {w} worker"
+        + ("" if workers.value == 1 else "s")
+        + ", batch {b}.",
+        c=_course(),
+        e=epoch,
+        w=workers,
+        b=batch,
+    ).up()
+    details = [say("{v}.", v=v.finding(name, a, _course())).up(), nums.epoch_line(fast), course_line]
+    return Answer(
+        QUESTION_COURSE,
+        say("{v}.", v=v.short(name, a, _course())).up(),
+        details,
+        background,
+        "answered",
+        verdict=sample_record(v, nums.epochs[fast], warm),
+    )
+
+
 # the ladder table's columns as the page shows them, and those that give a spread (none from too few samples)
 SHOWN = [
     "label",
@@ -701,7 +794,8 @@ def graphs_skipped(table: pd.DataFrame, meta: dict) -> sanity.Flag | None:
 
 def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
     """(answers, flags): the top answer, one per rung after the baseline, then the plain script's against the
-    epoch of the rung at its settings; flags for few repeats and a busy machine."""
+    epoch of the rung at its settings, and the course's script's against the shortest epoch; flags for few
+    repeats and a busy machine."""
     nums = Numbers(result.table, result.samples, getattr(result, "epochs", None))
     device = "GPU" if str(result.meta.get("device", cfg.device)).startswith("cuda") else "CPU"
     answers = [top_answer(result.table, nums, result.meta)]
@@ -718,6 +812,7 @@ def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
         for row, prev in pairs
     ]
     answers.append(reference_answer(nums, result.meta))
+    answers.append(course_answer(nums, result.meta))
     flags = [
         sanity.too_few(int(result.meta.get("repeats", 0)), "timed repeats per rung"),
         busy(result.meta),
