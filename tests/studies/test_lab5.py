@@ -204,8 +204,8 @@ def test_a_held_allreduce_line_far_from_a_median_says_so():
     text = note.plain()
     assert text.startswith("Fit over the 3 measured sizes: latency")
     assert (
-        "The line passes within each size's interquartile range but far from one size's median (0.447 MB: "
-        in text
+        "The line passes within one interquartile range of each size's median but far from one size's median "
+        "(0.447 MB: " in text
     )
     assert "against a median of 0.794 ms (" in text and "4.47 MB" not in text.split("far from")[1]
     from hpml_lab.answers import Answer

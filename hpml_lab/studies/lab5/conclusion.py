@@ -1286,10 +1286,10 @@ FAR_FROM_LINE = 0.2  # a held line this far (a share of the median) from a size'
 
 
 def far_points(res) -> Finding | None:
-    """Where a line that holds (every size within its interquartile range of it) still passes far from a
-    size's median, by more than FAR_FROM_LINE of it: said, each such size with the line's time and the
-    median, so that a reader does not take its latency for the whole small call's (a grader: a latency of
-    780 us beside a 0.794 ms whole call of 0.447 MB, the line 37% above it, unsaid)."""
+    """Where a line that holds (every size's median within one interquartile range of it) still passes far
+    from a size's median, by more than FAR_FROM_LINE of it: said, each such size with the line's time and the
+    median, so that a reader does not take its latency for the whole small call's (a grader: a latency of 780
+    us beside a 0.794 ms whole call of 0.447 MB, the line 37% above it, unsaid)."""
     n = int(res.allreduce.n.min())
     far = [
         p
@@ -1322,7 +1322,9 @@ def far_points(res) -> Finding | None:
     ]
     where = "one size's median" if len(far) == 1 else "some sizes' medians"
     return say(
-        "The line passes within each size's interquartile range but far from " + where + " ({items}): the "
+        "The line passes within one interquartile range of each size's median but far from "
+        + where
+        + " ({items}): the "
         "times are noisy, and its latency and busbw are rough.",
         items=join(items, "; "),
     )

@@ -11,6 +11,7 @@ import math
 import pandas as pd
 
 from ...findings import fmt_value
+from .study import REFERENCE
 
 # the MFU labels: the gap between a label and the highest thing drawn at its rung (points), and the share of
 # the axes' height kept free above them, so that a later layout (a stand-in's two-line title) keeps them in
@@ -34,7 +35,14 @@ def chart(result):
     from ...plots import figure_legend
 
     table: pd.DataFrame = getattr(result, "table", result).reset_index(drop=True)
-    labels = [str(v) for v in table["label"]]
+
+    # the plain script's bar is from its whole epochs, not timed steps as the rungs' are: its label says so
+    def shown(label: str, rung: str) -> str:
+        if rung != REFERENCE:
+            return label
+        return f"{label[:-1]}, whole epochs)" if label.endswith(")") else f"{label} (whole epochs)"
+
+    labels = [shown(str(v), rung) for v, rung in zip(table["label"], table["rung"])]
     ran = table["status"] == "measured"
     x = list(range(len(table)))
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
