@@ -84,6 +84,9 @@ class Task:
     # what a run's config must satisfy, each with the line that refuses it (after "task <id> "), checked
     # before any kernel starts (report/guards.py preflight)
     needs: tuple[tuple[Callable[[Any], bool], str], ...] = ()
+    # whether its page states a time: a busy machine is flagged only where it can change a number shown (the
+    # questions' counts are the same on a busy machine; a grader read "timings take longer" on a page of none)
+    times: bool = True
     run: Callable[..., Any] | None = None  # run(cfg, settings) -> result
     conclude: Callable[..., Any] | None = None  # conclude(cfg, result) -> (answers, flags)
 

@@ -276,7 +276,9 @@ def answer(
     flags = [f for f in flags if f is not None]
     if stand_in and all(f.kind != "stand-in model" for f in flags):
         flags.insert(0, stand_in)
-    busy = sanity.busiest_seen()  # any run this report made or showed (machine_load / environment_table)
+    task = tasks.TASKS.get(cfg.task)
+    # any run this report made or showed (machine_load / environment_table), where the page states a time
+    busy = sanity.busiest_seen() if task is None or task.times else None
     if busy and all(f.kind != "machine busy" for f in flags):
         flags.append(busy)
     differ = sanity.ran_vs_lab(cfg, lab) if lab else []

@@ -260,6 +260,9 @@ def test_every_report_says_busy_and_settings_differ(tmp_path, monkeypatch):
         RunConfig(task="c6"), {"kind": "real"}, [], title="C6"
     )  # the lab's settings: no table, no flag
     assert [f["kind"] for f in answer_box.load("c6")["flags"]] == ["machine busy"]
+    # a page that states no time (the questions' counts): no busy flag, however busy the machine was
+    notebook.answer(RunConfig(task="questions"), {"kind": "real"}, [], title="Questions")
+    assert answer_box.load("questions")["flags"] == []
 
 
 def test_a_flag_is_a_finding_over_numbers_of_the_record():

@@ -21,6 +21,7 @@ TASK = Task(
     gpu_timed=(9.0, "measured: 9 s on an H100 (the H100 check)"),
     smoke_s=6,
     gpu_with="c6",
+    times=False,  # counts only: the same on a busy machine
     gpu_extra=(15.0, "reads the other tasks' results"),
     run=lambda cfg, settings=None: later("hpml_lab.studies.questions.study", "run")(cfg),
     conclude=lambda cfg, res: later("hpml_lab.studies.questions.conclusion", "conclude")(cfg, res.table),
