@@ -328,9 +328,16 @@ def plan() -> dict[str, Any]:
             }
         )
     total = sum(r["estimate_s"] for r in rows)
+    # the whole lab against what one check holds: every unit's seconds beside the set-ups, and the seconds a
+    # check leaves its units (each command's limit less its set-up)
+    every = sum(unit_estimate(u)[0] for u in units())
+    room = sum(command_limit(i) - r["setup_s"] for i, r in enumerate(rows, 1))
     return {
         "commands": rows,
         "left_out": {u: round(unit_estimate(u)[0]) for u in left},
+        "every_unit_s": round(every),
+        "units_room_s": round(room),
+        "checks_for_every_unit": math.ceil(every / room) if room > 0 else None,
         "total_s": total,
         "command_limits_s": list(COMMAND_LIMITS_S),
         "check_limit_s": CHECK_LIMIT_S,
@@ -387,6 +394,11 @@ def text(p: dict[str, Any] | None = None) -> str:
             "# not planned (would not fit): "
             + ", ".join(f"{u} ({s} s)" for u, s in p["left_out"].items())
             + "; a command whose own units end early runs them"
+        )
+        lines.append(
+            f"# every unit together: about {p['every_unit_s']} s beside the set-ups, where a check leaves "
+            f"its units about {p['units_room_s']} s: running them all takes about "
+            f"{p['checks_for_every_unit']} such checks, each skipping what the ones before it brought home"
         )
     lines.append(
         "# before each command, unpack what came home into the tree (python3 -m hpml_lab.gpu unpack DIR): a "

@@ -139,6 +139,11 @@ def test_plan_leaves_out_what_does_not_fit_and_says_so(monkeypatch):
     p = gpuplan.plan()
     assert "bench" in p["left_out"] and all(c["estimate_s"] <= c["limit_s"] for c in p["commands"])
     assert any(x.startswith("# not planned") and "bench" in x for x in gpuplan.text(p).splitlines())
+    # what the whole lab needs against what a check holds, so that a lease is planned for it
+    every = sum(gpuplan.unit_estimate(u)[0] for u in gpuplan.units())
+    assert p["every_unit_s"] == round(every) and p["every_unit_s"] > p["units_room_s"] > 0
+    assert p["checks_for_every_unit"] == -(-every // p["units_room_s"])
+    assert f"running them all takes about {p['checks_for_every_unit']} such checks" in gpuplan.text(p)
 
 
 # a command in its own process whose units are fakes: `slow` sleeps (a unit the command is stopped in)
