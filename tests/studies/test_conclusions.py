@@ -830,6 +830,28 @@ def test_c5_says_of_its_run_what_the_runs_record_says(tmp_path):
     assert "did not learn" not in {f.kind for f in flags}
 
 
+def test_c5_a_share_above_the_measured_peak_is_flagged_as_c1s_and_c2s_are(tmp_path):
+    """A grader read 127% in c5's "median step's compute, % of device peak" column with no word of it, where
+    c1's and c2's pages flag theirs: a share above the whole of a device's measured peak raises 'MFU above
+    100%', naming that device's peak; a share within it raises none."""
+    ep = pd.DataFrame({"device": ["cpu"] * 3, "epoch": [1, 2, 3], "total_s": [1.0, 1.0, 1.01]})
+    items = sweep(tmp_path, "device", {"cpu": batches([0.1] * 3)})
+    peak = {"precision": "fp32", "peak_tflops": 0.15, "peak_source": "measured here", "per_image": 1.0}
+    results.write_derived(items[0].run_dir, {}, {"config": {"device": "cpu"}, "flops": peak})
+
+    def flags_at(share):
+        summary = pd.DataFrame({"device": ["cpu"], "mfu_pct": [share]})
+        out = SimpleNamespace(epochs=ep, devices=["cpu"], items=items, summary=summary)
+        return [f for f in c5_conclusion.conclude(RunConfig(task="c5"), out)[1] if f.kind == "MFU above 100%"]
+
+    (over,) = flags_at(127.5)
+    assert "cpu ran at more FLOP/s than this device's measured peak (up to 128% of the measured 0.15" in (
+        over.message
+    )
+    assert "no share of it on this page can be read" in over.message
+    assert flags_at(85.6) == [] and flags_at(float("nan")) == []
+
+
 def test_c5_cpu_only_is_partial_and_trend_is_said(tmp_path):
     ep = pd.DataFrame({"device": ["cpu"] * 4, "epoch": [1, 2, 3, 4], "total_s": [1.0, 1.5, 2.5, 4.0]})
     answers, flags = c5_conclusion.conclude(

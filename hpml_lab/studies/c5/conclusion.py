@@ -15,11 +15,13 @@ from ...verdict import sample_record
 from .._conclude import (
     busy_of,
     compare_configs,
+    complete_metas,
     counted,
     dedupe,
     learning_flags,
     loads_by,
     num,
+    run_peak,
     setting,
     steady_batches,
 )
@@ -50,6 +52,28 @@ def table_note(summary) -> str:
     )
 
 
+def peak_flags(out) -> list[sanity.Flag]:
+    """'MFU above 100%' for each device whose median step's share of its peak (the table's column) passed the
+    whole of it: that device's measured peak is no bound (sanity.above_peak), as c1's and c2's pages say of
+    theirs (a grader read 127% in the column with no word of it)."""
+    summary = getattr(out, "summary", None)
+    if summary is None or "mfu_pct" not in summary:
+        return []
+    peaks = {}
+    for meta in complete_metas(out.items, unknown=True):
+        peaks.setdefault(str((meta.get("config") or {}).get("device")), run_peak(meta))
+    flags = []
+    for row in summary.to_dict("records"):
+        if row.get("mfu_pct") is None or not row["mfu_pct"] == row["mfu_pct"]:  # none recorded (nan)
+            continue
+        device = str(row["device"])
+        share = Number(
+            f"{device}: median step's share of device peak", float(row["mfu_pct"]), "%", "measured"
+        )
+        flags.append(sanity.above_peak([share], peaks.get(device)))
+    return [f for f in flags if f is not None]
+
+
 def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU);
     the devices ran one after the other, which the verdict knows."""
@@ -62,6 +86,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             DEVICE_LABELS.get(str((meta.get("config") or {}).get("device")), "") if len(out.items) > 1 else ""
         ),
     )
+    flags += peak_flags(out)
     said = []  # one sentence per device, the CPU's first: each names its own device
     dropped = []  # per device: what its first epoch, left out as warm-up, showed
     for device, g in sorted(ep.groupby("device", sort=False), key=lambda x: x[0] != "cpu"):
