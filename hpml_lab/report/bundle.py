@@ -181,7 +181,7 @@ def _write_bundle(reports: Path, log) -> Path:
     path = reports / "bundle.html"
     atomic_write_text(path, answer_box.scrub_paths(page))  # no folder of this machine in the hand-in
     log(
-        f"bundle: {path} ({path.stat().st_size / 1024**2:.1f} MB, {len(present) - len(damaged)} reports)"
+        f"bundle: {path} ({path.stat().st_size / 1e6:.1f} MB, {len(present) - len(damaged)} reports)"
         + (f"; a demonstration, not a hand-in: {', '.join(demo)}" if demo else "")
     )
     pdf = to_pdf(path)

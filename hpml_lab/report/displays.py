@@ -305,7 +305,7 @@ def artifact(path, kind: str, task: str) -> str:
         "{size}",
         size=Number(
             f"size of {target.name}",
-            target.stat().st_size / 1024**2,
+            target.stat().st_size / 1e6,  # MB of 10^6 bytes (SI); MiB are named MiB
             "MB",
             "counted",
             source="the file's size",
@@ -321,10 +321,10 @@ def artifact(path, kind: str, task: str) -> str:
 # the per-epoch memory columns of epochs.csv (profiling.MEMORY_COLUMNS) as a table shows them, units in the
 # header
 MEMORY_HEADERS = {
-    "peak_allocated_mb": "CUDA peak allocated (MB)",
-    "peak_reserved_mb": "CUDA peak reserved (MB)",
+    "peak_allocated_mb": "CUDA peak allocated (MiB)",
+    "peak_reserved_mb": "CUDA peak reserved (MiB)",
     "alloc_retries": "CUDA allocation retries (count)",
-    "peak_rss_mb": "process peak RSS (MB)",
+    "peak_rss_mb": "process peak RSS (MiB)",
 }
 
 

@@ -188,12 +188,14 @@ def test_the_reports_memory_table_shows_what_was_measured_with_units(monkeypatch
         }
     )
     html = nb.memory_table(cpu, by=("device",)).to_html()
-    assert "process peak RSS (MB)" in html and ">900<" in html and "MB)" in html  # the one formatter
+    assert "process peak RSS (MiB)" in html and ">900<" in html and "MiB)" in html  # the one formatter
     assert "CUDA" not in html  # the columns no epoch measured are left out of the table ...
-    assert "left out: CUDA peak allocated (MB), CUDA peak reserved (MB), CUDA allocation retries" in shown[-1]
+    assert (
+        "left out: CUDA peak allocated (MiB), CUDA peak reserved (MiB), CUDA allocation retries" in shown[-1]
+    )
     gpu = cpu.assign(peak_allocated_mb=[512.0, 515.0], alloc_retries=[0.0, 3.0])
     html = nb.memory_table(gpu).to_html()
-    assert "CUDA peak allocated (MB)" in html and "CUDA allocation retries (count)" in html and ">3<" in html
+    assert "CUDA peak allocated (MiB)" in html and "CUDA allocation retries (count)" in html and ">3<" in html
     assert "CUDA peak reserved" not in html and "device" not in html  # ... and only those
 
 
