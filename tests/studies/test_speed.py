@@ -540,11 +540,19 @@ def test_too_few_repeats_are_flagged(base):
 def test_the_chart_keeps_a_place_for_a_rung_not_run():
     fig = speed.chart(_ladder(RATES))
     ax = fig.axes[0]
-    # the plain script's bar is from whole epochs, not the timed steps of the panel's title: its label says so
-    labels = [f"L{i}" for i in range(len(ladder.RUNGS))] + ["plain script (reference, whole epochs)"]
+    labels = [f"L{i}" for i in range(len(ladder.RUNGS))] + ["plain script (reference)"]
     assert [t.get_text() for t in ax.get_xticklabels()] == labels
     assert "not run" in [t.get_text() for t in ax.texts]
     assert ax.get_yscale() == "log"
+    # _ladder's plain script did not run: no word of its whole epochs in the title or the legend
+    legend = " ".join(t.get_text() for lg in fig.legends for t in lg.get_texts())
+    assert "plain script" not in ax.get_title() and "plain script" not in legend
+    ran = speed.chart(_ladder(RATES, epochs={ladder.REFERENCE: [0.6, 0.61, 0.59]}))
+    legend = " ".join(t.get_text() for lg in ran.legends for t in lg.get_texts())
+    assert "the plain script's: its\nwhole epochs" in ran.axes[0].get_title()
+    assert "the plain script's over its whole epochs" in legend
+    # its bar is from whole epochs, not the timed steps of the panel's title: its label says so too
+    assert ran.axes[0].get_xticklabels()[-1].get_text() == "plain script (reference, whole epochs)"
 
 
 def test_the_charts_mfu_labels_sit_above_the_whiskers_not_on_them():

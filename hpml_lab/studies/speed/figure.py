@@ -36,14 +36,17 @@ def chart(result):
 
     table: pd.DataFrame = getattr(result, "table", result).reset_index(drop=True)
 
-    # the plain script's bar is from its whole epochs, not timed steps as the rungs' are: its label says so
+    ran = table["status"] == "measured"
+    # the plain script's bar (and its MFU) is from its whole epochs, not timed steps as the rungs' are: its
+    # label, the title and the legend say so where it has one
+    script = bool(((table["rung"] == REFERENCE) & ran).any())
+
     def shown(label: str, rung: str) -> str:
-        if rung != REFERENCE:
+        if rung != REFERENCE or not script:
             return label
         return f"{label[:-1]}, whole epochs)" if label.endswith(")") else f"{label} (whole epochs)"
 
     labels = [shown(str(v), rung) for v, rung in zip(table["label"], table["rung"])]
-    ran = table["status"] == "measured"
     x = list(range(len(table)))
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
     ips = table["images_per_s"]
@@ -99,7 +102,11 @@ def chart(result):
     ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
     ax.set_ylabel("images/s (log scale)")
     ax.set_title(
-        "Throughput per rung over the timed steps\n(median, interquartile range) and the device's ideal"
+        "Throughput over each rung's timed steps"
+        + (" (the plain script's: its\nwhole epochs), " if script else "\n(")
+        + "median, interquartile range"
+        + (", " if script else ") ")
+        + "and the device's ideal"
     )
     if marks:  # a legend entry that says what the numbers above the bars are
         ax.plot(
@@ -108,7 +115,8 @@ def chart(result):
             ls="none",
             marker="$\\%$",
             color="black",
-            label="MFU over the timed steps (above each rung)",
+            label="MFU over the timed steps (above each rung"
+            + (";\nthe plain script's over its whole epochs)" if script else ")"),
         )
     step_ms = 1000 * table["step_s"]
     whiskers = table["step_min_s"].notna() & table["step_max_s"].notna()
