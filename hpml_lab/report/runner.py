@@ -29,7 +29,7 @@ from typing import Any
 from .. import results
 from ..config import ConfigError, RunConfig, _short, check_keys, coerce_value, output_path, project_root
 from ..envinfo import commit_label, environment, hardware_label
-from ..io import atomic_write_text, signals_deferred
+from ..io import atomic_write_json, atomic_write_text, signals_deferred
 from ..ticker import ticking
 from . import answer_box, dataprep, guards, pages, tasks, watch
 from . import kernel as kernel_env
@@ -305,6 +305,11 @@ def _record_and_render(
     rec, problem = guards.read_record(task.id, stage.answer)
     if problem:  # a damaged record is one line, and the page says no answer
         print(f"hpml-lab: warning: {answer_box.scrub_paths(problem)}", file=sys.stderr)
+    elif rec is not None:
+        # the record says the profile it ran at, and whether that makes it a demonstration: a tool that reads
+        # reports/<task>.answer.json alone sees what the page's top says (its answers' statuses are the run's)
+        rec = {**rec, "profile": profile, "demonstration": pages.demonstration(profile)}
+        atomic_write_json(stage.answer, rec)
     machine = hardware_label(environment())
     data = f"{stage.kind} {dataprep.NAMES.get(cfg.dataset, cfg.dataset)}"
     if stage.notebook.exists():

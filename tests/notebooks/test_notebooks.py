@@ -63,6 +63,7 @@ def test_notebook_executes_and_renders(task_id, rendered):
     # the answer record: statuses known, every number tagged, the box first on the page with a link back
     rec = json.loads((outdir / "reports" / f"{task_id}.answer.json").read_text())
     assert rec["task"] == task_id and rec["status"] in answer_box.STATUSES and rec["answers"]
+    assert rec["profile"] == "tiny" and rec["demonstration"] is True  # as the page's top says, in the record
     for a in rec["answers"]:
         assert a["text"].strip() and "\n" not in a["text"].strip()
         assert all(n["provenance"] in answer_box.PROVENANCE for n in a["numbers"])
