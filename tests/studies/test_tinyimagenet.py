@@ -434,6 +434,23 @@ def test_tinyimagenet_busy_flag_is_the_busiest_of_every_run_the_page_reads():
     assert "before run resnet_tiny-sgd-b32-e61cbe1b, the busiest of the 3 runs" in _busy(res)
 
 
+def test_tinyimagenet_flags_each_run_whose_record_says_it_did_not_learn():
+    """A grader: all four runs' meta.json recorded did_not_learn (loss 5.35-5.40, top-1 0%) and the page said
+    nothing, where c4, c6 and c7 flag theirs. Each run whose record says so gets its flag, named by its worker
+    count or variant; the baseline, which is the N-worker run, once; a run that learned, none."""
+    res = _tin(loads=(0.5, 0.5, 0.5, 0.5))
+    res.variants["baseline"] = res.workers[2]
+    stuck = {"epoch": 2, "loss": 5.35, "acc": 0.0, "classes": 200}
+    for rec in (res.workers[0], res.workers[2], res.variants["checkpointing"], res.variants["DDP"]):
+        rec.meta["did_not_learn"] = dict(stuck)
+    flags = [f for f in _conclude(res)[1] if f.kind == "did not learn"]
+    assert [f.message.split(":")[0] for f in flags] == ["0 workers", "2 workers", "checkpointing", "DDP"]
+    assert "after epoch 2 its loss 5.35 and top-1 0% are still at chance" in flags[0].message
+    del res.workers[0].meta["did_not_learn"]
+    flags = [f for f in _conclude(res)[1] if f.kind == "did not learn"]
+    assert [f.message.split(":")[0] for f in flags] == ["2 workers", "checkpointing", "DDP"]
+
+
 def _busy(res) -> str:
     return " ".join(f.message for f in _conclude(res)[1] if f.kind == "machine busy")
 

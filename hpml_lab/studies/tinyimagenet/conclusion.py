@@ -814,6 +814,21 @@ SKIPPED_NEEDS = {
 }
 
 
+def learning_flags(res) -> list[sanity.Flag]:
+    """Each run's own 'did not learn' record (meta.json's did_not_learn, decided at the run's end) as its
+    flag, as c4's, c6's and c7's pages say of theirs: the worker runs by their count, the variants by name (a
+    grader found all four runs' records at chance and no word of it on the page)."""
+    runs = [(_workers(w), r) for w, r in sorted(res.workers.items())]
+    runs += [(name, r) for name, r in (res.variants or {}).items() if name != "baseline"]
+    seen, flags = set(), []
+    for label, run in runs:
+        if run is None or id(run) in seen:  # the baseline variant is a worker run: said once
+            continue
+        seen.add(id(run))
+        flags.append(sanity.learning_flag(getattr(run, "meta", None), label=label))
+    return [f for f in flags if f is not None]
+
+
 def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """Bottleneck (0 vs N workers), checkpointing's cost in time and gain in batch, estimated vs actual
     epochs."""
@@ -822,6 +837,7 @@ def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
     for name, rec in [*res.workers.items(), ("checkpointing", res.variants.get("checkpointing"))]:
         if rec is not None:
             flags.append(sanity.diverged(rec.table("batches")["loss"], CLASSES_TIN, label=str(name)))
+    flags += learning_flags(res)
     a2, a3 = checkpoint_answer(res), epochs_answer(res)
     a2.details.insert(0, memory_note(cfg, res))  # shown in the body too: the record holds its numbers
     a3.details.insert(0, setup(cfg, res))
