@@ -716,6 +716,8 @@ def test_the_plain_script_is_set_beside_the_rung_it_mirrors(base):
         "The plain script is 1.67x faster than + batch 64 on epoch time (95% CI" in ref.text
     )  # then the interval
     assert "a whole epoch of 50,000 images took" in ref.text and "plain script (reference)" in ref.text
+    # how the two were sampled, said beside the verdict (a grader: other pages say theirs, this one did not)
+    assert "The plain script ran in its own process after the ladder's epochs, not interleaved" in ref.text
     rec = Record("speed", "Speed ladder", answers, [])
     assert claims.check_record(json.loads(json.dumps(rec.as_dict()))) == []
     # runs one after the other while the load moved: the verdict cannot tell, and says why
@@ -873,6 +875,7 @@ def test_the_ladders_shortest_epoch_is_set_beside_the_course_scripts(base):
     assert c.headline.plain() == "+ batch 64 is 8.9x faster than the course's lab2.py on epoch time."
     assert "The course's lab2.py, as written: 8.9 s an epoch after its first" in c.text
     assert "a PIL loader with 2 workers, batch 128" in c.text and "+ batch 64: a whole epoch" in c.text
+    assert "The course's lab2.py ran in its own process after the ladder's epochs, not interleaved" in c.text
     rec = Record("speed", "Speed ladder", answers, [])
     assert claims.check_record(json.loads(json.dumps(rec.as_dict()))) == []
     course["epochs"] = course["epochs"][:2]  # one epoch after the first: no verdict from it

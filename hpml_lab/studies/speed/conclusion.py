@@ -470,6 +470,16 @@ def _top_on_steps(rows: dict, measured: list[str], nums: Numbers, meta: dict) ->
     return Answer(QUESTION_TOP, headline, details, [Background(MFU_WHY)], "answered", verdict=record)
 
 
+# how the outside runs were sampled, said beside their verdicts: one after the other, not interleaved
+SEQUENTIAL_REST = (
+    " interleaved with them, so the verdict decides only where the machine's load during each stayed within "
+    "its rule."
+)
+SEQUENTIAL_SCRIPT = say(
+    "The plain script ran in its own process after the ladder's epochs, not" + SEQUENTIAL_REST
+)
+
+
 def reference_answer(nums: Numbers, meta: dict) -> Answer:
     """The whole epoch of the rung the plain script mirrors (the last rung that ran: its batch, learning rate,
     precision and compile mode are the script's) against the script's, on epoch time: a verdict on runs made
@@ -525,6 +535,7 @@ def reference_answer(nums: Numbers, meta: dict) -> Answer:
     # the verdict in words first; its interval, counts and the two epochs in the details
     details = [
         say("{v}.", v=v.finding(name, a, "the plain script")).up(),
+        SEQUENTIAL_SCRIPT,
         nums.epoch_line(fast),
         nums.epoch_line(REFERENCE),
     ]
@@ -612,7 +623,12 @@ def course_answer(nums: Numbers, meta: dict) -> Answer:
         w=workers,
         b=batch,
     ).up()
-    details = [say("{v}.", v=v.finding(name, a, _course())).up(), nums.epoch_line(fast), course_line]
+    details = [
+        say("{v}.", v=v.finding(name, a, _course())).up(),
+        say("{c} ran in its own process after the ladder's epochs, not" + SEQUENTIAL_REST, c=_course()).up(),
+        nums.epoch_line(fast),
+        course_line,
+    ]
     return Answer(
         QUESTION_COURSE,
         say("{v}.", v=v.short(name, a, _course())).up(),
