@@ -169,19 +169,25 @@ def first_epoch_finding(
             span=span,
         )
     beyond = " beyond the start-up an epoch's first step typically holds" if repeats else ""
-    # within the margin above the longest kept: not "no longer" (it was, by a little), and not a warm-up
-    near = first.value > hi.value
+    # how it stands against the epochs kept, each said as it is: no longer than any of them; among them
+    # (longer than the shortest, no longer than the longest); or above the longest by no more than the margin
+    # (not "no longer": it was, by a little; and not a warm-up)
+    if first.value <= lo.value:
+        where = "no longer than " + kept
+    elif first.value <= hi.value:
+        where = "within the span of the epochs kept"
+    else:
+        where = "within {margin} of " + ("the epoch kept" if len(later) == 1 else "the longest epoch kept")
     return say(
         "The first epoch{who} took {first}, "
-        + ("within {margin} of " if near else "no longer than ")
-        + kept
+        + where
         + " ({span}): whole epochs show no one-time cost of the first epoch"
         + beyond
         + by_rule,
         who=who,
         first=first,
         span=span,
-        **({"margin": margin} if near else {}),
+        **({"margin": margin} if "{margin}" in where else {}),
     )
 
 

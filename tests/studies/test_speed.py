@@ -834,6 +834,60 @@ def test_the_course_script_is_found_where_the_kit_puts_it_and_runs_on_a_gpu_only
     info = course.measure(data, cpu, 4, root=root, log=lambda *a: None)  # refused before any process starts
     assert info["status"] == "not run" and "GPU only" in info["why"] and "command" not in info
     assert info["looked_in"][-1].endswith("course-lab2") and info["folder"] == str(beside.resolve())
+    # a ladder of another network, data set or a subset has nothing to set beside the course's ResNet-18 on
+    # every training image (a review: the smoke profile's resnet_tiny on 2,048 images was compared with it)
+    lab = RunConfig(task="speed", model="resnet18")
+    assert course.why_not(cuda, beside, 4, lab) == ""
+    for other in (
+        lab.replace(model="resnet_tiny"),
+        lab.replace(subset=2048),
+        lab.replace(dataset="tinyimagenet"),
+    ):
+        why = course.why_not(cuda, beside, 4, other)
+        assert "would not compare" in why and not stray_digits(why)
+    # the synthetic data needs the folder's run_on_synthetic.py (not in the course's own repository)
+    (beside / "run_on_synthetic.py").unlink()
+    assert "no run_on_synthetic.py" in course.why_not(cuda, beside, 4, lab, data)
+    assert course.why_not(cuda, beside, 4, lab, tmp_path / "real") == ""  # lab2.py's own flags there
+
+
+def test_the_course_scripts_run_is_killed_when_it_outlasts_its_limit_and_a_failure_is_said(
+    tmp_path, monkeypatch
+):
+    """course.measure's process, with stand-ins for the course's folder (the real lab2.py synchronizes CUDA
+    and runs on a GPU only: tests/cuda runs it there): epochs it printed are read, a script that fails or
+    prints too few epochs is 'failed' with why, and one that outlasts timeout_s() is killed and said, never
+    raised, so the ladder's page stands without it."""
+    from hpml_lab.studies.speed import course
+
+    folder, data = tmp_path / "course", tmp_path / "data"
+    folder.mkdir()
+    (data / "cifar-10-batches-py").mkdir(parents=True)
+    (data / "cifar-10-batches-py" / "SYNTHETIC.json").write_text("{}")
+    (folder / "lab2.py").write_text("")
+    monkeypatch.setenv(course.ENV, str(folder))
+    cuda = torch.device("cuda")  # a device type, as the ladder passes it: no CUDA call is made here
+
+    def script(body: str) -> dict:
+        (folder / "run_on_synthetic.py").write_text(body)
+        return course.measure(data, cuda, 2, root=tmp_path, log=lambda *a: None)
+
+    printed = "import os, sys; print(open(sys.argv[0].replace('run_on_synthetic.py', 'out.txt')).read())"
+    (folder / "out.txt").write_text(LAB2_OUT)
+    ok = script(printed)
+    assert ok["status"] == "measured" and [e["seconds"] for e in ok["epochs"]] == [12.3456, 8.86]
+    assert (
+        ok["command"].startswith(f"ROOT={data.resolve()} W=2 E=2 B=128 ") and ok["load_after"]["cores"] >= 1
+    )
+    failed = script("import sys; print('Time taken for Epoch :  1.0 sec'); sys.exit('CUDA error: no device')")
+    assert failed["status"] == "failed" and "ended with code 1 after 1 epochs: CUDA error" in failed["why"]
+    monkeypatch.setattr(course, "START_S", 1.0)
+    monkeypatch.setattr(course, "EPOCH_S", 0.0)
+    started = time.monotonic()
+    hung = script("import time; print('Time taken for Epoch :  1.0 sec', flush=True); time.sleep(60)")
+    assert time.monotonic() - started < 30 and hung["status"] == "failed"
+    assert "did not finish within its time limit" in hung["why"] and hung["timeout_s"] == 1.0
+    assert [e["seconds"] for e in hung["epochs"]] == [1.0] and not stray_digits(hung["why"])
 
 
 @pytest.mark.cuda
@@ -887,9 +941,10 @@ def test_the_ladders_shortest_epoch_is_set_beside_the_course_scripts(base):
     c = speed.conclude(base, res)[0][-1]
     assert c.status == "not answered" and c.headline.plain() == "The course's lab2.py did not run here."
     assert c.missing.endswith("GPU only")
-    res.meta["course"] = {"status": "not run", "why": "the course's lab2.py ended with code 1 after 0 epochs"}
+    res.meta["course"] = {"status": "failed", "why": "the course's lab2.py ended with code 1 after 0 epochs"}
     failed = speed.conclude(base, res)[0][-1]
     assert failed.status == "not answered" and "its entry in the run's meta.json" in failed.missing
+    assert failed.headline.plain() == "The course's lab2.py did not complete here."  # it ran, and failed
 
 
 def test_the_reference_script_runs_here_and_trains_the_labs_network(base, cifar_root):

@@ -565,9 +565,11 @@ def course_answer(nums: Numbers, meta: dict) -> Answer:
         why = str(info.get("why") or "the course's script's run")
         if stray_digits(why):  # an exit status or an error's text: meta.json's course entry holds it
             why = "a run of the course's script (its entry in the run's meta.json says why it failed)"
+        # a run that started and failed ran, and did not complete; one refused before it started did not run
+        head = "{c} did not complete here." if info.get("status") == "failed" else "{c} did not run here."
         return Answer(
             QUESTION_COURSE,
-            say("{c} did not run here.", c=_course()).up(),
+            say(head, c=_course()).up(),
             [],
             background,
             "not answered",

@@ -31,7 +31,7 @@ BESIDE = Path("..") / "shared" / "reference" / "course-lab2"
 # lab2.py's own defaults (its argparse): the run keeps them, "as written"
 WORKERS = 2
 BATCH = 128
-TIMEOUT_S = 900.0
+START_S, EPOCH_S = 60.0, 30.0  # timeout_s(): the script's start, and each epoch's allowance
 
 _EPOCH = re.compile(r"Time taken for Epoch\s*:\s*([0-9.]+)\s*sec")
 _PARTS = re.compile(
@@ -56,21 +56,40 @@ def find(root: Path | None = None) -> Path | None:
     return None
 
 
-def why_not(device, folder: Path | None, epochs: int) -> str:
-    """Why the course's code cannot run here ('' where it can), in words without digits (the answer box
-    states them)."""
+def why_not(
+    device, folder: Path | None, epochs: int, ladder=None, data_root: str | Path | None = None
+) -> str:
+    """Why the course's code cannot run here, or its epochs would not compare with the ladder's ('' where it
+    can), in words without digits (the answer box states them). `ladder`: the ladder's RunConfig; the course's
+    script trains its ResNet-18 on the whole CIFAR-10 training set, so a ladder of another network, data set
+    or a subset has nothing to set beside it. `data_root`: synthetic data needs the folder's
+    run_on_synthetic.py."""
     if epochs < 2:
         return (
             "this profile leaves the course's script out (course_epochs below two: no epoch after the first)"
         )
     if getattr(device, "type", str(device)) != "cuda":
         return "the course's script synchronizes CUDA after every step, so it runs on a GPU only"
+    if ladder is not None and (ladder.model != "resnet18" or ladder.dataset != "cifar10" or ladder.subset):
+        return (
+            "the ladder trains another network or other images than the course's script, which trains the "
+            "lab's network on the lab's whole training set, so their epochs would not compare"
+        )
     if folder is None:
         return (
             f"the course's script was not found (${ENV}, the wheels' folder or the shared reference folder "
             "beside the project: `looked_in` in the record)"
         )
+    if data_root is not None and _synthetic(data_root) and not (folder / "run_on_synthetic.py").is_file():
+        return (
+            "the course's folder has no run_on_synthetic.py, which gives torchvision the synthetic data's "
+            "checksums, so its script cannot read the synthetic data"
+        )
     return ""
+
+
+def _synthetic(data_root: str | Path) -> bool:
+    return (Path(data_root) / "cifar-10-batches-py" / "SYNTHETIC.json").is_file()
 
 
 def command(folder: Path, data_root: str | Path, epochs: int) -> tuple[list[str], dict[str, str]]:
@@ -78,7 +97,7 @@ def command(folder: Path, data_root: str | Path, epochs: int) -> tuple[list[str]
     run_on_synthetic.py on the synthetic CIFAR-10 (its SYNTHETIC.json beside the batches), else lab2.py with
     its own flags, at its default workers and batch."""
     data_root = Path(data_root).resolve()
-    if (data_root / "cifar-10-batches-py" / "SYNTHETIC.json").is_file():
+    if _synthetic(data_root):
         env = {"ROOT": str(data_root), "W": str(WORKERS), "E": str(epochs), "B": str(BATCH)}
         return [sys.executable, str(folder / "run_on_synthetic.py")], env
     argv = [
@@ -109,16 +128,24 @@ def parse(stdout: str) -> list[dict[str, Any]]:
     return epochs
 
 
+def timeout_s(epochs: int) -> float:
+    """How long the course's run may take: its start and about three times an epoch's 9 s on an H100 for each
+    epoch, so that a hung run ends well inside the GPU check's command (which would otherwise stop the whole
+    speed task)."""
+    return START_S + EPOCH_S * epochs
+
+
 def measure(
-    data_root: str | Path, device, epochs: int, root: Path | None = None, log=print
+    data_root: str | Path, device, epochs: int, ladder=None, root: Path | None = None, log=print
 ) -> dict[str, Any]:
     """Run the course's lab2.py for `epochs` epochs in its own process, or say why not: the record meta.json
-    keeps ("status" measured or not run, "why", "epochs" as parse() reads them, its workers and batch, the
-    folder and command, and the machine's load before and after)."""
+    keeps ("status" measured, not run or failed, "why", "epochs" as parse() reads them, its workers and batch,
+    the folder and command, and the machine's load before and after). A run that fails or outlasts
+    timeout_s() is killed and said, never raised: the ladder's answers stand without it."""
     folder = find(root)
     info: dict[str, Any] = {
         "status": "not run",
-        "why": why_not(device, folder, epochs),
+        "why": why_not(device, folder, epochs, ladder, data_root),
         "workers": WORKERS,
         "batch_size": BATCH,
         "epochs_asked": epochs,
@@ -129,25 +156,41 @@ def measure(
         return info
     argv, env = command(folder, data_root, epochs)
     info["command"] = " ".join(f"{k}={v}" for k, v in env.items()) + (" " if env else "") + " ".join(argv)
+    info["timeout_s"] = timeout_s(epochs)
     log(f"course: lab2.py as written, {epochs} epochs, in its own process")
     before = machine_load()
+    proc = subprocess.Popen(
+        argv,
+        cwd=folder,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",  # a byte its output cannot decode is no reason to lose the ladder's page
+    )
     try:
-        done = subprocess.run(
-            argv,
-            cwd=folder,
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return {**info, "why": f"the course's lab2.py did not finish: {type(e).__name__}"}
-    ran = parse(done.stdout)
-    info.update(load_before=before, load_after=machine_load(), epochs=ran)
-    if done.returncode != 0 or len(ran) < epochs:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        out, err = proc.communicate(timeout=info["timeout_s"])
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        ran = parse(out)
         return {
             **info,
-            "why": f"the course's lab2.py ended with code {done.returncode} after {len(ran)} epochs: {last}",
+            "status": "failed",
+            "epochs": ran,
+            "why": "the course's script did not finish within its time limit (`timeout_s` in the record)",
+        }
+    except BaseException:  # interrupted (a job's time limit, Ctrl-C): the script ends with the task
+        proc.kill()
+        proc.wait()
+        raise
+    ran = parse(out)
+    info.update(load_before=before, load_after=machine_load(), epochs=ran)
+    if proc.returncode != 0 or len(ran) < epochs:
+        last = (err.strip().splitlines() or ["no output"])[-1][:200]
+        return {
+            **info,
+            "status": "failed",
+            "why": f"the course's lab2.py ended with code {proc.returncode} after {len(ran)} epochs: {last}",
         }
     return {**info, "status": "measured", "why": ""}

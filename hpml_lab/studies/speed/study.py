@@ -56,7 +56,6 @@ from ...fastpath import check_precision, compile_available
 from ...profiling import DeviceTimer, WallClock, summarize, synchronize
 from ...sanity import MIN_SAMPLES, machine_load
 from ..bench_measure import Trainer
-from . import course
 
 RUNGS = ("pil", "tensor", "channels_last", "bf16", "compile", "cuda_graphs", "big_batch", "bigger_batch")
 REFERENCE = "reference"  # the outside reference's row, after the rungs
@@ -415,9 +414,6 @@ def measure(
     rows.append(ref_row)
     if ref_epochs:
         epochs[REFERENCE] = ref_epochs
-    if device.type == "cuda":
-        torch.cuda.empty_cache()  # the device's memory back for the course's process
-    course_meta = course.measure(last.cfg.data_path(), device, settings.course_epochs, log=log)
     meta = {
         "device": str(device),
         "steps": steps,
@@ -435,7 +431,6 @@ def measure(
         "timed by a wall clock synchronized at both ends (an epoch of the PIL loader keeps its last partial "
         "batch; the tensor loader drops it: static shapes)",
         "reference": ref_meta,
-        "course": course_meta,  # the course's own lab2.py as written (course.py)
         # what each rung's step ran (step.Step.describe; dynamo's and inductor's counters are the
         # process's, so a later rung's counts include the earlier rungs')
         "step_ran": steps_ran,
