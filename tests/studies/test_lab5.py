@@ -651,6 +651,36 @@ def test_lab5_says_where_the_runs_it_divides_come_from_two_commits_and_renders()
     assert lab5_conclusion.provenance_note(_lab5()) is None  # no provenance kept: nothing claimed
 
 
+def test_lab5_flags_each_run_whose_record_says_it_did_not_learn(tmp_path):
+    """A grader: all four training runs (Q1's two, the DDP pair) recorded did_not_learn and the page flagged
+    none, where c4, c6, c7 and tinyimagenet flag theirs. Each such run is flagged by its folder; a run that
+    learned, or a Q1 record that cannot be read, is not."""
+    from hpml_lab import results
+
+    cfg = RunConfig(task="lab5", results_dir=str(tmp_path / "results"))
+    res = _lab5()
+    stuck = {"epoch": 2, "loss": 2.48, "acc": 0.125, "classes": 10}
+    res.q1["run_folder"] = ["q1-b16-1c84ba55", "q1-b32-1c84ba55"]
+    for folder in res.q1.run_folder:
+        results.write_derived(cfg.run_dir().parent / folder, {}, {"did_not_learn": dict(stuck)})
+    for rec, folder in zip(res.runs, ("ddp2-b16-1c84ba55", "ddp2-b32-1c84ba55")):
+        rec.meta.update(run_id=folder, did_not_learn=dict(stuck))
+    flags = lab5_conclusion.learning_flags(cfg, res)
+    assert [f.message.split(":")[0] for f in flags] == [
+        "q1-b16-1c84ba55",
+        "q1-b32-1c84ba55",
+        "ddp2-b16-1c84ba55",
+        "ddp2-b32-1c84ba55",
+    ]
+    assert "after epoch 2 its loss 2.48 and top-1 12.5% are still at chance" in flags[0].message
+    del res.runs[0].meta["did_not_learn"]
+    res.q1.loc[0, "run_folder"] = "q1-b16-gone"  # no record there
+    assert [f.message.split(":")[0] for f in lab5_conclusion.learning_flags(cfg, res)] == [
+        "q1-b32-1c84ba55",
+        "ddp2-b32-1c84ba55",
+    ]
+
+
 def test_lab5_busy_machine_is_flagged():
     res = _lab5()
     res.meta = {"machine": {"load1": 6.5, "cores": 2, "steal_pct": 0.0}}

@@ -1050,6 +1050,23 @@ def busy(res) -> sanity.Flag | None:
     return sanity.busy(meta.get("machine"), run=str(meta.get("run_id") or ""))
 
 
+def learning_flags(cfg, res) -> list[sanity.Flag]:
+    """Each training run the page reads whose record says it did not learn (meta.json's did_not_learn, decided
+    at the run's end), named by its run folder: Q1's runs and the DDP runs, as c4, c6, c7 and tinyimagenet
+    flag theirs (a grader found all four runs' records at chance and no flag on the page)."""
+    from ...results import read_run
+
+    named = []
+    for folder in res.q1.get("run_folder", pd.Series(dtype=object)).dropna():
+        try:
+            named.append((str(folder), read_run(cfg.run_dir().parent / str(folder)).meta))
+        except (OSError, ValueError):  # a record that cannot be read says nothing of its run
+            continue
+    named += [(str((r.meta or {}).get("run_id") or ""), r.meta) for r in res.runs]
+    flags = [sanity.learning_flag(meta, label=name) for name, meta in named]
+    return [f for f in flags if f is not None]
+
+
 def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """Lab 5 Q1-Q7 from the study: every epoch time is an extrapolation (from timed steps or from the model,
     said which), each measured speedup a verdict that knows its runs were sequential, and a model that misses
@@ -1080,6 +1097,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
         )
     for rec in res.runs:
         flags.append(sanity.diverged(rec.table("batches")["loss"], classes_of(cfg)))
+    flags += learning_flags(cfg, res)
     misses = model_misses(res.table)
     if misses:
         flags.append(

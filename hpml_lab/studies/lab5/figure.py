@@ -12,7 +12,8 @@ import pandas as pd
 from ...plots import legend_outside
 from .conclusion import missed_rows
 
-DODGE = 0.08  # of a worker: how far apart two per-worker batches' points stand at one worker count
+DODGE = 0.12  # of a worker: how far apart two per-worker batches' points stand at one worker count
+MODEL_DX = DODGE / 3  # and a batch's model points beside its timed ones, which they may all but equal
 
 
 def scaling_figure(table: pd.DataFrame, model_ok: bool = True) -> plt.Figure:
@@ -31,8 +32,9 @@ def scaling_figure(table: pd.DataFrame, model_ok: bool = True) -> plt.Figure:
     groups = list(table.groupby("per_gpu_batch"))
     for i, (b, g) in enumerate(groups):
         # each batch's points a little apart from the others' at a worker count (DODGE of a worker, the middle
-        # batch's on it), so that two batches' near-equal epochs do not hide one another (a grader found one
-        # point wholly under another's); the ticks stay on the worker counts
+        # batch's on it), and its model points MODEL_DX beside its timed ones, so that near-equal epochs do
+        # not hide one another (a grader found one point wholly under another's, then a model point over its
+        # timed one); the ticks stay on the worker counts
         dx = (i - (len(groups) - 1) / 2) * DODGE
         g = g.sort_values("workers")
         meas = g[g.source == "measured"]
@@ -42,7 +44,7 @@ def scaling_figure(table: pd.DataFrame, model_ok: bool = True) -> plt.Figure:
         (line,) = ax.plot(meas.workers + dx, meas.epoch_s, "o-", label=f"batch {b}/worker, from timed steps")
         if len(model):
             ax.plot(
-                model.workers + dx,
+                model.workers + dx + MODEL_DX,
                 model_s,
                 "o--",
                 mfc="white",
