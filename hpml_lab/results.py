@@ -75,9 +75,12 @@ def new_meta(cfg, device, **extra: Any) -> dict[str, Any]:
     from .sanity import machine_load
 
     run_id = extra.get("run_id") or cfg.resolved_run_id()  # the folder a busy flag from its load names
+    # a load the caller read before the work it records (a trace's), or chose for a record of other runs (a
+    # sweep's summary): kept as given, not read again now, when it would describe the time after that work
+    machine = extra.pop("machine") if "machine" in extra else machine_load(run=str(run_id))
     meta = {
         "task": cfg.task,
-        "run_id": cfg.resolved_run_id(),
+        "run_id": run_id,
         "status": "running",
         "started_at": now(),
         "config": cfg.to_dict(),
@@ -86,7 +89,7 @@ def new_meta(cfg, device, **extra: Any) -> dict[str, Any]:
         "device": str(device),
         "dataset": dataset_info(cfg),
         "environment": environment(device),
-        "machine": machine_load(run=str(run_id)),
+        "machine": machine,
         **extra,
     }
     note_run(meta)

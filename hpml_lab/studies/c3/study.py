@@ -168,6 +168,11 @@ def run(
         results.new_meta(
             cfg.replace(num_workers=best_n),
             torch.device("cpu"),
+            # the summary's own folder, and as its load the busiest of the runs it summarises (named after
+            # that run): a reading now, after the sweep, would describe no timing on the page (a grader read
+            # one under a run folder that did not exist)
+            run_id=sdir.name,
+            machine=_busiest(items),
             kind="loader_summary",
             best_workers=best_n,
             cpu_cores=cores,
@@ -177,6 +182,21 @@ def run(
         ),
     )
     return LoaderSweep(summary, rows, best_n, cores, reason, stop, items, sdir)
+
+
+def _busiest(items) -> dict | None:
+    """The machine load before the busiest of a sweep's runs (sanity.pressure), with its run's folder."""
+    from ...sanity import pressure
+
+    loads = []
+    for it in items:
+        try:
+            machine = read_run(it.run_dir).meta.get("machine")
+        except (OSError, ValueError):
+            continue
+        if machine:
+            loads.append({**machine, "run": it.run_dir.name})
+    return max(loads, key=pressure) if loads else None
 
 
 def rows_of(summary_dir: str) -> pd.DataFrame | None:

@@ -94,7 +94,8 @@ def run(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print
     model = build_model(cfg, device)  # as timed: channels-last, compile, checkpointing as cfg asks
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
-    before = machine_load()  # the trace's record states the load before it, as every run's does, not its own
+    # the trace's record states the load before it, as every run's does, not its own, named after its folder
+    before = machine_load(run=tdir.name)
     tr = _trace(
         model,
         build_loader(cfg.replace(num_workers=best), device),
@@ -111,6 +112,7 @@ def run(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print
             cfg.replace(num_workers=best),
             device,
             kind="trace",
+            run_id=tdir.name,
             steps=tr.steps,
             warmup_steps=tr.warmup,
             machine=before,

@@ -117,7 +117,8 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     model = compiled_model["m"] if traced else build_model(cfg.replace(compile=False), device)
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"
-    before = machine_load()  # the trace's record states the load before it, as every run's does, not its own
+    # the trace's record states the load before it, as every run's does, not its own, named after its folder
+    before = machine_load(run=tdir.name)
     tr = _trace(
         model, build_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg
     )
@@ -128,6 +129,7 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
             cfg,
             device,
             kind="trace",
+            run_id=tdir.name,
             traced_mode="compile" if traced else "eager",
             steps=tr.steps,
             warmup_steps=tr.warmup,
