@@ -451,6 +451,19 @@ def test_tinyimagenet_flags_each_run_whose_record_says_it_did_not_learn():
     assert [f.message.split(":")[0] for f in flags] == ["2 workers", "checkpointing", "DDP"]
 
 
+@pytest.mark.slow
+def test_the_tinyimagenet_record_lists_every_run_the_page_reads(rendered):
+    """A grader: the answer record's runs left out the DDP run, made by the torchrun ranks the study launched,
+    while the page read and named it. Every run folder of the tiny render is in the record's runs."""
+    import json
+
+    run = rendered("tinyimagenet")
+    assert run.outcome["status"] == "ok", run.outcome["error"]
+    rec = json.loads((run.out / "reports" / "tinyimagenet.answer.json").read_text())
+    folders = {p.parent.name for p in (run.out / "results" / "tinyimagenet").glob("*/meta.json")}
+    assert any(f.startswith("ddp") for f in folders) and folders <= {r["run"] for r in rec["runs"]}
+
+
 def _busy(res) -> str:
     return " ".join(f.message for f in _conclude(res)[1] if f.kind == "machine busy")
 

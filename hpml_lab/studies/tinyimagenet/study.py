@@ -168,6 +168,7 @@ def run(cfg, log: Callable[[str], None] = print) -> TinResult:
     n_ddp = gpus if on_gpu else min(2, usable_cores())
     if n_ddp >= 2:
         ddp = ranks.run_ddp(cfg, nproc=n_ddp)
+        results.note_run(ddp.meta)  # made by the torchrun ranks this study launched: a run of this report too
         procs["DDP"] = n_ddp
         variants["DDP"] = (
             ddp,
