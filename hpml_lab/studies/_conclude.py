@@ -196,11 +196,14 @@ def learning_flags(items, label_of) -> list[sanity.Flag]:
     run's end, by sanity's one rule) as its flag, named by label_of(meta) (a word or a Finding; None leaves
     the run out): the page says of a run what its record and the line the run printed say, and nothing of
     its own."""
-    flags = []
-    for meta in complete_metas(items, unknown=True):
-        label = label_of(meta)
-        if label is not None:
-            flags.append(sanity.learning_flag(meta, label=label))
+    named = ((label_of(meta), meta) for meta in complete_metas(items, unknown=True))
+    return learned_flags((label, meta) for label, meta in named if label is not None)
+
+
+def learned_flags(named) -> list[sanity.Flag]:
+    """The 'did not learn' flag of each (label, meta.json) whose record says so (sanity.learning_flag), in
+    order: a sweep's runs (learning_flags), or the runs a study read by other means (lab5, tinyimagenet)."""
+    flags = [sanity.learning_flag(meta, label=label) for label, meta in named]
     return [f for f in flags if f is not None]
 
 

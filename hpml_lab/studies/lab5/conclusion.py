@@ -21,7 +21,7 @@ from ...data import classes_of
 from ...findings import Background, Finding, Ident, fmt_in, join, say
 from ...profiling import summarize
 from ...verdict import compare, sample_record
-from .._conclude import dedupe, num
+from .._conclude import dedupe, learned_flags, num
 
 MODEL_MARGIN = 0.25  # the scaling model "agrees" with a measurement within 25% of its epoch time
 LAB_BATCH = 128  # Lab 2's batch, Q4's comparison
@@ -1063,8 +1063,7 @@ def learning_flags(cfg, res) -> list[sanity.Flag]:
         except (OSError, ValueError):  # a record that cannot be read says nothing of its run
             continue
     named += [(str((r.meta or {}).get("run_id") or ""), r.meta) for r in res.runs]
-    flags = [sanity.learning_flag(meta, label=name) for name, meta in named]
-    return [f for f in flags if f is not None]
+    return learned_flags(named)
 
 
 def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -1242,13 +1241,7 @@ def refused_fit(res) -> Finding:
                         say(
                             "{mb}: {line} against {t} measured, IQR {q}",
                             mb=_ar_size(x["bytes"]),
-                            line=Number(
-                                fmt_in("refused fit at {mb} MB", mb=x["bytes"] / 1e6),
-                                1e3 * x["line_s"],
-                                "ms",
-                                "predicted",
-                                source=REFUSED,
-                            ),
+                            line=_line_at(x, "refused fit", REFUSED),
                             t=_ar_time(x["bytes"], x["time_s"], n),
                             q=_ar_time(x["bytes"], x["spread_s"], n, "IQR"),
                         )
@@ -1303,6 +1296,17 @@ def fit_note(res) -> Finding:
 FAR_FROM_LINE = 0.2  # a held line this far (a share of the median) from a size's median is said to be
 
 
+def _line_at(point: dict, what: str, source: str) -> Number:
+    """A line's time at one measured size of the all-reduce (a fit's point: bytes, line_s), in ms."""
+    return Number(
+        fmt_in(what + " at {mb} MB", mb=point["bytes"] / 1e6),
+        1e3 * point["line_s"],
+        "ms",
+        "predicted",
+        source=source,
+    )
+
+
 def far_points(res) -> Finding | None:
     """Where a line that holds (every size's median within one interquartile range of it) still passes far
     from a size's median, by more than FAR_FROM_LINE of it: said, each such size with the line's time and the
@@ -1320,13 +1324,7 @@ def far_points(res) -> Finding | None:
         say(
             "{mb}: {line} against a median of {t} ({off} off)",
             mb=_ar_size(p["bytes"]),
-            line=Number(
-                fmt_in("fitted line at {mb} MB", mb=p["bytes"] / 1e6),
-                1e3 * p["line_s"],
-                "ms",
-                "predicted",
-                source="time = latency + bytes / busbw, the fit",
-            ),
+            line=_line_at(p, "fitted line", "time = latency + bytes / busbw, the fit"),
             t=_ar_time(p["bytes"], p["time_s"], n),
             off=Number(
                 fmt_in("fitted line at {mb} MB: off its median", mb=p["bytes"] / 1e6),

@@ -19,7 +19,7 @@ from ...answers import Answer, Number
 from ...findings import Background, Finding, Ident, fmt_in, join, say
 from ...profiling import summarize
 from ...verdict import BUSY_LOAD, Verdict, compare, sample_record
-from .._conclude import dedupe, num, timing_disjoint
+from .._conclude import dedupe, learned_flags, num, timing_disjoint
 
 CLASSES_TIN = 200
 
@@ -820,13 +820,13 @@ def learning_flags(res) -> list[sanity.Flag]:
     grader found all four runs' records at chance and no word of it on the page)."""
     runs = [(_workers(w), r) for w, r in sorted(res.workers.items())]
     runs += [(name, r) for name, r in (res.variants or {}).items() if name != "baseline"]
-    seen, flags = set(), []
+    seen, named = set(), []
     for label, run in runs:
         if run is None or id(run) in seen:  # the baseline variant is a worker run: said once
             continue
         seen.add(id(run))
-        flags.append(sanity.learning_flag(getattr(run, "meta", None), label=label))
-    return [f for f in flags if f is not None]
+        named.append((label, getattr(run, "meta", None)))
+    return learned_flags(named)
 
 
 def conclude(cfg, res) -> tuple[list[Answer], list[sanity.Flag]]:
