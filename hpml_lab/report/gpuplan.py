@@ -223,10 +223,12 @@ MEASURED = {
 # H100).
 PREDICTED = {
     "tests": (
-        135.0,
+        95.0,
         "predicted: the 85 s of pytest -m cuda on an H100 (the H100 check), the fast step's three CUDA tests "
         "(two compiles of the tiny network with CUDA graphs, about 30 s) and the course's lab2.py for two "
-        "epochs of 1,000 images (about 10 s), with the kernel's start",
+        "epochs of 1,000 images (about 10 s), about 125 s one after another, now in two phases: 21 tests "
+        "on 4 xdist workers (bounded by the longest, a compile of about 20 s, and each worker's start), "
+        "then the 8 marked alone (about 15 s) in one process",
     ),
     "bench": (
         120.0,

@@ -16,6 +16,7 @@ from hpml_lab.profiling import DeviceTimer
 pytestmark = pytest.mark.cuda
 
 
+@pytest.mark.alone
 def test_cuda_events_agree_with_a_synchronized_wall_clock():
     dev = torch.device("cuda")
     torch.cuda._sleep(1000)  # warm the path
@@ -41,6 +42,7 @@ def test_peak_minus_resident_memory_of_a_step_covers_its_activations():
     )
 
 
+@pytest.mark.alone
 def test_out_of_memory_is_raised_inside_the_model_and_is_a_row():
     free, _ = torch.cuda.mem_get_info()
     big = int(0.4 * free) // (

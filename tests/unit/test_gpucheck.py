@@ -511,6 +511,70 @@ def test_the_machine_record_says_what_the_node_has(tmp_path):
     assert "make" in rec and "nvidia_smi" in rec and "python_h" in rec and rec["commit"]
 
 
+STAND_IN = """
+import os
+import pytest
+
+
+def _mark(name):  # which process ran the test: an xdist worker (gw0, gw1, ...) or pytest's own ("none")
+    open(os.path.join({folder!r}, name), "w").write(os.environ.get("PYTEST_XDIST_WORKER", "none"))
+
+
+@pytest.mark.cuda
+def test_shared_a():
+    _mark("shared_a")
+
+
+@pytest.mark.cuda
+def test_shared_b():
+    _mark("shared_b")
+
+
+@pytest.mark.cuda
+@pytest.mark.alone
+def test_alone():
+    _mark("alone")
+    assert {fail} is False
+
+
+def test_not_cuda():
+    _mark("not_cuda")
+"""
+
+
+def test_the_cuda_tests_run_spread_over_workers_then_the_ones_marked_alone_one_at_a_time(
+    tmp_path, monkeypatch
+):
+    """Two phases, run for real on a stand-in project: the CUDA tests not marked `alone` on pytest-xdist's
+    workers, then those marked `alone` in one process with nothing beside them; tests.txt keeps both
+    outputs, the record both summaries, and a failure in either phase fails the unit."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    cuda: c\n    alone: a\n")
+    (tmp_path / "tests").mkdir()
+    stand_in = tmp_path / "tests" / "test_stand_in.py"
+    stand_in.write_text(STAND_IN.format(folder=str(tmp_path), fail=False))
+    monkeypatch.setattr(node, "project_root", lambda: tmp_path)
+    monkeypatch.setattr(node, "TEST_WORKERS", 2)
+    out = tmp_path / "out"
+    out.mkdir()
+    rec = node.stage_tests(out, "cuda", log=lambda *a: None)
+    assert rec["status"] == "ok" and rec["exit"] == 0, rec
+    assert (
+        rec["summary"].startswith("cuda and not alone: 2 passed")
+        and "; cuda and alone: 1 passed" in rec["summary"]
+    )
+    ran = {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file() and p.suffix != ".ini"}
+    assert ran["shared_a"].startswith("gw") and ran["shared_b"].startswith("gw") and ran["alone"] == "none"
+    assert "not_cuda" not in ran
+    text = (out / "tests.txt").read_text()
+    assert "$ pytest -m cuda and not alone -q -p no:cacheprovider --durations=10 -n 2" in text
+    assert "$ pytest -m cuda and alone -q" in text
+    assert all("-n" not in cmd for cmd in node.cuda_test_commands(xdist=False))  # one process without xdist
+
+    stand_in.write_text(STAND_IN.format(folder=str(tmp_path), fail=True))
+    rec = node.stage_tests(out, "cuda", log=lambda *a: None)
+    assert rec["status"] == "failed" and rec["exit"] == 1 and "cuda and alone: 1 failed" in rec["summary"]
+
+
 def test_a_failing_unit_is_recorded_and_the_next_one_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "project_root", lambda: tmp_path)  # no data there: the task fails
     monkeypatch.setattr(node, "_data", lambda root, device, sets, log: None)
