@@ -151,8 +151,10 @@ def stage_tests(out: Path, device: str, log) -> dict:
     import importlib.util
 
     texts, lasts, worst = [], [], 0
+    # its own pytest run: none of an outer pytest-xdist worker's variables (the kit's own suite calls this)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     for cmd in cuda_test_commands(importlib.util.find_spec("xdist") is not None):
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
         texts.append(f"$ pytest {' '.join(cmd[3:-1])}\n{r.stdout}{r.stderr}")
         lasts.append((r.stdout.strip().splitlines() or [""])[-1])
         # 0: passed; 5: none collected (no CUDA test selected); anything else is a failure, recorded, not
