@@ -35,6 +35,7 @@ class Number:
     n: int | None = None  # samples behind the value (a median's n)
     spread: float | None = None  # interquartile range (or as `source` says), same unit; None when n < 3
     source: str = ""  # model (predicted) or publication (reference); optional for measured
+    digits: int = 3  # significant digits shown: more only where it must show its side of a limit (beside)
 
     def text(self) -> str:
         """The number as the answer box lists it: 'epoch: 1.25 s [measured; n = 5, IQR 0.1]'."""
@@ -44,7 +45,7 @@ class Number:
         if self.spread is not None and (self.n or 0) >= 3:
             extra.append(f"IQR {fmt_value(self.spread)}")
         tag = self.provenance + (f": {self.source}" if self.source else "")
-        shown = fmt_value(self.value, self.unit)
+        shown = fmt_value(self.value, self.unit, self.digits)
         return f"{self.name}: {shown}" + f" [{tag}{'; ' + ', '.join(extra) if extra else ''}]"
 
 

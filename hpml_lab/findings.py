@@ -22,7 +22,7 @@ import math
 import numbers
 import re
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 Number = Any  # hpml_lab.answers.Number (answers.py imports this module, so it is recognised by its fields)
@@ -40,36 +40,53 @@ def stray_digits(text: str) -> list[str]:
     return re.findall(r"\d", _NAME_DIGITS.sub("", text))
 
 
-def fmt_value(x: Any, unit: str = "") -> str:
+def fmt_value(x: Any, unit: str = "", digits: int = 3) -> str:
     """One value as every sentence and table shows it: whole numbers with thousands separators (50,000),
-    others with 3 significant digits (0.0323, 14.2) and whole from 1,000 up (3,309), never an exponent; '%'
-    and 'x' follow the value, other units follow a space; text as it is; a missing value is 'n/a'."""
+    others with `digits` significant digits, 3 unless a Number asks for more (0.0323, 14.2), and whole from
+    1,000 up (3,309), never an exponent; '%' and 'x' follow the value, other units follow a space; text as it
+    is; a missing value is 'n/a'."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return str(x)
     if isinstance(x, float) and not math.isfinite(x):
         return "n/a"
     if isinstance(x, float) and x != 0 and abs(x) < 1000:
-        x = round(x, 2 - math.floor(math.log10(abs(x))))  # 999.96 is 1,000, not '1e+03'
+        x = round(x, digits - 1 - math.floor(math.log10(abs(x))))  # 999.96 is 1,000, not '1e+03'
     if isinstance(x, int):
         text = f"{x:,}"
     elif abs(x) >= 1000:
         text = f"{x:,.0f}"
     elif x == 0:
         text = "0"
-    elif abs(x) < 1e-4:  # '.3g' would print an exponent
-        decimals = 2 - math.floor(math.log10(abs(x)))
+    elif abs(x) < 1e-4:  # 'g' would print an exponent
+        decimals = digits - 1 - math.floor(math.log10(abs(x)))
         text = f"{x:.{decimals}f}".rstrip("0").rstrip(".")
     else:
-        text = f"{x:.3g}"
+        text = f"{x:.{digits}g}"
     if not unit:
         return text
     return text + unit if unit in NO_SPACE_UNITS else f"{text} {unit}"
 
 
 def fmt(num: Number) -> str:
-    """THE formatter of one Number in a sentence: its value (fmt_value) with its unit ('1.25 s', '12.3%',
-    '1.31x', '2,048 images')."""
-    return fmt_value(num.value, num.unit)
+    """THE formatter of one Number in a sentence: its value (fmt_value, at the Number's significant digits)
+    with its unit ('1.25 s', '12.3%', '1.31x', '2,048 images')."""
+    return fmt_value(num.value, num.unit, getattr(num, "digits", 3))
+
+
+MOST_DIGITS = 6  # beside() shows at most this many significant digits
+
+
+def beside(num: Number, limit: float) -> Number:
+    """`num` with the significant digits it needs to show on which side of `limit` it lies, where a sentence
+    sets the two side by side ('load average 2.002 on 2 cores, above 1 per core', not '2 ... above 1'):
+    its own digits where they already show it, more (up to MOST_DIGITS) where rounding would show the limit
+    itself. A value equal to the limit keeps its digits."""
+    digits = getattr(num, "digits", 3)
+    if not isinstance(num.value, float) or not math.isfinite(num.value) or num.value == limit:
+        return num
+    while digits < MOST_DIGITS and float(fmt_value(num.value, "", digits).replace(",", "")) == limit:
+        digits += 1
+    return num if digits == getattr(num, "digits", 3) else replace(num, digits=digits)
 
 
 def fmt_in(template: str, **values: Any) -> str:

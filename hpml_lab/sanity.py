@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .answers import Number
-from .findings import Finding, Ident, fmt_in, join, say, stray_digits
+from .findings import Finding, Ident, beside, fmt_in, join, say, stray_digits
 
 # The lab's settings (Lab 2, shared/notes/lab-tasks.md): what a report's numbers are compared with.
 LAB = {
@@ -522,13 +522,16 @@ def load_numbers(load: Mapping[str, Any], run: str = "") -> dict[str, Any]:
     at = f" before {run}" if run else " before the run"
     src = "read before the run (its meta.json's machine)"
     out: dict[str, Any] = {}
-    if load.get("load1") is not None:
-        out["load1"] = Number(f"load average{at}", float(load["load1"]), "", "measured", n=1, source=src)
-    out["cores"] = Number(
-        f"usable cores{at}", int(load.get("cores") or 1), "", "counted", source="os.sched_getaffinity"
-    )
+    cores = int(load.get("cores") or 1)
+    if (
+        load.get("load1") is not None
+    ):  # shown on the side of the busy line it lies (a flag sets them together)
+        load1 = Number(f"load average{at}", float(load["load1"]), "", "measured", n=1, source=src)
+        out["load1"] = beside(load1, cores * BUSY_LOAD_PER_CORE)
+    out["cores"] = Number(f"usable cores{at}", cores, "", "counted", source="os.sched_getaffinity")
     if load.get("steal_pct") is not None:
-        out["steal"] = Number(f"CPU steal{at}", float(load["steal_pct"]), "%", "measured", n=1, source=src)
+        steal = Number(f"CPU steal{at}", float(load["steal_pct"]), "%", "measured", n=1, source=src)
+        out["steal"] = beside(steal, BUSY_STEAL_PCT)
     return out
 
 

@@ -123,6 +123,7 @@ class Verdict:
         """The verdict's values as Numbers of the record, named from `name` (the ratio and interval as stated:
         winner over loser)."""
         from .answers import Number
+        from .findings import beside
 
         src = "verdict.compare: ratio of medians, percentile bootstrap interval"
         flip = self.outcome == "worse"
@@ -153,8 +154,11 @@ class Verdict:
             nums["load_lo"] = Number(
                 f"{name}: lowest load per core", min(loads), "", "measured", n=len(loads), source=lsrc
             )
-            nums["load_hi"] = Number(
-                f"{name}: highest load per core", max(loads), "", "measured", n=len(loads), source=lsrc
+            nums["load_hi"] = beside(  # "up to {load_hi}, above {busy}": on its side of the busy line
+                Number(
+                    f"{name}: highest load per core", max(loads), "", "measured", n=len(loads), source=lsrc
+                ),
+                self.busy_load,
             )
             nums["margin"] = Number(
                 f"{name}: load margin", self.load_margin, "", "setting", source="verdict.LOAD_MARGIN"

@@ -18,7 +18,7 @@ from .. import sanity
 from ..config import RunConfig, output_path
 from ..data import dataset_info
 from ..envinfo import commit_label, environment, hardware_label
-from ..findings import fmt_value
+from ..findings import fmt
 from .page_record import (
     HTML,
     Markdown,
@@ -230,9 +230,7 @@ def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:
     hold_numbers(say("{p}", p=peak))
     # the run's device as its peak is keyed (on a CPU the threads torch used: a run on fewer threads has a
     # lower peak); the shares of peak a page states divide by it
-    return {
-        "device peak (of this run's device and threads)": f"{fmt_value(peak.value, peak.unit)}: {peak.source}"
-    }
+    return {"device peak (of this run's device and threads)": f"{fmt(peak)}: {peak.source}"}
 
 
 def runs_row(runs: list[Mapping[str, Any]]) -> dict[str, str]:
@@ -267,7 +265,7 @@ def _busiest_row(run: str) -> dict[str, str]:
     cores = nums.get(f"usable cores before {flag.run}")
     if load is None or cores is None:
         return {}
-    text = f"{flag.run}: load average {fmt_value(load.value)} on {fmt_value(cores.value)} usable cores"
+    text = f"{flag.run}: load average {fmt(load)} on {fmt(cores)} usable cores"
     return {"busiest run of this report (its machine busy flag)": text}
 
 

@@ -6,7 +6,7 @@ tests/studies/test_typed_numbers.py."""
 import pytest
 
 from hpml_lab.answers import Answer, Number, Record, RecordError, check
-from hpml_lab.findings import Background, fmt, fmt_in, fmt_value, join, say, stray_digits
+from hpml_lab.findings import Background, beside, fmt, fmt_in, fmt_value, join, say, stray_digits
 
 
 def N(name, value, unit="s", prov="measured", **kw):
@@ -33,6 +33,25 @@ def N(name, value, unit="s", prov="measured", **kw):
 def test_fmt_every_branch(value, unit, shown):
     assert fmt(N("x", value, unit)) == shown
     assert fmt_value("adam") == "adam" and fmt_value(True) == "True"
+
+
+def test_a_number_set_beside_a_limit_shows_the_digits_that_put_it_on_its_side():
+    """grade14: c8 said 'load per core up to 1, above 1' of 1.0012 on the busy line 1.0: rounded to 3
+    digits the value showed the limit itself. beside() adds digits (up to MOST_DIGITS) only where rounding
+    hides the side, and the answer box's tagged text and the claims check's fmt() show the same digits."""
+    load = N("load", 1.001220703125, "")
+    assert fmt(load) == "1" and fmt(beside(load, 1.0)) == "1.001" and beside(load, 1.0).digits == 4
+    assert "load: 1.001 [" in beside(load, 1.0).text()
+    assert fmt(beside(N("load", 2.00244140625, ""), 2.0)) == "2.002"  # 2 cores, 1 per core
+    assert fmt(beside(N("load", 0.99951171875, ""), 1.0)) == "0.9995"  # below the line shows it too
+    assert fmt(beside(N("steal", 10.004, "%"), 10.0)) == "10.004%"
+    for same in (
+        N("load", 1.5, ""),
+        N("load", 1.0, ""),
+        N("cores", 2, ""),
+    ):  # shown apart already, equal, whole
+        assert beside(same, 1.0) is same
+    assert fmt_value(2 / 3, "x", 5) == "0.66667x" and fmt_value(1234.5678, "", 6) == "1,235"
 
 
 def test_a_name_with_values_writes_them_as_the_formatter_does():

@@ -195,6 +195,12 @@ def test_busy_threshold_is_per_core_and_stated():
     )  # the same load on 8 cores is fine
     assert "steal 25%, above 10%" in sanity.busy({"load1": None, "cores": 2, "steal_pct": 25.0}).message
     assert sanity.busy(None) is None and sanity.busy({}) is None
+    # grade14: just above the line, the flag and the environment table show the digits that put it above
+    just = {"load1": 2.00244140625, "cores": 2, "steal_pct": 10.004, "run": "r1"}
+    f = sanity.busy(just)
+    assert "load average 2.002 on 2 usable cores, above 1 per core" in f.message
+    assert "CPU steal 10.004%, above 10%" in f.message
+    assert sanity.load_finding(just).plain() == "load average 2.002 on 2 usable cores, CPU steal 10.004%"
 
 
 def test_busiest_seen_flags_a_report_when_any_of_its_runs_was_busy():

@@ -98,6 +98,10 @@ def test_sequential_runs_on_a_busy_machine_cannot_tell():
         "one after the other, not interleaved, on a busy machine (load per core up to 3.5, above 1)" in text
     )
     assert "faster" not in text and "ratio 1.5x" in text
+    # grade14: c8's loads per core 1.0012 were said 'up to 1, above 1'
+    just = compare(FAST, SLOW, "a", "b", interleaved=False, load_a=[1.001220703125], load_b=[1.001220703125])
+    assert just.reason == "busy machine"
+    assert "(load per core up to 1.001, above 1)" in just.finding("c8 step").plain()
     # the same samples interleaved (or in rounds) on that machine keep their direction: both sides shared the
     # load
     both = compare(FAST, SLOW, "no workers", "one worker", interleaved=True, load_a=[3.4], load_b=[3.4])

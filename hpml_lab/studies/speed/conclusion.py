@@ -25,7 +25,7 @@ import pandas as pd
 from ... import sanity
 from ...answers import Answer, Number
 from ...fastpath import GRAPH_MODES
-from ...findings import Background, Finding, Ident, fmt_in, join, say, stray_digits
+from ...findings import Background, Finding, Ident, beside, fmt_in, join, say, stray_digits
 from ...profiling import summarize
 from ...verdict import best, compare, sample_record
 from .study import REFERENCE, RUNGS
@@ -765,14 +765,17 @@ def busy(meta: dict) -> sanity.Flag | None:
             "the machine became busy while the ladder ran (load average {load} on {cores} usable cores at "
             "its busiest reading, above {limit} per core): timings take longer and vary more than on an "
             "idle machine",
-            load=Number(
-                "busiest load average" + at,
-                float(max(during)),
-                "",
-                "measured",
-                n=1,
-                source="the 1-minute load average read as the ladder began, after each of its rounds and "
-                "at its end",
+            load=beside(
+                Number(
+                    "busiest load average" + at,
+                    float(max(during)),
+                    "",
+                    "measured",
+                    n=1,
+                    source="the 1-minute load average read as the ladder began, after each of its rounds "
+                    "and at its end",
+                ),
+                cores * sanity.BUSY_LOAD_PER_CORE,
             ),
             cores=Number("usable cores" + at, cores, "", "counted", source="os.sched_getaffinity"),
             limit=Number(
