@@ -191,7 +191,9 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         "seed": meta["seed"],
         "started (UTC)": meta["started_at"],
         "run folder": meta["run_id"],
-        "machine load before the run": load.plain(),
+        # a summary's load is another run's reading (a sweep's busiest): the row names whose
+        "machine load before the run": (f"read before {run}: " if run and run != meta["run_id"] else "")
+        + load.plain(),
         **_busiest_row(run),
         **runs_row(page_runs()),
         **_peak_row(meta.get("flops")),

@@ -226,7 +226,7 @@ def _page(tmp_path, monkeypatch):
         "started_at": "now",
         "run_id": "loader-summary-b32-484b6bb8",
         "config": {"epochs": 3},
-        "machine": {"load1": 6.15, "cores": 2, "steal_pct": 0.0},
+        "machine": {"load1": 6.15, "cores": 2, "steal_pct": 0.0, "run": "loader-w1-b32-484b6bb8"},
     }
     env = notebook.environment_table(meta)
     rec = answer_box.load("c2")
@@ -253,7 +253,10 @@ def test_a_page_built_by_the_notebook_helpers_holds_every_number_it_shows(tmp_pa
     flag = next(f for f in rec["flags"] if f["kind"] == "machine busy")
     assert "before run loader-w0-b32-484b6bb8, the busiest of the 3 runs" in flag["message"]
     env = {r[0]: r[1] for r in rec["tables"]["environment"]["rows"]}
-    assert env["machine load before the run"] == "load average 6.15 on 2 usable cores, CPU steal 0%"
+    # the summary's load is a sweep run's reading: the row names that run (grade14: c3's did not say whose)
+    assert env["machine load before the run"] == (
+        "read before loader-w1-b32-484b6bb8: load average 6.15 on 2 usable cores, CPU steal 0%"
+    )
     assert env["busiest run of this report (its machine busy flag)"] == (
         "loader-w0-b32-484b6bb8: load average 6.7 on 2 usable cores"
     )
