@@ -64,6 +64,9 @@ def test_lab5_trains_every_ddp_size_on_two_gloo_ranks_and_measures_the_allreduce
     ]
     assert kept["status"] == "complete" and kept["machine"]["cores"] >= 1 and kept["started_at"]
     assert kept["allreduce"]["backend"] == "gloo" and kept["allreduce"]["launch_workers"] == 2
+    # the sizes it records are the bytes its rows say were sent (a grader: 446,958 asked, 446,956 sent)
+    (csv,) = (done.out / "results" / "lab5").glob("allreduce2-*/allreduce.csv")
+    assert sorted(set(pd.read_csv(csv)["bytes"])) == kept["allreduce"]["sizes_bytes"]
 
     executed = json.loads((done.reports / "executed" / "lab5.ipynb").read_text())
     html = "".join(

@@ -38,6 +38,12 @@ def bus_bandwidth(algbw: float, n: int) -> float:
 
 
 # ------------------------------------------------------------------ all-reduce measurement
+def buffer_bytes(nbytes: int) -> int:
+    """The bytes the all-reduce really sends for a size asked in bytes: whole float32 elements, at least one
+    (its meta.json's sizes and its rows' bytes both say these)."""
+    return 4 * max(1, int(nbytes) // 4)
+
+
 def _allreduce_worker(
     sizes: list[int], repeats: int, warmup: int, out: str, device_type: str = "auto", keep_group: bool = False
 ) -> None:
@@ -56,7 +62,7 @@ def _allreduce_worker(
     ok = False
     try:
         for nbytes in sizes:
-            buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
+            buf = torch.ones(buffer_bytes(nbytes) // 4, dtype=torch.float32, device=device)
             # a barrier before each timed all-reduce: a rank that arrives late would otherwise add its lag to
             # the others' times (nccl-tests starts its clock after a barrier too)
             times = repeat_timed(

@@ -28,7 +28,7 @@ from ... import results
 from ...config import RunConfig
 from ...profiling import summarize
 from . import N_IMAGES, Settings  # noqa: F401 (study.Settings: the notebook's name for the TASK's parameters)
-from .ranks import measure_allreduce, run_ddp_many
+from .ranks import buffer_bytes, measure_allreduce, run_ddp_many
 
 # Reference (HPML Lab 5 as run on 4 V100s): epoch seconds it reported.
 REFERENCE_EPOCHS = [
@@ -338,7 +338,9 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     # backend
     ar_dev = "cuda" if on_gpu and workers_here >= 2 else "cpu"
     ar_n = min(workers_here, 4) if ar_dev == "cuda" else 2
-    ar_spec = {"sizes": [grad_bytes // 100, grad_bytes // 10, grad_bytes], "repeats": 10, "warmup": 3}
+    # in whole float32 elements, as the ranks send them: the record's sizes are the bytes its rows hold
+    sizes_b = [buffer_bytes(grad_bytes // k) for k in (100, 10, 1)]
+    ar_spec = {"sizes": sizes_b, "repeats": 10, "warmup": 3}
     # the DDP runs: one torchrun launch per worker count, every batch size in it, the all-reduce measured in
     # the launch of its own worker count when that trains on its device (one launch on a CPU, not one per run)
     train_dev = "cuda" if on_gpu else "cpu"
