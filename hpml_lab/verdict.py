@@ -133,10 +133,16 @@ class Verdict:
             else (self.ratio, self.ci_low, self.ci_high)
         )
         n = min(self.n_a, self.n_b)
+        # an interval's ends beside no difference and the least difference they are judged by show the digits
+        # that put them on their side (grade15: a tie 'within 2% of no difference' showed its low end 1.0178
+        # as '1.02x'; an interval holding 1 showed its high end 1.003 as '1x')
+        edge = 1 + self.min_effect
+        low = Number(f"{name}: interval low", lo, "x", "measured", n=n, source=src)
+        high = Number(f"{name}: interval high", hi, "x", "measured", n=n, source=src)
         nums = {
             "ratio": Number(f"{name}: ratio", r, "x", "measured", n=n, source=src),
-            "low": Number(f"{name}: interval low", lo, "x", "measured", n=n, source=src),
-            "high": Number(f"{name}: interval high", hi, "x", "measured", n=n, source=src),
+            "low": beside(beside(low, 1.0), edge if lo >= 1 else 1 / edge),
+            "high": beside(beside(high, 1.0), 1 / edge if hi < 1 else edge),
             "conf": Number(f"{name}: confidence", round(100 * self.confidence), "%", "setting", source=src),
             "na": Number(
                 f"{name}: samples of {self.label_a}", self.n_a, "", "counted", source="samples compared"

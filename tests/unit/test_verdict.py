@@ -204,6 +204,14 @@ def test_a_tie_whose_interval_misses_one_says_it_did_not_clear_the_least_differe
     plain_tie = compare([1.0, 1.2, 0.8, 1.0], [1.0, 1.2, 0.8, 1.1], "A", "B")
     assert plain_tie.reason == "interval includes no difference"
     assert "comes within" not in plain_tie.finding("y").plain()
+    # grade15: an end that rounds to the least difference (or to no difference) shows the digits that put it
+    # on its side
+    from dataclasses import replace
+
+    near = replace(v, ratio=1.03, ci_low=1.0178, ci_high=1.05, reason="difference under 2%", min_effect=0.02)
+    assert "CI 1.018x to 1.05x" in near.finding("c3").plain()
+    holds = replace(plain_tie, ratio=0.956, ci_low=0.931, ci_high=1.003)
+    assert "CI 0.931x to 1.003x" in holds.finding("speed").plain()
 
 
 def test_the_short_form_says_the_verdict_in_words_with_its_ratio_alone():
