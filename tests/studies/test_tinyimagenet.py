@@ -494,6 +494,13 @@ def test_tinyimagenet_ddp_beyond_its_processes_is_said_not_to_be_ddp():
     res.timing.loc[res.timing.variant == "DDP", "s/batch"] = 4.7 / 2.01 * 2  # 2.01x by the medians
     tie = _conclude(res)[0][2]
     assert "DDP ran at 2.01x" in tie.text and "can give by running side by side" not in tie.text
+    # and says what its batches tell (grade15: '(no verdict)' where the code had computed one)
+    assert "made one after the other; the baseline ran with 2 loader workers" in tie.text
+    assert (
+        "By its batches, that cannot be told from what 2 processes can give: DDP's time per image times 2 "
+        "and the baseline's cannot be told apart on time per image"
+    ) in tie.text
+    study_checks.holds([tie])
     one = _tin()
     one.timing.loc[one.timing.variant == "checkpointing", "s/batch"] = 4.0  # one process: its verdict says it
     assert "Checkpointing ran at" not in _conclude(one)[0][2].text

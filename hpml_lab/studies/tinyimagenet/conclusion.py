@@ -492,8 +492,9 @@ def throughput_findings(res) -> list[Finding]:
             wv = ((run_v.meta or {}).get("config") or {}).get("num_workers") if run_v is not None else None
             text = (
                 "{v} ran at {ratio} the baseline's images per second by their median batches (not whole "
-                "epochs), one run each, made one after the other (no verdict); the baseline ran with {w} "
-                "loader workers"
+                "epochs), one run each, made one after the other"
+                + (" (no verdict)" if bound is None else "")  # else the verdict on its batches follows
+                + "; the baseline ran with {w} loader workers"
             )
             slots = {
                 "v": variant,
@@ -514,6 +515,18 @@ def throughput_findings(res) -> list[Finding]:
                 }
             text += ", which take cores from the training steps, so the ratio is not the method's alone."
             out.append(say(text, **slots).up())
+            if bound is not None:  # above its processes by the medians, not by a verdict over its batches
+                p = Number(f"{variant}: processes", procs, "", "setting", source="the run's processes")
+                f = bound.finding(
+                    fmt_in("{v}: {p} x time per image vs baseline", v=variant, p=procs),
+                    label_a=say("{v}'s time per image times {p}", v=variant, p=p),
+                    label_b="the baseline's",
+                )
+                out.append(
+                    say(
+                        "By its batches, that cannot be told from what {p} processes can give: {f}.", p=p, f=f
+                    )
+                )
     slow = _slow_baseline(res, t, base_ips) if out else None
     return out + ([slow] if slow is not None else [])
 
