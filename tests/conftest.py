@@ -47,6 +47,17 @@ def _fresh_report_page():
     notebook.new_page()
 
 
+@pytest.fixture(autouse=True)
+def _torch_backend_flags():
+    """Each test starts from torch's backend flags as they were before it and leaves them so: a training run
+    turns cuDNN autotuning on for the process (device.configure), and a GPU test that passed only after such a
+    run (the graphed step's comparison with the eager one, on an H100) hid that it failed alone."""
+    cudnn = torch.backends.cudnn
+    saved = cudnn.benchmark, cudnn.deterministic
+    yield
+    cudnn.benchmark, cudnn.deterministic = saved
+
+
 @pytest.fixture(scope="session")
 def cifar_root(tmp_path_factory):
     """A synthetic CIFAR-10 in the real format with 1,000 + 200 images (seconds to write)."""

@@ -127,43 +127,29 @@ def record_node(out: Path, part: int | str) -> dict:
     return {"status": "ok", "make": rec["make"], "dev_shm": shm, "python": rec["python"], "cuda": rec["cuda"]}
 
 
-# The CUDA tests in two phases: the many that share the GPU well, spread over TEST_WORKERS pytest-xdist
-# workers (the compiles and the torchrun test are mostly the CPU's work; the machine has 16 cores), then the
-# few marked `alone` one at a time, with the GPU to themselves: the ones that time a ratio (2% of an epoch,
-# events against a wall clock, a measured peak) or fill the GPU's memory on purpose (out-of-memory rows, the
-# largest-batch search).
-TEST_WORKERS = 4
-TEST_PHASES = (("cuda and not alone", True), ("cuda and alone", False))
-
-
-def cuda_test_commands(xdist: bool) -> list[list[str]]:
-    """The pytest command of each phase; without pytest-xdist every phase runs in one process."""
-    cmds = []
-    for marks, spread in TEST_PHASES:
-        cmd = [sys.executable, "-m", "pytest", "-m", marks, "-q", "-p", "no:cacheprovider", "--durations=10"]
-        if spread and xdist:
-            cmd += ["-n", str(TEST_WORKERS), "--dist", "loadgroup"]
-        cmds.append(cmd + [str(project_root() / "tests")])
-    return cmds
-
-
 def stage_tests(out: Path, device: str, log) -> dict:
-    import importlib.util
-
-    texts, lasts, worst = [], [], 0
-    # its own pytest run: none of an outer pytest-xdist worker's variables (the kit's own suite calls this)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    for cmd in cuda_test_commands(importlib.util.find_spec("xdist") is not None):
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        texts.append(f"$ pytest {' '.join(cmd[3:-1])}\n{r.stdout}{r.stderr}")
-        lasts.append((r.stdout.strip().splitlines() or [""])[-1])
-        # 0: passed; 5: none collected (no CUDA test selected); anything else is a failure, recorded, not
-        # raised
-        worst = worst if r.returncode in (0, 5) else r.returncode
-    (out / "tests.txt").write_text("\n".join(texts))
-    summary = "; ".join(f"{marks}: {last}" for (marks, _), last in zip(TEST_PHASES, lasts))
-    log(f"[gpu-check] tests: {summary}")
-    return {"status": "failed" if worst else "ok", "summary": summary, "exit": worst}
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "cuda",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--durations=10",
+            str(project_root() / "tests"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    (out / "tests.txt").write_text(r.stdout + r.stderr)
+    last = (r.stdout.strip().splitlines() or [""])[-1]
+    log(f"[gpu-check] tests: {last}")
+    # 0: passed; 5: none collected (no CUDA test selected); anything else is a failure, recorded, not raised
+    status = "ok" if r.returncode in (0, 5) else "failed"
+    return {"status": status, "summary": last, "exit": r.returncode}
 
 
 def stage_task(out: Path, device: str, data_root: Path, tid: str, log) -> dict:

@@ -237,7 +237,6 @@ def test_the_study_records_where_its_time_went(rendered):
     assert sum(phases.values()) <= span.total_seconds() + 1  # the stamps are whole seconds
 
 
-@pytest.mark.alone
 @pytest.mark.cuda
 def test_the_study_searches_the_largest_batch_near_its_prediction():
     """On a GPU each network's measured rows are the few sizes around its predicted limit, each with its
@@ -271,7 +270,6 @@ def test_cuda_only_paths_refuse_the_cpu():
         memory.cuda_memory_snapshot(nn.Linear(2, 2), 2, "x.pickle", "cpu")
 
 
-@pytest.mark.alone
 @pytest.mark.cuda
 def test_cuda_peak_and_oom_rows(tmp_path):
     net = models.build("resnet_tiny").cuda()

@@ -142,7 +142,6 @@ def test_measured_peak_stays_within_its_budget_on_a_slow_path():
     assert rate > 0 and elapsed < 6, elapsed  # growth stops at a 50 ms product; 3 repeats: ~2 s at worst
 
 
-@pytest.mark.alone
 @pytest.mark.cuda
 def test_measured_tf32_peak_uses_tf32_products_on_a_gpu():
     """A GPU outside the data-sheet table is measured: "tf32" with TF32 products (8x fp32's rate on an H100,

@@ -56,7 +56,7 @@ def _cfg(root, tmp, device):
 # the same target is the benchmark's (`hpml-lab bench overhead`: instrumented vs plain step over interleaved
 # rounds, with a verdict that says "can't tell" when the run cannot resolve 2%; tests/unit/test_bench.py runs
 # it), not a timed test's: at load 2 the CPU case's three tries read 1.13, 1.08 and 1.03 on unchanged code.
-DEVICES = [pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.alone])]  # alone: the GPU to itself
+DEVICES = [pytest.param("cuda", marks=pytest.mark.cuda)]
 LOADERS = ["pil", "tensor"]  # the baseline's per-step events, the fast path's events every log_every steps
 
 

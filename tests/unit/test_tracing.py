@@ -102,7 +102,6 @@ def test_a_trace_with_gpu_kernels_goes_through_holistic_trace_analysis(tmp_path)
     assert "host wait" in bd.note
 
 
-@pytest.mark.alone
 @pytest.mark.cuda
 def test_a_real_cuda_trace_is_broken_down_by_holistic_trace_analysis(tiny_cfg, tmp_path):
     tr = _trace(tiny_cfg.replace(device="cuda"), torch.device("cuda"), tmp_path / "trace.json")
