@@ -32,12 +32,63 @@ def commit_label(commit: str, dirty: bool | None = False) -> str:
     return str(commit)[:10] + (" (uncommitted changes)" if dirty else "")
 
 
+# What a provenance file vouches for: the code that runs (the package, the notebooks, the package's settings)
+TREE_PARTS = ("hpml_lab", "notebooks", "pyproject.toml")
+
+
+def tree_digest(root: str | os.PathLike) -> str:
+    """sha256 over the paths and contents of the tree's code (TREE_PARTS: its .py and .ipynb files and
+    pyproject.toml, caches left out): equal where the same code was sent, so a provenance file written for
+    one tree is not taken for another's (a GPU machine gets the tree without .git)."""
+    import hashlib
+
+    root = Path(root)
+    files = []
+    for part in TREE_PARTS:
+        p = root / part
+        if p.is_file():
+            files.append(p)
+        elif p.is_dir():
+            files += [
+                f
+                for f in p.rglob("*")
+                if f.suffix in (".py", ".ipynb") and f.is_file() and "__pycache__" not in f.parts
+            ]
+    h = hashlib.sha256()
+    for f in sorted(files, key=lambda f: f.relative_to(root).as_posix()):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def code_root() -> Path:
+    """The tree whose code is running: the folder that holds the imported hpml_lab package (the project's
+    home, HPML_LAB_HOME, may be another folder)."""
+    return Path(__file__).resolve().parents[1]
+
+
+def provenance_problem(rec: Any, root: str | os.PathLike | None = None) -> str:
+    """Why a provenance record does not vouch for the code at `root` (default: code_root(), the code running),
+    in one line; "" where it does."""
+    root = code_root() if root is None else root
+    if not isinstance(rec, dict) or not rec.get("commit"):
+        return "it names no commit"
+    if "tree" not in rec:
+        return f"it was written for commit {str(rec['commit'])[:10]} by an older kit, which recorded no tree"
+    if rec["tree"] != tree_digest(root):
+        when = rec.get("written_at", "at an unknown time")
+        return (
+            f"it was written for commit {str(rec['commit'])[:10]} ({when}), and this tree's code differs "
+            "from the code it was written for"
+        )
+    return ""
+
+
 @lru_cache(maxsize=1)
 def git_commit() -> dict[str, Any]:
     """Commit of the hpml-lab checkout in use and whether it had uncommitted changes (tracked files). Where
     the tree is no git checkout of its own (a copy sent to a GPU machine without .git), the provenance file
     that `make gpu-wheels` wrote beside the carried wheels says it (HPML_PROVENANCE, else
-    .whl/provenance.json)."""
+    .whl/provenance.json), where it was written for this tree's code (tree_digest); else "unknown"."""
     from .config import project_root
 
     root = project_root()
@@ -60,7 +111,8 @@ def git_commit() -> dict[str, Any]:
             rec = json.loads(Path(path).read_text()) if path else None
         except (OSError, ValueError):
             rec = None
-        if isinstance(rec, dict) and rec.get("commit"):
+        # only a record written for this very code: a stale .whl would name an older commit on every result
+        if rec is not None and not provenance_problem(rec):
             return {"commit": str(rec["commit"]), "dirty": rec.get("dirty")}
     return {"commit": "unknown", "dirty": None}
 

@@ -219,9 +219,13 @@ def activate(site: Path) -> None:
 def write_provenance(dest: str | os.PathLike) -> Path:
     """dest/provenance.json: the commit of this tree and whether it is dirty, for records made where .git does
     not travel (envinfo reads it through HPML_PROVENANCE when git cannot say)."""
-    from ..envinfo import git_commit
+    from ..envinfo import code_root, git_commit, tree_digest
 
-    rec = {**git_commit(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    rec = {
+        **git_commit(),
+        "tree": tree_digest(code_root()),  # the node checks that the code it was sent is this code
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     if rec["commit"] == "unknown":
         raise ConfigError("gpu-wheels: this tree has no git commit to record (run it in a git checkout)")
     path = Path(dest) / "provenance.json"
@@ -279,10 +283,26 @@ def use_course(wheels: str | os.PathLike) -> None:
 
 
 def use_provenance(wheels: str | os.PathLike) -> None:
-    """Point envinfo (and the kernels this process starts) at the carried provenance.json, if there is one."""
+    """Point envinfo (and the kernels this process starts) at the carried provenance.json, if there is one.
+    Where git cannot name this tree's commit (a GPU machine), a provenance.json written for other code (a
+    .whl kept from an earlier commit) is refused in one line before any unit runs: its commit would stand
+    beside every result."""
+    import json
+
     from .. import envinfo
 
     path = Path(wheels) / "provenance.json"
     if path.is_file():
         os.environ["HPML_PROVENANCE"] = str(path.resolve())
         envinfo.git_commit.cache_clear()
+        if envinfo.git_commit()["commit"] != "unknown":
+            return  # git names it (a rehearsal in a checkout), or the record holds for this tree
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"{path}: not a provenance record ({e}): run make gpu-wheels again") from None
+        why = envinfo.provenance_problem(rec)
+        if why:
+            raise ConfigError(
+                f"{path} does not hold for this tree: {why}; run make gpu-wheels again and carry .whl"
+            )

@@ -453,7 +453,7 @@ def test_records_made_without_git_carry_the_commit_from_gpu_wheels(tmp_path, mon
     assert re.fullmatch(r"[0-9a-f]{40}", here["commit"])
     path = wheels.write_provenance(tmp_path / "whl")
     assert json.loads(path.read_text())["commit"] == here["commit"]
-    copy = tmp_path / "copy"  # a tree without .git, as the GPU machine gets it
+    copy = tmp_path / "copy"  # a project home without .git, as the GPU machine gets the tree
     (copy / "hpml_lab").mkdir(parents=True)
     (copy / "pyproject.toml").write_text("")
     monkeypatch.setenv("HPML_LAB_HOME", str(copy))
@@ -465,8 +465,48 @@ def test_records_made_without_git_carry_the_commit_from_gpu_wheels(tmp_path, mon
         wheels.use_provenance(tmp_path / "whl")
         assert envinfo.git_commit() == here
         assert envinfo.environment("cpu")["commit"] == here["commit"]
+        # a .whl kept from other code (review 15: one written at an earlier commit was carried): refused in
+        # one line before any unit, and no record names its commit
+        rec = json.loads(path.read_text())
+        path.write_text(json.dumps({**rec, "tree": "0" * 64}))
+        envinfo.git_commit.cache_clear()
+        with pytest.raises(
+            ConfigError,
+            match=r"does not hold for this tree: it was written for commit "
+            r".*differs",
+        ):
+            wheels.use_provenance(tmp_path / "whl")
+        assert envinfo.git_commit() == {"commit": "unknown", "dirty": None}
+        old = {k: v for k, v in json.loads(path.read_text()).items() if k != "tree"}  # an older kit's record
+        path.write_text(json.dumps(old))
+        envinfo.git_commit.cache_clear()
+        with pytest.raises(ConfigError, match="by an older kit, which recorded no tree; run make gpu-wheels"):
+            wheels.use_provenance(tmp_path / "whl")
     finally:
         envinfo.git_commit.cache_clear()
+
+
+def test_the_tree_digest_covers_the_code_that_runs_and_nothing_else(tmp_path):
+    """What provenance.json vouches for: the package's and the notebooks' code and pyproject.toml; caches and
+    data files beside them change nothing, one changed line changes it."""
+    (tmp_path / "hpml_lab" / "sub").mkdir(parents=True)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "hpml_lab" / "sub" / "x.py").write_text("A = 1\n")
+    (tmp_path / "notebooks" / "n.ipynb").write_text("{}")
+    (tmp_path / "pyproject.toml").write_text("[project]\n")
+    first = envinfo.tree_digest(tmp_path)
+    (tmp_path / "hpml_lab" / "sub" / "__pycache__").mkdir()
+    (tmp_path / "hpml_lab" / "sub" / "__pycache__" / "x.cpython-312.pyc").write_bytes(b"\0")
+    (tmp_path / "hpml_lab" / "data.csv").write_text("a\n1\n")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "r.py").write_text("")
+    assert envinfo.tree_digest(tmp_path) == first
+    (tmp_path / "hpml_lab" / "sub" / "x.py").write_text("A = 2\n")
+    assert envinfo.tree_digest(tmp_path) != first
+    (tmp_path / "hpml_lab" / "sub" / "x.py").write_text("A = 1\n")
+    (tmp_path / "notebooks" / "n.ipynb").rename(tmp_path / "notebooks" / "m.ipynb")  # a name is part of it
+    assert envinfo.tree_digest(tmp_path) != first
+    assert envinfo.tree_digest(envinfo.code_root()) == envinfo.tree_digest(ROOT)
 
 
 def test_gpu_wheels_carries_the_course_script_beside_the_wheels_and_the_run_points_at_it(
