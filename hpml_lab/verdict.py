@@ -114,6 +114,19 @@ class Verdict:
         return self.reason == "too few samples" and min(self.n_a, self.n_b) < MIN_SAMPLES
 
     @property
+    def statistical(self) -> str:
+        """The outcome by the interval alone, before the design's rules (runs one after the other, their load,
+        twin noise): "better" where its low end clears the least difference, "worse" where its high end
+        does on the other side, else "tie". What a sentence about the measured numbers themselves may rest
+        on (an excess over what the processes can give, explained by the sequential runs), not a claim that
+        one side is faster."""
+        if not (math.isfinite(self.ci_low) and math.isfinite(self.ci_high)):
+            return "tie"
+        if self.ci_low > 1 + self.min_effect:
+            return "better"
+        return "worse" if self.ci_high < 1 / (1 + self.min_effect) else "tie"
+
+    @property
     def timed(self) -> bool:
         """Whether the samples are times (said faster/slower) rather than another lower-is-better value (a
         loss)."""

@@ -468,30 +468,49 @@ def _busy(res) -> str:
     return " ".join(f.message for f in _conclude(res)[1] if f.kind == "machine busy")
 
 
+def _timing_from_records(res):
+    """The timing table as study.run builds it, from the fixture's own records."""
+    import pandas as pd
+
+    from hpml_lab.studies.tinyimagenet.study import timing_row
+
+    res.timing = pd.DataFrame(
+        [
+            timing_row("baseline", res.workers[max(res.workers)], 32, "2 workers"),
+            timing_row("checkpointing", res.variants["checkpointing"], 32, "4 segments"),
+            timing_row("DDP", res.variants["DDP"], 64, "2 processes", processes=2),
+        ]
+    )
+
+
 def test_tinyimagenet_ddp_beyond_its_processes_is_said_not_to_be_ddp():
     """The grader's item: the DDP row at 15x the baseline's throughput on 2 cores, unexplained. Said beyond
     its processes only where its batches show it (a later grader: 2.01x with 2 processes, a tie batch by
     batch, was said to exceed what 2 can give)."""
     res = _tin()
     res.variants["DDP"] = _rec([x / 8 for x in FAST], 0.001, 0.5, last_images=64, images=64)
+    _timing_from_records(res)  # the table's medians are of the samples the verdict compares, as in a run
     answers, _ = _conclude(res)
     ddp = [d.plain() for d in answers[2].details if d.plain().startswith("DDP ran")]
-    assert len(ddp) == 1 and ddp[0].startswith(
-        "DDP ran at 15x the baseline's images per second by their median batches (not whole epochs) with 2 "
+    assert ddp == [
+        "DDP ran at 9.78x the baseline's images per second by their median batches (not whole epochs) with 2 "
         "processes: more than 2 processes can give by running side by side (the baseline's time per image "
-        "over 2 times its own, batch by batch: 4.89x, 95% CI 4.78x to 5x), so the excess"
-    )
-    assert ddp[0].endswith(
-        "so the excess is not the method's doing; the runs were made one after the other (load per core 0.5 "
-        "and 0.5 at their starts)."
-    )
+        "over 2 times its own, batch by batch: 4.89x, 95% CI 4.78x to 5x), so the excess is not the method's "
+        "doing; the runs were made one after the other (load per core 0.5 and 0.5 at their starts)."
+    ]
+    rec = answers[2].verdict["bound DDP"]  # recorded with its samples: the page's 4.89x is recomputable
+    assert rec["ratio"] * 2 == pytest.approx(9.78, abs=0.01) and len(rec["samples_a"]) == len(FAST) - 1
     study_checks.holds(answers)
-    # the same batches after a busy start: sequential runs on a busy machine cannot tell, and so say no excess
+    # the same batches after a busy start: the excess stands (the sequential runs' load is its likely cause,
+    # said with it), where the verdict's design rule would withhold a direction (review 15)
     res.variants["DDP"].meta["machine"]["load1"] = 2 * 4.0
-    assert "can give by running side by side" not in _conclude(res)[0][2].text
+    busy = _conclude(res)[0][2].text
+    assert "more than 2 processes can give" in busy and "(load per core 0.5 and 4 at their starts)" in busy
     # the grader's case: medians just past 2x, the batches a tie
     res.variants["DDP"] = _rec([x * 0.99 for x in FAST], 0.001, 0.5, last_images=64, images=64)
-    res.timing.loc[res.timing.variant == "DDP", "s/batch"] = 4.7 / 2.01 * 2  # 2.01x by the medians
+    _timing_from_records(res)
+    base = float(res.timing.loc[res.timing.variant == "baseline", "s/batch"].iloc[0])
+    res.timing.loc[res.timing.variant == "DDP", "s/batch"] = base / 2.01 * 2  # 2.01x by the medians
     tie = _conclude(res)[0][2]
     assert "DDP ran at 2.01x" in tie.text and "can give by running side by side" not in tie.text
     # and says what its batches tell (grade15: '(no verdict)' where the code had computed one)

@@ -102,6 +102,10 @@ def test_sequential_runs_on_a_busy_machine_cannot_tell():
     just = compare(FAST, SLOW, "a", "b", interleaved=False, load_a=[1.001220703125], load_b=[1.001220703125])
     assert just.reason == "busy machine"
     assert "(load per core up to 1.001, above 1)" in just.finding("c8 step").plain()
+    # the interval alone clears the least difference: what a sentence about the numbers themselves rests on
+    assert v.statistical == "better" and compare(SLOW, FAST, "a", "b").statistical == "worse"
+    assert compare(FAST, FAST, "a", "b").statistical == "tie"
+    assert compare(FAST[:2], SLOW[:2], "a", "b").statistical == "tie"  # too few samples: no interval
     # the same samples interleaved (or in rounds) on that machine keep their direction: both sides shared the
     # load
     both = compare(FAST, SLOW, "no workers", "one worker", interleaved=True, load_a=[3.4], load_b=[3.4])

@@ -408,20 +408,23 @@ def checkpoint_answer(res) -> Answer:
     )
 
 
-def bound_verdict(res, variant: str, procs: int, t: pd.DataFrame) -> Verdict | None:
+def bound_verdict(res, variant: str, procs: int, t: pd.DataFrame) -> dict | None:
     """Whether a parallel variant's images per second lie beyond `procs` times the baseline's: `procs` times
     its time per image against the baseline's, batch by batch over the samples the timing table's medians
-    are of (each run's steady batches); the runs were made one after the other. "better": beyond, by the
-    verdict, not by two medians alone (a grader: 2.01x with 2 processes, a tie batch by batch, was said to
-    exceed what 2 can give). None where the variant has no record."""
+    are of (each run's steady batches); the runs were made one after the other. The verdict with its samples
+    (sample_record); its interval alone (Verdict.statistical "better") shows the excess, where two medians
+    alone do not (a grader: 2.01x with 2 processes, a tie batch by batch, was said to exceed what 2 can
+    give). None where the variant has no record."""
     rv, rb = res.variants.get(variant), res.workers[max(res.workers)]
     if rv is None:
         return None
     bv, bb = _steady(rv), _steady(rb)
     gv, gb = float(t.loc[variant, "global batch"]), float(t.loc["baseline", "global batch"])
-    return compare(
-        [procs * x / gv for x in bv.data_s + bv.train_s],
-        [x / gb for x in bb.data_s + bb.train_s],
+    a = [procs * x / gv for x in bv.data_s + bv.train_s]
+    b = [x / gb for x in bb.data_s + bb.train_s]
+    v = compare(
+        a,
+        b,
         fmt_in("{v} x {p}", v=variant, p=procs),
         "the baseline",
         what="time per image",
@@ -429,12 +432,13 @@ def bound_verdict(res, variant: str, procs: int, t: pd.DataFrame) -> Verdict | N
         load_a=_load(rv),
         load_b=_load(rb),
     )
+    return {"verdict": v, "record": sample_record(v, a, b)}
 
 
-def throughput_findings(res) -> list[Finding]:
+def throughput_findings(res, records: dict | None = None) -> list[Finding]:
     """Each run variant's images per second against the baseline's, from the timing table's median batch time
     and global batch. A ratio beyond the processes a variant used cannot come from them: said so, with both
-    runs' load."""
+    runs' load, where the batches show it (bound_verdict, whose record goes into `records` by variant)."""
     t = res.timing.dropna(subset=["s/batch"]).set_index("variant")
     if "baseline" not in t.index:
         return []
@@ -459,10 +463,13 @@ def throughput_findings(res) -> list[Finding]:
             if "processes" in t and t.loc[variant, "processes"] == t.loc[variant, "processes"]
             else 1
         )
-        bound = bound_verdict(res, variant, procs, t) if procs > 1 and ratio.value > procs else None
-        if (
-            bound is not None and bound.outcome == "better"
-        ):  # a parallel method's gain is bounded by its processes
+        checked = bound_verdict(res, variant, procs, t) if procs > 1 and ratio.value > procs else None
+        bound = checked["verdict"] if checked else None
+        if checked and records is not None:
+            records[f"bound {variant}"] = checked["record"]
+        # a parallel method's gain is bounded by its processes: beyond them by the interval, whatever the
+        # sequential runs' load (which the sentence states as the excess's likely cause)
+        if bound is not None and bound.statistical == "better":
             loads = [x for r in (res.workers[max(res.workers)], res.variants.get(variant)) for x in _load(r)]
             p = Number(f"{variant}: processes", procs, "", "setting", source="the run's processes")
             text = (
@@ -826,6 +833,8 @@ def epochs_answer(res) -> Answer:
         *(["what the time outside the batches went to"] if outside else []),
     ]
     reference = _reference_misses()
+    bounds: dict = {}
+    throughput = throughput_findings(res, bounds)
     return Answer(
         "Estimated (N / B x time per batch) vs actual epoch time, per variant",
         head,
@@ -833,7 +842,7 @@ def epochs_answer(res) -> Answer:
         + went
         + ([say("The record does not say {what}.", what=", nor ".join(unsaid))] if unsaid else [])
         + ([reference] if reference is not None else [])
-        + throughput_findings(res),
+        + throughput,
         [
             Background(
                 "An epoch estimated from the median batch leaves out what happens outside the batches, such "
@@ -845,6 +854,7 @@ def epochs_answer(res) -> Answer:
         missing="; ".join(
             f"{r.variant}: {SKIPPED_NEEDS.get(r.variant, 'a run')}" for r in skipped.itertuples()
         ),
+        verdict=bounds or None,
     )
 
 
