@@ -352,6 +352,7 @@ def node_tree(tmp_path, monkeypatch):
     home.mkdir()
     monkeypatch.setenv("HPML_LAB_HOME", str(home))
     monkeypatch.delenv("OUT", raising=False)
+    monkeypatch.chdir(home)  # where a command starts on the node: no .whl of the developer's checkout is read
     return home
 
 
