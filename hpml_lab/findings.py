@@ -43,7 +43,8 @@ def stray_digits(text: str) -> list[str]:
 def fmt_value(x: Any, unit: str = "", digits: int = 3) -> str:
     """One value as every sentence and table shows it: whole numbers with thousands separators (50,000),
     others with `digits` significant digits, 3 unless a Number asks for more (0.0323, 14.2), and whole from
-    1,000 up (3,309), never an exponent; '%' and 'x' follow the value, other units follow a space; text as it
+    1,000 up (3,309; with decimals only where more digits are asked than the whole part has), never an
+    exponent; '%' and 'x' follow the value, other units follow a space; text as it
     is; a missing value is 'n/a'."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return str(x)
@@ -53,8 +54,9 @@ def fmt_value(x: Any, unit: str = "", digits: int = 3) -> str:
         x = round(x, digits - 1 - math.floor(math.log10(abs(x))))  # 999.96 is 1,000, not '1e+03'
     if isinstance(x, int):
         text = f"{x:,}"
-    elif abs(x) >= 1000:
-        text = f"{x:,.0f}"
+    elif abs(x) >= 1000:  # whole, unless a Number asks for more digits than its whole part has (beside)
+        decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+        text = f"{x:,.{decimals}f}".rstrip("0").rstrip(".") if decimals else f"{x:,.0f}"
     elif x == 0:
         text = "0"
     elif abs(x) < 1e-4:  # 'g' would print an exponent
@@ -78,13 +80,19 @@ MOST_DIGITS = 6  # beside() shows at most this many significant digits
 
 def beside(num: Number, limit: float) -> Number:
     """`num` with the significant digits it needs to show on which side of `limit` it lies, where a sentence
-    sets the two side by side ('load average 2.002 on 2 cores, above 1 per core', not '2 ... above 1'):
-    its own digits where they already show it, more (up to MOST_DIGITS) where rounding would show the limit
-    itself. A value equal to the limit keeps its digits."""
+    sets the two side by side ('load average 2.002 on 2 cores, above 1 per core', not '2 ... above 1'; 'loss
+    2.803 ... above 2.3 + 0.5', not '2.8'): its own digits where the value shown is already on the value's
+    side, more (up to MOST_DIGITS) where rounding shows the limit itself or crosses it. A value equal to the
+    limit keeps its digits."""
     digits = getattr(num, "digits", 3)
     if not isinstance(num.value, float) or not math.isfinite(num.value) or num.value == limit:
         return num
-    while digits < MOST_DIGITS and float(fmt_value(num.value, "", digits).replace(",", "")) == limit:
+    side = num.value > limit
+
+    def shown(d: int) -> float:
+        return float(fmt_value(num.value, "", d).replace(",", ""))
+
+    while digits < MOST_DIGITS and (shown(digits) == limit or (shown(digits) > limit) != side):
         digits += 1
     return num if digits == getattr(num, "digits", 3) else replace(num, digits=digits)
 

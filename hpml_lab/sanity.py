@@ -162,7 +162,7 @@ def diverged(
                 "ln({classes}) = {chance} + {margin}: training is diverging or has not settled, so its "
                 "losses and accuracies are not results",
                 label=_label(label),
-                end=Number(f"{p}loss at the end", end, "", "measured", n=len(tail)),
+                end=beside(Number(f"{p}loss at the end", end, "", "measured", n=len(tail)), limit),
                 k=Number(
                     f"{p}batches at the end", len(tail), "", "counted", source="the last fifth of the batches"
                 ),
@@ -636,8 +636,11 @@ def noise(
                 b=what_b,
                 ma=Number(f"{what_a}: median epoch", ma, "s", "measured", n=len(va)),
                 mb=Number(f"{what_b}: median epoch", mb, "s", "measured", n=len(vb)),
-                r=Number(
-                    f"{what_a} against {what_b}: ratio", hi / lo, "x", "measured", n=min(len(va), len(vb))
+                r=beside(
+                    Number(
+                        f"{what_a} against {what_b}: ratio", hi / lo, "x", "measured", n=min(len(va), len(vb))
+                    ),
+                    factor,
                 ),
                 factor=Number("noise factor", factor, "x", "setting", source="sanity.NOISE_FACTOR"),
             ),

@@ -641,12 +641,15 @@ def test_too_few_epochs_are_not_called_a_tie():
     fig = figure.loader_sweep(SimpleNamespace(summary=summary, rows=rows, cores=2), answers[0].verdict)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "lowest median: 2 workers, a tie with 4; too few epochs to compare with 0" in legend
-    # the usable-cores line at 2 workers lies behind that count's whisker (grade14: drawn over it, it read as
-    # a dashed whisker)
+    # the usable cores (2) are a shaded slot behind that count's point and whisker, no line through them
+    # (grade14 and review 15: a dashed line over the whisker read as a dashed whisker)
     ax = fig.axes[0]
-    (cores,) = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
-    assert cores.get_xdata()[0] == list(summary.num_workers).index(2)
-    assert cores.get_zorder() < min(c.get_zorder() for c in ax.collections + ax.get_lines() if c is not cores)
+    assert not [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    (band,) = ax.patches
+    x = list(summary.num_workers).index(2)
+    assert band.get_x() < x < band.get_x() + band.get_width() < x + 1 - band.get_width() / 2
+    assert band.get_zorder() < min(c.get_zorder() for c in ax.collections + ax.get_lines())
+    assert "2 usable cores, shaded" in ax.get_xlabel()
 
 
 def test_c3_rows_of_reads_the_sweep_or_says_none(tmp_path):

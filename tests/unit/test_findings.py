@@ -45,13 +45,15 @@ def test_a_number_set_beside_a_limit_shows_the_digits_that_put_it_on_its_side():
     assert fmt(beside(N("load", 2.00244140625, ""), 2.0)) == "2.002"  # 2 cores, 1 per core
     assert fmt(beside(N("load", 0.99951171875, ""), 1.0)) == "0.9995"  # below the line shows it too
     assert fmt(beside(N("steal", 10.004, "%"), 10.0)) == "10.004%"
+    assert fmt(beside(N("load", 1024.3, ""), 1024.0)) == "1,024.3"  # from 1,000 up too (review 15)
+    assert fmt(N("load", 1024.3, "")) == "1,024" and fmt_value(1024.0, "", 6) == "1,024"
     for same in (
         N("load", 1.5, ""),
         N("load", 1.0, ""),
         N("cores", 2, ""),
     ):  # shown apart already, equal, whole
         assert beside(same, 1.0) is same
-    assert fmt_value(2 / 3, "x", 5) == "0.66667x" and fmt_value(1234.5678, "", 6) == "1,235"
+    assert fmt_value(2 / 3, "x", 5) == "0.66667x" and fmt_value(1234.5678, "", 6) == "1,234.57"
 
 
 def test_a_name_with_values_writes_them_as_the_formatter_does():

@@ -15,6 +15,9 @@ def test_diverged_run_is_flagged_and_a_learning_one_is_not():
     assert sanity.at_chance([2.30, 2.31, 2.30], 10) and not sanity.at_chance([2.3, 1.2, 1.1], 10)
     assert sanity.at_chance([2.3, 2.4, 2.43], 10)  # above chance is no learning (memory's resnet at 2.43)
     assert not sanity.at_chance([2.3, 2.2, 2.15], 10)  # 2.15 < 0.95 * 2.303: clearly below
+    # just above chance + margin (2.8026): the loss shows the digits that put it above (review 15: '2.8')
+    just = sanity.diverged([2.8031] * 5, 10)
+    assert "(2.803, mean of the last 1 batches) is above chance level ln(10) = 2.3 + 0.5" in just.message
 
 
 def test_a_run_still_at_chance_after_its_second_epoch_did_not_learn():
@@ -222,6 +225,8 @@ def test_noise_between_identical_configurations():
     assert f.kind == "noisy machine" and "3.19x apart" in f.message and "c6's sgd" in f.message
     assert "medians are 1.4 s and 4.46 s" in f.message  # epoch times, in seconds, through the one formatter
     assert sanity.noise([1.40, 1.42], [1.50, 1.55], "a", "b") is None  # 1.09x: within the stated factor
+    just = sanity.noise([1.0] * 3, [1.5004] * 3, "a", "b")  # review 15: '1.5x apart, above 1.5x'
+    assert "(1.5004x apart, above 1.5x)" in just.message
     assert sanity.noise([1.0], [1.6], "a", "b", factor=2.0) is None
     assert sanity.noise([], [1.0], "a", "b") is None and sanity.noise([0.0], [1.0], "a", "b") is None
 

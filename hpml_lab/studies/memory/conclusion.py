@@ -15,7 +15,7 @@ import pandas as pd
 from ... import sanity
 from ...answers import Answer, Number
 from ...data import classes_of
-from ...findings import Background, Finding, fmt_in, fmt_value, join, say
+from ...findings import Background, Finding, beside, fmt_in, fmt_value, join, say
 from ...verdict import compare
 from .._conclude import dedupe, span
 
@@ -225,6 +225,8 @@ def revnet_answer(res) -> Answer:
         ),
     }
     margin = Number("flat margin", 100 * FLAT_MARGIN, "%", "setting", source="memory.conclusion.FLAT_MARGIN")
+    for k in ("growth", "plain_growth"):  # each on its side of 'flat' (a growth within the margin)
+        nums[k] = beside(nums[k], 1 + FLAT_MARGIN)
     flat = nums["growth"].value <= 1 + FLAT_MARGIN
     plain_flat = nums["plain_growth"].value <= 1 + FLAT_MARGIN
     # the headline: the question's yes or no in words, the growth its one number; every byte count: the
