@@ -507,6 +507,13 @@ def test_lab5_model_that_agrees_gives_its_predictions_as_predictions():
         in q2.text
     )
     assert "model disagrees" not in {f.kind for f in flags} and q2.status == "partial"
+    # each predicted speedup says where its two epochs come from (grade16: tagged "both from the model", its
+    # 1-worker epoch is the one from timed steps)
+    (four,) = [n for n in q2.numbers if n.name == "4 workers x 16: speedup"]
+    assert (
+        four.source
+        == "1-worker epoch / this epoch, the 1-worker epoch from timed steps, this one from the model"
+    )
     # the grader's item: a 4-worker epoch is the model's own compute + all-reduce: no "unexplained share" of
     # it
     assert (
