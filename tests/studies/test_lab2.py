@@ -30,6 +30,9 @@ def test_c3_loader_sweep_writes_rows_summary_and_resumes(cfg):
     assert (sweep.summary["n"] == 2).all() and (sweep.rows["batches"] == 2).all()
     assert sweep.best_workers in set(sweep.summary["num_workers"]) and sweep.cores >= 1
     assert sweep.summary["best"].sum() == 1
+    # the lowest median is its own column: the stopping rule's best need not have it (grade17)
+    low = sweep.summary.loc[sweep.summary["lowest_median"], "median_s"]
+    assert len(low) >= 1 and (low == sweep.summary["median_s"].min()).all()
     meta = results.read_run(sweep.summary_dir).meta
     assert meta["kind"] == "loader_summary" and meta["best_workers"] == sweep.best_workers
     # its record names its own folder, and as its load the busiest of the runs it summarises, by that run's

@@ -47,7 +47,7 @@ def loader_sweep(sweep, verdict: dict | None = None) -> plt.Figure:
             else f"best: {verdict['best']} workers (verdict)"
         )
     else:
-        best = s[s["best"]].index[0]
+        best = s["median_s"].idxmin()  # the lowest median, as the label says (not the stopping rule's pick)
         label = f"lowest median: {int(s.loc[best, 'num_workers'])} workers"
     ax.scatter(
         [best],
