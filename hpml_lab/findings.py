@@ -44,8 +44,8 @@ def fmt_value(x: Any, unit: str = "", digits: int = 3) -> str:
     """One value as every sentence and table shows it: whole numbers with thousands separators (50,000),
     others with `digits` significant digits, 3 unless a Number asks for more (0.0323, 14.2), and whole from
     1,000 up (3,309; with decimals only where more digits are asked than the whole part has), never an
-    exponent; '%' and 'x' follow the value, other units follow a space; text as it
-    is; a missing value is 'n/a'."""
+    exponent; '%' and 'x' follow the value, other units follow a space; text as it is; a missing value is
+    'n/a'."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return str(x)
     if isinstance(x, float) and not math.isfinite(x):

@@ -523,9 +523,8 @@ def load_numbers(load: Mapping[str, Any], run: str = "") -> dict[str, Any]:
     src = "read before the run (its meta.json's machine)"
     out: dict[str, Any] = {}
     cores = int(load.get("cores") or 1)
-    if (
-        load.get("load1") is not None
-    ):  # shown on the side of the busy line it lies (a flag sets them together)
+    # each shown on its side of the busy line (a flag sets the two together)
+    if load.get("load1") is not None:
         load1 = Number(f"load average{at}", float(load["load1"]), "", "measured", n=1, source=src)
         out["load1"] = beside(load1, cores * BUSY_LOAD_PER_CORE)
     out["cores"] = Number(f"usable cores{at}", cores, "", "counted", source="os.sched_getaffinity")
