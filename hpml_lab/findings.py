@@ -81,18 +81,21 @@ MOST_DIGITS = 6  # beside() shows at most this many significant digits
 def beside(num: Number, limit: float) -> Number:
     """`num` with the significant digits it needs to show on which side of `limit` it lies, where a sentence
     sets the two side by side ('load average 2.002 on 2 cores, above 1 per core', not '2 ... above 1'; 'loss
-    2.803 ... above 2.3 + 0.5', not '2.8'): its own digits where the value shown is already on the value's
-    side, more (up to MOST_DIGITS) where rounding shows the limit itself or crosses it. A value equal to the
-    limit keeps its digits."""
+    2.803 ... above 2.3 + 0.5', not '2.8'; '95% CI ... to 1.327x' beside a prediction of 4/3, shown 1.33x):
+    its own digits where the value shown is already on its side of the limit and of the limit as shown, more
+    (up to MOST_DIGITS) where rounding shows either or crosses it. A value equal to the limit keeps its
+    digits."""
     digits = getattr(num, "digits", 3)
     if not isinstance(num.value, float) or not math.isfinite(num.value) or num.value == limit:
         return num
     side = num.value > limit
+    as_shown = float(fmt_value(float(limit)).replace(",", ""))  # the limit as a sentence shows it
 
-    def shown(d: int) -> float:
-        return float(fmt_value(num.value, "", d).replace(",", ""))
+    def hidden(d: int) -> bool:  # the value shown reads as the limit, or on its other side
+        x = float(fmt_value(num.value, "", d).replace(",", ""))
+        return x in (limit, as_shown) or (x > limit) != side or (x > as_shown) != (num.value > as_shown)
 
-    while digits < MOST_DIGITS and (shown(digits) == limit or (shown(digits) > limit) != side):
+    while digits < MOST_DIGITS and hidden(digits):
         digits += 1
     return num if digits == getattr(num, "digits", 3) else replace(num, digits=digits)
 

@@ -73,6 +73,15 @@ TIES = {
 }
 
 
+def _beside_all(num, limits):
+    """`num` showing its side of each limit (findings.beside, one after another)."""
+    from .findings import beside
+
+    for limit in limits:
+        num = beside(num, limit)
+    return num
+
+
 @dataclass(frozen=True)
 class Verdict:
     label_a: str
@@ -96,6 +105,7 @@ class Verdict:
     busy_load: float = BUSY_LOAD  # load per core above which back-to-back samples cannot be compared
     noise: float | None = None  # twin-configuration noise (a ratio >= 1) the difference must exceed
     min_effect: float = 0.02  # the least difference (as a fraction) the whole interval must clear
+    limits: tuple = ()  # other values its interval is held against (a prediction), as ci_low/ci_high run
 
     @property
     def winner(self) -> str | None:
@@ -150,12 +160,13 @@ class Verdict:
         # that put them on their side (grade15: a tie 'within 2% of no difference' showed its low end 1.0178
         # as '1.02x'; an interval holding 1 showed its high end 1.003 as '1x')
         edge = 1 + self.min_effect
+        shown_limits = [1 / x if flip else x for x in self.limits]  # as the stated interval runs
         low = Number(f"{name}: interval low", lo, "x", "measured", n=n, source=src)
         high = Number(f"{name}: interval high", hi, "x", "measured", n=n, source=src)
         nums = {
             "ratio": Number(f"{name}: ratio", r, "x", "measured", n=n, source=src),
-            "low": beside(beside(low, 1.0), edge if lo >= 1 else 1 / edge),
-            "high": beside(beside(high, 1.0), 1 / edge if hi < 1 else edge),
+            "low": _beside_all(low, [1.0, edge if lo >= 1 else 1 / edge, *shown_limits]),
+            "high": _beside_all(high, [1.0, 1 / edge if hi < 1 else edge, *shown_limits]),
             "conf": Number(f"{name}: confidence", round(100 * self.confidence), "%", "setting", source=src),
             "na": Number(
                 f"{name}: samples of {self.label_a}", self.n_a, "", "counted", source="samples compared"

@@ -659,12 +659,15 @@ def test_a_measured_peak_within_the_margin_agrees_and_what_the_step_started_from
 def test_a_cost_beyond_one_extra_forward_is_said_first_and_one_within_it_agrees():
     """The H100's page said "about one extra forward" (as background) beside slowdowns of 1.69-2.39x: the
     measured costs are held against that prediction (1.33x), each by its interval, and a departure leads."""
-    answers, _ = _conclude(
-        _res(slow=(1.9, 1.9, 1.9, 1.9), first=[t * 1.9 for t in BASE], ck=[t * 1.9 for t in BASE])
-    )
+    res = _res(slow=(1.9, 1.9, 1.9, 1.9), first=[t * 1.9 for t in BASE], ck=[t * 1.9 for t in BASE])
+    answers, _ = _conclude(res)
     assert answers[2].headline.plain() == (
         "Every memory saving cost more than the predicted one extra forward pass (1.33x)"
     )
+    # each verdict's interval is held against the prediction: its ends show their side of it (grade18)
+    assert {v.limits for v in memory_conclusion.cost_verdicts(res).values()} == {
+        (memory_conclusion.ONE_EXTRA_FORWARD,)
+    }
     assert answers[2].details[0].plain() == (
         "Time per step over the plain network's, against the predicted one extra forward pass (1.33x): 7 of "
         "7 networks above it (resnet18 ck, resnet34 ck, resnet50 ck, revnet38 (reversible), revnet62 "

@@ -46,6 +46,9 @@ def test_a_number_set_beside_a_limit_shows_the_digits_that_put_it_on_its_side():
     assert fmt(beside(N("load", 0.99951171875, ""), 1.0)) == "0.9995"  # below the line shows it too
     assert fmt(beside(N("steal", 10.004, "%"), 10.0)) == "10.004%"
     assert fmt(beside(N("load", 1024.3, ""), 1024.0)) == "1,024.3"  # from 1,000 up too (review 15)
+    # grade18: 1.327 below a prediction of 4/3, shown 1.33x: as shown, the two read the same
+    assert fmt(beside(N("high", 1.3269567, "x"), 4 / 3)) == "1.327x"
+    assert fmt(beside(N("loss", 2.1878, ""), 0.95 * 2.302585)) == "2.188"  # the limit shows as 2.19
     assert fmt(N("load", 1024.3, "")) == "1,024" and fmt_value(1024.0, "", 6) == "1,024"
     for same in (
         N("load", 1.5, ""),

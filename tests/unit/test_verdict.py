@@ -216,6 +216,10 @@ def test_a_tie_whose_interval_misses_one_says_it_did_not_clear_the_least_differe
     assert "CI 1.018x to 1.05x" in near.finding("c3").plain()
     holds = replace(plain_tie, ratio=0.956, ci_low=0.931, ci_high=1.003)
     assert "CI 0.931x to 1.003x" in holds.finding("speed").plain()
+    # held against a prediction too (grade18: memory's 1.327 below 4/3 printed 1.33x, the prediction's own)
+    held = replace(v, ratio=1.23, ci_low=1.12, ci_high=1.3269567, min_effect=0.02)
+    assert "CI 1.12x to 1.33x" in held.finding("m").plain()
+    assert "CI 1.12x to 1.327x" in replace(held, limits=(4 / 3,)).finding("m").plain()
 
 
 def test_the_short_form_says_the_verdict_in_words_with_its_ratio_alone():

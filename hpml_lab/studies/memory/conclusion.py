@@ -9,6 +9,7 @@ Why one module of about 700 lines: the four answers and the tables beside them s
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 
@@ -482,15 +483,18 @@ def cost_verdicts(res) -> dict:
     load = _load_per_core(res)
     loads = [load] if load is not None else []  # one reading for the rounds both sides shared
     return {
-        r.model: compare(
-            _times(t.loc[r.baseline]),
-            _times(r._asdict()),
-            r.baseline,
-            saving_label(r.model, r.baseline),
-            what="time per training step",
-            interleaved=True,
-            load_a=loads,
-            load_b=loads,
+        r.model: replace(
+            compare(
+                _times(t.loc[r.baseline]),
+                _times(r._asdict()),
+                r.baseline,
+                saving_label(r.model, r.baseline),
+                what="time per training step",
+                interleaved=True,
+                load_a=loads,
+                load_b=loads,
+            ),
+            limits=(ONE_EXTRA_FORWARD,),  # held against the prediction: its ends show their side of it
         )
         for r in res.table.itertuples()
         if r.model != r.baseline
