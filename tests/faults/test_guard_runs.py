@@ -815,8 +815,13 @@ def test_a_sweep_killed_at_random_points_ends_equal_to_an_uninterrupted_one(cifa
         return out
 
     def written(results_dir, since, status):
-        """Whether a run of the sweep wrote a meta.json with this status after `since`."""
-        for meta in results_dir.rglob("meta.json"):
+        """Whether a run of the sweep wrote a meta.json with this status after `since`. The sweep renames and
+        removes its attempt folders meanwhile: a folder gone under the walk is read again at the next poll."""
+        try:
+            metas = list(results_dir.rglob("meta.json"))
+        except FileNotFoundError:  # an attempt folder renamed while rglob listed it
+            return False
+        for meta in metas:
             with contextlib.suppress(OSError, ValueError):
                 if meta.stat().st_mtime >= since and json.loads(meta.read_text())["status"] == status:
                     return True
