@@ -78,7 +78,7 @@ def fmt(num: Number) -> str:
 MOST_DIGITS = 6  # beside() shows at most this many significant digits
 
 
-def beside(num: Number, limit: float) -> Number:
+def _beside_one(num: Number, limit: float) -> Number:
     """`num` with the significant digits it needs to show on which side of `limit` it lies, where a sentence
     sets the two side by side ('load average 2.002 on 2 cores, above 1 per core', not '2 ... above 1'; 'loss
     2.803 ... above 2.3 + 0.5', not '2.8'; '95% CI ... to 1.327x' beside a prediction of 4/3, shown 1.33x):
@@ -98,6 +98,14 @@ def beside(num: Number, limit: float) -> Number:
     while digits < MOST_DIGITS and hidden(digits):
         digits += 1
     return num if digits == getattr(num, "digits", 3) else replace(num, digits=digits)
+
+
+def beside(num: Number, *limits: float) -> Number:
+    """`num` showing its side of each of `limits` (_beside_one, one limit after another): the fewest
+    significant digits that do, at least its own."""
+    for limit in limits:
+        num = _beside_one(num, limit)
+    return num
 
 
 def fmt_in(template: str, **values: Any) -> str:

@@ -73,15 +73,6 @@ TIES = {
 }
 
 
-def _beside_all(num, limits):
-    """`num` showing its side of each limit (findings.beside, one after another)."""
-    from .findings import beside
-
-    for limit in limits:
-        num = beside(num, limit)
-    return num
-
-
 @dataclass(frozen=True)
 class Verdict:
     label_a: str
@@ -165,8 +156,8 @@ class Verdict:
         high = Number(f"{name}: interval high", hi, "x", "measured", n=n, source=src)
         nums = {
             "ratio": Number(f"{name}: ratio", r, "x", "measured", n=n, source=src),
-            "low": _beside_all(low, [1.0, edge if lo >= 1 else 1 / edge, *shown_limits]),
-            "high": _beside_all(high, [1.0, 1 / edge if hi < 1 else edge, *shown_limits]),
+            "low": beside(low, 1.0, edge if lo >= 1 else 1 / edge, *shown_limits),
+            "high": beside(high, 1.0, 1 / edge if hi < 1 else edge, *shown_limits),
             "conf": Number(f"{name}: confidence", round(100 * self.confidence), "%", "setting", source=src),
             "na": Number(
                 f"{name}: samples of {self.label_a}", self.n_a, "", "counted", source="samples compared"

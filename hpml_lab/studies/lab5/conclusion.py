@@ -310,23 +310,23 @@ def beyond(meas: pd.DataFrame, bounds: dict) -> pd.DataFrame:
     shorter than the 1-worker step by the interval of its verdict (bound_verdicts; Verdict.statistical), not
     by medians alone (a grader: 2.01x with 2 processes from a tie was said to exceed what 2 can give). The
     sequential runs' load, the likely cause, does not withhold it: the sentence states it."""
-    keep = [
-        r.speedup > r.workers
-        and (int(r.workers), int(r.per_gpu_batch)) in bounds
-        and bounds[(int(r.workers), int(r.per_gpu_batch))][0].statistical == "better"
-        for r in meas.itertuples()
-    ]
+
+    def shown(r) -> bool:
+        bound = bounds.get((int(r.workers), int(r.per_gpu_batch)))
+        return r.speedup > r.workers and bound is not None and bound[0].statistical == "better"
+
+    keep = [shown(r) for r in meas.itertuples()]
     return meas[keep] if len(meas) else meas
 
 
-def beyond_bound(res, meas: pd.DataFrame, bounds: dict) -> list[Finding]:
+def beyond_bound(res, over: pd.DataFrame, bounds: dict) -> list[Finding]:
     """A speedup beyond its workers at a fixed per-worker batch (n workers, n times the images per step)
-    cannot come from running side by side: said so, with the compute-step verdict that shows it and both
-    runs' load (the 1-worker sweep and the DDP run were sequential), only where that verdict's interval shows
-    the n-worker step shorter (beyond)."""
+    cannot come from running side by side: said so for each row of `over` (beyond: where the compute-step
+    verdict's interval shows the n-worker step shorter), with that verdict and both runs' load (the 1-worker
+    sweep and the DDP run were sequential)."""
     q1 = res.q1[res.q1.status == "ok"].set_index("per_gpu_batch")
     out = []
-    for r in beyond(meas, bounds).itertuples():
+    for r in over.itertuples():
         n, b = int(r.workers), int(r.per_gpu_batch)
         x = bounds[(n, b)][0].numbers(fmt_in("Q2: {n}-worker step vs 1 at batch {b}", n=n, b=b))
         la = _loads(q1.loc[r.per_gpu_batch].get("load_per_core") if "load_per_core" in q1 else None)
@@ -423,6 +423,7 @@ def lab5_q2(res) -> Answer:
     meas, pred = multi[multi.source == "measured"], multi[multi.source != "measured"]
     verdicts = speedup_verdicts(res)
     bounds = bound_verdicts(verdicts)
+    over = beyond(meas, bounds)  # the speedups said to exceed what their workers can give
     misses = model_misses(t)
     all_ties = bool(verdicts) and all(v.outcome == "tie" for v, _, _ in verdicts.values())
     too_few = all_ties and all(v.reason == "too few samples" for v, _, _ in verdicts.values())
@@ -453,7 +454,7 @@ def lab5_q2(res) -> Answer:
         head = say(
             ("Largest speedup" if len(meas) > 1 else "Speedup")
             + " at a fixed per-worker batch: {s} with {at}"
-            + (", more than its workers can give" if top.name in beyond(meas, bounds).index else ""),
+            + (", more than its workers can give" if top.name in over.index else ""),
             s=_speedup(top, "both extrapolated from timed steps"),
             at=_at(top.workers, top.per_gpu_batch),
         )
@@ -474,7 +475,7 @@ def lab5_q2(res) -> Answer:
         )
         for (n, b), (v, _, _) in verdicts.items()
     ]
-    details += beyond_bound(res, meas, bounds)
+    details += beyond_bound(res, over, bounds)
     if misses:
         details.append(
             say(

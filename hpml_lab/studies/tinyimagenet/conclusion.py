@@ -467,18 +467,19 @@ def throughput_findings(res, records: dict | None = None) -> list[Finding]:
         bound = checked["verdict"] if checked else None
         if checked and records is not None:
             records[f"bound {variant}"] = checked["record"]
+        p = Number(f"{variant}: processes", procs, "", "setting", source="the run's processes")
+        bound_name = fmt_in("{v}: {p} x time per image vs baseline", v=variant, p=procs)
         # a parallel method's gain is bounded by its processes: beyond them by the interval, whatever the
         # sequential runs' load (which the sentence states as the excess's likely cause)
         if bound is not None and bound.statistical == "better":
             loads = [x for r in (res.workers[max(res.workers)], res.variants.get(variant)) for x in _load(r)]
-            p = Number(f"{variant}: processes", procs, "", "setting", source="the run's processes")
             text = (
                 "{v} ran at {ratio} the baseline's images per second by their median batches (not whole "
                 "epochs) with {p} processes: more than {p} processes can give by running side by side (the "
                 "baseline's time per image over {p} times its own, batch by batch: {br}, {conf} CI {lo} to "
                 "{hi}), so the excess is not the method's doing; the runs were made one after the other"
             )
-            x = bound.numbers(fmt_in("{v}: {p} x time per image vs baseline", v=variant, p=procs))
+            x = bound.numbers(bound_name)
             slots = {"v": variant, "ratio": ratio, "p": p, "br": x["ratio"], "conf": x["conf"]}
             slots |= {"lo": x["low"], "hi": x["high"]}
             if len(loads) == 2:
@@ -518,14 +519,13 @@ def throughput_findings(res, records: dict | None = None) -> list[Finding]:
                 text += " and {v} with {wv} in each of its {p} processes"
                 slots |= {
                     "wv": Number(f"{variant}: loader workers", wv, "", "setting", source="the run's config"),
-                    "p": Number(f"{variant}: processes", procs, "", "setting", source="the run's processes"),
+                    "p": p,
                 }
             text += ", which take cores from the training steps, so the ratio is not the method's alone."
             out.append(say(text, **slots).up())
             if bound is not None:  # above its processes by the medians, not by a verdict over its batches
-                p = Number(f"{variant}: processes", procs, "", "setting", source="the run's processes")
                 f = bound.finding(
-                    fmt_in("{v}: {p} x time per image vs baseline", v=variant, p=procs),
+                    bound_name,
                     label_a=say("{v}'s time per image times {p}", v=variant, p=p),
                     label_b="the baseline's",
                 )
