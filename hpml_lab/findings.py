@@ -78,18 +78,22 @@ def fmt(num: Number) -> str:
 MOST_DIGITS = 6  # beside() shows at most this many significant digits
 
 
-def _beside_one(num: Number, limit: float) -> Number:
+def _beside_one(num: Number, limit: float | Number) -> Number:
     """`num` with the significant digits it needs to show on which side of `limit` it lies, where a sentence
     sets the two side by side ('load average 2.002 on 2 cores, above 1 per core', not '2 ... above 1'; 'loss
     2.803 ... above 2.3 + 0.5', not '2.8'; '95% CI ... to 1.327x' beside a prediction of 4/3, shown 1.33x):
     its own digits where the value shown is already on its side of the limit and of the limit as shown, more
     (up to MOST_DIGITS) where rounding shows either or crosses it. A value equal to the limit keeps its
-    digits."""
+    digits. A limit given as a Number is read as the page shows it, at its own digits."""
     digits = getattr(num, "digits", 3)
+    if _is_number(limit):  # a limit the page shows as a Number: as fmt() prints it, at its own digits
+        as_shown = float(fmt_value(float(limit.value), "", getattr(limit, "digits", 3)).replace(",", ""))
+        limit = float(limit.value)
+    else:
+        as_shown = float(fmt_value(float(limit)).replace(",", ""))  # the limit as a sentence shows it
     if not isinstance(num.value, float) or not math.isfinite(num.value) or num.value == limit:
         return num
     side = num.value > limit
-    as_shown = float(fmt_value(float(limit)).replace(",", ""))  # the limit as a sentence shows it
 
     def hidden(d: int) -> bool:  # the value shown reads as the limit, or on its other side
         x = float(fmt_value(num.value, "", d).replace(",", ""))
@@ -100,7 +104,7 @@ def _beside_one(num: Number, limit: float) -> Number:
     return num if digits == getattr(num, "digits", 3) else replace(num, digits=digits)
 
 
-def beside(num: Number, *limits: float) -> Number:
+def beside(num: Number, *limits: float | Number) -> Number:
     """`num` showing its side of each of `limits` (_beside_one, one limit after another): the fewest
     significant digits that do, at least its own."""
     for limit in limits:

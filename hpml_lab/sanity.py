@@ -197,25 +197,55 @@ def chance_top1(num_classes: int) -> float:
     return min(CHANCE_TOP1 / num_classes, 1 / num_classes + CHANCE_TOP1_POINTS)
 
 
-def chance_rule(num_classes: int, top1: bool = True, chance: Number | None = None) -> Finding:
+def _limit_numbers(
+    num_classes: int, loss: float = math.nan, top1: float = math.nan, label: Any = ""
+) -> tuple[Number, Number]:
+    """The rule's loss limit and top-1 limit (in %) as Numbers, named after `label` where a sweep's run is
+    flagged. Beside a run's last `loss` and `top1` (a fraction), where known, each limit shows the digits that
+    put it, as the page prints it, on its side of that value ('loss 2.19 ... at or above 2.187' for a loss of
+    2.1878 against 2.18746, not '... at or above 2.19')."""
+    p = _prefix(label)
+    loss_limit = Number(
+        f"{p}did not learn: loss limit",
+        (1 - CHANCE_MARGIN) * chance_loss(num_classes),
+        "",
+        "setting",
+        source="(1 - sanity.CHANCE_MARGIN) x ln(classes)",
+    )
+    top1_limit = Number(
+        f"{p}did not learn: top-1 limit",
+        100 * chance_top1(num_classes),
+        "%",
+        "setting",
+        source="sanity.chance_top1: min(1.5 / classes, 1 / classes + 5 points)",
+    )
+    if math.isfinite(loss):
+        loss_limit = beside(loss_limit, loss)
+    if math.isfinite(top1):
+        top1_limit = beside(top1_limit, 100 * top1)
+    return loss_limit, top1_limit
+
+
+def chance_rule(
+    num_classes: int,
+    top1: bool = True,
+    chance: Number | None = None,
+    limits: tuple[Number, Number] | None = None,
+) -> Finding:
     """The one rule by which a run is at chance, said the same way wherever a page states it (the 'did not
     learn' flag, the answers that read its record): 'loss at or above 2.19, within 5% of the chance loss
     ln(10) = 2.3; top-1 at or below 15%' for CIFAR-10 (CHANCE_MARGIN, chance_top1); the loss's part alone
     where no top-1 was measured (`top1` False). `chance`: the chance loss as the caller's answer names it
-    (its own Number), else the flag's ('did not learn: chance loss', a name no answer's Number takes)."""
+    (its own Number), else the flag's ('did not learn: chance loss', a name no answer's Number takes).
+    `limits`: the two limits as a run's epoch is set beside them (_limit_numbers), else at own digits."""
     chance = chance or Number(
         "did not learn: chance loss", chance_loss(num_classes), "", "predicted", source="ln(classes)"
     )
+    loss_limit, top1_limit = limits or _limit_numbers(num_classes)
     return say(
         "loss at or above {limit}, within {margin} of the chance loss ln({classes}) = {chance}"
         + ("; top-1 at or below {top1}" if top1 else ""),
-        limit=Number(
-            "did not learn: loss limit",
-            (1 - CHANCE_MARGIN) * chance_loss(num_classes),
-            "",
-            "setting",
-            source="(1 - sanity.CHANCE_MARGIN) x ln(classes)",
-        ),
+        limit=loss_limit,
         margin=Number(
             "did not learn: chance margin", 100 * CHANCE_MARGIN, "%", "setting", source="sanity.CHANCE_MARGIN"
         ),
@@ -223,27 +253,16 @@ def chance_rule(num_classes: int, top1: bool = True, chance: Number | None = Non
             "did not learn: classes", int(num_classes), "", "counted", source="the dataset's classes"
         ),
         chance=chance,
-        **(
-            {
-                "top1": Number(
-                    "did not learn: top-1 limit",
-                    100 * chance_top1(num_classes),
-                    "%",
-                    "setting",
-                    source="sanity.chance_top1: min(1.5 / classes, 1 / classes + 5 points)",
-                )
-            }
-            if top1
-            else {}
-        ),
+        **({"top1": top1_limit} if top1 else {}),
     )
 
 
 def _epoch_numbers(
-    epoch: int, loss: float, top1: float, label: Any = ""
+    epoch: int, loss: float, top1: float, limits: tuple[Number, Number], label: Any = ""
 ) -> tuple[Number, Number, Number | None]:
     """What one epoch of a run ended at (its number, mean loss and top-1), as Numbers named after `label` (the
-    setting of a sweep it ran, where there is one); no top-1 Number where it was not measured (nan)."""
+    setting of a sweep it ran, where there is one), the loss and top-1 showing their side of the rule's
+    `limits` as the page prints them (_limit_numbers); no top-1 Number where it was not measured (nan)."""
     p = _prefix(label)
     epoch_n = Number(f"{p}did not learn: epoch", int(epoch), "", "counted", source="the run's epochs")
     loss_n = Number(
@@ -254,6 +273,7 @@ def _epoch_numbers(
         n=1,
         source="epochs.csv: the epoch's mean",
     )
+    loss_n = beside(loss_n, limits[0])
     if not math.isfinite(top1):
         return epoch_n, loss_n, None
     top1_n = Number(
@@ -264,12 +284,14 @@ def _epoch_numbers(
         n=1,
         source="epochs.csv: the epoch's",
     )
-    return epoch_n, loss_n, top1_n
+    return epoch_n, loss_n, beside(top1_n, limits[1])
 
 
-def _chance_seen(epoch: int, loss: float, top1: float, label: Any = "") -> tuple[Number, Finding]:
+def _chance_seen(
+    epoch: int, loss: float, top1: float, limits: tuple[Number, Number], label: Any = ""
+) -> tuple[Number, Finding]:
     """(the epoch's Number, 'its loss 2.3 and top-1 14.5%'): _epoch_numbers said as a phrase."""
-    epoch_n, loss_n, top1_n = _epoch_numbers(epoch, loss, top1, label)
+    epoch_n, loss_n, top1_n = _epoch_numbers(epoch, loss, top1, limits, label)
     if top1_n is None:
         return epoch_n, say("its loss {loss}", loss=loss_n)
     return epoch_n, say("its loss {loss} and top-1 {top1}", loss=loss_n, top1=top1_n)
@@ -290,7 +312,8 @@ def _not_learned(epoch: int, loss: float, top1: float, num_classes: int, label: 
     if not _at_chance(loss, top1, num_classes):
         return None
     top1_known = math.isfinite(top1)
-    epoch_n, seen = _chance_seen(epoch, loss, top1, label)
+    limits = _limit_numbers(num_classes, loss, top1, label)
+    epoch_n, seen = _chance_seen(epoch, loss, top1, limits, label)
     return Flag(
         "did not learn",
         say(
@@ -303,7 +326,7 @@ def _not_learned(epoch: int, loss: float, top1: float, num_classes: int, label: 
             label=_label(label),
             epoch=epoch_n,
             seen=seen,
-            rule=chance_rule(num_classes, top1=top1_known),
+            rule=chance_rule(num_classes, top1=top1_known, limits=limits),
         ),
     )
 
@@ -319,14 +342,15 @@ def chance_note(
     if len(losses) < 2 or len(losses) >= last_epoch or did_not_learn(losses, top1, num_classes) is None:
         return None
     acc = top1[-1] if top1 else math.nan
-    epoch_n, seen = _chance_seen(len(losses), losses[-1], acc)
+    limits = _limit_numbers(num_classes, losses[-1], acc)
+    epoch_n, seen = _chance_seen(len(losses), losses[-1], acc, limits)
     return say(
         "after epoch {epoch} {seen} "
         + ("are" if math.isfinite(acc) else "is")
         + " at chance ({rule}); whether the run learned is decided after its last epoch, epoch {last}",
         epoch=epoch_n,
         seen=seen,
-        rule=chance_rule(num_classes, top1=math.isfinite(acc)),
+        rule=chance_rule(num_classes, top1=math.isfinite(acc), limits=limits),
         last=Number("did not learn: the run's last epoch", int(last_epoch), "", "setting", source="epochs"),
     )
 
@@ -341,7 +365,8 @@ def chance_left(
     acc = top1[-1] if top1 else math.nan
     loss_off = not losses[-1] >= (1 - CHANCE_MARGIN) * chance_loss(num_classes)
     top1_off = math.isfinite(acc) and acc > chance_top1(num_classes)
-    epoch_n, loss_n, top1_n = _epoch_numbers(len(losses), losses[-1], acc)
+    limits = _limit_numbers(num_classes, losses[-1], acc)
+    epoch_n, loss_n, top1_n = _epoch_numbers(len(losses), losses[-1], acc, limits)
     if loss_off and top1_off:
         off = say("its loss {loss} and top-1 {top1} are past the rule's limits", loss=loss_n, top1=top1_n)
     elif top1_off:
@@ -353,7 +378,7 @@ def chance_left(
         "longer at chance, and meta.json records no did_not_learn",
         epoch=epoch_n,
         off=off,
-        rule=chance_rule(num_classes, top1=math.isfinite(acc)),
+        rule=chance_rule(num_classes, top1=math.isfinite(acc), limits=limits),
         noted=Number(
             "did not learn: epoch of the note", int(noted), "", "counted", source="the run's epochs"
         ),

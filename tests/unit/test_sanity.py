@@ -86,6 +86,35 @@ def test_the_did_not_learn_threshold_is_said_as_the_rule_applies_it():
     assert "sgd: did not learn: last epoch's loss" in {n.name for n in sgd.numbers()}
 
 
+def test_a_loss_and_the_rule_s_limit_beside_it_show_their_order_as_the_page_prints_them():
+    """grade18 (c8's log): 'its loss 2.1878 ... (loss at or above 2.19 ...)': the limit 2.18746, printed at
+    its own 3 digits, read above a loss that is at chance by the rule. The limit shows the digits that put it
+    on its side of the loss it sits beside, the loss then its side of the limit as printed, in the flag, the
+    mid-run note and its withdrawal alike."""
+    limit = (1 - sanity.CHANCE_MARGIN) * sanity.chance_loss(10)
+    assert 2.1872 < limit < 2.1878
+
+    def loss_and_limit(text: str) -> tuple[float, float]:
+        loss = float(text.split("its loss ", 1)[1].split(" ", 1)[0])
+        return loss, float(text.split("loss at or above ", 1)[1].split(",", 1)[0])
+
+    at = sanity.did_not_learn([2.31, 2.1878], [0.10, 0.10], 10).message
+    shown_loss, shown_limit = loss_and_limit(at)
+    assert shown_loss >= shown_limit and shown_limit < 2.1878  # 'loss 2.19 ... at or above 2.187'
+    note = sanity.chance_note([2.31, 2.1878], [0.10, 0.10], 10, last_epoch=4).plain()
+    assert loss_and_limit(note)[0] >= loss_and_limit(note)[1]
+    left = sanity.chance_left([2.31, 2.30, 2.1872], [0.10, 0.10, 0.10], 10, noted=2).plain()
+    shown_loss, shown_limit = loss_and_limit(left)
+    assert "is below the rule's limit" in left and shown_loss < shown_limit  # '2.187 ... at or above 2.1875'
+    # away from the limit both keep their own digits: the rule reads as chance_rule says it
+    assert sanity.chance_rule(10).plain() in sanity.did_not_learn([2.31, 2.30], [0.10, 0.10], 10).message
+    # a sweep's flags each name their own limit, so two runs' limits at different digits share no name
+    sgd = sanity.learning_flag(
+        {"did_not_learn": {"epoch": 3, "loss": 2.1878, "acc": 0.1, "classes": 10}}, "sgd"
+    )
+    assert "sgd: did not learn: loss limit" in {n.name for n in sgd.numbers()}
+
+
 def test_the_runs_own_record_is_its_flag_and_a_diverged_run_gets_only_that_flag():
     cfg = RunConfig(model="resnet18", epochs=5)
     rec = {
