@@ -114,14 +114,15 @@ def run(
 ) -> Path:
     """One command of the check: the node record, then `rerun`'s units (each after the unit whose results it
     reads, where that has not come home), then each unit of plan part `part` (or `units`) that has not already
-    come home (status ok in the manifest the tree carried), then the check's other units not home while
-    `limit` (seconds from `started`, default now; for a part, the plan's) allows; at `limit` a SIGTERM stops
-    it, and that is recorded. Outputs (HPML_OUTPUT_DIR) and manifest.json go under reports/gpu/<gpu-name>/;
-    with pack_to ($OUT), that folder's new files are packed into pack_to/<gpu-name>.part<N>.tar.gz after every
-    unit, so a command killed at its limit still brings home every unit it finished."""
+    come home (status ok in the manifest the tree carried, run by this code: gpuplan.came_home), then the
+    check's other units not home while `limit` (seconds from `started`, default now; for a part, the plan's)
+    allows; at `limit` a SIGTERM stops it, and that is recorded. Outputs (HPML_OUTPUT_DIR) and manifest.json
+    go under reports/gpu/<gpu-name>/; with pack_to ($OUT), that folder's new files are packed into
+    pack_to/<gpu-name>.part<N>.tar.gz after every unit, so a command killed at its limit still brings home
+    every unit it finished."""
     import torch
 
-    from ..envinfo import environment
+    from ..envinfo import code_root, environment, tree_digest
 
     check(part, units, rerun, limit, pack_to)  # what it is given, before anything is written
     if device == "cuda" and not torch.cuda.is_available():
@@ -143,6 +144,7 @@ def run(
     label = part if part else "x"
     key = f"part{label}@{wall0:.3f}"
     env = environment(torch.device(device))
+    tree = tree_digest(code_root())  # the code each unit runs, kept in its record: what 'came home' means
     manifest.update(
         gpu=(env.get("gpu") or {}).get("name", "none"),
         gpu_dir=name,
@@ -196,7 +198,14 @@ def run(
             save()
             budget = limit if limit else float("inf")
             together = {} if units else gpuplan.together()  # --units: the units named, as named
-            home = {u for u, r in manifest["units"].items() if r.get("status") == "ok" and u not in rerun}
+            # home: ok, run by this code; an ok from other code (an earlier commit's) is no page of this one
+            home, stale = gpuplan.came_home(manifest["units"], tree)
+            home -= set(rerun)
+            if stale - set(rerun):
+                log(
+                    "[gpu-check] came home from other code (ok in the manifest, but run by code that differs "
+                    f"from this tree's): {', '.join(sorted(stale - set(rerun)))}; they run again"
+                )
             # --rerun first, each after the unit whose results it reads where that has not come home
             first: list[str] = []
             order = gpuplan.units()  # priority order; a unit the check does not know goes last
@@ -258,6 +267,8 @@ def run(
                             "seconds": round(time.monotonic() - t0, 1),
                             "part": command["part"],
                             "finished_at": time.time(),
+                            "commit": env["commit"],
+                            "tree": tree,
                             # what this unit wrote: unpack keeps these files from the record it keeps, so
                             # pages and manifest agree
                             "files": sorted(f for f, stamp in _stamps(out).items() if before.get(f) != stamp),

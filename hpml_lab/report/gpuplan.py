@@ -346,24 +346,52 @@ def plan() -> dict[str, Any]:
     }
 
 
-def home(root=None) -> dict[str, list[str]]:
-    """{GPU folder: the units whose ok came home there}, from the manifests the tree holds
-    (reports/gpu/*/)."""
+def came_home(units: Any, tree: str) -> tuple[set[str], set[str]]:
+    """(the units of a manifest's `units` whose ok came home from the code whose digest is `tree`, those whose
+    ok came from other code): a page of an earlier commit's code, or of a kit that recorded no tree, is no
+    page of this code, so a command runs it again."""
+    ok = {u for u, r in units.items() if isinstance(r, dict) and r.get("status") == "ok"}
+    this = {u for u in ok if units[u].get("tree") == tree}
+    return this, ok - this
+
+
+def home(root=None) -> dict[str, dict[str, list[str]]]:
+    """{GPU folder: {'this code': the units whose ok came home there from this tree's code, 'other code':
+    those from other code}}, from the manifests the tree holds (reports/gpu/*/)."""
     import json
     from pathlib import Path
 
     from ..config import project_root
+    from ..envinfo import code_root, tree_digest
 
+    tree = tree_digest(code_root())
     done = {}
     for m in sorted(Path(root or project_root()).glob("reports/gpu/*/manifest.json")):
         try:
             units = json.loads(m.read_text()).get("units", {})
+            this, other = came_home(units, tree)
         except (OSError, ValueError, AttributeError):
             continue  # a damaged manifest: unpack says so; the plan is made without it
-        ok = sorted(u for u, r in units.items() if isinstance(r, dict) and r.get("status") == "ok")
-        if ok:
-            done[m.parent.name] = ok
+        if this or other:
+            done[m.parent.name] = {"this code": sorted(this), "other code": sorted(other)}
     return done
+
+
+def home_lines(root=None) -> list[str]:
+    """What came home, for a person: per GPU folder, the units a command skips there (run by this code) and
+    those it runs again (run by other code)."""
+    lines = []
+    for gpu, done in home(root).items():
+        if done["this code"]:
+            lines.append(
+                f"# came home from {gpu}, run by this code (skipped there): {', '.join(done['this code'])}"
+            )
+        if done["other code"]:
+            lines.append(
+                f"# came home from {gpu}, run by other code (an earlier commit's: they run again there): "
+                + ", ".join(done["other code"])
+            )
+    return lines
 
 
 def text(p: dict[str, Any] | None = None) -> str:
@@ -402,11 +430,10 @@ def text(p: dict[str, Any] | None = None) -> str:
         )
     lines.append(
         "# before each command, unpack what came home into the tree (python3 -m hpml_lab.gpu unpack DIR): a "
-        "command skips every unit whose ok it carries in reports/gpu/<gpu-name>/manifest.json (--rerun a,b "
-        "runs them again) and, after its own units, goes on down the other units not home, in priority "
-        "order, as far as its --limit allows"
+        "command skips every unit whose ok, run by the same code, it carries in "
+        "reports/gpu/<gpu-name>/manifest.json (--rerun a,b runs them again) and, after its own units, goes "
+        "on down the other units not home, in priority order, as far as its --limit allows"
     )
-    for gpu, done in home().items():
-        lines.append(f"# came home from {gpu} (skipped there): {', '.join(done)}")
+    lines += home_lines()
     lines.append("# basis of every figure: python3 -m hpml_lab.gpu plan --json")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from hpml_lab.gpu import node, pack, run, unpack, wheels
 from hpml_lab.report import gpuplan
 
 ROOT = project_root()
+THIS_CODE = envinfo.tree_digest(envinfo.code_root())  # the tree digest a unit run by this code records
 QUIET = {"log": lambda *a: None}
 
 
@@ -122,7 +123,11 @@ def test_the_plans_measured_figures_are_those_the_gpu_checks_recorded():
         assert gpuplan.unit_estimate(u) == (seconds, basis) and basis.startswith("predicted: ")
     for gpu, path in (("NVIDIA-H200", gpuplan.H200_CHECK), ("NVIDIA-H100-80GB-HBM3", gpuplan.H100_CHECK)):
         units = json.loads((ROOT / path).read_text())["units"]
-        assert gpuplan.home(ROOT)[gpu] == sorted(u for u, r in units.items() if r["status"] == "ok")
+        # run by an earlier commit's code (their kit recorded no tree): home, but not this code's pages
+        assert gpuplan.home(ROOT)[gpu] == {
+            "this code": [],
+            "other code": sorted(u for u, r in units.items() if r["status"] == "ok"),
+        }
 
 
 def test_the_plans_flops_are_those_hpml_lab_counts():
@@ -599,6 +604,44 @@ def test_a_command_goes_on_down_the_units_not_home_while_its_limit_allows(tmp_pa
         run.run(3, "cpu", out, **QUIET)
 
 
+def test_a_unit_that_came_home_from_other_code_runs_again_and_the_plan_says_so(tmp_path, monkeypatch):
+    """The H100's manifest held ok for speed and the CUDA tests from code 120 commits old, and the plan's
+    commands would have skipped them: the next check's pages would have mixed two commits' code. A unit
+    counts as home only where the code that ran it (its record's tree digest) is this tree's code; each
+    unit's record keeps the commit and tree it ran."""
+    monkeypatch.setattr(gpuplan, "parts", lambda: ([["a", "b", "c"]], []))
+    monkeypatch.setattr(gpuplan, "units", lambda: ["a", "b", "c"])
+    monkeypatch.setattr(gpuplan, "unit_estimate", lambda u: (10.0, "test"))
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    ran, said = [], []
+    monkeypatch.setattr(node, "run_unit", lambda unit, *a: ran.append(unit) or {"status": "ok"})
+    gpu = tmp_path / "reports" / "gpu" / "H100"
+    gpu.mkdir(parents=True)
+    (gpu / "manifest.json").write_text(
+        json.dumps(
+            {
+                "units": {
+                    "a": {"status": "ok", "finished_at": 1.0, "tree": THIS_CODE},
+                    "b": {"status": "ok", "finished_at": 1.0, "tree": "0" * 64},  # an earlier commit's code
+                    "c": {"status": "ok", "finished_at": 1.0},  # a kit that recorded no tree
+                }
+            }
+        )
+    )
+    monkeypatch.setattr("hpml_lab.config.project_root", lambda: tmp_path)
+    assert gpuplan.home() == {"H100": {"this code": ["a"], "other code": ["b", "c"]}}
+    assert gpuplan.home_lines() == [
+        "# came home from H100, run by this code (skipped there): a",
+        "# came home from H100, run by other code (an earlier commit's: they run again there): b, c",
+    ]
+    run.run(1, "cpu", gpu, limit=100, log=said.append)
+    assert ran == ["b", "c"]
+    assert any("came home from other code" in line and "b, c; they run again" in line for line in said)
+    units = json.loads((gpu / "manifest.json").read_text())["units"]
+    assert units["b"]["tree"] == units["c"]["tree"] == THIS_CODE and units["b"]["commit"]
+    assert gpuplan.home(tmp_path) == {"H100": {"this code": ["a", "b", "c"], "other code": []}}
+
+
 def test_a_unit_that_reads_anothers_results_waits_for_it(tmp_path, monkeypatch):
     """C4 reads C3's results (else it runs C3's whole sweep itself, 176 s on the H200): going down the list, a
     command runs it only once C3 came home or finished in this command."""
@@ -637,7 +680,7 @@ def test_a_later_command_picks_up_units_of_commands_that_never_started_or_were_c
     (tree / "manifest.json").write_text(
         json.dumps(
             {
-                "units": {"a": {"status": "ok", "part": 1, "finished_at": 1.0}},
+                "units": {"a": {"status": "ok", "part": 1, "finished_at": 1.0, "tree": THIS_CODE}},
                 "commands": {"part1@1.000": {"part": 1, "units": {"a": "ok"}}},
             }
         )
@@ -661,7 +704,9 @@ def test_rerun_goes_first_after_the_unit_it_reads_and_a_signal_between_units_is_
     out = tmp_path / "gpu"
     out.mkdir()
     (out / "manifest.json").write_text(
-        json.dumps({"units": {u: {"status": "ok", "finished_at": 1.0} for u in ("a", "b", "c4")}})
+        json.dumps(
+            {"units": {u: {"status": "ok", "finished_at": 1.0, "tree": THIS_CODE} for u in ("a", "b", "c4")}}
+        )
     )
     run.run(1, "cpu", out, limit=100, rerun=["c4", "a"], **QUIET)
     assert ran == ["a", "c3", "c4"]  # asked again first, c4 after c3 (not home); b came home
