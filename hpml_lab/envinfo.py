@@ -32,14 +32,16 @@ def commit_label(commit: str, dirty: bool | None = False) -> str:
     return str(commit)[:10] + (" (uncommitted changes)" if dirty else "")
 
 
-# What a provenance file vouches for: the code that runs (the package, the notebooks, the package's settings)
-TREE_PARTS = ("hpml_lab", "notebooks", "pyproject.toml")
+# What a provenance file vouches for: the code that runs (the package, the notebooks, the tests a GPU check
+# runs, the package's settings)
+TREE_PARTS = ("hpml_lab", "notebooks", "tests", "pyproject.toml")
 
 
 def tree_digest(root: str | os.PathLike) -> str:
-    """sha256 over the paths and contents of the tree's code (TREE_PARTS: its .py and .ipynb files and
-    pyproject.toml, caches left out): equal where the same code was sent, so a provenance file written for
-    one tree is not taken for another's (a GPU machine gets the tree without .git)."""
+    """sha256 over the paths and contents of the tree's code (TREE_PARTS: its .py and .ipynb files, the tests'
+    that the GPU check's CUDA unit runs among them, and pyproject.toml; caches left out): equal where the same
+    code was sent, so a provenance file written for one tree is not taken for another's (a GPU machine gets
+    the tree without .git)."""
     import hashlib
 
     root = Path(root)

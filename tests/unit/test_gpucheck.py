@@ -492,8 +492,8 @@ def test_records_made_without_git_carry_the_commit_from_gpu_wheels(tmp_path, mon
 
 
 def test_the_tree_digest_covers_the_code_that_runs_and_nothing_else(tmp_path):
-    """What provenance.json vouches for: the package's and the notebooks' code and pyproject.toml; caches and
-    data files beside them change nothing, one changed line changes it."""
+    """What provenance.json vouches for: the package's, the notebooks' and the tests' code and pyproject.toml;
+    caches and data files beside them change nothing, one changed line changes it."""
     (tmp_path / "hpml_lab" / "sub").mkdir(parents=True)
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "hpml_lab" / "sub" / "x.py").write_text("A = 1\n")
@@ -510,6 +510,11 @@ def test_the_tree_digest_covers_the_code_that_runs_and_nothing_else(tmp_path):
     assert envinfo.tree_digest(tmp_path) != first
     (tmp_path / "hpml_lab" / "sub" / "x.py").write_text("A = 1\n")
     (tmp_path / "notebooks" / "n.ipynb").rename(tmp_path / "notebooks" / "m.ipynb")  # a name is part of it
+    assert envinfo.tree_digest(tmp_path) != first
+    (tmp_path / "notebooks" / "m.ipynb").rename(tmp_path / "notebooks" / "n.ipynb")
+    assert envinfo.tree_digest(tmp_path) == first
+    (tmp_path / "tests").mkdir()  # the CUDA tests a check runs are code it ran
+    (tmp_path / "tests" / "test_x.py").write_text("def test_x(): pass\n")
     assert envinfo.tree_digest(tmp_path) != first
     assert envinfo.tree_digest(envinfo.code_root()) == envinfo.tree_digest(ROOT)
 
