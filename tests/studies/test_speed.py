@@ -17,6 +17,7 @@ from hpml_lab.findings import fmt_value, stray_digits
 from hpml_lab.studies import speed
 from hpml_lab.studies.speed import conclusion
 from hpml_lab.studies.speed import study as ladder
+from hpml_lab.verdict import compare
 
 CPU = torch.device("cpu")
 
@@ -420,6 +421,11 @@ def test_the_headline_is_the_whole_epochs_ratio_the_epoch_table_gives(base):
         == f"+ batch 64 is {fmt_value(ratio, 'x')} faster than PIL loader with 2 workers on whole-epoch time."
     )
     assert top.verdict["what"] == "whole-epoch time" and top.verdict["samples_a"] == EPOCHS["big_batch"]
+    # the per-step verdict the details state is stored with its samples too, and recomputes from them
+    step = top.verdict["also"]["per step"]
+    assert step["what"] == "images/s over the timed rounds of steps" and step["outcome"] == "better"
+    again = compare(step["samples_a"], step["samples_b"], lower_is_better=False, interleaved=True)
+    assert (again.outcome, again.ratio) == (step["outcome"], step["ratio"]) and step["ratio"] > 1
     # the per-step ratio (4x) only where it says it is per step, beside the epoch's
     said = top.text
     assert "Per step, not per epoch: images/s over the timed rounds of steps is higher for + batch 64" in said

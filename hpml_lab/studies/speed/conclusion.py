@@ -388,7 +388,12 @@ def _top_on_epochs(rows: dict, timed: list[str], nums: Numbers, meta: dict) -> A
         headline = say("{v}.", v=v.short(name, label(top), label(base)).up())
         full = say("{v}.", v=v.finding(name, label(top), label(base)).up())
     details = [full, peak_said(top, nums), nums.epoch_line(top["rung"], mfu=False), nums.epoch_line(shown)]
-    details += [against(k) for k in b.tied if k not in (b.label, shown)]
+    tied = [k for k in b.tied if k not in (b.label, shown)]
+    details += [against(k) for k in tied]
+    # every other verdict the answer states, with its samples: anyone can recompute it from the record
+    also = {
+        f"top epoch vs {k}": sample_record(b.verdicts[k], nums.epochs[b.label], nums.epochs[k]) for k in tied
+    }
     if shown in nums.samples and top["rung"] in nums.samples and top["rung"] != shown:
         step = verdict_of(
             top, rows[shown], nums.samples, meta, what="images/s over the timed rounds of steps"
@@ -409,7 +414,10 @@ def _top_on_epochs(rows: dict, timed: list[str], nums: Numbers, meta: dict) -> A
                 be=epoch_rate(rows[shown], nums),
             )
         )
+        also["per step"] = sample_record(step, nums.samples[top["rung"]], nums.samples[shown])
     record = sample_record(v, nums.epochs[top["rung"]], nums.epochs[shown])
+    if also:
+        record["also"] = also
     return Answer(QUESTION_TOP, headline, details, [Background(MFU_WHY)], "answered", verdict=record)
 
 
