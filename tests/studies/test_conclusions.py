@@ -1302,6 +1302,35 @@ def test_c8_no_cost_and_no_gain(tmp_path):
     )
 
 
+def test_c8_an_interval_that_rules_out_a_saving_answers_that_compiling_does_not_pay_off(tmp_path):
+    """grade19: 'Can't tell whether compiling pays off' above an interval of 0.786x to 0.999x (compiled the
+    slower, a tie only by the least difference): no compiled step was cheaper, so nothing pays the compile
+    cost back. Where the interval (no design doubt) rules out a saving of the least difference, the answer
+    says the compile does not pay off by this check's measure; where a saving that large stays possible, it
+    cannot tell."""
+    lead = (
+        "Compiling does not pay off by this check's measure: its interval rules out a step saving of 2% or "
+        "more. No pay-back step count is given: the interval of the ratio per step holds no compiled step 2% "
+        "or more cheaper than an eager one, the least difference this check counts."
+    )
+    for k, (slower, reason) in enumerate(
+        ((1.07, "difference under 2%"), (1.06, "interval includes no difference"))
+    ):
+        out = _c8(tmp_path / str(k), [x * slower for x in FAST], FAST)
+        answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), out)
+        v = answers[0].verdict
+        assert (v["outcome"], v["reason"]) == ("tie", reason) and v["ci_high"] < 1.02, v
+        assert answers[0].text.startswith(lead) and holds(answers) == []
+        assert "faster" not in answers[0].text and "slower" not in answers[0].text
+    # a saving of 2% or more still inside the interval: can't tell
+    out = _c8(tmp_path / "open", [x * 1.04 for x in FAST], FAST)
+    answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), out)
+    assert answers[0].verdict["ci_high"] > 1.02
+    assert answers[0].text.startswith(
+        "Can't tell whether compiling pays off: compiled and eager steps cannot"
+    )
+
+
 def test_c8_sequential_runs_on_a_moving_load_cannot_tell(tmp_path):
     """Grader (issue 27): 'Eager is 2.85x faster than compiled' from runs one after the other while the load
     moved."""

@@ -16,7 +16,7 @@ from ...answers import Answer, Number
 from ...findings import Background, Finding, say
 from ...profiling import summarize
 from ...results import drop_warmup
-from ...verdict import sample_record
+from ...verdict import sample_record, target_met
 from .. import _conclude
 from .._conclude import (
     compare_configs,
@@ -256,6 +256,24 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
             say(
                 "With each compiled step costing more than an eager one, no number of steps pays back the "
                 "compile cost"
+            ),
+        )
+    elif not v.reason.startswith(tuple(CANT_TELL)) and target_met(v, 1 + v.min_effect) is False:
+        # no design doubt, and the interval rules out a compiled step cheaper by the least difference: no
+        # saving to pay the compile cost back, which answers the question (grade19: an interval of 0.786x to
+        # 0.999x, compiled the slower, was headed "can't tell")
+        effect = v.numbers("C8 step")["effect"]
+        head = say(
+            "Compiling does not pay off by this check's measure: its interval rules out a step saving of "
+            "{effect} or more",
+            effect=effect,
+        )
+        details.insert(
+            0,
+            say(
+                "No pay-back step count is given: the interval of the ratio per step holds no compiled step "
+                "{effect} or more cheaper than an eager one, the least difference this check counts",
+                effect=effect,
             ),
         )
     else:  # a can't-tell: the samples may point one way, yet the design or the interval cannot say which
