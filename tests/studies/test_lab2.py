@@ -114,6 +114,9 @@ def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     out = c8.run(c, trace_steps=1, log=None)
     assert out.message == "" and list(out.summary["mode"]) == ["eager", "compile (eager)"]
     assert out.traced_mode == "compile" and out.trace.path.is_file()
+    # the trace's record holds the traced model's settings (grade19: compile false beside traced_mode compile)
+    meta = json.loads((out.trace.path.parent / "meta.json").read_text())
+    assert meta["traced_mode"] == "compile" and meta["config"]["compile"] is True
     # speedup is what it names: the eager run's median steady step compute over the compiled run's
     step = [drop_warmup(results.read_run(it.run_dir).batches)["train_s"].median() for it in out.items]
     assert out.speedup == pytest.approx(step[0] / step[1])
@@ -125,6 +128,7 @@ def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     off = c8.run(c.replace(compile_backend="aot_eager"), trace_steps=1, log=None)
     assert "not run: no C++ compiler" in off.message and list(off.summary["mode"]) == ["eager"]
     assert off.speedup is None and off.traced_mode == "eager"
+    assert json.loads((off.trace.path.parent / "meta.json").read_text())["config"]["compile"] is False
 
 
 @pytest.mark.cuda

@@ -126,7 +126,7 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
         tdir,
         {"top_ops": tr.top_ops},
         results.new_meta(
-            cfg,
+            comp_cfg if traced else eager_cfg,  # the traced model's own settings: compile on where it was
             device,
             kind="trace",
             run_id=tdir.name,
