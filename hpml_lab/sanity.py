@@ -396,7 +396,7 @@ def chance_noted(epoch_losses: Sequence[float], epoch_top1: Sequence[float], num
     return 0
 
 
-def at_chance(losses: Sequence[float], num_classes: int, margin: float = 0.05) -> bool:
+def at_chance(losses: Sequence[float], num_classes: int, margin: float = CHANCE_MARGIN) -> bool:
     """The loss at the end is not clearly below chance level (within `margin` of it, or above it): the network
     has learned nothing yet. A loss above chance is no sign of learning (it was read as one: memory's "only
     resnet got below chance" for a ResNet at 2.43 against 2.30)."""

@@ -97,6 +97,12 @@ def test_memory_convergence_figure_draws_the_chance_line_its_text_judges_by():
     legends_clear_of_data(fig)
     without = memory_figure.loss_curves(runs)
     assert not [ln for ln in without.axes[0].get_lines() if ln.get_label().startswith("chance")]
+    # the limit 'clearly below' is judged by, drawn and named beside chance (grade19)
+    both = memory_figure.loss_curves(runs, chance=2.302585, clear=0.95 * 2.302585)
+    clear = [ln for ln in both.axes[0].get_lines() if ln.get_label().startswith("clearly below")]
+    assert len(clear) == 1 and clear[0].get_ydata()[0] == pytest.approx(0.95 * 2.302585)
+    assert clear[0].get_label() == "clearly below chance: 5% under chance"
+    legends_clear_of_data(both)
 
 
 def _scaling_table() -> pd.DataFrame:

@@ -85,9 +85,10 @@ def depth_figure(table):
     )
 
 
-def loss_curves(runs, smooth: int = 5, chance: float | None = None):
+def loss_curves(runs, smooth: int = 5, chance: float | None = None, clear: float | None = None):
     """Per-batch training loss of several train() runs on the same steps: {label: batches df}; `chance`: the
-    loss of a uniform guess (ln classes), drawn as a line because the text judges the runs against it."""
+    loss of a uniform guess (ln classes), and `clear`: the loss a run must get under to be clearly below it
+    (conclusion.clear_of_chance), each drawn as a line because the text judges the runs against them."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.8))
@@ -102,6 +103,9 @@ def loss_curves(runs, smooth: int = 5, chance: float | None = None):
         )
     if chance is not None:
         ax.axhline(chance, color="0.3", ls=":", lw=1.2, label="chance (uniform guess, ln classes)")
+    if clear is not None:
+        below = f"{100 * (1 - clear / chance):.3g}% under chance" if chance else "the answer's limit"
+        ax.axhline(clear, color="0.3", ls="--", lw=1.0, label=f"clearly below chance: {below}")
     ax.set_xlabel("step (batch)")
     ax.set_ylabel("training loss")
     ax.grid(alpha=0.3)
