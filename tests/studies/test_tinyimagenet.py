@@ -863,7 +863,10 @@ def test_tinyimagenet_checkpointing_cost_and_notes():
         "The baseline and checkpointing cannot be told apart on copy + compute per batch: its interval nears "
         "no difference."
     )
+    # the checkpointing verdict says how its samples were taken (grade19), once
+    assert ck.details[1].plain().endswith("; the two runs were made one after the other.")
     busy, _ = _conclude(_tin(loads=(0.5, 1.5, 1.5, 0.5)))  # a tie says why right there
+    assert busy[1].details[1].plain().count("one after the other") == 1
     assert busy[1].headline.plain().endswith("per batch: back-to-back runs on a busy machine.")
     for one in (tie, near, busy):
         study_checks.holds(one)

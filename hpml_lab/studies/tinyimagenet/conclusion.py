@@ -399,7 +399,13 @@ def checkpoint_answer(res) -> Answer:
         say("{v}.", v=vt.short(name).up())
         if vt.outcome != "tie" or vt.undecided  # too few samples: said by short() itself
         else say("{v}: {why}.", v=vt.short(name).up(), why=_why_not(vt)),
-        [say("{v}.", v=vt.finding(name).up()), said_gain],
+        [
+            # how the samples were taken, said once: a tie for the load's sake says it in its own words
+            say("{v}.", v=vt.finding(name).up())
+            if vt.reason.startswith(SEQUENTIAL_REASONS)
+            else say("{v}; the two runs were made one after the other.", v=vt.finding(name).up()),
+            said_gain,
+        ],
         [
             Background(
                 "Checkpointing recomputes each segment's forward pass during backward, so a step usually "
