@@ -87,6 +87,9 @@ class Task:
     # whether its page states a time: a busy machine is flagged only where it can change a number shown (the
     # questions' counts are the same on a busy machine; a grader read "timings take longer" on a page of none)
     times: bool = True
+    # RunConfig fields its study never reads (speed times whole epochs by its epoch_repeats, not `epochs`):
+    # the environment table's config row leaves them out, so a page names no setting that did not act on it
+    ignores: tuple[str, ...] = ()
     run: Callable[..., Any] | None = None  # run(cfg, settings) -> result
     conclude: Callable[..., Any] | None = None  # conclude(cfg, result) -> (answers, flags)
 

@@ -201,6 +201,7 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
             f"{k}={shown_path(v) if k.endswith('_root') else number_text(v) if isinstance(v, bool) else v}"
             for k, v in meta["config"].items()
             if k not in ("task", "results_dir", "run_id", "progress", "log_every")
+            and k not in _ignored(meta["config"].get("task"))
         ),
     }
     # a Styler renders every cell whole (a DataFrame's HTML cuts long cells, and the config row is long)
@@ -217,6 +218,17 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         .set_properties(**{"text-align": "left"})
         .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}])
     )
+
+
+def _ignored(task: Any) -> tuple[str, ...]:
+    """The RunConfig fields task `task` never reads (Task.ignores); none for a task this kit does not know."""
+    from ..config import ConfigError
+    from . import tasks
+
+    try:
+        return tasks.get(str(task)).ignores
+    except ConfigError:  # an unknown or missing task id: every field is shown
+        return ()
 
 
 def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:

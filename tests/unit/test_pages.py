@@ -92,6 +92,10 @@ def test_the_environment_table_is_left_aligned():
     page = notebook.environment_table(meta).to_html()
     assert "text-align: left" in page.split("</style>")[0] and "right" not in page
     assert "augment=✓, amp=✗" in page and "True" not in page and "False" not in page
+    assert "epochs=1" in page
+    # a field its task never reads is not named as a setting of the run (grade19: speed's epochs=5)
+    speed = notebook.environment_table({**meta, "config": {**meta["config"], "task": "speed"}}).to_html()
+    assert "epochs=" not in speed and "augment=✓, amp=✗" in speed
 
 
 def test_the_headline_is_the_records_own_else_its_first_sentence():

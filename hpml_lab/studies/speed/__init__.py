@@ -152,6 +152,7 @@ TASK = Task(
     order=14,
     slurm="--no-train",
     settings=Settings,
+    ignores=("epochs",),  # whole epochs are timed epoch_repeats times a rung; the plain script runs its own
     gpu_runs=0,
     gpu_extra=GPU_EXTRA,
     gpu_priority=5,  # the fast path's figures first: its rungs, epochs and the plain script on the new GPU
