@@ -86,6 +86,8 @@ def _beside_one(num: Number, limit: float | Number) -> Number:
     (up to MOST_DIGITS) where rounding shows either or crosses it. A value equal to the limit keeps its
     digits. A limit given as a Number is read as the page shows it, at its own digits."""
     digits = getattr(num, "digits", 3)
+    if not math.isfinite(float(limit.value if _is_number(limit) else limit)):
+        return num  # no side of a NaN limit to show (a diverged run's loss set beside another's limit)
     if _is_number(limit):  # a limit the page shows as a Number: as fmt() prints it, at its own digits
         as_shown = float(fmt_value(float(limit.value), "", getattr(limit, "digits", 3)).replace(",", ""))
         limit = float(limit.value)

@@ -3,6 +3,8 @@ templates and their slots, html, nested findings, background, and an answer's nu
 concludes from canned results is tests/studies/test_conclusions.py; the grep for numbers typed into prose is
 tests/studies/test_typed_numbers.py."""
 
+from dataclasses import replace
+
 import pytest
 
 from hpml_lab.answers import Answer, Number, Record, RecordError, check
@@ -57,6 +59,11 @@ def test_a_number_set_beside_a_limit_shows_the_digits_that_put_it_on_its_side():
     ):  # shown apart already, equal, whole
         assert beside(same, 1.0) is same
     assert fmt_value(2 / 3, "x", 5) == "0.66667x" and fmt_value(1234.5678, "", 6) == "1,234.57"
+    # a limit that is no number (a diverged run's NaN loss, set beside another's limit) leaves it as it is
+    limit = N("limit", 2.18746, "")
+    assert beside(limit, float("nan")) is limit and beside(limit, N("nan", float("nan"), "")) is limit
+    # a limit given as a Number is read at its own digits: 2.188 beside 2.18746 shown as 2.187
+    assert fmt(beside(N("loss", 2.1878, ""), replace(limit, digits=4))) == "2.19"
 
 
 def test_a_name_with_values_writes_them_as_the_formatter_does():
