@@ -97,6 +97,7 @@ class Verdict:
     noise: float | None = None  # twin-configuration noise (a ratio >= 1) the difference must exceed
     min_effect: float = 0.02  # the least difference (as a fraction) the whole interval must clear
     limits: tuple = ()  # other values its interval is held against (a prediction), as ci_low/ci_high run
+    limit_digits: int = 3  # the significant digits the page shows `limits` at (memory's 4/3 as 1.333x)
 
     @property
     def winner(self) -> str | None:
@@ -151,7 +152,19 @@ class Verdict:
         # that put them on their side (grade15: a tie 'within 2% of no difference' showed its low end 1.0178
         # as '1.02x'; an interval holding 1 showed its high end 1.003 as '1x')
         edge = 1 + self.min_effect
-        shown_limits = [1 / x if flip else x for x in self.limits]  # as the stated interval runs
+        # as the stated interval runs, each read at the digits the page shows it at (an end of 1.3304 beside a
+        # prediction shown as 1.33 reads above it, whatever its own digits: grade20)
+        shown_limits = [
+            Number(
+                f"{name}: limit",
+                1 / x if flip else x,
+                "x",
+                "setting",
+                source="Verdict.limits",
+                digits=self.limit_digits,
+            )
+            for x in self.limits
+        ]
         low = Number(f"{name}: interval low", lo, "x", "measured", n=n, source=src)
         high = Number(f"{name}: interval high", hi, "x", "measured", n=n, source=src)
         nums = {

@@ -673,14 +673,14 @@ def test_a_cost_beyond_one_extra_forward_is_said_first_and_one_within_it_agrees(
     res = _res(slow=(1.9, 1.9, 1.9, 1.9), first=[t * 1.9 for t in BASE], ck=[t * 1.9 for t in BASE])
     answers, _ = _conclude(res)
     assert answers[2].headline.plain() == (
-        "Every memory saving cost more than the predicted one extra forward pass (1.33x)"
+        "Every memory saving cost more than the predicted one extra forward pass (1.333x)"
     )
     # each verdict's interval is held against the prediction: its ends show their side of it (grade18)
-    assert {v.limits for v in memory_conclusion.cost_verdicts(res).values()} == {
-        (memory_conclusion.ONE_EXTRA_FORWARD,)
-    }
+    assert {(v.limits, v.limit_digits) for v in memory_conclusion.cost_verdicts(res).values()} == {
+        ((memory_conclusion.ONE_EXTRA_FORWARD,), memory_conclusion.PREDICTION_DIGITS)
+    }  # read at the digits the page shows the prediction at (grade20: an end of 1.3304 beside 1.33x)
     assert answers[2].details[0].plain() == (
-        "Time per step over the plain network's, against the predicted one extra forward pass (1.33x): 7 of "
+        "Time per step over the plain network's, against the predicted one extra forward pass (1.333x): 7 of "
         "7 networks above it (resnet18 ck, resnet34 ck, resnet50 ck, revnet38 (reversible), revnet62 "
         "(reversible), revnet110 (reversible), revnet218 (reversible): 1.9x, each whole interval above it)."
     )
@@ -688,7 +688,7 @@ def test_a_cost_beyond_one_extra_forward_is_said_first_and_one_within_it_agrees(
     extra = [t * 4 / 3 for t in BASE]
     answers, _ = _conclude(_res(slow=(4 / 3,) * 4, first=extra, ck=extra))
     assert answers[2].headline.plain() == (
-        "Every memory saving's cost was consistent with the predicted one extra forward pass (1.33x)"
+        "Every memory saving's cost was consistent with the predicted one extra forward pass (1.333x)"
     )
     assert (
         answers[2]
@@ -721,50 +721,50 @@ EXTRA = [t * 4 / 3 for t in BASE]
         # 3 of the 4 RevNets clear slowdowns above it, every other network a tie whose interval holds it
         (
             {},
-            "Most RevNets cost more than the predicted one extra forward pass (1.33x); all other networks "
+            "Most RevNets cost more than the predicted one extra forward pass (1.333x); all other networks "
             "were consistent with it",
         ),
         # the smoke page's shape: one checkpointed ResNet above it, the rest consistent with it
         (
             {"slow": (4 / 3,) * 4, "first": CK19, "ck": EXTRA},
-            "One checkpointed ResNet cost more than the predicted one extra forward pass (1.33x); all "
+            "One checkpointed ResNet cost more than the predicted one extra forward pass (1.333x); all "
             "other networks were consistent with it",
         ),
         # a grader's smoke page: exactly one of each method off it, each on its own side ("some" over one)
         (
             {"slow": (1.0, 4 / 3, 4 / 3, 4 / 3), "first": CK19, "ck": EXTRA},
-            "One checkpointed ResNet cost more than the predicted one extra forward pass (1.33x), one RevNet "
+            "One checkpointed ResNet cost more than the predicted one extra forward pass (1.333x), one RevNet "
             "less",
         ),
         # a whole method above it, the other consistent with it
         (
             {"slow": (4 / 3,) * 4, "first": CK19, "ck": CK19},
-            "Checkpointing cost more than the predicted one extra forward pass (1.33x); RevNet was "
+            "Checkpointing cost more than the predicted one extra forward pass (1.333x); RevNet was "
             "consistent with it",
         ),
         # each method on its own side of it, one RevNet consistent with it
         (
             {"slow": (1.0, 1.0, 1.0), "first": CK19, "ck": CK19},
-            "Checkpointing cost more than the predicted one extra forward pass (1.33x), most RevNets less",
+            "Checkpointing cost more than the predicted one extra forward pass (1.333x), most RevNets less",
         ),
         (
             {"slow": (1.9,), "first": BASE, "ck": BASE},
-            "One RevNet cost more than the predicted one extra forward pass (1.33x), checkpointing less",
+            "One RevNet cost more than the predicted one extra forward pass (1.333x), checkpointing less",
         ),
         # a method on both sides: counted in words, no method named
         (
             {"slow": (1.9, 1.0, 1.0, 1.0), "first": BASE, "ck": BASE},
-            "Some memory savings cost more than the predicted one extra forward pass (1.33x), others less",
+            "Some memory savings cost more than the predicted one extra forward pass (1.333x), others less",
         ),
         (
             {"slow": (1.9, 1.0), "first": BASE, "ck": CK19},
-            "Some memory savings cost more than the predicted one extra forward pass (1.33x), others less; "
+            "Some memory savings cost more than the predicted one extra forward pass (1.333x), others less; "
             "some were consistent with it",
         ),
         # the H100's shape: most above, across both methods
         (
             {"slow": (1.9, 1.9, 1.9), "first": CK19, "ck": CK19},
-            "Most memory savings cost more than the predicted one extra forward pass (1.33x); all other "
+            "Most memory savings cost more than the predicted one extra forward pass (1.333x); all other "
             "networks were consistent with it",
         ),
     ],
@@ -847,11 +847,11 @@ def test_the_h100_memory_record_answers_its_own_question_first():
     assert "resnet18_adjusted 0.98x against 0.667x" in ck.details[1].plain()
     cost = memory_conclusion.cost_answer(res)
     assert cost.headline.plain() == (
-        "Most memory savings cost more than the predicted one extra forward pass (1.33x); all other networks "
+        "Most memory savings cost more than the predicted one extra forward pass (1.333x); all other networks "
         "were consistent with it"
     )
     assert cost.details[0].plain().startswith(
-        "Time per step over the plain network's, against the predicted one extra forward pass (1.33x): 6 of "
+        "Time per step over the plain network's, against the predicted one extra forward pass (1.333x): 6 of "
         "7 networks above it ("
     ) and cost.details[0].plain().endswith("1 of 7 networks whose interval holds it (revnet62 (reversible)).")
     study_checks.holds([ck, cost])

@@ -220,6 +220,13 @@ def test_a_tie_whose_interval_misses_one_says_it_did_not_clear_the_least_differe
     held = replace(v, ratio=1.23, ci_low=1.12, ci_high=1.3269567, min_effect=0.02)
     assert "CI 1.12x to 1.33x" in held.finding("m").plain()
     assert "CI 1.12x to 1.327x" in replace(held, limits=(4 / 3,)).finding("m").plain()
+    # grade20: an end of 1.33044, below 4/3, beside the prediction shown as 1.33x read above it at any digits
+    # of its own; the ends are read against the prediction at the digits the page shows it at
+    close = replace(held, ci_high=1.33044, limits=(4 / 3,))
+    assert "CI 1.12x to 1.3304x" in close.finding("m").plain()  # true, and misread beside '1.33x'
+    assert "CI 1.12x to 1.33x" in replace(close, limit_digits=4).finding("m").plain()  # beside '1.333x'
+    above = replace(close, ci_high=1.33349, limit_digits=4)  # above 4/3, rounds to its '1.333'
+    assert "CI 1.12x to 1.3335x" in above.finding("m").plain()
 
 
 def test_the_short_form_says_the_verdict_in_words_with_its_ratio_alone():
