@@ -733,8 +733,8 @@ EXTRA = [t * 4 / 3 for t in BASE]
         # a grader's smoke page: exactly one of each method off it, each on its own side ("some" over one)
         (
             {"slow": (1.0, 4 / 3, 4 / 3, 4 / 3), "first": CK19, "ck": EXTRA},
-            "One checkpointed ResNet cost more than the predicted one extra forward pass (1.333x), one RevNet "
-            "less",
+            "One checkpointed ResNet cost more than the predicted one extra forward pass (1.333x), one "
+            "RevNet less",
         ),
         # a whole method above it, the other consistent with it
         (
@@ -847,8 +847,8 @@ def test_the_h100_memory_record_answers_its_own_question_first():
     assert "resnet18_adjusted 0.98x against 0.667x" in ck.details[1].plain()
     cost = memory_conclusion.cost_answer(res)
     assert cost.headline.plain() == (
-        "Most memory savings cost more than the predicted one extra forward pass (1.333x); all other networks "
-        "were consistent with it"
+        "Most memory savings cost more than the predicted one extra forward pass (1.333x); all other "
+        "networks were consistent with it"
     )
     assert cost.details[0].plain().startswith(
         "Time per step over the plain network's, against the predicted one extra forward pass (1.333x): 6 of "

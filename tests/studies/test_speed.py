@@ -991,6 +991,13 @@ def test_the_notebook_renders_at_tiny(rendered):
     table = pd.read_csv(next((run.out / "results" / "speed").glob("*/ladder.csv")))
     assert list(table["rung"]) == [*ladder.RUNGS, ladder.REFERENCE]
     assert (run.out / "figures" / "speed_ladder.png").is_file()
+    # the environment table's config is the baseline rung's, as it ran (grade20: persistent_workers off where
+    # the PIL rung ran with them on), and names no field the ladder never reads (grade19: epochs)
+    meta = json.loads(next((run.out / "results" / "speed").glob("*/meta.json")).read_text())
+    assert meta["config"]["persistent_workers"] is True and meta["config"]["num_workers"] == 1
+    assert meta["config"]["device"] == "cpu" and meta["config"]["loader"] == "pil"
+    config = dict(rec["tables"]["environment"]["rows"])["config"]
+    assert "persistent_workers=✓" in config and "epochs=" not in config
 
 
 def test_the_step_cap_counts_the_devices_default_at_its_largest():

@@ -213,6 +213,10 @@ def run(cfg: RunConfig, settings: Settings) -> Ladder:
     device = resolve_device(cfg.device)
     rungs = plan(cfg, settings, device)
     meta = new_meta(cfg, device, settings=asdict(settings), status="complete")
+    # the settings the baseline rung ran with (plan() sets the loader, its persistent workers, the precision
+    # and compile), so the environment table's config row names no setting that did not act (grade20: it
+    # showed persistent_workers off where the PIL rung ran with them on); each later rung's change is its row
+    meta["config"] = {**meta["config"], **{k: v for k, v in rungs[0].cfg.to_dict().items() if k != "run_id"}}
     result = measure(rungs, settings, device)
     result.meta = {**meta, **result.meta, "run_dir": str(cfg.run_dir())}
     folder = cfg.run_dir()
