@@ -1331,6 +1331,54 @@ def test_c8_an_interval_that_rules_out_a_saving_answers_that_compiling_does_not_
     )
 
 
+def _rounds(compiled, eager, steps=5, warm=2):
+    """C8's interleaved rounds (study.interleaved_steps) as a record holds them: seconds per step a round."""
+    rows = [{"round": i + 1, "mode": "compiled", "steps": steps, "step_s": x} for i, x in enumerate(compiled)]
+    rows += [{"round": i + 1, "mode": "eager", "steps": steps, "step_s": x} for i, x in enumerate(eager)]
+    meta = {
+        "sampling": "interleaved",
+        "rounds": len(compiled),
+        "warmup_rounds": warm,
+        "steps_per_round": steps,
+        "load_before": {"cores": 2, "load1": 0.5},
+        "load_per_round": [0.6] * len(compiled),
+    }
+    return pd.DataFrame(rows), meta
+
+
+def test_c8_the_per_step_verdict_rests_on_rounds_in_which_the_two_steps_took_turns(tmp_path):
+    """grade20: 'compiled is 1.41x faster (1.38x to 1.45x)' from 16 steps of one run each, one run after the
+    other, where three runs of one configuration had medians 19% apart: a run's steps are no independent
+    samples of its mode. The verdict's samples are rounds in which the two steps took turns; the runs' own
+    steps stay for the compile cost of the first epoch."""
+    out = _c8(tmp_path, FAST, SLOW, first_compiled=5.0)  # the runs' steps: compiled 2x faster
+    tied = [0.0150, 0.0152, 0.0149, 0.0151, 0.0150, 0.0153, 0.0148]
+    out.rounds, out.rounds_meta = _rounds(tied, list(reversed(tied)))  # taking turns: no difference
+    answers, _ = c8_conclusion.conclude(RunConfig(task="c8"), out)
+    a = answers[0]
+    assert a.verdict["interleaved"] is True and a.verdict["outcome"] == "tie"
+    assert a.verdict["samples_a"] == tied and a.verdict["n_a"] == 7
+    assert (
+        "Per step, over 7 rounds of 5 steps in which a fresh eager and a fresh compiled model of the runs' "
+        "settings took turns (interleaved), after 2 untimed rounds: compiled and eager cannot be told apart"
+        in a.text
+    )
+    assert "one after the other (not interleaved): compiled" not in a.text and "faster" not in a.text
+    assert "Per step over the rounds (medians): eager 15 ms, compiled 15 ms" in a.text
+    assert holds(answers) == []
+    # the rounds decide, with their medians in the break-even
+    out.rounds, out.rounds_meta = _rounds([x / 2 for x in tied], tied)
+    a = c8_conclusion.conclude(RunConfig(task="c8"), out)[0][0]
+    assert a.verdict["outcome"] == "better" and a.text.startswith("Compiling ")
+    assert "compiled is 2x faster than eager on compute per step" in a.text
+    figure = c8_conclusion.step_summary(out).set_index("mode")
+    assert figure.loc["eager", "median_s"] == pytest.approx(15.0) and figure.loc["compiled", "n"] == 7
+    # a record without rounds (before them): the runs' steps, said to be one run after the other
+    del out.rounds, out.rounds_meta
+    a = c8_conclusion.conclude(RunConfig(task="c8"), out)[0][0]
+    assert "from the two runs made one after the other (not interleaved): compiled is" in a.text
+
+
 def test_c8_sequential_runs_on_a_moving_load_cannot_tell(tmp_path):
     """Grader (issue 27): 'Eager is 2.85x faster than compiled' from runs one after the other while the load
     moved."""

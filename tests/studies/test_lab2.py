@@ -8,7 +8,6 @@ import torch
 
 from hpml_lab import results
 from hpml_lab.config import ConfigError, RunConfig
-from hpml_lab.results import drop_warmup
 from hpml_lab.studies.c3 import study as c3
 from hpml_lab.studies.c4 import study as c4
 from hpml_lab.studies.c5 import study as c5
@@ -117,9 +116,16 @@ def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     # the trace's record holds the traced model's settings (grade19: compile false beside traced_mode compile)
     meta = json.loads((out.trace.path.parent / "meta.json").read_text())
     assert meta["traced_mode"] == "compile" and meta["config"]["compile"] is True
-    # speedup is what it names: the eager run's median steady step compute over the compiled run's
-    step = [drop_warmup(results.read_run(it.run_dir).batches)["train_s"].median() for it in out.items]
-    assert out.speedup == pytest.approx(step[0] / step[1])
+    # speedup is what it names: eager's median step compute over the compiled one's, from the rounds in which
+    # the two took turns (steps of one run after the other are no independent samples: grade20)
+    r = out.rounds
+    assert sorted(r["mode"].unique()) == ["compiled", "eager"] and len(r) == 2 * c8.ROUNDS
+    med = r.groupby("mode")["step_s"].median()
+    assert out.speedup == pytest.approx(med["eager"] / med["compiled"]) and (r["step_s"] > 0).all()
+    rdir = next(out.items[0].run_dir.parent.glob("interleaved-*"))
+    meta = json.loads((rdir / "meta.json").read_text())
+    assert meta["sampling"] == "interleaved" and len(meta["load_per_round"]) == c8.ROUNDS
+    assert (rdir / "rounds.csv").is_file() and meta["config"]["compile"] is True
     first = out.summary["first_minus_steady_s"]
     assert out.compile_cost_s == pytest.approx(first.iloc[1] - first.iloc[0])
     with pytest.raises(ConfigError, match="valid backends"):
@@ -127,7 +133,7 @@ def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     monkeypatch.setattr(c8, "compile_available", lambda backend, device: "no C++ compiler here")
     off = c8.run(c.replace(compile_backend="aot_eager"), trace_steps=1, log=None)
     assert "not run: no C++ compiler" in off.message and list(off.summary["mode"]) == ["eager"]
-    assert off.speedup is None and off.traced_mode == "eager"
+    assert off.speedup is None and off.traced_mode == "eager" and off.rounds is None
     assert json.loads((off.trace.path.parent / "meta.json").read_text())["config"]["compile"] is False
 
 

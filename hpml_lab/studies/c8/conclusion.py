@@ -16,7 +16,7 @@ from ...answers import Answer, Number
 from ...findings import Background, Finding, say
 from ...profiling import summarize
 from ...results import drop_warmup
-from ...verdict import sample_record, target_met
+from ...verdict import compare, sample_record, target_met
 from .. import _conclude
 from .._conclude import (
     compare_configs,
@@ -161,17 +161,32 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
                 missing="a compiled run (see the notice above)",
             )
         ], dedupe(flags)
-    v, comp, eag = compare_configs(
-        bt,
-        "compile",
-        True,
-        False,
-        "train_s",
-        "compute per step",
-        "compiled",
-        "eager",
-        loads=loads_by(done, "compile"),
-    )
+    rounds = interleaved(out)
+    if rounds is not None:  # the two steps took turns: the verdict's samples are the rounds'
+        comp, eag, loads = rounds
+        v = compare(
+            comp,
+            eag,
+            "compiled",
+            "eager",
+            lower_is_better=True,
+            what="compute per step",
+            interleaved=True,
+            load_a=loads,
+            load_b=loads,
+        )
+    else:  # a record from before the rounds: each run's steps after warm-up, one run after the other
+        v, comp, eag = compare_configs(
+            bt,
+            "compile",
+            True,
+            False,
+            "train_s",
+            "compute per step",
+            "compiled",
+            "eager",
+            loads=loads_by(done, "compile"),
+        )
     from ...sweeps import tables
 
     allb = tables(done, "batches", with_config=("compile",))
@@ -189,13 +204,30 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
     # a tie for how the runs were made says so itself ("their runs were made one after the other ..."):
     # the lead does not say it twice
     said_in_verdict = v.outcome == "tie" and v.reason.startswith(SEQUENTIAL_TIES)
-    per_step = say(
-        "Per step after warm-up, from the two runs"
-        + ("" if said_in_verdict else how.get(sampling([v]), ""))
-        + ": {v}",
-        v=v.finding("C8 step"),
-    )
-    details = [per_step, say("Per step after warm-up (medians): eager {e}, compiled {c}", e=e_step, c=c_step)]
+    if rounds is not None:
+        rm = out.rounds_meta or {}
+        per_step = say(
+            "Per step, over {rounds} rounds of {steps} steps in which a fresh eager and a fresh compiled "
+            "model of the runs' settings took turns (interleaved), after {warm} untimed rounds: {v}",
+            rounds=setting("C8 step: rounds", int(rm.get("rounds", len(comp))), source="c8.study.ROUNDS"),
+            steps=setting(
+                "C8 step: steps a round", int(rm.get("steps_per_round", 0)), source="c8.study.STEPS"
+            ),
+            warm=setting(
+                "C8 step: untimed rounds", int(rm.get("warmup_rounds", 0)), source="c8.study.WARMUP_ROUNDS"
+            ),
+            v=v.finding("C8 step"),
+        )
+        medians = say("Per step over the rounds (medians): eager {e}, compiled {c}", e=e_step, c=c_step)
+    else:
+        per_step = say(
+            "Per step after warm-up, from the two runs"
+            + ("" if said_in_verdict else how.get(sampling([v]), ""))
+            + ": {v}",
+            v=v.finding("C8 step"),
+        )
+        medians = say("Per step after warm-up (medians): eager {e}, compiled {c}", e=e_step, c=c_step)
+    details = [per_step, medians]
     if cost_n is not None:
         details.append(
             say(
@@ -388,21 +420,37 @@ def first_epoch_table(out) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def interleaved(out) -> tuple[list[float], list[float], list[float]] | None:
+    """(compiled's seconds per step, eager's, the load per core after each round) of the rounds in which the
+    two steps took turns (study.interleaved_steps); None where the record has none (only eager ran, or a
+    record from before the rounds)."""
+    r = getattr(out, "rounds", None)
+    if r is None or len(r) == 0 or not {"compiled", "eager"} <= set(r["mode"]):
+        return None
+    rm = getattr(out, "rounds_meta", None) or {}
+    cores = ((rm.get("load_before") or {}).get("cores")) or 1
+    loads = [float(x) / cores for x in rm.get("load_per_round") or [] if x is not None]
+    by = {m: [float(x) for x in r.loc[r["mode"] == m, "step_s"]] for m in ("compiled", "eager")}
+    return by["compiled"], by["eager"], loads
+
+
 def step_summary(out) -> pd.DataFrame:
     """C8's figure data, per training step as its answer states it (not per epoch): for eager and compiled,
-    the median, min and max compute per step in ms after warm-up (columns median_s/min_s/max_s hold ms, n the
-    steps)."""
-    bt = steady_batches([it for it in out.items if it.complete], "compile")
+    the median, min and max compute per step in ms (columns median_s/min_s/max_s hold ms, n the samples):
+    over the rounds in which the two took turns where the record has them, else over each run's steps after
+    warm-up."""
+    rounds = interleaved(out)
+    if rounds is not None:
+        groups = [("eager", pd.Series(rounds[1])), ("compiled", pd.Series(rounds[0]))]
+    else:
+        bt = steady_batches([it for it in out.items if it.complete], "compile")
+        groups = [
+            ("compiled" if flag else "eager", g["train_s"]) for flag, g in bt.groupby("compile", sort=True)
+        ]
     rows = []
-    for flag, g in bt.groupby("compile", sort=True):
-        ms = 1000 * g["train_s"]
+    for mode, seconds in groups:
+        ms = 1000 * seconds
         rows.append(
-            {
-                "mode": "compiled" if flag else "eager",
-                "median_s": ms.median(),
-                "min_s": ms.min(),
-                "max_s": ms.max(),
-                "n": len(ms),
-            }
+            {"mode": mode, "median_s": ms.median(), "min_s": ms.min(), "max_s": ms.max(), "n": len(ms)}
         )
     return pd.DataFrame(rows)

@@ -42,6 +42,77 @@ class C8Result:
     trace: Any
     traced_mode: str  # "compile" or "eager"
     items: list
+    # per-step compute of the two modes taking turns (interleaved_steps): the per-step verdict's samples; None
+    # where only eager ran (or a record from before this design)
+    rounds: pd.DataFrame | None = None
+    rounds_meta: dict | None = None
+
+
+# the per-step comparison: the two modes take turns, ROUNDS timed rounds of STEPS steps each after
+# WARMUP_ROUNDS untimed ones (the compiled step compiles in them, from inductor's cache warm from the training
+# run). Steps of one run after the other are no independent samples of a mode: run to run, this CPU's same
+# configuration varied by 19% in its median step while a run's own steps spread by a few percent (grade20), so
+# an interval over one run's steps claimed a precision two runs do not have
+ROUNDS = 7
+WARMUP_ROUNDS = 2
+STEPS = 5
+
+
+def interleaved_steps(
+    eager_cfg: RunConfig,
+    comp_cfg: RunConfig,
+    device: torch.device,
+    rounds: int = ROUNDS,
+    warmup: int = WARMUP_ROUNDS,
+    steps: int = STEPS,
+) -> tuple[pd.DataFrame, dict]:
+    """The eager and the compiled training step (bench_measure.Trainer: train()'s step without its
+    bookkeeping), each on a fresh model of its run's settings, taking turns: `warmup` untimed rounds, then
+    `rounds` rounds in which each mode runs `steps` steps, the order rotated each round. Each step's compute
+    alone is timed (its batch fetched before its timer starts, as train() times train_s), summed per round.
+    Returns one row per (round, mode) with its seconds per step, and the load before, after each round and
+    after."""
+    import os
+
+    from ...profiling import DeviceTimer, synchronize
+    from ..bench_measure import Trainer
+
+    before = machine_load()
+    trainers = {"eager": Trainer(eager_cfg, device), "compiled": Trainer(comp_cfg, device)}
+    timers = {m: DeviceTimer(device) for m in trainers}
+    order, loads = list(trainers), []
+    for rnd in range(warmup + rounds):
+        k = rnd % len(order)
+        for mode in order[k:] + order[:k]:
+            tr = trainers[mode]
+            for _ in range(steps):
+                x, y = tr.next_batch()
+                synchronize(device)
+                if rnd >= warmup:
+                    timers[mode].start()
+                tr.step(x, y)
+                if rnd >= warmup:
+                    timers[mode].stop()
+        if rnd >= warmup:
+            loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
+    for tr in trainers.values():
+        tr.close()
+    rows = []
+    for mode, timer in timers.items():
+        per_step = timer.intervals()
+        for r in range(rounds):
+            seconds = sum(per_step[r * steps : (r + 1) * steps])
+            rows.append({"round": r + 1, "mode": mode, "steps": steps, "step_s": seconds / steps})
+    meta = {
+        "sampling": "interleaved",
+        "rounds": rounds,
+        "warmup_rounds": warmup,
+        "steps_per_round": steps,
+        "load_before": before,
+        "load_per_round": loads,
+        "load_after": machine_load(),
+    }
+    return pd.DataFrame(rows, columns=["round", "mode", "steps", "step_s"]), meta
 
 
 # ------------------------------------------------------------------ C8: torch.compile
@@ -100,6 +171,7 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
         )
     summary = pd.DataFrame(rows)
     speedup = compile_cost = None
+    rounds = rounds_meta = None
     if len(summary) == 2:
         eager, comp = summary.iloc[0], summary.iloc[1]
         step = (
@@ -110,6 +182,25 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
         ids = list(modes)
         speedup = float(step[ids[0]] / step[ids[1]])  # per-step compute: the data wait is not compile's doing
         compile_cost = comp["first_minus_steady_s"] - eager["first_minus_steady_s"]
+        # the per-step comparison itself: the two modes taking turns, in a folder of its own
+        device = resolve_device(cfg.device)
+        rounds, rounds_meta = interleaved_steps(eager_cfg, comp_cfg, device)
+        rdir = cfg.run_dir().parent / f"interleaved-{backend}-{base.config_hash()}"
+        results.write_derived(
+            rdir,
+            {"rounds": rounds},
+            results.new_meta(
+                comp_cfg,
+                device,
+                kind="interleaved steps",
+                machine=rounds_meta["load_before"],
+                **{k: v for k, v in rounds_meta.items() if k != "load_before"},
+            ),
+        )
+        med = rounds.groupby("mode")["step_s"].median()
+        speedup = float(med["eager"] / med["compiled"])
+        if log:
+            log(f"[c8] per step, the modes taking turns: eager / compiled = {speedup:.3g}")
     # trace: the compiled model when this call compiled it, else an eager model
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
@@ -137,5 +228,15 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
         ),
     )
     return C8Result(
-        epochs, summary, speedup, compile_cost, message, backend, tr, "compile" if traced else "eager", items
+        epochs,
+        summary,
+        speedup,
+        compile_cost,
+        message,
+        backend,
+        tr,
+        "compile" if traced else "eager",
+        items,
+        rounds,
+        rounds_meta,
     )
