@@ -87,6 +87,9 @@ class Task:
     # whether its page states a time: a busy machine is flagged only where it can change a number shown (the
     # questions' counts are the same on a busy machine; a grader read "timings take longer" on a page of none)
     times: bool = True
+    # whether its study reads the dataset (the questions count a model's parameters and bytes from one random
+    # batch: no image is read, so their page says so instead of 'computed on a synthetic cifar10')
+    reads_data: bool = True
     # RunConfig fields its study never reads (speed times whole epochs by its epoch_repeats, not `epochs`):
     # the environment table's config row leaves them out, so a page names no setting that did not act on it
     ignores: tuple[str, ...] = ()

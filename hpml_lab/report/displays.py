@@ -57,7 +57,15 @@ def shown_path(path: Any) -> str:
         return ".../" + "/".join(p.parts[-2:])
 
 
-def data_notice(info: Mapping[str, Any]) -> str:
+NO_DATA_READ = (
+    '<div style="border:1px solid #2a7;padding:8px 14px;margin:8px 0"><b>No dataset read.</b> This study '
+    "opens no images: what it counts comes from the model itself and one random batch.</div>"
+)
+
+
+def data_notice(info: Mapping[str, Any], times: bool = True) -> str:
+    """The dataset notice at a page's top: synthetic (and what that means for its numbers: timings only where
+    the page states one, `times`), unverified or real."""
     info = {**info, "root": shown_path(info["root"])}
     if info["kind"] == "synthetic":
         return (
@@ -65,7 +73,9 @@ def data_notice(info: Mapping[str, Any]) -> str:
             'font-size:1.05em"><b>Synthetic data.</b> These results were computed on a synthetic '
             f"{html.escape(info['name'])} written in the real on-disk format (<span "
             f"data-id>{html.escape(info['root'])}</span>), "
-            "not on the real dataset. Timings reflect the real pipeline; losses and accuracies are "
+            "not on the real dataset. "
+            + ("Timings reflect the real pipeline; " if times else "")
+            + "losses and accuracies are "
             f"not comparable with published {html.escape(info['name'])} numbers.</div>"
         )
     if info["kind"] == "unverified":
@@ -89,8 +99,15 @@ def header(
 ) -> dict[str, Any]:
     """Show the dataset notice, what this run changed from the lab's settings (a stand-in model first: the
     page's own `stand_in` flag where it gives one) and the machine; returns the dataset info."""
+    from . import tasks
+
     info = dataset_info(cfg)
-    display(HTML(data_notice(info)))
+    task = tasks.TASKS.get(cfg.task)
+    if task is not None and not task.reads_data:  # nothing was computed on the data, synthetic or real
+        info = {**info, "read": False}
+        display(HTML(NO_DATA_READ))
+    else:
+        display(HTML(data_notice(info, times=task is None or task.times)))
     display(HTML(settings_notice(cfg, lab, stand_in)))
     env = environment()
 

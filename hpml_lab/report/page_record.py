@@ -292,7 +292,7 @@ def answer(
         task_title,
         list(items),
         [f.as_dict() for f in flags],
-        synthetic_data=info.get("kind") == "synthetic",
+        synthetic_data=info.get("kind") == "synthetic" and info.get("read", True),  # read, where it was
         stand_in_model=cfg.model if stand_in else "",
         ran_vs_lab=differ,
         reused=_REUSED,

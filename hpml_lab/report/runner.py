@@ -446,7 +446,8 @@ def write_index(outcomes: list[Outcome]) -> Path:
                 + ("their start times are" if reused > 1 else "its start time is")
                 + " in the report)</i>"
             )
-        if rec and rec.get("synthetic_data") or "synthetic" in o.dataset:
+        reads = tid not in tasks.TASKS or tasks.TASKS[tid].reads_data  # the questions open no image
+        if reads and (rec and rec.get("synthetic_data") or "synthetic" in o.dataset):
             synthetic.append(tid)
         if rec and rec.get("stand_in_model"):
             stand_in.append(html.escape(f"{tid} ({rec['stand_in_model']})"))

@@ -53,7 +53,10 @@ def test_notebook_executes_and_renders(task_id, rendered):
     assert run.outcome["status"] == "ok", run.outcome["error"]
     assert run.outcome["profile"] == "tiny" and run.outcome["dataset"] == f"{dataset} (synthetic)"
     html = (outdir / "reports" / f"{task_id}.html").read_text()
-    assert "Synthetic data" in html and "data:image/png;base64" in html
+    # a page says what its numbers were computed on: the synthetic set, or (the questions) no dataset at all
+    reads = tasks.TASKS[task_id].reads_data
+    assert ("Synthetic data" if reads else "No dataset read") in html and "data:image/png;base64" in html
+    assert reads or "computed on a synthetic" not in html
     assert "<table" in html and "torchvision" in html  # a table and the environment section
     assert "nb.config(" not in html  # code hidden
     assert (outdir / "reports" / "executed" / f"{task_id}.ipynb").is_file()
@@ -63,6 +66,7 @@ def test_notebook_executes_and_renders(task_id, rendered):
     # the answer record: statuses known, every number tagged, the box first on the page with a link back
     rec = json.loads((outdir / "reports" / f"{task_id}.answer.json").read_text())
     assert rec["task"] == task_id and rec["status"] in answer_box.STATUSES and rec["answers"]
+    assert rec["synthetic_data"] is reads  # the index and the bundle name the reports computed on it
     assert rec["profile"] == "tiny" and rec["demonstration"] is True  # as the page's top says, in the record
     for a in rec["answers"]:
         assert a["text"].strip() and "\n" not in a["text"].strip()

@@ -190,6 +190,16 @@ def test_the_index_shows_headlines_and_its_context_once(reports):
     )
 
 
+def test_the_index_names_no_report_computed_on_data_it_never_read(reports):
+    """grade20: the questions page said it was "computed on a synthetic cifar10" where its study opens no
+    image; the index names the reports computed on synthetic data, the questions not among them."""
+    for tid in ("c1", "c2", "questions"):
+        _rendered(reports, tid)
+    page = runner.write_index([_outcome(t) for t in ("c1", "c2", "questions")]).read_text()
+    notice = page.split("<b>synthetic data</b>", 1)[1].split("</p>", 1)[0]
+    assert "These reports were computed on" in page and notice.endswith(": c1, c2.")
+
+
 def test_a_findings_record_shows_its_own_headline_tagged_and_its_background_apart(reports):
     from hpml_lab.answers import Answer, Number, Record
     from hpml_lab.findings import Background, say

@@ -22,6 +22,7 @@ TASK = Task(
     smoke_s=6,
     gpu_with="c6",
     times=False,  # counts only: the same on a busy machine
+    reads_data=False,  # one random batch of 2: the data folder is never opened
     gpu_extra=(15.0, "reads the other tasks' results"),
     run=lambda cfg, settings=None: later("hpml_lab.studies.questions.study", "run")(cfg),
     conclude=lambda cfg, res: later("hpml_lab.studies.questions.conclusion", "conclude")(cfg, res.table),
