@@ -204,7 +204,9 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         "torchvision": env["torchvision"],
         "cuda": env["cuda"] or "n/a",
         "git commit": env["commit"] + (" (dirty)" if env["dirty"] else ""),
-        "dataset": f"{meta['dataset']['name']} ({meta['dataset']['kind']})",
+        "dataset": f"{meta['dataset']['name']} ({meta['dataset']['kind']})"
+        if _reads_data(meta["config"].get("task"))
+        else "none read (the study opens no image)",
         "seed": meta["seed"],
         "started (UTC)": meta["started_at"],
         "run folder": meta["run_id"],
@@ -246,6 +248,14 @@ def _ignored(task: Any) -> tuple[str, ...]:
         return tasks.get(str(task)).ignores
     except ConfigError:  # an unknown or missing task id: every field is shown
         return ()
+
+
+def _reads_data(task: Any) -> bool:
+    """Whether task `task` reads its dataset (Task.reads_data); True for a task this kit does not know."""
+    from . import tasks
+
+    known = tasks.TASKS.get(str(task))
+    return known is None or known.reads_data
 
 
 def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:

@@ -139,13 +139,18 @@ def demonstration(profile: str) -> bool:
 DEMONSTRATION = (
     "<b>A demonstration, not an answer to the lab's questions</b>: the {profile} profile runs a few batches "
     "to show every step working; do not hand it in. The answer: <code>hpml-lab run {task} --profile "
-    "full</code> on the real data, on a GPU."
+    "full</code>{where}."
 )
 
 
-def top_html(task: str, machine: str, data: str, profile: str) -> str:
-    """The lines at the top of a report, above its introduction: machine, data (synthetic or real) and
-    profile, then the demonstration banner where the profile is one."""
+def top_html(
+    task: str, machine: str, data: str, profile: str, reads_data: bool = True, times: bool = True
+) -> str:
+    """The lines at the top of a report, above its introduction: machine, data (synthetic or real, or none
+    read) and profile, then the demonstration banner where the profile is one; it sends the answer to the
+    real data where the study reads data, and to a GPU where it states a time (the questions' counts need
+    neither)."""
+    where = ", ".join((["on the real data"] if reads_data else []) + (["on a GPU"] if times else []))
     line = (
         # the machine's name (its model, its core count) names it, as the environment table does: no finding
         f"<p class='hpml-context'><b>Machine:</b> <span data-id>{html.escape(machine)}</span> &middot; "
@@ -155,7 +160,9 @@ def top_html(task: str, machine: str, data: str, profile: str) -> str:
     )
     banner = (
         "<p class='hpml-banner'>"
-        + DEMONSTRATION.format(profile=html.escape(profile), task=html.escape(task))
+        + DEMONSTRATION.format(
+            profile=html.escape(profile), task=html.escape(task), where=f" {where}" if where else ""
+        )
         + "</p>"
         if demonstration(profile)
         else ""

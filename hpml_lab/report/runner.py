@@ -311,11 +311,12 @@ def _record_and_render(
         rec = {**rec, "profile": profile, "demonstration": pages.demonstration(profile)}
         atomic_write_json(stage.answer, rec)
     machine = hardware_label(environment())
-    data = f"{stage.kind} {dataprep.NAMES.get(cfg.dataset, cfg.dataset)}"
+    # what the page's numbers were computed on: the data folder's kind, or none where the study reads no data
+    data = f"{stage.kind} {dataprep.NAMES.get(cfg.dataset, cfg.dataset)}" if task.reads_data else "none read"
     if stage.notebook.exists():
         # a render error (e.g. missing nbconvert templates) is this task's outcome, not the end of the run
         try:
-            top = pages.top_html(task.id, machine, data, profile)
+            top = pages.top_html(task.id, machine, data, profile, task.reads_data, task.times)
             _render_html(stage.notebook, stage.page, task, rec, top, pages.demonstration(profile))
         except Exception as e:  # the first error stays first: a render that fails after it is its consequence
             said = (
@@ -335,7 +336,7 @@ def _record_and_render(
         profile,
         params,
         machine,
-        f"{cfg.dataset} ({stage.kind})",
+        f"{cfg.dataset} ({stage.kind})" if task.reads_data else "none read",
         f"{task.id}.html" if stage.page.exists() else "",
         str(executed),
         error,

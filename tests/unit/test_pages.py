@@ -96,6 +96,9 @@ def test_the_environment_table_is_left_aligned():
     # a field its task never reads is not named as a setting of the run (grade19: speed's epochs=5)
     speed = notebook.environment_table({**meta, "config": {**meta["config"], "task": "speed"}}).to_html()
     assert "epochs=" not in speed and "augment=✓, amp=✗" in speed
+    assert "cifar10 (synthetic)" in page  # the data the run read
+    counts = notebook.environment_table({**meta, "config": {**meta["config"], "task": "questions"}}).to_html()
+    assert "none read (the study opens no image)" in counts and "cifar10 (synthetic)" not in counts
 
 
 def test_the_headline_is_the_records_own_else_its_first_sentence():
@@ -283,6 +286,11 @@ def test_the_page_says_machine_data_and_profile_above_the_introduction_and_a_dem
     full = pages.top_html("c1", "GPU: H100", "real CIFAR-10", "full")
     assert "<b>profile:</b> full</p>" in full and "demonstration" not in full
     assert "demonstration" in pages.top_html("c2", "m", "d", "tiny") and pages.demonstration("tiny")
+    assert "--profile full</code> on the real data, on a GPU." in page.replace("'", '"')
+    # a study that reads no data and states no time (the questions, grade21) is sent to neither
+    counts = pages.top_html("questions", "m", "none read", "smoke", reads_data=False, times=False)
+    assert "<b>data:</b> none read" in counts and "--profile full</code>." in counts
+    assert "real data" not in counts and "GPU" not in counts
 
 
 def _write_outcomes(reports, outcomes):

@@ -193,6 +193,7 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
                 comp_cfg,
                 device,
                 kind="interleaved steps",
+                run_id=rdir.name,  # its own folder, not the compiled run's (the page's runs list names both)
                 machine=rounds_meta["load_before"],
                 **{k: v for k, v in rounds_meta.items() if k != "load_before"},
             ),

@@ -86,6 +86,13 @@ WHY_NOT = {
 }
 
 
+# how a verdict over two runs' batches was sampled, said after it: its interval holds each run's own spread,
+# not how one run varies from the next (grade21: two renders' copy + compute ratios, 3.80x and 2.01x, each
+# fell outside the other's interval)
+ONE_AFTER_THE_OTHER = (
+    "; the two runs were made one after the other, so its interval holds each run's own spread of batches, "
+    "not how a run varies from the next."
+)
 # a verdict's reasons whose sentence already says the runs were made one after the other (verdict.TIES)
 SEQUENTIAL_REASONS = ("load moved", "busy machine", "load not recorded")
 
@@ -333,7 +340,7 @@ def bottleneck_answer(res) -> Answer:
             say("{v}.", v=v.finding(what, label_a=wnf, label_b=w0f))
             if v.reason.startswith(SEQUENTIAL_REASONS)
             else say(
-                "{v}; the two runs were made one after the other.",
+                "{v}" + ONE_AFTER_THE_OTHER,
                 v=v.finding(what, label_a=wnf, label_b=w0f),
             )
             for v, what in verdicts
@@ -403,7 +410,7 @@ def checkpoint_answer(res) -> Answer:
             # how the samples were taken, said once: a tie for the load's sake says it in its own words
             say("{v}.", v=vt.finding(name).up())
             if vt.reason.startswith(SEQUENTIAL_REASONS)
-            else say("{v}; the two runs were made one after the other.", v=vt.finding(name).up()),
+            else say("{v}" + ONE_AFTER_THE_OTHER, v=vt.finding(name).up()),
             said_gain,
         ],
         [
