@@ -1371,6 +1371,20 @@ def test_c8_the_per_step_verdict_rests_on_rounds_in_which_the_two_steps_took_tur
     a = c8_conclusion.conclude(RunConfig(task="c8"), out)[0][0]
     assert a.verdict["outcome"] == "better" and a.text.startswith("Compiling ")
     assert "compiled is 2x faster than eager on compute per step" in a.text
+    # the break-even with the range its interval gives (grade21: '5,848 steps' where it spans 4,960 to 6,610)
+    assert (
+        "By the interval of the ratio per step, the break-even lies between 657 steps and 674 steps" in a.text
+    )
+    assert a.headline.plain().startswith("Compiling did not pay off in this run")  # 12 steps run, under both
+    assert c8_conclusion.step_label(out).endswith("a sample the mean of a round's 5 steps")
+    for first, said in (
+        (0.1, "whether within this run's steps, its interval cannot tell"),
+        (0.095, "paid off"),
+    ):
+        near = _c8(tmp_path / str(first), FAST, SLOW, first_compiled=first)
+        near.rounds, near.rounds_meta = out.rounds, out.rounds_meta
+        got = c8_conclusion.conclude(RunConfig(task="c8"), near)[0]
+        assert said in got[0].headline.plain() and holds(got) == []
     figure = c8_conclusion.step_summary(out).set_index("mode")
     assert figure.loc["eager", "median_s"] == pytest.approx(15.0) and figure.loc["compiled", "n"] == 7
     # a record without rounds (before them): the runs' steps, said to be one run after the other

@@ -68,8 +68,9 @@ def interleaved_steps(
 ) -> tuple[pd.DataFrame, dict]:
     """The eager and the compiled training step (bench_measure.Trainer: train()'s step without its
     bookkeeping), each on a fresh model of its run's settings, taking turns: `warmup` untimed rounds, then
-    `rounds` rounds in which each mode runs `steps` steps, the order rotated each round. Each step's compute
-    alone is timed (its batch fetched before its timer starts, as train() times train_s), summed per round.
+    `rounds` rounds in which each mode runs one untimed step and then `steps` timed ones, the order rotated
+    each round. Each step's compute alone is timed (its batch fetched before its timer starts, as train()
+    times train_s), summed per round.
     Returns one row per (round, mode) with its seconds per step, and the load before, after each round and
     after."""
     import os
@@ -85,6 +86,10 @@ def interleaved_steps(
         k = rnd % len(order)
         for mode in order[k:] + order[:k]:
             tr = trainers[mode]
+            # the first step of a turn, untimed: it follows the other model's steps (its caches and the
+            # allocator's state are the other's), which no step of a real training loop does (grade21)
+            x, y = tr.next_batch()
+            tr.step(x, y)
             for _ in range(steps):
                 x, y = tr.next_batch()
                 synchronize(device)
