@@ -97,8 +97,12 @@ def test_the_environment_table_is_left_aligned():
     speed = notebook.environment_table({**meta, "config": {**meta["config"], "task": "speed"}}).to_html()
     assert "epochs=" not in speed and "augment=✓, amp=✗" in speed
     assert "cifar10 (synthetic)" in page  # the data the run read
-    counts = notebook.environment_table({**meta, "config": {**meta["config"], "task": "questions"}}).to_html()
+    counts = notebook.environment_table(
+        {**meta, "config": {**meta["config"], "task": "questions", "model": "resnet18", "seed": 0}}
+    ).to_html()
     assert "none read (the study opens no image)" in counts and "cifar10 (synthetic)" not in counts
+    config = counts.split("config</th>", 1)[1].split("</td>", 1)[0].rsplit(">", 1)[1]  # what the counts read
+    assert "model=" in config and "seed=" in config and "epochs=" not in config and "augment" not in config
 
 
 def test_the_headline_is_the_records_own_else_its_first_sentence():
