@@ -61,6 +61,20 @@ def sampling(verdicts) -> str | None:
     return {frozenset({False}): "sequential", frozenset({True}): "interleaved"}.get(frozenset(designs))
 
 
+# a verdict's reasons whose sentence already says its runs were made one after the other (verdict.TIES)
+SEQUENTIAL_REASONS = ("load moved", "busy machine", "load not recorded")
+
+
+def one_after_the_other(samples: str) -> str:
+    """What a verdict over two runs made one after the other holds, said after it: its interval is over each
+    run's own `samples` (batches, steps), not over how a run varies from the next (grade21: two renders'
+    ratios, 3.80x and 2.01x, each fell outside the other's interval). Words only: no number."""
+    return (
+        "; the two runs were made one after the other, so its interval holds each run's own spread of "
+        f"{samples}, not how a run varies from the next."
+    )
+
+
 def counted(name: str, value: int, unit: str = "", source: str = "counted in the results") -> Number:
     return Number(name, int(value), unit, "counted", source=source)
 

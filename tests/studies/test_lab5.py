@@ -518,6 +518,15 @@ def test_lab5_model_that_misses_its_own_measurements_is_not_used_for_more_worker
 def test_lab5_model_that_agrees_gives_its_predictions_as_predictions():
     answers, flags = _conclude(_lab5(miss=False))
     q2 = answers[1]
+    # a decided verdict over two runs' steps says what its interval holds (grade21)
+    said = [d.plain() for d in q2.details if "on compute per step and worker (95% CI" in d.plain()]
+    assert len(said) == 2 and all(
+        t.endswith(
+            "; the two runs were made one after the other, so its interval holds each run's own spread "
+            "of steps, not how a run varies from the next."
+        )
+        for t in said
+    )
     # the grader's item: predictions for 4 workers on 2 cores, from a model whose margin the page never gave
     assert (
         "The scaling model's epochs for the runs made are within 25% of those from timed steps (largest miss "

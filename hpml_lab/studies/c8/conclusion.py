@@ -19,6 +19,7 @@ from ...results import drop_warmup
 from ...verdict import compare, sample_record, target_met
 from .. import _conclude
 from .._conclude import (
+    SEQUENTIAL_REASONS,
     compare_configs,
     counted,
     dedupe,
@@ -46,7 +47,6 @@ CANT_TELL = {
     "within twin noise": "the difference is within this machine's own noise",
 }
 TIED = "compiled and eager steps cannot be told apart"  # the interval holds no difference, or too little
-SEQUENTIAL_TIES = ("busy machine", "load moved", "load not recorded")  # verdicts that say how the runs ran
 NO_PAY_BACK = say(
     "No pay-back step count is given: it needs a compiled step measurably cheaper than an eager one, and "
     "these runs cannot tell"
@@ -203,7 +203,7 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
     }
     # a tie for how the runs were made says so itself ("their runs were made one after the other ..."):
     # the lead does not say it twice
-    said_in_verdict = v.outcome == "tie" and v.reason.startswith(SEQUENTIAL_TIES)
+    said_in_verdict = v.outcome == "tie" and v.reason.startswith(SEQUENTIAL_REASONS)
     if rounds is not None:
         rm = out.rounds_meta or {}
         per_step = say(

@@ -19,7 +19,7 @@ from ...answers import Answer, Number
 from ...findings import Background, Finding, Ident, fmt_in, join, say
 from ...profiling import summarize
 from ...verdict import BUSY_LOAD, Verdict, compare, sample_record
-from .._conclude import dedupe, learned_flags, num, timing_disjoint
+from .._conclude import SEQUENTIAL_REASONS, dedupe, learned_flags, num, one_after_the_other, timing_disjoint
 
 CLASSES_TIN = 200
 
@@ -86,15 +86,8 @@ WHY_NOT = {
 }
 
 
-# how a verdict over two runs' batches was sampled, said after it: its interval holds each run's own spread,
-# not how one run varies from the next (grade21: two renders' copy + compute ratios, 3.80x and 2.01x, each
-# fell outside the other's interval)
-ONE_AFTER_THE_OTHER = (
-    "; the two runs were made one after the other, so its interval holds each run's own spread of batches, "
-    "not how a run varies from the next."
-)
-# a verdict's reasons whose sentence already says the runs were made one after the other (verdict.TIES)
-SEQUENTIAL_REASONS = ("load moved", "busy machine", "load not recorded")
+# how a verdict over two runs' batches was sampled, said after it (_conclude.one_after_the_other)
+ONE_AFTER_THE_OTHER = one_after_the_other("batches")
 
 
 def _why_not(v) -> str:
