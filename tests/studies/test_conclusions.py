@@ -1359,9 +1359,9 @@ def test_c8_the_per_step_verdict_rests_on_rounds_in_which_the_two_steps_took_tur
     assert a.verdict["interleaved"] is True and a.verdict["outcome"] == "tie"
     assert a.verdict["samples_a"] == tied and a.verdict["n_a"] == 7
     assert (
-        "Per step, over 7 rounds of 5 steps in which a fresh eager and a fresh compiled model of the runs' "
-        "settings took turns (interleaved), after 2 untimed rounds: compiled and eager cannot be told apart"
-        in a.text
+        "Per step, over 7 rounds in which a fresh eager and a fresh compiled model of the runs' settings "
+        "took turns (interleaved), each turn 5 timed steps after an untimed one, after 2 untimed rounds: "
+        "compiled and eager cannot be told apart" in a.text
     )
     assert "one after the other (not interleaved): compiled" not in a.text and "faster" not in a.text
     assert "Per step over the rounds (medians): eager 15 ms, compiled 15 ms" in a.text
@@ -1376,7 +1376,7 @@ def test_c8_the_per_step_verdict_rests_on_rounds_in_which_the_two_steps_took_tur
         "By the interval of the ratio per step, the break-even lies between 657 steps and 674 steps" in a.text
     )
     assert a.headline.plain().startswith("Compiling did not pay off in this run")  # 12 steps run, under both
-    assert c8_conclusion.step_label(out).endswith("a sample the mean of a round's 5 steps")
+    assert c8_conclusion.step_label(out) == "ms per step, round means"
     for first, said in (
         (0.1, "whether within this run's steps, its interval cannot tell"),
         (0.095, "paid off"),

@@ -690,8 +690,9 @@ def test_tinyimagenet_bottleneck_branches_and_sequential_verdicts():
     )
     moved, _ = _conclude(_tin(data0=2.0))
     assert moved[0].headline.plain() == (
-        "With 2 workers the bottleneck moves from loading to the copy and compute; whole batches are faster"
-    )
+        "With 2 workers the bottleneck moves from loading to copy and compute; whole batches are faster (one "
+        "run each)"
+    )  # the direction rests on one run a side, said where it is stated (grade22)
     assert "With 0 workers, the loop waited longer for data than it spent on copy + compute" in moved[0].text
     assert {k: v["interleaved"] for k, v in moved[0].verdict.items()} == {
         "parts_0": True,  # one run's own batches
@@ -804,7 +805,7 @@ def test_tinyimagenet_bottleneck_is_told_from_the_batches_after_the_loaders_star
 
     res = _smoke()
     got = _conclude(res)[0][0]
-    assert got.headline.plain() == "With 2 workers the bottleneck moves from loading to the copy and compute"
+    assert got.headline.plain() == "With 2 workers the bottleneck moves from loading to copy and compute"
     assert got.details[3].plain() == (
         "Each run's first batch of the epoch is left out of these medians and verdicts, since with workers "
         "it also waits for them to start: it waited 20 ms with 0 workers and 72.8 ms with 2 workers; the "
@@ -817,8 +818,8 @@ def test_tinyimagenet_bottleneck_is_told_from_the_batches_after_the_loaders_star
     assert "2 workers and 0 workers cannot be told apart on data wait + copy + compute per batch" in got.text
     slower = _conclude(_smoke(slow=1.5))[0][0]
     assert slower.headline.plain() == (
-        "With 2 workers the bottleneck moves from loading to the copy and compute, but whole batches are "
-        "slower"
+        "With 2 workers the bottleneck moves from loading to copy and compute, but whole batches are slower "
+        "(one run each)"
     )
     assert "0 workers is 1.5x faster than 2 workers on data wait + copy + compute per batch" in slower.text
     busy = _conclude(_smoke(load=1.5))[0][0]
@@ -841,8 +842,8 @@ def test_tinyimagenet_checkpointing_cost_and_notes():
 
     answers, _ = _conclude(_tin())
     ck = answers[1]
-    assert ck.headline.plain().startswith(
-        "The baseline is 2x faster than checkpointing on copy + compute per batch"
+    assert ck.headline.plain() == (
+        "The baseline is 2x faster than checkpointing on copy + compute per batch (one run each)."
     )
     assert (
         ck.details[2].plain()

@@ -312,12 +312,14 @@ def bottleneck_answer(res) -> Answer:
             why=_why_part(pn),
         )
     else:
-        head = say("With {wn} the bottleneck moves from loading to the copy and compute", wn=wnf)
+        head = say("With {wn} the bottleneck moves from loading to copy and compute", wn=wnf)
         if vt is not None and vt.outcome in ("better", "worse"):  # the whole batch, in the verdict's word
+            # one run each, one after the other: said where the direction is, since the interval holds each
+            # run's own spread (grade22: "whole batches are slower" went slower, tie, slower in 3 renders)
             head = say(
-                "{head}, but whole batches are {word}"
+                "{head}, but whole batches are {word} (one run each)"
                 if vt.outcome == "worse"
-                else "{head}; whole batches are {word}",
+                else "{head}; whole batches are {word} (one run each)",
                 head=head,
                 word=say("{w}", w=vt.words()[0 if vt.outcome == "better" else 1]).marked(whole),
             )
@@ -396,7 +398,7 @@ def checkpoint_answer(res) -> Answer:
     return Answer(
         "What does checkpointing cost in time, and what does it buy in batch size?",
         # a tie says why right there (the table of batch times beside it may look decided)
-        say("{v}.", v=vt.short(name).up())
+        say("{v}" + (" (one run each)." if vt.outcome != "tie" else "."), v=vt.short(name).up())
         if vt.outcome != "tie" or vt.undecided  # too few samples: said by short() itself
         else say("{v}: {why}.", v=vt.short(name).up(), why=_why_not(vt)),
         [
