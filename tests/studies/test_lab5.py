@@ -324,6 +324,16 @@ def test_lab5_q1_partial_while_the_lab_sizes_were_not_all_run():
     )
     assert short.headline.plain().endswith("higher than every other batch run")  # in a breath: no OOM list
     assert short.details[0].plain() == "No batch ran out of memory."
+    # its decided verdict over two runs' steps says what its interval holds (grade22)
+    assert (
+        short.details[1]
+        .plain()
+        .endswith(
+            "; the two runs were made one after the other, so its interval holds each run's own spread of "
+            "steps, not how a run varies from the next."
+        )
+        and "(95% CI" in short.details[1].plain()
+    )
     done = lab5_conclusion.lab5_q1(_q1(steps, oom=[128, 256]), LAB_SIZES)  # ran until out of memory: answered
     assert done.status == "answered" and done.details[0].plain() == "Out of memory at 128, 256."
     assert "epoch excluding data I/O 3,843 s, extrapolated from 4 timed steps" in done.text
