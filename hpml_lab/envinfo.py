@@ -54,7 +54,11 @@ def tree_digest(root: str | os.PathLike) -> str:
             files += [
                 f
                 for f in p.rglob("*")
-                if f.suffix in (".py", ".ipynb") and f.is_file() and "__pycache__" not in f.parts
+                if f.suffix in (".py", ".ipynb")
+                and f.is_file()
+                and "__pycache__" not in f.parts
+                # hidden folders (.ipynb_checkpoints) are ignored by git and never reach a GPU machine
+                and not any(part.startswith(".") for part in f.relative_to(root).parts)
             ]
     h = hashlib.sha256()
     for f in sorted(files, key=lambda f: f.relative_to(root).as_posix()):

@@ -111,23 +111,26 @@ def _check_archive(a: Path) -> tuple[str, dict, list[tarfile.TarInfo]]:
     return gpu, manifest.parse(data, f"{a.name}: {gpu}/manifest.json", manifest.IN_ARCHIVE), files
 
 
-def merge_manifests(manifests: list[dict]) -> dict:
-    """One manifest from every command's (in any order): each unit's record is its best one (ok before not ok,
-    then the latest finished), the machine's facts are the latest command's, and every stage (plan part) lists
-    each of its units with its status, `not run` where nothing came home."""
+def merge_manifests(manifests: list[dict], tree: str = "") -> dict:
+    """One manifest from every command's (in any order): each unit's record is its best one (run by the code
+    whose digest is `tree` before run by other code, so a rerun of this code replaces an earlier commit's page
+    even where it failed; then ok before not ok; then the latest finished), the machine's facts are the latest
+    command's, and every stage (plan part) lists each of its units with its status, `not run` where nothing
+    came home."""
     ordered = sorted(manifests, key=lambda m: (m.get("packed_at", 0), json.dumps(m, sort_keys=True)))
     merged: dict = {}
     for m in ordered:
         merged.update({k: v for k, v in m.items() if k not in ("units", "commands", "stages")})
     commands = {k: v for m in ordered for k, v in m.get("commands", {}).items()}
+
+    def rank(rec: dict) -> tuple:
+        return (bool(tree) and rec.get("tree") == tree, rec.get("status") == "ok", rec.get("finished_at", 0))
+
     units: dict = {}
     for m in ordered:
         for u, r in m.get("units", {}).items():
             old = units.get(u)
-            if old is None or (r.get("status") == "ok", r.get("finished_at", 0)) >= (
-                old.get("status") == "ok",
-                old.get("finished_at", 0),
-            ):
+            if old is None or rank(r) >= rank(old):
                 units[u] = r
     cmds, left = gpuplan.parts()
     stages = {}
@@ -276,13 +279,16 @@ def unpack(path: str | os.PathLike, dest: str | os.PathLike | None = None, log=p
     gpus = sorted({g for _a, g, _m, _f in read})
     for g in gpus:  # the GPU folder itself: never a link out of dest
         _inside(root, g)
+    from ..envinfo import code_root, tree_digest
+
+    tree = tree_digest(code_root())  # this tree's code: a record it ran is kept before another code's
     with _holding(root, log):
         before = {g: manifest.read(root / g / "manifest.json", manifest.AT_HOME) for g in gpus}
         before = {g: m for g, m in before.items() if m}
         merged = {}
         for g in gpus:
             ms = [m for _a, gg, m, _f in read if gg == g]
-            merged[g] = merge_manifests([*ms, *([before[g]] if g in before else [])])
+            merged[g] = merge_manifests([*ms, *([before[g]] if g in before else [])], tree)
             merged[g]["packed_at"] = max(m.get("packed_at", 0) for m in [*ms, before.get(g, {})])
         # what to write and what to remove, every path checked, before the first write
         writes: list[tuple[Path, Path, tarfile.TarInfo]] = []

@@ -388,7 +388,7 @@ def home_lines(root=None) -> list[str]:
             )
         if done["other code"]:
             lines.append(
-                f"# came home from {gpu}, run by other code (an earlier commit's: they run again there): "
+                f"# came home from {gpu}, run by other code (another commit's: they run again there): "
                 + ", ".join(done["other code"])
             )
     return lines

@@ -5,6 +5,7 @@ settings.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -73,6 +74,18 @@ def one_after_the_other(samples: str) -> str:
         "; the two runs were made one after the other, so its interval holds each run's own spread of "
         f"{samples}, not how a run varies from the next."
     )
+
+
+def after_sequential(v, samples: str, order: bool = True) -> str:
+    """What ends the sentence of a verdict over two runs made one after the other: a full stop where its
+    reason says so itself (SEQUENTIAL_REASONS); what its interval holds where it has one
+    (one_after_the_other); else, with no interval (too few samples), the order alone where `order` (a review:
+    'its interval holds ...' was said of a verdict with none)."""
+    if v.reason.startswith(SEQUENTIAL_REASONS):
+        return "."
+    if math.isfinite(v.ci_low) and math.isfinite(v.ci_high):
+        return one_after_the_other(samples)
+    return "; the two runs were made one after the other." if order else "."
 
 
 def counted(name: str, value: int, unit: str = "", source: str = "counted in the results") -> Number:

@@ -390,6 +390,41 @@ def test_unpack_called_again_keeps_each_units_kept_result_and_its_pages(tmp_path
         assert "<a href='c1.html'>" in files["reports/index.html"]
 
 
+def test_a_failed_rerun_of_this_code_replaces_an_earlier_commits_page(tmp_path, monkeypatch):
+    """A review: a unit brought home ok by an earlier commit's code, run again by this code and failed, kept
+    the old ok (ok beat not ok) and its page, so one GPU's pages mixed two commits. A record run by this code
+    is kept before another code's, and the old page's files go."""
+    out = tmp_path / "OUT"
+    monkeypatch.setenv("HPML_OUTPUT_DIR", str(tmp_path))
+    monkeypatch.setattr(node, "gpu_name", lambda device: "H100")
+
+    def command(name: str, status: str) -> None:
+        def fake(unit, folder, device, data_root, log):
+            (folder / "reports").mkdir(exist_ok=True)
+            (folder / "reports" / "c1.html").write_text(f"<html>{name}</html>")
+            (folder / "results" / "c1" / name).mkdir(parents=True)
+            (folder / "results" / "c1" / name / "metrics.csv").write_text(name)
+            return {"status": status}
+
+        monkeypatch.setattr(node, "run_unit", fake)
+        run.run(1, "cpu", tmp_path / f"node-{name}", ["c1"], pack_to=out / name, **QUIET)
+        time.sleep(0.01)
+
+    with monkeypatch.context() as m:  # the earlier commit's code
+        m.setattr(envinfo, "tree_digest", lambda root: "0" * 64)
+        command("old", "ok")
+    command("rerun", "failed")  # this code, failed
+    for order in (["old", "rerun"], ["rerun", "old"]):
+        home = tmp_path / ("home-" + "-".join(order))
+        for name in order:
+            unpack.unpack(out / name, home, **QUIET)
+        unit = json.loads((home / "H100" / "manifest.json").read_text())["units"]["c1"]
+        assert unit["status"] == "failed" and unit["tree"] == THIS_CODE, order
+        assert not (home / "H100" / "results" / "c1" / "old" / "metrics.csv").exists(), (
+            order
+        )  # the old page's files went
+
+
 def test_pack_drops_traces_to_fit_and_unpack_refuses_escapes(tmp_path):
     src = tmp_path / "src"
     (src / "reports").mkdir(parents=True)
@@ -505,6 +540,8 @@ def test_the_tree_digest_covers_the_code_that_runs_and_nothing_else(tmp_path):
     (tmp_path / "hpml_lab" / "data.csv").write_text("a\n1\n")
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "r.py").write_text("")
+    (tmp_path / "notebooks" / ".ipynb_checkpoints").mkdir()  # ignored by git: it never reaches a GPU machine
+    (tmp_path / "notebooks" / ".ipynb_checkpoints" / "n-checkpoint.ipynb").write_text("{}")
     assert envinfo.tree_digest(tmp_path) == first
     (tmp_path / "hpml_lab" / "sub" / "x.py").write_text("A = 2\n")
     assert envinfo.tree_digest(tmp_path) != first
@@ -637,7 +674,7 @@ def test_a_unit_that_came_home_from_other_code_runs_again_and_the_plan_says_so(t
     assert gpuplan.home() == {"H100": {"this code": ["a"], "other code": ["b", "c"]}}
     assert gpuplan.home_lines() == [
         "# came home from H100, run by this code (skipped there): a",
-        "# came home from H100, run by other code (an earlier commit's: they run again there): b, c",
+        "# came home from H100, run by other code (another commit's: they run again there): b, c",
     ]
     run.run(1, "cpu", gpu, limit=100, log=said.append)
     assert ran == ["b", "c"]

@@ -25,7 +25,7 @@ TASK = Task(
         93.0,
         "predicted: 78 s measured on an H200 (the first GPU check), and about 15 s for the rounds in which "
         "the two steps take turns (two fresh models, the compiled one from inductor's warm cache; 9 rounds "
-        "x 5 steps x 2 modes)",
+        "x 6 steps x 2 modes)",
     ),
     smoke_s=50,
     gpu_extra=(150.0, "torch.compile of ResNet-18 (review: 1.5-2.5 min cold)"),

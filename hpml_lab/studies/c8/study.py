@@ -125,9 +125,10 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     """Eager vs torch.compile(model, backend=cfg.compile_backend), same config and seed.
 
     Epoch 1 of the compiled run includes compilation. Reports the first-epoch time of each, the steady-state
-    median, the speedup (per-step compute after warm-up, eager median / compiled median) and the estimated
-    compile cost (extra first-epoch time beyond eager's own warm-up). When compile is not available or fails,
-    `message` says why and only the eager row is shown.
+    median, the speedup (per-step compute, eager median / compiled median, over the rounds in which the two
+    steps then take turns: interleaved_steps) and the estimated compile cost (extra first-epoch time beyond
+    eager's own warm-up). When compile is not available or fails, `message` says why and only the eager row
+    is shown.
     """
     from ...tracing import trace_steps as _trace
 

@@ -21,7 +21,7 @@ from ...data import classes_of
 from ...findings import Background, Finding, Ident, beside, fmt_in, join, say
 from ...profiling import summarize
 from ...verdict import compare, sample_record
-from .._conclude import SEQUENTIAL_REASONS, dedupe, learned_flags, num, one_after_the_other
+from .._conclude import after_sequential, dedupe, learned_flags, num
 
 MODEL_MARGIN = 0.25  # the scaling model "agrees" with a measurement within 25% of its epoch time
 LAB_BATCH = 128  # Lab 2's batch, Q4's comparison
@@ -139,12 +139,7 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
     details += [
         say(
             # a verdict with an interval says what it holds: the two runs' own steps (grade22)
-            "{v}"
-            + (
-                "."
-                if v.undecided or v.reason.startswith(SEQUENTIAL_REASONS)
-                else one_after_the_other("steps")
-            ),
+            "{v}" + after_sequential(v, "steps", order=False),
             v=v.finding(
                 fmt_in("Q1: batch {top} vs {b}", top=top, b=b), label_a=_batch(top), label_b=_batch(b)
             ),
@@ -485,12 +480,7 @@ def lab5_q2(res) -> Answer:
     details += [
         say(
             # a verdict with an interval says what it holds: the two runs' own steps (grade21)
-            "{v}"
-            + (
-                "."
-                if v.undecided or v.reason.startswith(SEQUENTIAL_REASONS)
-                else one_after_the_other("steps")
-            ),
+            "{v}" + after_sequential(v, "steps", order=False),
             v=v.finding(
                 fmt_in("Q2: {n} workers vs 1 at batch {b}", n=n, b=b),
                 label_a=_at(n, b),

@@ -19,7 +19,7 @@ from ...answers import Answer, Number
 from ...findings import Background, Finding, Ident, fmt_in, join, say
 from ...profiling import summarize
 from ...verdict import BUSY_LOAD, Verdict, compare, sample_record
-from .._conclude import SEQUENTIAL_REASONS, dedupe, learned_flags, num, one_after_the_other, timing_disjoint
+from .._conclude import after_sequential, dedupe, learned_flags, num, timing_disjoint
 
 CLASSES_TIN = 200
 
@@ -84,10 +84,6 @@ WHY_NOT = {
     # (grade19: 1.0055x to 1.476x over 3 batches each was called "too small a difference")
     "difference under": "its interval nears no difference",
 }
-
-
-# how a verdict over two runs' batches was sampled, said after it (_conclude.one_after_the_other)
-ONE_AFTER_THE_OTHER = one_after_the_other("batches")
 
 
 def _why_not(v) -> str:
@@ -332,12 +328,7 @@ def bottleneck_answer(res) -> Answer:
         [shares, _part_finding(p0, w0, b0), _part_finding(pn, wn, bn), first]
         + [
             # the design said once: a tie for the load's sake says it in its own words
-            say("{v}.", v=v.finding(what, label_a=wnf, label_b=w0f))
-            if v.reason.startswith(SEQUENTIAL_REASONS)
-            else say(
-                "{v}" + ONE_AFTER_THE_OTHER,
-                v=v.finding(what, label_a=wnf, label_b=w0f),
-            )
+            say("{v}" + after_sequential(v, "batches"), v=v.finding(what, label_a=wnf, label_b=w0f))
             for v, what in verdicts
         ],
         [
@@ -403,9 +394,7 @@ def checkpoint_answer(res) -> Answer:
         else say("{v}: {why}.", v=vt.short(name).up(), why=_why_not(vt)),
         [
             # how the samples were taken, said once: a tie for the load's sake says it in its own words
-            say("{v}.", v=vt.finding(name).up())
-            if vt.reason.startswith(SEQUENTIAL_REASONS)
-            else say("{v}" + ONE_AFTER_THE_OTHER, v=vt.finding(name).up()),
+            say("{v}" + after_sequential(vt, "batches"), v=vt.finding(name).up()),
             said_gain,
         ],
         [
