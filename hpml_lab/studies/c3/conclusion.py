@@ -101,7 +101,12 @@ def conclude(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
             parts=join(parts, "; nor from "),
         )
     else:
-        head = say("Best worker count: {best}, separated from every other count tried", best=labels[b.label])
+        # one run a count, one after the other: said where the direction is (as tinyimagenet's, grade23)
+        one_run = " (one run each)" if sampling(b.verdicts.values()) == "sequential" else ""
+        head = say(
+            "Best worker count: {best}, separated from every other count tried" + one_run,
+            best=labels[b.label],
+        )
         lead = say(
             "{best} took {med} per epoch (median), separated from each of the {k} other counts tried",
             best=labels[b.label],
