@@ -494,6 +494,15 @@ _LAST_STAT: tuple[float, list[int]] | None = None
 STEAL_WINDOW_MAX_S = 60.0  # an older last sample is not "just before the run": a fresh one is taken
 
 
+def load_now() -> float | None:
+    """The machine's 1-minute load average now, or None where the system gives none: what a study records
+    after each round of a comparison (machine_load reads it with the cores and the steal share)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def machine_load(sample_s: float = 0.1, run: str = "") -> dict[str, Any]:
     """Load average, usable cores and the CPU steal share over at least `sample_s` before now (Linux
     /proc/stat). The steal window is the time since this process's previous sample where that is between
@@ -504,10 +513,7 @@ def machine_load(sample_s: float = 0.1, run: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     }
-    try:
-        out["load1"] = os.getloadavg()[0]
-    except OSError:
-        out["load1"] = None
+    out["load1"] = load_now()
 
     def cpu_times():
         with open("/proc/stat") as f:

@@ -99,10 +99,8 @@ def header(
 ) -> dict[str, Any]:
     """Show the dataset notice, what this run changed from the lab's settings (a stand-in model first: the
     page's own `stand_in` flag where it gives one) and the machine; returns the dataset info."""
-    from . import tasks
-
     info = dataset_info(cfg)
-    task = tasks.TASKS.get(cfg.task)
+    task = _task(cfg.task)
     if task is not None and not task.reads_data:  # nothing was computed on the data, synthetic or real
         info = {**info, "read": False}
         display(HTML(NO_DATA_READ))
@@ -187,6 +185,7 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     from .. import results
 
     env = meta["environment"]
+    task = _task(meta["config"].get("task"))
     # the run whose load it is: the record's own, or the run a summary's load names (a sweep's busiest)
     run = str((meta.get("machine") or {}).get("run") or meta.get("run_id") or "")
     sanity.observe(meta.get("machine"), run)  # a run shown on this report counts for its 'machine busy' flag
@@ -205,7 +204,7 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
         "cuda": env["cuda"] or "n/a",
         "git commit": env["commit"] + (" (dirty)" if env["dirty"] else ""),
         "dataset": f"{meta['dataset']['name']} ({meta['dataset']['kind']})"
-        if _reads_data(meta["config"].get("task"))
+        if task is None or task.reads_data
         else "none read (the study opens no image)",
         "seed": meta["seed"],
         "started (UTC)": meta["started_at"],
@@ -220,7 +219,7 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
             f"{k}={shown_path(v) if k.endswith('_root') else number_text(v) if isinstance(v, bool) else v}"
             for k, v in meta["config"].items()
             if k not in ("task", "results_dir", "run_id", "progress", "log_every")
-            and k not in _ignored(meta["config"].get("task"))
+            and k not in (task.ignores if task else ())
         ),
     }
     # a Styler renders every cell whole (a DataFrame's HTML cuts long cells, and the config row is long)
@@ -239,23 +238,12 @@ def environment_table(meta: Mapping[str, Any]) -> pd.DataFrame:
     )
 
 
-def _ignored(task: Any) -> tuple[str, ...]:
-    """The RunConfig fields task `task` never reads (Task.ignores); none for a task this kit does not know."""
-    from ..config import ConfigError
+def _task(task_id: Any):
+    """The registered Task of `task_id`, or None for an id this kit does not know (a record of another kit:
+    every config field shown, its data said read)."""
     from . import tasks
 
-    try:
-        return tasks.get(str(task)).ignores
-    except ConfigError:  # an unknown or missing task id: every field is shown
-        return ()
-
-
-def _reads_data(task: Any) -> bool:
-    """Whether task `task` reads its dataset (Task.reads_data); True for a task this kit does not know."""
-    from . import tasks
-
-    known = tasks.TASKS.get(str(task))
-    return known is None or known.reads_data
+    return tasks.TASKS.get(str(task_id))
 
 
 def _peak_row(fl: Mapping[str, Any] | None) -> dict[str, str]:

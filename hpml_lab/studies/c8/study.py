@@ -22,7 +22,7 @@ from ...device import resolve_device, seed_everything
 from ...fastpath import check_backend, compile_available
 from ...profiling import summarize
 from ...results import drop_warmup
-from ...sanity import machine_load
+from ...sanity import load_now, machine_load
 from ...step import build_model, build_optimizer
 from ...sweeps import run_sweep, tables
 from ...training import train
@@ -73,8 +73,6 @@ def interleaved_steps(
     times train_s), summed per round.
     Returns one row per (round, mode) with its seconds per step, and the load before, after each round and
     after."""
-    import os
-
     from ...profiling import DeviceTimer, synchronize
     from ..bench_measure import Trainer
 
@@ -99,7 +97,7 @@ def interleaved_steps(
                 if rnd >= warmup:
                     timers[mode].stop()
         if rnd >= warmup:
-            loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
+            loads.append(load_now())
     for tr in trainers.values():
         tr.close()
     rows = []
@@ -176,20 +174,13 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
             }
         )
     summary = pd.DataFrame(rows)
+    device = resolve_device(cfg.device)  # the rounds' and the trace's
     speedup = compile_cost = None
     rounds = rounds_meta = None
     if len(summary) == 2:
         eager, comp = summary.iloc[0], summary.iloc[1]
-        step = (
-            drop_warmup(tables([it for it in items if it.complete], "batches"))
-            .groupby("run_id")["train_s"]
-            .median()
-        )
-        ids = list(modes)
-        speedup = float(step[ids[0]] / step[ids[1]])  # per-step compute: the data wait is not compile's doing
         compile_cost = comp["first_minus_steady_s"] - eager["first_minus_steady_s"]
         # the per-step comparison itself: the two modes taking turns, in a folder of its own
-        device = resolve_device(cfg.device)
         rounds, rounds_meta = interleaved_steps(eager_cfg, comp_cfg, device)
         rdir = cfg.run_dir().parent / f"interleaved-{backend}-{base.config_hash()}"
         results.write_derived(
@@ -209,7 +200,6 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
         if log:
             log(f"[c8] per step, the modes taking turns: eager / compiled = {speedup:.3g}")
     # trace: the compiled model when this call compiled it, else an eager model
-    device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     traced = "m" in compiled_model
     model = compiled_model["m"] if traced else build_model(cfg.replace(compile=False), device)

@@ -40,7 +40,6 @@ loading included, not a sum of steps.
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -54,7 +53,7 @@ from ... import flops
 from ...config import RunConfig
 from ...fastpath import check_precision, compile_available
 from ...profiling import DeviceTimer, WallClock, summarize, synchronize
-from ...sanity import MIN_SAMPLES, machine_load
+from ...sanity import MIN_SAMPLES, load_now, machine_load
 from ..bench_measure import Trainer
 
 RUNGS = ("pil", "tensor", "channels_last", "bf16", "compile", "cuda_graphs", "big_batch", "bigger_batch")
@@ -373,7 +372,7 @@ def measure(
                 timers[r.name].stop()
             else:
                 images[r.name].pop()
-        loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
+        loads.append(load_now())
         log(f"{'round' if timed else 'warm-up'} {rnd + 1}/{settings.warmup + settings.repeats} done")
     seconds = {name: t.intervals() for name, t in timers.items()}
     # whole epochs, the rungs taking turns: the epoch time a user's loop takes, loading and its last batch
@@ -388,7 +387,7 @@ def measure(
             clock.start()
             epoch_images[r.name] = trainers[r.name].epoch()
             epochs[r.name].append(clock.stop())
-        epoch_loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
+        epoch_loads.append(load_now())
         log(f"whole epochs {rnd + 1}/{settings.epoch_repeats} done")
     steps_ran = {name: tr._step.describe() for name, tr in trainers.items() if hasattr(tr, "_step")}
     for tr in trainers.values():
@@ -481,10 +480,10 @@ def _reference(
         if device.type == "cuda":
             torch.cuda.empty_cache()  # the rungs' memory back to the device for the script's process
         log("reference: the plain script in its own process")
-        loads = [os.getloadavg()[0] if hasattr(os, "getloadavg") else None]
+        loads = [load_now()]
         try:
             out = run_reference(args)
-            loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else None)
+            loads.append(load_now())
         except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
             why = (
                 str(e) if isinstance(e, RuntimeError) else f"the reference script failed: {type(e).__name__}"
