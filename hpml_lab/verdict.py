@@ -15,6 +15,11 @@ is "better" or "worse" only when the whole interval lies on one side of 1 (beyon
 0.5% difference on a noisy machine is a tie); with fewer than three samples on either side it is a tie
 ("too few samples"), since two values give no spread to judge by.
 
+Where A and B took turns in rounds, the i-th sample of each from the same round, `paired=True` says so: the
+bootstrap then resamples whole rounds, each round's two samples kept together, so whatever a round shared (a
+busy minute) moves both sides of the ratio alike instead of widening its interval. The point ratio is the same
+ratio of medians either way.
+
 A verdict knows how its samples were taken: `interleaved=True` (A B A B repeats, so the load hits both alike),
 `interleaved=False` (one side's runs after the other's) with the machine's load per core during each side
 (`load_a`, `load_b`). Runs one after the other whose load moved by more than `load_margin` (load per core), or
@@ -98,6 +103,7 @@ class Verdict:
     min_effect: float = 0.02  # the least difference (as a fraction) the whole interval must clear
     limits: tuple = ()  # other values its interval is held against (a prediction), as ci_low/ci_high run
     limit_digits: int = 3  # the significant digits the page shows `limits` at (memory's 4/3 as 1.333x)
+    paired: bool = False  # the i-th samples of A and B came from the same round: rounds were resampled whole
 
     @property
     def winner(self) -> str | None:
@@ -140,7 +146,9 @@ class Verdict:
         from .answers import Number
         from .findings import beside
 
-        src = "verdict.compare: ratio of medians, percentile bootstrap interval"
+        src = "verdict.compare: ratio of medians, percentile bootstrap interval" + (
+            " over whole rounds (each round's two samples kept together)" if self.paired else ""
+        )
         flip = self.outcome == "worse"
         r, lo, hi = (
             (1 / self.ratio, 1 / self.ci_high, 1 / self.ci_low)
@@ -305,9 +313,19 @@ def compare(
     load_margin: float = LOAD_MARGIN,
     busy_load: float = BUSY_LOAD,
     noise: float | None = None,
+    paired: bool = False,
 ) -> Verdict:
-    """Compare two samples (e.g. per-step seconds from interleaved repeats). See the module docstring."""
-    xa, xb = _clean(a), _clean(b)
+    """Compare two samples (e.g. per-step seconds from interleaved repeats). See the module docstring.
+    `paired`: a[i] and b[i] were taken in the same round (as many on each side; a round with a non-finite
+    side is left out)."""
+    if paired:
+        if len(a) != len(b):
+            raise ValueError(f"paired samples need one of each per round: {len(a)} and {len(b)} given")
+        pa, pb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        keep = np.isfinite(pa) & np.isfinite(pb)
+        xa, xb = pa[keep], pb[keep]
+    else:
+        xa, xb = _clean(a), _clean(b)
     ma = float(np.median(xa)) if xa.size else math.nan
     mb = float(np.median(xb)) if xb.size else math.nan
 
@@ -333,12 +351,17 @@ def compare(
         busy_load=busy_load,
         noise=noise,
         min_effect=min_effect,
+        paired=paired,
     )
     if xa.size < MIN_SAMPLES or xb.size < MIN_SAMPLES or not math.isfinite(ratio):
         return Verdict(outcome="tie", ci_low=math.nan, ci_high=math.nan, reason="too few samples", **common)
     rng = np.random.default_rng(seed)
-    meds_a = np.median(rng.choice(xa, size=(n_boot, xa.size), replace=True), axis=1)
-    meds_b = np.median(rng.choice(xb, size=(n_boot, xb.size), replace=True), axis=1)
+    if paired:  # whole rounds drawn: each round's two samples together
+        rounds = rng.integers(0, xa.size, size=(n_boot, xa.size))
+        meds_a, meds_b = np.median(xa[rounds], axis=1), np.median(xb[rounds], axis=1)
+    else:
+        meds_a = np.median(rng.choice(xa, size=(n_boot, xa.size), replace=True), axis=1)
+        meds_b = np.median(rng.choice(xb, size=(n_boot, xb.size), replace=True), axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         boots = ratio_of(meds_a, meds_b)
     boots = boots[np.isfinite(boots)]

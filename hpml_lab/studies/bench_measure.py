@@ -186,6 +186,7 @@ def bench_loader(opts: dict[str, Any], device: torch.device) -> dict[str, Any]:
                 lower_is_better=False,
                 what="images/s per core",
                 interleaved=True,
+                paired=True,
             ),
             10.0,
             at_least=True,
@@ -352,7 +353,7 @@ def bench_overhead(opts: dict[str, Any], device: torch.device) -> dict[str, Any]
     # The target (instrumented <= 1.02 x plain) is met only when the 95% interval of the ratio lies under
     # 1.02, missed only when it lies wholly above; otherwise this run cannot resolve 2% and says so (None).
     v = compare(
-        plain_s, fast_s, "plain", "instrumented", what="step time", interleaved=True
+        plain_s, fast_s, "plain", "instrumented", what="step time", interleaved=True, paired=True
     )  # rounds took turns
     met = target_met(v, 1.02, at_least=False)
     return {

@@ -1399,15 +1399,32 @@ def test_c8_the_per_step_verdict_rests_on_rounds_in_which_the_two_steps_took_tur
     assert "Per step over the rounds (medians): eager 15 ms, compiled 15 ms" in a.text
     assert holds(answers) == []
     # the rounds decide, with their medians in the break-even
-    out.rounds, out.rounds_meta = _rounds([x / 2 for x in tied], tied)
+    jitter = (0.02, -0.01, 0.0, 0.01, -0.02, 0.01, 0.0)
+    out.rounds, out.rounds_meta = _rounds([x / 2 * (1 + e) for x, e in zip(tied, jitter)], tied)
     a = c8_conclusion.conclude(RunConfig(task="c8"), out)[0][0]
     assert a.verdict["outcome"] == "better" and a.text.startswith("Compiling ")
-    assert "compiled is 2x faster than eager on compute per step" in a.text
+    assert a.verdict["paired"] is True  # each round's two turns resampled together
+    assert "compiled is 1.99x faster than eager on compute per step" in a.text
     # the break-even with the range its interval gives (grade21: '5,848 steps' where it spans 4,960 to 6,610)
     assert (
-        "By the interval of the ratio per step, the break-even lies between 657 steps and 674 steps" in a.text
+        "By the interval of the ratio per step, the break-even lies between 657 steps and 679 steps" in a.text
     )
-    assert a.headline.plain().startswith("Compiling did not pay off in this run")  # 12 steps run, under both
+    # 12 steps run, under both ends; the estimate at three digits, its ends within a tenth of it
+    assert a.headline.plain() == (
+        "Compiling did not pay off in this run: its compile cost is paid back only after about 667 steps"
+    )
+    # ends further apart than a tenth of the estimate: the headline keeps two digits (grade23: 'about 6,670
+    # steps' where its interval spans 5,582 to 7,432)
+    wide = (0.06, -0.05, 0.0, 0.04, -0.06, 0.05, 0.01)
+    out.rounds, out.rounds_meta = _rounds([x / 1.3 * (1 + e) for x, e in zip(tied, wide)], tied)
+    a = c8_conclusion.conclude(RunConfig(task="c8"), out)[0][0]
+    assert a.headline.plain().endswith("paid back only after about 1,400 steps")
+    assert "the break-even lies between 1,236 steps and 1,802 steps" in a.text
+    # every round's compiled step exactly half its eager one: the interval is a point, said once
+    out.rounds, out.rounds_meta = _rounds([x / 2 for x in tied], tied)
+    a = c8_conclusion.conclude(RunConfig(task="c8"), out)[0][0]
+    assert "By the interval of the ratio per step, the break-even is 665 steps at either end" in a.text
+    out.rounds, out.rounds_meta = _rounds([x / 2 * (1 + e) for x, e in zip(tied, jitter)], tied)
     assert c8_conclusion.step_label(out) == "ms per step, round means"
     for first, said in (
         (0.1, "whether within this run's steps, its interval cannot tell"),

@@ -424,8 +424,12 @@ def test_the_headline_is_the_whole_epochs_ratio_the_epoch_table_gives(base):
     # the per-step verdict the details state is stored with its samples too, and recomputes from them
     step = top.verdict["also"]["per step"]
     assert step["what"] == "images/s over the timed rounds of steps" and step["outcome"] == "better"
-    again = compare(step["samples_a"], step["samples_b"], lower_is_better=False, interleaved=True)
-    assert (again.outcome, again.ratio) == (step["outcome"], step["ratio"]) and step["ratio"] > 1
+    assert step["paired"] is True  # every rung ran once a round: the rounds drawn whole
+    again = compare(
+        step["samples_a"], step["samples_b"], lower_is_better=False, interleaved=True, paired=True
+    )
+    assert (again.outcome, again.ratio, again.ci_low) == (step["outcome"], step["ratio"], step["ci_low"])
+    assert step["ratio"] > 1
     # the per-step ratio (4x) only where it says it is per step, beside the epoch's
     said = top.text
     assert "Per step, not per epoch: images/s over the timed rounds of steps is higher for + batch 64" in said

@@ -59,6 +59,10 @@ def test_a_number_set_beside_a_limit_shows_the_digits_that_put_it_on_its_side():
     ):  # shown apart already, equal, whole
         assert beside(same, 1.0) is same
     assert fmt_value(2 / 3, "x", 5) == "0.66667x" and fmt_value(1234.5678, "", 6) == "1,234.57"
+    # fewer than 3 digits asked where the whole part has more: rounded to them and whole, never an exponent
+    # (c8's break-even beside a wide interval: 'about 6,700 steps', not '6,670' nor '6.7e+03')
+    assert fmt_value(6669.6, "steps", 2) == "6,700 steps" and fmt_value(665.2, "", 2) == "670"
+    assert fmt_value(95.5, "x", 2) == "96x" and fmt_value(1.2345, "", 2) == "1.2"
     # a limit that is no number (a diverged run's NaN loss, set beside another's limit) leaves it as it is
     limit = N("limit", 2.18746, "")
     assert beside(limit, float("nan")) is limit and beside(limit, N("nan", float("nan"), "")) is limit

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, Finding, say
+from ...findings import Background, Finding, fmt, say
 from ...profiling import summarize
 from ...results import drop_warmup
 from ...verdict import compare, sample_record
@@ -176,6 +176,7 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
             lower_is_better=True,
             what="compute per step",
             interleaved=True,
+            paired=True,  # one turn of each per round
             load_a=loads,
             load_b=loads,
         )
@@ -251,12 +252,16 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
     if v.outcome == "better" and cost_n is not None:
         steps = cost / (med_e - med_c)
         src = "compile cost / (eager step - compiled step), from the medians above"
-        even = Number("break-even", steps, "steps", "predicted", source=src)
         # the break-even at each end of the ratio's interval (a step saving of eager x (1 - 1 / ratio)): the
         # median's alone gave four digits its interval does not hold (grade21: 5,848 where it spans about
         # 4,960 to 6,610)
         isrc = "compile cost / (eager step x (1 - 1 / an end of the ratio's interval))"
         few, most = (cost / (med_e * (1 - 1 / r)) for r in (v.ci_high, v.ci_low))
+        # the headline's estimate at the digits its interval holds: two where the ends lie more than a tenth
+        # of it apart (grade23: 'about 6,670 steps' where they span 5,582 to 7,432)
+        even = Number(
+            "break-even", steps, "steps", "predicted", source=src, digits=estimate_digits(few, most, steps)
+        )
         span_lo = Number("break-even, fewest steps", few, "steps", "predicted", source=isrc)
         span_hi = Number("break-even, most steps", most, "steps", "predicted", source=isrc)
         images = Number(
@@ -290,12 +295,13 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
                 cost=cost_n,
             ),
         )
+        ends = {"lo": span_lo, "hi": span_hi} if fmt(span_lo) != fmt(span_hi) else {"lo": span_lo}
         details.append(
             say(
-                "By the interval of the ratio per step, the break-even lies between {lo} and {hi}; at the "
-                "medians it is {images} at batch {batch}",
-                lo=span_lo,
-                hi=span_hi,
+                "By the interval of the ratio per step, the break-even "
+                + ("lies between {lo} and {hi}" if "hi" in ends else "is {lo} at either end")
+                + "; at the medians it is {images} at batch {batch}",
+                **ends,
                 images=images,
                 batch=batch,
             )
@@ -445,6 +451,12 @@ def first_epoch_table(out) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def estimate_digits(low: float, high: float, estimate: float) -> int:
+    """The significant digits an estimate is stated at beside its interval's ends: 2 where they lie more than
+    a tenth of it apart, else the formatter's 3."""
+    return 2 if (high - low) > 0.1 * abs(estimate) else 3
+
+
 def interleaved(out) -> tuple[list[float], list[float], list[float]] | None:
     """(compiled's seconds per step, eager's, the load per core after each round) of the rounds in which the
     two steps took turns (study.interleaved_steps); None where the record has none (only eager ran, or a
@@ -455,6 +467,8 @@ def interleaved(out) -> tuple[list[float], list[float], list[float]] | None:
     rm = getattr(out, "rounds_meta", None) or {}
     cores = ((rm.get("load_before") or {}).get("cores")) or 1
     loads = [float(x) / cores for x in rm.get("load_per_round") or [] if x is not None]
+    if "round" in r:  # in round order, so that the i-th of each side is the same round's (a paired verdict)
+        r = r.sort_values("round", kind="stable")
     by = {m: [float(x) for x in r.loc[r["mode"] == m, "step_s"]] for m in ("compiled", "eager")}
     return by["compiled"], by["eager"], loads
 

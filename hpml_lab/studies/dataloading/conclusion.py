@@ -41,7 +41,7 @@ def latency(lat: float) -> Number:
 def _against_baseline(rows, loader: str, lat: float):
     """The loader against the baseline at one latency; the file-based loaders took their passes in turns."""
     a, b = pass_times(rows[(lat, loader)]), pass_times(rows[(lat, "baseline")])
-    return compare(a, b, loader, "the baseline", what="time per pass", interleaved=True), a, b
+    return compare(a, b, loader, "the baseline", what="time per pass", interleaved=True, paired=True), a, b
 
 
 def _said(v, name: str, lat: float) -> Finding:

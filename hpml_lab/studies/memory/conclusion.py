@@ -500,6 +500,7 @@ def cost_verdicts(res) -> dict:
                 saving_label(r.model, r.baseline),
                 what="time per training step",
                 interleaved=True,
+                paired=True,  # one step of each network per round (profiling.interleaved_timed)
                 load_a=loads,
                 load_b=loads,
             ),

@@ -236,6 +236,7 @@ def verdict_of(a: dict, b: dict, samples: dict[str, list[float]], meta: dict, wh
         lower_is_better=False,
         what=what,
         interleaved=True,
+        paired=True,  # every rung once per round (study.measure)
         load_a=loads,
         load_b=loads,
     )
@@ -360,6 +361,7 @@ def _top_on_epochs(rows: dict, timed: list[str], nums: Numbers, meta: dict) -> A
         lower_is_better=True,
         what=what,
         interleaved=True,
+        paired=True,  # one whole epoch of every rung per round
         load_a=loads,
         load_b=loads,
     )
@@ -381,6 +383,7 @@ def _top_on_epochs(rows: dict, timed: list[str], nums: Numbers, meta: dict) -> A
             str(label(base)),
             what=what,
             interleaved=True,
+            paired=True,  # one whole epoch of every rung per round
             load_a=loads,
             load_b=loads,
         )
@@ -442,6 +445,7 @@ def _top_on_steps(rows: dict, measured: list[str], nums: Numbers, meta: dict) ->
         lower_is_better=False,
         what=what,
         interleaved=True,
+        paired=True,  # every rung once per round (study.measure)
         load_a=loads,
         load_b=loads,
     )
