@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .config import ConfigError, StudySettings
+from .config import ConfigError, RunConfig, StudySettings
 
 FULL_LAB = {"epochs": 5, "batch_size": 128, "max_batches": 0, "subset": 0, "num_workers": 2}
 # Smoke runs use batch 32: the lab's lr 0.1 (for batch 128) scaled linearly to it, so that the short runs
@@ -100,6 +100,15 @@ class Task:
         if name not in PROFILES:
             raise ConfigError(f"unknown profile {name!r}; valid profiles: {', '.join(PROFILES)}")
         return dict({"smoke": self.smoke, "full": self.full, "tiny": self.tiny, "gpu": self.gpu}[name])
+
+
+def reads_only(*names: str) -> tuple[str, ...]:
+    """Task.ignores for a study that reads only `names` of RunConfig: every other field (a loader sweep reads
+    no model, no optimizer)."""
+    known = {f.name for f in fields(RunConfig)}
+    if unknown := set(names) - known:
+        raise ValueError(f"not RunConfig fields: {sorted(unknown)}")
+    return tuple(f.name for f in fields(RunConfig) if f.name not in names)
 
 
 def later(module: str, name: str) -> Callable[..., Any]:

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from hpml_lab.findings import say
+from hpml_lab.protocol import reads_only
 from hpml_lab.report import answer_box, bundle, guards, notebook, pages, runner, tasks
 
 
@@ -103,6 +104,15 @@ def test_the_environment_table_is_left_aligned():
     assert "none read (the study opens no image)" in counts and "cifar10 (synthetic)" not in counts
     config = counts.split("config</th>", 1)[1].split("</td>", 1)[0].rsplit(">", 1)[1]  # what the counts read
     assert "model=" in config and "seed=" in config and "epochs=" not in config and "augment" not in config
+    # a loader study builds no model: its row names none (grade23: dataloading's 'model=resnet18, lr=0.1')
+    trained = {"model": "resnet18", "lr": 0.1, "optimizer": "sgd", "precision": "fp32", "batch_size": 16}
+    for task, keeps in (("c3", "augment=✓"), ("dataloading", "epochs=1")):
+        row = notebook.environment_table({**meta, "config": {**meta["config"], **trained, "task": task}})
+        config = row.to_html().split("config</th>", 1)[1].split("</td>", 1)[0]
+        assert keeps in config and "batch_size=16" in config, (task, config)
+        assert not any(f"{k}=" in config for k in ("model", "lr", "optimizer", "precision")), (task, config)
+    with pytest.raises(ValueError, match="not RunConfig fields: \\['modle'\\]"):  # a misspelt read
+        reads_only("model", "modle")
 
 
 def test_the_headline_is_the_records_own_else_its_first_sentence():

@@ -7,7 +7,7 @@ study.py runs it, conclusion.py says what its report concludes, figure.py draws 
 from dataclasses import dataclass
 
 from ...config import ConfigError, StudySettings
-from ...protocol import GPU, Task, later
+from ...protocol import GPU, Task, later, reads_only
 
 MAX_WORKERS = 64
 
@@ -50,6 +50,21 @@ TASK = Task(
     gpu_extra=(
         60.0,
         "loader sweep, no model: up to 5 worker counts x 3 epochs x 100 batches of PIL decoding",
+    ),
+    # the lab's DataLoader alone (build_train_loader), timed over epochs of at most max_batches: no model is
+    # built, so the page names no model, optimizer or precision (grade23: its config row listed them)
+    ignores=reads_only(
+        "dataset",
+        "data_root",
+        "subset",
+        "augment",
+        "batch_size",
+        "shuffle",
+        "num_workers",
+        "seed",
+        "epochs",
+        "max_batches",
+        "device",
     ),
     run=lambda cfg, settings: later("hpml_lab.studies.c3.study", "run")(cfg, **vars(settings)),
     conclude=later("hpml_lab.studies.c3.conclusion", "conclude"),

@@ -6,10 +6,7 @@ study.py counts, conclusion.py says what its report concludes, figure.py draws i
 (hpml_lab.protocol; hpml_lab.studies.registry() finds it).
 """
 
-from dataclasses import fields
-
-from ...config import RunConfig
-from ...protocol import Task, later
+from ...protocol import Task, later, reads_only
 
 # the RunConfig fields the counts read: the model as built (its norm, its stem) and its random batch's seed
 READS = ("model", "norm", "stem", "seed")
@@ -29,7 +26,7 @@ TASK = Task(
     gpu_with="c6",
     times=False,  # counts only: the same on a busy machine
     reads_data=False,  # one random batch of 2: the data folder is never opened
-    ignores=tuple(f.name for f in fields(RunConfig) if f.name not in READS),  # (grade21: 'batch_size=128')
+    ignores=reads_only(*READS),  # (grade21: 'batch_size=128')
     gpu_extra=(15.0, "reads the other tasks' results"),
     run=lambda cfg, settings=None: later("hpml_lab.studies.questions.study", "run")(cfg),
     conclude=lambda cfg, res: later("hpml_lab.studies.questions.conclusion", "conclude")(cfg, res.table),
