@@ -178,8 +178,7 @@ def flops_per_image(cfg) -> int:
     return step_flops_per_image(cfg.model, classes_of(cfg), cfg.stem, cfg.norm, size)
 
 
-@functools.lru_cache(maxsize=8)
-def _measured(device_str: str, precision: str, budget_s: float = 0.5) -> float:
+def _measured(device_str: str, precision: str, budget_s: float = 0.5, detail: dict | None = None) -> float:
     """The best rate of square matrix products on the device, in TFLOP/s: the best of 3 to 20 repeats, as many
     as fit in `budget_s` (at least 3, so a slow path can pass it a little).
 
@@ -187,7 +186,7 @@ def _measured(device_str: str, precision: str, budget_s: float = 0.5) -> float:
     (bf16 on a CPU without bf16 instructions runs at about 1 GFLOP/s: a 2048 product takes 15 s) is measured
     at a size it finishes quickly, and a fast one at a size large enough to reach its best rate; where one
     product at the largest size is shorter than 50 ms, each repeat times enough back-to-back products to last
-    50 ms."""
+    50 ms. `detail`, where given, gets the product's size and how many timed repeats the best came from."""
     device = torch.device(device_str)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
     cuda = device.type == "cuda"
@@ -221,12 +220,14 @@ def _measured(device_str: str, precision: str, budget_s: float = 0.5) -> float:
         # at the largest size one product may still be far under 50 ms (4096 in bf16 takes about 0.17 ms on an
         # H100): time k back-to-back products per repeat so that each repeat lasts about 50 ms
         k = max(1, min(1000, int(0.05 / max(t, 1e-6))))
-        best = timed(a, b, k) if k > 1 else t
+        best, repeats = (timed(a, b, k) if k > 1 else t), 1
         # the best of several: a shared machine slows some down; at least 3, at most 20, within the budget
         for i in range(19):
             if i >= 2 and time.perf_counter() - start + best * k > budget_s:
                 break
-            best = min(best, timed(a, b, k))
+            best, repeats = min(best, timed(a, b, k)), repeats + 1
+    if detail is not None:
+        detail.update(size=n, repeats=repeats, products_per_repeat=k)
     return 2 * n**3 / best / 1e12
 
 
@@ -303,7 +304,7 @@ def peak(device: torch.device, precision: str, store: str | os.PathLike | None =
         held["tflops"],
         precision,
         f"measured on this machine ({held['measured_at']}{_times(held)}) and kept in {PEAKS_FILE} for every "
-        f"task: the best of several {precision} matrix products on {device.type} ({name}){missing}",
+        f"task: {precision} matrix products on {device.type} ({name}){missing}",
         True,
         measured_at=held["measured_at"],
         machine=held.get("machine"),
@@ -311,8 +312,17 @@ def peak(device: torch.device, precision: str, store: str | os.PathLike | None =
 
 
 def _times(held: Mapping) -> str:
+    """How the kept peak was taken, as its source says it: the timed repeats of its measurement (each the
+    products of one size back to back), and of how many measurements it was the best where the machine was
+    busy."""
     made = int(held.get("measurements") or 1)
-    return f", the best of {made} measurements" if made > 1 else ""
+    got = held.get("products") or {}
+    repeats = (
+        f", the fastest of {got['repeats']} timed repeats of {got['size']}x{got['size']} products"
+        if got.get("repeats") and got.get("size")
+        else ""
+    )
+    return repeats + (f", the best of {made} measurements" if made > 1 else "")
 
 
 def peak_number(fl: Mapping) -> object:
@@ -336,37 +346,29 @@ MEASURE_TRIES = 5  # measurements one peak takes at most, while the machine stay
 MEASURE_PAUSE_S = 2.0  # between them: another process's burst may pass
 
 
-def _machine_now() -> dict:
-    load: dict = {
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    }
-    with contextlib.suppress(OSError):
-        load["load1"] = os.getloadavg()[0]
-    return load
-
-
 def _measure_now(device: torch.device, precision: str) -> dict:
     """The peak as kept: measured once per machine, and there the best of up to MEASURE_TRIES measurements
     while the machine is busy (sanity.busy's thresholds), with the load of the one kept. A busy machine only
     measures low: shared cores or oversubscribed threads measured one 2-core machine's 2-thread fp32 peak at
     0.054 TFLOP/s where training then ran at 0.074 (138% of it). Measured again by later runs, the pages of
     one report divided by three different peaks; measured once, every page divides by the same one."""
-    from .sanity import pressure
+    from .sanity import machine_load, pressure
 
     tries = []
     for i in range(MEASURE_TRIES):
-        machine = _machine_now()
-        tries.append((_measured(str(device), precision), machine))
+        machine, detail = machine_load(), {}
+        tries.append((_measured(str(device), precision, detail=detail), machine, detail))
         if pressure(machine) <= 1:
             break
         if i + 1 < MEASURE_TRIES:
             time.sleep(MEASURE_PAUSE_S)
-    tflops, machine = max(tries, key=lambda t: t[0])
+    tflops, machine, detail = max(tries, key=lambda t: t[0])
     return {
         "tflops": tflops,
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": machine,
         "measurements": len(tries),
+        "products": detail,
     }
 
 

@@ -135,11 +135,37 @@ def test_measured_peak_stays_within_its_budget_on_a_slow_path():
     """bf16 on a CPU without bf16 instructions runs at about 1 GFLOP/s: the old fixed 2048 products took
     minutes (a CI run sat 8 minutes in one amp test). The size is now chosen so the measurement keeps to its
     budget."""
-    flops._measured.cache_clear()
     t0 = time.perf_counter()
     rate = flops._measured("cpu", "bf16", budget_s=1.0)
     elapsed = time.perf_counter() - t0
     assert rate > 0 and elapsed < 6, elapsed  # growth stops at a 50 ms product; 3 repeats: ~2 s at worst
+
+
+def test_each_measurement_of_a_peak_is_timed_anew_and_says_how_it_was_taken(monkeypatch):
+    """_measured was cached by its arguments: on a busy machine the retries that take the best of several
+    measurements (MEASURE_TRIES) each got the first one's rate back. And a kept peak said 'measurements: 1'
+    beside 'the best of several products' (grade23): the record now keeps its repeats and size."""
+    seconds = iter([0.06] * 4 + [0.12] * 4)  # every product of the first measurement 60 ms, the second's 120
+
+    class Clock:
+        def __init__(self, device):
+            pass
+
+        def start(self):
+            pass
+
+        def stop(self):
+            return next(seconds)
+
+    monkeypatch.setattr(flops, "WallClock", Clock)
+    first, second = {}, {}
+    rates = [flops._measured("cpu", "fp32", budget_s=0, detail=d) for d in (first, second)]
+    assert rates[0] == pytest.approx(2 * rates[1])  # timed again, not the first one's rate
+    assert first == second == {"size": 256, "repeats": 3, "products_per_repeat": 1}
+    held = {"measured_at": "now", "measurements": 2, "products": first}
+    assert flops._times(held) == (
+        ", the fastest of 3 timed repeats of 256x256 products, the best of 2 measurements"
+    )
 
 
 @pytest.mark.cuda
@@ -149,7 +175,6 @@ def test_measured_tf32_peak_uses_tf32_products_on_a_gpu():
     if torch.cuda.get_device_capability()[0] < 8:
         pytest.skip("TF32 needs Ampere or later")
     before = torch.backends.cuda.matmul.fp32_precision
-    flops._measured.cache_clear()
     tf32, fp32 = flops._measured("cuda", "tf32"), flops._measured("cuda", "fp32")
     assert tf32 > 2 * fp32, (tf32, fp32)
     assert torch.backends.cuda.matmul.fp32_precision == before
@@ -185,7 +210,7 @@ def test_a_measured_peak_is_measured_once_per_machine_and_read_by_every_task(tmp
 
     calls = []
 
-    def measured(device, precision, budget_s=0.5):
+    def measured(device, precision, budget_s=0.5, detail=None):
         calls.append((device, precision))
         return 0.0666 if len(calls) == 1 else 0.0252  # a second measurement would differ: it must not happen
 
@@ -216,7 +241,7 @@ def test_a_peak_measured_on_a_busy_machine_takes_the_best_of_several_once(tmp_pa
 
     rates = iter([0.054, 0.18, 0.12, 0.3, 0.9])
     loads = iter([2.93, 2.5, 2.6, 0.4, 0.1])
-    monkeypatch.setattr(flops, "_measured", lambda device, precision, budget_s=0.5: next(rates))
+    monkeypatch.setattr(flops, "_measured", lambda device, precision, budget_s=0.5, detail=None: next(rates))
     monkeypatch.setattr(flops.os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
     monkeypatch.setattr(flops.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setattr(flops.time, "sleep", lambda s: None)
@@ -233,7 +258,9 @@ def test_a_peak_measured_on_a_busy_machine_takes_the_best_of_several_once(tmp_pa
     monkeypatch.setattr(flops.os, "getloadavg", lambda: (3.0, 0.0, 0.0))
     made = []
     monkeypatch.setattr(
-        flops, "_measured", lambda device, precision, budget_s=0.5: made.append(1) or 0.05 * len(made)
+        flops,
+        "_measured",
+        lambda device, precision, budget_s=0.5, detail=None: made.append(1) or 0.05 * len(made),
     )
     for _ in range(3):
         flops.peak(torch.device("cpu"), "fp32", store)
@@ -247,7 +274,9 @@ def test_every_run_of_a_machine_states_its_one_peak(tmp_path, monkeypatch, tiny_
     from hpml_lab.training import train
 
     monkeypatch.setattr(
-        flops, "_measured", lambda d, p, budget_s=0.5: 0.05 + 0.01 * len(list(tmp_path.rglob("*")))
+        flops,
+        "_measured",
+        lambda d, p, budget_s=0.5, detail=None: 0.05 + 0.01 * len(list(tmp_path.rglob("*"))),
     )
     monkeypatch.setattr(flops.os, "getloadavg", lambda: (0.5, 0.5, 0.5))  # idle: a busy one is measured again
     a = train(tiny_cfg.replace(task="c1", epochs=1, max_batches=1))
