@@ -87,6 +87,10 @@ class Task:
     # whether its page states a time: a busy machine is flagged only where it can change a number shown (the
     # questions' counts are the same on a busy machine; a grader read "timings take longer" on a page of none)
     times: bool = True
+    # whether its timings are of steps on batches already loaded (memory's: interleaved rounds on one random
+    # batch, and its convergence runs' compute per step), never of the data pipeline: the data notice then
+    # says the data's content does not change them, not that they reflect the real pipeline
+    fixed_batch: bool = False
     # whether its study reads the dataset (the questions count a model's parameters and bytes from one random
     # batch: no image is read, so their page says so instead of 'computed on a synthetic cifar10')
     reads_data: bool = True

@@ -38,11 +38,14 @@ def shared_notices(recs: dict[str, dict]) -> str:
     out = []
     synthetic = [t for t, r in recs.items() if r.get("synthetic_data")]
     if synthetic:
+        # a task that times steps on batches already loaded (memory's) is said apart: not the pipeline
+        loaded = [t for t in synthetic if t in tasks.TASKS and tasks.TASKS[t].fixed_batch]
         out.append(
             f"<p class='hpml-notice'><b>Synthetic data</b> ({which(synthetic)}): computed on a synthetic "
             f"dataset in "
-            "the real on-disk format; timings reflect the real pipeline, losses and accuracies are not the "
-            "real dataset's.</p>"
+            "the real on-disk format; timings reflect the real pipeline"
+            + (f" ({', '.join(loaded)}: of steps on batches already loaded)" if loaded else "")
+            + ", losses and accuracies are not the real dataset's.</p>"
         )
     stand_in: dict[str, list[str]] = {}
     for t, r in recs.items():

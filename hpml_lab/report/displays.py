@@ -63,9 +63,18 @@ NO_DATA_READ = (
 )
 
 
-def data_notice(info: Mapping[str, Any], times: bool = True) -> str:
+# what synthetic data means for a page's timings: of the real pipeline, or of steps on batches already loaded
+TIMINGS = {
+    False: "Timings reflect the real pipeline; ",
+    True: "Its timings are of training steps on batches already loaded, which the data's content does not "
+    "change; ",
+}
+
+
+def data_notice(info: Mapping[str, Any], times: bool = True, fixed_batch: bool = False) -> str:
     """The dataset notice at a page's top: synthetic (and what that means for its numbers: timings only where
-    the page states one, `times`), unverified or real."""
+    the page states one, `times`; timed on batches already loaded, never the pipeline, `fixed_batch`),
+    unverified or real."""
     info = {**info, "root": shown_path(info["root"])}
     if info["kind"] == "synthetic":
         return (
@@ -74,7 +83,7 @@ def data_notice(info: Mapping[str, Any], times: bool = True) -> str:
             f"{html.escape(info['name'])} written in the real on-disk format (<span "
             f"data-id>{html.escape(info['root'])}</span>), "
             "not on the real dataset. "
-            + ("Timings reflect the real pipeline; " if times else "")
+            + (TIMINGS[fixed_batch] if times else "")
             + "losses and accuracies are "
             f"not comparable with published {html.escape(info['name'])} numbers.</div>"
         )
@@ -105,7 +114,13 @@ def header(
         info = {**info, "read": False}
         display(HTML(NO_DATA_READ))
     else:
-        display(HTML(data_notice(info, times=task is None or task.times)))
+        display(
+            HTML(
+                data_notice(
+                    info, times=task is None or task.times, fixed_batch=task is not None and task.fixed_batch
+                )
+            )
+        )
     display(HTML(settings_notice(cfg, lab, stand_in)))
     env = environment()
 

@@ -10,6 +10,7 @@ import pytest
 
 from hpml_lab.findings import say
 from hpml_lab.report import answer_box, bundle, cli, runner, tasks
+from hpml_lab.studies import registry
 
 
 EPOCH = answer_box.Number("epoch", 1.25, "s", "measured", n=3)
@@ -172,6 +173,12 @@ def test_reports_name_no_folder_of_the_machine(tmp_path, monkeypatch):
         {"kind": "synthetic", "name": "cifar10", "root": str(tmp_path / "x" / "data")}
     )
     assert str(tmp_path) not in notice
+    assert "Timings reflect the real pipeline; losses" in notice
+    # memory times steps on batches already loaded (grade23: 'reflect the real pipeline' on its page)
+    steps = notebook.data_notice({"kind": "synthetic", "name": "cifar10", "root": "d"}, fixed_batch=True)
+    assert "pipeline" not in steps and "steps on batches already loaded, which the data's content" in steps
+    assert "Timings" not in notebook.data_notice({"kind": "synthetic", "name": "cifar10", "root": "d"}, False)
+    assert registry()["memory"].fixed_batch and not registry()["c2"].fixed_batch
 
 
 def test_headers_and_values_for_a_reader():

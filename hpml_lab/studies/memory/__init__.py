@@ -68,6 +68,7 @@ TASK = Task(
         "rev_stages": (3, 5),
         "repeats": 7,
     },
+    fixed_batch=True,  # its times: steps on one random batch (study.measure), the runs' compute per step
     gpu={**GPU, "epochs": 1, "max_batches": 200},
     # batch 8 as in the reference's table; 25 steps per network for the loss curves, lr scaled down
     # from 0.1 at batch 128 (lr 0.03 at batch 8 made the RevNet's loss jump in the first steps)
