@@ -1291,7 +1291,7 @@ def test_c8_pays_back_after_a_number_of_steps(tmp_path):
     assert text.startswith(
         "Compiling did not pay off in this run: its compile cost is paid back only after about "
     )
-    assert "Within the 12 steps run, the compile cost (" in text
+    assert "Within the compiled training run's 12 steps, the compile cost (" in text  # not the rounds'
     assert "is not paid back" in text and holds(answers) == []
     assert "from the two runs made one after the other (not interleaved): compiled is" in text
     assert "often small" not in " ".join(b.text for b in answers[0].background)
@@ -1306,7 +1306,7 @@ def test_c8_no_cost_and_no_gain(tmp_path):
     assert answers[0].text.startswith(
         "Compiling paid off from the first step: no compile cost was measurable"
     )
-    assert "no measurable compile cost (12 steps run)" in answers[0].text
+    assert "no measurable compile cost (12 steps in its run)" in answers[0].text
     # epoch 1 no slower than the step gap: a negative cost is no cost, never stated as "-1.99 s"
     assert "no measurable time" in answers[0].text and not re.search(r"(?<![\d.])-\d", answers[0].text)
     assert not [n for n in answers[0].numbers if n.name.startswith("compile cost")]

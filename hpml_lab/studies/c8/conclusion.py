@@ -201,7 +201,7 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
     cost = cost_n.value if cost_n is not None else 0.0
     e_step = num("eager: compute per step", eag, "ms", 1000)
     c_step = num("compiled: compute per step", comp, "ms", 1000)
-    ran = counted("compiled steps run", int(allb["compile"].eq(True).sum()))
+    ran = counted("compiled training run's steps", int(allb["compile"].eq(True).sum()))
     how = {
         "sequential": " made one after the other (not interleaved)",
         "interleaved": " taking turns (interleaved)",
@@ -286,10 +286,13 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
             0,
             say(
                 {
-                    "yes": "Within the {ran} steps run, the compile cost ({cost}) is paid back",
-                    "no": "Within the {ran} steps run, the compile cost ({cost}) is not paid back",
-                    "can't tell": "The {ran} steps run lie within the break-even's range, so whether the "
-                    "compile cost ({cost}) is paid back within them this run cannot tell",
+                    "yes": "Within the compiled training run's {ran} steps, the compile cost ({cost}) is "
+                    "paid back",
+                    "no": "Within the compiled training run's {ran} steps, the compile cost ({cost}) is not "
+                    "paid back",
+                    "can't tell": "The compiled training run's {ran} steps lie within the break-even's "
+                    "range, so whether the compile cost ({cost}) is paid back within them this run cannot "
+                    "tell",
                 }[paid],
                 ran=ran,
                 cost=cost_n,
@@ -310,7 +313,10 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
         head = say("Compiling paid off from the first step: no compile cost was measurable")
         details.insert(
             0,
-            say("The compiled run's first epoch held no measurable compile cost ({ran} steps run)", ran=ran),
+            say(
+                "The compiled run's first epoch held no measurable compile cost ({ran} steps in its run)",
+                ran=ran,
+            ),
         )
     elif v.reason == "too few samples":
         head = say("Too few steps to tell whether compiling pays off")
