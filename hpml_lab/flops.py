@@ -19,8 +19,10 @@ machine and kept in results/device-peaks.json (PEAKS_FILE), keyed by the device,
 uses and the precision, with when it was measured and the machine's load then; every later run and task on
 that machine reads it, so their shares of peak divide by one number and can be compared (each measured anew,
 one machine's CPU "peak" was 0.0666, 0.0252 and 0.0358 TFLOP/s on three pages). Where the machine is busy
-when it is measured, that one measurement takes the best of several, a few seconds apart (MEASURE_TRIES),
-since a busy machine only measures low. Delete the file to measure again.
+when it is measured, or a CPU measurement's products had less than CORES_HAD of their threads' cores
+(process CPU time over wall time: another process on them, which the lagging load average may not show), that
+one measurement takes the best of several, a few seconds apart (MEASURE_TRIES), since a shared machine only
+measures low. Delete the file to measure again.
 """
 
 from __future__ import annotations
@@ -220,14 +222,19 @@ def _measured(device_str: str, precision: str, budget_s: float = 0.5, detail: di
         # at the largest size one product may still be far under 50 ms (4096 in bf16 takes about 0.17 ms on an
         # H100): time k back-to-back products per repeat so that each repeat lasts about 50 ms
         k = max(1, min(1000, int(0.05 / max(t, 1e-6))))
+        cpu0, wall0 = time.process_time(), time.perf_counter()
         best, repeats = (timed(a, b, k) if k > 1 else t), 1
         # the best of several: a shared machine slows some down; at least 3, at most 20, within the budget
         for i in range(19):
             if i >= 2 and time.perf_counter() - start + best * k > budget_s:
                 break
             best, repeats = min(best, timed(a, b, k)), repeats + 1
+        cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
     if detail is not None:
         detail.update(size=n, repeats=repeats, products_per_repeat=k)
+        if not cuda and wall_s > 0:  # the share of its threads' cores the products had (another process
+            # on them lowers it, however quiet the load average, which lags by a minute)
+            detail["cores_had"] = round(cpu_s / wall_s / max(1, torch.get_num_threads()), 3)
     return 2 * n**3 / best / 1e12
 
 
@@ -344,11 +351,16 @@ def peak_number(fl: Mapping) -> object:
 
 MEASURE_TRIES = 5  # measurements one peak takes at most, while the machine stays busy
 MEASURE_PAUSE_S = 2.0  # between them: another process's burst may pass
+# the share of its threads' cores a CPU measurement must have had (process CPU time over wall time and
+# threads) to stand alone: grade24's 2-thread fp32 peak, 0.142 TFLOP/s at a load per core of 0.78, under the
+# busy line, was below the same machine's 1-thread peak (0.157): another process had one of its cores
+CORES_HAD = 0.9
 
 
 def _measure_now(device: torch.device, precision: str) -> dict:
     """The peak as kept: measured once per machine, and there the best of up to MEASURE_TRIES measurements
-    while the machine is busy (sanity.busy's thresholds), with the load of the one kept. A busy machine only
+    while the machine is busy (sanity.busy's thresholds) or, on a CPU, while a measurement had less than
+    CORES_HAD of its threads' cores, with the load of the one kept. A busy machine only
     measures low: shared cores or oversubscribed threads measured one 2-core machine's 2-thread fp32 peak at
     0.054 TFLOP/s where training then ran at 0.074 (138% of it). Measured again by later runs, the pages of
     one report divided by three different peaks; measured once, every page divides by the same one."""
@@ -358,7 +370,7 @@ def _measure_now(device: torch.device, precision: str) -> dict:
     for i in range(MEASURE_TRIES):
         machine, detail = machine_load(), {}
         tries.append((_measured(str(device), precision, detail=detail), machine, detail))
-        if pressure(machine) <= 1:
+        if pressure(machine) <= 1 and detail.get("cores_had", 1.0) >= CORES_HAD:
             break
         if i + 1 < MEASURE_TRIES:
             time.sleep(MEASURE_PAUSE_S)

@@ -591,7 +591,8 @@ def test_c3_tie_and_clear_best(tmp_path):
 def test_c3_tag_names_a_best_only_when_c3_did():
     clear = _c3_rows({0: [0.9, 0.91, 0.92], 2: [0.30, 0.31, 0.29]})
     tie = _c3_rows({0: [0.30, 0.31, 0.29], 2: [0.30, 0.31, 0.29]})
-    best = "C3's best: its lowest median, told apart from every other count"  # both, said (grade23)
+    # both, said (grade23), with C3's caveat: its counts ran one after the other (grade24)
+    best = "C3's best (one run each): its lowest median, told apart from every other count"
     assert c4_conclusion.c3_tag(2, clear).plain() == best
     tied = c4_conclusion.c3_tag(0, tie).plain()
     assert "a tie" in tied and "C3's best" not in tied
@@ -1725,6 +1726,16 @@ def test_c3_counts_run_one_after_the_other_cannot_tell_when_the_load_moved():
     # the direction rests on one run a count, said where it is stated (grade23)
     assert steady[0].headline.plain() == (
         "Best worker count: 2 workers, separated from every other count tried (one run each)"
+    )
+    # and what its interval holds: one run's epochs a count, not how a run varies from the next (grade24: the
+    # best count went from 0 to 2 workers between two renders)
+    assert (
+        "; each interval holds the spread of one run's epochs per count, not how a count's run varies from "
+        "the next." in steady[0].text
+    )
+    # C4 names C3's best with C3's caveat
+    assert c4_conclusion.c3_tag(2, _c3_rows(times)).plain() == (
+        "C3's best (one run each): its lowest median, told apart from every other count"
     )
     moved, _ = c3_conclusion.conclude(
         RunConfig(task="c3"), SimpleNamespace(rows=_c3_rows(times, {0: 0.2, 2: 1.4}), items=[])

@@ -118,10 +118,19 @@ def conclude(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     details += best_findings(b, labels, "C3")
     design = sampling(b.verdicts.values())
     if design == "sequential":
+        # what an interval over one run a count holds, where one has an interval (grade24: the best count
+        # went from 0 to 2 workers between two renders, each interval leaving out the other's direction)
+        spans = any(math.isfinite(v.ci_low) and math.isfinite(v.ci_high) for v in b.verdicts.values())
         details.append(
             say(
                 "The counts ran one after the other, smallest first, so a change in the machine's load "
                 "during the sweep shows up as a difference between counts"
+                + (
+                    "; each interval holds the spread of one run's epochs per count, not how a count's run "
+                    "varies from the next"
+                    if spans
+                    else ""
+                )
             )
         )
     elif design == "interleaved":

@@ -64,8 +64,10 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
     if best_n == b.label:
         tied, few, why = too_few_split(b, "C3")
         if not tied and not few:
-            # both things the page's introduction promises, said (grade23: 'C3's best' implied them only)
-            return say("C3's best: its lowest median, told apart from every other count")
+            # both things the page's introduction promises, said (grade23: 'C3's best' implied them only), and
+            # C3's own caveat where its counts ran one after the other (grade24)
+            one_run = " (one run each)" if sampling(b.verdicts.values()) == "sequential" else ""
+            return say("C3's best" + one_run + ": its lowest median, told apart from every other count")
         parts = []
         if tied:
             parts.append(say("could not tell it from {t}: a tie", t=workers_list(tied, "C3 tied count")))
