@@ -155,6 +155,16 @@ def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict 
     return flags + ([over] if over else [])
 
 
+def readable_share(df: pd.DataFrame, column: str, whole: float = 1.0) -> pd.DataFrame:
+    """`df` without its share-of-peak `column` where any value passes the whole peak (`whole`: 1 for a
+    fraction, 100 for a percentage): that peak was measured low and no share of it can be read, as the page's
+    'MFU above 100%' flag says, so no table shows one (grade24: c2 left its column out, c1 and c5 showed 115%
+    and 145% beside the flag)."""
+    if column in df and bool((df[column] > whole).any()):
+        return df.drop(columns=[column])
+    return df
+
+
 def run_peak(meta: dict | None):
     """The run's peak as every page states it (flops.peak_number), or None where the run recorded none."""
     from ..flops import peak_number

@@ -902,6 +902,18 @@ def test_c5_a_share_above_the_measured_peak_is_flagged_as_c1s_and_c2s_are(tmp_pa
     )
     assert "no share of it on this page can be read" in over.message
     assert flags_at(85.6) == [] and flags_at(float("nan")) == []
+    # and its table shows no share beside that flag, as c2's and c1's do not (grade24: c5 printed 145%, c1
+    # 115%, each beside its own flag)
+    both = pd.DataFrame({"device": ["cpu", "cuda"], "mfu_pct": [127.5, 40.0]})
+    assert "mfu_pct" not in c5_conclusion.shown_summary(both).columns
+    assert "mfu_pct" in c5_conclusion.shown_summary(both.assign(mfu_pct=[85.6, 40.0])).columns
+    epochs = pd.DataFrame(
+        {"epoch": [1, 2], "batches": 3, "images": 96, "loss": 2.0, "acc": 0.2, "total_s": 1.0}
+    )
+    shown = c1_conclusion.epochs_table(epochs.assign(mfu=[0.786, 1.15])).columns
+    assert "training compute, share of device peak" not in shown and "top-1 acc" in shown
+    shown = c1_conclusion.epochs_table(epochs.assign(mfu=[0.786, 0.9])).columns
+    assert "training compute, share of device peak" in shown
 
 
 def test_c5_cpu_only_is_partial_and_trend_is_said(tmp_path):

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from ... import sanity
 from ...answers import Answer, Number
 from ...data import classes_of
 from ...findings import Background, Finding, fmt_in, say
 from ...verdict import compare, sample_record
-from .._conclude import counted, training_flags
+from .._conclude import counted, readable_share, training_flags
 
 
 def _ends(k: Number, which: str) -> Finding:
@@ -152,3 +154,17 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     return [
         Answer("C1: per-batch training loss and top-1 accuracy", head, details, background, verdict=verdict)
     ], flags
+
+
+def epochs_table(epochs: pd.DataFrame) -> pd.DataFrame:
+    """C1's epochs as its page shows them: loss, top-1, epoch time and the training compute's share of the
+    device's peak (left out where a share passes the whole peak: readable_share)."""
+    cols = ["epoch", "batches", "images", "loss", "acc", "total_s", "mfu"]
+    return readable_share(epochs[[c for c in cols if c in epochs]], "mfu").rename(
+        columns={
+            "loss": "mean loss",
+            "acc": "top-1 acc",
+            "total_s": "epoch time (s)",
+            "mfu": "training compute, share of device peak",
+        }
+    )

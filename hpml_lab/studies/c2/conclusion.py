@@ -17,7 +17,7 @@ from ...findings import Background, Finding, say
 from ...flops import peak_number
 from ...results import drop_warmup
 from ...verdict import compare, sample_record
-from .._conclude import counted, num, training_flags
+from .._conclude import counted, num, readable_share, training_flags
 from ..lab2_conclusion import first_epoch_finding, timing_disjoint
 
 
@@ -191,11 +191,8 @@ def epoch_table(epochs: pd.DataFrame, disjoint: bool = True) -> pd.DataFrame:
     epoch."""
     ep = epochs.assign(other_s=epochs["total_s"] - epochs["data_s"] - epochs["train_s"])
     cols = ["epoch", "batches", "images", "data_s", "train_s", *(["other_s"] if disjoint else []), "total_s"]
-    # a share above the whole peak: the peak was measured low and no share of it can be read (the page's 'MFU
-    # above 100%' flag), so the column is not shown
-    over = "mfu" in ep and bool((ep["mfu"] > 1).any())
-    cols += ["images_per_s", "tflops", *([] if over else ["mfu"])]
-    return ep[[c for c in cols if c in ep]].rename(
+    cols += ["images_per_s", "tflops", "mfu"]
+    return readable_share(ep[[c for c in cols if c in ep]], "mfu").rename(
         columns={
             "data_s": "data loading (s)",
             "train_s": "training (s)",

@@ -7,6 +7,8 @@ answers, flags = conclusion.conclude(cfg, out)     # out: study.C5Result
 
 from __future__ import annotations
 
+import pandas as pd
+
 from ... import sanity
 from ...answers import Answer, Number
 from ...findings import Background, say
@@ -21,6 +23,7 @@ from .._conclude import (
     learning_flags,
     loads_by,
     num,
+    readable_share,
     run_peak,
     setting,
     steady_batches,
@@ -167,3 +170,9 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         )
     ]
     return [Answer(question, head, details, background, verdict=sample_record(v, xa, xb))], dedupe(flags)
+
+
+def shown_summary(summary: pd.DataFrame) -> pd.DataFrame:
+    """The per-device summary as the page's table shows it: no share of a peak that some share passed
+    (readable_share), as the page's 'MFU above 100%' flag says none can be read."""
+    return readable_share(summary, "mfu_pct", 100)
