@@ -46,15 +46,17 @@ def fmt_value(x: Any, unit: str = "", digits: int = 3) -> str:
     1,000 up (3,309; with decimals only where more digits are asked than the whole part has), never an
     exponent; '%' and 'x' follow the value, other units follow a space; text as it is; a missing value is
     'n/a'. A Number that asks for fewer than 3 digits, where its whole part has more, is rounded to them and
-    shown whole (an estimate whose interval spans a fifth of it: 'about 6,700 steps', '670 steps')."""
+    shown whole (an estimate beside a wide interval, such as C8's break-even: 'about 6,700 steps', '670
+    steps', '100' for 99.6)."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return str(x)
     if isinstance(x, float) and not math.isfinite(x):
         return "n/a"
-    if isinstance(x, float) and digits < 3 and abs(x) >= 10**digits:
-        x = round(x, digits - 1 - math.floor(math.log10(abs(x))))
-        text = f"{x:,.0f}"
-        return text + unit if unit in NO_SPACE_UNITS else (f"{text} {unit}" if unit else text)
+    if isinstance(x, float) and x != 0 and digits < 3:
+        rounded = round(x, digits - 1 - math.floor(math.log10(abs(x))))  # 99.6 at 2 digits is 100
+        if abs(rounded) >= 10**digits:
+            text = f"{rounded:,.0f}"
+            return text + unit if unit in NO_SPACE_UNITS else (f"{text} {unit}" if unit else text)
     if isinstance(x, float) and x != 0 and abs(x) < 1000:
         x = round(x, digits - 1 - math.floor(math.log10(abs(x))))  # 999.96 is 1,000, not '1e+03'
     if isinstance(x, int):

@@ -503,12 +503,13 @@ def load_now() -> float | None:
         return None
 
 
-def machine_load(sample_s: float = 0.1, run: str = "") -> dict[str, Any]:
+def machine_load(sample_s: float = 0.1, run: str = "", seen: bool = True) -> dict[str, Any]:
     """Load average, usable cores and the CPU steal share over at least `sample_s` before now (Linux
     /proc/stat). The steal window is the time since this process's previous sample where that is between
     sample_s and STEAL_WINDOW_MAX_S old (the run before, in a sweep: no wait), else a wait of sample_s;
     `steal_window_s` says which it was. `run`: the folder of the run it is read for (results.new_meta), so
-    that a busy flag from it names that run."""
+    that a busy flag from it names that run. `seen`: whether the page's busy check counts it (observe); a
+    reading that is no run's (a peak's measurement) is not."""
     global _LAST_STAT
     out: dict[str, Any] = {
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -534,7 +535,8 @@ def machine_load(sample_s: float = 0.1, run: str = "") -> dict[str, Any]:
         out["steal_window_s"] = round(_LAST_STAT[0] - t0, 2)
     except (OSError, ValueError, IndexError):
         out["steal_pct"] = None
-    observe(out, run)
+    if seen:
+        observe(out, run)
     return out
 
 

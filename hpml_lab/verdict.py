@@ -15,10 +15,13 @@ is "better" or "worse" only when the whole interval lies on one side of 1 (beyon
 0.5% difference on a noisy machine is a tie); with fewer than three samples on either side it is a tie
 ("too few samples"), since two values give no spread to judge by.
 
-Where A and B took turns in rounds, the i-th sample of each from the same round, `paired=True` says so: the
-bootstrap then resamples whole rounds, each round's two samples kept together, so whatever a round shared (a
-busy minute) moves both sides of the ratio alike instead of widening its interval. The point ratio is the same
-ratio of medians either way.
+Where A and B took turns in rounds, the i-th sample of each from the same round, `paired=True` says so: with
+at least PAIRED_MIN_ROUNDS rounds the bootstrap then resamples whole rounds, each round's two samples kept
+together, so a round the machine slowed slows both sides of the ratio and its drift widens the interval
+far less. With fewer, each side is drawn apart (wider, as before): drawing 3 to 5 whole rounds, the "95%"
+interval held no difference in only 73% to 92% of simulated rounds that drifted with none, and named a winner
+where there was none in up to 7%. `Verdict.paired` says which was done. The point ratio is the same ratio of
+medians either way.
 
 A verdict knows how its samples were taken: `interleaved=True` (A B A B repeats, so the load hits both alike),
 `interleaved=False` (one side's runs after the other's) with the machine's load per core during each side
@@ -47,6 +50,8 @@ import numpy as np
 from .sanity import BUSY_LOAD_PER_CORE
 
 MIN_SAMPLES = 3
+# the rounds a paired verdict needs before it draws whole rounds (fewer: each side apart; module docstring)
+PAIRED_MIN_ROUNDS = 6
 TIMED = re.compile(r"\b(time|times|per step|per batch|per pass|per epoch|wait|seconds|latency)\b", re.I)
 # what the machine's load moves: times, and the rates made of them (images/s, throughput, bandwidth); a loss
 # or an accuracy does not feel it. Sequential samples of these are held to the load rules (_design)
@@ -103,7 +108,9 @@ class Verdict:
     min_effect: float = 0.02  # the least difference (as a fraction) the whole interval must clear
     limits: tuple = ()  # other values its interval is held against (a prediction), as ci_low/ci_high run
     limit_digits: int = 3  # the significant digits the page shows `limits` at (memory's 4/3 as 1.333x)
-    paired: bool = False  # the i-th samples of A and B came from the same round: rounds were resampled whole
+    paired: bool = (
+        False  # the interval drew whole rounds (paired samples, at least PAIRED_MIN_ROUNDS of them)
+    )
 
     @property
     def winner(self) -> str | None:
@@ -317,13 +324,14 @@ def compare(
 ) -> Verdict:
     """Compare two samples (e.g. per-step seconds from interleaved repeats). See the module docstring.
     `paired`: a[i] and b[i] were taken in the same round (as many on each side; a round with a non-finite
-    side is left out)."""
+    side is left out); its rounds are drawn whole where there are at least PAIRED_MIN_ROUNDS of them."""
     if paired:
         if len(a) != len(b):
             raise ValueError(f"paired samples need one of each per round: {len(a)} and {len(b)} given")
         pa, pb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
         keep = np.isfinite(pa) & np.isfinite(pb)
         xa, xb = pa[keep], pb[keep]
+        paired = bool(xa.size >= PAIRED_MIN_ROUNDS)
     else:
         xa, xb = _clean(a), _clean(b)
     ma = float(np.median(xa)) if xa.size else math.nan

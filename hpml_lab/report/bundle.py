@@ -40,12 +40,18 @@ def shared_notices(recs: dict[str, dict]) -> str:
     if synthetic:
         # a task that times steps on batches already loaded (memory's) is said apart: not the pipeline
         loaded = [t for t in synthetic if t in tasks.TASKS and tasks.TASKS[t].fixed_batch]
+        pipeline = [t for t in synthetic if t not in loaded]
+        timings = (
+            ["timings reflect the real pipeline" + (f" ({', '.join(pipeline)})" if loaded else "")]
+            if pipeline
+            else []
+        ) + ([f"{' and '.join(loaded)}'s timings are of steps on batches already loaded"] if loaded else [])
         out.append(
             f"<p class='hpml-notice'><b>Synthetic data</b> ({which(synthetic)}): computed on a synthetic "
             f"dataset in "
-            "the real on-disk format; timings reflect the real pipeline"
-            + (f" ({', '.join(loaded)}: of steps on batches already loaded)" if loaded else "")
-            + ", losses and accuracies are not the real dataset's.</p>"
+            "the real on-disk format; "
+            + "; ".join([*timings, "losses and accuracies are not the real dataset's"])
+            + ".</p>"
         )
     stand_in: dict[str, list[str]] = {}
     for t, r in recs.items():

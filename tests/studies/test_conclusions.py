@@ -1438,6 +1438,7 @@ def test_c8_the_per_step_verdict_rests_on_rounds_in_which_the_two_steps_took_tur
     a = c8_conclusion.conclude(RunConfig(task="c8"), out)[0][0]
     assert a.headline.plain().endswith("paid back only after about 1,400 steps")
     assert "the break-even lies between 1,236 steps and 1,802 steps" in a.text
+    assert "at the medians it is 180,000 images at batch 128" in a.text  # at the headline's digits
     # every round's compiled step exactly half its eager one: the interval is a point, said once
     out.rounds, out.rounds_meta = _rounds([x / 2 for x in tied], tied)
     a = c8_conclusion.conclude(RunConfig(task="c8"), out)[0][0]

@@ -848,19 +848,16 @@ def test_the_h100_memory_record_answers_its_own_question_first():
     assert ck.details[0].plain().startswith("For 3 of 3 ResNets")
     assert "resnet18_adjusted 0.98x against 0.667x" in ck.details[1].plain()
     cost = memory_conclusion.cost_answer(res)
-    assert (
-        cost.headline.plain()
-        == "Every memory saving cost more than the predicted one extra forward pass (1.333x)"
+    assert cost.headline.plain() == (
+        "Most memory savings cost more than the predicted one extra forward pass (1.333x); all other "
+        "networks were consistent with it"
     )
-    assert (
-        cost.details[0]
-        .plain()
-        .startswith(
-            "Time per step over the plain network's, against the predicted one extra forward pass (1.333x): "
-            "7 of 7 networks above it ("
-        )
-    )
-    assert all(v["paired"] for v in cost.verdict.values())
+    said = cost.details[0].plain()
+    assert said.startswith(
+        "Time per step over the plain network's, against the predicted one extra forward pass (1.333x): 6 of "
+        "7 networks above it ("
+    ) and said.endswith("1 of 7 networks whose interval holds it (revnet62 (reversible)).")
+    assert not any(v["paired"] for v in cost.verdict.values())  # 5 rounds: drawn apart
     study_checks.holds([ck, cost])
 
 
@@ -869,8 +866,8 @@ def test_the_rounds_a_cost_was_timed_in_are_read_in_pairs():
     the predicted 1.333x, yet its interval over the rounds drawn apart held the prediction, because the
     machine slowed from round to round for both. Each round's two steps are drawn together: the drift
     cancels."""
-    drift = [0.10, 0.12, 0.14, 0.16, 0.18]
-    ck = [t * 1.45 * (1 + e) for t, e in zip(drift, (0.01, -0.02, 0.0, 0.02, -0.01))]
+    drift = [0.10, 0.12, 0.14, 0.16, 0.18, 0.20]  # the 6 rounds memory times by default
+    ck = [t * 1.45 * (1 + e) for t, e in zip(drift, (0.01, -0.02, 0.0, 0.02, -0.01, 0.01))]
     res = _res(slow=(), first=ck)
     res.table.loc[res.table.model == "resnet18", "times_s"] = ";".join(map(str, drift))
     v = memory_conclusion.cost_verdicts(res)["resnet18 ck"]
@@ -878,4 +875,6 @@ def test_the_rounds_a_cost_was_timed_in_are_read_in_pairs():
     apart = compare(drift, ck, interleaved=True)  # the rounds drawn apart: the prediction inside
     assert apart.ci_low < memory_conclusion.ONE_EXTRA_FORWARD < apart.ci_high
     answers, _ = _conclude(res)
-    assert "1 of 7 networks above it (resnet18 ck: 1.45x" in answers[2].details[0].plain()
+    assert "1 of 7 networks above it (resnet18 ck: 1.47x, each whole interval above it)" in (
+        answers[2].details[0].plain()
+    )

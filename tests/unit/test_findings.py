@@ -63,6 +63,9 @@ def test_a_number_set_beside_a_limit_shows_the_digits_that_put_it_on_its_side():
     # (c8's break-even beside a wide interval: 'about 6,700 steps', not '6,670' nor '6.7e+03')
     assert fmt_value(6669.6, "steps", 2) == "6,700 steps" and fmt_value(665.2, "", 2) == "670"
     assert fmt_value(95.5, "x", 2) == "96x" and fmt_value(1.2345, "", 2) == "1.2"
+    assert (
+        fmt_value(99.6, "steps", 2) == "100 steps" and fmt_value(9.96, "", 2) == "10"
+    )  # rounded, then whole
     # a limit that is no number (a diverged run's NaN loss, set beside another's limit) leaves it as it is
     limit = N("limit", 2.18746, "")
     assert beside(limit, float("nan")) is limit and beside(limit, N("nan", float("nan"), "")) is limit

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from hpml_lab import flops
+from hpml_lab import flops, sanity
 from hpml_lab.config import RunConfig
 
 
@@ -220,7 +220,8 @@ def test_a_measured_peak_is_measured_once_per_machine_and_read_by_every_task(tmp
         return 0.0666 if len(calls) == 1 else 0.0252  # a second measurement would differ: it must not happen
 
     monkeypatch.setattr(flops, "_measured", measured)
-    monkeypatch.setattr(flops.os, "getloadavg", lambda: (0.5, 0.5, 0.5))  # idle: a busy one is measured again
+    # idle, and no steal read from this host's /proc/stat (review24): a busy one is measured again
+    monkeypatch.setattr(sanity, "machine_load", lambda *a, **k: {"cores": 2, "load1": 0.5, "steal_pct": 0.0})
     store = tmp_path / "results" / flops.PEAKS_FILE
     first = flops.peak(torch.device("cpu"), "fp32", store)
     again = flops.peak(torch.device("cpu"), "fp32", store)  # another task on the same machine
@@ -245,10 +246,22 @@ def test_a_peak_measured_on_a_busy_machine_takes_the_best_of_several_once(tmp_pa
     import json
 
     rates = iter([0.054, 0.18, 0.12, 0.3, 0.9])
-    loads = iter([2.93, 2.5, 2.6, 0.4, 0.1])
-    monkeypatch.setattr(flops, "_measured", lambda device, precision, budget_s=0.5, detail=None: next(rates))
-    monkeypatch.setattr(flops.os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
-    monkeypatch.setattr(flops.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    # each try reads the load before and after its products, and keeps the second (its steal window is the
+    # measurement itself): the same load twice a try, here
+    loads = iter([x for x in (2.93, 2.5, 2.6, 0.4, 0.1) for _ in range(2)])
+    seen = []
+
+    def measured(device, precision, budget_s=0.5, detail=None):
+        detail.update(size=2048, repeats=3, products_per_repeat=1, cores_had=1.0, rate=0)
+        detail["rate"] = next(rates)
+        return detail["rate"]
+
+    def load(*a, **k):
+        seen.append(k.get("seen", True))
+        return {"cores": 2, "load1": next(loads), "steal_pct": 0.0}
+
+    monkeypatch.setattr(flops, "_measured", measured)
+    monkeypatch.setattr(sanity, "machine_load", load)
     monkeypatch.setattr(flops.time, "sleep", lambda s: None)
     store = tmp_path / flops.PEAKS_FILE
     got = [flops.peak(torch.device("cpu"), "fp32", store) for _ in range(3)]
@@ -257,10 +270,12 @@ def test_a_peak_measured_on_a_busy_machine_takes_the_best_of_several_once(tmp_pa
     assert [p.tflops for p in got] == [0.3, 0.3, 0.3] and next(rates) == 0.9
     (entry,) = json.loads(store.read_text()).values()
     assert entry["measurements"] == 4 and entry["machine"]["load1"] == 0.4
+    assert entry["products"]["rate"] == 0.3  # the kept try's own record of how it was taken
     assert "the best of 4 measurements" in got[0].source and got[0].source == got[-1].source
+    assert seen == [False] * 8  # no reading of a peak's counts toward a page's busy flag (review24)
     # a machine that stays busy: MEASURE_TRIES measurements, the best kept, then no more
     store.unlink()
-    monkeypatch.setattr(flops.os, "getloadavg", lambda: (3.0, 0.0, 0.0))
+    monkeypatch.setattr(sanity, "machine_load", lambda *a, **k: {"cores": 2, "load1": 3.0, "steal_pct": 0.0})
     made = []
     monkeypatch.setattr(
         flops,
@@ -283,7 +298,8 @@ def test_every_run_of_a_machine_states_its_one_peak(tmp_path, monkeypatch, tiny_
         "_measured",
         lambda d, p, budget_s=0.5, detail=None: 0.05 + 0.01 * len(list(tmp_path.rglob("*"))),
     )
-    monkeypatch.setattr(flops.os, "getloadavg", lambda: (0.5, 0.5, 0.5))  # idle: a busy one is measured again
+    # idle, and no steal read from this host's /proc/stat (review24): a busy one is measured again
+    monkeypatch.setattr(sanity, "machine_load", lambda *a, **k: {"cores": 2, "load1": 0.5, "steal_pct": 0.0})
     a = train(tiny_cfg.replace(task="c1", epochs=1, max_batches=1))
     b = train(tiny_cfg.replace(task="c2", epochs=1, max_batches=1))
     fa, fb = a.meta["flops"], b.meta["flops"]
@@ -309,8 +325,6 @@ def test_a_cpu_peak_whose_products_shared_their_cores_is_measured_again(tmp_path
     the best kept, with the share it had."""
     import json
 
-    from hpml_lab import sanity
-
     had = iter([0.61, 0.7, 0.98, 0.99])
     rates = iter([0.142, 0.2, 0.33, 0.34])
 
@@ -319,7 +333,7 @@ def test_a_cpu_peak_whose_products_shared_their_cores_is_measured_again(tmp_path
         return next(rates)
 
     monkeypatch.setattr(flops, "_measured", measured)
-    monkeypatch.setattr(sanity, "machine_load", lambda *a, **k: {"cores": 2, "load1": 1.55})  # not busy
+    monkeypatch.setattr(sanity, "machine_load", lambda *a, **k: {"cores": 2, "load1": 1.55, "steal_pct": 0.0})
     monkeypatch.setattr(flops.time, "sleep", lambda s: None)
     store = tmp_path / flops.PEAKS_FILE
     got = flops.peak(torch.device("cpu"), "fp32", store)

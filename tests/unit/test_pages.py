@@ -164,9 +164,14 @@ def test_the_bundle_says_shared_notices_once(reports, monkeypatch):
     page = bundle.write_bundle(reports, log=lambda *_: None).read_text()
     answers_part = page.split("<section")[0]
     assert answers_part.count("Synthetic data") == 1 and "(every report)" in answers_part
-    assert "timings reflect the real pipeline, losses" in answers_part  # no task timed on loaded batches
+    assert "timings reflect the real pipeline; losses" in answers_part  # no task timed on loaded batches
     said = bundle.shared_notices({t: {"synthetic_data": True} for t in ("c2", "memory")})
-    assert "timings reflect the real pipeline (memory: of steps on batches already loaded), losses" in said
+    assert (
+        "timings reflect the real pipeline (c2); memory's timings are of steps on batches already loaded; "
+        "losses" in said
+    )
+    alone = bundle.shared_notices({"memory": {"synthetic_data": True}})  # review24: no pipeline to reflect
+    assert "pipeline" not in alone and "memory's timings are of steps on batches already loaded" in alone
     assert answers_part.count("Stand-in model") == 1 and answers_part.count("Busy machine") == 1
     assert answers_part.count("Every number is tagged") == 1
     assert answers_part.count("<b>diverged</b>") == 3  # a report's own flag stays in its box

@@ -245,6 +245,11 @@ def test_busiest_seen_flags_a_report_when_any_of_its_runs_was_busy():
     sanity.observe(None)  # a run whose meta.json has no load recorded adds nothing
     try:
         assert len(sanity._SEEN) == before + 1 and sanity.busiest_seen().kind == "machine busy"
+        # a reading that is no run's (a peak's measurement, review24) is not counted; a run's is
+        sanity.machine_load(0.01, seen=False)
+        assert len(sanity._SEEN) == before + 1
+        sanity.machine_load(0.01, run="r")
+        assert len(sanity._SEEN) == before + 2 and sanity._SEEN[-1]["run"] == "r"
     finally:
         del sanity._SEEN[before:]
 

@@ -264,8 +264,13 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
         )
         span_lo = Number("break-even, fewest steps", few, "steps", "predicted", source=isrc)
         span_hi = Number("break-even, most steps", most, "steps", "predicted", source=isrc)
-        images = Number(
-            "break-even images", steps * cfg.batch_size, "images", "predicted", source=src + " x batch size"
+        images = Number(  # at the break-even's own digits (grade24: '150,687 images' beside 'about 4,700')
+            "break-even images",
+            steps * cfg.batch_size,
+            "images",
+            "predicted",
+            source=src + " x batch size",
+            digits=even.digits,
         )
         batch = setting("batch_size", int(cfg.batch_size))
         paid = "yes" if most <= ran.value else "no" if few > ran.value else "can't tell"

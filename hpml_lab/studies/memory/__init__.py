@@ -13,7 +13,9 @@ class Settings(StudySettings):
 
     resnets: tuple[str, ...] = ("resnet18_adjusted", "resnet34_adjusted", "resnet50_adjusted")
     rev_stages: tuple[int, ...] = (3, 5, 9, 18)  # RevNet n-n-n: RevNet-38, -62, -110, -218
-    repeats: int = 5  # timed rounds per network
+    # timed rounds per network: 6, the fewest a verdict draws whole (verdict.PAIRED_MIN_ROUNDS), so that a
+    # round the machine slowed slows both sides of a cost comparison
+    repeats: int = 6
     warmup: int = 2  # untimed rounds before them
     budget_gb: float = 16.0  # CPU only: the budget the largest batch is predicted for
     cpu_threads: int = 1  # CPU only: intra-op threads for every timed step

@@ -199,7 +199,9 @@ def clear_of_chance(cfg) -> float:
 
 
 def _times(row) -> list[float]:
-    return [float(x) for x in str(row["times_s"]).split(";") if x and x != "nan"]
+    """A network's seconds per step, one per timed round in round order ('nan' kept in its place: a paired
+    verdict leaves that round out of both sides)."""
+    return [float(x) for x in str(row["times_s"]).split(";") if x]
 
 
 def _counted(name: str, value: float, unit: str = "MB/sample") -> Number:

@@ -96,7 +96,7 @@ def measure(
     specs: Sequence[Mapping[str, Any]],
     batch_size: int,
     device: torch.device | str = "cpu",
-    repeats: int = 5,
+    repeats: int = 6,
     warmup: int = 2,
     act_batch: int = 4,
     norm: str = "bn",
