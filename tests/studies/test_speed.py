@@ -1029,3 +1029,15 @@ def test_a_graphed_rung_that_inductor_ran_without_cuda_graphs_is_flagged(base):
     ].message
     res.meta["step_ran"] = {"big_batch": {"compile_mode": "reduce-overhead", "cudagraph_skips": 0}}
     assert speed.conclude(base, res)[1] == []
+
+
+def test_a_verdict_holds_the_loads_of_its_timed_rounds_only(base):
+    """grade24: a per-step verdict held six load readings beside five samples: the reading after the
+    untimed warm-up round, which the record keeps first, is no sample's."""
+    res = _ladder(RATES)
+    res.meta.update(warmup=1, repeats=5, load_before={"cores": 2}, load_per_round=[4.0] + [1.0] * 5)
+    step = speed.conclude(base, res)[0][0].verdict  # no whole epochs: the top answer is per step
+    assert step["what"] == "images/s over the timed rounds of steps"
+    assert list(step["load_a"]) == list(step["load_b"]) == [0.5] * 5
+    res.meta.update(load_per_round=[1.0] * 5)  # a record of timed rounds only: read whole
+    assert list(speed.conclude(base, res)[0][0].verdict["load_a"]) == [0.5] * 5

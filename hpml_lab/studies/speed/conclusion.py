@@ -220,9 +220,15 @@ class Numbers:
 
 
 def _loads(meta: dict) -> list[float]:
-    """The machine's load average per core after each round (the rounds interleave every rung)."""
+    """The machine's load average per core after each timed round (the rounds interleave every rung): the
+    readings after the untimed warm-up rounds, which the record keeps first, are no sample's (grade24: six
+    readings beside five samples)."""
     cores = ((meta.get("load_before") or {}).get("cores")) or 1
-    return [x / cores for x in meta.get("load_per_round") or [] if x is not None]
+    every = list(meta.get("load_per_round") or [])
+    warm = int(meta.get("warmup") or 0)
+    if warm and len(every) == warm + int(meta.get("repeats") or 0):
+        every = every[warm:]
+    return [x / cores for x in every if x is not None]
 
 
 def verdict_of(a: dict, b: dict, samples: dict[str, list[float]], meta: dict, what: str = "images/s"):
