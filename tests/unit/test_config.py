@@ -212,3 +212,27 @@ def test_study_counts_have_a_ceiling():
     with pytest.raises(ConfigError, match="'rev_stages' must be a finite number of sensible size"):
         Settings(rev_stages=(3, 10**12))
     assert Settings(rev_stages=(3, 5)).rev_stages == (3, 5)
+
+
+def test_each_notebooks_parameters_cell_holds_its_study_settings_defaults():
+    """grade25b: memory's parameters cell said repeats = 5 after its Settings' default became 6, and
+    papermill's and JupyterLab's runs take the cell, not the default: every render timed 5 rounds, drawn
+    apart, where the docs said 6, drawn whole. A study's own settings in its notebook are its Settings'
+    defaults."""
+    from dataclasses import fields
+    from pathlib import Path
+
+    from hpml_lab.report.runner import notebook_parameters
+    from hpml_lab.studies import registry
+
+    root = Path(__file__).resolve().parents[2] / "notebooks"
+    checked = 0
+    for task in registry().values():
+        if task.settings is None:
+            continue
+        params = notebook_parameters(root / task.notebook)
+        for f in fields(task.settings):
+            if f.name in params:
+                assert params[f.name] == f.default, (task.id, f.name, params[f.name], f.default)
+                checked += 1
+    assert checked >= 10  # memory's six, speed's, c3's, ...
