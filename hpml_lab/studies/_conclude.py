@@ -287,10 +287,11 @@ def compare_configs(
 
 def dedupe(flags) -> list[sanity.Flag]:
     """Flags without repeats: one of each kind, except 'diverged' and 'did not learn', kept once per setting
-    they name (a sweep's second diverged setting is not hidden behind its first)."""
+    they name (a sweep's second diverged setting is not hidden behind its first), and 'too few samples', kept
+    once per thing it counts (a sweep's batches and its epochs)."""
     seen, out = set(), []
     for f in flags:
-        per_setting = f is not None and f.kind in ("diverged", "did not learn")
+        per_setting = f is not None and f.kind in ("diverged", "did not learn", "too few samples")
         key = (f.kind, f.message) if per_setting else getattr(f, "kind", None)
         if f is not None and key not in seen:
             seen.add(key)

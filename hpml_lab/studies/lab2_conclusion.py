@@ -246,6 +246,11 @@ def training_sweep(
     flags.append(
         sanity.too_few(min((len(x) for x in samples.values()), default=0), "last-epoch batches per setting")
     )
+    # the summary table's epoch medians, over each run's timed epochs: no spread below three (grade26: c6 and
+    # c7 showed 2-epoch medians without a flag, where c2 flags its own)
+    summary = getattr(out, "summary", None)
+    if summary is not None and "n" in summary and len(summary):
+        flags.append(sanity.too_few(int(summary["n"].min()), "timed epochs per setting"))
     notes = [*(first_notes or []), *sweep_notes(cfg, out, field, shown)]
     stuck = [shown_setting(v, shown) for v in raw if "did_not_learn" in metas.get(v, {})]
     epochs = setting("epochs", int(cfg.epochs))

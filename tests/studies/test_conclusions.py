@@ -1965,3 +1965,25 @@ def test_a_sentence_about_the_sampling_design_is_read_off_the_verdicts():
     unsaid = _conclude.compare(FAST, SLOW, "a", "b")
     assert _conclude.sampling([seq, seq]) == "sequential" and _conclude.sampling([turns]) == "interleaved"
     assert _conclude.sampling([unsaid]) is None and _conclude.sampling([seq, turns]) is None
+
+
+def test_a_sweeps_and_c8s_epoch_medians_over_fewer_than_three_epochs_are_flagged(tmp_path):
+    """grade26: c6, c7 and c8 showed epoch medians over 2 timed epochs with no spread and no flag, where c2
+    flags its own; both a sweep's batch count and its epoch count are said where each is short."""
+    sweep_out = _training_sweep(
+        {"sgd": [2.0] * 4 + [0.5, 0.51, 0.49, 0.5], "adam": [2.0] * 4 + [1.5, 1.51, 1.49, 1.5]}
+    )
+    sweep_out.summary["n"] = [2, 3]
+    cfg = RunConfig(task="c6", model="resnet_tiny")
+    _, flags = lab2_conclusion.training_sweep(cfg, sweep_out, "optimizer", "C6?")
+    few = [f.message for f in flags if f.kind == "too few samples"]
+    assert len(few) == 1 and few[0].startswith("only 2 timed epochs per setting:")
+    sweep_out.summary["n"] = [3, 3]
+    _, flags = lab2_conclusion.training_sweep(cfg, sweep_out, "optimizer", "C6?")
+    assert "too few samples" not in {f.kind for f in flags}
+    out = _c8(tmp_path, FAST, SLOW)
+    out.summary = pd.DataFrame({"mode": ["eager", "compile (inductor)"], "n": [1, 1]})
+    _, flags = c8_conclusion.conclude(RunConfig(task="c8"), out)
+    assert any(
+        f.message.startswith("only 1 steady epoch per mode:") for f in flags if f.kind == "too few samples"
+    )
