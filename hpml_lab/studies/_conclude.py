@@ -165,6 +165,14 @@ def readable_share(df: pd.DataFrame, column: str, whole: float = 1.0) -> pd.Data
     return df
 
 
+def epochs_shown(epochs: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    """An epochs table as a page shows it: the `columns` it has, in their order, renamed to the page's words
+    (a column mapped to itself keeps its name), without a share of a peak that some share passed
+    (readable_share, the column 'mfu')."""
+    kept = readable_share(epochs[[c for c in columns if c in epochs]], "mfu")
+    return kept.rename(columns={k: v for k, v in columns.items() if k != v})
+
+
 def run_peak(meta: dict | None):
     """The run's peak as every page states it (flops.peak_number), or None where the run recorded none."""
     from ..flops import peak_number

@@ -16,7 +16,7 @@ from ...answers import Answer, Number
 from ...data import classes_of
 from ...findings import Background, Finding, fmt_in, say
 from ...verdict import compare, sample_record
-from .._conclude import counted, readable_share, training_flags
+from .._conclude import counted, epochs_shown, training_flags
 
 
 def _ends(k: Number, which: str) -> Finding:
@@ -159,12 +159,15 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
 def epochs_table(epochs: pd.DataFrame) -> pd.DataFrame:
     """C1's epochs as its page shows them: loss, top-1, epoch time and the training compute's share of the
     device's peak (left out where a share passes the whole peak: readable_share)."""
-    cols = ["epoch", "batches", "images", "loss", "acc", "total_s", "mfu"]
-    return readable_share(epochs[[c for c in cols if c in epochs]], "mfu").rename(
-        columns={
+    return epochs_shown(
+        epochs,
+        {
+            "epoch": "epoch",
+            "batches": "batches",
+            "images": "images",
             "loss": "mean loss",
             "acc": "top-1 acc",
             "total_s": "epoch time (s)",
             "mfu": "training compute, share of device peak",
-        }
+        },
     )

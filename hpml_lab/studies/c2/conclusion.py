@@ -17,7 +17,7 @@ from ...findings import Background, Finding, say
 from ...flops import peak_number
 from ...results import drop_warmup
 from ...verdict import compare, sample_record
-from .._conclude import counted, num, readable_share, training_flags
+from .._conclude import counted, epochs_shown, num, training_flags
 from ..lab2_conclusion import first_epoch_finding, timing_disjoint
 
 
@@ -190,16 +190,16 @@ def epoch_table(epochs: pd.DataFrame, disjoint: bool = True) -> pd.DataFrame:
     where the two intervals are disjoint (timing_disjoint), since where they overlap it is no part of the
     epoch."""
     ep = epochs.assign(other_s=epochs["total_s"] - epochs["data_s"] - epochs["train_s"])
-    cols = ["epoch", "batches", "images", "data_s", "train_s", *(["other_s"] if disjoint else []), "total_s"]
-    cols += ["images_per_s", "tflops", "mfu"]
-    return readable_share(ep[[c for c in cols if c in ep]], "mfu").rename(
-        columns={
-            "data_s": "data loading (s)",
-            "train_s": "training (s)",
-            "other_s": "other (s)",
-            "total_s": "total (s)",
-            "images_per_s": "images/s",
-            "tflops": "TFLOP/s (training)",
-            "mfu": "share of device peak",
-        }
-    )
+    names = {
+        "epoch": "epoch",
+        "batches": "batches",
+        "images": "images",
+        "data_s": "data loading (s)",
+        "train_s": "training (s)",
+        **({"other_s": "other (s)"} if disjoint else {}),
+        "total_s": "total (s)",
+        "images_per_s": "images/s",
+        "tflops": "TFLOP/s (training)",
+        "mfu": "share of device peak",
+    }
+    return epochs_shown(ep, names)
