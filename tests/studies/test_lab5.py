@@ -880,7 +880,14 @@ def test_lab5_speedups_whose_verdicts_all_tie_lead_with_the_tie():
             "1.31x with 2 workers at batch 16"
         )
     )
+    assert not any("above the worker count" in b.text for b in q2.background)  # 1.31x on 2 workers
     study_checks.holds([q2])
+    # a ratio past its worker count beside "no speedup can be told" gets a general reading (grade24b: 2.01x
+    # on 2 workers said nothing of it)
+    res.table.loc[res.table.workers == 2, "speedup"] = 2.01
+    q2 = _conclude(res)[0][1]
+    assert q2.headline.plain().startswith("No speedup can be told")
+    assert any("above the worker count (an efficiency above one)" in b.text for b in q2.background)
 
 
 def test_lab5_speedups_with_too_few_samples_say_so_not_a_tie():
