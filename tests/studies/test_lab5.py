@@ -771,6 +771,8 @@ def test_lab5_speedup_beyond_its_workers_is_said_not_to_be_ddp():
     bound = answers[1].verdict["bound 2x16"]  # recorded with its samples: the 2-worker steps, 1-worker steps
     assert bound["samples_a"] == pytest.approx([0.008] * 6) and len(bound["samples_b"]) == 5
     assert "1.75x with 2 workers at batch 32 is more" not in answers[1].text
+    # said beyond its workers by its verdict: no general reading of noise beside it
+    assert not any("above the worker count" in b.text for b in answers[1].background)
     study_checks.holds(answers)
     # a speedup just past its workers shows the digits that put it there (review 15: '2x ... more than its
     # workers can give')
@@ -786,6 +788,10 @@ def test_lab5_speedup_beyond_its_workers_is_said_not_to_be_ddp():
     tie, _ = _conclude(res)
     assert not tie[1].headline.plain().endswith("more than its workers can give")
     assert "can give by running side by side" not in tie[1].text
+    # 2.02x stated, its headline a largest speedup, yet no verdict shows it beyond its workers: the general
+    # reading is given here too, not only beside "no speedup can be told" (grade27b)
+    assert tie[1].headline.plain().startswith("Largest speedup")
+    assert any("above the worker count (an efficiency above one)" in b.text for b in tie[1].background)
     study_checks.holds(tie)
 
 

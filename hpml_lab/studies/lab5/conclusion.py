@@ -573,12 +573,14 @@ def lab5_q2(res) -> Answer:
             "per-worker batch."
         )
     ]
-    if len(meas) and (too_few or all_ties) and bool((meas.speedup > meas.workers).any()):
-        # a ratio past its worker count beside "no speedup can be told" (grade24b): said, as general
+    if len(meas) and int((meas.speedup > meas.workers).sum()) > len(over):
+        # a ratio past its worker count that no compute-step verdict shows beyond it (beyond_bound says the
+        # ones that do), as beside "no speedup can be told" (grade24b/27b): said, as general
         background.append(
             Background(
                 "A speedup above the worker count (an efficiency above one) is more than added workers "
-                "usually give; where no speedup can be told, it is most often the runs' own spread."
+                "usually give; where the run cannot tell it from its worker count, it is most often the "
+                "runs' own spread."
             )
         )
     return Answer(
