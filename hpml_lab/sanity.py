@@ -477,8 +477,10 @@ def too_few(n: int, what: str = "values") -> Flag | None:
         return Flag(
             "too few samples",
             say(
-                "only {n} {what}: a median of fewer than {min} has no spread to show, so none is shown; "
-                "treat the number as one observation",
+                # grade27a: "no spread ... none is shown" beside a table's min and max columns
+                "only {n} {what}: a median of fewer than {min} has no interquartile range to show, so none "
+                "is shown (a min and a max are the values themselves); treat the median as those few "
+                "observations, not a typical value",
                 n=Number(f"samples: {what}", int(n), "", "counted", source="counted in the results"),
                 what=said,
                 min=Number(

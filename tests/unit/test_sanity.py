@@ -160,6 +160,10 @@ def test_growing_epochs_are_no_steady_state():
 
 def test_too_few_samples():
     assert sanity.too_few(2).kind == "too few samples" and sanity.too_few(3) is None
+    # what is left out is the interquartile range: a table beside it still shows a min and a max (grade27a)
+    said = sanity.too_few(2, "timed epochs per setting").message
+    assert "no interquartile range to show" in said and "no spread" not in said
+    assert "(a min and a max are the values themselves)" in said
 
 
 def test_busy_machine():
