@@ -21,7 +21,7 @@ The flags, and when each is raised:
   page that reads the record state the rule the same way (chance_rule)
 - no steady state: the epochs after the first (warm-up) keep growing or shrinking: each beyond the last by 10%
   and the last beyond the first by 25% (by 2x when there are only two)
-- too few samples: fewer than 3 values behind a median: no spread is shown
+- too few samples: fewer than 3 values behind a median: no interquartile range is shown
 - machine busy: the 1-minute load average before the run per usable core was above BUSY_LOAD_PER_CORE (1.0),
   or the CPU steal time above BUSY_STEAL_PCT (10%); recorded per run in meta.json's `machine`; any run a
   report used or made raises it on that report
@@ -479,8 +479,8 @@ def too_few(n: int, what: str = "values") -> Flag | None:
             say(
                 # grade27a: "no spread ... none is shown" beside a table's min and max columns
                 "only {n} {what}: a median of fewer than {min} has no interquartile range to show, so none "
-                "is shown (a min and a max are the values themselves); treat the median as those few "
-                "observations, not a typical value",
+                "is shown (a min and a max, where a table gives them, are the values themselves); treat the "
+                "median as those few observations, not a typical value",
                 n=Number(f"samples: {what}", int(n), "", "counted", source="counted in the results"),
                 what=said,
                 min=Number(

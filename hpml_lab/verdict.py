@@ -18,10 +18,10 @@ is "better" or "worse" only when the whole interval lies on one side of 1 (beyon
 Where A and B took turns in rounds, the i-th sample of each from the same round, `paired=True` says so: with
 at least PAIRED_MIN_ROUNDS rounds the bootstrap then resamples whole rounds, each round's two samples kept
 together, so a round the machine slowed slows both sides of the ratio and its drift widens the interval
-far less. With fewer, each side is drawn apart (wider, as before): drawing 3 to 5 whole rounds, the "95%"
-interval held no difference in only 73% to 92% of simulated rounds that drifted with none, and named a winner
-where there was none in up to 7%. `Verdict.paired` says which was done. The point ratio is the same ratio of
-medians either way.
+far less. With fewer, each side is drawn apart (wider, as before): in simulations of rounds that drifted
+with no difference, 3 to 5 whole rounds drawn gave a "95%" interval that held no difference in only about 73%
+to 92% of them, and named a winner the more often the noisier the rounds. `Verdict.paired` says which was
+done. The point ratio is the same ratio of medians either way.
 
 A verdict knows how its samples were taken: `interleaved=True` (A B A B repeats, so the load hits both alike),
 `interleaved=False` (one side's runs after the other's) with the machine's load per core during each side

@@ -1022,6 +1022,9 @@ def test_c5_compute_columns_are_all_of_the_median_step(tmp_path, monkeypatch):
     assert "speedup" not in cpu and "verdict" not in cpu and not any(ch.isdigit() for ch in cpu)
     gpu = c5_conclusion.table_note(pd.DataFrame([row]).assign(compute_speedup_vs_cpu=1.0))
     assert "its speedup and its share of the device's peak: the samples the GPU-vs-CPU verdict" in gpu
+    # a table whose share column is left out (a share past the peak) is not said to hold it (review29)
+    over = c5_conclusion.shown_summary(pd.DataFrame([row]).assign(mfu_pct=145.0))
+    assert "share of the device's peak" not in c5_conclusion.table_note(over)
 
 
 # ------------------------------------------------------------------ C6 and C7

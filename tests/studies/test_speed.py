@@ -509,6 +509,13 @@ def test_an_mfu_above_the_measured_peak_is_flagged(base):
     res.table.loc[res.table["rung"] == "big_batch", "mfu"] = 1.5
     _, flags = speed.conclude(base, res)
     assert [f.kind for f in flags] == ["MFU above 100%"] and "L6 (150%) reached more" in flags[0].message
+    # over its whole epochs too (review29: the epochs' share was not read)
+    res.table.loc[res.table["rung"] == "big_batch", "mfu"] = 0.5
+    res.table.loc[res.table["rung"] == "big_batch", "epoch_mfu"] = 1.2
+    _, flags = speed.conclude(base, res)
+    (flag,) = [f for f in flags if f.kind == "MFU above 100%"]
+    assert "L6 (120%) reached more" in flag.message
+    assert "L6: MFU over the epoch" in {n.name for n in flag.finding.numbers()}
 
 
 def test_the_busy_flag_states_the_load_before_the_run_as_the_environment_table_does(base):

@@ -340,3 +340,31 @@ def test_a_cpu_peak_whose_products_shared_their_cores_is_measured_again(tmp_path
     (entry,) = json.loads(store.read_text()).values()
     assert got.tflops == 0.33 and entry["measurements"] == 3 and entry["products"]["cores_had"] == 0.98
     assert next(rates) == 0.34  # the third had its cores: no fourth
+
+
+def test_the_share_of_cores_a_measurement_had_is_of_the_cores_its_threads_can_use(monkeypatch):
+    """review29: with more torch threads than usable cores, cpu time / wall time / threads could never reach
+    CORES_HAD (4 threads on 2 cores read 0.46), so every such peak took all its tries. The share is of the
+    cores its threads can use."""
+    import os
+
+    class Clock:  # every product 60 ms: the size stays at 256 (oversubscribed threads are slow to grow)
+        def __init__(self, device):
+            pass
+
+        def start(self):
+            pass
+
+        def stop(self):
+            return 0.06
+
+    monkeypatch.setattr(flops, "WallClock", Clock)
+    before = torch.get_num_threads()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        torch.set_num_threads(2 * usable)
+        detail: dict = {}
+        flops._measured("cpu", "fp32", budget_s=0, detail=detail)
+    finally:
+        torch.set_num_threads(before)
+    assert detail["threads"] == 2 * usable and detail["cores"] == usable

@@ -163,7 +163,7 @@ def test_too_few_samples():
     # what is left out is the interquartile range: a table beside it still shows a min and a max (grade27a)
     said = sanity.too_few(2, "timed epochs per setting").message
     assert "no interquartile range to show" in said and "no spread" not in said
-    assert "(a min and a max are the values themselves)" in said
+    assert "(a min and a max, where a table gives them, are the values themselves)" in said
 
 
 def test_busy_machine():

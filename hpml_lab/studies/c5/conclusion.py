@@ -38,11 +38,11 @@ def table_note(summary) -> str:
     the first (both sides of the data wait's share whole epochs), and the median training step of those
     epochs (compute per step; with a GPU its speedup, the samples the GPU-vs-CPU verdict compares)."""
     gpu = "compute_speedup_vs_cpu" in summary
+    share = " and its share of the device's peak" if "mfu_pct" in summary else ""  # left out past the peak
     step = (
-        "compute per step, its speedup and its share of the device's peak: the samples the GPU-vs-CPU "
-        "verdict compares"
+        "compute per step, its speedup" + share + ": the samples the GPU-vs-CPU verdict compares"
         if gpu
-        else "compute per step and its share of the device's peak"
+        else "compute per step" + share
     )
     epoch = "their median, spread and mean, " + ("their speedup, " if gpu else "")
     return (
