@@ -332,6 +332,9 @@ def compare(
         keep = np.isfinite(pa) & np.isfinite(pb)
         xa, xb = pa[keep], pb[keep]
         paired = bool(xa.size >= PAIRED_MIN_ROUNDS)
+        if not paired:  # drawn apart, as an unpaired comparison is: each side's own finite samples (review29:
+            # a record's paired false then recomputes as it reads)
+            xa, xb = _clean(a), _clean(b)
     else:
         xa, xb = _clean(a), _clean(b)
     ma = float(np.median(xa)) if xa.size else math.nan

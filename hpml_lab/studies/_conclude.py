@@ -158,8 +158,9 @@ def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict 
 def readable_share(df: pd.DataFrame, column: str, whole: float = 1.0) -> pd.DataFrame:
     """`df` without its share-of-peak `column` where any value passes the whole peak (`whole`: 1 for a
     fraction, 100 for a percentage): that peak was measured low and no share of it can be read, as the page's
-    'MFU above 100%' flag says, so no table shows one (grade24: c2 left its column out, c1 and c5 showed 115%
-    and 145% beside the flag)."""
+    'MFU above 100%' flag says, so c1's, c2's and c5's tables show none (grade24: c2 left its column out, c1
+    and c5 showed 115% and 145% beside the flag). The speed ladder, whose subject is the shares, keeps them
+    with its own flag: read them with care."""
     if column in df and bool((df[column] > whole).any()):
         return df.drop(columns=[column])
     return df

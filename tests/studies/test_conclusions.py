@@ -917,7 +917,28 @@ def test_c5_a_share_above_the_measured_peak_is_flagged_as_c1s_and_c2s_are(tmp_pa
     shown = c1_conclusion.epochs_table(epochs.assign(mfu=[0.786, 1.15])).columns
     assert "training compute, share of device peak" not in shown and "top-1 acc" in shown
     shown = c1_conclusion.epochs_table(epochs.assign(mfu=[0.786, 0.9])).columns
-    assert "training compute, share of device peak" in shown
+    assert list(shown) == [  # in the page's order (review29: a refactor could reorder them unseen)
+        "epoch",
+        "batches",
+        "images",
+        "mean loss",
+        "top-1 acc",
+        "epoch time (s)",
+        "training compute, share of device peak",
+    ]
+    two = epochs.assign(data_s=0.1, train_s=0.8, images_per_s=96.0, tflops=0.1, mfu=0.5)
+    assert list(c2_conclusion.epoch_table(two).columns) == [
+        "epoch",
+        "batches",
+        "images",
+        "data loading (s)",
+        "training (s)",
+        "other (s)",
+        "total (s)",
+        "images/s",
+        "TFLOP/s (training)",
+        "share of device peak",
+    ]
 
 
 def test_c5_cpu_only_is_partial_and_trend_is_said(tmp_path):

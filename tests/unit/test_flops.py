@@ -368,3 +368,24 @@ def test_the_share_of_cores_a_measurement_had_is_of_the_cores_its_threads_can_us
     finally:
         torch.set_num_threads(before)
     assert detail["threads"] == 2 * usable and detail["cores"] == usable
+
+
+def test_a_peaks_load_is_read_before_its_products_and_its_steal_over_them(tmp_path, monkeypatch):
+    """review29: the 1-minute load read after the products holds their own threads, so a machine just under
+    the busy line could count its own measurement busy. The kept load is the one read before; the steal is
+    the one read after, whose window is the measurement."""
+    import json
+
+    readings = iter(
+        [
+            {"cores": 2, "load1": 0.2, "steal_pct": 0.0, "steal_window_s": 0.1},
+            {"cores": 2, "load1": 1.9, "steal_pct": 3.0, "steal_window_s": 0.6},
+        ]
+    )
+    monkeypatch.setattr(sanity, "machine_load", lambda *a, **k: next(readings))
+    monkeypatch.setattr(flops, "_measured", lambda d, p, budget_s=0.5, detail=None: 0.3)
+    store = tmp_path / flops.PEAKS_FILE
+    flops.peak(torch.device("cpu"), "fp32", store)
+    (entry,) = json.loads(store.read_text()).values()
+    assert entry["machine"] == {"cores": 2, "load1": 0.2, "steal_pct": 3.0, "steal_window_s": 0.6}
+    assert entry["measurements"] == 1

@@ -281,3 +281,8 @@ def test_paired_rounds_keep_each_rounds_two_samples_together():
         (compare(b[:5], a[:5], interleaved=True).ci_low, compare(b[:5], a[:5], interleaved=True).ci_high)
     )
     assert compare(b[:6], a[:6], interleaved=True, paired=True).paired
+    # drawn apart, a round with one side missing keeps the other side's sample, as an unpaired comparison
+    # does: the record's paired false recomputes as it reads (review29)
+    gap = compare([*b[:4], float("nan")], a[:5], interleaved=True, paired=True)
+    again = compare([*b[:4], float("nan")], a[:5], interleaved=True, paired=gap.paired)
+    assert (gap.n_a, gap.n_b) == (4, 5) and (gap.ci_low, gap.ci_high) == (again.ci_low, again.ci_high)

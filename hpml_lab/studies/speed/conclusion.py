@@ -772,8 +772,9 @@ def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
 def busy(meta: dict) -> sanity.Flag | None:
     """'machine busy' for the ladder's run: from the load read before it (meta.json's machine, the one the
     environment table states, its Numbers named after the run's folder), else, where the machine became busy
-    while the ladder ran, from the busiest reading of its rounds and epochs (the load the verdicts were told),
-    said as such: a load read after a round is not the load before the run."""
+    while the ladder ran, from the busiest reading of its rounds and epochs (the warm-up rounds' included,
+    which the verdicts are not given), said as such: a load read after a round is not the load before the
+    run."""
     run = str(meta.get("run_id") or "")
     before = sanity.busy(meta.get("machine"), run=run)
     if before is not None:
