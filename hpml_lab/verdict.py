@@ -108,9 +108,8 @@ class Verdict:
     min_effect: float = 0.02  # the least difference (as a fraction) the whole interval must clear
     limits: tuple = ()  # other values its interval is held against (a prediction), as ci_low/ci_high run
     limit_digits: int = 3  # the significant digits the page shows `limits` at (memory's 4/3 as 1.333x)
-    paired: bool = (
-        False  # the interval drew whole rounds (paired samples, at least PAIRED_MIN_ROUNDS of them)
-    )
+    # whether the interval drew whole rounds (paired samples, at least PAIRED_MIN_ROUNDS of them)
+    paired: bool = False
 
     @property
     def winner(self) -> str | None:
