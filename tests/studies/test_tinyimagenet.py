@@ -701,6 +701,15 @@ def test_tinyimagenet_bottleneck_branches_and_sequential_verdicts():
         "compute": False,
         "batch": False,
     }
+    # a run's data wait and compute come one of each per batch: drawn whole from 6 batches, not under
+    # (review24/29); its verdict is told they pair, and says whether they were drawn so
+    import pandas as pd
+
+    from hpml_lab.studies.tinyimagenet import conclusion as tin_conclusion
+
+    six = pd.DataFrame({"data_s": [0.01, 0.02, 0.011, 0.03, 0.012, 0.025], "train_s": [0.1] * 6})
+    assert tin_conclusion.part_verdict(six, [0.5]).paired
+    assert not tin_conclusion.part_verdict(six.head(4), [0.5]).paired
     shifted, _ = _conclude(_tin(data0=2.0, loads=(0.5, 4.0, 0.5, 0.5)))  # the load moved between the two runs
     assert shifted[0].headline.plain() == (
         "Loading is the bottleneck with 0 workers; with 2 workers, this run cannot tell: the machine was busy"

@@ -100,7 +100,8 @@ def part_verdict(b: pd.DataFrame, load: list[float]) -> Verdict:
     The two take turns batch by batch, so a steady load falls on both; but they are different work (the
     loading, or a wait on worker processes, against the training step's threads), and on a busy machine (a
     load per core above verdict.BUSY_LOAD at the run's start) other work may slow one and not the other, so
-    there the verdict names no direction (reason BUSY_PARTS)."""
+    there the verdict names no direction (reason BUSY_PARTS). Each batch gives one of each: the batches are
+    drawn whole (paired), each batch's wait and compute together, where there are enough of them."""
     v = compare(
         list(b.data_s),
         list(b.train_s),
@@ -108,6 +109,7 @@ def part_verdict(b: pd.DataFrame, load: list[float]) -> Verdict:
         "copy + compute",
         what="time per batch",
         interleaved=True,
+        paired=True,  # review24/29: one data wait and one compute per batch
         load_a=load,
         load_b=load,
     )
