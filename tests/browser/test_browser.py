@@ -145,9 +145,13 @@ def test_c1_runs_in_jupyterlab_in_chromium(lab, tmp_path):
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
             # the notebook names the project's kernel; JupyterLab starts it without asking
             page.wait_for_selector(".jp-Toolbar-kernelName:has-text('Python (hpml-lab)')", timeout=90_000)
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.locator("li[data-command='runmenu:run-all']").click()
-            _wait_until_run(page, base, token)
+
+            def run_all() -> None:
+                page.get_by_role("menuitem", name="Run", exact=True).click()
+                page.locator("li[data-command='runmenu:run-all']").click()
+
+            run_all()
+            _wait_until_run(page, base, token, run_all, tmp_path / "jupyterlab-c1-timeout.png")
             widget = page.locator(".jp-OutputArea .widget-hprogress")
             labels = page.locator(".jp-OutputArea .jupyter-widgets").all_inner_texts()
             figures = page.locator(
@@ -174,16 +178,27 @@ def test_c1_runs_in_jupyterlab_in_chromium(lab, tmp_path):
     assert shot.stat().st_size > 20_000
 
 
-def _wait_until_run(page, base: str, token: str, timeout_s: float = 240) -> None:
-    """Until a cell has run, none is queued or running ([*]) and the kernel is idle twice in a row."""
-    deadline = time.monotonic() + timeout_s
-    idle = 0
-    while time.monotonic() < deadline:
+def _wait_until_run(page, base: str, token: str, run_all, shot, timeout_s: float = 240) -> None:
+    """Until a cell has run, none is queued or running ([*]) and the kernel is idle twice in a row. Where no
+    cell has started a minute after Run All (a menu click the page may drop while it settles), Run All is
+    chosen once more; at the timeout, a screenshot and the prompts and kernel state say where it stood (the
+    suite's one timeout in some thirty runs, 2026-11-28, left no trace of it)."""
+    start = time.monotonic()
+    idle, again = 0, False
+    while time.monotonic() < start + timeout_s:
         running = page.locator(".jp-InputArea-prompt:has-text('[*]')").count()
         ran = page.locator(".jp-InputArea-prompt:has-text('[1]')").count()
         states = [s["kernel"]["execution_state"] for s in _get(f"{base}/api/sessions?token={token}")]
         idle = idle + 1 if ran and not running and states == ["idle"] else 0
         if idle >= 2:
             return
+        if not again and not ran and not running and time.monotonic() > start + 60:
+            run_all()
+            again = True
         page.wait_for_timeout(500)
-    raise AssertionError(f"the notebook did not finish in {timeout_s} s")
+    page.screenshot(path=str(shot))
+    prompts = page.locator(".jp-InputArea-prompt").all_inner_texts()
+    raise AssertionError(
+        f"the notebook did not finish in {timeout_s} s (prompts {prompts}, kernel {states}, Run All chosen "
+        f"{'twice' if again else 'once'}; screenshot {shot})"
+    )
