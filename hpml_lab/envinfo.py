@@ -17,6 +17,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .sanity import usable_cores
+
 if TYPE_CHECKING:
     import torch
 
@@ -121,13 +123,6 @@ def git_commit() -> dict[str, Any]:
         if rec is not None and not provenance_problem(rec):
             return {"commit": str(rec["commit"]), "dirty": rec.get("dirty")}
     return {"commit": "unknown", "dirty": None}
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 @lru_cache(maxsize=1)

@@ -235,8 +235,9 @@ def _measured(device_str: str, precision: str, budget_s: float = 0.5, detail: di
         if not cuda and wall_s > 0:  # the share of its threads' cores the products had (another process
             # on them lowers it, however quiet the load average, which lags by a minute); more threads than
             # usable cores can have no more than those cores (review29: 4 threads on 2 cores read 0.46)
-            usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-            cores = max(1, min(torch.get_num_threads(), usable or 1))
+            from .sanity import usable_cores
+
+            cores = max(1, min(torch.get_num_threads(), usable_cores()))
             detail["cores_had"] = round(cpu_s / wall_s / cores, 3)
             detail["threads"], detail["cores"] = torch.get_num_threads(), cores
     return 2 * n**3 / best / 1e12

@@ -505,6 +505,14 @@ def load_now() -> float | None:
         return None
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def machine_load(sample_s: float = 0.1, run: str = "", seen: bool = True) -> dict[str, Any]:
     """Load average, usable cores and the CPU steal share over at least `sample_s` before now (Linux
     /proc/stat). The steal window is the time since this process's previous sample where that is between
@@ -513,9 +521,7 @@ def machine_load(sample_s: float = 0.1, run: str = "", seen: bool = True) -> dic
     that a busy flag from it names that run. `seen`: whether the page's busy check counts it (observe); a
     reading that is no run's (a peak's measurement) is not."""
     global _LAST_STAT
-    out: dict[str, Any] = {
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    }
+    out: dict[str, Any] = {"cores": usable_cores()}
     out["load1"] = load_now()
 
     def cpu_times():

@@ -128,13 +128,18 @@ class Verdict:
         return self.reason == "too few samples" and min(self.n_a, self.n_b) < MIN_SAMPLES
 
     @property
+    def has_interval(self) -> bool:
+        """Whether the verdict has an interval (enough samples on both sides to draw one)."""
+        return math.isfinite(self.ci_low) and math.isfinite(self.ci_high)
+
+    @property
     def statistical(self) -> str:
         """The outcome by the interval alone, before the design's rules (runs one after the other, their load,
         twin noise): "better" where its low end clears the least difference, "worse" where its high end
         does on the other side, else "tie". What a sentence about the measured numbers themselves may rest
         on (an excess over what the processes can give, explained by the sequential runs), not a claim that
         one side is faster."""
-        if not (math.isfinite(self.ci_low) and math.isfinite(self.ci_high)):
+        if not self.has_interval:
             return "tie"
         if self.ci_low > 1 + self.min_effect:
             return "better"

@@ -5,7 +5,6 @@ settings.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -83,7 +82,7 @@ def after_sequential(v, samples: str, order: bool = True) -> str:
     'its interval holds ...' was said of a verdict with none)."""
     if v.reason.startswith(SEQUENTIAL_REASONS):
         return "."
-    if math.isfinite(v.ci_low) and math.isfinite(v.ci_high):
+    if v.has_interval:
         return one_after_the_other(samples)
     return "; the two runs were made one after the other." if order else "."
 
@@ -172,6 +171,14 @@ def epochs_shown(epochs: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     (readable_share, the column 'mfu')."""
     kept = readable_share(epochs[[c for c in columns if c in epochs]], "mfu")
     return kept.rename(columns={k: v for k, v in columns.items() if k != v})
+
+
+def too_few_epochs(summary, what: str):
+    """'too few samples' for a summary table's epoch medians (its column n: each row's timed epochs), where
+    the fewest rows hold under three; None without such a table."""
+    if summary is None or "n" not in summary or not len(summary):
+        return None
+    return sanity.too_few(int(summary["n"].min()), what)
 
 
 def run_peak(meta: dict | None):

@@ -21,7 +21,17 @@ from ..data import classes_of
 from ..findings import Background, Finding, join, say
 from ..results import drop_warmup
 from ..verdict import best, sample_record
-from ._conclude import busy_of, complete_metas, counted, dedupe, num, on_gpu, setting, twin_noise
+from ._conclude import (
+    busy_of,
+    complete_metas,
+    counted,
+    dedupe,
+    num,
+    on_gpu,
+    setting,
+    too_few_epochs,
+    twin_noise,
+)
 from ._conclude import span as spanned
 from ._conclude import timing_disjoint as _timing_disjoint
 
@@ -248,9 +258,7 @@ def training_sweep(
     )
     # the summary table's epoch medians, over each run's timed epochs: no spread below three (grade26: c6 and
     # c7 showed 2-epoch medians without a flag, where c2 flags its own)
-    summary = getattr(out, "summary", None)
-    if summary is not None and "n" in summary and len(summary):
-        flags.append(sanity.too_few(int(summary["n"].min()), "timed epochs per setting"))
+    flags.append(too_few_epochs(getattr(out, "summary", None), "timed epochs per setting"))
     notes = [*(first_notes or []), *sweep_notes(cfg, out, field, shown)]
     stuck = [shown_setting(v, shown) for v in raw if "did_not_learn" in metas.get(v, {})]
     epochs = setting("epochs", int(cfg.epochs))

@@ -346,7 +346,7 @@ def test_the_share_of_cores_a_measurement_had_is_of_the_cores_its_threads_can_us
     """review29: with more torch threads than usable cores, cpu time / wall time / threads could never reach
     CORES_HAD (4 threads on 2 cores read 0.46), so every such peak took all its tries. The share is of the
     cores its threads can use."""
-    import os
+    from hpml_lab.sanity import usable_cores
 
     class Clock:  # every product 60 ms: the size stays at 256 (oversubscribed threads are slow to grow)
         def __init__(self, device):
@@ -360,7 +360,7 @@ def test_the_share_of_cores_a_measurement_had_is_of_the_cores_its_threads_can_us
 
     monkeypatch.setattr(flops, "WallClock", Clock)
     before = torch.get_num_threads()
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    usable = usable_cores()
     try:
         torch.set_num_threads(2 * usable)
         detail: dict = {}

@@ -120,7 +120,7 @@ def conclude(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
     if design == "sequential":
         # what an interval over one run a count holds, where one has an interval (grade24: the best count
         # went from 0 to 2 workers between two renders, each interval leaving out the other's direction)
-        spans = any(math.isfinite(v.ci_low) and math.isfinite(v.ci_high) for v in b.verdicts.values())
+        spans = any(v.has_interval for v in b.verdicts.values())
         details.append(
             say(
                 "The counts ran one after the other, smallest first, so a change in the machine's load "

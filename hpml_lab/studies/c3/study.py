@@ -24,10 +24,10 @@ from ... import results
 from ...config import RunConfig
 from ...data import build_train_loader
 from ...device import resolve_device
-from ...envinfo import usable_cores
 from ...io import atomic_write_csv
 from ...profiling import WallClock, summarize
 from ...results import read_run
+from ...sanity import usable_cores
 from ...sweeps import SweepItem, run_sweep, tables
 from ..lab2 import stats_row
 from . import MAX_WORKERS

@@ -150,9 +150,7 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
     done = [it for it in out.items if it.complete]
     flags: list = [sanity.stand_in(cfg), busy_in(out), *learning_flags(done)]
     # the whole-epoch table's steady medians: no spread below three epochs a mode (grade26, as c2 flags its)
-    summary = getattr(out, "summary", None)
-    if summary is not None and "n" in summary and len(summary):
-        flags.append(sanity.too_few(int(summary["n"].min()), "steady epochs per mode"))
+    flags.append(_conclude.too_few_epochs(getattr(out, "summary", None), "steady epochs per mode"))
     bt = steady_batches(done, "compile")
     question = "C8: does torch.compile pay off?"
     idle_details, idle_background = trace_idle(out, breakdown)

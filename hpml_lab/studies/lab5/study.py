@@ -319,7 +319,7 @@ def lab5(cfg: RunConfig, settings: Settings, log=print) -> Lab5Result:
     """Q1 (compute sweep), the all-reduce measurement and fit, DDP runs where workers exist and the model's
     prediction where they do not, strong and weak scaling, and the model checked against the reference."""
     from ... import models
-    from ...envinfo import usable_cores
+    from ...sanity import usable_cores
 
     sizes = [s for s in settings.lab_sizes if s < cfg.batch_size] + [cfg.batch_size]
     if (

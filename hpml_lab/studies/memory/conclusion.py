@@ -629,7 +629,7 @@ def _side_of(v, pred: Number) -> str | None:
     """Where a verdict's interval (the memory-saving network's time over its plain network's) lies against the
     prediction: 'above' or 'below' when the whole interval does, 'within' when it holds it; None without an
     interval (too few rounds)."""
-    if not (math.isfinite(v.ci_low) and math.isfinite(v.ci_high)):
+    if not v.has_interval:
         return None
     return "above" if v.ci_low > pred.value else "below" if v.ci_high < pred.value else "within"
 

@@ -24,7 +24,7 @@ import torch
 from ... import memory, models, results
 from ...data import tinyimagenet as tin
 from ...data import train_dataset
-from ...envinfo import usable_cores
+from ...sanity import usable_cores
 from ...training import train
 
 SEGMENTS = 4  # checkpoint segments of the checkpointing variant
