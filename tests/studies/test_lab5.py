@@ -910,6 +910,11 @@ def test_lab5_speedups_with_too_few_samples_say_so_not_a_tie():
     )
     assert "a tie" not in q2.headline.plain()
     study_checks.holds([q2])
+    # and its flag names Q2's runs, not only Q1's batches (grade27b)
+    flags = [f.message for f in _conclude(res)[1] if f is not None and f.kind == "too few samples"]
+    assert any(f.startswith("only 2 timed steps per Q2 multi-worker run") for f in flags), flags
+    many = [f for f in _conclude(_lab5())[1] if f is not None and "Q2" in f.message]
+    assert not [f for f in many if f.kind == "too few samples"]
 
 
 def _kinds(answers) -> str:

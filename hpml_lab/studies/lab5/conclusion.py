@@ -1155,6 +1155,13 @@ def learning_flags(cfg, res) -> list[sanity.Flag]:
     return learned_flags(named)
 
 
+def q2_too_few(res) -> sanity.Flag | None:
+    """'too few samples' for Q2's multi-worker runs: the fewest compute steps any of its verdicts holds of a
+    DDP run (grade27b: the flag named only Q1's batches where Q2's verdicts rested on 2 steps each too)."""
+    counts = [len(xa) for _, xa, _ in speedup_verdicts(res).values()]
+    return sanity.too_few(min(counts), "timed steps per Q2 multi-worker run") if counts else None
+
+
 def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     """Lab 5 Q1-Q7 from the study: every epoch time is an extrapolation (from timed steps or from the model,
     said which), each measured speedup a verdict that knows its runs were sequential, and a model that misses
@@ -1172,6 +1179,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     answers = [q1, q2, q3, lab5_q4(cfg, settings, res), *SHORT_ANSWERS]
     flags = [
         sanity.too_few(int(res.q1[res.q1.status == "ok"].batches_timed.min()), "timed batches per Q1 size"),
+        q2_too_few(res),
         busy(res),
     ]
     if res.on_gpu and backend != "nccl":
