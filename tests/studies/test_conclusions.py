@@ -422,6 +422,12 @@ def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
     assert (
         one[0].details[0].plain().startswith("Per epoch (the one epoch after the first)")
     )  # not "median of 1"
+    # its summary table leaves the IQR empty, as every page does ("-"): c2 alone wrote "n < 3" (grade27a)
+    few = c2_conclusion.summary_table(run([2.0] * 12, epochs_s=(2.31, 3.71, 8.83)).epochs)
+    assert list(few["n epochs"]) == [2, 2, 2] and few["IQR (s)"].isna().all()
+    assert list(few["median (s)"])[2] == (3.71 + 8.83) / 2 and list(few["max (s)"])[2] == 8.83
+    enough = c2_conclusion.summary_table(run([2.0] * 12, epochs_s=(9.0, 1.0, 2.0, 3.0)).epochs)
+    assert list(enough["IQR (s)"])[2] == 1.0 and list(enough["min (s)"])[2] == 1.0
 
 
 def _method(meta: dict, **settings) -> str:

@@ -15,6 +15,7 @@ from ... import sanity
 from ...answers import Answer, Number
 from ...findings import Background, Finding, say
 from ...flops import peak_number
+from ...profiling import summarize
 from ...results import drop_warmup
 from ...verdict import compare, sample_record
 from .._conclude import counted, epochs_shown, num, training_flags
@@ -203,3 +204,24 @@ def epoch_table(epochs: pd.DataFrame, disjoint: bool = True) -> pd.DataFrame:
         "mfu": "share of device peak",
     }
     return epochs_shown(ep, names)
+
+
+def summary_table(epochs: pd.DataFrame) -> pd.DataFrame:
+    """C2's summary over the epochs after warm-up: per time, its n, median, interquartile range (none under
+    sanity.MIN_SAMPLES epochs, where the page's 'too few samples' flag says why: the table leaves the cell
+    empty, '-', as every other page does), min and max."""
+    steady = drop_warmup(epochs)
+    rows = []
+    for col, label in (("data_s", "data loading"), ("train_s", "training"), ("total_s", "total epoch")):
+        s = summarize(steady[col])
+        rows.append(
+            {
+                "time": label,
+                "n epochs": s["n"],
+                "median (s)": s["median"],
+                "IQR (s)": s["iqr"] if s["n"] >= sanity.MIN_SAMPLES else None,
+                "min (s)": s["min"],
+                "max (s)": s["max"],
+            }
+        )
+    return pd.DataFrame(rows)
