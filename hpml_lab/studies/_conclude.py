@@ -98,10 +98,11 @@ def worker_label(n: int, name: str = "") -> Finding:
     return say("{n} worker" if int(n) == 1 else "{n} workers", n=num)
 
 
-def workers_list(counts, name: str = "worker count") -> Finding:
-    """Several worker counts: '0 or 2 workers'; the one count 1: '1 worker'."""
+def workers_list(counts, name: str = "worker count", source: str = "the run's settings") -> Finding:
+    """Several worker counts: '0 or 2 workers'; the one count 1: '1 worker'. `source`: where the counts come
+    from (another task's sweep says so, not 'the run's settings')."""
     counts = [int(c) for c in counts]
-    nums = [say("{n}", n=setting(fmt_in("{name} {c}", name=name, c=c), c)) for c in counts]
+    nums = [say("{n}", n=setting(fmt_in("{name} {c}", name=name, c=c), c, source=source)) for c in counts]
     return say("{counts} worker" if counts == [1] else "{counts} workers", counts=join(nums, ", ", " or "))
 
 

@@ -602,6 +602,10 @@ def test_c3_tag_names_a_best_only_when_c3_did():
     assert c4_conclusion.c3_tag(2, clear).plain() == best
     tied = c4_conclusion.c3_tag(0, tie).plain()
     assert "a tie" in tied and "C3's best" not in tied
+    # the tied count is C3's, not a setting of C4's run (grade27a: "[setting: the run's settings]")
+    (count,) = c4_conclusion.c3_tag(0, tie).numbers()
+    assert count.name == "C3 tied count 2" and count.source == c4_conclusion.C3_COUNT
+    assert "C3's sweep ran" in count.source
     assert "verdict favours 2 workers" in c4_conclusion.c3_tag(0, clear).plain()
     assert c4_conclusion.c3_tag(2, None).plain() == "the count given"
     one = _c3_rows({0: [0.30, 0.31, 0.29], 1: [0.30, 0.31, 0.29]})

@@ -38,6 +38,8 @@ SAMPLING = {
     "sequential": "The counts ran one after the other, not interleaved",
     "interleaved": "The counts took turns",
 }
+# where a count C3's verdict named comes from: C3's sweep ran it (a result of C3, not a setting of C4's run)
+C3_COUNT = "a worker count C3's sweep ran, as C3's verdict on its epochs named it"
 # what both verdicts compare, in short sentences (one read a run-on sentence twice to find its subject)
 SAMPLES = [
     "Both verdicts compare whole epochs",
@@ -70,12 +72,14 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
             return say("C3's best" + one_run + ": its lowest median, told apart from every other count")
         parts = []
         if tied:
-            parts.append(say("could not tell it from {t}: a tie", t=workers_list(tied, "C3 tied count")))
+            parts.append(
+                say("could not tell it from {t}: a tie", t=workers_list(tied, "C3 tied count", C3_COUNT))
+            )
         if few:
             parts.append(
                 say(
                     "timed too few epochs to tell it from {f}: {why}",  # said inside C4's parentheses
-                    f=workers_list(few, "C3 undecided count"),
+                    f=workers_list(few, "C3 undecided count", C3_COUNT),
                     why=why,
                 )
             )
