@@ -121,6 +121,18 @@ def limit_line(ax, number, text: str) -> None:
     ax.axhline(number.value, color="0.55", ls="--", lw=1.0, label=f"{text} {fmt(number)}")
 
 
+def running_mean(values: pd.Series, smooth: int) -> pd.Series:
+    """The running mean a figure draws: of the last `smooth` values, of fewer where fewer came before (a
+    run's first points), as running_words says."""
+    return values.rolling(smooth, min_periods=1).mean()
+
+
+def running_words(smooth: int) -> str:
+    """What running_mean draws, in a legend's or an axis's words (a grader: "running mean of 5 batches"
+    stood over first points that average fewer)."""
+    return f"running mean of the last {smooth} batches, fewer at the start"
+
+
 def training_curves(
     batches: pd.DataFrame,
     epochs: pd.DataFrame,
@@ -138,13 +150,13 @@ def training_curves(
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for key, g in batches.groupby(by, sort=False):
         g = g.sort_values("step")
-        axes[0].plot(g["step"], g["loss"].rolling(smooth, min_periods=1).mean(), label=str(key))
-        axes[1].plot(g["step"], 100 * g["acc"].rolling(smooth, min_periods=1).mean(), label=str(key))
+        axes[0].plot(g["step"], running_mean(g["loss"], smooth), label=str(key))
+        axes[1].plot(g["step"], 100 * running_mean(g["acc"], smooth), label=str(key))
     for ax, lab, chance, what in (
         (axes[0], "training loss", chance_loss, "loss"),
         (axes[1], "top-1 training accuracy (%)", chance_top1, "top-1"),
     ):
-        ax.set_xlabel(f"step (running mean of {smooth} batches)")
+        ax.set_xlabel(f"step ({running_words(smooth)})")
         ax.set_ylabel(lab)
         ax.grid(alpha=0.3)
         if chance is not None:

@@ -8,6 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
 from figure_checks import batch_rows, legends_clear_of_data  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
@@ -42,7 +43,10 @@ def test_smoothed_curve_is_labelled_a_running_mean_of_batches():
     """Grader (lab 2): c1's '(per batch, mean of 2)' read as two seeds."""
     b = pd.DataFrame({"epoch": [1] * 4, "step": range(4), "loss": [2.3, 2.2, 2.1, 2.0], "acc": [0.1] * 4})
     fig = c1_figure.loss_accuracy(b, smooth=2)
-    assert "running mean of 2 batches" in labels(fig) and "mean of 2" not in labels(fig)
+    assert "running mean of the last 2 batches, fewer at the start" in labels(fig)
+    # the words match the curve: its first point is the first batch alone, then the mean of the last two
+    (mean,) = [ln for ln in fig.axes[0].get_lines() if "running mean" in ln.get_label()]
+    assert list(mean.get_ydata()) == pytest.approx([2.3, 2.25, 2.15, 2.05])
     legends_clear_of_data(fig)
     plots.plt.close(fig)
 
@@ -53,7 +57,11 @@ def test_c1_caption_says_what_the_figure_draws():
     caption = plots.caption_of(fig)
     per_batch = [ln for ln in fig.axes[0].get_lines() if ln.get_label() == "per batch"]
     assert per_batch[0].get_linestyle() == "-" and per_batch[0].get_marker() in ("None", None, "")
-    assert "thin line" in caption and "point" not in caption and "running mean over 4 batches" in caption
+    assert (
+        "thin line" in caption
+        and "point" not in caption
+        and "running mean of the last 4 batches, fewer at the start" in caption
+    )
     boundaries = [ln for ln in fig.axes[0].get_lines() if list(ln.get_xdata()) == [10.5, 10.5]]
     assert len(boundaries) == 1 and "grey vertical lines" in caption  # two epochs: one boundary
     one = c1_figure.loss_accuracy(batch_rows(epochs=1), smooth=0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ...plots import captioned, chance_line, epoch_boundaries, figure_legend
+from ...plots import captioned, chance_line, epoch_boundaries, figure_legend, running_mean, running_words
 
 
 def loss_accuracy(
@@ -29,9 +29,9 @@ def loss_accuracy(
         if smooth > 1:
             ax.plot(
                 batches["step"],
-                y.rolling(smooth, min_periods=1).mean(),
+                running_mean(y, smooth),
                 lw=1.8,
-                label=f"running mean of {smooth} batches",
+                label=running_words(smooth),
             )
         if chance is not None:
             chance_line(ax, chance, what)
@@ -47,7 +47,7 @@ def loss_accuracy(
     parts = [
         "Each mini-batch's training loss and top-1 (on the images it was trained on, in training mode), "
         "joined by a thin line over the steps"
-        + (f"; a thick line is their running mean over {smooth} batches" if smooth > 1 else ": no smoothing")
+        + (f"; a thick line is their {running_words(smooth)}" if smooth > 1 else ": no smoothing")
     ]
     if bounds:
         parts.append("grey vertical lines mark where each epoch after the first starts")

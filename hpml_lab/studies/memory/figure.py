@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from ...plots import captioned, legend_outside
+from ...plots import captioned, legend_outside, running_mean, running_words
 from ...sanity import MIN_SAMPLES
 
 
@@ -96,10 +96,10 @@ def loss_curves(runs, smooth: int = 5, chance: float | None = None, clear: float
         (line,) = ax.plot(batches["step"], batches["loss"], lw=0.8, alpha=0.4)
         ax.plot(
             batches["step"],
-            batches["loss"].rolling(smooth, min_periods=1).mean(),
+            running_mean(batches["loss"], smooth),
             lw=1.8,
             color=line.get_color(),
-            label=f"{label} (running mean of {smooth} batches)",
+            label=f"{label} ({running_words(smooth)})",
         )
     if chance is not None:
         ax.axhline(chance, color="0.3", ls=":", lw=1.2, label="chance (uniform guess, ln classes)")
