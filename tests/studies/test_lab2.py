@@ -40,13 +40,29 @@ def test_c3_loader_sweep_writes_rows_summary_and_resumes(cfg):
     runs = {it.run_dir.name: results.read_run(it.run_dir).meta["machine"] for it in sweep.items}
     assert meta["machine"]["run"] in runs
     assert meta["machine"]["load1"] == max(m["load1"] for m in runs.values())
+    # and as its times those of the runs it summarises, not the moment it was written (grade27a: the page's
+    # 'started' came after every count had run)
+    metas = [results.read_run(it.run_dir).meta for it in sweep.items]
+    assert meta["started_at"] == min(m["started_at"] for m in metas)
+    assert meta["finished_at"] == max(m["finished_at"] for m in metas)
     again = c3.run(c, max_workers=2, log=None)
     assert {i.status for i in again.items} == {"skipped"}
     assert c4.best_workers_from_c3(cfg.replace(task="c4"))[0] == sweep.best_workers
 
 
-def test_c4_reads_best_from_c3_and_writes_trace(cfg):
+def test_c4_reads_best_from_c3_and_writes_trace(cfg, monkeypatch):
     c3.run(cfg.replace(task="c3"), max_workers=1, log=None)
+    ticks = iter(f"2026-01-01T00:{s // 60:02d}:{s % 60:02d}+00:00" for s in range(3600))
+    monkeypatch.setattr(c4.results, "now", lambda: next(ticks))  # a clock that ticks on each reading
+    import hpml_lab.tracing as tracing
+
+    during, trace = [], tracing.trace_steps
+
+    def read_while_tracing(*args, **kwargs):
+        during.append(c4.results.now())
+        return trace(*args, **kwargs)
+
+    monkeypatch.setattr(tracing, "trace_steps", read_while_tracing)
     out = c4.run(cfg.replace(task="c4"), trace_steps=2, log=None)
     assert out.source.startswith("read from C3")
     # C3 ran 0 and 1 workers: whichever it chose, C4 compares two counts (C3's next best when its best is 1)
@@ -66,6 +82,8 @@ def test_c4_reads_best_from_c3_and_writes_trace(cfg):
     # record listed a run folder that did not exist)
     trace_meta = results.read_run(out.trace.path.parent).meta
     assert trace_meta["run_id"] == out.trace.path.parent.name and trace_meta["machine"]["load1"] is not None
+    # its start read before the trace, not when its record is written after it (as c3's summary)
+    assert trace_meta["started_at"] < during[0] < trace_meta["finished_at"]
 
 
 def test_c4_without_c3_times_enough_epochs_for_c3s_verdict(cfg, monkeypatch):

@@ -96,6 +96,7 @@ def run(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
     # the trace's record states the load before it, as every run's does, not its own, named after its folder
     before = machine_load(run=tdir.name)
+    started = results.now()  # the trace's own start, not when its record is written after it
     tr = _trace(
         model,
         build_loader(cfg.replace(num_workers=best), device),
@@ -116,6 +117,7 @@ def run(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print
             steps=tr.steps,
             warmup_steps=tr.warmup,
             machine=before,
+            started_at=started,
         ),
     )
     return C4Result(epochs, summary, best, source, tr, items, c3_rows, against)
