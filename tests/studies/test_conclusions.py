@@ -1465,6 +1465,14 @@ def test_c8_the_per_step_verdict_rests_on_rounds_in_which_the_two_steps_took_tur
     assert (
         "By the interval of the ratio per step, the break-even lies between 657 steps and 679 steps" in a.text
     )
+    # the training runs' own steps (the compile cost's table: compiled 2x faster, not 1.99x) put it outside
+    # that range, said so (grade28a: 7,282 from the runs' steps beside a range of 4,719 to 5,272)
+    assert (
+        "From the training runs' own steps after warm-up (eager 20.4 ms, compiled 10.4 ms; one run each, "
+        "made one after the other), it would be about 500 steps, outside that range: the range holds how the "
+        "rounds varied" in a.text
+    )
+    assert holds([a]) == []
     # 12 steps run, under both ends; the estimate at three digits, its ends within a tenth of it
     assert a.headline.plain() == (
         "Compiling did not pay off in this run: its compile cost is paid back only after about 667 steps"
@@ -1491,6 +1499,32 @@ def test_c8_the_per_step_verdict_rests_on_rounds_in_which_the_two_steps_took_tur
         near.rounds, near.rounds_meta = out.rounds, out.rounds_meta
         got = c8_conclusion.conclude(RunConfig(task="c8"), near)[0]
         assert said in got[0].headline.plain() and holds(got) == []
+    # the runs' steps within the rounds' range: said so; a compiled run no faster than eager: the two disagree
+    like = _c8(tmp_path / "like", [x / 2 for x in SLOW], SLOW, first_compiled=5.0)
+    seven = SLOW + SLOW[:1]
+    like.rounds, like.rounds_meta = _rounds([x / 2 * (1 + e) for x, e in zip(seven, jitter)], seven)
+    said = c8_conclusion.conclude(RunConfig(task="c8"), like)[0][0].text
+    assert "compiled 10.2 ms; one run each, made one after the other), it is about" in said
+    assert "within that range" in said and "outside" not in said
+    slow = _c8(tmp_path / "slow", SLOW, SLOW, first_compiled=5.0)
+    slow.rounds, slow.rounds_meta = out.rounds, out.rounds_meta
+    got = c8_conclusion.conclude(RunConfig(task="c8"), slow)[0]
+    assert (
+        "no compiled step is cheaper, so by them the compile cost is never paid back: the runs and the "
+        "rounds disagree" in got[0].text
+    )
+    assert "did not pay off in this run" in got[0].headline.plain() and holds(got) == []
+    # a yes or no holds for both: the rounds' range beyond the run's steps while the runs' own break-even lies
+    # within them is a can't-tell
+    within = _c8(tmp_path / "within", [x / 20 for x in SLOW], SLOW, first_compiled=0.2)
+    within.rounds, within.rounds_meta = out.rounds, out.rounds_meta
+    got = c8_conclusion.conclude(RunConfig(task="c8"), within)[0]
+    assert got[0].headline.plain() == (
+        "Can't tell whether compiling paid off here: the rounds' break-even, about 26.6 steps, and the runs' "
+        "steps disagree"
+    )
+    assert "the rounds' break-even and the training runs' own steps (below) disagree" in got[0].text
+    assert "it would be about 10 steps, outside that range" in got[0].text and holds(got) == []
     figure = c8_conclusion.step_summary(out).set_index("mode")
     assert figure.loc["eager", "median_s"] == pytest.approx(15.0) and figure.loc["compiled", "n"] == 7
     # a record without rounds (before them): the runs' steps, said to be one run after the other

@@ -275,7 +275,20 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
             digits=even.digits,
         )
         batch = setting("batch_size", int(cfg.batch_size))
-        paid = "yes" if most <= ran.value else "no" if few > ran.value else "can't tell"
+        # the training runs' own steps (the compile cost's) against the rounds' (the break-even's): where they
+        # put the break-even outside the rounds' range, the range does not hold it (grade28a: 7,282 from the
+        # runs' steps beside a range of 4,719 to 5,272), and a yes or no must hold for both
+        runs = runs_break_even(firsts, cost) if rounds is not None else None
+        both = [few, most] + ([runs.value] if runs is not None else [])  # inf: the runs' never pays back
+        paid = (
+            "yes"
+            if max(both) <= ran.value
+            else "no"
+            if min(both) > ran.value
+            else "can't tell"
+            if few <= ran.value < most
+            else "disagree"  # the rounds' range on one side of the run's steps, the runs' own on the other
+        )
         head = {
             "yes": say("Compiling paid off: its compile cost is paid back after about {even}", even=even),
             "no": say(
@@ -288,6 +301,11 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
                 "its interval cannot tell",
                 even=even,
             ),
+            "disagree": say(
+                "Can't tell whether compiling paid off here: the rounds' break-even, about {even}, and the "
+                "runs' steps disagree",
+                even=even,
+            ),
         }[paid]
         details.insert(
             0,
@@ -297,6 +315,9 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
                     "paid back",
                     "no": "Within the compiled training run's {ran} steps, the compile cost ({cost}) is not "
                     "paid back",
+                    "disagree": "Whether the compile cost ({cost}) is paid back within the compiled "
+                    "training run's {ran} steps, the rounds' break-even and the training runs' own steps "
+                    "(below) disagree",
                     "can't tell": "The compiled training run's {ran} steps lie within the break-even's "
                     "range, so whether the compile cost ({cost}) is paid back within them this run cannot "
                     "tell",
@@ -316,6 +337,8 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
                 batch=batch,
             )
         )
+        if runs is not None:
+            details.append(runs_finding(firsts, runs, few, most))
     elif v.outcome == "better":
         head = say("Compiling paid off from the first step: no compile cost was measurable")
         details.insert(
@@ -365,6 +388,63 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
     details += idle_details
     background += idle_background
     return [Answer(question, head, details, background, verdict=sample_record(v, comp, eag))], dedupe(flags)
+
+
+def runs_break_even(firsts: dict, cost: float) -> Number | None:
+    """The break-even from the training runs' own steps after warm-up (the compile cost's, first_epochs), not
+    the rounds': inf where their compiled step saves nothing; None without both runs."""
+    if not {"compiled", "eager"} <= firsts.keys():
+        return None
+    saving = (firsts["eager"]["median"].value - firsts["compiled"]["median"].value) / 1000
+    return Number(
+        "break-even from the training runs' steps",
+        cost / saving if saving > 0 else math.inf,
+        "steps",
+        "predicted",
+        source="compile cost / (eager run's median step - compiled run's), after warm-up",
+        digits=2,
+    )
+
+
+def runs_finding(firsts: dict, runs: Number, few: float, most: float) -> Finding:
+    """What the training runs' own steps say of the break-even beside the rounds' range [few, most]: within
+    it, outside it (the range holds how the rounds varied, not how the runs' steps differ from the rounds'),
+    or never (no compiled step of the runs cheaper)."""
+    steps = {
+        mode: Number(
+            f"{mode}: training run's median step after warm-up",
+            firsts[mode]["median"].value,
+            "ms",
+            "measured",
+            n=firsts[mode]["median"].n,
+            source="the training run's steps after warm-up (the compile cost's table)",
+        )
+        for mode in ("eager", "compiled")
+    }
+    lead = (
+        "From the training runs' own steps after warm-up (eager {e}, compiled {c}; one run each, made one "
+        "after the other)"
+    )
+    if not math.isfinite(runs.value):
+        return say(
+            lead
+            + ", no compiled step is cheaper, so by them the compile cost is never paid back: the runs and "
+            "the rounds disagree",
+            e=steps["eager"],
+            c=steps["compiled"],
+        )
+    if few <= runs.value <= most:
+        return say(
+            lead + ", it is about {b}, within that range", e=steps["eager"], c=steps["compiled"], b=runs
+        )
+    return say(
+        lead
+        + ", it would be about {b}, outside that range: the range holds how the rounds varied, not how the "
+        "training runs' steps differ from the rounds' fresh models",
+        e=steps["eager"],
+        c=steps["compiled"],
+        b=runs,
+    )
 
 
 def first_epochs(out) -> dict:
