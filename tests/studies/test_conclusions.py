@@ -1050,6 +1050,11 @@ def test_c5_compute_columns_are_all_of_the_median_step(tmp_path, monkeypatch):
     # the note above the table names each kind, and a speedup or a verdict only where the table has a GPU row
     cpu = c5_conclusion.table_note(pd.DataFrame([row]))
     assert "the median training step of those epochs (compute per step and its share" in cpu
+    # images/s is all the epochs' images over all their seconds, said so (grade28a: read as the median's)
+    assert row["images_per_s"] == pytest.approx(
+        ep.query("epoch > 1")["images"].sum() / ep.query("epoch > 1")["total_s"].sum()
+    )
+    assert "images/s (their images over their seconds, all those epochs together, not at the median" in cpu
     assert "speedup" not in cpu and "verdict" not in cpu and not any(ch.isdigit() for ch in cpu)
     gpu = c5_conclusion.table_note(pd.DataFrame([row]).assign(compute_speedup_vs_cpu=1.0))
     assert "its speedup and its share of the device's peak: the samples the GPU-vs-CPU verdict" in gpu

@@ -48,7 +48,8 @@ def table_note(summary) -> str:
     return (
         "The columns hold two kinds of measurement, each named in its header: whole epochs after the first ("
         + epoch
-        + "images/s, and the data wait's share of their time, both sides of it whole epochs), and the median "
+        + "images/s (their images over their seconds, all those epochs together, not at the median epoch), "
+        "and the data wait's share of their time, both sides of it whole epochs), and the median "
         "training step of those epochs ("
         + step
         + "). The last column is the plain average over all epochs, warm-up included, as the lab words it."
