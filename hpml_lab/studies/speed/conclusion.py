@@ -185,7 +185,8 @@ class Numbers:
             return Number(
                 f"{rung}: MFU over the epoch", 100 * float(r["epoch_mfu"]), "%", "measured", n=n_epochs
             )
-        s = self.samples[rung]
+        # the rounds' samples; the outside reference has none, its rates coming from its whole epochs
+        s = self.samples.get(rung, self.epochs.get(rung, []))
         n = len(s)
         spread = n >= sanity.MIN_SAMPLES
         if what == "images/s":
@@ -735,23 +736,18 @@ def spread_note(table: pd.DataFrame) -> Finding | None:
     )
 
 
-def above_peak(table: pd.DataFrame) -> sanity.Flag | None:
+def above_peak(table: pd.DataFrame, nums: Numbers) -> sanity.Flag | None:
     """A rung whose MFU passed 100%, over its timed rounds or over its whole epochs (review29: the epochs'
-    was not read): its peak was measured here and is no bound (a busy machine measured it low)."""
-
-    def count(x) -> int:  # a sample count from the table: NaN or none is one
-        return int(x) if x == x and x else 1
+    was not read): its peak was measured here and is no bound (a busy machine measured it low). Each share
+    is the rung's own Number (`nums`), the one its answers and the table state."""
 
     def passed(r: dict) -> Number | None:
         if r["status"] != "measured":
             return None
         if float(r.get("mfu") or 0) > 1:  # NaN is no share: not above
-            return Number(f"{r['label']}: MFU", 100 * float(r["mfu"]), "%", "measured", n=count(r.get("n")))
+            return nums.mfu(r["rung"])
         if float(r.get("epoch_mfu") or 0) > 1:
-            n = count(r.get("epochs_timed"))
-            return Number(
-                f"{r['label']}: MFU over the epoch", 100 * float(r["epoch_mfu"]), "%", "measured", n=n
-            )
+            return nums.epoch_mfu(r["rung"])
         return None
 
     over = [(r, x) for r in table.to_dict("records") if (x := passed(r)) is not None]
@@ -865,7 +861,7 @@ def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
     flags = [
         sanity.too_few(int(result.meta.get("repeats", 0)), "timed repeats per rung"),
         busy(result.meta),
-        above_peak(result.table),
+        above_peak(result.table, nums),
         graphs_skipped(result.table, result.meta),
     ]
     return answers, [f for f in flags if f is not None]
