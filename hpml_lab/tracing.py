@@ -52,6 +52,37 @@ class Trace:
     warmup: int
 
 
+def record_trace(
+    folder: Path, meta_cfg, device: torch.device, model, loader, optimizer, steps: int, cfg, **extra
+):
+    """trace_steps into a folder of its own (folder/trace.json, its top operators and its record): the
+    record states the machine's load read before the trace, under the folder's name, as every run's does, and
+    its start read before it too (a record written after the trace gave as its start the moment it was
+    written); `meta_cfg`: the traced model's own settings, `extra`: more record fields."""
+    from . import results
+    from .sanity import machine_load
+
+    before = machine_load(run=folder.name)
+    started = results.now()
+    tr = trace_steps(model, loader, device, optimizer, folder / "trace.json", steps=steps, cfg=cfg)
+    results.write_derived(
+        folder,
+        {"top_ops": tr.top_ops},
+        results.new_meta(
+            meta_cfg,
+            device,
+            kind="trace",
+            run_id=folder.name,
+            steps=tr.steps,
+            warmup_steps=tr.warmup,
+            machine=before,
+            started_at=started,
+            **extra,
+        ),
+    )
+    return tr
+
+
 def trace_steps(
     model: nn.Module,
     loader,

@@ -52,17 +52,7 @@ def test_c3_loader_sweep_writes_rows_summary_and_resumes(cfg):
 
 def test_c4_reads_best_from_c3_and_writes_trace(cfg, monkeypatch):
     c3.run(cfg.replace(task="c3"), max_workers=1, log=None)
-    ticks = iter(f"2026-01-01T00:{s // 60:02d}:{s % 60:02d}+00:00" for s in range(3600))
-    monkeypatch.setattr(c4.results, "now", lambda: next(ticks))  # a clock that ticks on each reading
-    import hpml_lab.tracing as tracing
-
-    during, trace = [], tracing.trace_steps
-
-    def read_while_tracing(*args, **kwargs):
-        during.append(c4.results.now())
-        return trace(*args, **kwargs)
-
-    monkeypatch.setattr(tracing, "trace_steps", read_while_tracing)
+    during = _read_while_tracing(monkeypatch)
     out = c4.run(cfg.replace(task="c4"), trace_steps=2, log=None)
     assert out.source.startswith("read from C3")
     # C3 ran 0 and 1 workers: whichever it chose, C4 compares two counts (C3's next best when its best is 1)
@@ -126,14 +116,33 @@ def test_c6_every_optimizer_and_c7_both_norms(cfg):
 
 
 @pytest.mark.slow  # compiled and eager runs plus two traces: about 40 s on a shared 2-core machine
+def _read_while_tracing(monkeypatch) -> list:
+    """A clock that ticks on each reading (results.now), read once more as each trace begins: a trace record's
+    start can be told apart from the moment it was written."""
+    import hpml_lab.tracing as tracing
+
+    ticks = iter(f"2026-01-01T{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}+00:00" for s in range(86400))
+    monkeypatch.setattr(results, "now", lambda: next(ticks))
+    during, trace = [], tracing.trace_steps
+
+    def read(*args, **kwargs):
+        during.append(results.now())
+        return trace(*args, **kwargs)
+
+    monkeypatch.setattr(tracing, "trace_steps", read)
+    return during
+
+
 def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     c = cfg.replace(task="c8", compile_backend="eager")  # the dynamo path without a C++ build: fast
+    during = _read_while_tracing(monkeypatch)
     out = c8.run(c, trace_steps=1, log=None)
     assert out.message == "" and list(out.summary["mode"]) == ["eager", "compile (eager)"]
     assert out.traced_mode == "compile" and out.trace.path.is_file()
     # the trace's record holds the traced model's settings (grade19: compile false beside traced_mode compile)
     meta = json.loads((out.trace.path.parent / "meta.json").read_text())
     assert meta["traced_mode"] == "compile" and meta["config"]["compile"] is True
+    assert meta["started_at"] < during[0] < meta["finished_at"]  # its start read before the trace (grade29a)
     # speedup is what it names: eager's median step compute over the compiled one's, from the rounds in which
     # the two took turns (steps of one run after the other are no independent samples: grade20)
     r = out.rounds

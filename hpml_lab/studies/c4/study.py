@@ -20,7 +20,6 @@ from ...data import build_loader
 from ...device import resolve_device, seed_everything
 from ...profiling import summarize
 from ...results import drop_warmup
-from ...sanity import machine_load
 from ...step import build_model, build_optimizer
 from ...sweeps import run_sweep, tables
 from ...training import train
@@ -62,7 +61,7 @@ class C4Result:
 def run(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print) -> C4Result:
     """Train with 1 worker and with C3's best count (read from results/c3, else measured now)
     and a torch.profiler trace of a few steps. Returns epochs, summary, best, source, trace."""
-    from ...tracing import trace_steps as _trace
+    from ...tracing import record_trace
 
     source, c3_rows = "given", None
     if best is None:
@@ -94,31 +93,15 @@ def run(cfg: RunConfig, best: int | None = None, trace_steps: int = 3, log=print
     model = build_model(cfg, device)  # as timed: channels-last, compile, checkpointing as cfg asks
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{cfg.replace(num_workers=best).config_hash()}"
-    # the trace's record states the load before it, as every run's does, not its own, named after its folder
-    before = machine_load(run=tdir.name)
-    started = results.now()  # the trace's own start, not when its record is written after it
-    tr = _trace(
+    tr = record_trace(
+        tdir,
+        cfg.replace(num_workers=best),
+        device,
         model,
         build_loader(cfg.replace(num_workers=best), device),
-        device,
         opt,
-        tdir / "trace.json",
-        steps=trace_steps,
-        cfg=cfg,
-    )
-    results.write_derived(
-        tdir,
-        {"top_ops": tr.top_ops},
-        results.new_meta(
-            cfg.replace(num_workers=best),
-            device,
-            kind="trace",
-            run_id=tdir.name,
-            steps=tr.steps,
-            warmup_steps=tr.warmup,
-            machine=before,
-            started_at=started,
-        ),
+        trace_steps,
+        cfg,
     )
     return C4Result(epochs, summary, best, source, tr, items, c3_rows, against)
 

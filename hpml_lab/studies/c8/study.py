@@ -130,7 +130,7 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     eager's own warm-up). When compile is not available or fails, `message` says why and only the eager row
     is shown.
     """
-    from ...tracing import trace_steps as _trace
+    from ...tracing import record_trace
 
     backend = cfg.compile_backend
     if hasattr(torch, "compile"):
@@ -207,24 +207,16 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
     model = compiled_model["m"] if traced else build_model(cfg.replace(compile=False), device)
     opt = build_optimizer(cfg, model.parameters())
     tdir = cfg.run_dir().parent / f"trace-{'compile-' + backend if traced else 'eager'}-{base.config_hash()}"
-    # the trace's record states the load before it, as every run's does, not its own, named after its folder
-    before = machine_load(run=tdir.name)
-    tr = _trace(
-        model, build_loader(cfg, device), device, opt, tdir / "trace.json", steps=trace_steps, cfg=cfg
-    )
-    results.write_derived(
+    tr = record_trace(
         tdir,
-        {"top_ops": tr.top_ops},
-        results.new_meta(
-            comp_cfg if traced else eager_cfg,  # the traced model's own settings: compile on where it was
-            device,
-            kind="trace",
-            run_id=tdir.name,
-            traced_mode="compile" if traced else "eager",
-            steps=tr.steps,
-            warmup_steps=tr.warmup,
-            machine=before,
-        ),
+        comp_cfg if traced else eager_cfg,  # the traced model's own settings: compile on where it was
+        device,
+        model,
+        build_loader(cfg, device),
+        opt,
+        trace_steps,
+        cfg,
+        traced_mode="compile" if traced else "eager",
     )
     return C8Result(
         epochs,
