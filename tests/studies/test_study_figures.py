@@ -103,6 +103,17 @@ def test_memory_convergence_figure_draws_the_chance_line_its_text_judges_by():
     assert len(clear) == 1 and clear[0].get_ydata()[0] == pytest.approx(0.95 * 2.302585)
     assert clear[0].get_label() == "clearly below chance: 5% under chance"
     legends_clear_of_data(both)
+    # the running mean is named once, under the plot, and each run's entry is its name (grade29b: every entry
+    # repeated it and the legend took two thirds of the figure)
+    named = {n: runs["resnet"] for n in ("resnet18_adjusted", "revnet38")}  # the page's runs
+    fig = memory_figure.loss_curves(named, chance=2.302585, clear=0.95 * 2.302585)
+    ax = fig.axes[0]
+    labels = [ln.get_label() for ln in ax.get_lines() if ln.get_lw() > 1.5]
+    assert labels == ["resnet18_adjusted", "revnet38"]
+    assert "thick lines: the running mean of the last 5 batches, fewer at the start" in ax.get_xlabel()
+    width = ax.get_position().width
+    assert width > 0.5, width  # the plot keeps most of the figure beside its legend
+    legends_clear_of_data(fig)
 
 
 def _scaling_table() -> pd.DataFrame:
