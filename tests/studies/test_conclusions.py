@@ -3,6 +3,7 @@ tie, too few samples (n < 3: no direction, no spread), diverged, predicted vs me
 its own measurements, a busy machine. Sweeps are real result folders written with results.write_derived."""
 
 import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -1473,21 +1474,24 @@ def test_c8_the_per_step_verdict_rests_on_rounds_in_which_the_two_steps_took_tur
     # the training runs' own steps (the compile cost's table: compiled 2x faster, not 1.99x) put it outside
     # that range, said so (grade28a: 7,282 from the runs' steps beside a range of 4,719 to 5,272)
     assert (
-        "From the training runs' own steps after warm-up (eager 20.4 ms, compiled 10.4 ms; one run each, "
-        "made one after the other), it would be about 500 steps, outside that range: the range holds how the "
-        "rounds varied" in a.text
+        "From the training runs' own median steps after warm-up (eager 20.4 ms, compiled 10.4 ms; one run "
+        "each, made one after the other), it would be about 500 steps, outside that range: the range holds "
+        "how "
+        "the rounds varied" in a.text
     )
     assert holds([a]) == []
-    # 12 steps run, under both ends; the estimate at three digits, its ends within a tenth of it
-    assert a.headline.plain() == (
-        "Compiling did not pay off in this run: its compile cost is paid back only after about 667 steps"
+    # 12 steps run, under both ends; the estimate at three digits, its ends within a tenth of it; the number
+    # the rounds', said so, since the runs' own lies outside their range
+    assert (
+        a.headline.plain()
+        == "Compiling did not pay off in this run: the rounds put its break-even at about 667 steps"
     )
     # ends further apart than a tenth of the estimate: the headline keeps two digits (grade23: 'about 6,670
     # steps' where its interval spans 5,582 to 7,432)
     wide = (0.06, -0.05, 0.0, 0.04, -0.06, 0.05, 0.01)
     out.rounds, out.rounds_meta = _rounds([x / 1.3 * (1 + e) for x, e in zip(tied, wide)], tied)
     a = c8_conclusion.conclude(RunConfig(task="c8"), out)[0][0]
-    assert a.headline.plain().endswith("paid back only after about 1,400 steps")
+    assert a.headline.plain().endswith("the rounds put its break-even at about 1,400 steps")
     assert "the break-even lies between 1,236 steps and 1,802 steps" in a.text
     assert "at the medians it is 180,000 images at batch 128" in a.text  # at the headline's digits
     # every round's compiled step exactly half its eager one: the interval is a point, said once
@@ -1504,38 +1508,104 @@ def test_c8_the_per_step_verdict_rests_on_rounds_in_which_the_two_steps_took_tur
         near.rounds, near.rounds_meta = out.rounds, out.rounds_meta
         got = c8_conclusion.conclude(RunConfig(task="c8"), near)[0]
         assert said in got[0].headline.plain() and holds(got) == []
-    # the runs' steps within the rounds' range: said so; a compiled run no faster than eager: the two disagree
-    like = _c8(tmp_path / "like", [x / 2 for x in SLOW], SLOW, first_compiled=5.0)
-    seven = SLOW + SLOW[:1]
-    like.rounds, like.rounds_meta = _rounds([x / 2 * (1 + e) for x, e in zip(seven, jitter)], seven)
-    said = c8_conclusion.conclude(RunConfig(task="c8"), like)[0][0].text
-    assert "compiled 10.2 ms; one run each, made one after the other), it is about" in said
-    assert "within that range" in said and "outside" not in said
-    slow = _c8(tmp_path / "slow", SLOW, SLOW, first_compiled=5.0)
-    slow.rounds, slow.rounds_meta = out.rounds, out.rounds_meta
-    got = c8_conclusion.conclude(RunConfig(task="c8"), slow)[0]
-    assert (
-        "no compiled step is cheaper, so by them the compile cost is never paid back: the runs and the "
-        "rounds disagree" in got[0].text
-    )
-    assert "did not pay off in this run" in got[0].headline.plain() and holds(got) == []
-    # a yes or no holds for both: the rounds' range beyond the run's steps while the runs' own break-even lies
-    # within them is a can't-tell
-    within = _c8(tmp_path / "within", [x / 20 for x in SLOW], SLOW, first_compiled=0.2)
-    within.rounds, within.rounds_meta = out.rounds, out.rounds_meta
-    got = c8_conclusion.conclude(RunConfig(task="c8"), within)[0]
-    assert got[0].headline.plain() == (
-        "Can't tell whether compiling paid off here: the rounds' break-even, about 26.6 steps, and the runs' "
-        "steps disagree"
-    )
-    assert "the rounds' break-even and the training runs' own steps (below) disagree" in got[0].text
-    assert "it would be about 10 steps, outside that range" in got[0].text and holds(got) == []
     figure = c8_conclusion.step_summary(out).set_index("mode")
     assert figure.loc["eager", "median_s"] == pytest.approx(15.0) and figure.loc["compiled", "n"] == 7
     # a record without rounds (before them): the runs' steps, said to be one run after the other
     del out.rounds, out.rounds_meta
     a = c8_conclusion.conclude(RunConfig(task="c8"), out)[0][0]
     assert "from the two runs made one after the other (not interleaved): compiled is" in a.text
+
+
+def test_c8_states_the_training_runs_own_break_even_beside_the_rounds_range(tmp_path):
+    """grade28a: the rounds' break-even range (4,719 to 5,272) stood beside a compile-cost table whose runs'
+    own steps gave 7,282. The runs' break-even is stated beside it, within or outside it, or never; a yes or
+    a no is said only where both agree, the headline's number named as the rounds' where the runs' lies
+    apart from it (review30: 'paid back after about 12 steps' beside 'never paid back')."""
+    tied = [0.0150, 0.0152, 0.0149, 0.0151, 0.0150, 0.0153, 0.0148]
+    jitter = (0.02, -0.01, 0.0, 0.01, -0.02, 0.01, 0.0)
+    rounds = _rounds([x / 2 * (1 + e) for x, e in zip(tied, jitter)], tied)  # 1.99x (1.96x to 2.03x)
+    steps = [0.0150, 0.0151, 0.0149, 0.0150, 0.0152, 0.0148]
+
+    def c8(name, compiled, eager, first):
+        out = _c8(tmp_path / name, compiled, eager, first_compiled=first)  # 12 steps in the compiled run
+        out.rounds, out.rounds_meta = rounds
+        answers = c8_conclusion.conclude(RunConfig(task="c8"), out)[0]
+        assert holds(answers) == []
+        return answers[0].headline.plain(), answers[0].text
+
+    # within the range: said so, the headline's number unqualified
+    head, text = c8("within", [x / 2 for x in steps], steps, 5.0)
+    assert (
+        head
+        == "Compiling did not pay off in this run: its compile cost is paid back only after about 668 steps"
+    )
+    assert (
+        "(eager 15 ms, compiled 7.5 ms; one run each, made one after the other), it is about 670 steps, "
+        "within that range" in text
+    )
+    # outside it, below the run's steps as the range is: a yes, its number the rounds'
+    head, text = c8("yes", [x / 20 for x in SLOW], SLOW, 0.05)
+    assert head == "Compiling paid off: the rounds put its break-even at about 6.49 steps"
+    assert "it would be about 2.5 steps, outside that range" in text
+    # the compiled run's median step no cheaper: never paid back by the runs
+    never = (
+        "the compiled run's step is no cheaper than eager's, so by them the compile cost is never paid back: "
+    )
+    head, text = c8("never-no", SLOW, SLOW, 5.0)  # the rounds' range far past the run's steps: both say no
+    assert head == "Compiling did not pay off in this run: the rounds put its break-even at about 666 steps"
+    assert never + "the runs and the rounds disagree on whether a compiled step is cheaper" in text
+    head, text = c8("never-range", SLOW, SLOW, 0.11)  # the run's steps within the rounds' range
+    assert (
+        head
+        == "The rounds put compiling's break-even at about 12 steps; whether within this run's steps, its "
+        "interval cannot tell"
+    )
+    # the rounds' range under the run's steps, the runs' never or far past them: they disagree, both ways
+    dis = (
+        "Can't tell whether compiling paid off here: the rounds' break-even, about 10.7 steps, and the runs' "
+        "steps disagree"
+    )
+    for name, compiled in (("never-yes", SLOW), ("past-yes", [0.99 * x for x in SLOW])):
+        head, text = c8(name, compiled, SLOW, 0.1)
+        assert head == dis
+        assert "the rounds' break-even and the training runs' own steps (below) disagree" in text
+    assert "it would be about 390 steps, outside that range" in text
+    # and the rounds' range past the run's steps, the runs' own within them (grade28a's case turned round)
+    head, text = c8("under", [x / 20 for x in SLOW], SLOW, 0.2)
+    assert head.startswith("Can't tell whether compiling paid off here: the rounds' break-even, about 26.6")
+    assert "it would be about 10 steps, outside that range" in text
+
+
+def test_c8_states_the_runs_break_even_on_its_side_of_each_end():
+    """review30: the runs' break-even at two digits read 'about 4,700 steps, within that range' beside a low
+    end of 4,719: it is shown at the digits that put it on its side of each end and of the run's steps."""
+    firsts = {
+        mode: {
+            "median": Number(f"{mode}: training run's median step after warm-up", ms, "ms", "measured", n=6)
+        }
+        for mode, ms in (("eager", 20.0), ("compiled", 14.0))
+    }
+    lo = Number("break-even, fewest steps", 4719.0, "steps", "predicted")
+    hi = Number("break-even, most steps", 5272.0, "steps", "predicted")
+    ran = Number("compiled training run's steps", 24, "", "counted")
+    for value, said in (
+        (4730.0, "about 4,730 steps, within"),
+        (5260.0, "about 5,260 steps, within"),
+        (4712.0, "about 4,700 steps, outside"),
+        (5600.0, "about 5,600 steps, outside"),
+    ):
+        runs = Number("break-even from the training runs' steps", value, "steps", "predicted", digits=2)
+        assert said in c8_conclusion.runs_finding(firsts, runs, lo, hi, ran).plain()
+    assert (
+        c8_conclusion.runs_break_even(
+            {m: {"median": Number("x", math.nan, "ms", "measured", n=0)} for m in ("eager", "compiled")}, 1.0
+        )
+        is None
+    )  # no median: no break-even, not 'never'
+    assert (
+        c8_conclusion.break_even(1.0, 0.02, 0.02) == math.inf
+        and c8_conclusion.break_even(1.0, 0.02, 0.01) == 100
+    )
 
 
 def test_c8_sequential_runs_on_a_moving_load_cannot_tell(tmp_path):
