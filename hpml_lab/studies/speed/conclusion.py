@@ -185,8 +185,9 @@ class Numbers:
             return Number(
                 f"{rung}: MFU over the epoch", 100 * float(r["epoch_mfu"]), "%", "measured", n=n_epochs
             )
-        # the rounds' samples; the outside reference has none, its rates coming from its whole epochs
-        s = self.samples.get(rung, self.epochs.get(rung, []))
+        # the rounds' samples; the outside reference has none, its rates coming from its whole epochs (a
+        # ladder rung without its rounds' samples is an error, not its epochs' count: review30)
+        s = self.epochs.get(rung, []) if rung == REFERENCE else self.samples[rung]
         n = len(s)
         spread = n >= sanity.MIN_SAMPLES
         if what == "images/s":
