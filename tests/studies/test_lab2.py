@@ -21,8 +21,10 @@ def cfg(tiny_cfg):
     return tiny_cfg.replace(batch_size=16, max_batches=2, epochs=2)
 
 
-def test_c3_loader_sweep_writes_rows_summary_and_resumes(cfg):
+def test_c3_loader_sweep_writes_rows_summary_and_resumes(cfg, monkeypatch):
     c = cfg.replace(task="c3")
+    ticks = iter(f"2026-01-01T00:{s // 60:02d}:{s % 60:02d}+00:00" for s in range(3600))
+    monkeypatch.setattr(results, "now", lambda: next(ticks))  # each reading a second on: times told apart
     sweep = c3.run(c, max_workers=2, log=None)
     counts = list(sweep.summary["num_workers"])
     assert counts == [0, 1, 2][: len(counts)] and len(counts) >= 2  # 0, 1, 2, ... in order, capped at 2

@@ -166,6 +166,7 @@ def run(
     sdir = (
         cfg.run_dir().parent / f"loader-summary-b{cfg.batch_size}-{cfg.replace(num_workers=0).config_hash()}"
     )
+    metas = _metas(items)
     results.write_derived(
         sdir,
         {"summary": summary},
@@ -176,46 +177,44 @@ def run(
             # that run): a reading now, after the sweep, would describe no timing on the page (a grader read
             # one under a run folder that did not exist)
             run_id=sdir.name,
-            machine=_busiest(items),
+            machine=_busiest(metas),
             kind="loader_summary",
             best_workers=best_n,
             cpu_cores=cores,
             stop_reason=reason,
             timing_note=LOADER_NOTE,
             runs=[it.run_dir.name for it in items],
-            **_span(items),
+            **_span(metas),
         ),
     )
     return LoaderSweep(summary, rows, best_n, cores, reason, stop, items, sdir)
 
 
-def _span(items) -> dict:
+def _metas(items) -> list[tuple[str, dict]]:
+    """(run folder name, its record) for each of a sweep's runs whose record can be read."""
+    out = []
+    for it in items:
+        try:
+            out.append((it.run_dir.name, read_run(it.run_dir).meta))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _span(metas) -> dict:
     """When the runs a summary is made from started and finished: its record's own times (grade27a: the
     summary's 'started' was the moment it was written, after every count had run). Empty where no run's
     record says."""
-    metas = []
-    for it in items:
-        try:
-            metas.append(read_run(it.run_dir).meta)
-        except (OSError, ValueError):
-            continue
-    starts = sorted(str(m["started_at"]) for m in metas if m.get("started_at"))
-    ends = sorted(str(m["finished_at"]) for m in metas if m.get("finished_at"))
+    starts = sorted(str(m["started_at"]) for _, m in metas if m.get("started_at"))
+    ends = sorted(str(m["finished_at"]) for _, m in metas if m.get("finished_at"))
     return {**({"started_at": starts[0]} if starts else {}), **({"finished_at": ends[-1]} if ends else {})}
 
 
-def _busiest(items) -> dict | None:
+def _busiest(metas) -> dict | None:
     """The machine load before the busiest of a sweep's runs (sanity.pressure), with its run's folder."""
     from ...sanity import pressure
 
-    loads = []
-    for it in items:
-        try:
-            machine = read_run(it.run_dir).meta.get("machine")
-        except (OSError, ValueError):
-            continue
-        if machine:
-            loads.append({**machine, "run": it.run_dir.name})
+    loads = [{**m["machine"], "run": name} for name, m in metas if m.get("machine")]
     return max(loads, key=pressure) if loads else None
 
 
