@@ -1155,10 +1155,11 @@ def learning_flags(cfg, res) -> list[sanity.Flag]:
     return learned_flags(named)
 
 
-def q2_too_few(res) -> sanity.Flag | None:
-    """'too few samples' for Q2's multi-worker runs: the fewest compute steps any of its verdicts holds of a
-    DDP run (grade27b: the flag named only Q1's batches where Q2's verdicts rested on 2 steps each too)."""
-    counts = [len(xa) for _, xa, _ in speedup_verdicts(res).values()]
+def q2_too_few(q2: Answer) -> sanity.Flag | None:
+    """'too few samples' for Q2's multi-worker runs: the fewest compute steps of a DDP run any of its verdicts
+    holds, as its record says (grade27b: the flag named only Q1's batches where Q2's verdicts rested on 2
+    steps each too)."""
+    counts = [int(v["n_a"]) for v in (q2.verdict or {}).values() if isinstance(v, dict) and "n_a" in v]
     return sanity.too_few(min(counts), "timed steps per Q2 multi-worker run") if counts else None
 
 
@@ -1179,7 +1180,7 @@ def conclude(cfg, settings, res) -> tuple[list[Answer], list[sanity.Flag]]:
     answers = [q1, q2, q3, lab5_q4(cfg, settings, res), *SHORT_ANSWERS]
     flags = [
         sanity.too_few(int(res.q1[res.q1.status == "ok"].batches_timed.min()), "timed batches per Q1 size"),
-        q2_too_few(res),
+        q2_too_few(q2),
         busy(res),
     ]
     if res.on_gpu and backend != "nccl":
