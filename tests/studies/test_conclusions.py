@@ -429,6 +429,9 @@ def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
     assert list(few["median (s)"])[2] == (3.71 + 8.83) / 2 and list(few["max (s)"])[2] == 8.83
     enough = c2_conclusion.summary_table(run([2.0] * 12, epochs_s=(9.0, 1.0, 2.0, 3.0)).epochs)
     assert list(enough["IQR (s)"])[2] == 1.0 and list(enough["min (s)"])[2] == 1.0
+    gap = run([2.0] * 12, epochs_s=(9.0, 1.0, 2.0, 3.0)).epochs.astype({"data_s": float})
+    gap.loc[gap.epoch == 3, "data_s"] = float("nan")  # an epoch without its data time: no sample of it
+    assert list(c2_conclusion.summary_table(gap)["n epochs"]) == [2, 3, 3]
 
 
 def _method(meta: dict, **settings) -> str:

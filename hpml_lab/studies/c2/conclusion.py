@@ -213,7 +213,7 @@ def summary_table(epochs: pd.DataFrame) -> pd.DataFrame:
     steady = drop_warmup(epochs)
     rows = []
     for col, label in (("data_s", "data loading"), ("train_s", "training"), ("total_s", "total epoch")):
-        s = summarize(steady[col])
+        s = summarize(steady[col].dropna())  # an epoch without this time (NaN) is no sample of it
         rows.append(
             {
                 "time": label,
