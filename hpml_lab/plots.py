@@ -156,7 +156,7 @@ def training_curves(
         (axes[0], "training loss", chance_loss, "loss"),
         (axes[1], "top-1 training accuracy (%)", chance_top1, "top-1"),
     ):
-        ax.set_xlabel(f"step ({running_words(smooth)})")
+        ax.set_xlabel(f"step\n({running_words(smooth)})")  # two lines: one was wider than its panel
         ax.set_ylabel(lab)
         ax.grid(alpha=0.3)
         if chance is not None:
