@@ -377,6 +377,38 @@ def test_each_rung_gets_its_verdict_against_the_rung_before(base):
     assert flags == []
 
 
+def test_each_rung_states_its_whole_epochs_verdict_beside_its_steps(base):
+    """grade27b: four rungs tied on their 2-step rounds while their whole epochs, which the table shows, were
+    told apart, and only the top answer compared epochs. Each rung with timed epochs states the epochs'
+    verdict too, and where the two differ says why they need not agree."""
+    epochs = {
+        "pil": [2.0, 2.1, 2.05],
+        "tensor": [1.0, 1.01, 0.99],
+        "channels_last": [1.2, 1.22, 1.21],  # its rounds tie with tensor's; its epochs are longer
+        "bf16": [1.5, 1.52, 1.49],
+        "big_batch": [0.8, 0.81, 0.79],
+    }
+    answers, _ = speed.conclude(base, _ladder(RATES, epochs=epochs))
+    _, tensor, cl, bf16, *_ = answers
+    assert cl.verdict["outcome"] == "tie" and cl.verdict["also"]["epochs"]["outcome"] == "worse"
+    said = [d.plain() for d in cl.details]
+    assert said[1].startswith("Over whole epochs, the rungs taking turns round by round: ")
+    assert "n = 3 and 3" in said[1] and "L2" in said[1] and "L1" in said[1]
+    assert said[2].startswith("The two verdicts differ: a timed round is a few steps at one moment")
+    # both better (tensor over PIL) or both worse (bf16): the epochs' verdict, no word of a difference
+    for agreed in (tensor, bf16):
+        assert agreed.verdict["outcome"] == agreed.verdict["also"]["epochs"]["outcome"]
+        assert not any("The two verdicts differ" in d.plain() for d in agreed.details)
+        assert agreed.details[1].plain().startswith("Over whole epochs")
+    assert cl.verdict["also"]["epochs"]["samples_a"] == epochs["channels_last"]
+    # a rung without timed epochs states its steps' verdict alone
+    plain, _ = speed.conclude(base, _ladder(RATES))
+    assert (
+        not any("Over whole epochs" in d.plain() for d in plain[2].details) and "also" not in plain[2].verdict
+    )
+    study_checks.holds(answers, "speed")  # every number of the new sentences a slot of the record
+
+
 def test_a_rung_that_ties_with_the_best_is_named_by_its_verdict(base):
     from hpml_lab.report import claims
 
