@@ -117,7 +117,6 @@ def test_c6_every_optimizer_and_c7_both_norms(cfg):
     assert out7.epochs.groupby("norm").size().to_dict() == {"bn": 2, "none": 2}
 
 
-@pytest.mark.slow  # compiled and eager runs plus two traces: about 40 s on a shared 2-core machine
 def _read_while_tracing(monkeypatch) -> list:
     """A clock that ticks on each reading (results.now), read once more as each trace begins: a trace record's
     start can be told apart from the moment it was written."""
@@ -135,6 +134,7 @@ def _read_while_tracing(monkeypatch) -> list:
     return during
 
 
+@pytest.mark.slow  # compiled and eager runs plus two traces: about 40 s on a shared 2-core machine
 def test_c8_compile_vs_eager_and_unavailable_backend(cfg, monkeypatch):
     c = cfg.replace(task="c8", compile_backend="eager")  # the dynamo path without a C++ build: fast
     during = _read_while_tracing(monkeypatch)
