@@ -379,34 +379,59 @@ def test_each_rung_gets_its_verdict_against_the_rung_before(base):
 
 def test_each_rung_states_its_whole_epochs_verdict_beside_its_steps(base):
     """grade27b: four rungs tied on their 2-step rounds while their whole epochs, which the table shows, were
-    told apart, and only the top answer compared epochs. Each rung with timed epochs states the epochs'
-    verdict too, and where the two differ says why they need not agree."""
+    told apart, and only the top answer compared epochs. Each rung with timed epochs leads with the epochs'
+    verdict (training time, as the top answer), the steps' beside it, and where the two differ says why they
+    need not agree; 'does not help' only where neither has the rung faster (review31)."""
     epochs = {
         "pil": [2.0, 2.1, 2.05],
         "tensor": [1.0, 1.01, 0.99],
         "channels_last": [1.2, 1.22, 1.21],  # its rounds tie with tensor's; its epochs are longer
-        "bf16": [1.5, 1.52, 1.49],
+        "bf16": [1.1, 1.12, 1.11],  # its rounds slower than channels_last's; its epochs shorter
         "big_batch": [0.8, 0.81, 0.79],
     }
     answers, _ = speed.conclude(base, _ladder(RATES, epochs=epochs))
-    _, tensor, cl, bf16, *_ = answers
-    assert cl.verdict["outcome"] == "tie" and cl.verdict["also"]["epochs"]["outcome"] == "worse"
+    _, tensor, cl, bf16, *_, big, _, _, _ = answers
+    assert cl.verdict["what"] == "whole-epoch time" and cl.verdict["outcome"] == "worse"
+    assert (
+        cl.verdict["samples_a"] == epochs["channels_last"] and cl.verdict["also"]["steps"]["outcome"] == "tie"
+    )
+    assert cl.headline.plain() == (
+        "L1 is 1.21x faster than L2 on whole-epoch time: this rung does not help on this CPU."
+    )
     said = [d.plain() for d in cl.details]
-    assert said[1].startswith("Over whole epochs, the rungs taking turns round by round: ")
-    assert "n = 3 and 3" in said[1] and "L2" in said[1] and "L1" in said[1]
+    assert said[0].startswith("Over whole epochs, the rungs taking turns round by round: L1 is 1.21x faster")
+    assert said[1].startswith("Over the timed rounds of steps: L2 and L1 cannot be told apart on images/s")
     assert said[2].startswith("The two verdicts differ: a timed round is a few steps at one moment")
-    # both better (tensor over PIL) or both worse (bf16): the epochs' verdict, no word of a difference
-    for agreed in (tensor, bf16):
-        assert agreed.verdict["outcome"] == agreed.verdict["also"]["epochs"]["outcome"]
-        assert not any("The two verdicts differ" in d.plain() for d in agreed.details)
-        assert agreed.details[1].plain().startswith("Over whole epochs")
-    assert cl.verdict["also"]["epochs"]["samples_a"] == epochs["channels_last"]
+    # the epochs have bf16 faster, its steps slower: no 'does not help' under a faster epoch
+    assert bf16.verdict["outcome"] == "better" and bf16.verdict["also"]["steps"]["outcome"] == "worse"
+    assert "does not help" not in bf16.text and "The two verdicts differ" in bf16.text
+    # both better (tensor over PIL): no word of a difference
+    assert tensor.verdict["outcome"] == tensor.verdict["also"]["steps"]["outcome"] == "better"
+    assert "The two verdicts differ" not in tensor.text
+    study_checks.holds(answers, "speed")  # every number of the new sentences a slot of the record
+    # epochs too few to decide (two a rung): the steps lead, and no 'differ' beside an undecided verdict
+    two = speed.conclude(base, _ladder(RATES, epochs={k: v[:2] for k, v in epochs.items()}))[0]
+    assert (
+        two[2].verdict["what"] == "images/s"
+        and two[2].verdict["also"]["epochs"]["reason"] == "too few samples"
+    )
+    assert "The two verdicts differ" not in " ".join(a.text for a in two)
+    assert "does not help on this CPU" in two[3].headline.plain()  # bf16's steps slower, its epochs undecided
     # a rung without timed epochs states its steps' verdict alone
     plain, _ = speed.conclude(base, _ladder(RATES))
     assert (
         not any("Over whole epochs" in d.plain() for d in plain[2].details) and "also" not in plain[2].verdict
     )
-    study_checks.holds(answers, "speed")  # every number of the new sentences a slot of the record
+
+
+def test_only_the_outside_reference_counts_its_epochs_as_its_samples():
+    """review30: a ladder rung without its rounds' samples took its whole epochs' count as the n of its
+    rounds' figures; only the outside reference, which has no rounds, is counted by its epochs."""
+    res = _ladder(RATES, epochs={ladder.REFERENCE: [0.6, 0.61, 0.59]})
+    nums = conclusion.Numbers(res.table, {k: v for k, v in res.samples.items() if k != "tensor"}, res.epochs)
+    assert nums.mfu(ladder.REFERENCE).n == 3
+    with pytest.raises(KeyError):
+        nums.ips("tensor")
 
 
 def test_a_rung_that_ties_with_the_best_is_named_by_its_verdict(base):

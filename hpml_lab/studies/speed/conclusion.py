@@ -298,17 +298,42 @@ def rung_answer(
             "not answered",
             "the rungs before it did not run",
         )
-    v = verdict_of(row, prev, nums.samples, meta)
     name = f"{row['rung']} vs {prev['rung']}"
-    # the headline: the verdict in words (its ratio the one number); the interval and counts: the first detail
-    short = v.short(name, label(row), label(prev))
-    if v.outcome == "worse":
+    steps = verdict_of(row, prev, nums.samples, meta)
+    epochs = (
+        epoch_verdict(row, prev, nums, meta)
+        if nums.epochs.get(row["rung"]) and nums.epochs.get(prev["rung"])
+        else None
+    )
+    # the lab's measure, training time, leads where the rungs' whole epochs can decide (grade27b: four rungs
+    # tied on 2-step rounds whose epochs, in the table, were told apart); the steps' verdict beside it
+    on_epochs = epochs is not None and not epochs.undecided
+    v, v_name, other = (epochs, f"{name}: epochs", steps) if on_epochs else (steps, name, epochs)
+    # the headline: the verdict in words (its ratio the one number); the interval and counts: the details
+    short = v.short(v_name, label(row), label(prev))
+    helps_not = v.outcome == "worse" and (other is None or other.undecided or other.outcome != "better")
+    if helps_not:  # neither measure has the rung faster (review31: not beside epochs that say it is)
         stated = say("{v}: this rung does not help on this {device}.", v=short, device=device)
-    elif v.outcome == "tie":  # its words say it: this run cannot tell whether the rung helps
+    else:  # a tie's words say it: this run cannot tell whether the rung helps
         stated = say("{v}.", v=short)
-    else:
-        stated = say("{v}.", v=short)
-    details = [say("{v}.", v=v.finding(name, label(row), label(prev))).up()]
+    said = {
+        "epochs": "Over whole epochs, the rungs taking turns round by round: {v}.",
+        "steps": "Over the timed rounds of steps: {v}.",
+    }
+    kind, other_kind = ("epochs", "steps") if on_epochs else ("steps", "epochs")
+    details = [say(said[kind], v=v.finding(v_name, label(row), label(prev)))]
+    record = sample_record(v, *_samples_of(kind, row, prev, nums))
+    if other is not None:
+        other_name = name if on_epochs else f"{name}: epochs"
+        details.append(say(said[other_kind], v=other.finding(other_name, label(row), label(prev))))
+        if not other.undecided and not v.undecided and other.outcome != v.outcome:
+            details.append(
+                say(
+                    "The two verdicts differ: a timed round is a few steps at one moment, an epoch every "
+                    "step, so the two need not agree."
+                )
+            )
+        record["also"] = {other_kind: sample_record(other, *_samples_of(other_kind, row, prev, nums))}
     if (
         base is not None
     ):  # stacked on a rung its own verdict put behind `base`: this one says nothing of `base`
@@ -323,29 +348,14 @@ def rung_answer(
                 base=label(base),
             )
         )
-    record = sample_record(v, nums.samples[row["rung"]], nums.samples[prev["rung"]])
-    if nums.epochs.get(row["rung"]) and nums.epochs.get(prev["rung"]):
-        # the lab's measure, training time, beside the steps' (grade27b: four rungs tied on 2-step rounds
-        # whose whole epochs were told apart, and only the top answer said so)
-        ev = epoch_verdict(row, prev, nums, meta)
-        details.insert(
-            1,
-            say(
-                "Over whole epochs, the rungs taking turns round by round: {v}.",
-                v=ev.finding(f"{name}: epochs", label(row), label(prev)),
-            ),
-        )
-        if ev.outcome != v.outcome:
-            details.insert(
-                2,
-                say(
-                    "The two verdicts differ: a timed round is a few steps at one moment, an epoch every "
-                    "step, so the two need not agree."
-                ),
-            )
-        record["also"] = {"epochs": sample_record(ev, nums.epochs[row["rung"]], nums.epochs[prev["rung"]])}
     details += [nums.line(row["rung"]), nums.line(prev["rung"])]
     return Answer(question, stated.up(), details, why, "answered", verdict=record)
+
+
+def _samples_of(kind: str, a: dict, b: dict, nums: Numbers) -> tuple[list[float], list[float]]:
+    """Two rungs' samples of one kind: their rounds' images/s ('steps') or their whole epochs' seconds."""
+    held = nums.epochs if kind == "epochs" else nums.samples
+    return held[a["rung"]], held[b["rung"]]
 
 
 def _epoch_loads(meta: dict) -> list[float]:
