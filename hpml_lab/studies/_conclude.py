@@ -19,8 +19,9 @@ from ..verdict import compare
 
 
 def num(name: str, values, unit: str, scale: float = 1.0) -> Number:
-    """A measured median with its n and (for n >= 3) its IQR; for n < 3 no spread at all."""
-    s = summarize([v * scale for v in values])
+    """A measured median with its n and (for n >= 3) its IQR; for n < 3 no spread at all. A value that is no
+    number (NaN: a time a record does not hold) is no sample (review31: summarize raised on it)."""
+    s = summarize([v * scale for v in values if v == v])
     return Number(name, s["median"], unit, "measured", n=s["n"], spread=s["iqr"] if s["n"] >= 3 else None)
 
 

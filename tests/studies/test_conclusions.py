@@ -432,6 +432,12 @@ def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
     gap = run([2.0] * 12, epochs_s=(9.0, 1.0, 2.0, 3.0)).epochs.astype({"data_s": float})
     gap.loc[gap.epoch == 3, "data_s"] = float("nan")  # an epoch without its data time: no sample of it
     assert list(c2_conclusion.summary_table(gap)["n epochs"]) == [2, 3, 3]
+    # and the answer, through the same record (review31: conclude still raised on it)
+    r = run([2.0] * 12, epochs_s=(9.0, 1.0, 2.0, 3.0))
+    r.epochs["data_s"] = r.epochs["data_s"].astype(float)
+    r.epochs.loc[r.epochs.epoch == 3, "data_s"] = float("nan")
+    answers, _ = c2_conclusion.conclude(CFG.replace(task="c2"), r)
+    assert holds(answers) == [] and answers[0].headline.plain()
 
 
 def _method(meta: dict, **settings) -> str:
@@ -1560,7 +1566,7 @@ def test_c8_states_the_training_runs_own_break_even_beside_the_rounds_range(tmp_
     head, text = c8("never-range", SLOW, SLOW, 0.11)  # the run's steps within the rounds' range
     assert (
         head
-        == "The rounds put compiling's break-even at about 12 steps; whether within this run's steps, its "
+        == "The rounds put compiling's break-even at about 12.04 steps; whether within this run's steps, its "
         "interval cannot tell"
     )
     # the rounds' range under the run's steps, the runs' never or far past them: they disagree, both ways
@@ -1577,6 +1583,29 @@ def test_c8_states_the_training_runs_own_break_even_beside_the_rounds_range(tmp_
     head, text = c8("under", [x / 20 for x in SLOW], SLOW, 0.2)
     assert head.startswith("Can't tell whether compiling paid off here: the rounds' break-even, about 26.6")
     assert "it would be about 10 steps, outside that range" in text
+
+
+def test_c8_states_each_break_even_on_its_side_of_the_runs_steps(tmp_path):
+    """review31: 'the break-even lies between 12 steps and 12.4 steps' stood beside 'within the compiled
+    training run's 12 steps ... not paid back': the range's ends, and the estimate, at the digits that put
+    them on their side of the run's steps."""
+    tied = [0.0150, 0.0152, 0.0149, 0.0151, 0.0150, 0.0153, 0.0148]
+    jitter = (0.02, -0.01, 0.0, 0.01, -0.02, 0.01, 0.0)
+    said = {}
+    for first in (0.0984, 0.1016):
+        out = _c8(tmp_path / str(first), [x / 2 for x in SLOW], SLOW, first_compiled=first)
+        out.rounds, out.rounds_meta = _rounds([x / 2 * (1 + e) for x, e in zip(tied, jitter)], tied)
+        answers = c8_conclusion.conclude(RunConfig(task="c8"), out)[0]
+        assert holds(answers) == []
+        said[first] = answers[0]
+    # the range wholly under the run's 12 steps: paid back, its high end shown under 12
+    assert (
+        said[0.0984].headline.plain()
+        == "Compiling paid off: the rounds put its break-even at about 11.8 steps"
+    )
+    assert "the break-even lies between 11.6 steps and 11.99 steps" in said[0.0984].text
+    # its low end just past them: shown past 12, and whether paid back, the rounds and the runs disagree
+    assert "the break-even lies between 12.02 steps and 12.4 steps" in said[0.1016].text
 
 
 def test_c8_states_the_runs_break_even_on_its_side_of_each_end():

@@ -261,11 +261,21 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
         few, most = (cost / (med_e * (1 - 1 / r)) for r in (v.ci_high, v.ci_low))
         # the headline's estimate at the digits its interval holds: two where the ends lie more than a tenth
         # of it apart (grade23: 'about 6,670 steps' where they span 5,582 to 7,432)
-        even = Number(
-            "break-even", steps, "steps", "predicted", source=src, digits=estimate_digits(few, most, steps)
+        even = beside(  # and on its side of the run's steps, as shown
+            Number(
+                "break-even",
+                steps,
+                "steps",
+                "predicted",
+                source=src,
+                digits=estimate_digits(few, most, steps),
+            ),
+            ran,
         )
-        span_lo = Number("break-even, fewest steps", few, "steps", "predicted", source=isrc)
-        span_hi = Number("break-even, most steps", most, "steps", "predicted", source=isrc)
+        # each end on its side of the run's steps, as shown (review31: 'between 12 steps and 12.4 steps'
+        # beside 'within the run's 12 steps ... not paid back')
+        span_lo = beside(Number("break-even, fewest steps", few, "steps", "predicted", source=isrc), ran)
+        span_hi = beside(Number("break-even, most steps", most, "steps", "predicted", source=isrc), ran)
         images = Number(  # at the break-even's own digits (grade24: '150,687 images' beside 'about 4,700')
             "break-even images",
             steps * cfg.batch_size,
