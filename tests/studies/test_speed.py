@@ -500,7 +500,7 @@ def test_the_headline_is_the_whole_epochs_ratio_the_epoch_table_gives(base):
     assert "Per step, not per epoch: images/s over the timed rounds of steps is higher for + batch 64" in said
     assert said.index("whole-epoch time") < said.index("Per step")
     # why the two ratios differ, from the record, not a reason that could only push one way (a grader)
-    assert "The rounds and the epochs differ: + batch 64 ran at " in said
+    assert "The rates behind the two ratios: + batch 64 ran at " in said
     assert " over its timed rounds and 16,667 images/s over its whole epochs" in said
     assert "loader's start and its last batch" not in said
     assert "+ batch 64: a whole epoch of 50,000 images took 3 s" in said

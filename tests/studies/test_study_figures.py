@@ -113,6 +113,8 @@ def test_memory_convergence_figure_draws_the_chance_line_its_text_judges_by():
     assert "thick lines: the running mean of the last 5 batches, fewer at the start" in ax.get_xlabel()
     width = ax.get_position().width
     assert width > 0.5, width  # the plot keeps most of the figure beside its legend
+    fig.canvas.draw()  # and its words under the plot no wider than the plot (review31)
+    assert ax.xaxis.label.get_window_extent().width <= ax.get_window_extent().width
     legends_clear_of_data(fig)
 
 

@@ -108,7 +108,7 @@ def loss_curves(runs, smooth: int = 5, chance: float | None = None, clear: float
         ax.axhline(clear, color="0.3", ls="--", lw=1.0, label=f"clearly below chance: {below}")
     # what the two kinds of line are, said once under the plot, not in every run's legend entry (grade29b: the
     # legend left the plot a third of the figure)
-    ax.set_xlabel(f"step (batch)\nthin lines: each batch; thick lines: the {running_words(smooth)}")
+    ax.set_xlabel(f"step (batch)\nthin lines: each batch\nthick lines: the {running_words(smooth)}")
     ax.set_ylabel("training loss")
     ax.grid(alpha=0.3)
     legend_outside(ax)

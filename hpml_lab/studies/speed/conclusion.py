@@ -450,7 +450,7 @@ def _top_on_epochs(rows: dict, timed: list[str], nums: Numbers, meta: dict) -> A
         # grader: PIL's 2-step rounds ran at 706 images/s, its whole epochs at 927 to 1,047)
         details.append(
             say(
-                "Per step, not per epoch: {v}. The rounds and the epochs differ: {a} ran at {ar} over its "
+                "Per step, not per epoch: {v}. The rates behind the two ratios: {a} ran at {ar} over its "
                 "timed rounds and {ae} over its whole epochs, {b} at {br} and {be}; a timed round is a few "
                 "steps at one moment, an epoch every step, so the two ratios need not agree.",
                 v=step.finding(f"top per step: {top['rung']} vs {shown}", label(top), label(rows[shown])),
