@@ -1592,7 +1592,7 @@ def test_c8_states_each_break_even_on_its_side_of_the_runs_steps(tmp_path):
     tied = [0.0150, 0.0152, 0.0149, 0.0151, 0.0150, 0.0153, 0.0148]
     jitter = (0.02, -0.01, 0.0, 0.01, -0.02, 0.01, 0.0)
     said = {}
-    for first in (0.0984, 0.1016):
+    for first in (0.0984, 0.1, 0.1016):
         out = _c8(tmp_path / str(first), [x / 2 for x in SLOW], SLOW, first_compiled=first)
         out.rounds, out.rounds_meta = _rounds([x / 2 * (1 + e) for x, e in zip(tied, jitter)], tied)
         answers = c8_conclusion.conclude(RunConfig(task="c8"), out)[0]
@@ -1604,6 +1604,14 @@ def test_c8_states_each_break_even_on_its_side_of_the_runs_steps(tmp_path):
         == "Compiling paid off: the rounds put its break-even at about 11.8 steps"
     )
     assert "the break-even lies between 11.6 steps and 11.99 steps" in said[0.0984].text
+    # the run's steps within the range, the runs' own break-even outside it: a can't-tell, its number the
+    # rounds'
+    head, text = said[0.1].headline.plain(), said[0.1].text
+    assert (
+        head.startswith("The rounds put compiling's break-even at about ")
+        and "its interval cannot tell" in head
+    )
+    assert "outside that range" in text and "lie within the break-even's range" in text
     # its low end just past them: shown past 12, and whether paid back, the rounds and the runs disagree
     assert "the break-even lies between 12.02 steps and 12.4 steps" in said[0.1016].text
 
