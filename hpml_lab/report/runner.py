@@ -484,8 +484,8 @@ def write_index(outcomes: list[Outcome]) -> Path:
             f"<p class='hpml-banner'><b>Busy machine.</b> {every} read a run made on a busy machine (each "
             + ("report's flag names the run and says how busy" if names else "report's flag says how busy")
             + ": its load average or CPU steal): times from a "
-            "busy machine are slower and noisier than on an idle one, and each report's verdicts say where "
-            "a comparison cannot tell"
+            "busy machine are slower and noisier than on an idle one, and where a report compares times, its "
+            "verdicts say where a comparison cannot tell"
             + ("" if len(busy) == len(rows) else f" ({', '.join(t for t, _ in busy)})")
             + ". Run again on an idle machine for times to hand in.</p>"
         )

@@ -202,6 +202,8 @@ def test_the_index_shows_headlines_and_its_context_once(reports):
         and "2 of 3 reports read a run made on a busy machine" in page
         and ("(c1, c2)") in page
     )
+    # a busy report need not compare times (c5 compares none): the banner says so only of those that do
+    assert "where a report compares times, its verdicts say where a comparison cannot tell" in page
     # rows that differ say it per row, in a column of their own
     mixed = runner.write_index([_outcome("c1"), _outcome("c2", profile="smoke"), _outcome("c3")]).read_text()
     assert (
