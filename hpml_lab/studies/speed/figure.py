@@ -1,4 +1,5 @@
-"""The speed ladder's figure: per rung, images/s against the device's ideal, MFU, and the step time's spread.
+"""The speed ladder's figure: per rung, images/s against the device's ideal, MFU, the step time's spread and
+the whole epochs.
 
 from hpml_lab.studies.speed import chart
 fig = chart(result)       # result: study.Ladder (or its table, read back from ladder.csv)
@@ -21,7 +22,8 @@ IDEAL_SIZE = 600  # the ideal marker's size (points squared): a bar's width wher
 
 
 def chart(result):
-    """One figure, two panels sharing the rungs. Left: images/s (median bar, interquartile whisker) on a log
+    """One figure, two panels sharing the rungs (three where whole epochs were timed: each epoch and its
+    median, _epochs_panel). Left: images/s (median bar, interquartile whisker) on a log
     axis, the images/s the device's peak would allow for the rung's precision as a marker above each bar, and
     the timed steps' MFU written above the highest of the two (the whole epochs' MFU is the table's and the
     answer's). Right: the step time (median, whiskers from the fastest to the slowest timed run). No whisker
@@ -48,7 +50,12 @@ def chart(result):
 
     labels = [shown(str(v), rung) for v, rung in zip(table["label"], table["rung"])]
     x = list(range(len(table)))
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    # the whole epochs every rung's answer leads with (grade31b: the figure drew only the timed rounds)
+    epochs = {k: list(v) for k, v in (getattr(result, "epochs", None) or {}).items() if v}
+    if epochs:
+        fig, (ax, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4.2), gridspec_kw={"width_ratios": [3, 2, 2]})
+    else:
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
     ips = table["images_per_s"]
     low = (ips - table["images_per_s_q1"]).clip(lower=0)
     high = (table["images_per_s_q3"] - ips).clip(lower=0)
@@ -138,6 +145,8 @@ def chart(result):
     # a short axis label: a long one ran past the axes' foot into the first rung's slanted name
     ax2.set_ylabel("step time (ms)")
     ax2.set_title("Step time per rung (median, min to max)")
+    if epochs:
+        _epochs_panel(ax3, table, epochs, labels)
     fig.suptitle("Speed ladder: each rung adds one optimisation to the one before")
     figure_legend(fig)
     fig.tight_layout()
@@ -177,3 +186,21 @@ def _lay_out(fig, ax, marks) -> None:
         room = 1 - HEADROOM - (tops[k] - base / span)
         ax.set_ylim(lo, lo * 10 ** (base / max(room, 0.2)))
         fig.tight_layout()
+
+
+def _epochs_panel(ax, table: pd.DataFrame, epochs: dict, labels: list[str]) -> None:
+    """The whole epochs each rung trained, the rungs taking turns: every epoch a dot, its median a bar across
+    them (a median of fewer than three is those values themselves, so no spread is drawn). A rung without
+    timed epochs keeps its place, empty."""
+    x = list(range(len(table)))
+    for i, rung in enumerate(table["rung"]):
+        seconds = epochs.get(rung) or []
+        if not seconds:
+            continue
+        ax.plot([i] * len(seconds), seconds, "o", ms=4, color="0.45", label="each whole epoch")
+        median = float(pd.Series(seconds).median())
+        ax.plot([i - 0.3, i + 0.3], [median, median], color="#dd8452", lw=2, label="median")
+    ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
+    ax.set_ylabel("seconds per whole epoch")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Whole epochs per rung (each, and the median)")
