@@ -7,10 +7,11 @@ the same settings, and how far the shortest epoch is from the course's own lab2.
     answers, flags = conclude(cfg, result)      # result: study.Ladder
 
 Every comparison is a verdict (hpml_lab.verdict.compare, told that the samples were interleaved and the load
-of each round) on the seconds of whole epochs (the first answer, and the plain script's) or the images/s of
-the timed runs (each rung's), stated by Verdict.finding: a rung that ran slower than the
-one before says it does not help here, a rung the data cannot separate from the one before says this run
-cannot tell, and a rung that did not run here says so (why: the answer's `missing`, and the table). Every
+of each round) on the seconds of whole epochs (the first answer, the plain script's, and each rung's where
+its epochs can decide) or the images/s of the timed runs (each rung's, beside its epochs' or alone), stated
+by Verdict.finding: a rung that ran slower than the one before on the one measure and not faster on the
+other says there was no gain here, a rung the data cannot separate from the one before says this run cannot
+tell, and a rung that did not run here says so (why: the answer's `missing`, and the table). Every
 number is a named Number of the record (findings.say); the why of each rung is general Background, shown
 apart.
 """
@@ -299,57 +300,69 @@ def rung_answer(
             "the rungs before it did not run",
         )
     name = f"{row['rung']} vs {prev['rung']}"
-    steps = verdict_of(row, prev, nums.samples, meta)
-    epochs = (
-        epoch_verdict(row, prev, nums, meta)
-        if nums.epochs.get(row["rung"]) and nums.epochs.get(prev["rung"])
-        else None
-    )
-    # the lab's measure, training time, leads where the rungs' whole epochs can decide (grade27b: four rungs
-    # tied on 2-step rounds whose epochs, in the table, were told apart); the steps' verdict beside it
-    on_epochs = epochs is not None and not epochs.undecided
-    v, v_name, other = (epochs, f"{name}: epochs", steps) if on_epochs else (steps, name, epochs)
+    (v, kind), other = lead_verdict(row, prev, nums, meta)
+    v_name = f"{name}: epochs" if kind == "epochs" else name
     # the headline: the verdict in words (its ratio the one number); the interval and counts: the details
     short = v.short(v_name, label(row), label(prev))
-    helps_not = v.outcome == "worse" and (other is None or other.undecided or other.outcome != "better")
-    if helps_not:  # neither measure has the rung faster (review31: not beside epochs that say it is)
-        stated = say("{v}: this rung does not help on this {device}.", v=short, device=device)
-    else:  # a tie's words say it: this run cannot tell whether the rung helps
-        stated = say("{v}.", v=short)
+    other_v = other[0] if other else None
+    helps_not = v.outcome == "worse" and (other_v is None or other_v.undecided or other_v.outcome != "better")
+    # neither measure has the rung faster (review31: not beside epochs that say it is), said in few words: the
+    # epochs' verdict names both rungs and its measure (review32: 'this rung does not help on this CPU' took
+    # a headline past twenty words)
+    stated = (
+        say("{v}: no gain on this {device}.", v=short, device=device) if helps_not else say("{v}.", v=short)
+    )
     said = {
         "epochs": "Over whole epochs, the rungs taking turns round by round: {v}.",
         "steps": "Over the timed rounds of steps: {v}.",
     }
-    kind, other_kind = ("epochs", "steps") if on_epochs else ("steps", "epochs")
     details = [say(said[kind], v=v.finding(v_name, label(row), label(prev)))]
     record = sample_record(v, *_samples_of(kind, row, prev, nums))
     if other is not None:
-        other_name = name if on_epochs else f"{name}: epochs"
-        details.append(say(said[other_kind], v=other.finding(other_name, label(row), label(prev))))
-        if not other.undecided and not v.undecided and other.outcome != v.outcome:
+        o, o_kind = other
+        o_name = f"{name}: epochs" if o_kind == "epochs" else name
+        details.append(say(said[o_kind], v=o.finding(o_name, label(row), label(prev))))
+        if {v.outcome, o.outcome} == {
+            "better",
+            "worse",
+        }:  # a conflict, not a tie beside a direction (review32)
             details.append(
                 say(
-                    "The two verdicts differ: a timed round is a few steps at one moment, an epoch every "
-                    "step, so the two need not agree."
+                    "The two verdicts point opposite ways: a timed round is a few steps at one moment, an "
+                    "epoch every step, so the two need not agree."
                 )
             )
-        record["also"] = {other_kind: sample_record(other, *_samples_of(other_kind, row, prev, nums))}
+        record["also"] = {o_kind: sample_record(o, *_samples_of(o_kind, row, prev, nums))}
     if (
         base is not None
     ):  # stacked on a rung its own verdict put behind `base`: this one says nothing of `base`
+        (pv, p_kind), _ = lead_verdict(prev, base, nums, meta)
+        p_name = f"{prev['rung']} vs {base['rung']}" + (": epochs" if p_kind == "epochs" else "")
         details.append(
             say(
                 "This rung is measured on top of {prev} ({pv}): it does not show what the rung gives on "
                 "{base}.",
                 prev=label(prev),
-                pv=verdict_of(prev, base, nums.samples, meta).finding(
-                    f"{prev['rung']} vs {base['rung']}", label(prev), label(base)
-                ),
+                pv=pv.finding(p_name, label(prev), label(base)),
                 base=label(base),
             )
         )
     details += [nums.line(row["rung"]), nums.line(prev["rung"])]
     return Answer(question, stated.up(), details, why, "answered", verdict=record)
+
+
+def lead_verdict(a: dict, b: dict, nums: Numbers, meta: dict) -> tuple[tuple, tuple | None]:
+    """((verdict, kind), (other verdict, its kind) or None) of rung a against rung b: their whole epochs
+    ('epochs') lead where both have timed epochs that can decide (the lab's measure, training time, as the top
+    answer: grade27b), else their timed rounds' images/s ('steps'); the other beside it. One choice for a
+    rung's answer and for the note on the rung stacked on it (review32)."""
+    steps = verdict_of(a, b, nums.samples, meta)
+    epochs = (
+        epoch_verdict(a, b, nums, meta) if nums.epochs.get(a["rung"]) and nums.epochs.get(b["rung"]) else None
+    )
+    if epochs is not None and not epochs.undecided:
+        return (epochs, "epochs"), (steps, "steps")
+    return (steps, "steps"), ((epochs, "epochs") if epochs is not None else None)
 
 
 def _samples_of(kind: str, a: dict, b: dict, nums: Numbers) -> tuple[list[float], list[float]]:
@@ -888,7 +901,7 @@ def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
         for row, prev in pairs
         if row["status"] == "measured"
         and prev is not None
-        and verdict_of(row, prev, nums.samples, result.meta).outcome == "worse"
+        and lead_verdict(row, prev, nums, result.meta)[0][0].outcome == "worse"
     }
     answers += [
         rung_answer(row, prev, nums, result.meta, device, slower.get(prev["rung"]) if prev else None)

@@ -189,18 +189,53 @@ def _lay_out(fig, ax, marks) -> None:
 
 
 def _epochs_panel(ax, table: pd.DataFrame, epochs: dict, labels: list[str]) -> None:
-    """The whole epochs each rung trained, the rungs taking turns: every epoch a dot, its median a bar across
-    them (a median of fewer than three is those values themselves, so no spread is drawn). A rung without
-    timed epochs keeps its place, empty."""
+    """The whole epochs each rung trained, the rungs taking turns: every epoch a dot, their median a bar
+    across them (no spread drawn: the dots are every sample); the plain script's, run after the ladder in its
+    own process, in a colour of its own. A log axis where the epochs span a wide range (a GPU's, as the
+    throughput's), so its short epochs are not pressed to the floor beside the PIL loader's. A rung that did
+    not run keeps its place, marked 'not run'."""
     x = list(range(len(table)))
-    for i, rung in enumerate(table["rung"]):
-        seconds = epochs.get(rung) or []
-        if not seconds:
+    for i, (rung, status) in enumerate(zip(table["rung"], table["status"])):
+        seconds = [float(v) for v in epochs.get(rung) or [] if v == v and v > 0]
+        if status != "measured" or not seconds:
+            if status != "measured":
+                ax.text(
+                    i,
+                    0.02,
+                    "not run",
+                    ha="center",
+                    va="bottom",
+                    rotation=90,
+                    fontsize=8,
+                    transform=ax.get_xaxis_transform(),
+                )
             continue
-        ax.plot([i] * len(seconds), seconds, "o", ms=4, color="0.45", label="each whole epoch")
+        script = rung == REFERENCE
+        ax.plot(
+            [i] * len(seconds),
+            seconds,
+            "o",
+            ms=4,
+            color="#8172b3" if script else "0.45",
+            label="plain script's whole epochs (its own process, after the ladder)"
+            if script
+            else "each whole epoch (the rungs taking turns)",
+        )
         median = float(pd.Series(seconds).median())
-        ax.plot([i - 0.3, i + 0.3], [median, median], color="#dd8452", lw=2, label="median")
+        ax.plot(
+            [i - 0.3, i + 0.3], [median, median], color="#dd8452", lw=2, label="median of the whole epochs"
+        )
     ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
-    ax.set_ylabel("seconds per whole epoch")
-    ax.set_ylim(bottom=0)
+    drawn = [float(v) for k, vs in epochs.items() for v in vs if v == v and v > 0]
+    if drawn and max(drawn) > 5 * min(drawn):  # a wide range (a GPU's ladder): a log axis, its ticks plain
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_yscale("log")
+        plain = FuncFormatter(lambda v, _: fmt_value(v))
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
+        ax.set_ylabel("seconds per whole epoch (log scale)")
+    else:
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("seconds per whole epoch")
     ax.set_title("Whole epochs per rung (each, and the median)")
