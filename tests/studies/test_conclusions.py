@@ -431,13 +431,21 @@ def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
     assert list(enough["IQR (s)"])[2] == 1.0 and list(enough["min (s)"])[2] == 1.0
     gap = run([2.0] * 12, epochs_s=(9.0, 1.0, 2.0, 3.0)).epochs.astype({"data_s": float})
     gap.loc[gap.epoch == 3, "data_s"] = float("nan")  # an epoch without its data time: no sample of it
-    assert list(c2_conclusion.summary_table(gap)["n epochs"]) == [2, 3, 3]
-    # and the answer, through the same record (review31: conclude still raised on it)
+    assert list(c2_conclusion.summary_table(gap)["n epochs"]) == [2, 2, 2]  # the epochs with all three
+    # and the answer, through the same record, of the same epochs (review31: conclude raised on it; review32:
+    # its share divided two epochs' data by three epochs' totals, beside "the 3 after the first")
     r = run([2.0] * 12, epochs_s=(9.0, 1.0, 2.0, 3.0))
-    r.epochs["data_s"] = r.epochs["data_s"].astype(float)
-    r.epochs.loc[r.epochs.epoch == 3, "data_s"] = float("nan")
+    r.epochs["data_s"] = [0.1, 0.1, float("nan"), 0.2]
     answers, _ = c2_conclusion.conclude(CFG.replace(task="c2"), r)
-    assert holds(answers) == [] and answers[0].headline.plain()
+    assert holds(answers) == [] and "median of the 2 after the first" in answers[0].text
+    share = [n for n in answers[0].numbers if n.name == "data-loading share of the epoch"][0]
+    assert share.value == pytest.approx(100 * 0.3 / 4.0)  # epochs 2 and 4: data 0.1 + 0.2 over 1 + 3 s
+    r.epochs["data_s"] = float("nan")  # no data time at all: no share, said
+    none, _ = c2_conclusion.conclude(CFG.replace(task="c2"), r)
+    assert none[0].status == "partial" and "Waiting for data" not in none[0].text
+    assert (
+        none[0].headline.plain() == "No epoch after warm-up holds its data-loading, training and total times"
+    )
 
 
 def _method(meta: dict, **settings) -> str:

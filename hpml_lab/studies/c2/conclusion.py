@@ -38,11 +38,25 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     first epoch took longer, said only when the later epochs were steady; the first step of each epoch against
     the rest (a verdict); the causes a small CPU usually has, as background."""
     ep = run.epochs
-    steady = drop_warmup(ep)
+    # the epochs after warm-up that hold all three times: every number of the answer is of the same epochs
+    # (review32: a missing data time gave a share of two epochs' data over three epochs' totals)
+    steady = timed_epochs(drop_warmup(ep))
     flags = training_flags(cfg, run.batches, ep, run.meta)
     few = sanity.too_few(len(steady), "epochs after warm-up")
     if few:
         flags.append(few)
+    question = "C2: data-loading, training and total time per epoch"
+    if steady.empty:
+        return [
+            Answer(
+                question,
+                say("No epoch after warm-up holds its data-loading, training and total times"),
+                [],
+                [],
+                status="partial",
+                missing="an epoch after warm-up with all three times",
+            )
+        ], flags
     data = num("data loading per epoch", steady["data_s"], "s")
     train = num("training per epoch", steady["train_s"], "s")
     total = num("total per epoch", steady["total_s"], "s")
@@ -123,7 +137,7 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         sv, rest, firsts = first_step_verdict(run.batches)
         verdict = {"first_step": sample_record(sv, rest, firsts)}
         repeats = sv.outcome == "better"  # a later step beats the first: each epoch starts slow
-    details += warmup_findings(ep, repeats)
+    details += warmup_findings(ep[ep["total_s"].notna()], repeats)
     if (
         step is not None and cfg.num_workers > 0
     ):  # with no worker process there is no worker start-up to explain
@@ -133,11 +147,16 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
                 "training, so part of their start-up can land in the first step's training time."
             )
         )
-    return [
-        Answer(
-            "C2: data-loading, training and total time per epoch", head, details, background, verdict=verdict
-        )
-    ], flags
+    return [Answer(question, head, details, background, verdict=verdict)], flags
+
+
+TIMES = ("data_s", "train_s", "total_s")
+
+
+def timed_epochs(epochs: pd.DataFrame) -> pd.DataFrame:
+    """The epochs that hold all three times (data loading, training, total): the answer and the summary
+    table read the same ones."""
+    return epochs.dropna(subset=[c for c in TIMES if c in epochs])
 
 
 def warmup_findings(ep: pd.DataFrame, repeats: bool = False) -> list[Finding]:
@@ -210,10 +229,10 @@ def summary_table(epochs: pd.DataFrame) -> pd.DataFrame:
     """C2's summary over the epochs after warm-up: per time, its n, median, interquartile range (none under
     sanity.MIN_SAMPLES epochs, where the page's 'too few samples' flag says why: the table leaves the cell
     empty, '-', as every other page does), min and max."""
-    steady = drop_warmup(epochs)
+    steady = timed_epochs(drop_warmup(epochs))  # the answer's epochs, each with all three times
     rows = []
     for col, label in (("data_s", "data loading"), ("train_s", "training"), ("total_s", "total epoch")):
-        s = summarize(steady[col].dropna())  # an epoch without this time (NaN) is no sample of it
+        s = summarize(steady[col])
         rows.append(
             {
                 "time": label,
