@@ -480,14 +480,15 @@ def write_index(outcomes: list[Outcome]) -> Path:
         # (where it knows which: a flag that names none is not said to)
         every = "Every report" if len(busy) == len(rows) else f"{len(busy)} of {len(rows)} reports"
         names = all(named for _, named in busy)
+        which = "" if len(busy) == len(rows) else f" ({', '.join(t for t, _ in busy)})"
         notices.append(
-            f"<p class='hpml-banner'><b>Busy machine.</b> {every} read a run made on a busy machine (each "
+            f"<p class='hpml-banner'><b>Busy machine.</b> {every}{which} read a run made on a busy machine "
+            "(each "
             + ("report's flag names the run and says how busy" if names else "report's flag says how busy")
             + ": its load average or CPU steal): times from a "
             "busy machine are slower and noisier than on an idle one, and where a report compares times, its "
-            "verdicts say where a comparison cannot tell"
-            + ("" if len(busy) == len(rows) else f" ({', '.join(t for t, _ in busy)})")
-            + ". Run again on an idle machine for times to hand in.</p>"
+            "verdicts say where a comparison cannot tell. Run again on an idle machine for times to hand "
+            "in.</p>"
         )
     if synthetic:
         every = "All reports" if len(synthetic) == len(rows) else "These reports"

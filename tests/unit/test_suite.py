@@ -160,3 +160,27 @@ def test_a_test_process_loads_torch_with_the_one_thread_conftest_sets():
 
     threads = int(os.environ["OMP_NUM_THREADS"])
     assert 1 <= conftest.TORCH_THREADS_AT_LOAD <= threads  # fewer where the caller asked more than the cores
+
+
+def _marked_helpers(source: str) -> list[str]:
+    """Functions that carry a pytest mark but are no test (a name without 'test_'): a mark on one does
+    nothing, so the test it was meant for runs in a tier it was kept out of."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("test_"):
+            marks = [ast.unparse(d) for d in node.decorator_list if ".mark." in ast.unparse(d)]
+            out += [f"{node.name}: {m}" for m in marks]
+    return out
+
+
+def test_no_mark_sits_on_a_function_that_is_no_test():
+    """review31: '@pytest.mark.slow' slid onto a helper put above its test, which then ran in the fast
+    tier (about 40 s more there)."""
+    found = [
+        f"{p.relative_to(ROOT)}: {m}"
+        for p in (ROOT / "tests").rglob("test_*.py")
+        for m in _marked_helpers(p.read_text())
+    ]
+    assert found == []
+    slid = "import pytest\n@pytest.mark.slow\ndef _helper():\n    pass\ndef test_it():\n    pass\n"
+    assert _marked_helpers(slid) == ["_helper: pytest.mark.slow"]
