@@ -76,16 +76,7 @@ def chart(result):
     marks = []  # the MFU labels, laid out below once the axes have their size
     for i, row in table.iterrows():
         if row["status"] != "measured":
-            ax.text(
-                i,
-                0.02,
-                "not run",
-                ha="center",
-                va="bottom",
-                rotation=90,
-                fontsize=8,
-                transform=ax.get_xaxis_transform(),
-            )
+            _not_run(ax, i)
         elif isinstance(row["mfu"], float) and math.isfinite(row["mfu"]):
             # above the highest thing drawn at this rung: the whisker's cap, the bar or the ideal marker
             drawn = (row["images_per_s"], row["images_per_s_q3"], row["ideal_images_per_s"])
@@ -188,6 +179,20 @@ def _lay_out(fig, ax, marks) -> None:
         fig.tight_layout()
 
 
+def _not_run(ax, i: int) -> None:
+    """'not run' at rung i's place, upright at the foot of the panel."""
+    ax.text(
+        i,
+        0.02,
+        "not run",
+        ha="center",
+        va="bottom",
+        rotation=90,
+        fontsize=8,
+        transform=ax.get_xaxis_transform(),
+    )
+
+
 def _epochs_panel(ax, table: pd.DataFrame, epochs: dict, labels: list[str]) -> None:
     """The whole epochs each rung trained, the rungs taking turns: every epoch a dot, their median a bar
     across them (no spread drawn: the dots are every sample); the plain script's, run after the ladder in its
@@ -199,16 +204,7 @@ def _epochs_panel(ax, table: pd.DataFrame, epochs: dict, labels: list[str]) -> N
         seconds = [float(v) for v in epochs.get(rung) or [] if v == v and v > 0]
         if status != "measured" or not seconds:
             if status != "measured":
-                ax.text(
-                    i,
-                    0.02,
-                    "not run",
-                    ha="center",
-                    va="bottom",
-                    rotation=90,
-                    fontsize=8,
-                    transform=ax.get_xaxis_transform(),
-                )
+                _not_run(ax, i)
             continue
         script = rung == REFERENCE
         ax.plot(
