@@ -377,11 +377,11 @@ def test_c2_warm_up_sentences_agree_with_the_first_step_verdict_and_say_the_drif
     )
     assert "every epoch starts" not in text
     assert "leaving out the first epoch does not remove it" in text
-    assert (
-        "The epochs grew longer through the run, each longer than the one before (5.63 s to 6.63 s)" in text
-    )
+    # one step up after the first epoch, the two kept 1% apart: no drift (grade32a), the step said as it is
+    assert "grew longer through the run" not in text
+    assert "The first epoch took 5.63 s, shorter than each epoch kept (6.57 s to 6.63 s)" in text
     assert "cannot show whether the first held one" in text
-    assert text.index("that start-up stays") < text.index("The epochs grew")  # the steps first
+    assert text.index("that start-up stays") < text.index("The first epoch took")  # the steps first
     step_up, _ = c2_conclusion.conclude(CFG.replace(task="c2"), _first_step_run((5.63, 6.63, 6.57)))
     said = step_up[0].text
     assert "The first epoch took 5.63 s, shorter than each epoch kept (6.57 s to 6.63 s)" in said
@@ -410,6 +410,17 @@ def test_c2_data_share_as_the_box_has_it():
         and share.value < 1
     )
     assert fmt(Number("s", 0.335, "%", "measured", n=3)) == "0.335%"  # never rounded to 0%
+
+
+def test_c2_a_step_up_after_the_first_epoch_is_no_drift():
+    """grade32a: epochs of 6.87, 8.22 and 8.26 s were said to have grown through the run, 'a drift, which a
+    rising machine load can cause', where the two kept epochs were 0.44% apart: the step is after the first
+    epoch, and the kept epochs are steady. A drift is in the kept epochs themselves."""
+    answers, _ = c2_conclusion.conclude(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(6.87, 8.22, 8.26)))
+    text = answers[0].text
+    assert "drift" not in text and "shorter than each epoch kept" in text
+    climbing, _ = c2_conclusion.conclude(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(6.0, 7.0, 8.22)))
+    assert "a drift, which a rising machine load can cause" in climbing[0].text  # 8.22 past 1.1 x 7
 
 
 def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
