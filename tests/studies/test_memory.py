@@ -668,6 +668,36 @@ def test_a_measured_peak_within_the_margin_agrees_and_what_the_step_started_from
         study_checks.holds([one])
 
 
+def test_the_prediction_is_shown_at_the_digits_that_put_it_on_its_side_of_each_interval_end():
+    """grade32b: revnet110's interval ended at 1.333214, below 4/3, and printed '1.3332x' beside the
+    prediction shown as '1.333x', in a sentence that said each whole interval lay below it. The prediction
+    takes the digits that show its side of every end, and the ends are read against it as shown."""
+    from dataclasses import replace
+
+    from hpml_lab.verdict import compare
+
+    base = compare([0.10, 0.11, 0.12, 0.10, 0.11, 0.12], [0.13, 0.14, 0.15, 0.13, 0.14, 0.15], "a", "b")
+    near = replace(
+        base,
+        ratio=1.25,
+        ci_low=1.14,
+        ci_high=1.333214,
+        outcome="worse",
+        reason="",
+        limits=(memory_conclusion.ONE_EXTRA_FORWARD,),
+    )
+    far = replace(near, ci_high=1.30)
+    assert memory_conclusion.prediction_digits({"x": far}) == memory_conclusion.PREDICTION_DIGITS
+    digits = memory_conclusion.prediction_digits({"x": near, "y": far})
+    assert digits == 5
+    said = memory_conclusion.cost_against_prediction({"x": replace(near, limit_digits=digits)})
+    head, stated = (f.plain() for f in said)
+    assert "(1.3333x)" in head and "(1.3333x)" in stated and "1.333x" not in stated
+    end = replace(near, limit_digits=digits).finding("x").plain()
+    shown = float(end.split(" to ")[1].split("x")[0])
+    assert shown < 1.3333  # the end as printed reads below the prediction as printed
+
+
 def test_a_cost_beyond_one_extra_forward_is_said_first_and_one_within_it_agrees():
     """The H100's page said "about one extra forward" (as background) beside slowdowns of 1.69-2.39x: the
     measured costs are held against that prediction (1.33x), each by its interval, and a departure leads."""

@@ -493,7 +493,7 @@ def cost_verdicts(res) -> dict:
     t = res.table.set_index("model")
     load = _load_per_core(res)
     loads = [load] if load is not None else []  # one reading for the rounds both sides shared
-    return {
+    got = {
         r.model: replace(
             compare(
                 _times(t.loc[r.baseline]),
@@ -512,6 +512,17 @@ def cost_verdicts(res) -> dict:
         for r in res.table.itertuples()
         if r.model != r.baseline
     }
+    # the prediction at the digits that put it on its side of every interval end, and the ends read against it
+    # as shown (grade32b: an end of 1.333214, below 4/3, printed 1.3332x beside a prediction shown 1.333x)
+    digits = prediction_digits(got)
+    return {m: replace(v, limit_digits=digits) for m, v in got.items()}
+
+
+def prediction_digits(verdicts: dict) -> int:
+    """The significant digits the prediction is shown at: PREDICTION_DIGITS, more where an interval end lies
+    so near 4/3 that fewer would show the prediction on the end's side (findings.beside)."""
+    ends = [x for v in verdicts.values() if v.has_interval for x in (v.ci_low, v.ci_high)]
+    return beside(extra_forward(), *ends).digits if ends else PREDICTION_DIGITS
 
 
 def saving_label(model: str, baseline: str) -> str:
@@ -602,14 +613,15 @@ def cost_answer(res) -> Answer:
     )
 
 
-def extra_forward() -> Number:
+def extra_forward(digits: int = PREDICTION_DIGITS) -> Number:
+    """The prediction, 4/3, at `digits` (the verdicts' limit_digits, prediction_digits)."""
     return Number(
         "one extra forward: predicted time vs plain",
         ONE_EXTRA_FORWARD,
         "x",
         "predicted",
         source="(forward + backward + forward) / (forward + backward), a backward taken as two forwards",
-        digits=PREDICTION_DIGITS,
+        digits=digits,
     )
 
 
@@ -699,7 +711,7 @@ def cost_against_prediction(
     below, else consistent with it. (headline, statement): the headline from _cost_headline (`methods`: each
     network's method, for a headline per method); the statement names, per side, how many of how many
     networks, which, and their measured range. None when no verdict has an interval (too few rounds)."""
-    pred = extra_forward()
+    pred = extra_forward(max((v.limit_digits for v in verdicts.values()), default=PREDICTION_DIGITS))
     sides = {m: s for m, v in verdicts.items() if (s := _side_of(v, pred)) is not None}
     if not sides:
         return None
