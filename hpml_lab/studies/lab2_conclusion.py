@@ -106,6 +106,9 @@ def timing_method(cfg, meta) -> list[Finding]:
 
 
 STEADY_SPREAD = 1.1  # epochs whose longest is more than this times the shortest are not steady
+# a rise from one kept epoch to the next that counts toward a drift: the least difference a verdict clears
+# (verdict.compare's min_effect); less is noise between single epochs
+DRIFT_STEP = 0.02
 # a first epoch counts as longer than the epochs kept only beyond this share of the longest of them: one epoch
 # against one, 2.7931 s against 2.7902 s, was said to be "longer" and a warm-up (a grader: 0.1% is noise)
 FIRST_MARGIN = 0.05
@@ -151,9 +154,12 @@ def first_epoch_finding(
     # a drift: every epoch longer than the one before, and either the epochs kept spread past what steady
     # epochs do, or three or more of them climb past it from the first; two kept epochs a hair apart after
     # one step up are no drift (grade32a: 6.87, 8.22 and 8.26 s were called one a rising load can cause)
+    # (grade33a: with a fourth epoch, 6.87, 8.22, 8.23 and 8.24 s still read as one, so three or more kept
+    # epochs climb only where each rises past DRIFT_STEP over the one before)
     rising = all(b > a for a, b in zip(totals, totals[1:]))
+    kept_climb = len(later) >= 3 and all(b > a * (1 + DRIFT_STEP) for a, b in zip(later, later[1:]))
     climbing = rising and (
-        later[-1] > STEADY_SPREAD * later[0] or (len(later) >= 3 and totals[-1] > STEADY_SPREAD * totals[0])
+        later[-1] > STEADY_SPREAD * later[0] or (kept_climb and totals[-1] > STEADY_SPREAD * totals[0])
     )
     if len(totals) >= 3 and climbing:
         last = Number(f"{name}last epoch", totals[-1], "s", "measured", n=1)

@@ -421,6 +421,14 @@ def test_c2_a_step_up_after_the_first_epoch_is_no_drift():
     assert "drift" not in text and "shorter than each epoch kept" in text
     climbing, _ = c2_conclusion.conclude(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(6.0, 7.0, 8.22)))
     assert "a drift, which a rising machine load can cause" in climbing[0].text  # 8.22 past 1.1 x 7
+    # a fourth epoch, the kept three a hair apart: still one step up (grade33a), not a drift
+    four, _ = c2_conclusion.conclude(
+        CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(6.87, 8.22, 8.23, 8.24))
+    )
+    assert "drift" not in four[0].text and "shorter than each epoch kept" in four[0].text
+    # three kept epochs each rising past the least difference, past 10% from the first: a drift
+    steps, _ = c2_conclusion.conclude(CFG.replace(task="c2"), run([2.0] * 12, epochs_s=(2.0, 2.1, 2.2, 2.3)))
+    assert "a drift, which a rising machine load can cause" in steps[0].text
 
 
 def test_c2_too_few_epochs_has_no_spread_and_is_flagged():
