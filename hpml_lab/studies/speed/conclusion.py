@@ -61,8 +61,9 @@ WHY = {
 REFERENCE_WHY = (
     "The plain script (reference.py) trains the same network with the same data, augmentation, precision, "
     "memory format and compile mode in plain torch, and keeps nothing of a run: no per-batch records, no "
-    "timers, no progress, no checks. Its epoch against the project's says what the project's own work per "
-    "step costs."
+    "timers, no progress, no checks. Its epoch against the project's shows what the project's own work per "
+    "step costs, together with what differs between the two runs: the script runs in its own process, after "
+    "the ladder, so the machine's state (caches, load, clocks) need not be the same."
 )
 QUESTION_REFERENCE = (
     "How far is the project's epoch from a plain script's at the same settings on this device?"
