@@ -40,7 +40,7 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     ep = run.epochs
     # the epochs after warm-up that hold all three times: every number of the answer is of the same epochs
     # (review32: a missing data time gave a share of two epochs' data over three epochs' totals)
-    steady = timed_epochs(drop_warmup(ep))
+    steady = steady_epochs(ep)
     flags = training_flags(cfg, run.batches, ep, run.meta)
     few = sanity.too_few(len(steady), "epochs after warm-up")
     if few:
@@ -153,10 +153,11 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
 TIMES = ("data_s", "train_s", "total_s")
 
 
-def timed_epochs(epochs: pd.DataFrame) -> pd.DataFrame:
-    """The epochs that hold all three times (data loading, training, total): the answer and the summary
-    table read the same ones."""
-    return epochs.dropna(subset=[c for c in TIMES if c in epochs])
+def steady_epochs(epochs: pd.DataFrame) -> pd.DataFrame:
+    """The epochs after warm-up that hold all three times (data loading, training, total): the answer and the
+    summary table read the same ones."""
+    steady = drop_warmup(epochs)
+    return steady.dropna(subset=[c for c in TIMES if c in steady])
 
 
 def warmup_findings(ep: pd.DataFrame, repeats: bool = False) -> list[Finding]:
@@ -229,7 +230,7 @@ def summary_table(epochs: pd.DataFrame) -> pd.DataFrame:
     """C2's summary over the epochs after warm-up: per time, its n, median, interquartile range (none under
     sanity.MIN_SAMPLES epochs, where the page's 'too few samples' flag says why: the table leaves the cell
     empty, '-', as every other page does), min and max."""
-    steady = timed_epochs(drop_warmup(epochs))  # the answer's epochs, each with all three times
+    steady = steady_epochs(epochs)  # the answer's epochs, each with all three times
     rows = []
     for col, label in (("data_s", "data loading"), ("train_s", "training"), ("total_s", "total epoch")):
         s = summarize(steady[col])

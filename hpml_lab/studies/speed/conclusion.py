@@ -300,9 +300,8 @@ def rung_answer(
             "not answered",
             "the rungs before it did not run",
         )
-    name = f"{row['rung']} vs {prev['rung']}"
     (v, kind), other = lead_verdict(row, prev, nums, meta)
-    v_name = f"{name}: epochs" if kind == "epochs" else name
+    v_name = _verdict_name(row, prev, kind)
     # the headline: the verdict in words (its ratio the one number); the interval and counts: the details
     short = v.short(v_name, label(row), label(prev))
     other_v = other[0] if other else None
@@ -321,12 +320,11 @@ def rung_answer(
     record = sample_record(v, *_samples_of(kind, row, prev, nums))
     if other is not None:
         o, o_kind = other
-        o_name = f"{name}: epochs" if o_kind == "epochs" else name
-        details.append(say(said[o_kind], v=o.finding(o_name, label(row), label(prev))))
-        if {v.outcome, o.outcome} == {
-            "better",
-            "worse",
-        }:  # a conflict, not a tie beside a direction (review32)
+        details.append(
+            say(said[o_kind], v=o.finding(_verdict_name(row, prev, o_kind), label(row), label(prev)))
+        )
+        # a conflict, not a tie beside a direction (review32)
+        if {v.outcome, o.outcome} == {"better", "worse"}:
             details.append(
                 say(
                     "The two verdicts point opposite ways: a timed round is a few steps at one moment, an "
@@ -334,22 +332,25 @@ def rung_answer(
                 )
             )
         record["also"] = {o_kind: sample_record(o, *_samples_of(o_kind, row, prev, nums))}
-    if (
-        base is not None
-    ):  # stacked on a rung its own verdict put behind `base`: this one says nothing of `base`
+    # stacked on a rung its own verdict put behind `base`: this one says nothing of `base`
+    if base is not None:
         (pv, p_kind), _ = lead_verdict(prev, base, nums, meta)
-        p_name = f"{prev['rung']} vs {base['rung']}" + (": epochs" if p_kind == "epochs" else "")
         details.append(
             say(
                 "This rung is measured on top of {prev} ({pv}): it does not show what the rung gives on "
                 "{base}.",
                 prev=label(prev),
-                pv=pv.finding(p_name, label(prev), label(base)),
+                pv=pv.finding(_verdict_name(prev, base, p_kind), label(prev), label(base)),
                 base=label(base),
             )
         )
     details += [nums.line(row["rung"]), nums.line(prev["rung"])]
     return Answer(question, stated.up(), details, why, "answered", verdict=record)
+
+
+def _verdict_name(a: dict, b: dict, kind: str) -> str:
+    """The name a rung verdict's Numbers take: 'tensor vs pil', or 'tensor vs pil: epochs' for the epochs'."""
+    return f"{a['rung']} vs {b['rung']}" + (": epochs" if kind == "epochs" else "")
 
 
 def lead_verdict(a: dict, b: dict, nums: Numbers, meta: dict) -> tuple[tuple, tuple | None]:
