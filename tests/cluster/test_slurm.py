@@ -161,18 +161,24 @@ def test_step_stops_the_running_step_on_the_warning_signal(tmp_path):
 
     text = slurm.render("c1", gpus=1)
     functions = text[text.index('STEP_PID=""') : text.index("# 1. The dataset")]
-    marker = tmp_path / "second-step-ran"
+    marker, ready = tmp_path / "second-step-ran", tmp_path / "child-trap-set"
     script = tmp_path / "s.sh"
     script.write_text(
         "set -euo pipefail\n"
         + functions
         + f"""
-step bash -c 'trap "echo child got TERM; exit 143" TERM; sleep 60 & wait'
+step bash -c 'trap "echo child got TERM; exit 143" TERM; sleep 60 & touch {ready}; wait'
 step touch {marker}
 """
     )
     p = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
+    # the signal goes once the child has set its trap and started its sleep: on a loaded machine a fixed
+    # second was not enough (CI: the child, started late, was killed before its trap and printed nothing;
+    # and a sleep started after the step's tree was read outlived its shell and held the output open)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ready.exists(), "the step's child never started"
     t0 = time.monotonic()
     os.kill(p.pid, signal.SIGUSR1)
     out, err = p.communicate(timeout=30)
