@@ -346,13 +346,33 @@ def _record_and_render(
 
 def _not_a_result(rec: dict | None) -> str:
     """'diverged: ...' or 'did not learn: ...' when the run's answer record flags one of them (the task is ok,
-    its numbers are not a result), for the task's line; else ''."""
+    its numbers are not a result), for the task's line; else ''. The flag's message without its asides (the
+    rule and the sample counts, which the page states): a cut at a length had ended the line mid-phrase."""
     flags = rec.get("flags") if isinstance(rec, dict) else None
     for kind in ("diverged", "did not learn"):
         for f in flags if isinstance(flags, list) else []:
             if isinstance(f, dict) and f.get("kind") == kind:
-                return f"{kind}: {str(f.get('message', ''))[:200]}"
+                message = str(f.get("message", ""))
+                short = _without_asides(message)
+                return f"{kind}: {short}" + ("; in full on the page" if short != message else "")
     return ""
+
+
+def _without_asides(text: str) -> str:
+    """`text` without its parenthesised asides, each opened by a space: ' (a (b) c)' goes whole, 'ln(10)'
+    stays; an aside left open runs to the end."""
+    out, depth = [], 0
+    for i, ch in enumerate(text):
+        if ch == "(" and (depth or (i and text[i - 1] == " ")):
+            depth += 1
+            if depth == 1 and out and out[-1] == " ":
+                out.pop()
+            continue
+        if depth:
+            depth -= ch == ")"
+            continue
+        out.append(ch)
+    return "".join(out)
 
 
 def lab_order(ids) -> list[str]:

@@ -413,6 +413,23 @@ def test_the_tasks_line_says_a_run_that_is_no_result():
     rec["flags"].append({"kind": "diverged", "message": "the loss became NaN"})
     assert runner._not_a_result(rec) == "diverged: the loss became NaN"
     assert runner._not_a_result({"flags": [{"kind": "machine busy", "message": "x"}]}) == ""
+    # report34: the line cut the flag at 200 characters, "... the run did not learn, so its loss"; the asides
+    # (the rule, a mean's count) go instead, whole, and the line says the page has them in full
+    long = (
+        "0 workers: after epoch 2 its loss 2.63 and top-1 13.5% are still at chance (loss at or above 2.19, "
+        "within 5% of the chance loss ln(10) = 2.3; top-1 at or below 15%): the run did not learn, so its "
+        "losses and accuracies say nothing about the setting it ran"
+    )
+    assert runner._not_a_result({"flags": [{"kind": "did not learn", "message": long}]}) == (
+        "did not learn: 0 workers: after epoch 2 its loss 2.63 and top-1 13.5% are still at chance: the run "
+        "did not learn, so its losses and accuracies say nothing about the setting it ran; in full on the "
+        "page"
+    )
+    ended = "the loss at the end (2.6, mean of the last 3 batches (of 15)) is above chance level ln(10) = 2.3"
+    assert runner._not_a_result({"flags": [{"kind": "diverged", "message": ended}]}) == (
+        "diverged: the loss at the end is above chance level ln(10) = 2.3; in full on the page"
+    )
+    assert runner._without_asides("a (b (c") == "a"
     assert runner._not_a_result(None) == "" and runner._not_a_result({"flags": "damaged"}) == ""
 
 
