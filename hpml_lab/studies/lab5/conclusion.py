@@ -1490,6 +1490,9 @@ SHOWN_COLUMNS = {
     "n-worker step (s)": "n-worker step, data loading included (s)",
     "compute_s": "compute, excluding data loading (s)",
     "run_folder": "run folder (results/lab5/)",
+    # a worker is a GPU on a GPU and a process on a CPU: the page's words ('per-worker batch'), not the lab's
+    # 'per-GPU batch' that a CPU's table would have said
+    "per_gpu_batch": "per-worker batch",
 }
 
 
@@ -1504,6 +1507,7 @@ def q1_shown(q1: pd.DataFrame) -> pd.DataFrame:
             "epoch_s_excl_io": "epoch, data loading excluded (s)",
             "epoch_s_incl_io": "epoch, data loading included (s)",
             "run_folder": SHOWN_COLUMNS["run_folder"],
+            "per_gpu_batch": SHOWN_COLUMNS["per_gpu_batch"],
         }
     )
 
