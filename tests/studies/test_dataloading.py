@@ -102,7 +102,12 @@ def test_dataloading_sentences_against_the_table_and_general_explanations_apart(
     from hpml_lab.config import RunConfig
     from hpml_lab.studies.dataloading import conclusion as dataloading_conclusion
 
-    busy = {"machine": {"load1": 6.5, "cores": 2, "steal_pct": 0.0}, "files": 100, "passes": 4}
+    busy = {
+        "machine": {"load1": 6.5, "cores": 2, "steal_pct": 0.0},
+        "files": 100,
+        "passes": 4,
+        "passes_in_turns": True,
+    }
     answers, flags = dataloading_conclusion.conclude(RunConfig(task="dataloading"), _loading(0.5), busy)
     a = answers[0]
     assert a.headline.plain().startswith(
@@ -145,7 +150,7 @@ def test_dataloading_sentences_against_the_table_and_general_explanations_apart(
     )
     assert "machine busy" not in {f.kind for f in flags}
     setup = dataloading_conclusion.setup(
-        RunConfig(task="dataloading", batch_size=16), {"files": 128, "passes": 3}
+        RunConfig(task="dataloading", batch_size=16), {"files": 128, "passes": 3, "passes_in_turns": True}
     )
     assert setup.plain().startswith("128 files, batch 16, 3 passes per file-based loader (taking turns)")
     one = dataloading_conclusion.setup(
@@ -156,6 +161,7 @@ def test_dataloading_sentences_against_the_table_and_general_explanations_apart(
 
 def test_the_file_based_loaders_take_their_passes_in_turns(cifar_root, tmp_path, monkeypatch):
     from hpml_lab.config import RunConfig
+    from hpml_lab.studies.dataloading import conclusion as dataloading_conclusion
     from hpml_lab.studies.dataloading import study as dataloading
 
     order = []
@@ -179,6 +185,7 @@ def test_the_file_based_loaders_take_their_passes_in_turns(cifar_root, tmp_path,
     base, more, threads = (1, "FileImageDataset"), (4, "FileImageDataset"), (1, "ThreadedFileDataset")
     assert order == [base, more, threads, more, threads, base, threads, base, more]  # A B C, B C A, C A B
     assert [r["passes"] for r in rows] == [3, 3, 3, 10]
+    assert dataloading_conclusion.in_turns(meta)  # the record says so, and the verdicts read it there
     assert (
         meta["prefetch_factor"] == DataLoader(range(4), num_workers=1).prefetch_factor
     )  # as the loaders ran
@@ -241,3 +248,23 @@ def test_dataloading_says_what_each_loader_reads_at_once_and_keeps_in_flight():
     pf = next(n for n in answers[0].numbers if n.name == "prefetch_factor")
     assert pf.value == 2 and "default" in pf.source
     study_checks.holds(answers)
+
+
+def test_a_record_that_does_not_say_its_passes_took_turns_is_not_read_as_if_they_had():
+    """A verdict knows how its samples were taken: the conclusion read every record as taken in turns
+    (interleaved, its rounds paired), also one from before the loaders took turns. It reads the record's own
+    word (passes_in_turns); without it, not interleaved, and the set-up sentence says the order is not
+    known."""
+    from hpml_lab.config import RunConfig
+    from hpml_lab.studies.dataloading import conclusion as dataloading_conclusion
+
+    cfg = RunConfig(task="dataloading", batch_size=16)
+    turns, _ = dataloading_conclusion.conclude(
+        cfg, _loading(0.5), {"files": 100, "passes": 4, "passes_in_turns": True}
+    )
+    old, _ = dataloading_conclusion.conclude(cfg, _loading(0.5), {"files": 100, "passes": 4})
+    for key in ("threads_high", "workers_high", "threads_low"):
+        assert turns[0].verdict[key]["interleaved"] is True and old[0].verdict[key]["interleaved"] is None
+    assert "(taking turns)" in turns[0].text and "taking turns" not in old[0].text
+    assert "in an order the record does not say" in old[0].text
+    study_checks.holds(old)

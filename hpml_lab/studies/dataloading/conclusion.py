@@ -38,10 +38,20 @@ def latency(lat: float) -> Number:
     )
 
 
-def _against_baseline(rows, loader: str, lat: float):
-    """The loader against the baseline at one latency; the file-based loaders took their passes in turns."""
+def in_turns(meta: dict) -> bool:
+    """Whether the record says its file-based loaders took their passes in turns (A B C, B C A, ...). A record
+    from before they did says nothing of it, and its verdicts do not claim it."""
+    return meta.get("passes_in_turns") is True
+
+
+def _against_baseline(rows, loader: str, lat: float, turns: bool):
+    """The loader against the baseline at one latency, as the record says the passes were taken: in turns
+    (interleaved, each round's passes paired), else how is not known (neither interleaved nor paired)."""
     a, b = pass_times(rows[(lat, loader)]), pass_times(rows[(lat, "baseline")])
-    return compare(a, b, loader, "the baseline", what="time per pass", interleaved=True, paired=True), a, b
+    v = compare(
+        a, b, loader, "the baseline", what="time per pass", interleaved=True if turns else None, paired=turns
+    )
+    return v, a, b
 
 
 def _said(v, name: str, lat: float) -> Finding:
@@ -66,9 +76,10 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
     """Loaders from high-latency storage: each against the baseline at the same latency, by verdicts over the
     interleaved passes; the tensor-resident loader with and without its one-time load (its prose: notes())."""
     rows, hi, lo = _rows(df)
-    vt_hi, a1, b1 = _against_baseline(rows, "threads", hi)
-    vw_hi, a2, b2 = _against_baseline(rows, "more workers", hi)
-    vt_lo, a3, b3 = _against_baseline(rows, "threads", lo)
+    turns = in_turns(meta)
+    vt_hi, a1, b1 = _against_baseline(rows, "threads", hi, turns)
+    vw_hi, a2, b2 = _against_baseline(rows, "more workers", hi, turns)
+    vt_lo, a3, b3 = _against_baseline(rows, "threads", lo, turns)
     name = fmt_in("threads vs baseline at {lat} ms", lat=hi)
     ans = Answer(
         "Does fetching concurrently inside workers speed up loading from high-latency storage?",
@@ -87,7 +98,7 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
                 threads=_pass(rows, hi, "threads"),
             ),
             floors(df, meta, hi),
-            *notes(df),
+            *notes(df, turns),
             setup(cfg, meta),
         ],
         [
@@ -223,12 +234,12 @@ def floors(df: pd.DataFrame, meta: dict, lat: float) -> Finding:
     )
 
 
-def notes(df: pd.DataFrame) -> list[Finding]:
+def notes(df: pd.DataFrame, turns: bool) -> list[Finding]:
     """The report's findings beyond the answer: the tensor-resident loader's one-time load spread over the
     passes, the threads at no latency (and how much of that is start-up, measured by the first batch), and the
     reference's own numbers."""
     rows, hi, lo = _rows(df)
-    vt_lo = _against_baseline(rows, "threads", lo)[0]
+    vt_lo = _against_baseline(rows, "threads", lo, turns)[0]
     tr = rows[(hi, "tensor-resident")]
     with_load = Number(
         fmt_in("tensor-resident at {lat} ms incl. its load over {n} passes", lat=hi, n=int(tr["passes"])),
@@ -313,9 +324,15 @@ def notes(df: pd.DataFrame) -> list[Finding]:
 
 
 def setup(cfg, meta: dict) -> Finding:
-    """What ran: files, batch, passes per loader, and where the results are."""
+    """What ran: files, batch, passes per loader (in turns where the record says so), and where the results
+    are."""
+    order = (
+        "taking turns"
+        if in_turns(meta)
+        else "in an order the record does not say: it is from before the loaders took turns"
+    )
     return say(
-        "{files} files, batch {b}, {passes} {word} per file-based loader (taking turns), each pass from a "
+        "{files} files, batch {b}, {passes} {word} per file-based loader (" + order + "), each pass from a "
         "fresh iterator so worker start-up is inside it, as in an epoch without persistent workers.",
         files=Number("files", int(meta["files"]), "", "setting", source="the run's subset"),
         b=Number("batch size", int(cfg.batch_size), "", "setting", source="the run's config"),

@@ -239,6 +239,9 @@ def study(
             "more_workers": more,
             "preload_threads": PRELOAD_THREADS,
             "passes": passes,
+            # what the verdicts read to know their samples were taken in turns (a record without it, from
+            # before the loaders took turns, is read as not saying how)
+            "passes_in_turns": True,
             "timing_note": (
                 "per configuration, `epochs` full passes over the files, the file-based loaders taking turns "
                 "pass by pass (interleaved), each pass from a fresh iterator, so worker start-up is inside "
