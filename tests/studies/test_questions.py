@@ -68,3 +68,60 @@ def test_no_heading_stands_over_the_answer_box_pointer_alone():
             section.append(c)
         shows = [c for c in section if "nb.answer(" not in c.source]
         assert shows, f"{cells[i].source!r} holds only the answer call: its box is at the top of the page"
+
+
+def _counts(sgd_grads=100, adam_state=100, adam_grads=100, params=100):
+    """A hand-built answers table, as questions.answers() writes it, with `params` trainable values."""
+    import pandas as pd
+
+    rows = {
+        "conv layers, main path (stem + 2 per BasicBlock)": 17,
+        "conv layers, 1x1 projection shortcuts": 3,
+        "conv layers, all (answer, shortcuts counted)": 20,
+        "input features of the last linear layer": 512,
+        "SGD (momentum 0.9, the lab's default): parameters": params,
+        "SGD (momentum 0.9, the lab's default): gradients": sgd_grads,
+        "SGD (momentum 0.9, the lab's default): optimizer state momentum_buffer": params,
+        "Adam: parameters": params,
+        "Adam: gradients": adam_grads,
+        "Adam: optimizer state exp_avg": adam_state,
+        "Adam: optimizer state exp_avg_sq": params,
+        "Adam: optimizer state step": 62,
+    }
+    return pd.DataFrame({"quantity": list(rows), "value": list(rows.values())})
+
+
+def test_every_questions_sentence_from_hand_built_counts():
+    """Each branch of the questions' conclusion on counts built by hand (the real count is a slow test, so
+    the conclusion's branches had no fast test, and `make test`'s coverage of it was 32%): the headline says
+    'as many gradients' only where the counts are equal, Adam's 'twice as many values of optimizer state'
+    only where both moments match the parameters, and the lab's model raises no stand-in flag."""
+    lab = RunConfig(task="questions")  # resnet18, the lab's model
+    qa, flags = conclusion.conclude(lab, _counts())
+    assert flags == [] and [a.question[:2] for a in qa] == ["Q1", "Q2", "Q3", "Q4"]
+    assert qa[0].headline.plain().startswith("20 layers, the projection shortcuts included")
+    assert "They are 3 projection shortcuts (one-by-one convolutions) and 17 on the main path" in qa[0].text
+    assert qa[1].headline.plain() == "512 features"
+    assert qa[2].headline.plain() == "100 parameters and as many gradients"
+    assert "Momentum 0.9 adds a momentum buffer of 100 values" in qa[2].text
+    assert qa[3].headline.plain() == (
+        "100 parameters, as many gradients, and twice as many values of optimizer state"
+    )
+    assert "In total Adam keeps 4x the parameter count in float values during training" in qa[3].text
+    holds(qa, "questions")
+    frozen, _ = conclusion.conclude(lab, _counts(sgd_grads=90, adam_state=90))  # some values without a grad
+    # one number a headline (it had stated both counts): the gradients' count is in the details
+    assert frozen[2].headline.plain() == "100 parameters and fewer gradients"
+    assert "100 parameters and 90 gradients, 0.0004 MB as float32 each" in frozen[2].text
+    assert frozen[3].headline.plain() == (
+        "100 parameters, as many gradients, plus optimizer state (the details count it)"
+    )
+    assert "twice as many" not in frozen[3].text and "3.9x the parameter count" in frozen[3].text
+    adam, _ = conclusion.conclude(lab, _counts(adam_grads=90))
+    assert adam[3].headline.plain() == (
+        "100 parameters, fewer gradients, plus optimizer state (the details count it)"
+    )
+    assert conclusion._as_many(101, 100) == "more"
+    holds(frozen, "questions")
+    tiny, flags = conclusion.conclude(RunConfig(task="questions", model="resnet_tiny"), _counts())
+    assert [f.kind for f in flags] == ["stand-in model"]

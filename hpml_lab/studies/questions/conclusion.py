@@ -70,9 +70,10 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
         ),
         Answer(
             "Q3: trainable parameters and gradients with SGD?",
-            say("{p} parameters and as many gradients", p=sgd_p)
-            if sgd["gradients"] == sgd["parameters"]
-            else say("{p} parameters and {g} gradients", p=sgd_p, g=n("SGD gradients", sgd["gradients"])),
+            # one number a headline: where the counts differ, the gradients' count is the details'
+            say(
+                "{p} parameters and " + _as_many(sgd["gradients"], sgd["parameters"]) + " gradients", p=sgd_p
+            ),
             [
                 say(
                     "{p} parameters and {g} gradients, {size} as float32 each",
@@ -96,9 +97,10 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
             == adam["optimizer state exp_avg_sq"]
             == adam["parameters"]
             else say(
-                "{p} parameters and {g} gradients, plus optimizer state",
+                "{p} parameters, "
+                + _as_many(adam["gradients"], adam["parameters"])
+                + " gradients, plus optimizer state (the details count it)",
                 p=adam_p,
-                g=n("Adam gradients", adam["gradients"]),
             ),
             [
                 say(
@@ -136,3 +138,8 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
             ],
         ),
     ], [sanity.stand_in(cfg)] if cfg.model != sanity.LAB["model"] else []
+
+
+def _as_many(count: int, parameters: int) -> str:
+    """'as many', 'fewer' or 'more': a count of values (gradients) beside the parameters', in words."""
+    return "as many" if count == parameters else "fewer" if count < parameters else "more"
