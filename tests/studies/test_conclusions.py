@@ -1202,6 +1202,35 @@ def test_c7_names_no_winner_from_a_tie_of_runs_at_chance(tmp_path):
     assert "Lowest" not in text and holds(answers) == []
 
 
+def test_a_training_sweep_flags_a_setting_whose_epochs_keep_moving_as_a_single_run_is_flagged(tmp_path):
+    """grade34a: c7's no-BatchNorm run took 1.17, 1.32 and 0.141 s for its three epochs; the summary's
+    'median' of the two kept (0.731 s) stood without a word, where c2's single run is flagged for the same
+    (sanity.trend). Each setting's epochs are read as a single run's: the moving one flagged and named, the
+    steady one not."""
+    rows = _training_sweep(
+        {"bn": [2.3, 2.31, 2.29, 2.3] * 2, "none": [2.3, 2.29, 2.31, 2.3] * 2},
+        tmp_path=tmp_path,
+        field="norm",
+    )
+    rows.epochs = pd.DataFrame(
+        {
+            "norm": ["bn"] * 3 + ["none"] * 3,
+            "epoch": [1, 2, 3, 1, 2, 3],
+            "total_s": [0.208, 0.196, 0.163, 1.17, 1.32, 0.141],
+        }
+    )
+    _, flags = c7_conclusion.conclude(RunConfig(task="c7"), rows)
+    (moving,) = [f for f in flags if f.kind == "no steady state"]
+    assert str(moving.message).startswith(
+        "no BatchNorm: epoch times after the warm-up epoch keep shrinking (1.32 s -> 0.141 s; epoch one: "
+        "1.17 s)"
+    )
+    rows.epochs["total_s"] = [0.208, 0.196, 0.163, 1.17, 1.32, 1.25]
+    assert "no steady state" not in {f.kind for f in c7_conclusion.conclude(RunConfig(task="c7"), rows)[1]}
+    del rows.epochs  # a sweep without its epochs table: no flag, no error
+    assert "no steady state" not in {f.kind for f in c7_conclusion.conclude(RunConfig(task="c7"), rows)[1]}
+
+
 def test_c6_no_winner_from_tied_leaders_says_the_tie_not_the_runs_at_chance(tmp_path):
     """Grader (lab 2): c6 blamed sgd, sgd_nesterov and adadelta at chance when adagrad and adam, both below
     chance and above the others, tied."""
