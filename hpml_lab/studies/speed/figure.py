@@ -119,6 +119,9 @@ def chart(result):
     step_ms = 1000 * table["step_s"]
     whiskers = table["step_min_s"].notna() & table["step_max_s"].notna()
     ax2.plot(x, step_ms, "o", color="#4c72b0")
+    for i in x:  # as in the other panels (grade34b: this one left the rungs that did not run blank)
+        if not ran[i]:
+            _not_run(ax2, i)
     if whiskers.any():
         at = [i for i in x if whiskers[i]]
         ax2.errorbar(
