@@ -28,7 +28,7 @@ def chart(result):
     the timed steps' MFU written above the highest of the two (the whole epochs' MFU is the table's and the
     answer's). Right: the step time (median, whiskers from the fastest to the slowest timed run). No whisker
     where a row has too few samples for a spread (its quartiles are empty). Rungs that did not run keep their
-    place, marked 'not run'. The legend stands outside both panels, so that it covers no data."""
+    place in every panel, marked 'not run'. The legend stands outside the panels: it covers no data."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
