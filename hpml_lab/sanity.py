@@ -31,6 +31,11 @@ The flags, and when each is raised:
 - settings differ: any setting differs from the lab's (the full table comes from ran_vs_lab)
 - live plot: the run drew a live plot (progress=plot in a Jupyter kernel, meta.json's `progress`): its redraws
   count in total_s
+- MFU above 100%: a share of the device's measured peak passed the whole of it: that peak was measured low
+  and no share of it can be read (above_peak)
+- peak measured busy: a page shows shares of a peak measured while the machine was busy by the rule of
+  "machine busy", on the measurement's own load (meta.json's flops.machine): each share is uncertain
+  (busy_peak)
 
 Why one module of about 800 lines: the flags share Flag, the thresholds and the label slots above, and this
 list is the one place a reader finds when each of them is raised.
@@ -90,7 +95,7 @@ class Flag:
     refused."""
 
     kind: str  # diverged | did not learn | no steady state | too few samples | machine busy | noisy machine
-    # | stand-in model | settings differ | live plot | MFU above 100%
+    # | stand-in model | settings differ | live plot | MFU above 100% | peak measured busy
     finding: Any  # findings.Finding (words: a finding without slots)
     run: str = ""  # the run folder its numbers were read from, where one run's (machine busy)
 
@@ -637,6 +642,56 @@ def busy(load: Mapping[str, Any] | None, run: str = "", runs: int = 0) -> Flag |
             msgs=join(msgs, "; "),
         ),
         run=run,
+    )
+
+
+def busy_peak(
+    fl: Mapping[str, Any] | None, peak: Number | None, machine: Mapping[str, Any] | None = None
+) -> Flag | None:
+    """'peak measured busy': the measured peak a page's shares divide by (meta.json's `flops`) was measured
+    while the machine was busy by busy()'s rule, on its own load where the measurement recorded one (else the
+    run's, `machine`), stating `peak` (the Number the page states it by: flops.peak_number); None for a data
+    sheet's peak or an idle measurement. Every share of it on the page is uncertain: a peak measured at
+    another load gives another share (grade34a: c2 said so, c1 and c5 showed shares of the same peak
+    without a word)."""
+    fl = fl or {}
+    if peak is None or not str(fl.get("peak_source", "")).startswith("measured"):
+        return None
+    own = fl.get("machine")
+    load = own or machine
+    if not load or busy(load) is None:
+        return None
+    src = "read before the peak's measurement (meta.json's flops.machine)" if own else "the run's meta.json"
+    at = (
+        "before the peak's measurement"
+        if own
+        else "before the run; the measurement recorded no load of its own"
+    )
+    cores = int(load.get("cores") or 1)
+    said = []
+    if load.get("load1") is not None and load["load1"] / cores > BUSY_LOAD_PER_CORE:
+        said.append(
+            say(
+                "load average {load1} on {cores} usable cores",
+                load1=beside(
+                    Number(f"load average {at}", float(load["load1"]), "", "measured", n=1, source=src),
+                    cores * BUSY_LOAD_PER_CORE,
+                ),
+                cores=Number(f"usable cores {at}", cores, "", "counted", source=src),
+            )
+        )
+    if load.get("steal_pct") is not None and load["steal_pct"] > BUSY_STEAL_PCT:
+        steal = Number(f"CPU steal {at}", float(load["steal_pct"]), "%", "measured", n=1, source=src)
+        said.append(say("CPU steal {steal}", steal=beside(steal, BUSY_STEAL_PCT)))
+    return Flag(
+        "peak measured busy",
+        say(
+            "the peak every share on this page divides by, {peak}, was measured while the machine was busy "
+            "({said} " + at + "): a peak measured at another load gives another share, so each share of it "
+            "here is uncertain",
+            peak=peak,
+            said=join(said, "; "),
+        ),
     )
 
 

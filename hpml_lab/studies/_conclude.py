@@ -152,8 +152,21 @@ def first_up(sentence: str) -> str:
 
 def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict | None) -> list[sanity.Flag]:
     flags = sanity.run_flags(cfg, batches["loss"], list(epochs["total_s"]), meta, classes_of(cfg, meta))
-    over = sanity.above_peak(epoch_shares(epochs), run_peak(meta))
-    return flags + ([over] if over else [])
+    return flags + share_flags(meta, epoch_shares(epochs))
+
+
+def share_flags(meta: dict | None, shares: list[Number]) -> list[sanity.Flag]:
+    """What a page that shows `shares` of the run's peak says of that peak: 'MFU above 100%' where a share
+    passed it (no share of it can be read), else 'peak measured busy' where it was measured on a busy machine
+    (each share uncertain); nothing where it shows none."""
+    if not shares:
+        return []
+    peak = run_peak(meta)
+    over = sanity.above_peak(shares, peak)
+    if over is not None:
+        return [over]
+    busy = sanity.busy_peak((meta or {}).get("flops"), peak, (meta or {}).get("machine"))
+    return [busy] if busy is not None else []
 
 
 def readable_share(df: pd.DataFrame, column: str, whole: float = 1.0) -> pd.DataFrame:

@@ -284,6 +284,14 @@ def test_c1_diverged():
 def test_c1_busy_machine_is_flagged():
     _, flags = c1_conclusion.conclude(CFG, run([2.3] * 20, meta={"machine": BUSY}))
     assert "machine busy" in {f.kind for f in flags}
+    # its epochs table's shares of a peak measured busy: flagged as c2's are (grade34a: c1 showed 54.5% with
+    # no word where c2 said the same peak's share was uncertain); none without shares
+    shares = run([2.3] * 20, meta={"machine": IDLE, "flops": {**_mfu_run(IDLE, 0.5).meta["flops"]}})
+    shares.meta["flops"]["machine"] = BUSY
+    assert "peak measured busy" not in {f.kind for f in c1_conclusion.conclude(CFG, shares)[1]}
+    shares.epochs["mfu"] = 0.545
+    answers, flags = c1_conclusion.conclude(CFG, shares)
+    assert [f.kind for f in flags].count("peak measured busy") == 1 and holds(answers) == []
 
 
 # ------------------------------------------------------------------ C2
@@ -530,14 +538,28 @@ def _mfu_run(machine, mfu):
 
 
 def test_c2_mfu_from_a_busy_peak_carries_a_caveat():
-    busy, _ = c2_conclusion.conclude(CFG.replace(task="c2"), _mfu_run(BUSY, 0.429))
+    """A share of a peak measured on a busy machine is uncertain: said by a flag, the same on every page that
+    shows such a share (grade34a: c2 said it in its answer, c1 and c5 showed shares of the same peak without
+    a word)."""
+    busy, flags = c2_conclusion.conclude(CFG.replace(task="c2"), _mfu_run(BUSY, 0.429))
     assert "0.1 TFLOP/s is that peak, not the rate training ran at" in busy[0].text  # grader (lab 2)
-    assert (
-        "42.9% of this device's peak" in busy[0].text
-        and "measured while the machine was busy" in busy[0].text
+    assert "42.9% of this device's peak" in busy[0].text
+    (flag,) = [f for f in flags if f.kind == "peak measured busy"]
+    assert str(flag.message) == (
+        "the peak every share on this page divides by, 0.1 TFLOP/s, was measured while the machine was busy "
+        "(load average 6.5 on 2 usable cores before the run; the measurement recorded no load of its own): a "
+        "peak measured at another load gives another share, so each share of it here is uncertain"
     )
-    idle, _ = c2_conclusion.conclude(CFG.replace(task="c2"), _mfu_run(IDLE, 0.429))
-    assert "machine was busy" not in idle[0].text
+    idle, flags = c2_conclusion.conclude(CFG.replace(task="c2"), _mfu_run(IDLE, 0.429))
+    assert "machine was busy" not in idle[0].text and "peak measured busy" not in {f.kind for f in flags}
+    # the measurement's own load, where it recorded one, decides: an idle run beside a busy measurement
+    own = _mfu_run(IDLE, 0.429)
+    own.meta["flops"]["machine"] = {"load1": 2.54, "cores": 2, "steal_pct": 0.0}
+    flags = c2_conclusion.conclude(CFG.replace(task="c2"), own)[1]
+    (flag,) = [f for f in flags if f.kind == "peak measured busy"]
+    assert "(load average 2.54 on 2 usable cores before the peak's measurement)" in str(flag.message)
+    # every flag's numbers hold, as the answer's do
+    assert holds(c2_conclusion.conclude(CFG.replace(task="c2"), own)[0]) == []
     assert holds(busy) == [] and holds(idle) == []  # the peak's TFLOP/s is recorded (measured here: n = 1)
     sheet = _mfu_run(IDLE, 0.429)
     sheet.meta["flops"]["peak_source"] = "data sheet: a GPU"
@@ -953,6 +975,15 @@ def test_c5_a_share_above_the_measured_peak_is_flagged_as_c1s_and_c2s_are(tmp_pa
     )
     assert "no share of it on this page can be read" in over.message
     assert flags_at(85.6) == [] and flags_at(float("nan")) == []
+    # a share within a peak measured on a busy machine: uncertain, said as on c1's and c2's pages (grade34a)
+    busy_peak = {**peak, "peak_source": "measured here", "machine": {"load1": 2.54, "cores": 2}}
+    results.write_derived(items[0].run_dir, {}, {"config": {"device": "cpu"}, "flops": busy_peak})
+    out = SimpleNamespace(
+        epochs=ep, devices=["cpu"], items=items, summary=pd.DataFrame({"device": ["cpu"], "mfu_pct": [85.6]})
+    )
+    kinds = [f.kind for f in c5_conclusion.conclude(RunConfig(task="c5"), out)[1]]
+    assert kinds.count("peak measured busy") == 1 and "MFU above 100%" not in kinds
+    assert flags_at(127.5)[0].kind == "MFU above 100%"  # above the peak: that flag alone says it
     # and its table shows no share beside that flag, as c2's and c1's do not (grade24: c5 printed 145%, c1
     # 115%, each beside its own flag)
     both = pd.DataFrame({"device": ["cpu", "cuda"], "mfu_pct": [127.5, 40.0]})

@@ -491,3 +491,28 @@ def test_a_busy_flag_names_the_run_folder_whose_load_it_read(tiny_cfg, monkeypat
 
     displays.environment_table({**meta, "environment": meta["environment"]})
     assert [x["run"] for x in sanity._SEEN] == ["loader-w2-b32-1a2b3c4d"]  # the run the load is of
+
+
+def test_a_peak_measured_on_a_busy_machine_is_flagged_by_its_own_load():
+    """busy_peak: a measured peak whose measurement (else the run) saw a busy machine; never a data sheet's
+    peak, an idle measurement or a run without a peak; the load or the steal that passed, each beside its
+    line."""
+    from hpml_lab.flops import peak_number
+
+    fl = {"precision": "fp32", "peak_tflops": 0.36, "peak_source": "measured on this machine"}
+    peak = peak_number(fl)
+    busy_load = {"load1": 2.54, "cores": 2, "steal_pct": 0.0}
+    flag = sanity.busy_peak({**fl, "machine": busy_load}, peak)
+    assert flag.kind == "peak measured busy"
+    assert "0.36 TFLOP/s, was measured while the machine was busy (load average 2.54 on 2 usable cores " in (
+        str(flag.message)
+    )
+    stolen = sanity.busy_peak({**fl, "machine": {"load1": 0.2, "cores": 2, "steal_pct": 25.0}}, peak)
+    assert "(CPU steal 25% before the peak's measurement)" in str(stolen.message)
+    assert sanity.busy_peak({**fl, "machine": {"load1": 0.2, "cores": 2, "steal_pct": 0.0}}, peak) is None
+    # an idle measurement decides, however busy the run was; without its own load, the run's
+    assert sanity.busy_peak({**fl, "machine": {"load1": 0.2, "cores": 2}}, peak, busy_load) is None
+    assert "the measurement recorded no load of its own" in str(sanity.busy_peak(fl, peak, busy_load).message)
+    assert sanity.busy_peak(fl, peak) is None and sanity.busy_peak(fl, None, busy_load) is None
+    sheet = {**fl, "peak_source": "data sheet: H100 SXM", "machine": busy_load}
+    assert sanity.busy_peak(sheet, peak) is None  # a data sheet's peak was not measured here at any load

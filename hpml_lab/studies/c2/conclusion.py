@@ -22,17 +22,6 @@ from .._conclude import counted, epochs_shown, num, training_flags
 from ..lab2_conclusion import first_epoch_finding, timing_disjoint
 
 
-def busy_peak_note(fl: dict, machine: dict | None) -> Finding | None:
-    """The caveat an MFU needs when its peak was measured on a busy machine (or its load is unknown)."""
-    peak_load = (fl or {}).get("machine") or machine
-    if sanity.busy(peak_load):
-        return say(
-            "The peak was measured while the machine was busy, so this share is uncertain: a peak measured "
-            "at another load gives another share"
-        )
-    return None
-
-
 def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     """Data-loading, training and total time per epoch, the first epoch kept out of the summary; whether that
     first epoch took longer, said only when the later epochs were steady; the first step of each epoch against
@@ -126,9 +115,6 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
                     peak=peak,
                 )
             )
-            note = busy_peak_note(fl, (run.meta or {}).get("machine"))
-            if note is not None:
-                details.append(note)
     # the first step of each epoch, then the whole epochs: both from the one verdict, so that the epochs'
     # sentence never denies a start-up the steps show
     step, verdict, repeats = first_step_finding(run.batches), None, False

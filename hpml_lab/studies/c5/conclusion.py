@@ -24,8 +24,8 @@ from .._conclude import (
     loads_by,
     num,
     readable_share,
-    run_peak,
     setting,
+    share_flags,
     steady_batches,
 )
 from ..lab2_conclusion import first_epoch_finding
@@ -59,13 +59,14 @@ def table_note(summary) -> str:
 def peak_flags(out) -> list[sanity.Flag]:
     """'MFU above 100%' for each device whose median step's share of its peak (the table's column) passed the
     whole of it: that device's measured peak is no bound (sanity.above_peak), as c1's and c2's pages say of
-    theirs (a grader read 127% in the column with no word of it)."""
+    theirs (a grader read 127% in the column with no word of it); else 'peak measured busy' where that peak
+    was measured on a busy machine (_conclude.share_flags)."""
     summary = getattr(out, "summary", None)
     if summary is None or "mfu_pct" not in summary:
         return []
-    peaks = {}
+    metas = {}
     for meta in complete_metas(out.items, unknown=True):
-        peaks.setdefault(str((meta.get("config") or {}).get("device")), run_peak(meta))
+        metas.setdefault(str((meta.get("config") or {}).get("device")), meta)
     flags = []
     for row in summary.to_dict("records"):
         if row.get("mfu_pct") is None or not row["mfu_pct"] == row["mfu_pct"]:  # none recorded (nan)
@@ -74,8 +75,9 @@ def peak_flags(out) -> list[sanity.Flag]:
         share = Number(
             f"{device}: median step's share of device peak", float(row["mfu_pct"]), "%", "measured"
         )
-        flags.append(sanity.above_peak([share], peaks.get(device)))
-    return [f for f in flags if f is not None]
+        # above the peak, or a share of a peak measured busy: said as c1's and c2's pages say it
+        flags += share_flags(metas.get(device), [share])
+    return flags
 
 
 def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
