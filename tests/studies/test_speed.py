@@ -191,7 +191,8 @@ def test_rungs_take_turns_warm_up_left_out_and_prefetched_batches_drained(base, 
         flops,
         "peak",
         lambda device, precision, store=None: (
-            order.append(precision) or flops.Peak(peaks[precision], precision, "test", True)
+            order.append(precision)
+            or flops.Peak(peaks[precision], precision, "test", True, "now", {"load1": peaks[precision]})
         ),
     )
     FakeTrainer.calls, FakeTrainer.epochs = [], []
@@ -227,6 +228,8 @@ def test_rungs_take_turns_warm_up_left_out_and_prefetched_batches_drained(base, 
     assert row["mfu"] == pytest.approx(row["images_per_s"] * per_image / 8e12)
     assert t.loc["pil", "peak_precision"] == "fp32" and t.loc["big_batch", "batch_size"] == 64
     assert res.meta["sampling"] == "interleaved" and "left out" in res.meta["warmup_note"]
+    # each peak's load when it was measured, by precision: what the 'peak measured busy' flag reads
+    assert res.meta["peak_loads"] == {"fp32": {"load1": 2.0}, "bf16": {"load1": 8.0}}
     # then whole epochs, each rung twice, the rungs taking turns (the second round starts at the second rung)
     assert FakeTrainer.epochs == [k[3] for k in keys] + [k[3] for k in keys[1:] + keys[:1]]
     assert {k: len(v) for k, v in res.epochs.items()} == {r.name: 2 for r in active}
@@ -620,6 +623,29 @@ def test_an_mfu_above_the_measured_peak_is_flagged(base):
     _, flags = speed.conclude(base, res)
     (flag,) = [f for f in flags if f.kind == "MFU above 100%"]
     assert [n.name for n in flag.finding.numbers()] == ["big_batch: MFU"]  # the table's column, its name
+
+
+def test_shares_of_a_peak_measured_busy_are_flagged_as_on_c1_c2_and_c5(base):
+    """grade34a: the peak every page divides by was measured at a load of 1.27 per core; c2 said its share was
+    uncertain, other pages did not. The ladder's rungs divide by the same kept peak: a flag per peak measured
+    busy (by its precision, as the rungs' answers state it), none for an idle one, and none beside 'MFU above
+    100%' (which says more)."""
+    res = _ladder(RATES)
+    res.table["peak_tflops"] = 0.36
+    res.meta["peak_loads"] = {"fp32": {"load1": 2.54, "cores": 2, "steal_pct": 0.0}}
+    _, flags = speed.conclude(base, res)
+    (flag,) = [f for f in flags if f.kind == "peak measured busy"]
+    assert (
+        "the peak every share on this page divides by, 0.36 TFLOP/s, was measured while the machine was "
+        in (str(flag.message))
+    )
+    assert [n.name for n in flag.finding.numbers()][0] == "this device's fp32 peak"
+    res.meta["peak_loads"] = {"fp32": {"load1": 0.3, "cores": 2, "steal_pct": 0.0}}
+    assert "peak measured busy" not in {f.kind for f in speed.conclude(base, res)[1]}
+    res.meta["peak_loads"] = {"fp32": {"load1": 2.54, "cores": 2, "steal_pct": 0.0}}
+    res.table.loc[res.table["rung"] == "big_batch", "mfu"] = 1.5
+    kinds = [f.kind for f in speed.conclude(base, res)[1]]
+    assert "MFU above 100%" in kinds and "peak measured busy" not in kinds
 
 
 def test_the_busy_flag_states_the_load_before_the_run_as_the_environment_table_does(base):

@@ -340,8 +340,7 @@ def measure(
     active = [r for r in rungs if not r.skipped]
     # the peak each rung is held to, measured (where this machine keeps none yet) before the ladder loads it:
     # measured after the ladder, one CPU's bf16 peak read 0.873 TFLOP/s in one render and 1.41 in the next
-    for r in active:
-        peak_for(r.cfg, device)
+    peaks = [peak_for(r.cfg, device) for r in active]
     load_before = machine_load()
     trainers = {r.name: trainer(r.cfg, device) for r in active}  # all built first: compiles happen in warm-up
     images = {r.name: [] for r in active}
@@ -434,6 +433,9 @@ def measure(
         "timed by a wall clock synchronized at both ends (an epoch of the PIL loader keeps its last partial "
         "batch; the tensor loader drops it: static shapes)",
         "reference": ref_meta,
+        # each measured peak's load when it was measured, by precision: a page whose shares divide by a peak
+        # measured busy says each is uncertain (sanity.busy_peak)
+        "peak_loads": {pk.precision: pk.machine for pk in peaks if pk.measured and pk.machine},
         # what each rung's step ran (step.Step.describe; dynamo's and inductor's counters are the
         # process's, so a later rung's counts include the earlier rungs')
         "step_ran": steps_ran,
@@ -578,7 +580,7 @@ def peak_for(cfg: RunConfig, device: torch.device) -> flops.Peak:
             source = (
                 f"{fp32.source} (the measured {pk.precision} rate is below it, so fp32 bounds {pk.precision})"
             )
-            return flops.Peak(fp32.tflops, "fp32", source, True)
+            return flops.Peak(fp32.tflops, "fp32", source, True, fp32.measured_at, fp32.machine)
     return pk
 
 
