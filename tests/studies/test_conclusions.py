@@ -802,6 +802,12 @@ def test_c4_compares_and_says_not_interleaved(tmp_path):
     assert "C3's best" not in text and "a tie" in text and "not interleaved" in text
     assert answers[0].verdict["compute"]["outcome"] == "better" and answers[0].verdict["interleaved"] is False
     assert answers[0].verdict["samples"] == "epochs" and holds(answers) == []
+    # workers started again each epoch: their start-up can land in the compute time (grade34a); background,
+    # said only where the runs' workers were not kept between epochs
+    said = " ".join(b.text for b in answers[0].background)
+    assert "persistent_workers off, as in these runs" in said
+    kept, _ = c4_conclusion.conclude(RunConfig(task="c4", num_workers=1, persistent_workers=True), out)
+    assert "persistent_workers" not in " ".join(b.text for b in kept[0].background)
 
 
 def test_c4_on_a_busy_machine_cannot_tell_runs_made_back_to_back(tmp_path):
