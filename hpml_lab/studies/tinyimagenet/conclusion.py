@@ -16,7 +16,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, Finding, Ident, fmt_in, join, say
+from ...findings import Background, Finding, Ident, beside, fmt_in, join, say
 from ...profiling import summarize
 from ...verdict import BUSY_LOAD, Verdict, compare, sample_record
 from .._conclude import after_sequential, dedupe, learned_flags, num, timing_disjoint
@@ -30,6 +30,17 @@ def _load(rec) -> list[float]:
     if m.get("load1") is None:
         return []
     return [m["load1"] / max(1, m.get("cores") or 1)]
+
+
+def _threads(rec) -> int | None:
+    """The torch threads a run's process used (its meta's environment), or None where it did not record it."""
+    n = ((getattr(rec, "meta", None) or {}).get("environment") or {}).get("torch_threads")
+    return int(n) if isinstance(n, int) else None
+
+
+def _thread_count(name: str, n: int, source: str) -> Finding:
+    """'1 torch thread', '2 torch threads': a run's thread count as a sentence says it."""
+    return say("{n} torch thread" + ("" if n == 1 else "s"), n=Number(name, n, "", "setting", source=source))
 
 
 def _workers(w: int) -> Finding:
@@ -494,6 +505,15 @@ def throughput_findings(res, records: dict | None = None) -> list[Finding]:
                         f"{variant}: load per core at start", loads[1], "", "measured", n=1, source=lsrc
                     ),
                 }
+            tb, tv = _threads(res.workers[max(res.workers)]), _threads(res.variants.get(variant))
+            if tb is not None and tv is not None and tb != tv:  # grade34b: a difference beside the method's
+                text += ", and they differ in more than the method: each of {v}'s processes ran {tv} and the "
+                text += "baseline's one {tb}"
+                tsrc = "the run's torch threads (meta.json's environment)"
+                slots |= {
+                    "tv": _thread_count(f"{variant}: torch threads per process", tv, tsrc),
+                    "tb": _thread_count("baseline: torch threads", tb, tsrc),
+                }
             out.append(say(text + ".", **slots).up())
         # one run each, one after the other: no verdict, and both runs' loader workers share their cores
         else:
@@ -549,25 +569,29 @@ def _slow_baseline(res, t, base_ips: float) -> Finding | None:
     c = float(t.loc["checkpointing", "global batch"] / t.loc["checkpointing", "s/batch"]) / base_ips
     if c <= 1:
         return None
-    ratio = Number(
-        "checkpointing: throughput vs baseline",
-        c,
-        "x",
-        "measured",
-        n=1,
-        source="(global batch / median time per batch) over the baseline's",
+    # shown on its side of 1 (grade34b: 1.004 read "1x", beside a sentence about running at more than it)
+    ratio = beside(
+        Number(
+            "checkpointing: throughput vs baseline",
+            c,
+            "x",
+            "measured",
+            n=1,
+            source="(global batch / median time per batch) over the baseline's",
+        ),
+        1.0,
     )
     v = checkpoint_verdict(res)
     if v.outcome == "worse":
         return say(
-            "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the "
+            "Checkpointing, one process that recomputes part of each forward pass, ran at {c} the "
             "baseline's images per second: the baseline's own batches were slow in this run, so every ratio "
             "against the baseline is inflated by it.",
             c=ratio,
         )
     if v.outcome == "tie":
         return say(
-            "Checkpointing, one process that recomputes part of each forward pass, also ran at {c} the "
+            "Checkpointing, one process that recomputes part of each forward pass, ran at {c} the "
             "baseline's images per second by their median batches, though the two cannot be told apart on "
             "copy + compute per batch: a ratio against the baseline's median batch carries that spread.",
             c=ratio,
