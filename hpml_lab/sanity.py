@@ -672,23 +672,34 @@ def busy_peak(
     if load.get("load1") is not None and load["load1"] / cores > BUSY_LOAD_PER_CORE:
         said.append(
             say(
-                "load average {load1} on {cores} usable cores",
+                "load average {load1} on {cores} usable cores, above {limit} per core",
                 load1=beside(
                     Number(f"load average {at}", float(load["load1"]), "", "measured", n=1, source=src),
                     cores * BUSY_LOAD_PER_CORE,
                 ),
                 cores=Number(f"usable cores {at}", cores, "", "counted", source=src),
+                limit=Number(
+                    "busy load per core",
+                    BUSY_LOAD_PER_CORE,
+                    "",
+                    "setting",
+                    source="sanity.BUSY_LOAD_PER_CORE",
+                ),
             )
         )
     if load.get("steal_pct") is not None and load["steal_pct"] > BUSY_STEAL_PCT:
         steal = Number(f"CPU steal {at}", float(load["steal_pct"]), "%", "measured", n=1, source=src)
-        said.append(say("CPU steal {steal}", steal=beside(steal, BUSY_STEAL_PCT)))
+        limit = Number("busy CPU steal", BUSY_STEAL_PCT, "%", "setting", source="sanity.BUSY_STEAL_PCT")
+        said.append(say("CPU steal {steal}, above {limit}", steal=beside(steal, BUSY_STEAL_PCT), limit=limit))
+    # named by its precision: a page may divide by two peaks (grade35b: the speed ladder's fp32 and bf16)
     return Flag(
         "peak measured busy",
         say(
-            "the peak every share on this page divides by, {peak}, was measured while the machine was busy "
-            "({said} " + at + "): a peak measured at another load gives another share, so each share of it "
-            "here is uncertain",
+            "this device's {prec} peak, {peak}, was measured while the machine was busy ({said}, "
+            + at
+            + "): a peak measured at another load gives another share, so each share of it on this page is "
+            "uncertain",
+            prec=Ident(str(fl.get("precision") or "")),
             peak=peak,
             said=join(said, "; "),
         ),

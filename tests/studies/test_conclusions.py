@@ -546,9 +546,9 @@ def test_c2_mfu_from_a_busy_peak_carries_a_caveat():
     assert "42.9% of this device's peak" in busy[0].text
     (flag,) = [f for f in flags if f.kind == "peak measured busy"]
     assert str(flag.message) == (
-        "the peak every share on this page divides by, 0.1 TFLOP/s, was measured while the machine was busy "
-        "(load average 6.5 on 2 usable cores before the run; the measurement recorded no load of its own): a "
-        "peak measured at another load gives another share, so each share of it here is uncertain"
+        "this device's fp32 peak, 0.1 TFLOP/s, was measured while the machine was busy (load average 6.5 on "
+        "2 usable cores, above 1 per core, before the run; the measurement recorded no load of its own): a "
+        "peak measured at another load gives another share, so each share of it on this page is uncertain"
     )
     idle, flags = c2_conclusion.conclude(CFG.replace(task="c2"), _mfu_run(IDLE, 0.429))
     assert "machine was busy" not in idle[0].text and "peak measured busy" not in {f.kind for f in flags}
@@ -557,7 +557,9 @@ def test_c2_mfu_from_a_busy_peak_carries_a_caveat():
     own.meta["flops"]["machine"] = {"load1": 2.54, "cores": 2, "steal_pct": 0.0}
     flags = c2_conclusion.conclude(CFG.replace(task="c2"), own)[1]
     (flag,) = [f for f in flags if f.kind == "peak measured busy"]
-    assert "(load average 2.54 on 2 usable cores before the peak's measurement)" in str(flag.message)
+    assert "(load average 2.54 on 2 usable cores, above 1 per core, before the peak's measurement)" in str(
+        flag.message
+    )
     # every flag's numbers hold, as the answer's do
     assert holds(c2_conclusion.conclude(CFG.replace(task="c2"), own)[0]) == []
     assert holds(busy) == [] and holds(idle) == []  # the peak's TFLOP/s is recorded (measured here: n = 1)

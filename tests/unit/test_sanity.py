@@ -504,11 +504,13 @@ def test_a_peak_measured_on_a_busy_machine_is_flagged_by_its_own_load():
     busy_load = {"load1": 2.54, "cores": 2, "steal_pct": 0.0}
     flag = sanity.busy_peak({**fl, "machine": busy_load}, peak)
     assert flag.kind == "peak measured busy"
-    assert "0.36 TFLOP/s, was measured while the machine was busy (load average 2.54 on 2 usable cores " in (
-        str(flag.message)
+    assert str(flag.message) == (
+        "this device's fp32 peak, 0.36 TFLOP/s, was measured while the machine was busy (load average 2.54 "
+        "on 2 usable cores, above 1 per core, before the peak's measurement): a peak measured at another "
+        "load gives another share, so each share of it on this page is uncertain"
     )
     stolen = sanity.busy_peak({**fl, "machine": {"load1": 0.2, "cores": 2, "steal_pct": 25.0}}, peak)
-    assert "(CPU steal 25% before the peak's measurement)" in str(stolen.message)
+    assert "(CPU steal 25%, above 10%, before the peak's measurement)" in str(stolen.message)
     assert sanity.busy_peak({**fl, "machine": {"load1": 0.2, "cores": 2, "steal_pct": 0.0}}, peak) is None
     # an idle measurement decides, however busy the run was; without its own load, the run's
     assert sanity.busy_peak({**fl, "machine": {"load1": 0.2, "cores": 2}}, peak, busy_load) is None
