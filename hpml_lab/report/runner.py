@@ -350,11 +350,15 @@ def _not_a_result(rec: dict | None) -> str:
     rule and the sample counts, which the page states): a cut at a length had ended the line mid-phrase."""
     flags = rec.get("flags") if isinstance(rec, dict) else None
     for kind in ("diverged", "did not learn"):
-        for f in flags if isinstance(flags, list) else []:
-            if isinstance(f, dict) and f.get("kind") == kind:
-                message = str(f.get("message", ""))
-                short = _without_asides(message)
-                return f"{kind}: {short}" + ("; in full on the page" if short != message else "")
+        found = [f for f in flags or [] if isinstance(f, dict) and f.get("kind") == kind]
+        if not found:
+            continue
+        message = str(found[0].get("message", ""))
+        short = _without_asides(message)
+        # the first run's flag, and how many more say the same (grade35a: c6's line named 1 of 3 settings)
+        more = len(found) - 1
+        also = f"; {more} more run{'' if more == 1 else 's'} flagged the same" if more else ""
+        return f"{kind}: {short}{also}" + ("; in full on the page" if short != message or more else "")
     return ""
 
 

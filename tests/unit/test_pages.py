@@ -430,6 +430,19 @@ def test_the_tasks_line_says_a_run_that_is_no_result():
         "diverged: the loss at the end is above chance level ln(10) = 2.3; in full on the page"
     )
     assert runner._without_asides("a (b (c") == "a"
+    # grade35a: c6's line named one of its three settings that did not learn; the others are counted
+    three = {
+        "flags": [{"kind": "did not learn", "message": f"{o}: stuck"} for o in ("sgd", "adam", "adagrad")]
+    }
+    assert (
+        runner._not_a_result(three)
+        == "did not learn: sgd: stuck; 2 more runs flagged the same; in full on the page"
+    )
+    two = {"flags": three["flags"][:2]}
+    assert (
+        runner._not_a_result(two)
+        == "did not learn: sgd: stuck; 1 more run flagged the same; in full on the page"
+    )
     assert runner._not_a_result(None) == "" and runner._not_a_result({"flags": "damaged"}) == ""
 
 
