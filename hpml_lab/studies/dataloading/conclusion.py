@@ -104,7 +104,8 @@ def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sani
         [
             Background(
                 "Concurrent fetches inside a worker overlap the waits on storage, which is why they help "
-                "when each file waits on slow storage and help little when files come at once."
+                "when each file waits on slow storage; when files come at once there is no wait to overlap, "
+                "and only the threads' own cost remains."
             ),
             *BACKGROUND,
         ],
