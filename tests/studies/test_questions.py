@@ -112,7 +112,12 @@ def test_every_questions_sentence_from_hand_built_counts():
     frozen, _ = conclusion.conclude(lab, _counts(sgd_grads=90, adam_state=90))  # some values without a grad
     # one number a headline (it had stated both counts): the gradients' count is in the details
     assert frozen[2].headline.plain() == "100 parameters and fewer gradients"
-    assert "100 parameters and 90 gradients, 0.0004 MB as float32 each" in frozen[2].text
+    assert "100 parameters (0.0004 MB as float32) and 90 gradients" in frozen[2].text
+    assert "as float32 each" not in frozen[2].text + frozen[3].text  # the arrays are not one size (grade35a)
+    assert "exp_avg_sq) values, plus 62 step counters; the parameters take 0.0004 MB as float32" in (
+        frozen[3].text
+    )
+    assert "values (0.0004 MB as float32 each), plus 62 step counters" in qa[3].text
     assert frozen[3].headline.plain() == (
         "100 parameters, as many gradients, plus optimizer state (the details count it)"
     )

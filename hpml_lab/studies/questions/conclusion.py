@@ -76,7 +76,10 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
             ),
             [
                 say(
-                    "{p} parameters and {g} gradients, {size} as float32 each",
+                    # 'each' only where the two counts are one size (grade35a: false where they differ)
+                    "{p} parameters and {g} gradients, {size} as float32 each"
+                    if sgd["gradients"] == sgd["parameters"]
+                    else "{p} parameters ({size} as float32) and {g} gradients",
                     p=sgd_p,
                     g=n("SGD gradients", sgd["gradients"]),
                     size=size("SGD parameters", sgd["parameters"]),
@@ -105,7 +108,11 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
             [
                 say(
                     "{p} parameters, {g} gradients, and optimizer state of {m} (exp_avg) + {v} (exp_avg_sq) "
-                    "values ({size} as float32 each), plus {steps}",
+                    + (
+                        "values ({size} as float32 each), plus {steps}"
+                        if len({adam[k] for k in ADAM_ARRAYS}) == 1
+                        else "values, plus {steps}; the parameters take {size} as float32"
+                    ),
                     p=adam_p,
                     g=n("Adam gradients", adam["gradients"]),
                     m=n("Adam exp_avg", adam["optimizer state exp_avg"]),
@@ -138,6 +145,10 @@ def conclude(cfg, table: pd.DataFrame) -> tuple[list[Answer], list[sanity.Flag]]
             ],
         ),
     ], [sanity.stand_in(cfg)] if cfg.model != sanity.LAB["model"] else []
+
+
+# Adam's per-value arrays: one size each where every trainable value has a gradient and both moments
+ADAM_ARRAYS = ("parameters", "gradients", "optimizer state exp_avg", "optimizer state exp_avg_sq")
 
 
 def _as_many(count: int, parameters: int) -> str:
