@@ -1270,6 +1270,31 @@ def test_a_training_sweep_flags_a_setting_whose_epochs_keep_moving_as_a_single_r
     assert "no steady state" not in {f.kind for f in c7_conclusion.conclude(RunConfig(task="c7"), rows)[1]}
 
 
+def test_c7_says_the_averages_over_all_epochs_first_as_the_lab_asks(tmp_path):
+    """The lab's C7 question is the average loss and top-1 over all epochs: said first among the sweep's
+    notes, each a Number named for its norm with its epochs as n; not said where a norm's means are
+    missing (the branch had no fast test: make test's coverage of c7 read 81%)."""
+    rows = _training_sweep(
+        {"bn": [2.3, 2.31, 2.29, 2.3] * 2, "none": [2.3, 2.29, 2.31, 2.3] * 2},
+        tmp_path=tmp_path,
+        field="norm",
+    )
+    rows.summary["mean_loss"] = [1.5, 2.25]
+    rows.summary["mean_acc"] = [0.42, 0.181]
+    cfg = RunConfig(task="c7", epochs=3)
+    answers, _ = c7_conclusion.conclude(cfg, rows)
+    said = [d.plain() for d in answers[0].details]
+    first = "Average over all epochs: with BatchNorm loss 1.5, top-1 42%; without it loss 2.25, top-1 18.1%"
+    assert [d for d in said if d.startswith(first)]
+    mean = next(n for n in answers[0].numbers if n.name == "no BatchNorm: mean top-1 over all epochs")
+    assert mean.value == pytest.approx(18.1) and mean.n == 3 and holds(answers) == []
+    assert (
+        c7_conclusion.averages(cfg, SimpleNamespace(summary=rows.summary.drop(columns=["mean_loss"]))) is None
+    )
+    one = rows.summary[rows.summary["norm"] == "bn"]
+    assert c7_conclusion.averages(cfg, SimpleNamespace(summary=one)) is None  # one norm alone: no pair
+
+
 def test_c6_no_winner_from_tied_leaders_says_the_tie_not_the_runs_at_chance(tmp_path):
     """Grader (lab 2): c6 blamed sgd, sgd_nesterov and adadelta at chance when adagrad and adam, both below
     chance and above the others, tied."""
