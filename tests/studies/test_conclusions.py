@@ -1623,6 +1623,10 @@ def test_c8_the_per_step_verdict_rests_on_rounds_in_which_the_two_steps_took_tur
     assert a.headline.plain().endswith("the rounds put its break-even at about 1,400 steps")
     assert "the break-even lies between 1,236 steps and 1,802 steps" in a.text
     assert "at the medians it is 180,000 images at batch 128" in a.text  # at the headline's digits
+    # the images are the steps as shown times the batch (grade34a: 4,849 steps shown "about 4,800" stood
+    # beside "160,000 images" at batch 32, rounded from 155,168, where 4,800 x 32 is 153,600)
+    (images,) = [n for n in a.numbers if n.name == "break-even images"]
+    assert images.value == 1_400 * 128 and images.source == "the break-even as shown x batch size"
     # every round's compiled step exactly half its eager one: the interval is a point, said once
     out.rounds, out.rounds_meta = _rounds([x / 2 for x in tied], tied)
     a = c8_conclusion.conclude(RunConfig(task="c8"), out)[0][0]

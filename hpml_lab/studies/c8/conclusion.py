@@ -15,7 +15,7 @@ import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, Finding, beside, fmt, say
+from ...findings import Background, Finding, beside, fmt, fmt_value, say
 from ...profiling import summarize
 from ...results import drop_warmup
 from ...verdict import compare, sample_record
@@ -276,12 +276,14 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
         # beside 'within the run's 12 steps ... not paid back')
         span_lo = beside(Number("break-even, fewest steps", few, "steps", "predicted", source=isrc), ran)
         span_hi = beside(Number("break-even, most steps", most, "steps", "predicted", source=isrc), ran)
-        images = Number(  # at the break-even's own digits (grade24: '150,687 images' beside 'about 4,700')
+        # the break-even as shown times the batch, at its digits (grade24: '150,687 images' beside 'about
+        # 4,700'; grade34a: 4,849 steps shown '4,800' beside 155,168 images shown '160,000', not 4,800 x 32)
+        images = Number(
             "break-even images",
-            steps * cfg.batch_size,
+            float(fmt_value(even.value, "", even.digits).replace(",", "")) * cfg.batch_size,
             "images",
             "predicted",
-            source=src + " x batch size",
+            source="the break-even as shown x batch size",
             digits=even.digits,
         )
         batch = setting("batch_size", int(cfg.batch_size))
