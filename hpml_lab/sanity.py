@@ -37,7 +37,7 @@ The flags, and when each is raised:
   "machine busy", on the measurement's own load (meta.json's flops.machine): each share is uncertain
   (busy_peak)
 
-Why one module of about 800 lines: the flags share Flag, the thresholds and the label slots above, and this
+Why one module of about 900 lines: the flags share Flag, the thresholds and the label slots above, and this
 list is the one place a reader finds when each of them is raised.
 """
 
@@ -645,39 +645,34 @@ def busy(load: Mapping[str, Any] | None, run: str = "", runs: int = 0) -> Flag |
     )
 
 
-def busy_peak(
-    fl: Mapping[str, Any] | None, peak: Number | None, machine: Mapping[str, Any] | None = None
-) -> Flag | None:
+def busy_peak(fl: Mapping[str, Any] | None, label: str = "") -> Flag | None:
     """'peak measured busy': the measured peak a page's shares divide by (meta.json's `flops`) was measured
-    while the machine was busy by busy()'s rule, on its own load where the measurement recorded one (else the
-    run's, `machine`), stating `peak` (the Number the page states it by: flops.peak_number); None for a data
-    sheet's peak or an idle measurement. Every share of it on the page is uncertain: a peak measured at
-    another load gives another share (grade34a: c2 said so, c1 and c5 showed shares of the same peak
-    without a word)."""
+    while the machine was busy by busy()'s rule, on the load its measurement recorded (flops.machine: the
+    load average read before it, the CPU steal over it); None for a data sheet's peak, an idle measurement,
+    or one that recorded no load (the run's own load says nothing of the measurement's: review36). Every
+    share of it on the page is uncertain: a peak measured at another load gives another share (grade34a: c2
+    said so, c1 and c5 showed shares of the same peak without a word). Its Numbers are named by the peak's
+    precision and `label` (a device, where a page has several), so two such flags on one page stay apart; the
+    peak's own value is the page's to state (its environment table, its answers), not repeated here."""
     fl = fl or {}
-    if peak is None or not str(fl.get("peak_source", "")).startswith("measured"):
+    load = fl.get("machine")
+    if not str(fl.get("peak_source", "")).startswith("measured") or not load or busy(load) is None:
         return None
-    own = fl.get("machine")
-    load = own or machine
-    if not load or busy(load) is None:
-        return None
-    src = "read before the peak's measurement (meta.json's flops.machine)" if own else "the run's meta.json"
-    at = (
-        "before the peak's measurement"
-        if own
-        else "before the run; the measurement recorded no load of its own"
-    )
+    prec = str(fl.get("precision") or "")
+    who = f"{label}: " if label else ""
+    src = "the peak's measurement (meta.json's flops.machine)"
     cores = int(load.get("cores") or 1)
     said = []
     if load.get("load1") is not None and load["load1"] / cores > BUSY_LOAD_PER_CORE:
+        at = f"before the {prec} peak's measurement"
         said.append(
             say(
-                "load average {load1} on {cores} usable cores, above {limit} per core",
+                "load average {load1} on {cores} usable cores, above {limit} per core, before it",
                 load1=beside(
-                    Number(f"load average {at}", float(load["load1"]), "", "measured", n=1, source=src),
+                    Number(f"{who}load average {at}", float(load["load1"]), "", "measured", n=1, source=src),
                     cores * BUSY_LOAD_PER_CORE,
                 ),
-                cores=Number(f"usable cores {at}", cores, "", "counted", source=src),
+                cores=Number(f"{who}usable cores {at}", cores, "", "counted", source=src),
                 limit=Number(
                     "busy load per core",
                     BUSY_LOAD_PER_CORE,
@@ -687,21 +682,26 @@ def busy_peak(
                 ),
             )
         )
-    if load.get("steal_pct") is not None and load["steal_pct"] > BUSY_STEAL_PCT:
-        steal = Number(f"CPU steal {at}", float(load["steal_pct"]), "%", "measured", n=1, source=src)
+    if load.get("steal_pct") is not None and load["steal_pct"] > BUSY_STEAL_PCT:  # read over the measurement
+        name = f"{who}CPU steal during the {prec} peak's measurement"
+        steal = Number(name, float(load["steal_pct"]), "%", "measured", n=1, source=src)
         limit = Number("busy CPU steal", BUSY_STEAL_PCT, "%", "setting", source="sanity.BUSY_STEAL_PCT")
-        said.append(say("CPU steal {steal}, above {limit}", steal=beside(steal, BUSY_STEAL_PCT), limit=limit))
-    # named by its precision: a page may divide by two peaks (grade35b: the speed ladder's fp32 and bf16)
+        said.append(
+            say(
+                "CPU steal {steal}, above {limit}, during it",
+                steal=beside(steal, BUSY_STEAL_PCT),
+                limit=limit,
+            )
+        )
     return Flag(
         "peak measured busy",
         say(
-            "this device's {prec} peak, {peak}, was measured while the machine was busy ({said}, "
-            + at
-            + "): a peak measured at another load gives another share, so each share of it on this page is "
-            "uncertain",
-            prec=Ident(str(fl.get("precision") or "")),
-            peak=peak,
+            ("{label}: " if label else "")
+            + "this device's {prec} peak was measured while the machine was busy ({said}): a peak measured "
+            "at another load gives another share, so each share of it on this page is uncertain",
+            prec=Ident(prec),
             said=join(said, "; "),
+            **({"label": Ident(label)} if label else {}),
         ),
     )
 

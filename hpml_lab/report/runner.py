@@ -350,7 +350,8 @@ def _not_a_result(rec: dict | None) -> str:
     rule and the sample counts, which the page states): a cut at a length had ended the line mid-phrase."""
     flags = rec.get("flags") if isinstance(rec, dict) else None
     for kind in ("diverged", "did not learn"):
-        found = [f for f in flags or [] if isinstance(f, dict) and f.get("kind") == kind]
+        listed = flags if isinstance(flags, list) else []  # a damaged record's flags: none
+        found = [f for f in listed if isinstance(f, dict) and f.get("kind") == kind]
         if not found:
             continue
         message = str(found[0].get("message", ""))

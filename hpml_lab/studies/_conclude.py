@@ -155,17 +155,17 @@ def training_flags(cfg, batches: pd.DataFrame, epochs: pd.DataFrame, meta: dict 
     return flags + share_flags(meta, epoch_shares(epochs))
 
 
-def share_flags(meta: dict | None, shares: list[Number]) -> list[sanity.Flag]:
+def share_flags(meta: dict | None, shares: list[Number], label: str = "") -> list[sanity.Flag]:
     """What a page that shows `shares` of the run's peak says of that peak: 'MFU above 100%' where a share
-    passed it (no share of it can be read), else 'peak measured busy' where it was measured on a busy machine
-    (each share uncertain); nothing where it shows none."""
+    passed it (no share of it can be read), else 'peak measured busy' where its measurement recorded a busy
+    machine (each share uncertain; `label` names the device where a page has several); nothing where it shows
+    none."""
     if not shares:
         return []
-    peak = run_peak(meta)
-    over = sanity.above_peak(shares, peak)
+    over = sanity.above_peak(shares, run_peak(meta))
     if over is not None:
         return [over]
-    busy = sanity.busy_peak((meta or {}).get("flops"), peak, (meta or {}).get("machine"))
+    busy = sanity.busy_peak((meta or {}).get("flops"), label)
     return [busy] if busy is not None else []
 
 
@@ -316,13 +316,25 @@ def compare_configs(
     return compare(xa, xb, label_a or f"{by} {a}", label_b or f"{by} {b}", what=what, **design), xa, xb
 
 
+# flag kinds a page may raise once per setting, device or peak: kept apart by their message
+PER_SETTING = (
+    "diverged",
+    "did not learn",
+    "too few samples",
+    "no steady state",
+    "MFU above 100%",
+    "peak measured busy",
+)
+
+
 def dedupe(flags) -> list[sanity.Flag]:
-    """Flags without repeats: one of each kind, except 'diverged' and 'did not learn', kept once per setting
-    they name (a sweep's second diverged setting is not hidden behind its first), and 'too few samples', kept
-    once per thing it counts (a sweep's batches and its epochs)."""
+    """Flags without repeats: one of each kind, except those kept once per setting or device they name
+    (PER_SETTING: a sweep's second diverged or unsteady setting is not hidden behind its first; review36: c7's
+    second 'no steady state' was), and 'too few samples', kept once per thing it counts (a sweep's batches
+    and its epochs)."""
     seen, out = set(), []
     for f in flags:
-        per_setting = f is not None and f.kind in ("diverged", "did not learn", "too few samples")
+        per_setting = f is not None and f.kind in PER_SETTING
         key = (f.kind, f.message) if per_setting else getattr(f, "kind", None)
         if f is not None and key not in seen:
             seen.add(key)

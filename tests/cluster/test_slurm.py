@@ -155,6 +155,7 @@ def test_time_limit_warning_and_resumable_steps(tmp_path):
 def test_step_stops_the_running_step_on_the_warning_signal(tmp_path):
     """The script's step functions in bash: SIGUSR1 to the shell sends SIGTERM to the step's whole process
     tree at once (not after it ends), returns the step's own exit status, and no later step starts."""
+    import contextlib
     import os
     import signal
     import time
@@ -171,17 +172,30 @@ step bash -c 'trap "echo child got TERM; exit 143" TERM; sleep 60 & touch {ready
 step touch {marker}
 """
     )
-    p = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # the signal goes once the child has set its trap and started its sleep: on a loaded machine a fixed
-    # second was not enough (CI: the child, started late, was killed before its trap and printed nothing;
-    # and a sleep started after the step's tree was read outlived its shell and held the output open)
-    deadline = time.monotonic() + 30
-    while not ready.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert ready.exists(), "the step's child never started"
-    t0 = time.monotonic()
-    os.kill(p.pid, signal.SIGUSR1)
-    out, err = p.communicate(timeout=30)
+    # its own process group, so that a failed assert below leaves no sleep behind (review36)
+    p = subprocess.Popen(
+        ["bash", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        # the signal goes once the child has set its trap and started its sleep: on a loaded machine a fixed
+        # second was not enough (CI: the child, started late, was killed before its trap and printed
+        # nothing; and a sleep started after the step's tree was read outlived its shell and held the output
+        # open)
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), "the step's child never started"
+        t0 = time.monotonic()
+        os.kill(p.pid, signal.SIGUSR1)
+        out, err = p.communicate(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
     assert time.monotonic() - t0 < 10  # not after the 60 s sleep
     assert p.returncode == 143 and "child got TERM" in out and "time limit is near" in err
     assert not marker.exists()

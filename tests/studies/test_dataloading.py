@@ -267,4 +267,14 @@ def test_a_record_that_does_not_say_its_passes_took_turns_is_not_read_as_if_they
         assert turns[0].verdict[key]["interleaved"] is True and old[0].verdict[key]["interleaved"] is None
     assert "(taking turns)" in turns[0].text and "taking turns" not in old[0].text
     assert "in an order the record does not say" in old[0].text
+    # a record from before the field, whose loaders did take turns, says so in its timing note (review36)
+    noted = {
+        "files": 100,
+        "passes": 4,
+        "timing_note": "the file-based loaders taking turns pass\n by pass (interleaved)",
+    }
+    assert dataloading_conclusion.in_turns(noted)
+    assert dataloading_conclusion.conclude(cfg, _loading(0.5), noted)[0][0].verdict["threads_high"][
+        "interleaved"
+    ]
     study_checks.holds(old)

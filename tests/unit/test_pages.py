@@ -444,6 +444,7 @@ def test_the_tasks_line_says_a_run_that_is_no_result():
         == "did not learn: sgd: stuck; 1 more run flagged the same; in full on the page"
     )
     assert runner._not_a_result(None) == "" and runner._not_a_result({"flags": "damaged"}) == ""
+    assert runner._not_a_result({"flags": 1}) == ""  # a damaged record's flags are no flags (review36)
 
 
 def test_a_resumed_sweeps_reused_count_is_a_slot_of_the_record(monkeypatch):

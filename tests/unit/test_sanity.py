@@ -494,27 +494,30 @@ def test_a_busy_flag_names_the_run_folder_whose_load_it_read(tiny_cfg, monkeypat
 
 
 def test_a_peak_measured_on_a_busy_machine_is_flagged_by_its_own_load():
-    """busy_peak: a measured peak whose measurement (else the run) saw a busy machine; never a data sheet's
-    peak, an idle measurement or a run without a peak; the load or the steal that passed, each beside its
-    line."""
-    from hpml_lab.flops import peak_number
+    """busy_peak: a measured peak whose measurement recorded a busy machine (the load average read before it,
+    the CPU steal over it), each beside its line; never a data sheet's peak, an idle measurement or one that
+    recorded no load (the run's own load says nothing of it: review36); its Numbers named by precision and
+    label, so two such flags on one page stay apart."""
+    from hpml_lab.answers import Record, check
 
     fl = {"precision": "fp32", "peak_tflops": 0.36, "peak_source": "measured on this machine"}
-    peak = peak_number(fl)
     busy_load = {"load1": 2.54, "cores": 2, "steal_pct": 0.0}
-    flag = sanity.busy_peak({**fl, "machine": busy_load}, peak)
+    flag = sanity.busy_peak({**fl, "machine": busy_load})
     assert flag.kind == "peak measured busy"
     assert str(flag.message) == (
-        "this device's fp32 peak, 0.36 TFLOP/s, was measured while the machine was busy (load average 2.54 "
-        "on 2 usable cores, above 1 per core, before the peak's measurement): a peak measured at another "
-        "load gives another share, so each share of it on this page is uncertain"
+        "this device's fp32 peak was measured while the machine was busy (load average 2.54 on 2 usable "
+        "cores, above 1 per core, before it): a peak measured at another load gives another share, so each "
+        "share of it on this page is uncertain"
     )
-    stolen = sanity.busy_peak({**fl, "machine": {"load1": 0.2, "cores": 2, "steal_pct": 25.0}}, peak)
-    assert "(CPU steal 25%, above 10%, before the peak's measurement)" in str(stolen.message)
-    assert sanity.busy_peak({**fl, "machine": {"load1": 0.2, "cores": 2, "steal_pct": 0.0}}, peak) is None
-    # an idle measurement decides, however busy the run was; without its own load, the run's
-    assert sanity.busy_peak({**fl, "machine": {"load1": 0.2, "cores": 2}}, peak, busy_load) is None
-    assert "the measurement recorded no load of its own" in str(sanity.busy_peak(fl, peak, busy_load).message)
-    assert sanity.busy_peak(fl, peak) is None and sanity.busy_peak(fl, None, busy_load) is None
+    stolen = sanity.busy_peak({**fl, "machine": {"load1": 0.2, "cores": 2, "steal_pct": 25.0}})
+    assert "(CPU steal 25%, above 10%, during it)" in str(stolen.message)
+    assert [n.name for n in stolen.finding.numbers()][0] == "CPU steal during the fp32 peak's measurement"
+    assert sanity.busy_peak({**fl, "machine": {"load1": 0.2, "cores": 2, "steal_pct": 0.0}}) is None
+    assert sanity.busy_peak(fl) is None and sanity.busy_peak(None) is None  # no load recorded: nothing said
     sheet = {**fl, "peak_source": "data sheet: H100 SXM", "machine": busy_load}
-    assert sanity.busy_peak(sheet, peak) is None  # a data sheet's peak was not measured here at any load
+    assert sanity.busy_peak(sheet) is None  # a data sheet's peak was not measured here at any load
+    # two on one page (two precisions, or two devices by label): their Numbers stay apart, the record holds
+    bf16 = sanity.busy_peak({**fl, "precision": "bf16", "machine": {"load1": 3.1, "cores": 2}})
+    cpu = sanity.busy_peak({**fl, "machine": busy_load}, label="cpu")
+    assert str(cpu.message).startswith("cpu: this device's fp32 peak was measured while")
+    check(Record("t", "t", [], [f.as_dict() for f in (flag, bf16, cpu)]))

@@ -170,9 +170,9 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         # data share alone understated what the loader cost
         background.append(
             Background(
-                "Workers that are not kept between epochs (persistent_workers off, as in these runs) start "
-                "again at every epoch, and their start-up competes with the first training steps for the "
-                "cores: part of what loading costs can then show in the compute time, not in the data wait."
+                "Workers that are not kept between epochs (persistent_workers off) start again at every "
+                "epoch, and their start-up competes with the first training steps for the cores: part of "
+                "what loading costs can then show in the compute time, not in the data wait."
             )
         )
     against = getattr(out, "against", None)

@@ -76,7 +76,7 @@ def peak_flags(out) -> list[sanity.Flag]:
             f"{device}: median step's share of device peak", float(row["mfu_pct"]), "%", "measured"
         )
         # above the peak, or a share of a peak measured busy: said as c1's and c2's pages say it
-        flags += share_flags(metas.get(device), [share])
+        flags += share_flags(metas.get(device), [share], label=device if len(summary) > 1 else "")
     return flags
 
 

@@ -1,5 +1,6 @@
 """What the data-loading report concludes, computed from the study's table (dataloading.study): each loader
-against the baseline at the same storage latency (verdicts over passes the loaders took in turns) and the
+against the baseline at the same storage latency (verdicts over the passes, taken in turns where the record
+says so) and the
 tensor-resident loader with and without its one-time load. Every number a sentence states is a Number of the
 record, bound to a template (hpml_lab.findings); what usually happens is Background, apart.
 """
@@ -39,9 +40,12 @@ def latency(lat: float) -> Number:
 
 
 def in_turns(meta: dict) -> bool:
-    """Whether the record says its file-based loaders took their passes in turns (A B C, B C A, ...). A record
-    from before they did says nothing of it, and its verdicts do not claim it."""
-    return meta.get("passes_in_turns") is True
+    """Whether the record says its file-based loaders took their passes in turns (A B C, B C A, ...): its
+    passes_in_turns, or, in a record from before that field (review36: from 6b476af on they did take turns),
+    its timing note's own words. A record from before they took turns says neither, and its verdicts do not
+    claim it."""
+    note = " ".join(str(meta.get("timing_note") or "").split())
+    return meta.get("passes_in_turns") is True or "taking turns pass by pass" in note
 
 
 def _against_baseline(rows, loader: str, lat: float, turns: bool):
@@ -74,7 +78,8 @@ def _pass(rows, lat, name) -> Number:
 
 def conclude(cfg, df: pd.DataFrame, meta: dict) -> tuple[list[Answer], list[sanity.Flag]]:
     """Loaders from high-latency storage: each against the baseline at the same latency, by verdicts over the
-    interleaved passes; the tensor-resident loader with and without its one-time load (its prose: notes())."""
+    passes (interleaved where the record says they took turns: in_turns); the tensor-resident loader with and
+    without its one-time load (its prose: notes())."""
     rows, hi, lo = _rows(df)
     turns = in_turns(meta)
     vt_hi, a1, b1 = _against_baseline(rows, "threads", hi, turns)
@@ -327,11 +332,7 @@ def notes(df: pd.DataFrame, turns: bool) -> list[Finding]:
 def setup(cfg, meta: dict) -> Finding:
     """What ran: files, batch, passes per loader (in turns where the record says so), and where the results
     are."""
-    order = (
-        "taking turns"
-        if in_turns(meta)
-        else "in an order the record does not say: it is from before the loaders took turns"
-    )
+    order = "taking turns" if in_turns(meta) else "in an order the record does not say"
     return say(
         "{files} files, batch {b}, {passes} {word} per file-based loader (" + order + "), each pass from a "
         "fresh iterator so worker start-up is inside it, as in an epoch without persistent workers.",

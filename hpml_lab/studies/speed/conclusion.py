@@ -911,12 +911,11 @@ def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
     ]
     answers.append(reference_answer(nums, result.meta))
     answers.append(course_answer(nums, result.meta))
-    over = above_peak(result.table, nums)
     flags = [
         sanity.too_few(int(result.meta.get("repeats", 0)), "timed repeats per rung"),
         busy(result.meta),
-        over,
-        *(busy_peaks(result.table, result.meta) if over is None else []),
+        above_peak(result.table, nums),
+        *busy_peaks(result.table, result.meta),
         graphs_skipped(result.table, result.meta),
     ]
     return answers, [f for f in flags if f is not None]
@@ -924,17 +923,16 @@ def conclude(cfg, result) -> tuple[list[Answer], list[Any]]:
 
 def busy_peaks(table: pd.DataFrame, meta: dict) -> list[sanity.Flag]:
     """'peak measured busy' for each peak the measured rungs' shares divide by that was measured while the
-    machine was busy (meta.json's peak_loads, by precision), stating it as the rungs' answers do
-    (flops.peak_number): as C1's, C2's and C5's pages say it of theirs."""
-    from ... import flops
-
+    machine was busy (meta.json's peak_loads, by precision), as C1's, C2's and C5's pages say it of theirs;
+    none for a precision some rung passed ('MFU above 100%' says more of that peak: review36)."""
     loads = meta.get("peak_loads") or {}
-    flags, seen = [], set()
-    for r in table.to_dict("records"):
-        prec, pk = r.get("peak_precision"), float(r.get("peak_tflops") or float("nan"))
-        if r["status"] != "measured" or prec in seen or prec not in loads or not (pk > 0):
-            continue
-        seen.add(prec)
-        fl = {"precision": prec, "peak_tflops": pk, "peak_source": str(r.get("peak_source") or "")}
-        flags.append(sanity.busy_peak({**fl, "machine": loads[prec]}, flops.peak_number(fl)))
+    ran = [r for r in table.to_dict("records") if r["status"] == "measured"]
+    over = {
+        r.get("peak_precision") for r in ran if max(float(r.get(k) or 0) for k in ("mfu", "epoch_mfu")) > 1
+    }
+    flags = []
+    for prec in dict.fromkeys(r.get("peak_precision") for r in ran):  # each once, in the rungs' order
+        if prec in loads and prec not in over:
+            fl = {"precision": prec, "peak_source": "measured", "machine": loads[prec]}
+            flags.append(sanity.busy_peak(fl))
     return [f for f in flags if f is not None]

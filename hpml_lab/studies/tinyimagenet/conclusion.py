@@ -32,6 +32,25 @@ def _load(rec) -> list[float]:
     return [m["load1"] / max(1, m.get("cores") or 1)]
 
 
+def _thread_clause(res, variant: str) -> tuple[str, dict]:
+    """', and they differ in more than the method: ...' where the variant's processes ran another number of
+    torch threads than the baseline's one (grade34b, grade35b), with its slots; ('', {}) where they agree or
+    a run did not record its threads."""
+    tb, tv = _threads(res.workers[max(res.workers)]), _threads(res.variants.get(variant))
+    if tb is None or tv is None or tb == tv:
+        return "", {}
+    tsrc = "the run's torch threads (meta.json's environment)"
+    return (
+        ", and they differ in more than the method: each of {v}'s processes ran {tv} and the baseline's "
+        "one {tb}",
+        {
+            "v": variant,
+            "tv": _thread_count(f"{variant}: torch threads per process", tv, tsrc),
+            "tb": _thread_count("baseline: torch threads", tb, tsrc),
+        },
+    )
+
+
 def _threads(rec) -> int | None:
     """The torch threads a run's process used (its meta's environment), or None where it did not record it."""
     n = ((getattr(rec, "meta", None) or {}).get("environment") or {}).get("torch_threads")
@@ -505,15 +524,9 @@ def throughput_findings(res, records: dict | None = None) -> list[Finding]:
                         f"{variant}: load per core at start", loads[1], "", "measured", n=1, source=lsrc
                     ),
                 }
-            tb, tv = _threads(res.workers[max(res.workers)]), _threads(res.variants.get(variant))
-            if tb is not None and tv is not None and tb != tv:  # grade34b: a difference beside the method's
-                text += ", and they differ in more than the method: each of {v}'s processes ran {tv} and the "
-                text += "baseline's one {tb}"
-                tsrc = "the run's torch threads (meta.json's environment)"
-                slots |= {
-                    "tv": _thread_count(f"{variant}: torch threads per process", tv, tsrc),
-                    "tb": _thread_count("baseline: torch threads", tb, tsrc),
-                }
+            more, tslots = _thread_clause(res, variant)
+            text += more
+            slots |= tslots
             out.append(say(text + ".", **slots).up())
         # one run each, one after the other: no verdict, and both runs' loader workers share their cores
         else:
@@ -542,8 +555,9 @@ def throughput_findings(res, records: dict | None = None) -> list[Finding]:
                     "wv": Number(f"{variant}: loader workers", wv, "", "setting", source="the run's config"),
                     "p": p,
                 }
-            text += ", which take cores from the training steps, so the ratio is not the method's alone."
-            out.append(say(text, **slots).up())
+            text += ", which take cores from the training steps, so the ratio is not the method's alone"
+            more, tslots = _thread_clause(res, variant)
+            out.append(say(text + more + ".", **{**slots, **tslots}).up())
             if bound is not None:  # above its processes by the medians, not by a verdict over its batches
                 f = bound.finding(
                     bound_name,
