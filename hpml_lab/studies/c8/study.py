@@ -197,6 +197,7 @@ def run(cfg: RunConfig, trace_steps: int = 3, log=print) -> C8Result:
                 **{k: v for k, v in rounds_meta.items() if k != "load_before"},
             ),
         )
+        rounds_meta = {**rounds_meta, "run_id": rdir.name}  # the rounds' folder, for what names their load
         med = rounds.groupby("mode")["step_s"].median()
         speedup = float(med["eager"] / med["compiled"])
         if log:
