@@ -2316,5 +2316,7 @@ def test_a_sweeps_and_c8s_epoch_medians_over_fewer_than_three_epochs_are_flagged
     out.summary = pd.DataFrame({"mode": ["eager", "compile (inductor)"], "n": [1, 1]})
     _, flags = c8_conclusion.conclude(RunConfig(task="c8"), out)
     assert any(
-        f.message.startswith("only 1 epoch after warm-up per mode:") for f in flags if f.kind == "too few samples"
+        f.message.startswith("only 1 epoch after warm-up per mode:")
+        for f in flags
+        if f.kind == "too few samples"
     )
