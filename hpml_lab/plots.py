@@ -142,16 +142,22 @@ def training_curves(
     chance_top1=None,
     loss_limit=None,
     top1_limit=None,
+    names: dict | None = None,
 ) -> plt.Figure:
     """A training sweep's per-batch loss and top-1 (running mean) side by side per group, and steady epoch
     times; the chance levels the answer states (`chance_loss`, `chance_top1`: Numbers of its record,
     plots.stated) drawn dotted, and the limits of its 'did not learn' rule (`loss_limit`, `top1_limit`,
-    sanity.chance_rule's Numbers) dashed."""
+    sanity.chance_rule's Numbers) dashed. `names`: each group as the page's sentences name it (C7's
+    'BatchNorm' and 'no BatchNorm' for its 'bn' and 'none')."""
+
+    def name(key) -> str:
+        return str((names or {}).get(key, key))
+
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for key, g in batches.groupby(by, sort=False):
         g = g.sort_values("step")
-        axes[0].plot(g["step"], running_mean(g["loss"], smooth), label=str(key))
-        axes[1].plot(g["step"], 100 * running_mean(g["acc"], smooth), label=str(key))
+        axes[0].plot(g["step"], running_mean(g["loss"], smooth), label=name(key))
+        axes[1].plot(g["step"], 100 * running_mean(g["acc"], smooth), label=name(key))
     for ax, lab, chance, what in (
         (axes[0], "training loss", chance_loss, "loss"),
         (axes[1], "top-1 training accuracy (%)", chance_top1, "top-1"),
@@ -169,7 +175,7 @@ def training_curves(
             limit_line(ax, limit, text)
     st = epochs[epochs["epoch"] > 1] if epochs["epoch"].max() > 1 else epochs
     keys = list(dict.fromkeys(epochs[by]))
-    spread(axes[2], [st[st[by] == k]["total_s"] for k in keys], [str(k) for k in keys])
+    spread(axes[2], [st[st[by] == k]["total_s"] for k in keys], [name(k) for k in keys])
     axes[2].set_ylabel(f"seconds per epoch (epochs 2+, n={len(st) // max(len(keys), 1)})")
     axes[2].grid(axis="y", alpha=0.3)
     fig.tight_layout()

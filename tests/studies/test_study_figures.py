@@ -323,5 +323,10 @@ def test_c6_c7_figure_draws_the_chance_loss_where_the_answer_states_it(tmp_path)
     legends_clear_of_data(fig)
     bare = plots.training_curves(out.batches, out.epochs, "optimizer")
     assert not _chance_lines(bare.axes[0])
-    for f in (fig, bare):
+    # each group as the page's sentences name it (grade36a: c7's legend said 'bn' and 'none' where its text
+    # says 'BatchNorm' and 'no BatchNorm')
+    named = plots.training_curves(out.batches, out.epochs, "optimizer", names={"sgd": "SGD", "adam": "Adam"})
+    assert {ln.get_label() for ln in named.axes[0].get_lines()} == {"SGD", "Adam"}
+    assert [t.get_text() for t in named.axes[2].get_xticklabels()] == ["SGD", "Adam"]
+    for f in (fig, bare, named):
         plots.plt.close(f)
