@@ -226,7 +226,7 @@ def time_phases(
     where each whole-epoch bar stands (for a whisker over it)."""
     if disjoint:
         other = (total - data - train).clip(lower=0)
-        ax.bar(labels, data, label="data loading (waiting on loader)", color=PHASE_COLORS["data"])
+        ax.bar(labels, data, label="data loading (time in next(loader))", color=PHASE_COLORS["data"])
         ax.bar(
             labels,
             train,
@@ -238,7 +238,7 @@ def time_phases(
         return list(range(len(labels)))
     pos = range(len(labels))
     parts = (
-        (data, "data loading (waiting on loader)", PHASE_COLORS["data"]),
+        (data, "data loading (time in next(loader))", PHASE_COLORS["data"]),
         (train, f"{train_word} (copy+fwd+bwd+step, on the GPU)", PHASE_COLORS["train"]),
         (total, "whole epoch (the two can overlap: not stacked)", PHASE_COLORS["total"]),
     )

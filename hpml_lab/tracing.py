@@ -97,7 +97,7 @@ def trace_steps(
     """Profile `warmup` + `steps` training steps (only the last `steps` are recorded) and export the trace.
 
     The step is train()'s (step.train_step: with `cfg`, channels-last copies and cfg.precision's autocast
-    as cfg asks), labelled copy / forward / backward / optimizer; "data" is the wait on the loader alone."""
+    as cfg asks), labelled copy / forward / backward / optimizer; "data" is the time in next(loader) alone."""
     from .step import train_step
 
     out_path = Path(out_path)

@@ -41,15 +41,14 @@ def timing_disjoint(cfg, meta) -> bool:
     return _timing_disjoint(cfg.sync_each_step, meta)
 
 
-def timing_method(cfg, meta) -> list[Finding]:
-    """How train() timed this run, said only as far as its settings make it true: what data loading holds
-    (worker start-up only with workers; a device-resident loader's queued work), how training is timed on this
-    device, whether the two intervals can overlap (sync_each_step, the device), and what the rest of the epoch
-    is."""
+def data_method(cfg, meta) -> Finding:
+    """What a run's data-loading time holds, said only as far as its settings make it true (worker start-up
+    only with workers; a device-resident loader's queued work), as a clause starting in lower case ('data
+    loading is ...'): timing_method's first sentence, and C4's for each kind of worker count it ran."""
     gpu, synced = on_gpu(meta), bool(cfg.sync_each_step)
     if cfg.loader == "tensor":
-        data = (
-            "Data loading is the time next(loader) takes to crop, flip and normalise a batch of the dataset "
+        return say(
+            "data loading is the time next(loader) takes to crop, flip and normalise a batch of the dataset "
             "held on the device"
             + (
                 ": on the GPU, without a synchronize after each step, that is only the time to queue the "
@@ -60,19 +59,25 @@ def timing_method(cfg, meta) -> list[Finding]:
                 else ""
             )
         )
-        data = say(data)
-    elif cfg.num_workers > 0:
-        data = say(
-            "Data loading is the host's wait in next(loader), the start of the loader's worker processes on "
+    if cfg.num_workers > 0:
+        return say(
+            "data loading is the host's wait in next(loader), the start of the loader's worker processes on "
             "an epoch's first batch included; the host-to-device copy is not data loading but part of "
             "training"
         )
-    else:
-        data = say(
-            "Data loading is the time next(loader) takes, the training process reading and augmenting each "
-            "batch itself (no worker processes); the host-to-device copy is not data loading but part of "
-            "training"
-        )
+    return say(
+        "data loading is the time next(loader) takes, the training process reading and augmenting each batch "
+        "itself (no worker processes); the host-to-device copy is not data loading but part of training"
+    )
+
+
+def timing_method(cfg, meta) -> list[Finding]:
+    """How train() timed this run, said only as far as its settings make it true: what data loading holds
+    (worker start-up only with workers; a device-resident loader's queued work), how training is timed on this
+    device, whether the two intervals can overlap (sync_each_step, the device), and what the rest of the epoch
+    is."""
+    gpu, synced = on_gpu(meta), bool(cfg.sync_each_step)
+    data = data_method(cfg, meta).up()
     if not gpu:
         timed = say(
             "Training (copy, forward, backward, optimizer step) is timed with perf_counter: on the CPU the "

@@ -806,6 +806,25 @@ def test_c4_compares_and_says_not_interleaved(tmp_path):
     assert "persistent_workers" not in " ".join(b.text for b in kept[0].background)
 
 
+def test_c4_says_what_data_loading_holds_for_each_kind_of_count_it_ran():
+    """grade37a: C3 chose 0 workers, and the page said of both runs that data loading holds "the start of the
+    loader's worker processes", true of the 1-worker run alone. Each kind of count gets its own sentence,
+    naming its runs; how training and the total were timed is said once."""
+    cfg, meta = RunConfig(task="c4"), {"device": "cpu"}
+    both = [f.plain() for f in c4_conclusion.timing_method(cfg, meta, [1, 0])]
+    assert both[0] == (
+        "With 0 workers, data loading is the time next(loader) takes, the training process reading and "
+        "augmenting each batch itself (no worker processes); the host-to-device copy is not data loading but "
+        "part of training."
+    )
+    assert both[1].startswith("With 1 worker, data loading is the host's wait in next(loader), the start of")
+    assert both[2].startswith("Training (copy, forward, backward, optimizer step) is timed with perf_counter")
+    assert len(both) == 4 and sum("Training (copy" in x for x in both) == 1
+    workers = [f.plain() for f in c4_conclusion.timing_method(cfg, meta, [1, 4])]
+    assert workers[0].startswith("Data loading is the host's wait") and len(workers) == 3
+    assert "no worker processes" in c4_conclusion.timing_method(cfg, meta, [0])[0].plain()
+
+
 def test_c4_on_a_busy_machine_cannot_tell_runs_made_back_to_back(tmp_path):
     """Grader (issue 42): C4 said '0 workers is 1.71x faster than 1 worker on compute per step (n = 3 and 3)'
     from runs one after the other at load 6.8 on 2 cores. Back to back on a busy machine, the verdict cannot

@@ -54,6 +54,29 @@ def count_label(n) -> Finding:
     return worker_label(int(n), fmt_in("C4 worker count {n}", n=int(n)))
 
 
+def timing_method(cfg, meta, counts) -> list[Finding]:
+    """How C4's runs were timed (lab2_conclusion.timing_method), its data-loading sentence said of each kind
+    of count that ran, each naming its runs: with worker processes (whose start lands in an epoch's first
+    wait) and without (the training process loading each batch itself). grade37a: C3 chose 0 workers, and the
+    page said of both runs what holds for the 1-worker run alone."""
+    from ..lab2_conclusion import data_method
+    from ..lab2_conclusion import timing_method as method
+
+    counts = sorted({int(n) for n in counts})
+    kinds = [ns for ns in ([n for n in counts if n == 0], [n for n in counts if n > 0]) if ns]
+    if len(kinds) < 2:
+        return method(cfg.replace(num_workers=kinds[0][0]) if kinds else cfg, meta)
+    data = [
+        say(
+            "With {w}, {data}.",
+            w=join([count_label(n) for n in ns], ", ", " and "),
+            data=data_method(cfg.replace(num_workers=ns[0]), meta),
+        )
+        for ns in kinds
+    ]
+    return data + method(cfg, meta)[1:]  # how training and the total were timed: the same for every count
+
+
 def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
     """How C3 stands behind the count C4 uses: its verdict's best, a count tied with others, or given."""
     if rows is None or rows.empty:
