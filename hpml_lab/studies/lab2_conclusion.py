@@ -408,11 +408,11 @@ SUMMARY_COLUMNS = {
 }
 
 
-def summary_table(out, field: str):
+def summary_table(out, field: str, shown: dict | None = None):
     """The sweep's summary as its page shows it, with whether each run did not learn as the run recorded it
     (meta.json's did_not_learn: 'yes'; 'no' for a complete run of two epochs or more without that record;
     '-' where it was not judged: a run that failed or diverged, or one epoch), the record the answer and the
-    flags read."""
+    flags read; each setting as the sentences name it (`shown`, shown_setting: C7's 'no BatchNorm')."""
     metas = run_metas(out, field)
     s = out.summary.copy()
 
@@ -425,6 +425,7 @@ def summary_table(out, field: str):
         return "no" if row.get("epochs", 2) >= 2 else "-"
 
     s.insert(s.columns.get_loc("status") + 1, "did not learn", [judged(r) for _, r in s.iterrows()])
+    s[field] = [shown_setting(v, shown) for v in s[field]]
     return s.rename(columns=SUMMARY_COLUMNS)
 
 

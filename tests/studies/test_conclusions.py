@@ -1371,6 +1371,14 @@ def test_c6_reads_which_runs_did_not_learn_from_their_records(tmp_path):
         "adam": "no",
     }
     assert "last-epoch loss" in table.columns and holds(answers) == []
+    # each setting as the sentences name it, its record still read by its value (grade37a: c7's tables said
+    # 'bn' and 'none' beside 'BatchNorm' and 'no BatchNorm')
+    named = lab2_conclusion.summary_table(out, "optimizer", {"adadelta": "Adadelta"})
+    assert dict(zip(named["optimizer"], named["did not learn"])) == {
+        "sgd": "no",
+        "Adadelta": "yes",
+        "adam": "no",
+    }
     # the chance line the figure draws is the chance loss the answer states
     assert fmt(next(n for n in answers[0].numbers if n.name == "chance loss")) == "2.3"
 
