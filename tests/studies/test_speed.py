@@ -350,7 +350,7 @@ def test_each_rung_gets_its_verdict_against_the_rung_before(base):
     assert cl.verdict["outcome"] == "tie" and cl.headline.plain().endswith(
         "cannot be told apart on images/s."
     )
-    assert bf16.verdict["outcome"] == "worse" and bf16.headline.plain().endswith(": no gain on this CPU.")
+    assert bf16.verdict["outcome"] == "worse" and bf16.headline.plain().endswith(": a cost on this CPU.")
     assert (comp.status, comp.missing, comp.verdict) == (
         "not answered",
         "not run at this profile (compile_rung is off)",
@@ -396,7 +396,7 @@ def test_each_rung_states_its_whole_epochs_verdict_beside_its_steps(base):
     assert (
         cl.verdict["samples_a"] == epochs["channels_last"] and cl.verdict["also"]["steps"]["outcome"] == "tie"
     )
-    assert cl.headline.plain() == ("L1 is 1.21x faster than L2 on whole-epoch time: no gain on this CPU.")
+    assert cl.headline.plain() == ("L1 is 1.21x faster than L2 on whole-epoch time: a cost on this CPU.")
     said = [d.plain() for d in cl.details]
     assert said[0].startswith("Over whole epochs, the rungs taking turns round by round: L1 is 1.21x faster")
     assert said[1].startswith("Over the timed rounds of steps: L2 and L1 cannot be told apart on images/s")
@@ -420,7 +420,7 @@ def test_each_rung_states_its_whole_epochs_verdict_beside_its_steps(base):
         and two[2].verdict["also"]["epochs"]["reason"] == "too few samples"
     )
     assert "point opposite ways" not in " ".join(a.text for a in two)
-    assert two[3].headline.plain().endswith("no gain on this CPU.")  # bf16's steps slower, epochs undecided
+    assert two[3].headline.plain().endswith("a cost on this CPU.")  # bf16's steps slower, epochs undecided
     # a rung without timed epochs states its steps' verdict alone
     plain, _ = speed.conclude(base, _ladder(RATES))
     assert (
@@ -463,8 +463,8 @@ def test_every_rung_headline_is_short_with_the_real_labels_whichever_way_it_goes
                 rec = Record("speed", "Speed ladder", [a], [])
                 assert claims.headline_problems(rec.as_dict()["answers"][0]) == [], a.headline.plain()
                 said.append(a.headline.plain())
-    # every kind of headline was made: faster, slower with no gain, and a tie
-    assert any("no gain" in h for h in said) and any("faster" in h for h in said)
+    # every kind of headline was made: faster, slower at a cost, and a tie
+    assert any("a cost on this" in h for h in said) and any("faster" in h for h in said)
     assert any("cannot be told apart" in h for h in said)
 
 

@@ -10,7 +10,7 @@ Every comparison is a verdict (hpml_lab.verdict.compare, told that the samples w
 of each round) on the seconds of whole epochs (the first answer, the plain script's, and each rung's where
 its epochs can decide) or the images/s of the timed runs (each rung's, beside its epochs' or alone), stated
 by Verdict.finding: a rung that ran slower than the one before on the one measure and not faster on the
-other says there was no gain here, a rung the data cannot separate from the one before says this run cannot
+other says it was a cost here, a rung the data cannot separate from the one before says this run cannot
 tell, and a rung that did not run here says so (why: the answer's `missing`, and the table). Every
 number is a named Number of the record (findings.say); the why of each rung is general Background, shown
 apart.
@@ -306,11 +306,11 @@ def rung_answer(
     short = v.short(v_name, label(row), label(prev))
     other_v = other[0] if other else None
     helps_not = v.outcome == "worse" and (other_v is None or other_v.undecided or other_v.outcome != "better")
-    # neither measure has the rung faster (review31: not beside epochs that say it is), said in few words: the
-    # epochs' verdict names both rungs and its measure (review32: 'this rung does not help on this CPU' took
-    # a headline past twenty words)
+    # neither measure has the rung faster (review31: not beside epochs that say it is), said in few words, as
+    # the cost it is (grade38b: "no gain" understated a rung measured slower): the epochs' verdict names both
+    # rungs and its measure (review32: "this rung does not help on this CPU" took a headline past 20 words)
     stated = (
-        say("{v}: no gain on this {device}.", v=short, device=device) if helps_not else say("{v}.", v=short)
+        say("{v}: a cost on this {device}.", v=short, device=device) if helps_not else say("{v}.", v=short)
     )
     said = {
         "epochs": "Over whole epochs, the rungs taking turns round by round: {v}.",
