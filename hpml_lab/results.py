@@ -444,8 +444,10 @@ class RunFolder:
             )
             self.status = end_status(cause)
             end = {"status": self.status, "error": error, "finished_at": now()}
+            # the run's folder names it even where the signal came before its record was first written (a
+            # CI run: a Slurm warning between an attempt's mkdir and its meta left a record without run_id)
             try:
-                write_meta(self.path, {**meta, **end})
+                write_meta(self.path, {"run_id": self.final.name, **meta, **end})
             except (
                 OSError
             ) as e:  # a full disk: no room for a new file, so the old one is overwritten in place

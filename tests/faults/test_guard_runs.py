@@ -369,6 +369,19 @@ def test_a_full_disk_mid_run_ends_the_attempt_failed(tmp_path, monkeypatch):
     assert meta["status"] == "failed" and "No space left on device" in meta["error"]
 
 
+def test_a_run_stopped_before_its_record_was_written_is_still_named_by_its_folder(tmp_path):
+    """A CI run's real Slurm job got its warning signal between a sweep run's attempt folder and its first
+    meta.json: the interrupted record landed without a run_id, and whatever read the task's runs by id
+    (load_runs, then m["run_id"]) failed. The record names its folder whatever came before the signal."""
+    from hpml_lab import results
+
+    with pytest.raises(results.Interrupted):
+        with results.RunFolder(tmp_path / "t" / "r"):
+            raise results.Interrupted("signal SIGUSR1")  # before any write_meta
+    (run,) = results.load_runs("t", tmp_path, status=None)
+    assert run.meta["run_id"] == "r" and run.status == "interrupted"
+
+
 # ---- issue 30: switching data back and forth restores the kept run instead of piling up .data- copies
 def test_switching_data_back_restores_the_kept_run_and_piles_up_no_copies(tmp_path, cifar_root):
     import shutil
