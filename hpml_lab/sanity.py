@@ -594,6 +594,15 @@ def load_finding(load: Mapping[str, Any] | None, run: str = "") -> Finding:
     return say("{head}, CPU steal {steal}", head=head, steal=x["steal"]) if "steal" in x else head
 
 
+# the busy lines as the flags state them: one Number each, the same on every flag that names it
+BUSY_LIMITS = {
+    "load": lambda: Number(
+        "busy load per core", BUSY_LOAD_PER_CORE, "", "setting", source="sanity.BUSY_LOAD_PER_CORE"
+    ),
+    "steal": lambda: Number("busy CPU steal", BUSY_STEAL_PCT, "%", "setting", source="sanity.BUSY_STEAL_PCT"),
+}
+
+
 def busy(load: Mapping[str, Any] | None, run: str = "", runs: int = 0) -> Flag | None:
     """'machine busy' when load per usable core passes BUSY_LOAD_PER_CORE or steal passes BUSY_STEAL_PCT; its
     numbers are the run's (load_numbers: named after `run`, or load['run']); `runs`: how many runs the report
@@ -605,9 +614,7 @@ def busy(load: Mapping[str, Any] | None, run: str = "", runs: int = 0) -> Flag |
     cores = load.get("cores") or 1
     msgs = []
     if "load1" in x and load["load1"] / cores > BUSY_LOAD_PER_CORE:
-        limit = Number(
-            "busy load per core", BUSY_LOAD_PER_CORE, "", "setting", source="sanity.BUSY_LOAD_PER_CORE"
-        )
+        limit = BUSY_LIMITS["load"]()
         msgs.append(
             say(
                 "load average {load1} on {cores} usable cores, above {limit} per core",
@@ -617,8 +624,7 @@ def busy(load: Mapping[str, Any] | None, run: str = "", runs: int = 0) -> Flag |
             )
         )
     if "steal" in x and load["steal_pct"] > BUSY_STEAL_PCT:
-        limit = Number("busy CPU steal", BUSY_STEAL_PCT, "%", "setting", source="sanity.BUSY_STEAL_PCT")
-        msgs.append(say("CPU steal {steal}, above {limit}", steal=x["steal"], limit=limit))
+        msgs.append(say("CPU steal {steal}, above {limit}", steal=x["steal"], limit=BUSY_LIMITS["steal"]()))
     if not msgs:
         return None
     if run and runs > 1:
@@ -673,24 +679,17 @@ def busy_peak(fl: Mapping[str, Any] | None, label: str = "") -> Flag | None:
                     cores * BUSY_LOAD_PER_CORE,
                 ),
                 cores=Number(f"{who}usable cores {at}", cores, "", "counted", source=src),
-                limit=Number(
-                    "busy load per core",
-                    BUSY_LOAD_PER_CORE,
-                    "",
-                    "setting",
-                    source="sanity.BUSY_LOAD_PER_CORE",
-                ),
+                limit=BUSY_LIMITS["load"](),
             )
         )
     if load.get("steal_pct") is not None and load["steal_pct"] > BUSY_STEAL_PCT:  # read over the measurement
         name = f"{who}CPU steal during the {prec} peak's measurement"
         steal = Number(name, float(load["steal_pct"]), "%", "measured", n=1, source=src)
-        limit = Number("busy CPU steal", BUSY_STEAL_PCT, "%", "setting", source="sanity.BUSY_STEAL_PCT")
         said.append(
             say(
                 "CPU steal {steal}, above {limit}, during it",
                 steal=beside(steal, BUSY_STEAL_PCT),
-                limit=limit,
+                limit=BUSY_LIMITS["steal"](),
             )
         )
     return Flag(

@@ -252,11 +252,23 @@ def trace_loads(trace) -> list[dict]:
     return [{**meta["machine"], "run": str(meta.get("run_id") or folder.name)}] if meta.get("machine") else []
 
 
-def busy_of(sweep, trace=None) -> sanity.Flag | None:
-    """'machine busy' from the busiest run of a sweep, and of its profiler trace where the page shows one
-    (`trace`, tracing.Trace): its numbers are that run's, named after its folder, and the flag says how many
-    runs the report read."""
-    return sanity.busiest_seen(machines(sweep) + trace_loads(trace))
+def busy_of(sweep, trace=None, more: list[dict] | None = None) -> sanity.Flag | None:
+    """'machine busy' from the busiest run of a sweep, of `more` runs the page read (each load with its
+    'run'), and of its profiler trace where the page shows one (`trace`, tracing.Trace): its numbers are that
+    run's, named after its folder, and the flag says how many runs the report read."""
+    return sanity.busiest_seen(machines(sweep) + list(more or []) + trace_loads(trace))
+
+
+def trend_flags(epochs, field: str, labels: dict) -> list[sanity.Flag]:
+    """The 'no steady state' flag (sanity.trend) of each value of `field` in `labels` whose epoch times after
+    the warm-up keep moving one way, named by its label there; none where there is no epochs table."""
+    if epochs is None or not {field, "epoch", "total_s"} <= set(epochs.columns):
+        return []
+    flags = []
+    for value, label in labels.items():
+        seconds = epochs.loc[epochs[field] == value].sort_values("epoch")["total_s"]
+        flags.append(sanity.trend(list(seconds), label=label))
+    return [f for f in flags if f is not None]
 
 
 def learning_flags(items, label_of) -> list[sanity.Flag]:

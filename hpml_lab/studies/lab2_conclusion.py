@@ -30,6 +30,7 @@ from ._conclude import (
     on_gpu,
     setting,
     too_few_epochs,
+    trend_flags,
     twin_noise,
 )
 from ._conclude import span as spanned
@@ -265,7 +266,7 @@ def training_sweep(
     flags += [sanity.learning_flag(metas.get(v), label=shown_setting(v, shown)) for v in raw]
     # each run's epoch times after its warm-up, as a single run's page reads them (sanity.trend; grade34a:
     # c7's no-BatchNorm epochs of 1.32 and 0.141 s stood as a 'median' without a word)
-    flags += _trends(getattr(out, "epochs", None), field, raw, shown)
+    flags += trend_flags(getattr(out, "epochs", None), field, {v: shown_setting(v, shown) for v in raw})
     per_step = []
     for v in raw:
         name = shown_setting(v, shown)
@@ -451,20 +452,6 @@ def _usable(cfg, out, field: str, flags: list | None = None, shown: dict | None 
             continue
         samples[v] = list(last.loc[last[field] == v, "loss"])
     return samples
-
-
-def _trends(epochs, field: str, values, shown: dict | None) -> list[sanity.Flag]:
-    """The 'no steady state' flag of each setting in `values` whose epoch times after the warm-up keep moving
-    one way (sanity.trend), named for its setting; none where the sweep kept no epochs table."""
-    if epochs is None or not {field, "epoch", "total_s"} <= set(epochs.columns):
-        return []
-    flags = []
-    for v in values:
-        seconds = epochs.loc[epochs[field] == v].sort_values("epoch")["total_s"]
-        flag = sanity.trend(list(seconds), label=shown_setting(v, shown))
-        if flag is not None:
-            flags.append(flag)
-    return flags
 
 
 def sweep_notes(cfg, out, field: str, shown: dict | None = None) -> list[Finding]:

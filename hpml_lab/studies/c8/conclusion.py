@@ -95,8 +95,7 @@ def busy_in(out) -> sanity.Flag | None:
         if rm.get("load_before")
         else []
     )
-    loads = _conclude.machines(out) + rounds + _conclude.trace_loads(getattr(out, "trace", None))
-    return sanity.busiest_seen(loads)
+    return _conclude.busy_of(out, getattr(out, "trace", None), more=rounds)
 
 
 def trends(done) -> list[sanity.Flag]:
@@ -109,13 +108,7 @@ def trends(done) -> list[sanity.Flag]:
         ep = tables(done, "epochs", with_config=("compile",)) if done else None
     except (OSError, ValueError, KeyError):  # a run without its epochs table: nothing to read of them
         return []
-    if ep is None or not {"compile", "epoch", "total_s"} <= set(ep.columns):
-        return []
-    flags = []
-    for flag, mode in ((False, "eager"), (True, "compiled")):
-        seconds = ep.loc[ep["compile"] == flag].sort_values("epoch")["total_s"]
-        flags.append(sanity.trend(list(seconds), label=mode))
-    return [f for f in flags if f is not None]
+    return _conclude.trend_flags(ep, "compile", {False: "eager", True: "compiled"})
 
 
 def trace_idle(out, breakdown) -> tuple[list[Finding], list[Background]]:
