@@ -262,7 +262,7 @@ class Verdict:
             )
         else:  # no direction: the sentence says why (TIES), over the numbers its template names
             why = next((t for r, t in TIES.items() if self.reason.startswith(r)), TIE_PLAIN)
-            template = "{a} and {b} cannot be told apart on {what}" + why
+            template = self._tie_words() + why
             slots = {"a": a, "b": b, "what": self.what, **x}
             used = {n for _, n, _, _ in string.Formatter().parse(template) if n}
             f = say(template, **{n: slots[n] for n in used})
@@ -293,8 +293,17 @@ class Verdict:
         elif self.undecided:
             f = say("too few samples to compare {a} and {b} on {what}", a=a, b=b, what=self.what)
         else:
-            f = say("{a} and {b} cannot be told apart on {what}", a=a, b=b, what=self.what)
+            f = say(self._tie_words(), a=a, b=b, what=self.what)
         return f.marked(name)
+
+    def _tie_words(self) -> str:
+        """A tie's words before its reason. An interval wholly on one side of no difference that comes within
+        the least difference of it separates the two, perhaps by a negligible amount: "cannot be told apart"
+        would deny what the samples show (grade35b, grade38b: separated samples called that), and "about
+        equal" would deny the interval's far end (grade19: 1.0055x to 1.476x)."""
+        if self.reason.startswith("difference under"):
+            return "{a} and {b} may differ only negligibly on {what}"
+        return "{a} and {b} cannot be told apart on {what}"
 
     def as_dict(self) -> dict[str, Any]:
         """Everything needed to recompute the verdict (the samples are added by compare)."""

@@ -205,9 +205,14 @@ def test_a_tie_whose_interval_misses_one_says_it_did_not_clear_the_least_differe
     assert v.outcome == "tie" and v.reason.startswith("difference under")
     text = v.finding("x").plain()
     assert "comes within 5% of no difference" in text and v.as_dict()["min_effect"] == 0.05
+    # the samples are apart (the interval lies above 1): the words do not deny it, nor the far end (grade38b)
+    assert text.startswith("A and B may differ only negligibly on time: the interval comes within 5%"), text
+    assert v.short("x").plain() == "A and B may differ only negligibly on time"
     plain_tie = compare([1.0, 1.2, 0.8, 1.0], [1.0, 1.2, 0.8, 1.1], "A", "B")
     assert plain_tie.reason == "interval includes no difference"
     assert "comes within" not in plain_tie.finding("y").plain()
+    assert plain_tie.short("y").plain() == "A and B cannot be told apart on time"
+    assert plain_tie.finding("y").plain().startswith("A and B cannot be told apart on time (ratio")
     # grade15: an end that rounds to the least difference (or to no difference) shows the digits that put it
     # on its side
     from dataclasses import replace
