@@ -377,7 +377,7 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
             say(
                 "By the interval of the ratio per step, the break-even "
                 + ("lies between {lo} and {hi}" if "hi" in ends else "is {lo} at either end")
-                + "; at the medians it is {images} at batch {batch}",
+                + "; at the medians it is about {images} at batch {batch}",
                 **ends,
                 images=images,
                 batch=batch,
