@@ -254,6 +254,16 @@ def test_c4_figure_draws_no_caps_on_one_epoch_and_keeps_its_legend_off_the_data(
     ax = fig.axes[0]
     caps = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
     assert len(caps) == 1 and len(caps[0].lines[2][0].get_segments()) == 1  # only the n = 3 bar has a range
+    assert ax.get_ylabel() == "median seconds per epoch (n = 1 to 3 epochs)"
+    # one epoch a count: no median to name (grade38a: 'median seconds per epoch (n = 1 epoch)')
+    one = figure.phase_bars(summary.assign(n=1), "num_workers", "workers")
+    assert one.axes[0].get_ylabel() == "seconds in the one epoch kept"
+    assert (
+        figure.phase_bars(summary.assign(n=3), "num_workers", "w")
+        .axes[0]
+        .get_ylabel()
+        .endswith("(n = 3 epochs)")
+    )
     legend = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
     assert legend.x0 >= ax.get_window_extent(fig.canvas.get_renderer()).x1 - 1  # right of the plot area
 
