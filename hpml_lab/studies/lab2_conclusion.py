@@ -111,6 +111,23 @@ def timing_method(cfg, meta) -> list[Finding]:
     return [say("{x}.", x=f) for f in (data, timed, total)]
 
 
+# DataLoader workers started again at every epoch, said as background only where the settings make it true:
+# persistent_workers off and some run with workers (c2, c4, c5: grade34a, grade38a)
+WORKER_RESTART = (
+    "DataLoader workers that are not kept between epochs (persistent_workers off) start again at every "
+    "epoch, and their start-up competes with the first training steps for the cores: part of what loading "
+    "costs can then show in the training time, not in the data wait."
+)
+
+
+def worker_restart(cfg, worker_counts) -> list[Background]:
+    """WORKER_RESTART where the runs' settings make it true: persistent_workers off, and at least one of
+    `worker_counts` (the runs' num_workers) above 0; else nothing (no worker process: nothing restarts)."""
+    if cfg.persistent_workers or not any(int(n) > 0 for n in worker_counts):
+        return []
+    return [Background(WORKER_RESTART)]
+
+
 STEADY_SPREAD = 1.1  # epochs whose longest is more than this times the shortest are not steady
 # a rise from one kept epoch to the next that counts toward a drift: the least difference a verdict clears
 # (verdict.compare's min_effect); less is noise between single epochs

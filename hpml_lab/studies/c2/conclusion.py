@@ -19,7 +19,7 @@ from ...profiling import summarize
 from ...results import drop_warmup
 from ...verdict import compare, sample_record
 from .._conclude import counted, epochs_shown, num, training_flags
-from ..lab2_conclusion import first_epoch_finding, timing_disjoint
+from ..lab2_conclusion import first_epoch_finding, timing_disjoint, worker_restart
 
 
 def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
@@ -124,15 +124,8 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
         verdict = {"first_step": sample_record(sv, rest, firsts)}
         repeats = sv.outcome == "better"  # a later step beats the first: each epoch starts slow
     details += warmup_findings(ep[ep["total_s"].notna()], repeats)
-    if (
-        step is not None and cfg.num_workers > 0
-    ):  # with no worker process there is no worker start-up to explain
-        background.append(
-            Background(
-                "On a small CPU the loader's worker processes start at each epoch and share the cores with "
-                "training, so part of their start-up can land in the first step's training time."
-            )
-        )
+    if step is not None:  # the first step's time, explained where workers start again each epoch
+        background += worker_restart(cfg, [cfg.num_workers])
     return [Answer(question, head, details, background, verdict=verdict)], flags
 
 

@@ -31,7 +31,7 @@ from .._conclude import (
     workers_list,
 )
 from ..c3.conclusion import loads_of, too_few_split, too_few_why
-from ..lab2_conclusion import first_epoch_finding
+from ..lab2_conclusion import first_epoch_finding, worker_restart
 
 # how the compared counts' runs were made, as the verdicts record it (_conclude.sampling)
 SAMPLING = {
@@ -188,16 +188,9 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             "dominate unless enough workers feed it."
         )
     ]
-    if not cfg.persistent_workers and any(int(n) > 0 for n in labels):
-        # grade34a: each epoch's first step with 1 worker took about three times the others on 2 cores, so the
-        # data share alone understated what the loader cost
-        background.append(
-            Background(
-                "Workers that are not kept between epochs (persistent_workers off) start again at every "
-                "epoch, and their start-up competes with the first training steps for the cores: part of "
-                "what loading costs can then show in the compute time, not in the data wait."
-            )
-        )
+    # grade34a: each epoch's first step with 1 worker took about three times the others on 2 cores, so the
+    # data share alone understated what the loader cost
+    background += worker_restart(cfg, labels)
     against = getattr(out, "against", None)
     against = best_n if against is None and best_n != 1 else against
     question = "C4: data loading vs compute, one worker vs the best"

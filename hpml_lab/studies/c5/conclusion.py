@@ -28,7 +28,7 @@ from .._conclude import (
     share_flags,
     steady_batches,
 )
-from ..lab2_conclusion import first_epoch_finding
+from ..lab2_conclusion import first_epoch_finding, worker_restart
 
 DEVICE_LABELS = {"cpu": "CPU", "cuda": "GPU"}
 
@@ -140,6 +140,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
                 question,
                 head,
                 [*said, *dropped],
+                worker_restart(cfg, [cfg.num_workers]),
                 status="partial",
                 missing="a GPU: run this task on a CUDA machine",
             )
@@ -170,7 +171,8 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         Background(
             "On a GPU the epoch's wall time is synchronized with the device at both ends and each step's "
             "work is timed with CUDA events, so asynchronous launches are not mistaken for finished work."
-        )
+        ),
+        *worker_restart(cfg, [cfg.num_workers]),  # grade38a: its first steps after the first epoch
     ]
     return [Answer(question, head, details, background, verdict=sample_record(v, xa, xb))], dedupe(flags)
 
