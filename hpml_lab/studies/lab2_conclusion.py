@@ -343,17 +343,17 @@ def training_sweep(
         )
     elif tied:  # the leaders tie: that is why no winner, whatever the others did
         head = say(
-            "No winner: {best} had the lowest last-epoch loss but cannot be told apart from {n} other "
-            "settings"
+            # true of every tie's reason, as C3's
+            "No winner: {best} had the lowest last-epoch loss but is not clearly ahead of {n} other settings"
             if len(tied) > 1
-            else "No winner: {best} had the lowest last-epoch loss but cannot be told apart from {n} other "
+            else "No winner: {best} had the lowest last-epoch loss but is not clearly ahead of {n} other "
             "setting",
             best=bst.label,
             n=counted("settings tied with the lowest loss", len(tied)),
         )
         lead = say(
             "No winner can be named: {best} had the lowest median batch loss of the last epoch ({loss}) but "
-            "cannot be told apart from {tied}: a tie",
+            "is not clearly ahead of {tied}: a tie",
             best=bst.label,
             loss=finals[bst.label],
             tied=join([say("{t}", t=t) for t in tied], ", ", " and "),

@@ -87,18 +87,20 @@ def conclude(cfg, sweep) -> tuple[list[Answer], list[sanity.Flag]]:
             )
         others = [*tied, *few]
         head = say(
-            "No single best worker count: the lowest median, {best}, cannot be told apart from {others}",
+            # true of every tie's reason (grade39a: 'cannot be told apart' beside a tie that 'may differ only
+            # negligibly')
+            "No single best worker count: the lowest median, {best}, is not clearly ahead of {others}",
             best=labels[b.label],
             others=join([labels[n] for n in others], ", ", " and ")
             if len(others) <= 2
             else say("several other counts"),
         )
         lead = say(
-            "{best} had the lowest median ({med} per epoch) but cannot be told apart from {parts}, so this "
+            "{best} had the lowest median ({med} per epoch) but is not clearly ahead of {parts}, so this "
             "run shows no single best count",
             best=labels[b.label],
             med=nums[b.label],
-            parts=join(parts, "; nor from "),
+            parts=join(parts, "; nor of "),
         )
     else:
         # one run a count, one after the other: said where the direction is (as tinyimagenet's, grade23)

@@ -48,7 +48,9 @@ CANT_TELL = {
     "load not recorded": "the two runs were made one after the other, their load not recorded",
     "within twin noise": "the difference is within this machine's own noise",
 }
-TIED = "compiled and eager steps cannot be told apart"  # the interval holds no difference, or too little
+TIED = "compiled and eager steps cannot be told apart"  # the interval holds no difference
+# wholly above no difference, within the least difference of it: the detail's words (verdict._tie_words)
+NEGLIGIBLE = "compiled and eager steps may differ only negligibly"
 NO_PAY_BACK = say(
     "No pay-back step count is given: it needs a compiled step measurably cheaper than an eager one, and "
     "these runs cannot tell"
@@ -422,7 +424,8 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
             ),
         )
     else:  # a can't-tell: the samples may point one way, yet the design or the interval cannot say which
-        why = next((w for r, w in CANT_TELL.items() if v.reason.startswith(r)), TIED)
+        plain = NEGLIGIBLE if v.reason.startswith("difference under") else TIED
+        why = next((w for r, w in CANT_TELL.items() if v.reason.startswith(r)), plain)
         head = say("Can't tell whether compiling pays off: " + why)
         details.insert(0, NO_PAY_BACK)
     background = [

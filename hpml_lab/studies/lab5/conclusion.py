@@ -103,8 +103,8 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
         )
     elif tied:
         head = say(
-            "No single best per-worker batch: batch {b}, the highest median throughput, cannot be told apart "
-            "from {others}",
+            "No single best per-worker batch: batch {b}, the highest median throughput, is not clearly ahead "
+            "of {others}",  # true of every tie's reason, as C3's
             b=batch_n(top),
             others=_batch(tied[0])
             if len(tied) == 1
@@ -131,8 +131,8 @@ def lab5_q1(q1: pd.DataFrame, lab_sizes=()) -> Answer:
     if tied:  # the best's throughput and every batch it ties with, which the headline leaves out
         details.append(
             say(
-                "Per-worker batch {b} had the highest median throughput ({thr}) but cannot be told apart "
-                "from {others}.",
+                "Per-worker batch {b} had the highest median throughput ({thr}) but is not clearly ahead of "
+                "{others}.",
                 b=batch_n(top),
                 thr=thr,
                 others=join([_batch(b) for b in tied], ", ", " or "),
