@@ -397,7 +397,7 @@ def test_memory_cost_says_how_many_comparisons_went_which_way_never_only_the_fir
     tally = cost.details[1].plain()
     assert tally == (
         "Of 7 memory-saving networks timed against their plain network per training step: 3 slower "
-        "(1.45x to 1.56x); 4 could not be told apart."
+        "(1.45x to 1.56x); 4 named no winner."
     ), tally
     assert len(cost.details) == 9 and "cannot be told apart" in cost.details[2].plain()
     assert sum("is 1.5" in d.plain() or "is 1.4" in d.plain() for d in cost.details) == 3
@@ -409,7 +409,7 @@ def test_memory_cost_says_how_many_comparisons_went_which_way_never_only_the_fir
 def test_memory_cost_one_way_each_and_a_faster_one():
     answers, _ = _conclude(_res(slow=(1.5, 0.6)))  # one slower, one faster, five ties
     tally = answers[2].details[1].plain()
-    assert "1 slower (1.5x)" in tally and "1 faster (1.67x)" in tally and "5 could not be told apart" in tally
+    assert "1 slower (1.5x)" in tally and "1 faster (1.67x)" in tally and "5 named no winner" in tally
     slow = [t * 1.5 for t in BASE]
     answers, _ = _conclude(_res(slow=(1.5, 1.5, 1.5, 1.5), first=slow, ck=slow))
     assert answers[2].details[1].plain().endswith(": 7 slower (1.5x).")  # a range of one value is one value
@@ -818,9 +818,9 @@ def test_a_cost_headline_without_an_interval_says_too_few_rounds():
     assert none.headline.plain() == (
         "Too few timed rounds to tell what the memory saving costs: no comparison has an interval"
     )
-    assert none.details[0].plain().startswith(
-        "Of 7 memory-saving networks timed"
-    ) and "could not be told" in (none.details[0].plain())
+    assert none.details[0].plain().startswith("Of 7 memory-saving networks timed") and "named no winner" in (
+        none.details[0].plain()
+    )
     study_checks.holds([none])
 
 

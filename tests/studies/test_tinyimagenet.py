@@ -974,8 +974,8 @@ def test_tinyimagenet_a_slow_baseline_is_said_when_checkpointing_outran_it():
     tied = _conclude(tie)[0][2].text
     assert "baseline's own batches were slow" not in tied
     assert (
-        "ran at 3x the baseline's images per second by their median batches, though the two cannot be "
-        "told apart on copy + compute per batch: a ratio against the baseline's median batch carries that "
+        "ran at 3x the baseline's images per second by their median batches, though their comparison on copy "
+        "+ compute per batch names no winner: a ratio against the baseline's median batch carries that "
         "spread."
     ) in tied
     assert "baseline's own batches were slow" not in _conclude(_tin(loads=(0.5, 0.5, 0.5, 4.0)))[0][2].text

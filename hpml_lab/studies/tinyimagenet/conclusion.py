@@ -606,8 +606,9 @@ def _slow_baseline(res, t, base_ips: float) -> Finding | None:
     if v.outcome == "tie":
         return say(
             "Checkpointing, one process that recomputes part of each forward pass, ran at {c} the "
-            "baseline's images per second by their median batches, though the two cannot be told apart on "
-            "copy + compute per batch: a ratio against the baseline's median batch carries that spread.",
+            "baseline's images per second by their median batches, though their comparison on copy + compute "
+            "per batch names no winner: a ratio against the baseline's median batch carries that "
+            "spread.",
             c=ratio,
         )
     return None
