@@ -525,12 +525,17 @@ def test_lab5_model_that_misses_its_own_measurements_is_not_used_for_more_worker
         "4 workers" not in q3.text and "data loading" not in q3.text
     )  # the rest is not said to be data loading
     assert any("data loading" in b.text for b in q3.background)
+    # its 4-worker split is left out as Q2's speedups are: partial, saying why (grade39b: "answered")
+    assert (q3.status, q3.missing) == ("partial", q2.missing)
     study_checks.holds(answers)
 
 
 def test_lab5_model_that_agrees_gives_its_predictions_as_predictions():
     answers, flags = _conclude(_lab5(miss=False))
     q2 = answers[1]
+    # the 4-worker split is the model's, not measured: Q3 partial too, as Q2
+    assert (answers[2].status, answers[2].missing) == ("partial", q2.missing)
+    assert q2.missing == "runs with more workers than this machine has"
     # a decided verdict over two runs' steps says what its interval holds (grade21)
     said = [d.plain() for d in q2.details if "on compute per step and worker (95% CI" in d.plain()]
     assert len(said) == 2 and all(
