@@ -11,9 +11,12 @@ Figure; save it with notebook.save_figure. A task's own figures are its folder's
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from .findings import fmt_value
 from .sanity import MIN_SAMPLES
 
 
@@ -66,6 +69,30 @@ def chance_line(ax, number, what: str) -> None:
     ax.axhline(
         number.value, color="0.3", ls=":", lw=1.2, label=f"chance {what} ({fmt(number)}, a uniform guess)"
     )
+
+
+def plain_log_y(ax, values) -> None:
+    """A log y axis whose ticks read as the page's numbers (fmt_value): the powers of ten, and between them
+    only 2 and 5, where `values` (what the axis draws) span at most two decades (grade36b: every minor
+    tick named, '0.8' over '0.9', ran into each other; grade39b: a lone '10^3' beside points from 904 to
+    1,714 s)."""
+    from matplotlib.ticker import FuncFormatter
+
+    drawn = [float(v) for v in values if v == v and v > 0]
+    few = bool(drawn) and max(drawn) / min(drawn) <= 100
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_value(v)))
+    ax.yaxis.set_minor_formatter(
+        FuncFormatter(lambda v, _: fmt_value(v) if few and _mantissa(v) in (2, 5) else "")
+    )
+
+
+def _mantissa(v: float) -> int:
+    """The leading digit of a tick at a whole multiple of a power of ten (2 for 0.2, 20, 2,000); else 0."""
+    if not v > 0:
+        return 0
+    m = v / 10 ** math.floor(math.log10(v))
+    return round(m) if abs(m - round(m)) < 1e-6 else 0
 
 
 def bars_inside(ax, axis: str = "y") -> None:

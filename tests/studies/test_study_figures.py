@@ -147,6 +147,25 @@ def test_lab5_figure_model_line_is_its_own_and_the_ideal_is_drawn():
     legends_clear_of_data(fig)
 
 
+def test_lab5_figures_log_axis_names_its_ticks_so_its_points_can_be_read():
+    """grade39b: a log axis with one labelled tick ('10^3') beside points from 904 to 1,714 s: the powers of
+    ten and 2 and 5 between them are named, as numbers, each clear of the next."""
+    t = _scaling_table()
+    t[["measured_s", "predicted_s", "epoch_s"]] *= 8.5  # 1,700 and 1,275 s timed, 425 s the lowest ideal
+    fig = lab5_figure.scaling_figure(t)
+    fig.canvas.draw()
+    ax, r = fig.axes[0], fig.canvas.get_renderer()
+    lo, hi = ax.get_ylim()
+    ticks = [
+        x
+        for x in ax.get_yticklabels() + ax.get_yticklabels(minor=True)
+        if x.get_text() and lo <= x.get_position()[1] <= hi
+    ]
+    assert {x.get_text() for x in ticks} >= {"500", "1,000"}, [x.get_text() for x in ticks]
+    boxes = sorted((x.get_window_extent(r) for x in ticks), key=lambda b: b.y0)
+    assert all(a.y1 <= b.y0 for a, b in zip(boxes, boxes[1:]))
+
+
 def test_lab5_figure_sets_each_batchs_points_apart_so_none_hides_another():
     """A grader: the batch-16 timed point at 2 workers (890 s) sat wholly under the batch-32 one (896 s).
     Each per-worker batch's points stand a little apart at a worker count, the ticks stay on the counts."""

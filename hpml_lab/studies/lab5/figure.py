@@ -9,7 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ...plots import legend_outside
+from ...plots import legend_outside, plain_log_y
 from .conclusion import missed_rows
 
 DODGE = 0.12  # of a worker: how far apart two per-worker batches' points stand at one worker count
@@ -66,7 +66,8 @@ def scaling_figure(table: pd.DataFrame, model_ok: bool = True) -> plt.Figure:
     ax.set_xlabel("workers")
     ax.set_ylabel("epoch time (s), incl. data loading")
     ax.set_xticks(sorted(table.workers.unique()))
-    ax.set_yscale("log")
+    # every y the axes draw (points, ideal lines): its ticks read as numbers, 2 and 5 between the decades
+    plain_log_y(ax, [y for ln in ax.get_lines() for y in ln.get_ydata()])
     legend_outside(ax, fontsize=7)
     fig.tight_layout()
     return fig

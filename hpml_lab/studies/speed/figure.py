@@ -12,6 +12,7 @@ import math
 import pandas as pd
 
 from ...findings import fmt_value
+from ...plots import plain_log_y
 from .study import REFERENCE
 
 # the MFU labels: the gap between a label and the highest thing drawn at its rung (points), and the share of
@@ -227,26 +228,9 @@ def _epochs_panel(ax, table: pd.DataFrame, epochs: dict, labels: list[str]) -> N
     ax.set_xticks(x, labels, rotation=25, ha="right", fontsize=8)
     drawn = [float(v) for k, vs in epochs.items() for v in vs if v == v and v > 0]
     if drawn and max(drawn) > 5 * min(drawn):  # a wide range (a GPU's ladder): a log axis, its ticks plain
-        from matplotlib.ticker import FuncFormatter
-
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_value(v)))
-        # between the powers of ten only 2 and 5 are named (grade36b: every minor tick named, '0.8' and
-        # '0.9', '5' to '10', ran into each other), and none where the axis spans more than two decades
-        few = max(drawn) / min(drawn) <= 100
-        ax.yaxis.set_minor_formatter(
-            FuncFormatter(lambda v, _: fmt_value(v) if few and _mantissa(v) in (2, 5) else "")
-        )
+        plain_log_y(ax, drawn)
         ax.set_ylabel("seconds per whole epoch (log scale)")
     else:
         ax.set_ylim(bottom=0)
         ax.set_ylabel("seconds per whole epoch")
     ax.set_title("Whole epochs per rung (each, and the median)")
-
-
-def _mantissa(v: float) -> int:
-    """The leading digit of a tick at a whole multiple of a power of ten (2 for 0.2, 20, 2,000); else 0."""
-    if not v > 0:
-        return 0
-    m = v / 10 ** math.floor(math.log10(v))
-    return round(m) if abs(m - round(m)) < 1e-6 else 0
