@@ -14,7 +14,7 @@ report renders the same verdict every time), the ratio of medians recomputed `n_
 is "better" or "worse" only when the whole interval lies on one side of 1 (beyond `min_effect`, so a
 0.5% difference on a noisy machine is a tie); with fewer than three samples on either side it is a tie
 ("too few samples"), since two values give no spread to judge by. An interval wholly on one side of 1 that
-does not clear `min_effect` is a tie whose sentence says the two "may differ only negligibly" (reason
+does not clear `min_effect` is a tie whose sentence says the two "differ, perhaps negligibly" (reason
 "difference under"), unless the design rules below would not let the samples show a side at all: it is then
 the tie those rules make.
 
@@ -305,7 +305,7 @@ class Verdict:
         would deny what the samples show (grade35b, grade38b: separated samples called that), and "about
         equal" would deny the interval's far end (grade19: 1.0055x to 1.476x)."""
         if self.reason.startswith("difference under"):
-            return "{a} and {b} may differ only negligibly on {what}"
+            return "{a} and {b} differ, perhaps negligibly, on {what}"
         return "{a} and {b} cannot be told apart on {what}"
 
     def as_dict(self) -> dict[str, Any]:

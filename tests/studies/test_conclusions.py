@@ -1576,7 +1576,7 @@ def test_c8_an_interval_that_holds_no_saving_answers_that_compiling_does_not_pay
         assert a.verdict["reason"] == reason and a.verdict["ci_high"] < 1.02, a.verdict
         assert k == 0 or a.verdict["ci_low"] > 1  # wholly above no difference, under the least one
         # the headline says what the detail's verdict says: apart, perhaps negligibly (grade39a), or not
-        said = ("cannot be told apart", "may differ only negligibly")[k]
+        said = ("cannot be told apart", "differ, perhaps negligibly")[k]
         assert a.text.startswith("Can't tell whether compiling pays off: compiled and eager steps " + said)
     # a saving of 2% or more still inside the interval: can't tell
     out = _c8(tmp_path / "open", [x * 1.04 for x in FAST], FAST)

@@ -487,7 +487,7 @@ def test_a_rung_that_ties_with_the_best_is_named_by_its_verdict(base):
     # L2's interval lies wholly above no difference, within the least difference of it: apart, perhaps
     # negligibly, and said so (not "cannot be told apart")
     assert (
-        "+ batch 64 and L2 may differ only negligibly on images/s over the timed rounds of steps: the "
+        "+ batch 64 and L2 differ, perhaps negligibly, on images/s over the timed rounds of steps: the "
         in top.text
     )
     assert claims.check_answer(json.loads(json.dumps(top.as_dict()))) == []

@@ -50,7 +50,7 @@ CANT_TELL = {
 }
 TIED = "compiled and eager steps cannot be told apart"  # the interval holds no difference
 # wholly above no difference, within the least difference of it: the detail's words (verdict._tie_words)
-NEGLIGIBLE = "compiled and eager steps may differ only negligibly"
+NEGLIGIBLE = "compiled and eager steps differ, perhaps negligibly"
 NO_PAY_BACK = say(
     "No pay-back step count is given: it needs a compiled step measurably cheaper than an eager one, and "
     "these runs cannot tell"

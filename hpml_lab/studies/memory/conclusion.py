@@ -582,7 +582,7 @@ def cost_answer(res) -> Answer:
         parts.append(part.marked("cost: " + ", ".join(m for m, _ in got)))
     if groups["tie"]:
         parts.append(
-            # words true of every tie's reason, one that may differ only negligibly too (grade39a)
+            # words true of every tie's reason, one whose two sides differ, perhaps negligibly, too (grade39a)
             say("{k} named no winner", k=_count("cost comparisons: cannot tell", len(groups["tie"])))
         )
     tallied = say(
