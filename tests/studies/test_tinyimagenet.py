@@ -537,7 +537,7 @@ def test_tinyimagenet_ddp_beyond_its_processes_is_said_not_to_be_ddp():
     # and says what its batches tell (grade15: '(no verdict)' where the code had computed one)
     assert "made one after the other; the baseline ran with 2 loader workers" in tie.text
     assert (
-        "By its batches, that cannot be told from what 2 processes can give: DDP's time per image times 2 "
+        "By its batches, that is not clearly beyond what 2 processes can give: DDP's time per image times 2 "
         "and the baseline's cannot be told apart on time per image"
     ) in tie.text
     study_checks.holds([tie])
@@ -1030,3 +1030,26 @@ def test_tinyimagenet_steady_batches_are_the_last_epochs_after_its_first():
     b = pd.DataFrame({"epoch": [1, 1, 2, 2, 2], "data_s": [9.0, 1.0, 5.0, 0.1, 0.2]})
     assert list(steady(b).data_s) == [0.1, 0.2]
     assert list(steady(b.iloc[:3]).data_s) == [5.0]  # epoch 2 of one batch
+
+
+def test_a_part_verdict_apart_by_too_little_to_count_says_they_differ_not_that_it_cannot_tell():
+    """review39: "this run cannot tell which is longer, data wait or copy + compute" of an interval wholly on
+    one side of no difference, within the least difference of it: the run can tell, only not by 2%."""
+    import pandas as pd
+
+    from hpml_lab.studies.tinyimagenet import conclusion as tinyimagenet_conclusion
+    from hpml_lab.verdict import compare
+
+    data = [0.0100, 0.0101, 0.0100, 0.0101, 0.0100, 0.0101]
+    near = compare(data, [x * 1.01 for x in data], "data wait", "copy + compute", paired=True)
+    assert near.reason == "difference under 2%"
+    b = pd.DataFrame({"data_s": data, "train_s": [x * 1.01 for x in data]})
+    said = tinyimagenet_conclusion._part_finding(near, 0, b).plain()
+    assert said.startswith("With 0 workers, data wait and copy + compute differ, perhaps negligibly: its ")
+    open_ = compare(data, list(reversed(data)), "data wait", "copy + compute", paired=True)
+    assert open_.reason == "interval includes no difference"
+    assert (
+        tinyimagenet_conclusion._part_finding(open_, 0, b)
+        .plain()
+        .startswith("With 0 workers, this run cannot tell which is longer, data wait or copy + compute: ")
+    )

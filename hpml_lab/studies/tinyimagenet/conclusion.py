@@ -225,9 +225,15 @@ def _part_finding(v: Verdict, w: int, b: pd.DataFrame) -> Finding:
             **slots,
         )
     else:
+        # apart by too little to count, or not told apart (review39: "cannot tell which is longer" of an
+        # interval wholly on one side)
+        lead = (
+            "With {w}, data wait and copy + compute differ, perhaps negligibly"
+            if v.reason.startswith("difference under")
+            else "With {w}, this run cannot tell which is longer, data wait or copy + compute"
+        )
         f = say(
-            "With {w}, this run cannot tell which is longer, data wait or copy + compute: {why} (ratio of "
-            "medians {ratio}, " + interval[1:],
+            lead + ": {why} (ratio of medians {ratio}, " + interval[1:],
             why=_why_not(v),
             **slots,
         )
@@ -566,7 +572,10 @@ def throughput_findings(res, records: dict | None = None) -> list[Finding]:
                 )
                 out.append(
                     say(
-                        "By its batches, that cannot be told from what {p} processes can give: {f}.", p=p, f=f
+                        # true of every reason its bound names no direction for (review39)
+                        "By its batches, that is not clearly beyond what {p} processes can give: {f}.",
+                        p=p,
+                        f=f,
                     )
                 )
     slow = _slow_baseline(res, t, base_ips) if out else None
