@@ -41,10 +41,10 @@ def stats_row(values, **labels: Any) -> dict[str, Any]:
 
 # Words only (no digit): the pages show it as a note outside the record's slots (claims.check_page)
 WARMUP_NOTE = (
-    "The first epoch of every run is left out of the steady-state figures as warm-up, by rule: it is where "
-    "one-time costs (worker start-up, allocator growth, kernel selection) fall when there are any, so it is "
-    "left out whether or not this run's first epoch took longer; a run of a single epoch has nothing else, "
-    "so there it is reported as is."
+    "The first epoch of every run is left out of the steady-state figures as warm-up, by rule: it is "
+    "where one-time costs (the loader workers' first start, allocator growth, kernel selection) fall when "
+    "there are any, so it is left out whether or not this run's first epoch took longer; a run of a single "
+    "epoch has nothing else, so there it is reported as is."
 )
 
 

@@ -60,11 +60,11 @@ def data_method(cfg, meta) -> Finding:
                 else ""
             )
         )
-    if cfg.num_workers > 0:
+    if cfg.num_workers > 0:  # workers kept between epochs start once (review39), else at every epoch
         return say(
             "data loading is the host's wait in next(loader), the start of the loader's worker processes on "
-            "an epoch's first batch included; the host-to-device copy is not data loading but part of "
-            "training"
+            + ("the first epoch's" if cfg.persistent_workers else "each epoch's")
+            + " first batch included; the host-to-device copy is not data loading but part of training"
         )
     return say(
         "data loading is the time next(loader) takes, the training process reading and augmenting each batch "
@@ -116,7 +116,7 @@ def timing_method(cfg, meta) -> list[Finding]:
 WORKER_RESTART = (
     "DataLoader workers that are not kept between epochs (persistent_workers off) start again at every "
     "epoch, and their start-up competes with the first training steps for the cores: part of what loading "
-    "costs can then show in the training time, not in the data wait."
+    "costs can then show in the steps' own time, not in the data wait."
 )
 
 

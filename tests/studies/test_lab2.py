@@ -306,6 +306,9 @@ def test_the_warm_up_note_states_no_quantity():
     from hpml_lab.studies import lab2
 
     assert not stray_digits(lab2.WARMUP_NOTE) and lab2.WARMUP_NOTE.startswith("The first epoch of every run")
+    # a one-time cost only as the workers' first start: workers not kept between epochs start at every epoch,
+    # as C2's, C4's and C5's background says beside this note (review39)
+    assert "one-time costs (the loader workers' first start," in lab2.WARMUP_NOTE
 
 
 def test_c8_rounds_record_when_they_began_and_ended(cfg, monkeypatch):

@@ -89,8 +89,8 @@ def conclude(cfg, run) -> tuple[list[Answer], list[sanity.Flag]]:
     ]
     background = [
         Background(
-            "A first epoch often holds one-time costs (worker start-up, allocator growth, kernel selection), "
-            "which is why every summary here leaves it out."
+            "A first epoch often holds one-time costs (the loader workers' first start, allocator growth, "
+            "kernel selection), which is why every summary here leaves it out."
         )
     ]
     fl = (run.meta or {}).get("flops")
