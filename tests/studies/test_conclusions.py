@@ -931,7 +931,9 @@ def test_c4_best_is_one_worker(tmp_path):
     assert "compared with nothing" in answers[0].text and "the count given" in answers[0].text
     slow = _c4(tmp_path / "slow", {1: [(0.1, 7939.4, 7940.0)] * 2}, best=1, c3_rows=None)
     answers, _ = c4_conclusion.conclude(RunConfig(task="c4"), slow)
-    assert "compute 7,939 s per epoch" in answers[0].text  # not "7.94e+03" (the smoke report's)
+    assert "compute 7,939 s per epoch (the one epoch kept)" in answers[0].text  # not "7.94e+03"
+    # several epochs kept: medians (review39: "(medians)" of one epoch)
+    assert "per epoch (medians)" in c4_conclusion.conclude(RunConfig(task="c4"), out)[0][0].text
 
 
 def test_c4_best_one_worker_is_compared_with_c3s_next_best(tmp_path):

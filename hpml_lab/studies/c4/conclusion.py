@@ -198,7 +198,10 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         one = next(iter(waits))
         head = say(
             "The count C3 gave is {one} ({tag}), so it is compared with nothing: data wait {wait} and "
-            "compute {compute} per epoch (medians)",
+            "compute {compute} per epoch ("
+            # review39: "(medians)" of the one epoch a count kept
+            + ("the one epoch kept" if waits[one].n == 1 else "medians")
+            + ")",
             one=labels[one],
             tag=tag,
             wait=waits[one],
@@ -260,6 +263,31 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             },
         )
     ], dedupe(flags)
+
+
+def summary_columns(summary: pd.DataFrame) -> dict:
+    """The headers of C4's summary table (study.phase_summary's columns): each per-epoch value named as what
+    it is, the median epoch or the one epoch a count kept (review39: "median epoch" beside "n epochs" 1), as
+    the figure's axis names it (figure.phase_bars)."""
+    lo, hi = int(summary["n"].min()), int(summary["n"].max())
+    of = (
+        "the one epoch kept"
+        if hi == 1
+        else "median epoch"
+        if lo > 1
+        else "median epoch, or the one epoch kept"
+    )
+    return {
+        "num_workers": "workers",
+        "n": "n epochs",
+        "data_median_s": f"data wait per epoch (s, {of})",
+        "train_median_s": f"compute per epoch (s, {of})",
+        "total_median_s": f"total per epoch (s, {of})",
+        "total_iqr_s": "total IQR (s)",
+        "total_min_s": "total min (s)",
+        "total_max_s": "total max (s)",
+        "data_share": "data share",
+    }
 
 
 def first_epochs(epochs: pd.DataFrame, labels: dict) -> list[Finding]:

@@ -48,7 +48,7 @@ def phase_bars(summary: pd.DataFrame, by: str, xlabel: str, disjoint: bool = Tru
         if hi == 1
         else f"median seconds per epoch (n = {lo} epochs)"
         if lo == hi
-        else f"median seconds per epoch (n = {lo} to {hi} epochs)"
+        else f"seconds per epoch, median where a count kept several (n = {lo} to {hi})"
     )
     bars_inside(ax)
     legend_outside(ax)
