@@ -65,8 +65,9 @@ LOAD_MARGIN = 0.5  # load per core two sequential sides may differ by and still 
 BUSY_LOAD = BUSY_LOAD_PER_CORE
 
 
-# Why a comparison names no direction, by its reason (Verdict.reason starts with the key), after "{a} and {b}
-# cannot be told apart on {what}"; each slot is one of Verdict.numbers(). Any other reason: TIE_PLAIN.
+# Why a comparison names no direction, by its reason (Verdict.reason starts with the key), after the tie's words
+# (Verdict._tie_words: "{a} and {b} cannot be told apart on {what}", or "... differ, perhaps negligibly, ...");
+# each slot is one of Verdict.numbers(). Any other reason: TIE_PLAIN.
 TIE_PLAIN = " (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})"
 TIES = {
     "too few samples": ": too few samples (n = {na} and {nb}; at least {min} each are needed for a spread)",
@@ -273,7 +274,7 @@ class Verdict:
 
     def short(self, name: str, label_a=None, label_b=None):
         """The verdict in words for a headline, read in one breath: the winner and the ratio ('compiled is
-        1.31x faster than eager on time per step'), or that the two cannot be told apart; the interval, the
+        1.31x faster than eager on time per step'), or the tie's words (_tie_words); the interval, the
         counts and why a tie is one are finding(name)'s, for the details. Its numbers are those of
         numbers(name)."""
         from .findings import say
@@ -303,7 +304,8 @@ class Verdict:
         """A tie's words before its reason. An interval wholly on one side of no difference that comes within
         the least difference of it separates the two, perhaps by a negligible amount: "cannot be told apart"
         would deny what the samples show (grade35b, grade38b: separated samples called that), and "about
-        equal" would deny the interval's far end (grade19: 1.0055x to 1.476x)."""
+        equal" or "may differ only negligibly" would bound the difference where the interval's far end lies
+        well beyond it (grade19: 1.0055x to 1.476x; review39)."""
         if self.reason.startswith("difference under"):
             return "{a} and {b} differ, perhaps negligibly, on {what}"
         return "{a} and {b} cannot be told apart on {what}"
@@ -431,7 +433,7 @@ def _design(outcome: str, lo: float, hi: float, common: dict) -> tuple[str, str]
 @dataclass(frozen=True)
 class Best:
     label: Any  # the label with the best median
-    tied: tuple  # labels that cannot be told apart from it (the best included)
+    tied: tuple  # labels no verdict separates from it (the best included)
     verdicts: dict  # label -> Verdict of the best against it
 
 

@@ -1013,8 +1013,8 @@ def memory_note(cfg, res) -> Finding:
     """Static memory, the budget, and the first activation here and at the reference's 224 x 224."""
     first = res.first_activation
     return say(
-        "Static memory (weights, gradients, momentum, buffers) {static}; budget {budget} ({note}). First "
-        "activation with the {stem} stem: {f64} per image here, {f224} with this network's stem at the "
+        "Static memory (weights, gradients, optimizer state, buffers) {static}; budget {budget} ({note}). "
+        "First activation with the {stem} stem: {f64} per image here, {f224} with this network's stem at the "
         "reference's input size, and all activations {all224} per image there; the reference's own first "
         "activation, for comparison: {ref}.",
         ref=Number(
@@ -1029,7 +1029,7 @@ def memory_note(cfg, res) -> Finding:
             res.static_bytes / 1e6,
             "MB",
             "counted",
-            source="parameters, gradients, momentum, buffers (memory.state_bytes)",
+            source="parameters, gradients, optimizer state, buffers (memory.state_bytes)",
         ),
         budget=Number("memory budget", res.budget_bytes / 2**30, "GiB", "setting", source=res.budget_note),
         note=res.budget_note,
