@@ -65,9 +65,9 @@ LOAD_MARGIN = 0.5  # load per core two sequential sides may differ by and still 
 BUSY_LOAD = BUSY_LOAD_PER_CORE
 
 
-# Why a comparison names no direction, by its reason (Verdict.reason starts with the key), after the tie's words
-# (Verdict._tie_words: "{a} and {b} cannot be told apart on {what}", or "... differ, perhaps negligibly, ...");
-# each slot is one of Verdict.numbers(). Any other reason: TIE_PLAIN.
+# Why a comparison names no direction, by its reason (Verdict.reason starts with the key), after the tie's
+# words (Verdict._tie_words: "{a} and {b} cannot be told apart on {what}", or "... differ, perhaps
+# negligibly, ..."); each slot is one of Verdict.numbers(). Any other reason: TIE_PLAIN.
 TIE_PLAIN = " (ratio {ratio}, {conf} CI {low} to {high}; n = {na} and {nb})"
 TIES = {
     "too few samples": ": too few samples (n = {na} and {nb}; at least {min} each are needed for a spread)",
