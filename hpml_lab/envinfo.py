@@ -94,9 +94,11 @@ def provenance_problem(rec: Any, root: str | os.PathLike | None = None) -> str:
 @lru_cache(maxsize=1)
 def git_commit() -> dict[str, Any]:
     """Commit of the hpml-lab checkout in use and whether it had uncommitted changes (tracked files). Where
-    the tree is no git checkout of its own (a copy sent to a GPU machine without .git), the provenance file
-    that `make gpu-wheels` wrote beside the carried wheels says it (HPML_PROVENANCE, else
-    .whl/provenance.json), where it was written for this tree's code (tree_digest); else "unknown"."""
+    the tree is no git checkout of its own (a copy sent to a GPU machine without .git), or a checkout with
+    uncommitted changes (a GPU machine's copy: an older checkout with this tree laid over it, which read
+    "<that older commit> (dirty)" on every page of the H200's check of 2026-11-28), the provenance file that
+    `make gpu-wheels` wrote beside the carried wheels says it (HPML_PROVENANCE, else .whl/provenance.json),
+    where it was written for this tree's code (tree_digest); else the checkout's own, or "unknown"."""
     from .config import project_root
 
     root = project_root()
@@ -112,7 +114,7 @@ def git_commit() -> dict[str, Any]:
         dirty = sha != "" and git("status", "--porcelain", "--untracked-files=no") != ""
     except (OSError, subprocess.SubprocessError):
         sha, dirty = "", False
-    if sha:
+    if sha and not dirty:
         return {"commit": sha, "dirty": dirty}
     for path in (os.environ.get("HPML_PROVENANCE"), root / ".whl" / "provenance.json"):
         try:
@@ -122,7 +124,7 @@ def git_commit() -> dict[str, Any]:
         # only a record written for this very code: a stale .whl would name an older commit on every result
         if rec is not None and not provenance_problem(rec):
             return {"commit": str(rec["commit"]), "dirty": rec.get("dirty")}
-    return {"commit": "unknown", "dirty": None}
+    return {"commit": sha, "dirty": dirty} if sha else {"commit": "unknown", "dirty": None}
 
 
 @lru_cache(maxsize=1)

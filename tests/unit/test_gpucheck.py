@@ -504,6 +504,46 @@ def test_records_made_without_git_carry_the_commit_from_gpu_wheels(tmp_path, mon
         envinfo.git_commit.cache_clear()
 
 
+def test_a_checkout_with_changes_whose_code_the_wheels_vouch_for_names_their_commit(tmp_path, monkeypatch):
+    """The GPU machine's copy of the H200's check of 2026-11-28 was an older checkout with this tree laid over
+    it: every page read "b7353ea (dirty)" for code that was 9167aa4's. Where .whl/provenance.json was written
+    for this very code (tree_digest), its commit is the one named; a stale one is not, and the checkout's own
+    commit stays, dirty."""
+    envinfo.git_commit.cache_clear()
+    here = envinfo.git_commit()
+    path = wheels.write_provenance(tmp_path / "whl")
+    rec = json.loads(path.read_text())
+    copy = tmp_path / "copy"  # a checkout of its own, one commit, then a tracked file changed
+    (copy / "hpml_lab").mkdir(parents=True)
+    (copy / "pyproject.toml").write_text("")
+    git = ["git", "-C", str(copy), "-c", "user.email=t@t", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "older"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    older = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    (copy / "pyproject.toml").write_text("[project]\n")
+    monkeypatch.setenv("HPML_LAB_HOME", str(copy))
+    monkeypatch.delenv("HPML_PROVENANCE", raising=False)
+    try:
+        envinfo.git_commit.cache_clear()
+        assert envinfo.git_commit() == {"commit": older, "dirty": True}  # no wheels: its own, dirty
+        monkeypatch.setenv("HPML_PROVENANCE", str(path))
+        envinfo.git_commit.cache_clear()
+        assert (
+            envinfo.git_commit()
+            == {"commit": rec["commit"], "dirty": rec["dirty"]}
+            != {
+                "commit": older,
+                "dirty": True,
+            }
+        )
+        path.write_text(json.dumps({**rec, "tree": "0" * 64}))  # written for other code: not taken
+        envinfo.git_commit.cache_clear()
+        assert envinfo.git_commit() == {"commit": older, "dirty": True}
+    finally:
+        envinfo.git_commit.cache_clear()
+    assert rec["commit"] == here["commit"] != older
+
+
 def test_the_tree_digest_covers_the_code_that_runs_and_nothing_else(tmp_path):
     """What provenance.json vouches for: the package's, the notebooks' and the tests' code and pyproject.toml;
     caches and data files beside them change nothing, one changed line changes it."""
