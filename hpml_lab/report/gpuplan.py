@@ -203,38 +203,23 @@ def task_estimate(task_id: str, inputs: dict[str, Any] | None = None) -> tuple[f
     return seconds, basis
 
 
-# The kit's own units, timed by the GPU checks (one H200, 2026-11-26: reports/gpu/NVIDIA-H200/manifest.json;
-# one H100 the same day: reports/gpu/NVIDIA-H100-80GB-HBM3/manifest.json) or predicted where they changed
-# after it. A lab task's timing is its TASK's (gpu_timed). tests/unit/test_gpucheck.py checks each measured
-# figure against the manifest its basis names.
+# The kit's own units, timed by the GPU checks (one H200, 2026-11-26 and again 2026-11-28, at the code that
+# runs them now: reports/gpu/NVIDIA-H200/manifest.json; one H100, 2026-11-26:
+# reports/gpu/NVIDIA-H100-80GB-HBM3/manifest.json). A lab task's timing is its TASK's (gpu_timed).
+# tests/unit/test_gpucheck.py checks each measured figure against the manifest its basis names.
 H200_CHECK = "reports/gpu/NVIDIA-H200/manifest.json"
 H100_CHECK = "reports/gpu/NVIDIA-H100-80GB-HBM3/manifest.json"
 MEASURED = {
-    "tests": (95.0, "measured: 95 s on an H200 (the first GPU check)"),
-    "bench": (
-        100.0,
-        "cut off after 64 s on an H200 (the first GPU check), in the last of its four benchmarks: planned "
-        "100 s",
-    ),
-}
-# Predicted: the kit's units whose work changed after their measurement above (the fast path's whole step
-# compiled, CUDA graphs, the profile benchmark and CUDA tests), on one H100, the inductor cache cold for the
-# command's first compile and warm after it (a cold compile of ResNet-18 took 17-43 s in a plain script on an
-# H100).
-PREDICTED = {
     "tests": (
-        140.0,
-        "predicted: the 129 s that pytest -m cuda took on an H100 on 2026-11-28 with cold inductor caches "
-        "(reports/gpu/NVIDIA-H100-80GB-HBM3/cuda-tests-2026-11-28/serial.txt), where the course's lab2.py "
-        "test was skipped (its folder not carried), and about 10 s for that test",
+        135.0,
+        "measured: 135 s on an H200 (the second H200 check, 2026-11-28), pytest -m cuda with cold inductor "
+        "caches",
     ),
-    "bench": (
-        120.0,
-        "predicted: profile (the fast step and the plain script's, each compiled with CUDA graphs: about 40 "
-        "s), loader (about 10 s), step, overhead and stall (a compile each with warm caches and 2 repeats: "
-        "about 20 s each)",
-    ),
+    "bench": (64.0, "measured: 64 s on an H200 (the second H200 check, 2026-11-28), its five benchmarks"),
 }
+# Predicted: the kit's units whose work changed after their measurement above (none since the second H200
+# check; the 2026-11-28 predictions, tests 140 s and bench 120 s, were measured at 135 s and 64 s).
+PREDICTED: dict[str, tuple[float, str]] = {}
 
 
 def unit_estimate(unit: str) -> tuple[float, str]:

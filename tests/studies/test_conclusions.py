@@ -1989,16 +1989,17 @@ def test_c8_without_an_idle_breakdown_says_nothing_of_one(tmp_path):
 
 
 def test_c8_reads_the_real_h200_trace_through_hta():
-    """The compiled trace the H200 brought home (reports/gpu/NVIDIA-H200), through Holistic Trace Analysis as
-    the notebook calls it: HTA's own names (its "host_wait" cause, tracing's "GPU idle" row) reach the
-    sentence, over all three recorded steps (HTA leaves out the last one unless asked: 82.6% idle over
-    two)."""
+    """The compiled trace the H200 brought home on 2026-11-26 (kept here: a later check's c8 replaced it under
+    reports/gpu/NVIDIA-H200), through Holistic Trace Analysis as the notebook calls it: HTA's own names (its
+    "host_wait" cause, tracing's "GPU idle" row) reach the sentence, over all three recorded steps (HTA leaves
+    out the last one unless asked: 82.6% idle over two)."""
     from pathlib import Path
 
     from hpml_lab import tracing
 
-    trace = Path(__file__).resolve().parents[2] / "reports/gpu/NVIDIA-H200/reports/artifacts"
-    bd = tracing.breakdown(next(trace.glob("c8-trace-compile-*.json.gz")))
+    bd = tracing.breakdown(
+        Path(__file__).resolve().parent / "data" / "h200-c8-trace-compile-2026-11-26.json.gz"
+    )
     found, background = c8_conclusion.trace_idle(
         SimpleNamespace(trace=SimpleNamespace(steps=3), traced_mode="compile"), bd
     )

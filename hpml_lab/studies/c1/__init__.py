@@ -14,7 +14,7 @@ TASK = Task(
     smoke={"epochs": 2, "batch_size": 32, "max_batches": 20, "num_workers": 1, "lr": SMOKE_LR},
     gpu_runs=1,
     gpu_priority=80,
-    gpu_timed=(21.0, "measured: 21 s on an H200 (the first GPU check)"),
+    gpu_timed=(24.0, "measured: 24 s on an H200 (the second H200 check, 2026-11-28)"),
     smoke_s=41,
     run=lambda cfg, settings=None: later("hpml_lab.training", "train")(cfg),
     conclude=later("hpml_lab.studies.c1.conclusion", "conclude"),

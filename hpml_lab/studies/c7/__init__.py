@@ -26,8 +26,7 @@ TASK = Task(
     gpu_priority=110,
     gpu_timed=(
         28.0,
-        "predicted: 2 runs x 2 epochs on the fast path (3.3 s an epoch), the kernel's start; 35 s measured "
-        "with the PIL loader",
+        "measured: 28 s on an H200 (the second H200 check, 2026-11-28): 2 runs x 2 epochs on the fast path",
     ),
     smoke_s=10,
     run=lambda cfg, settings=None: later("hpml_lab.studies.c7.study", "run")(cfg),

@@ -22,10 +22,9 @@ TASK = Task(
     gpu_runs=2,
     gpu_priority=10,
     gpu_timed=(
-        93.0,
-        "predicted: 78 s measured on an H200 (the first GPU check), and about 15 s for the rounds in which "
-        "the two steps take turns (two fresh models, the compiled one from inductor's warm cache; 9 rounds "
-        "x 6 steps x 2 modes)",
+        130.0,
+        "predicted: its two training runs, its rounds in which the two steps take turns, and its trace; cut "
+        "off after 97 s on an H200 (the second H200 check, 2026-11-28) before its report",
     ),
     smoke_s=50,
     gpu_extra=(150.0, "torch.compile of ResNet-18 (review: 1.5-2.5 min cold)"),

@@ -131,9 +131,9 @@ class Settings(StudySettings):
 
 
 _LADDER = {"data_root": "data", "model": "resnet18", "batch_size": 128, "subset": 0, "lr": 0.1}
-# What the GPU plan needs to estimate this task at its gpu profile on one H100 (predicted: no GPU has run
-# these rungs; gpuplan.PREDICTED holds the same). The H100 check ran the six rungs of then, two compiled, in
-# 109 s.
+# What a run's first output says these rungs take beyond their epochs on one H100 (predicted before any GPU
+# ran them; the second H200 check, 2026-11-28, timed the whole task at 292 s: TASK.gpu_timed, which the GPU
+# plan reads). The H100 check ran the six rungs of then, two compiled, in 109 s.
 COURSE_S = (
     "the course's lab2.py as written in its own process (4 epochs at about 9 s, 8.86 s an epoch measured on "
     "an H100 at its defaults in the course folder's README, and its start: about 40 s in all)"
@@ -157,11 +157,9 @@ TASK = Task(
     gpu_extra=GPU_EXTRA,
     gpu_priority=5,  # the fast path's figures first: its rungs, epochs and the plain script on the new GPU
     gpu_timed=(
-        220.0,
-        "predicted: four compiled rungs (about 60 s, inductor's caches warm after the first), 5 rounds x 40 "
-        "steps x 8 rungs (about 20 s), 3 whole epochs per rung (PIL 5.6 s, the tensor loader's rungs "
-        "0.6-4.4 s: about 60 s), the plain script in its own process (start, load, compile, 4 epochs: about "
-        "30 s), " + COURSE_S + ", the kernel's start",
+        292.0,
+        "measured: 292 s on an H200 (the second H200 check, 2026-11-28): four compiled rungs, rounds and 3 "
+        "whole epochs per rung, the plain script and the course's lab2.py each in its own process",
     ),
     # estimated, not measured: `make report`'s 31 s on 2 idle cores with one whole epoch per rung, plus the
     # two more rounds of epochs (and the plain script's two more) at that run's epoch times
