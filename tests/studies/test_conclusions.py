@@ -942,6 +942,9 @@ def test_c4_best_is_one_worker(tmp_path):
     out = _c4(tmp_path, {1: FAST_EPOCHS}, best=1, c3_rows=None)
     answers, _ = c4_conclusion.conclude(RunConfig(task="c4"), out)
     assert "compared with nothing" in answers[0].text and "the count given" in answers[0].text
+    # a short headline, its one number the count (review40: 30 words and two numbers)
+    assert answers[0].headline.plain() == "The count C3 gave is 1 worker, so it is compared with nothing"
+    assert claims.headline_problems(json.loads(json.dumps(answers[0].as_dict()))) == []
     slow = _c4(tmp_path / "slow", {1: [(0.1, 7939.4, 7940.0)] * 2}, best=1, c3_rows=None)
     answers, _ = c4_conclusion.conclude(RunConfig(task="c4"), slow)
     assert "compute 7,939 s per epoch (the one epoch kept)" in answers[0].text  # not "7.94e+03"
