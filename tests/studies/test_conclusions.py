@@ -682,7 +682,7 @@ def test_c3_tag_names_a_best_only_when_c3_did():
     one = _c3_rows({0: [0.30, 0.31, 0.29], 1: [0.30, 0.31, 0.29]})
     assert (
         c4_conclusion.c3_tag(0, one).plain()
-        == "C3's lowest median; C3 could not tell it from 1 worker: a tie"
+        == "C3's lowest median; C3 did not find it clearly ahead of 1 worker: a tie"
     )
 
 
@@ -717,7 +717,7 @@ def test_too_few_epochs_are_not_called_a_tie():
     )
     tie = _c3_rows({8: [2.00, 2.02, 2.01, 2.0], 16: [1.99, 2.0, 2.01, 1.995], 0: [15.0, 16.0, 15.5]})
     assert c4_conclusion.c3_tag(8, tie).plain() == (
-        "C3's stopping rule; C3 could not tell it from 16 workers, its lowest median: a tie"
+        "C3's stopping rule; C3 did not find 16 workers, its lowest median, clearly ahead of it: a tie"
     )
     # a real tie beside a count timed too few times: each said as what it is
     mixed = _c3_rows({0: [0.9, 0.91], 2: [0.30, 0.31, 0.29], 4: [0.30, 0.31, 0.29]})
@@ -731,7 +731,9 @@ def test_too_few_epochs_are_not_called_a_tie():
         "and 0 workers"
     )
     tag = c4_conclusion.c3_tag(2, mixed).plain()
-    assert tag.startswith("C3's lowest median; C3 could not tell it from 4 workers: a tie; and timed too few")
+    assert tag.startswith(
+        "C3's lowest median; C3 did not find it clearly ahead of 4 workers: a tie; and timed too few"
+    )
     assert (
         c4_conclusion.c3_tag(2, _c3_rows({0: [0.9] * 3, 2: [0.3] * 3}))
         .plain()

@@ -96,7 +96,11 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
         parts = []
         if tied:
             parts.append(
-                say("could not tell it from {t}: a tie", t=workers_list(tied, "C3 tied count", C3_COUNT))
+                # words true of every tie's reason, as C3's own page says them (review40)
+                say(
+                    "did not find it clearly ahead of {t}: a tie",
+                    t=workers_list(tied, "C3 tied count", C3_COUNT),
+                )
             )
         if few:
             parts.append(
@@ -121,7 +125,10 @@ def c3_tag(best_n: int, rows: pd.DataFrame | None) -> Finding:
             why=too_few_why([v], "C3"),
         )
     if best_n in b.tied:
-        return say("C3's stopping rule; C3 could not tell it from {low}, its lowest median: a tie", low=low)
+        return say(
+            "C3's stopping rule; C3 did not find {low}, its lowest median, clearly ahead of it: a tie",
+            low=low,
+        )
     return say("C3's stopping rule; C3's verdict favours {w}", w=worker_label(b.label, "C3 favoured count"))
 
 
