@@ -2235,6 +2235,22 @@ def test_c2_explains_worker_start_up_only_when_the_run_had_workers():
     assert [lab2_conclusion.WORKER_RESTART in x for x in said] == [False, True, False]
 
 
+def test_c5_table_names_a_single_epoch_as_that_not_a_median():
+    """review40: the H200's C5 table said "median epoch (s)" beside "n epochs" 1, where its answer says "the
+    one epoch after the first"."""
+    heads = [
+        c5_conclusion.summary_columns(pd.DataFrame({"n": n}))["median_s"] for n in ([1, 1], [3, 3], [1, 3])
+    ]
+    assert heads == [
+        "the one epoch after the first (s)",
+        "median epoch (s)",
+        "median epoch, or the one epoch after the first (s)",
+    ]
+    assert c5_conclusion.summary_columns(pd.DataFrame({"n": [1, 1]}))["epoch_speedup_vs_cpu"] == (
+        "epoch speedup vs CPU (the one epoch after the first)"
+    )
+
+
 def test_c5_says_workers_start_again_each_epoch_only_where_they_do():
     """grade38a: C5's first step of each later epoch took about 1.6 s with 1 worker, unexplained where C2's
     and C4's pages explain it; the same background, on the same settings rule."""
