@@ -73,18 +73,20 @@ def chance_line(ax, number, what: str) -> None:
 
 def plain_log_y(ax, values) -> None:
     """A log y axis whose ticks read as the page's numbers (fmt_value): the powers of ten, and between them
-    only 2 and 5, where `values` (what the axis draws) span at most two decades (grade36b: every minor
+    every whole multiple where `values` (what the axis draws) span at most 3x, 2, 3 and 5 up to 10x, 2 and 5
+    up to two decades (grade36b: every minor
     tick named, '0.8' over '0.9', ran into each other; grade39b: a lone '10^3' beside points from 904 to
     1,714 s)."""
     from matplotlib.ticker import FuncFormatter
 
     drawn = [float(v) for v in values if v == v and v > 0]
-    few = bool(drawn) and max(drawn) / min(drawn) <= 100
+    span = max(drawn) / min(drawn) if drawn else math.inf
+    # the narrower the span, the more of the ticks between the decades are named, so that at least two fall
+    # on the axis (review40: a span of 2x, 2,600 to 4,200 s, named none)
+    named = range(2, 10) if span <= 3 else (2, 3, 5) if span <= 10 else (2, 5) if span <= 100 else ()
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_value(v)))
-    ax.yaxis.set_minor_formatter(
-        FuncFormatter(lambda v, _: fmt_value(v) if few and _mantissa(v) in (2, 5) else "")
-    )
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: fmt_value(v) if _mantissa(v) in named else ""))
 
 
 def _mantissa(v: float) -> int:

@@ -164,6 +164,24 @@ def test_lab5_figures_log_axis_names_its_ticks_so_its_points_can_be_read():
     assert {x.get_text() for x in ticks} >= {"500", "1,000"}, [x.get_text() for x in ticks]
     boxes = sorted((x.get_window_extent(r) for x in ticks), key=lambda b: b.y0)
     assert all(a.y1 <= b.y0 for a, b in zip(boxes, boxes[1:]))
+    # two workers only, the model not used: a span of under 2x still names two ticks or more, each clear of
+    # the next (review40: 2,600 to 4,200 s named none)
+    two = pd.DataFrame(
+        {"workers": [1, 2], "per_gpu_batch": [16, 16], "measured_s": [4200.0, 2600.0], "source": "measured"}
+    )
+    two["epoch_s"] = two["measured_s"]
+    fig = lab5_figure.scaling_figure(two, model_ok=False)
+    fig.canvas.draw()
+    ax, r = fig.axes[0], fig.canvas.get_renderer()
+    lo, hi = ax.get_ylim()
+    ticks = [
+        x
+        for x in ax.get_yticklabels() + ax.get_yticklabels(minor=True)
+        if x.get_text() and lo <= x.get_position()[1] <= hi
+    ]
+    assert len(ticks) >= 2, [x.get_text() for x in ticks]
+    boxes = sorted((x.get_window_extent(r) for x in ticks), key=lambda b: b.y0)
+    assert all(a.y1 <= b.y0 for a, b in zip(boxes, boxes[1:]))
 
 
 def test_lab5_figure_sets_each_batchs_points_apart_so_none_hides_another():
