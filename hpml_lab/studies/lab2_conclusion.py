@@ -143,8 +143,10 @@ def first_epoch_finding(
     """What a run's whole epochs (`totals`, seconds, in order) show of its first epoch, which every summary
     leaves out as warm-up by rule: that it was longer than each epoch kept; or why this run cannot tell (the
     epochs grew longer through the run, the epochs kept were not steady, or the first was clearly shorter than
-    each of them: something slowed the later epochs, and it would hide a warm-up); or that it was no longer,
-    with no one-time cost showing. None for a run of one epoch (it is reported as is).
+    each of them: something slowed the later epochs, and it would hide a warm-up; beside unsteady epochs kept,
+    said shorter where it was); or that it was shorter than them by more than FIRST_MARGIN, no longer, among
+    them or within the margin above them, with no one-time cost showing. None for a run of one epoch (it is
+    reported as is).
 
     `who` names the run in the sentence (' on the CPU'), `name` starts its Numbers' names ('cpu: ');
     `repeats`: each epoch's first step was found to hold a start-up of its own (C2's first-step verdict),
