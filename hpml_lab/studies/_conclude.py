@@ -301,6 +301,17 @@ def complete_metas(items, unknown: bool = False):
             continue
 
 
+def step_times(batches: pd.DataFrame, meta) -> pd.Series:
+    """A run's train_s as samples: one a step where it timed every step; one an interval where it timed the
+    device only every log_every steps (meta.json's timing "interval", the fast path: each batch of an interval
+    holds the interval's mean, one measurement, not log_every of them; grade40g: C7's "n = 390" over 20
+    intervals, its interquartile range over their copies)."""
+    t = batches["train_s"]
+    if (meta or {}).get("timing", "step") != "interval":
+        return t
+    return t[t.ne(t.shift()) | batches["epoch"].ne(batches["epoch"].shift())]
+
+
 def steady_batches(items, by: str) -> pd.DataFrame:
     """Per-batch rows of a sweep's complete runs, the warm-up epoch of each run left out."""
     from ..sweeps import tables

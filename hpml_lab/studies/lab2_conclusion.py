@@ -29,6 +29,7 @@ from ._conclude import (
     num,
     on_gpu,
     setting,
+    step_times,
     too_few_epochs,
     trend_flags,
     twin_noise,
@@ -296,9 +297,9 @@ def training_sweep(
     per_step = []
     for v in raw:
         name = shown_setting(v, shown)
-        step = num(
-            f"{name}: compute per step (after warm-up)", drop_warmup(b[b[field] == v])["train_s"], "ms", 1000
-        )
+        kept = drop_warmup(b[b[field] == v])
+        # one sample a timed interval where the run timed the device every log_every steps (grade40g)
+        step = num(f"{name}: compute per step (after warm-up)", step_times(kept, metas.get(v)), "ms", 1000)
         per_step.append(say("{name} {step}", name=name, step=step))
     flags.append(
         sanity.too_few(min((len(x) for x in samples.values()), default=0), "last-epoch batches per setting")

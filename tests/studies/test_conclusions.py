@@ -1182,10 +1182,13 @@ def test_c5_compute_columns_are_all_of_the_median_step(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------ C6 and C7
-def _training_sweep(losses: dict, status=None, tmp_path=None, stuck=(), field="optimizer", parameters=None):
+def _training_sweep(
+    losses: dict, status=None, tmp_path=None, stuck=(), field="optimizer", parameters=None, timing=None
+):
     """A training sweep's tables over `field`; with `tmp_path`, each complete setting's run folder too, its
-    meta.json holding the run's own record: its `parameters` (78,002 unless given) and, for the settings in
-    `stuck`, did_not_learn (its last epoch still at chance, as training records it)."""
+    meta.json holding the run's own record: its `parameters` (78,002 unless given), its `timing` where given,
+    and, for the settings in `stuck`, did_not_learn (its last epoch still at chance, as training records
+    it)."""
     rows = []
     for v, ls in losses.items():
         rows += [
@@ -1202,12 +1205,31 @@ def _training_sweep(losses: dict, status=None, tmp_path=None, stuck=(), field="o
     items = []
     for v in losses if tmp_path is not None else ():
         meta = {"config": {field: v}, "parameters": (parameters or {}).get(v, 78002)}
+        if (timing or {}).get(v):
+            meta["timing"] = timing[v]
         if v in stuck:
             meta["did_not_learn"] = {"epoch": 2, "loss": 2.3, "acc": 0.1, "classes": 10}
         d = tmp_path / f"run-{field}-{v}"
         results.write_derived(d, {}, meta)
         items.append(SimpleNamespace(run_dir=d, complete=True, status="done"))
     return SimpleNamespace(batches=pd.DataFrame(rows), summary=summary, items=items)
+
+
+def test_a_run_timed_in_intervals_gives_one_sample_an_interval(tmp_path):
+    """grade40g: the H200's C7 said "compute per step ... n = 390, IQR 2.13" of a fast-path run that timed the
+    device every 20 steps, each step holding its interval's mean: 20 measurements, not 390."""
+    cfg = RunConfig(task="c6", model="resnet_tiny")
+    out = _training_sweep(
+        {"sgd": [2.0] * 4 + [0.5] * 4, "adam": [2.0] * 4 + [1.5] * 4},
+        tmp_path=tmp_path,
+        timing={"sgd": "interval", "adam": "step"},
+    )
+    kept = [0.01, 0.01, 0.03, 0.03]  # epoch 2: two intervals of two steps
+    out.batches["train_s"] = [0.02] * 4 + kept + [0.02] * 4 + kept
+    answers, _ = lab2_conclusion.training_sweep(cfg, out, "optimizer", "C6?")
+    n = {x.name: x.n for x in answers[0].numbers if x.name.endswith("compute per step (after warm-up)")}
+    assert n == {"sgd: compute per step (after warm-up)": 2, "adam: compute per step (after warm-up)": 4}
+    assert holds(answers) == []
 
 
 def test_training_sweep_clear_best_tie_chance_diverged_and_failed(tmp_path):
