@@ -312,11 +312,22 @@ def step_times(batches: pd.DataFrame, meta) -> pd.Series:
     return t[t.ne(t.shift()) | batches["epoch"].ne(batches["epoch"].shift())]
 
 
-def steady_batches(items, by: str) -> pd.DataFrame:
-    """Per-batch rows of a sweep's complete runs, the warm-up epoch of each run left out."""
+def steady_batches(items, by: str, steps: bool = False) -> pd.DataFrame:
+    """Per-batch rows of a sweep's complete runs, the warm-up epoch of each run left out. `steps`: the rows
+    are read for their train_s as samples, so a run timed in intervals (step_times) keeps one row an
+    interval (its other columns, data_s and loss, are then not all the run's)."""
     from ..sweeps import tables
 
-    return drop_warmup(tables(items, "batches", with_config=(by,)))
+    b = drop_warmup(tables(items, "batches", with_config=(by,)))
+    if not steps or b.empty:
+        return b
+    metas = {str((m.get("config") or {}).get(by)): m for m in complete_metas(items, unknown=True)}
+    keep = [
+        i
+        for v, g in b.groupby(by, sort=False)
+        for i in step_times(g, metas.get(str(v))).index
+    ]
+    return b.loc[sorted(keep)]
 
 
 def compare_configs(

@@ -1093,6 +1093,25 @@ def test_c5_gpu_against_cpu_is_a_verdict(tmp_path):
     assert lab2_conclusion.WORKER_RESTART not in [b.text for b in zero[0].background]
 
 
+def test_steady_batches_read_for_steps_keep_one_row_an_interval_of_a_run_timed_in_intervals(tmp_path):
+    """grade40g (C7's n = 390 of 20 intervals): a comparison of compute per step (C5's, C8's from runs) reads
+    one sample an interval of a run that timed the device every log_every steps; a run timed every step keeps
+    every step, and without `steps` every row stays (its data_s and loss are per batch)."""
+    from hpml_lab.studies import _conclude
+
+    items = sweep(tmp_path, "device", {"cuda": batches([0.01, 0.01, 0.02, 0.02]), "cpu": batches([0.1] * 4)})
+    meta_path = items[0].run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "timing": "interval"}))
+    steps = _conclude.steady_batches(items, "device", steps=True)
+    assert steps.groupby("device").size().to_dict() == {"cuda": 2, "cpu": 4}
+    assert list(steps[steps.device == "cuda"]["train_s"]) == [0.01, 0.02]
+    assert _conclude.steady_batches(items, "device").groupby("device").size().to_dict() == {
+        "cuda": 4,
+        "cpu": 4,
+    }
+
+
 def test_c5_says_each_devices_epoch_with_its_device_whichever_ran_first(tmp_path):
     """The first GPU run's report said "A CPU epoch took 7.64 s" and then a bare "0.47 s.": the GPU's epoch
     had no sentence, and the CPU's was whichever device came first in the table."""

@@ -175,7 +175,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
                 missing="a GPU: run this task on a CUDA machine",
             )
         ], dedupe(flags)
-    bt = steady_batches(out.items, "device")
+    bt = steady_batches(out.items, "device", steps=True)  # compute per step: one sample an interval timed
     v, xa, xb = compare_configs(
         bt,
         "device",

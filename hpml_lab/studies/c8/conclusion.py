@@ -173,7 +173,7 @@ def conclude(cfg, out, breakdown=None) -> tuple[list[Answer], list[sanity.Flag]]
     flags: list = [sanity.stand_in(cfg), busy_in(out), *learning_flags(done), *trends(done)]
     # the whole-epoch table's steady medians: no spread below three epochs a mode (grade26, as c2 flags its)
     flags.append(_conclude.too_few_epochs(getattr(out, "summary", None), "epochs after warm-up per mode"))
-    bt = steady_batches(done, "compile")
+    bt = steady_batches(done, "compile", steps=True)  # compute per step: one sample an interval timed
     question = "C8: does torch.compile pay off?"
     idle_details, idle_background = trace_idle(out, breakdown)
     if bt["compile"].nunique() < 2:
@@ -634,7 +634,7 @@ def step_summary(out) -> pd.DataFrame:
     if rounds is not None:
         groups = [("eager", pd.Series(rounds[1])), ("compiled", pd.Series(rounds[0]))]
     else:
-        bt = steady_batches([it for it in out.items if it.complete], "compile")
+        bt = steady_batches([it for it in out.items if it.complete], "compile", steps=True)
         groups = [
             ("compiled" if flag else "eager", g["train_s"]) for flag, g in bt.groupby("compile", sort=True)
         ]
