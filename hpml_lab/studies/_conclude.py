@@ -322,11 +322,7 @@ def steady_batches(items, by: str, steps: bool = False) -> pd.DataFrame:
     if not steps or b.empty:
         return b
     metas = {str((m.get("config") or {}).get(by)): m for m in complete_metas(items, unknown=True)}
-    keep = [
-        i
-        for v, g in b.groupby(by, sort=False)
-        for i in step_times(g, metas.get(str(v))).index
-    ]
+    keep = [i for v, g in b.groupby(by, sort=False) for i in step_times(g, metas.get(str(v))).index]
     return b.loc[sorted(keep)]
 
 
