@@ -999,6 +999,32 @@ def test_c5_says_of_its_run_what_the_runs_record_says(tmp_path):
     assert "did not learn" not in {f.kind for f in flags}
 
 
+def test_c5_states_each_devices_peak_its_share_is_of(tmp_path):
+    """grade40g: the H200's C5 showed the GPU's 8.23% "of device peak" beside only the CPU's peak; each
+    device's own peak is said, named by its device, so two of one precision are two Numbers."""
+    ep = pd.DataFrame(
+        {"device": ["cpu"] * 3 + ["cuda"] * 3, "epoch": [1, 2, 3] * 2, "total_s": [2.0] * 3 + [1.0] * 3}
+    )
+    items = sweep(tmp_path, "device", {"cpu": batches(SLOW), "cuda": batches(FAST)})
+    fl = {"cpu": (1.5, "measured here"), "cuda": (494.5, "data sheet: NVIDIA H200 SXM, dense tf32")}
+    for it, device in zip(items, ("cpu", "cuda")):
+        meta = json.loads((it.run_dir / "meta.json").read_text())
+        peak, src = fl[device]
+        flops = {"precision": "tf32", "peak_tflops": peak, "peak_source": src, "per_image": 1.0}
+        (it.run_dir / "meta.json").write_text(json.dumps({**meta, "flops": flops}))
+    summary = pd.DataFrame({"device": ["cpu", "cuda"], "mfu_pct": [50.0, 8.23]})
+    out = SimpleNamespace(epochs=ep, devices=["cpu", "cuda"], items=items, summary=summary)
+    answers, _ = c5_conclusion.conclude(RunConfig(task="c5"), out)
+    assert (
+        "The table's shares of device peak are each of its device's own peak: 1.5 TFLOP/s for the CPU and "
+        "494 TFLOP/s for the GPU" in answers[0].text
+    ), answers[0].text
+    assert holds(answers) == []
+    # no share in the table: no peak said
+    out.summary = summary.drop(columns="mfu_pct")
+    assert "own peak" not in c5_conclusion.conclude(RunConfig(task="c5"), out)[0][0].text
+
+
 def test_c5_a_share_above_the_measured_peak_is_flagged_as_c1s_and_c2s_are(tmp_path):
     """A grader read 127% in c5's "median step's compute, % of device peak" column with no word of it, where
     c1's and c2's pages flag theirs: a share above the whole of a device's measured peak raises 'MFU above

@@ -7,11 +7,14 @@ answers, flags = conclusion.conclude(cfg, out)     # out: study.C5Result
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from ... import sanity
 from ...answers import Answer, Number
-from ...findings import Background, say
+from ...findings import Background, join, say
+from ...flops import peak_number
 from ...results import drop_warmup
 from ...verdict import sample_record
 from .._conclude import (
@@ -110,6 +113,38 @@ def peak_flags(out) -> list[sanity.Flag]:
     return flags
 
 
+def peaks_said(out) -> list:
+    """Each device's own peak, which the table's share of device peak is of, named by its device (grade40g:
+    the H200's C5 showed the GPU's 8.23% of a 494.5 TFLOP/s peak that neither the page nor its record
+    stated)."""
+    summary = getattr(out, "summary", None)
+    if summary is None or "mfu_pct" not in summary:
+        return []
+    metas = {}
+    for meta in complete_metas(out.items, unknown=True):
+        metas.setdefault(str((meta.get("config") or {}).get("device")), meta)
+    parts = []
+    for device in summary["device"]:
+        fl = (metas.get(str(device)) or {}).get("flops") or {}
+        if fl.get("peak_tflops"):
+            peak = peak_number(fl)
+            parts.append(
+                say(
+                    "{peak} for the {d}",
+                    peak=replace(peak, name=f"{device}: {peak.name}"),
+                    d=DEVICE_LABELS.get(str(device), str(device)),
+                )
+            )
+    if not parts:
+        return []
+    return [
+        say(
+            "The table's shares of device peak are each of its device's own peak: {p}",
+            p=join(parts, ", ", " and "),
+        )
+    ]
+
+
 def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
     """Epoch time on each device present; a GPU-vs-CPU verdict only when both ran (else partial: needs a GPU);
     the devices ran one after the other, which the verdict knows."""
@@ -169,7 +204,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
             Answer(
                 question,
                 head,
-                [*said, *dropped],
+                [*said, *dropped, *peaks_said(out)],
                 worker_restart(cfg, [cfg.num_workers]),
                 status="partial",
                 missing="a GPU: run this task on a CUDA machine",
@@ -188,7 +223,7 @@ def conclude(cfg, out) -> tuple[list[Answer], list[sanity.Flag]]:
         loads=loads_by(out.items, "device"),
     )
     head = say("{v}", v=v.short("C5 compute")).up()
-    details = [say("{v}", v=v.finding("C5 compute")).up(), *said, *dropped]
+    details = [say("{v}", v=v.finding("C5 compute")).up(), *said, *dropped, *peaks_said(out)]
     if cfg.max_batches:  # e.g. the GPU kit's profile: the CPU row would otherwise take most of a lease
         details.append(
             say(
