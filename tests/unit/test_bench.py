@@ -115,6 +115,33 @@ def test_the_timed_step_never_gets_an_epochs_smaller_last_batch():
     assert len(t.next_batch()[0]) == 5
 
 
+def test_an_epochs_partial_last_batch_is_met_once_untimed_before_whole_epochs():
+    """grade40g: the H200's PIL baseline's first whole epoch took 6.50 s against 4.34 and 4.59 s, its last
+    batch of 80 images met there first (cuDNN's kernel search); the rounds take full batches only. warm_last
+    takes one step at that shape where the loader gives a partial last batch, and none where it drops it."""
+    import types
+
+    import torch
+
+    class Loader(list):
+        def __init__(self, sizes, drop_last, images=None):
+            super().__init__((torch.zeros(n), torch.zeros(n)) for n in sizes)
+            self.batch_size, self.drop_last = 8, drop_last
+            self.dataset = range(images if images is not None else sum(sizes))
+
+    t = bench_measure.Trainer.__new__(bench_measure.Trainer)
+    stepped = []
+    t.cfg, t._it, t._step = types.SimpleNamespace(batch_size=8), None, lambda x, y: stepped.append(len(x))
+    t.loader = Loader((8, 8, 4), drop_last=False)  # 20 images: a last batch of 4
+    t.warm_last()
+    assert stepped == [4]
+    # none to meet: whole batches only, or a last batch the loader drops (20 images, 2 batches given)
+    for loader in (Loader((8, 8), drop_last=False), Loader((8, 8), drop_last=True, images=20)):
+        t.loader, t._it = loader, None
+        t.warm_last()
+    assert stepped == [4]
+
+
 def test_bench_stall_compares_fed_steps_with_resident_ones(run_bench):
     rec = run_bench("stall", steps=2, repeats=2, warmup=1)
     for side in ("baseline", "fast"):

@@ -32,9 +32,10 @@ before any is timed, so a compiled rung compiles once, in the warm-up. Then `war
 Each timed run is synchronized at its start and timed with profiling.DeviceTimer (CUDA events on a GPU,
 perf_counter on a CPU). Before a worker-fed rung's timed run, the batches its workers prefetched while other
 rungs ran are taken untimed, so the run starts with the loader's queue empty instead of a head start of ready
-batches. After the rounds, each rung trains `epoch_repeats` whole epochs of its loader (the rungs again taking
-turns), each timed whole by a wall clock synchronized at both ends: the epoch time a user's loop takes,
-loading included, not a sum of steps.
+batches. After the rounds, each rung takes one untimed step at the shape of its epoch's partial last batch,
+where its loader gives one (its first meeting: cuDNN's kernel search on a GPU), then trains `epoch_repeats`
+whole epochs of its loader (the rungs again taking turns), each timed whole by a wall clock synchronized at
+both ends: the epoch time a user's loop takes, loading included, not a sum of steps.
 """
 
 from __future__ import annotations
@@ -382,6 +383,9 @@ def measure(
     # included
     epochs: dict[str, list[float]] = {r.name: [] for r in active}
     epoch_images: dict[str, int] = {}
+    for tr in trainers.values():  # an epoch's partial last batch met once, untimed, before any whole epoch
+        tr.warm_last()
+    synchronize(device)
     epoch_loads: list[float | None] = []  # the 1-minute load average after each round of epochs
     clock = WallClock(device)
     for rnd in range(settings.epoch_repeats):
