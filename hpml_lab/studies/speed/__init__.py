@@ -201,7 +201,7 @@ def run(cfg: RunConfig, settings: Settings) -> Ladder:
     """Plan the rungs for cfg, time them, run the outside reference, and write ladder.csv, samples.json
     (images/s of each timed round), epochs.json (seconds of each whole epoch) and meta.json to
     cfg.run_dir()."""
-    from ...device import resolve_device
+    from ...device import configure, resolve_device
     from ...io import atomic_write_csv, atomic_write_json
     from ...results import new_meta
     from . import course
@@ -210,6 +210,9 @@ def run(cfg: RunConfig, settings: Settings) -> Ladder:
     settings.check_run(cfg)  # as the runner does before its kernel: a call from Python is checked too
     device = resolve_device(cfg.device)
     rungs = plan(cfg, settings, device)
+    # the backend settings every rung's trainer sets, set before the record reads them (grade40g: its
+    # environment said cudnn_benchmark false of a ladder that ran with it on)
+    configure(device)
     meta = new_meta(cfg, device, settings=asdict(settings), status="complete")
     # the settings the baseline rung ran with (plan() sets the loader, its persistent workers, the precision
     # and compile), so the environment table's config row names no setting that did not act (grade20: it
