@@ -308,6 +308,8 @@ class Verdict:
         well beyond it (grade19: 1.0055x to 1.476x; review39)."""
         if self.reason.startswith("difference under"):
             return "{a} and {b} differ, perhaps negligibly, on {what}"
+        if self.undecided:  # no evidence that the two are alike (grade40g: n = 2 against 780 read as a tie)
+            return "{a} and {b} cannot be compared on {what}"
         return "{a} and {b} cannot be told apart on {what}"
 
     def as_dict(self) -> dict[str, Any]:
