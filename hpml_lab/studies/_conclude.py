@@ -301,6 +301,14 @@ def complete_metas(items, unknown: bool = False):
             continue
 
 
+def epoch_word(counts, one: str) -> str:
+    """What a table's per-epoch value is, by the epochs behind each row (`counts`, its n column): `one` (the
+    one epoch kept) where every row kept one, "median epoch" where every row kept several, else both
+    (review39, review40: "median epoch" beside "n epochs" 1)."""
+    lo, hi = int(min(counts)), int(max(counts))
+    return one if hi == 1 else "median epoch" if lo > 1 else f"median epoch, or {one}"
+
+
 def step_times(batches: pd.DataFrame, meta) -> pd.Series:
     """A run's train_s as samples: one a step where it timed every step; one an interval where it timed the
     device only every log_every steps (meta.json's timing "interval", the fast path: each batch of an interval

@@ -21,6 +21,7 @@ from .._conclude import (
     busy_of,
     compare_configs,
     dedupe,
+    epoch_word,
     learning_flags,
     loads_by,
     num,
@@ -278,14 +279,7 @@ def summary_columns(summary: pd.DataFrame) -> dict:
     """The headers of C4's summary table (study.phase_summary's columns): each per-epoch value named as what
     it is, the median epoch or the one epoch a count kept (review39: "median epoch" beside "n epochs" 1), as
     the figure's axis names it (figure.phase_bars)."""
-    lo, hi = int(summary["n"].min()), int(summary["n"].max())
-    of = (
-        "the one epoch kept"
-        if hi == 1
-        else "median epoch"
-        if lo > 1
-        else "median epoch, or the one epoch kept"
-    )
+    of = epoch_word(summary["n"], "the one epoch kept")
     return {
         "num_workers": "workers",
         "n": "n epochs",

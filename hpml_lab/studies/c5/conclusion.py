@@ -23,6 +23,7 @@ from .._conclude import (
     complete_metas,
     counted,
     dedupe,
+    epoch_word,
     learning_flags,
     loads_by,
     num,
@@ -40,14 +41,7 @@ def summary_columns(summary) -> dict:
     """The headers of C5's summary table: each per-epoch value named as what it is, the median epoch after the
     first or the one epoch after it (review40: "median epoch (s)" beside "n epochs" 1, where the answer says
     "the one epoch after the first"), as C4's table names its epochs."""
-    lo, hi = int(summary["n"].min()), int(summary["n"].max())
-    epoch = (
-        "the one epoch after the first"
-        if hi == 1
-        else "median epoch"
-        if lo > 1
-        else "median epoch, or the one epoch after the first"
-    )
+    epoch = epoch_word(summary["n"], "the one epoch after the first")
     return {
         "n": "n epochs",
         "median_s": f"{epoch} (s)",
@@ -89,6 +83,14 @@ def table_note(summary) -> str:
     )
 
 
+def _device_metas(out) -> dict:
+    """Each device's record (its first complete run's meta.json), by device name."""
+    metas: dict = {}
+    for meta in complete_metas(out.items, unknown=True):
+        metas.setdefault(str((meta.get("config") or {}).get("device")), meta)
+    return metas
+
+
 def peak_flags(out) -> list[sanity.Flag]:
     """'MFU above 100%' for each device whose median step's share of its peak (the table's column) passed the
     whole of it: that device's measured peak is no bound (sanity.above_peak), as c1's and c2's pages say of
@@ -97,9 +99,7 @@ def peak_flags(out) -> list[sanity.Flag]:
     summary = getattr(out, "summary", None)
     if summary is None or "mfu_pct" not in summary:
         return []
-    metas = {}
-    for meta in complete_metas(out.items, unknown=True):
-        metas.setdefault(str((meta.get("config") or {}).get("device")), meta)
+    metas = _device_metas(out)
     flags = []
     for row in summary.to_dict("records"):
         if row.get("mfu_pct") is None or not row["mfu_pct"] == row["mfu_pct"]:  # none recorded (nan)
@@ -120,9 +120,7 @@ def peaks_said(out) -> list:
     summary = getattr(out, "summary", None)
     if summary is None or "mfu_pct" not in summary:
         return []
-    metas = {}
-    for meta in complete_metas(out.items, unknown=True):
-        metas.setdefault(str((meta.get("config") or {}).get("device")), meta)
+    metas = _device_metas(out)
     parts = []
     for device in summary["device"]:
         fl = (metas.get(str(device)) or {}).get("flops") or {}
