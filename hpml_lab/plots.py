@@ -81,8 +81,8 @@ def plain_log_y(ax, values) -> None:
 
     drawn = [float(v) for v in values if v == v and v > 0]
     span = max(drawn) / min(drawn) if drawn else math.inf
-    # the narrower the span, the more of the ticks between the decades are named, so that at least two fall
-    # on the axis (review40: a span of 2x, 2,600 to 4,200 s, named none)
+    # the narrower the span, the more of the ticks between the decades are named (review40: a span of 2x,
+    # 2,600 to 4,200 s, named none); a span inside one step of them (1,100 to 1,900) still names none
     named = range(2, 10) if span <= 3 else (2, 3, 5) if span <= 10 else (2, 5) if span <= 100 else ()
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_value(v)))

@@ -329,7 +329,9 @@ def steady_batches(items, by: str, steps: bool = False) -> pd.DataFrame:
     b = drop_warmup(tables(items, "batches", with_config=(by,)))
     if not steps or b.empty:
         return b
-    metas = {str((m.get("config") or {}).get(by)): m for m in complete_metas(items, unknown=True)}
+    metas: dict = {}  # each value's first run's record, as run_metas and C5's peaks read it
+    for m in complete_metas(items, unknown=True):
+        metas.setdefault(str((m.get("config") or {}).get(by)), m)
     keep = [i for v, g in b.groupby(by, sort=False) for i in step_times(g, metas.get(str(v))).index]
     return b.loc[sorted(keep)]
 

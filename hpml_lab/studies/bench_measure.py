@@ -116,7 +116,7 @@ class Trainer:
             return
         try:
             n = len(self.loader.dataset)
-        except TypeError:
+        except (TypeError, AttributeError):  # a loader without a sized dataset (the tensor loader's)
             return
         rest = n % (getattr(self.loader, "batch_size", None) or self.cfg.batch_size)
         if rest:

@@ -140,6 +140,9 @@ def test_an_epochs_partial_last_batch_is_met_once_untimed_before_whole_epochs():
         t.loader, t._it = loader, None
         t.warm_last()
     assert stepped == [4]
+    t.loader, t._it = types.SimpleNamespace(drop_last=False, batch_size=8), None  # no sized dataset
+    t.warm_last()
+    assert stepped == [4]
 
 
 def test_bench_stall_compares_fed_steps_with_resident_ones(run_bench):
