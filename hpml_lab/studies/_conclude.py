@@ -301,6 +301,15 @@ def complete_metas(items, unknown: bool = False):
             continue
 
 
+def metas_by(items, field: str, unknown: bool = False) -> dict:
+    """Each value of `field` in the runs' configs -> the first complete run's record (meta.json) with it
+    (complete_metas: unreadable records left out; `unknown` as there)."""
+    got: dict = {}
+    for meta in complete_metas(items, unknown=unknown):
+        got.setdefault((meta.get("config") or {}).get(field), meta)
+    return got
+
+
 def epoch_word(counts, one: str) -> str:
     """What a table's per-epoch value is, by the epochs behind each row (`counts`, its n column): `one` (the
     one epoch kept) where every row kept one, "median epoch" where every row kept several, else both
@@ -329,9 +338,7 @@ def steady_batches(items, by: str, steps: bool = False) -> pd.DataFrame:
     b = drop_warmup(tables(items, "batches", with_config=(by,)))
     if not steps or b.empty:
         return b
-    metas: dict = {}  # each value's first run's record, as run_metas and C5's peaks read it
-    for m in complete_metas(items, unknown=True):
-        metas.setdefault(str((m.get("config") or {}).get(by)), m)
+    metas = {str(v): m for v, m in metas_by(items, by, unknown=True).items()}
     keep = [i for v, g in b.groupby(by, sort=False) for i in step_times(g, metas.get(str(v))).index]
     return b.loc[sorted(keep)]
 

@@ -23,9 +23,9 @@ from ..results import drop_warmup
 from ..verdict import best, sample_record
 from ._conclude import (
     busy_of,
-    complete_metas,
     counted,
     dedupe,
+    metas_by,
     num,
     on_gpu,
     setting,
@@ -415,10 +415,7 @@ def run_metas(out, field: str) -> dict:
     """Setting -> its complete run's record (meta.json), by the value of `field` in the run's config: what
     the run itself recorded (its parameters, whether it did not learn). Runs whose record cannot be read
     are left out."""
-    got: dict = {}
-    for meta in complete_metas(getattr(out, "items", None)):
-        got.setdefault((meta.get("config") or {}).get(field), meta)
-    return got
+    return metas_by(getattr(out, "items", None), field)
 
 
 # the summary's columns as a training sweep's page names them

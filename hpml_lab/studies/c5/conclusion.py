@@ -20,12 +20,12 @@ from ...verdict import sample_record
 from .._conclude import (
     busy_of,
     compare_configs,
-    complete_metas,
     counted,
     dedupe,
     epoch_word,
     learning_flags,
     loads_by,
+    metas_by,
     num,
     readable_share,
     setting,
@@ -85,10 +85,7 @@ def table_note(summary) -> str:
 
 def _device_metas(out) -> dict:
     """Each device's record (its first complete run's meta.json), by device name."""
-    metas: dict = {}
-    for meta in complete_metas(out.items, unknown=True):
-        metas.setdefault(str((meta.get("config") or {}).get("device")), meta)
-    return metas
+    return {str(v): m for v, m in metas_by(out.items, "device", unknown=True).items()}
 
 
 def peak_flags(out) -> list[sanity.Flag]:
